@@ -1,0 +1,16 @@
+"""hpvm-py: HPVM-style hierarchical dataflow graphs in Python (see DESIGN.md for the contract)."""
+from . import errors, math
+from .frontend.decorators import func, graph, leaf
+from .frontend.graph import (ALL_TO_ALL, ONE_TO_ONE, all_to_all, bind_input, bind_output,
+                             create_node, create_node_1d, create_node_2d, create_node_3d, edge,
+                             hint, node, streaming)
+from .frontend.intrinsics import (atomic_add, atomic_and, atomic_max, atomic_min, atomic_or,
+                                  atomic_sub, atomic_xchg, atomic_xor, barrier, get_node,
+                                  get_node_instance_id_x, get_node_instance_id_y,
+                                  get_node_instance_id_z, get_num_dims, get_num_node_instances_x,
+                                  get_num_node_instances_y, get_num_node_instances_z,
+                                  get_parent_node, instance_id, malloc, num_instances)
+from .types import (In, InOut, Out, Ptr, bf16, f16, f32, f64, i1, i8, i16, i32, i64, u8, u16, u32,
+                    u64)
+
+__version__ = "0.1.0"

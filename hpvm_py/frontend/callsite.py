@@ -1,0 +1,34 @@
+"""Find the user's source position of a call into hpvm-py (for builder locations and errors)."""
+from __future__ import annotations
+
+import os
+import sys
+from types import CodeType
+
+from ..ir.loc import UNKNOWN, Loc
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_positions: dict[CodeType, list] = {}
+
+
+def _inside_package(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIR)
+
+
+def caller_loc() -> Loc:
+    """The location of the innermost frame outside the hpvm_py package (file, line, column)."""
+    frame = sys._getframe(1)
+    while frame is not None and _inside_package(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return UNKNOWN
+    code = frame.f_code
+    positions = _positions.get(code)
+    if positions is None:
+        positions = list(code.co_positions())
+        _positions[code] = positions
+    index = frame.f_lasti // 2
+    col = 0
+    if 0 <= index < len(positions) and positions[index][2] is not None:
+        col = positions[index][2]
+    return Loc(code.co_filename, frame.f_lineno, col)

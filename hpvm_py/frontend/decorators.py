@@ -1,0 +1,234 @@
+"""@hpvm.leaf, @hpvm.func and @hpvm.graph: wrap Python functions and lower them to IR on first use."""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable
+
+from ..errors import FrontendError, LaunchError
+from ..ir import kernel as K
+from ..ir.dfg import GraphFunc, LibraryFunc
+from ..ir.loc import Loc
+from .callsite import caller_loc
+from .source import function_loc, read_function
+
+_LEAF_TARGETS = ("any", "cpu", "gpu")
+_names: dict[str, int] = {}
+_names_lock = threading.Lock()
+
+
+def unique_name(base: str) -> str:
+    """A function name unique in this process: IR names must not collide across modules."""
+    with _names_lock:
+        count = _names.get(base, 0)
+        _names[base] = count + 1
+    return base if count == 0 else f"{base}_{count + 1}"
+
+
+class NodeDef:
+    """Something a node can instantiate: a leaf, a graph or a library node."""
+
+    name: str
+    loc: Loc
+
+    def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
+        raise NotImplementedError
+
+
+class _Lowerable(NodeDef):
+    """Shared lazy lowering of a decorated Python function."""
+
+    kind = ""
+
+    def __init__(self, func: Callable[..., Any]):
+        functools.update_wrapper(self, func)
+        self.pyfunc = func
+        self.name = unique_name(func.__name__)
+        self.loc = function_loc(func)
+        self._ir: Any = None
+        self._helpers: dict[str, HelperDef] = {}
+        self._lowering = False
+
+    def _lower(self) -> None:
+        from .lower import Lowerer
+
+        if self._ir is not None:
+            return
+        if self._lowering:
+            raise FrontendError(f"{self.name} calls itself (directly or through helpers); "
+                                "recursion cannot be inlined", self.loc)
+        self._lowering = True
+        try:
+            src = read_function(self.pyfunc)
+            lowerer = Lowerer(src, self.kind, self.name, self._resolve_helper, is_builder)
+            lowerer.lower_signature()
+            body = lowerer.lower_body()
+            self._ir = self._make_ir(lowerer, body)
+        finally:
+            self._lowering = False
+
+    def _resolve_helper(self, obj: Any, loc: Loc) -> K.HelperFunc | None:
+        if not isinstance(obj, HelperDef):
+            return None
+        helper_ir = obj.ir  # lowers it, detecting recursion
+        self._helpers[obj.name] = obj
+        self._helpers.update(obj.helpers())
+        return helper_ir
+
+    def helpers(self) -> dict[str, "HelperDef"]:
+        """Every helper this function calls, directly or not."""
+        self._lower()
+        return dict(self._helpers)
+
+    def _make_ir(self, lowerer: Any, body: list[K.Stmt]) -> Any:
+        raise NotImplementedError
+
+
+class LeafDef(_Lowerable):
+    """A leaf node function."""
+
+    kind = "leaf"
+
+    def __init__(self, func: Callable[..., Any], target: str = "any"):
+        super().__init__(func)
+        if target not in _LEAF_TARGETS:
+            raise FrontendError(f"@hpvm.leaf(target={target!r}): the target is one of "
+                                f"{', '.join(_LEAF_TARGETS)}", self.loc)
+        self.target = target
+
+    @property
+    def ir(self) -> K.LeafFunc:
+        self._lower()
+        return self._ir
+
+    def _make_ir(self, lowerer: Any, body: list[K.Stmt]) -> K.LeafFunc:
+        return K.LeafFunc(name=self.name, params=lowerer.params_list(), outputs=lowerer.outputs,
+                          locals=dict(lowerer.locals), body=body, target=self.target, loc=self.loc)
+
+    def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
+        return self.ir.params, self.ir.outputs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise FrontendError(f"{self.name} is a leaf node function: it runs as a node of a graph "
+                            "(hpvm.node / create_node inside an @hpvm.graph), not as a call",
+                            caller_loc(), rule="leaf-called-directly")
+
+    def __repr__(self) -> str:
+        return f"<hpvm leaf {self.name}>"
+
+
+class HelperDef(_Lowerable):
+    """An @hpvm.func helper: inlined into leaves. Called from host code it runs as plain Python."""
+
+    kind = "helper"
+
+    @property
+    def ir(self) -> K.HelperFunc:
+        self._lower()
+        return self._ir
+
+    def _make_ir(self, lowerer: Any, body: list[K.Stmt]) -> K.HelperFunc:
+        return K.HelperFunc(name=self.name, params=lowerer.params_list(), result=lowerer.result_type,
+                            locals=dict(lowerer.locals), body=body, loc=self.loc)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.pyfunc(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<hpvm func {self.name}>"
+
+
+class GraphDef(NodeDef):
+    """An internal node function: its body is traced once to build the child graph."""
+
+    def __init__(self, func: Callable[..., Any]):
+        functools.update_wrapper(self, func)
+        self.pyfunc = func
+        self.name = unique_name(func.__name__)
+        self.loc = function_loc(func)
+        self._ir: GraphFunc | None = None
+        self._children: dict[str, NodeDef] = {}
+        self._tracing = False
+        self._module: Any = None
+
+    @property
+    def ir(self) -> GraphFunc:
+        self._trace()
+        assert self._ir is not None
+        return self._ir
+
+    def children(self) -> dict[str, NodeDef]:
+        """The node functions the child graph instantiates, by IR name."""
+        self._trace()
+        return dict(self._children)
+
+    def _trace(self) -> None:
+        from .graph import trace_graph
+
+        if self._ir is not None:
+            return
+        if self._tracing:
+            from ..errors import VerificationError
+
+            raise VerificationError(f"graph {self.name} contains itself: the node hierarchy must be "
+                                    "finite", caller_loc(), rule="hierarchy-acyclic")
+        self._tracing = True
+        try:
+            self._ir, self._children = trace_graph(self)
+        finally:
+            self._tracing = False
+
+    def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
+        return self.ir.params, self.ir.outputs
+
+    def module(self) -> Any:
+        """The IR module rooted here (built once)."""
+        from .module import build_module
+
+        if self._module is None:
+            self._module = build_module(self)
+        return self._module
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise LaunchError(f"{self.name} is a graph: run it with hpvm.launch({self.name}, ...) and "
+                          "hpvm.wait(handle)", caller_loc())
+
+    def __repr__(self) -> str:
+        return f"<hpvm graph {self.name}>"
+
+
+class LibraryDef(NodeDef):
+    """A node implemented by hpvm-py itself (a communication collective)."""
+
+    def __init__(self, ir: LibraryFunc):
+        self.ir = ir
+        self.name = ir.name
+        self.loc = ir.loc
+
+    def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
+        return self.ir.params, self.ir.outputs
+
+
+def leaf(func: Callable[..., Any] | None = None, *, target: str = "any") -> Any:
+    """Mark a function as a leaf node: `@hpvm.leaf` or `@hpvm.leaf(target="cpu"|"gpu"|"any")`."""
+    if func is None:
+        return lambda f: LeafDef(f, target)
+    if isinstance(func, str):
+        raise FrontendError("write @hpvm.leaf(target=...) with the keyword", caller_loc())
+    return LeafDef(func, target)
+
+
+def func(fn: Callable[..., Any]) -> HelperDef:
+    """Mark a function as a helper that leaves may call (it is inlined)."""
+    return HelperDef(fn)
+
+
+def graph(fn: Callable[..., Any]) -> GraphDef:
+    """Mark a function as an internal node whose body builds a child graph."""
+    return GraphDef(fn)
+
+
+def is_builder(obj: Any) -> bool:
+    from . import graph as g
+
+    return obj in g.BUILDERS

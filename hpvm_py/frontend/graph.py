@@ -1,0 +1,544 @@
+"""Tracing of @hpvm.graph bodies and the graph builders (reference form and keyword sugar).
+
+A graph body runs once, with a symbolic value for each parameter. The symbols only support what an
+internal node may do with its inputs: bind them to children, and combine integer parameters with
++ - * // % into instance counts. Anything else (indexing a pointer, branching on a value) is
+computation, which the reference forbids in internal nodes.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import threading
+import traceback
+from typing import Any, Iterable
+
+from ..errors import FrontendError, HPVMError, VerificationError
+from ..ir import dfg as D
+from ..ir import kernel as K
+from ..ir.loc import Loc
+from ..types import PtrType, ScalarType
+from .callsite import caller_loc
+from .decorators import GraphDef, HelperDef, LeafDef, NodeDef
+from .source import read_function
+
+ONE_TO_ONE = D.ONE_TO_ONE
+ALL_TO_ALL = D.ALL_TO_ALL
+
+_local = threading.local()
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _structure_error(what: str, loc: Loc | None = None) -> VerificationError:
+    return VerificationError(f"{what}: an internal node only builds structure (create nodes, edges "
+                             "and binds); move computation into a leaf",
+                             loc or caller_loc(), rule="internal-nodes-only-structure")
+
+
+class _Symbolic:
+    """Behaviour shared by graph-parameter symbols: everything but structure is rejected."""
+
+    builder: "GraphBuilder"
+
+    def _what(self) -> str:
+        raise NotImplementedError
+
+    def __bool__(self) -> bool:
+        raise _structure_error(f"branching on {self._what()}")
+
+    def __index__(self) -> int:
+        raise _structure_error(f"{self._what()} has no value while the graph is built; using it "
+                               "as a Python number")
+
+    __int__ = __index__
+
+    def __float__(self) -> float:
+        raise _structure_error(f"using {self._what()} as a Python number")
+
+    def __getitem__(self, key: Any) -> Any:
+        raise _structure_error(f"indexing {self._what()}")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise _structure_error(f"storing through {self._what()}")
+
+    def __iter__(self) -> Any:
+        raise _structure_error(f"iterating over {self._what()}")
+
+    def __len__(self) -> int:
+        raise _structure_error(f"len() of {self._what()}")
+
+    def _compare(self, other: Any) -> Any:
+        raise _structure_error(f"comparing {self._what()}")
+
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _compare
+    __hash__ = object.__hash__
+
+    def _dim(self) -> D.DimExpr:
+        raise _structure_error(f"arithmetic on {self._what()}")
+
+    def _arith(op: str, reflected: bool = False):  # type: ignore[misc]
+        def method(self: "_Symbolic", other: Any) -> "DimSym":
+            lhs = self._dim()
+            rhs = _as_dim(other, self.builder, f"the other operand of {op}")
+            expr = D.DimBin(op, rhs, lhs) if reflected else D.DimBin(op, lhs, rhs)
+            return DimSym(self.builder, expr)
+        return method
+
+    __add__, __radd__ = _arith("+"), _arith("+", True)
+    __sub__, __rsub__ = _arith("-"), _arith("-", True)
+    __mul__, __rmul__ = _arith("*"), _arith("*", True)
+    __floordiv__, __rfloordiv__ = _arith("//"), _arith("//", True)
+    __mod__, __rmod__ = _arith("%"), _arith("%", True)
+
+    def _other(self, *args: Any) -> Any:
+        raise _structure_error(f"this operation on {self._what()}")
+
+    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __and__ = __or__ = _other
+    __xor__ = __lshift__ = __rshift__ = __invert__ = __abs__ = _other
+
+
+class Sym(_Symbolic):
+    """A parameter of the graph being traced."""
+
+    def __init__(self, builder: "GraphBuilder", index: int, param: K.Param):
+        self.builder = builder
+        self.index = index
+        self.param = param
+
+    def _what(self) -> str:
+        return f"graph parameter {self.param.name!r}"
+
+    def _dim(self) -> D.DimExpr:
+        t = self.param.type
+        if not (isinstance(t, ScalarType) and t.is_int and not t.is_bool):
+            raise _structure_error(f"arithmetic on {self._what()} of type {t} (instance counts are "
+                                   "integer parameters)")
+        return D.DimParam(self.param.name)
+
+    def __repr__(self) -> str:
+        return f"<graph parameter {self.param.name}: {self.param.type}>"
+
+
+class DimSym(_Symbolic):
+    """An instance-count expression of graph parameters."""
+
+    def __init__(self, builder: "GraphBuilder", expr: D.DimExpr):
+        self.builder = builder
+        self.expr = expr
+
+    def _what(self) -> str:
+        return f"the expression {D.dim_text(self.expr)}"
+
+    def _dim(self) -> D.DimExpr:
+        return self.expr
+
+    def __repr__(self) -> str:
+        return f"<instance count {D.dim_text(self.expr)}>"
+
+
+def _as_dim(value: Any, builder: "GraphBuilder", what: str) -> D.DimExpr:
+    if isinstance(value, bool):
+        raise VerificationError(f"{what} must be an integer, not a bool", caller_loc(),
+                                rule="instance-counts")
+    if isinstance(value, int):
+        return D.DimConst(value)
+    if isinstance(value, _Symbolic):
+        if value.builder is not builder:
+            raise VerificationError(f"{what} uses a parameter of another graph", caller_loc(),
+                                    rule="edge-siblings")
+        return value._dim()
+    raise VerificationError(f"{what} must be an int or an expression of integer graph parameters "
+                            f"(+ - * // %), not {type(value).__name__}", caller_loc(),
+                            rule="instance-counts")
+
+
+class OutRef:
+    """Output `port` of a node, as given by `node.out.name` or `node.out[i]`."""
+
+    def __init__(self, node: "NodeRef", port: int):
+        self.node = node
+        self.port = port
+
+    def __repr__(self) -> str:
+        return f"<output {self.port} of node {self.node.ir.name}>"
+
+
+class Connection:
+    """A value given to a node input or returned, with its edge kind and stream flag."""
+
+    def __init__(self, source: Any, kind: str = ONE_TO_ONE, stream: bool = False):
+        self.source = source
+        self.kind = kind
+        self.stream = stream
+
+
+def all_to_all(value: Any) -> Connection:
+    """Connect a sibling's output with an all-to-all edge (a barrier between the two grids)."""
+    conn = _connection(value)
+    if not isinstance(conn.source, OutRef):
+        raise VerificationError("all_to_all() wraps a node output (node.out.x); binds are always "
+                                "all-to-all", caller_loc(), rule="edge-kinds")
+    return Connection(conn.source, ALL_TO_ALL, conn.stream)
+
+
+def streaming(value: Any) -> Connection:
+    """Make an edge or bind streaming: a new item flows on every push of a streaming launch."""
+    conn = _connection(value)
+    return Connection(conn.source, conn.kind, True)
+
+
+def _connection(value: Any) -> Connection:
+    if isinstance(value, Connection):
+        return value
+    if isinstance(value, (OutRef, Sym)):
+        return Connection(value)
+    raise VerificationError(f"a node input is a graph parameter or a sibling's output "
+                            f"(node.out.name), not {type(value).__name__}", caller_loc(),
+                            rule="node-inputs")
+
+
+class _Outputs:
+    """`node.out`: outputs by name (`.x`) or index (`[0]`)."""
+
+    def __init__(self, node: "NodeRef"):
+        self._node = node
+
+    def __getattr__(self, name: str) -> OutRef:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return OutRef(self._node, self._node.output_port(name))
+
+    def __getitem__(self, index: int | str) -> OutRef:
+        return OutRef(self._node, self._node.output_port(index))
+
+    def __iter__(self) -> Iterable[OutRef]:
+        return iter([OutRef(self._node, i) for i in range(len(self._node.outputs))])
+
+    def __len__(self) -> int:
+        return len(self._node.outputs)
+
+
+class NodeRef:
+    """A node created in the graph being traced."""
+
+    def __init__(self, builder: "GraphBuilder", ir: D.Node, definition: NodeDef):
+        self.builder = builder
+        self.ir = ir
+        self.definition = definition
+        self.params, self.outputs = definition.signature()
+        self.out = _Outputs(self)
+
+    @property
+    def name(self) -> str:
+        return self.ir.name
+
+    def input_port(self, port: int | str) -> int:
+        return _port(port, [p.name for p in self.params], f"input of node {self.ir.name}")
+
+    def output_port(self, port: int | str) -> int:
+        return _port(port, [o.name for o in self.outputs], f"output of node {self.ir.name}")
+
+    def __repr__(self) -> str:
+        return f"<node {self.ir.name}: {self.ir.func}>"
+
+
+def _port(port: Any, names: list[str | None], what: str) -> int:
+    if isinstance(port, bool):
+        raise VerificationError(f"{what}: port must be an index or a name", caller_loc(), rule="ports-exist")
+    if isinstance(port, int):
+        if 0 <= port < len(names):
+            return port
+        raise VerificationError(f"{what}: port {port} does not exist (there are {len(names)})",
+                                caller_loc(), rule="ports-exist")
+    if isinstance(port, str) and port in names:
+        return names.index(port)
+    known = ", ".join(n for n in names if n) or "none by name; use indices"
+    raise VerificationError(f"{what}: no port named {port!r} (known: {known})", caller_loc(),
+                            rule="ports-exist")
+
+
+class GraphBuilder:
+    """Collects the child graph of one internal-node function while its body runs."""
+
+    def __init__(self, definition: GraphDef, ir: D.GraphFunc, src_file: str):
+        self.definition = definition
+        self.ir = ir
+        self.src_file = src_file
+        self.children: dict[str, NodeDef] = {}
+        self._name_counts: dict[str, int] = {}
+        self._names: set[str] = set()
+
+    def node_name(self, base: str) -> str:
+        count = self._name_counts.get(base, 0)
+        while True:
+            name = base if count == 0 else f"{base}_{count}"
+            count += 1
+            if name not in self._names:
+                break
+        self._name_counts[base] = count
+        self._names.add(name)
+        return name
+
+    def own(self, node: Any, what: str) -> NodeRef:
+        if not isinstance(node, NodeRef):
+            raise VerificationError(f"{what} must be a node created in this graph, not "
+                                    f"{type(node).__name__}", caller_loc(), rule="edge-siblings")
+        if node.builder is not self:
+            raise VerificationError(f"{what}: node {node.ir.name} belongs to another graph; edges and "
+                                    "binds connect children of the same internal node",
+                                    caller_loc(), rule="edge-siblings")
+        return node
+
+    def parent_input(self, port: Any) -> int:
+        if isinstance(port, Sym):
+            if port.builder is not self:
+                raise VerificationError("bind_input: that parameter belongs to another graph",
+                                        caller_loc(), rule="edge-siblings")
+            return port.index
+        return _port(port, [p.name for p in self.ir.params], f"input of graph {self.ir.name}")
+
+    def parent_output(self, port: Any) -> int:
+        return _port(port, [o.name for o in self.ir.outputs], f"output of graph {self.ir.name}")
+
+
+def current_builder(what: str) -> GraphBuilder:
+    stack = getattr(_local, "stack", None)
+    if not stack:
+        raise VerificationError(f"{what}() builds graph structure: use it inside an @hpvm.graph "
+                                "body", caller_loc(), rule="builders-in-internal-nodes")
+    return stack[-1]
+
+
+def _definition(fn: Any, loc: Loc) -> NodeDef:
+    if isinstance(fn, NodeDef):
+        return fn
+    if isinstance(fn, HelperDef):
+        raise VerificationError(f"{fn.name} is an @hpvm.func helper; nodes run @hpvm.leaf or "
+                                "@hpvm.graph functions", loc, rule="node-function")
+    name = getattr(fn, "__qualname__", repr(fn))
+    raise VerificationError(f"{name} is not a node function: decorate it with @hpvm.leaf or "
+                            "@hpvm.graph", loc, rule="node-function")
+
+
+# ----------------------------------------------------------------------------------------------
+# Reference-form builders
+
+
+def _create(fn: Any, dims: tuple[Any, ...], name: str | None = None) -> NodeRef:
+    builder = current_builder("create_node")
+    loc = caller_loc()
+    definition = _definition(fn, loc)
+    if len(dims) > 3:
+        raise VerificationError(f"a node is replicated in at most 3 dimensions, got {len(dims)}",
+                                loc, rule="max-three-dims")
+    dim_exprs = [_as_dim(d, builder, f"instance count {i}") for i, d in enumerate(dims)]
+    for d in dim_exprs:
+        if isinstance(d, D.DimConst) and d.value < 0:
+            raise VerificationError(f"instance count {d.value} is negative", loc, rule="instance-counts")
+    if name is None:
+        node_name = builder.node_name(definition.name)
+    else:
+        if not name.isidentifier() or name in builder._names:
+            raise VerificationError(f"node name {name!r} must be a fresh identifier in this graph",
+                                    loc, rule="unique-node-names")
+        builder._names.add(name)
+        node_name = name
+    ir = D.Node(name=node_name, func=definition.name, dims=dim_exprs, loc=loc)
+    builder.ir.nodes.append(ir)
+    builder.children[definition.name] = definition
+    return NodeRef(builder, ir, definition)
+
+
+def create_node(fn: Any) -> NodeRef:
+    """A node with one dynamic instance running fn."""
+    return _create(fn, ())
+
+
+def create_node_1d(fn: Any, n1: Any) -> NodeRef:
+    """A node replicated n1 times in x."""
+    return _create(fn, (n1,))
+
+
+def create_node_2d(fn: Any, n1: Any, n2: Any) -> NodeRef:
+    """A node replicated n1 × n2 times (x, y)."""
+    return _create(fn, (n1, n2))
+
+
+def create_node_3d(fn: Any, n1: Any, n2: Any, n3: Any) -> NodeRef:
+    """A node replicated n1 × n2 × n3 times (x, y, z)."""
+    return _create(fn, (n1, n2, n3))
+
+
+def _repl_kind(repl: Any) -> str:
+    if repl in (ONE_TO_ONE, 0) and not isinstance(repl, bool):
+        return ONE_TO_ONE
+    if repl in (ALL_TO_ALL, 1) and not isinstance(repl, bool):
+        return ALL_TO_ALL
+    raise VerificationError(f"edge replication must be hpvm.ONE_TO_ONE or hpvm.ALL_TO_ALL, not {repl!r}",
+                            caller_loc(), rule="edge-kinds")
+
+
+def edge(src: Any, dst: Any, repl: Any, sp: int | str, dp: int | str, stream: bool = False) -> None:
+    """An edge from output sp of src to input dp of dst (siblings in this graph)."""
+    builder = current_builder("edge")
+    s = builder.own(src, "edge source")
+    d = builder.own(dst, "edge destination")
+    builder.ir.edges.append(D.Edge(src=s.ir.name, src_port=s.output_port(sp), dst=d.ir.name,
+                                   dst_port=d.input_port(dp), kind=_repl_kind(repl),
+                                   stream=bool(stream), loc=caller_loc()))
+
+
+def bind_input(node: Any, ip: Any, ic: int | str, stream: bool = False) -> None:
+    """Bind input ip of this graph to input ic of child node."""
+    builder = current_builder("bind_input")
+    n = builder.own(node, "bind_input node")
+    builder.ir.input_binds.append(D.InputBind(parent_port=builder.parent_input(ip), dst=n.ir.name,
+                                              dst_port=n.input_port(ic), stream=bool(stream),
+                                              loc=caller_loc()))
+
+
+def bind_output(node: Any, oc: int | str, op: int | str, stream: bool = False) -> None:
+    """Bind output oc of child node to output op of this graph."""
+    builder = current_builder("bind_output")
+    n = builder.own(node, "bind_output node")
+    builder.ir.output_binds.append(D.OutputBind(src=n.ir.name, src_port=n.output_port(oc),
+                                                parent_port=builder.parent_output(op),
+                                                stream=bool(stream), loc=caller_loc()))
+
+
+def hint(node: Any, target: str) -> None:
+    """Ask for node to run on target ("cpu", "gpu" or "python")."""
+    builder = current_builder("hint")
+    _set_hint(builder.own(node, "hint node"), target)
+
+
+def _set_hint(n: NodeRef, target: str) -> None:
+    if target not in D.TARGETS:
+        raise VerificationError(f"hint target {target!r} is not one of {', '.join(D.TARGETS)}",
+                                caller_loc(), rule="hint-target")
+    n.ir.hint = target
+
+
+# ----------------------------------------------------------------------------------------------
+# Keyword sugar
+
+
+def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: str | None = None,
+         **inputs: Any) -> NodeRef:
+    """Create a node and connect its inputs in one call.
+
+    `grid` is None (one instance), a count, or a tuple of up to 3 counts. Each input, given by
+    position or by parameter name, is a parameter of this graph (an input bind) or a sibling's
+    output (a one-to-one edge; wrap it in hpvm.all_to_all(...) for an all-to-all edge, in
+    hpvm.streaming(...) for a streaming edge or bind).
+    """
+    if grid is None:
+        dims: tuple[Any, ...] = ()
+    elif isinstance(grid, tuple):
+        dims = grid
+    elif isinstance(grid, list):
+        dims = tuple(grid)
+    else:
+        dims = (grid,)
+    created = _create(fn, dims, name)
+    builder = created.builder
+    names = [p.name for p in created.params]
+    if len(args) > len(names):
+        raise VerificationError(f"{created.ir.func} takes {len(names)} input(s), got {len(args)} "
+                                "positional", caller_loc(), rule="node-inputs")
+    given = dict(zip(names, args))
+    for key, value in inputs.items():
+        if key not in names:
+            raise VerificationError(f"{created.ir.func} has no input named {key!r} (inputs: "
+                                    f"{', '.join(names)})", caller_loc(), rule="ports-exist")
+        if key in given:
+            raise VerificationError(f"input {key!r} given twice", caller_loc(), rule="node-inputs")
+        given[key] = value
+    loc = caller_loc()
+    for key, value in given.items():
+        conn = _connection(value)
+        dp = names.index(key)
+        if isinstance(conn.source, Sym):
+            builder.ir.input_binds.append(D.InputBind(parent_port=builder.parent_input(conn.source),
+                                                      dst=created.ir.name, dst_port=dp,
+                                                      stream=conn.stream, loc=loc))
+        else:
+            src = builder.own(conn.source.node, f"input {key!r}")
+            builder.ir.edges.append(D.Edge(src=src.ir.name, src_port=conn.source.port,
+                                           dst=created.ir.name, dst_port=dp, kind=conn.kind,
+                                           stream=conn.stream, loc=loc))
+    if hint is not None:
+        _set_hint(created, hint)
+    return created
+
+BUILDERS = {create_node, create_node_1d, create_node_2d, create_node_3d, edge, bind_input,
+            bind_output, hint, node, all_to_all, streaming}
+
+
+# ----------------------------------------------------------------------------------------------
+# Tracing
+
+
+def trace_graph(definition: GraphDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
+    from .lower import Lowerer
+
+    src = read_function(definition.pyfunc)
+    lowerer = Lowerer(src, "graph", definition.name, lambda obj, loc: None, lambda obj: False)
+    lowerer.lower_signature()
+    ir = D.GraphFunc(name=definition.name, params=lowerer.params_list(), outputs=lowerer.outputs,
+                     loc=definition.loc)
+    builder = GraphBuilder(definition, ir, src.file)
+    symbols = [Sym(builder, i, p) for i, p in enumerate(ir.params)]
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(builder)
+    try:
+        result = definition.pyfunc(*symbols)
+    except HPVMError:
+        raise
+    except Exception as exc:
+        raise FrontendError(f"the body of graph {definition.name} raised {type(exc).__name__}: {exc}",
+                            _user_frame_loc(exc, definition.loc)) from None
+    finally:
+        stack.pop()
+    _bind_result(builder, result, _return_loc(src) or definition.loc)
+    return ir, builder.children
+
+
+def _return_loc(src: Any) -> Loc | None:
+    returns = [n for n in ast.walk(src.tree) if isinstance(n, ast.Return) and n.value is not None]
+    return src.loc(returns[-1]) if returns else None
+
+
+def _bind_result(builder: GraphBuilder, result: Any, loc: Loc) -> None:
+    if result is None:
+        return
+    if isinstance(result, (OutRef, Connection)):
+        values = [result]
+    elif isinstance(result, tuple):
+        values = list(result)
+    else:
+        raise VerificationError(f"graph {builder.ir.name} returns {type(result).__name__}; return node "
+                                "outputs (node.out.x), a tuple of them, or nothing", loc,
+                                rule="outputs-bound")
+    if len(values) != len(builder.ir.outputs):
+        raise VerificationError(f"graph {builder.ir.name} returns {len(values)} value(s) but its "
+                                f"annotation declares {len(builder.ir.outputs)} output(s)", loc,
+                                rule="outputs-bound")
+    for port, value in enumerate(values):
+        conn = _connection(value)
+        if not isinstance(conn.source, OutRef):
+            raise VerificationError(f"output {port} of graph {builder.ir.name} must be a node output",
+                                    loc, rule="outputs-bound")
+        src = builder.own(conn.source.node, f"output {port}")
+        builder.ir.output_binds.append(D.OutputBind(src=src.ir.name, src_port=conn.source.port,
+                                                    parent_port=port, stream=conn.stream, loc=loc))
+
+
+def _user_frame_loc(exc: BaseException, default: Loc) -> Loc:
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        if not frame.filename.startswith(_PACKAGE_DIR):
+            return Loc(frame.filename, frame.lineno or 0, frame.colno or 0)
+    return default

@@ -1,0 +1,191 @@
+"""DFG IR: internal-node functions (graphs), the nodes they create, edges, binds, and the module.
+
+A `GraphFunc` is the function of an internal node: its child graph. A `Node` instantiates a
+function (leaf, graph or library node) with 0 to 3 replication dimensions whose extents are
+`DimExpr`s over the parent's parameters, evaluated when the node fires. Ports are indices: inputs
+are parameter indices of the node's function, outputs index its outputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from .kernel import HelperFunc, LeafFunc, OutputPort, Param
+from .loc import UNKNOWN, Loc
+
+_LOC = field(default=UNKNOWN, compare=False, repr=False)
+
+ONE_TO_ONE = "one_to_one"
+ALL_TO_ALL = "all_to_all"
+TARGETS = ("cpu", "gpu", "python")
+
+
+# ----------------------------------------------------------------------------------------------
+# Instance-count expressions
+
+
+@dataclass(frozen=True)
+class DimConst:
+    value: int
+
+
+@dataclass(frozen=True)
+class DimParam:
+    """A parameter of the enclosing graph function, by name."""
+
+    name: str
+
+
+DIM_OPS = {"+": "add", "-": "sub", "*": "mul", "//": "floordiv", "%": "mod"}
+
+
+@dataclass(frozen=True)
+class DimBin:
+    op: str  # one of DIM_OPS' keys
+    lhs: "DimExpr"
+    rhs: "DimExpr"
+
+
+DimExpr = Union[DimConst, DimParam, DimBin]
+
+
+def eval_dim(expr: DimExpr, env: dict[str, int]) -> int:
+    """Evaluate an instance count; env maps parameter names to their integer values."""
+    if isinstance(expr, DimConst):
+        return expr.value
+    if isinstance(expr, DimParam):
+        return int(env[expr.name])
+    lhs, rhs = eval_dim(expr.lhs, env), eval_dim(expr.rhs, env)
+    if expr.op == "+":
+        return lhs + rhs
+    if expr.op == "-":
+        return lhs - rhs
+    if expr.op == "*":
+        return lhs * rhs
+    if rhs == 0:
+        return 0  # the kernel language's rule for a zero divisor, kept here too
+    return lhs // rhs if expr.op == "//" else lhs % rhs
+
+
+def dim_params(expr: DimExpr) -> set[str]:
+    if isinstance(expr, DimParam):
+        return {expr.name}
+    if isinstance(expr, DimBin):
+        return dim_params(expr.lhs) | dim_params(expr.rhs)
+    return set()
+
+
+def dim_text(expr: DimExpr, parent_prec: int = 0) -> str:
+    """Infix text with minimal parentheses; the textual IR and error messages use it."""
+    if isinstance(expr, DimConst):
+        return str(expr.value)
+    if isinstance(expr, DimParam):
+        return f"%{expr.name}"
+    prec = 1 if expr.op in "+-" else 2
+    # left-associative: the right operand of an equal-precedence operator keeps its parentheses
+    text = f"{dim_text(expr.lhs, prec)} {expr.op} {dim_text(expr.rhs, prec + 1)}"
+    return f"({text})" if prec < parent_prec else text
+
+
+# ----------------------------------------------------------------------------------------------
+# Graph structure
+
+
+@dataclass(kw_only=True)
+class Node:
+    name: str
+    func: str
+    dims: list[DimExpr] = field(default_factory=list)
+    hint: str | None = None
+    loc: Loc = _LOC
+
+
+@dataclass(kw_only=True)
+class Edge:
+    src: str
+    src_port: int
+    dst: str
+    dst_port: int
+    kind: str = ONE_TO_ONE
+    stream: bool = False
+    loc: Loc = _LOC
+
+
+@dataclass(kw_only=True)
+class InputBind:
+    """Parent parameter `parent_port` feeds input `dst_port` of child `dst`."""
+
+    parent_port: int
+    dst: str
+    dst_port: int
+    stream: bool = False
+    loc: Loc = _LOC
+
+
+@dataclass(kw_only=True)
+class OutputBind:
+    """Output `src_port` of child `src` becomes output `parent_port` of the parent."""
+
+    src: str
+    src_port: int
+    parent_port: int
+    stream: bool = False
+    loc: Loc = _LOC
+
+
+@dataclass(kw_only=True)
+class GraphFunc:
+    """The function of an internal node: parameters, outputs and the child graph it builds."""
+
+    name: str
+    params: list[Param]
+    outputs: list[OutputPort]
+    nodes: list[Node] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    input_binds: list[InputBind] = field(default_factory=list)
+    output_binds: list[OutputBind] = field(default_factory=list)
+    loc: Loc = _LOC
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+
+@dataclass(kw_only=True)
+class LibraryFunc:
+    """A node function provided by hpvm-py itself (communication collectives), by kind and options."""
+
+    name: str
+    kind: str
+    options: dict[str, str | int | float]
+    params: list[Param]
+    outputs: list[OutputPort]
+    loc: Loc = _LOC
+
+
+Function = Union[LeafFunc, GraphFunc, HelperFunc, LibraryFunc]
+
+
+@dataclass(kw_only=True)
+class Module:
+    """Every function reachable from one root graph, by name; `root` names the root graph."""
+
+    root: str
+    functions: dict[str, Function] = field(default_factory=dict)
+
+    @property
+    def root_func(self) -> GraphFunc:
+        fn = self.functions[self.root]
+        assert isinstance(fn, GraphFunc)
+        return fn
+
+    def leaves(self) -> list[LeafFunc]:
+        return [f for f in self.functions.values() if isinstance(f, LeafFunc)]
+
+    def graphs(self) -> list[GraphFunc]:
+        return [f for f in self.functions.values() if isinstance(f, GraphFunc)]
+
+    def helpers(self) -> list[HelperFunc]:
+        return [f for f in self.functions.values() if isinstance(f, HelperFunc)]

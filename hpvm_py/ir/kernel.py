@@ -1,0 +1,379 @@
+"""Kernel IR: the typed, structured body of a leaf node (and of @hpvm.func helpers).
+
+Expressions are trees whose every node carries its result type; statements keep Python's structured
+control flow (if / for-range / while / break / continue / return), so that every backend (LLVM,
+Triton, the Python reference) lowers the same shapes. Every node has a `loc` that is ignored by
+equality, so IR built from Python and IR parsed back from text compare equal.
+
+Semantics fixed here and implemented identically by every backend (docs/language.md):
+- integer arithmetic wraps; `//` and `%` round toward negative infinity (Python), and a zero divisor
+  gives 0; shifts by a count outside [0, bits) give 0 (or -1 for `>>` of a negative signed value);
+- float to integer casts saturate, NaN gives 0;
+- `and`, `or` and conditional expressions evaluate lazily.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+from ..types import PtrType, ScalarType, Type
+from .loc import UNKNOWN, Loc
+
+_LOC = field(default=UNKNOWN, compare=False, repr=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# Expressions
+
+
+@dataclass(kw_only=True)
+class Expr:
+    type: Type
+    loc: Loc = _LOC
+
+
+@dataclass(kw_only=True)
+class Const(Expr):
+    value: int | float | bool
+
+
+@dataclass(kw_only=True)
+class Var(Expr):
+    name: str
+
+
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "and", "or", "xor", "shl", "shr")
+UNARY_OPS = ("neg", "not", "invert")
+COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+LOGICAL_OPS = ("land", "lor")
+
+
+@dataclass(kw_only=True)
+class BinOp(Expr):
+    """Both operands already have the result type (the front end inserts the casts)."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(kw_only=True)
+class UnaryOp(Expr):
+    op: str  # neg: arithmetic negation; not: logical (i1); invert: bitwise ~
+    operand: Expr
+
+
+@dataclass(kw_only=True)
+class Compare(Expr):
+    """Result i1; both operands have the same type."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(kw_only=True)
+class Logical(Expr):
+    """Short-circuit `and` (land) / `or` (lor) of two i1 values."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(kw_only=True)
+class Select(Expr):
+    """`a if cond else b`, evaluating only the chosen side."""
+
+    cond: Expr
+    if_true: Expr
+    if_false: Expr
+
+
+@dataclass(kw_only=True)
+class Cast(Expr):
+    value: Expr
+
+
+@dataclass(kw_only=True)
+class Load(Expr):
+    ptr: Var
+    index: Expr
+
+
+# Math functions: name -> number of arguments. All take and return one float type (f16/bf16 are
+# computed in f32 and rounded back), except abs/min/max, which also take integers.
+MATH_FUNCTIONS: dict[str, int] = {
+    "sqrt": 1, "rsqrt": 1, "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1,
+    "log1p": 1, "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1,
+    "cosh": 1, "tanh": 1, "asinh": 1, "acosh": 1, "atanh": 1, "erf": 1, "erfc": 1, "fabs": 1,
+    "floor": 1, "ceil": 1, "trunc": 1, "round": 1, "isnan": 1, "isinf": 1, "isfinite": 1,
+    "pow": 2, "atan2": 2, "fmod": 2, "copysign": 2, "hypot": 2, "fmin": 2, "fmax": 2, "fma": 3,
+    "abs": 1, "min": 2, "max": 2,
+}
+PREDICATE_FUNCTIONS = ("isnan", "isinf", "isfinite")  # these return i1
+
+
+@dataclass(kw_only=True)
+class MathCall(Expr):
+    name: str
+    args: list[Expr]
+
+
+@dataclass(kw_only=True)
+class CallHelper(Expr):
+    """A call of an @hpvm.func helper; the inline pass replaces every one of them."""
+
+    func: str
+    args: list[Expr]
+
+
+@dataclass(kw_only=True)
+class InstanceId(Expr):
+    """getNodeInstanceID.{x,y,z} of the node `level` steps up from the current leaf (0 = itself)."""
+
+    dim: int
+    level: int
+
+
+@dataclass(kw_only=True)
+class NumInstances(Expr):
+    dim: int
+    level: int
+
+
+@dataclass(kw_only=True)
+class NumDims(Expr):
+    level: int
+
+
+ATOMIC_OPS = ("add", "sub", "min", "max", "xchg", "and", "or", "xor")
+
+
+@dataclass(kw_only=True)
+class Atomic(Expr):
+    """Atomic read-modify-write of ptr[index]; the value is the old content."""
+
+    op: str
+    ptr: Var
+    index: Expr
+    value: Expr
+
+
+@dataclass(kw_only=True)
+class Malloc(Expr):
+    """Scratch memory shared by the instances of the current leaf within one parent instance."""
+
+    nbytes: Expr
+
+
+# ----------------------------------------------------------------------------------------------
+# Statements
+
+
+@dataclass(kw_only=True)
+class Stmt:
+    loc: Loc = _LOC
+
+
+@dataclass(kw_only=True)
+class Assign(Stmt):
+    target: str
+    value: Expr
+
+
+@dataclass(kw_only=True)
+class Store(Stmt):
+    ptr: Var
+    index: Expr
+    value: Expr
+
+
+@dataclass(kw_only=True)
+class ExprStmt(Stmt):
+    """An expression evaluated for its side effects (an atomic whose old value is unused)."""
+
+    value: Expr
+
+
+@dataclass(kw_only=True)
+class If(Stmt):
+    cond: Expr
+    then: list[Stmt]
+    orelse: list[Stmt]
+
+
+@dataclass(kw_only=True)
+class For(Stmt):
+    """`for var in range(start, stop, step)` with Python's semantics; a zero step runs nothing.
+
+    `var` keeps the value of the last iteration after the loop, as in Python.
+    """
+
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list[Stmt]
+
+
+@dataclass(kw_only=True)
+class While(Stmt):
+    cond: Expr
+    body: list[Stmt]
+
+
+@dataclass(kw_only=True)
+class Break(Stmt):
+    pass
+
+
+@dataclass(kw_only=True)
+class Continue(Stmt):
+    pass
+
+
+@dataclass(kw_only=True)
+class Return(Stmt):
+    values: list[Expr]
+
+
+@dataclass(kw_only=True)
+class Barrier(Stmt):
+    pass
+
+
+@dataclass(kw_only=True)
+class Print(Stmt):
+    """print(...) inside a leaf: supported by the python target only. Items are values or text."""
+
+    values: list[Expr | str]
+
+
+@dataclass(kw_only=True)
+class Breakpoint(Stmt):
+    """breakpoint() inside a leaf: supported by the python target only."""
+
+
+Block = list[Stmt]
+
+
+# ----------------------------------------------------------------------------------------------
+# Functions
+
+
+@dataclass(kw_only=True)
+class Param:
+    name: str
+    type: Type
+    direction: str | None = None  # "in" | "out" | "inout" for pointers, None for scalars
+    loc: Loc = _LOC
+
+
+@dataclass(kw_only=True)
+class OutputPort:
+    name: str | None  # None for the positional outputs of `-> tuple[...]` or a scalar
+    type: Type
+    loc: Loc = _LOC
+
+
+@dataclass(kw_only=True)
+class LeafFunc:
+    """The function of a leaf node: parameters, outputs, typed locals and the body."""
+
+    name: str
+    params: list[Param]
+    outputs: list[OutputPort]
+    locals: dict[str, Type]
+    body: Block
+    target: str = "any"  # "any" | "cpu" | "gpu"
+    loc: Loc = _LOC
+
+
+@dataclass(kw_only=True)
+class HelperFunc:
+    """An @hpvm.func helper: inlined into the leaves that call it; no HPVM intrinsics."""
+
+    name: str
+    params: list[Param]
+    result: ScalarType | None
+    locals: dict[str, Type]
+    body: Block
+    loc: Loc = _LOC
+
+
+# ----------------------------------------------------------------------------------------------
+# Traversal helpers shared by passes and backends
+
+
+ExprLike = Union[Expr, Stmt]
+
+
+def child_exprs(node: ExprLike) -> list[Expr]:
+    """The direct sub-expressions of an expression or statement, in evaluation order."""
+    if isinstance(node, (BinOp, Compare, Logical)):
+        return [node.lhs, node.rhs]
+    if isinstance(node, UnaryOp):
+        return [node.operand]
+    if isinstance(node, Select):
+        return [node.cond, node.if_true, node.if_false]
+    if isinstance(node, Cast):
+        return [node.value]
+    if isinstance(node, Load):
+        return [node.ptr, node.index]
+    if isinstance(node, (MathCall, CallHelper)):
+        return list(node.args)
+    if isinstance(node, Atomic):
+        return [node.ptr, node.index, node.value]
+    if isinstance(node, Malloc):
+        return [node.nbytes]
+    if isinstance(node, Assign):
+        return [node.value]
+    if isinstance(node, Store):
+        return [node.ptr, node.index, node.value]
+    if isinstance(node, ExprStmt):
+        return [node.value]
+    if isinstance(node, If):
+        return [node.cond]
+    if isinstance(node, For):
+        return [node.start, node.stop, node.step]
+    if isinstance(node, While):
+        return [node.cond]
+    if isinstance(node, Return):
+        return list(node.values)
+    if isinstance(node, Print):
+        return [v for v in node.values if isinstance(v, Expr)]
+    return []
+
+
+def child_blocks(stmt: Stmt) -> list[Block]:
+    if isinstance(stmt, If):
+        return [stmt.then, stmt.orelse]
+    if isinstance(stmt, (For, While)):
+        return [stmt.body]
+    return []
+
+
+def walk_exprs(expr: Expr) -> Iterator[Expr]:
+    """expr and all its sub-expressions, pre-order."""
+    yield expr
+    for sub in child_exprs(expr):
+        yield from walk_exprs(sub)
+
+
+def walk_stmts(block: Block) -> Iterator[Stmt]:
+    """Every statement of a block, nested ones included, pre-order."""
+    for stmt in block:
+        yield stmt
+        for sub in child_blocks(stmt):
+            yield from walk_stmts(sub)
+
+
+def walk_all_exprs(block: Block) -> Iterator[Expr]:
+    for stmt in walk_stmts(block):
+        for e in child_exprs(stmt):
+            yield from walk_exprs(e)
+
+
+def is_pointer(t: Type) -> bool:
+    return isinstance(t, PtrType)

@@ -1,0 +1,268 @@
+"""Scalar and pointer types of hpvm-py, and the In/Out/InOut direction wrappers.
+
+Types are immutable values, compared by value, so that kernel IR built from Python source and kernel
+IR parsed from text agree. Every scalar type is also callable inside a leaf as a cast (`hpvm.f32(x)`);
+called from host code it converts a Python number to the matching NumPy scalar.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+class Type:
+    """Base of every hpvm type."""
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=True)
+class ScalarType(Type):
+    """An integer, unsigned integer, boolean (i1) or floating-point type."""
+
+    name: str
+    kind: str  # "bool" | "int" | "uint" | "float"
+    bits: int
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        """Integer in the wide sense: signed, unsigned or i1."""
+        return self.kind in ("int", "uint", "bool")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def nbytes(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        if self.name == "bf16":
+            # NumPy has no bfloat16: buffers hold its bits as uint16.
+            return np.dtype(np.uint16)
+        return np.dtype(_NUMPY_NAMES[self.name])
+
+    def min_value(self) -> int:
+        if self.kind == "int":
+            return -(1 << (self.bits - 1))
+        return 0
+
+    def max_value(self) -> int:
+        if self.kind == "int":
+            return (1 << (self.bits - 1)) - 1
+        return (1 << self.bits) - 1
+
+    def text(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"hpvm.{self.name}"
+
+    def __call__(self, value: Any) -> Any:
+        """Host-side conversion; inside a leaf the front end reads this call as a cast."""
+        if self.name == "bf16":
+            return np.float32(value)
+        return self.numpy_dtype.type(value)
+
+
+@dataclass(frozen=True, eq=True)
+class PtrType(Type):
+    """A pointer to elements of a scalar type; the memory object is (pointer, size in bytes)."""
+
+    elem: ScalarType
+
+    def text(self) -> str:
+        return f"ptr<{self.elem.name}>"
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return f"Ptr[{self.elem!r}]"
+
+
+@dataclass(frozen=True, eq=True)
+class NodeHandleType(Type):
+    """The opaque node handle returned by get_node()/get_parent_node()."""
+
+    def text(self) -> str:
+        return "node"
+
+
+@dataclass(frozen=True, eq=True)
+class VoidType(Type):
+    """The result type of a helper call that returns nothing."""
+
+    def text(self) -> str:
+        return "void"
+
+
+@dataclass(frozen=True, eq=True)
+class Directed:
+    """A pointer type with its in/out attribute, as written in a parameter annotation."""
+
+    type: PtrType
+    direction: str  # "in" | "out" | "inout"
+
+    @property
+    def reads(self) -> bool:
+        return self.direction in ("in", "inout")
+
+    @property
+    def writes(self) -> bool:
+        return self.direction in ("out", "inout")
+
+
+_NUMPY_NAMES = {
+    "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "f16": "float16", "f32": "float32", "f64": "float64",
+}
+
+i1 = ScalarType("i1", "bool", 1)
+i8 = ScalarType("i8", "int", 8)
+i16 = ScalarType("i16", "int", 16)
+i32 = ScalarType("i32", "int", 32)
+i64 = ScalarType("i64", "int", 64)
+u8 = ScalarType("u8", "uint", 8)
+u16 = ScalarType("u16", "uint", 16)
+u32 = ScalarType("u32", "uint", 32)
+u64 = ScalarType("u64", "uint", 64)
+f16 = ScalarType("f16", "float", 16)
+bf16 = ScalarType("bf16", "float", 16)
+f32 = ScalarType("f32", "float", 32)
+f64 = ScalarType("f64", "float", 64)
+node_handle = NodeHandleType()
+void = VoidType()
+
+SCALAR_TYPES: dict[str, ScalarType] = {
+    t.name: t for t in (i1, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64)
+}
+
+# The type an unannotated literal takes when nothing else decides it (DESIGN.md: literal rules).
+DEFAULT_INT = i64
+DEFAULT_FLOAT = f32
+
+
+class _PtrFactory:
+    """`Ptr[T]` builds a PtrType; `Ptr` alone is not a type."""
+
+    def __getitem__(self, elem: Any) -> PtrType:
+        t = resolve_scalar(elem)
+        if t is None:
+            raise TypeError(f"Ptr[...] needs a scalar element type such as hpvm.f32, got {elem!r}")
+        return PtrType(t)
+
+    def __repr__(self) -> str:
+        return "hpvm.Ptr"
+
+
+class _DirectionFactory:
+    def __init__(self, direction: str, spelling: str):
+        self.direction = direction
+        self.spelling = spelling
+
+    def __getitem__(self, inner: Any) -> Directed:
+        if not isinstance(inner, PtrType):
+            raise TypeError(f"{self.spelling}[...] wraps a pointer type such as Ptr[f32], got {inner!r}")
+        return Directed(inner, self.direction)
+
+    def __repr__(self) -> str:
+        return f"hpvm.{self.spelling}"
+
+
+Ptr = _PtrFactory()
+In = _DirectionFactory("in", "In")
+Out = _DirectionFactory("out", "Out")
+InOut = _DirectionFactory("inout", "InOut")
+
+
+def resolve_scalar(obj: Any) -> ScalarType | None:
+    """Map an hpvm, NumPy or torch dtype (or the Python int/bool classes) to a ScalarType."""
+    if isinstance(obj, ScalarType):
+        return obj
+    if obj is int:
+        return i64
+    if obj is bool:
+        return i1
+    if isinstance(obj, str):
+        return SCALAR_TYPES.get(obj)
+    torch_name = _torch_dtype_name(obj)
+    if torch_name is not None:
+        return _TORCH_NAMES.get(torch_name)
+    try:
+        dt = np.dtype(obj)
+    except TypeError:
+        return None
+    for t in SCALAR_TYPES.values():
+        if t.name != "bf16" and t.numpy_dtype == dt:
+            return t
+    return None
+
+
+_TORCH_NAMES = {
+    "bool": i1, "int8": i8, "int16": i16, "int32": i32, "int64": i64, "uint8": u8, "uint16": u16,
+    "uint32": u32, "uint64": u64, "float16": f16, "bfloat16": bf16, "float32": f32, "float64": f64,
+}
+
+
+def _torch_dtype_name(obj: Any) -> str | None:
+    cls = type(obj)
+    if cls.__module__ == "torch" and cls.__name__ == "dtype":
+        return str(obj).removeprefix("torch.")
+    return None
+
+
+def parse_type(text: str) -> Type | None:
+    """The inverse of Type.text()."""
+    if text in SCALAR_TYPES:
+        return SCALAR_TYPES[text]
+    if text == "node":
+        return node_handle
+    if text == "void":
+        return void
+    if text.startswith("ptr<") and text.endswith(">"):
+        elem = SCALAR_TYPES.get(text[4:-1])
+        return PtrType(elem) if elem else None
+    return None
+
+
+def promote(a: ScalarType, b: ScalarType) -> ScalarType:
+    """The common type of a binary operation between two strongly typed operands.
+
+    floats beat integers; between floats the wider wins (f16 with bf16 gives f32); between
+    integers the wider wins and, at equal width, unsigned wins (as in C); i1 yields to any integer.
+    """
+    if a == b:
+        return a
+    if a.is_float or b.is_float:
+        if not a.is_float:
+            return b
+        if not b.is_float:
+            return a
+        if a.bits == b.bits:  # f16 with bf16
+            return f32
+        return a if a.bits > b.bits else b
+    if a.is_bool:
+        return b
+    if b.is_bool:
+        return a
+    if a.bits != b.bits:
+        return a if a.bits > b.bits else b
+    return a if a.kind == "uint" else b
