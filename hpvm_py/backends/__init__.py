@@ -1,0 +1,1 @@
+"""Backends: cpu (LLVM through llvmlite), gpu (Triton), python (the reference target)."""

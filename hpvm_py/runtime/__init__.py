@@ -1,0 +1,1 @@
+"""Runtime: memory tracker, executor, streaming, worker pool, compile cache, devices."""

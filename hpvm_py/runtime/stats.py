@@ -1,0 +1,25 @@
+"""Counters reported by hpvm.stats(): transfers, launches, compile-cache activity."""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+_lock = threading.Lock()
+_counts: Counter[str] = Counter()
+
+
+def bump(name: str, amount: int = 1) -> None:
+    with _lock:
+        _counts[name] += amount
+
+
+def snapshot() -> dict[str, Any]:
+    """A copy of every counter (missing ones read as 0)."""
+    with _lock:
+        return dict(_counts)
+
+
+def reset() -> None:
+    with _lock:
+        _counts.clear()
