@@ -1,4 +1,17 @@
-"""hpvm-py: HPVM-style hierarchical dataflow graphs in Python (see DESIGN.md for the contract)."""
+"""hpvm-py: HPVM-style hierarchical dataflow graphs in Python (see docs/ and DESIGN.md).
+
+    import hpvm_py as hpvm
+
+    @hpvm.leaf
+    def vadd(a: hpvm.In[hpvm.Ptr[hpvm.f32]], a_bytes: hpvm.i64, ...): ...
+
+    @hpvm.graph
+    def root(...):
+        hpvm.node(vadd, grid=n, a=a, a_bytes=a_bytes, ...)
+
+    with hpvm.runtime("cpu"):
+        hpvm.wait(hpvm.launch(root, a, a.nbytes, ...))
+"""
 from . import errors, math
 from .frontend.decorators import func, graph, leaf
 from .frontend.graph import (ALL_TO_ALL, ONE_TO_ONE, all_to_all, bind_input, bind_output,
@@ -10,6 +23,9 @@ from .frontend.intrinsics import (atomic_add, atomic_and, atomic_max, atomic_min
                                   get_node_instance_id_z, get_num_dims, get_num_node_instances_x,
                                   get_num_node_instances_y, get_num_node_instances_z,
                                   get_parent_node, instance_id, malloc, num_instances)
+from .runtime.api import (cleanup, compile, init, launch, pop, push, request_memory, runtime,
+                          stats, track_memory, untrack_memory, wait)
+from .textio import from_text, load, to_text
 from .types import (In, InOut, Out, Ptr, bf16, f16, f32, f64, i1, i8, i16, i32, i64, u8, u16, u32,
                     u64)
 

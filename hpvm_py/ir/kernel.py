@@ -13,7 +13,7 @@ Semantics fixed here and implemented identically by every backend (docs/language
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Union
 
 from ..types import PtrType, ScalarType, Type
@@ -352,6 +352,27 @@ def child_blocks(stmt: Stmt) -> list[Block]:
     if isinstance(stmt, (For, While)):
         return [stmt.body]
     return []
+
+
+def rebuild(expr: Expr, children: list[Expr]) -> Expr:
+    """expr with its direct sub-expressions replaced (same order as kernel.child_exprs)."""
+    if isinstance(expr, (BinOp, Compare, Logical)):
+        return replace(expr, lhs=children[0], rhs=children[1])
+    if isinstance(expr, UnaryOp):
+        return replace(expr, operand=children[0])
+    if isinstance(expr, Select):
+        return replace(expr, cond=children[0], if_true=children[1], if_false=children[2])
+    if isinstance(expr, Cast):
+        return replace(expr, value=children[0])
+    if isinstance(expr, Load):
+        return replace(expr, ptr=children[0], index=children[1])
+    if isinstance(expr, (MathCall, CallHelper)):
+        return replace(expr, args=children)
+    if isinstance(expr, Atomic):
+        return replace(expr, ptr=children[0], index=children[1], value=children[2])
+    if isinstance(expr, Malloc):
+        return replace(expr, nbytes=children[0])
+    return expr
 
 
 def walk_exprs(expr: Expr) -> Iterator[Expr]:

@@ -1,0 +1,227 @@
+"""Launching python-target leaves: every dynamic instance, per instance or as whole arrays."""
+from __future__ import annotations
+
+import bdb
+import os
+from typing import Any, Iterator
+
+import numpy as np
+
+from ...errors import ExecutionError, HPVMError
+from ...ir import kernel as K
+from ...ir.loc import Loc
+from ...types import PtrType, bf16
+from ..base import BufferArg, NodeContext, instance_counts
+from . import ops
+from .codegen import GeneratedLeaf, generate, vector_eligible
+
+
+class _Group:
+    """What the instances of one parent instance share: malloc'd scratch memory."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[str, ops.Buffer] = {}
+
+    def malloc(self, site: str, nbytes: Any, elem: str) -> ops.Buffer:
+        if site not in self.blocks:
+            from ...types import SCALAR_TYPES
+
+            t = SCALAR_TYPES[elem]
+            count = max(0, int(nbytes)) // t.nbytes
+            self.blocks[site] = ops.Buffer(f"malloc#{len(self.blocks)}", np.zeros(count, t.numpy_dtype),
+                                           t == bf16)
+        return self.blocks[site]
+
+
+def _digits(lin: np.ndarray | int, extent: tuple[int, ...]) -> list[Any]:
+    """Per-dimension ids (x fastest) of linear indices within one level."""
+    out = []
+    for n in extent:
+        out.append(lin % n if n else lin * 0)
+        lin = lin // n if n else lin
+    return out
+
+
+class PythonLeafKernel:
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext):
+        self.leaf = leaf
+        self.ctx = ctx
+        use_vector = os.environ.get("HPVM_PYTHON_VECTOR", "1") != "0"
+        self.code: GeneratedLeaf = generate(leaf, ctx, use_vector and vector_eligible(leaf, ctx))
+
+    @property
+    def source(self) -> str:
+        return self.code.source
+
+    # -- arguments --------------------------------------------------------------------------
+
+    def _buffers(self, args: list[Any]) -> list[Any]:
+        values = list(args)
+        for i, p in enumerate(self.leaf.params):
+            if isinstance(p.type, PtrType):
+                arg = args[i]
+                assert isinstance(arg, BufferArg) and arg.array is not None
+                limit = int(args[i + 1]) // p.type.elem.nbytes if i + 1 < len(args) else len(arg.array)
+                values[i] = ops.Buffer(p.name, arg.array[:max(0, limit)], p.type.elem == bf16)
+        return values
+
+    def _ids(self, extents: list[tuple[int, ...]], flat: Any, leaf_count: int) -> dict[tuple[int, int], Any]:
+        """Instance ids of the flat instance indices `flat` for every level the code asks about."""
+        parent = flat // leaf_count if leaf_count else flat * 0
+        lin = {0: flat % leaf_count if leaf_count else flat * 0}
+        for level in range(1, len(extents)):
+            n = int(np.prod(extents[level])) if extents[level] else 1
+            lin[level] = parent % n
+            parent = parent // n
+        ids = {}
+        for _, level, dim in self.code.id_params:
+            ids[(level, dim)] = _digits(lin[level], extents[level])[dim]
+        return ids
+
+    def _counts(self, extents: list[tuple[int, ...]]) -> list[np.int64]:
+        return [np.int64(extents[level][dim]) for _, level, dim in self.code.count_params]
+
+    # -- launch -----------------------------------------------------------------------------
+
+    def launch(self, args: list[Any], outputs: list[np.ndarray | None],
+               extents: list[tuple[int, ...]]) -> None:
+        P, L = instance_counts(extents)
+        if P * L == 0:
+            return
+        values = self._buffers(args)
+        try:
+            with np.errstate(all="ignore"):
+                if self.code.vector:
+                    self._launch_vector(values, outputs, extents, P, L)
+                else:
+                    self._launch_instances(values, outputs, extents, P, L)
+        except (HPVMError, bdb.BdbQuit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported at the user's line
+            raise ExecutionError(f"{self.leaf.name}: {exc}", self._user_line(exc)) from None
+
+    def _launch_vector(self, values: list[Any], outputs: list[np.ndarray | None],
+                       extents: list[tuple[int, ...]], P: int, L: int) -> None:
+        n = P * L
+        flat = np.arange(n, dtype=np.int64)
+        call = []
+        for value, mode in zip(values, self.ctx.input_modes):
+            if mode == "per_parent":
+                value = np.repeat(np.asarray(value), L)
+            call.append(value)
+        ids = self._ids(extents, flat, L)
+        call += [ids[(level, dim)] for _, level, dim in self.code.id_params]
+        call += self._counts(extents)
+        call.append(n)
+        result = self.code.function(*call)
+        self._store_outputs(result, outputs, n, L, vector=True)
+
+    def _launch_instances(self, values: list[Any], outputs: list[np.ndarray | None],
+                          extents: list[tuple[int, ...]], P: int, L: int) -> None:
+        counts = self._counts(extents)
+        modes = self.ctx.input_modes
+        fn = self.code.function
+        for p in range(P):
+            group = _Group()
+            flat = np.arange(p * L, (p + 1) * L, dtype=np.int64)
+            ids = self._ids(extents, flat, L)
+            id_lists = [ids[(level, dim)] for _, level, dim in self.code.id_params]
+
+            def instance_args(lin: int) -> list[Any]:
+                call = []
+                for value, mode in zip(values, modes):
+                    if mode == "per_parent":
+                        value = value[p]
+                    elif mode == "per_instance":
+                        value = value[p * L + lin]
+                    call.append(value)
+                call += [ids_of_dim[lin] for ids_of_dim in id_lists]
+                call += counts
+                if self.code.uses_malloc:
+                    call.append(group)
+                return call
+
+            if self.code.generator:
+                results = self._run_group(fn, instance_args, L)
+            else:
+                results = [fn(*instance_args(lin)) for lin in range(L)]
+            for lin, result in enumerate(results):
+                self._store_instance(result, outputs, p, lin, L)
+
+    def _run_group(self, fn: Any, instance_args: Any, L: int) -> list[Any]:
+        """Step the instances of one group from barrier to barrier."""
+        gens: list[Iterator[Any] | None] = [fn(*instance_args(lin)) for lin in range(L)]
+        results: list[Any] = [None] * L
+        while True:
+            finished = 0
+            for lin, gen in enumerate(gens):
+                if gen is None:
+                    finished += 1
+                    continue
+                try:
+                    next(gen)
+                except StopIteration as stop:
+                    results[lin] = stop.value
+                    gens[lin] = None
+                    finished += 1
+            if finished == L:
+                return results
+            if finished:
+                raise ExecutionError(f"{self.leaf.name}: barrier() was reached by some instances of a "
+                                     "group but not by others (barriers must be reached by all)",
+                                     self.leaf.loc)
+
+    def _store_instance(self, result: Any, outputs: list[np.ndarray | None], p: int, lin: int,
+                        L: int) -> None:
+        if result is None:
+            return
+        for value, out, mode in zip(result, outputs, self.ctx.output_modes):
+            if out is None or mode == "unused":
+                continue
+            if mode == "per_instance":
+                out[p * L + lin] = _to_bits(value, out)
+            elif lin == 0:
+                out[p] = _to_bits(value, out)
+
+    def _store_outputs(self, result: Any, outputs: list[np.ndarray | None], n: int, L: int,
+                       vector: bool) -> None:
+        if result is None:
+            return
+        for value, out, mode in zip(result, outputs, self.ctx.output_modes):
+            if out is None or mode == "unused":
+                continue
+            full = np.broadcast_to(np.asarray(value), (n,))
+            out[:] = _to_bits(full if mode == "per_instance" else full[::L], out)
+
+    def _user_line(self, exc: BaseException) -> Loc:
+        tb = exc.__traceback__
+        line = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.leaf.loc.file and \
+                    tb.tb_frame.f_globals is self.code.namespace:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        return Loc(self.leaf.loc.file, line or self.leaf.loc.line, 0)
+
+
+def _to_bits(value: Any, out: np.ndarray) -> Any:
+    """Output arrays of bf16 hold bit patterns."""
+    if out.dtype == np.uint16 and np.asarray(value).dtype == np.float32:
+        from ...ir.semantics import bf16_to_bits
+
+        return bf16_to_bits(value)
+    return value
+
+
+class PythonBackend:
+    name = "python"
+
+    def __init__(self) -> None:
+        self._kernels: dict[tuple[str, str], PythonLeafKernel] = {}
+
+    def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext) -> PythonLeafKernel:
+        key = (repr(leaf), ctx.key())
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            kernel = self._kernels[key] = PythonLeafKernel(leaf, ctx)
+        return kernel

@@ -1,0 +1,194 @@
+"""Run-time helpers that generated Python leaf code calls (the python target).
+
+Values are NumPy scalars of the IR type's dtype (per-instance mode) or NumPy arrays of it, one
+element per instance (vector mode). NumPy's operators already implement the kernel semantics for
+same-typed operands; these helpers cover what they do not: bounds-checked memory access (negative
+indices must not wrap), masked access, saturating casts, bf16 rounding, math in f32 for 16-bit
+floats, and atomics.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ...ir import semantics as S
+from ...types import ScalarType, bf16
+
+
+class BoundsError(IndexError):
+    """An access outside [0, limit): the kernel turns it into an ExecutionError with the line."""
+
+    def __init__(self, kind: str, name: str, index: Any, limit: int):
+        super().__init__(f"out-of-bounds {kind} {name}[{index}] (valid indices 0..{limit - 1})")
+
+
+class Buffer:
+    """A pointer argument: a flat typed NumPy view limited to the size the user passed."""
+
+    __slots__ = ("name", "array", "is_bf16")
+
+    def __init__(self, name: str, array: np.ndarray, is_bf16: bool):
+        self.name = name
+        self.array = array
+        self.is_bf16 = is_bf16
+
+    def __repr__(self) -> str:
+        return f"<buffer {self.name}: {len(self.array)} elements>"
+
+
+def load(buf: Buffer, index: Any) -> Any:
+    i = int(index)
+    if i < 0 or i >= len(buf.array):
+        raise BoundsError("load", buf.name, i, len(buf.array))
+    v = buf.array[i]
+    return S.bf16_from_bits(v) if buf.is_bf16 else v
+
+
+def store(buf: Buffer, index: Any, value: Any) -> None:
+    i = int(index)
+    if i < 0 or i >= len(buf.array):
+        raise BoundsError("store", buf.name, i, len(buf.array))
+    buf.array[i] = S.bf16_to_bits(value) if buf.is_bf16 else value
+
+
+def _check(buf: Buffer, index: np.ndarray, kind: str) -> None:
+    if index.size:
+        lo, hi = int(index.min()), int(index.max())
+        if lo < 0 or hi >= len(buf.array):
+            bad = lo if lo < 0 else hi
+            raise BoundsError(kind, buf.name, bad, len(buf.array))
+
+
+def vload(buf: Buffer, index: Any, mask: Any = None) -> Any:
+    """Gather for every instance (only the lanes of `mask` must be in bounds; others read 0)."""
+    idx = np.asarray(index, dtype=np.int64)
+    if mask is not None:
+        idx = np.where(mask, idx, 0) if len(buf.array) else idx[mask]
+        _check(buf, np.asarray(index, dtype=np.int64)[np.broadcast_to(mask, np.shape(index))]
+               if np.ndim(index) else (idx if np.any(mask) else idx[:0]), "load")
+    else:
+        _check(buf, np.atleast_1d(idx), "load")
+    v = buf.array[idx]
+    if mask is not None and np.ndim(v):
+        v = np.where(mask, v, np.zeros((), v.dtype))
+    return S.bf16_from_bits(v) if buf.is_bf16 else v
+
+
+def vstore(buf: Buffer, index: Any, value: Any, mask: Any = None, lanes: int = 1) -> None:
+    """Scatter for every (masked) instance; when indices repeat, the last instance wins."""
+    idx = np.broadcast_to(np.asarray(index, dtype=np.int64), (lanes,))
+    val = np.broadcast_to(np.asarray(S.bf16_to_bits(value) if buf.is_bf16 else value), (lanes,))
+    if mask is not None:
+        m = np.broadcast_to(mask, (lanes,))
+        idx, val = idx[m], val[m]
+    _check(buf, idx, "store")
+    buf.array[idx] = val
+
+
+def atomic(op: str, buf: Buffer, index: Any, value: Any) -> Any:
+    """Read-modify-write of one element (instances run one at a time here, so it is atomic)."""
+    old = load(buf, index)
+    store(buf, index, _ATOMIC[op](old, value))
+    return old
+
+
+def vatomic(op: str, buf: Buffer, index: Any, value: Any, mask: Any = None, lanes: int = 1) -> None:
+    """Atomics of every (masked) instance whose old values are unused: ufunc.at accumulates repeats."""
+    idx = np.broadcast_to(np.asarray(index, dtype=np.int64), (lanes,))
+    val = np.broadcast_to(np.asarray(value), (lanes,))
+    if mask is not None:
+        m = np.broadcast_to(mask, (lanes,))
+        idx, val = idx[m], val[m]
+    _check(buf, idx, "atomic")
+    if buf.is_bf16:
+        raise NotImplementedError  # vector mode is not chosen for bf16 atomics
+    ufunc = _ATOMIC_UFUNC[op]
+    with np.errstate(all="ignore"):
+        ufunc.at(buf.array, idx, val.astype(buf.array.dtype))
+
+
+_ATOMIC: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b,
+    "min": lambda a, b: np.minimum(a, b), "max": lambda a, b: np.maximum(a, b),
+    "xchg": lambda a, b: b, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
+}
+_ATOMIC_UFUNC = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum,
+                 "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+VECTOR_ATOMICS = frozenset(_ATOMIC_UFUNC)
+
+
+def cast_function(src: ScalarType, dst: ScalarType) -> Callable[[Any], Any]:
+    """A fast converter for one (src, dst) pair."""
+    if dst.is_bool:
+        return lambda v: v != 0
+    if src.is_float and not dst.is_float:
+        return lambda v: S.cast(v, src, dst)
+    if dst == bf16:
+        return lambda v: S.bf16_round(np.asarray(v).astype(np.float32))[()] if np.ndim(v) == 0 \
+            else S.bf16_round(np.asarray(v).astype(np.float32))
+    dtype = S.value_dtype(dst)
+
+    def convert(v: Any) -> Any:
+        if isinstance(v, (np.generic, np.ndarray)):
+            return v.astype(dtype)
+        return np.asarray(v).astype(dtype)[()]
+
+    return convert
+
+
+def _f32_then(t: ScalarType, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """16-bit floats compute math in f32 and round back; other types compute natively."""
+    if t.bits != 16:
+        return fn
+    back = (lambda r: S.bf16_round(r)) if t == bf16 else (lambda r: np.asarray(r).astype(np.float16)[()]
+                                                          if np.ndim(r) == 0 else r.astype(np.float16))
+
+    def wrapped(*args: Any) -> Any:
+        return back(fn(*[np.asarray(a).astype(np.float32) if np.ndim(a) else np.float32(a) for a in args]))
+
+    return wrapped
+
+
+def _erf(fn: Callable[[float], float]) -> Callable[[Any], Any]:
+    vec = np.vectorize(fn, otypes=[np.float64])
+
+    def apply(x: Any) -> Any:
+        r = vec(x)
+        return r.astype(np.asarray(x).dtype) if np.ndim(x) else np.asarray(x).dtype.type(r[()])
+
+    return apply
+
+
+def _fma(a: Any, b: Any, c: Any) -> Any:
+    dtype = np.asarray(a).dtype
+    r = np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)
+    return r.astype(dtype) if np.ndim(r) else dtype.type(r[()])
+
+
+_MATH: dict[str, Callable[..., Any]] = {
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "exp": np.exp, "exp2": np.exp2,
+    "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "erf": _erf(math.erf), "erfc": _erf(math.erfc),
+    "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
+    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "pow": np.power,
+    "atan2": np.arctan2, "fmod": np.fmod, "copysign": np.copysign, "hypot": np.hypot,
+    "fmin": np.fmin, "fmax": np.fmax, "fma": _fma, "abs": np.abs, "min": S.fmin, "max": S.fmax,
+}
+
+
+def math_function(name: str, t: ScalarType) -> Callable[..., Any]:
+    fn = _MATH[name]
+    if name in ("abs", "min", "max") and not t.is_float:
+        return fn
+    return _f32_then(t, fn)
+
+
+def py_range(start: Any, stop: Any, step: Any) -> range:
+    """Python's range, except that a zero step runs no iteration (kernel semantics)."""
+    s = int(step)
+    return range(int(start), int(stop), s) if s else range(0)

@@ -1,0 +1,108 @@
+"""Reference semantics of kernel-IR operations on NumPy values (scalars or arrays).
+
+The python target and constant folding evaluate with these functions; the compiled backends
+implement the same rules (kernel.py's docstring lists them). NumPy's own integer `//`, `%`,
+shifts and float `//`, `%` already follow those rules; casts (saturating float to int), bf16
+rounding and the float min/max choice are spelled out here.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..types import ScalarType, bf16
+
+def bf16_round(x: Any) -> Any:
+    """Round float32 values to the nearest bfloat16 (ties to even); the result stays float32."""
+    f = np.asarray(x, dtype=np.float32)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    out = np.where(np.isnan(f), f, rounded.astype(np.uint32).view(np.float32))
+    return out if np.ndim(x) else np.float32(out[()])
+
+
+def bf16_from_bits(bits: Any) -> Any:
+    """bfloat16 bit patterns (uint16) to float32."""
+    b = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16
+    out = b.view(np.float32)
+    return out if np.ndim(bits) else np.float32(out[()])
+
+
+def bf16_to_bits(x: Any) -> Any:
+    """float32 values (already bf16-exact or not) to rounded bfloat16 bit patterns (uint16)."""
+    r = np.asarray(bf16_round(x), dtype=np.float32)
+    out = (r.view(np.uint32) >> 16).astype(np.uint16)
+    return out if np.ndim(x) else np.uint16(out[()])
+
+
+def value_dtype(t: ScalarType) -> np.dtype:
+    """The NumPy dtype a value of type t is computed in (bf16 values live in float32)."""
+    return np.dtype(np.float32) if t == bf16 else t.numpy_dtype
+
+
+def cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
+    """Convert between scalar types: wrapping for ints, saturating for float to int (NaN -> 0).
+
+    A cast to bf16 rounds through float32 (a double rounding from f64 in rare ties).
+    """
+    if dst.is_bool:
+        return value != 0
+    if src.is_float and not dst.is_float:
+        return _saturate(value, dst)
+    arr = np.asarray(value)
+    out = bf16_round(arr.astype(np.float32)) if dst == bf16 else arr.astype(value_dtype(dst))
+    return out if np.ndim(value) else out[()]
+
+
+def _saturate(value: Any, dst: ScalarType) -> Any:
+    v = np.asarray(value, dtype=np.float64)
+    out = np.zeros(v.shape, dtype=dst.numpy_dtype)
+    lo, hi = dst.min_value(), dst.max_value()
+    # float(hi) rounds up to a power of two for 64-bit types: `>=` then saturates exactly
+    too_big = v >= float(hi)
+    too_small = v <= float(lo)
+    inside = ~np.isnan(v) & ~too_big & ~too_small
+    out[inside] = np.trunc(v[inside]).astype(dst.numpy_dtype)
+    out[too_big] = hi
+    out[too_small] = lo
+    return out if np.ndim(value) else out[()]
+
+
+def fmin(a: Any, b: Any) -> Any:
+    """min(a, b) on floats: (a < b or isnan(a)) ? a : b, which is NumPy's minimum."""
+    return np.minimum(a, b)
+
+
+def fmax(a: Any, b: Any) -> Any:
+    return np.maximum(a, b)
+
+
+_NP_BINOPS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "and": np.bitwise_and, "or": np.bitwise_or,
+    "xor": np.bitwise_xor, "shl": np.left_shift, "shr": np.right_shift,
+}
+_NP_COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+               "gt": np.greater, "ge": np.greater_equal}
+
+
+def binop(op: str, a: Any, b: Any, t: ScalarType) -> Any:
+    """a op b for operands of type t (NumPy values of value_dtype(t)); wraps, never raises."""
+    with np.errstate(all="ignore"):
+        result = _NP_BINOPS[op](a, b)
+    return bf16_round(result) if t == bf16 else result
+
+
+def compare(op: str, a: Any, b: Any) -> Any:
+    with np.errstate(invalid="ignore"):
+        return _NP_COMPARE[op](a, b)
+
+
+def unary(op: str, a: Any, t: ScalarType) -> Any:
+    with np.errstate(all="ignore"):
+        if op == "neg":
+            return np.negative(a)
+        if op == "not":
+            return np.logical_not(a)
+        return np.invert(a)

@@ -1,0 +1,260 @@
+"""Pass `inline`: replace every call of an @hpvm.func helper by the helper's body.
+
+Helpers return only in tail position (the front end and this pass check it), so a return becomes
+an assignment to a result temporary. Python's evaluation order is kept: in a statement with a
+call, every earlier memory read is evaluated into a temporary before the helper's body runs, and a
+call inside `and`/`or`/a conditional expression stays conditional (the lazy operator becomes an if).
+"""
+from __future__ import annotations
+
+import dataclasses
+from ..errors import FrontendError
+from ..ir import kernel as K
+from ..ir.dfg import Module
+from ..types import PtrType, Type, i1
+
+
+def inline_helpers(module: Module) -> Module:
+    helpers = {f.name: f for f in module.helpers()}
+    if not helpers:
+        return module
+    functions = {}
+    for name, fn in module.functions.items():
+        if isinstance(fn, K.HelperFunc):
+            continue  # every call is inlined: helpers leave the module
+        if isinstance(fn, K.LeafFunc) and _calls_helpers(fn.body):
+            fn = _Inliner(fn, helpers).run()
+        functions[name] = fn
+    return Module(root=module.root, functions=functions)
+
+
+def _calls_helpers(block: K.Block) -> bool:
+    return any(isinstance(e, K.CallHelper) for e in K.walk_all_exprs(block))
+
+
+def _has_call(expr: K.Expr) -> bool:
+    return any(isinstance(e, K.CallHelper) for e in K.walk_exprs(expr))
+
+
+def _impure(expr: K.Expr) -> bool:
+    """Reads memory or has effects: its value may change when a helper body runs first."""
+    return any(isinstance(e, (K.Load, K.Atomic, K.Malloc, K.CallHelper)) for e in K.walk_exprs(expr))
+
+
+class _Inliner:
+    def __init__(self, leaf: K.LeafFunc, helpers: dict[str, K.HelperFunc]):
+        self.leaf = leaf
+        self.helpers = helpers
+        self.locals: dict[str, Type] = dict(leaf.locals)
+        self.counter = 0
+        self.stack: list[str] = []
+
+    def run(self) -> K.LeafFunc:
+        body = self.block(self.leaf.body)
+        return dataclasses.replace(self.leaf, body=body, locals=self.locals)
+
+    def fresh(self, base: str, t: Type) -> str:
+        while True:
+            self.counter += 1
+            name = f"{base}.{self.counter}"
+            if name not in self.locals:
+                self.locals[name] = t
+                return name
+
+    # -- statements -------------------------------------------------------------------------
+
+    def block(self, block: K.Block) -> K.Block:
+        out: K.Block = []
+        for stmt in block:
+            out.extend(self.stmt(stmt))
+        return out
+
+    def stmt(self, stmt: K.Stmt) -> K.Block:
+        pre: K.Block = []
+        if isinstance(stmt, K.Assign):
+            if not _has_call(stmt.value):
+                return [stmt]
+            value = self.expr(stmt.value, pre)
+            return pre + [dataclasses.replace(stmt, value=value)]
+        if isinstance(stmt, K.Store):
+            if not (_has_call(stmt.index) or _has_call(stmt.value)):
+                return [stmt]
+            index = self.operand(stmt.index, pre, spill=True)
+            value = self.expr(stmt.value, pre)
+            return pre + [dataclasses.replace(stmt, index=index, value=value)]
+        if isinstance(stmt, K.ExprStmt):
+            if isinstance(stmt.value, K.CallHelper) and stmt.value.type.text() == "void":
+                self.call(stmt.value, pre)
+                return pre
+            if not _has_call(stmt.value):
+                return [stmt]
+            return pre + [dataclasses.replace(stmt, value=self.expr(stmt.value, pre))]
+        if isinstance(stmt, (K.Return, K.Print)):
+            if not any(isinstance(v, K.Expr) and _has_call(v) for v in stmt.values):
+                return [stmt]
+            values = [self.operand(v, pre, spill=True) if isinstance(v, K.Expr) else v
+                      for v in stmt.values]
+            return pre + [dataclasses.replace(stmt, values=values)]
+        if isinstance(stmt, K.If):
+            cond = self.expr(stmt.cond, pre)
+            return pre + [dataclasses.replace(stmt, cond=cond, then=self.block(stmt.then),
+                                              orelse=self.block(stmt.orelse))]
+        if isinstance(stmt, K.For):
+            start = self.operand(stmt.start, pre, spill=True)
+            stop = self.operand(stmt.stop, pre, spill=True)
+            step = self.expr(stmt.step, pre)
+            return pre + [dataclasses.replace(stmt, start=start, stop=stop, step=step,
+                                              body=self.block(stmt.body))]
+        if isinstance(stmt, K.While):
+            body = self.block(stmt.body)
+            if not _has_call(stmt.cond):
+                return [dataclasses.replace(stmt, body=body)]
+            # the condition is re-evaluated on every iteration: move it into the loop
+            cond_pre: K.Block = []
+            cond = self.expr(stmt.cond, cond_pre)
+            exit_if = K.If(cond=K.UnaryOp(op="not", operand=cond, type=i1, loc=stmt.loc),
+                           then=[K.Break(loc=stmt.loc)], orelse=[], loc=stmt.loc)
+            true = K.Const(value=True, type=i1, loc=stmt.loc)
+            return [K.While(cond=true, body=cond_pre + [exit_if] + body, loc=stmt.loc)]
+        return [stmt]
+
+    # -- expressions ------------------------------------------------------------------------
+
+    def operand(self, expr: K.Expr, pre: K.Block, spill: bool) -> K.Expr:
+        """Lower expr; with spill, an impure result is saved in a temporary (evaluated now)."""
+        value = self.expr(expr, pre)
+        if spill and _impure(value):
+            name = self.fresh("_v", value.type)
+            pre.append(K.Assign(target=name, value=value, loc=expr.loc))
+            return K.Var(name=name, type=value.type, loc=expr.loc)
+        return value
+
+    def expr(self, expr: K.Expr, pre: K.Block) -> K.Expr:
+        """The expression with its helper calls moved into `pre` (in evaluation order)."""
+        if not _has_call(expr):
+            return expr
+        if isinstance(expr, K.CallHelper):
+            return self.call(expr, pre)
+        if isinstance(expr, K.Logical) and _has_call(expr.rhs):
+            return self.lazy_logical(expr, pre)
+        if isinstance(expr, K.Select) and (_has_call(expr.if_true) or _has_call(expr.if_false)):
+            return self.lazy_select(expr, pre)
+        children = K.child_exprs(expr)
+        last_call = max(i for i, c in enumerate(children) if _has_call(c))
+        new_children = [self.operand(c, pre, spill=i < last_call) for i, c in enumerate(children)]
+        return K.rebuild(expr, new_children)
+
+    def lazy_logical(self, expr: K.Logical, pre: K.Block) -> K.Expr:
+        name = self.fresh("_l", i1)
+        loc = expr.loc
+        pre.append(K.Assign(target=name, value=self.expr(expr.lhs, pre), loc=loc))
+        rhs_pre: K.Block = []
+        rhs = self.expr(expr.rhs, rhs_pre)
+        var = K.Var(name=name, type=i1, loc=loc)
+        cond = var if expr.op == "land" else K.UnaryOp(op="not", operand=var, type=i1, loc=loc)
+        pre.append(K.If(cond=cond, then=rhs_pre + [K.Assign(target=name, value=rhs, loc=loc)],
+                        orelse=[], loc=loc))
+        return K.Var(name=name, type=i1, loc=loc)
+
+    def lazy_select(self, expr: K.Select, pre: K.Block) -> K.Expr:
+        name = self.fresh("_s", expr.type)
+        loc = expr.loc
+        cond = self.expr(expr.cond, pre)
+        then_pre: K.Block = []
+        then_value = self.expr(expr.if_true, then_pre)
+        else_pre: K.Block = []
+        else_value = self.expr(expr.if_false, else_pre)
+        pre.append(K.If(cond=cond, then=then_pre + [K.Assign(target=name, value=then_value, loc=loc)],
+                        orelse=else_pre + [K.Assign(target=name, value=else_value, loc=loc)], loc=loc))
+        return K.Var(name=name, type=expr.type, loc=loc)
+
+    def call(self, call: K.CallHelper, pre: K.Block) -> K.Expr:
+        helper = self.helpers.get(call.func)
+        if helper is None:
+            raise FrontendError(f"call of unknown helper @{call.func}", call.loc)
+        if call.func in self.stack:
+            raise FrontendError(f"helper {call.func} calls itself; recursion cannot be inlined", call.loc)
+        _check_tail_returns(helper.body, helper.name, tail=True)
+        args = [self.operand(a, pre, spill=True) for a in call.args]
+        rename: dict[str, str] = {}
+        pointer_args: dict[str, str] = {}
+        for p, arg in zip(helper.params, args):
+            if isinstance(p.type, PtrType):
+                assert isinstance(arg, K.Var)
+                pointer_args[p.name] = arg.name
+                continue
+            rename[p.name] = self.fresh(f"{p.name}.{helper.name}", p.type)
+            pre.append(K.Assign(target=rename[p.name], value=arg, loc=call.loc))
+        for name, t in helper.locals.items():
+            if name not in rename:
+                rename[name] = self.fresh(f"{name}.{helper.name}", t)
+        result = None
+        if helper.result is not None:
+            result = self.fresh(f"_r.{helper.name}", helper.result)
+        body = _Renamer(rename, pointer_args, self.locals, result).block(helper.body)
+        self.stack.append(call.func)
+        try:
+            pre.extend(self.block(body))  # inline the helper's own calls too
+        finally:
+            self.stack.pop()
+        if result is None:
+            return K.Const(value=False, type=i1, loc=call.loc)
+        return K.Var(name=result, type=helper.result, loc=call.loc)
+
+
+def _check_tail_returns(block: K.Block, name: str, tail: bool) -> None:
+    for i, stmt in enumerate(block):
+        last = tail and i == len(block) - 1
+        if isinstance(stmt, K.Return) and not last:
+            raise FrontendError(f"helper {name} returns before its end; helpers may return only in "
+                                "tail position, because they are inlined", stmt.loc)
+        if isinstance(stmt, K.If):
+            _check_tail_returns(stmt.then, name, last)
+            _check_tail_returns(stmt.orelse, name, last)
+        elif isinstance(stmt, (K.For, K.While)):
+            _check_tail_returns(stmt.body, name, False)
+
+
+class _Renamer:
+    """Copy a helper body with its variables renamed and tail returns made assignments."""
+
+    def __init__(self, rename: dict[str, str], pointers: dict[str, str], types: dict[str, Type],
+                 result: str | None):
+        self.rename = rename
+        self.pointers = pointers
+        self.types = types
+        self.result = result
+
+    def block(self, block: K.Block) -> K.Block:
+        out: K.Block = []
+        for stmt in block:
+            out.extend(self.stmt(stmt))
+        return out
+
+    def stmt(self, stmt: K.Stmt) -> K.Block:
+        if isinstance(stmt, K.Return):
+            if self.result is None or not stmt.values:
+                return []
+            return [K.Assign(target=self.result, value=self.expr(stmt.values[0]), loc=stmt.loc)]
+        changes: dict[str, object] = {}
+        for f in dataclasses.fields(stmt):
+            value = getattr(stmt, f.name)
+            if isinstance(value, K.Expr):
+                changes[f.name] = self.expr(value)
+            elif isinstance(value, list) and value and isinstance(value[0], K.Stmt):
+                changes[f.name] = self.block(value)
+            elif isinstance(value, list) and f.name == "values":
+                changes[f.name] = [self.expr(v) if isinstance(v, K.Expr) else v for v in value]
+            elif f.name in ("target", "var") and isinstance(value, str):
+                changes[f.name] = self.rename.get(value, value)
+        return [dataclasses.replace(stmt, **changes)]
+
+    def expr(self, expr: K.Expr) -> K.Expr:
+        if isinstance(expr, K.Var):
+            if expr.name in self.pointers:
+                return dataclasses.replace(expr, name=self.pointers[expr.name])
+            return dataclasses.replace(expr, name=self.rename.get(expr.name, expr.name))
+        children = K.child_exprs(expr)
+        if not children:
+            return expr
+        return K.rebuild(expr, [self.expr(c) for c in children])

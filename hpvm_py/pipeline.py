@@ -1,0 +1,137 @@
+"""The one compile path: front end → verifier → passes → plan + backend code, per target.
+
+    graph object ──module()──▶ IR module ──verify──▶ rules ──run_passes──▶ inline, fold
+                 ──build_plan──▶ node order, value layouts ──backend.compile_leaf──▶ kernels
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from .backends.base import LeafKernel, NodeContext
+from .errors import CompileError, LaunchError
+from .frontend.callsite import caller_loc
+from .frontend.decorators import GraphDef, LeafDef
+from .ir import kernel as K
+from .ir.dfg import Module
+from .ir.verify import DeferredGridCheck, verify_module
+from .passes import run_passes
+from .runtime import stats
+from .runtime.plan import GraphPlan, build_plan
+
+TARGETS = ("cpu", "gpu", "python")
+
+
+class LoadedGraph:
+    """A graph that comes from textual IR (from_text / load) rather than Python source."""
+
+    def __init__(self, module: Module, origin: str):
+        self._module = module
+        self.name = module.root
+        self.origin = origin
+
+    def module(self) -> Module:
+        return self._module
+
+    def __repr__(self) -> str:
+        return f"<hpvm graph {self.name} from {self.origin}>"
+
+
+def module_of(root: Any) -> Module:
+    if isinstance(root, (GraphDef, LoadedGraph)):
+        return root.module()
+    if isinstance(root, CompiledGraph):
+        return root.module
+    if isinstance(root, LeafDef):
+        raise LaunchError(f"{root.name} is a leaf: launch an @hpvm.graph whose body creates it as a "
+                          "node", caller_loc())
+    raise LaunchError(f"expected an @hpvm.graph function (or a graph from hpvm.from_text / hpvm.load), "
+                      f"got {type(root).__name__}", caller_loc())
+
+
+def default_target() -> str:
+    """HPVM_TARGET, else gpu when a GPU backend can run here, else cpu."""
+    env = os.environ.get("HPVM_TARGET")
+    if env:
+        if env not in TARGETS:
+            raise LaunchError(f"HPVM_TARGET={env!r} is not one of {', '.join(TARGETS)}")
+        return env
+    return "gpu" if _gpu_usable() else "cpu"
+
+
+def _gpu_usable() -> bool:
+    from .backends import registry
+
+    return registry.available("gpu")
+
+
+@dataclass
+class CompiledGraph:
+    """A graph compiled for one target: what launch() runs."""
+
+    root: Any
+    module: Module  # as written (before passes): what to_text prints
+    lowered: Module  # after the passes: what the backends compiled
+    deferred: list[DeferredGridCheck]
+    plan: GraphPlan
+    target: str
+
+    @property
+    def name(self) -> str:
+        return self.module.root
+
+    def leaf_kernels(self) -> list[tuple[str, LeafKernel]]:
+        out = []
+
+        def visit(plan: GraphPlan) -> None:
+            for node in plan.nodes:
+                if node.kernel is not None:
+                    out.append((node.func.name, node.kernel))
+                if node.child is not None:
+                    visit(node.child)
+
+        visit(self.plan)
+        return out
+
+
+_compiled: "weakref.WeakKeyDictionary[Any, dict[str, CompiledGraph]]" = weakref.WeakKeyDictionary()
+_compiled_lock = threading.Lock()
+
+
+def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
+    """Compile root for target (cached per graph object and target)."""
+    if isinstance(root, CompiledGraph):
+        if target is None or target == root.target:
+            return root
+        root = root.root
+    target = target or default_target()
+    if target not in TARGETS:
+        raise LaunchError(f"target {target!r} is not one of {', '.join(TARGETS)}", caller_loc())
+    with _compiled_lock:
+        cached = _compiled.get(root, {}).get(target)
+    if cached is not None:
+        stats.bump("graph_cache_hits")
+        return cached
+    module = module_of(root)
+    deferred = verify_module(module)
+    lowered = run_passes(module)
+    plan = build_plan(lowered, deferred, target, _compile_leaf)
+    compiled = CompiledGraph(root=root, module=module, lowered=lowered, deferred=deferred, plan=plan,
+                             target=target)
+    stats.bump("graph_compiles")
+    with _compiled_lock:
+        _compiled.setdefault(root, {})[target] = compiled
+    return compiled
+
+
+def _compile_leaf(leaf: K.LeafFunc, ctx: NodeContext, target: str) -> LeafKernel:
+    from .backends import registry
+
+    backend = registry.get(target)
+    if backend is None:
+        raise CompileError(f"leaf {leaf.name} needs the {target} target, which is not available on "
+                           f"this machine ({registry.why_unavailable(target)})", leaf.loc)
+    return backend.compile_leaf(leaf, ctx)

@@ -1,0 +1,241 @@
+"""The host API: init/cleanup, memory tracking, launch/wait, push/pop, compile, stats.
+
+Every public function goes through `api_boundary`: a user mistake arrives as an HPVMError whose
+traceback starts at the user's call (not deep inside hpvm-py), and an unexpected internal failure
+arrives as an InternalError rather than a bare Python exception.
+"""
+from __future__ import annotations
+
+import bdb
+import contextlib
+import functools
+import os
+import threading
+from typing import Any, Callable, Iterator, TypeVar
+
+from ..errors import HPVMError, InternalError, LaunchError, StreamError
+from ..frontend.callsite import caller_loc
+from ..pipeline import CompiledGraph, compile_graph, default_target
+from . import stats as _stats
+from .executor import Executor, device_of
+from .tracker import MemoryTracker
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def api_boundary(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except HPVMError as exc:
+            error: HPVMError = exc
+        except (KeyboardInterrupt, bdb.BdbQuit, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - turned into a reportable error
+            error = InternalError(f"internal error in hpvm-py: {type(exc).__name__}: {exc} (please "
+                                  "report this with the program that triggered it; set "
+                                  "HPVM_DEBUG=1 for the internal traceback)", caller_loc())
+            if os.environ.get("HPVM_DEBUG"):
+                raise error from exc
+        raise error.with_traceback(None)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Runtime:
+    """State between init() and cleanup(): the target, the tracker, live handles."""
+
+    def __init__(self, target: str | None):
+        self.target = target or default_target()
+        self.tracker = MemoryTracker()
+        self.executor = Executor(self.tracker)
+        self.handles: set[Any] = set()
+        self.lock = threading.Lock()
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def _active() -> Runtime:
+    rt = _runtime
+    if rt is None:
+        raise LaunchError("the HPVM runtime is not initialised: call hpvm.init() (or use `with "
+                          "hpvm.runtime():`) before tracking memory or launching graphs", caller_loc())
+    return rt
+
+
+@api_boundary
+def init(target: str | None = None) -> None:
+    """Start the runtime. target: "cpu", "gpu" or "python" (default: $HPVM_TARGET, else gpu when
+    one is usable, else cpu). Calling init() again restarts it with the new target."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is not None:
+            _shutdown(_runtime)
+        _runtime = Runtime(target)
+
+
+@api_boundary
+def cleanup() -> None:
+    """Stop the runtime: streams are closed, tracked memory is brought back to the host."""
+    global _runtime
+    with _runtime_lock:
+        rt = _runtime
+        _runtime = None
+    if rt is not None:
+        _shutdown(rt)
+
+
+def _shutdown(rt: Runtime) -> None:
+    for handle in list(rt.handles):
+        handle.close_on_cleanup()
+    rt.tracker.release_all()
+
+
+@contextlib.contextmanager
+def runtime(target: str | None = None) -> Iterator[None]:
+    """`with hpvm.runtime("cpu"):` wraps init() and cleanup()."""
+    init(target)
+    try:
+        yield
+    finally:
+        cleanup()
+
+
+@api_boundary
+def track_memory(buf: Any) -> Any:
+    """Start tracking buf (a NumPy array or torch tensor); returns it."""
+    _active().tracker.track(buf)
+    return buf
+
+
+@api_boundary
+def untrack_memory(buf: Any) -> None:
+    _active().tracker.untrack(buf)
+
+
+@api_boundary
+def request_memory(buf: Any) -> Any:
+    """Make buf hold the newest data (copying it back from a device if needed); returns it."""
+    return _active().tracker.request(buf)
+
+
+@api_boundary
+def compile(root: Any, target: str | None = None) -> CompiledGraph:  # noqa: A001 - the contract's name
+    """Compile a graph for a target ahead of its first launch; launch() accepts the result."""
+    if target is None and _runtime is not None:
+        target = _runtime.target
+    return compile_graph(root, target)
+
+
+class Handle:
+    """A non-streaming launch: its outputs, returned once by wait()."""
+
+    def __init__(self, compiled: CompiledGraph, outputs: list[Any]):
+        self.compiled = compiled
+        self._outputs = outputs
+        self._waited = False
+
+    def result(self) -> Any:
+        if self._waited:
+            raise LaunchError("wait() was already called on this launch handle", caller_loc())
+        self._waited = True
+        return _shape_outputs(self.compiled, self._outputs)
+
+    def close_on_cleanup(self) -> None:
+        self._waited = True
+
+
+def _shape_outputs(compiled: CompiledGraph, outputs: list[Any]) -> Any:
+    """What the root's return annotation promises: nothing, one value, a tuple or a NamedTuple."""
+    from ..frontend.decorators import GraphDef
+
+    func = compiled.module.root_func
+    if not func.outputs:
+        return None
+    root = compiled.root
+    annotation = getattr(root.pyfunc, "__annotations__", {}).get("return") if isinstance(root, GraphDef) else None
+    if isinstance(annotation, type) and hasattr(annotation, "_fields"):
+        return annotation(*outputs)
+    if len(outputs) == 1 and not _is_tuple_annotation(annotation):
+        return outputs[0]
+    return tuple(outputs)
+
+
+def _is_tuple_annotation(annotation: Any) -> bool:
+    import typing
+
+    return typing.get_origin(annotation) is tuple or (isinstance(annotation, str) and
+                                                      annotation.replace(" ", "").startswith("tuple["))
+
+
+@api_boundary
+def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
+    """Run a graph. Non-streaming: with all its arguments, returning a handle for wait().
+    Streaming (stream=True): with no arguments; feed it with push() and read it with pop()."""
+    rt = _active()
+    compiled = compile_graph(root, rt.target)
+    if stream:
+        from .streaming import launch_stream
+
+        if args:
+            raise StreamError("a streaming launch takes no arguments: push() them", caller_loc())
+        handle = launch_stream(rt, compiled, depth)
+        rt.handles.add(handle)
+        return handle
+    from .args import bind_arguments
+
+    env = bind_arguments(compiled.module.root_func, args, rt.tracker, {device_of(compiled.target)})
+    outputs = rt.executor.run(compiled.plan, env)
+    _stats.bump("launches")
+    return Handle(compiled, outputs)
+
+
+@api_boundary
+def wait(handle: Any, timeout: float | None = None) -> Any:
+    """Block until the launch is complete. Returns the root's outputs (non-streaming); for a
+    stream, closes it: no more pushes, items in flight drain, stages stop."""
+    if isinstance(handle, Handle):
+        return handle.result()
+    close = getattr(handle, "close", None)
+    if close is None:
+        raise LaunchError(f"wait() takes a handle from hpvm.launch, not {type(handle).__name__}",
+                          caller_loc())
+    return close(timeout)
+
+
+@api_boundary
+def push(handle: Any, *args: Any, timeout: float | None = None) -> None:
+    """Send the arguments of one execution to a streaming launch (blocks while it is full)."""
+    _stream_handle(handle, "push").push(args, timeout)
+
+
+@api_boundary
+def pop(handle: Any, timeout: float | None = None) -> tuple[Any, ...]:
+    """The outputs of the next execution of a streaming launch, in push order (blocks)."""
+    return _stream_handle(handle, "pop").pop(timeout)
+
+
+def _stream_handle(handle: Any, what: str) -> Any:
+    if isinstance(handle, Handle):
+        raise StreamError(f"{what}() needs a streaming launch (hpvm.launch(graph, stream=True)); this "
+                          "handle is non-streaming", caller_loc())
+    if not hasattr(handle, what):
+        raise StreamError(f"{what}() takes a handle from hpvm.launch(..., stream=True)", caller_loc())
+    return handle
+
+
+def stats(reset: bool = False) -> dict[str, int]:
+    """Counters since start (or the last reset): launches, kernel launches, copies and bytes per
+    direction (h2d, d2h, d2d), compile-cache hits and misses, compiles."""
+    keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
+            "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
+            "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles")
+    snap = _stats.snapshot()
+    result = {k: 0 for k in keys}
+    result.update(snap)
+    if reset:
+        _stats.reset()
+    return result

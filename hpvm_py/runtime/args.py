@@ -1,0 +1,91 @@
+"""Check and convert the host's arguments to a graph's parameters, before anything runs."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import LaunchError
+from ..frontend.callsite import caller_loc
+from ..ir import dfg as D
+from ..ir import semantics as S
+from ..types import PtrType, ScalarType, bf16, f64
+from .buffers import HOST, describe, elem_matches, is_buffer
+from .executor import BoundBuffer
+from .tracker import MemoryTracker
+
+
+def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker,
+                   devices: set[str]) -> list[Any]:
+    """One value per parameter: BoundBuffer for pointers, a typed NumPy scalar otherwise.
+
+    devices: where the graph's leaves run; a buffer on any other device is rejected.
+    """
+    names = ", ".join(p.name for p in func.params)
+    if len(args) != len(func.params):
+        raise LaunchError(f"graph {func.name} takes {len(func.params)} argument(s) ({names}), "
+                          f"got {len(args)}", caller_loc())
+    env: list[Any] = []
+    for i, (p, arg) in enumerate(zip(func.params, args)):
+        if isinstance(p.type, PtrType):
+            env.append(_buffer(func, p, arg, tracker, devices))
+        else:
+            assert isinstance(p.type, ScalarType)
+            value = _scalar(func, p.name, p.type, arg)
+            if i > 0 and isinstance(func.params[i - 1].type, PtrType):
+                _check_size(func, func.params[i - 1].name, env[i - 1], p.name, int(value))
+            env.append(value)
+    return env
+
+
+def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str]) -> BoundBuffer:
+    elem = p.type.elem
+    if not is_buffer(arg):
+        raise LaunchError(f"argument {p.name!r} of {func.name} is a pointer ({p.type}): pass a NumPy "
+                          f"array or a torch tensor of {elem}, not {type(arg).__name__}", caller_loc())
+    info = describe(arg)
+    if not elem_matches(info, elem):
+        got = info.elem.name if info.elem is not None else "an unsupported dtype"
+        raise LaunchError(f"argument {p.name!r} of {func.name} must hold {elem} elements, got {got}",
+                          caller_loc())
+    if not info.contiguous:
+        raise LaunchError(f"argument {p.name!r} of {func.name} is not contiguous; pass "
+                          "np.ascontiguousarray(...) or tensor.contiguous()", caller_loc())
+    if info.device != HOST and info.device not in devices:
+        raise LaunchError(f"argument {p.name!r} lives on {info.device}, but this graph runs on "
+                          f"{', '.join(sorted(devices))}", caller_loc())
+    obj = tracker.lookup(arg) or tracker.track(arg, implicit=True)
+    return BoundBuffer(obj)
+
+
+def _check_size(func: D.GraphFunc, ptr_name: str, buf: BoundBuffer, size_name: str, size: int) -> None:
+    if size < 0:
+        raise LaunchError(f"argument {size_name!r} of {func.name} is {size}; a size in bytes cannot be "
+                          "negative", caller_loc())
+    if size > buf.obj.nbytes:
+        raise LaunchError(f"argument {size_name!r} of {func.name} says {ptr_name!r} has {size} bytes, but "
+                          f"the buffer has only {buf.obj.nbytes}", caller_loc())
+
+
+def _scalar(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> Any:
+    where = f"argument {name!r} of {func.name}"
+    if is_buffer(arg):
+        if len(arg.shape) != 0:
+            raise LaunchError(f"{where} is a scalar {t}, not a buffer", caller_loc())
+        arg = arg.item()  # a 0-d array or tensor is a number
+    if isinstance(arg, np.generic):
+        arg = arg.item()
+    if t.is_bool:
+        if isinstance(arg, (bool, int)) and arg in (0, 1):
+            return np.bool_(arg)
+        raise LaunchError(f"{where} is an i1: pass True or False", caller_loc())
+    if t.is_float:
+        if isinstance(arg, (int, float)) and not isinstance(arg, bool):
+            return S.cast(np.float64(arg), f64, t) if t == bf16 else S.value_dtype(t).type(arg)
+        raise LaunchError(f"{where} is a {t}: pass a number, not {type(arg).__name__}", caller_loc())
+    if isinstance(arg, bool) or not isinstance(arg, int):
+        raise LaunchError(f"{where} is a {t}: pass an int, not {type(arg).__name__}", caller_loc())
+    if not t.min_value() <= arg <= t.max_value():
+        raise LaunchError(f"{where} is a {t}: {arg} is out of its range [{t.min_value()}, "
+                          f"{t.max_value()}]", caller_loc())
+    return t.numpy_dtype.type(arg)

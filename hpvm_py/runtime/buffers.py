@@ -1,0 +1,62 @@
+"""What a user buffer is: NumPy array or torch tensor, where it lives, its size and element type."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..types import ScalarType, bf16, resolve_scalar
+
+HOST = "host"
+
+
+@dataclass(frozen=True)
+class BufferInfo:
+    kind: str  # "numpy" | "torch"
+    device: str  # "host" or "cuda:N"
+    nbytes: int
+    elem: ScalarType | None
+    contiguous: bool
+    address: int
+
+
+def is_buffer(obj: Any) -> bool:
+    return isinstance(obj, np.ndarray) or _is_torch_tensor(obj)
+
+
+def _is_torch_tensor(obj: Any) -> bool:
+    cls = type(obj)
+    return cls.__module__.startswith("torch") and cls.__name__ in ("Tensor", "Parameter")
+
+
+def describe(buf: Any) -> BufferInfo:
+    if isinstance(buf, np.ndarray):
+        elem = resolve_scalar(buf.dtype)
+        return BufferInfo("numpy", HOST, int(buf.nbytes), elem, bool(buf.flags.c_contiguous),
+                          int(buf.ctypes.data))
+    if _is_torch_tensor(buf):
+        device = HOST if buf.device.type == "cpu" else f"{buf.device.type}:{buf.device.index or 0}"
+        return BufferInfo("torch", device, int(buf.numel() * buf.element_size()),
+                          resolve_scalar(buf.dtype), bool(buf.is_contiguous()), int(buf.data_ptr()))
+    raise TypeError(type(buf).__name__)
+
+
+def elem_matches(info: BufferInfo, elem: ScalarType) -> bool:
+    """NumPy has no bfloat16: a uint16 array is accepted as raw bf16 bits."""
+    if info.elem == elem:
+        return True
+    return elem == bf16 and info.kind == "numpy" and info.elem is not None and info.elem.name == "u16"
+
+
+def host_view(buf: Any, elem: ScalarType) -> np.ndarray:
+    """A flat NumPy view (no copy) of a host buffer, typed as elem (bf16 as uint16 bits)."""
+    if isinstance(buf, np.ndarray):
+        return buf.reshape(-1).view(elem.numpy_dtype)
+    tensor = buf.detach()
+    if elem == bf16:
+        import torch
+
+        tensor = tensor.view(torch.int16)
+        return tensor.reshape(-1).numpy().view(np.uint16)
+    return tensor.reshape(-1).numpy().view(elem.numpy_dtype)

@@ -1,0 +1,164 @@
+"""Run a GraphPlan: fire nodes in dependency order, deliver values over edges and binds.
+
+Values are laid out per backends/base.py: a uniform value is one NumPy scalar; a per-parent value
+is an array with one element per parent instance; a per-instance value has one per instance.
+A replicated internal node runs its child graph once for all its instances (its instances may run
+in any order, so running each child node for all of them in turn is a valid schedule).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import BufferArg
+from ..errors import ExecutionError, VerificationError
+from ..ir import dfg as D
+from ..ir import kernel as K
+from ..types import PtrType, ScalarType
+from . import stats
+from .buffers import HOST, describe, host_view
+from .plan import GraphPlan, NodePlan
+from .tracker import MemoryObject, MemoryTracker
+
+
+@dataclass
+class BoundBuffer:
+    """A pointer argument as it travels through binds: the tracked object it names."""
+
+    obj: MemoryObject
+
+
+@dataclass
+class Slot:
+    """A produced value: array of per-instance (or per-parent) values, with the producer's count."""
+
+    value: Any
+    per_instance: bool
+    instances: int  # instances of the producing node within one parent instance
+
+
+def device_of(target: str) -> str:
+    return HOST if target in ("cpu", "python") else "cuda:0"
+
+
+class Executor:
+    def __init__(self, tracker: MemoryTracker):
+        self.tracker = tracker
+
+    def run(self, plan: GraphPlan, args: list[Any]) -> list[Any]:
+        outputs = self._graph(plan, args, [], 1)
+        return [np.asarray(o).reshape(-1)[0] if np.ndim(o) else o for o in outputs]
+
+    # -- graphs -----------------------------------------------------------------------------
+
+    def _graph(self, plan: GraphPlan, env: list[Any], ancestors: list[tuple[int, ...]],
+               parents: int) -> list[Any]:
+        slots: dict[tuple[int, int], Slot] = {}
+        extents: list[tuple[int, ...]] = []
+        for i, node in enumerate(plan.nodes):
+            ext = self._extents(node, plan, env)
+            extents.append(ext)
+            for src, dst, edge in plan.grid_checks:
+                if dst == i and extents[src] != ext:
+                    raise VerificationError(
+                        f"one-to-one edge {edge.src} -> {edge.dst} joins grids {list(extents[src])} and "
+                        f"{list(ext)} at launch; grids must be identical", edge.loc, rule="one-to-one-grids")
+            count = int(np.prod(ext)) if ext else 1
+            args = [self._input(node, port, src, env, slots, plan.single_parent)
+                    for port, src in enumerate(node.inputs)]
+            if node.kernel is not None:
+                outs = self._leaf(node, args, ext, ancestors, parents, count)
+                for port, out in enumerate(outs):
+                    if out is not None:
+                        slots[(i, port)] = Slot(out, node.output_modes[port] == "per_instance", count)
+            else:
+                assert node.child is not None
+                child_env = [self._to_children(a, mode, count)
+                             for a, mode in zip(args, node.input_modes)]
+                outs = self._graph(node.child, child_env, [ext] + ancestors, parents * count)
+                for port, out in enumerate(outs):
+                    slots[(i, port)] = Slot(out, True, count)
+            stats.bump("nodes_run")
+        return [self._as_parent(slots[(n, port)]) for n, port in plan.outputs]
+
+    def _extents(self, node: NodePlan, plan: GraphPlan, env: list[Any]) -> tuple[int, ...]:
+        if not node.node.dims:
+            return ()
+        values: dict[str, int] = {}
+        for name in set().union(*(D.dim_params(d) for d in node.node.dims)):
+            port = next(i for i, p in enumerate(plan.func.params) if p.name == name)
+            v = env[port]
+            if np.ndim(v):
+                flat = np.asarray(v).reshape(-1)
+                if flat.size and not np.all(flat == flat[0]):
+                    raise ExecutionError(f"the instance count of node {node.name} uses {name!r}, whose "
+                                         "value differs between instances of the parent; every "
+                                         "instance of a parent must create the same grid", node.node.loc)
+                v = flat[0] if flat.size else 0
+            values[name] = int(v)
+        ext = tuple(D.eval_dim(d, values) for d in node.node.dims)
+        if any(n < 0 for n in ext):
+            raise ExecutionError(f"node {node.name} would have {list(ext)} instances; counts must not "
+                                 "be negative", node.node.loc)
+        return ext
+
+    def _input(self, node: NodePlan, port: int, src: Any, env: list[Any],
+               slots: dict[tuple[int, int], Slot], single_parent: bool) -> Any:
+        if src.bind_port is not None:
+            return env[src.bind_port]
+        slot = slots[(src.node, src.port)]
+        value = slot.value if src.edge_kind == D.ONE_TO_ONE else self._as_parent(slot)
+        if node.input_modes[port] == "uniform":
+            return np.asarray(value).reshape(-1)[0]
+        return value
+
+    @staticmethod
+    def _as_parent(slot: Slot) -> Any:
+        """The value of instance 0 of the producer within each parent instance."""
+        if slot.per_instance and slot.instances != 1:
+            return np.ascontiguousarray(slot.value[::slot.instances]) if slot.instances else slot.value[:0]
+        return slot.value
+
+    @staticmethod
+    def _to_children(value: Any, mode: str, count: int) -> Any:
+        """A node input as the children of that (internal) node see it."""
+        if mode == "per_parent":
+            return np.repeat(value, count)  # one value per instance of the internal node
+        return value
+
+    # -- leaves -----------------------------------------------------------------------------
+
+    def _leaf(self, node: NodePlan, args: list[Any], ext: tuple[int, ...],
+              ancestors: list[tuple[int, ...]], parents: int, count: int) -> list[Any]:
+        leaf = node.func
+        assert isinstance(leaf, K.LeafFunc)
+        device = device_of(node.target)
+        call: list[Any] = []
+        for p, value in zip(leaf.params, args):
+            if isinstance(p.type, PtrType):
+                call.append(self._buffer_arg(value, p, device))
+            else:
+                call.append(value)
+        outputs: list[Any] = []
+        for out, mode in zip(leaf.outputs, node.output_modes):
+            if mode == "unused":
+                outputs.append(None)
+                continue
+            assert isinstance(out.type, ScalarType)
+            size = parents * count if mode == "per_instance" else parents
+            outputs.append(np.zeros(size, dtype=out.type.numpy_dtype))
+        assert node.kernel is not None
+        node.kernel.launch(call, outputs, [ext] + ancestors)
+        stats.bump("kernel_launches")
+        return outputs
+
+    def _buffer_arg(self, value: Any, param: K.Param, device: str) -> BufferArg:
+        assert isinstance(value, BoundBuffer) and isinstance(param.type, PtrType)
+        reads = param.direction in ("in", "inout")
+        writes = param.direction in ("out", "inout")
+        buf = self.tracker.acquire(value.obj, device, reads, writes)
+        info = describe(buf)
+        array = host_view(buf, param.type.elem) if device == HOST else None
+        return BufferArg(obj=buf, address=info.address, nbytes=info.nbytes, array=array)

@@ -1,0 +1,170 @@
+"""The execution plan of a verified module: node order, where every input comes from, how each
+value is laid out across instances (backends/base.py's modes), and the compiled leaf kernels.
+
+Everything here is decided once at compile time, so a launch only evaluates instance counts,
+moves values between slots and calls kernels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import CompileError
+from ..ir import dfg as D
+from ..ir import kernel as K
+from ..ir.verify import DeferredGridCheck
+from ..types import PtrType
+from ..backends.base import LeafKernel, NodeContext
+
+
+@dataclass
+class Source:
+    """Where one node input comes from: a parent parameter, or a sibling's output over an edge."""
+
+    bind_port: int | None = None  # parent parameter index
+    node: int | None = None  # sibling index in GraphPlan.nodes
+    port: int | None = None
+    edge_kind: str | None = None
+    stream: bool = False
+
+
+@dataclass
+class NodePlan:
+    node: D.Node
+    func: Any  # LeafFunc | GraphFunc | LibraryFunc
+    inputs: list[Source]
+    input_modes: tuple[str, ...]
+    output_modes: tuple[str, ...]
+    target: str
+    kernel: LeafKernel | None = None
+    child: "GraphPlan | None" = None
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass
+class GraphPlan:
+    func: D.GraphFunc
+    param_modes: tuple[str, ...]  # "buffer" | "uniform" | "per_parent", as the children see them
+    level_dims: tuple[int, ...]  # dims of the enclosing internal nodes, innermost first
+    nodes: list[NodePlan] = field(default_factory=list)
+    outputs: list[tuple[int, int]] = field(default_factory=list)  # (node index, port) per output
+    grid_checks: list[tuple[int, int, D.Edge]] = field(default_factory=list)
+
+    @property
+    def single_parent(self) -> bool:
+        """Statically one parent instance: every enclosing internal node has no dimensions."""
+        return all(d == 0 for d in self.level_dims)
+
+
+CompileLeaf = Callable[[K.LeafFunc, NodeContext, str], LeafKernel]
+
+
+def build_plan(module: D.Module, deferred: list[DeferredGridCheck], default_target: str,
+               compile_leaf: CompileLeaf) -> GraphPlan:
+    root = module.root_func
+    modes = tuple("buffer" if isinstance(p.type, PtrType) else "uniform" for p in root.params)
+    checks = {(c.graph, id(c.edge)) for c in deferred}
+    return _plan_graph(module, root, modes, (), default_target, compile_leaf, checks)
+
+
+def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
+                level_dims: tuple[int, ...], default_target: str, compile_leaf: CompileLeaf,
+                checks: set[tuple[str, int]]) -> GraphPlan:
+    plan = GraphPlan(func=g, param_modes=param_modes, level_dims=level_dims)
+    order = _topological(g)
+    index = {name: i for i, name in enumerate(order)}
+    consumers: dict[tuple[str, int], list[str]] = {}
+    for e in g.edges:
+        consumers.setdefault((e.src, e.src_port), []).append(e.kind)
+    for b in g.output_binds:
+        consumers.setdefault((b.src, b.src_port), []).append(D.ALL_TO_ALL)
+
+    for name in order:
+        node = g.node(name)
+        func = module.functions[node.func]
+        sources = [Source() for _ in func.params]
+        for b in g.input_binds:
+            if b.dst == name:
+                sources[b.dst_port] = Source(bind_port=b.parent_port, stream=b.stream)
+        for e in g.edges:
+            if e.dst == name:
+                sources[e.dst_port] = Source(node=index[e.src], port=e.src_port, edge_kind=e.kind,
+                                             stream=e.stream)
+        input_modes = tuple(_input_mode(p, s, param_modes, plan.single_parent, len(node.dims))
+                            for p, s in zip(func.params, sources))
+        output_modes = tuple(_output_mode(consumers.get((name, port), []))
+                             for port in range(len(func.outputs)))
+        target = _node_target(node, func, default_target)
+        nplan = NodePlan(node=node, func=func, inputs=sources, input_modes=input_modes,
+                         output_modes=output_modes, target=target)
+        if isinstance(func, K.LeafFunc):
+            ctx = NodeContext(level_dims=(len(node.dims),) + level_dims, input_modes=input_modes,
+                              output_modes=output_modes)
+            nplan.kernel = compile_leaf(func, ctx, target)
+        elif isinstance(func, D.GraphFunc):
+            child_modes = tuple("buffer" if m == "buffer" else
+                                ("uniform" if m == "uniform" else "per_parent") for m in input_modes)
+            nplan.child = _plan_graph(module, func, child_modes, (len(node.dims),) + level_dims,
+                                      default_target, compile_leaf, checks)
+        else:
+            raise CompileError(f"library node {func.name} ({func.kind}) is not available on this "
+                               "target yet", node.loc)
+        plan.nodes.append(nplan)
+    for e in g.edges:
+        if (g.name, id(e)) in checks:
+            plan.grid_checks.append((index[e.src], index[e.dst], e))
+    for port in range(len(g.outputs)):
+        b = next(b for b in g.output_binds if b.parent_port == port)
+        plan.outputs.append((index[b.src], b.src_port))
+    return plan
+
+
+def _input_mode(param: K.Param, source: Source, parent_modes: tuple[str, ...], single_parent: bool,
+                ndims: int) -> str:
+    if isinstance(param.type, PtrType):
+        return "buffer"
+    if source.bind_port is not None:
+        return parent_modes[source.bind_port]
+    if source.edge_kind == D.ONE_TO_ONE and not (single_parent and ndims == 0):
+        return "per_instance"
+    return "uniform" if single_parent else "per_parent"
+
+
+def _output_mode(kinds: list[str]) -> str:
+    if D.ONE_TO_ONE in kinds:
+        return "per_instance"
+    return "per_parent" if kinds else "unused"
+
+
+def _node_target(node: D.Node, func: Any, default: str) -> str:
+    if default == "python":
+        return "python"  # the reference target runs every leaf as Python, hints included
+    if node.hint is not None:
+        return node.hint
+    if isinstance(func, K.LeafFunc) and func.target != "any":
+        return func.target
+    return default
+
+
+def _topological(g: D.GraphFunc) -> list[str]:
+    """Node names in dependency order, ties broken by creation order (deterministic)."""
+    indeg = {n.name: 0 for n in g.nodes}
+    succ: dict[str, list[str]] = {n.name: [] for n in g.nodes}
+    for e in g.edges:
+        indeg[e.dst] += 1
+        succ[e.src].append(e.dst)
+    position = {n.name: i for i, n in enumerate(g.nodes)}
+    ready = sorted((n for n, d in indeg.items() if d == 0), key=position.__getitem__)
+    order = []
+    while ready:
+        name = ready.pop(0)
+        order.append(name)
+        for nxt in succ[name]:
+            indeg[nxt] -= 1
+            if indeg[nxt] == 0:
+                ready.append(nxt)
+                ready.sort(key=position.__getitem__)
+    return order

@@ -1,0 +1,133 @@
+"""The memory tracker: one host copy and device copies of each memory object, with valid bits.
+
+A read on a device copies only when that device's copy is invalid, from a valid copy (a peer
+device first, the host last); a write makes the writer's copy the only valid one. The host copy is
+refreshed on request_memory() (or by the executor once after the last writer of a launch), never
+per node. Every copy is counted in stats() so tests can assert the minimum.
+
+Copies between devices are done by functions registered per (source, destination) kind, so the GPU
+backend plugs its transfers in without this module knowing about CUDA.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import MemoryTrackingError
+from ..frontend.callsite import caller_loc
+from . import stats
+from .buffers import HOST, describe, is_buffer
+
+# (src device kind, dst device kind) -> fn(src_buffer, dst_device, existing_dst_or_None) -> dst_buffer
+CopyFn = Callable[[Any, str, Any], Any]
+_copy_functions: dict[tuple[str, str], CopyFn] = {}
+
+
+def register_copy(src_kind: str, dst_kind: str, fn: CopyFn) -> None:
+    _copy_functions[(src_kind, dst_kind)] = fn
+
+
+def _kind(device: str) -> str:
+    return device.split(":")[0]
+
+
+@dataclass
+class MemoryObject:
+    user: Any  # the buffer the user tracked: the key of the object
+    nbytes: int
+    home: str  # where the user's buffer lives
+    copies: dict[str, Any] = field(default_factory=dict)
+    valid: set[str] = field(default_factory=set)
+
+
+class MemoryTracker:
+    def __init__(self) -> None:
+        self._objects: dict[int, MemoryObject] = {}
+        self._lock = threading.RLock()
+
+    def track(self, buf: Any, implicit: bool = False) -> MemoryObject:
+        if not is_buffer(buf):
+            raise MemoryTrackingError(f"track_memory() takes a NumPy array or a torch tensor, not "
+                                      f"{type(buf).__name__}", caller_loc())
+        with self._lock:
+            obj = self._objects.get(id(buf))
+            if obj is not None and obj.user is buf:
+                return obj
+            info = describe(buf)
+            obj = MemoryObject(user=buf, nbytes=info.nbytes, home=info.device,
+                               copies={info.device: buf}, valid={info.device})
+            self._objects[id(buf)] = obj
+            stats.bump("tracked_objects")
+            return obj
+
+    def lookup(self, buf: Any) -> MemoryObject | None:
+        with self._lock:
+            obj = self._objects.get(id(buf))
+            return obj if obj is not None and obj.user is buf else None
+
+    def untrack(self, buf: Any) -> None:
+        with self._lock:
+            obj = self.lookup(buf)
+            if obj is None:
+                raise MemoryTrackingError("untrack_memory(): this buffer is not tracked", caller_loc())
+            self._bring_home(obj)
+            del self._objects[id(buf)]
+
+    def request(self, buf: Any) -> Any:
+        """Make the user's buffer hold the newest data; returns it."""
+        with self._lock:
+            obj = self.lookup(buf)
+            if obj is None:
+                raise MemoryTrackingError("request_memory(): this buffer is not tracked (track it with "
+                                          "hpvm.track_memory or pass it to a launch first)", caller_loc())
+            self._bring_home(obj)
+            return buf
+
+    def acquire(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
+        """The object's buffer on `device`, valid for reading if `reads`; marks writes."""
+        with self._lock:
+            if reads and device not in obj.valid:
+                self._copy_to(obj, device)
+            elif device not in obj.copies:
+                obj.copies[device] = self._allocate_like(obj, device)
+            if writes:
+                obj.valid = {device}
+            elif reads:
+                obj.valid.add(device)
+            return obj.copies[device]
+
+    def release_all(self) -> None:
+        with self._lock:
+            for obj in self._objects.values():
+                self._bring_home(obj)
+            self._objects.clear()
+
+    # -- copies -----------------------------------------------------------------------------
+
+    def _bring_home(self, obj: MemoryObject) -> None:
+        if obj.home not in obj.valid:
+            self._copy_to(obj, obj.home)
+
+    def _copy_to(self, obj: MemoryObject, device: str) -> None:
+        if not obj.valid:
+            obj.valid.add(obj.home)  # never written: the user's contents are the data
+            if device == obj.home:
+                return
+        # prefer a peer device over the host as the source
+        sources = sorted(obj.valid, key=lambda d: d == HOST)
+        src = sources[0]
+        fn = _copy_functions.get((_kind(src), _kind(device)))
+        if fn is None:
+            raise MemoryTrackingError(f"no way to copy memory from {src} to {device}", caller_loc())
+        obj.copies[device] = fn(obj.copies[src], device, obj.copies.get(device))
+        obj.valid.add(device)
+        direction = "h2d" if src == HOST else ("d2h" if device == HOST else "d2d")
+        stats.bump(f"{direction}_copies")
+        stats.bump(f"{direction}_bytes", obj.nbytes)
+
+    def _allocate_like(self, obj: MemoryObject, device: str) -> Any:
+        fn = _copy_functions.get(("alloc", _kind(device)))
+        if fn is None:
+            raise MemoryTrackingError(f"no allocator for device {device}", caller_loc())
+        return fn(obj.copies[obj.home], device, None)

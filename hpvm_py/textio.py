@@ -1,0 +1,47 @@
+"""Textual IR at the API: to_text, from_text, load (the output of `hpvmc compile -o DIR`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .errors import LaunchError
+from .frontend.callsite import caller_loc
+from .pipeline import LoadedGraph, module_of
+from .runtime.api import api_boundary
+
+
+@api_boundary
+def to_text(root: Any) -> str:
+    """The textual IR of a graph and everything it uses (parsed back by from_text)."""
+    from .ir.printer import print_module
+
+    return print_module(module_of(root))
+
+
+@api_boundary
+def from_text(text: str, source_name: str = "<hpvm-text>") -> LoadedGraph:
+    """A graph from textual IR; it compiles and launches like the Python-defined one."""
+    from .ir.parser import parse_module
+
+    return LoadedGraph(parse_module(text, source_name), source_name)
+
+
+@api_boundary
+def load(directory: str | Path, graph: str | None = None) -> LoadedGraph:
+    """A graph compiled by `hpvmc compile -o DIR`, runnable without the leaves' Python source."""
+    from .ir.parser import parse_module
+
+    folder = Path(directory)
+    files = sorted(folder.glob("*.hpvm")) if folder.is_dir() else []
+    if graph is not None:
+        files = [f for f in files if f.stem == graph]
+    if not files:
+        what = f"graph {graph!r}" if graph else "a .hpvm file"
+        raise LaunchError(f"{folder} has no {what} (write one with `hpvmc compile FILE -o {folder}`)",
+                          caller_loc())
+    if len(files) > 1:
+        names = ", ".join(f.stem for f in files)
+        raise LaunchError(f"{folder} holds several graphs ({names}); name one: hpvm.load(dir, graph=...)",
+                          caller_loc())
+    path = files[0]
+    return LoadedGraph(parse_module(path.read_text(), str(path)), str(path))
