@@ -83,13 +83,14 @@ class CompiledGraph:
     def name(self) -> str:
         return self.module.root
 
-    def leaf_kernels(self) -> list[tuple[str, LeafKernel]]:
+    def leaf_kernels(self) -> list[tuple[K.LeafFunc, NodeContext, LeafKernel]]:
+        """Every compiled leaf with the context it was compiled for (one entry per node)."""
         out = []
 
         def visit(plan: GraphPlan) -> None:
             for node in plan.nodes:
-                if node.kernel is not None:
-                    out.append((node.func.name, node.kernel))
+                if node.kernel is not None and node.ctx is not None:
+                    out.append((node.func, node.ctx, node.kernel))
                 if node.child is not None:
                     visit(node.child)
 

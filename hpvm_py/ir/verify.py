@@ -294,11 +294,6 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
             raise _fail(f"bind_input {parent_p.name} -> {b.dst}.{child_p.name}: the child writes "
                         f"({child_p.direction}) through a pointer the parent declares In", b.loc,
                         "bind-direction")
-        if isinstance(child_p.type, PtrType) and child_p.direction in ("in", "inout") and \
-                parent_p.direction == "out":
-            raise _fail(f"bind_input {parent_p.name} -> {b.dst}.{child_p.name}: the child reads "
-                        f"({child_p.direction}) a pointer the parent declares Out (write-only)",
-                        b.loc, "bind-direction")
         key = (b.dst, b.dst_port)
         if key in fed:
             rule = "bind-unique-dest" if fed[key].startswith("a bind") else "input-single-source"

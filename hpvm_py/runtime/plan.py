@@ -36,6 +36,7 @@ class NodePlan:
     input_modes: tuple[str, ...]
     output_modes: tuple[str, ...]
     target: str
+    ctx: NodeContext | None = None
     kernel: LeafKernel | None = None
     child: "GraphPlan | None" = None
 
@@ -103,6 +104,7 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
         if isinstance(func, K.LeafFunc):
             ctx = NodeContext(level_dims=(len(node.dims),) + level_dims, input_modes=input_modes,
                               output_modes=output_modes)
+            nplan.ctx = ctx
             nplan.kernel = compile_leaf(func, ctx, target)
         elif isinstance(func, D.GraphFunc):
             child_modes = tuple("buffer" if m == "buffer" else

@@ -1,0 +1,311 @@
+"""hpvmc: check, compile, run and draw hpvm-py programs.
+
+    hpvmc check FILE [--graph NAME]
+    hpvmc compile FILE [--graph NAME] [--target cpu|gpu|python] [--emit ir,triton,llvm,dot] [-o DIR]
+    hpvmc run FILE [--target cpu|gpu|python]
+    hpvmc viz FILE [--graph NAME] -o OUT.{dot,svg,png}
+
+FILE is a Python module or a textual .hpvm file. Exit status: 0 on success, 1 on an error in the
+program (the message names its file:line), 2 on a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from .errors import HPVMError, InternalError
+from .frontend.decorators import GraphDef, HelperDef, LeafDef
+from .ir.dfg import Module
+
+EMITS = ("ir", "triton", "llvm", "dot")
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out (exit status 2)."""
+
+
+class UserCodeError(Exception):
+    """The user's Python module failed while it was imported or run (exit status 1)."""
+
+
+def _progress(message: str) -> None:
+    if os.environ.get("HPVMC_QUIET") is None:
+        print(f"hpvmc: {message}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading programs
+
+
+def _import_program(path: Path) -> ModuleType:
+    name = "hpvmc_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except HPVMError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's own code failed: show its frames only
+        raise UserCodeError(_user_traceback(exc, path)) from None
+    return module
+
+
+def _user_traceback(exc: BaseException, path: Path) -> str:
+    if isinstance(exc, SyntaxError):
+        return f"{exc.filename}:{exc.lineno}:{exc.offset or 0}: error: {exc.msg}\n    {(exc.text or '').strip()}"
+    package = str(Path(__file__).parent)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(package)]
+    lines = "".join(traceback.format_list(frames[-5:]))
+    return f"{path}: the program raised {type(exc).__name__}: {exc}\n{lines}".rstrip()
+
+
+def _graphs_of(module: ModuleType) -> dict[str, GraphDef]:
+    found = {}
+    for obj in vars(module).values():
+        if isinstance(obj, GraphDef) and obj.pyfunc.__module__ == module.__name__:
+            found[obj.pyfunc.__name__] = obj
+    return found
+
+
+def _roots(graphs: dict[str, GraphDef]) -> dict[str, GraphDef]:
+    """The graphs no other graph of the module instantiates."""
+    children: set[int] = set()
+    for g in graphs.values():
+        for child in g.children().values():
+            children.add(id(child))
+    return {name: g for name, g in graphs.items() if id(g) not in children}
+
+
+def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, ModuleType | None]]:
+    """(name, graph object, python module) for the graphs to work on."""
+    from .pipeline import LoadedGraph
+    from .textio import from_text
+
+    path = Path(file)
+    if not path.exists():
+        raise UsageError(f"{file}: no such file")
+    if path.suffix == ".hpvm":
+        loaded = from_text(path.read_text(), str(path))
+        assert isinstance(loaded, LoadedGraph)
+        if graph is not None and graph != loaded.name:
+            raise UsageError(f"{file} holds graph {loaded.name!r}, not {graph!r}")
+        return [(loaded.name, loaded, None)]
+    if path.suffix != ".py":
+        raise UsageError(f"{file}: expected a .py program or a .hpvm file")
+    module = _import_program(path)
+    graphs = _graphs_of(module)
+    if graph is not None:
+        if graph not in graphs:
+            known = ", ".join(sorted(graphs)) or "none"
+            raise UsageError(f"{file} has no @hpvm.graph named {graph!r} (graphs: {known})")
+        return [(graph, graphs[graph], module)]
+    roots = _roots(graphs)
+    if not roots:
+        raise UsageError(f"{file} defines no @hpvm.graph")
+    if need_one and len(roots) > 1:
+        raise UsageError(f"{file} has several root graphs ({', '.join(sorted(roots))}): choose one "
+                         "with --graph")
+    return [(name, g, module) for name, g in roots.items()]
+
+
+# ----------------------------------------------------------------------------------------------
+# Commands
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .ir.verify import verify_module
+    from .passes import run_passes
+
+    targets = _load(args.file, args.graph, need_one=False)
+    module = targets[0][2]
+    if module is not None:  # every leaf and helper, used or not, must lower
+        for obj in vars(module).values():
+            if isinstance(obj, (LeafDef, HelperDef)) and obj.pyfunc.__module__ == module.__name__:
+                _ = obj.ir
+    total_nodes = 0
+    for name, graph, _ in targets:
+        ir = graph.module()
+        verify_module(ir)
+        run_passes(ir)
+        total_nodes += _count_nodes(ir)
+        _progress(f"{name}: ok ({len(ir.functions)} functions, {_count_nodes(ir)} nodes)")
+    print(f"{args.file}: ok ({len(targets)} graph(s), {total_nodes} nodes)")
+    return 0
+
+
+def _count_nodes(module: Module) -> int:
+    return sum(len(g.nodes) for g in module.graphs())
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .ir.dot import module_to_dot
+    from .ir.printer import print_module
+    from .pipeline import compile_graph
+
+    emits = [e.strip() for e in args.emit.split(",") if e.strip()]
+    bad = [e for e in emits if e not in EMITS]
+    if bad:
+        raise UsageError(f"--emit takes {', '.join(EMITS)}; got {', '.join(bad)}")
+    (name, graph, _), = _load(args.file, args.graph, need_one=True)
+    out_dir = Path(args.output) if args.output else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+
+    def write(filename: str, text: str) -> None:
+        if out_dir is None:
+            sys.stdout.write(text)
+        else:
+            (out_dir / filename).write_text(text)
+            _progress(f"wrote {out_dir / filename}")
+
+    module = graph.module()
+    started = time.perf_counter()
+    target = args.target
+    if "llvm" in emits and target is None:
+        target = "cpu"
+    if "triton" in emits and target is None:
+        target = "gpu"
+    compiled = compile_graph(graph, target or "cpu")
+    _progress(f"compiled {name} for {compiled.target} in {time.perf_counter() - started:.2f} s")
+    if "ir" in emits:
+        write(f"{name}.hpvm", print_module(module))
+    if "dot" in emits:
+        write(f"{name}.dot", module_to_dot(module))
+    for kind, suffix in (("llvm", ".ll"), ("triton", ".triton.py")):
+        if kind not in emits:
+            continue
+        wanted = "cpu" if kind == "llvm" else "gpu"
+        if compiled.target != wanted:
+            raise UsageError(f"--emit {kind} needs --target {wanted}")
+        from .backends import registry
+
+        backend = registry.get(wanted)
+        show = getattr(backend, "generated_source", None)
+        if show is None:
+            raise UsageError(f"the {wanted} backend cannot show its generated code")
+        written: set[str] = set()
+        for leaf, ctx, _ in compiled.leaf_kernels():
+            if leaf.name not in written:  # a leaf used by several nodes: its first context
+                written.add(leaf.name)
+                write(f"{leaf.name}{suffix}", show(leaf, ctx))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if path.suffix != ".py":
+        raise UsageError("run takes a .py program (its host code launches the graphs)")
+    if not path.exists():
+        raise UsageError(f"{args.file}: no such file")
+    if args.target:
+        os.environ["HPVM_TARGET"] = args.target
+    sys.path.insert(0, str(path.parent))
+    sys.argv = [str(path)] + list(args.program_args)
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except HPVMError:
+        raise
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    except Exception as exc:  # noqa: BLE001
+        raise UserCodeError(_user_traceback(exc, path)) from None
+    return 0
+
+
+def cmd_viz(args: argparse.Namespace) -> int:
+    from .ir.dot import module_to_dot
+
+    out = Path(args.output)
+    fmt = out.suffix.lstrip(".")
+    if fmt not in ("dot", "svg", "png"):
+        raise UsageError(f"viz writes .dot, .svg or .png, not {out.name}")
+    (name, graph, _), = _load(args.file, args.graph, need_one=True)
+    text = module_to_dot(graph.module())
+    if fmt == "dot":
+        out.write_text(text)
+    else:
+        dot = shutil.which("dot")
+        if dot is None:
+            raise HPVMError(f"rendering {fmt} needs Graphviz's `dot` program, which is not installed: "
+                            "install the `graphviz` package (apt install graphviz, brew install "
+                            "graphviz, conda install graphviz), or write a .dot file")
+        result = subprocess.run([dot, f"-T{fmt}", "-o", str(out)], input=text.encode(),
+                                capture_output=True, timeout=120)
+        if result.returncode != 0:
+            raise HPVMError(f"Graphviz failed: {result.stderr.decode(errors='replace').strip()}")
+    _progress(f"wrote {out} ({name})")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hpvmc", description="The hpvm-py compiler driver.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Exit status: 0 ok, 1 error in the program, 2 usage error.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_text: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=fn)
+        p.add_argument("file", metavar="FILE", help="a .py program or a textual .hpvm file")
+        return p
+
+    p = add("check", "verify every graph, leaf and helper of a program against the language rules",
+            cmd_check)
+    p.add_argument("--graph", help="check only this graph")
+    p = add("compile", "compile a graph and write its IR, generated code and picture", cmd_compile)
+    p.add_argument("--graph", help="the root graph (when the file has several)")
+    p.add_argument("--target", choices=("cpu", "gpu", "python"), help="target of the generated code")
+    p.add_argument("--emit", default="ir,dot", help="comma-separated: ir, triton, llvm, dot (default ir,dot)")
+    p.add_argument("-o", "--output", metavar="DIR", help="write files to DIR (default: stdout)")
+    p = add("run", "run a program's host code on a target", cmd_run)
+    p.add_argument("--target", choices=("cpu", "gpu", "python"), help="sets HPVM_TARGET for the program")
+    p.add_argument("--graph", help=argparse.SUPPRESS)
+    p.add_argument("program_args", nargs=argparse.REMAINDER, help="arguments passed to the program")
+    p = add("viz", "draw the node hierarchy with Graphviz", cmd_viz)
+    p.add_argument("--graph", help="the root graph (when the file has several)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="OUT.dot, OUT.svg or OUT.png")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"hpvmc {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except UserCodeError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except HPVMError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - never a raw traceback
+        error = InternalError(f"internal error in hpvmc: {type(exc).__name__}: {exc} (please report it; "
+                              "HPVM_DEBUG=1 shows the traceback)")
+        if os.environ.get("HPVM_DEBUG"):
+            traceback.print_exc()
+        print(str(error), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
