@@ -39,6 +39,14 @@ class Slot:
     instances: int  # instances of the producing node within one parent instance
 
 
+def check_grids(edge: D.Edge, src: tuple[int, ...], dst: tuple[int, ...]) -> None:
+    """A one-to-one edge with symbolic grids, checked once both ends are known."""
+    if src != dst:
+        raise VerificationError(f"one-to-one edge {edge.src} -> {edge.dst} joins grids {list(src)} and "
+                                f"{list(dst)} at launch; grids must be identical", edge.loc,
+                                rule="one-to-one-grids")
+
+
 def device_of(target: str) -> str:
     return HOST if target in ("cpu", "python") else "cuda:0"
 
@@ -58,30 +66,34 @@ class Executor:
         slots: dict[tuple[int, int], Slot] = {}
         extents: list[tuple[int, ...]] = []
         for i, node in enumerate(plan.nodes):
-            ext = self._extents(node, plan, env)
+            args = [self.gather(node, port, src, env, slots)
+                    for port, src in enumerate(node.inputs)]
+            ext, outs = self.fire(plan, node, env, args, ancestors, parents)
             extents.append(ext)
             for src, dst, edge in plan.grid_checks:
-                if dst == i and extents[src] != ext:
-                    raise VerificationError(
-                        f"one-to-one edge {edge.src} -> {edge.dst} joins grids {list(extents[src])} and "
-                        f"{list(ext)} at launch; grids must be identical", edge.loc, rule="one-to-one-grids")
-            count = int(np.prod(ext)) if ext else 1
-            args = [self._input(node, port, src, env, slots, plan.single_parent)
-                    for port, src in enumerate(node.inputs)]
-            if node.kernel is not None:
-                outs = self._leaf(node, args, ext, ancestors, parents, count)
-                for port, out in enumerate(outs):
-                    if out is not None:
-                        slots[(i, port)] = Slot(out, node.output_modes[port] == "per_instance", count)
-            else:
-                assert node.child is not None
-                child_env = [self._to_children(a, mode, count)
-                             for a, mode in zip(args, node.input_modes)]
-                outs = self._graph(node.child, child_env, [ext] + ancestors, parents * count)
-                for port, out in enumerate(outs):
-                    slots[(i, port)] = Slot(out, True, count)
-            stats.bump("nodes_run")
+                if dst == i:
+                    check_grids(edge, extents[src], ext)
+            for port, out in enumerate(outs):
+                if out is not None:
+                    slots[(i, port)] = out
         return [self._as_parent(slots[(n, port)]) for n, port in plan.outputs]
+
+    def fire(self, plan: GraphPlan, node: NodePlan, env: list[Any], args: list[Any],
+             ancestors: list[tuple[int, ...]], parents: int) -> tuple[tuple[int, ...], list[Slot | None]]:
+        """Run one node for all its instances; returns its extents and its output slots."""
+        ext = self._extents(node, plan, env)
+        count = int(np.prod(ext)) if ext else 1
+        if node.kernel is not None:
+            outs = self._leaf(node, args, ext, ancestors, parents, count)
+            slots = [Slot(out, node.output_modes[port] == "per_instance", count) if out is not None else None
+                     for port, out in enumerate(outs)]
+        else:
+            assert node.child is not None
+            child_env = [self._to_children(a, mode, count) for a, mode in zip(args, node.input_modes)]
+            outs = self._graph(node.child, child_env, [ext] + ancestors, parents * count)
+            slots = [Slot(out, True, count) for out in outs]
+        stats.bump("nodes_run")
+        return ext, slots
 
     def _extents(self, node: NodePlan, plan: GraphPlan, env: list[Any]) -> tuple[int, ...]:
         if not node.node.dims:
@@ -104,11 +116,15 @@ class Executor:
                                  "be negative", node.node.loc)
         return ext
 
-    def _input(self, node: NodePlan, port: int, src: Any, env: list[Any],
-               slots: dict[tuple[int, int], Slot], single_parent: bool) -> Any:
+    def gather(self, node: NodePlan, port: int, src: Any, env: list[Any],
+               slots: dict[tuple[int, int], Slot]) -> Any:
+        """The value of one node input: a parent parameter, or a sibling's output slot."""
         if src.bind_port is not None:
             return env[src.bind_port]
-        slot = slots[(src.node, src.port)]
+        return self.deliver(node, port, src, slots[(src.node, src.port)])
+
+    def deliver(self, node: NodePlan, port: int, src: Any, slot: Slot) -> Any:
+        """A produced value as the consuming input wants it (per instance, per parent, uniform)."""
         value = slot.value if src.edge_kind == D.ONE_TO_ONE else self._as_parent(slot)
         if node.input_modes[port] == "uniform":
             return np.asarray(value).reshape(-1)[0]
