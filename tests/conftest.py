@@ -1,0 +1,51 @@
+"""Test configuration: every runtime test runs on each target available here.
+
+Targets: `python` always, `cpu` when its backend imports, `gpu` when a GPU backend is usable (on CI
+through TRITON_INTERPRET=1). HPVM_TEST_TARGETS=cpu,python narrows the list.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+
+
+def available_targets() -> list[str]:
+    from hpvm_py.backends import registry
+
+    wanted = os.environ.get("HPVM_TEST_TARGETS")
+    names = wanted.split(",") if wanted else ["python", "cpu", "gpu"]
+    return [t for t in names if registry.available(t)]
+
+
+TARGETS = available_targets()
+
+
+@pytest.fixture(params=TARGETS)
+def target(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(params=[t for t in TARGETS if t != "python"] or ["python"])
+def compiled_target(request: pytest.FixtureRequest) -> str:
+    """A compiled target (the python target stands in when none is available)."""
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test session compiles into its own cache directory."""
+    monkeypatch.setenv("HPVM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "hpvm-cache"))
+
+
+@pytest.fixture
+def rng():
+    import numpy as np
+
+    return np.random.default_rng()
