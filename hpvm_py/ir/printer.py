@@ -40,7 +40,7 @@ def print_module(module: Module) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Names and literals (shared with the parser's tests through these small functions)
+# Names and literals, public so that messages and tests can print single items
 
 
 def var_ref(name: str) -> str:
