@@ -1,0 +1,619 @@
+"""Parse the hpvm-py textual IR (as written by printer.print_module) back into a Module.
+
+The format, by example:
+
+    ; hpvm-py textual IR
+    module @root
+    file 0 "examples/vadd.py"
+
+    graph @root(%a: inout ptr<f32>, %n: i64, %x: f32) -> (%total: f32) @0:20:0 {
+      node %first = @vadd [%n] @0:22:4
+      node %second = @vadd [(%n + 15) // 16, 4] hint(cpu) @0:23:4
+      edge %first.0 -> %second.2 all_to_all stream @0:24:4
+      bind_in %a -> %first.0 @0:22:4
+      bind_in %n -> %first.1 @0:22:4
+      bind_in %x -> %first.2 @0:22:4
+      bind_in %a -> %second.0 @0:23:4
+      bind_in %n -> %second.1 @0:23:4
+      bind_out %second.0 -> 0 @0:25:4
+    }
+
+    leaf @vadd(%a: inout ptr<f32>, %n: i64, %x: f32) -> (f32) target(any) @0:8:0 {
+      local %i: i64
+      local %acc: f32
+      %i = instance_id.x(0) @0:10:4
+      %acc = 0.0:f32 @0:11:4
+      if lt(%i, %n) { @0:12:4
+        %acc = add<f32>(load<f32>(%a, %i), %x) @0:13:8
+      } else {
+        do atomic.max<f32>(%a, 0:i64, -inf:f32) @0:15:8
+      }
+      return (call @sq<f32>(%acc)) @0:16:4
+    }
+
+    func @sq(%x: f32) -> f32 @0:3:0 {
+      return (mul<f32>(%x, %x)) @0:4:4
+    }
+
+    library @ar kind(all_reduce) options(op="sum", eps=1e-06) (%b: inout ptr<f32>) -> ()
+
+Layout is free: newlines are whitespace, `;` starts a comment, statements need no separator.
+
+- `module @R` names the root graph; `file N "path"` lines give the files that locations index.
+- A location `@F:LINE:COL` (file index, 1-based line, 0-based column) ends a function header, a
+  graph item or a statement (for if / for / while: right after the opening `{`). Without one,
+  the item's loc is UNKNOWN. Locations of parameters, outputs and expressions are not printed:
+  parsing gives parameters and outputs their function's loc, and expressions their statement's.
+- Names are `%name` (variables, parameters, nodes) and `@name` (functions): plain when made of
+  word characters and `.`, else written as a JSON string (`%"a b"`). A port is `%node.N`.
+- Types are written as Type.text(): `f32`, `ptr<f32>`, `node`, `void`.
+- Parameters are `%name: [in|out|inout] type`; outputs `(type, %name: type)`; a helper's result
+  is a type or `void`. Leaves always print `target(...)`; nodes print `hint(...)` when they have
+  one and their instance counts in `[...]` (infix, as dfg.dim_text) when they have any.
+- `bind_in` names its parent input by parameter name (by index only when the index names no
+  parameter: unverified IR still prints and reads back); `bind_out` gives the parent output index.
+- Constants are `VALUE:TYPE`; floats use repr (so `inf`, `-inf`, `nan`, `-0.0` and every value
+  round-trip exactly), i1 values print `true` / `false`. The literal's form, not its type,
+  decides the Python value: `1` is an int, `1.0` a float, `true` a bool.
+- Operations are `name<type>(args)`: BINARY_OPS / UNARY_OPS names, `select`, `cast`, `load`
+  (pointer first), `math.NAME`, `atomic.OP` (pointer, index, value), `malloc`, and
+  `call @helper<type>(args)`. Compares (`lt(a, b)`) and `land` / `lor` are always i1;
+  `instance_id.x(LEVEL)` and `num_instances.y(LEVEL)` are i64 and `num_dims(LEVEL)` is i32, so
+  their type is not written; their LEVEL is a bare integer.
+- Statements: `%x = e`, `store %p[i] = e`, `do e` (an expression kept for its side effects),
+  `if c { } else { }`, `for %k = range(a, b, s) { }`, `while c { }`, `break`, `continue`,
+  `return (e, ...)`, `barrier`, `print("text", e, ...)`, `breakpoint`. Leaf and helper bodies
+  start with one `local %x: type` line per entry of their locals table; every `%x` must name a
+  parameter or a local.
+
+Every error (syntax, unknown name / type / function / operation, duplicate name, malformed
+number) raises ParseError at its position in the text.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Callable
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from ..errors import ParseError
+from ..types import ScalarType, Type, VoidType, parse_type
+from . import kernel as K
+from .dfg import (TARGETS, DimBin, DimConst, DimExpr, DimParam, Edge, Function, GraphFunc,
+                  InputBind, LibraryFunc, Module, Node, OutputBind)
+from .loc import UNKNOWN, Loc, register_source
+
+_LEAF_TARGETS = ("any", "cpu", "gpu")
+_DIMS = {"x": 0, "y": 1, "z": 2}
+_PORT = re.compile(r"(.*)\.([0-9]+)")
+_LOC = re.compile(r"@([0-9]+):([0-9]+):([0-9]+)")
+
+
+def parse_module(text: str, source_name: str = "<hpvm-text>") -> Module:
+    """Parse textual IR; errors are ParseErrors located in `text` (named source_name)."""
+    if not os.path.isfile(source_name):
+        register_source(source_name, text)  # lets the error's snippet show the offending line
+    parser, builder = _parser()
+    # The transformer runs inside the LALR parser (no parse tree is built, which is much faster)
+    # and keeps per-parse state, so one parse at a time uses the shared parser.
+    with _lock:
+        builder.state = _State(source_name)
+        try:
+            return parser.parse(text)
+        except UnexpectedInput as exc:
+            raise _syntax_error(exc, text, source_name) from None
+        finally:
+            builder.state = _State(source_name)  # do not keep the module alive in the parser
+
+
+_lock = threading.Lock()
+
+
+@functools.cache
+def _parser() -> tuple[Lark, "_Builder"]:
+    """The LALR parser and its transformer, built once per process (the tables take a while)."""
+    grammar = resources.files(__package__).joinpath("grammar.lark").read_text()
+    builder = _Builder()
+    lark = Lark(grammar, parser="lalr", lexer="contextual", maybe_placeholders=True,
+                transformer=builder)
+    return lark, builder
+
+
+# ----------------------------------------------------------------------------------------------
+# Errors
+
+
+def _error(message: str, token: Token, source: str) -> ParseError:
+    return ParseError(message, Loc(source, token.line or 1, (token.column or 1) - 1))
+
+
+_TOKEN_NAMES = {
+    "VAR": "a %name", "FUNC": "an @name", "LOC": "a location @F:LINE:COL", "STRING": "a string",
+    "WORD": "a word", "NUMBER": "a number",
+}
+
+
+def _syntax_error(exc: UnexpectedInput, text: str, source: str) -> ParseError:
+    line, column = exc.line, exc.column
+    if isinstance(exc, UnexpectedCharacters):
+        return ParseError(f"unexpected character {text[exc.pos_in_stream]!r}",
+                          Loc(source, line, column - 1))
+    found = "end of the text"
+    if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
+        found = repr(str(exc.token))
+    else:  # lark places the end on the last token; point just past the text instead
+        line = text.count("\n") + 1
+        column = len(text) - (text.rfind("\n") + 1) + 1
+    message = f"unexpected {found}"
+    if isinstance(exc, UnexpectedToken):
+        expected = sorted(_describe_terminal(name) for name in exc.expected)
+        message += f"; expected {_one_of(expected)}"
+    return ParseError(message, Loc(source, line, column - 1))
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TOKEN_NAMES:
+        return _TOKEN_NAMES[name]
+    pattern = _parser()[0].get_terminal(name).pattern
+    return repr(pattern.value) if pattern.type == "str" else name.lower()
+
+
+def _one_of(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else "one of " + ", ".join(items)
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-parse state
+
+
+@dataclass
+class _State:
+    """What the transformer knows so far: files, functions, and the current function's names."""
+
+    source: str
+    files: dict[int, str] = field(default_factory=dict)
+    functions: dict[str, Function] = field(default_factory=dict)
+    func_refs: list[Token] = field(default_factory=list)  # @names used, checked at the end
+    scope: dict[str, Type] = field(default_factory=dict)  # the current function's params + locals
+    params: dict[str, int] = field(default_factory=dict)  # parameter name -> index
+    locals: dict[str, Type] = field(default_factory=dict)
+    nodes: set[str] = field(default_factory=set)
+    node_refs: list[tuple[str, Token]] = field(default_factory=list)  # checked at the graph's end
+
+
+@dataclass
+class _Head:
+    """A function header, reduced before its body is read."""
+
+    name: str
+    token: Token
+    params: list[K.Param]
+    outputs: list[K.OutputPort]
+    loc: Loc
+    extra: Any = None  # a leaf's target, a helper's result type
+
+
+@dataclass(frozen=True)
+class _OpSpec:
+    """How `name<type>(args)` reads: whether it takes <type>, its argument kinds, its builder.
+
+    Argument kinds, one letter each: e an expression, v a %variable, l a bare integer (a level).
+    """
+
+    typed: bool
+    args: str
+    build: Callable[[Any, list[Any]], K.Expr]
+
+
+def _op_specs() -> dict[str, _OpSpec]:
+    specs: dict[str, _OpSpec] = {}
+    for op in K.BINARY_OPS:
+        specs[op] = _OpSpec(True, "ee", lambda t, a, op=op: K.BinOp(op=op, lhs=a[0], rhs=a[1],
+                                                                    type=t))
+    for op in K.UNARY_OPS:
+        specs[op] = _OpSpec(True, "e", lambda t, a, op=op: K.UnaryOp(op=op, operand=a[0], type=t))
+    for op in K.COMPARE_OPS:
+        specs[op] = _OpSpec(False, "ee", lambda t, a, op=op: K.Compare(op=op, lhs=a[0], rhs=a[1],
+                                                                       type=_I1))
+    for op in K.LOGICAL_OPS:
+        specs[op] = _OpSpec(False, "ee", lambda t, a, op=op: K.Logical(op=op, lhs=a[0], rhs=a[1],
+                                                                       type=_I1))
+    for name, arity in K.MATH_FUNCTIONS.items():
+        specs[f"math.{name}"] = _OpSpec(True, "e" * arity, lambda t, a, name=name: K.MathCall(
+            name=name, args=a, type=t))
+    for op in K.ATOMIC_OPS:
+        specs[f"atomic.{op}"] = _OpSpec(True, "vee", lambda t, a, op=op: K.Atomic(
+            op=op, ptr=a[0], index=a[1], value=a[2], type=t))
+    for letter, dim in _DIMS.items():
+        specs[f"instance_id.{letter}"] = _OpSpec(False, "l", lambda t, a, dim=dim: K.InstanceId(
+            dim=dim, level=a[0], type=_I64))
+        specs[f"num_instances.{letter}"] = _OpSpec(False, "l", lambda t, a, dim=dim: K.NumInstances(
+            dim=dim, level=a[0], type=_I64))
+    specs["num_dims"] = _OpSpec(False, "l", lambda t, a: K.NumDims(level=a[0], type=_I32))
+    specs["select"] = _OpSpec(True, "eee", lambda t, a: K.Select(cond=a[0], if_true=a[1],
+                                                                 if_false=a[2], type=t))
+    specs["cast"] = _OpSpec(True, "e", lambda t, a: K.Cast(value=a[0], type=t))
+    specs["load"] = _OpSpec(True, "ve", lambda t, a: K.Load(ptr=a[0], index=a[1], type=t))
+    specs["malloc"] = _OpSpec(True, "e", lambda t, a: K.Malloc(nbytes=a[0], type=t))
+    return specs
+
+
+_I1, _I32, _I64 = parse_type("i1"), parse_type("i32"), parse_type("i64")
+_OPS = _op_specs()
+_ARG_KINDS = {"e": "a typed value", "v": "a %variable", "l": "a bare integer level"}
+
+
+# ----------------------------------------------------------------------------------------------
+# The transformer: one callback per grammar rule, called as the LALR parser reduces it
+
+
+@v_args(inline=True)
+class _Builder(Transformer):
+    """Builds IR nodes bottom-up; `state` is replaced for every parse."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = _State("<hpvm-text>")
+        self._types: dict[str, Type] = {}
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _fail(self, message: str, token: Token) -> ParseError:
+        return _error(message, token, self.state.source)
+
+    def _name(self, token: Token, text: str | None = None) -> str:
+        """The name in a %name or @name token (or in text, a part of that token)."""
+        name = (token if text is None else text)[1:]
+        return self._string(token, name) if name.startswith('"') else name
+
+    def _string(self, token: Token, text: str | None = None) -> str:
+        try:
+            return json.loads(token if text is None else text)
+        except ValueError as exc:
+            raise self._fail(f"malformed string: {exc}", token) from None
+
+    def _int(self, token: Token, text: str | None = None) -> int:
+        digits = token if text is None else text
+        if not (digits.isascii() and digits.isdigit()):
+            raise self._fail(f"malformed number {digits!r}: expected an integer", token)
+        try:
+            return int(digits)
+        except ValueError:  # more digits than Python converts
+            raise self._fail(f"malformed number: {digits[:20]}... is too long", token) from None
+
+    def _port(self, token: Token) -> tuple[str, int]:
+        """%node.N -> (node, N)."""
+        match = _PORT.fullmatch(token)
+        if match is None:
+            raise self._fail(f"expected a port %node.N, got {str(token)!r}", token)
+        return self._name(token, match.group(1)), self._int(token, match.group(2))
+
+    def _node_ref(self, token: Token) -> tuple[str, int]:
+        name, port = self._port(token)
+        self.state.node_refs.append((name, token))
+        return name, port
+
+    def _var(self, token: Token) -> K.Var:
+        name = self._name(token)
+        t = self.state.scope.get(name)
+        if t is None:
+            raise self._fail(f"unknown variable %{name}: not a parameter or local of this function",
+                             token)
+        return K.Var(name=name, type=t)
+
+    def _known_var(self, token: Token) -> str:
+        return self._var(token).name
+
+    def _open_scope(self, params: list[tuple[K.Param, Token]]) -> None:
+        state = self.state
+        state.scope, state.params, state.locals = {}, {}, {}
+        state.nodes, state.node_refs = set(), []
+        for index, (param, token) in enumerate(params):
+            if param.name in state.scope:
+                raise self._fail(f"duplicate parameter %{param.name}", token)
+            state.scope[param.name] = param.type
+            state.params[param.name] = index
+
+    def _head(self, func: Token, params: list[tuple[K.Param, Token]],
+              outputs: list[K.OutputPort], loc: Token | None, extra: Any = None) -> _Head:
+        self._open_scope(params)
+        floc = self._loc(loc)
+        plain = [p for p, _ in params]
+        for item in plain + outputs:
+            item.loc = floc
+        return _Head(self._name(func), func, plain, outputs, floc, extra)
+
+    def _define(self, head: _Head, fn: Function) -> Function:
+        if head.name in self.state.functions:
+            raise self._fail(f"duplicate function @{head.name}", head.token)
+        self.state.functions[head.name] = fn
+        return fn
+
+    def _loc(self, token: Token | None) -> Loc:
+        if token is None:
+            return UNKNOWN
+        match = _LOC.fullmatch(token)
+        assert match is not None  # the LOC terminal has this shape
+        index, line, col = (self._int(token, group) for group in match.groups())
+        path = self.state.files.get(index)
+        if path is None:
+            raise self._fail(f"unknown file index {index} (no `file {index} \"...\"` line)", token)
+        return Loc(path, line, col)
+
+    def _stmt(self, stmt: K.Stmt, loc: Token | None) -> K.Stmt:
+        """Give stmt its location, and its expressions the same one."""
+        stmt.loc = self._loc(loc)
+        if stmt.loc != UNKNOWN:
+            for child in K.child_exprs(stmt):
+                for e in K.walk_exprs(child):
+                    e.loc = stmt.loc
+        return stmt
+
+    # -- module ---------------------------------------------------------------------------------
+
+    def start(self, root: Token, *_items: Any) -> Module:
+        # the file table and the functions are already in state, in text order
+        state = self.state
+        for token in [root] + state.func_refs:
+            if self._name(token) not in state.functions:
+                raise self._fail(f"unknown function @{self._name(token)}", token)
+        return Module(root=self._name(root), functions=state.functions)
+
+    def file_decl(self, index: Token, path: Token) -> None:
+        number = self._int(index)
+        if number in self.state.files:
+            raise self._fail(f"duplicate file index {number}", index)
+        self.state.files[number] = self._string(path)
+
+    # -- signatures -----------------------------------------------------------------------------
+
+    def params(self, *items: tuple[K.Param, Token]) -> list[tuple[K.Param, Token]]:
+        return list(items)
+
+    def param(self, name: Token, direction: Token | None, t: Type) -> tuple[K.Param, Token]:
+        return K.Param(name=self._name(name), type=t,
+                       direction=str(direction) if direction is not None else None), name
+
+    def outputs(self, *items: K.OutputPort) -> list[K.OutputPort]:
+        return list(items)
+
+    def output(self, name: Token | None, t: Type) -> K.OutputPort:
+        return K.OutputPort(name=self._name(name) if name is not None else None, type=t)
+
+    def type(self, word: Token, inner: Type | None) -> Type:
+        text = str(word) if inner is None else f"{word}<{inner.text()}>"
+        t = self._types.get(text)
+        if t is None:
+            t = parse_type(text)
+            if t is None:
+                raise self._fail(f"unknown type {text}", word)
+            self._types[text] = t
+        return t
+
+    def local_decl(self, name_token: Token, t: Type) -> None:
+        name = self._name(name_token)
+        if name in self.state.scope:
+            raise self._fail(f"duplicate name %{name} (already a parameter or local)", name_token)
+        self.state.scope[name] = t
+        self.state.locals[name] = t
+
+    # -- functions ------------------------------------------------------------------------------
+
+    def graph_head(self, func: Token, params: list, outputs: list, loc: Token | None) -> _Head:
+        return self._head(func, params, outputs, loc)
+
+    def graph_func(self, head: _Head, *items: Node | Edge | InputBind | OutputBind) -> GraphFunc:
+        for name, token in self.state.node_refs:
+            if name not in self.state.nodes:
+                raise self._fail(f"unknown node %{name} in graph @{head.name}", token)
+        fn = GraphFunc(name=head.name, params=head.params, outputs=head.outputs, loc=head.loc,
+                       nodes=[i for i in items if isinstance(i, Node)],
+                       edges=[i for i in items if isinstance(i, Edge)],
+                       input_binds=[i for i in items if isinstance(i, InputBind)],
+                       output_binds=[i for i in items if isinstance(i, OutputBind)])
+        return self._define(head, fn)
+
+    def leaf_head(self, func: Token, params: list, outputs: list, target: Token,
+                  loc: Token | None) -> _Head:
+        if target not in _LEAF_TARGETS:
+            raise self._fail(f"unknown leaf target {target!s}: one of {', '.join(_LEAF_TARGETS)}",
+                             target)
+        return self._head(func, params, outputs, loc, extra=str(target))
+
+    def leaf_func(self, head: _Head, *items: K.Stmt | None) -> K.LeafFunc:
+        fn = K.LeafFunc(name=head.name, params=head.params, outputs=head.outputs,
+                        locals=self.state.locals, body=[s for s in items if s is not None],
+                        target=head.extra, loc=head.loc)
+        return self._define(head, fn)
+
+    def helper_head(self, func: Token, params: list, result: Type, loc: Token | None) -> _Head:
+        if not isinstance(result, (ScalarType, VoidType)):
+            raise self._fail(f"a helper returns a scalar type or void, not {result.text()}", func)
+        return self._head(func, params, [], loc, extra=result if isinstance(result, ScalarType)
+                          else None)
+
+    def helper_func(self, head: _Head, *items: K.Stmt | None) -> K.HelperFunc:
+        fn = K.HelperFunc(name=head.name, params=head.params, result=head.extra,
+                          locals=self.state.locals, body=[s for s in items if s is not None],
+                          loc=head.loc)
+        return self._define(head, fn)
+
+    def library_func(self, func: Token, kind: Token, options: dict, params: list, outputs: list,
+                     loc: Token | None) -> LibraryFunc:
+        head = self._head(func, params, outputs, loc)
+        fn = LibraryFunc(name=head.name, kind=self._word_or_string(kind), options=options,
+                         params=head.params, outputs=head.outputs, loc=head.loc)
+        return self._define(head, fn)
+
+    def options(self, *items: tuple[str, Any, Token]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value, token in items:
+            if key in result:
+                raise self._fail(f"duplicate option {key!r}", token)
+            result[key] = value
+        return result
+
+    def option(self, key: Token, value: Any) -> tuple[str, Any, Token]:
+        if isinstance(value, Token):  # a string; numbers arrive converted
+            value = self._string(value)
+        return self._word_or_string(key), value, key
+
+    def _word_or_string(self, token: Token) -> str:
+        return self._string(token) if token.type == "STRING" else str(token)
+
+    # -- graph items ----------------------------------------------------------------------------
+
+    def node_decl(self, name_token: Token, func: Token, dims: list[DimExpr] | None,
+                  hint: str | None, loc: Token | None) -> Node:
+        name = self._name(name_token)
+        if name in self.state.nodes:
+            raise self._fail(f"duplicate node %{name}", name_token)
+        self.state.nodes.add(name)
+        self.state.func_refs.append(func)
+        return Node(name=name, func=self._name(func), dims=dims or [], hint=hint,
+                    loc=self._loc(loc))
+
+    def dims(self, *items: DimExpr) -> list[DimExpr]:
+        return list(items)
+
+    def hint(self, target: Token) -> str:
+        if target not in TARGETS:
+            raise self._fail(f"unknown hint {target!s}: one of {', '.join(TARGETS)}", target)
+        return str(target)
+
+    def dim_bin(self, lhs: DimExpr, op: Token, rhs: DimExpr) -> DimBin:
+        return DimBin(str(op), lhs, rhs)
+
+    def dim_const(self, minus: Token | None, number: Token) -> DimConst:
+        value = self._int(number)
+        return DimConst(-value if minus is not None else value)
+
+    def dim_param(self, token: Token) -> DimParam:
+        return DimParam(self._known_var(token))
+
+    def edge_decl(self, src: Token, dst: Token, kind: Token, stream: Token | None,
+                  loc: Token | None) -> Edge:
+        src_node, src_port = self._node_ref(src)
+        dst_node, dst_port = self._node_ref(dst)
+        return Edge(src=src_node, src_port=src_port, dst=dst_node, dst_port=dst_port,
+                    kind=str(kind),
+                    stream=stream is not None, loc=self._loc(loc))
+
+    def bind_in(self, source: Token, dst: Token, stream: Token | None,
+                loc: Token | None) -> InputBind:
+        if source.type == "NUMBER":
+            parent_port = self._int(source)
+        else:
+            parent_port = self.state.params[self._known_var(source)]  # a graph has no locals
+        node, port = self._node_ref(dst)
+        return InputBind(parent_port=parent_port, dst=node, dst_port=port,
+                         stream=stream is not None, loc=self._loc(loc))
+
+    def bind_out(self, src: Token, parent_port: Token, stream: Token | None,
+                 loc: Token | None) -> OutputBind:
+        node, port = self._node_ref(src)
+        return OutputBind(src=node, src_port=port, parent_port=self._int(parent_port),
+                          stream=stream is not None, loc=self._loc(loc))
+
+    # -- statements -----------------------------------------------------------------------------
+
+    def block(self, *stmts: K.Stmt) -> list[K.Stmt]:
+        return list(stmts)
+
+    def assign(self, target: Token, value: K.Expr, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Assign(target=self._known_var(target), value=value), loc)
+
+    def store(self, ptr: Token, index: K.Expr, value: K.Expr, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Store(ptr=self._var(ptr), index=index, value=value), loc)
+
+    def do_stmt(self, value: K.Expr, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.ExprStmt(value=value), loc)
+
+    def if_stmt(self, cond: K.Expr, loc: Token | None, then: list[K.Stmt],
+                orelse: list[K.Stmt] | None) -> K.Stmt:
+        return self._stmt(K.If(cond=cond, then=then, orelse=orelse or []), loc)
+
+    def for_stmt(self, var: Token, start: K.Expr, stop: K.Expr, step: K.Expr, loc: Token | None,
+                 body: list[K.Stmt]) -> K.Stmt:
+        return self._stmt(K.For(var=self._known_var(var), start=start, stop=stop, step=step,
+                                body=body), loc)
+
+    def while_stmt(self, cond: K.Expr, loc: Token | None, body: list[K.Stmt]) -> K.Stmt:
+        return self._stmt(K.While(cond=cond, body=body), loc)
+
+    def break_stmt(self, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Break(), loc)
+
+    def continue_stmt(self, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Continue(), loc)
+
+    def barrier_stmt(self, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Barrier(), loc)
+
+    def breakpoint_stmt(self, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Breakpoint(), loc)
+
+    def return_stmt(self, *items: Any) -> K.Stmt:
+        *values, loc = items
+        return self._stmt(K.Return(values=values), loc)
+
+    def print_stmt(self, *items: Any) -> K.Stmt:
+        *values, loc = items
+        converted = [self._string(v) if isinstance(v, Token) else v for v in values]
+        return self._stmt(K.Print(values=converted), loc)
+
+    # -- expressions ----------------------------------------------------------------------------
+
+    def const(self, value: int | float | bool, t: Type) -> K.Const:
+        return K.Const(value=value, type=t)
+
+    def signed_number(self, minus: Token | None, token: Token) -> int | float | bool:
+        if token in ("true", "false"):
+            if minus is not None:
+                raise self._fail(f"malformed number -{token!s}", minus)
+            return token == "true"
+        if token.type == "NUMBER" and token.isdigit():
+            value: int | float = self._int(token)
+        else:
+            value = float(token)  # the NUMBER terminal, inf and nan all read as floats
+        return -value if minus is not None else value
+
+    def var(self, token: Token) -> K.Var:
+        return self._var(token)
+
+    def callee(self, *words: Token) -> tuple[str, Token]:
+        return ".".join(words), words[0]
+
+    def op_call(self, callee: tuple[str, Token], t: Type | None, *args: K.Expr | Token) -> K.Expr:
+        name, token = callee
+        spec = _OPS.get(name)
+        if spec is None:
+            raise self._fail(f"unknown operation {name}", token)
+        if spec.typed and t is None:
+            raise self._fail(f"{name} needs its result type: {name}<type>(...)", token)
+        if not spec.typed and t is not None:
+            raise self._fail(f"{name} takes no <type>: its result type is fixed", token)
+        if len(args) != len(spec.args):
+            raise self._fail(f"{name} takes {len(spec.args)} argument(s), got {len(args)}", token)
+        values = [self._arg(kind, arg, name, token) for kind, arg in zip(spec.args, args)]
+        return spec.build(t, values)
+
+    def _arg(self, kind: str, arg: K.Expr | Token, name: str, token: Token) -> Any:
+        if kind == "l" and isinstance(arg, Token):
+            return self._int(arg)
+        if kind == "e" and isinstance(arg, K.Expr):
+            return arg
+        if kind == "v" and isinstance(arg, K.Var):
+            return arg
+        raise self._fail(f"{name}: expected {_ARG_KINDS[kind]} as argument", token)
+
+    def helper_call(self, func: Token, t: Type, *args: K.Expr | Token) -> K.CallHelper:
+        self.state.func_refs.append(func)
+        return K.CallHelper(func=self._name(func), args=list(args), type=t)
