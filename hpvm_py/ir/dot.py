@@ -22,7 +22,8 @@ def _grid(node: D.Node) -> str:
 
 def _record(ident: str, title: str, names: list[str]) -> str:
     ports = "|".join(f"<p{i}> {_escape(n)}" for i, n in enumerate(names)) or " "
-    return f"{_q(ident)} [shape=record, style=filled, fillcolor=\"#eeeeee\", label={_q('{' + title + '|' + ports + '}')}];"
+    # without braces a record stacks its fields vertically under rankdir=LR
+    return f"{_q(ident)} [shape=record, style=filled, fillcolor=\"#eeeeee\", label={_q(title + '|' + ports)}];"
 
 
 def _escape(text: str) -> str:
@@ -47,13 +48,18 @@ class _DotWriter:
     def graph(self, g: D.GraphFunc, path: str, indent: str, node: D.Node | None) -> tuple[str, str]:
         """Draw g as a cluster; returns the ids of its input and output record nodes."""
         self.counter += 1
-        label = f"{node.name}: {g.name} {_grid(node)}" if node is not None else f"{g.name} (root)"
+        if node is None:
+            label = f"{g.name} (root)"
+        else:
+            label = (node.name if node.name == g.name else f"{node.name}: {g.name}") + f" {_grid(node)}"
         self.lines.append(f"{indent}subgraph cluster_{self.counter} {{")
         inner = indent + "  "
         self.lines.append(f"{inner}label={_q(label)}; style=rounded; color=\"#555555\";")
         ins, outs = f"{path}/in", f"{path}/out"
-        self.lines.append(inner + _record(ins, "in", [p.name for p in g.params]))
-        self.lines.append(inner + _record(outs, "out", [o.name or str(i) for i, o in enumerate(g.outputs)]))
+        if g.params:
+            self.lines.append(inner + _record(ins, "in", [p.name for p in g.params]))
+        if g.outputs:
+            self.lines.append(inner + _record(outs, "out", [o.name or str(i) for i, o in enumerate(g.outputs)]))
         ends: dict[str, tuple[str, str]] = {}
         for child in g.nodes:
             child_path = f"{path}/{child.name}"
@@ -63,7 +69,8 @@ class _DotWriter:
             else:
                 kind = "library" if isinstance(fn, D.LibraryFunc) else "leaf"
                 hint = f"\\nhint: {child.hint}" if child.hint else ""
-                text = f"{child.name}\\n{kind} {child.func} {_grid(child)}{hint}"
+                title = child.name if child.name == child.func else f"{child.name}: {child.func}"
+                text = f"{title}\\n{kind} {_grid(child)}{hint}"
                 shape = "box3d" if child.dims else "box"
                 self.lines.append(f"{inner}{_q(child_path)} [shape={shape}, style=filled, "
                                   f"fillcolor=\"#dce9f7\", label=\"{text}\"];")

@@ -69,6 +69,7 @@ class StreamHandle:
         self._closed = False
         self._pushed = 0
         self._popped = 0
+        self._partial: dict[str, list[Any]] = {"done": [], "values": []}
         nodes = self.plan.nodes
         # a FIFO per stage for the host's values, and one per edge between stages
         self._host_fifos = [queue.Queue(maxsize=depth) for _ in nodes]
@@ -110,15 +111,19 @@ class StreamHandle:
                 "waiting for a push: nothing pushed is left to pop"
             raise StreamError(f"pop(): the stream is {state}", caller_loc())
         deadline = None if timeout is None else time.monotonic() + timeout
-        for done in self._done:
-            self._get(done, deadline, host=True)
-        values = []
-        for key in self.plan.outputs:
+        # collect every part of the next result; a timeout keeps what arrived for the next pop()
+        part = self._partial
+        while len(part["done"]) < len(self._done):
+            self._get(self._done[len(part["done"])], deadline, host=True)
+            part["done"].append(True)
+        while len(part["values"]) < len(self.plan.outputs):
+            key = self.plan.outputs[len(part["values"])]
             slot = self._get(self._outputs[key], deadline, host=True)
             value = self.executor._as_parent(slot)
-            values.append(value.reshape(-1)[0] if hasattr(value, "reshape") else value)
+            part["values"].append(value.reshape(-1)[0] if hasattr(value, "reshape") else value)
+        self._partial = {"done": [], "values": []}
         self._popped += 1
-        return tuple(values)
+        return tuple(part["values"])
 
     def results(self) -> Iterator[tuple[Any, ...]]:
         """Pop every remaining result, until the stream is closed and drained."""

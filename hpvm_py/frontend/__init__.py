@@ -1,0 +1,1 @@
+"""The front end: decorators, leaf lowering (Python AST → kernel IR), graph tracing."""

@@ -1,0 +1,1 @@
+"""The IR: DFG (graphs, nodes, edges, binds) and kernel IR (leaf bodies), verifier, text form."""

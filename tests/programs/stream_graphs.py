@@ -1,0 +1,96 @@
+"""Small streaming graphs for tests/test_streaming.py."""
+from __future__ import annotations
+
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64
+
+
+@hpvm.leaf
+def scale(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32) -> i64:
+    i = hpvm.instance_id(0)
+    y[i] = x[i] * k
+    return hpvm.num_instances(0)
+
+
+@hpvm.leaf
+def add_one(count: i64, y: InOut[Ptr[f32]], y_bytes: i64) -> f32:
+    total = 0.0
+    for i in range(count):
+        y[i] = y[i] + 1.0
+        total += y[i]
+    return total
+
+
+@hpvm.graph
+def two_stages(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, k: f32, n: i64) -> f32:
+    st = hpvm.streaming
+    s = hpvm.node(scale, grid=n, x=st(x), x_bytes=st(x_bytes), y=st(y), y_bytes=st(y_bytes), k=st(k))
+    a = hpvm.node(add_one, count=st(hpvm.all_to_all(s.out[0])), y=st(y), y_bytes=st(y_bytes))
+    return a.out[0]
+
+
+@hpvm.graph
+def kept_factor(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, k: f32, n: i64) -> f32:
+    """k is bound without streaming: the first push's value is used for every item."""
+    s = hpvm.node(scale, grid=n, x=hpvm.streaming(x), x_bytes=x_bytes, y=hpvm.streaming(y),
+                  y_bytes=y_bytes, k=k)
+    a = hpvm.node(add_one, count=hpvm.streaming(hpvm.all_to_all(s.out[0])), y=hpvm.streaming(y),
+                  y_bytes=y_bytes)
+    return a.out[0]
+
+
+@hpvm.leaf
+def checked_divide(x: In[Ptr[i32]], x_bytes: i64, y: Out[Ptr[i32]], y_bytes: i64, bad: i32) -> i32:
+    i = hpvm.instance_id(0)
+    y[i] = x[i + bad]  # out of bounds when bad is large: the stage fails
+    return 1
+
+
+@hpvm.leaf
+def passthrough(token: i32, y: InOut[Ptr[i32]], y_bytes: i64) -> i32:
+    return y[0]
+
+
+@hpvm.graph
+def may_fail(x: In[Ptr[i32]], x_bytes: i64, y: InOut[Ptr[i32]], y_bytes: i64, bad: i32, n: i64) -> i32:
+    c = hpvm.node(checked_divide, grid=n, x=hpvm.streaming(x), x_bytes=x_bytes, y=hpvm.streaming(y),
+                  y_bytes=y_bytes, bad=hpvm.streaming(bad))
+    p = hpvm.node(passthrough, token=hpvm.streaming(hpvm.all_to_all(c.out[0])), y=hpvm.streaming(y),
+                  y_bytes=y_bytes)
+    return p.out[0]
+
+
+@hpvm.leaf
+def spin(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, work: i64) -> i32:
+    """A compute-bound stage: `work` dependent multiply-adds per instance."""
+    i = hpvm.instance_id(0)
+    v = x[i]
+    for _ in range(work):
+        v = v * 0.999 + 0.001
+    y[i] = v
+    return 1
+
+
+@hpvm.leaf
+def spin_next(ready: i32, x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, work: i64) -> i32:
+    i = hpvm.instance_id(0)
+    v = x[i]
+    for _ in range(work):
+        v = v * 0.999 + 0.001
+    y[i] = v
+    return ready
+
+
+@hpvm.graph
+def four_stages(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64,
+                c: InOut[Ptr[f32]], c_bytes: i64, d: InOut[Ptr[f32]], d_bytes: i64,
+                e: Out[Ptr[f32]], e_bytes: i64, n: i64, work: i64) -> i32:
+    s = hpvm.streaming
+    s1 = hpvm.node(spin, grid=n, x=s(a), x_bytes=a_bytes, y=s(b), y_bytes=b_bytes, work=work)
+    s2 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s1.out[0])), x=s(b), x_bytes=b_bytes,
+                   y=s(c), y_bytes=c_bytes, work=work)
+    s3 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s2.out[0])), x=s(c), x_bytes=c_bytes,
+                   y=s(d), y_bytes=d_bytes, work=work)
+    s4 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s3.out[0])), x=s(d), x_bytes=d_bytes,
+                   y=s(e), y_bytes=e_bytes, work=work)
+    return s4.out[0]

@@ -1,0 +1,136 @@
+"""Streaming launches: push/pop order, pipelining semantics, errors and shutdown without hangs."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py.errors import ExecutionError, HPVMError, LaunchError, StreamError
+from programs import stream_graphs as g
+
+
+def _item(rng, n: int, k: float):
+    x = rng.random(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    return x, y, (x, x.nbytes, y, y.nbytes, k, n)
+
+
+def test_pop_returns_items_in_push_order(target: str, rng) -> None:
+    items = [_item(rng, 50 + 7 * i, 0.5 + i) for i in range(7)]
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.two_stages, stream=True, depth=2)
+        for _, _, args in items:
+            hpvm.push(h, *args)
+        totals = [hpvm.pop(h) for _ in items]
+        hpvm.wait(h)
+    for (x, y, (_, _, _, _, k, n)), (total,) in zip(items, totals):
+        expected = x * np.float32(k) + np.float32(1)
+        np.testing.assert_array_equal(y, expected)
+        assert total == pytest.approx(float(expected.sum(dtype=np.float64)), rel=1e-5)
+
+
+def test_non_streaming_bind_keeps_the_first_value(target: str, rng) -> None:
+    items = [_item(rng, 40, k) for k in (2.0, 5.0, 9.0)]
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.kept_factor, stream=True)
+        for _, _, args in items:
+            hpvm.push(h, *args)
+        hpvm.wait(h)
+        results = list(h.results())
+    assert len(results) == 3
+    for x, y, _ in items:
+        np.testing.assert_array_equal(y, x * np.float32(2.0) + np.float32(1))
+
+
+def test_results_iterates_while_another_thread_pushes(target: str, rng) -> None:
+    items = [_item(rng, 30, float(i)) for i in range(5)]
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.two_stages, stream=True)
+
+        def producer() -> None:
+            for _, _, args in items:
+                hpvm.push(h, *args)
+            hpvm.wait(h)
+
+        t = threading.Thread(target=producer)
+        t.start()
+        got = list(h.results())
+        t.join(30)
+    assert len(got) == len(items)
+
+
+def test_stage_failure_surfaces_from_pop_and_wait_with_node_name(target: str) -> None:
+    x = np.arange(16, dtype=np.int32)
+    y = np.zeros(16, np.int32)
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.may_fail, stream=True)
+        hpvm.push(h, x, x.nbytes, y, y.nbytes, 0, 16)
+        assert hpvm.pop(h, timeout=60) == (0,)
+        hpvm.push(h, x, x.nbytes, y, y.nbytes, 1000, 16)  # out of bounds in the first stage
+        with pytest.raises(ExecutionError, match="checked_divide") as info:
+            hpvm.pop(h, timeout=60)
+        assert "stage" in str(info.value)
+        with pytest.raises(ExecutionError):
+            hpvm.wait(h, timeout=60)
+
+
+def test_misuse_is_reported_at_the_call(target: str, rng) -> None:
+    x, y, args = _item(rng, 8, 1.0)
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.two_stages, stream=True)
+        with pytest.raises(LaunchError, match="takes 6 argument"):
+            hpvm.push(h, x)
+        with pytest.raises(LaunchError, match="f32"):
+            hpvm.push(h, x.astype(np.float64), x.nbytes * 2, y, y.nbytes, 1.0, 8)
+        with pytest.raises(StreamError, match="nothing pushed"):
+            hpvm.pop(h)
+        hpvm.push(h, *args)
+        hpvm.wait(h)
+        with pytest.raises(StreamError, match="closed"):
+            hpvm.push(h, *args)
+        assert len(list(h.results())) == 1
+        with pytest.raises(StreamError):
+            hpvm.pop(h)
+        plain = hpvm.launch(g.two_stages, *args)
+        with pytest.raises(StreamError, match="non-streaming"):
+            hpvm.pop(plain)
+        with pytest.raises(StreamError):
+            hpvm.launch(g.two_stages, *args, stream=True)
+
+
+def test_pushing_everything_before_popping_never_deadlocks(target: str, rng) -> None:
+    items = [_item(rng, 4, 1.0) for _ in range(40)]  # far more than the FIFO depths hold
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.two_stages, stream=True, depth=1)
+        for _, _, args in items:
+            hpvm.push(h, *args, timeout=60)
+        hpvm.wait(h, timeout=60)
+        assert len(list(h.results())) == 40
+
+
+def test_pop_timeout(target: str, rng) -> None:
+    n = 2000
+    a = rng.random(n, dtype=np.float32)
+    bufs = [np.zeros(n, np.float32) for _ in range(4)]
+    args = [a, a.nbytes]
+    for b in bufs:
+        args += [b, b.nbytes]
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.four_stages, stream=True)
+        hpvm.push(h, *args, n, 100000)
+        with pytest.raises(hpvm.errors.HPVMTimeoutError):
+            hpvm.pop(h, timeout=0.001)
+        assert hpvm.pop(h, timeout=120) == (1,)  # the timed-out pop lost nothing
+        hpvm.wait(h, timeout=60)
+
+
+def test_cleanup_stops_open_streams(target: str, rng) -> None:
+    _, _, args = _item(rng, 8, 1.0)
+    hpvm.init(target)
+    h = hpvm.launch(g.two_stages, stream=True)
+    hpvm.push(h, *args)
+    hpvm.cleanup()  # must not hang with a stream still open
+    with pytest.raises(HPVMError):
+        hpvm.launch(g.two_stages, stream=True)
