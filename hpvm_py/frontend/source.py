@@ -8,7 +8,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import FrontendError
+from ..errors import FrontendError, HPVMError
 from ..ir.loc import Loc
 from ..types import Directed, PtrType, ScalarType, Type, resolve_scalar
 
@@ -83,6 +83,13 @@ def resolve_annotation(src: FunctionSource, annotation: Any, node: ast.AST | Non
     if isinstance(annotation, str):
         try:
             return eval(annotation, src.namespace)  # noqa: S307 - the user's own annotation text
+        except HPVMError:
+            raise
+        except NameError as exc:
+            hint = (" (a string annotation, as `from __future__ import annotations` makes, sees module "
+                    "globals and the closure variables the body uses)")
+            raise FrontendError(f"cannot evaluate the annotation {annotation!r}: {exc}{hint}",
+                                src.loc(node) if node is not None else function_loc(src.func)) from None
         except Exception as exc:
             raise FrontendError(f"cannot evaluate the annotation {annotation!r}: {exc}",
                                 src.loc(node) if node is not None else function_loc(src.func)) from None

@@ -1,0 +1,125 @@
+"""Leaves that apply one operation (chosen at run time) elementwise, for every scalar type.
+
+No `from __future__ import annotations` here: the factories' annotations name their closure
+variable T, which must be evaluated when each function is defined.
+"""
+
+import math
+
+import hpvm_py as hpvm
+from hpvm_py import In, Out, Ptr, i32, i64
+
+INT_OPS = ["add", "sub", "mul", "floordiv", "mod", "and", "or", "xor", "shl", "shr", "min", "max",
+           "eq", "lt", "ge", "neg", "invert", "abs"]
+FLOAT_OPS = ["add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "eq", "ne", "lt", "le",
+             "neg", "abs", "sqrt", "floor", "ceil", "round", "fmin", "fmax", "copysign"]
+
+
+def make_binary(T, ops):
+    @hpvm.leaf
+    def apply(a: In[Ptr[T]], a_bytes: i64, b: In[Ptr[T]], b_bytes: i64, c: Out[Ptr[T]],
+              c_bytes: i64, op: i32):
+        i = hpvm.instance_id(0)
+        x = a[i]
+        y = b[i]
+        if op == 0:
+            c[i] = x + y
+        elif op == 1:
+            c[i] = x - y
+        elif op == 2:
+            c[i] = x * y
+        elif op == 3:
+            c[i] = x // y
+        elif op == 4:
+            c[i] = x % y
+        elif op == 5:
+            c[i] = min(x, y)
+        elif op == 6:
+            c[i] = max(x, y)
+        elif op == 7:
+            c[i] = T(x == y)
+        elif op == 8:
+            c[i] = T(x < y)
+        elif op == 9:
+            c[i] = -x
+        elif op == 10:
+            c[i] = abs(x)
+        else:
+            c[i] = T(x >= y)
+    return apply
+
+
+def make_int_only(T):
+    @hpvm.leaf
+    def bits(a: In[Ptr[T]], a_bytes: i64, b: In[Ptr[T]], b_bytes: i64, c: Out[Ptr[T]],
+             c_bytes: i64, op: i32):
+        i = hpvm.instance_id(0)
+        x = a[i]
+        y = b[i]
+        if op == 0:
+            c[i] = x & y
+        elif op == 1:
+            c[i] = x | y
+        elif op == 2:
+            c[i] = x ^ y
+        elif op == 3:
+            c[i] = x << y
+        elif op == 4:
+            c[i] = x >> y
+        else:
+            c[i] = ~x
+    return bits
+
+
+def make_float_only(T):
+    @hpvm.leaf
+    def floats(a: In[Ptr[T]], a_bytes: i64, b: In[Ptr[T]], b_bytes: i64, c: Out[Ptr[T]],
+               c_bytes: i64, op: i32):
+        i = hpvm.instance_id(0)
+        x = a[i]
+        y = b[i]
+        if op == 0:
+            c[i] = x / y
+        elif op == 1:
+            c[i] = math.sqrt(x)
+        elif op == 2:
+            c[i] = math.floor(x)
+        elif op == 3:
+            c[i] = math.ceil(x)
+        elif op == 4:
+            c[i] = hpvm.math.round(x)
+        elif op == 5:
+            c[i] = hpvm.math.fmin(x, y)
+        elif op == 6:
+            c[i] = hpvm.math.fmax(x, y)
+        elif op == 7:
+            c[i] = math.copysign(x, y)
+        elif op == 8:
+            c[i] = T(x != y)
+        else:
+            c[i] = T(x <= y)
+    return floats
+
+
+def make_cast(S, D):
+    @hpvm.leaf
+    def cast(a: In[Ptr[S]], a_bytes: i64, c: Out[Ptr[D]], c_bytes: i64):
+        i = hpvm.instance_id(0)
+        c[i] = D(a[i])
+    return cast
+
+
+def make_graph(leaf, nargs: int):
+    if nargs == 3:
+        @hpvm.graph
+        def run3(a: In[Ptr[leaf.ir.params[0].type.elem]], a_bytes: i64,
+                 b: In[Ptr[leaf.ir.params[2].type.elem]], b_bytes: i64,
+                 c: Out[Ptr[leaf.ir.params[4].type.elem]], c_bytes: i64, op: i32, n: i64):
+            hpvm.node(leaf, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c, c_bytes=c_bytes, op=op)
+        return run3
+
+    @hpvm.graph
+    def run2(a: In[Ptr[leaf.ir.params[0].type.elem]], a_bytes: i64,
+             c: Out[Ptr[leaf.ir.params[2].type.elem]], c_bytes: i64, n: i64):
+        hpvm.node(leaf, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes)
+    return run2

@@ -1,0 +1,138 @@
+"""The python target: print() and breakpoint() in leaves, errors at the leaf's own line, and the
+two execution shapes (vectorised and per instance) agreeing."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py.backends.base import NodeContext
+from hpvm_py.backends.python import PythonBackend
+from hpvm_py.errors import CompileError, ExecutionError
+
+PROGRAM = textwrap.dedent('''
+    import numpy as np
+    import hpvm_py as hpvm
+    from hpvm_py import InOut, Ptr, f32, i64
+
+    @hpvm.leaf
+    def k(a: InOut[Ptr[f32]], a_bytes: i64):
+        i = hpvm.instance_id(0)
+        v = a[i] * 2.0
+        MARKER
+        a[i] = v
+
+    @hpvm.graph
+    def root(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+        hpvm.node(k, grid=n, a=a, a_bytes=a_bytes)
+
+    a = np.arange(3, dtype=np.float32)
+    with hpvm.runtime(TARGET):
+        hpvm.wait(hpvm.launch(root, a, a.nbytes, 3))
+    print("result", a.tolist())
+''')
+
+
+def write_program(tmp_path: Path, marker: str, target: str = "python") -> Path:
+    path = tmp_path / "prog.py"
+    path.write_text(PROGRAM.replace("MARKER", marker).replace("TARGET", repr(target)))
+    return path
+
+
+def run(path: Path, stdin: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env.pop("PYTHONBREAKPOINT", None)
+    return subprocess.run([sys.executable, str(path)], input=stdin, capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def test_print_in_a_leaf_prints_every_instance(tmp_path: Path) -> None:
+    result = run(write_program(tmp_path, 'print("instance", i, "value", v)'))
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("instance")]
+    assert sorted(lines) == ["instance 0 value 0.0", "instance 1 value 2.0", "instance 2 value 4.0"]
+    assert "result [0.0, 2.0, 4.0]" in result.stdout
+
+
+def test_breakpoint_stops_in_the_leaf_at_its_source_line(tmp_path: Path) -> None:
+    path = write_program(tmp_path, "breakpoint()")
+    # at the first stop: show the location and a variable, then continue through every instance
+    result = run(path, stdin="p (int(i), float(v))\nl\nc\nc\nc\n")
+    assert result.returncode == 0, result.stderr
+    assert "(0, 0.0)" in result.stdout
+    assert str(path) in result.stdout  # pdb shows the leaf's own file ...
+    assert "v = a[i] * 2.0" in result.stdout  # ... and its source lines
+    assert "result [0.0, 2.0, 4.0]" in result.stdout
+
+
+def test_print_is_rejected_on_compiled_targets(tmp_path: Path, compiled_target: str) -> None:
+    if compiled_target == "python":
+        pytest.skip("no compiled target on this machine")
+    result = run(write_program(tmp_path, 'print("x")', compiled_target))
+    assert result.returncode != 0
+    assert "print() is supported only by target='python'" in result.stderr
+    assert "prog.py:10" in result.stderr
+
+
+def test_out_of_bounds_names_the_leaf_line(tmp_path: Path) -> None:
+    path = write_program(tmp_path, "v = a[i + 5]")
+    result = run(path)
+    assert result.returncode != 0
+    assert "ExecutionError" in result.stderr and f"{path}:10" in result.stderr
+    assert "out-of-bounds load a[" in result.stderr
+
+
+LEAF_SOURCE = Path(__file__).resolve().parent / "programs" / "python_target_kernels.py"
+
+
+def test_vector_and_per_instance_shapes_agree(rng) -> None:
+    from programs import python_target_kernels as kp
+
+    leaf = kp.masked.ir
+    ctx = NodeContext(level_dims=(1,), input_modes=("buffer", "uniform", "buffer", "uniform", "uniform"),
+                      output_modes=())
+    x = (rng.standard_normal(3000) * 10).astype(np.float32)
+    outs = []
+    for vector in ("1", "0"):
+        os.environ["HPVM_PYTHON_VECTOR"] = vector
+        try:
+            kernel = PythonBackend().compile_leaf(leaf, ctx)
+            assert kernel.code.vector == (vector == "1")
+            y = np.zeros_like(x)
+            from hpvm_py.backends.base import BufferArg
+
+            kernel.launch([BufferArg(x, 0, x.nbytes, x), np.int64(x.nbytes), BufferArg(y, 0, y.nbytes, y),
+                           np.int64(y.nbytes), np.int64(2900)], [], [(3000,)])
+            outs.append(y)
+        finally:
+            os.environ.pop("HPVM_PYTHON_VECTOR", None)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert outs[0][2900:].sum() == 0  # guarded instances wrote nothing
+
+
+def test_generated_code_is_readable_and_keeps_names() -> None:
+    from programs import python_target_kernels as kp
+
+    ctx = NodeContext(level_dims=(1,), input_modes=("buffer", "uniform", "buffer", "uniform", "uniform"),
+                      output_modes=())
+    source = PythonBackend().compile_leaf(kp.masked.ir, ctx).source
+    assert "def masked(x, x_bytes, y, y_bytes, n" in source
+    assert "limit" in source  # the user's variable names survive
+
+
+def test_large_vadd_and_stencil_run_in_seconds() -> None:
+    import time
+
+    import stencil
+    import vadd
+
+    start = time.perf_counter()
+    vadd.main("python", n=100_000)
+    stencil.main("python", nx=70, ny=20, nz=12)
+    assert time.perf_counter() - start < 30

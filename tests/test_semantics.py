@@ -1,0 +1,134 @@
+"""The kernel language's arithmetic, identical on every target (docs/language.md, "Semantics").
+
+Expected values come from NumPy, whose integer //, %, shifts and float //, % follow the same rules
+(zero divisors give 0, shifts past the width give 0 or -1, floor division); casts saturate.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py import types as T
+from hpvm_py.ir import semantics as S
+from programs import semantic_kernels as K
+
+INT_TYPES = [T.i8, T.i32, T.i64, T.u8, T.u32, T.u64]
+FLOAT_TYPES = [T.f16, T.f32, T.f64]
+_cache: dict = {}
+
+
+def graph(kind: str, *types):
+    key = (kind, types)
+    if key not in _cache:
+        if kind == "binary":
+            leaf = K.make_binary(types[0], None)
+        elif kind == "int":
+            leaf = K.make_int_only(types[0])
+        elif kind == "float":
+            leaf = K.make_float_only(types[0])
+        else:
+            leaf = K.make_cast(*types)
+        _cache[key] = K.make_graph(leaf, 2 if kind == "cast" else 3)
+    return _cache[key]
+
+
+def edge_values(t: T.ScalarType, rng, n: int) -> np.ndarray:
+    dt = t.numpy_dtype
+    if t.is_float:
+        with np.errstate(over="ignore"):
+            special = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, np.inf, -np.inf, np.nan, 1e30, -7.25], dt)
+        return np.concatenate([special, (rng.standard_normal(n) * 100).astype(dt)])
+    info = np.iinfo(dt)
+    special = [0, 1, 2, 3, info.max, info.min, info.max - 1, info.min + 1]
+    if t.is_signed:
+        special += [-1, -2, -3, -7, 7]
+    return np.concatenate([np.array(special, dtype=dt),
+                           rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)])
+
+
+def run(target: str, g, *arrays_and_scalars):
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(g, *arrays_and_scalars))
+
+
+def pairs(t, rng):
+    a = edge_values(t, rng, 200)
+    b = edge_values(t, rng, 200)
+    # every special value against every special value, plus random pairs
+    k = 13 if t.is_signed or t.is_float else 8
+    sa, sb = np.meshgrid(a[:k], b[:k])
+    return np.concatenate([sa.ravel(), a]), np.concatenate([sb.ravel(), rng.permutation(b)])
+
+
+BINARY = {0: np.add, 1: np.subtract, 2: np.multiply, 3: np.floor_divide, 4: np.remainder,
+          5: np.minimum, 6: np.maximum}
+
+
+@pytest.mark.parametrize("t", INT_TYPES + FLOAT_TYPES, ids=str)
+@pytest.mark.parametrize("op", list(range(12)))
+def test_arithmetic(target: str, t, op: int, rng) -> None:
+    a, b = pairs(t, rng)
+    c = np.zeros_like(a)
+    run(target, graph("binary", t), a, a.nbytes, b, b.nbytes, c, c.nbytes, op, len(a))
+    with np.errstate(all="ignore"):
+        if op in BINARY:
+            expected = BINARY[op](a, b)
+        elif op == 7:
+            expected = (a == b).astype(a.dtype)
+        elif op == 8:
+            expected = (a < b).astype(a.dtype)
+        elif op == 9:
+            expected = -a
+        elif op == 10:
+            expected = np.abs(a)
+        else:
+            expected = (a >= b).astype(a.dtype)
+    np.testing.assert_array_equal(c, expected.astype(a.dtype))
+
+
+@pytest.mark.parametrize("t", INT_TYPES, ids=str)
+@pytest.mark.parametrize("op", list(range(6)))
+def test_bitwise_and_shifts(target: str, t, op: int, rng) -> None:
+    a, b = pairs(t, rng)
+    if op in (3, 4):  # shift counts around and past the width, and negative ones
+        counts = np.concatenate([np.arange(-3, t.bits + 3), rng.integers(0, t.bits, len(a))])
+        b = counts[: len(a)].astype(a.dtype) if t.is_signed else np.abs(counts[: len(a)]).astype(a.dtype)
+    c = np.zeros_like(a)
+    run(target, graph("int", t), a, a.nbytes, b, b.nbytes, c, c.nbytes, op, len(a))
+    ufunc = [np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.left_shift, np.right_shift]
+    expected = ufunc[op](a, b) if op < 5 else np.invert(a)
+    np.testing.assert_array_equal(c, expected.astype(a.dtype))
+
+
+@pytest.mark.parametrize("t", FLOAT_TYPES, ids=str)
+@pytest.mark.parametrize("op", list(range(10)))
+def test_float_functions(target: str, t, op: int, rng) -> None:
+    a, b = pairs(t, rng)
+    c = np.zeros_like(a)
+    run(target, graph("float", t), a, a.nbytes, b, b.nbytes, c, c.nbytes, op, len(a))
+    with np.errstate(all="ignore"):
+        fns = [np.true_divide, lambda x, y: np.sqrt(x), lambda x, y: np.floor(x),
+               lambda x, y: np.ceil(x), lambda x, y: np.rint(x), np.fmin, np.fmax, np.copysign,
+               lambda x, y: (x != y).astype(x.dtype), lambda x, y: (x <= y).astype(x.dtype)]
+        expected = fns[op](a, b).astype(a.dtype)
+    np.testing.assert_array_equal(c, expected)
+
+
+CASTS = [(T.f32, T.i32), (T.f64, T.i64), (T.f32, T.u8), (T.f64, T.u64), (T.f32, T.i8),
+         (T.i64, T.i8), (T.u32, T.i16), (T.i32, T.f32), (T.i64, T.f64), (T.u64, T.f32),
+         (T.f64, T.f32), (T.f32, T.f16), (T.f16, T.f64), (T.i8, T.u64), (T.f32, T.bf16)]
+
+
+@pytest.mark.parametrize("src,dst", CASTS, ids=lambda t: str(t))
+def test_casts_saturate_and_wrap(target: str, src, dst, rng) -> None:
+    a = edge_values(src, rng, 300)
+    if src.is_float:
+        a = np.concatenate([a, np.array([2.0**31, -2.0**31 - 1e3, 2.0**63, 2.0**64, 255.9, -0.9, 127.5],
+                                        src.numpy_dtype)])
+    c = np.zeros(len(a), dst.numpy_dtype)
+    run(target, graph("cast", src, dst), a, a.nbytes, c, c.nbytes, len(a))
+    expected = S.cast(a, src, dst)
+    if dst == T.bf16:
+        expected = S.bf16_to_bits(expected)
+    np.testing.assert_array_equal(c, expected)
