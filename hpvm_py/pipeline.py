@@ -128,11 +128,13 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
     return compiled
 
 
-def _compile_leaf(leaf: K.LeafFunc, ctx: NodeContext, target: str) -> LeafKernel:
+def _compile_leaf(leaf: K.LeafFunc, ctx: NodeContext, target: str, checked: bool) -> LeafKernel:
     from .backends import registry
 
     backend = registry.get(target)
     if backend is None:
         raise CompileError(f"leaf {leaf.name} needs the {target} target, which is not available on "
                            f"this machine ({registry.why_unavailable(target)})", leaf.loc)
-    return backend.compile_leaf(leaf, ctx)
+    if target == "python":
+        return backend.compile_leaf(leaf, ctx)
+    return backend.compile_leaf(leaf, ctx, checked=checked)

@@ -165,8 +165,8 @@ class Executor:
             assert isinstance(out.type, ScalarType)
             size = parents * count if mode == "per_instance" else parents
             outputs.append(np.zeros(size, dtype=out.type.numpy_dtype))
-        assert node.kernel is not None
-        node.kernel.launch(call, outputs, [ext] + ancestors)
+        extents = [ext] + ancestors
+        node.kernel_for(call, extents).launch(call, outputs, extents)
         stats.bump("kernel_launches")
         return outputs
 

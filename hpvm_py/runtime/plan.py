@@ -15,6 +15,7 @@ from ..ir import kernel as K
 from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
 from ..backends.base import LeafKernel, NodeContext
+from ..passes.bounds import BoundsProof
 
 
 @dataclass
@@ -37,12 +38,26 @@ class NodePlan:
     output_modes: tuple[str, ...]
     target: str
     ctx: NodeContext | None = None
-    kernel: LeafKernel | None = None
+    kernel: LeafKernel | None = None  # compiled code; unchecked when `bounds` is set
+    bounds: BoundsProof | None = None  # when set: unchecked code runs only where it is proven safe
     child: "GraphPlan | None" = None
+    _compile: "CompileLeaf | None" = None
+    _checked: LeafKernel | None = None
 
     @property
     def name(self) -> str:
         return self.node.name
+
+    def kernel_for(self, args: list[Any], extents: list[tuple[int, ...]]) -> LeafKernel:
+        """The unchecked kernel when every access of this launch is proven in bounds, else the
+        checked variant (compiled on first need)."""
+        assert self.kernel is not None
+        if self.bounds is None or self.bounds.holds(args, extents):
+            return self.kernel
+        if self._checked is None:
+            assert self._compile is not None and self.ctx is not None
+            self._checked = self._compile(self.func, self.ctx, self.target, True)
+        return self._checked
 
 
 @dataclass
@@ -60,7 +75,8 @@ class GraphPlan:
         return all(d == 0 for d in self.level_dims)
 
 
-CompileLeaf = Callable[[K.LeafFunc, NodeContext, str], LeafKernel]
+# (leaf, context, target, checked) -> kernel
+CompileLeaf = Callable[[K.LeafFunc, NodeContext, str, bool], LeafKernel]
 
 
 def build_plan(module: D.Module, deferred: list[DeferredGridCheck], default_target: str,
@@ -105,7 +121,10 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
             ctx = NodeContext(level_dims=(len(node.dims),) + level_dims, input_modes=input_modes,
                               output_modes=output_modes)
             nplan.ctx = ctx
-            nplan.kernel = compile_leaf(func, ctx, target)
+            nplan.kernel = compile_leaf(func, ctx, target, False)
+            if target != "python":  # the python target checks every access itself
+                nplan.bounds = BoundsProof(func, ctx)
+                nplan._compile = compile_leaf
         elif isinstance(func, D.GraphFunc):
             child_modes = tuple("buffer" if m == "buffer" else
                                 ("uniform" if m == "uniform" else "per_parent") for m in input_modes)
