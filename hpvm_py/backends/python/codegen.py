@@ -204,7 +204,8 @@ class _Generator:
         name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
         name = "c_" + name
         if name not in self.namespace:
-            self.namespace[name] = S.value_dtype(t).type(value) if not t.is_bool else np.bool_(value)
+            with np.errstate(over="ignore"):  # a literal beyond the type's range becomes inf
+                self.namespace[name] = S.value_dtype(t).type(value) if not t.is_bool else np.bool_(value)
         return name
 
     def helper(self, prefix: str, obj: Any) -> str:

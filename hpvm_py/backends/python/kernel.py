@@ -42,12 +42,16 @@ def _digits(lin: np.ndarray | int, extent: tuple[int, ...]) -> list[Any]:
     return out
 
 
+def vector_allowed() -> bool:
+    """HPVM_PYTHON_VECTOR=0 runs every leaf instance by instance."""
+    return os.environ.get("HPVM_PYTHON_VECTOR", "1") != "0"
+
+
 class PythonLeafKernel:
-    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext):
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, allow_vector: bool = True):
         self.leaf = leaf
         self.ctx = ctx
-        use_vector = os.environ.get("HPVM_PYTHON_VECTOR", "1") != "0"
-        self.code: GeneratedLeaf = generate(leaf, ctx, use_vector and vector_eligible(leaf, ctx))
+        self.code: GeneratedLeaf = generate(leaf, ctx, allow_vector and vector_eligible(leaf, ctx))
 
     @property
     def source(self) -> str:
@@ -220,8 +224,9 @@ class PythonBackend:
         self._kernels: dict[tuple[str, str], PythonLeafKernel] = {}
 
     def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext) -> PythonLeafKernel:
-        key = (repr(leaf), ctx.key())
+        vector = vector_allowed()
+        key = (repr(leaf), ctx.key(), vector)
         kernel = self._kernels.get(key)
         if kernel is None:
-            kernel = self._kernels[key] = PythonLeafKernel(leaf, ctx)
+            kernel = self._kernels[key] = PythonLeafKernel(leaf, ctx, vector)
         return kernel

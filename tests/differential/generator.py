@@ -1,0 +1,242 @@
+"""Random well-typed hpvm-py programs, as Python source, for differential testing.
+
+A program is one or two leaves around inputs `a`, `b` (read only), a scalar `s`, and outputs `out`
+(one element per instance) and `hist` (commutative atomics only), so every run is deterministic
+and race free whatever the order of instances. Bodies mix arithmetic on every scalar type, casts,
+comparisons, lazy boolean operators, conditional expressions, nested if / for / while with
+break/continue, and atomics. Integer edge cases (wrapping, zero divisors, huge shifts) and float
+edge cases (inf, NaN, -0.0, saturating casts) are all defined by the language, so any difference
+between targets is a bug.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+INT_TYPES = ["i8", "i16", "i32", "i64", "u8", "u32", "u64"]
+FLOAT_TYPES = ["f16", "f32", "f64", "bf16"]
+TYPES = INT_TYPES + FLOAT_TYPES
+RANGES = {"i8": (-128, 127), "i16": (-2**15, 2**15 - 1), "i32": (-2**31, 2**31 - 1),
+          "i64": (-2**63, 2**63 - 1), "u8": (0, 255), "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1)}
+FLOAT_LITERALS = ["0.0", "-0.0", "1.5", "-2.25", "3.0", "0.1", "1e30", "-1e-30", "65504.0", "70000.0",
+                  "1e300", "-7.5"]
+ATOMICS = ["atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_or", "atomic_and", "atomic_xor"]
+
+
+@dataclass
+class Program:
+    source: str
+    in_types: tuple[str, str, str]  # a, b, s
+    out_type: str
+    hierarchical: bool
+    chained: bool
+    description: str = ""
+
+
+@dataclass
+class _Scope:
+    variables: dict[str, str] = field(default_factory=dict)  # name -> type
+    counter: int = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+
+class _Builder:
+    def __init__(self, draw, scope: _Scope):
+        self.draw = draw
+        self.scope = scope
+        self.lines: list[str] = []
+        # one kind of atomic per program: each kind commutes with itself, not with the others
+        self.atomic = draw(st.sampled_from(ATOMICS))
+
+    def emit(self, indent: int, text: str) -> None:
+        self.lines.append("    " * indent + text)
+
+    # -- expressions ------------------------------------------------------------------------
+
+    def literal(self, t: str) -> str:
+        if t in FLOAT_TYPES:
+            return f"hpvm.{t}({self.draw(st.sampled_from(FLOAT_LITERALS))})"
+        lo, hi = RANGES[t]
+        value = self.draw(st.one_of(st.sampled_from([0, 1, 2, 3, 7, -1, -3, lo, hi, 63, 64]),
+                                    st.integers(lo, hi)))
+        value = min(max(value, lo), hi)
+        return f"hpvm.{t}({value})"
+
+    def expr(self, t: str, depth: int) -> str:
+        choices = ["literal", "var", "cast"]
+        if depth > 0:
+            choices += ["binary", "binary", "unary", "minmax", "select"]
+            if t in FLOAT_TYPES:
+                choices.append("math")
+        kind = self.draw(st.sampled_from(choices))
+        same = [v for v, vt in self.scope.variables.items() if vt == t]
+        if kind == "var" and same:
+            return self.draw(st.sampled_from(same))
+        if kind == "cast" or (kind == "var" and not same):
+            others = list(self.scope.variables.items())
+            if others and self.draw(st.booleans()):
+                name, _ = self.draw(st.sampled_from(others))
+                return f"hpvm.{t}({name})"
+            if depth > 0:
+                return f"hpvm.{t}({self.expr(self.draw(st.sampled_from(TYPES)), depth - 1)})"
+            return self.literal(t)
+        if kind == "literal":
+            return self.literal(t)
+        if kind == "binary":
+            ops = ["+", "-", "*", "//", "%"]
+            ops += ["&", "|", "^", "<<", ">>"] if t in INT_TYPES else ["/"]
+            op = self.draw(st.sampled_from(ops))
+            return f"({self.expr(t, depth - 1)} {op} {self.expr(t, depth - 1)})"
+        if kind == "unary":
+            if t in INT_TYPES and self.draw(st.booleans()):
+                return f"(~{self.expr(t, depth - 1)})"
+            if t.startswith("u"):
+                return f"abs({self.expr(t, depth - 1)})"
+            return self.draw(st.sampled_from([f"(-{self.expr(t, depth - 1)})", f"abs({self.expr(t, depth - 1)})"]))
+        if kind == "minmax":
+            fn = self.draw(st.sampled_from(["min", "max"]))
+            return f"{fn}({self.expr(t, depth - 1)}, {self.expr(t, depth - 1)})"
+        if kind == "select":
+            return f"({self.expr(t, depth - 1)} if {self.cond(depth - 1)} else {self.expr(t, depth - 1)})"
+        fn = self.draw(st.sampled_from(["math.sqrt(abs({}))", "math.floor({})", "math.ceil({})",
+                                        "hpvm.math.fmin({}, {})", "hpvm.math.fmax({}, {})",
+                                        "math.copysign({}, {})", "hpvm.math.round({})"]))
+        args = [self.expr(t, depth - 1) for _ in range(fn.count("{}"))]
+        return fn.format(*args)
+
+    def cond(self, depth: int) -> str:
+        kind = self.draw(st.sampled_from(["compare", "compare", "compare", "and", "or", "not"]
+                                         if depth > 0 else ["compare"]))
+        if kind == "compare":
+            t = self.draw(st.sampled_from(TYPES))
+            op = self.draw(st.sampled_from(["<", "<=", ">", ">=", "==", "!="]))
+            return f"({self.expr(t, max(0, depth - 1))} {op} {self.expr(t, max(0, depth - 1))})"
+        if kind == "not":
+            return f"(not {self.cond(depth - 1)})"
+        op = "and" if kind == "and" else "or"
+        return f"({self.cond(depth - 1)} {op} {self.cond(depth - 1)})"
+
+    # -- statements -------------------------------------------------------------------------
+
+    def block(self, indent: int, budget: int, in_loop: bool) -> None:
+        count = self.draw(st.integers(1, max(1, budget)))
+        for _ in range(count):
+            self.statement(indent, budget - 1, in_loop)
+
+    def statement(self, indent: int, budget: int, in_loop: bool) -> None:
+        kinds = ["assign", "assign", "reassign", "atomic"]
+        if budget > 0:
+            kinds += ["if", "for", "while"]
+        if in_loop:
+            kinds += ["break", "continue"]
+        kind = self.draw(st.sampled_from(kinds))
+        if kind == "assign" or (kind == "reassign" and not self.scope.variables):
+            t = self.draw(st.sampled_from(TYPES))
+            name = self.scope.fresh("v")
+            self.emit(indent, f"{name} = {self.expr(t, 2)}")
+            self.scope.variables[name] = t
+        elif kind == "reassign":
+            name, t = self.draw(st.sampled_from(sorted(self.scope.variables.items())))
+            value = self.expr(t, 2)
+            if name in ("i", "n"):  # out[i] and the loads depend on them: keep them
+                name = self.scope.fresh("v")
+                self.scope.variables[name] = t
+            self.emit(indent, f"{name} = hpvm.{t}({value})")
+        elif kind == "atomic":
+            fn = self.atomic
+            index = f"hpvm.i64({self.expr(self.draw(st.sampled_from(INT_TYPES)), 1)}) % 16"
+            self.emit(indent, f"hpvm.{fn}(hist, {index}, {self.expr('i32', 1)})")
+        elif kind == "if":
+            self.emit(indent, f"if {self.cond(2)}:")
+            self.block(indent + 1, budget - 1, in_loop)
+            if self.draw(st.booleans()):
+                self.emit(indent, "else:")
+                self.block(indent + 1, budget - 1, in_loop)
+        elif kind == "for":
+            var = self.scope.fresh("k")
+            bounds = self.draw(st.sampled_from(["3", "0, 4", "5, 0, -2", "hpvm.i32(2), 6, 2"]))
+            self.emit(indent, f"for {var} in range({bounds}):")
+            self.scope.variables[var] = "i32" if bounds.startswith("hpvm.i32") else "i64"
+            self.block(indent + 1, budget - 1, True)
+        elif kind == "while":
+            var = self.scope.fresh("w")
+            self.emit(indent, f"{var} = 0")
+            self.scope.variables[var] = "i64"
+            self.emit(indent, f"while {var} < 3 and {self.cond(1)}:")
+            self.emit(indent + 1, f"{var} += 1")  # first, so that `continue` cannot loop forever
+            self.block(indent + 1, budget - 1, True)
+        else:
+            self.emit(indent, kind)
+
+
+@st.composite
+def programs(draw) -> Program:
+    a_t, b_t, s_t, out_t = (draw(st.sampled_from(TYPES)) for _ in range(4))
+    hierarchical = draw(st.booleans())
+    chained = draw(st.booleans())
+    scope = _Scope(variables={"i": "i64", "n": "i64", "x0": a_t, "x1": b_t, "s": s_t})
+    body = _Builder(draw, scope)
+    if hierarchical:
+        body.emit(1, "me = hpvm.get_node()")
+        body.emit(1, "i = hpvm.get_node_instance_id_x(hpvm.get_parent_node(me)) * "
+                     "hpvm.get_num_node_instances_x(me) + hpvm.get_node_instance_id_x(me)")
+    else:
+        body.emit(1, "i = hpvm.instance_id(0)")
+    body.emit(1, "x0 = a[i]")
+    body.emit(1, "x1 = b[(i * 7 + 3) % n]")
+    body.block(1, draw(st.integers(1, 4)), False)
+    body.emit(1, f"out[i] = hpvm.{out_t}({body.expr(out_t, 3)})")
+    ret = ""
+    if chained:
+        ret_t = draw(st.sampled_from(TYPES))
+        body.emit(1, f"return hpvm.{ret_t}({body.expr(ret_t, 2)})")
+        ret = f" -> {ret_t}"
+    lines = [
+        "import math",
+        "import hpvm_py as hpvm",
+        "from hpvm_py import In, InOut, Out, Ptr, i32, i64, " + ", ".join(sorted(set(TYPES) - {"i32", "i64"})),
+        "",
+        "",
+        "@hpvm.leaf",
+        f"def body(a: In[Ptr[{a_t}]], a_bytes: i64, b: In[Ptr[{b_t}]], b_bytes: i64, "
+        f"out: Out[Ptr[{out_t}]], out_bytes: i64, hist: InOut[Ptr[i32]], hist_bytes: i64, "
+        f"s: {s_t}, n: i64){ret}:",
+        *body.lines,
+        "",
+    ]
+    args = ("a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, out=out, out_bytes=out_bytes, hist=hist, "
+            "hist_bytes=hist_bytes, s=s, n=n")
+    params = (f"a: In[Ptr[{a_t}]], a_bytes: i64, b: In[Ptr[{b_t}]], b_bytes: i64, out: InOut[Ptr[{out_t}]], "
+              f"out_bytes: i64, hist: InOut[Ptr[i32]], hist_bytes: i64, out2: Out[Ptr[i64]], "
+              f"out2_bytes: i64, s: {s_t}, n: i64, p: i64, l: i64")
+    if chained:
+        lines += [
+            "",
+            "@hpvm.leaf",
+            f"def sink(v: {ret_t}, out2: Out[Ptr[i64]], out2_bytes: i64, n: i64):",
+            "    me = hpvm.get_node()",
+        ]
+        if hierarchical:
+            lines.append("    i = hpvm.get_node_instance_id_x(hpvm.get_parent_node(me)) * "
+                         "hpvm.get_num_node_instances_x(me) + hpvm.get_node_instance_id_x(me)")
+        else:
+            lines.append("    i = hpvm.get_node_instance_id_x(me)")
+        lines += ["    out2[i] = hpvm.i64(v)", ""]
+    inner_grid = "l" if hierarchical else "n"
+    inner = [f"    first = hpvm.node(body, grid={inner_grid}, {args})"]
+    if chained:
+        inner.append(f"    hpvm.node(sink, grid={inner_grid}, v=first.out[0], out2=out2, "
+                     "out2_bytes=out2_bytes, n=n)")
+    if hierarchical:
+        lines += ["", "@hpvm.graph", f"def group({params}):", *inner, "",
+                  "", "@hpvm.graph", f"def root({params}):",
+                  "    hpvm.node(group, grid=p, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, out=out, "
+                  "out_bytes=out_bytes, hist=hist, hist_bytes=hist_bytes, out2=out2, "
+                  "out2_bytes=out2_bytes, s=s, n=n, p=p, l=l)", ""]
+    else:
+        lines += ["", "@hpvm.graph", f"def root({params}):", *inner, ""]
+    return Program("\n".join(lines), (a_t, b_t, s_t), out_t, hierarchical, chained)
