@@ -30,9 +30,16 @@ class NodeDef:
 
     name: str
     loc: Loc
+    _input_index: dict[str, int] | None = None
 
     def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
         raise NotImplementedError
+
+    def input_index(self) -> dict[str, int]:
+        """Parameter name -> input port (built once: graphs create many nodes of one function)."""
+        if self._input_index is None:
+            self._input_index = {p.name: i for i, p in enumerate(self.signature()[0])}
+        return self._input_index
 
 
 class _Lowerable(NodeDef):
@@ -50,10 +57,10 @@ class _Lowerable(NodeDef):
         self._lowering = False
 
     def _lower(self) -> None:
-        from .lower import Lowerer
-
         if self._ir is not None:
             return
+        from .lower import Lowerer
+
         if self._lowering:
             raise FrontendError(f"{self.name} calls itself (directly or through helpers); "
                                 "recursion cannot be inlined", self.loc)
@@ -163,10 +170,10 @@ class GraphDef(NodeDef):
         return dict(self._children)
 
     def _trace(self) -> None:
-        from .graph import trace_graph
-
         if self._ir is not None:
             return
+        from .graph import trace_graph
+
         if self._tracing:
             from ..errors import VerificationError
 

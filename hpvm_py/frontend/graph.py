@@ -104,16 +104,19 @@ class Sym(_Symbolic):
         self.builder = builder
         self.index = index
         self.param = param
+        self._dim_expr: D.DimExpr | None = None
 
     def _what(self) -> str:
         return f"graph parameter {self.param.name!r}"
 
     def _dim(self) -> D.DimExpr:
-        t = self.param.type
-        if not (isinstance(t, ScalarType) and t.is_int and not t.is_bool):
-            raise _structure_error(f"arithmetic on {self._what()} of type {t} (instance counts are "
-                                   "integer parameters)")
-        return D.DimParam(self.param.name)
+        if self._dim_expr is None:
+            t = self.param.type
+            if not (isinstance(t, ScalarType) and t.is_int and not t.is_bool):
+                raise _structure_error(f"arithmetic on {self._what()} of type {t} (instance counts are "
+                                       "integer parameters)")
+            self._dim_expr = D.DimParam(self.param.name)
+        return self._dim_expr
 
     def __repr__(self) -> str:
         return f"<graph parameter {self.param.name}: {self.param.type}>"
@@ -324,9 +327,9 @@ def _definition(fn: Any, loc: Loc) -> NodeDef:
 # Reference-form builders
 
 
-def _create(fn: Any, dims: tuple[Any, ...], name: str | None = None) -> NodeRef:
+def _create(fn: Any, dims: tuple[Any, ...], name: str | None = None, loc: Loc | None = None) -> NodeRef:
     builder = current_builder("create_node")
-    loc = caller_loc()
+    loc = loc or caller_loc()
     definition = _definition(fn, loc)
     if len(dims) > 3:
         raise VerificationError(f"a node is replicated in at most 3 dimensions, got {len(dims)}",
@@ -440,33 +443,36 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
         dims = tuple(grid)
     else:
         dims = (grid,)
-    created = _create(fn, dims, name)
-    builder = created.builder
-    names = [p.name for p in created.params]
-    if len(args) > len(names):
-        raise VerificationError(f"{created.ir.func} takes {len(names)} input(s), got {len(args)} "
-                                "positional", caller_loc(), rule="node-inputs")
-    given = dict(zip(names, args))
-    for key, value in inputs.items():
-        if key not in names:
-            raise VerificationError(f"{created.ir.func} has no input named {key!r} (inputs: "
-                                    f"{', '.join(names)})", caller_loc(), rule="ports-exist")
-        if key in given:
-            raise VerificationError(f"input {key!r} given twice", caller_loc(), rule="node-inputs")
-        given[key] = value
     loc = caller_loc()
+    created = _create(fn, dims, name, loc)
+    builder = created.builder
+    index = created.definition.input_index()
+    if len(args) > len(index):
+        raise VerificationError(f"{created.ir.func} takes {len(index)} input(s), got {len(args)} "
+                                "positional", loc, rule="node-inputs")
+    given = dict(zip(index, args))
+    for key, value in inputs.items():
+        if key not in index:
+            raise VerificationError(f"{created.ir.func} has no input named {key!r} (inputs: "
+                                    f"{', '.join(index)})", loc, rule="ports-exist")
+        if key in given:
+            raise VerificationError(f"input {key!r} given twice", loc, rule="node-inputs")
+        given[key] = value
+    node_name = created.ir.name
+    binds, edges = builder.ir.input_binds, builder.ir.edges
     for key, value in given.items():
+        dp = index[key]
+        if type(value) is Sym and value.builder is builder:  # the common case, kept cheap
+            binds.append(D.InputBind(parent_port=value.index, dst=node_name, dst_port=dp, loc=loc))
+            continue
         conn = _connection(value)
-        dp = names.index(key)
         if isinstance(conn.source, Sym):
-            builder.ir.input_binds.append(D.InputBind(parent_port=builder.parent_input(conn.source),
-                                                      dst=created.ir.name, dst_port=dp,
-                                                      stream=conn.stream, loc=loc))
+            binds.append(D.InputBind(parent_port=builder.parent_input(conn.source), dst=node_name,
+                                     dst_port=dp, stream=conn.stream, loc=loc))
         else:
             src = builder.own(conn.source.node, f"input {key!r}")
-            builder.ir.edges.append(D.Edge(src=src.ir.name, src_port=conn.source.port,
-                                           dst=created.ir.name, dst_port=dp, kind=conn.kind,
-                                           stream=conn.stream, loc=loc))
+            edges.append(D.Edge(src=src.ir.name, src_port=conn.source.port, dst=node_name,
+                                dst_port=dp, kind=conn.kind, stream=conn.stream, loc=loc))
     if hint is not None:
         _set_hint(created, hint)
     return created

@@ -8,6 +8,7 @@ hand-written textual graph is held to the same language.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import VerificationError
 from ..types import PtrType, ScalarType, i64
@@ -237,7 +238,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         if n.hint is not None and n.hint not in D.TARGETS:
             raise _fail(f"node {n.name}: hint {n.hint!r} is not a target", n.loc, "hint-target")
 
-    fed: dict[tuple[str, int], str] = {}  # (node, input) -> what feeds it
+    fed: dict[tuple[str, int], Any] = {}  # (node, input) -> the edge or bind that feeds it
     sources: set[tuple[str, int]] = set()
     deferred: list[DeferredGridCheck] = []
     for e in g.edges:
@@ -259,7 +260,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         if isinstance(out_t, PtrType) or isinstance(in_p.type, PtrType):
             raise _fail(f"edge {e.src}.{e.src_port} -> {e.dst}.{in_p.name} carries a pointer; pass "
                         "pointers with bind_input from the common parent", e.loc, "no-pointers-on-edges")
-        if out_t != in_p.type:
+        if out_t is not in_p.type and out_t != in_p.type:
             raise _fail(f"edge {e.src}.{e.src_port} -> {e.dst}.{in_p.name}: output type {out_t} does not "
                         f"match input type {in_p.type}", e.loc, "edge-types")
         if (e.src, e.src_port) in sources:
@@ -268,40 +269,38 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         sources.add((e.src, e.src_port))
         key = (e.dst, e.dst_port)
         if key in fed:
-            raise _fail(f"input {in_p.name!r} of {e.dst} is already fed by {fed[key]}; the reference "
-                        "allows one edge per (Dst, in)", e.loc, "edge-unique-ports")
-        fed[key] = f"the edge from {e.src}"
+            raise _fail(f"input {in_p.name!r} of {e.dst} is already fed by {_feeder(fed[key], g)}; the "
+                        "reference allows one edge per (Dst, in)", e.loc, "edge-unique-ports")
+        fed[key] = e
         if e.kind == D.ONE_TO_ONE:
             deferred.extend(_check_grids(g, nodes[e.src], nodes[e.dst], e))
 
+    checked: set[tuple[int, str, int]] = set()  # (parent port, function, input) already typed
     for b in g.input_binds:
-        if b.dst not in nodes:
+        n = nodes.get(b.dst)
+        if n is None:
             raise _fail(f"bind_input names node {b.dst!r}, which is not a child of graph {g.name}",
                         b.loc, "edge-siblings")
-        if not 0 <= b.parent_port < len(g.params):
-            raise _fail(f"bind_input: graph {g.name} has {len(g.params)} input(s), not port "
-                        f"{b.parent_port}", b.loc, "ports-exist")
-        dst_params = sigs[b.dst][0]
-        if not 0 <= b.dst_port < len(dst_params):
-            raise _fail(f"bind_input: node {b.dst} has {len(dst_params)} input(s), not port {b.dst_port}",
-                        b.loc, "ports-exist")
-        parent_p, child_p = g.params[b.parent_port], dst_params[b.dst_port]
-        if parent_p.type != child_p.type:
-            raise _fail(f"bind_input {parent_p.name} -> {b.dst}.{child_p.name}: type {parent_p.type} "
-                        f"does not match {child_p.type}", b.loc, "bind-types")
-        if isinstance(child_p.type, PtrType) and child_p.direction in ("out", "inout") and \
-                parent_p.direction == "in":
-            raise _fail(f"bind_input {parent_p.name} -> {b.dst}.{child_p.name}: the child writes "
-                        f"({child_p.direction}) through a pointer the parent declares In", b.loc,
-                        "bind-direction")
+        combo = (b.parent_port, n.func, b.dst_port)
+        if combo not in checked:
+            _check_input_bind(g, b, sigs[b.dst][0])
+            checked.add(combo)
         key = (b.dst, b.dst_port)
         if key in fed:
-            rule = "bind-unique-dest" if fed[key].startswith("a bind") else "input-single-source"
-            raise _fail(f"input {child_p.name!r} of {b.dst} is already fed by {fed[key]}", b.loc, rule)
-        fed[key] = f"a bind of {parent_p.name!r}"
+            child_p = sigs[b.dst][0][b.dst_port]
+            rule = "bind-unique-dest" if isinstance(fed[key], D.InputBind) else "input-single-source"
+            raise _fail(f"input {child_p.name!r} of {b.dst} is already fed by {_feeder(fed[key], g)}",
+                        b.loc, rule)
+        fed[key] = b
 
+    feeds: dict[str, int] = {}
+    for node_name, _ in fed:
+        feeds[node_name] = feeds.get(node_name, 0) + 1
     for n in g.nodes:
-        for port, p in enumerate(sigs[n.name][0]):
+        params = sigs[n.name][0]
+        if feeds.get(n.name, 0) == len(params):
+            continue
+        for port, p in enumerate(params):
             if (n.name, port) not in fed:
                 raise _fail(f"input {p.name!r} of node {n.name} is not connected: bind a graph "
                             "parameter to it or draw an edge from a sibling", n.loc, "inputs-connected")
@@ -337,6 +336,30 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
                         g.loc, "outputs-bound")
     _check_acyclic(g)
     return deferred
+
+
+def _check_input_bind(g: D.GraphFunc, b: D.InputBind, dst_params: list[K.Param]) -> None:
+    if not 0 <= b.parent_port < len(g.params):
+        raise _fail(f"bind_input: graph {g.name} has {len(g.params)} input(s), not port "
+                    f"{b.parent_port}", b.loc, "ports-exist")
+    if not 0 <= b.dst_port < len(dst_params):
+        raise _fail(f"bind_input: node {b.dst} has {len(dst_params)} input(s), not port {b.dst_port}",
+                    b.loc, "ports-exist")
+    parent_p, child_p = g.params[b.parent_port], dst_params[b.dst_port]
+    if parent_p.type is not child_p.type and parent_p.type != child_p.type:
+        raise _fail(f"bind_input {parent_p.name} -> {b.dst}.{child_p.name}: type {parent_p.type} "
+                    f"does not match {child_p.type}", b.loc, "bind-types")
+    if isinstance(child_p.type, PtrType) and child_p.direction in ("out", "inout") and \
+            parent_p.direction == "in":
+        raise _fail(f"bind_input {parent_p.name} -> {b.dst}.{child_p.name}: the child writes "
+                    f"({child_p.direction}) through a pointer the parent declares In", b.loc,
+                    "bind-direction")
+
+
+def _feeder(source: Any, g: D.GraphFunc) -> str:
+    if isinstance(source, D.Edge):
+        return f"the edge from {source.src}"
+    return f"a bind of {g.params[source.parent_port].name!r}"
 
 
 def _check_grids(g: D.GraphFunc, src: D.Node, dst: D.Node, e: D.Edge) -> list[DeferredGridCheck]:
@@ -413,6 +436,7 @@ def _check_root_outputs(root: D.GraphFunc) -> None:
 
 def _check_instance_queries(module: D.Module) -> None:
     seen: set[tuple[str, tuple[int, ...]]] = set()
+    summaries: dict[str, list[K.Expr]] = {}  # per leaf: its instance queries, found once
 
     def visit(graph: D.GraphFunc, ancestors: tuple[int, ...]) -> None:
         # ancestors: dims of the enclosing internal-node instances, innermost first (root excluded)
@@ -424,13 +448,20 @@ def _check_instance_queries(module: D.Module) -> None:
             if isinstance(fn, D.GraphFunc):
                 visit(fn, (len(n.dims),) + ancestors)
             elif isinstance(fn, K.LeafFunc):
-                _check_leaf_queries(fn, n, (len(n.dims),) + ancestors)
+                queries = summaries.get(fn.name)
+                if queries is None:
+                    queries = summaries[fn.name] = [
+                        e for e in K.walk_all_exprs(fn.body)
+                        if isinstance(e, (K.InstanceId, K.NumInstances, K.NumDims))]
+                if queries:
+                    _check_leaf_queries(fn, queries, n, (len(n.dims),) + ancestors)
 
     visit(module.root_func, ())
 
 
-def _check_leaf_queries(leaf: K.LeafFunc, node: D.Node, levels: tuple[int, ...]) -> None:
-    for e in K.walk_all_exprs(leaf.body):
+def _check_leaf_queries(leaf: K.LeafFunc, queries: list[K.Expr], node: D.Node,
+                        levels: tuple[int, ...]) -> None:
+    for e in queries:
         if isinstance(e, (K.InstanceId, K.NumInstances)):
             what = "instance id" if isinstance(e, K.InstanceId) else "instance count"
             axis = "xyz"[e.dim]

@@ -142,7 +142,7 @@ class _Builder:
         elif kind == "reassign":
             name, t = self.draw(st.sampled_from(sorted(self.scope.variables.items())))
             value = self.expr(t, 2)
-            if name in ("i", "n"):  # out[i] and the loads depend on them: keep them
+            if name in ("i", "n") or name.startswith("w"):  # indices and loop counters stay intact
                 name = self.scope.fresh("v")
                 self.scope.variables[name] = t
             self.emit(indent, f"{name} = hpvm.{t}({value})")
