@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from typing import Any, Callable
 
@@ -42,12 +43,19 @@ class NodeDef:
         return self._input_index
 
 
+def _check_function(func: Any, decorator: str) -> None:
+    if not inspect.isfunction(func):
+        raise FrontendError(f"{decorator} decorates a `def` function, not "
+                            f"{getattr(func, '__qualname__', type(func).__name__)!s}", caller_loc())
+
+
 class _Lowerable(NodeDef):
     """Shared lazy lowering of a decorated Python function."""
 
     kind = ""
 
     def __init__(self, func: Callable[..., Any]):
+        _check_function(func, f"@hpvm.{'leaf' if self.kind == 'leaf' else 'func'}")
         functools.update_wrapper(self, func)
         self.pyfunc = func
         self.name = unique_name(func.__name__)
@@ -77,6 +85,9 @@ class _Lowerable(NodeDef):
     def _resolve_helper(self, obj: Any, loc: Loc) -> K.HelperFunc | None:
         if not isinstance(obj, HelperDef):
             return None
+        if obj._lowering:
+            raise FrontendError(f"{obj.name} calls itself (directly or through helpers); recursion "
+                                "cannot be inlined", loc)
         helper_ir = obj.ir  # lowers it, detecting recursion
         self._helpers[obj.name] = obj
         self._helpers.update(obj.helpers())
@@ -100,7 +111,7 @@ class LeafDef(_Lowerable):
         super().__init__(func)
         if target not in _LEAF_TARGETS:
             raise FrontendError(f"@hpvm.leaf(target={target!r}): the target is one of "
-                                f"{', '.join(_LEAF_TARGETS)}", self.loc)
+                                f"{', '.join(_LEAF_TARGETS)}", self.loc, rule="hint-target")
         self.target = target
 
     @property
@@ -110,7 +121,8 @@ class LeafDef(_Lowerable):
 
     def _make_ir(self, lowerer: Any, body: list[K.Stmt]) -> K.LeafFunc:
         return K.LeafFunc(name=self.name, params=lowerer.params_list(), outputs=lowerer.outputs,
-                          locals=dict(lowerer.locals), body=body, target=self.target, loc=self.loc)
+                          locals=dict(lowerer.locals), body=body, target=self.target,
+                          loc=lowerer.src.loc(lowerer.src.tree))
 
     def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
         return self.ir.params, self.ir.outputs
@@ -118,7 +130,7 @@ class LeafDef(_Lowerable):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise FrontendError(f"{self.name} is a leaf node function: it runs as a node of a graph "
                             "(hpvm.node / create_node inside an @hpvm.graph), not as a call",
-                            caller_loc(), rule="leaf-called-directly")
+                            caller_loc(), rule="node-function")
 
     def __repr__(self) -> str:
         return f"<hpvm leaf {self.name}>"
@@ -136,7 +148,7 @@ class HelperDef(_Lowerable):
 
     def _make_ir(self, lowerer: Any, body: list[K.Stmt]) -> K.HelperFunc:
         return K.HelperFunc(name=self.name, params=lowerer.params_list(), result=lowerer.result_type,
-                            locals=dict(lowerer.locals), body=body, loc=self.loc)
+                            locals=dict(lowerer.locals), body=body, loc=lowerer.src.loc(lowerer.src.tree))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.pyfunc(*args, **kwargs)
@@ -149,6 +161,7 @@ class GraphDef(NodeDef):
     """An internal node function: its body is traced once to build the child graph."""
 
     def __init__(self, func: Callable[..., Any]):
+        _check_function(func, "@hpvm.graph")
         functools.update_wrapper(self, func)
         self.pyfunc = func
         self.name = unique_name(func.__name__)

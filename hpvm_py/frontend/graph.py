@@ -149,6 +149,11 @@ def _as_dim(value: Any, builder: "GraphBuilder", what: str) -> D.DimExpr:
         if value.builder is not builder:
             raise VerificationError(f"{what} uses a parameter of another graph", caller_loc(),
                                     rule="edge-siblings")
+        if isinstance(value, Sym) and not (isinstance(value.param.type, ScalarType) and
+                                           value.param.type.is_int and not value.param.type.is_bool):
+            raise VerificationError(f"{what} is graph parameter {value.param.name!r} of type "
+                                    f"{value.param.type}; instance counts are integer parameters",
+                                    caller_loc(), rule="instance-counts")
         return value._dim()
     raise VerificationError(f"{what} must be an int or an expression of integer graph parameters "
                             f"(+ - * // %), not {type(value).__name__}", caller_loc(),
@@ -313,11 +318,11 @@ def current_builder(what: str) -> GraphBuilder:
 
 
 def _definition(fn: Any, loc: Loc) -> NodeDef:
-    if isinstance(fn, NodeDef):
-        return fn
-    if isinstance(fn, HelperDef):
+    if isinstance(fn, HelperDef):  # a NodeDef subclass too (it shares the lowering), but no node
         raise VerificationError(f"{fn.name} is an @hpvm.func helper; nodes run @hpvm.leaf or "
                                 "@hpvm.graph functions", loc, rule="node-function")
+    if isinstance(fn, NodeDef):
+        return fn
     name = getattr(fn, "__qualname__", repr(fn))
     raise VerificationError(f"{name} is not a node function: decorate it with @hpvm.leaf or "
                             "@hpvm.graph", loc, rule="node-function")
@@ -341,7 +346,7 @@ def _create(fn: Any, dims: tuple[Any, ...], name: str | None = None, loc: Loc | 
     if name is None:
         node_name = builder.node_name(definition.name)
     else:
-        if not name.isidentifier() or name in builder._names:
+        if not isinstance(name, str) or not name.isidentifier() or name in builder._names:
             raise VerificationError(f"node name {name!r} must be a fresh identifier in this graph",
                                     loc, rule="unique-node-names")
         builder._names.add(name)
@@ -492,7 +497,7 @@ def trace_graph(definition: GraphDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
     lowerer = Lowerer(src, "graph", definition.name, lambda obj, loc: None, lambda obj: False)
     lowerer.lower_signature()
     ir = D.GraphFunc(name=definition.name, params=lowerer.params_list(), outputs=lowerer.outputs,
-                     loc=definition.loc)
+                     loc=src.loc(src.tree))  # the `def` line, not the decorator's
     builder = GraphBuilder(definition, ir, src.file)
     symbols = [Sym(builder, i, p) for i, p in enumerate(ir.params)]
     stack = getattr(_local, "stack", None)
@@ -513,8 +518,19 @@ def trace_graph(definition: GraphDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
 
 
 def _return_loc(src: Any) -> Loc | None:
-    returns = [n for n in ast.walk(src.tree) if isinstance(n, ast.Return) and n.value is not None]
-    return src.loc(returns[-1]) if returns else None
+    """The last `return value` of the graph function itself (not of a function nested in it)."""
+    returns: list[ast.Return] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(child, ast.Return) and child.value is not None:
+                returns.append(child)
+            visit(child)
+
+    visit(src.tree)
+    return src.loc(max(returns, key=lambda r: (r.lineno, r.col_offset))) if returns else None
 
 
 def _bind_result(builder: GraphBuilder, result: Any, loc: Loc) -> None:
@@ -543,8 +559,12 @@ def _bind_result(builder: GraphBuilder, result: Any, loc: Loc) -> None:
 
 
 def _user_frame_loc(exc: BaseException, default: Loc) -> Loc:
-    frames = traceback.extract_tb(exc.__traceback__)
+    """The innermost frame in the graph's own file (a library's frame, json's or numpy's, is not
+    where the user wrote the mistake), else the innermost frame outside hpvm_py."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_PACKAGE_DIR)]
     for frame in reversed(frames):
-        if not frame.filename.startswith(_PACKAGE_DIR):
+        if frame.filename == default.file:
             return Loc(frame.filename, frame.lineno or 0, frame.colno or 0)
+    if frames:
+        return Loc(frames[-1].filename, frames[-1].lineno or 0, frames[-1].colno or 0)
     return default

@@ -22,6 +22,7 @@ from ..errors import FrontendError, VerificationError
 from ..ir import kernel as K
 from ..ir.loc import Loc
 from ..types import PtrType, ScalarType, Type
+from .decorators import LeafDef
 from .intrinsics import INTRINSICS
 from .source import FunctionSource, is_missing, output_types, param_type, resolve_annotation
 
@@ -143,8 +144,10 @@ class Lowerer:
         func = self.src.func
         sig = inspect.signature(func)
         arg_nodes = {a.arg: a for a in fdef.args.args}
-        if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs or fdef.args.posonlyargs:
-            raise self.error(fdef, f"{func.__name__}: node and helper functions take plain "
+        special = [a for a in [fdef.args.vararg, fdef.args.kwarg] + fdef.args.kwonlyargs +
+                   fdef.args.posonlyargs if a is not None]
+        if special:
+            raise self.error(special[0], f"{func.__name__}: node and helper functions take plain "
                              "positional parameters only (no *args, **kwargs, keyword-only)")
         for name, p in sig.parameters.items():
             node = arg_nodes.get(name, fdef)
@@ -251,7 +254,8 @@ class Lowerer:
             return self.for_loop(node, loc)
         if isinstance(node, ast.While):
             if node.orelse:
-                raise self.error(node, "`while ... else` is not supported in a leaf")
+                raise self.error(node, "`while ... else` is not supported in a leaf",
+                                 rule="supported-python")
             cond = self.materialize(self.truth(self.expr(node.test), node.test), T.i1, node.test)
             return [K.While(cond=cond, body=self.nested(node.body), loc=loc)]
         if isinstance(node, ast.Break):
@@ -335,7 +339,7 @@ class Lowerer:
         if current is None:
             current = declared if declared is not None else self.default_type(value)
             self.locals[name] = current
-            expr = self.to_type(value, current, node, explicit=declared is not None)
+            expr = self.to_type(value, current, node, explicit=False)  # `x: i8 = ...` is no cast
         else:
             if declared is not None and declared != current:
                 raise self.error(node, f"{name!r} is already {current} and cannot be redeclared as {declared}")
@@ -390,7 +394,7 @@ class Lowerer:
         if not isinstance(node, ast.Call):
             return False
         obj = self.resolve_object(node.func)
-        return obj is not None and INTRINSICS.get(obj, ("",))[0] == "malloc"
+        return obj is not None and _intrinsic_kind(obj) == "malloc"
 
     def malloc_assign(self, target: ast.Name, call: ast.Call, loc: Loc) -> K.Stmt:
         if self.kind == "helper":
@@ -427,7 +431,8 @@ class Lowerer:
 
     def for_loop(self, node: ast.For, loc: Loc) -> list[K.Stmt]:
         if node.orelse:
-            raise self.error(node, "`for ... else` is not supported in a leaf")
+            raise self.error(node, "`for ... else` is not supported in a leaf",
+                             rule="supported-python")
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the loop variable must be a plain name")
         it = node.iter
@@ -507,9 +512,7 @@ class Lowerer:
             if missing:
                 raise self.error(value, f"output field(s) {', '.join(missing)} not given")
             return [given[f] for f in fields]
-        if len(self.outputs) == 1:
-            return [value]
-        raise self.error(value, f"return a tuple of {len(self.outputs)} values")
+        return [value]  # one value: ret() checks it against the declared outputs
 
     def expr_stmt(self, node: ast.Expr, loc: Loc) -> list[K.Stmt]:
         value = node.value
@@ -517,7 +520,7 @@ class Lowerer:
             return []  # a string used as a comment
         if isinstance(value, ast.Call):
             obj = self.resolve_object(value.func)
-            kind = INTRINSICS.get(obj, ("",))[0] if obj is not None else ""
+            kind = _intrinsic_kind(obj) if obj is not None else ""
             if kind == "barrier":
                 self._no_intrinsics_in_helper(value, "barrier")
                 if value.args or value.keywords:
@@ -832,8 +835,20 @@ class Lowerer:
         if obj is None:
             raise self.error(node.func, "only casts, math functions, intrinsics and @hpvm.func "
                              "helpers can be called in a leaf", rule="supported-python")
+        if not _hashable(obj):
+            raise self.error(node.func, f"cannot call a {type(obj).__name__} in a leaf: only casts, "
+                             "math functions, intrinsics and @hpvm.func helpers", rule="supported-python")
+        if isinstance(obj, LeafDef):
+            raise self.error(node.func, f"{obj.name} is a leaf node function: it runs as a node of a "
+                             "graph, not as a call (move shared code into an @hpvm.func helper)",
+                             rule="node-function")
+        if self.is_builder(obj):
+            raise self.verror(node, f"{getattr(obj, '__name__', obj)}() builds graph structure; leaf "
+                              "nodes compute and only internal nodes (@hpvm.graph) build structure",
+                              "leaf-no-graph-builders")
         if node.keywords:
-            raise self.error(node, "calls in a leaf take positional arguments only")
+            raise self.error(node, "calls in a leaf take positional arguments only",
+                             rule="supported-python")
         if isinstance(obj, ScalarType):
             return self.cast(obj, node, loc)
         if obj in INTRINSICS:
@@ -856,10 +871,6 @@ class Lowerer:
                                  "and returns an i64, as Python's does)")
             value = self.math_call("round", node, loc)
             return K.Cast(value=value, type=T.i64, loc=loc)
-        if self.is_builder(obj):
-            raise self.verror(node, f"{getattr(obj, '__name__', obj)}() builds graph structure; leaf "
-                              "nodes compute and only internal nodes (@hpvm.graph) build structure",
-                              "leaf-no-graph-builders")
         if obj is builtins.print or obj is builtins.breakpoint:
             raise self.error(node, f"{obj.__name__}() is a statement in a leaf, not a value")
         helper = self.resolve_helper(obj, loc)
@@ -876,7 +887,7 @@ class Lowerer:
         if isinstance(value, Handle):
             raise self.error(node, "node handles cannot be cast")
         if isinstance(value, Weak):
-            return self.materialize(value, t, node, explicit=True)
+            return self.materialize(value, t, node, explicit=True, cast=True)
         if not isinstance(value.type, ScalarType):
             raise self.error(node, f"cannot cast a {value.type} to {t}")
         if t.is_bool:
@@ -1017,8 +1028,12 @@ class Lowerer:
         assert isinstance(value, K.Expr)
         return value
 
-    def materialize(self, value: Value, t: Type, node: ast.AST | None, explicit: bool = False) -> K.Expr:
-        """Give a weak literal the type t (checking that it fits)."""
+    def materialize(self, value: Value, t: Type, node: ast.AST | None, explicit: bool = False,
+                    cast: bool = False) -> K.Expr:
+        """Give a weak literal the type t. An integer literal must fit in t unless it is the operand
+        of a cast such as hpvm.i8(300), which wraps (an operand, a store or a declaration does not:
+        `x + 300` with an i8 x is an error, as it is for NumPy scalars); explicit lets a float
+        literal become an integer."""
         if not isinstance(value, Weak):
             assert isinstance(value, K.Expr)
             return value
@@ -1033,7 +1048,7 @@ class Lowerer:
         if isinstance(v, float):
             if not explicit:
                 raise FrontendError(f"the float literal {v!r} cannot become a {t} implicitly; "
-                                    f"write hpvm.{t}({v!r}) to convert it", loc)
+                                    f"write hpvm.{t}({v!r}) to convert it", loc, rule="typing-narrowing")
             if math.isnan(v):
                 v = 0
             elif math.isinf(v):
@@ -1041,7 +1056,7 @@ class Lowerer:
             v = max(t.min_value(), min(t.max_value(), int(v)))  # saturating, as the cast is
         v = int(v)
         if not t.min_value() <= v <= t.max_value():
-            if explicit:
+            if cast:
                 v = _wrap(v, t)
             else:
                 raise FrontendError(f"the literal {v} does not fit in {t} "
@@ -1088,6 +1103,18 @@ class Lowerer:
         return names
 
 
+def _hashable(obj: Any) -> bool:
+    try:
+        hash(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def _intrinsic_kind(obj: Any) -> str:
+    return INTRINSICS.get(obj, ("",))[0] if _hashable(obj) else ""
+
+
 def _const(value: int | float, t: Type, loc: Loc) -> K.Const:
     return K.Const(value=value, type=t, loc=loc)
 
@@ -1132,6 +1159,7 @@ _CONSTRUCT_NAMES = {
     ast.YieldFrom: "`yield from`", ast.Starred: "a starred expression",
     ast.NamedExpr: "an assignment expression (:=)", ast.Slice: "a slice",
     ast.Match: "`match`", ast.AsyncFor: "`async for`", ast.AsyncWith: "`async with`",
+    ast.Attribute: "an attribute",
 }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
 import typing
 from dataclasses import dataclass
@@ -45,7 +46,8 @@ def is_missing(obj: Any) -> bool:
 
 def function_loc(func: Callable[..., Any]) -> Loc:
     code = func.__code__
-    return Loc(code.co_filename, code.co_firstlineno, 0)
+    text = linecache.getline(code.co_filename, code.co_firstlineno)  # col: the line's indentation
+    return Loc(code.co_filename, code.co_firstlineno, _indent(text) if text.strip() else 0)
 
 
 def read_function(func: Callable[..., Any]) -> FunctionSource:
@@ -59,7 +61,10 @@ def read_function(func: Callable[..., Any]) -> FunctionSource:
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     col_shift = _indent(lines[0]) - _indent(dedented.splitlines()[0]) if lines else 0
-    module = ast.parse(dedented)
+    try:
+        module = ast.parse(dedented)
+    except SyntaxError:  # the lines of a lambda inside a larger expression
+        module = ast.parse("pass")
     ast.increment_lineno(module, first_line - 1)
     fdef = module.body[0]
     if not isinstance(fdef, ast.FunctionDef):

@@ -396,9 +396,30 @@ def _check_acyclic(g: D.GraphFunc) -> None:
             if indeg[e.dst] == 0:
                 ready.append(e.dst)
     if seen != len(g.nodes):
-        on_cycle = next(e for e in g.edges if indeg[e.dst] > 0 and indeg[e.src] > 0)
+        on_cycle = _closing_edge(g, {name for name, d in indeg.items() if d > 0})
         raise _fail(f"the edges of graph {g.name} form a cycle through {on_cycle.src} -> {on_cycle.dst}; "
                     "a dataflow graph must be acyclic", on_cycle.loc, "dfg-acyclic")
+
+
+def _closing_edge(g: D.GraphFunc, left: set[str]) -> D.Edge:
+    """The last-created edge that lies on a cycle among the nodes `left` by the topological sort
+    (nodes downstream of a cycle are left too, so an edge between two of them is not enough)."""
+    succ: dict[str, list[str]] = {}
+    for e in g.edges:
+        succ.setdefault(e.src, []).append(e.dst)
+
+    def reaches(start: str, goal: str) -> bool:
+        stack, seen = [start], set()
+        while stack:
+            name = stack.pop()
+            if name == goal:
+                return True
+            if name not in seen:
+                seen.add(name)
+                stack.extend(succ.get(name, ()))
+        return False
+
+    return next(e for e in reversed(g.edges) if e.src in left and e.dst in left and reaches(e.dst, e.src))
 
 
 def _check_hierarchy(module: D.Module) -> None:
@@ -425,9 +446,10 @@ def _check_hierarchy(module: D.Module) -> None:
 def _check_root_outputs(root: D.GraphFunc) -> None:
     for port, out in enumerate(root.outputs):
         if isinstance(out.type, PtrType):
+            bind = next((b for b in root.output_binds if b.parent_port == port), None)
             raise _fail(f"output {out.name or port} of the root graph {root.name} is a pointer; the "
-                        "host receives values (it already holds its buffers)", root.loc,
-                        "no-pointers-on-edges")
+                        "host receives values (it already holds its buffers)",
+                        bind.loc if bind is not None else root.loc, "no-pointers-on-edges")
 
 
 # ----------------------------------------------------------------------------------------------

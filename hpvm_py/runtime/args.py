@@ -51,6 +51,10 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
     if not info.contiguous:
         raise LaunchError(f"argument {p.name!r} of {func.name} is not contiguous; pass "
                           "np.ascontiguousarray(...) or tensor.contiguous()", caller_loc())
+    if p.direction in ("out", "inout") and isinstance(arg, np.ndarray) and not arg.flags.writeable:
+        spelling = "Out" if p.direction == "out" else "InOut"
+        raise LaunchError(f"argument {p.name!r} of {func.name} is a read-only array, but the graph "
+                          f"writes it ({spelling}[...]); pass a writeable array", caller_loc())
     if info.device != HOST and info.device not in devices:
         raise LaunchError(f"argument {p.name!r} lives on {info.device}, but this graph runs on "
                           f"{', '.join(sorted(devices))}", caller_loc())
@@ -81,7 +85,11 @@ def _scalar(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> Any:
         raise LaunchError(f"{where} is an i1: pass True or False", caller_loc())
     if t.is_float:
         if isinstance(arg, (int, float)) and not isinstance(arg, bool):
-            return S.cast(np.float64(arg), f64, t) if t == bf16 else S.value_dtype(t).type(arg)
+            try:
+                return S.cast(np.float64(arg), f64, t) if t == bf16 else S.value_dtype(t).type(arg)
+            except OverflowError:  # an int beyond every float
+                raise LaunchError(f"{where} is a {t}: {arg} is too large for a float",
+                                  caller_loc()) from None
         raise LaunchError(f"{where} is a {t}: pass a number, not {type(arg).__name__}", caller_loc())
     if isinstance(arg, bool) or not isinstance(arg, int):
         raise LaunchError(f"{where} is a {t}: pass an int, not {type(arg).__name__}", caller_loc())
