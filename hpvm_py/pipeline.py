@@ -111,12 +111,12 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
     target = target or default_target()
     if target not in TARGETS:
         raise LaunchError(f"target {target!r} is not one of {', '.join(TARGETS)}", caller_loc())
+    module = module_of(root)  # rejects what is not a graph before it is used as a cache key
     with _compiled_lock:
         cached = _compiled.get(root, {}).get(target)
     if cached is not None:
         stats.bump("graph_cache_hits")
         return cached
-    module = module_of(root)
     deferred = verify_module(module)
     lowered = run_passes(module)
     plan = build_plan(lowered, deferred, target, _compile_leaf)

@@ -233,26 +233,20 @@ def test_torch_misuse(rt):
     check_clean(info, LaunchError, "torch-noncontig")
 
 
-# -- known gaps in the host API (outside this suite's files): strict xfails flag the fix ----------
+# -- gaps found by this suite, since fixed ------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="compile_graph puts the root in a WeakKeyDictionary before "
-                   "checking it: launch(None) ends in an InternalError (pipeline.py)")
 def test_launch_none(rt):
     with pytest.raises(LaunchError):
         hpvm.launch(None)
 
 
-@pytest.mark.xfail(strict=True, reason="launch(..., n=8) reaches the wrapper as a TypeError and "
-                   "comes out as an InternalError (runtime/api.py)")
 def test_launch_with_keyword_arguments(rt, bufs):
     a, c = bufs
     with pytest.raises(LaunchError):
         hpvm.launch(P.vinc, a, a.nbytes, c, c.nbytes, n=8)
 
 
-@pytest.mark.xfail(strict=True, reason="init() accepts any target; the mistake surfaces only at "
-                   "the first launch (runtime/api.py)")
 def test_init_with_unknown_target():
     try:
         with pytest.raises(LaunchError):
@@ -261,9 +255,6 @@ def test_init_with_unknown_target():
         hpvm.cleanup()
 
 
-@pytest.mark.xfail(strict=True, reason="the reference encloses every HPVM operation in init/cleanup, "
-                   "but a non-streaming handle is not closed by cleanup(): wait() still returns "
-                   "(runtime/api.py)")
 def test_wait_after_cleanup(bufs):
     a, c = bufs
     with hpvm.runtime("python"):

@@ -9,8 +9,10 @@ from __future__ import annotations
 import bdb
 import contextlib
 import functools
+import inspect
 import os
 import threading
+import weakref
 from typing import Any, Callable, Iterator, TypeVar
 
 from ..errors import HPVMError, InternalError, LaunchError, StreamError
@@ -24,9 +26,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def api_boundary(fn: F) -> F:
+    signature = inspect.signature(fn)
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise LaunchError(f"hpvm.{fn.__name__}(): {exc}", caller_loc()) from None
             return fn(*args, **kwargs)
         except HPVMError as exc:
             error: HPVMError = exc
@@ -47,10 +55,15 @@ class Runtime:
     """State between init() and cleanup(): the target, the tracker, live handles."""
 
     def __init__(self, target: str | None):
+        from ..pipeline import TARGETS
+
+        if target is not None and target not in TARGETS:
+            raise LaunchError(f"hpvm.init(): target {target!r} is not one of {', '.join(TARGETS)}",
+                              caller_loc())
         self.target = target or default_target()
         self.tracker = MemoryTracker()
         self.executor = Executor(self.tracker)
-        self.handles: set[Any] = set()
+        self.handles: "weakref.WeakSet[Any]" = weakref.WeakSet()  # dropped handles need no cleanup
         self.lock = threading.Lock()
 
 
@@ -133,19 +146,25 @@ def compile(root: Any, target: str | None = None) -> CompiledGraph:  # noqa: A00
 class Handle:
     """A non-streaming launch: its outputs, returned once by wait()."""
 
-    def __init__(self, compiled: CompiledGraph, outputs: list[Any]):
+    def __init__(self, compiled: CompiledGraph, outputs: list[Any], runtime: Runtime):
         self.compiled = compiled
         self._outputs = outputs
         self._waited = False
+        self._cleaned_up = False
+        self._runtime = runtime
 
     def result(self) -> Any:
+        if self._cleaned_up:
+            raise LaunchError("wait(): the runtime was cleaned up after this launch; wait for a "
+                              "launch before hpvm.cleanup()", caller_loc())
         if self._waited:
             raise LaunchError("wait() was already called on this launch handle", caller_loc())
         self._waited = True
+        self._runtime.handles.discard(self)
         return _shape_outputs(self.compiled, self._outputs)
 
     def close_on_cleanup(self) -> None:
-        self._waited = True
+        self._cleaned_up = True
 
 
 def _shape_outputs(compiled: CompiledGraph, outputs: list[Any]) -> Any:
@@ -190,7 +209,9 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
     env = bind_arguments(compiled.module.root_func, args, rt.tracker, {device_of(compiled.target)})
     outputs = rt.executor.run(compiled.plan, env)
     _stats.bump("launches")
-    return Handle(compiled, outputs)
+    handle = Handle(compiled, outputs, rt)
+    rt.handles.add(handle)
+    return handle
 
 
 @api_boundary
