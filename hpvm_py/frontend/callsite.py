@@ -9,6 +9,7 @@ from ..ir.loc import UNKNOWN, Loc
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _positions: dict[CodeType, list] = {}
+_locs: dict[tuple[CodeType, int], Loc] = {}  # a call site in a loop repeats: one Loc for it
 
 
 def _inside_package(filename: str) -> bool:
@@ -23,6 +24,10 @@ def caller_loc() -> Loc:
     if frame is None:
         return UNKNOWN
     code = frame.f_code
+    key = (code, frame.f_lasti)
+    loc = _locs.get(key)
+    if loc is not None:
+        return loc
     positions = _positions.get(code)
     if positions is None:
         positions = list(code.co_positions())
@@ -31,4 +36,5 @@ def caller_loc() -> Loc:
     col = 0
     if 0 <= index < len(positions) and positions[index][2] is not None:
         col = positions[index][2]
-    return Loc(code.co_filename, frame.f_lineno, col)
+    loc = _locs[key] = Loc(code.co_filename, frame.f_lineno, col)
+    return loc

@@ -1,0 +1,29 @@
+"""Timing helpers shared by the benchmarks: warm-up, then the median of repeated runs."""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+
+def median_ms(fn: Callable[[], object], repeat: int = 7, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def per_call_us(fn: Callable[[], object], calls: int = 2000, repeat: int = 5) -> float:
+    """Median over `repeat` batches of the mean time of one call, in microseconds."""
+    fn()
+    batches = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        batches.append((time.perf_counter() - start) / calls)
+    return statistics.median(batches) * 1e6

@@ -1,0 +1,95 @@
+"""Streaming throughput and per-item overhead (issue targets: >= 1.7x, < 50 us).
+
+1. A 4-stage pipeline of balanced compute-bound stages (each a small grid doing a dependent chain
+   of multiply-adds, below the size where one stage would use several cores by itself) against
+   the same graph launched item by item with launch/wait, in one run.
+2. push + pop of a trivial single-stage graph, per item.
+
+    python benchmarks/streaming.py [--target cpu] [--items 24] [--work 200000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+import hpvm_py as hpvm  # noqa: E402
+from _timing import per_call_us  # noqa: E402
+from hpvm_py import InOut, Ptr, f32, i32, i64  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from programs.stream_graphs import four_stages  # noqa: E402
+
+
+@hpvm.leaf
+def touch(buf: InOut[Ptr[f32]], buf_bytes: i64, v: f32) -> f32:
+    buf[0] = v
+    return v
+
+
+@hpvm.graph
+def trivial(buf: InOut[Ptr[f32]], buf_bytes: i64, v: f32) -> f32:
+    return hpvm.node(touch, buf=hpvm.streaming(buf), buf_bytes=buf_bytes, v=hpvm.streaming(v)).out[0]
+
+
+def items(count: int, n: int) -> list[list]:
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(count):
+        bufs = [rng.random(n, dtype=np.float32)] + [np.zeros(n, np.float32) for _ in range(4)]
+        args: list = []
+        for b in bufs:
+            args += [b, b.nbytes]
+        out.append(args)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--target", default="cpu")
+    parser.add_argument("--items", type=int, default=24)
+    parser.add_argument("--n", type=int, default=16, help="instances per stage")
+    parser.add_argument("--work", type=int, default=200000, help="multiply-adds per instance")
+    args = parser.parse_args()
+    batch = items(args.items, args.n)
+    with hpvm.runtime(args.target):
+        compiled = hpvm.compile(four_stages)
+        hpvm.wait(hpvm.launch(compiled, *batch[0], args.n, args.work))  # warm-up
+        start = time.perf_counter()
+        for item in batch:
+            hpvm.wait(hpvm.launch(compiled, *item, args.n, args.work))
+        sequential = time.perf_counter() - start
+        start = time.perf_counter()
+        handle = hpvm.launch(compiled, stream=True, depth=4)
+        for item in batch:
+            hpvm.push(handle, *item, args.n, args.work)
+        for _ in batch:
+            hpvm.pop(handle)
+        hpvm.wait(handle)
+        streamed = time.perf_counter() - start
+
+        buf = np.zeros(1, np.float32)
+        handle = hpvm.launch(trivial, stream=True)
+
+        def one_item() -> None:
+            hpvm.push(handle, buf, buf.nbytes, 1.0)
+            hpvm.pop(handle)
+
+        per_item = per_call_us(one_item, calls=500)
+        hpvm.wait(handle)
+    speedup = sequential / streamed
+    print(f"4-stage pipeline, {args.items} items on {args.target}: launch/wait {sequential * 1e3:.0f} ms, "
+          f"stream {streamed * 1e3:.0f} ms, throughput {speedup:.2f}x (target >= 1.7x: "
+          f"{'met' if speedup >= 1.7 else 'NOT met'})")
+    print(f"push + pop of a trivial graph: {per_item:.1f} us per item (target < 50 us: "
+          f"{'met' if per_item < 50 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
