@@ -7,7 +7,7 @@ are left out of the bitwise part: they come from different libraries on each tar
 CUDA) and agree to a few ulps, which tests/test_semantics.py checks with a tolerance.
 
 A failing case prints the program's source and inputs: paste them into a regular test.
-HPVM_DIFF_EXAMPLES sets the number of programs (default 150).
+HPVM_DIFF_EXAMPLES sets the number of programs (default 200).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from hpvm_py.ir import semantics as S
 from conftest import TARGETS
 from differential.generator import Program, programs
 
-EXAMPLES = int(os.environ.get("HPVM_DIFF_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("HPVM_DIFF_EXAMPLES", "200"))
 _counter = itertools.count()
 _folder: Path | None = None
 
