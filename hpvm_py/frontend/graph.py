@@ -468,7 +468,7 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
     for key, value in given.items():
         dp = index[key]
         if type(value) is Sym and value.builder is builder:  # the common case, kept cheap
-            binds.append(D.InputBind(parent_port=value.index, dst=node_name, dst_port=dp, loc=loc))
+            binds.append(D.InputBind(value.index, node_name, dp, False, loc))
             continue
         conn = _connection(value)
         if isinstance(conn.source, Sym):

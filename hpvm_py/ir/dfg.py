@@ -91,7 +91,7 @@ def dim_text(expr: DimExpr, parent_prec: int = 0) -> str:
 # Graph structure
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(slots=True)  # positional too: graph builders create thousands
 class Node:
     name: str
     func: str
@@ -100,7 +100,7 @@ class Node:
     loc: Loc = _LOC
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(slots=True)  # positional too: graph builders create thousands
 class Edge:
     src: str
     src_port: int
@@ -111,7 +111,7 @@ class Edge:
     loc: Loc = _LOC
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(slots=True)  # positional too: graph builders create thousands
 class InputBind:
     """Parent parameter `parent_port` feeds input `dst_port` of child `dst`."""
 
@@ -122,7 +122,7 @@ class InputBind:
     loc: Loc = _LOC
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(slots=True)  # positional too: graph builders create thousands
 class OutputBind:
     """Output `src_port` of child `src` becomes output `parent_port` of the parent."""
 

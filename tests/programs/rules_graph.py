@@ -460,8 +460,8 @@ def bad_duplicate_name(n: i64):
 
 @hpvm.graph
 def bad_name_clashes_generated(n: i64):
-    hpvm.node(consume, x=n)
-    hpvm.node(incr, name="consume", x=n)  # ERR:generated-name
+    first = hpvm.node(consume, x=n)
+    hpvm.node(incr, name=first.name, x=n)  # ERR:generated-name
 
 
 @hpvm.graph
