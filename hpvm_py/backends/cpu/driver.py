@@ -1,0 +1,457 @@
+"""The driver function of a leaf: loops over parent instances and leaf instances, body inlined.
+
+    for p in [p_begin, p_end):              ancestor ids and per_parent inputs, hoisted
+      (group kind) group setup: scratch from malloc, zeroed per-instance storage
+      (row kind)   for z, y: for each tile of TILE consecutive x: group setup
+        the plan's items: group-level code, and foralls over the group's instances
+        with the leaf body inlined into the innermost (x) loop
+
+The x loop is a plain counted loop over consecutive instances, so LLVM's loop vectoriser sees
+`c[x] = a[x] + b[x]`.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from ...ir import kernel as K
+from ...types import PtrType, ScalarType
+from ..base import NodeContext
+from . import plan as P
+from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
+from .codegen import Emitter, Frame
+from .intrinsics import declare
+from .lltypes import I8, I64, PTR, VOID, from_mem, mem_type, reg_type
+from .memory import Memory, Pointer
+
+# Instances per group in the row kind: per-instance arrays of TILE elements stay in L1.
+TILE = 512
+_DIM_NAMES = "xyz"
+MALLOC_FAILED_SITE = -2  # recorded as -1 in the error slot
+
+
+class DriverBuilder:
+    def __init__(self, module: ir.Module, leaf: K.LeafFunc, ctx: NodeContext, plan: P.Plan,
+                 checked: bool, sites: dict[int, int], private: frozenset[str], name: str):
+        self.module = module
+        self.leaf = leaf
+        self.ctx = ctx
+        self.plan = plan
+        self.checked = checked
+        self.private = private
+        self.layout = ArgLayout.of(leaf)
+        self.dims = ctx.level_dims[0] if ctx.level_dims else 0
+        fnty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, PTR])
+        self.fn = ir.Function(module, fnty, name=name)
+        for arg, arg_name in zip(self.fn.args, ("args", "extents", "p_begin", "p_end", "o_begin",
+                                                "o_end", "error")):
+            arg.name = arg_name
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.memory = Memory(module, checked, sites, self.fn.args[6])
+        self.em = Emitter(self.b, leaf, ctx.level_dims, ctx.output_modes, self.memory)
+        self.arrays: dict[str, ir.Value] = {}  # per-instance storage of INSTANCE locals
+        self.done: ir.Value | None = None
+        self.per_parent: dict[str, ir.Value] = {}
+        self.per_instance: dict[str, ir.Value] = {}
+        self.group_size: ir.Value = ir.Constant(I64, 0)
+        self.leaf_count: ir.Value = ir.Constant(I64, 1)
+
+    # -- the function ------------------------------------------------------------------------
+
+    def build(self) -> ir.Function:
+        b = self.b
+        self._allocas()
+        self._load_extents()
+        self._load_params()
+        p_begin, p_end, o_begin, o_end = self.fn.args[2:6]
+        exit_bb = self.fn.append_basic_block("exit")
+        self._allocate_arrays(exit_bb)
+        self.counted_loop(p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end))
+        b.branch(exit_bb)
+        b.position_at_end(exit_bb)
+        for array in list(self.arrays.values()) + ([self.done] if self.done is not None else []):
+            b.call(self._libc("free"), [array])
+        b.ret_void()
+        return self.fn
+
+    def _allocas(self) -> None:
+        for name, t in self.leaf.locals.items():
+            if isinstance(t, PtrType) or self.plan.storage.get(name) == P.INSTANCE:
+                continue
+            self.em.slots[name] = self.b.alloca(reg_type(t), name=name)
+
+    def _load_extents(self) -> None:
+        ext = self.fn.args[1]
+        counts_per_level = []
+        for level, ndims in enumerate(self.ctx.level_dims):
+            total: ir.Value = ir.Constant(I64, 1)
+            for d in range(ndims):
+                slot = self.b.gep(ext, [ir.Constant(I64, level * DIMS_PER_LEVEL + d)],
+                                  source_etype=I64)
+                n = self.b.load(slot, typ=I64, name=f"n{_DIM_NAMES[d]}{level}")
+                self.em.counts[(level, d)] = n
+                total = self.b.mul(total, n, name=f"count{level}") if d else n
+            counts_per_level.append(total)
+        self.level_counts = counts_per_level
+        self.leaf_count = counts_per_level[0] if counts_per_level else ir.Constant(I64, 1)
+
+    def _slot(self, index: int) -> ir.Value:
+        return self.b.gep(self.fn.args[0], [ir.Constant(I64, index)], source_etype=I64)
+
+    def _load_params(self) -> None:
+        b = self.b
+        for i, (param, mode) in enumerate(zip(self.leaf.params, self.ctx.input_modes)):
+            slot = self._slot(i)
+            if isinstance(param.type, PtrType):
+                base = b.load(slot, typ=PTR, name=param.name)
+                limit = self._buffer_limit(i, param.type.elem) if self.checked else None
+                self.em.pointers[param.name] = Pointer(base, param.type.elem, limit,
+                                                       private=param.name in self.private)
+            elif mode == "uniform":
+                raw = b.load(slot, typ=mem_type(param.type))
+                self.em.scalars[param.name] = from_mem(b, raw, param.type, name=param.name)
+            elif mode == "per_parent":
+                self.per_parent[param.name] = b.load(slot, typ=PTR, name=f"{param.name}.array")
+            else:
+                self.per_instance[param.name] = b.load(slot, typ=PTR, name=f"{param.name}.array")
+        self.em.outputs = [b.load(self._slot(self.layout.output_slot(j)), typ=PTR,
+                                  name=f"out.{port.name or j}")
+                           for j, port in enumerate(self.leaf.outputs)]
+
+    def _buffer_limit(self, index: int, elem: ScalarType) -> ir.Value:
+        """Valid elements: the size argument after the pointer (when it is a uniform integer),
+        never more than the real size of the memory object, never negative."""
+        b = self.b
+        nbytes = b.load(self._slot(self.layout.nbytes_slot(index)), typ=I64)
+        size = nbytes
+        params, modes = self.leaf.params, self.ctx.input_modes
+        if index + 1 < len(params) and modes[index + 1] == "uniform":
+            nxt = params[index + 1]
+            if isinstance(nxt.type, ScalarType) and nxt.type.is_int and not nxt.type.is_bool:
+                given = self.em.scalars[nxt.name]
+                if nxt.type.bits < 64:
+                    given = b.sext(given, I64) if nxt.type.is_signed else b.zext(given, I64)
+                size = b.select(b.icmp_signed("<", given, nbytes), given, nbytes)
+                size = b.select(b.icmp_signed("<", size, ir.Constant(I64, 0)),
+                                ir.Constant(I64, 0), size)
+        return b.udiv(size, ir.Constant(I64, max(1, elem.bits // 8)),
+                      name=f"{self.leaf.params[index].name}.limit")
+
+    def _allocate_arrays(self, exit_bb: ir.Block) -> None:
+        """Per-instance storage for one group, allocated once per driver call."""
+        b = self.b
+        size = ir.Constant(I64, TILE) if self.plan.kind == "row" else self.leaf_count
+        self.group_size = size
+        names = [n for n, s in self.plan.storage.items() if s == P.INSTANCE]
+        if not names and not self.plan.needs_done:
+            return
+        for name in names:
+            t = self.leaf.locals[name]
+            nbytes = b.mul(size, ir.Constant(I64, _reg_size(t)))
+            self.arrays[name] = self._checked_alloc("malloc", [nbytes], f"{name}.all", exit_bb)
+        if self.plan.needs_done:
+            self.done = self._checked_alloc("malloc", [size], "done.all", exit_bb)
+
+    def _checked_alloc(self, fn_name: str, args: list[ir.Value], name: str,
+                       fail_bb: ir.Block) -> ir.Value:
+        b = self.b
+        fn = self._libc(fn_name)
+        ptr = b.call(fn, args, name=name)
+        failed = b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
+        ok_bb = b.append_basic_block(f"{name}.ok")
+        bad_bb = b.append_basic_block(f"{name}.failed")
+        b.cbranch(failed, bad_bb, ok_bb)
+        b.position_at_end(bad_bb)
+        site = ir.Constant(I64, MALLOC_FAILED_SITE)
+        b.call(self.memory._reporter(), [self.fn.args[6], site, args[0], args[0]])
+        b.branch(fail_bb)
+        b.position_at_end(ok_bb)
+        return ptr
+
+    def _libc(self, name: str) -> ir.Function:
+        signatures = {"malloc": (PTR, [I64]), "calloc": (PTR, [I64, I64]), "free": (VOID, [PTR])}
+        ret, args = signatures[name]
+        return declare(self.module, name, ret, args)
+
+    # -- one parent instance -----------------------------------------------------------------
+
+    def _parent(self, p: ir.Value, o_begin: ir.Value, o_end: ir.Value) -> None:
+        b = self.b
+        self.em.parent = p
+        self._ancestor_ids(p)
+        for name, array in self.per_parent.items():
+            param = next(q for q in self.leaf.params if q.name == name)
+            raw = b.load(b.gep(array, [p], source_etype=mem_type(param.type)),
+                         typ=mem_type(param.type))
+            self.em.scalars[name] = from_mem(b, raw, param.type, name=name)
+        if self.plan.kind == "row":
+            self._rows(o_begin, o_end)
+            return
+        group_end = self.fn.append_basic_block("group.end")
+        mallocs = self._group_start(group_end)
+        self._items(self.plan.items, self._instances_nest(o_begin, o_end))
+        if not b.block.is_terminated:
+            b.branch(group_end)
+        b.position_at_end(group_end)
+        for ptr in mallocs:
+            b.call(self._libc("free"), [ptr])
+
+    def _ancestor_ids(self, p: ir.Value) -> None:
+        """Decompose p (level 1 fastest) into the instance ids of every ancestor level."""
+        b = self.b
+        rest = p
+        levels = len(self.ctx.level_dims)
+        for level in range(1, levels):
+            ndims = self.ctx.level_dims[level]
+            n = self.level_counts[level]
+            if level < levels - 1:
+                lin = b.urem(rest, n, name=f"lin{level}")
+                rest = b.udiv(rest, n)
+            else:
+                lin = rest
+            for d in range(ndims):
+                value = lin
+                if d > 0:
+                    stride = self.em.counts[(level, 0)]
+                    if d == 2:
+                        stride = b.mul(stride, self.em.counts[(level, 1)])
+                    value = b.udiv(lin, stride)
+                if d < ndims - 1:
+                    value = b.urem(value, self.em.counts[(level, d)])
+                value.name = f"{_DIM_NAMES[d]}{level}"
+                self.em.ids[(level, d)] = value
+
+    def _group_start(self, group_end: ir.Block) -> list[ir.Value]:
+        """Zero the group's storage and allocate its malloc scratch (zeroed, shared)."""
+        b = self.b
+        for name, storage in self.plan.storage.items():
+            if storage == P.GROUP and name in self.em.slots:
+                self.em.zero_local(name)
+        for name, array in self.arrays.items():
+            size = b.mul(self.group_size, ir.Constant(I64, _reg_size(self.leaf.locals[name])))
+            self._memset(array, size)
+        if self.done is not None:
+            self._memset(self.done, self.group_size)
+        scratch = []
+        for assign in self.plan.mallocs:
+            assert isinstance(assign.value, K.Malloc)
+            nbytes = self.em.expr(assign.value.nbytes, f"{assign.target}.bytes")
+            at_least_one = b.select(b.icmp_signed("==", nbytes, ir.Constant(I64, 0)),
+                                    ir.Constant(I64, 1), nbytes)
+            ptr = self._checked_alloc("calloc", [at_least_one, ir.Constant(I64, 1)],
+                                      assign.target, group_end)
+            elem = self.leaf.locals[assign.target]
+            assert isinstance(elem, PtrType)
+            limit = b.udiv(nbytes, ir.Constant(I64, max(1, elem.elem.bits // 8)),
+                           name=f"{assign.target}.limit") if self.checked else None
+            self.em.pointers[assign.target] = Pointer(ptr, elem.elem, limit)
+            scratch.append(ptr)
+        return scratch
+
+    def _memset(self, ptr: ir.Value, nbytes: ir.Value) -> None:
+        fn = self.module.declare_intrinsic("llvm.memset", [PTR, I64])
+        self.b.call(fn, [ptr, ir.Constant(I8, 0), nbytes, ir.Constant(ir.IntType(1), 0)])
+
+    # -- the row kind: groups are tiles of one row -------------------------------------------
+
+    def _rows(self, o_begin: ir.Value, o_end: ir.Value) -> None:
+        """for z: for y: for each tile of x (the outermost dimension over [o_begin, o_end))."""
+        def rows(d: int, begin: ir.Value, end: ir.Value) -> None:
+            if d == 0:
+                self.counted_loop(begin, end, "tile", self._tile(end), step=ir.Constant(I64, TILE))
+                return
+
+            def inner(v: ir.Value) -> None:
+                self.em.ids[(0, d)] = v
+                rows(d - 1, ir.Constant(I64, 0), self.em.counts[(0, d - 1)])
+
+            self.counted_loop(begin, end, _DIM_NAMES[d], inner)
+
+        rows(self.dims - 1, o_begin, o_end)
+
+    def _tile(self, x_end: ir.Value) -> Callable[[ir.Value], None]:
+        def run(x0: ir.Value) -> None:
+            b = self.b
+            x0.name = "tile.x"
+            limit = b.add(x0, ir.Constant(I64, TILE))
+            x1 = b.select(b.icmp_signed("<", limit, x_end), limit, x_end, name="tile.end")
+            group_end = self.fn.append_basic_block("tile.done")
+            self._group_start(group_end)
+
+            def nest(instance: Callable[[], None]) -> None:
+                def at(x: ir.Value) -> None:
+                    x.name = "x"
+                    self.em.ids[(0, 0)] = x
+                    slot = b.sub(x, x0, name="slot")
+                    self._instance(slot, instance)
+
+                self.counted_loop(x0, x1, "x", at)
+
+            self._items(self.plan.items, nest)
+            if not b.block.is_terminated:
+                b.branch(group_end)
+            b.position_at_end(group_end)
+
+        return run
+
+    # -- group-level items -------------------------------------------------------------------
+
+    def _instances_nest(self, o_begin: ir.Value,
+                        o_end: ir.Value) -> Callable[[Callable[[], None]], None]:
+        """Loops over every instance of the group (the outermost dimension over [o_begin, o_end))."""
+        def nest(instance: Callable[[], None]) -> None:
+            if self.dims == 0:
+                self._instance(ir.Constant(I64, 0), instance)
+                return
+
+            def level(d: int, begin: ir.Value, end: ir.Value) -> None:
+                def at(v: ir.Value) -> None:
+                    self.em.ids[(0, d)] = v
+                    if d == 0:
+                        self._instance(self._linear(), instance)
+                    else:
+                        level(d - 1, ir.Constant(I64, 0), self.em.counts[(0, d - 1)])
+
+                self.counted_loop(begin, end, _DIM_NAMES[d], at)
+
+            level(self.dims - 1, o_begin, o_end)
+
+        return nest
+
+    def _linear(self) -> ir.Value:
+        """lin = x + nx * (y + ny * z)"""
+        b = self.b
+        ids, counts = self.em.ids, self.em.counts
+        lin = ids[(0, self.dims - 1)]
+        for d in range(self.dims - 2, -1, -1):
+            lin = b.add(b.mul(lin, counts[(0, d)]), ids[(0, d)])
+        lin.name = "lin"
+        return lin
+
+    def _items(self, items: list[P.Item], nest: Callable[[Callable[[], None]], None]) -> None:
+        for item in items:
+            if self.b.block.is_terminated:
+                return
+            self._item(item, nest)
+
+    def _item(self, item: P.Item, nest: Callable[[Callable[[], None]], None]) -> None:
+        em = self.em
+        if isinstance(item, P.Forall):
+            nest(lambda: self._forall_body(item))
+        elif isinstance(item, P.GroupAssign):
+            em.stmt(item.stmt)
+        elif isinstance(item, P.GroupJump):
+            em.stmt(item.stmt)
+        elif isinstance(item, P.GroupIf):
+            em.if_then_else(em.expr(item.stmt.cond, "cond"), lambda: self._items(item.then, nest),
+                            lambda: self._items(item.orelse, nest))
+        elif isinstance(item, P.GroupFor):
+            em.for_loop(item.stmt, lambda: self._items(item.body, nest))
+        else:
+            assert isinstance(item, P.GroupWhile)
+            em.while_loop(item.stmt, lambda: self._items(item.body, nest))
+
+    # -- one instance ------------------------------------------------------------------------
+
+    def _instance(self, slot: ir.Value, body: Callable[[], None]) -> None:
+        b = self.b
+        em = self.em
+        lin = slot if self.plan.kind != "row" else self._linear()
+        flat = b.add(b.mul(em.parent, self.leaf_count), lin, name="flat")
+        end = self.fn.append_basic_block("instance.end")
+        done = None
+        if self.done is not None:
+            done = b.gep(self.done, [slot], source_etype=I8, name="done")
+            live = self.fn.append_basic_block("instance")
+            b.cbranch(b.icmp_unsigned("!=", b.load(done, typ=I8), ir.Constant(I8, 0)), end, live)
+            b.position_at_end(live)
+        for name, array in self.arrays.items():
+            t = self.leaf.locals[name]
+            em.slots[name] = b.gep(array, [slot], source_etype=reg_type(t), name=f"{name}.slot")
+        for name, array in self.per_instance.items():
+            param = next(q for q in self.leaf.params if q.name == name)
+            raw = b.load(b.gep(array, [flat], source_etype=mem_type(param.type)),
+                         typ=mem_type(param.type))
+            em.scalars[name] = from_mem(b, raw, param.type, name=name)
+        em.frame = Frame(slot=slot, lin=lin, flat=flat, exit=end, done=done)
+        body()
+        em.frame = None
+        if not b.block.is_terminated:
+            b.branch(end)
+        b.position_at_end(end)
+        for name in self.arrays:
+            del em.slots[name]
+        for name in self.per_instance:
+            del em.scalars[name]
+
+    def _forall_body(self, forall: P.Forall) -> None:
+        em = self.em
+        mentioned = P.mentions(forall.body)
+        defined_here = {s.target for s in forall.body if isinstance(s, K.Assign)}
+        for name in self.leaf.locals:
+            storage = self.plan.storage.get(name)
+            if name not in mentioned or isinstance(self.leaf.locals[name], PtrType):
+                continue
+            if storage == P.REG or (storage == P.REMAT and name in defined_here):
+                em.zero_local(name)
+        for name in self._remat_needed(mentioned, defined_here):
+            definition = self.plan.remat[name]
+            em.b.store(em.expr(definition.value, name), em.slots[name])
+        em.block(forall.body)
+
+    def _remat_needed(self, mentioned: set[str], defined_here: set[str]) -> list[str]:
+        """Rematerialised locals this forall reads, with what they read, in definition order."""
+        needed: set[str] = set()
+        stack = [n for n in mentioned if self.plan.storage.get(n) == P.REMAT and
+                 n not in defined_here]
+        while stack:
+            name = stack.pop()
+            if name in needed:
+                continue
+            needed.add(name)
+            stack.extend(n for n in P.names(self.plan.remat[name].value)
+                         if self.plan.storage.get(n) == P.REMAT)
+        return [n for n in self.plan.remat if n in needed]
+
+    # -- loops -------------------------------------------------------------------------------
+
+    def counted_loop(self, begin: ir.Value, end: ir.Value, name: str,
+                     body: Callable[[ir.Value], None], step: ir.Value | None = None) -> None:
+        b = self.b
+        preheader = b.block
+        head = self.fn.append_basic_block(f"{name}.loop")
+        body_bb = self.fn.append_basic_block(f"{name}.body")
+        latch = self.fn.append_basic_block(f"{name}.next")
+        done = self.fn.append_basic_block(f"{name}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        iv = b.phi(I64, name=name)
+        iv.add_incoming(begin, preheader)
+        b.cbranch(b.icmp_signed("<", iv, end), body_bb, done)
+        b.position_at_end(body_bb)
+        body(iv)
+        if not b.block.is_terminated:
+            b.branch(latch)
+        b.position_at_end(latch)
+        iv.add_incoming(b.add(iv, step or ir.Constant(I64, 1), name=f"{name}.step"), latch)
+        b.branch(head)
+        b.position_at_end(done)
+
+
+def _reg_size(t: object) -> int:
+    """Bytes of one value in per-instance storage (register form: 16-bit floats take 4)."""
+    assert isinstance(t, ScalarType)
+    if t.is_float:
+        return 8 if t.bits == 64 else 4
+    return max(1, t.bits // 8)
+
+
+def build_drivers(module: ir.Module, leaf: K.LeafFunc, ctx: NodeContext, plan: P.Plan,
+                  checked: bool, sites: dict[int, int], private: frozenset[str]) -> None:
+    """The driver, and when some buffers can be privatised, the variant that privatises them."""
+    DriverBuilder(module, leaf, ctx, plan, checked, sites, frozenset(), leaf.name).build()
+    if private:
+        DriverBuilder(module, leaf, ctx, plan, checked, sites, private,
+                      leaf.name + PRIVATE_SUFFIX).build()
+

@@ -1,0 +1,75 @@
+"""LLVM for the host CPU: target machine, O3 pipeline, object code, and loading it for execution.
+
+Every kernel goes through object code, whether just compiled or read from the disk cache, so both
+paths run exactly the same machine code. MCJIT resolves the C library and libm symbols the object
+calls (malloc, expm1f, ...) in the running process.
+"""
+from __future__ import annotations
+
+import threading
+
+import llvmlite
+import llvmlite.binding as llvm
+
+_lock = threading.Lock()
+_machine: llvm.TargetMachine | None = None
+
+
+def target_machine() -> llvm.TargetMachine:
+    """The host's target machine (all its CPU features), created once."""
+    global _machine
+    with _lock:
+        if _machine is None:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            target = llvm.Target.from_default_triple()
+            # jitdefault picks the large code model: the object can sit anywhere relative to libc.
+            _machine = target.create_target_machine(
+                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                opt=3, codemodel="jitdefault", jit=True)
+        return _machine
+
+
+def host_signature() -> str:
+    """What object code depends on besides the IR: code generator version and host CPU."""
+    target_machine()
+    return (f"llvmlite={llvmlite.__version__};llvm={llvm.llvm_version_info};"
+            f"cpu={llvm.get_host_cpu_name()};features={llvm.get_host_cpu_features().flatten()}")
+
+
+def optimize(ir_text: str) -> llvm.ModuleRef:
+    """Parse, verify and optimise at O3 (loop and SLP vectorisation on, no fast-math anywhere)."""
+    tm = target_machine()
+    with _lock:
+        module = llvm.parse_assembly(ir_text)
+        module.triple = tm.triple
+        module.data_layout = str(tm.target_data)
+        module.verify()
+        options = llvm.create_pipeline_tuning_options(speed_level=3)
+        options.loop_vectorization = True
+        options.slp_vectorization = True
+        builder = llvm.create_pass_builder(tm, options)
+        builder.getModulePassManager().run(module, builder)
+    return module
+
+
+def emit_object(module: llvm.ModuleRef) -> bytes:
+    tm = target_machine()
+    with _lock:
+        return tm.emit_object(module)
+
+
+class LoadedObject:
+    """Object code loaded into an execution engine; keep it alive while its functions are used."""
+
+    def __init__(self, data: bytes):
+        tm = target_machine()
+        with _lock:
+            empty = llvm.parse_assembly("")
+            empty.triple = tm.triple
+            self._engine = llvm.create_mcjit_compiler(empty, tm)
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+            self._engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        return self._engine.get_function_address(name)

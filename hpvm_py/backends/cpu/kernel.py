@@ -1,0 +1,239 @@
+"""CpuKernel: checks and packs launch arguments, splits the instance space over the worker pool,
+and reports errors the generated code recorded."""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ...errors import ExecutionError, LaunchError
+from ...ir import kernel as K
+from ...runtime.pool import get_pool
+from ...types import PtrType, ScalarType
+from ..base import BufferArg, NodeContext, instance_counts
+from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
+from .accesses import Access
+from .driver import MALLOC_FAILED_SITE
+from .jit import LoadedObject
+from .lltypes import bf16_bits, storage_bytes
+from .memory import ERROR_SLOT_WORDS
+
+_DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+
+# Launches with fewer instances than this run on the calling thread: waking workers costs more.
+SERIAL_INSTANCES = 32 * 1024
+# Partitions per thread: a few, so that a slow thread does not hold the launch up.
+PARTS_PER_THREAD = 2
+# Privatise a buffer (one copy per partition) only up to this size.
+PRIVATE_MAX_BYTES = 1 << 20
+
+
+@dataclass
+class KernelInfo:
+    """What a launch needs to know about the compiled code (recomputed from the IR, never cached)."""
+
+    splittable: bool  # a group may be split across threads (no barrier, no malloc)
+    private: dict[str, str]  # privatisable buffers -> merge class
+    sites: list[Access]
+
+
+class CpuKernel:
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, code: LoadedObject,
+                 info: KernelInfo):
+        self.leaf = leaf
+        self.ctx = ctx
+        self.checked = checked
+        self.info = info
+        self.layout = ArgLayout.of(leaf)
+        self._code = code  # owns the machine code the drivers point into
+        self._driver = _DRIVER(code.address(leaf.name))
+        self._private_driver = _DRIVER(code.address(leaf.name + PRIVATE_SUFFIX)) \
+            if info.private else None
+
+    # -- launch ------------------------------------------------------------------------------
+
+    def launch(self, args: list[Any], outputs: list[np.ndarray | None],
+               extents: list[tuple[int, ...]]) -> None:
+        extents = self._check_extents(extents)
+        parents, leaves = instance_counts(extents)
+        keep: list[Any] = []
+        slots = self._pack(args, outputs, parents, leaves, keep)
+        if parents * leaves == 0:
+            return
+        ext = np.ones(max(1, len(extents)) * DIMS_PER_LEVEL, dtype=np.int64)
+        for level, dims in enumerate(extents):
+            ext[level * DIMS_PER_LEVEL: level * DIMS_PER_LEVEL + len(dims)] = dims
+        error = np.zeros(ERROR_SLOT_WORDS, dtype=np.int64)
+        outer = extents[0][-1] if extents and extents[0] else 1
+        parts = self._partition(parents, leaves, outer)
+        privates = self._privates(args, len(parts))
+        driver = self._private_driver if privates else self._driver
+        calls: list[Callable[[], None]] = []
+        for i, (p0, p1, o0, o1) in enumerate(parts):
+            part_slots = slots
+            if privates:
+                part_slots = slots.copy()
+                for index, copies in privates.items():
+                    part_slots[index] = copies[i].ctypes.data
+                keep.append(part_slots)
+            calls.append(_call(driver, part_slots.ctypes.data, ext.ctypes.data, p0, p1, o0, o1,
+                               error.ctypes.data))
+        get_pool().run(calls)
+        if privates:
+            self._merge(args, privates)
+        if error[0] != 0:
+            raise self._error(error)
+
+    def _partition(self, parents: int, leaves: int, outer: int) -> list[tuple[int, int, int, int]]:
+        """Disjoint (p_begin, p_end, o_begin, o_end) ranges: parents when there are enough of them
+        (or when a group must stay on one thread), else the leaf's outermost dimension."""
+        threads = get_pool().threads
+        if parents * leaves < SERIAL_INSTANCES or threads == 1:
+            return [(0, parents, 0, outer)]
+        target = threads * PARTS_PER_THREAD
+        if parents >= target or not self.info.splittable or outer < 2:
+            return [(a, b, 0, outer) for a, b in _chunks(parents, target)]
+        return [(0, parents, a, b) for a, b in _chunks(outer, target)]
+
+    # -- arguments ---------------------------------------------------------------------------
+
+    def _check_extents(self, extents: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        dims = self.ctx.level_dims
+        if len(extents) != len(dims):
+            raise LaunchError(f"{self.leaf.name}: {len(extents)} levels of extents for a node with "
+                              f"{len(dims)} levels", self.leaf.loc)
+        checked = []
+        for level, (ext, n) in enumerate(zip(extents, dims)):
+            ext = tuple(int(e) for e in ext)
+            if len(ext) != n or any(e < 0 for e in ext):
+                raise LaunchError(f"{self.leaf.name}: level {level} has {n} dimension(s); got the "
+                                  f"extents {ext}", self.leaf.loc)
+            checked.append(ext)
+        return checked
+
+    def _pack(self, args: list[Any], outputs: list[np.ndarray | None], parents: int, leaves: int,
+              keep: list[Any]) -> np.ndarray:
+        leaf, layout = self.leaf, self.layout
+        if len(args) != layout.n_params:
+            raise LaunchError(f"{leaf.name} takes {layout.n_params} argument(s), got {len(args)}",
+                              leaf.loc)
+        if len(outputs) != layout.n_outputs:
+            raise LaunchError(f"{leaf.name} has {layout.n_outputs} output(s), got {len(outputs)} "
+                              "output arrays", leaf.loc)
+        slots = np.zeros(layout.slots, dtype=np.uint64)
+        raw = slots.view(np.uint8)
+        for i, (param, mode, value) in enumerate(zip(leaf.params, self.ctx.input_modes, args)):
+            if isinstance(param.type, PtrType):
+                if not isinstance(value, BufferArg) or mode != "buffer":
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a pointer and "
+                                      f"needs a buffer, got {type(value).__name__}", param.loc)
+                slots[i] = value.address
+                slots[layout.nbytes_slot(i)] = value.nbytes
+                continue
+            assert isinstance(param.type, ScalarType)
+            if mode == "uniform":
+                if np.ndim(value) != 0:
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a uniform scalar, "
+                                      "got an array", param.loc)
+                data = storage_bytes(param.type, value)
+                raw[8 * i: 8 * i + len(data)] = np.frombuffer(data, dtype=np.uint8)
+                continue
+            needed = parents if mode == "per_parent" else parents * leaves
+            array = _scalar_array(param.type, value, needed, f"{leaf.name}: argument "
+                                  f"{param.name!r} ({mode})", param.loc)
+            keep.append(array)
+            slots[i] = array.ctypes.data
+        for j, (port, mode, out) in enumerate(zip(leaf.outputs, self.ctx.output_modes, outputs)):
+            if mode == "unused":
+                continue
+            needed = parents if mode == "per_parent" else parents * leaves
+            dtype = np.dtype(np.int64) if isinstance(port.type, PtrType) else port.type.numpy_dtype
+            if not isinstance(out, np.ndarray) or out.dtype.itemsize != dtype.itemsize or \
+                    out.dtype.kind != dtype.kind and not isinstance(port.type, PtrType) or \
+                    not out.flags.c_contiguous or out.size < needed:
+                raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a "
+                                  f"contiguous {dtype} array of {needed} element(s)", port.loc)
+            slots[layout.output_slot(j)] = out.ctypes.data
+        return slots
+
+    # -- privatised atomics ------------------------------------------------------------------
+
+    def _privates(self, args: list[Any], parts: int) -> dict[int, list[np.ndarray]]:
+        """slot index -> one private copy per partition, for every privatisable buffer, or {} when
+        privatising does not pay (a single partition, or a buffer too large to copy)."""
+        if not self.info.private or parts < 2:
+            return {}
+        copies: dict[int, list[np.ndarray]] = {}
+        for i, param in enumerate(self.leaf.params):
+            kind = self.info.private.get(param.name)
+            if kind is None:
+                continue
+            buf = args[i]
+            if buf.array is None or buf.nbytes > PRIVATE_MAX_BYTES:
+                return {}
+            elem = param.type.elem
+            count = buf.nbytes // elem.numpy_dtype.itemsize
+            copies[i] = [np.full(count, _identity(kind, elem), dtype=elem.numpy_dtype)
+                         for _ in range(parts)]
+        return copies
+
+    def _merge(self, args: list[Any], privates: dict[int, list[np.ndarray]]) -> None:
+        for i, copies in privates.items():
+            param = self.leaf.params[i]
+            kind = self.info.private[param.name]
+            combine = _MERGE[kind]
+            target = args[i].array.view(param.type.elem.numpy_dtype)[:copies[0].size]
+            result = target.copy()
+            for copy in copies:
+                combine(result, copy, out=result)
+            target[...] = result
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _error(self, error: np.ndarray) -> ExecutionError:
+        code, index, limit = (int(v) for v in error)
+        if code == MALLOC_FAILED_SITE + 1:
+            return ExecutionError(f"{self.leaf.name}: could not allocate {index} bytes of "
+                                  "scratch memory (malloc)", self.leaf.loc)
+        node = self.info.sites[code - 1]
+        what = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}[type(node)]
+        return ExecutionError(
+            f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
+            f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+
+
+def _call(driver: Any, *arguments: int) -> Callable[[], None]:
+    return lambda: driver(*arguments)
+
+
+def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
+    parts = max(1, min(parts, n))
+    bounds = [n * k // parts for k in range(parts + 1)]
+    return [(bounds[k], bounds[k + 1]) for k in range(parts)]
+
+
+def _scalar_array(t: ScalarType, value: Any, needed: int, what: str, loc: Any) -> np.ndarray:
+    array = np.asarray(value)
+    if array.ndim == 0 or array.size < needed:
+        raise LaunchError(f"{what} needs an array of at least {needed} values", loc)
+    array = array.reshape(-1)
+    if t.name == "bf16" and array.dtype != np.uint16:
+        return np.ascontiguousarray(bf16_bits(array.astype(np.float32)))
+    return np.ascontiguousarray(array, dtype=t.numpy_dtype)
+
+
+def _identity(kind: str, elem: ScalarType) -> Any:
+    if kind in ("add", "or", "xor"):
+        return 0
+    if kind == "and":
+        return -1 if elem.is_signed else elem.max_value()
+    if kind == "min":
+        return elem.max_value()
+    return elem.min_value()
+
+
+_MERGE = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
+          "or": np.bitwise_or, "xor": np.bitwise_xor}
