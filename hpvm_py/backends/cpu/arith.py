@@ -12,7 +12,7 @@ from ...errors import CompileError
 from ...ir.loc import Loc
 from ...types import ScalarType
 from .intrinsics import overloaded
-from .lltypes import F16, F32, I1, reg_type, round_bf16, round_to
+from .lltypes import F16, F32, I1, I32, reg_type, round_bf16, round_to
 
 _INT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # eq/lt/le/gt/ge are false on NaN; ne is true on NaN, as in Python.
@@ -190,7 +190,8 @@ def _int_to_float(b: ir.IRBuilder, v: ir.Value, src: ScalarType, dst: ScalarType
                   name: str) -> ir.Value:
     convert = b.sitofp if src.is_signed else b.uitofp
     if dst.name == "f16":
-        return b.fpext(convert(v, F16), F32, name=name)  # one rounding, straight to half
+        # Exact through f32 below 2^24, and anything larger becomes inf in half either way.
+        return b.fpext(b.fptrunc(convert(v, F32), F16), F32, name=name)
     if dst.name == "bf16":
         return round_bf16(b, convert(v, F32), name)
     return convert(v, reg_type(dst), name=name)
@@ -201,8 +202,28 @@ def _float_to_float(b: ir.IRBuilder, v: ir.Value, src: ScalarType, dst: ScalarTy
     if dst.bits == 64:
         return b.fpext(v, reg_type(dst), name=name)
     if dst.name == "f16":
-        return b.fpext(b.fptrunc(v, F16), F32, name=name)  # from f64 too: one rounding
+        via = _f64_to_f32_odd(b, v) if src.bits == 64 else v
+        return b.fpext(b.fptrunc(via, F16), F32, name=name)
     narrowed = b.fptrunc(v, F32) if src.bits == 64 else v
     if dst.name == "bf16":
         return round_bf16(b, narrowed, name)  # from f64: rounded to f32 first
     return narrowed  # f16/bf16 -> f32 changes nothing in registers
+
+
+def _f64_to_f32_odd(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """f64 -> f32 rounding to odd: truncate, and set the last bit when inexact.
+
+    x86 has no f64 -> f16 instruction (LLVM would call a compiler-rt helper the JIT cannot
+    resolve). Rounding to odd first keeps the f32 -> f16 rounding that follows exact: f32 has more
+    than two extra bits of precision.
+    """
+    nearest = b.fptrunc(v, F32)
+    exact = b.fcmp_ordered("==", b.fpext(nearest, v.type), v)
+    bits = b.bitcast(nearest, I32)
+    # Nearest rounded away from zero when |nearest| > |v|: step one unit back toward zero.
+    fabs64 = overloaded(b.module, "llvm.fabs", v.type, [v.type])
+    away = b.fcmp_ordered(">", b.call(fabs64, [b.fpext(nearest, v.type)]), b.call(fabs64, [v]))
+    truncated = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
+    odd = b.bitcast(b.or_(truncated, ir.Constant(I32, 1)), F32)
+    is_nan = b.fcmp_unordered("uno", v, v)
+    return b.select(b.or_(exact, is_nan), nearest, odd)

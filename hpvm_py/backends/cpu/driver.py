@@ -105,8 +105,7 @@ class DriverBuilder:
             slot = self._slot(i)
             if isinstance(param.type, PtrType):
                 base = b.load(slot, typ=PTR, name=param.name)
-                limit = self._buffer_limit(i, param.type.elem) if self.checked else None
-                self.em.pointers[param.name] = Pointer(base, param.type.elem, limit,
+                self.em.pointers[param.name] = Pointer(base, param.type.elem,
                                                        private=param.name in self.private)
             elif mode == "uniform":
                 raw = b.load(slot, typ=mem_type(param.type))
@@ -115,6 +114,10 @@ class DriverBuilder:
                 self.per_parent[param.name] = b.load(slot, typ=PTR, name=f"{param.name}.array")
             else:
                 self.per_instance[param.name] = b.load(slot, typ=PTR, name=f"{param.name}.array")
+        if self.checked:  # after the loop: a limit reads the size parameter that follows
+            for i, param in enumerate(self.leaf.params):
+                if isinstance(param.type, PtrType):
+                    self.em.pointers[param.name].limit = self._buffer_limit(i, param.type.elem)
         self.em.outputs = [b.load(self._slot(self.layout.output_slot(j)), typ=PTR,
                                   name=f"out.{port.name or j}")
                            for j, port in enumerate(self.leaf.outputs)]

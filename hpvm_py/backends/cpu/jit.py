@@ -6,10 +6,14 @@ calls (malloc, expm1f, ...) in the running process.
 """
 from __future__ import annotations
 
+import ctypes
+import struct
 import threading
 
 import llvmlite
 import llvmlite.binding as llvm
+
+from ...errors import CompileError
 
 _lock = threading.Lock()
 _machine: llvm.TargetMachine | None = None
@@ -63,6 +67,7 @@ class LoadedObject:
     """Object code loaded into an execution engine; keep it alive while its functions are used."""
 
     def __init__(self, data: bytes):
+        _check_symbols(data)
         tm = target_machine()
         with _lock:
             empty = llvm.parse_assembly("")
@@ -73,3 +78,37 @@ class LoadedObject:
 
     def address(self, name: str) -> int:
         return self._engine.get_function_address(name)
+
+
+_process = ctypes.CDLL(None)
+
+
+def _check_symbols(data: bytes) -> None:
+    """Refuse object code that calls a function this process lacks (say a compiler-rt helper).
+
+    The JIT would bind such a call to address 0 and crash when it runs.
+    """
+    missing = [name for name in undefined_symbols(data) if not hasattr(_process, name)]
+    if missing:
+        raise CompileError("the generated code needs functions this process does not provide: "
+                           + ", ".join(sorted(missing)))
+
+
+def undefined_symbols(data: bytes) -> list[str]:
+    """The undefined symbols of a little-endian ELF64 object file (its .symtab)."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return []  # not ELF64 LE: nothing to check with this reader
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names: list[str] = []
+    for sh in sections:
+        if sh[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[sh[6]]
+        for offset in range(sh[4], sh[4] + sh[5], 24):
+            st_name, _info, _other, st_shndx = struct.unpack_from("<IBBH", data, offset)
+            if st_shndx == 0 and st_name:
+                start = strtab[4] + st_name
+                names.append(data[start:data.index(b"\0", start)].decode())
+    return names
