@@ -65,13 +65,10 @@ class DriverBuilder:
         self._load_extents()
         self._load_params()
         p_begin, p_end, o_begin, o_end = self.fn.args[2:6]
-        exit_bb = self.fn.append_basic_block("exit")
-        self._allocate_arrays(exit_bb)
+        storage = self._allocate_arrays()
         self.counted_loop(p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end))
-        b.branch(exit_bb)
-        b.position_at_end(exit_bb)
-        for array in list(self.arrays.values()) + ([self.done] if self.done is not None else []):
-            b.call(self._libc("free"), [array])
+        if storage is not None:
+            b.call(self._libc("free"), [storage])
         b.ret_void()
         return self.fn
 
@@ -141,20 +138,37 @@ class DriverBuilder:
         return b.udiv(size, ir.Constant(I64, max(1, elem.bits // 8)),
                       name=f"{self.leaf.params[index].name}.limit")
 
-    def _allocate_arrays(self, exit_bb: ir.Block) -> None:
-        """Per-instance storage for one group, allocated once per driver call."""
+    def _allocate_arrays(self) -> ir.Value | None:
+        """Per-instance storage for one group, in one block allocated once per driver call."""
         b = self.b
         size = ir.Constant(I64, TILE) if self.plan.kind == "row" else self.leaf_count
         self.group_size = size
-        names = [n for n, s in self.plan.storage.items() if s == P.INSTANCE]
-        if not names and not self.plan.needs_done:
-            return
-        for name in names:
-            t = self.leaf.locals[name]
-            nbytes = b.mul(size, ir.Constant(I64, _reg_size(t)))
-            self.arrays[name] = self._checked_alloc("malloc", [nbytes], f"{name}.all", exit_bb)
+        # (local, bytes per instance); None stands for the "returned" flags
+        arrays: list[tuple[str | None, int]] = [
+            (n, _reg_size(self.leaf.locals[n]))
+            for n, s in self.plan.storage.items() if s == P.INSTANCE]
         if self.plan.needs_done:
-            self.done = self._checked_alloc("malloc", [size], "done.all", exit_bb)
+            arrays.append((None, 1))
+        if not arrays:
+            return None
+        offsets = []
+        total: ir.Value = ir.Constant(I64, 0)
+        for name, elem_bytes in arrays:
+            offsets.append(total)
+            nbytes = b.mul(size, ir.Constant(I64, elem_bytes))
+            aligned = b.and_(b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, -64))
+            total = b.add(total, aligned)
+        fail_bb = self.fn.append_basic_block("storage.failed")
+        storage = self._checked_alloc("malloc", [total], "storage", fail_bb)
+        with b.goto_block(fail_bb):
+            b.ret_void()
+        for (name, _), offset in zip(arrays, offsets):
+            array = b.gep(storage, [offset], source_etype=I8, name=f"{name or 'done'}.all")
+            if name is None:
+                self.done = array
+            else:
+                self.arrays[name] = array
+        return storage
 
     def _checked_alloc(self, fn_name: str, args: list[ir.Value], name: str,
                        fail_bb: ir.Block) -> ir.Value:

@@ -216,22 +216,16 @@ class _Splitter:
     # -- legality ----------------------------------------------------------------------------
 
     def _check(self) -> None:
-        self._check_block(self.body)
-
-    def _check_block(self, block: K.Block) -> None:
-        for stmt in block:
-            if id(stmt) not in self.group_stmts:
-                continue
+        # Conditions first: a non-uniform one is the real cause, and is reported at its barrier.
+        group = [s for s in K.walk_stmts(self.body) if id(s) in self.group_stmts]
+        for stmt in group:
             if isinstance(stmt, (K.If, K.While)):
                 self._require_uniform(stmt, [stmt.cond])
-                for sub in K.child_blocks(stmt):
-                    self._check_block(sub)
             elif isinstance(stmt, K.For):
                 self._require_uniform(stmt, [stmt.start, stmt.stop, stmt.step])
-                self._require_uniform_var(stmt, stmt.var)
-                self._check_block(stmt.body)
-            elif isinstance(stmt, K.Assign):
-                self._require_uniform_var(stmt, stmt.target)
+        for stmt in group:
+            if isinstance(stmt, (K.For, K.Assign)):
+                self._require_uniform_var(stmt, _target(stmt) or "")
 
     def _require_uniform(self, stmt: K.Stmt, exprs: list[K.Expr]) -> None:
         if all(self.uni.expr(e) for e in exprs):
