@@ -22,7 +22,7 @@ from . import plan as P
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .codegen import Emitter, Frame
 from .intrinsics import declare
-from .lltypes import I8, I64, PTR, VOID, from_mem, mem_type, reg_type
+from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
 from .memory import Memory, Pointer
 
 # Instances per group in the row kind: per-instance arrays of TILE elements stay in L1.
@@ -93,20 +93,20 @@ class DriverBuilder:
         self.level_counts = counts_per_level
         self.leaf_count = counts_per_level[0] if counts_per_level else ir.Constant(I64, 1)
 
-    def _slot(self, index: int) -> ir.Value:
-        return self.b.gep(self.fn.args[0], [ir.Constant(I64, index)], source_etype=I64)
+    def _slot(self, index: int, name: str) -> ir.Value:
+        return self.b.gep(self.fn.args[0], [ir.Constant(I64, index)], source_etype=I64,
+                          name=f"{name}.slot")
 
     def _load_params(self) -> None:
         b = self.b
         for i, (param, mode) in enumerate(zip(self.leaf.params, self.ctx.input_modes)):
-            slot = self._slot(i)
+            slot = self._slot(i, param.name)
             if isinstance(param.type, PtrType):
                 base = b.load(slot, typ=PTR, name=param.name)
                 self.em.pointers[param.name] = Pointer(base, param.type.elem,
                                                        private=param.name in self.private)
             elif mode == "uniform":
-                raw = b.load(slot, typ=mem_type(param.type))
-                self.em.scalars[param.name] = from_mem(b, raw, param.type, name=param.name)
+                self.em.scalars[param.name] = load(b, slot, param.type, param.name)
             elif mode == "per_parent":
                 self.per_parent[param.name] = b.load(slot, typ=PTR, name=f"{param.name}.array")
             else:
@@ -115,7 +115,7 @@ class DriverBuilder:
             for i, param in enumerate(self.leaf.params):
                 if isinstance(param.type, PtrType):
                     self.em.pointers[param.name].limit = self._buffer_limit(i, param.type.elem)
-        self.em.outputs = [b.load(self._slot(self.layout.output_slot(j)), typ=PTR,
+        self.em.outputs = [b.load(self._slot(self.layout.output_slot(j), f"out{j}"), typ=PTR,
                                   name=f"out.{port.name or j}")
                            for j, port in enumerate(self.leaf.outputs)]
 
@@ -123,7 +123,9 @@ class DriverBuilder:
         """Valid elements: the size argument after the pointer (when it is a uniform integer),
         never more than the real size of the memory object, never negative."""
         b = self.b
-        nbytes = b.load(self._slot(self.layout.nbytes_slot(index)), typ=I64)
+        name = self.leaf.params[index].name
+        nbytes = b.load(self._slot(self.layout.nbytes_slot(index), f"{name}.nbytes"), typ=I64,
+                        name=f"{name}.nbytes")
         size = nbytes
         params, modes = self.leaf.params, self.ctx.input_modes
         if index + 1 < len(params) and modes[index + 1] == "uniform":
@@ -199,9 +201,8 @@ class DriverBuilder:
         self._ancestor_ids(p)
         for name, array in self.per_parent.items():
             param = next(q for q in self.leaf.params if q.name == name)
-            raw = b.load(b.gep(array, [p], source_etype=mem_type(param.type)),
-                         typ=mem_type(param.type))
-            self.em.scalars[name] = from_mem(b, raw, param.type, name=name)
+            address = b.gep(array, [p], source_etype=mem_type(param.type))
+            self.em.scalars[name] = load(b, address, param.type, name)
         if self.plan.kind == "row":
             self._rows(o_begin, o_end)
             return
@@ -342,8 +343,7 @@ class DriverBuilder:
         ids, counts = self.em.ids, self.em.counts
         lin = ids[(0, self.dims - 1)]
         for d in range(self.dims - 2, -1, -1):
-            lin = b.add(b.mul(lin, counts[(0, d)]), ids[(0, d)])
-        lin.name = "lin"
+            lin = b.add(b.mul(lin, counts[(0, d)]), ids[(0, d)], name="lin")
         return lin
 
     def _items(self, items: list[P.Item], nest: Callable[[Callable[[], None]], None]) -> None:
@@ -388,9 +388,8 @@ class DriverBuilder:
             em.slots[name] = b.gep(array, [slot], source_etype=reg_type(t), name=f"{name}.slot")
         for name, array in self.per_instance.items():
             param = next(q for q in self.leaf.params if q.name == name)
-            raw = b.load(b.gep(array, [flat], source_etype=mem_type(param.type)),
-                         typ=mem_type(param.type))
-            em.scalars[name] = from_mem(b, raw, param.type, name=name)
+            address = b.gep(array, [flat], source_etype=mem_type(param.type))
+            em.scalars[name] = load(b, address, param.type, name)
         em.frame = Frame(slot=slot, lin=lin, flat=flat, exit=end, done=done)
         body()
         em.frame = None

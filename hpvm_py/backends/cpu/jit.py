@@ -20,18 +20,22 @@ _machine: llvm.TargetMachine | None = None
 
 
 def target_machine() -> llvm.TargetMachine:
-    """The host's target machine (all its CPU features), created once."""
+    """The host's target machine for optimising and emitting code, created once."""
     global _machine
     with _lock:
         if _machine is None:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            target = llvm.Target.from_default_triple()
-            # jitdefault picks the large code model: the object can sit anywhere relative to libc.
-            _machine = target.create_target_machine(
-                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                opt=3, codemodel="jitdefault", jit=True)
+            _machine = _new_machine()
         return _machine
+
+
+def _new_machine() -> llvm.TargetMachine:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple()
+    # jitdefault picks the large code model: the object can sit anywhere relative to libc.
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+        opt=3, codemodel="jitdefault", jit=True)
 
 
 def host_signature() -> str:
@@ -68,8 +72,9 @@ class LoadedObject:
 
     def __init__(self, data: bytes):
         _check_symbols(data)
-        tm = target_machine()
+        target_machine()  # initialises LLVM
         with _lock:
+            tm = _new_machine()  # an engine owns (and deletes) its target machine
             empty = llvm.parse_assembly("")
             empty.triple = tm.triple
             self._engine = llvm.create_mcjit_compiler(empty, tm)

@@ -102,6 +102,14 @@ def to_mem(b: ir.IRBuilder, v: ir.Value, t: ScalarType) -> ir.Value:
     return v
 
 
+def load(b: ir.IRBuilder, address: ir.Value, t: ScalarType, name: str, align: int | None = None
+         ) -> ir.Value:
+    """Load a value of type t from memory into register form, named `name`."""
+    converts = mem_type(t) != reg_type(t) or t.name == "f16"
+    raw = b.load(address, typ=mem_type(t), align=align, name=f"{name}.bits" if converts else name)
+    return from_mem(b, raw, t, name=name)
+
+
 def from_mem(b: ir.IRBuilder, v: ir.Value, t: ScalarType, name: str = "") -> ir.Value:
     if t.is_bool:
         return b.icmp_unsigned("!=", v, ir.Constant(I8, 0), name=name)

@@ -17,7 +17,7 @@ from ...ir.loc import UNKNOWN
 from ...types import ScalarType, bf16
 from . import arith, mathfns
 from .intrinsics import overloaded
-from .lltypes import I16, I64, PTR, VOID, from_mem, mem_type, to_mem, zero
+from .lltypes import I16, I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
 
 # The error slot: [site + 1 (0 while no failure), index, limit], i64 each.
 ERROR_SLOT_WORDS = 3
@@ -50,10 +50,7 @@ class Memory:
              name: str) -> ir.Value:
         def access() -> ir.Value:
             t = ptr.elem
-            converts = t.is_bool or t.bits == 16 and t.is_float
-            raw = b.load(self._address(b, ptr, index), typ=mem_type(t), align=mem_type_size(t),
-                         name=f"{name}.bits" if converts else name)
-            return from_mem(b, raw, t, name=name)
+            return load(b, self._address(b, ptr, index), t, name, align=mem_type_size(t))
 
         return self._guard(b, node, ptr, index, access, zero(ptr.elem))
 
