@@ -207,13 +207,13 @@ class DriverBuilder:
             self._rows(o_begin, o_end)
             return
         group_end = self.fn.append_basic_block("group.end")
-        mallocs = self._group_start(group_end)
+        scratch = self._group_start(group_end)
         self._items(self.plan.items, self._instances_nest(o_begin, o_end))
         if not b.block.is_terminated:
             b.branch(group_end)
         b.position_at_end(group_end)
-        for ptr in mallocs:
-            b.call(self._libc("free"), [ptr])
+        if scratch is not None:
+            b.call(self._libc("free"), [scratch])  # null after a failed calloc: free ignores it
 
     def _ancestor_ids(self, p: ir.Value) -> None:
         """Decompose p (level 1 fastest) into the instance ids of every ancestor level."""
@@ -240,8 +240,12 @@ class DriverBuilder:
                 value.name = f"{_DIM_NAMES[d]}{level}"
                 self.em.ids[(level, d)] = value
 
-    def _group_start(self, group_end: ir.Block) -> list[ir.Value]:
-        """Zero the group's storage and allocate its malloc scratch (zeroed, shared)."""
+    def _group_start(self, group_end: ir.Block) -> ir.Value | None:
+        """Zero the group's storage and allocate its malloc scratch (zeroed, shared).
+
+        Every malloc of the body shares one calloc'ed block (each part 64-byte aligned), so there
+        is one allocation to check and free; on failure the group is skipped and reported.
+        """
         b = self.b
         for name, storage in self.plan.storage.items():
             if storage == P.GROUP and name in self.em.slots:
@@ -251,20 +255,27 @@ class DriverBuilder:
             self._memset(array, size)
         if self.done is not None:
             self._memset(self.done, self.group_size)
-        scratch = []
+        if not self.plan.mallocs:
+            return None
+        sizes = []
+        total: ir.Value = ir.Constant(I64, 0)
         for assign in self.plan.mallocs:
             assert isinstance(assign.value, K.Malloc)
             nbytes = self.em.expr(assign.value.nbytes, f"{assign.target}.bytes")
-            at_least_one = b.select(b.icmp_signed("==", nbytes, ir.Constant(I64, 0)),
-                                    ir.Constant(I64, 1), nbytes)
-            ptr = self._checked_alloc("calloc", [at_least_one, ir.Constant(I64, 1)],
-                                      assign.target, group_end)
-            elem = self.leaf.locals[assign.target]
-            assert isinstance(elem, PtrType)
-            limit = b.udiv(nbytes, ir.Constant(I64, max(1, elem.elem.bits // 8)),
+            sizes.append((total, nbytes))
+            aligned = b.and_(b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, -64))
+            total = b.add(total, aligned)
+        # A negative size makes the total huge (unsigned) and calloc fail: reported, not run.
+        total = b.select(b.icmp_signed("==", total, ir.Constant(I64, 0)), ir.Constant(I64, 1),
+                         total, name="scratch.bytes")
+        scratch = self._checked_alloc("calloc", [total, ir.Constant(I64, 1)], "scratch", group_end)
+        for assign, (offset, nbytes) in zip(self.plan.mallocs, sizes):
+            ptr_type = self.leaf.locals[assign.target]
+            assert isinstance(ptr_type, PtrType)
+            ptr = b.gep(scratch, [offset], source_etype=I8, name=assign.target)
+            limit = b.udiv(nbytes, ir.Constant(I64, max(1, ptr_type.elem.bits // 8)),
                            name=f"{assign.target}.limit") if self.checked else None
-            self.em.pointers[assign.target] = Pointer(ptr, elem.elem, limit)
-            scratch.append(ptr)
+            self.em.pointers[assign.target] = Pointer(ptr, ptr_type.elem, limit)
         return scratch
 
     def _memset(self, ptr: ir.Value, nbytes: ir.Value) -> None:
