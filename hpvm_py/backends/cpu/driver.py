@@ -52,10 +52,12 @@ class DriverBuilder:
         self.em = Emitter(self.b, leaf, ctx.level_dims, ctx.output_modes, self.memory)
         self.arrays: dict[str, ir.Value] = {}  # per-instance storage of INSTANCE locals
         self.done: ir.Value | None = None
-        self.per_parent: dict[str, ir.Value] = {}
-        self.per_instance: dict[str, ir.Value] = {}
-        self.group_size: ir.Value = ir.Constant(I64, 0)
+        # scalar parameters read from arrays: the parameter and the array's address
+        self.per_parent: list[tuple[K.Param, ir.Value]] = []
+        self.per_instance: list[tuple[K.Param, ir.Value]] = []
+        self.level_counts: list[ir.Value] = []  # instances per level
         self.leaf_count: ir.Value = ir.Constant(I64, 1)
+        self.group_size: ir.Value = ir.Constant(I64, 1)  # instances per group
 
     # -- the function ------------------------------------------------------------------------
 
@@ -107,10 +109,9 @@ class DriverBuilder:
                                                        private=param.name in self.private)
             elif mode == "uniform":
                 self.em.scalars[param.name] = load(b, slot, param.type, param.name)
-            elif mode == "per_parent":
-                self.per_parent[param.name] = b.load(slot, typ=PTR, name=f"{param.name}.array")
             else:
-                self.per_instance[param.name] = b.load(slot, typ=PTR, name=f"{param.name}.array")
+                array = b.load(slot, typ=PTR, name=f"{param.name}.array")
+                (self.per_parent if mode == "per_parent" else self.per_instance).append((param, array))
         if self.checked:  # after the loop: a limit reads the size parameter that follows
             for i, param in enumerate(self.leaf.params):
                 if isinstance(param.type, PtrType):
@@ -199,10 +200,9 @@ class DriverBuilder:
         b = self.b
         self.em.parent = p
         self._ancestor_ids(p)
-        for name, array in self.per_parent.items():
-            param = next(q for q in self.leaf.params if q.name == name)
+        for param, array in self.per_parent:
             address = b.gep(array, [p], source_etype=mem_type(param.type))
-            self.em.scalars[name] = load(b, address, param.type, name)
+            self.em.scalars[param.name] = load(b, address, param.type, param.name)
         if self.plan.kind == "row":
             self._rows(o_begin, o_end)
             return
@@ -397,10 +397,9 @@ class DriverBuilder:
         for name, array in self.arrays.items():
             t = self.leaf.locals[name]
             em.slots[name] = b.gep(array, [slot], source_etype=reg_type(t), name=f"{name}.slot")
-        for name, array in self.per_instance.items():
-            param = next(q for q in self.leaf.params if q.name == name)
+        for param, array in self.per_instance:
             address = b.gep(array, [flat], source_etype=mem_type(param.type))
-            em.scalars[name] = load(b, address, param.type, name)
+            em.scalars[param.name] = load(b, address, param.type, param.name)
         em.frame = Frame(slot=slot, lin=lin, flat=flat, exit=end, done=done)
         body()
         em.frame = None
@@ -409,8 +408,8 @@ class DriverBuilder:
         b.position_at_end(end)
         for name in self.arrays:
             del em.slots[name]
-        for name in self.per_instance:
-            del em.scalars[name]
+        for param, _ in self.per_instance:
+            del em.scalars[param.name]
 
     def _forall_body(self, forall: P.Forall) -> None:
         em = self.em

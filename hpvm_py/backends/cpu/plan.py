@@ -72,7 +72,7 @@ class Plan:
     kind: str
     items: list[Item]
     storage: dict[str, str]
-    remat: dict[str, K.Assign] = field(default_factory=dict)
+    remat: dict[str, K.Assign] = field(default_factory=dict)  # in definition order
     mallocs: list[K.Assign] = field(default_factory=list)
     needs_done: bool = False  # a return inside a forall must hide the instance from later ones
 
@@ -94,7 +94,8 @@ def _foralls(items: list[Item]):
 def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
     for stmt in K.walk_stmts(leaf.body):
         if isinstance(stmt, (K.Print, K.Breakpoint)):
-            raise CompileError("print() is supported only by target='python'", stmt.loc)
+            what = "print()" if isinstance(stmt, K.Print) else "breakpoint()"
+            raise CompileError(f"{what} is supported only by target='python'", stmt.loc)
     for e in K.walk_all_exprs(leaf.body):
         if isinstance(e, K.CallHelper):
             raise CompileError(f"internal: the call of helper {e.func}() was not inlined before "
@@ -110,7 +111,7 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
     else:
         kind = "flat"
     uni = Uniformity(leaf, ctx.input_modes, row_group=kind == "row")
-    splitter = _Splitter(leaf, body, kind, uni)
+    splitter = _Splitter(body, uni)
     if kind == "row" and not splitter.group_stmts:
         kind = "flat"
     if kind == "flat":
@@ -125,9 +126,8 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
 class _Splitter:
     """Chooses the group-level statements and splits the body into items around them."""
 
-    def __init__(self, leaf: K.LeafFunc, body: K.Block, kind: str, uni: Uniformity):
+    def __init__(self, body: K.Block, uni: Uniformity):
         self.body = body
-        self.kind = kind
         self.uni = uni
         self.single_defs = _single_definitions(body)
         self.candidates: set[int] = set()
@@ -308,6 +308,9 @@ def _assign_storage(plan: Plan, leaf: K.LeafFunc, body: K.Block, group_vars: set
             plan.storage[name] = REG
         else:
             plan.storage[name] = INSTANCE
+    # definition order, so that recomputing one can read the ones it depends on
+    order = {id(stmt): i for i, stmt in enumerate(body)}
+    plan.remat = dict(sorted(plan.remat.items(), key=lambda item: order[id(item[1])]))
 
 
 def _foralls_in_group_loops(items: list[Item], inside: bool):
