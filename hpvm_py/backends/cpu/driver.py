@@ -173,18 +173,26 @@ class DriverBuilder:
                 self.arrays[name] = array
         return storage
 
-    def _checked_alloc(self, fn_name: str, args: list[ir.Value], name: str,
-                       fail_bb: ir.Block) -> ir.Value:
+    def _checked_alloc(self, fn_name: str, args: list[ir.Value], name: str, fail_bb: ir.Block,
+                       invalid: ir.Value | None = None, requested: ir.Value | None = None
+                       ) -> ir.Value:
+        """Allocate; when the result is null (or `invalid` holds) report `requested` bytes (default
+        the first argument) and go to fail_bb."""
         b = self.b
         fn = self._libc(fn_name)
         ptr = b.call(fn, args, name=name)
         failed = b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
+        if invalid is not None:
+            # LLVM may delete an allocation it can do without, null check included: a size that
+            # cannot be allocated is reported from its own test.
+            failed = b.or_(failed, invalid)
         ok_bb = b.append_basic_block(f"{name}.ok")
         bad_bb = b.append_basic_block(f"{name}.failed")
         b.cbranch(failed, bad_bb, ok_bb)
         b.position_at_end(bad_bb)
         site = ir.Constant(I64, MALLOC_FAILED_SITE)
-        b.call(self.memory._reporter(), [self.fn.args[6], site, args[0], args[0]])
+        size = requested if requested is not None else args[0]
+        b.call(self.memory.reporter(), [self.fn.args[6], site, size, size])
         b.branch(fail_bb)
         b.position_at_end(ok_bb)
         return ptr
@@ -258,17 +266,19 @@ class DriverBuilder:
         if not self.plan.mallocs:
             return None
         sizes = []
-        total: ir.Value = ir.Constant(I64, 0)
+        total: ir.Value = ir.Constant(I64, 1)  # calloc(0) may return null: ask for a byte more
+        negative: ir.Value = ir.Constant(ir.IntType(1), 0)
         for assign in self.plan.mallocs:
             assert isinstance(assign.value, K.Malloc)
             nbytes = self.em.expr(assign.value.nbytes, f"{assign.target}.bytes")
-            sizes.append((total, nbytes))
+            negative = b.or_(negative, b.icmp_signed("<", nbytes, ir.Constant(I64, 0)))
             aligned = b.and_(b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, -64))
+            sizes.append((b.sub(total, ir.Constant(I64, 1)), nbytes))
             total = b.add(total, aligned)
-        # A negative size makes the total huge (unsigned) and calloc fail: reported, not run.
-        total = b.select(b.icmp_signed("==", total, ir.Constant(I64, 0)), ir.Constant(I64, 1),
-                         total, name="scratch.bytes")
-        scratch = self._checked_alloc("calloc", [total, ir.Constant(I64, 1)], "scratch", group_end)
+        requested = b.sub(total, ir.Constant(I64, 1), name="scratch.requested")
+        total = b.select(negative, ir.Constant(I64, 1), total, name="scratch.bytes")
+        scratch = self._checked_alloc("calloc", [total, ir.Constant(I64, 1)], "scratch", group_end,
+                                      invalid=negative, requested=requested)
         for assign, (offset, nbytes) in zip(self.plan.mallocs, sizes):
             ptr_type = self.leaf.locals[assign.target]
             assert isinstance(ptr_type, PtrType)

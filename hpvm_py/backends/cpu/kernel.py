@@ -27,8 +27,10 @@ _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int6
 SERIAL_INSTANCES = 32 * 1024
 # Partitions per thread: a few, so that a slow thread does not hold the launch up.
 PARTS_PER_THREAD = 2
-# Privatise a buffer (one copy per partition) only up to this size.
+# Privatise a buffer (one copy per partition) only up to this size, and only when the copies take
+# at most this many bytes per instance of the launch.
 PRIVATE_MAX_BYTES = 1 << 20
+PRIVATE_BYTES_PER_INSTANCE = 4
 
 
 @dataclass
@@ -69,7 +71,7 @@ class CpuKernel:
         error = np.zeros(ERROR_SLOT_WORDS, dtype=np.int64)
         outer = extents[0][-1] if extents and extents[0] else 1
         parts = self._partition(parents, leaves, outer)
-        privates = self._privates(args, len(parts))
+        privates = self._privates(args, len(parts), parents * leaves)
         driver = self._private_driver if privates else self._driver
         calls: list[Callable[[], None]] = []
         for i, (p0, p1, o0, o1) in enumerate(parts):
@@ -151,9 +153,10 @@ class CpuKernel:
                 continue
             needed = parents if mode == "per_parent" else parents * leaves
             dtype = np.dtype(np.int64) if isinstance(port.type, PtrType) else port.type.numpy_dtype
-            if not isinstance(out, np.ndarray) or out.dtype.itemsize != dtype.itemsize or \
-                    out.dtype.kind != dtype.kind and not isinstance(port.type, PtrType) or \
-                    not out.flags.c_contiguous or out.size < needed:
+            same_type = out.dtype == dtype if isinstance(out, np.ndarray) else False
+            if isinstance(port.type, PtrType) and isinstance(out, np.ndarray):
+                same_type = out.dtype.itemsize == 8 and out.dtype.kind in "iu"  # an address
+            if not same_type or not out.flags.c_contiguous or out.size < needed:
                 raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a "
                                   f"contiguous {dtype} array of {needed} element(s)", port.loc)
             slots[layout.output_slot(j)] = out.ctypes.data
@@ -161,7 +164,7 @@ class CpuKernel:
 
     # -- privatised atomics ------------------------------------------------------------------
 
-    def _privates(self, args: list[Any], parts: int) -> dict[int, list[np.ndarray]]:
+    def _privates(self, args: list[Any], parts: int, instances: int) -> dict[int, list[np.ndarray]]:
         """slot index -> one private copy per partition, for every privatisable buffer, or {} when
         privatising does not pay (a single partition, or a buffer too large to copy)."""
         if not self.info.private or parts < 2:
@@ -172,7 +175,9 @@ class CpuKernel:
             if kind is None:
                 continue
             buf = args[i]
-            if buf.array is None or buf.nbytes > PRIVATE_MAX_BYTES:
+            # Copies, and merging them, must cost little next to the launch itself.
+            if buf.array is None or buf.nbytes > PRIVATE_MAX_BYTES or \
+                    buf.nbytes * parts > instances * PRIVATE_BYTES_PER_INSTANCE:
                 return {}
             elem = param.type.elem
             count = buf.nbytes // elem.numpy_dtype.itemsize
@@ -197,7 +202,7 @@ class CpuKernel:
         code, index, limit = (int(v) for v in error)
         if code == MALLOC_FAILED_SITE + 1:
             return ExecutionError(f"{self.leaf.name}: could not allocate {index} bytes of "
-                                  "scratch memory (malloc)", self.leaf.loc)
+                                  "storage (malloc scratch or per-instance values)", self.leaf.loc)
         node = self.info.sites[code - 1]
         what = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}[type(node)]
         return ExecutionError(

@@ -102,7 +102,7 @@ class Memory:
         b.cbranch(b.icmp_unsigned("<", index, ptr.limit), ok_bb, bad_bb)
         b.position_at_end(bad_bb)
         site = ir.Constant(I64, self.sites[id(node)])
-        b.call(self._reporter(), [self.error_slot, site, index, ptr.limit])
+        b.call(self.reporter(), [self.error_slot, site, index, ptr.limit])
         b.branch(end_bb)
         b.position_at_end(ok_bb)
         value = access()
@@ -116,7 +116,7 @@ class Memory:
         phi.add_incoming(fallback, bad_bb)
         return phi
 
-    def _reporter(self) -> ir.Function:
+    def reporter(self) -> ir.Function:
         """void hpvm.out_of_bounds(ptr slot, i64 site, i64 index, i64 limit): keep the first."""
         existing = self.module.globals.get("hpvm.out_of_bounds")
         if isinstance(existing, ir.Function):
