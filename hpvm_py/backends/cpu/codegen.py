@@ -268,7 +268,7 @@ class Emitter:
         start = self.expr(s.start, f"{s.var}.start")
         stop = self.expr(s.stop, f"{s.var}.stop")
         step = self.expr(s.step, f"{s.var}.step")
-        count = trip_count(b, t, start, stop, step, s.step, s.var)
+        count = trip_count(b, t, start, stop, step, s.step)
         preheader = b.block
         head = b.append_basic_block(f"for.{s.var}")
         body_bb = b.append_basic_block(f"for.{s.var}.body")
@@ -301,7 +301,7 @@ class Emitter:
 
 
 def trip_count(b: ir.IRBuilder, t: ScalarType, start: ir.Value, stop: ir.Value, step: ir.Value,
-               step_expr: K.Expr, var: str) -> ir.Value:
+               step_expr: K.Expr) -> ir.Value:
     """The number of iterations of range(start, stop, step), as an unsigned i64.
 
     Widened to 64 bits by the type's signedness, the distance between start and stop always fits

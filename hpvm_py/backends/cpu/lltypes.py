@@ -24,11 +24,6 @@ PTR = ir.PointerType()
 VOID = ir.VoidType()
 
 
-def is_half_float(t: ScalarType) -> bool:
-    """f16 and bf16: computed in f32, rounded back after every operation."""
-    return t.is_float and t.bits == 16
-
-
 def reg_type(t: ScalarType) -> ir.Type:
     if t.is_float:
         return F64 if t.bits == 64 else F32
