@@ -143,3 +143,63 @@ def strided(A: In[Ptr[f32]], A_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, K
 
 def test_loops_without_unit_stride_access_stay_inside_the_instance():
     assert _plan(strided, (1,), ("buffer", "uniform", "buffer", "uniform", "uniform")).kind == "flat"
+
+
+@hpvm.leaf
+def triangular(A: In[Ptr[f32]], A_bytes: i64, B: In[Ptr[f32]], B_bytes: i64, C: Out[Ptr[f32]],
+               C_bytes: i64):
+    node = hpvm.get_node()
+    col = hpvm.get_node_instance_id_x(node)
+    row = hpvm.get_node_instance_id_y(node)
+    plane = hpvm.get_node_instance_id_z(node)
+    n = hpvm.get_num_node_instances_x(node)
+    m = hpvm.get_num_node_instances_y(node)
+    acc = f32(0.0)
+    for k in range(row + 1):  # differs between rows: groups stay within one row
+        acc += A[(plane * m + row) * m + k] * B[k * n + col]
+    C[(plane * m + row) * n + col] = acc
+
+
+def test_row_dependent_loops_keep_one_row_per_group():
+    assert _plan(matmul, (2,), ("buffer", "uniform") * 3 + ("uniform",)).rows > 1
+    plan = _plan(triangular, (3,), ("buffer", "uniform") * 3)
+    assert plan.kind == "row" and plan.rows == 1
+    Z, M, N = 3, 9, 600
+    A = rng.random((Z, M, M), dtype=np.float32)
+    B = rng.random((M, N), dtype=np.float32)
+    C = np.zeros((Z, M, N), np.float32)
+    run(triangular, [(N, M, Z)], A, None, B, None, C, None)
+    want = np.zeros((Z, M, N), np.float32)
+    for row in range(M):
+        for k in range(row + 1):
+            want[:, row, :] += A[:, row, k:k + 1] * B[k]
+    assert np.array_equal(C, want)
+
+
+@hpvm.leaf
+def batched(A: In[Ptr[f32]], A_bytes: i64, B: In[Ptr[f32]], B_bytes: i64, C: Out[Ptr[f32]],
+            C_bytes: i64, K: i64):
+    node = hpvm.get_node()
+    col = hpvm.get_node_instance_id_x(node)
+    row = hpvm.get_node_instance_id_y(node)
+    batch = hpvm.get_node_instance_id_z(node)
+    n = hpvm.get_num_node_instances_x(node)
+    m = hpvm.get_num_node_instances_y(node)
+    acc = f32(0.0)
+    for k in range(K):
+        acc += A[(batch * m + row) * K + k] * B[(batch * K + k) * n + col]
+    C[(batch * m + row) * n + col] = acc
+
+
+def test_three_dimensional_blocks_of_rows():
+    plan = _plan(batched, (3,), ("buffer", "uniform") * 3 + ("uniform",))
+    assert plan.kind == "row" and plan.rows > 1
+    Z, M, N, K = 3, 10, 530, 7
+    A = rng.random((Z, M, K), dtype=np.float32)
+    B = rng.random((Z, K, N), dtype=np.float32)
+    C = np.zeros((Z, M, N), np.float32)
+    run(batched, [(N, M, Z)], A, None, B, None, C, None, K)
+    want = np.zeros((Z, M, N), np.float32)
+    for k in range(K):
+        want += A[:, :, k:k + 1] * B[:, k:k + 1, :]
+    assert np.array_equal(C, want)

@@ -2,7 +2,7 @@
 
     for p in [p_begin, p_end):              ancestor ids and per_parent inputs, hoisted
       (group kind) group setup: scratch from malloc, zeroed per-instance storage
-      (row kind)   for z, y: for each tile of TILE consecutive x: group setup
+      (row kind)   for z, y (or blocks of rows): for each tile of x: group setup
         the plan's items: group-level code, and foralls over the group's instances
         with the leaf body inlined into the innermost (x) loop
 
@@ -25,8 +25,8 @@ from .intrinsics import declare
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
 from .memory import Memory, Pointer
 
-# Instances per group in the row kind: per-instance arrays of TILE elements stay in L1.
-TILE = 512
+# x instances per group of the row kind: per-instance arrays of rows * TILE_WIDTH values stay in L1.
+TILE_WIDTH = 512
 _DIM_NAMES = "xyz"
 MALLOC_FAILED_SITE = -2  # recorded as -1 in the error slot
 
@@ -144,7 +144,8 @@ class DriverBuilder:
     def _allocate_arrays(self) -> ir.Value | None:
         """Per-instance storage for one group, in one block allocated once per driver call."""
         b = self.b
-        size = ir.Constant(I64, TILE) if self.plan.kind == "row" else self.leaf_count
+        size = ir.Constant(I64, self.plan.rows * TILE_WIDTH) if self.plan.kind == "row" \
+            else self.leaf_count
         self.group_size = size
         # (local, bytes per instance); None stands for the "returned" flags
         arrays: list[tuple[str | None, int]] = [
@@ -292,47 +293,68 @@ class DriverBuilder:
         fn = self.module.declare_intrinsic("llvm.memset", [PTR, I64])
         self.b.call(fn, [ptr, ir.Constant(I8, 0), nbytes, ir.Constant(ir.IntType(1), 0)])
 
-    # -- the row kind: groups are tiles of one row -------------------------------------------
+    # -- the row kind: groups are tiles of x in one or a few rows ------------------------------
 
     def _rows(self, o_begin: ir.Value, o_end: ir.Value) -> None:
-        """for z: for y: for each tile of x (the outermost dimension over [o_begin, o_end))."""
-        def rows(d: int, begin: ir.Value, end: ir.Value) -> None:
+        """for z: for y (or each block of plan.rows rows): for each tile of x: the group's items.
+        The outermost dimension runs over [o_begin, o_end)."""
+        rows, width = self.plan.rows, ir.Constant(I64, TILE_WIDTH)
+
+        def level(d: int, begin: ir.Value, end: ir.Value) -> None:
             if d == 0:
-                self.counted_loop(begin, end, "tile", self._tile(end), step=ir.Constant(I64, TILE))
+                self.counted_loop(begin, end, "tile", lambda x0: self._tile(None, x0, end),
+                                  step=width)
+            elif d == 1 and rows > 1:
+                def block(y0: ir.Value) -> None:
+                    limit = self.b.add(y0, ir.Constant(I64, rows))
+                    y1 = self.b.select(self.b.icmp_signed("<", limit, end), limit, end,
+                                       name="rows.end")
+                    nx = self.em.counts[(0, 0)]
+                    self.counted_loop(ir.Constant(I64, 0), nx, "tile",
+                                      lambda x0: self._tile((y0, y1), x0, nx), step=width)
+
+                self.counted_loop(begin, end, "rows", block, step=ir.Constant(I64, rows))
+            else:
+                def inner(v: ir.Value) -> None:
+                    self.em.ids[(0, d)] = v
+                    level(d - 1, ir.Constant(I64, 0), self.em.counts[(0, d - 1)])
+
+                self.counted_loop(begin, end, _DIM_NAMES[d], inner)
+
+        level(self.dims - 1, o_begin, o_end)
+
+    def _tile(self, rows: tuple[ir.Value, ir.Value] | None, x0: ir.Value, x_end: ir.Value) -> None:
+        """One group: x in [x0, x0 + width) (clipped), in the rows [y0, y1) when given."""
+        b = self.b
+        width = TILE_WIDTH
+        limit = b.add(x0, ir.Constant(I64, width))
+        x1 = b.select(b.icmp_signed("<", limit, x_end), limit, x_end, name="tile.end")
+        group_end = self.fn.append_basic_block("tile.done")
+        self._group_start(group_end)
+
+        def columns(base: ir.Value, instance: Callable[[], None]) -> None:
+            def at(x: ir.Value) -> None:
+                self.em.ids[(0, 0)] = x
+                self._instance(b.add(base, b.sub(x, x0), name="slot"), instance)
+
+            self.counted_loop(x0, x1, "x", at)
+
+        def nest(instance: Callable[[], None]) -> None:
+            if rows is None:
+                columns(ir.Constant(I64, 0), instance)
                 return
+            y0, y1 = rows
 
-            def inner(v: ir.Value) -> None:
-                self.em.ids[(0, d)] = v
-                rows(d - 1, ir.Constant(I64, 0), self.em.counts[(0, d - 1)])
+            def row(y: ir.Value) -> None:
+                self.em.ids[(0, 1)] = y
+                columns(b.mul(b.sub(y, y0), ir.Constant(I64, width)), instance)
 
-            self.counted_loop(begin, end, _DIM_NAMES[d], inner)
+            self.counted_loop(y0, y1, "y", row)
 
-        rows(self.dims - 1, o_begin, o_end)
-
-    def _tile(self, x_end: ir.Value) -> Callable[[ir.Value], None]:
-        def run(x0: ir.Value) -> None:
-            b = self.b
-            x0.name = "tile.x"
-            limit = b.add(x0, ir.Constant(I64, TILE))
-            x1 = b.select(b.icmp_signed("<", limit, x_end), limit, x_end, name="tile.end")
-            group_end = self.fn.append_basic_block("tile.done")
-            self._group_start(group_end)
-
-            def nest(instance: Callable[[], None]) -> None:
-                def at(x: ir.Value) -> None:
-                    x.name = "x"
-                    self.em.ids[(0, 0)] = x
-                    slot = b.sub(x, x0, name="slot")
-                    self._instance(slot, instance)
-
-                self.counted_loop(x0, x1, "x", at)
-
-            self._items(self.plan.items, nest)
-            if not b.block.is_terminated:
-                b.branch(group_end)
-            b.position_at_end(group_end)
-
-        return run
+        self._items(self.plan.items, nest)
+        if not b.block.is_terminated:
+            b.branch(group_end)
+        b.position_at_end(group_end)
 
     # -- group-level items -------------------------------------------------------------------
 

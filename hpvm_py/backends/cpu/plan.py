@@ -9,8 +9,9 @@ instances may run in any order and interleaving: only barriers and edges order t
 
 Kinds:
   flat  - no barrier, malloc or profitable interchange: one forall, the body inlined in the x loop;
-  row   - no barrier or malloc: interchange uniform loops over runs of consecutive x (the group is
-          a tile of one row), so LLVM vectorises over instances without reassociating reductions;
+  row   - no barrier or malloc: interchange uniform loops with the instance loop over a tile of
+          consecutive x in `rows` consecutive y rows, so LLVM vectorises over instances without
+          reassociating reductions (several rows share what a loop reads per x, as B in sgemm);
   group - barriers or malloc: the group is every leaf instance of one parent instance.
 """
 from __future__ import annotations
@@ -60,6 +61,8 @@ class GroupJump:
 
 Item = Forall | GroupIf | GroupFor | GroupWhile | GroupAssign | GroupJump
 
+ROWS = 4  # y rows per group of the row kind, when the interchanged loops are uniform across rows
+
 # Storage classes of locals.
 REG = "reg"            # a register, zeroed at the start of each forall that uses it
 INSTANCE = "instance"  # per-instance array: lives across foralls
@@ -75,6 +78,7 @@ class Plan:
     remat: dict[str, K.Assign] = field(default_factory=dict)  # in definition order
     mallocs: list[K.Assign] = field(default_factory=list)
     needs_done: bool = False  # a return inside a forall must hide the instance from later ones
+    rows: int = 1  # row kind: y rows per group
 
     def foralls(self) -> list[Forall]:
         return list(_foralls(self.items))
@@ -110,17 +114,31 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
         kind = "row"
     else:
         kind = "flat"
-    uni = Uniformity(leaf, ctx.input_modes, row_group=kind == "row")
-    splitter = _Splitter(body, uni)
-    if kind == "row" and not splitter.group_stmts:
-        kind = "flat"
+    rows = 1
+    if kind == "row":
+        splitter, rows = _row_splitter(leaf, body, ctx, leaf_dims)
+        if not splitter.group_stmts:
+            kind = "flat"
+    else:
+        splitter = _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset()))
     if kind == "flat":
         return Plan("flat", [Forall(body)], {name: REG for name in leaf.locals})
     items = splitter.items()
-    plan = Plan(kind, items, {}, mallocs=mallocs)
+    plan = Plan(kind, items, {}, mallocs=mallocs, rows=rows)
     _assign_storage(plan, leaf, body, splitter.group_vars | {m.target for m in mallocs})
     plan.needs_done = _needs_done(plan)
     return plan
+
+
+def _row_splitter(leaf: K.LeafFunc, body: K.Block, ctx: NodeContext,
+                  leaf_dims: int) -> tuple["_Splitter", int]:
+    """Groups of several rows when the interchanged loops allow it (uniform across rows), else
+    groups within one row."""
+    if leaf_dims >= 2:
+        block = _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset({2})))
+        if block.group_stmts:
+            return block, ROWS
+    return _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset({1, 2}))), 1
 
 
 class _Splitter:

@@ -1,10 +1,11 @@
 """Uniformity: which values are the same for every instance of a group.
 
 A group is the set of instances that one `forall` loop of the generated driver runs together:
-all leaf instances of one parent instance (when the leaf has barriers or malloc), or a run of
-consecutive x of one (parent, z, y) row (loop interchange without barriers). Uniform values are
-built from constants, uniform scalar parameters, instance counts, instance ids of the levels above
-the group, and locals assigned only from uniform values outside non-uniform control flow.
+all leaf instances of one parent instance (when the leaf has barriers or malloc), or a tile of
+consecutive x in one or a few consecutive y rows (loop interchange without barriers). Uniform values
+are built from constants, uniform scalar parameters, instance counts, instance ids of the levels
+above and of the leaf dimensions the group does not span, and locals assigned only from uniform
+values outside non-uniform control flow.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from ...types import PtrType
 class Uniformity:
     """Decides uniformity of expressions for one leaf and one kind of group."""
 
-    def __init__(self, leaf: K.LeafFunc, input_modes: tuple[str, ...], row_group: bool):
-        self.row_group = row_group  # the group is one x-row: y and z ids of the leaf are uniform
+    def __init__(self, leaf: K.LeafFunc, input_modes: tuple[str, ...],
+                 uniform_dims: frozenset[int]):
+        self.uniform_dims = uniform_dims  # leaf dimensions the group does not span
         self.uniform_params = {p.name for p, mode in zip(leaf.params, input_modes)
                                if mode in ("uniform", "per_parent", "buffer")}
         self.locals = self._uniform_locals(leaf)
@@ -29,7 +31,7 @@ class Uniformity:
         if isinstance(e, (K.Load, K.Atomic, K.CallHelper)):
             return False
         if isinstance(e, K.InstanceId) and e.level == 0:
-            return self.row_group and e.dim > 0
+            return e.dim in self.uniform_dims
         if isinstance(e, K.Var) and not isinstance(e.type, PtrType):
             return e.name in self.uniform_params or e.name in uniform_locals
         return True
