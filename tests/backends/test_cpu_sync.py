@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from cpu_harness import leaves_from_source, run
+from cpu_harness import bf16_to_f32, f32_to_bf16, leaves_from_source, run
 from hpvm_py import In, InOut, Out, Ptr, f32, f64, i32, i64, u64
 from hpvm_py.errors import CompileError
 
@@ -323,3 +323,32 @@ def test_float_atomics(op):
             assert np.isclose(cell[k], -v[k::7].sum())
         else:
             assert np.array_equal(np.sort(np.concatenate([[cell[k]], old[k::7]])), np.sort(values))
+
+
+@pytest.mark.parametrize("tname,limit", [("f16", 2048), ("bf16", 256)])
+def test_sixteen_bit_float_atomics(tname, limit):
+    leaf = _atomic_leaf("add", tname, use_result=False)
+    n = 7 * (limit // 2)  # sums stay small integers: exact in the 16-bit type
+    ones = np.full(n, 0x3F80 if tname == "bf16" else 1.0,
+                   dtype=np.uint16 if tname == "bf16" else np.float16)
+    cell = np.zeros(7, ones.dtype)
+    run(leaf, [(n,)], ones, None, cell, None, np.zeros(n, ones.dtype), None)
+    values = bf16_to_f32(cell) if tname == "bf16" else cell
+    assert list(values) == [limit // 2] * 7
+    maxed = _atomic_leaf("max", tname, use_result=True)
+    v = np.arange(n, dtype=np.float32) % 200
+    v_buf = f32_to_bf16(v) if tname == "bf16" else v.astype(np.float16)
+    cell = np.zeros(7, ones.dtype)
+    run(maxed, [(n,)], v_buf, None, cell, None, np.zeros(n, ones.dtype), None)
+    values = bf16_to_f32(cell) if tname == "bf16" else cell
+    assert list(values) == [v[k::7].max() for k in range(7)]
+
+
+def test_atomics_on_booleans_are_rejected():
+    mod = leaves_from_source("""
+        @hpvm.leaf
+        def flag(b: InOut[Ptr[i1]], b_bytes: i64):
+            hpvm.atomic_xchg(b, 0, True)
+    """)
+    with pytest.raises(CompileError, match="i1"):
+        run(mod.flag, [(1,)], np.zeros(1, bool), None)
