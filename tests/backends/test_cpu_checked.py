@@ -125,3 +125,26 @@ def test_print_is_for_the_python_target_only():
     """)
     with pytest.raises(CompileError, match="print\\(\\) is supported only by target='python'"):
         run(mod.talk, [(1,)], np.zeros(1, np.float32), None)
+
+
+def test_equal_ir_from_elsewhere_reports_its_own_lines():
+    import copy
+
+    from hpvm_py.ir import kernel as K
+    from hpvm_py.ir.loc import Loc
+
+    other = copy.deepcopy(shifted_copy.ir)
+    for stmt in K.walk_stmts(other.body):
+        if isinstance(stmt, K.Assign) and stmt.target == "v":
+            stmt.value.loc = Loc("elsewhere.hpvm", 42, 0)
+    assert repr(other) == repr(shifted_copy.ir)
+    ctx = NodeContext(level_dims=(1,), input_modes=("buffer", "uniform", "buffer", "uniform",
+                                                    "uniform"), output_modes=())
+    first = CpuBackend().compile_leaf(shifted_copy.ir, ctx, checked=True)
+    second = CpuBackend().compile_leaf(other, ctx, checked=True)
+    assert second._code is first._code
+    a, b = np.zeros(4, np.float32), np.zeros(8, np.float32)
+    args = [buffer(a), np.int64(a.nbytes), buffer(b), np.int64(b.nbytes), np.int64(1)]
+    with pytest.raises(ExecutionError) as info:
+        second.launch(args, [], [(4,)])
+    assert info.value.loc == Loc("elsewhere.hpvm", 42, 0)

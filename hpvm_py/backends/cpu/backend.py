@@ -16,7 +16,7 @@ from ...ir import kernel as K
 from ...runtime import cache, stats
 from ..base import NodeContext
 from . import jit
-from .accesses import privatizable, sites
+from .accesses import Access, privatizable, sites
 from .driver import build_drivers
 from .kernel import CpuKernel, KernelInfo
 from .plan import Plan, make_plan
@@ -37,10 +37,12 @@ class CpuBackend:
             kernel = self._memory.get(key)
         if kernel is not None:
             stats.bump("cpu_cache_memory_hits")
-            return kernel
+            # Equal IR from elsewhere (locations are not part of it) shares the machine code but
+            # reports errors at its own lines.
+            return kernel if kernel.source is leaf else kernel.for_source(leaf, _sites_of(leaf))
         prepared, plan = _analyse(leaf, ctx)
         info = KernelInfo(splittable=plan.kind != "group", private=privatizable(prepared),
-                          sites=sites(prepared.body))
+                          sites=_sites_of(leaf))
         disk_key = cache.content_key(key[0], key[1], str(checked), __version__, jit.host_signature())
         obj = cache.load(disk_key, _OBJECT_SUFFIX)
         if obj is None:
@@ -48,7 +50,7 @@ class CpuBackend:
             obj = jit.emit_object(module)
             stats.bump("cpu_compiles")
             cache.store(disk_key, _OBJECT_SUFFIX, obj)
-        kernel = CpuKernel(prepared, ctx, checked, jit.LoadedObject(obj), info)
+        kernel = CpuKernel(leaf, prepared, ctx, checked, jit.LoadedObject(obj), info)
         with self._lock:
             self._memory.setdefault(key, kernel)
             return self._memory[key]
@@ -59,6 +61,10 @@ class CpuBackend:
         info = KernelInfo(splittable=plan.kind != "group", private=privatizable(prepared),
                           sites=sites(prepared.body))
         return str(jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
+
+
+def _sites_of(leaf: K.LeafFunc) -> list[Access]:
+    return sites(localize_assigned_params(leaf).body)
 
 
 def _analyse(leaf: K.LeafFunc, ctx: NodeContext) -> tuple[K.LeafFunc, Plan]:

@@ -43,8 +43,9 @@ class KernelInfo:
 
 
 class CpuKernel:
-    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, code: LoadedObject,
-                 info: KernelInfo):
+    def __init__(self, source: K.LeafFunc, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
+                 code: LoadedObject, info: KernelInfo):
+        self.source = source  # the leaf as given; `leaf` is its normalised form
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
@@ -54,6 +55,11 @@ class CpuKernel:
         self._driver = _DRIVER(code.address(leaf.name))
         self._private_driver = _DRIVER(code.address(leaf.name + PRIVATE_SUFFIX)) \
             if info.private else None
+
+    def for_source(self, source: K.LeafFunc, sites: list[Access]) -> "CpuKernel":
+        """This kernel's code for another leaf with the same IR (its own source locations)."""
+        info = KernelInfo(self.info.splittable, self.info.private, sites)
+        return CpuKernel(source, self.leaf, self.ctx, self.checked, self._code, info)
 
     # -- launch ------------------------------------------------------------------------------
 
