@@ -7,7 +7,10 @@ of the IR and are recomputed, never stored.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import threading
+from pathlib import Path
 
 from llvmlite import ir
 
@@ -43,7 +46,8 @@ class CpuBackend:
         prepared, plan = _analyse(leaf, ctx)
         info = KernelInfo(splittable=plan.kind != "group", private=privatizable(prepared),
                           sites=_sites_of(leaf))
-        disk_key = cache.content_key(key[0], key[1], str(checked), __version__, jit.host_signature())
+        disk_key = cache.content_key(key[0], key[1], str(checked), __version__, _code_version(),
+                                     jit.host_signature())
         obj = cache.load(disk_key, _OBJECT_SUFFIX)
         if obj is None:
             module = jit.optimize(_module_text(prepared, ctx, plan, info, checked))
@@ -61,6 +65,15 @@ class CpuBackend:
         info = KernelInfo(splittable=plan.kind != "group", private=privatizable(prepared),
                           sites=sites(prepared.body))
         return str(jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
+
+
+@functools.cache
+def _code_version() -> str:
+    """A hash of this backend's source: objects built by other code generators never match."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _sites_of(leaf: K.LeafFunc) -> list[Access]:
