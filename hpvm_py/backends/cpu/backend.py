@@ -44,8 +44,7 @@ class CpuBackend:
             # reports errors at its own lines.
             return kernel if kernel.source is leaf else kernel.for_source(leaf, _sites_of(leaf))
         prepared, plan = _analyse(leaf, ctx)
-        info = KernelInfo(splittable=plan.kind != "group", private=privatizable(prepared),
-                          sites=_sites_of(leaf))
+        info = _info(prepared, plan)
         disk_key = cache.content_key(key[0], key[1], str(checked), __version__, _code_version(),
                                      jit.host_signature())
         obj = cache.load(disk_key, _OBJECT_SUFFIX)
@@ -62,8 +61,7 @@ class CpuBackend:
     def llvm_ir(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
         """The optimised LLVM IR of the leaf's drivers (what `hpvmc compile --emit llvm` shows)."""
         prepared, plan = _analyse(leaf, ctx)
-        info = KernelInfo(splittable=plan.kind != "group", private=privatizable(prepared),
-                          sites=sites(prepared.body))
+        info = _info(prepared, plan)
         return str(jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
 
 
@@ -74,6 +72,12 @@ def _code_version() -> str:
     for path in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _info(prepared: K.LeafFunc, plan: Plan) -> KernelInfo:
+    loops = any(isinstance(s, (K.For, K.While)) for s in K.walk_stmts(prepared.body))
+    return KernelInfo(splittable=plan.kind != "group", private=privatizable(prepared),
+                      sites=sites(prepared.body), loops=loops)
 
 
 def _sites_of(leaf: K.LeafFunc) -> list[Access]:

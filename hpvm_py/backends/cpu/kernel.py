@@ -24,7 +24,9 @@ _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int6
                            ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 
 # Launches with fewer instances than this run on the calling thread: waking workers costs more.
+# Leaves with loops do more per instance, so their threshold is lower.
 SERIAL_INSTANCES = 32 * 1024
+SERIAL_INSTANCES_WITH_LOOPS = 2 * 1024
 # Partitions per thread: a few, so that a slow thread does not hold the launch up.
 PARTS_PER_THREAD = 2
 # Privatise a buffer (one copy per partition) only up to this size, and only when the copies take
@@ -40,6 +42,7 @@ class KernelInfo:
     splittable: bool  # a group may be split across threads (no barrier, no malloc)
     private: dict[str, str]  # privatisable buffers -> merge class
     sites: list[Access]
+    loops: bool  # the body has loops: instances may be costly
 
 
 class CpuKernel:
@@ -58,7 +61,7 @@ class CpuKernel:
 
     def for_source(self, source: K.LeafFunc, sites: list[Access]) -> "CpuKernel":
         """This kernel's code for another leaf with the same IR (its own source locations)."""
-        info = KernelInfo(self.info.splittable, self.info.private, sites)
+        info = KernelInfo(self.info.splittable, self.info.private, sites, self.info.loops)
         return CpuKernel(source, self.leaf, self.ctx, self.checked, self._code, info)
 
     # -- launch ------------------------------------------------------------------------------
@@ -99,7 +102,8 @@ class CpuKernel:
         """Disjoint (p_begin, p_end, o_begin, o_end) ranges: parents when there are enough of them
         (or when a group must stay on one thread), else the leaf's outermost dimension."""
         threads = get_pool().threads
-        if parents * leaves < SERIAL_INSTANCES or threads == 1:
+        serial = SERIAL_INSTANCES_WITH_LOOPS if self.info.loops else SERIAL_INSTANCES
+        if parents * leaves < serial or threads == 1:
             return [(0, parents, 0, outer)]
         target = threads * PARTS_PER_THREAD
         if parents >= target or not self.info.splittable or outer < 2:
