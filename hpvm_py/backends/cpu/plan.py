@@ -442,8 +442,8 @@ def _x_coefficient(e: K.Expr, defs: dict[str, K.Assign], uni: Uniformity, invari
     """The coefficient of the leaf's x instance id in an affine index, None if not affine."""
     if depth > 16:
         return None
-    if isinstance(e, K.InstanceId) and e.level == 0 and e.dim == 0:
-        return 1
+    if isinstance(e, K.InstanceId):  # other ids are constant along x
+        return 1 if e.level == 0 and e.dim == 0 else 0
     if isinstance(e, K.Var):
         if e.name in invariant or e.name in uni.uniform_params:
             return 0
