@@ -58,6 +58,7 @@ class DriverBuilder:
         self.level_counts: list[ir.Value] = []  # instances per level
         self.leaf_count: ir.Value = ir.Constant(I64, 1)
         self.group_size: ir.Value = ir.Constant(I64, 1)  # instances per group
+        self.ranges: dict[int, tuple[ir.Value | None, ir.Value | None]] = {}  # clipped ranges
 
     # -- the function ------------------------------------------------------------------------
 
@@ -212,6 +213,7 @@ class DriverBuilder:
         for param, array in self.per_parent:
             address = b.gep(array, [p], source_etype=mem_type(param.type))
             self.em.scalars[param.name] = load(b, address, param.type, param.name)
+        self._evaluate_bounds()
         if self.plan.kind == "row":
             self._rows(o_begin, o_end)
             return
@@ -223,6 +225,31 @@ class DriverBuilder:
         b.position_at_end(group_end)
         if scratch is not None:
             b.call(self._libc("free"), [scratch])  # null after a failed calloc: free ignores it
+
+    def _evaluate_bounds(self) -> None:
+        """The instance range each dimension keeps after index-range clipping (clip.py)."""
+        b = self.b
+        self.ranges = {}
+        int_max = ir.Constant(I64, (1 << 63) - 1)
+        for bound in self.plan.bounds:
+            value = self.em.expr(bound.value, f"{_DIM_NAMES[bound.dim]}.bound")
+            if bound.offset:  # value + 1, saturating: `x > INT64_MAX` keeps nothing
+                value = b.select(b.icmp_signed("==", value, int_max), int_max,
+                                 b.add(value, ir.Constant(I64, 1)))
+            lo, hi = self.ranges.get(bound.dim, (None, None))
+            if bound.lower:
+                lo = value if lo is None else _smax(b, lo, value)
+            else:
+                hi = value if hi is None else _smin(b, hi, value)
+            self.ranges[bound.dim] = (lo, hi)
+
+    def _clipped(self, d: int, begin: ir.Value, end: ir.Value) -> tuple[ir.Value, ir.Value]:
+        lo, hi = self.ranges.get(d, (None, None))
+        if lo is not None:
+            begin = _smax(self.b, begin, lo, f"{_DIM_NAMES[d]}.begin")
+        if hi is not None:
+            end = _smin(self.b, end, hi, f"{_DIM_NAMES[d]}.end")
+        return begin, end
 
     def _ancestor_ids(self, p: ir.Value) -> None:
         """Decompose p (level 1 fastest) into the instance ids of every ancestor level."""
@@ -301,17 +328,17 @@ class DriverBuilder:
         rows, width = self.plan.rows, ir.Constant(I64, TILE_WIDTH)
 
         def level(d: int, begin: ir.Value, end: ir.Value) -> None:
+            begin, end = self._clipped(d, begin, end)
             if d == 0:
                 self.counted_loop(begin, end, "tile", lambda x0: self._tile(None, x0, end),
                                   step=width)
             elif d == 1 and rows > 1:
                 def block(y0: ir.Value) -> None:
                     limit = self.b.add(y0, ir.Constant(I64, rows))
-                    y1 = self.b.select(self.b.icmp_signed("<", limit, end), limit, end,
-                                       name="rows.end")
-                    nx = self.em.counts[(0, 0)]
-                    self.counted_loop(ir.Constant(I64, 0), nx, "tile",
-                                      lambda x0: self._tile((y0, y1), x0, nx), step=width)
+                    y1 = _smin(self.b, limit, end, "rows.end")
+                    x0, x1 = self._clipped(0, ir.Constant(I64, 0), self.em.counts[(0, 0)])
+                    self.counted_loop(x0, x1, "tile",
+                                      lambda x: self._tile((y0, y1), x, x1), step=width)
 
                 self.counted_loop(begin, end, "rows", block, step=ir.Constant(I64, rows))
             else:
@@ -327,8 +354,7 @@ class DriverBuilder:
         """One group: x in [x0, x0 + width) (clipped), in the rows [y0, y1) when given."""
         b = self.b
         width = TILE_WIDTH
-        limit = b.add(x0, ir.Constant(I64, width))
-        x1 = b.select(b.icmp_signed("<", limit, x_end), limit, x_end, name="tile.end")
+        x1 = _smin(b, b.add(x0, ir.Constant(I64, width)), x_end, "tile.end")
         group_end = self.fn.append_basic_block("tile.done")
         self._group_start(group_end)
 
@@ -367,6 +393,8 @@ class DriverBuilder:
                 return
 
             def level(d: int, begin: ir.Value, end: ir.Value) -> None:
+                begin, end = self._clipped(d, begin, end)
+
                 def at(v: ir.Value) -> None:
                     self.em.ids[(0, d)] = v
                     if d == 0:
@@ -495,6 +523,14 @@ class DriverBuilder:
         iv.add_incoming(b.add(iv, step or ir.Constant(I64, 1), name=f"{name}.step"), latch)
         b.branch(head)
         b.position_at_end(done)
+
+
+def _smax(b: ir.IRBuilder, x: ir.Value, y: ir.Value, name: str = "") -> ir.Value:
+    return b.select(b.icmp_signed(">", x, y), x, y, name=name)
+
+
+def _smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value, name: str = "") -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y, name=name)
 
 
 def _reg_size(t: object) -> int:

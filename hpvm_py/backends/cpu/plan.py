@@ -22,6 +22,7 @@ from ...errors import CompileError
 from ...ir import kernel as K
 from ...types import PtrType
 from ..base import NodeContext
+from .clip import Bound, clip_instances
 from .uniform import Uniformity, escaping_jump
 
 
@@ -79,6 +80,7 @@ class Plan:
     mallocs: list[K.Assign] = field(default_factory=list)
     needs_done: bool = False  # a return inside a forall must hide the instance from later ones
     rows: int = 1  # row kind: y rows per group
+    bounds: list[Bound] = field(default_factory=list)  # instance ranges from a guard (clip.py)
 
     def foralls(self) -> list[Forall]:
         return list(_foralls(self.items))
@@ -105,15 +107,15 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
             raise CompileError(f"internal: the call of helper {e.func}() was not inlined before "
                                "code generation", e.loc)
     mallocs = [s for s in leaf.body if isinstance(s, K.Assign) and isinstance(s.value, K.Malloc)]
-    body = [s for s in leaf.body if not any(s is m for m in mallocs)]
-    has_barrier = any(isinstance(s, K.Barrier) for s in K.walk_stmts(body))
+    has_barrier = any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
     leaf_dims = ctx.level_dims[0] if ctx.level_dims else 0
+    bounds: list[Bound] = []
     if has_barrier or mallocs:
         kind = "group"
-    elif leaf_dims >= 1:
-        kind = "row"
     else:
-        kind = "flat"
+        kind = "row" if leaf_dims >= 1 else "flat"
+        leaf, bounds = clip_instances(leaf, ctx.input_modes)
+    body = [s for s in leaf.body if not any(s is m for m in mallocs)]
     rows = 1
     if kind == "row":
         splitter, rows = _row_splitter(leaf, body, ctx, leaf_dims)
@@ -122,9 +124,9 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
     else:
         splitter = _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset()))
     if kind == "flat":
-        return Plan("flat", [Forall(body)], {name: REG for name in leaf.locals})
+        return Plan("flat", [Forall(body)], {name: REG for name in leaf.locals}, bounds=bounds)
     items = splitter.items()
-    plan = Plan(kind, items, {}, mallocs=mallocs, rows=rows)
+    plan = Plan(kind, items, {}, mallocs=mallocs, rows=rows, bounds=bounds)
     _assign_storage(plan, leaf, body, splitter.group_vars | {m.target for m in mallocs})
     plan.needs_done = _needs_done(plan)
     return plan
