@@ -93,5 +93,5 @@ def _module_text(leaf: K.LeafFunc, ctx: NodeContext, plan: Plan, info: KernelInf
                  checked: bool) -> str:
     module = ir.Module(name=leaf.name)
     numbers = {id(node): i for i, node in enumerate(info.sites)}
-    build_drivers(module, leaf, ctx, plan, checked, numbers, frozenset(info.private))
+    build_drivers(module, leaf, ctx, plan, checked, numbers, info.private)
     return str(module)

@@ -24,6 +24,7 @@ from .codegen import Emitter, Frame
 from .intrinsics import declare
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
 from .memory import Memory, Pointer
+from .privatize import MERGE_SUFFIX, build_merge
 
 # x instances per group of the row kind: per-instance arrays of rows * TILE_WIDTH values stay in L1.
 TILE_WIDTH = 512
@@ -542,10 +543,17 @@ def _reg_size(t: object) -> int:
 
 
 def build_drivers(module: ir.Module, leaf: K.LeafFunc, ctx: NodeContext, plan: P.Plan,
-                  checked: bool, sites: dict[int, int], private: frozenset[str]) -> None:
-    """The driver, and when some buffers can be privatised, the variant that privatises them."""
+                  checked: bool, sites: dict[int, int], private: dict[str, str]) -> None:
+    """The driver, and when some buffers can be privatised (buffer -> merge class), the variant
+    that updates private copies of them and the functions that merge the copies back."""
     DriverBuilder(module, leaf, ctx, plan, checked, sites, frozenset(), leaf.name).build()
-    if private:
-        DriverBuilder(module, leaf, ctx, plan, checked, sites, private,
-                      leaf.name + PRIVATE_SUFFIX).build()
+    if not private:
+        return
+    DriverBuilder(module, leaf, ctx, plan, checked, sites, frozenset(private),
+                  leaf.name + PRIVATE_SUFFIX).build()
+    for param in leaf.params:
+        if param.name in private:
+            assert isinstance(param.type, PtrType)
+            build_merge(module, leaf.name + MERGE_SUFFIX + param.name, private[param.name],
+                        param.type.elem)
 

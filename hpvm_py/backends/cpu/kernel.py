@@ -19,9 +19,11 @@ from .driver import MALLOC_FAILED_SITE
 from .jit import LoadedObject
 from .lltypes import bf16_bits, storage_bytes
 from .memory import ERROR_SLOT_WORDS
+from .privatize import MERGE_SUFFIX, identity
 
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                            ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+_MERGE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
 # Launches with fewer instances than this run on the calling thread: waking workers costs more.
 # Leaves with loops do more per instance, so their threshold is lower.
@@ -58,6 +60,8 @@ class CpuKernel:
         self._driver = _DRIVER(code.address(leaf.name))
         self._private_driver = _DRIVER(code.address(leaf.name + PRIVATE_SUFFIX)) \
             if info.private else None
+        self._mergers = {name: _MERGE(code.address(leaf.name + MERGE_SUFFIX + name))
+                         for name in info.private}
 
     def for_source(self, source: K.LeafFunc, sites: list[Access]) -> "CpuKernel":
         """This kernel's code for another leaf with the same IR (its own source locations)."""
@@ -176,8 +180,9 @@ class CpuKernel:
 
     def _privates(self, args: list[Any], parts: int, instances: int) -> dict[int, list[np.ndarray]]:
         """slot index -> one private copy per partition, for every privatisable buffer, or {} when
-        privatising does not pay (a single partition, or a buffer too large to copy)."""
-        if not self.info.private or parts < 2:
+        privatising does not pay (a buffer too large to copy). Even a single partition gains:
+        plain increments instead of locked ones."""
+        if not self.info.private:
             return {}
         copies: dict[int, list[np.ndarray]] = {}
         for i, param in enumerate(self.leaf.params):
@@ -191,20 +196,15 @@ class CpuKernel:
                 return {}
             elem = param.type.elem
             count = buf.nbytes // elem.numpy_dtype.itemsize
-            copies[i] = [np.full(count, _identity(kind, elem), dtype=elem.numpy_dtype)
+            copies[i] = [np.full(count, identity(kind, elem), dtype=elem.numpy_dtype)
                          for _ in range(parts)]
         return copies
 
     def _merge(self, args: list[Any], privates: dict[int, list[np.ndarray]]) -> None:
         for i, copies in privates.items():
-            param = self.leaf.params[i]
-            kind = self.info.private[param.name]
-            combine = _MERGE[kind]
-            target = args[i].array.view(param.type.elem.numpy_dtype)[:copies[0].size]
-            result = target.copy()
+            merge = self._mergers[self.leaf.params[i].name]
             for copy in copies:
-                combine(result, copy, out=result)
-            target[...] = result
+                merge(args[i].address, copy.ctypes.data, copy.size)
 
     # -- errors ------------------------------------------------------------------------------
 
@@ -239,16 +239,3 @@ def _scalar_array(t: ScalarType, value: Any, needed: int, what: str, loc: Any) -
         return np.ascontiguousarray(bf16_bits(array.astype(np.float32)))
     return np.ascontiguousarray(array, dtype=t.numpy_dtype)
 
-
-def _identity(kind: str, elem: ScalarType) -> Any:
-    if kind in ("add", "or", "xor"):
-        return 0
-    if kind == "and":
-        return -1 if elem.is_signed else elem.max_value()
-    if kind == "min":
-        return elem.max_value()
-    return elem.min_value()
-
-
-_MERGE = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
-          "or": np.bitwise_or, "xor": np.bitwise_xor}
