@@ -95,6 +95,8 @@ def test_launch_validates_arguments():
         kernel.launch([a] + good[1:], [], [(8,)])
     with pytest.raises(LaunchError, match="uniform scalar"):
         kernel.launch(good[:4] + [np.zeros(3)], [], [(8,)])
+    with pytest.raises(LaunchError, match="not a i64 value"):
+        kernel.launch(good[:4] + [None], [], [(8,)])
     with pytest.raises(LaunchError, match="dimension"):
         kernel.launch(good, [], [(8, 2)])
     with pytest.raises(LaunchError, match="levels"):

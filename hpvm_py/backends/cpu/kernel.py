@@ -154,12 +154,19 @@ class CpuKernel:
                 if np.ndim(value) != 0:
                     raise LaunchError(f"{leaf.name}: argument {param.name!r} is a uniform scalar, "
                                       "got an array", param.loc)
-                data = storage_bytes(param.type, value)
+                try:
+                    data = storage_bytes(param.type, value)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is not a "
+                                      f"{param.type} value: {exc}", param.loc) from None
                 raw[8 * i: 8 * i + len(data)] = np.frombuffer(data, dtype=np.uint8)
                 continue
             needed = parents if mode == "per_parent" else parents * leaves
-            array = _scalar_array(param.type, value, needed, f"{leaf.name}: argument "
-                                  f"{param.name!r} ({mode})", param.loc)
+            what = f"{leaf.name}: argument {param.name!r} ({mode})"
+            try:
+                array = _scalar_array(param.type, value, needed, what, param.loc)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise LaunchError(f"{what} needs {param.type} values: {exc}", param.loc) from None
             keep.append(array)
             slots[i] = array.ctypes.data
         for j, (port, mode, out) in enumerate(zip(leaf.outputs, self.ctx.output_modes, outputs)):
