@@ -268,7 +268,7 @@ class Emitter:
         start = self.expr(s.start, f"{s.var}.start")
         stop = self.expr(s.stop, f"{s.var}.stop")
         step = self.expr(s.step, f"{s.var}.step")
-        count = trip_count(b, t, start, stop, step, s.step)
+        count = trip_count(b, t, start, stop, step, s.step, f"{s.var}.trips")
         preheader = b.block
         head = b.append_basic_block(f"for.{s.var}")
         body_bb = b.append_basic_block(f"for.{s.var}.body")
@@ -289,8 +289,8 @@ class Emitter:
         if not b.block.is_terminated:
             b.branch(latch)
         b.position_at_end(latch)
-        counter.add_incoming(b.add(counter, ir.Constant(I64, 1)), latch)
-        value.add_incoming(b.add(value, step), latch)
+        counter.add_incoming(b.add(counter, ir.Constant(I64, 1), name=f"{s.var}.iter.next"), latch)
+        value.add_incoming(b.add(value, step, name=f"{s.var}.next"), latch)
         b.branch(head)
         b.position_at_end(end)
 
@@ -301,7 +301,7 @@ class Emitter:
 
 
 def trip_count(b: ir.IRBuilder, t: ScalarType, start: ir.Value, stop: ir.Value, step: ir.Value,
-               step_expr: K.Expr) -> ir.Value:
+               step_expr: K.Expr, name: str) -> ir.Value:
     """The number of iterations of range(start, stop, step), as an unsigned i64.
 
     Widened to 64 bits by the type's signedness, the distance between start and stop always fits
@@ -317,30 +317,30 @@ def trip_count(b: ir.IRBuilder, t: ScalarType, start: ir.Value, stop: ir.Value, 
     zero64 = ir.Constant(I64, 0)
     cmp = b.icmp_signed if t.is_signed else b.icmp_unsigned
 
-    def upward(divisor: ir.Value) -> ir.Value:
+    def upward(divisor: ir.Value, out: str = "") -> ir.Value:
         span = b.sub(b.sub(stop64, start64), one)
-        return b.select(cmp(">", stop, start), b.add(b.udiv(span, divisor), one), zero64)
+        return b.select(cmp(">", stop, start), b.add(b.udiv(span, divisor), one), zero64,
+                        name=out)
 
-    def downward(divisor: ir.Value) -> ir.Value:
+    def downward(divisor: ir.Value, out: str = "") -> ir.Value:
         span = b.sub(b.sub(start64, stop64), one)
-        return b.select(cmp(">", start, stop), b.add(b.udiv(span, divisor), one), zero64)
+        return b.select(cmp(">", start, stop), b.add(b.udiv(span, divisor), one), zero64,
+                        name=out)
 
     if isinstance(step_expr, K.Const):
         value = int(step_expr.value)
         if value == 0:
             return zero64
         if value > 0:
-            return upward(step64)
-        return downward(b.sub(zero64, step64))
+            return upward(step64, name)
+        return downward(b.sub(zero64, step64), name)
     positive = cmp(">", step, ir.Constant(step.type, 0))
     count = upward(b.select(positive, step64, one))
     if t.is_signed:
         negative = b.icmp_signed("<", step, ir.Constant(step.type, 0))
         down = downward(b.select(negative, b.sub(zero64, step64), one))
-        count = b.select(negative, down, b.select(positive, count, zero64))
-    else:
-        count = b.select(positive, count, zero64)
-    return count
+        return b.select(negative, down, b.select(positive, count, zero64), name=name)
+    return b.select(positive, count, zero64, name=name)
 
 
 def _has_effects(e: K.Expr) -> bool:
