@@ -87,15 +87,15 @@ class CpuKernel:
         privates = self._privates(args, len(parts), parents * leaves)
         driver = self._private_driver if privates else self._driver
         calls: list[Callable[[], None]] = []
+        slots_at, ext_at, error_at = _address(slots), _address(ext), _address(error)
         for i, (p0, p1, o0, o1) in enumerate(parts):
-            part_slots = slots
             if privates:
                 part_slots = slots.copy()
                 for index, copies in privates.items():
-                    part_slots[index] = copies[i].ctypes.data
+                    part_slots[index] = _address(copies[i])
                 keep.append(part_slots)
-            calls.append(_call(driver, part_slots.ctypes.data, ext.ctypes.data, p0, p1, o0, o1,
-                               error.ctypes.data))
+                slots_at = _address(part_slots)
+            calls.append(_call(driver, slots_at, ext_at, p0, p1, o0, o1, error_at))
         get_pool().run(calls)
         if privates:
             self._merge(args, privates)
@@ -168,7 +168,7 @@ class CpuKernel:
             except (TypeError, ValueError, OverflowError) as exc:
                 raise LaunchError(f"{what} needs {param.type} values: {exc}", param.loc) from None
             keep.append(array)
-            slots[i] = array.ctypes.data
+            slots[i] = _address(array)
         for j, (port, mode, out) in enumerate(zip(leaf.outputs, self.ctx.output_modes, outputs)):
             if mode == "unused":
                 continue
@@ -180,7 +180,7 @@ class CpuKernel:
             if not same_type or not out.flags.c_contiguous or out.size < needed:
                 raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a "
                                   f"contiguous {dtype} array of {needed} element(s)", port.loc)
-            slots[layout.output_slot(j)] = out.ctypes.data
+            slots[layout.output_slot(j)] = _address(out)
         return slots
 
     # -- privatised atomics ------------------------------------------------------------------
@@ -211,7 +211,7 @@ class CpuKernel:
         for i, copies in privates.items():
             merge = self._mergers[self.leaf.params[i].name]
             for copy in copies:
-                merge(args[i].address, copy.ctypes.data, copy.size)
+                merge(args[i].address, _address(copy), copy.size)
 
     # -- errors ------------------------------------------------------------------------------
 
@@ -225,6 +225,10 @@ class CpuKernel:
         return ExecutionError(
             f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
             f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
 
 
 def _call(driver: Any, *arguments: int) -> Callable[[], None]:
