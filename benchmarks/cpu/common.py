@@ -36,16 +36,20 @@ def launcher(leaf: Any, extents: list[tuple[int, ...]], *args: Any) -> Callable[
 
 
 def measure(candidates: dict[str, Callable[[], None]], reps: int = REPS) -> dict[str, float]:
-    """Median milliseconds of each candidate, after one warm-up call; runs are interleaved so that
-    drifting machine load affects every candidate alike."""
-    for fn in candidates.values():
-        fn()
+    """Median milliseconds of each candidate. Each runs in a block of consecutive calls after a
+    warm-up call (so it finds the caches as its own previous call left them, not as another
+    candidate did), and the blocks run twice, in one order and then the reverse, so that drifting
+    machine load affects every candidate alike."""
     times: dict[str, list[float]] = {name: [] for name in candidates}
-    for _ in range(reps):
-        for name, fn in candidates.items():
-            start = time.perf_counter()
+    order = list(candidates)
+    for sweep in (order, order[::-1]):
+        for name in sweep:
+            fn = candidates[name]
             fn()
-            times[name].append(time.perf_counter() - start)
+            for _ in range((reps + 1) // 2):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
     return {name: sorted(ts)[len(ts) // 2] * 1e3 for name, ts in times.items()}
 
 

@@ -3,6 +3,8 @@ and reports errors the generated code recorded."""
 from __future__ import annotations
 
 import ctypes
+import math
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -12,7 +14,7 @@ from ...errors import ExecutionError, LaunchError
 from ...ir import kernel as K
 from ...runtime.pool import get_pool
 from ...types import PtrType, ScalarType
-from ..base import BufferArg, NodeContext, instance_counts
+from ..base import BufferArg, NodeContext
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
 from .driver import MALLOC_FAILED_SITE
@@ -72,35 +74,42 @@ class CpuKernel:
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
                extents: list[tuple[int, ...]]) -> None:
+        # Kept lean: after a large launch the caches hold the kernel's data, not the interpreter's,
+        # and every Python step here runs slowly.
         extents = self._check_extents(extents)
-        parents, leaves = instance_counts(extents)
+        leaves = math.prod(extents[0]) if extents else 1
+        parents = math.prod(math.prod(level) for level in extents[1:])
         keep: list[Any] = []
         slots = self._pack(args, outputs, parents, leaves, keep)
         if parents * leaves == 0:
             return
-        ext = np.ones(max(1, len(extents)) * DIMS_PER_LEVEL, dtype=np.int64)
+        ext = (ctypes.c_int64 * (max(1, len(extents)) * DIMS_PER_LEVEL))()
         for level, dims in enumerate(extents):
-            ext[level * DIMS_PER_LEVEL: level * DIMS_PER_LEVEL + len(dims)] = dims
-        error = np.zeros(ERROR_SLOT_WORDS, dtype=np.int64)
+            for d, n in enumerate(dims):
+                ext[level * DIMS_PER_LEVEL + d] = n
+            for d in range(len(dims), DIMS_PER_LEVEL):
+                ext[level * DIMS_PER_LEVEL + d] = 1
+        error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
         outer = extents[0][-1] if extents and extents[0] else 1
         parts = self._partition(parents, leaves, outer)
         privates = self._privates(args, len(parts), parents * leaves)
         driver = self._private_driver if privates else self._driver
+        ext_at, error_at = ctypes.addressof(ext), ctypes.addressof(error)
+        slots_at = ctypes.addressof(slots)
         calls: list[Callable[[], None]] = []
-        slots_at, ext_at, error_at = _address(slots), _address(ext), _address(error)
         for i, (p0, p1, o0, o1) in enumerate(parts):
             if privates:
-                part_slots = slots.copy()
+                part_slots = type(slots).from_buffer_copy(slots)
                 for index, copies in privates.items():
                     part_slots[index] = _address(copies[i])
                 keep.append(part_slots)
-                slots_at = _address(part_slots)
+                slots_at = ctypes.addressof(part_slots)
             calls.append(_call(driver, slots_at, ext_at, p0, p1, o0, o1, error_at))
         get_pool().run(calls)
         if privates:
             self._merge(args, privates)
         if error[0] != 0:
-            raise self._error(error)
+            raise self._error(list(error))
 
     def _partition(self, parents: int, leaves: int, outer: int) -> list[tuple[int, int, int, int]]:
         """Disjoint (p_begin, p_end, o_begin, o_end) ranges: parents when there are enough of them
@@ -131,7 +140,7 @@ class CpuKernel:
         return checked
 
     def _pack(self, args: list[Any], outputs: list[np.ndarray | None], parents: int, leaves: int,
-              keep: list[Any]) -> np.ndarray:
+              keep: list[Any]) -> ctypes.Array:
         leaf, layout = self.leaf, self.layout
         if len(args) != layout.n_params:
             raise LaunchError(f"{leaf.name} takes {layout.n_params} argument(s), got {len(args)}",
@@ -139,8 +148,7 @@ class CpuKernel:
         if len(outputs) != layout.n_outputs:
             raise LaunchError(f"{leaf.name} has {layout.n_outputs} output(s), got {len(outputs)} "
                               "output arrays", leaf.loc)
-        slots = np.zeros(layout.slots, dtype=np.uint64)
-        raw = slots.view(np.uint8)
+        slots = (ctypes.c_uint64 * layout.slots)()
         for i, (param, mode, value) in enumerate(zip(leaf.params, self.ctx.input_modes, args)):
             if isinstance(param.type, PtrType):
                 if not isinstance(value, BufferArg) or mode != "buffer":
@@ -155,11 +163,10 @@ class CpuKernel:
                     raise LaunchError(f"{leaf.name}: argument {param.name!r} is a uniform scalar, "
                                       "got an array", param.loc)
                 try:
-                    data = storage_bytes(param.type, value)
+                    _pack_scalar(slots, 8 * i, param.type, value)
                 except (TypeError, ValueError, OverflowError) as exc:
                     raise LaunchError(f"{leaf.name}: argument {param.name!r} is not a "
                                       f"{param.type} value: {exc}", param.loc) from None
-                raw[8 * i: 8 * i + len(data)] = np.frombuffer(data, dtype=np.uint8)
                 continue
             needed = parents if mode == "per_parent" else parents * leaves
             what = f"{leaf.name}: argument {param.name!r} ({mode})"
@@ -215,8 +222,8 @@ class CpuKernel:
 
     # -- errors ------------------------------------------------------------------------------
 
-    def _error(self, error: np.ndarray) -> ExecutionError:
-        code, index, limit = (int(v) for v in error)
+    def _error(self, error: list[int]) -> ExecutionError:
+        code, index, limit = error
         if code == MALLOC_FAILED_SITE + 1:
             return ExecutionError(f"{self.leaf.name}: could not allocate {index} bytes of "
                                   "storage (malloc scratch or per-instance values)", self.leaf.loc)
@@ -225,6 +232,30 @@ class CpuKernel:
         return ExecutionError(
             f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
             f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+
+
+_STRUCT_FORMATS = {"i1": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B",
+                   "u16": "<H", "u32": "<I", "u64": "<Q", "f16": "<e", "f32": "<f", "f64": "<d"}
+
+
+def _pack_scalar(slots: ctypes.Array, offset: int, t: ScalarType, value: Any) -> None:
+    """Write a uniform scalar into its slot in memory form; integers wrap as NumPy casts do."""
+    fmt = _STRUCT_FORMATS.get(t.name)
+    try:
+        if fmt is None:  # bf16: bits when given as uint16, else rounded from a float
+            raise OverflowError
+        if t.is_bool:
+            converted: Any = bool(value)
+        elif t.is_float:
+            converted = float(value)
+        else:
+            converted = int(value) & ((1 << t.bits) - 1)
+            if t.is_signed and converted >> (t.bits - 1):
+                converted -= 1 << t.bits
+        struct.pack_into(fmt, slots, offset, converted)
+    except (OverflowError, struct.error):  # out of range for struct (inf for a float): NumPy
+        data = storage_bytes(t, value)
+        ctypes.memmove(ctypes.addressof(slots) + offset, data, len(data))
 
 
 def _address(array: np.ndarray) -> int:
