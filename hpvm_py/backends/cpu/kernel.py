@@ -37,6 +37,7 @@ PARTS_PER_THREAD = 2
 # at most this many bytes per instance of the launch.
 PRIVATE_MAX_BYTES = 1 << 20
 PRIVATE_BYTES_PER_INSTANCE = 4
+_SHAPES_KEPT = 64  # extents remembered per kernel
 
 
 @dataclass
@@ -64,6 +65,9 @@ class CpuKernel:
             if info.private else None
         self._mergers = {name: _MERGE(code.address(leaf.name + MERGE_SUFFIX + name))
                          for name in info.private}
+        # extents -> (extents array, parents, leaves, partitions); read-only once made, so
+        # concurrent launches share them
+        self._shapes: dict[tuple, tuple[ctypes.Array, int, int, list]] = {}
 
     def for_source(self, source: K.LeafFunc, sites: list[Access]) -> "CpuKernel":
         """This kernel's code for another leaf with the same IR (its own source locations)."""
@@ -75,23 +79,19 @@ class CpuKernel:
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
                extents: list[tuple[int, ...]]) -> None:
         # Kept lean: after a large launch the caches hold the kernel's data, not the interpreter's,
-        # and every Python step here runs slowly.
-        extents = self._check_extents(extents)
-        leaves = math.prod(extents[0]) if extents else 1
-        parents = math.prod(math.prod(level) for level in extents[1:])
+        # and every Python step here runs slowly. What depends only on the extents is reused.
+        key = tuple(map(tuple, extents))
+        shape = self._shapes.get(key)
+        if shape is None:
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+            shape = self._shapes[key] = self._shape(extents)
+        ext, parents, leaves, parts = shape
         keep: list[Any] = []
         slots = self._pack(args, outputs, parents, leaves, keep)
-        if parents * leaves == 0:
+        if not parts:
             return
-        ext = (ctypes.c_int64 * (max(1, len(extents)) * DIMS_PER_LEVEL))()
-        for level, dims in enumerate(extents):
-            for d, n in enumerate(dims):
-                ext[level * DIMS_PER_LEVEL + d] = n
-            for d in range(len(dims), DIMS_PER_LEVEL):
-                ext[level * DIMS_PER_LEVEL + d] = 1
         error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
-        outer = extents[0][-1] if extents and extents[0] else 1
-        parts = self._partition(parents, leaves, outer)
         privates = self._privates(args, len(parts), parents * leaves)
         driver = self._private_driver if privates else self._driver
         ext_at, error_at = ctypes.addressof(ext), ctypes.addressof(error)
@@ -110,6 +110,19 @@ class CpuKernel:
             self._merge(args, privates)
         if error[0] != 0:
             raise self._error(list(error))
+
+    def _shape(self, extents: list[tuple[int, ...]]) -> tuple[ctypes.Array, int, int, list]:
+        """The extents array the drivers read, the instance counts and the partitions."""
+        extents = self._check_extents(extents)
+        leaves = math.prod(extents[0]) if extents else 1
+        parents = math.prod(math.prod(level) for level in extents[1:])
+        ext = (ctypes.c_int64 * (max(1, len(extents)) * DIMS_PER_LEVEL))()
+        for level, dims in enumerate(extents):
+            for d in range(DIMS_PER_LEVEL):
+                ext[level * DIMS_PER_LEVEL + d] = dims[d] if d < len(dims) else 1
+        outer = extents[0][-1] if extents and extents[0] else 1
+        parts = self._partition(parents, leaves, outer) if parents * leaves else []
+        return ext, parents, leaves, parts
 
     def _partition(self, parents: int, leaves: int, outer: int) -> list[tuple[int, int, int, int]]:
         """Disjoint (p_begin, p_end, o_begin, o_end) ranges: parents when there are enough of them
