@@ -56,7 +56,7 @@ def optimize(ir_text: str) -> llvm.ModuleRef:
         options = llvm.create_pipeline_tuning_options(speed_level=3)
         options.loop_vectorization = True
         options.slp_vectorization = True
-        options.loop_interleaving = True  # short instance loops opt out (parallel.py)
+        options.loop_interleaving = True  # instance loops set their own count (parallel.py)
         builder = llvm.create_pass_builder(tm, options)
         builder.getModulePassManager().run(module, builder)
     return module
