@@ -352,3 +352,30 @@ def test_atomics_on_booleans_are_rejected():
     """)
     with pytest.raises(CompileError, match="i1"):
         run(mod.flag, [(1,)], np.zeros(1, bool), None)
+
+
+@hpvm.leaf
+def block_total(a: In[Ptr[f32]], a_bytes: i64) -> f32:
+    node = hpvm.get_node()
+    tid = hpvm.get_node_instance_id_x(node)
+    n = hpvm.get_num_node_instances_x(node)
+    blk = hpvm.get_node_instance_id_x(hpvm.get_parent_node(node))
+    buf = hpvm.malloc(hpvm.get_num_node_instances_x(hpvm.get_node()) * 4, f32)
+    buf[tid] = a[blk * n + tid]
+    hpvm.barrier()
+    s = n // 2
+    while s > 0:
+        if tid < s:
+            buf[tid] += buf[tid + s]
+        hpvm.barrier()
+        s //= 2
+    return buf[0] + f32(tid) * 0.0
+
+
+@pytest.mark.parametrize("mode", ["per_parent", "per_instance"])
+def test_outputs_of_a_leaf_with_barriers(mode):
+    blocks, n = 5, 32
+    a = rng.random(blocks * n, dtype=np.float32)
+    (out,) = run(block_total, [(n,), (blocks,)], a, None, outputs=(mode,))
+    sums = _tree_sum(a, blocks, n)
+    assert np.array_equal(out, sums if mode == "per_parent" else np.repeat(sums, n))
