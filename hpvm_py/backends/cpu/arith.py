@@ -1,0 +1,229 @@
+"""Operators, comparisons and casts on register values, with the exact semantics of the kernel IR.
+
+Nothing here may trap or produce poison: x86 `idiv` traps on a zero divisor and on INT_MIN / -1,
+and an LLVM shift by a count >= the bit width is poison, so both are guarded with selects. No
+fast-math flags are used: results must be bitwise reproducible.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...errors import CompileError
+from ...ir.loc import Loc
+from ...types import ScalarType
+from .intrinsics import overloaded
+from .lltypes import F16, F32, I1, I32, reg_type, round_bf16, round_to
+
+_INT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# eq/lt/le/gt/ge are false on NaN; ne is true on NaN, as in Python.
+_FLOAT_CMP = {"eq": ("ordered", "=="), "ne": ("unordered", "!="), "lt": ("ordered", "<"),
+              "le": ("ordered", "<="), "gt": ("ordered", ">"), "ge": ("ordered", ">=")}
+
+
+def binop(b: ir.IRBuilder, op: str, t: ScalarType, x: ir.Value, y: ir.Value, loc: Loc,
+          name: str = "") -> ir.Value:
+    if t.is_float:
+        return round_to(b, _float_binop(b, op, x, y, loc), t, name)
+    return _int_binop(b, op, t, x, y, loc, name)
+
+
+def _float_binop(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, loc: Loc) -> ir.Value:
+    if op == "add":
+        return b.fadd(x, y)
+    if op == "sub":
+        return b.fsub(x, y)
+    if op == "mul":
+        return b.fmul(x, y)
+    if op == "div":
+        return b.fdiv(x, y)
+    if op in ("floordiv", "mod"):
+        return float_divmod(b, x, y, op)
+    if op == "pow":
+        fn = overloaded(b.module, "llvm.pow", x.type, [x.type, x.type])
+        return b.call(fn, [x, y])
+    raise CompileError(f"operator {op!r} needs integer operands", loc)
+
+
+def float_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, which: str) -> ir.Value:
+    """Python's float // or % , computed as NumPy's npy_divmod does (straight-line, no branches)."""
+    ft = x.type
+    zero = ir.Constant(ft, 0.0)
+    one = ir.Constant(ft, 1.0)
+    copysign = overloaded(b.module, "llvm.copysign", ft, [ft, ft])
+    raw_mod = b.frem(x, y)  # C fmod
+    y_is_zero = b.fcmp_ordered("==", y, zero)
+    mod_nonzero = b.fcmp_unordered("!=", raw_mod, zero)
+    if which == "mod":
+        signs_differ = b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", raw_mod, zero))
+        fixed = b.select(b.and_(mod_nonzero, signs_differ), b.fadd(raw_mod, y), raw_mod)
+        result = b.select(mod_nonzero, fixed, b.call(copysign, [zero, y]))
+        return b.select(y_is_zero, raw_mod, result)
+    div = b.fdiv(b.fsub(x, raw_mod), y)
+    signs_differ = b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", raw_mod, zero))
+    div = b.select(b.and_(mod_nonzero, signs_differ), b.fsub(div, one), div)
+    floor = overloaded(b.module, "llvm.floor", ft, [ft])
+    floored = b.call(floor, [div])
+    round_up = b.fcmp_ordered(">", b.fsub(div, floored), ir.Constant(ft, 0.5))
+    floored = b.select(round_up, b.fadd(floored, one), floored)
+    quotient = b.fdiv(x, y)
+    result = b.select(b.fcmp_unordered("!=", div, zero), floored,
+                      b.call(copysign, [zero, quotient]))
+    return b.select(y_is_zero, quotient, result)
+
+
+def _int_binop(b: ir.IRBuilder, op: str, t: ScalarType, x: ir.Value, y: ir.Value, loc: Loc,
+               name: str) -> ir.Value:
+    if op == "add":
+        return b.add(x, y, name=name)
+    if op == "sub":
+        return b.sub(x, y, name=name)
+    if op == "mul":
+        return b.mul(x, y, name=name)
+    if op == "and":
+        return b.and_(x, y, name=name)
+    if op == "or":
+        return b.or_(x, y, name=name)
+    if op == "xor":
+        return b.xor(x, y, name=name)
+    if op in ("floordiv", "mod"):
+        if t.is_signed:
+            return _signed_divmod(b, x, y, op, name)
+        return _unsigned_divmod(b, x, y, op, name)
+    if op in ("shl", "shr"):
+        return _shift(b, op, t, x, y, name)
+    raise CompileError(f"operator {op!r} is not defined on {t} (the front end makes `/` a float "
+                       "division and `**` a chain of multiplications)", loc)
+
+
+def _signed_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, which: str, name: str) -> ir.Value:
+    """Floor division / modulo rounding toward -inf; a zero divisor gives 0, INT_MIN // -1 wraps."""
+    it = x.type
+    zero = ir.Constant(it, 0)
+    int_min = ir.Constant(it, -(1 << (it.width - 1)))
+    y_is_zero = b.icmp_signed("==", y, zero)
+    overflow = b.and_(b.icmp_signed("==", x, int_min), b.icmp_signed("==", y, ir.Constant(it, -1)))
+    # Divide by 1 in the two trapping cases: x / 1 == INT_MIN is the wrapped INT_MIN // -1, and the
+    # zero-divisor result is replaced below.
+    safe_y = b.select(b.or_(y_is_zero, overflow), ir.Constant(it, 1), y)
+    rem = b.srem(x, safe_y)
+    # C truncates; Python floors: step down when the remainder's sign differs from the divisor's.
+    adjust = b.and_(b.icmp_signed("!=", rem, zero),
+                    b.icmp_signed("<", b.xor(rem, safe_y), zero))
+    if which == "mod":
+        result = b.select(adjust, b.add(rem, safe_y), rem)
+    else:
+        quot = b.sdiv(x, safe_y)
+        result = b.select(adjust, b.sub(quot, ir.Constant(it, 1)), quot)
+    return b.select(y_is_zero, zero, result, name=name)
+
+
+def _unsigned_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, which: str, name: str) -> ir.Value:
+    it = x.type
+    zero = ir.Constant(it, 0)
+    y_is_zero = b.icmp_unsigned("==", y, zero)
+    safe_y = b.select(y_is_zero, ir.Constant(it, 1), y)
+    result = b.urem(x, safe_y) if which == "mod" else b.udiv(x, safe_y)
+    return b.select(y_is_zero, zero, result, name=name)
+
+
+def _shift(b: ir.IRBuilder, op: str, t: ScalarType, x: ir.Value, count: ir.Value,
+           name: str) -> ir.Value:
+    """Shifts whose count is compared unsigned with the width: out-of-range counts never reach LLVM."""
+    it = x.type
+    width = ir.Constant(it, t.bits)
+    in_range = b.icmp_unsigned("<", count, width)
+    if op == "shr" and t.is_signed:
+        # Shifting by width-1 gives exactly the out-of-range result: -1 for negatives, else 0.
+        safe = b.select(in_range, count, ir.Constant(it, t.bits - 1))
+        return b.ashr(x, safe, name=name)
+    safe = b.select(in_range, count, ir.Constant(it, 0))
+    shifted = b.shl(x, safe) if op == "shl" else b.lshr(x, safe)
+    return b.select(in_range, shifted, ir.Constant(it, 0), name=name)
+
+
+def unary(b: ir.IRBuilder, op: str, t: ScalarType, x: ir.Value, name: str = "") -> ir.Value:
+    if op == "not":
+        return b.xor(x, ir.Constant(I1, 1), name=name)
+    if op == "neg":
+        if t.is_float:
+            return b.fneg(x, name=name)  # exact, also for the 16-bit types
+        return b.sub(ir.Constant(x.type, 0), x, name=name)
+    return b.xor(x, ir.Constant(x.type, -1), name=name)  # invert
+
+
+def compare(b: ir.IRBuilder, op: str, t: ScalarType, x: ir.Value, y: ir.Value,
+            name: str = "") -> ir.Value:
+    if t.is_float:
+        kind, pred = _FLOAT_CMP[op]
+        if kind == "ordered":
+            return b.fcmp_ordered(pred, x, y, name=name)
+        return b.fcmp_unordered(pred, x, y, name=name)
+    if t.is_signed:
+        return b.icmp_signed(_INT_CMP[op], x, y, name=name)
+    return b.icmp_unsigned(_INT_CMP[op], x, y, name=name)
+
+
+def cast(b: ir.IRBuilder, v: ir.Value, src: ScalarType, dst: ScalarType, name: str = "") -> ir.Value:
+    if src == dst:
+        return v
+    if dst.is_bool:
+        zero = ir.Constant(v.type, 0.0 if src.is_float else 0)
+        if src.is_float:
+            return b.fcmp_unordered("!=", v, zero, name=name)
+        return b.icmp_unsigned("!=", v, zero, name=name)
+    if not src.is_float and not dst.is_float:
+        if dst.bits < src.bits:
+            return b.trunc(v, reg_type(dst), name=name)
+        if src.is_signed:
+            return b.sext(v, reg_type(dst), name=name)
+        return b.zext(v, reg_type(dst), name=name)
+    if not src.is_float:
+        return _int_to_float(b, v, src, dst, name)
+    if not dst.is_float:
+        kind = "llvm.fptosi.sat" if dst.is_signed else "llvm.fptoui.sat"
+        fn = overloaded(b.module, kind, reg_type(dst), [v.type], [reg_type(dst), v.type])
+        return b.call(fn, [v], name=name)  # saturating; NaN gives 0
+    return _float_to_float(b, v, src, dst, name)
+
+
+def _int_to_float(b: ir.IRBuilder, v: ir.Value, src: ScalarType, dst: ScalarType,
+                  name: str) -> ir.Value:
+    convert = b.sitofp if src.is_signed else b.uitofp
+    if dst.name == "f16":
+        # Exact through f32 below 2^24, and anything larger becomes inf in half either way.
+        return b.fpext(b.fptrunc(convert(v, F32), F16), F32, name=name)
+    if dst.name == "bf16":
+        return round_bf16(b, convert(v, F32), name)
+    return convert(v, reg_type(dst), name=name)
+
+
+def _float_to_float(b: ir.IRBuilder, v: ir.Value, src: ScalarType, dst: ScalarType,
+                    name: str) -> ir.Value:
+    if dst.bits == 64:
+        return b.fpext(v, reg_type(dst), name=name)
+    if dst.name == "f16":
+        via = _f64_to_f32_odd(b, v) if src.bits == 64 else v
+        return b.fpext(b.fptrunc(via, F16), F32, name=name)
+    narrowed = b.fptrunc(v, F32) if src.bits == 64 else v
+    if dst.name == "bf16":
+        return round_bf16(b, narrowed, name)  # from f64: rounded to f32 first
+    return narrowed  # f16/bf16 -> f32 changes nothing in registers
+
+
+def _f64_to_f32_odd(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """f64 -> f32 rounding to odd: truncate, and set the last bit when inexact.
+
+    x86 has no f64 -> f16 instruction (LLVM would call a compiler-rt helper the JIT cannot
+    resolve). Rounding to odd first keeps the f32 -> f16 rounding that follows exact: f32 has more
+    than two extra bits of precision.
+    """
+    nearest = b.fptrunc(v, F32)
+    exact = b.fcmp_ordered("==", b.fpext(nearest, v.type), v)
+    bits = b.bitcast(nearest, I32)
+    # Nearest rounded away from zero when |nearest| > |v|: step one unit back toward zero.
+    fabs64 = overloaded(b.module, "llvm.fabs", v.type, [v.type])
+    away = b.fcmp_ordered(">", b.call(fabs64, [b.fpext(nearest, v.type)]), b.call(fabs64, [v]))
+    truncated = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
+    odd = b.bitcast(b.or_(truncated, ir.Constant(I32, 1)), F32)
+    is_nan = b.fcmp_unordered("uno", v, v)
+    return b.select(b.or_(exact, is_nan), nearest, odd)

@@ -1,0 +1,348 @@
+"""Expressions and statements of one leaf instance (or of the group-level code around foralls).
+
+The Emitter evaluates kernel IR with an IRBuilder in an environment the driver sets up: parameter
+values, the storage of each local, the instance ids and counts visible at that point, and the
+current instance (`Frame`), which is None in group-level code. LLVM values are named after the user
+variables they hold so that the generated IR reads like the leaf.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from llvmlite import ir
+
+from ...errors import CompileError
+from ...ir import kernel as K
+from ...types import PtrType, ScalarType
+from . import arith, mathfns
+from .lltypes import I1, I8, I64, const, mem_type, reg_type, to_mem, zero
+from .memory import Memory, Pointer
+
+
+@dataclass
+class Frame:
+    """The instance being run: where its per-instance data sits and where it ends."""
+
+    slot: ir.Value       # index into per-instance storage of the group
+    lin: ir.Value        # leaf-linear index within the parent instance
+    flat: ir.Value       # p * L + lin: index into per-instance inputs and outputs
+    exit: ir.Block       # the next instance
+    done: ir.Value | None  # this instance's "returned" flag, when later foralls must skip it
+
+
+class Emitter:
+    def __init__(self, b: ir.IRBuilder, leaf: K.LeafFunc, level_dims: tuple[int, ...],
+                 output_modes: tuple[str, ...], memory: Memory):
+        self.b = b
+        self.leaf = leaf
+        self.level_dims = level_dims
+        self.output_modes = output_modes
+        self.memory = memory
+        self.scalars: dict[str, ir.Value] = {}   # scalar parameter values
+        self.pointers: dict[str, Pointer] = {}   # pointer parameters and malloc scratch
+        self.slots: dict[str, ir.Value] = {}     # address of each local's storage
+        self.ids: dict[tuple[int, int], ir.Value] = {}     # (level, dim) -> instance id
+        self.counts: dict[tuple[int, int], ir.Value] = {}  # (level, dim) -> instance count
+        self.outputs: list[ir.Value] = []        # output array addresses (null when unused)
+        self.parent: ir.Value | None = None      # p, the parent instance index
+        self.frame: Frame | None = None
+        self.loops: list[tuple[ir.Block, ir.Block]] = []  # (continue target, break target)
+        self.local_types = leaf.locals
+
+    # -- expressions -------------------------------------------------------------------------
+
+    def expr(self, e: K.Expr, name: str = "") -> ir.Value:
+        method = getattr(self, "_" + type(e).__name__)
+        return method(e, name)
+
+    def _Const(self, e: K.Const, name: str) -> ir.Value:
+        return const(e.type, e.value)
+
+    def _Var(self, e: K.Var, name: str) -> ir.Value:
+        if isinstance(e.type, PtrType):
+            return self.pointers[e.name].base
+        if e.name in self.scalars:
+            return self.scalars[e.name]
+        return self.b.load(self.slots[e.name], typ=reg_type(e.type), name=e.name)
+
+    def _BinOp(self, e: K.BinOp, name: str) -> ir.Value:
+        x, y = self.expr(e.lhs), self.expr(e.rhs)
+        return arith.binop(self.b, e.op, e.type, x, y, e.loc, name)
+
+    def _UnaryOp(self, e: K.UnaryOp, name: str) -> ir.Value:
+        return arith.unary(self.b, e.op, e.type, self.expr(e.operand), name)
+
+    def _Compare(self, e: K.Compare, name: str) -> ir.Value:
+        x, y = self.expr(e.lhs), self.expr(e.rhs)
+        return arith.compare(self.b, e.op, e.lhs.type, x, y, name)
+
+    def _Cast(self, e: K.Cast, name: str) -> ir.Value:
+        return arith.cast(self.b, self.expr(e.value), e.value.type, e.type, name)
+
+    def _Logical(self, e: K.Logical, name: str) -> ir.Value:
+        # `a and b` is `b if a else False`; `a or b` is `True if a else b`: only one side runs.
+        lhs = self.expr(e.lhs)
+        short = ir.Constant(I1, 1 if e.op == "lor" else 0)
+        if e.op == "land":
+            return self._branch_value(lhs, lambda: self.expr(e.rhs), lambda: short, I1, name)
+        return self._branch_value(lhs, lambda: short, lambda: self.expr(e.rhs), I1, name)
+
+    def _Select(self, e: K.Select, name: str) -> ir.Value:
+        cond = self.expr(e.cond)
+        if not (_has_effects(e.if_true) or _has_effects(e.if_false)):
+            # Both sides are cheap and cannot fault: a plain select vectorises better.
+            return self.b.select(cond, self.expr(e.if_true), self.expr(e.if_false), name=name)
+        return self._branch_value(cond, lambda: self.expr(e.if_true), lambda: self.expr(e.if_false),
+                                  reg_type(e.type), name)
+
+    def _branch_value(self, cond: ir.Value, on_true: Callable[[], ir.Value],
+                      on_false: Callable[[], ir.Value], t: ir.Type, name: str) -> ir.Value:
+        b = self.b
+        then_bb = b.append_basic_block("sel.true")
+        else_bb = b.append_basic_block("sel.false")
+        merge_bb = b.append_basic_block("sel.end")
+        b.cbranch(cond, then_bb, else_bb)
+        b.position_at_end(then_bb)
+        v_true = on_true()
+        then_end = b.block
+        b.branch(merge_bb)
+        b.position_at_end(else_bb)
+        v_false = on_false()
+        else_end = b.block
+        b.branch(merge_bb)
+        b.position_at_end(merge_bb)
+        phi = b.phi(t, name=name)
+        phi.add_incoming(v_true, then_end)
+        phi.add_incoming(v_false, else_end)
+        return phi
+
+    def _Load(self, e: K.Load, name: str) -> ir.Value:
+        index = self._index(e.index)
+        return self.memory.load(self.b, e, self.pointers[e.ptr.name], index, name or e.ptr.name)
+
+    def _Atomic(self, e: K.Atomic, name: str) -> ir.Value:
+        index = self._index(e.index)
+        value = self.expr(e.value)
+        return self.memory.atomic(self.b, e, self.pointers[e.ptr.name], index, value, name)
+
+    def _MathCall(self, e: K.MathCall, name: str) -> ir.Value:
+        args = [self.expr(a) for a in e.args]
+        arg_type = e.args[0].type
+        assert isinstance(arg_type, ScalarType)
+        return mathfns.call(self.b, e.name, e.type, args, arg_type, name)
+
+    def _InstanceId(self, e: K.InstanceId, name: str) -> ir.Value:
+        return self.ids[(e.level, e.dim)]
+
+    def _NumInstances(self, e: K.NumInstances, name: str) -> ir.Value:
+        return self.counts[(e.level, e.dim)]
+
+    def _NumDims(self, e: K.NumDims, name: str) -> ir.Value:
+        dims = self.level_dims[e.level] if e.level < len(self.level_dims) else 0
+        return ir.Constant(reg_type(e.type), dims)
+
+    def _Malloc(self, e: K.Malloc, name: str) -> ir.Value:
+        raise CompileError("malloc() must be assigned to a variable at the top level of the leaf "
+                           "body", e.loc, rule="malloc-uniform")
+
+    def _CallHelper(self, e: K.CallHelper, name: str) -> ir.Value:
+        raise CompileError(f"internal: the call of helper {e.func}() was not inlined", e.loc)
+
+    def _index(self, e: K.Expr) -> ir.Value:
+        """An index as i64: integer indices widen by their signedness."""
+        v = self.expr(e)
+        t = e.type
+        assert isinstance(t, ScalarType)
+        if t.bits == 64:
+            return v
+        return self.b.sext(v, I64) if t.is_signed else self.b.zext(v, I64)
+
+    # -- statements --------------------------------------------------------------------------
+
+    def block(self, stmts: K.Block) -> None:
+        for stmt in stmts:
+            if self.b.block.is_terminated:
+                return  # after break/continue/return: unreachable
+            self.stmt(stmt)
+
+    def stmt(self, s: K.Stmt) -> None:
+        method = getattr(self, "_s_" + type(s).__name__)
+        method(s)
+
+    def _s_Assign(self, s: K.Assign) -> None:
+        value = self.expr(s.value, name=s.target)
+        self.b.store(value, self.slots[s.target])
+
+    def _s_Store(self, s: K.Store) -> None:
+        index = self._index(s.index)
+        value = self.expr(s.value)
+        self.memory.store(self.b, s, self.pointers[s.ptr.name], index, value)
+
+    def _s_ExprStmt(self, s: K.ExprStmt) -> None:
+        self.expr(s.value)
+
+    def _s_If(self, s: K.If) -> None:
+        self.if_then_else(self.expr(s.cond, "cond"), lambda: self.block(s.then),
+                          lambda: self.block(s.orelse))
+
+    def _s_For(self, s: K.For) -> None:
+        self.for_loop(s, lambda: self.block(s.body))
+
+    def _s_While(self, s: K.While) -> None:
+        self.while_loop(s, lambda: self.block(s.body))
+
+    def _s_Break(self, s: K.Break) -> None:
+        self.b.branch(self.loops[-1][1])
+
+    def _s_Continue(self, s: K.Continue) -> None:
+        self.b.branch(self.loops[-1][0])
+
+    def _s_Return(self, s: K.Return) -> None:
+        frame = self.frame
+        assert frame is not None
+        values = [self.expr(v) for v in s.values]
+        for port, mode, value, out in zip(self.leaf.outputs, self.output_modes, values, self.outputs):
+            if mode == "per_parent":
+                first = self.b.icmp_unsigned("==", frame.lin, ir.Constant(I64, 0))
+                self.if_then_else(first, lambda p=port, v=value, o=out: self._write_output(
+                    p, v, o, self.parent), None)
+            elif mode == "per_instance":
+                self._write_output(port, value, out, frame.flat)
+        if frame.done is not None:
+            self.b.store(ir.Constant(I8, 1), frame.done)
+        self.b.branch(frame.exit)
+
+    def _write_output(self, port: K.OutputPort, value: ir.Value, out: ir.Value,
+                      index: ir.Value) -> None:
+        if isinstance(port.type, PtrType):
+            stored, t = self.b.ptrtoint(value, I64), I64  # an address, as a 64-bit integer
+        else:
+            stored, t = to_mem(self.b, value, port.type), mem_type(port.type)
+        self.b.store(stored, self.b.gep(out, [index], source_etype=t))
+
+    def _s_Barrier(self, s: K.Barrier) -> None:
+        raise CompileError("internal: barrier() left inside a forall", s.loc)
+
+    # -- control flow shared by statements and the group-level items --------------------------
+
+    def if_then_else(self, cond: ir.Value, then: Callable[[], None],
+                     orelse: Callable[[], None] | None) -> None:
+        b = self.b
+        then_bb = b.append_basic_block("if.then")
+        else_bb = b.append_basic_block("if.else") if orelse is not None else None
+        end_bb = b.append_basic_block("if.end")
+        b.cbranch(cond, then_bb, else_bb or end_bb)
+        b.position_at_end(then_bb)
+        then()
+        if not b.block.is_terminated:
+            b.branch(end_bb)
+        if else_bb is not None and orelse is not None:
+            b.position_at_end(else_bb)
+            orelse()
+            if not b.block.is_terminated:
+                b.branch(end_bb)
+        b.position_at_end(end_bb)
+
+    def while_loop(self, s: K.While, body: Callable[[], None]) -> None:
+        b = self.b
+        head = b.append_basic_block("while.cond")
+        body_bb = b.append_basic_block("while.body")
+        end = b.append_basic_block("while.end")
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(self.expr(s.cond, "cond"), body_bb, end)
+        b.position_at_end(body_bb)
+        self.loops.append((head, end))
+        body()
+        self.loops.pop()
+        if not b.block.is_terminated:
+            b.branch(head)
+        b.position_at_end(end)
+
+    def for_loop(self, s: K.For, body: Callable[[], None]) -> None:
+        """range(start, stop, step) with Python semantics, driven by a precomputed trip count."""
+        b = self.b
+        t = self.local_types[s.var]
+        assert isinstance(t, ScalarType)
+        start = self.expr(s.start, f"{s.var}.start")
+        stop = self.expr(s.stop, f"{s.var}.stop")
+        step = self.expr(s.step, f"{s.var}.step")
+        count = trip_count(b, t, start, stop, step, s.step, f"{s.var}.trips")
+        preheader = b.block
+        head = b.append_basic_block(f"for.{s.var}")
+        body_bb = b.append_basic_block(f"for.{s.var}.body")
+        latch = b.append_basic_block(f"for.{s.var}.next")
+        end = b.append_basic_block(f"for.{s.var}.end")
+        b.branch(head)
+        b.position_at_end(head)
+        counter = b.phi(I64, name=f"{s.var}.iter")
+        value = b.phi(reg_type(t), name=f"{s.var}.value")
+        counter.add_incoming(ir.Constant(I64, 0), preheader)
+        value.add_incoming(start, preheader)
+        b.cbranch(b.icmp_unsigned("<", counter, count), body_bb, end)
+        b.position_at_end(body_bb)
+        b.store(value, self.slots[s.var])  # assigning the variable in the body changes nothing
+        self.loops.append((latch, end))
+        body()
+        self.loops.pop()
+        if not b.block.is_terminated:
+            b.branch(latch)
+        b.position_at_end(latch)
+        counter.add_incoming(b.add(counter, ir.Constant(I64, 1), name=f"{s.var}.iter.next"), latch)
+        value.add_incoming(b.add(value, step, name=f"{s.var}.next"), latch)
+        b.branch(head)
+        b.position_at_end(end)
+
+    def zero_local(self, name: str) -> None:
+        t = self.local_types[name]
+        if isinstance(t, ScalarType):
+            self.b.store(zero(t), self.slots[name])
+
+
+def trip_count(b: ir.IRBuilder, t: ScalarType, start: ir.Value, stop: ir.Value, step: ir.Value,
+               step_expr: K.Expr, name: str) -> ir.Value:
+    """The number of iterations of range(start, stop, step), as an unsigned i64.
+
+    Widened to 64 bits by the type's signedness, the distance between start and stop always fits
+    in an unsigned i64, as does the magnitude of the step, so nothing overflows.
+    """
+    def wide(v: ir.Value) -> ir.Value:
+        if t.bits == 64:
+            return v
+        return b.sext(v, I64) if t.is_signed else b.zext(v, I64)
+
+    start64, stop64, step64 = wide(start), wide(stop), wide(step)
+    one = ir.Constant(I64, 1)
+    zero64 = ir.Constant(I64, 0)
+    cmp = b.icmp_signed if t.is_signed else b.icmp_unsigned
+
+    def upward(divisor: ir.Value, out: str = "") -> ir.Value:
+        span = b.sub(b.sub(stop64, start64), one)
+        return b.select(cmp(">", stop, start), b.add(b.udiv(span, divisor), one), zero64,
+                        name=out)
+
+    def downward(divisor: ir.Value, out: str = "") -> ir.Value:
+        span = b.sub(b.sub(start64, stop64), one)
+        return b.select(cmp(">", start, stop), b.add(b.udiv(span, divisor), one), zero64,
+                        name=out)
+
+    if isinstance(step_expr, K.Const):
+        value = int(step_expr.value)
+        if value == 0:
+            return zero64
+        if value > 0:
+            return upward(step64, name)
+        return downward(b.sub(zero64, step64), name)
+    positive = cmp(">", step, ir.Constant(step.type, 0))
+    count = upward(b.select(positive, step64, one))
+    if t.is_signed:
+        negative = b.icmp_signed("<", step, ir.Constant(step.type, 0))
+        down = downward(b.select(negative, b.sub(zero64, step64), one))
+        return b.select(negative, down, b.select(positive, count, zero64), name=name)
+    return b.select(positive, count, zero64, name=name)
+
+
+def _has_effects(e: K.Expr) -> bool:
+    """Whether evaluating e could fault, touch memory or cost a library call."""
+    return any(isinstance(sub, (K.Load, K.Atomic, K.MathCall, K.Malloc)) for sub in K.walk_exprs(e))

@@ -1,0 +1,120 @@
+"""LLVM for the host CPU: target machine, O3 pipeline, object code, and loading it for execution.
+
+Every kernel goes through object code, whether just compiled or read from the disk cache, so both
+paths run exactly the same machine code. MCJIT resolves the C library and libm symbols the object
+calls (malloc, expm1f, ...) in the running process.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from ...errors import CompileError
+
+_lock = threading.Lock()
+_machine: llvm.TargetMachine | None = None
+
+
+def target_machine() -> llvm.TargetMachine:
+    """The host's target machine for optimising and emitting code, created once."""
+    global _machine
+    with _lock:
+        if _machine is None:
+            _machine = _new_machine()
+        return _machine
+
+
+def _new_machine() -> llvm.TargetMachine:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple()
+    # jitdefault picks the large code model: the object can sit anywhere relative to libc.
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+        opt=3, codemodel="jitdefault", jit=True)
+
+
+def host_signature() -> str:
+    """What object code depends on besides the IR: code generator version and host CPU."""
+    target_machine()
+    return (f"llvmlite={llvmlite.__version__};llvm={llvm.llvm_version_info};"
+            f"cpu={llvm.get_host_cpu_name()};features={llvm.get_host_cpu_features().flatten()}")
+
+
+def optimize(ir_text: str) -> llvm.ModuleRef:
+    """Parse, verify and optimise at O3 (loop and SLP vectorisation, no fast-math anywhere)."""
+    tm = target_machine()
+    with _lock:
+        module = llvm.parse_assembly(ir_text)
+        module.triple = tm.triple
+        module.data_layout = str(tm.target_data)
+        module.verify()
+        options = llvm.create_pipeline_tuning_options(speed_level=3)
+        options.loop_vectorization = True
+        options.slp_vectorization = True
+        options.loop_interleaving = True  # instance loops set their own count (parallel.py)
+        builder = llvm.create_pass_builder(tm, options)
+        builder.getModulePassManager().run(module, builder)
+    return module
+
+
+def emit_object(module: llvm.ModuleRef) -> bytes:
+    tm = target_machine()
+    with _lock:
+        return tm.emit_object(module)
+
+
+class LoadedObject:
+    """Object code loaded into an execution engine; keep it alive while its functions are used."""
+
+    def __init__(self, data: bytes):
+        _check_symbols(data)
+        target_machine()  # initialises LLVM
+        with _lock:
+            tm = _new_machine()  # an engine owns (and deletes) its target machine
+            empty = llvm.parse_assembly("")
+            empty.triple = tm.triple
+            self._engine = llvm.create_mcjit_compiler(empty, tm)
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+            self._engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        return self._engine.get_function_address(name)
+
+
+_process = ctypes.CDLL(None)
+
+
+def _check_symbols(data: bytes) -> None:
+    """Refuse object code that calls a function this process lacks (say a compiler-rt helper).
+
+    The JIT would bind such a call to address 0 and crash when it runs.
+    """
+    missing = [name for name in undefined_symbols(data) if not hasattr(_process, name)]
+    if missing:
+        raise CompileError("the generated code needs functions this process does not provide: "
+                           + ", ".join(sorted(missing)))
+
+
+def undefined_symbols(data: bytes) -> list[str]:
+    """The undefined symbols of a little-endian ELF64 object file (its .symtab)."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return []  # not ELF64 LE: nothing to check with this reader
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names: list[str] = []
+    for sh in sections:
+        if sh[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[sh[6]]
+        for offset in range(sh[4], sh[4] + sh[5], 24):
+            st_name, _info, _other, st_shndx = struct.unpack_from("<IBBH", data, offset)
+            if st_shndx == 0 and st_name:
+                start = strtab[4] + st_name
+                names.append(data[start:data.index(b"\0", start)].decode())
+    return names

@@ -1,0 +1,296 @@
+"""CpuKernel: checks and packs launch arguments, splits the instance space over the worker pool,
+and reports errors the generated code recorded."""
+from __future__ import annotations
+
+import ctypes
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ...errors import ExecutionError, LaunchError
+from ...ir import kernel as K
+from ...runtime.pool import get_pool
+from ...types import PtrType, ScalarType
+from ..base import BufferArg, NodeContext
+from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
+from .accesses import Access
+from .driver import MALLOC_FAILED_SITE
+from .jit import LoadedObject
+from .lltypes import bf16_bits, storage_bytes
+from .memory import ERROR_SLOT_WORDS
+from .privatize import MERGE_SUFFIX, identity
+
+_DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+_MERGE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+# Launches with fewer instances than this run on the calling thread: waking workers costs more.
+# Leaves with loops do more per instance, so their threshold is lower.
+SERIAL_INSTANCES = 32 * 1024
+SERIAL_INSTANCES_WITH_LOOPS = 2 * 1024
+# Partitions per thread: a few, so that a slow thread does not hold the launch up.
+PARTS_PER_THREAD = 2
+# Privatise a buffer (one copy per partition) only up to this size, and only when the copies take
+# at most this many bytes per instance of the launch.
+PRIVATE_MAX_BYTES = 1 << 20
+PRIVATE_BYTES_PER_INSTANCE = 4
+_SHAPES_KEPT = 64  # extents remembered per kernel
+
+
+@dataclass
+class KernelInfo:
+    """What a launch needs to know about the compiled code (recomputed from the IR, never cached)."""
+
+    splittable: bool  # a group may be split across threads (no barrier, no malloc)
+    private: dict[str, str]  # privatisable buffers -> merge class
+    sites: list[Access]
+    loops: bool  # the body has loops: instances may be costly
+
+
+class CpuKernel:
+    def __init__(self, source: K.LeafFunc, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
+                 code: LoadedObject, info: KernelInfo):
+        self.source = source  # the leaf as given; `leaf` is its normalised form
+        self.leaf = leaf
+        self.ctx = ctx
+        self.checked = checked
+        self.info = info
+        self.layout = ArgLayout.of(leaf)
+        self._code = code  # owns the machine code the drivers point into
+        self._driver = _DRIVER(code.address(leaf.name))
+        self._private_driver = _DRIVER(code.address(leaf.name + PRIVATE_SUFFIX)) \
+            if info.private else None
+        self._mergers = {name: _MERGE(code.address(leaf.name + MERGE_SUFFIX + name))
+                         for name in info.private}
+        # extents -> (extents array, parents, leaves, partitions); read-only once made, so
+        # concurrent launches share them
+        self._shapes: dict[tuple, tuple[ctypes.Array, int, int, list]] = {}
+
+    def for_source(self, source: K.LeafFunc, sites: list[Access]) -> "CpuKernel":
+        """This kernel's code for another leaf with the same IR (its own source locations)."""
+        info = KernelInfo(self.info.splittable, self.info.private, sites, self.info.loops)
+        return CpuKernel(source, self.leaf, self.ctx, self.checked, self._code, info)
+
+    # -- launch ------------------------------------------------------------------------------
+
+    def launch(self, args: list[Any], outputs: list[np.ndarray | None],
+               extents: list[tuple[int, ...]]) -> None:
+        # Kept lean: after a large launch the caches hold the kernel's data, not the interpreter's,
+        # and every Python step here runs slowly. What depends only on the extents is reused.
+        key = tuple(map(tuple, extents))
+        shape = self._shapes.get(key)
+        if shape is None:
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+            shape = self._shapes[key] = self._shape(extents)
+        ext, parents, leaves, parts = shape
+        keep: list[Any] = []
+        slots = self._pack(args, outputs, parents, leaves, keep)
+        if not parts:
+            return
+        error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
+        privates = self._privates(args, len(parts), parents * leaves)
+        driver = self._private_driver if privates else self._driver
+        ext_at, error_at = ctypes.addressof(ext), ctypes.addressof(error)
+        slots_at = ctypes.addressof(slots)
+        calls: list[Callable[[], None]] = []
+        for i, (p0, p1, o0, o1) in enumerate(parts):
+            if privates:
+                part_slots = type(slots).from_buffer_copy(slots)
+                for index, copies in privates.items():
+                    part_slots[index] = _address(copies[i])
+                keep.append(part_slots)
+                slots_at = ctypes.addressof(part_slots)
+            calls.append(_call(driver, slots_at, ext_at, p0, p1, o0, o1, error_at))
+        get_pool().run(calls)
+        if privates:
+            self._merge(args, privates)
+        if error[0] != 0:
+            raise self._error(list(error))
+
+    def _shape(self, extents: list[tuple[int, ...]]) -> tuple[ctypes.Array, int, int, list]:
+        """The extents array the drivers read, the instance counts and the partitions."""
+        extents = self._check_extents(extents)
+        leaves = math.prod(extents[0]) if extents else 1
+        parents = math.prod(math.prod(level) for level in extents[1:])
+        ext = (ctypes.c_int64 * (max(1, len(extents)) * DIMS_PER_LEVEL))()
+        for level, dims in enumerate(extents):
+            for d in range(DIMS_PER_LEVEL):
+                ext[level * DIMS_PER_LEVEL + d] = dims[d] if d < len(dims) else 1
+        outer = extents[0][-1] if extents and extents[0] else 1
+        parts = self._partition(parents, leaves, outer) if parents * leaves else []
+        return ext, parents, leaves, parts
+
+    def _partition(self, parents: int, leaves: int, outer: int) -> list[tuple[int, int, int, int]]:
+        """Disjoint (p_begin, p_end, o_begin, o_end) ranges: parents when there are enough of them
+        (or when a group must stay on one thread), else the leaf's outermost dimension."""
+        threads = get_pool().threads
+        serial = SERIAL_INSTANCES_WITH_LOOPS if self.info.loops else SERIAL_INSTANCES
+        if parents * leaves < serial or threads == 1:
+            return [(0, parents, 0, outer)]
+        target = threads * PARTS_PER_THREAD
+        if parents >= target or not self.info.splittable or outer < 2:
+            return [(a, b, 0, outer) for a, b in _chunks(parents, target)]
+        return [(0, parents, a, b) for a, b in _chunks(outer, target)]
+
+    # -- arguments ---------------------------------------------------------------------------
+
+    def _check_extents(self, extents: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        dims = self.ctx.level_dims
+        if len(extents) != len(dims):
+            raise LaunchError(f"{self.leaf.name}: {len(extents)} levels of extents for a node with "
+                              f"{len(dims)} levels", self.leaf.loc)
+        checked = []
+        for level, (ext, n) in enumerate(zip(extents, dims)):
+            ext = tuple(int(e) for e in ext)
+            if len(ext) != n or any(e < 0 for e in ext):
+                raise LaunchError(f"{self.leaf.name}: level {level} has {n} dimension(s); got the "
+                                  f"extents {ext}", self.leaf.loc)
+            checked.append(ext)
+        return checked
+
+    def _pack(self, args: list[Any], outputs: list[np.ndarray | None], parents: int, leaves: int,
+              keep: list[Any]) -> ctypes.Array:
+        leaf, layout = self.leaf, self.layout
+        if len(args) != layout.n_params:
+            raise LaunchError(f"{leaf.name} takes {layout.n_params} argument(s), got {len(args)}",
+                              leaf.loc)
+        if len(outputs) != layout.n_outputs:
+            raise LaunchError(f"{leaf.name} has {layout.n_outputs} output(s), got {len(outputs)} "
+                              "output arrays", leaf.loc)
+        slots = (ctypes.c_uint64 * layout.slots)()
+        for i, (param, mode, value) in enumerate(zip(leaf.params, self.ctx.input_modes, args)):
+            if isinstance(param.type, PtrType):
+                if not isinstance(value, BufferArg) or mode != "buffer":
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a pointer and "
+                                      f"needs a buffer, got {type(value).__name__}", param.loc)
+                slots[i] = value.address
+                slots[layout.nbytes_slot(i)] = value.nbytes
+                continue
+            assert isinstance(param.type, ScalarType)
+            if mode == "uniform":
+                if np.ndim(value) != 0:
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a uniform scalar, "
+                                      "got an array", param.loc)
+                try:
+                    _pack_scalar(slots, 8 * i, param.type, value)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is not a "
+                                      f"{param.type} value: {exc}", param.loc) from None
+                continue
+            needed = parents if mode == "per_parent" else parents * leaves
+            what = f"{leaf.name}: argument {param.name!r} ({mode})"
+            try:
+                array = _scalar_array(param.type, value, needed, what, param.loc)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise LaunchError(f"{what} needs {param.type} values: {exc}", param.loc) from None
+            keep.append(array)
+            slots[i] = _address(array)
+        for j, (port, mode, out) in enumerate(zip(leaf.outputs, self.ctx.output_modes, outputs)):
+            if mode == "unused":
+                continue
+            needed = parents if mode == "per_parent" else parents * leaves
+            dtype = np.dtype(np.int64) if isinstance(port.type, PtrType) else port.type.numpy_dtype
+            same_type = out.dtype == dtype if isinstance(out, np.ndarray) else False
+            if isinstance(port.type, PtrType) and isinstance(out, np.ndarray):
+                same_type = out.dtype.itemsize == 8 and out.dtype.kind in "iu"  # an address
+            if not same_type or not out.flags.c_contiguous or out.size < needed:
+                raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a "
+                                  f"contiguous {dtype} array of {needed} element(s)", port.loc)
+            slots[layout.output_slot(j)] = _address(out)
+        return slots
+
+    # -- privatised atomics ------------------------------------------------------------------
+
+    def _privates(self, args: list[Any], parts: int, instances: int) -> dict[int, list[np.ndarray]]:
+        """slot index -> one private copy per partition, for every privatisable buffer, or {} when
+        privatising does not pay (a buffer too large to copy). Even a single partition gains:
+        plain increments instead of locked ones."""
+        if not self.info.private:
+            return {}
+        copies: dict[int, list[np.ndarray]] = {}
+        for i, param in enumerate(self.leaf.params):
+            kind = self.info.private.get(param.name)
+            if kind is None:
+                continue
+            buf = args[i]
+            # Copies, and merging them, must cost little next to the launch itself.
+            if buf.array is None or buf.nbytes > PRIVATE_MAX_BYTES or \
+                    buf.nbytes * parts > instances * PRIVATE_BYTES_PER_INSTANCE:
+                return {}
+            elem = param.type.elem
+            count = buf.nbytes // elem.numpy_dtype.itemsize
+            copies[i] = [np.full(count, identity(kind, elem), dtype=elem.numpy_dtype)
+                         for _ in range(parts)]
+        return copies
+
+    def _merge(self, args: list[Any], privates: dict[int, list[np.ndarray]]) -> None:
+        for i, copies in privates.items():
+            merge = self._mergers[self.leaf.params[i].name]
+            for copy in copies:
+                merge(args[i].address, _address(copy), copy.size)
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _error(self, error: list[int]) -> ExecutionError:
+        code, index, limit = error
+        if code == MALLOC_FAILED_SITE + 1:
+            return ExecutionError(f"{self.leaf.name}: could not allocate {index} bytes of "
+                                  "storage (malloc scratch or per-instance values)", self.leaf.loc)
+        node = self.info.sites[code - 1]
+        what = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}[type(node)]
+        return ExecutionError(
+            f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
+            f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+
+
+_STRUCT_FORMATS = {"i1": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B",
+                   "u16": "<H", "u32": "<I", "u64": "<Q", "f16": "<e", "f32": "<f", "f64": "<d"}
+
+
+def _pack_scalar(slots: ctypes.Array, offset: int, t: ScalarType, value: Any) -> None:
+    """Write a uniform scalar into its slot in memory form; integers wrap as NumPy casts do."""
+    fmt = _STRUCT_FORMATS.get(t.name)
+    try:
+        if fmt is None:  # bf16: bits when given as uint16, else rounded from a float
+            raise OverflowError
+        if t.is_bool:
+            converted: Any = bool(value)
+        elif t.is_float:
+            converted = float(value)
+        else:
+            converted = int(value) & ((1 << t.bits) - 1)
+            if t.is_signed and converted >> (t.bits - 1):
+                converted -= 1 << t.bits
+        struct.pack_into(fmt, slots, offset, converted)
+    except (OverflowError, struct.error):  # out of range for struct (inf for a float): NumPy
+        data = storage_bytes(t, value)
+        ctypes.memmove(ctypes.addressof(slots) + offset, data, len(data))
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def _call(driver: Any, *arguments: int) -> Callable[[], None]:
+    return lambda: driver(*arguments)
+
+
+def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
+    parts = max(1, min(parts, n))
+    bounds = [n * k // parts for k in range(parts + 1)]
+    return [(bounds[k], bounds[k + 1]) for k in range(parts)]
+
+
+def _scalar_array(t: ScalarType, value: Any, needed: int, what: str, loc: Any) -> np.ndarray:
+    array = np.asarray(value)
+    if array.ndim == 0 or array.size < needed:
+        raise LaunchError(f"{what} needs an array of at least {needed} values", loc)
+    array = array.reshape(-1)
+    if t.name == "bf16" and array.dtype != np.uint16:
+        return np.ascontiguousarray(bf16_bits(array.astype(np.float32)))
+    return np.ascontiguousarray(array, dtype=t.numpy_dtype)
+

@@ -1,0 +1,188 @@
+"""Loads, stores and atomics, optionally bounds-checked.
+
+In checked mode every access compares its index with the number of valid elements; a failing
+access is skipped (a load yields 0) and the first failure is recorded in the launch's error slot
+by a cold out-of-line function, so the in-range path stays short.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from llvmlite import ir
+
+from ...errors import CompileError
+from ...ir import kernel as K
+from ...ir.loc import UNKNOWN
+from ...types import ScalarType, bf16
+from . import arith, mathfns
+from .intrinsics import overloaded
+from .lltypes import I16, I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
+from .parallel import PRIVATE_ACCESS
+
+# The error slot: [site + 1 (0 while no failure), index, limit], i64 each.
+ERROR_SLOT_WORDS = 3
+
+_INT_RMW = {"add": "add", "sub": "sub", "xchg": "xchg", "and": "and", "or": "or", "xor": "xor"}
+_FLOAT_RMW = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax", "xchg": "xchg"}
+
+
+@dataclass
+class Pointer:
+    """A memory object as generated code sees it."""
+
+    base: ir.Value
+    elem: ScalarType
+    limit: ir.Value | None = None  # number of valid elements (checked mode)
+    private: bool = False  # a copy owned by one thread: atomics need no atomicity
+
+
+class Memory:
+    def __init__(self, module: ir.Module, checked: bool, sites: dict[int, int],
+                 error_slot: ir.Value | None):
+        self.module = module
+        self.checked = checked
+        self.sites = sites
+        self.error_slot = error_slot
+
+    # -- the three kinds of access -----------------------------------------------------------
+
+    def load(self, b: ir.IRBuilder, node: K.Load, ptr: Pointer, index: ir.Value,
+             name: str) -> ir.Value:
+        def access() -> ir.Value:
+            t = ptr.elem
+            return load(b, self._address(b, ptr, index), t, name, align=mem_type_size(t))
+
+        return self._guard(b, node, ptr, index, access, zero(ptr.elem))
+
+    def store(self, b: ir.IRBuilder, node: K.Store, ptr: Pointer, index: ir.Value,
+              value: ir.Value) -> None:
+        def access() -> None:
+            t = ptr.elem
+            b.store(to_mem(b, value, t), self._address(b, ptr, index), align=mem_type_size(t))
+
+        self._guard(b, node, ptr, index, access, None)
+
+    def atomic(self, b: ir.IRBuilder, node: K.Atomic, ptr: Pointer, index: ir.Value,
+               value: ir.Value, name: str) -> ir.Value:
+        t = ptr.elem
+        if t.is_bool:
+            raise CompileError("atomics on i1 buffers are not supported by target 'cpu'", node.loc)
+
+        def access() -> ir.Value:
+            address = self._address(b, ptr, index)
+            if ptr.private:
+                return _plain_rmw(b, node.op, t, address, value, name)
+            if t.name == "bf16":
+                return _bf16_rmw(b, node.op, address, value, name)
+            op = (_FLOAT_RMW if t.is_float else _INT_RMW).get(node.op)
+            if op is None:  # integer min/max
+                op = ("" if t.is_signed else "u") + node.op
+            stored = to_mem(b, value, t)
+            old = b.atomic_rmw(op, address, stored, "seq_cst")
+            return from_mem(b, old, t, name=name)
+
+        return self._guard(b, node, ptr, index, access, zero(t))
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _address(b: ir.IRBuilder, ptr: Pointer, index: ir.Value) -> ir.Value:
+        # inbounds: an access outside its memory object is already an error of the program
+        return b.gep(ptr.base, [index], inbounds=True, source_etype=mem_type(ptr.elem),
+                     name=f"{ptr.base.name}.at")
+
+    def _guard(self, b: ir.IRBuilder, node: K.Expr | K.Stmt, ptr: Pointer, index: ir.Value,
+               access: Callable[[], ir.Value | None], fallback: ir.Value | None) -> ir.Value | None:
+        if not self.checked:
+            return access()
+        assert ptr.limit is not None and self.error_slot is not None
+        ok_bb = b.append_basic_block("inbounds")
+        bad_bb = b.append_basic_block("outofbounds")
+        end_bb = b.append_basic_block("access.end")
+        b.cbranch(b.icmp_unsigned("<", index, ptr.limit), ok_bb, bad_bb)
+        b.position_at_end(bad_bb)
+        site = ir.Constant(I64, self.sites[id(node)])
+        b.call(self.reporter(), [self.error_slot, site, index, ptr.limit])
+        b.branch(end_bb)
+        b.position_at_end(ok_bb)
+        value = access()
+        ok_end = b.block
+        b.branch(end_bb)
+        b.position_at_end(end_bb)
+        if fallback is None or value is None:
+            return None
+        phi = b.phi(value.type, name=value.name)
+        phi.add_incoming(value, ok_end)
+        phi.add_incoming(fallback, bad_bb)
+        return phi
+
+    def reporter(self) -> ir.Function:
+        """void hpvm.out_of_bounds(ptr slot, i64 site, i64 index, i64 limit): keep the first."""
+        existing = self.module.globals.get("hpvm.out_of_bounds")
+        if isinstance(existing, ir.Function):
+            return existing
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR, I64, I64, I64]),
+                         name="hpvm.out_of_bounds")
+        fn.linkage = "internal"
+        fn.attributes.add("cold")
+        fn.attributes.add("noinline")
+        slot, site, index, limit = fn.args
+        slot.name, site.name, index.name, limit.name = "slot", "site", "index", "limit"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        first = b.cmpxchg(slot, ir.Constant(I64, 0), b.add(site, ir.Constant(I64, 1)), "seq_cst")
+        won = b.extract_value(first, 1, name="first")
+        with b.if_then(won):
+            b.store(index, b.gep(slot, [ir.Constant(I64, 1)], source_etype=I64))
+            b.store(limit, b.gep(slot, [ir.Constant(I64, 2)], source_etype=I64))
+        b.ret_void()
+        return fn
+
+
+def mem_type_size(t: ScalarType) -> int:
+    return max(1, t.bits // 8)
+
+
+def _plain_rmw(b: ir.IRBuilder, op: str, t: ScalarType, address: ir.Value, value: ir.Value,
+               name: str) -> ir.Value:
+    """Read-modify-write of a thread-private copy (merged into the real buffer after the launch)."""
+    raw = b.load(address, typ=mem_type(t))
+    old = from_mem(b, raw, t, name=name)
+    stored = b.store(to_mem(b, _combine(b, op, t, old, value), t), address)
+    for instr in (raw, stored):  # instances may update the same element: keep them ordered
+        setattr(instr, PRIVATE_ACCESS, True)
+    return old
+
+
+def _combine(b: ir.IRBuilder, op: str, t: ScalarType, old: ir.Value, value: ir.Value) -> ir.Value:
+    """What an atomic op stores, given the old content (atomicrmw semantics)."""
+    if op == "xchg":
+        return value
+    if op in ("min", "max") and t.is_float:
+        # atomicrmw fmin/fmax follow minnum/maxnum (a NaN operand is ignored)
+        base = "llvm.minnum" if op == "min" else "llvm.maxnum"
+        return b.call(overloaded(b.module, base, old.type, [old.type, old.type]), [old, value])
+    if op in ("min", "max"):
+        return mathfns.call(b, op, t, [old, value], t)
+    if op in ("add", "sub"):
+        return arith.binop(b, op, t, old, value, UNKNOWN)
+    return {"and": b.and_, "or": b.or_, "xor": b.xor}[op](old, value)
+
+
+def _bf16_rmw(b: ir.IRBuilder, op: str, address: ir.Value, value: ir.Value, name: str) -> ir.Value:
+    """bf16 atomics as a compare-exchange loop on the 16 raw bits (LLVM has no bf16 rmw here)."""
+    entry = b.block
+    loop = b.append_basic_block("bf16.rmw")
+    done = b.append_basic_block("bf16.rmw.end")
+    initial = b.load_atomic(address, "monotonic", 2, typ=I16)
+    b.branch(loop)
+    b.position_at_end(loop)
+    seen = b.phi(I16, name="seen")
+    seen.add_incoming(initial, entry)
+    old = from_mem(b, seen, bf16)
+    new = to_mem(b, _combine(b, op, bf16, old, value), bf16)
+    pair = b.cmpxchg(address, seen, new, "seq_cst", "seq_cst")
+    seen.add_incoming(b.extract_value(pair, 0), loop)
+    b.cbranch(b.extract_value(pair, 1), done, loop)
+    b.position_at_end(done)
+    return from_mem(b, seen, bf16, name=name)

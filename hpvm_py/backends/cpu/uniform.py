@@ -1,0 +1,93 @@
+"""Uniformity: which values are the same for every instance of a group.
+
+A group is the set of instances that one `forall` loop of the generated driver runs together:
+all leaf instances of one parent instance (when the leaf has barriers or malloc), or a tile of
+consecutive x in one or a few consecutive y rows (loop interchange without barriers). Uniform values
+are built from constants, uniform scalar parameters, instance counts, instance ids of the levels
+above and of the leaf dimensions the group does not span, and locals assigned only from uniform
+values outside non-uniform control flow.
+"""
+from __future__ import annotations
+
+from ...ir import kernel as K
+from ...types import PtrType
+
+
+class Uniformity:
+    """Decides uniformity of expressions for one leaf and one kind of group."""
+
+    def __init__(self, leaf: K.LeafFunc, input_modes: tuple[str, ...],
+                 uniform_dims: frozenset[int]):
+        self.uniform_dims = uniform_dims  # leaf dimensions the group does not span
+        self.uniform_params = {p.name for p, mode in zip(leaf.params, input_modes)
+                               if mode in ("uniform", "per_parent", "buffer")}
+        self.locals = self._uniform_locals(leaf)
+
+    def expr(self, e: K.Expr) -> bool:
+        return all(self._node(sub) for sub in K.walk_exprs(e))
+
+    def _node(self, e: K.Expr, locals_: set[str] | None = None) -> bool:
+        uniform_locals = self.locals if locals_ is None else locals_
+        if isinstance(e, (K.Load, K.Atomic, K.CallHelper)):
+            return False
+        if isinstance(e, K.InstanceId) and e.level == 0:
+            return e.dim in self.uniform_dims
+        if isinstance(e, K.Var) and not isinstance(e.type, PtrType):
+            return e.name in self.uniform_params or e.name in uniform_locals
+        return True
+
+    def _expr_with(self, e: K.Expr, uniform_locals: set[str]) -> bool:
+        return all(self._node(sub, uniform_locals) for sub in K.walk_exprs(e))
+
+    def _uniform_locals(self, leaf: K.LeafFunc) -> set[str]:
+        """Largest set of locals consistent with the definition (a fixed point from 'all')."""
+        current = set(leaf.locals)
+        while True:
+            kept = set(current)
+            self._visit(leaf.body, True, current, kept)
+            if kept == current:
+                return current
+            current = kept
+
+    def _visit(self, block: K.Block, uniform_ctx: bool, assumed: set[str], kept: set[str]) -> None:
+        for stmt in block:
+            if isinstance(stmt, K.Assign):
+                if isinstance(stmt.value, K.Malloc):
+                    continue  # malloc: one pointer for the whole group
+                if not (uniform_ctx and self._expr_with(stmt.value, assumed)):
+                    kept.discard(stmt.target)
+            elif isinstance(stmt, K.If):
+                inner = uniform_ctx and self._expr_with(stmt.cond, assumed)
+                self._visit(stmt.then, inner, assumed, kept)
+                self._visit(stmt.orelse, inner, assumed, kept)
+            elif isinstance(stmt, K.For):
+                bounds = all(self._expr_with(e, assumed) for e in (stmt.start, stmt.stop, stmt.step))
+                if not (uniform_ctx and bounds):
+                    kept.discard(stmt.var)
+                inner = uniform_ctx and bounds and self.jumps_uniform(stmt.body, assumed)
+                self._visit(stmt.body, inner, assumed, kept)
+            elif isinstance(stmt, K.While):
+                inner = uniform_ctx and self._expr_with(stmt.cond, assumed) and \
+                    self.jumps_uniform(stmt.body, assumed)
+                self._visit(stmt.body, inner, assumed, kept)
+
+    def jumps_uniform(self, body: K.Block, assumed: set[str] | None = None) -> bool:
+        """Whether every break/continue of this loop body is taken by all instances or none."""
+        uniform_locals = self.locals if assumed is None else assumed
+        for stmt in body:
+            if isinstance(stmt, K.If):
+                if escaping_jump(stmt) and not self._expr_with(stmt.cond, uniform_locals):
+                    return False
+                if not (self.jumps_uniform(stmt.then, assumed) and
+                        self.jumps_uniform(stmt.orelse, assumed)):
+                    return False
+        return True
+
+
+def escaping_jump(stmt: K.Stmt) -> bool:
+    """Whether stmt contains a break/continue that leaves it (one not inside a loop within it)."""
+    if isinstance(stmt, (K.Break, K.Continue)):
+        return True
+    if isinstance(stmt, K.If):
+        return any(escaping_jump(s) for s in stmt.then + stmt.orelse)
+    return False
