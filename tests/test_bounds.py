@@ -46,47 +46,47 @@ def f32(*shape):
 
 def test_unguarded_vadd_is_proven_when_sizes_match() -> None:
     a = f32(1000)
-    assert proofs_for(vadd.root, [a, a.nbytes, a, a.nbytes, a, a.nbytes, 1000]) == {"vadd": True}
+    assert proofs_for(vadd.root, [a, a.nbytes, a, a.nbytes, a, a.nbytes, 1000]) == {vadd.vadd.name: True}
     # the grid is one larger than the buffers: an access may be out of bounds
-    assert proofs_for(vadd.root, [a, a.nbytes, a, a.nbytes, a, a.nbytes, 1001]) == {"vadd": False}
+    assert proofs_for(vadd.root, [a, a.nbytes, a, a.nbytes, a, a.nbytes, 1001]) == {vadd.vadd.name: False}
     # a size argument smaller than the buffer is the limit
-    assert proofs_for(vadd.root, [a, a.nbytes, a, a.nbytes - 4, a, a.nbytes, 1000]) == {"vadd": False}
+    assert proofs_for(vadd.root, [a, a.nbytes, a, a.nbytes - 4, a, a.nbytes, 1000]) == {vadd.vadd.name: False}
 
 
 def test_guards_refine_the_index() -> None:
     x = f32(1000)
-    assert proofs_for(saxpy.root, [x, x.nbytes, x, x.nbytes, 2.0, 1000]) == {"saxpy": True}
+    assert proofs_for(saxpy.root, [x, x.nbytes, x, x.nbytes, 2.0, 1000]) == {saxpy.saxpy.name: True}
 
 
 def test_nested_guards_of_a_3d_stencil() -> None:
     a = f32(6, 20, 30)
-    assert proofs_for(stencil.root, [a, a.nbytes, a, a.nbytes, 30, 20, 6, 0.1, 0.2]) == {"stencil_block": True}
+    assert proofs_for(stencil.root, [a, a.nbytes, a, a.nbytes, 30, 20, 6, 0.1, 0.2]) == {stencil.stencil_block.name: True}
     small = f32(4, 20, 30)  # nz says 6 planes (interior writes reach plane 4), the buffer holds 4
     assert proofs_for(stencil.root, [a, a.nbytes, small, small.nbytes, 30, 20, 6, 0.1, 0.2]) == \
-        {"stencil_block": False}
+        {stencil.stencil_block.name: False}
 
 
 def test_python_modulo_bounds_a_data_dependent_index() -> None:
     d = np.arange(100, dtype=np.int32)
     bins = np.zeros(256, np.int32)
-    assert proofs_for(histogram.root, [d, d.nbytes, bins, bins.nbytes, 256, 100]) == {"histogram": True}
-    assert proofs_for(histogram.root, [d, d.nbytes, bins, bins.nbytes, 257, 100]) == {"histogram": False}
+    assert proofs_for(histogram.root, [d, d.nbytes, bins, bins.nbytes, 256, 100]) == {histogram.histogram.name: True}
+    assert proofs_for(histogram.root, [d, d.nbytes, bins, bins.nbytes, 257, 100]) == {histogram.histogram.name: False}
 
 
 def test_loops_with_shrinking_strides_and_scratch_memory() -> None:
     x = f32(1000)
     partial = f32(8)
-    assert proofs_for(reduction.root, [x, x.nbytes, partial, partial.nbytes, 1000])["block_sum"] is True
+    assert proofs_for(reduction.root, [x, x.nbytes, partial, partial.nbytes, 1000])[reduction.block_sum.name] is True
 
 
 def test_relational_guards_of_a_tiled_sgemm() -> None:
     m, n, k = 40, 24, 20
     a, b, c = f32(m, k), f32(k, n), f32(m, n)
     assert proofs_for(sgemm.root, [a, a.nbytes, b, b.nbytes, c, c.nbytes, m, n, k, 1.0, 0.0]) == \
-        {"sgemm_tile": True}
+        {sgemm.sgemm_tile.name: True}
     # claim a larger k than b holds: the guard no longer protects the reads of b
     assert proofs_for(sgemm.root, [a, a.nbytes, b, b.nbytes, c, c.nbytes, m, n, k + 4, 1.0, 0.0]) == \
-        {"sgemm_tile": False}
+        {sgemm.sgemm_tile.name: False}
 
 
 @pytest.mark.parametrize("n", [1, 7, 64])
@@ -96,7 +96,7 @@ def test_a_proven_launch_really_stays_in_bounds(n: int) -> None:
 
     d = np.arange(n, dtype=np.int32) - 3
     bins = np.zeros(16, np.int32)
-    assert proofs_for(histogram.root, [d, d.nbytes, bins, bins.nbytes, 16, n])["histogram"]
+    assert proofs_for(histogram.root, [d, d.nbytes, bins, bins.nbytes, 16, n])[histogram.histogram.name]
     with hpvm.runtime("python"):
         hpvm.wait(hpvm.launch(histogram.root, d, d.nbytes, bins, bins.nbytes, 16, n))
     assert bins.sum() == n

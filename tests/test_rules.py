@@ -130,6 +130,8 @@ LEAF_CASES = [
     ("bad_malloc_in_if", "malloc-in-if", F, "malloc-uniform"),
     ("bad_malloc_instance_size", "malloc-instance-size", F, "malloc-uniform"),
     ("bad_malloc_in_expression", "malloc-expression", F, "malloc-uniform"),
+    ("bad_barrier_in_divergent_if", "barrier-divergent-if", V, "barrier-uniform"),
+    ("bad_barrier_in_divergent_loop", "barrier-divergent-loop", V, "barrier-uniform"),
 ]
 
 # (root graph in programs/rules_leaf.py, tag, error class, rule)
@@ -405,3 +407,24 @@ def test_rules_have_descriptions():
     for name, text in RULES.items():
         assert name == name.lower() and " " not in name
         assert text and text == text.strip() and "\n" not in text
+
+
+def test_barrier_in_a_uniform_loop_is_accepted_on_every_target(target):
+    import numpy as np
+
+    a = np.arange(8, dtype=np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(common.root_for(L.ok_barrier_in_uniform_loop), a, a.nbytes, a, a.nbytes, 8, 0))
+    assert a[0] == 28.0  # the tree reduction summed 0..7 into a[0]
+
+
+def test_an_early_return_leaves_later_barriers_to_the_others(target):
+    """An instance that has returned takes no part in later barriers, on every target."""
+    import numpy as np
+
+    from programs import python_target_kernels as kp
+
+    a = np.zeros(16, np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(common.root_for(kp.early_exit), a, a.nbytes, a, a.nbytes, 16, 0))
+    assert a.tolist() == [1.0] * 4 + [0.0] * 12

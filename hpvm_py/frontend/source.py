@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import linecache
 import textwrap
 import typing
@@ -128,6 +129,17 @@ def output_types(annotation: Any) -> list[tuple[str | None, Any]] | None:
             return []
         return [(None, a) for a in args]
     if isinstance(annotation, type) and issubclass(annotation, tuple) and hasattr(annotation, "_fields"):
-        hints = getattr(annotation, "__annotations__", {})
+        hints = dict(getattr(annotation, "__annotations__", {}))
+        # under `from __future__ import annotations` the fields' types are strings: evaluate them
+        # where the NamedTuple was defined
+        namespace = vars(sys.modules[annotation.__module__]) if annotation.__module__ in sys.modules else {}
+        for name, hint in hints.items():
+            if isinstance(hint, typing.ForwardRef):
+                hint = hint.__forward_arg__
+            if isinstance(hint, str):
+                try:
+                    hints[name] = eval(hint, dict(namespace))  # noqa: S307 - the user's annotation
+                except Exception:  # noqa: BLE001 - reported as a bad output type by the caller
+                    pass
         return [(name, hints.get(name)) for name in annotation._fields]
     return [(None, annotation)]

@@ -48,6 +48,7 @@ RULES: dict[str, str] = {
     "leaf-returns-outputs": "a leaf returns one value per declared output on every path",
     "typing-narrowing": "narrowing conversions need an explicit cast",
     "malloc-uniform": "malloc() is called by every instance, at the top level, with a uniform size",
+    "barrier-uniform": "barrier() is reached by every instance of a group (uniform control flow)",
     "intrinsics-in-leaves": "leaf intrinsics are used inside leaves only",
     "node-inputs": "node inputs are graph parameters or sibling outputs",
     "edge-kinds": "edges are one-to-one or all-to-all",

@@ -176,6 +176,11 @@ def _shape_outputs(compiled: CompiledGraph, outputs: list[Any]) -> Any:
         return None
     root = compiled.root
     annotation = getattr(root.pyfunc, "__annotations__", {}).get("return") if isinstance(root, GraphDef) else None
+    if isinstance(annotation, str):  # `from __future__ import annotations`
+        try:
+            annotation = eval(annotation, root.pyfunc.__globals__)  # noqa: S307 - the user's annotation
+        except Exception:  # noqa: BLE001 - then the outputs come back as a plain tuple
+            annotation = None
     if isinstance(annotation, type) and hasattr(annotation, "_fields"):
         return annotation(*outputs)
     if len(outputs) == 1 and not _is_tuple_annotation(annotation):

@@ -16,6 +16,7 @@ from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
 from ..backends.base import LeafKernel, NodeContext
 from ..passes.bounds import BoundsProof
+from ..passes.uniform import check_barriers
 
 
 @dataclass
@@ -118,6 +119,7 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
         nplan = NodePlan(node=node, func=func, inputs=sources, input_modes=input_modes,
                          output_modes=output_modes, target=target)
         if isinstance(func, K.LeafFunc):
+            check_barriers(func, input_modes)  # a language rule: checked for every target
             ctx = NodeContext(level_dims=(len(node.dims),) + level_dims, input_modes=input_modes,
                               output_modes=output_modes)
             nplan.ctx = ctx

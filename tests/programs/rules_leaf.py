@@ -361,3 +361,30 @@ def ok_malloc(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
     buf[i] = a[i]
     hpvm.barrier()
     a[i] = buf[i]
+
+
+@hpvm.leaf
+def bad_barrier_in_divergent_if(a: InOut[Ptr[f32]], a_bytes: i64):
+    i = hpvm.instance_id(0)
+    if i < 3:
+        hpvm.barrier()  # ERR:barrier-divergent-if
+    a[i] = 1.0
+
+
+@hpvm.leaf
+def bad_barrier_in_divergent_loop(a: InOut[Ptr[f32]], a_bytes: i64):
+    i = hpvm.instance_id(0)
+    for _ in range(i):
+        hpvm.barrier()  # ERR:barrier-divergent-loop
+    a[i] = 1.0
+
+
+@hpvm.leaf
+def ok_barrier_in_uniform_loop(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    s = n // 2
+    while s > 0:
+        if i < s:
+            a[i] = a[i] + a[i + s]
+        hpvm.barrier()
+        s //= 2

@@ -58,6 +58,10 @@ class CpuBackend:
             self._memory.setdefault(key, kernel)
             return self._memory[key]
 
+    def generated_source(self, leaf: K.LeafFunc, ctx: NodeContext) -> str:
+        """What `hpvmc compile --emit llvm` writes (every backend answers this for its own code)."""
+        return self.llvm_ir(leaf, ctx)
+
     def llvm_ir(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
         """The optimised LLVM IR of the leaf's drivers (what `hpvmc compile --emit llvm` shows)."""
         prepared, plan = _analyse(leaf, ctx)

@@ -23,7 +23,7 @@ from ...ir import kernel as K
 from ...types import PtrType
 from ..base import NodeContext
 from .clip import Bound, clip_instances
-from .uniform import Uniformity, escaping_jump
+from ...passes.uniform import Uniformity, escaping_jump
 
 
 @dataclass

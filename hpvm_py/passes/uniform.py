@@ -9,8 +9,8 @@ values outside non-uniform control flow.
 """
 from __future__ import annotations
 
-from ...ir import kernel as K
-from ...types import PtrType
+from ..ir import kernel as K
+from ..types import PtrType
 
 
 class Uniformity:
@@ -91,3 +91,50 @@ def escaping_jump(stmt: K.Stmt) -> bool:
     if isinstance(stmt, K.If):
         return any(escaping_jump(s) for s in stmt.then + stmt.orelse)
     return False
+
+
+def check_barriers(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> None:
+    """Every barrier must be reached by all instances of a group or by none (rule barrier-uniform).
+
+    The statements around a barrier may branch and loop only on uniform values, and a loop that
+    holds one may leave or skip iterations only uniformly. An instance that returns early simply
+    takes no part in later barriers, on every target.
+    """
+    if not any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body)):
+        return
+    uni = Uniformity(leaf, input_modes, frozenset())
+    _check_block(leaf, leaf.body, [], uni)
+
+
+def _check_block(leaf: K.LeafFunc, block: K.Block, enclosing: list[K.Stmt], uni: Uniformity) -> None:
+    for stmt in block:
+        if isinstance(stmt, K.Barrier):
+            for outer in enclosing:
+                reason = _non_uniform(outer, uni)
+                if reason is not None:
+                    from ..errors import VerificationError
+
+                    raise VerificationError(
+                        f"barrier() in {leaf.name} must be reached by every instance of its group or "
+                        f"by none, but {reason}: around a barrier, conditions and loop ranges may use "
+                        "constants, uniform scalar parameters, instance counts, parent-level instance "
+                        "ids, and locals assigned only from such values", stmt.loc,
+                        rule="barrier-uniform")
+        for sub in K.child_blocks(stmt):
+            _check_block(leaf, sub, enclosing + [stmt], uni)
+
+
+def _non_uniform(stmt: K.Stmt, uni: Uniformity) -> str | None:
+    if isinstance(stmt, K.If) and not uni.expr(stmt.cond):
+        return "the if condition around it differs between instances"
+    if isinstance(stmt, K.While):
+        if not uni.expr(stmt.cond):
+            return "the while condition around it differs between instances"
+        if not uni.jumps_uniform(stmt.body):
+            return "the loop around it breaks or continues differently per instance"
+    if isinstance(stmt, K.For):
+        if not all(uni.expr(e) for e in (stmt.start, stmt.stop, stmt.step)):
+            return "the range of the loop around it differs between instances"
+        if not uni.jumps_uniform(stmt.body):
+            return "the loop around it breaks or continues differently per instance"
+    return None
