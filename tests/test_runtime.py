@@ -12,7 +12,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.errors import MemoryTrackingError
-from programs import future_annotations as fa
+from programs import pep563_outputs as fa
 
 
 def test_named_outputs_with_string_annotations(target: str) -> None:

@@ -51,7 +51,8 @@ def cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
     if src.is_float and not dst.is_float:
         return _saturate(value, dst)
     arr = np.asarray(value)
-    out = bf16_round(arr.astype(np.float32)) if dst == bf16 else arr.astype(value_dtype(dst))
+    with np.errstate(over="ignore"):  # beyond the target's range a float becomes inf, by rule
+        out = bf16_round(arr.astype(np.float32)) if dst == bf16 else arr.astype(value_dtype(dst))
     return out if np.ndim(value) else out[()]
 
 

@@ -132,7 +132,12 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
 
 
 def round_host(value: np.floating, t: ScalarType) -> np.floating:
-    """A float value rounded to type t, as generated code would hold it."""
+    """A float value rounded to type t, as generated code would hold it (inf beyond its range)."""
+    with np.errstate(over="ignore"):
+        return _round_host(value, t)
+
+
+def _round_host(value: np.floating, t: ScalarType) -> np.floating:
     if t.name == "bf16":
         return bf16_to_f32(bf16_bits(np.array([value], dtype=np.float32)))[0]
     if t.name == "f16":

@@ -10,6 +10,7 @@ import numpy as np
 from ...errors import ExecutionError, HPVMError
 from ...ir import kernel as K
 from ...ir.loc import Loc
+from ...ir import semantics as S
 from ...types import PtrType, bf16
 from ..base import BufferArg, NodeContext, instance_counts
 from . import ops
@@ -62,6 +63,9 @@ class PythonLeafKernel:
     def _buffers(self, args: list[Any]) -> list[Any]:
         values = list(args)
         for i, p in enumerate(self.leaf.params):
+            if p.type == bf16 and np.asarray(args[i]).dtype == np.uint16:
+                values[i] = S.bf16_from_bits(args[i])  # bf16 values travel on edges as their bits
+                continue
             if isinstance(p.type, PtrType):
                 arg = args[i]
                 assert isinstance(arg, BufferArg) and arg.array is not None
