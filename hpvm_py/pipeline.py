@@ -78,6 +78,18 @@ class CompiledGraph:
     deferred: list[DeferredGridCheck]
     plan: GraphPlan
     target: str
+    output_shape: Any = None  # how wait() packages the outputs, worked out on first use
+    replays: Any = None  # recorded launches (runtime/replay.py)
+
+    def __post_init__(self) -> None:
+        from .runtime.replay import Replays
+
+        self.replays = Replays()
+
+    @property
+    def replayable(self) -> bool:
+        """Launches are recorded for replay on compiled targets, for graphs of leaves only."""
+        return self.target == "cpu" and all(n.kernel is not None for n in self.plan.nodes)
 
     @property
     def name(self) -> str:

@@ -50,10 +50,8 @@ class ScalarType(Type):
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        if self.name == "bf16":
-            # NumPy has no bfloat16: buffers hold its bits as uint16.
-            return np.dtype(np.uint16)
-        return np.dtype(_NUMPY_NAMES[self.name])
+        """NumPy has no bfloat16: bf16 buffers hold its bits as uint16."""
+        return _DTYPES[self.name]
 
     def min_value(self) -> int:
         if self.kind == "int":
@@ -151,6 +149,9 @@ f64 = ScalarType("f64", "float", 64)
 node_handle = NodeHandleType()
 void = VoidType()
 
+_DTYPES = {name: np.dtype(numpy_name) for name, numpy_name in _NUMPY_NAMES.items()}
+_DTYPES["bf16"] = np.dtype(np.uint16)
+
 SCALAR_TYPES: dict[str, ScalarType] = {
     t.name: t for t in (i1, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64)
 }
@@ -206,15 +207,16 @@ def resolve_scalar(obj: Any) -> ScalarType | None:
     torch_name = _torch_dtype_name(obj)
     if torch_name is not None:
         return _TORCH_NAMES.get(torch_name)
+    if isinstance(obj, np.dtype):
+        return _BY_DTYPE.get(obj)
     try:
         dt = np.dtype(obj)
     except TypeError:
         return None
-    for t in SCALAR_TYPES.values():
-        if t.name != "bf16" and t.numpy_dtype == dt:
-            return t
-    return None
+    return _BY_DTYPE.get(dt)
 
+
+_BY_DTYPE = {t.numpy_dtype: t for t in SCALAR_TYPES.values() if t.name != "bf16"}
 
 _TORCH_NAMES = {
     "bool": i1, "int8": i8, "int16": i16, "int32": i32, "int64": i64, "uint8": u8, "uint16": u16,

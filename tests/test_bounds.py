@@ -25,7 +25,7 @@ def proofs_for(root, args: list) -> dict[str, bool]:
     results: dict[str, bool] = {}
 
     class Spy(Executor):
-        def _leaf(self, node, call, ext, ancestors, parents, count):
+        def _leaf(self, node, call, ext, ancestors, parents, count, *rest):
             values = [BufferArg(v.obj.user, 0, v.obj.nbytes, None) if isinstance(v, BoundBuffer) else v
                       for v in call]
             results[node.func.name] = BoundsProof(node.func, node.ctx).holds(values, [ext] + ancestors)

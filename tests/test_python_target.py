@@ -14,7 +14,7 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.python import PythonBackend
-from hpvm_py.errors import CompileError, ExecutionError
+from conftest import TARGETS
 
 PROGRAM = textwrap.dedent('''
     import numpy as np
@@ -71,9 +71,8 @@ def test_breakpoint_stops_in_the_leaf_at_its_source_line(tmp_path: Path) -> None
     assert "result [0.0, 2.0, 4.0]" in result.stdout
 
 
+@pytest.mark.skipif(TARGETS == ["python"], reason="no compiled target on this machine")
 def test_print_is_rejected_on_compiled_targets(tmp_path: Path, compiled_target: str) -> None:
-    if compiled_target == "python":
-        pytest.skip("no compiled target on this machine")
     result = run(write_program(tmp_path, 'print("x")', compiled_target))
     assert result.returncode != 0
     assert "print() is supported only by target='python'" in result.stderr

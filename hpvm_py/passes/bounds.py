@@ -420,6 +420,9 @@ class BoundsProof:
             or any(isinstance(s, K.Store) for s in K.walk_stmts(leaf.body))
         self._cache: dict[tuple, bool] = {}
         self._lock = threading.Lock()
+        # the parameters whose values can change a proof: buffers and integer scalars
+        self._relevant = [i for i, p in enumerate(leaf.params)
+                          if isinstance(p.type, PtrType) or (isinstance(p.type, ScalarType) and p.type.is_int)]
 
     def holds(self, args: list[Any], extents: list[tuple[int, ...]]) -> bool:
         """True when every access of this launch is provably in bounds."""
@@ -439,15 +442,18 @@ class BoundsProof:
         return result
 
     def _key(self, args: list[Any], extents: list[tuple[int, ...]]) -> tuple:
+        """What the proof depends on: extents, buffer sizes, and the integer scalars only."""
         parts: list[Any] = [tuple(extents)]
-        for arg, mode in zip(args, self.ctx.input_modes):
+        for i in self._relevant:
+            arg = args[i]
+            mode = self.ctx.input_modes[i]
             if mode == "buffer":
-                parts.append(int(arg.nbytes) if isinstance(arg, BufferArg) else None)
+                parts.append(arg.nbytes if isinstance(arg, BufferArg) else None)
             elif mode == "uniform":
-                parts.append(arg.item() if hasattr(arg, "item") else arg)
+                parts.append(int(arg))
             else:
                 arr = np.asarray(arg)
-                parts.append((arr.min().item(), arr.max().item()) if arr.size and arr.dtype.kind in "iub" else None)
+                parts.append((int(arr.min()), int(arr.max())) if arr.size else None)
         return tuple(parts)
 
     def _environment(self, args: list[Any]) -> tuple[dict[str, Interval], dict[str, Interval]]:

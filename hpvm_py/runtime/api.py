@@ -31,24 +31,32 @@ def api_boundary(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            try:
-                signature.bind(*args, **kwargs)
-            except TypeError as exc:
-                raise LaunchError(f"hpvm.{fn.__name__}(): {exc}", caller_loc()) from None
             return fn(*args, **kwargs)
         except HPVMError as exc:
             error: HPVMError = exc
+        except TypeError as exc:
+            try:  # a call that does not fit the signature is the user's mistake
+                signature.bind(*args, **kwargs)
+            except TypeError as bad_call:
+                error = LaunchError(f"hpvm.{fn.__name__}(): {bad_call}", caller_loc())
+            else:
+                error = _internal(exc)
         except (KeyboardInterrupt, bdb.BdbQuit, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - turned into a reportable error
-            error = InternalError(f"internal error in hpvm-py: {type(exc).__name__}: {exc} (please "
-                                  "report this with the program that triggered it; set "
-                                  "HPVM_DEBUG=1 for the internal traceback)", caller_loc())
-            if os.environ.get("HPVM_DEBUG"):
-                raise error from exc
+            error = _internal(exc)
         raise error.with_traceback(None)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _internal(exc: BaseException) -> InternalError:
+    error = InternalError(f"internal error in hpvm-py: {type(exc).__name__}: {exc} (please report "
+                          "this with the program that triggered it; set HPVM_DEBUG=1 for the "
+                          "internal traceback)", caller_loc())
+    if os.environ.get("HPVM_DEBUG"):
+        raise error from exc
+    return error
 
 
 class Runtime:
@@ -169,11 +177,23 @@ class Handle:
 
 def _shape_outputs(compiled: CompiledGraph, outputs: list[Any]) -> Any:
     """What the root's return annotation promises: nothing, one value, a tuple or a NamedTuple."""
+    shape = compiled.output_shape
+    if shape is None:
+        shape = compiled.output_shape = _output_shape(compiled)
+    if shape == "none":
+        return None
+    if shape == "one":
+        return outputs[0]
+    if shape == "tuple":
+        return tuple(outputs)
+    return shape(*outputs)
+
+
+def _output_shape(compiled: CompiledGraph) -> Any:
     from ..frontend.decorators import GraphDef
 
-    func = compiled.module.root_func
-    if not func.outputs:
-        return None
+    if not compiled.module.root_func.outputs:
+        return "none"
     root = compiled.root
     annotation = getattr(root.pyfunc, "__annotations__", {}).get("return") if isinstance(root, GraphDef) else None
     if isinstance(annotation, str):  # `from __future__ import annotations`
@@ -182,10 +202,10 @@ def _shape_outputs(compiled: CompiledGraph, outputs: list[Any]) -> Any:
         except Exception:  # noqa: BLE001 - then the outputs come back as a plain tuple
             annotation = None
     if isinstance(annotation, type) and hasattr(annotation, "_fields"):
-        return annotation(*outputs)
-    if len(outputs) == 1 and not _is_tuple_annotation(annotation):
-        return outputs[0]
-    return tuple(outputs)
+        return annotation
+    if len(compiled.module.root_func.outputs) == 1 and not _is_tuple_annotation(annotation):
+        return "one"
+    return "tuple"
 
 
 def _is_tuple_annotation(annotation: Any) -> bool:
@@ -209,14 +229,34 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
         handle = launch_stream(rt, compiled, depth)
         rt.handles.add(handle)
         return handle
-    from .args import bind_arguments
-
-    env = bind_arguments(compiled.module.root_func, args, rt.tracker, {device_of(compiled.target)})
-    outputs = rt.executor.run(compiled.plan, env)
+    outputs = _run(rt, compiled, args)
     _stats.bump("launches")
     handle = Handle(compiled, outputs, rt)
     rt.handles.add(handle)
     return handle
+
+
+def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[Any]:
+    """Run a non-streaming launch: replayed when it repeats a recorded one (runtime/replay.py)."""
+    from .args import bind_arguments
+    from .replay import Recorder, replay
+
+    func = compiled.module.root_func
+    recording = compiled.replays.find(args)
+    if recording is not None:
+        outputs = replay(func, recording, args)
+        if outputs is not None:
+            _stats.bump("kernel_launches", len(recording.steps))
+            _stats.bump("replayed_launches")
+            return outputs
+    env = bind_arguments(func, args, rt.tracker, {device_of(compiled.target)})
+    recorder = Recorder(func, args) if compiled.replayable else None
+    outputs = rt.executor.run(compiled.plan, env, recorder)
+    if recorder is not None:
+        new = recorder.finish()
+        if new is not None:
+            compiled.replays.add(new)
+    return outputs
 
 
 @api_boundary
@@ -254,11 +294,13 @@ def _stream_handle(handle: Any, what: str) -> Any:
 
 
 def stats(reset: bool = False) -> dict[str, int]:
-    """Counters since start (or the last reset): launches, kernel launches, copies and bytes per
-    direction (h2d, d2h, d2d), compile-cache hits and misses, compiles."""
+    """Counters since start (or the last reset): launches (and how many were replays of a recorded
+    launch), kernel launches, copies and bytes per direction (h2d, d2h, d2d), compile-cache hits
+    and misses, compiles."""
     keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
-            "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles")
+            "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",
+            "replayed_launches")
     snap = _stats.snapshot()
     result = {k: 0 for k in keys}
     result.update(snap)

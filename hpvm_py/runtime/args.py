@@ -31,7 +31,7 @@ def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTrac
             env.append(_buffer(func, p, arg, tracker, devices))
         else:
             assert isinstance(p.type, ScalarType)
-            value = _scalar(func, p.name, p.type, arg)
+            value = scalar_argument(func, p.name, p.type, arg)
             if i > 0 and isinstance(func.params[i - 1].type, PtrType):
                 _check_size(func, func.params[i - 1].name, env[i - 1], p.name, int(value))
             env.append(value)
@@ -71,7 +71,8 @@ def _check_size(func: D.GraphFunc, ptr_name: str, buf: BoundBuffer, size_name: s
                           f"the buffer has only {buf.obj.nbytes}", caller_loc())
 
 
-def _scalar(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> Any:
+def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> Any:
+    """A host value for scalar parameter `name`, checked and converted to t."""
     where = f"argument {name!r} of {func.name}"
     if is_buffer(arg):
         if len(arg.shape) != 0:

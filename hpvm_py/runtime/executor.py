@@ -54,9 +54,16 @@ def device_of(target: str) -> str:
 class Executor:
     def __init__(self, tracker: MemoryTracker):
         self.tracker = tracker
+        self._recorder: Any = None
 
-    def run(self, plan: GraphPlan, args: list[Any]) -> list[Any]:
-        outputs = self._graph(plan, args, [], 1)
+    def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
+        """Run the root graph; a recorder (runtime/replay.py) keeps what a replay needs."""
+        self._recorder = recorder
+        try:
+            outputs = self._graph(plan, args, [], 1)
+        finally:
+            self._recorder = None
+        stats.bump("kernel_launches", plan.leaf_count)
         return [np.asarray(o).reshape(-1)[0] if np.ndim(o) else o for o in outputs]
 
     # -- graphs -----------------------------------------------------------------------------
@@ -68,7 +75,7 @@ class Executor:
         for i, node in enumerate(plan.nodes):
             args = [self.gather(node, port, src, env, slots)
                     for port, src in enumerate(node.inputs)]
-            ext, outs = self.fire(plan, node, env, args, ancestors, parents)
+            ext, outs = self.fire(plan, node, env, args, ancestors, parents, slots)
             extents.append(ext)
             for src, dst, edge in plan.grid_checks:
                 if dst == i:
@@ -76,23 +83,28 @@ class Executor:
             for port, out in enumerate(outs):
                 if out is not None:
                     slots[(i, port)] = out
+        if self._recorder is not None and not ancestors:
+            # at the root, output o is element 0 of its producer's own array
+            self._recorder.outputs = [slots[(n, port)].value for n, port in plan.outputs]
         return [self._as_parent(slots[(n, port)]) for n, port in plan.outputs]
 
     def fire(self, plan: GraphPlan, node: NodePlan, env: list[Any], args: list[Any],
-             ancestors: list[tuple[int, ...]], parents: int) -> tuple[tuple[int, ...], list[Slot | None]]:
+             ancestors: list[tuple[int, ...]], parents: int,
+             slots_so_far: dict | None = None) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Run one node for all its instances; returns its extents and its output slots."""
         ext = self._extents(node, plan, env)
         count = int(np.prod(ext)) if ext else 1
         if node.kernel is not None:
-            outs = self._leaf(node, args, ext, ancestors, parents, count)
+            outs = self._leaf(node, args, ext, ancestors, parents, count, slots_so_far)
             slots = [Slot(out, node.output_modes[port] == "per_instance", count) if out is not None else None
                      for port, out in enumerate(outs)]
         else:
             assert node.child is not None
+            if self._recorder is not None:
+                self._recorder.usable = False  # only flat graphs of leaves are replayed
             child_env = [self._to_children(a, mode, count) for a, mode in zip(args, node.input_modes)]
             outs = self._graph(node.child, child_env, [ext] + ancestors, parents * count)
             slots = [Slot(out, True, count) for out in outs]
-        stats.bump("nodes_run")
         return ext, slots
 
     def _extents(self, node: NodePlan, plan: GraphPlan, env: list[Any]) -> tuple[int, ...]:
@@ -147,7 +159,8 @@ class Executor:
     # -- leaves -----------------------------------------------------------------------------
 
     def _leaf(self, node: NodePlan, args: list[Any], ext: tuple[int, ...],
-              ancestors: list[tuple[int, ...]], parents: int, count: int) -> list[Any]:
+              ancestors: list[tuple[int, ...]], parents: int, count: int,
+              slots_so_far: dict | None = None) -> list[Any]:
         leaf = node.func
         assert isinstance(leaf, K.LeafFunc)
         device = device_of(node.target)
@@ -166,15 +179,36 @@ class Executor:
             size = parents * count if mode == "per_instance" else parents
             outputs.append(np.zeros(size, dtype=out.type.numpy_dtype))
         extents = [ext] + ancestors
-        node.kernel_for(call, extents).launch(call, outputs, extents)
-        stats.bump("kernel_launches")
+        kernel = node.kernel_for(call, extents)
+        recorder = self._recorder
+        prepare = getattr(kernel, "prepare", None)
+        if recorder is not None and prepare is not None and slots_so_far is not None and not ancestors:
+            prepared = prepare(call, outputs, extents)
+            prepared.run()
+            recorder.leaf(node, prepared, slots_so_far)
+        else:
+            if recorder is not None:
+                recorder.usable = False
+            kernel.launch(call, outputs, extents)
         return outputs
 
     def _buffer_arg(self, value: Any, param: K.Param, device: str) -> BufferArg:
         assert isinstance(value, BoundBuffer) and isinstance(param.type, PtrType)
+        obj = value.obj
         reads = param.direction in ("in", "inout")
         writes = param.direction in ("out", "inout")
-        buf = self.tracker.acquire(value.obj, device, reads, writes)
+        buf = self.tracker.acquire(obj, device, reads, writes)
+        if device == HOST and buf is obj.user:
+            # the user's own host buffer: its view is made once (a tensor's storage may move)
+            elem = param.type.elem
+            cached = obj.host_args.get(elem)
+            if cached is not None and (cached.address == obj.address or
+                                       cached.address == describe(buf).address):
+                return cached
+            info = describe(buf)
+            arg = BufferArg(obj=buf, address=info.address, nbytes=info.nbytes, array=host_view(buf, elem))
+            obj.host_args[elem] = arg
+            return arg
         info = describe(buf)
         array = host_view(buf, param.type.elem) if device == HOST else None
         return BufferArg(obj=buf, address=info.address, nbytes=info.nbytes, array=array)

@@ -71,6 +71,12 @@ class GraphPlan:
     grid_checks: list[tuple[int, int, D.Edge]] = field(default_factory=list)
 
     @property
+    def leaf_count(self) -> int:
+        """Leaf nodes fired by one run of this graph (counted in stats once per launch)."""
+        return sum(1 if n.kernel is not None else (n.child.leaf_count if n.child else 0)
+                   for n in self.nodes)
+
+    @property
     def single_parent(self) -> bool:
         """Statically one parent instance: every enclosing internal node has no dimensions."""
         return all(d == 0 for d in self.level_dims)

@@ -37,8 +37,10 @@ class MemoryObject:
     user: Any  # the buffer the user tracked: the key of the object
     nbytes: int
     home: str  # where the user's buffer lives
+    address: int = 0  # of the user's buffer when tracked
     copies: dict[str, Any] = field(default_factory=dict)
     valid: set[str] = field(default_factory=set)
+    host_args: dict[Any, Any] = field(default_factory=dict)  # element type -> BufferArg of `user`
 
 
 class MemoryTracker:
@@ -55,7 +57,7 @@ class MemoryTracker:
             if obj is not None and obj.user is buf:
                 return obj
             info = describe(buf)
-            obj = MemoryObject(user=buf, nbytes=info.nbytes, home=info.device,
+            obj = MemoryObject(user=buf, nbytes=info.nbytes, home=info.device, address=info.address,
                                copies={info.device: buf}, valid={info.device})
             self._objects[id(buf)] = obj
             stats.bump("tracked_objects")
@@ -86,6 +88,8 @@ class MemoryTracker:
 
     def acquire(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
         """The object's buffer on `device`, valid for reading if `reads`; marks writes."""
+        if device == obj.home and len(obj.copies) == 1:
+            return obj.user  # never copied anywhere: the user's buffer is the only, valid copy
         with self._lock:
             if reads and device not in obj.valid:
                 self._copy_to(obj, device)

@@ -68,6 +68,7 @@ class CpuKernel:
         # extents -> (extents array, parents, leaves, partitions); read-only once made, so
         # concurrent launches share them
         self._shapes: dict[tuple, tuple[ctypes.Array, int, int, list]] = {}
+        self._plan = self._packers()
 
     def for_source(self, source: K.LeafFunc, sites: list[Access]) -> "CpuKernel":
         """This kernel's code for another leaf with the same IR (its own source locations)."""
@@ -78,8 +79,15 @@ class CpuKernel:
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
                extents: list[tuple[int, ...]]) -> None:
-        # Kept lean: after a large launch the caches hold the kernel's data, not the interpreter's,
-        # and every Python step here runs slowly. What depends only on the extents is reused.
+        self.prepare(args, outputs, extents).run()
+
+    def prepare(self, args: list[Any], outputs: list[np.ndarray | None],
+                extents: list[tuple[int, ...]]) -> "PreparedLaunch":
+        """Everything a launch needs, packed; run() may be called again with patched scalars.
+
+        Kept lean: after a large launch the caches hold the kernel's data, not the interpreter's,
+        and every Python step here runs slowly. What depends only on the extents is reused.
+        """
         key = tuple(map(tuple, extents))
         shape = self._shapes.get(key)
         if shape is None:
@@ -87,12 +95,10 @@ class CpuKernel:
                 self._shapes.clear()
             shape = self._shapes[key] = self._shape(extents)
         ext, parents, leaves, parts = shape
-        keep: list[Any] = []
+        keep: list[Any] = [ext]
         slots = self._pack(args, outputs, parents, leaves, keep)
-        if not parts:
-            return
         error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
-        privates = self._privates(args, len(parts), parents * leaves)
+        privates = self._privates(args, len(parts), parents * leaves) if parts else {}
         driver = self._private_driver if privates else self._driver
         ext_at, error_at = ctypes.addressof(ext), ctypes.addressof(error)
         slots_at = ctypes.addressof(slots)
@@ -105,11 +111,8 @@ class CpuKernel:
                 keep.append(part_slots)
                 slots_at = ctypes.addressof(part_slots)
             calls.append(_call(driver, slots_at, ext_at, p0, p1, o0, o1, error_at))
-        get_pool().run(calls)
-        if privates:
-            self._merge(args, privates)
-        if error[0] != 0:
-            raise self._error(list(error))
+        merge = (lambda: self._merge(args, privates)) if privates else None
+        return PreparedLaunch(self, slots, error, calls, merge, keep, reusable=not privates)
 
     def _shape(self, extents: list[tuple[int, ...]]) -> tuple[ctypes.Array, int, int, list]:
         """The extents array the drivers read, the instance counts and the partitions."""
@@ -152,56 +155,75 @@ class CpuKernel:
             checked.append(ext)
         return checked
 
+    def _packers(self) -> list[tuple[int, str, Any]]:
+        """Per parameter, decided once: (index, how, detail) where how is buffer/uniform/array."""
+        plan = []
+        for i, (param, mode) in enumerate(zip(self.leaf.params, self.ctx.input_modes)):
+            if isinstance(param.type, PtrType):
+                plan.append((i, "buffer", self.layout.nbytes_slot(i)))
+            elif mode == "uniform":
+                plan.append((i, "uniform", _STRUCT_FORMATS.get(param.type.name)))
+            else:
+                plan.append((i, "array", mode))
+        return plan
+
     def _pack(self, args: list[Any], outputs: list[np.ndarray | None], parents: int, leaves: int,
               keep: list[Any]) -> ctypes.Array:
         leaf, layout = self.leaf, self.layout
-        if len(args) != layout.n_params:
-            raise LaunchError(f"{leaf.name} takes {layout.n_params} argument(s), got {len(args)}",
-                              leaf.loc)
-        if len(outputs) != layout.n_outputs:
-            raise LaunchError(f"{leaf.name} has {layout.n_outputs} output(s), got {len(outputs)} "
-                              "output arrays", leaf.loc)
+        if len(args) != layout.n_params or len(outputs) != layout.n_outputs:
+            raise LaunchError(f"{leaf.name} takes {layout.n_params} argument(s) and {layout.n_outputs} "
+                              f"output array(s), got {len(args)} and {len(outputs)}", leaf.loc)
         slots = (ctypes.c_uint64 * layout.slots)()
-        for i, (param, mode, value) in enumerate(zip(leaf.params, self.ctx.input_modes, args)):
-            if isinstance(param.type, PtrType):
-                if not isinstance(value, BufferArg) or mode != "buffer":
-                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a pointer and "
-                                      f"needs a buffer, got {type(value).__name__}", param.loc)
+        for i, how, detail in self._plan:
+            value = args[i]
+            if how == "buffer":
+                if type(value) is not BufferArg:
+                    self._bad_argument(i, f"is a pointer and needs a buffer, got {type(value).__name__}")
                 slots[i] = value.address
-                slots[layout.nbytes_slot(i)] = value.nbytes
-                continue
-            assert isinstance(param.type, ScalarType)
-            if mode == "uniform":
+                slots[detail] = value.nbytes
+            elif how == "uniform":
                 if np.ndim(value) != 0:
-                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a uniform scalar, "
-                                      "got an array", param.loc)
+                    self._bad_argument(i, "is a uniform scalar, got an array")
+                try:  # the common case: a value already of the parameter's type
+                    struct.pack_into(detail, slots, 8 * i, value)
+                except (TypeError, OverflowError, struct.error):
+                    self._pack_uniform(slots, i, value)
+            else:
+                param = leaf.params[i]
+                needed = parents if detail == "per_parent" else parents * leaves
+                what = f"{leaf.name}: argument {param.name!r} ({detail})"
                 try:
-                    _pack_scalar(slots, 8 * i, param.type, value)
+                    array = _scalar_array(param.type, value, needed, what, param.loc)
                 except (TypeError, ValueError, OverflowError) as exc:
-                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is not a "
-                                      f"{param.type} value: {exc}", param.loc) from None
-                continue
-            needed = parents if mode == "per_parent" else parents * leaves
-            what = f"{leaf.name}: argument {param.name!r} ({mode})"
-            try:
-                array = _scalar_array(param.type, value, needed, what, param.loc)
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise LaunchError(f"{what} needs {param.type} values: {exc}", param.loc) from None
-            keep.append(array)
-            slots[i] = _address(array)
+                    raise LaunchError(f"{what} needs {param.type} values: {exc}", param.loc) from None
+                keep.append(array)
+                slots[i] = _address(array)
         for j, (port, mode, out) in enumerate(zip(leaf.outputs, self.ctx.output_modes, outputs)):
             if mode == "unused":
                 continue
             needed = parents if mode == "per_parent" else parents * leaves
-            dtype = np.dtype(np.int64) if isinstance(port.type, PtrType) else port.type.numpy_dtype
-            same_type = out.dtype == dtype if isinstance(out, np.ndarray) else False
-            if isinstance(port.type, PtrType) and isinstance(out, np.ndarray):
-                same_type = out.dtype.itemsize == 8 and out.dtype.kind in "iu"  # an address
+            if isinstance(port.type, PtrType):
+                same_type = isinstance(out, np.ndarray) and out.dtype.itemsize == 8 and out.dtype.kind in "iu"
+            else:
+                same_type = isinstance(out, np.ndarray) and out.dtype == port.type.numpy_dtype
             if not same_type or not out.flags.c_contiguous or out.size < needed:
-                raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a "
-                                  f"contiguous {dtype} array of {needed} element(s)", port.loc)
+                dtype = "int64 (an address)" if isinstance(port.type, PtrType) else port.type.numpy_dtype
+                raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a contiguous "
+                                  f"{dtype} array of {needed} element(s)", port.loc)
             slots[layout.output_slot(j)] = _address(out)
         return slots
+
+    def _pack_uniform(self, slots: ctypes.Array, i: int, value: Any) -> None:
+        param = self.leaf.params[i]
+        try:
+            _pack_scalar(slots, 8 * i, param.type, value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise LaunchError(f"{self.leaf.name}: argument {param.name!r} is not a {param.type} value: "
+                              f"{exc}", param.loc) from None
+
+    def _bad_argument(self, i: int, problem: str) -> None:
+        param = self.leaf.params[i]
+        raise LaunchError(f"{self.leaf.name}: argument {param.name!r} {problem}", param.loc)
 
     # -- privatised atomics ------------------------------------------------------------------
 
@@ -245,6 +267,42 @@ class CpuKernel:
         return ExecutionError(
             f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
             f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+
+
+class PreparedLaunch:
+    """A packed launch of one kernel: run() calls the drivers; set_uniform() patches a scalar.
+
+    A launch with privatised atomics copies buffers per partition, so it is not `reusable`.
+    """
+
+    def __init__(self, kernel: CpuKernel, slots: ctypes.Array, error: ctypes.Array,
+                 calls: list[Callable[[], None]], merge: Callable[[], None] | None, keep: list[Any],
+                 reusable: bool):
+        self.kernel = kernel
+        self.slots = slots
+        self.error = error
+        self.calls = calls
+        self.merge = merge
+        self.keep = keep  # ctypes arrays and NumPy arrays the drivers read
+        self.reusable = reusable
+
+    def set_uniform(self, i: int, value: Any) -> None:
+        """Write a new value of uniform scalar parameter i (same type as at prepare time)."""
+        try:
+            struct.pack_into(self.kernel._plan[i][2], self.slots, 8 * i, value)
+        except (TypeError, OverflowError, struct.error):
+            self.kernel._pack_uniform(self.slots, i, value)
+
+    def run(self) -> None:
+        if not self.calls:
+            return
+        get_pool().run(self.calls)
+        if self.merge is not None:
+            self.merge()
+        if self.error[0] != 0:
+            error = list(self.error)
+            self.error[0] = 0
+            raise self.kernel._error(error)
 
 
 _STRUCT_FORMATS = {"i1": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B",

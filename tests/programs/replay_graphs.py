@@ -1,0 +1,30 @@
+"""A three-node chain with values on edges, for tests/test_replay.py."""
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Ptr, f32, i64
+
+
+@hpvm.leaf
+def scale_into(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64, k: f32) -> i64:
+    i = hpvm.instance_id(0)
+    b[i] = a[i] * k
+    return hpvm.num_instances(0)
+
+
+@hpvm.leaf
+def total(count: i64, b: InOut[Ptr[f32]], b_bytes: i64) -> f32:
+    s = 0.0
+    for i in range(count):
+        s += b[i]
+    return s
+
+
+@hpvm.leaf
+def double(v: f32) -> f32:
+    return v * 2.0
+
+
+@hpvm.graph
+def chain(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64, n: i64, k: f32) -> f32:
+    scaled = hpvm.node(scale_into, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, k=k)
+    s = hpvm.node(total, count=hpvm.all_to_all(scaled.out[0]), b=b, b_bytes=b_bytes)
+    return hpvm.node(double, v=s.out[0]).out[0]

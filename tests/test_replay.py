@@ -1,0 +1,94 @@
+"""Replayed launches (runtime/replay.py) compute exactly what a fresh launch computes."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from programs import replay_graphs as g
+
+pytestmark = pytest.mark.skipif("cpu" not in __import__("conftest").TARGETS,
+                                reason="replay applies to the cpu target")
+
+
+def launch(a, b, n, k):
+    return hpvm.wait(hpvm.launch(g.chain, a, a.nbytes, b, b.nbytes, n, k))
+
+
+def expected(a0: np.ndarray, n: int, k: float) -> tuple[np.ndarray, float]:
+    b = a0[:n] * np.float32(k)
+    return b, float(np.float32(b.sum(dtype=np.float32) if n else 0) * np.float32(2))
+
+
+def test_replays_follow_new_scalar_values() -> None:
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros(64, np.float32)
+    with hpvm.runtime("cpu"):
+        before = hpvm.stats()["replayed_launches"]
+        results = [launch(a, b, 64, k) for k in (1.0, 2.5, -3.0, 0.5)]
+        after = hpvm.stats()["replayed_launches"]
+    assert after - before == 3  # the first launch recorded, the others replayed
+    for k, result in zip((1.0, 2.5, -3.0, 0.5), results):
+        np.testing.assert_array_equal(b, a * np.float32(0.5))  # b holds the last launch
+        assert result == pytest.approx(float(np.sum(a * np.float32(k), dtype=np.float64)) * 2, rel=1e-5)
+
+
+def test_new_integers_or_new_buffers_record_again() -> None:
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros(64, np.float32)
+    other = np.zeros(64, np.float32)
+    with hpvm.runtime("cpu"):
+        launch(a, b, 64, 1.0)
+        start = hpvm.stats()["replayed_launches"]
+        launch(a, b, 32, 1.0)  # a different grid: recorded anew, not replayed
+        launch(a, other, 64, 1.0)  # a different buffer object
+        assert hpvm.stats()["replayed_launches"] == start
+        launch(a, other, 64, 2.0)
+        assert hpvm.stats()["replayed_launches"] == start + 1
+    np.testing.assert_array_equal(other, a * 2)
+    np.testing.assert_array_equal(b[:32], a[:32])
+
+
+def test_values_on_edges_are_refreshed_in_replays() -> None:
+    a = np.ones(16, np.float32)
+    b = np.zeros(16, np.float32)
+    with hpvm.runtime("cpu"):
+        first = launch(a, b, 16, 1.0)
+        a[:] = 3.0  # the data changes; the sum computed by the first node flows on an edge
+        second = launch(a, b, 16, 1.0)
+    assert first == 32.0 and second == 96.0
+
+
+def test_an_out_of_bounds_launch_is_never_replayed_unchecked() -> None:
+    a = np.arange(64, dtype=np.float32)
+    short = np.zeros(63, np.float32)
+    with hpvm.runtime("cpu"):
+        for _ in range(3):
+            with pytest.raises(hpvm.errors.ExecutionError, match="out-of-bounds"):
+                hpvm.wait(hpvm.launch(g.chain, a, a.nbytes, short, short.nbytes, 64, 1.0))
+
+
+def test_concurrent_launches_stay_correct() -> None:
+    a = np.arange(256, dtype=np.float32)
+    outs = [np.zeros(256, np.float32) for _ in range(4)]
+    errors: list[BaseException] = []
+    with hpvm.runtime("cpu"):
+        def worker(buf: np.ndarray, k: float) -> None:
+            try:
+                for _ in range(50):
+                    total = launch(a, buf, 256, k)
+                    assert total == pytest.approx(float(np.sum(a * np.float32(k), dtype=np.float64)) * 2,
+                                                  rel=1e-5)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(outs[i], float(i + 1))) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    assert not errors, errors[0]
+    for i, buf in enumerate(outs):
+        np.testing.assert_array_equal(buf, a * np.float32(i + 1))
