@@ -111,7 +111,7 @@ class CompiledGraph:
 
 
 _compiled: "weakref.WeakKeyDictionary[Any, dict[str, CompiledGraph]]" = weakref.WeakKeyDictionary()
-_compiled_lock = threading.Lock()
+_compiled_lock = threading.RLock()  # held while compiling: one thread compiles, others reuse
 
 
 def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
@@ -124,19 +124,26 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
     if target not in TARGETS:
         raise LaunchError(f"target {target!r} is not one of {', '.join(TARGETS)}", caller_loc())
     module = module_of(root)  # rejects what is not a graph before it is used as a cache key
-    with _compiled_lock:
-        cached = _compiled.get(root, {}).get(target)
+    cached = _compiled.get(root, {}).get(target)
     if cached is not None:
         stats.bump("graph_cache_hits")
         return cached
+    with _compiled_lock:
+        cached = _compiled.get(root, {}).get(target)
+        if cached is not None:
+            return cached
+        compiled = _compile(root, module, target)
+        _compiled.setdefault(root, {})[target] = compiled
+        return compiled
+
+
+def _compile(root: Any, module: Module, target: str) -> CompiledGraph:
     deferred = verify_module(module)
     lowered = run_passes(module)
     plan = build_plan(lowered, deferred, target, _compile_leaf)
     compiled = CompiledGraph(root=root, module=module, lowered=lowered, deferred=deferred, plan=plan,
                              target=target)
     stats.bump("graph_compiles")
-    with _compiled_lock:
-        _compiled.setdefault(root, {})[target] = compiled
     return compiled
 
 

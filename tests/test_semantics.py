@@ -124,8 +124,9 @@ CASTS = [(T.f32, T.i32), (T.f64, T.i64), (T.f32, T.u8), (T.f64, T.u64), (T.f32, 
 def test_casts_saturate_and_wrap(target: str, src, dst, rng) -> None:
     a = edge_values(src, rng, 300)
     if src.is_float:
-        a = np.concatenate([a, np.array([2.0**31, -2.0**31 - 1e3, 2.0**63, 2.0**64, 255.9, -0.9, 127.5],
-                                        src.numpy_dtype)])
+        with np.errstate(over="ignore"):  # 2**64 is inf in f16: an edge case on purpose
+            extra = np.array([2.0**31, -2.0**31 - 1e3, 2.0**63, 2.0**64, 255.9, -0.9, 127.5], src.numpy_dtype)
+        a = np.concatenate([a, extra])
     c = np.zeros(len(a), dst.numpy_dtype)
     run(target, graph("cast", src, dst), a, a.nbytes, c, c.nbytes, len(a))
     expected = S.cast(a, src, dst)

@@ -14,6 +14,9 @@ from .callsite import caller_loc
 from .source import function_loc, read_function
 
 _LEAF_TARGETS = ("any", "cpu", "gpu")
+# Lowering and tracing run one at a time: several threads may launch a graph for the first time
+# together, and the "currently lowering" flags detect recursion within one thread only.
+FRONTEND_LOCK = threading.RLock()
 _names: dict[str, int] = {}
 _names_lock = threading.Lock()
 
@@ -67,6 +70,11 @@ class _Lowerable(NodeDef):
     def _lower(self) -> None:
         if self._ir is not None:
             return
+        with FRONTEND_LOCK:
+            if self._ir is None:
+                self._lower_now()
+
+    def _lower_now(self) -> None:
         from .lower import Lowerer
 
         if self._lowering:
@@ -185,6 +193,11 @@ class GraphDef(NodeDef):
     def _trace(self) -> None:
         if self._ir is not None:
             return
+        with FRONTEND_LOCK:
+            if self._ir is None:
+                self._trace_now()
+
+    def _trace_now(self) -> None:
         from .graph import trace_graph
 
         if self._tracing:
@@ -206,7 +219,9 @@ class GraphDef(NodeDef):
         from .module import build_module
 
         if self._module is None:
-            self._module = build_module(self)
+            with FRONTEND_LOCK:
+                if self._module is None:
+                    self._module = build_module(self)
         return self._module
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

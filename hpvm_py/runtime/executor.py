@@ -7,6 +7,7 @@ in any order, so running each child node for all of them in turn is a valid sche
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,15 +55,19 @@ def device_of(target: str) -> str:
 class Executor:
     def __init__(self, tracker: MemoryTracker):
         self.tracker = tracker
-        self._recorder: Any = None
+        self._local = threading.local()  # the recorder of the launch this thread is running
+
+    @property
+    def _recorder(self) -> Any:
+        return getattr(self._local, "recorder", None)
 
     def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
         """Run the root graph; a recorder (runtime/replay.py) keeps what a replay needs."""
-        self._recorder = recorder
+        self._local.recorder = recorder
         try:
             outputs = self._graph(plan, args, [], 1)
         finally:
-            self._recorder = None
+            self._local.recorder = None
         stats.bump("kernel_launches", plan.leaf_count)
         return [np.asarray(o).reshape(-1)[0] if np.ndim(o) else o for o in outputs]
 
