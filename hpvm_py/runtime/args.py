@@ -38,7 +38,23 @@ def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTrac
     return env
 
 
+# (graph, parameter index) -> the last buffer bound there and its binding: a stream pushes, and a
+# loop launches, the same buffers again and again, so their checks are done once
+_last_bound: dict[tuple[int, int], tuple[D.GraphFunc, Any, BoundBuffer]] = {}
+
+
 def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str]) -> BoundBuffer:
+    key = (id(func), id(p))
+    last = _last_bound.get(key)
+    if last is not None and last[0] is func and last[1] is arg and tracker.lookup(arg) is last[2].obj \
+            and (p.direction == "in" or not isinstance(arg, np.ndarray) or arg.flags.writeable):
+        return last[2]
+    bound = _check_buffer(func, p, arg, tracker, devices)
+    _last_bound[key] = (func, arg, bound)
+    return bound
+
+
+def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str]) -> BoundBuffer:
     elem = p.type.elem
     if not is_buffer(arg):
         raise LaunchError(f"argument {p.name!r} of {func.name} is a pointer ({p.type}): pass a NumPy "

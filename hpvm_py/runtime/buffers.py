@@ -44,7 +44,7 @@ def describe(buf: Any) -> BufferInfo:
 
 def elem_matches(info: BufferInfo, elem: ScalarType) -> bool:
     """NumPy has no bfloat16: a uint16 array is accepted as raw bf16 bits."""
-    if info.elem == elem:
+    if info.elem is elem or info.elem == elem:
         return True
     return elem == bf16 and info.kind == "numpy" and info.elem is not None and info.elem.name == "u16"
 

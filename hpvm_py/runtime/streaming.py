@@ -69,7 +69,7 @@ class StreamHandle:
         self._closed = False
         self._pushed = 0
         self._popped = 0
-        self._partial: dict[str, list[Any]] = {"done": [], "values": []}
+        self._partial: list[Any] = []  # the stages' records of the result being popped
         nodes = self.plan.nodes
         # a FIFO per stage for the host's values, and one per edge between stages
         self._host_fifos = [queue.Queue(maxsize=depth) for _ in nodes]
@@ -82,8 +82,9 @@ class StreamHandle:
         for (dst, port), _ in self._edge_fifos.items():
             src = nodes[dst].inputs[port]
             self._consumers.setdefault((src.node, src.port), []).append((dst, port))
-        self._outputs: dict[tuple[int, int], queue.Queue] = {key: queue.Queue() for key in self.plan.outputs}
-        self._done = [queue.Queue() for _ in nodes]  # one token per finished item and stage
+        # per stage, one record per finished item: its slots for the root's outputs (unbounded and
+        # C-level: results wait here until popped)
+        self._done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
         self._threads = [threading.Thread(target=self._stage, args=(i,), daemon=True,
                                           name=f"hpvm-stage-{node.name}")
                          for i, node in enumerate(nodes)]
@@ -112,18 +113,16 @@ class StreamHandle:
             raise StreamError(f"pop(): the stream is {state}", caller_loc())
         deadline = None if timeout is None else time.monotonic() + timeout
         # collect every part of the next result; a timeout keeps what arrived for the next pop()
-        part = self._partial
-        while len(part["done"]) < len(self._done):
-            self._get(self._done[len(part["done"])], deadline, host=True)
-            part["done"].append(True)
-        while len(part["values"]) < len(self.plan.outputs):
-            key = self.plan.outputs[len(part["values"])]
-            slot = self._get(self._outputs[key], deadline, host=True)
-            value = self.executor._as_parent(slot)
-            part["values"].append(value.reshape(-1)[0] if hasattr(value, "reshape") else value)
-        self._partial = {"done": [], "values": []}
+        records = self._partial
+        while len(records) < len(self._done):
+            records.append(self._get(self._done[len(records)], deadline, host=True))
+        self._partial = []
         self._popped += 1
-        return tuple(part["values"])
+        values = []
+        for node, port in self.plan.outputs:
+            value = self.executor._as_parent(records[node][port])
+            values.append(value.reshape(-1)[0] if hasattr(value, "reshape") else value)
+        return tuple(values)
 
     def results(self) -> Iterator[tuple[Any, ...]]:
         """Pop every remaining result, until the stream is closed and drained."""
@@ -238,9 +237,7 @@ class StreamHandle:
                         continue
                     for key in self._consumers.get((index, port), []):
                         self._put(self._edge_fifos[key], _EdgeItem(slot, ext), None)
-                    if (index, port) in self._outputs:
-                        self._outputs[(index, port)].put(slot)
-                self._done[index].put(True)
+                self._done[index].put(outs)
         except _Stop:
             return
         except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()
