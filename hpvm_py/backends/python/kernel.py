@@ -17,6 +17,9 @@ from . import ops
 from .codegen import GeneratedLeaf, generate, vector_eligible
 
 
+_VECTOR_CHUNK = 1 << 20  # instances per vectorised step
+
+
 class _Group:
     """What the instances of one parent instance share: malloc'd scratch memory."""
 
@@ -53,6 +56,7 @@ class PythonLeafKernel:
         self.leaf = leaf
         self.ctx = ctx
         self.code: GeneratedLeaf = generate(leaf, ctx, allow_vector and vector_eligible(leaf, ctx))
+        self.has_barriers = any(isinstance(st, K.Barrier) for st in K.walk_stmts(leaf.body))
 
     @property
     def source(self) -> str:
@@ -110,19 +114,26 @@ class PythonLeafKernel:
 
     def _launch_vector(self, values: list[Any], outputs: list[np.ndarray | None],
                        extents: list[tuple[int, ...]], P: int, L: int) -> None:
+        """All instances as arrays, a chunk at a time (temporaries stay small). With barriers a
+        chunk holds whole groups, so every group still runs in lockstep between its barriers."""
         n = P * L
-        flat = np.arange(n, dtype=np.int64)
-        call = []
-        for value, mode in zip(values, self.ctx.input_modes):
-            if mode == "per_parent":
-                value = np.repeat(np.asarray(value), L)
-            call.append(value)
-        ids = self._ids(extents, flat, L)
-        call += [ids[(level, dim)] for _, level, dim in self.code.id_params]
-        call += self._counts(extents)
-        call.append(n)
-        result = self.code.function(*call)
-        self._store_outputs(result, outputs, n, L, vector=True)
+        chunk = max(L, _VECTOR_CHUNK // max(L, 1) * L) if self.has_barriers else _VECTOR_CHUNK
+        for start in range(0, n, chunk):
+            stop = min(n, start + chunk)
+            flat = np.arange(start, stop, dtype=np.int64)
+            call = []
+            for value, mode in zip(values, self.ctx.input_modes):
+                if mode == "per_parent":
+                    value = np.asarray(value)[flat // L]
+                elif mode == "per_instance":
+                    value = np.asarray(value)[start:stop]
+                call.append(value)
+            ids = self._ids(extents, flat, L)
+            call += [ids[(level, dim)] for _, level, dim in self.code.id_params]
+            call += self._counts(extents)
+            call.append(stop - start)
+            result = self.code.function(*call)
+            self._store_outputs(result, outputs, start, stop, L)
 
     def _launch_instances(self, values: list[Any], outputs: list[np.ndarray | None],
                           extents: list[tuple[int, ...]], P: int, L: int) -> None:
@@ -186,15 +197,19 @@ class PythonLeafKernel:
             elif lin == 0:
                 out[p] = _to_bits(value, out)
 
-    def _store_outputs(self, result: Any, outputs: list[np.ndarray | None], n: int, L: int,
-                       vector: bool) -> None:
+    def _store_outputs(self, result: Any, outputs: list[np.ndarray | None], start: int, stop: int,
+                       L: int) -> None:
         if result is None:
             return
         for value, out, mode in zip(result, outputs, self.ctx.output_modes):
             if out is None or mode == "unused":
                 continue
-            full = np.broadcast_to(np.asarray(value), (n,))
-            out[:] = _to_bits(full if mode == "per_instance" else full[::L], out)
+            full = np.broadcast_to(np.asarray(value), (stop - start,))
+            if mode == "per_instance":
+                out[start:stop] = _to_bits(full, out)
+            else:  # the groups whose instance 0 is in this chunk
+                first = np.arange(start, stop, dtype=np.int64) % L == 0
+                out[np.arange(start, stop, dtype=np.int64)[first] // L] = _to_bits(full[first], out)
 
     def _user_line(self, exc: BaseException) -> Loc:
         tb = exc.__traceback__
