@@ -12,14 +12,20 @@ _positions: dict[CodeType, list] = {}
 _locs: dict[tuple[CodeType, int], Loc] = {}  # a call site in a loop repeats: one Loc for it
 
 
-def _inside_package(filename: str) -> bool:
-    return filename.startswith(_PACKAGE_DIR)
+_inside: dict[CodeType, bool] = {}  # code object -> whether it is hpvm_py's own
+
+
+def _inside_package(code: CodeType) -> bool:
+    inside = _inside.get(code)
+    if inside is None:
+        inside = _inside[code] = code.co_filename.startswith(_PACKAGE_DIR)
+    return inside
 
 
 def caller_loc() -> Loc:
     """The location of the innermost frame outside the hpvm_py package (file, line, column)."""
     frame = sys._getframe(1)
-    while frame is not None and _inside_package(frame.f_code.co_filename):
+    while frame is not None and _inside_package(frame.f_code):
         frame = frame.f_back
     if frame is None:
         return UNKNOWN

@@ -52,8 +52,8 @@ def _check_function(func: Any, decorator: str) -> None:
                             f"{getattr(func, '__qualname__', type(func).__name__)!s}", caller_loc())
 
 
-class _Lowerable(NodeDef):
-    """Shared lazy lowering of a decorated Python function."""
+class _Lowerable:
+    """Shared lazy lowering of a decorated Python function (leaves and helpers)."""
 
     kind = ""
 
@@ -110,7 +110,7 @@ class _Lowerable(NodeDef):
         raise NotImplementedError
 
 
-class LeafDef(_Lowerable):
+class LeafDef(_Lowerable, NodeDef):
     """A leaf node function."""
 
     kind = "leaf"
@@ -133,7 +133,8 @@ class LeafDef(_Lowerable):
                           loc=lowerer.src.loc(lowerer.src.tree))
 
     def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
-        return self.ir.params, self.ir.outputs
+        ir = self._ir if self._ir is not None else self.ir
+        return ir.params, ir.outputs
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise FrontendError(f"{self.name} is a leaf node function: it runs as a node of a graph "

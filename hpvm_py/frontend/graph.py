@@ -140,6 +140,9 @@ class DimSym(_Symbolic):
 
 
 def _as_dim(value: Any, builder: "GraphBuilder", what: str) -> D.DimExpr:
+    """An instance count as a DimExpr; `what` names it in errors."""
+    if type(value) is int:
+        return D.DimConst(value)
     if isinstance(value, bool):
         raise VerificationError(f"{what} must be an integer, not a bool", caller_loc(),
                                 rule="instance-counts")
@@ -229,12 +232,18 @@ class _Outputs:
 class NodeRef:
     """A node created in the graph being traced."""
 
+    __slots__ = ("builder", "ir", "definition", "params", "outputs")
+
     def __init__(self, builder: "GraphBuilder", ir: D.Node, definition: NodeDef):
         self.builder = builder
         self.ir = ir
         self.definition = definition
         self.params, self.outputs = definition.signature()
-        self.out = _Outputs(self)
+
+    @property
+    def out(self) -> "_Outputs":
+        """Outputs by name (`node.out.total`) or index (`node.out[0]`)."""
+        return _Outputs(self)
 
     @property
     def name(self) -> str:
@@ -277,6 +286,10 @@ class GraphBuilder:
         self._names: set[str] = set()
 
     def node_name(self, base: str) -> str:
+        if base not in self._names and base not in self._name_counts:
+            self._name_counts[base] = 1
+            self._names.add(base)
+            return base
         count = self._name_counts.get(base, 0)
         while True:
             name = base if count == 0 else f"{base}_{count}"
@@ -310,6 +323,10 @@ class GraphBuilder:
 
 
 def current_builder(what: str) -> GraphBuilder:
+    try:
+        return _local.stack[-1]
+    except (AttributeError, IndexError):
+        pass
     stack = getattr(_local, "stack", None)
     if not stack:
         raise VerificationError(f"{what}() builds graph structure: use it inside an @hpvm.graph "
@@ -335,14 +352,19 @@ def _definition(fn: Any, loc: Loc) -> NodeDef:
 def _create(fn: Any, dims: tuple[Any, ...], name: str | None = None, loc: Loc | None = None) -> NodeRef:
     builder = current_builder("create_node")
     loc = loc or caller_loc()
-    definition = _definition(fn, loc)
+    definition = fn if isinstance(fn, NodeDef) else _definition(fn, loc)
     if len(dims) > 3:
         raise VerificationError(f"a node is replicated in at most 3 dimensions, got {len(dims)}",
                                 loc, rule="max-three-dims")
-    dim_exprs = [_as_dim(d, builder, f"instance count {i}") for i, d in enumerate(dims)]
-    for d in dim_exprs:
+    dim_exprs = []
+    for i, d in enumerate(dims):
+        if type(d) is Sym and d.builder is builder and d._dim_expr is not None:
+            dim_exprs.append(d._dim_expr)  # a parameter already used as a count: checked then
+            continue
+        d = _as_dim(d, builder, f"instance count {i}")
         if isinstance(d, D.DimConst) and d.value < 0:
             raise VerificationError(f"instance count {d.value} is negative", loc, rule="instance-counts")
+        dim_exprs.append(d)
     if name is None:
         node_name = builder.node_name(definition.name)
     else:
@@ -351,7 +373,7 @@ def _create(fn: Any, dims: tuple[Any, ...], name: str | None = None, loc: Loc | 
                                     loc, rule="unique-node-names")
         builder._names.add(name)
         node_name = name
-    ir = D.Node(name=node_name, func=definition.name, dims=dim_exprs, loc=loc)
+    ir = D.Node(node_name, definition.name, dim_exprs, None, loc)
     builder.ir.nodes.append(ir)
     builder.children[definition.name] = definition
     return NodeRef(builder, ir, definition)

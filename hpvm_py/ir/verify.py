@@ -216,6 +216,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
     nodes: dict[str, D.Node] = {}
     sigs: dict[str, tuple[list[K.Param], list[K.OutputPort]]] = {}
     param_names = {p.name: p for p in g.params}
+    checked_dims: set[int] = set()  # nodes share their DimExpr objects: check each once
     for n in g.nodes:
         if n.name in nodes:
             raise _fail(f"graph {g.name} has two nodes named {n.name!r}", n.loc, "unique-node-names")
@@ -229,6 +230,9 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
             raise _fail(f"node {n.name} is replicated in {len(n.dims)} dimensions; at most 3",
                         n.loc, "max-three-dims")
         for d in n.dims:
+            if id(d) in checked_dims:
+                continue
+            checked_dims.add(id(d))
             for name in D.dim_params(d):
                 p = param_names.get(name)
                 if p is None or not (isinstance(p.type, ScalarType) and p.type.is_int and not p.type.is_bool):
@@ -242,39 +246,29 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
     fed: dict[tuple[str, int], Any] = {}  # (node, input) -> the edge or bind that feeds it
     sources: set[tuple[str, int]] = set()
     deferred: list[DeferredGridCheck] = []
+    typed_edges: set[tuple[str, int, str, int, str]] = set()  # checked combinations of ports
     for e in g.edges:
-        for end in (e.src, e.dst):
-            if end not in nodes:
-                raise _fail(f"edge names node {end!r}, which is not a child of graph {g.name}; edges "
-                            "connect siblings", e.loc, "edge-siblings")
-        src_outs = sigs[e.src][1]
-        dst_params = sigs[e.dst][0]
-        if not 0 <= e.src_port < len(src_outs):
-            raise _fail(f"edge source {e.src}.{e.src_port}: node {e.src} has {len(src_outs)} output(s)",
-                        e.loc, "ports-exist")
-        if not 0 <= e.dst_port < len(dst_params):
-            raise _fail(f"edge destination {e.dst}.{e.dst_port}: node {e.dst} has {len(dst_params)} "
-                        "input(s)", e.loc, "ports-exist")
-        if e.kind not in (D.ONE_TO_ONE, D.ALL_TO_ALL):
-            raise _fail(f"edge kind {e.kind!r}", e.loc, "edge-kinds")
-        out_t, in_p = src_outs[e.src_port].type, dst_params[e.dst_port]
-        if isinstance(out_t, PtrType) or isinstance(in_p.type, PtrType):
-            raise _fail(f"edge {e.src}.{e.src_port} -> {e.dst}.{in_p.name} carries a pointer; pass "
-                        "pointers with bind_input from the common parent", e.loc, "no-pointers-on-edges")
-        if out_t is not in_p.type and out_t != in_p.type:
-            raise _fail(f"edge {e.src}.{e.src_port} -> {e.dst}.{in_p.name}: output type {out_t} does not "
-                        f"match input type {in_p.type}", e.loc, "edge-types")
-        if (e.src, e.src_port) in sources:
+        src, dst = nodes.get(e.src), nodes.get(e.dst)
+        if src is None or dst is None:
+            raise _fail(f"edge names node {e.src if src is None else e.dst!r}, which is not a child of "
+                        f"graph {g.name}; edges connect siblings", e.loc, "edge-siblings")
+        combo = (src.func, e.src_port, dst.func, e.dst_port, e.kind)
+        if combo not in typed_edges:
+            _check_edge_types(e, sigs[e.src][1], sigs[e.dst][0])
+            typed_edges.add(combo)
+        source = (e.src, e.src_port)
+        if source in sources:
             raise _fail(f"output {e.src_port} of {e.src} already feeds another edge; the reference "
                         "allows one edge per (Src, out)", e.loc, "edge-unique-ports")
-        sources.add((e.src, e.src_port))
+        sources.add(source)
         key = (e.dst, e.dst_port)
         if key in fed:
-            raise _fail(f"input {in_p.name!r} of {e.dst} is already fed by {_feeder(fed[key], g)}; the "
-                        "reference allows one edge per (Dst, in)", e.loc, "edge-unique-ports")
+            raise _fail(f"input {sigs[e.dst][0][e.dst_port].name!r} of {e.dst} is already fed by "
+                        f"{_feeder(fed[key], g)}; the reference allows one edge per (Dst, in)", e.loc,
+                        "edge-unique-ports")
         fed[key] = e
-        if e.kind == D.ONE_TO_ONE:
-            deferred.extend(_check_grids(g, nodes[e.src], nodes[e.dst], e))
+        if e.kind == D.ONE_TO_ONE and src.dims is not dst.dims and src.dims != dst.dims:
+            deferred.extend(_check_grids(g, src, dst, e))
 
     checked: set[tuple[int, str, int]] = set()  # (parent port, function, input) already typed
     for b in g.input_binds:
@@ -294,17 +288,13 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
                         b.loc, rule)
         fed[key] = b
 
-    feeds: dict[str, int] = {}
-    for node_name, _ in fed:
-        feeds[node_name] = feeds.get(node_name, 0) + 1
-    for n in g.nodes:
-        params = sigs[n.name][0]
-        if feeds.get(n.name, 0) == len(params):
-            continue
-        for port, p in enumerate(params):
-            if (n.name, port) not in fed:
-                raise _fail(f"input {p.name!r} of node {n.name} is not connected: bind a graph "
-                            "parameter to it or draw an edge from a sibling", n.loc, "inputs-connected")
+    # every key of `fed` is a distinct, valid (node, input): as many keys as inputs means all fed
+    if len(fed) != sum(len(sig[0]) for sig in sigs.values()):
+        for n in g.nodes:
+            for port, p in enumerate(sigs[n.name][0]):
+                if (n.name, port) not in fed:
+                    raise _fail(f"input {p.name!r} of node {n.name} is not connected: bind a graph "
+                                "parameter to it or draw an edge from a sibling", n.loc, "inputs-connected")
 
     bound: dict[int, D.OutputBind] = {}
     bound_sources: set[tuple[str, int]] = set()
@@ -337,6 +327,24 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
                         g.loc, "outputs-bound")
     _check_acyclic(g)
     return deferred
+
+
+def _check_edge_types(e: D.Edge, src_outs: list[K.OutputPort], dst_params: list[K.Param]) -> None:
+    if not 0 <= e.src_port < len(src_outs):
+        raise _fail(f"edge source {e.src}.{e.src_port}: node {e.src} has {len(src_outs)} output(s)",
+                    e.loc, "ports-exist")
+    if not 0 <= e.dst_port < len(dst_params):
+        raise _fail(f"edge destination {e.dst}.{e.dst_port}: node {e.dst} has {len(dst_params)} "
+                    "input(s)", e.loc, "ports-exist")
+    if e.kind not in (D.ONE_TO_ONE, D.ALL_TO_ALL):
+        raise _fail(f"edge kind {e.kind!r}", e.loc, "edge-kinds")
+    out_t, in_p = src_outs[e.src_port].type, dst_params[e.dst_port]
+    if isinstance(out_t, PtrType) or isinstance(in_p.type, PtrType):
+        raise _fail(f"edge {e.src}.{e.src_port} -> {e.dst}.{in_p.name} carries a pointer; pass "
+                    "pointers with bind_input from the common parent", e.loc, "no-pointers-on-edges")
+    if out_t is not in_p.type and out_t != in_p.type:
+        raise _fail(f"edge {e.src}.{e.src_port} -> {e.dst}.{in_p.name}: output type {out_t} does not "
+                    f"match input type {in_p.type}", e.loc, "edge-types")
 
 
 def _check_input_bind(g: D.GraphFunc, b: D.InputBind, dst_params: list[K.Param]) -> None:
