@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,10 +37,54 @@ def launcher(leaf: Any, extents: list[tuple[int, ...]], *args: Any) -> Callable[
 
 
 def measure(candidates: dict[str, Callable[[], None]], reps: int = REPS) -> dict[str, float]:
-    """Median milliseconds of each candidate. Each runs in a block of consecutive calls after a
-    warm-up call (so it finds the caches as its own previous call left them, not as another
-    candidate did), and the blocks run twice, in one order and then the reverse, so that drifting
-    machine load affects every candidate alike."""
+    """Median milliseconds of each candidate, each timed in a process of its own.
+
+    Runtimes with thread pools keep their threads spinning for a while after a parallel region
+    (OpenMP under Numba does, and so does hpvm-py's native pool), which steals cores from whatever
+    runs next in the same process. So the calling script runs again once per candidate with
+    BENCH_ONLY naming it, and each child times just that one (after a warm-up call).
+    BENCH_SHARED_PROCESS=1 times them all in this process instead.
+    """
+    only = os.environ.get("BENCH_ONLY")
+    if only is not None:
+        fn = candidates[only]
+        time.sleep(1.0)  # the script's checks ran every candidate: let their idle threads settle
+        fn()
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        print(f"BENCH_RESULT {sorted(times)[len(times) // 2] * 1e3!r}", flush=True)
+        os._exit(0)  # the child's job is done: skip the rest of the script
+    if os.environ.get("BENCH_SHARED_PROCESS"):
+        return _measure_shared(candidates, reps)
+    script = _calling_script()
+    results = {}
+    for name in candidates:
+        env = {**os.environ, "BENCH_ONLY": name, "BENCH_REPS": str(reps)}
+        out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env,
+                             timeout=600, cwd=os.path.dirname(script))
+        lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH_RESULT ")]
+        if out.returncode != 0 or not lines:
+            raise RuntimeError(f"timing {name} failed:\n{out.stderr[-2000:]}")
+        results[name] = float(lines[-1].split()[1])
+    return results
+
+
+def _calling_script() -> str:
+    """The benchmark file whose main() called measure(): children run it again."""
+    import inspect
+
+    for frame in inspect.stack()[2:]:
+        if Path(frame.filename).name.startswith("bench_"):
+            return str(Path(frame.filename).resolve())
+    raise RuntimeError("measure() is called from a bench_*.py module")
+
+
+def _measure_shared(candidates: dict[str, Callable[[], None]], reps: int) -> dict[str, float]:
+    """All candidates in this process: blocks of consecutive calls, in one order and then the
+    reverse, so that drifting machine load affects every candidate alike."""
     times: dict[str, list[float]] = {name: [] for name in candidates}
     order = list(candidates)
     for sweep in (order, order[::-1]):

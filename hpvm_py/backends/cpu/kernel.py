@@ -13,6 +13,7 @@ import numpy as np
 from ...errors import ExecutionError, LaunchError
 from ...ir import kernel as K
 from ...runtime.pool import get_pool
+from .threads import native_pool
 from ...types import PtrType, ScalarType
 from ..base import BufferArg, NodeContext
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
@@ -102,7 +103,8 @@ class CpuKernel:
         driver = self._private_driver if privates else self._driver
         ext_at, error_at = ctypes.addressof(ext), ctypes.addressof(error)
         slots_at = ctypes.addressof(slots)
-        calls: list[Callable[[], None]] = []
+        driver_at = ctypes.cast(driver, ctypes.c_void_p).value
+        tasks: list[tuple[int, ...]] = []
         for i, (p0, p1, o0, o1) in enumerate(parts):
             if privates:
                 part_slots = type(slots).from_buffer_copy(slots)
@@ -110,9 +112,9 @@ class CpuKernel:
                     part_slots[index] = _address(copies[i])
                 keep.append(part_slots)
                 slots_at = ctypes.addressof(part_slots)
-            calls.append(_call(driver, slots_at, ext_at, p0, p1, o0, o1, error_at))
+            tasks.append((driver_at, slots_at, ext_at, p0, p1, o0, o1, error_at))
         merge = (lambda: self._merge(args, privates)) if privates else None
-        return PreparedLaunch(self, slots, error, calls, merge, keep, reusable=not privates)
+        return PreparedLaunch(self, driver, slots, error, tasks, merge, keep, reusable=not privates)
 
     def _shape(self, extents: list[tuple[int, ...]]) -> tuple[ctypes.Array, int, int, list]:
         """The extents array the drivers read, the instance counts and the partitions."""
@@ -275,13 +277,14 @@ class PreparedLaunch:
     A launch with privatised atomics copies buffers per partition, so it is not `reusable`.
     """
 
-    def __init__(self, kernel: CpuKernel, slots: ctypes.Array, error: ctypes.Array,
-                 calls: list[Callable[[], None]], merge: Callable[[], None] | None, keep: list[Any],
+    def __init__(self, kernel: CpuKernel, driver: Any, slots: ctypes.Array, error: ctypes.Array,
+                 tasks: list[tuple[int, ...]], merge: Callable[[], None] | None, keep: list[Any],
                  reusable: bool):
         self.kernel = kernel
+        self.driver = driver
         self.slots = slots
         self.error = error
-        self.calls = calls
+        self.tasks = tasks
         self.merge = merge
         self.keep = keep  # ctypes arrays and NumPy arrays the drivers read
         self.reusable = reusable
@@ -294,9 +297,15 @@ class PreparedLaunch:
             self.kernel._pack_uniform(self.slots, i, value)
 
     def run(self) -> None:
-        if not self.calls:
+        tasks = self.tasks
+        if not tasks:
             return
-        get_pool().run(self.calls)
+        # one partition runs right here; several go to the native pool (or run here in turn
+        # when another thread's launch holds the pool, as concurrent stages of a stream may)
+        if len(tasks) == 1 or not native_pool().run(tasks):
+            driver = self.driver
+            for task in tasks:
+                driver(*task[1:])
         if self.merge is not None:
             self.merge()
         if self.error[0] != 0:
