@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import hpvm_py as hpvm
 from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.python import PythonBackend
 from conftest import TARGETS

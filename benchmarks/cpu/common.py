@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a check
 
 from hpvm_py.backends.base import BufferArg, NodeContext  # noqa: E402
 from hpvm_py.backends.cpu import CpuBackend  # noqa: E402
-from hpvm_py.runtime.pool import get_pool  # noqa: E402
+from hpvm_py.runtime.pool import default_threads  # noqa: E402
 from hpvm_py.types import PtrType  # noqa: E402
 
 REPS = int(os.environ.get("BENCH_REPS", "11"))
@@ -102,7 +102,7 @@ def report(title: str, results: dict[str, float], peer: str, ours: str = "hpvm-c
            reps: int = REPS) -> float:
     """Print one table row per candidate and the ratio peer/ours (> 1: hpvm-py is faster)."""
     ratio = results[peer] / results[ours]
-    print(f"{title}  (threads: {get_pool().threads}, median of {reps})")
+    print(f"{title}  (threads: {default_threads()}, median of {reps})")
     for name, ms in results.items():
         print(f"  {name:<22} {ms:9.3f} ms")
     print(f"  ratio {peer} / {ours}: {ratio:.2f}x")

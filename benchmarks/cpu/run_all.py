@@ -8,13 +8,13 @@ import bench_histogram
 import bench_sgemm
 import bench_stencil
 import bench_vadd
-from common import get_pool
+from common import default_threads
 
 import llvmlite
 
 
 def main() -> None:
-    print(f"{platform.processor() or platform.machine()}, {get_pool().threads} threads; numpy "
+    print(f"{platform.processor() or platform.machine()}, {default_threads()} threads; numpy "
           f"{np.__version__}, numba {numba.__version__}, llvmlite {llvmlite.__version__}\n")
     ratios = {}
     for bench in (bench_vadd, bench_stencil, bench_sgemm, bench_histogram):

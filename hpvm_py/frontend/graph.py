@@ -17,9 +17,9 @@ from ..errors import FrontendError, HPVMError, VerificationError
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.loc import Loc
-from ..types import PtrType, ScalarType
+from ..types import ScalarType
 from .callsite import caller_loc
-from .decorators import GraphDef, HelperDef, LeafDef, NodeDef
+from .decorators import GraphDef, HelperDef, NodeDef
 from .source import read_function
 
 ONE_TO_ONE = D.ONE_TO_ONE

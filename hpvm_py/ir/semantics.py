@@ -13,27 +13,27 @@ import numpy as np
 
 from ..types import ScalarType, bf16
 
-def bf16_round(x: Any) -> Any:
-    """Round float32 values to the nearest bfloat16 (ties to even); the result stays float32."""
+def bf16_to_bits(x: Any) -> Any:
+    """float32 values to bfloat16 bit patterns (uint16): round to nearest even; a NaN stays a
+    (quiet) NaN even when its payload lies in the bits that are dropped."""
     f = np.asarray(x, dtype=np.float32)
-    bits = f.view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    out = np.where(np.isnan(f), f, rounded.astype(np.uint32).view(np.float32))
-    return out if np.ndim(x) else np.float32(out[()])
+    bits = f.view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    chosen = np.where(np.isnan(f), bits | np.uint32(0x00400000), rounded)
+    out = (chosen >> np.uint32(16)).astype(np.uint16)
+    return out if np.ndim(x) else np.uint16(out[()])
 
 
 def bf16_from_bits(bits: Any) -> Any:
     """bfloat16 bit patterns (uint16) to float32."""
-    b = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16
+    b = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)
     out = b.view(np.float32)
     return out if np.ndim(bits) else np.float32(out[()])
 
 
-def bf16_to_bits(x: Any) -> Any:
-    """float32 values (already bf16-exact or not) to rounded bfloat16 bit patterns (uint16)."""
-    r = np.asarray(bf16_round(x), dtype=np.float32)
-    out = (r.view(np.uint32) >> 16).astype(np.uint16)
-    return out if np.ndim(x) else np.uint16(out[()])
+def bf16_round(x: Any) -> Any:
+    """Round float32 values to the nearest bfloat16; the result stays float32."""
+    return bf16_from_bits(bf16_to_bits(x))
 
 
 def value_dtype(t: ScalarType) -> np.dtype:

@@ -9,7 +9,7 @@ from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.cpu import CpuBackend
 from hpvm_py.backends.cpu import kernel as kernel_module
 from hpvm_py.errors import ExecutionError
-from hpvm_py.runtime.pool import get_pool
+from hpvm_py.backends.cpu.threads import native_pool
 
 
 @hpvm.leaf
@@ -37,7 +37,7 @@ def _kernel(leaf):
 
 
 def test_partitions():
-    threads = get_pool().threads
+    threads = native_pool().threads
     k = _kernel(fill)
     assert k._partition(1, 1000, 1000) == [(0, 1, 0, 1000)]  # tiny: the calling thread only
     if threads == 1:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...errors import ExecutionError, LaunchError
 from ...ir import kernel as K
-from ...runtime.pool import get_pool
+
 from .threads import native_pool
 from ...types import PtrType, ScalarType
 from ..base import BufferArg, NodeContext
@@ -20,7 +20,8 @@ from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
 from .driver import MALLOC_FAILED_SITE
 from .jit import LoadedObject
-from .lltypes import bf16_bits, storage_bytes
+from ...ir.semantics import bf16_to_bits
+from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .privatize import MERGE_SUFFIX, identity
 
@@ -132,7 +133,7 @@ class CpuKernel:
     def _partition(self, parents: int, leaves: int, outer: int) -> list[tuple[int, int, int, int]]:
         """Disjoint (p_begin, p_end, o_begin, o_end) ranges: parents when there are enough of them
         (or when a group must stay on one thread), else the leaf's outermost dimension."""
-        threads = get_pool().threads
+        threads = native_pool().threads
         serial = SERIAL_INSTANCES_WITH_LOOPS if self.info.loops else SERIAL_INSTANCES
         if parents * leaves < serial or threads == 1:
             return [(0, parents, 0, outer)]
@@ -342,10 +343,6 @@ def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
-def _call(driver: Any, *arguments: int) -> Callable[[], None]:
-    return lambda: driver(*arguments)
-
-
 def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
     parts = max(1, min(parts, n))
     bounds = [n * k // parts for k in range(parts + 1)]
@@ -358,6 +355,6 @@ def _scalar_array(t: ScalarType, value: Any, needed: int, what: str, loc: Any) -
         raise LaunchError(f"{what} needs an array of at least {needed} values", loc)
     array = array.reshape(-1)
     if t.name == "bf16" and array.dtype != np.uint16:
-        return np.ascontiguousarray(bf16_bits(array.astype(np.float32)))
+        return np.ascontiguousarray(bf16_to_bits(array.astype(np.float32)))
     return np.ascontiguousarray(array, dtype=t.numpy_dtype)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from ...ir.semantics import bf16_round, bf16_to_bits
 from ...types import ScalarType
 
 I1 = ir.IntType(1)
@@ -118,19 +119,6 @@ def from_mem(b: ir.IRBuilder, v: ir.Value, t: ScalarType, name: str = "") -> ir.
 # -- the same conversions on the host (constants, scalar arguments) -----------------------------
 
 
-def bf16_bits(values: np.ndarray) -> np.ndarray:
-    """float values -> bf16 bit patterns (uint16), rounding as round_bf16 does."""
-    bits = np.asarray(values, dtype=np.float32).view(np.uint32)
-    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-    quiet = bits | np.uint32(0x00400000)
-    chosen = np.where(np.isnan(np.asarray(values, dtype=np.float32)), quiet, rounded)
-    return (chosen >> np.uint32(16)).astype(np.uint16)
-
-
-def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
-
-
 def round_host(value: np.floating, t: ScalarType) -> np.floating:
     """A float value rounded to type t, as generated code would hold it (inf beyond its range)."""
     with np.errstate(over="ignore"):
@@ -139,7 +127,7 @@ def round_host(value: np.floating, t: ScalarType) -> np.floating:
 
 def _round_host(value: np.floating, t: ScalarType) -> np.floating:
     if t.name == "bf16":
-        return bf16_to_f32(bf16_bits(np.array([value], dtype=np.float32)))[0]
+        return bf16_round(np.float32(value))
     if t.name == "f16":
         return np.float32(np.float16(value))
     return np.float32(value) if t.bits == 32 else np.float64(value)
@@ -150,5 +138,5 @@ def storage_bytes(t: ScalarType, value: object) -> bytes:
     if t.name == "bf16":
         if isinstance(value, np.uint16):
             return value.tobytes()
-        return bf16_bits(np.array([value], dtype=np.float32)).tobytes()
+        return bf16_to_bits(np.array([value], dtype=np.float32)).tobytes()
     return np.array([value]).astype(t.numpy_dtype).tobytes()

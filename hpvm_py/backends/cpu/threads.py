@@ -27,6 +27,7 @@ from typing import Sequence
 
 import llvmlite.ir as ir
 
+from ...runtime.pool import default_threads
 from .jit import LoadedObject, emit_object, optimize
 
 I64 = ir.IntType(64)
@@ -245,7 +246,5 @@ def native_pool() -> NativePool:
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                from ...runtime.pool import default_threads
-
                 _pool = NativePool(default_threads())
     return _pool
