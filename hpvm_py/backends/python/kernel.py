@@ -185,13 +185,16 @@ class PythonLeafKernel:
                     running -= 1
         return results
 
+    def _live_outputs(self, result: Any, outputs: list[np.ndarray | None]) -> list[tuple[Any, np.ndarray, str]]:
+        """(value, output array, mode) for every output someone reads."""
+        if result is None:
+            return []
+        return [(value, out, mode) for value, out, mode in zip(result, outputs, self.ctx.output_modes)
+                if out is not None and mode != "unused"]
+
     def _store_instance(self, result: Any, outputs: list[np.ndarray | None], p: int, lin: int,
                         L: int) -> None:
-        if result is None:
-            return
-        for value, out, mode in zip(result, outputs, self.ctx.output_modes):
-            if out is None or mode == "unused":
-                continue
+        for value, out, mode in self._live_outputs(result, outputs):
             if mode == "per_instance":
                 out[p * L + lin] = _to_bits(value, out)
             elif lin == 0:
@@ -199,11 +202,7 @@ class PythonLeafKernel:
 
     def _store_outputs(self, result: Any, outputs: list[np.ndarray | None], start: int, stop: int,
                        L: int) -> None:
-        if result is None:
-            return
-        for value, out, mode in zip(result, outputs, self.ctx.output_modes):
-            if out is None or mode == "unused":
-                continue
+        for value, out, mode in self._live_outputs(result, outputs):
             full = np.broadcast_to(np.asarray(value), (stop - start,))
             if mode == "per_instance":
                 out[start:stop] = _to_bits(full, out)
