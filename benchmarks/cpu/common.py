@@ -18,6 +18,7 @@ from hpvm_py.runtime.pool import default_threads  # noqa: E402
 from hpvm_py.types import PtrType  # noqa: E402
 
 REPS = int(os.environ.get("BENCH_REPS", "11"))
+_calls: dict[str, int] = {}  # benchmark script -> measure() calls it made so far
 
 
 def buffer(array: np.ndarray) -> BufferArg:
@@ -42,11 +43,16 @@ def measure(candidates: dict[str, Callable[[], None]], reps: int = REPS) -> dict
     Runtimes with thread pools keep their threads spinning for a while after a parallel region
     (OpenMP under Numba does, and so does hpvm-py's native pool), which steals cores from whatever
     runs next in the same process. So the calling script runs again once per candidate with
-    BENCH_ONLY naming it, and each child times just that one (after a warm-up call).
-    BENCH_SHARED_PROCESS=1 times them all in this process instead.
+    BENCH_ONLY naming it and BENCH_CALL numbering the measure() call of the script (one script may
+    time several benchmarks with the same candidate names), and each child times just that one
+    (after a warm-up call). BENCH_SHARED_PROCESS=1 times them all in this process instead.
     """
+    script = _calling_script()
+    call = _calls[script] = _calls.get(script, 0) + 1
     only = os.environ.get("BENCH_ONLY")
     if only is not None:
+        if int(os.environ["BENCH_CALL"]) != call:
+            return dict.fromkeys(candidates, 1.0)  # an earlier benchmark: another child times it
         fn = candidates[only]
         time.sleep(1.0)  # the script's checks ran every candidate: let their idle threads settle
         fn()
@@ -59,10 +65,9 @@ def measure(candidates: dict[str, Callable[[], None]], reps: int = REPS) -> dict
         os._exit(0)  # the child's job is done: skip the rest of the script
     if os.environ.get("BENCH_SHARED_PROCESS"):
         return _measure_shared(candidates, reps)
-    script = _calling_script()
     results = {}
     for name in candidates:
-        env = {**os.environ, "BENCH_ONLY": name, "BENCH_REPS": str(reps)}
+        env = {**os.environ, "BENCH_ONLY": name, "BENCH_REPS": str(reps), "BENCH_CALL": str(call)}
         out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env,
                              timeout=600, cwd=os.path.dirname(script))
         lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH_RESULT ")]

@@ -1044,7 +1044,7 @@ class Lowerer:
         if t.is_bool:
             return K.Const(value=bool(v), type=t, loc=loc)
         if t.is_float:
-            return K.Const(value=float(v), type=t, loc=loc)
+            return K.Const(value=_float_in(t, float(v)), type=t, loc=loc)
         if isinstance(v, float):
             if not explicit:
                 raise FrontendError(f"the float literal {v!r} cannot become a {t} implicitly; "
@@ -1113,6 +1113,14 @@ def _hashable(obj: Any) -> bool:
 
 def _intrinsic_kind(obj: Any) -> str:
     return INTRINSICS.get(obj, ("",))[0] if _hashable(obj) else ""
+
+
+def _float_in(t: ScalarType, value: float) -> float:
+    """value rounded to float type t, so that every backend starts from the same constant."""
+    from ..ir.semantics import cast
+
+    with np.errstate(over="ignore"):  # beyond the type's range a literal is inf
+        return float(cast(np.float64(value), T.f64, t))
 
 
 def _const(value: int | float, t: Type, loc: Loc) -> K.Const:

@@ -8,6 +8,8 @@ instances (abi.py has the calling convention). The pieces, in pipeline order:
   plan.py      "SIMT to loops": barrier-free regions run as loops over a group's instances, with
                uniform loops interchanged with the instance loop (uniform.py decides uniformity)
   driver.py    the driver: parent, row and instance loops, per-instance storage, malloc scratch
+  nontemporal.py
+               the driver variant for large outputs, with stores that skip the read-for-ownership
   codegen.py   expressions and statements (arith.py, mathfns.py, memory.py, lltypes.py below it)
   jit.py       target machine, O3 pipeline, object code, loading it
   kernel.py    launch: argument checks and packing, partitions over the pool, privatised atomics,

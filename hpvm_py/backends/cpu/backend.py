@@ -3,7 +3,8 @@
 In memory, kernels are kept by (leaf IR, context, checked). On disk (runtime.cache) the object code
 is kept under a hash of everything it depends on; a hit loads the object into an engine without
 generating or optimising any LLVM IR. The plan and site tables a launch needs are cheap analyses
-of the IR and are recomputed, never stored.
+of the IR and are recomputed, never stored. The driver with non-temporal stores (nontemporal.py)
+is a second object, compiled (or loaded) when a launch of the kernel first wants it.
 """
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import functools
 import hashlib
 import threading
 from pathlib import Path
+from typing import Callable
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ... import __version__
@@ -20,8 +23,10 @@ from ...runtime import cache, stats
 from ..base import NodeContext
 from . import jit
 from .accesses import Access, privatizable, sites
-from .driver import build_drivers
-from .kernel import CpuKernel, KernelInfo
+from .driver import build_drivers, build_nontemporal_driver
+from .kernel import CpuKernel, KernelInfo, LazyCode
+from .nontemporal import SUFFIX as NT_SUFFIX
+from .nontemporal import mark_nontemporal, nt_bytes, nt_stores
 from .plan import Plan, make_plan
 from .prepare import localize_assigned_params
 
@@ -44,16 +49,14 @@ class CpuBackend:
             # reports errors at its own lines.
             return kernel if kernel.source is leaf else kernel.for_source(leaf, _sites_of(leaf))
         prepared, plan = _analyse(leaf, ctx)
-        info = _info(prepared, plan)
-        disk_key = cache.content_key(key[0], key[1], str(checked), __version__, _code_version(),
-                                     jit.host_signature())
-        obj = cache.load(disk_key, _OBJECT_SUFFIX)
-        if obj is None:
-            module = jit.optimize(_module_text(prepared, ctx, plan, info, checked))
-            obj = jit.emit_object(module)
-            stats.bump("cpu_compiles")
-            cache.store(disk_key, _OBJECT_SUFFIX, obj)
-        kernel = CpuKernel(leaf, prepared, ctx, checked, jit.LoadedObject(obj), info)
+        info = _info(prepared, ctx, plan)
+        obj = _object(key, str(checked),
+                      lambda: jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
+        # checked launches are for finding bugs: they keep the plain driver
+        nontemporal = None if checked or not info.nt_bytes else LazyCode(
+            lambda: jit.LoadedObject(_object(key, "nontemporal",
+                                             lambda: _nontemporal_module(prepared, ctx, plan))))
+        kernel = CpuKernel(leaf, prepared, ctx, checked, jit.LoadedObject(obj), info, nontemporal)
         with self._lock:
             self._memory.setdefault(key, kernel)
             return self._memory[key]
@@ -62,10 +65,14 @@ class CpuBackend:
         """What `hpvmc compile --emit llvm` writes (every backend answers this for its own code)."""
         return self.llvm_ir(leaf, ctx)
 
-    def llvm_ir(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
-        """The optimised LLVM IR of the leaf's drivers (what `hpvmc compile --emit llvm` shows)."""
+    def llvm_ir(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False,
+                nontemporal: bool = False) -> str:
+        """The optimised LLVM IR of the leaf's drivers (what `hpvmc compile --emit llvm` shows),
+        or of its driver with non-temporal stores."""
         prepared, plan = _analyse(leaf, ctx)
-        info = _info(prepared, plan)
+        info = _info(prepared, ctx, plan)
+        if nontemporal:
+            return str(_nontemporal_module(prepared, ctx, plan))
         return str(jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
 
 
@@ -78,10 +85,24 @@ def _code_version() -> str:
     return digest.hexdigest()
 
 
-def _info(prepared: K.LeafFunc, plan: Plan) -> KernelInfo:
+def _object(key: tuple[str, str, bool], variant: str,
+            optimized: Callable[[], llvm.ModuleRef]) -> bytes:
+    """The object code of one variant of a kernel, from the disk cache or compiled."""
+    disk_key = cache.content_key(key[0], key[1], variant, __version__, _code_version(),
+                                 jit.host_signature())
+    obj = cache.load(disk_key, _OBJECT_SUFFIX)
+    if obj is None:
+        obj = jit.emit_object(optimized())
+        stats.bump("cpu_compiles")
+        cache.store(disk_key, _OBJECT_SUFFIX, obj)
+    return obj
+
+
+def _info(prepared: K.LeafFunc, ctx: NodeContext, plan: Plan) -> KernelInfo:
     loops = any(isinstance(s, (K.For, K.While)) for s in K.walk_stmts(prepared.body))
     return KernelInfo(splittable=plan.kind != "group", private=privatizable(prepared),
-                      sites=sites(prepared.body), loops=loops)
+                      sites=sites(prepared.body), loops=loops,
+                      nt_bytes=nt_bytes(prepared, nt_stores(prepared, ctx, plan)))
 
 
 def _sites_of(leaf: K.LeafFunc) -> list[Access]:
@@ -99,3 +120,10 @@ def _module_text(leaf: K.LeafFunc, ctx: NodeContext, plan: Plan, info: KernelInf
     numbers = {id(node): i for i, node in enumerate(info.sites)}
     build_drivers(module, leaf, ctx, plan, checked, numbers, info.private)
     return str(module)
+
+
+def _nontemporal_module(leaf: K.LeafFunc, ctx: NodeContext, plan: Plan) -> llvm.ModuleRef:
+    """The optimised driver with non-temporal stores (marked stores become so after optimising)."""
+    module = ir.Module(name=leaf.name)
+    build_nontemporal_driver(module, leaf, ctx, plan, leaf.name + NT_SUFFIX)
+    return jit.parse(mark_nontemporal(str(jit.optimize(str(module)))))

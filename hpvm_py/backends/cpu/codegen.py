@@ -118,11 +118,11 @@ class Emitter:
         return phi
 
     def _Load(self, e: K.Load, name: str) -> ir.Value:
-        index = self._index(e.index)
+        index = self.index(e.index)
         return self.memory.load(self.b, e, self.pointers[e.ptr.name], index, name or e.ptr.name)
 
     def _Atomic(self, e: K.Atomic, name: str) -> ir.Value:
-        index = self._index(e.index)
+        index = self.index(e.index)
         value = self.expr(e.value)
         return self.memory.atomic(self.b, e, self.pointers[e.ptr.name], index, value, name)
 
@@ -149,7 +149,7 @@ class Emitter:
     def _CallHelper(self, e: K.CallHelper, name: str) -> ir.Value:
         raise CompileError(f"internal: the call of helper {e.func}() was not inlined", e.loc)
 
-    def _index(self, e: K.Expr) -> ir.Value:
+    def index(self, e: K.Expr) -> ir.Value:
         """An index as i64: integer indices widen by their signedness."""
         v = self.expr(e)
         t = e.type
@@ -175,7 +175,7 @@ class Emitter:
         self.b.store(value, self.slots[s.target])
 
     def _s_Store(self, s: K.Store) -> None:
-        index = self._index(s.index)
+        index = self.index(s.index)
         value = self.expr(s.value)
         self.memory.store(self.b, s, self.pointers[s.ptr.name], index, value)
 

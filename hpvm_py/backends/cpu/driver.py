@@ -7,7 +7,8 @@
         with the leaf body inlined into the innermost (x) loop
 
 The x loop is a plain counted loop over consecutive instances, so LLVM's loop vectoriser sees
-`c[x] = a[x] + b[x]`.
+`c[x] = a[x] + b[x]`. The driver variant with non-temporal stores (nontemporal.py) runs the x loops
+of qualifying stores in three parts, non-temporal stores only over whole cache lines.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from .codegen import Emitter, Frame
 from .intrinsics import declare
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
 from .memory import Memory, Pointer
+from .nontemporal import LINE_BYTES, NtStore, assume_line_start, nt_stores, store_fence
 from .parallel import mark_parallel
 from .privatize import MERGE_SUFFIX, build_merge
 
@@ -35,7 +37,8 @@ MALLOC_FAILED_SITE = -2  # recorded as -1 in the error slot
 
 class DriverBuilder:
     def __init__(self, module: ir.Module, leaf: K.LeafFunc, ctx: NodeContext, plan: P.Plan,
-                 checked: bool, sites: dict[int, int], private: frozenset[str], name: str):
+                 checked: bool, sites: dict[int, int], private: frozenset[str], name: str,
+                 nontemporal: bool = False):
         self.module = module
         self.leaf = leaf
         self.ctx = ctx
@@ -61,6 +64,9 @@ class DriverBuilder:
         self.leaf_count: ir.Value = ir.Constant(I64, 1)
         self.group_size: ir.Value = ir.Constant(I64, 1)  # instances per group
         self.ranges: dict[int, tuple[ir.Value | None, ir.Value | None]] = {}  # clipped ranges
+        self.nontemporal = nontemporal
+        self.nt_stores = nt_stores(leaf, ctx, plan) if nontemporal else {}  # by id(forall)
+        self.forall_nt: list[NtStore] = []  # those of the forall being emitted
 
     # -- the function ------------------------------------------------------------------------
 
@@ -74,6 +80,8 @@ class DriverBuilder:
         self.counted_loop(p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end))
         if storage is not None:
             b.call(self._libc("free"), [storage])
+        if self.nontemporal:
+            store_fence(b)
         b.ret_void()
         return self.fn
 
@@ -431,7 +439,9 @@ class DriverBuilder:
     def _item(self, item: P.Item, nest: Callable[[Callable[[], None]], None]) -> None:
         em = self.em
         if isinstance(item, P.Forall):
+            self.forall_nt = self.nt_stores.get(id(item), [])
             nest(lambda: self._forall_body(item))
+            self.forall_nt = []
         elif isinstance(item, P.GroupAssign):
             em.stmt(item.stmt)
         elif isinstance(item, P.GroupJump):
@@ -537,9 +547,65 @@ class DriverBuilder:
         """The x loop over instances, declared free of dependences between iterations. Groups
         of the group kind are GPU-style blocks (16 to 256 wide): their x loops are not
         interleaved (tiled sgemm 11.3 -> 9.8 ms), others are (stencil 8% faster: parallel.py)."""
+        if self.forall_nt:
+            self._split_loop(begin, end, body, self.forall_nt)
+        else:
+            self._x_loop(begin, end, body)
+
+    def _split_loop(self, begin: ir.Value, end: ir.Value, body: Callable[[ir.Value], None],
+                    stores: list[NtStore]) -> None:
+        """The x loop of qualifying stores in the non-temporal driver, in three parts: normal
+        stores up to the first cache-line start, non-temporal ones over whole lines, normal ones
+        for the rest. Lines written in part by non-temporal stores are slow (the 7-point stencil,
+        one such line per row, ran 2x slower instead of 10% faster). When the stores do not
+        all start lines at the same x, normal stores do everything."""
+        b = self.b
+        addresses = [self._nt_address(s, begin) for s in stores]
+        split = self._line_start(begin, end, stores, addresses)
+        whole_lines = ir.Constant(I64, -(LINE_BYTES // min(s.elem_bytes for s in stores)))
+        stop = b.add(split, b.and_(b.sub(end, split), whole_lines), name="nt.end")
+        self._x_loop(begin, split, body)
+
+        def nontemporal() -> None:
+            for store, address in zip(stores, addresses):
+                base = self.em.pointers[store.store.ptr.name].base
+                moved = b.mul(b.sub(split, begin), ir.Constant(I64, store.elem_bytes))
+                assume_line_start(b, base, b.add(b.sub(address, b.ptrtoint(base, I64)), moved))
+            self.memory.nontemporal = frozenset(id(s.store) for s in stores)
+            self._x_loop(split, stop, body)
+            self.memory.nontemporal = frozenset()
+
+        self.em.if_then_else(b.icmp_signed("<", split, stop), nontemporal, None)
+        self._x_loop(stop, end, body)
+
+    def _x_loop(self, begin: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]) -> None:
         first = len(self.fn.blocks)
         back_edge = self.counted_loop(begin, end, "x", body)
         mark_parallel(self.fn, first, back_edge, interleave=self.plan.kind != "group")
+
+    def _nt_address(self, store: NtStore, x: ir.Value) -> ir.Value:
+        """The address (as i64) a qualifying store writes for instance x of this loop."""
+        b = self.b
+        self.em.ids[(0, 0)] = x  # the index reads no local: only ids, counts and parameters
+        index = self.em.index(store.index)
+        ptr = self.em.pointers[store.store.ptr.name]
+        return b.ptrtoint(b.gep(ptr.base, [index], source_etype=mem_type(ptr.elem)), I64)
+
+    def _line_start(self, begin: ir.Value, end: ir.Value, stores: list[NtStore],
+                    addresses: list[ir.Value]) -> ir.Value:
+        """The first x from which every qualifying store writes at the start of a cache line (the
+        first store's line decides it), or end when they never all do."""
+        b = self.b
+        line = ir.Constant(I64, LINE_BYTES - 1)
+        head = b.udiv(b.and_(b.sub(ir.Constant(I64, 0), addresses[0]), line),
+                      ir.Constant(I64, stores[0].elem_bytes))
+        x = _smin(b, b.add(begin, head), end, "line.x")
+        aligned: ir.Value = ir.Constant(ir.IntType(1), 1)
+        for store, address in zip(stores, addresses):
+            moved = b.mul(b.sub(x, begin), ir.Constant(I64, store.elem_bytes))
+            offset = b.and_(b.add(address, moved), line)
+            aligned = b.and_(aligned, b.icmp_unsigned("==", offset, ir.Constant(I64, 0)))
+        return b.select(aligned, x, end, name="nt.begin")
 
 
 def _smax(b: ir.IRBuilder, x: ir.Value, y: ir.Value, name: str = "") -> ir.Value:
@@ -556,6 +622,13 @@ def _reg_size(t: object) -> int:
     if t.is_float:
         return 8 if t.bits == 64 else 4
     return max(1, t.bits // 8)
+
+
+def build_nontemporal_driver(module: ir.Module, leaf: K.LeafFunc, ctx: NodeContext, plan: P.Plan,
+                             name: str) -> None:
+    """The (unchecked) driver whose qualifying stores (nontemporal.py) are marked to become
+    non-temporal."""
+    DriverBuilder(module, leaf, ctx, plan, False, {}, frozenset(), name, nontemporal=True).build()
 
 
 def build_drivers(module: ir.Module, leaf: K.LeafFunc, ctx: NodeContext, plan: P.Plan,

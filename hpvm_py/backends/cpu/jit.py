@@ -62,6 +62,15 @@ def optimize(ir_text: str) -> llvm.ModuleRef:
     return module
 
 
+def parse(ir_text: str) -> llvm.ModuleRef:
+    """Parse and verify IR that is already optimised."""
+    target_machine()  # initialises LLVM
+    with _lock:
+        module = llvm.parse_assembly(ir_text)
+        module.verify()
+    return module
+
+
 def emit_object(module: llvm.ModuleRef) -> bytes:
     tm = target_machine()
     with _lock:

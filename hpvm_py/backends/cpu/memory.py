@@ -15,7 +15,7 @@ from ...errors import CompileError
 from ...ir import kernel as K
 from ...ir.loc import UNKNOWN
 from ...types import ScalarType, bf16
-from . import arith, mathfns
+from . import arith, mathfns, nontemporal
 from .intrinsics import overloaded
 from .lltypes import I16, I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
 from .parallel import PRIVATE_ACCESS
@@ -44,6 +44,7 @@ class Memory:
         self.checked = checked
         self.sites = sites
         self.error_slot = error_slot
+        self.nontemporal: frozenset[int] = frozenset()  # ids of Store nodes emitted so now
 
     # -- the three kinds of access -----------------------------------------------------------
 
@@ -59,7 +60,10 @@ class Memory:
               value: ir.Value) -> None:
         def access() -> None:
             t = ptr.elem
-            b.store(to_mem(b, value, t), self._address(b, ptr, index), align=mem_type_size(t))
+            stored = b.store(to_mem(b, value, t), self._address(b, ptr, index),
+                             align=mem_type_size(t))
+            if id(node) in self.nontemporal:
+                stored.set_metadata("noalias", nontemporal.marker(self.module))
 
         self._guard(b, node, ptr, index, access, None)
 

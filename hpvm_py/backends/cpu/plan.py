@@ -81,6 +81,7 @@ class Plan:
     needs_done: bool = False  # a return inside a forall must hide the instance from later ones
     rows: int = 1  # row kind: y rows per group
     bounds: list[Bound] = field(default_factory=list)  # instance ranges from a guard (clip.py)
+    body: K.Block = field(default_factory=list)  # the body the items run (clipped, no mallocs)
 
     def foralls(self) -> list[Forall]:
         return list(_foralls(self.items))
@@ -124,9 +125,10 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
     else:
         splitter = _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset()))
     if kind == "flat":
-        return Plan("flat", [Forall(body)], {name: REG for name in leaf.locals}, bounds=bounds)
+        return Plan("flat", [Forall(body)], {name: REG for name in leaf.locals}, bounds=bounds,
+                    body=body)
     items = splitter.items()
-    plan = Plan(kind, items, {}, mallocs=mallocs, rows=rows, bounds=bounds)
+    plan = Plan(kind, items, {}, mallocs=mallocs, rows=rows, bounds=bounds, body=body)
     _assign_storage(plan, leaf, body, splitter.group_vars | {m.target for m in mallocs})
     plan.needs_done = _needs_done(plan)
     return plan
@@ -180,7 +182,7 @@ class _Splitter:
 
     def _unit_stride(self, index: K.Expr, loop_var: str) -> bool:
         """Whether the index moves by one element from one x instance to the next."""
-        return _x_coefficient(index, self.single_defs, self.uni, {loop_var}, 0) == 1
+        return x_coefficient(index, self.single_defs, self.uni, {loop_var}, 0) == 1
 
     def _fixed_point(self) -> None:
         while True:
@@ -439,8 +441,8 @@ def _accesses(block: K.Block) -> list[K.Load | K.Store | K.Atomic]:
     return found
 
 
-def _x_coefficient(e: K.Expr, defs: dict[str, K.Assign], uni: Uniformity, invariant: set[str],
-                   depth: int) -> int | None:
+def x_coefficient(e: K.Expr, defs: dict[str, K.Assign], uni: Uniformity, invariant: set[str],
+                  depth: int) -> int | None:
     """The coefficient of the leaf's x instance id in an affine index, None if not affine."""
     if depth > 16:
         return None
@@ -450,13 +452,13 @@ def _x_coefficient(e: K.Expr, defs: dict[str, K.Assign], uni: Uniformity, invari
         if e.name in invariant or e.name in uni.uniform_params:
             return 0
         if e.name in defs:
-            return _x_coefficient(defs[e.name].value, defs, uni, invariant, depth + 1)
+            return x_coefficient(defs[e.name].value, defs, uni, invariant, depth + 1)
         return 0 if e.name in uni.locals else None
     if isinstance(e, K.Cast) and not isinstance(e.type, PtrType) and e.type.is_int:
-        return _x_coefficient(e.value, defs, uni, invariant, depth + 1)
+        return x_coefficient(e.value, defs, uni, invariant, depth + 1)
     if isinstance(e, K.BinOp) and e.op in ("add", "sub", "mul"):
-        a = _x_coefficient(e.lhs, defs, uni, invariant, depth + 1)
-        b = _x_coefficient(e.rhs, defs, uni, invariant, depth + 1)
+        a = x_coefficient(e.lhs, defs, uni, invariant, depth + 1)
+        b = x_coefficient(e.rhs, defs, uni, invariant, depth + 1)
         if a is None or b is None:
             return None
         if e.op == "add":

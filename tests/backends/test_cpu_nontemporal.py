@@ -1,0 +1,305 @@
+"""cpu backend: non-temporal stores for large outputs: which stores qualify, when a launch uses
+them, and results equal bit for bit to normal stores (unaligned views, threads, launch after
+launch)."""
+import threading
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from cpu_harness import buffer, run
+from hpvm_py import In, InOut, Out, Ptr, f32, f64, i16, i64, u8
+from hpvm_py.backends.base import NodeContext
+from hpvm_py.backends.cpu import CpuBackend, jit
+from hpvm_py.backends.cpu import kernel as kernel_module
+from hpvm_py.backends.cpu.backend import _analyse
+from hpvm_py.backends.cpu.nontemporal import SUPPORTED, nt_stores
+from hpvm_py.runtime import stats
+from hpvm_py.backends.cpu.threads import native_pool
+from hpvm_py.types import PtrType
+
+pytestmark = pytest.mark.skipif(not SUPPORTED, reason="non-temporal stores are x86-64 only")
+
+rng = np.random.default_rng(7)
+
+
+@hpvm.leaf
+def vadd(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: Out[Ptr[f32]],
+         c_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    c[i] = a[i] + b[i]
+
+
+@hpvm.leaf
+def saxpy(alpha: f32, x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    y[i] = alpha * x[i] + y[i]
+
+
+@hpvm.leaf
+def strided(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    c[2 * i] = a[i]
+
+
+@hpvm.leaf
+def conditional(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    if a[i] > 0.5:
+        c[i] = a[i]
+
+
+@hpvm.leaf
+def counted(a: In[Ptr[i64]], a_bytes: i64, c: InOut[Ptr[i64]], c_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    hpvm.atomic_add(c, i, a[i])
+
+
+@hpvm.leaf
+def row_sums(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64,
+             d: Out[Ptr[f32]], d_bytes: i64, n: i64):
+    node = hpvm.get_node()
+    i = hpvm.get_node_instance_id_x(node)
+    nx = hpvm.get_num_node_instances_x(node)
+    acc = f32(0)
+    for k in range(n):
+        acc += a[k * nx + i]
+        d[k * nx + i] = acc  # inside the interchanged loop: written again and again
+    c[i] = acc
+
+
+@hpvm.leaf
+def two_outputs(a: In[Ptr[f64]], a_bytes: i64, c: Out[Ptr[f64]], c_bytes: i64,
+                d: Out[Ptr[f64]], d_bytes: i64, shift: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    c[i] = a[i] * 3.0
+    d[i + shift] = a[i] - 1.0
+
+
+@hpvm.leaf
+def stencil(A0: In[Ptr[f32]], A0_bytes: i64, An: Out[Ptr[f32]], An_bytes: i64, c0: f32, c1: f32):
+    node = hpvm.get_node()
+    i = hpvm.get_node_instance_id_x(node)
+    j = hpvm.get_node_instance_id_y(node)
+    k = hpvm.get_node_instance_id_z(node)
+    nx = hpvm.get_num_node_instances_x(node)
+    ny = hpvm.get_num_node_instances_y(node)
+    nz = hpvm.get_num_node_instances_z(node)
+    if i > 0 and i < nx - 1 and j > 0 and j < ny - 1 and k > 0 and k < nz - 1:
+        idx = i + nx * (j + ny * k)
+        An[idx] = (A0[idx + 1] + A0[idx - 1] + A0[idx + nx] + A0[idx - nx] + A0[idx + nx * ny]
+                   + A0[idx - nx * ny]) * c1 - A0[idx] * c0
+
+
+@hpvm.leaf
+def reversed_blocks(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    node = hpvm.get_node()
+    x = hpvm.get_node_instance_id_x(node)
+    n = hpvm.get_num_node_instances_x(node)
+    p = hpvm.get_node_instance_id_x(hpvm.get_parent_node(node))
+    hpvm.barrier()
+    c[p * n + x] = a[p * n + n - 1 - x] * a[p * n + x]
+
+
+@hpvm.leaf
+def widen_u8(a: In[Ptr[u8]], a_bytes: i64, c: Out[Ptr[u8]], c_bytes: i64, d: Out[Ptr[i16]],
+             d_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    c[i] = a[i] ^ u8(0x5A)
+    d[i] = i16(a[i]) * i16(-3)
+
+
+def _modes(leaf):
+    return tuple("buffer" if isinstance(p.type, PtrType) else "uniform" for p in leaf.ir.params)
+
+
+def _context(leaf, dims):
+    return NodeContext(level_dims=dims, input_modes=_modes(leaf), output_modes=())
+
+
+def _qualifying(leaf, dims=(1,)):
+    ctx = _context(leaf, dims)
+    prepared, plan = _analyse(leaf.ir, ctx)
+    return sorted(s.store.ptr.name for stores in nt_stores(prepared, ctx, plan).values()
+                  for s in stores)
+
+
+def test_which_stores_qualify():
+    assert _qualifying(vadd) == ["c"]
+    assert _qualifying(stencil, (3,)) == ["An"]  # the guard became loop ranges
+    assert _qualifying(reversed_blocks, (1, 1)) == ["c"]  # after a barrier
+    assert _qualifying(two_outputs) == ["c", "d"]
+    assert _qualifying(saxpy) == []  # y is read too: 10% slower with non-temporal stores
+    assert _qualifying(strided) == []  # every other element
+    assert _qualifying(conditional) == []  # a masked store has no non-temporal form
+    assert _qualifying(counted) == []  # atomics never
+    assert _qualifying(row_sums) == ["c"]  # not d, which the uniform loop writes n times
+
+
+def _launch(leaf, extents, *args, nontemporal):
+    """Run the leaf with or without non-temporal stores; returns whether they were used."""
+    before = stats.snapshot().get("cpu_nontemporal_launches", 0)
+    threshold = 1 if nontemporal else 1 << 62
+    saved, kernel_module.NONTEMPORAL_BYTES = kernel_module.NONTEMPORAL_BYTES, threshold
+    try:
+        run(leaf, extents, *args)
+    finally:
+        kernel_module.NONTEMPORAL_BYTES = saved
+    return stats.snapshot().get("cpu_nontemporal_launches", 0) > before
+
+
+def test_only_launches_that_write_enough_use_them(monkeypatch):
+    monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1 << 20)
+    kernel = CpuBackend().compile_leaf(vadd.ir, _context(vadd, (1,)))
+
+    def uses_them(n, size=None):
+        a, b, c = (np.zeros(size or n, np.float32) for _ in range(3))
+        args = [buffer(a), a.nbytes, buffer(b), b.nbytes, buffer(c), c.nbytes]
+        return kernel.prepare(args, [], [(n,)]).nontemporal
+
+    assert uses_them(1 << 18)  # 1 MiB written
+    assert not uses_them((1 << 18) - 1)
+    assert not uses_them(1 << 10, size=1 << 20)  # a large buffer, little of it written
+    checked = CpuBackend().compile_leaf(vadd.ir, _context(vadd, (1,)), checked=True)
+    a = np.zeros(1 << 20, np.float32)
+    args = [buffer(a), a.nbytes, buffer(a), a.nbytes, buffer(a.copy()), a.nbytes]
+    assert not checked.prepare(args, [], [(1 << 20,)]).nontemporal
+    assert kernel_module.last_level_cache_bytes() >= 1 << 20
+
+
+def _floats(n, dtype):
+    """Random values with the awkward ones mixed in: NaN payloads, infinities, -0, subnormals."""
+    values = rng.standard_normal(n).astype(dtype)
+    special = np.array([np.nan, -np.inf, np.inf, -0.0, np.finfo(dtype).tiny / 4], dtype)
+    values[rng.integers(0, n, n // 7)] = rng.choice(special, n // 7)
+    return values
+
+
+def _sum(a, b):
+    with np.errstate(invalid="ignore"):  # inf + -inf
+        return a + b
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 100, 1000, 70001, 1 << 20])
+def test_same_bits_as_normal_stores(n):
+    a, b = _floats(n, np.float32), _floats(n, np.float32)
+    got, want = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    assert _launch(vadd, [(n,)], a, None, b, None, got, None, nontemporal=True)
+    assert not _launch(vadd, [(n,)], a, None, b, None, want, None, nontemporal=False)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("shift", [0, 1, 8])
+def test_two_outputs_at_different_line_offsets(shift):
+    n = 50_000
+    a = _floats(n, np.float64)
+    results = []
+    for nontemporal in (True, False):
+        c, d = np.zeros(n, np.float64), np.zeros(n + shift, np.float64)
+        assert _launch(two_outputs, [(n,)], a, None, c, None, d, None, shift,
+                       nontemporal=nontemporal) == nontemporal
+        results.append((c.view(np.uint64), d.view(np.uint64)))
+    assert all(np.array_equal(x, y) for x, y in zip(*results))
+
+
+def test_small_integer_elements():
+    n = 100_003
+    a = rng.integers(0, 256, n, dtype=np.uint8)
+    c, d = np.zeros(n, np.uint8), np.zeros(n, np.int16)
+    assert _launch(widen_u8, [(n,)], a, None, c, None, d, None, nontemporal=True)
+    assert np.array_equal(c, a ^ np.uint8(0x5A))
+    assert np.array_equal(d, a.astype(np.int16) * np.int16(-3))
+
+
+def test_unaligned_views():
+    """Views that start anywhere in a line, and one whose floats are not even 4-byte aligned."""
+    n = 40_000
+    for offset in range(17):
+        a = _floats(n + 17, np.float32)[offset:offset + n]
+        b = _floats(n + 17, np.float32)[16 - offset:16 - offset + n]
+        whole = np.full(n + 40, 7, np.float32)
+        c = whole[(3 * offset) % 17:(3 * offset) % 17 + n]
+        assert _launch(vadd, [(n,)], a, None, b, None, c, None, nontemporal=True)
+        assert np.array_equal(c.view(np.uint32), _sum(a, b).view(np.uint32))
+        outside = np.ones(whole.size, bool)
+        outside[(3 * offset) % 17:(3 * offset) % 17 + n] = False
+        assert np.all(whole[outside] == 7)
+    raw = np.zeros(4 * n + 1, np.uint8)
+    c = np.frombuffer(raw.data, np.float32, n, offset=1)  # a float at every 4k + 1 bytes
+    assert c.ctypes.data % 4 == 1 and not c.flags.aligned
+    a, b = _floats(n, np.float32), _floats(n, np.float32)
+    assert _launch(vadd, [(n,)], a, None, b, None, c, None, nontemporal=True)
+    assert np.array_equal(np.frombuffer(raw.data, np.uint32, n, offset=1),
+                          _sum(a, b).view(np.uint32))
+
+
+def test_stencil_rows():
+    nz, ny, nx = 10, 33, 70
+    A0 = _floats(nz * ny * nx, np.float32).reshape(nz, ny, nx)
+    got, want = np.full_like(A0, -1), np.full_like(A0, -1)
+    c0, c1 = np.float32(0.5), np.float32(0.25)
+    assert _launch(stencil, [(nx, ny, nz)], A0, None, got, None, c0, c1, nontemporal=True)
+    _launch(stencil, [(nx, ny, nz)], A0, None, want, None, c0, c1, nontemporal=False)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_after_a_barrier():
+    parents, width = 300, 256
+    a = _floats(parents * width, np.float32)
+    c = np.zeros_like(a)
+    assert _launch(reversed_blocks, [(width,), (parents,)], a, None, c, None, nontemporal=True)
+    blocks = a.reshape(parents, width)
+    with np.errstate(invalid="ignore"):
+        want = blocks[:, ::-1] * blocks
+    assert np.array_equal(c.view(np.uint32), want.view(np.uint32).reshape(-1))
+
+
+def test_partitions_and_consecutive_launches(monkeypatch):
+    """Several partitions on the native pool write one array; each launch then reads what the
+    previous one wrote (the fence at the end of every partition makes it visible)."""
+    monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1)
+    n = 1 << 20
+    kernel = CpuBackend().compile_leaf(vadd.ir, _context(vadd, (1,)))
+    if native_pool().threads > 1:
+        assert len(kernel._partition(1, n, n)) > 1
+    ones = np.ones(n, np.float32)
+    x, y = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    for step in range(1, 9):
+        src, dst = (x, y) if step % 2 else (y, x)
+        args = [buffer(src), src.nbytes, buffer(ones), ones.nbytes, buffer(dst), dst.nbytes]
+        prepared = kernel.prepare(args, [], [(n,)])
+        assert prepared.nontemporal
+        prepared.run()
+        assert np.all(dst == step)
+
+
+def test_concurrent_launches(monkeypatch):
+    """Launches from several Python threads: one holds the pool, the others run on their own."""
+    monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1)
+    n = 300_000
+    inputs = [(_floats(n, np.float32), _floats(n, np.float32)) for _ in range(4)]
+    outputs = [np.zeros(n, np.float32) for _ in inputs]
+
+    def launch(k):
+        for _ in range(5):
+            run(vadd, [(n,)], inputs[k][0], None, inputs[k][1], None, outputs[k], None)
+
+    threads = [threading.Thread(target=launch, args=(k,)) for k in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (a, b), c in zip(inputs, outputs):
+        assert np.array_equal(c.view(np.uint32), _sum(a, b).view(np.uint32))
+
+
+def test_aligned_vector_stores_in_the_code():
+    ctx = _context(vadd, (1,))
+    text = CpuBackend().llvm_ir(vadd.ir, ctx, nontemporal=True)
+    wide = [line for line in text.splitlines() if "store <" in line and "!nontemporal" in line]
+    assert wide and all("align 64" in line or "align 16" in line for line in wide)
+    assert "llvm.x86.sse.sfence" in text
+    assembly = jit.target_machine().emit_assembly(llvm.parse_assembly(text))
+    assert "movntps" in assembly
+    assert "!nontemporal" not in CpuBackend().llvm_ir(vadd.ir, ctx)
