@@ -18,6 +18,7 @@ from hpvm_py.backends.cpu.nontemporal import SUPPORTED, nt_stores
 from hpvm_py.runtime import stats
 from hpvm_py.backends.cpu.threads import native_pool
 from hpvm_py.types import PtrType
+from shared_leaves import stencil
 
 pytestmark = pytest.mark.skipif(not SUPPORTED, reason="non-temporal stores are x86-64 only")
 
@@ -75,21 +76,6 @@ def two_outputs(a: In[Ptr[f64]], a_bytes: i64, c: Out[Ptr[f64]], c_bytes: i64,
     i = hpvm.get_node_instance_id_x(hpvm.get_node())
     c[i] = a[i] * 3.0
     d[i + shift] = a[i] - 1.0
-
-
-@hpvm.leaf
-def stencil(A0: In[Ptr[f32]], A0_bytes: i64, An: Out[Ptr[f32]], An_bytes: i64, c0: f32, c1: f32):
-    node = hpvm.get_node()
-    i = hpvm.get_node_instance_id_x(node)
-    j = hpvm.get_node_instance_id_y(node)
-    k = hpvm.get_node_instance_id_z(node)
-    nx = hpvm.get_num_node_instances_x(node)
-    ny = hpvm.get_num_node_instances_y(node)
-    nz = hpvm.get_num_node_instances_z(node)
-    if i > 0 and i < nx - 1 and j > 0 and j < ny - 1 and k > 0 and k < nz - 1:
-        idx = i + nx * (j + ny * k)
-        An[idx] = (A0[idx + 1] + A0[idx - 1] + A0[idx + nx] + A0[idx - nx] + A0[idx + nx * ny]
-                   + A0[idx - nx * ny]) * c1 - A0[idx] * c0
 
 
 @hpvm.leaf
