@@ -23,7 +23,7 @@ from .frontend.intrinsics import (atomic_add, atomic_and, atomic_max, atomic_min
                                   get_node_instance_id_z, get_num_dims, get_num_node_instances_x,
                                   get_num_node_instances_y, get_num_node_instances_z,
                                   get_parent_node, instance_id, malloc, num_instances)
-from .runtime.api import (cleanup, compile, init, launch, pop, push, request_memory, runtime,
+from .rt.api import (cleanup, compile, init, launch, pop, push, request_memory, runtime,
                           stats, track_memory, untrack_memory, wait)
 from .textio import from_text, load, to_text
 from .types import (In, InOut, Out, Ptr, bf16, f16, f32, f64, i1, i8, i16, i32, i64, u8, u16, u32,

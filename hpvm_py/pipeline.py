@@ -19,8 +19,8 @@ from .ir import kernel as K
 from .ir.dfg import Module
 from .ir.verify import DeferredGridCheck, verify_module
 from .passes import run_passes
-from .runtime import stats
-from .runtime.plan import GraphPlan, build_plan
+from .rt import stats
+from .rt.plan import GraphPlan, build_plan
 
 TARGETS = ("cpu", "gpu", "python")
 
@@ -79,10 +79,10 @@ class CompiledGraph:
     plan: GraphPlan
     target: str
     output_shape: Any = None  # how wait() packages the outputs, worked out on first use
-    replays: Any = None  # recorded launches (runtime/replay.py)
+    replays: Any = None  # recorded launches (rt/replay.py)
 
     def __post_init__(self) -> None:
-        from .runtime.replay import Replays
+        from .rt.replay import Replays
 
         self.replays = Replays()
 

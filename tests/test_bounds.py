@@ -17,9 +17,9 @@ from hpvm_py.pipeline import compile_graph
 
 def proofs_for(root, args: list) -> dict[str, bool]:
     """Run the analysis for every leaf of root as a launch with args would."""
-    from hpvm_py.runtime.args import bind_arguments
-    from hpvm_py.runtime.executor import BoundBuffer, Executor
-    from hpvm_py.runtime.tracker import MemoryTracker
+    from hpvm_py.rt.args import bind_arguments
+    from hpvm_py.rt.executor import BoundBuffer, Executor
+    from hpvm_py.rt.tracker import MemoryTracker
 
     compiled = compile_graph(root, "python")
     results: dict[str, bool] = {}

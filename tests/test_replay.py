@@ -1,4 +1,4 @@
-"""Replayed launches (runtime/replay.py) compute exactly what a fresh launch computes."""
+"""Replayed launches (rt/replay.py) compute exactly what a fresh launch computes."""
 from __future__ import annotations
 
 import threading

@@ -98,3 +98,11 @@ def test_checked_variant_reports_out_of_bounds_on_compiled_targets(compiled_targ
         with pytest.raises(hpvm.errors.HPVMError) as info:
             hpvm.wait(hpvm.launch(vadd.root, a, a.nbytes, a, a.nbytes, c, c.nbytes, 100))
     assert "out-of-bounds" in str(info.value) or "bytes" in str(info.value)
+
+
+def test_runtime_subpackage_and_context_manager_coexist() -> None:
+    """`hpvm.runtime` is the context manager; the runtime's modules live in `hpvm_py.rt`."""
+    import hpvm_py.rt.api
+
+    assert hpvm.runtime is hpvm_py.rt.api.runtime
+    assert callable(hpvm.runtime)

@@ -15,7 +15,7 @@ from hpvm_py.backends.cpu import CpuBackend, jit
 from hpvm_py.backends.cpu import kernel as kernel_module
 from hpvm_py.backends.cpu.backend import _analyse
 from hpvm_py.backends.cpu.nontemporal import SUPPORTED, nt_stores
-from hpvm_py.runtime import stats
+from hpvm_py.rt import stats
 from hpvm_py.backends.cpu.threads import native_pool
 from hpvm_py.types import PtrType
 from shared_leaves import stencil

@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import ExecutionError, LaunchError
 from ...ir import kernel as K
 from ...ir.semantics import bf16_to_bits
-from ...runtime import stats
+from ...rt import stats
 from ...types import PtrType, ScalarType
 from ..base import BufferArg, NodeContext
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout

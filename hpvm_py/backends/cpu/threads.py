@@ -27,7 +27,7 @@ from typing import Sequence
 
 import llvmlite.ir as ir
 
-from ...runtime.pool import default_threads
+from ...rt.pool import default_threads
 from .jit import LoadedObject, emit_object, optimize
 
 I64 = ir.IntType(64)

@@ -62,7 +62,7 @@ class Executor:
         return getattr(self._local, "recorder", None)
 
     def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
-        """Run the root graph; a recorder (runtime/replay.py) keeps what a replay needs."""
+        """Run the root graph; a recorder (rt/replay.py) keeps what a replay needs."""
         self._local.recorder = recorder
         try:
             outputs = self._graph(plan, args, [], 1)

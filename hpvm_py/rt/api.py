@@ -237,7 +237,7 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
 
 
 def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[Any]:
-    """Run a non-streaming launch: replayed when it repeats a recorded one (runtime/replay.py)."""
+    """Run a non-streaming launch: replayed when it repeats a recorded one (rt/replay.py)."""
     from .args import bind_arguments
     from .replay import Recorder, replay
 
