@@ -24,6 +24,8 @@ Outputs are written in one of two modes (or not at all):
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -85,8 +87,8 @@ class Backend(Protocol):
 
 def instance_counts(extents: list[tuple[int, ...]]) -> tuple[int, int]:
     """(P, L): parent instances and leaf instances for the given extents."""
-    leaf = int(np.prod(extents[0])) if extents else 1
+    leaf = math.prod(extents[0]) if extents else 1
     parents = 1
     for level in extents[1:]:
-        parents *= int(np.prod(level)) if level else 1
+        parents *= math.prod(level)
     return parents, leaf

@@ -7,6 +7,7 @@ in any order, so running each child node for all of them in turn is a valid sche
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.base import BufferArg
-from ..errors import ExecutionError, VerificationError
+from ..errors import ExecutionError, LaunchError, VerificationError
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..types import PtrType, ScalarType
@@ -22,6 +23,10 @@ from . import stats
 from .buffers import HOST, describe, host_view
 from .plan import GraphPlan, NodePlan
 from .tracker import MemoryObject, MemoryTracker
+
+
+# Instance ids and counts are signed 64-bit values in compiled code.
+MAX_INSTANCES = (1 << 63) - 1
 
 
 @dataclass
@@ -98,7 +103,11 @@ class Executor:
              slots_so_far: dict | None = None) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Run one node for all its instances; returns its extents and its output slots."""
         ext = self._extents(node, plan, env)
-        count = int(np.prod(ext)) if ext else 1
+        count = math.prod(ext)
+        if parents * count > MAX_INSTANCES:
+            raise LaunchError(f"node {node.name} would run {parents * count} instances ({parents} "
+                              f"parent instance(s) x {list(ext)}): the instance count overflows 64 "
+                              f"bits (at most 2**63 - 1)", node.node.loc)
         if node.kernel is not None:
             outs = self._leaf(node, args, ext, ancestors, parents, count, slots_so_far)
             slots = [Slot(out, node.output_modes[port] == "per_instance", count) if out is not None else None
@@ -190,7 +199,7 @@ class Executor:
         if recorder is not None and prepare is not None and slots_so_far is not None and not ancestors:
             prepared = prepare(call, outputs, extents)
             prepared.run()
-            recorder.leaf(node, prepared, slots_so_far)
+            recorder.leaf(node, prepared, slots_so_far, call, outputs, extents)
         else:
             if recorder is not None:
                 recorder.usable = False

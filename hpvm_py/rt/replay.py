@@ -5,7 +5,9 @@ A first launch of a compiled graph records, for each leaf it ran, the kernel's p
 uniform scalars came from (a root argument, or a sibling's output). A later launch with the same
 buffer objects and the same integer arguments (instance counts, sizes and bounds proofs depend only
 on those) patches the scalars that may differ (float arguments, values computed by earlier nodes)
-and calls the drivers again: no argument re-checking, no plan walk, no allocation.
+and calls the drivers again: no argument re-checking, no plan walk, no allocation. A leaf whose
+bounds proof depends on integers computed by earlier nodes asks the proof again (a cached lookup)
+and runs the checked kernel when the new values are not proven in bounds.
 
 Only graphs made of compiled leaves directly under the root are recorded, and only when every
 edge delivers the producer's own output array or a uniform value, so that nothing computed on the
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.base import BufferArg
 from ..ir import dfg as D
 from ..types import PtrType, ScalarType
 from .args import scalar_argument
@@ -28,10 +31,38 @@ _KEPT = 8  # recordings kept per compiled graph
 
 
 @dataclass
+class _Redecide:
+    """What a step needs to choose checked or unchecked code again, as a fresh launch would: the
+    leaf's bounds proof depends on integers computed by earlier nodes, which a replay changes."""
+
+    node: Any  # the NodePlan: its kernel_for() asks the (cached) proof
+    call: list[Any]  # the launch's arguments; buffers by address only (no reference to the user's)
+    outputs: list[Any]
+    extents: list[tuple[int, ...]]
+    prepared: dict[Any, Any]  # kernel -> its prepared launch with these arguments
+
+
+@dataclass
 class _Step:
     prepared: Any  # a backend's prepared launch: run() and set_uniform(i, value)
     from_args: list[tuple[int, int, ScalarType]]  # (param index, root argument index, type)
     from_outputs: list[tuple[int, np.ndarray]]  # (param index, producer's output array)
+    redecide: _Redecide | None = None
+
+    def launch_for(self, uniforms: dict[int, Any]) -> Any:
+        """The prepared launch to run with these uniform values: the recorded one, or, when the
+        proof depends on computed values, the one for the kernel a fresh launch would choose."""
+        again = self.redecide
+        if again is None:
+            return self.prepared
+        call = list(again.call)
+        for i, value in uniforms.items():
+            call[i] = value
+        kernel = again.node.kernel_for(call, again.extents)
+        prepared = again.prepared.get(kernel)
+        if prepared is None:
+            prepared = again.prepared[kernel] = kernel.prepare(call, again.outputs, again.extents)
+        return prepared
 
 
 @dataclass
@@ -69,7 +100,8 @@ class Recorder:
         self.outputs: list[Any] = []  # per root output: its producer's array (element 0 is it)
         self.usable = True
 
-    def leaf(self, node: Any, prepared: Any, slots: dict) -> None:
+    def leaf(self, node: Any, prepared: Any, slots: dict, call: list[Any], outputs: list[Any],
+             extents: list[tuple[int, ...]]) -> None:
         """Record one leaf launch; `slots` maps (node index, port) to produced values."""
         if not getattr(prepared, "reusable", False):
             self.usable = False
@@ -90,7 +122,14 @@ class Recorder:
             elif src.edge_kind != D.ONE_TO_ONE:
                 self.usable = False  # a per-parent copy made on the host would go stale
                 return
-        self.steps.append(_Step(prepared, from_args, from_outputs))
+        step = _Step(prepared, from_args, from_outputs)
+        bounds = getattr(node, "bounds", None)
+        if bounds is not None and any(node.inputs[i].bind_port is None and node.input_modes[i] != "buffer"
+                                      for i in bounds.relevant):
+            light = [BufferArg(None, a.address, a.nbytes, None) if isinstance(a, BufferArg) else a
+                     for a in call]
+            step.redecide = _Redecide(node, light, outputs, extents, {prepared.kernel: prepared})
+        self.steps.append(step)
 
     def finish(self) -> Recording | None:
         outputs = self.outputs
@@ -130,11 +169,12 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...]) -> li
     try:
         params = func.params
         for step in recording.steps:
-            prepared = step.prepared
-            for i, port, t in step.from_args:
-                prepared.set_uniform(i, scalar_argument(func, params[port].name, t, args[port]))
-            for i, array in step.from_outputs:
-                prepared.set_uniform(i, array[0])
+            uniforms = {i: scalar_argument(func, params[port].name, t, args[port])
+                        for i, port, t in step.from_args}
+            uniforms.update((i, array[0]) for i, array in step.from_outputs)
+            prepared = step.launch_for(uniforms)
+            for i, value in uniforms.items():
+                prepared.set_uniform(i, value)
             prepared.run()
         return [o[0] for o in recording.outputs]
     finally:

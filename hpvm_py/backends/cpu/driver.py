@@ -33,6 +33,7 @@ from .privatize import MERGE_SUFFIX, build_merge
 TILE_WIDTH = 512
 _DIM_NAMES = "xyz"
 MALLOC_FAILED_SITE = -2  # recorded as -1 in the error slot
+STORAGE_ALLOC = -1  # the failed allocation was per-instance storage (else: the malloc's number)
 
 
 class DriverBuilder:
@@ -168,13 +169,17 @@ class DriverBuilder:
             return None
         offsets = []
         total: ir.Value = ir.Constant(I64, 0)
+        overflow: ir.Value = ir.Constant(ir.IntType(1), 0)
         for name, elem_bytes in arrays:
             offsets.append(total)
-            nbytes = b.mul(size, ir.Constant(I64, elem_bytes))
-            aligned = b.and_(b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, -64))
-            total = b.add(total, aligned)
+            nbytes, o1 = self._checked_op("umul", size, ir.Constant(I64, elem_bytes))
+            aligned, o2 = self._padded(nbytes)
+            total, o3 = self._checked_op("sadd", total, aligned)
+            overflow = b.or_(overflow, b.or_(o1, b.or_(o2, o3)))
+        requested = b.select(overflow, ir.Constant(I64, -1), total)  # -1: beyond 2**63 - 1
         fail_bb = self.fn.append_basic_block("storage.failed")
-        storage = self._checked_alloc("malloc", [total], "storage", fail_bb)
+        storage = self._checked_alloc("malloc", [total], "storage", fail_bb, invalid=overflow,
+                                      requested=requested, detail=ir.Constant(I64, STORAGE_ALLOC))
         with b.goto_block(fail_bb):
             b.ret_void()
         for (name, _), offset in zip(arrays, offsets):
@@ -185,11 +190,22 @@ class DriverBuilder:
                 self.arrays[name] = array
         return storage
 
+    def _padded(self, nbytes: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """nbytes rounded up to 64, and whether nbytes is negative or the rounding overflows."""
+        b = self.b
+        padded, overflow = self._checked_op("sadd", nbytes, ir.Constant(I64, 63))
+        bad = b.or_(b.icmp_signed("<", nbytes, ir.Constant(I64, 0)), overflow)
+        return b.and_(padded, ir.Constant(I64, -64)), bad
+
+    def _checked_op(self, op: str, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """a op b on i64 with llvm.*.with.overflow: (result, overflowed)."""
+        pair = getattr(self.b, f"{op}_with_overflow")(a, b)
+        return self.b.extract_value(pair, 0), self.b.extract_value(pair, 1)
+
     def _checked_alloc(self, fn_name: str, args: list[ir.Value], name: str, fail_bb: ir.Block,
-                       invalid: ir.Value | None = None, requested: ir.Value | None = None
-                       ) -> ir.Value:
-        """Allocate; when the result is null (or `invalid` holds) report `requested` bytes (default
-        the first argument) and go to fail_bb."""
+                       invalid: ir.Value | None, requested: ir.Value, detail: ir.Value) -> ir.Value:
+        """Allocate; when the result is null (or `invalid` holds) report `requested` bytes and
+        `detail` (which allocation: a malloc's number, or STORAGE_ALLOC), and go to fail_bb."""
         b = self.b
         fn = self._libc(fn_name)
         ptr = b.call(fn, args, name=name)
@@ -203,8 +219,7 @@ class DriverBuilder:
         b.cbranch(failed, bad_bb, ok_bb)
         b.position_at_end(bad_bb)
         site = ir.Constant(I64, MALLOC_FAILED_SITE)
-        size = requested if requested is not None else args[0]
-        b.call(self.memory.reporter(), [self.fn.args[6], site, size, size])
+        b.call(self.memory.reporter(), [self.fn.args[6], site, requested, detail])
         b.branch(fail_bb)
         b.position_at_end(ok_bb)
         return ptr
@@ -305,18 +320,24 @@ class DriverBuilder:
             return None
         sizes = []
         total: ir.Value = ir.Constant(I64, 1)  # calloc(0) may return null: ask for a byte more
-        negative: ir.Value = ir.Constant(ir.IntType(1), 0)
-        for assign in self.plan.mallocs:
+        invalid: ir.Value = ir.Constant(ir.IntType(1), 0)
+        culprit: ir.Value = ir.Constant(I64, 0)  # the first malloc that makes the total invalid
+        for number, assign in enumerate(self.plan.mallocs):
             assert isinstance(assign.value, K.Malloc)
             nbytes = self.em.expr(assign.value.nbytes, f"{assign.target}.bytes")
-            negative = b.or_(negative, b.icmp_signed("<", nbytes, ir.Constant(I64, 0)))
-            aligned = b.and_(b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, -64))
+            # every size and the running total must stay in [0, 2**63): a wrapped total would
+            # allocate a small block that the accesses overrun
+            aligned, o1 = self._padded(nbytes)
             sizes.append((b.sub(total, ir.Constant(I64, 1)), nbytes))
-            total = b.add(total, aligned)
-        requested = b.sub(total, ir.Constant(I64, 1), name="scratch.requested")
-        total = b.select(negative, ir.Constant(I64, 1), total, name="scratch.bytes")
+            total, o2 = self._checked_op("sadd", total, aligned)
+            bad = b.or_(o1, o2)
+            culprit = b.select(b.and_(bad, b.not_(invalid)), ir.Constant(I64, number), culprit)
+            invalid = b.or_(invalid, bad)
+        requested = b.select(invalid, ir.Constant(I64, -1), b.sub(total, ir.Constant(I64, 1)),
+                             name="scratch.requested")
+        total = b.select(invalid, ir.Constant(I64, 1), total, name="scratch.bytes")
         scratch = self._checked_alloc("calloc", [total, ir.Constant(I64, 1)], "scratch", group_end,
-                                      invalid=negative, requested=requested)
+                                      invalid=invalid, requested=requested, detail=culprit)
         for assign, (offset, nbytes) in zip(self.plan.mallocs, sizes):
             ptr_type = self.leaf.locals[assign.target]
             assert isinstance(ptr_type, PtrType)

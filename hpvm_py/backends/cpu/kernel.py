@@ -21,7 +21,7 @@ from ...types import PtrType, ScalarType
 from ..base import BufferArg, NodeContext
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
-from .driver import MALLOC_FAILED_SITE
+from .driver import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .jit import LoadedObject
 from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
@@ -222,6 +222,9 @@ class CpuKernel:
                 raise LaunchError(f"{self.leaf.name}: level {level} has {n} dimension(s); got the "
                                   f"extents {ext}", self.leaf.loc)
             checked.append(ext)
+        if math.prod(math.prod(level) for level in checked) > (1 << 63) - 1:
+            raise LaunchError(f"{self.leaf.name}: the extents {checked} give more than 2**63 - 1 "
+                              "instances: the instance count overflows 64 bits", self.leaf.loc)
         return checked
 
     def _packers(self) -> list[tuple[int, str, Any]]:
@@ -329,13 +332,28 @@ class CpuKernel:
     def _error(self, error: list[int]) -> ExecutionError:
         code, index, limit = error
         if code == MALLOC_FAILED_SITE + 1:
-            return ExecutionError(f"{self.leaf.name}: could not allocate {index} bytes of "
-                                  "storage (malloc scratch or per-instance values)", self.leaf.loc)
+            return self._allocation_error(requested=index, which=limit)
         node = self.info.sites[code - 1]
         what = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}[type(node)]
         return ExecutionError(
             f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
             f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+
+
+    def _allocation_error(self, requested: int, which: int) -> ExecutionError:
+        """A failed allocation: per-instance storage, or the malloc scratch (at malloc `which`)."""
+        name = self.leaf.name
+        if which == STORAGE_ALLOC:
+            size = "more than 2**63 - 1" if requested < 0 else str(requested)
+            return ExecutionError(f"{name}: could not allocate {size} bytes of per-instance storage "
+                                  "(too many instances in one group)", self.leaf.loc)
+        mallocs = [s for s in self.source.body if isinstance(s, K.Assign) and isinstance(s.value, K.Malloc)]
+        loc = mallocs[which].loc if 0 <= which < len(mallocs) else self.leaf.loc
+        if requested < 0:
+            return ExecutionError(f"{name}: could not allocate the malloc scratch: a size is negative, "
+                                  "or the sizes of this leaf's mallocs add up to more than 2**63 - 1 "
+                                  "bytes", loc)
+        return ExecutionError(f"{name}: could not allocate {requested} bytes of malloc scratch", loc)
 
 
 class PreparedLaunch:

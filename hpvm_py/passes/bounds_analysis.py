@@ -1,0 +1,436 @@
+"""Abstract interpretation of a leaf body over intervals: is every access provably in bounds?
+
+Given the launch's concrete values (integer scalars as intervals, buffer element counts, grid
+extents), BoundsAnalysis walks the body once in program order with an abstract state
+(passes/intervals.py). Soundness rests on these rules:
+
+- every integer value is a mathematical integer within its type's range; an operation whose
+  exact result may leave the range wraps, so it yields the whole range;
+- loaded values, atomics' old values and float-to-int casts are their type's range;
+- conditions refine the variables they compare (`if i < n:`) and record relations between affine
+  sums (`if i + k < n:`) only when those sums are exact (no wrapping anywhere inside them);
+- `break`, `continue` and `return` end their path: break states join the loop's exit, continue
+  states its head; the code after them is unreachable on that path;
+- a loop head is a real fixpoint: states are joined, growing bounds are widened to their type's
+  limits after a few rounds, a few narrowing rounds recover precision, and the body is checked
+  once more with the final head. A head that is not stable after a bounded number of rounds
+  (each round must widen or drop something, so this cannot happen unless the analysis is wrong)
+  fails the proof.
+
+Any access that cannot be shown in [0, limit) fails the whole proof: the checked code runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..ir import kernel as K
+from ..types import PtrType, ScalarType
+from .intervals import (BOOL, INF, TOP, Interval, State, binop, exact_binop, fit, forget,
+                        join_states, mul, type_range, widen_states, widens)
+
+WIDEN_AFTER = 3  # rounds of plain joins before bounds that still grow are widened
+NARROW_ROUNDS = 2
+
+_NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
+_MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+class Unprovable(Exception):
+    """Some access may be out of bounds (or a loop head could not be shown stable)."""
+
+
+@dataclass
+class _LoopExits:
+    breaks: list[State] = field(default_factory=list)
+    continues: list[State] = field(default_factory=list)
+
+
+def _is_int(t: Any) -> bool:
+    return isinstance(t, ScalarType) and t.is_int
+
+
+class BoundsAnalysis:
+    def __init__(self, leaf: K.LeafFunc, values: dict[str, Interval], limits: dict[str, int],
+                 extents: list[tuple[int, ...]], level_dims: tuple[int, ...]):
+        self.leaf = leaf
+        self.types: dict[str, Any] = {p.name: p.type for p in leaf.params}
+        self.types.update(leaf.locals)
+        self.values = values
+        self.limits = dict(limits)  # pointer name -> number of valid elements
+        self.extents = extents
+        self.level_dims = level_dims
+        self.probing = 0  # > 0 while loop heads are searched: failed accesses do not count yet
+        self.loops: list[_LoopExits] = []
+
+    def run(self) -> bool:
+        state: dict = dict(self.values)
+        for name, t in self.leaf.locals.items():
+            if _is_int(t):
+                state[name] = Interval(0, 0)  # every backend zeroes locals
+        try:
+            self._malloc_limits(state)
+            self.block(self.leaf.body, state)
+        except Unprovable:
+            return False
+        return True
+
+    def _malloc_limits(self, state: dict) -> None:
+        """Scratch sizes, as the driver evaluates them: once per group, before the body runs."""
+        assigned = {s.target for s in K.walk_stmts(self.leaf.body) if isinstance(s, K.Assign)}
+        assigned |= {s.var for s in K.walk_stmts(self.leaf.body) if isinstance(s, K.For)}
+        for stmt in self.leaf.body:
+            if isinstance(stmt, K.Assign) and isinstance(stmt.value, K.Malloc):
+                e = stmt.value.nbytes
+                known = not any(isinstance(v, K.Var) and v.name in assigned for v in K.walk_exprs(e))
+                nbytes = self.expr(e, state) if known else TOP
+                elem = stmt.value.type.elem  # type: ignore[union-attr]
+                # a negative or overflowing total fails the launch before the body runs
+                self.limits[stmt.target] = int(max(0, nbytes.lo)) // elem.nbytes
+
+    # -- statements -------------------------------------------------------------------------
+
+    def block(self, block: K.Block, state: State) -> State:
+        for stmt in block:
+            if state is None:
+                return None
+            state = self.stmt(stmt, state)
+        return state
+
+    def stmt(self, stmt: K.Stmt, state: dict) -> State:
+        if isinstance(stmt, K.Assign):
+            if isinstance(stmt.value, K.Malloc):
+                return state
+            value = self.expr(stmt.value, state)
+            state = forget(state, stmt.target)
+            t = self.types.get(stmt.target)
+            if _is_int(t):
+                state[stmt.target] = fit(value, t)
+            return state
+        if isinstance(stmt, K.Store):
+            self.access(stmt.ptr, stmt.index, state)
+            self.expr(stmt.value, state)
+            return state
+        if isinstance(stmt, (K.ExprStmt, K.Print)):
+            for e in K.child_exprs(stmt):
+                self.expr(e, state)
+            return state
+        if isinstance(stmt, K.Return):
+            for e in stmt.values:
+                self.expr(e, state)
+            return None
+        if isinstance(stmt, K.Break):
+            self.loops[-1].breaks.append(state)
+            return None
+        if isinstance(stmt, K.Continue):
+            self.loops[-1].continues.append(state)
+            return None
+        if isinstance(stmt, K.If):
+            self.expr(stmt.cond, state)
+            then = self.block(stmt.then, self.refine(stmt.cond, state, True))
+            orelse = self.block(stmt.orelse, self.refine(stmt.cond, state, False))
+            return join_states(then, orelse)
+        if isinstance(stmt, K.For):
+            return self.for_loop(stmt, state)
+        if isinstance(stmt, K.While):
+            return self.while_loop(stmt, state)
+        return state  # barrier, breakpoint
+
+    def for_loop(self, stmt: K.For, state: dict) -> State:
+        start, stop, step = (self.expr(e, state) for e in (stmt.start, stmt.stop, stmt.step))
+        if step.lo > 0:
+            var = Interval(start.lo, max(start.lo, stop.hi - 1))
+        elif step.hi < 0:
+            var = Interval(min(start.hi, stop.lo + 1), start.hi)
+        else:
+            var = start.join(stop)
+        t = self.types.get(stmt.var)
+
+        def enter(head: dict) -> State:
+            inside = forget(head, stmt.var)
+            if _is_int(t):
+                inside[stmt.var] = fit(var, t)
+            return inside
+
+        # the head holds the state before the first iteration and after each one: after the loop,
+        # the variable keeps its last value (or its old one when the loop ran zero times)
+        head, breaks = self._loop(stmt.body, forget(state, stmt.var), enter)
+        return join_states(head, *breaks)
+
+    def while_loop(self, stmt: K.While, state: dict) -> State:
+        def enter(head: dict) -> State:
+            self.expr(stmt.cond, head)
+            return self.refine(stmt.cond, head, True)
+
+        head, breaks = self._loop(stmt.body, state, enter)
+        return join_states(self.refine(stmt.cond, head, False), *breaks)
+
+    def _loop(self, body: K.Block, entry: dict, enter: Callable[[dict], State]
+              ) -> tuple[dict, list[State]]:
+        """The loop head's state (covering every iteration) and the states of its breaks."""
+        head = entry
+        self.probing += 1
+        try:
+            rounds = 0
+            while True:
+                backs, _ = self._iterate(body, enter(head))
+                grown = join_states(head, *backs)
+                assert grown is not None
+                if grown == head:
+                    break
+                rounds += 1
+                if rounds > WIDEN_AFTER + 3 * len(head) + 2:
+                    raise Unprovable  # each widened round changes some key for good: cannot happen
+                head = widen_states(head, grown, self.types) if rounds > WIDEN_AFTER else grown
+            for _ in range(NARROW_ROUNDS):
+                # head covers every reachable head state, so entry + one more iteration does too
+                backs, _ = self._iterate(body, enter(head))
+                narrowed = join_states(entry, *backs)
+                assert narrowed is not None
+                if narrowed == head:
+                    break
+                head = narrowed
+        finally:
+            self.probing -= 1
+        _, breaks = self._iterate(body, enter(head))  # the real check of the body's accesses
+        return head, breaks
+
+    def _iterate(self, body: K.Block, state: State) -> tuple[list[State], list[State]]:
+        """One pass over the body: (states going back to the head, states leaving by break)."""
+        exits = _LoopExits()
+        self.loops.append(exits)
+        try:
+            out = self.block(body, state)
+        finally:
+            self.loops.pop()
+        return [out, *exits.continues], exits.breaks
+
+    def access(self, ptr: K.Var, index: K.Expr, state: dict) -> None:
+        iv = self.bounded(index, state)
+        limit = self.limits.get(ptr.name)
+        if (limit is None or not iv.within(0, limit - 1)) and not self.probing:
+            raise Unprovable
+
+    # -- conditions -------------------------------------------------------------------------
+
+    def refine(self, cond: K.Expr, state: dict, truth: bool) -> State:
+        """The state where `cond` evaluates to `truth`; None when it cannot."""
+        if isinstance(cond, K.Logical):
+            both = (cond.op == "land") == truth
+            first = self.refine(cond.lhs, state, truth)
+            if both:
+                return None if first is None else self.refine(cond.rhs, first, truth)
+            # the left side decides, or it does not and the right side does
+            other = self.refine(cond.lhs, state, not truth)
+            return join_states(first, None if other is None else self.refine(cond.rhs, other, truth))
+        if isinstance(cond, K.UnaryOp) and cond.op == "not":
+            return self.refine(cond.operand, state, not truth)
+        if isinstance(cond, K.Const):
+            return state if bool(cond.value) == truth else None
+        if isinstance(cond, K.Var) and _is_int(cond.type) and cond.type.is_bool:
+            return self._bound(cond, "eq", Interval(int(truth), int(truth)), state)
+        if not isinstance(cond, K.Compare) or not _is_int(cond.lhs.type):
+            return state
+        op = cond.op if truth else _NEGATE[cond.op]
+        refined = self._bound(cond.lhs, op, self.expr(cond.rhs, state), state)
+        if refined is None:
+            return None
+        refined = self._bound(cond.rhs, _MIRROR[op], self.expr(cond.lhs, refined), refined)
+        if refined is None:
+            return None
+        return self._fact(cond.lhs, op, cond.rhs, refined)
+
+    def _bound(self, target: K.Expr, op: str, other: Interval, state: dict) -> State:
+        """Refine variable `target` (through widening casts) by `target op other`."""
+        while isinstance(target, K.Cast) and widens(target.value.type, target.type):
+            target = target.value  # a widening integer cast keeps the value
+        if not isinstance(target, K.Var) or target.name not in state:
+            return state
+        iv = state[target.name]
+        if op == "ne":
+            if other.lo != other.hi:
+                return state
+            lo = iv.lo + 1 if iv.lo == other.lo else iv.lo
+            hi = iv.hi - 1 if iv.hi == other.lo else iv.hi
+            narrowed = Interval(lo, hi) if lo <= hi else None
+        else:
+            allowed = {"lt": Interval(-INF, other.hi - 1), "le": Interval(-INF, other.hi),
+                       "gt": Interval(other.lo + 1, INF), "ge": Interval(other.lo, INF),
+                       "eq": other}[op]
+            narrowed = iv.meet(allowed)
+        if narrowed is None:
+            return None  # no value of the variable satisfies the condition
+        state = dict(state)
+        state[target.name] = narrowed
+        return state
+
+    # -- relations: facts about exact affine sums -------------------------------------------
+
+    def _fact(self, lhs: K.Expr, op: str, rhs: K.Expr, state: dict) -> State:
+        """Record `lhs - rhs op 0` as bounds on the sum of its non-constant terms."""
+        if op == "ne":
+            return state
+        a, b = self.affine(lhs, state), self.affine(rhs, state)
+        if a is None or b is None:
+            return state
+        terms = dict(a[0])
+        for atom, coef in b[0].items():
+            terms[atom] = terms.get(atom, 0) - coef
+        terms = {k: v for k, v in terms.items() if v}
+        if not terms or (len(terms) == 1 and all(isinstance(k, str) for k in terms)):
+            return state  # a constant, or a plain variable: _bound already refined it
+        const = a[1] - b[1]
+        lo, hi = {"lt": (-INF, -1), "le": (-INF, 0), "gt": (1, INF), "ge": (0, INF), "eq": (0, 0)}[op]
+        key = ("fact", frozenset(terms.items()))
+        bound = Interval(lo - const, hi - const)
+        old = state.get(key)
+        if old is not None:
+            bound = old.meet(bound)
+            if bound is None:
+                return None
+        state = dict(state)
+        state[key] = bound
+        return state
+
+    def affine(self, e: K.Expr, state: dict) -> tuple[dict, int] | None:
+        """e as sum(coef * atom) + const, exactly (no wrapping inside); None if not affine."""
+        if isinstance(e, K.Const) and _is_int(e.type):
+            return {}, int(e.value)
+        if isinstance(e, K.Var) and _is_int(e.type):
+            iv = state.get(e.name)
+            if iv is not None and iv.lo == iv.hi:
+                return {}, int(iv.lo)
+            return {e.name: 1}, 0
+        if isinstance(e, K.InstanceId):
+            return {("id", e.level, e.dim): 1}, 0
+        if isinstance(e, K.NumInstances):
+            return {}, self._extent(e.level, e.dim)
+        if isinstance(e, K.Cast) and widens(e.value.type, e.type):
+            return self.affine(e.value, state)
+        if isinstance(e, K.BinOp) and e.op in ("add", "sub", "mul") and _is_int(e.type):
+            exact = exact_binop(e.op, self.expr(e.lhs, state), self.expr(e.rhs, state))
+            full = type_range(e.type)
+            if exact is None or not exact.within(full.lo, full.hi):
+                return None  # it may wrap: not the mathematical sum
+            a, b = self.affine(e.lhs, state), self.affine(e.rhs, state)
+            if a is None or b is None:
+                return None
+            if e.op == "mul":
+                if not a[0]:
+                    a, b = b, a
+                if b[0]:
+                    return None  # a product of two variables is not affine
+                return {k: v * b[1] for k, v in a[0].items() if v * b[1]}, a[1] * b[1]
+            sign = 1 if e.op == "add" else -1
+            terms = dict(a[0])
+            for atom, coef in b[0].items():
+                terms[atom] = terms.get(atom, 0) + sign * coef
+            return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
+        return None
+
+    def _atom(self, atom: Any, state: dict) -> Interval:
+        if isinstance(atom, tuple):
+            n = self._extent(atom[1], atom[2])
+            return Interval(0, max(0, n - 1))
+        return state.get(atom, type_range(self.types.get(atom)))
+
+    def bounded(self, e: K.Expr, state: dict) -> Interval:
+        """The interval of e, tightened by the relations whose terms e contains (scaled)."""
+        iv = self.expr(e, state)
+        if not any(isinstance(k, tuple) for k in state):
+            return iv
+        form = self.affine(e, state)
+        if form is None:
+            return iv
+        terms, const = form
+        for key, fact in state.items():
+            if isinstance(key, str):
+                continue
+            fact_terms = dict(key[1])
+            # the index may hold the fact's terms scaled by one factor: (k0 + ty) * n + col
+            first_atom, first_coef = next(iter(fact_terms.items()))
+            mine = terms.get(first_atom, 0)
+            if mine == 0 or mine % first_coef:
+                continue
+            scale = mine // first_coef
+            if any(terms.get(atom) != scale * coef for atom, coef in fact_terms.items()):
+                continue
+            total = mul(fact, Interval(scale, scale))
+            lo, hi = total.lo + const, total.hi + const
+            for atom, coef in terms.items():
+                if atom not in fact_terms:
+                    part = mul(self._atom(atom, state), Interval(coef, coef))
+                    lo, hi = lo + part.lo, hi + part.hi
+            iv = iv.meet(Interval(lo, hi)) or iv
+        return iv
+
+    # -- expressions ------------------------------------------------------------------------
+
+    def expr(self, e: K.Expr, state: dict) -> Interval:
+        t = e.type
+        if isinstance(e, K.Const):
+            return Interval(int(e.value), int(e.value)) if _is_int(t) else TOP
+        if isinstance(e, K.Var):
+            return state.get(e.name, type_range(t)) if _is_int(t) else TOP
+        if isinstance(e, K.Load):
+            self.access(e.ptr, e.index, state)
+            return type_range(t)
+        if isinstance(e, K.Atomic):
+            self.access(e.ptr, e.index, state)
+            self.expr(e.value, state)
+            return type_range(t)  # the old content: any value
+        if isinstance(e, K.InstanceId):
+            return Interval(0, max(0, self._extent(e.level, e.dim) - 1))
+        if isinstance(e, K.NumInstances):
+            n = self._extent(e.level, e.dim)
+            return Interval(n, n)
+        if isinstance(e, K.NumDims):
+            d = self.level_dims[e.level] if e.level < len(self.level_dims) else 0
+            return Interval(d, d)
+        if isinstance(e, K.Select):
+            self.expr(e.cond, state)
+            sides = []
+            for value, truth in ((e.if_true, True), (e.if_false, False)):
+                where = self.refine(e.cond, state, truth)
+                if where is not None:
+                    sides.append(self.expr(value, where))
+            if not sides:
+                return type_range(t)
+            return sides[0].join(sides[-1])
+        if isinstance(e, K.Logical):
+            self.expr(e.lhs, state)
+            rest = self.refine(e.lhs, state, e.op == "land")  # where the right side is evaluated
+            if rest is not None:
+                self.expr(e.rhs, rest)
+            return BOOL
+        subs = [self.expr(c, state) for c in K.child_exprs(e)]
+        if not _is_int(t):
+            return TOP
+        if isinstance(e, K.Cast):
+            return fit(subs[0], t) if _is_int(e.value.type) else type_range(t)
+        if isinstance(e, K.Compare):
+            return BOOL
+        if isinstance(e, K.BinOp):
+            return binop(e.op, subs[0], subs[1], t)
+        if isinstance(e, K.UnaryOp):
+            a = subs[0]
+            if e.op == "neg":
+                return fit(Interval(-a.hi, -a.lo), t)
+            if e.op == "invert" and t.is_signed:  # ~x == -x - 1
+                return fit(Interval(-a.hi - 1, -a.lo - 1), t)
+            return BOOL if e.op == "not" else type_range(t)
+        if isinstance(e, K.MathCall) and len(subs) == 2 and e.name in ("min", "max"):
+            a, b = subs
+            pick = min if e.name == "min" else max
+            return Interval(pick(a.lo, b.lo), pick(a.hi, b.hi))
+        if isinstance(e, K.MathCall) and e.name == "abs":
+            a = subs[0]
+            if a.lo >= 0:
+                return a
+            return fit(Interval(0 if a.hi >= 0 else -a.hi, max(-a.lo, a.hi)), t)
+        return type_range(t)
+
+    def _extent(self, level: int, dim: int) -> int:
+        if level < len(self.extents) and dim < len(self.extents[level]):
+            return int(self.extents[level][dim])
+        return 1

@@ -1,0 +1,143 @@
+"""The interval domain of the bounds analysis (passes/bounds_analysis.py).
+
+An abstract state maps each integer variable to the interval of values it may hold, and each
+relation key ("fact", terms) to the interval of that affine sum of atoms. None is the state of
+code that cannot run (after break, continue or return). Values are mathematical integers: an
+operation whose exact result may leave its type's range wraps, so it gets the whole range.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..types import ScalarType
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Interval:
+    lo: float
+    hi: float
+
+    def join(self, other: "Interval") -> "Interval":
+        return Interval(min(self.lo, other.lo), max(self.hi, other.hi))
+
+    def meet(self, other: "Interval") -> "Interval | None":
+        lo, hi = max(self.lo, other.lo), min(self.hi, other.hi)
+        return Interval(lo, hi) if lo <= hi else None
+
+    def within(self, lo: float, hi: float) -> bool:
+        return lo <= self.lo and self.hi <= hi
+
+
+TOP = Interval(-INF, INF)
+BOOL = Interval(0, 1)
+
+State = Optional[dict]  # name or relation key -> Interval; None: unreachable
+
+
+def type_range(t: Any) -> Interval:
+    if isinstance(t, ScalarType) and t.is_int:
+        return Interval(t.min_value(), t.max_value())
+    return TOP
+
+
+def fit(iv: Interval, t: Any) -> Interval:
+    """Values outside the type's range wrap: then nothing is known but the range."""
+    full = type_range(t)
+    return iv if iv.within(full.lo, full.hi) else full
+
+
+def wrap(value: int, t: ScalarType) -> int:
+    """An integer as a value of type t holds it (two's complement wrapping)."""
+    if t.is_bool:
+        return int(value != 0)
+    value &= (1 << t.bits) - 1
+    if t.is_signed and value >> (t.bits - 1):
+        value -= 1 << t.bits
+    return value
+
+
+def widens(src: Any, dst: Any) -> bool:
+    """An integer cast that keeps every value of src."""
+    if not (isinstance(src, ScalarType) and src.is_int and isinstance(dst, ScalarType) and dst.is_int):
+        return False
+    full = type_range(dst)
+    return type_range(src).within(full.lo, full.hi)
+
+
+def mul(a: Interval, b: Interval) -> Interval:
+    products = [0 if (x == 0 or y == 0) else x * y for x in (a.lo, a.hi) for y in (b.lo, b.hi)]
+    return Interval(min(products), max(products))
+
+
+def exact_binop(op: str, a: Interval, b: Interval) -> Interval | None:
+    """The exact (unwrapped) result of add/sub/mul; None for other operators."""
+    if op == "add":
+        return Interval(a.lo + b.lo, a.hi + b.hi)
+    if op == "sub":
+        return Interval(a.lo - b.hi, a.hi - b.lo)
+    if op == "mul":
+        return mul(a, b)
+    return None
+
+
+def binop(op: str, a: Interval, b: Interval, t: ScalarType) -> Interval:
+    """The interval of `a op b` computed in type t (language semantics: wrapping, floor division,
+    a zero divisor gives 0, shifts outside [0, bits) give 0 or -1)."""
+    exact = exact_binop(op, a, b)
+    if exact is not None:
+        return fit(exact, t)
+    finite = all(math.isfinite(x) for x in (a.lo, a.hi))
+    if op == "floordiv" and b.lo > 0 and finite:  # a positive divisor: monotone in both
+        return fit(Interval(min(a.lo // b.lo, a.lo // b.hi), max(a.hi // b.lo, a.hi // b.hi)), t)
+    if op == "mod" and b.lo > 0:  # Python's %: the divisor's sign, below the divisor
+        if a.lo >= 0 and a.hi < b.lo:
+            return a
+        return Interval(0, b.hi - 1)
+    if op == "and" and (a.lo >= 0 or b.lo >= 0):  # a non-negative operand masks the result
+        return Interval(0, min(x.hi for x in (a, b) if x.lo >= 0))
+    if op == "shr" and a.lo >= 0 and b.lo >= 0:  # a non-negative value shifted right shrinks
+        return Interval(0, a.hi)
+    return type_range(t)
+
+
+def join_states(*states: State) -> State:
+    """What holds on every reachable path: keys known on all of them, their intervals joined
+    (a variable missing from a state is unknown there, a relation missing does not hold)."""
+    live = [s for s in states if s is not None]
+    if not live:
+        return None
+    first, rest = live[0], live[1:]
+    out = {}
+    for k, v in first.items():
+        for s in rest:
+            other = s.get(k)
+            if other is None:
+                break
+            v = v.join(other)
+        else:
+            out[k] = v
+    return out
+
+
+def widen_states(old: dict, new: dict, types: dict[str, Any]) -> dict:
+    """`new` with every bound that grew since `old` pushed to its type's limit; relations that
+    changed are dropped. Each key can then change at most twice more, so iteration terminates."""
+    out = {}
+    for k, v in new.items():
+        before = old.get(k)
+        if before is None or before == v:
+            out[k] = v
+        elif isinstance(k, str):
+            full = type_range(types.get(k))
+            out[k] = Interval(full.lo if v.lo < before.lo else v.lo, full.hi if v.hi > before.hi else v.hi)
+    return out
+
+
+def forget(state: dict, name: str) -> dict:
+    """state without the relations that mention variable `name` (it is about to change)."""
+    return {k: v for k, v in state.items()
+            if isinstance(k, str) or all(atom != name for atom, _ in k[1])}

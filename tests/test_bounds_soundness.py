@@ -1,0 +1,181 @@
+"""The launch-time bounds proof never lets compiled code touch memory outside a buffer.
+
+One regression test per hole the proof once had: indices computed by an earlier node and replayed
+launches, loops left by break/continue/return, chains of loop-carried variables, relations proven
+on wrapping arithmetic, malloc sizes that overflow, grids whose instance count overflows. Every
+buffer sits between guard zones (tests/differential/guard.py); the python target, which checks
+every access itself, is the reference for results and for the line an error names.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py.errors import ExecutionError, LaunchError
+from conftest import TARGETS
+from differential.guard import Guarded
+from programs import bounds_holes as holes
+
+CHECKED_TARGETS = [t for t in ("python", "cpu") if t in TARGETS]
+
+
+def marked_line(name: str) -> int:
+    lines = Path(holes.__file__).read_text().splitlines()
+    return next(no for no, text in enumerate(lines, 1) if f"# oob:{name}" in text)
+
+
+def launch(root, *args) -> None:
+    hpvm.wait(hpvm.launch(root, *args))
+
+
+def replays() -> int:
+    return hpvm.stats()["replayed_launches"]
+
+
+@pytest.fixture(params=CHECKED_TARGETS)
+def checked_target(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+# -- values from earlier nodes, and replays --------------------------------------------------------
+
+def test_an_index_over_an_edge_is_decided_again_when_a_replay_changes_it(checked_target: str) -> None:
+    src = Guarded(np.array([3], np.int64))
+    out = Guarded(np.zeros(8, np.float32))
+    args = (src.view, src.view.nbytes, out.view, out.view.nbytes)
+    with hpvm.runtime(checked_target):
+        launch(holes.edge_index, *args)  # proven in bounds
+        assert out.view.tolist() == [0, 0, 0, 1, 0, 0, 0, 0]
+        before = replays()
+        src.view[0] = 1000  # same buffers and scalars: a replay, with an index far out of range
+        with pytest.raises(ExecutionError, match="out-of-bounds") as info:
+            launch(holes.edge_index, *args)
+        assert info.value.loc.line == marked_line("put")
+        src.view[0] = 5  # in range again: the unchecked code may run again
+        launch(holes.edge_index, *args)
+        if checked_target == "cpu":
+            assert replays() - before == 1  # a replay (the failed one is not counted)
+    assert out.view.tolist() == [0, 0, 0, 1, 0, 1, 0, 0]
+    assert src.intact() and out.intact()
+
+
+def test_per_instance_indices_over_an_edge_are_decided_again(checked_target: str) -> None:
+    src = Guarded(np.arange(6, dtype=np.int64))
+    out = Guarded(np.zeros(6, np.float32))
+    args = (src.view, src.view.nbytes, out.view, out.view.nbytes, 6)
+    with hpvm.runtime(checked_target):
+        launch(holes.edge_index_each, *args)
+        src.view[4] = -3
+        with pytest.raises(ExecutionError, match="out-of-bounds") as info:
+            launch(holes.edge_index_each, *args)
+        assert info.value.loc.line == marked_line("put_each")
+        src.view[4] = 4
+        out.view[:] = 0
+        launch(holes.edge_index_each, *args)
+    assert out.view.tolist() == [2.0] * 6
+    assert src.intact() and out.intact()
+
+
+# -- loops ---------------------------------------------------------------------------------------
+
+LOOP_CASES = {
+    # graph, marker of the bad access (None: never out of range), data that goes out of range
+    "while_break": (holes.run_while_break, "while_break", [5, 5, 5, 0, 5, 5, 5, 5]),
+    "for_break": (holes.run_for_break, "for_break", [5, 5, 0, 5, 5, 5, 5, 5]),
+    "while_continue": (holes.run_while_continue, "while_continue", [5, 5, 5, 5, 5, 5, 5, 0]),
+    "for_return": (holes.run_for_return, None, [5, 5, 5, 0, 5, 5, 5, 5]),
+}
+
+
+def run_loop_case(target: str, graph, data: list[int]) -> tuple[list[float], Exception | None]:
+    d = Guarded(np.array(data, np.int64))
+    out = Guarded(np.zeros(8, np.float32))
+    error = None
+    with hpvm.runtime(target):
+        try:
+            launch(graph, d.view, d.view.nbytes, out.view, out.view.nbytes)
+        except ExecutionError as exc:
+            error = exc
+    assert d.intact() and out.intact(), "a write outside the buffer"
+    return out.view.tolist(), error
+
+
+@pytest.mark.parametrize("case", sorted(LOOP_CASES))
+def test_loops_left_early_are_joined_into_the_exit_and_head(case: str) -> None:
+    graph, marker, bad = LOOP_CASES[case]
+    for data in ([5] * 8, bad):
+        results = {t: run_loop_case(t, graph, data) for t in CHECKED_TARGETS}
+        for target, (values, error) in results.items():
+            if marker is not None and data is bad:
+                assert error is not None and error.loc.line == marked_line(marker), (target, error)
+            else:
+                assert error is None, (target, error)
+                assert values == results["python"][0], target
+
+
+def test_a_chain_of_loop_carried_variables_reaches_the_fixpoint(checked_target: str) -> None:
+    out = Guarded(np.zeros(8, np.float32))
+    with hpvm.runtime(checked_target):
+        launch(holes.run_carried_chain, out.view, out.view.nbytes, 5)  # e is still 0 at each write
+        assert out.view.tolist() == [1.0] + [0.0] * 7
+        with pytest.raises(ExecutionError, match="out-of-bounds") as info:
+            launch(holes.run_carried_chain, out.view, out.view.nbytes, 6)  # the sixth writes out[1000]
+    assert info.value.loc.line == marked_line("carried_chain")
+    assert out.intact()
+
+
+# -- wrapping arithmetic ---------------------------------------------------------------------------
+
+def test_relations_on_wrapping_arithmetic_do_not_bound_the_exact_sum(checked_target: str) -> None:
+    out = Guarded(np.zeros(8, np.float32))
+    with hpvm.runtime(checked_target):
+        for data in ([3, 2], [-128, -128]):  # the i8 sum of the second pair wraps to 0
+            d = Guarded(np.array(data, np.int8))
+            args = (d.view, d.view.nbytes, out.view, out.view.nbytes)
+            if data[0] > 0:
+                launch(holes.run_wrapped_relation, *args)
+                continue
+            with pytest.raises(ExecutionError, match="out-of-bounds") as info:
+                launch(holes.run_wrapped_relation, *args)
+            assert info.value.loc.line == marked_line("wrapped_relation")
+    assert out.view.tolist() == [0, 0, 0, 0, 0, 1, 0, 0]
+    assert out.intact()
+
+
+# -- sizes that overflow 64 bits ---------------------------------------------------------------------
+
+def test_malloc_sizes_whose_sum_overflows_are_an_error(checked_target: str) -> None:
+    out = Guarded(np.zeros(4, np.float32))
+    with hpvm.runtime(checked_target):
+        launch(holes.run_huge_scratch, 64, out.view, out.view.nbytes, 4)
+        assert out.view.tolist() == [10.0] * 4
+        with pytest.raises(ExecutionError, match="allocate") as info:
+            launch(holes.run_huge_scratch, 2**62, out.view, out.view.nbytes, 4)  # 4 * 2**62 wraps to 0
+    if checked_target == "cpu":  # the python target fails at the first malloc numpy cannot make
+        assert "add up" in info.value.message
+        assert info.value.loc.line == marked_line("huge_scratch")
+    assert out.intact()
+
+
+def test_a_grid_whose_instance_count_overflows_is_a_launch_error(checked_target: str) -> None:
+    out = Guarded(np.zeros(4, np.float32))
+    with hpvm.runtime(checked_target):
+        with pytest.raises(LaunchError, match="overflows") as info:
+            launch(holes.huge_grid, out.view, out.view.nbytes, 2**32, 2**32)
+        launch(holes.huge_grid, out.view, out.view.nbytes, 2, 3)
+    assert info.value.loc.line == marked_line("huge_grid")
+    assert out.view[0] == 1.0 and out.intact()
+
+
+@pytest.mark.skipif("cpu" not in TARGETS, reason="a cpu kernel launched directly")
+def test_the_cpu_kernel_refuses_overflowing_extents_itself() -> None:
+    from backends.cpu_harness import run
+
+    out = np.zeros(4, np.float32)
+    with pytest.raises(LaunchError, match="overflows"):
+        run(holes.mark, [(2**40, 2**40)], out, None)
+    run(holes.mark, [(2, 2)], out, None)
+    assert out[0] == 1.0
