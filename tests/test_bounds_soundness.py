@@ -8,6 +8,7 @@ every access itself, is the reference for results and for the line an error name
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +180,64 @@ def test_the_cpu_kernel_refuses_overflowing_extents_itself() -> None:
         run(holes.mark, [(2**40, 2**40)], out, None)
     run(holes.mark, [(2, 2)], out, None)
     assert out[0] == 1.0
+
+
+# -- generated programs: indices from data, run on cpu and python, launched twice -----------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from differential import bounds_generator as gen  # noqa: E402
+
+GENERATED = int(os.environ.get("HPVM_BOUNDS_EXAMPLES", "60"))
+DATA_SETS = 3  # launch pairs per program: compiled code is reused
+
+
+def generated_inputs(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    data = rng.integers(-3, 21, gen.DATA)
+    wild = rng.random(gen.DATA) < 0.1  # now and then a value far outside every buffer
+    data[wild] = rng.choice([-2**63, 2**63 - 1, -2**31, 2**40, 1000, -1000], int(wild.sum()))
+    return {"src": rng.integers(-6, 25, gen.SRC), "data": data}
+
+
+def outcome(module, target: str, buffers: dict[str, Guarded], m: int) -> tuple:
+    """One launch: ("ok", out, res) or ("error", line); the guard zones must hold either way."""
+    buffers["out"].view[:] = 0
+    buffers["res"].view[:] = 0
+    views = [buffers[k].view for k in ("src", "data", "out", "res")]
+    args = [x for v in views for x in (v, v.nbytes)] + [1, m]
+    try:
+        launch(module.root, *args)
+        result: tuple = ("ok", buffers["out"].view.tolist(), buffers["res"].view.tolist())
+    except ExecutionError as exc:
+        result = ("error", exc.loc.line if exc.loc else None)
+    broken = [k for k, b in buffers.items() if not b.intact()]
+    assert not broken, f"[{target}] wrote outside {broken}"
+    return result
+
+
+@settings(max_examples=GENERATED, deadline=None, derandomize=False,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program=gen.bounds_programs(), seed=st.integers(0, 2**32 - 1),
+       m=st.sampled_from([gen.SCRATCH * 8] * 3 + [4 * 8, 0]))
+def test_generated_programs_agree_and_stay_in_bounds(program: gen.BoundsProgram, seed: int, m: int) -> None:
+    module = gen.load(program)
+    rng = np.random.default_rng(seed)
+    pairs = [(generated_inputs(rng), generated_inputs(rng)) for _ in range(DATA_SETS)]
+    results: dict[str, list[tuple]] = {}
+    for target in CHECKED_TARGETS:
+        results[target] = []
+        with hpvm.runtime(target):
+            for first_inputs, second_inputs in pairs:
+                buffers = {k: Guarded(v) for k, v in first_inputs.items()}
+                buffers["out"] = Guarded(np.zeros(gen.OUT, np.int64))
+                buffers["res"] = Guarded(np.zeros(1, np.int64))
+                results[target].append(outcome(module, target, buffers, m))
+                for k, v in second_inputs.items():  # same buffers and scalars: a replay on cpu
+                    buffers[k].view[:] = v
+                results[target].append(outcome(module, target, buffers, m))
+    reference = results["python"]
+    for target, got in results.items():
+        for k, (expected, actual) in enumerate(zip(reference, got)):
+            assert actual == expected, (f"[{target}] launch {k} differs from the python target\n"
+                                        f"{program.source}\ninputs: {pairs[k // 2]}\nm = {m}")
