@@ -241,3 +241,50 @@ def test_generated_programs_agree_and_stay_in_bounds(program: gen.BoundsProgram,
         for k, (expected, actual) in enumerate(zip(reference, got)):
             assert actual == expected, (f"[{target}] launch {k} differs from the python target\n"
                                         f"{program.source}\ninputs: {pairs[k // 2]}\nm = {m}")
+
+
+# -- the analysis, construct by construct ------------------------------------------------------------
+
+from hpvm_py.backends.base import BufferArg, NodeContext  # noqa: E402
+from hpvm_py.passes.bounds import BoundsProof  # noqa: E402
+from programs import bounds_audit as audit  # noqa: E402
+
+
+def proven(leaf, k_values: list[int]) -> bool:
+    """Whether the proof lets `leaf` run unchecked with out of 8 i64, data of 4 u8, and `k` one
+    value per instance (an int64 array, converted to the parameter's type as the kernel does)."""
+    ctx = NodeContext(level_dims=(1,), input_modes=("buffer", "uniform", "buffer", "uniform", "per_instance"),
+                      output_modes=())
+    args = [BufferArg(None, 0, 64, None), np.int64(64), BufferArg(None, 0, 4, None), np.int64(4),
+            np.array(k_values, np.int64)]
+    return BoundsProof(leaf.ir, ctx).holds(args, [(len(k_values),)])
+
+
+AUDIT = [  # leaf, k's values, proven
+    (audit.floordiv, [1, 4], True), (audit.floordiv, [0, 4], False), (audit.floordiv, [-1, 4], False),
+    (audit.modulo, [1, 8], True), (audit.modulo, [-3, 8], False),
+    (audit.shift_right, [4, 19], True), (audit.shift_right, [0, 8], False),
+    (audit.shift_left, [0, 2], False),
+    (audit.float_cast, [0, 7], False),
+    (audit.unsigned_wrap, [1, 8], True), (audit.unsigned_wrap, [0, 8], False),
+    (audit.loaded_guard, [0, 8], True), (audit.loaded_guard, [0, 9], False),
+    (audit.select, [0, 7], True), (audit.select, [0, 8], False),
+    (audit.atomic_old, [0, 1], False),
+    (audit.clamp, [-100, 100], True),
+    (audit.min_only, [0, 100], True), (audit.min_only, [-5, 100], False),
+    (audit.narrow_guard, [0, 7], True), (audit.narrow_guard, [0, 1000], False),
+    (audit.abs_index, [-7, 7], True), (audit.abs_index, [-8, 3], False),
+    (audit.relation_in_loop, [0, 4], False),
+    (audit.relation_kept, [0, 4], True),
+    (audit.loop_var_assigned, [1, 8], True), (audit.loop_var_assigned, [0, 8], False),
+    (audit.zero_trip, [0, 8], False),
+    (audit.while_true, [1, 8], True), (audit.while_true, [0, 8], False),
+    (audit.many_loops, [0, 5], True),
+    (audit.narrow_param, [3, 7], True), (audit.narrow_param, [3, 200], False),
+]
+
+
+@pytest.mark.parametrize("leaf, k_values, expected", AUDIT,
+                         ids=[f"{leaf.ir.name}{values}" for leaf, values, _ in AUDIT])
+def test_the_analysis_is_sound_construct_by_construct(leaf, k_values: list[int], expected: bool) -> None:
+    assert proven(leaf, k_values) is expected

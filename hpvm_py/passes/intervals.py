@@ -99,8 +99,11 @@ def binop(op: str, a: Interval, b: Interval, t: ScalarType) -> Interval:
         return Interval(0, b.hi - 1)
     if op == "and" and (a.lo >= 0 or b.lo >= 0):  # a non-negative operand masks the result
         return Interval(0, min(x.hi for x in (a, b) if x.lo >= 0))
-    if op == "shr" and a.lo >= 0 and b.lo >= 0:  # a non-negative value shifted right shrinks
-        return Interval(0, a.hi)
+    if op == "shr" and a.lo >= 0 and b.lo >= 0 and finite:  # a non-negative value shrinks
+        # (a count of `bits` or more gives 0)
+        lo = int(a.lo) >> int(b.hi) if b.hi < t.bits else 0
+        hi = int(a.hi) >> int(b.lo) if b.lo < t.bits else 0
+        return Interval(lo, hi)
     return type_range(t)
 
 

@@ -1,0 +1,143 @@
+"""Leaves for the audit of the bounds analysis (tests/test_bounds_soundness.py): each one indexes
+`out` (8 elements) with `k` (an i64 given per instance: the analysis knows its minimum and maximum)
+through one construct whose semantics an interval analysis can get wrong."""
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Ptr, f32, i8, i64, u8, u32
+
+
+@hpvm.leaf
+def floordiv(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[7 // k] = 1  # k may be 0 (gives 0) or negative (gives a negative index)
+
+
+@hpvm.leaf
+def modulo(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[5 % k] = 1  # Python's %: the divisor's sign
+
+
+@hpvm.leaf
+def shift_right(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[(k - 4) >> 1] = 1  # a negative value stays negative
+
+
+@hpvm.leaf
+def shift_left(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[1 << k] = 1
+
+
+@hpvm.leaf
+def float_cast(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[i64(f32(k) * 0.5)] = 1
+
+
+@hpvm.leaf
+def unsigned_wrap(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[u32(k) - u32(1)] = 1  # 0 - 1 wraps to 2**32 - 1
+
+
+@hpvm.leaf
+def loaded_guard(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    x = data[0]
+    if x < u8(k):
+        out[x] = 1
+
+
+@hpvm.leaf
+def select(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[k if data[0] > 3 else 0] = 1
+
+
+@hpvm.leaf
+def atomic_old(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    old = hpvm.atomic_add(out, 0, k)
+    out[old] = 1  # the old content: anything
+
+
+@hpvm.leaf
+def clamp(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[max(min(k, 7), 0)] = 1
+
+
+@hpvm.leaf
+def min_only(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[min(k, 7)] = 1
+
+
+@hpvm.leaf
+def narrow_guard(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    if i8(k) < i8(8) and i8(k) >= i8(0):  # says nothing about k itself
+        out[k] = 1
+
+
+@hpvm.leaf
+def abs_index(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    out[abs(k)] = 1
+
+
+@hpvm.leaf
+def relation_in_loop(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    a = i64(data[0])
+    if a + k < 8 and a + k >= 0:
+        for t in range(3):
+            out[a + k] = 1  # true in the first iteration only: a grows
+            a = a + 1
+
+
+@hpvm.leaf
+def relation_kept(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    a = i64(data[0])
+    if a + k < 8 and a + k >= 0:
+        for t in range(3):
+            out[a + k] = 1  # a and k do not change in the loop
+
+
+@hpvm.leaf
+def loop_var_assigned(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    for t in range(k):
+        t = t + 100
+        out[t - 100] = 1
+    out[k - 1] = 2
+
+
+@hpvm.leaf
+def zero_trip(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    t = 50
+    for t in range(k):
+        out[t] = 1
+    out[t - 43] = 2  # t is still 50 when the loop ran zero times
+
+
+@hpvm.leaf
+def while_true(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    j = 0
+    while True:
+        if j >= k:
+            break
+        out[j] = 1
+        j = j + 1
+    out[j - 1] = 2
+
+
+@hpvm.leaf
+def many_loops(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    a = 0
+    b = 0
+    c = 0
+    for t in range(k):
+        for w in range(k):
+            for z in range(k):
+                a = b + 1
+                b = c * 2
+                c = a - b
+                if a < 8 and a >= 0:
+                    out[a] = 1
+                while c > 3:
+                    c = c - 1
+                    if data[0] == 0:
+                        break
+    out[0] = a
+
+
+@hpvm.leaf
+def narrow_param(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i8):
+    out[k] = 1  # k arrives as i8: 200 given in an int64 array becomes -56
