@@ -47,20 +47,34 @@ class BoundsProof:
         if not self.has_accesses:
             return True
         try:
-            values, limits = self._environment(args)
-        except (TypeError, ValueError, OverflowError, IndexError):
-            return False  # malformed arguments: the checked kernel reports them while packing
-        key = (tuple(map(tuple, extents)), tuple(sorted(values.items())), tuple(sorted(limits.items())))
-        with self._lock:
+            key = self._key(args, extents)
             cached = self._cache.get(key)
-        if cached is not None:
-            return cached
+            if cached is not None:
+                return cached
+            values, limits = self._environment(args)
+        except (TypeError, ValueError, OverflowError, IndexError, AttributeError):
+            return False  # malformed arguments: the checked kernel reports them while packing
         result = BoundsAnalysis(self.leaf, values, limits, extents, self.ctx.level_dims).run()
         with self._lock:
             if len(self._cache) >= _KEPT:
                 self._cache.clear()
             self._cache[key] = result
         return result
+
+    def _key(self, args: list[Any], extents: list[tuple[int, ...]]) -> tuple:
+        """What the proof depends on, cheaply: extents, buffer sizes, integer scalars (arrays by
+        their minimum and maximum)."""
+        parts: list[Any] = [tuple(extents)]
+        modes, params = self.ctx.input_modes, self.leaf.params
+        for i in self.relevant:
+            arg, mode = args[i], modes[i]
+            if mode == "buffer":
+                parts.append(arg.nbytes)
+            elif mode == "uniform":
+                parts.append(int(arg))
+            else:
+                parts.append(_array_range(arg, params[i].type))
+        return tuple(parts)
 
     def _environment(self, args: list[Any]) -> tuple[dict[str, Interval], dict[str, int]]:
         """Integer scalars as the kernel receives them (wrapped to their type), and the number of
@@ -72,20 +86,27 @@ class BoundsProof:
             p, arg, mode = params[i], args[i], self.ctx.input_modes[i]
             t = p.type
             if isinstance(t, PtrType):
-                real = arg.nbytes if isinstance(arg, BufferArg) else 0
+                real = arg.nbytes
                 size = args[i + 1] if i + 1 < len(args) else real
                 size = int(size) if np.ndim(size) == 0 else int(np.min(size)) if np.size(size) else 0
                 limits[p.name] = max(0, min(size, real)) // t.elem.nbytes
             elif mode == "uniform":
-                v = wrap(int(np.asarray(arg).item()), t)
+                v = wrap(int(arg), t)
                 values[p.name] = Interval(v, v)
-            else:  # one value per instance or per parent: as the kernel converts them
-                arr = np.asarray(arg).reshape(-1)
-                if arr.dtype != t.numpy_dtype:
-                    arr = arr.astype(t.numpy_dtype)
-                if arr.size:
-                    values[p.name] = Interval(int(arr.min()), int(arr.max()))
+            else:
+                extremes = _array_range(arg, t)
+                if extremes is not None:
+                    values[p.name] = Interval(*extremes)
         return values, limits
+
+
+def _array_range(arg: Any, t: ScalarType) -> tuple[int, int] | None:
+    """Minimum and maximum of one value per instance (or per parent), converted to t as the
+    kernel converts them (NumPy casts wrap); None when there are none."""
+    arr = np.asarray(arg).reshape(-1)
+    if arr.dtype != t.numpy_dtype:
+        arr = arr.astype(t.numpy_dtype)
+    return (int(arr.min()), int(arr.max())) if arr.size else None
 
 
 def _is_int(t: Any) -> bool:
