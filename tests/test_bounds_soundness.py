@@ -155,9 +155,12 @@ def test_malloc_sizes_whose_sum_overflows_are_an_error(checked_target: str) -> N
         assert out.view.tolist() == [10.0] * 4
         with pytest.raises(ExecutionError, match="allocate") as info:
             launch(holes.run_huge_scratch, 2**62, out.view, out.view.nbytes, 4)  # 4 * 2**62 wraps to 0
-    if checked_target == "cpu":  # the python target fails at the first malloc numpy cannot make
-        assert "add up" in info.value.message
-        assert info.value.loc.line == marked_line("huge_scratch")
+        if checked_target == "cpu":  # the python target fails at the first malloc numpy cannot make
+            assert "add up" in info.value.message
+            assert info.value.loc.line == marked_line("huge_scratch")
+        with pytest.raises(ExecutionError, match="negative") as info:
+            launch(holes.run_huge_scratch, -4, out.view, out.view.nbytes, 4)
+        assert info.value.loc.line == marked_line("huge_scratch") - 1  # the first malloc of n bytes
     assert out.intact()
 
 

@@ -31,7 +31,9 @@ class _Group:
             from ...types import SCALAR_TYPES
 
             t = SCALAR_TYPES[elem]
-            count = max(0, int(nbytes)) // t.nbytes
+            if int(nbytes) < 0:  # as on the compiled targets
+                raise ValueError(f"could not allocate the malloc scratch: a negative size ({int(nbytes)})")
+            count = int(nbytes) // t.nbytes
             self.blocks[site] = ops.Buffer(f"malloc#{len(self.blocks)}", np.zeros(count, t.numpy_dtype),
                                            t == bf16)
         return self.blocks[site]
