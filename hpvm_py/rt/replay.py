@@ -128,7 +128,8 @@ class Recorder:
                                       for i in bounds.relevant):
             light = [BufferArg(None, a.address, a.nbytes, None) if isinstance(a, BufferArg) else a
                      for a in call]
-            step.redecide = _Redecide(node, light, outputs, extents, {prepared.kernel: prepared})
+            kernel = node.kernel_for(call, extents)  # the one that ran: the proof is cached
+            step.redecide = _Redecide(node, light, outputs, extents, {kernel: prepared})
         self.steps.append(step)
 
     def finish(self) -> Recording | None:
