@@ -2,9 +2,12 @@
 
 One regression test per hole the proof once had: indices computed by an earlier node and replayed
 launches, loops left by break/continue/return, chains of loop-carried variables, relations proven
-on wrapping arithmetic, malloc sizes that overflow, grids whose instance count overflows. Every
-buffer sits between guard zones (tests/differential/guard.py); the python target, which checks
-every access itself, is the reference for results and for the line an error names.
+on wrapping arithmetic, malloc sizes that overflow, grids whose instance count overflows. Then
+generated programs (tests/differential/bounds_generator.py) launched twice on cpu and python, and
+an audit of the analysis construct by construct. Every buffer sits between guard zones
+(tests/differential/guard.py); the python target, which checks every access itself, is the
+reference for results and for the line an error names. HPVM_BOUNDS_EXAMPLES sets the number of
+generated programs.
 """
 from __future__ import annotations
 
@@ -13,11 +16,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hpvm_py as hpvm
+from hpvm_py.backends.base import BufferArg, NodeContext
 from hpvm_py.errors import ExecutionError, LaunchError
+from hpvm_py.passes.bounds import BoundsProof
 from conftest import TARGETS
+from differential import bounds_generator as gen
 from differential.guard import Guarded
+from programs import bounds_audit as audit
 from programs import bounds_holes as holes
 
 CHECKED_TARGETS = [t for t in ("python", "cpu") if t in TARGETS]
@@ -187,12 +196,8 @@ def test_the_cpu_kernel_refuses_overflowing_extents_itself() -> None:
 
 # -- generated programs: indices from data, run on cpu and python, launched twice -----------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
-from differential import bounds_generator as gen  # noqa: E402
-
-GENERATED = int(os.environ.get("HPVM_BOUNDS_EXAMPLES", "60"))
+GENERATED = int(os.environ.get("HPVM_BOUNDS_EXAMPLES", "100"))
 DATA_SETS = 3  # launch pairs per program: compiled code is reused
 
 
@@ -247,10 +252,6 @@ def test_generated_programs_agree_and_stay_in_bounds(program: gen.BoundsProgram,
 
 
 # -- the analysis, construct by construct ------------------------------------------------------------
-
-from hpvm_py.backends.base import BufferArg, NodeContext  # noqa: E402
-from hpvm_py.passes.bounds import BoundsProof  # noqa: E402
-from programs import bounds_audit as audit  # noqa: E402
 
 
 def proven(leaf, k_values: list[int]) -> bool:

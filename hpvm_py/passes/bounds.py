@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import BufferArg, NodeContext
+from ..backends.base import NodeContext
 from ..ir import kernel as K
 from ..types import PtrType, ScalarType
 from .bounds_analysis import BoundsAnalysis

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..ir import kernel as K
-from ..types import PtrType, ScalarType
+from ..types import ScalarType
 from .intervals import (BOOL, INF, TOP, Interval, State, binop, exact_binop, fit, forget,
                         join_states, mul, type_range, widen_states, widens)
 

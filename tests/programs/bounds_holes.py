@@ -2,7 +2,7 @@
 once had. Every out-of-range access sits on a line marked `# oob:<name>`, which the tests look up
 to check that the error names it."""
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Out, Ptr, f32, i8, i64
+from hpvm_py import In, InOut, Ptr, f32, i8, i64
 
 
 # -- an index computed by an earlier node crosses an edge (one value, or one per instance) -----
