@@ -85,6 +85,10 @@ class Backend(Protocol):
         ...
 
 
+# Instance ids and counts are signed 64-bit values in compiled code: no launch may have more.
+MAX_INSTANCES = (1 << 63) - 1
+
+
 def instance_counts(extents: list[tuple[int, ...]]) -> tuple[int, int]:
     """(P, L): parent instances and leaf instances for the given extents."""
     leaf = math.prod(extents[0]) if extents else 1

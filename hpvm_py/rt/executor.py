@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import BufferArg
+from ..backends.base import MAX_INSTANCES, BufferArg
 from ..errors import ExecutionError, LaunchError, VerificationError
 from ..ir import dfg as D
 from ..ir import kernel as K
@@ -23,10 +23,6 @@ from . import stats
 from .buffers import HOST, describe, host_view
 from .plan import GraphPlan, NodePlan
 from .tracker import MemoryObject, MemoryTracker
-
-
-# Instance ids and counts are signed 64-bit values in compiled code.
-MAX_INSTANCES = (1 << 63) - 1
 
 
 @dataclass

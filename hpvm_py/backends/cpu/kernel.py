@@ -18,7 +18,7 @@ from ...ir import kernel as K
 from ...ir.semantics import bf16_to_bits
 from ...rt import stats
 from ...types import PtrType, ScalarType
-from ..base import BufferArg, NodeContext
+from ..base import MAX_INSTANCES, BufferArg, NodeContext
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
 from .driver import MALLOC_FAILED_SITE, STORAGE_ALLOC
@@ -222,7 +222,7 @@ class CpuKernel:
                 raise LaunchError(f"{self.leaf.name}: level {level} has {n} dimension(s); got the "
                                   f"extents {ext}", self.leaf.loc)
             checked.append(ext)
-        if math.prod(math.prod(level) for level in checked) > (1 << 63) - 1:
+        if math.prod(math.prod(level) for level in checked) > MAX_INSTANCES:
             raise LaunchError(f"{self.leaf.name}: the extents {checked} give more than 2**63 - 1 "
                               "instances: the instance count overflows 64 bits", self.leaf.loc)
         return checked
@@ -338,7 +338,6 @@ class CpuKernel:
         return ExecutionError(
             f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
             f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
-
 
     def _allocation_error(self, requested: int, which: int) -> ExecutionError:
         """A failed allocation: per-instance storage, or the malloc scratch (at malloc `which`)."""
