@@ -19,7 +19,8 @@ from ..ir import kernel as K
 from ..ir.loc import Loc
 from ..types import ScalarType
 from .callsite import caller_loc
-from .decorators import GraphDef, HelperDef, NodeDef
+from .defs import Definition, NodeDef
+from .lower import Lowerer
 from .source import read_function
 
 ONE_TO_ONE = D.ONE_TO_ONE
@@ -277,7 +278,7 @@ def _port(port: Any, names: list[str | None], what: str) -> int:
 class GraphBuilder:
     """Collects the child graph of one internal-node function while its body runs."""
 
-    def __init__(self, definition: GraphDef, ir: D.GraphFunc, src_file: str):
+    def __init__(self, definition: NodeDef, ir: D.GraphFunc, src_file: str):
         self.definition = definition
         self.ir = ir
         self.src_file = src_file
@@ -335,7 +336,7 @@ def current_builder(what: str) -> GraphBuilder:
 
 
 def _definition(fn: Any, loc: Loc) -> NodeDef:
-    if isinstance(fn, HelperDef):  # a NodeDef subclass too (it shares the lowering), but no node
+    if isinstance(fn, Definition) and fn.kind == "helper":
         raise VerificationError(f"{fn.name} is an @hpvm.func helper; nodes run @hpvm.leaf or "
                                 "@hpvm.graph functions", loc, rule="node-function")
     if isinstance(fn, NodeDef):
@@ -512,9 +513,8 @@ BUILDERS = {create_node, create_node_1d, create_node_2d, create_node_3d, edge, b
 # Tracing
 
 
-def trace_graph(definition: GraphDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
-    from .lower import Lowerer
-
+def trace_graph(definition: NodeDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
+    """Run the body of an @hpvm.graph definition once: its IR and the node functions it uses."""
     src = read_function(definition.pyfunc)
     lowerer = Lowerer(src, "graph", definition.name, lambda obj, loc: None, lambda obj: False)
     lowerer.lower_signature()
