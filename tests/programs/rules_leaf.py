@@ -380,6 +380,81 @@ def bad_barrier_in_divergent_loop(a: InOut[Ptr[f32]], a_bytes: i64):
 
 
 @hpvm.leaf
+def bad_return_before_barrier(a: InOut[Ptr[f32]], a_bytes: i64):
+    scratch = hpvm.malloc(16 * 4, f32)
+    i = hpvm.instance_id(0)
+    if i >= 4:
+        return  # ERR:return-before-barrier
+    scratch[i] = 1.0
+    hpvm.barrier()
+    a[i] = scratch[3 - i]
+
+
+@hpvm.leaf
+def bad_return_in_loop_with_barrier(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    for s in range(n):
+        hpvm.barrier()
+        if a[i] > f32(s):
+            return  # ERR:return-in-barrier-loop
+        a[i] = a[i] + 1.0
+
+
+@hpvm.leaf
+def bad_return_in_divergent_loop(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    for _ in range(i):
+        return  # ERR:return-in-divergent-loop
+    hpvm.barrier()
+    a[i] = 1.0
+
+
+@hpvm.leaf
+def bad_break_before_barrier(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    for s in range(n):
+        if i == s:
+            break
+        hpvm.barrier()  # ERR:break-before-barrier
+    a[i] = 1.0
+
+
+@hpvm.leaf
+def bad_continue_in_barrier_loop(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    s = 0
+    while s < n:
+        s += 1
+        if a[i] > 0.0:
+            if s > 1:
+                continue
+        hpvm.barrier()  # ERR:continue-in-barrier-loop
+    a[i] = 1.0
+
+
+@hpvm.leaf
+def ok_uniform_return_before_barrier(a: InOut[Ptr[f32]], a_bytes: i64, c: InOut[Ptr[f32]],
+                                     c_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    half = n // 2
+    if half < 2:
+        return  # every instance of the group returns, or none does
+    a[i] = a[i] + 1.0
+    hpvm.barrier()
+    c[i] = a[(i + 1) % n] + 10.0
+
+
+@hpvm.leaf
+def ok_return_after_last_barrier(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    a[i] = a[i] + 1.0
+    hpvm.barrier()
+    if i % 2 == 1:
+        return
+    a[i] = a[i + 1]
+
+
+@hpvm.leaf
 def ok_barrier_in_uniform_loop(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
     i = hpvm.instance_id(0)
     s = n // 2
