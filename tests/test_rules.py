@@ -13,6 +13,7 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py.errors import FrontendError, HPVMError, VerificationError
 from hpvm_py.ir import dfg as D
+from hpvm_py.ir import kernel as K
 from hpvm_py.ir.verify import RULES, verify_module
 
 from errcheck import check_error, program_path
@@ -130,6 +131,11 @@ LEAF_CASES = [
     ("bad_malloc_in_if", "malloc-in-if", F, "malloc-uniform"),
     ("bad_malloc_instance_size", "malloc-instance-size", F, "malloc-uniform"),
     ("bad_malloc_in_expression", "malloc-expression", F, "malloc-uniform"),
+    ("bad_malloc_local_instance_size", "malloc-local-instance-size", F, "malloc-uniform"),
+    ("bad_malloc_local_divergent", "malloc-local-divergent", F, "malloc-uniform"),
+    ("bad_malloc_local_from_memory", "malloc-local-memory", F, "malloc-uniform"),
+    ("bad_malloc_local_in_loop", "malloc-local-loop", F, "malloc-uniform"),
+    ("bad_malloc_size_doubling", "malloc-size-doubling", F, "malloc-uniform"),
     ("bad_barrier_in_divergent_if", "barrier-divergent-if", V, "barrier-uniform"),
     ("bad_barrier_in_divergent_loop", "barrier-divergent-loop", V, "barrier-uniform"),
     ("bad_return_before_barrier", "return-before-barrier", V, "barrier-uniform"),
@@ -304,6 +310,31 @@ def test_widening_is_implicit():
 def test_uniform_malloc():
     a, _ = _run_leaf(L.ok_malloc, n=4)
     np.testing.assert_array_equal(a[:4], np.arange(4))
+
+
+@pytest.mark.parametrize("n", [3, 8])
+def test_malloc_size_held_in_locals_runs_on_every_target(target, n):
+    rng = np.random.default_rng(n)
+    a = rng.random(8, dtype=np.float32)
+    c = np.zeros(8, np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(common.root_for(L.ok_malloc_size_in_locals), a, a.nbytes, c, c.nbytes,
+                              n, 0))
+    want = np.zeros(8, np.float32)
+    want[:n] = np.roll(a[:n], -1) + a[:n] * 2.0
+    np.testing.assert_allclose(c, want, rtol=1e-6)
+
+
+def test_malloc_size_is_the_value_of_its_locals_in_the_ir():
+    leaf = L.ok_malloc_size_in_locals.ir
+    (malloc,) = [s.value for s in leaf.body if isinstance(s, K.Assign) and isinstance(s.value, K.Malloc)]
+    names = {e.name for e in K.walk_exprs(malloc.nbytes) if isinstance(e, K.Var)}
+    assert names == {"n"}  # the parameter's input: nb, pad and the reassigned n are replaced
+
+
+def test_malloc_local_errors_say_why():
+    with pytest.raises(FrontendError, match="assigned in the loop"):
+        hpvm.compile(common.root_for(L.bad_malloc_local_in_loop), target="python")
 
 
 def test_root_dims_query_is_allowed():

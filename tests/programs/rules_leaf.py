@@ -355,6 +355,68 @@ def bad_malloc_in_expression(a: InOut[Ptr[f32]], a_bytes: i64):
 
 
 @hpvm.leaf
+def bad_malloc_local_instance_size(a: InOut[Ptr[f32]], a_bytes: i64):
+    nb = hpvm.instance_id(0) * 4
+    buf = hpvm.malloc(nb, f32)  # ERR:malloc-local-instance-size
+
+
+@hpvm.leaf
+def bad_malloc_local_divergent(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    nb = n * 4
+    if hpvm.instance_id(0) < 2:
+        nb = n * 8
+    buf = hpvm.malloc(nb, f32)  # ERR:malloc-local-divergent
+
+
+@hpvm.leaf
+def bad_malloc_local_from_memory(a: InOut[Ptr[f32]], a_bytes: i64):
+    nb = i64(a[0])
+    buf = hpvm.malloc(nb)  # ERR:malloc-local-memory
+
+
+@hpvm.leaf
+def bad_malloc_local_in_loop(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    nb = 0
+    for _ in range(n):
+        nb += 4
+    buf = hpvm.malloc(nb, f32)  # ERR:malloc-local-loop
+
+
+@hpvm.leaf
+def bad_malloc_size_doubling(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    x = n
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    buf = hpvm.malloc(x, f32)  # ERR:malloc-size-doubling
+
+
+@hpvm.leaf
+def ok_malloc_size_in_locals(a: InOut[Ptr[f32]], a_bytes: i64, c: InOut[Ptr[f32]], c_bytes: i64,
+                             n: i64):
+    """The scratch holds 2n floats: the size is computed in locals and a reassigned parameter."""
+    i = hpvm.instance_id(0)
+    n0 = n
+    n = n * 2  # a parameter reassigned before the malloc: the size uses the new value
+    pad = 0
+    if n0 > 100:  # uniform: the same branch for every instance
+        pad = 64
+    nb = n * 4 + pad
+    buf = hpvm.malloc(nb, f32)
+    buf[i] = a[i]
+    buf[i + n0] = a[i] * 2.0
+    hpvm.barrier()
+    c[i] = buf[(i + 1) % n0] + buf[n0 + i]
+
+
+@hpvm.leaf
 def ok_malloc(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
     buf = hpvm.malloc(n * 4 + hpvm.num_instances(0), f32)
     i = hpvm.instance_id(0)

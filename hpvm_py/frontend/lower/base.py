@@ -31,6 +31,7 @@ class LowererBase:
         self.result_type: ScalarType | None = None
         self.assigned_names = self._collect_assigned(src.tree)
         self.depth = 0  # nesting of if/for/while around the statement being lowered
+        self.top_level: list[K.Stmt] = []  # the body's top-level statements lowered so far
         self.temp_count = 0
 
     # -- errors -----------------------------------------------------------------------------

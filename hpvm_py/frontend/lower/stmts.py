@@ -11,6 +11,7 @@ from ...ir.loc import Loc
 from ...types import PtrType, ScalarType, Type
 from ..source import resolve_annotation
 from .calls import CallLowering
+from .sizes import size_at
 from .values import BINOPS, Handle, Value, Weak, can_widen, const, construct_name, intrinsic_kind, zero
 
 
@@ -20,7 +21,10 @@ class StmtLowering(CallLowering):
     def block(self, nodes: list[ast.stmt]) -> list[K.Stmt]:
         out: list[K.Stmt] = []
         for node in nodes:
-            out.extend(self.stmt(node))
+            lowered = self.stmt(node)
+            out.extend(lowered)
+            if self.depth == 0:
+                self.top_level.extend(lowered)  # what a malloc size may read the locals of
         return out
 
     def nested(self, nodes: list[ast.stmt]) -> list[K.Stmt]:
@@ -198,14 +202,7 @@ class StmtLowering(CallLowering):
                              rule="malloc-uniform")
         if call.keywords or not 1 <= len(call.args) <= 2:
             raise self.error(call, "malloc(nbytes) or malloc(nbytes, dtype) expected")
-        nbytes = self.to_type(self.expr(call.args[0]), T.i64, call.args[0], explicit=False)
-        for sub in K.walk_exprs(nbytes):
-            if isinstance(sub, (K.Load, K.Atomic, K.CallHelper)) or \
-                    (isinstance(sub, K.InstanceId) and sub.level == 0) or \
-                    (isinstance(sub, K.Var) and sub.name not in self.params):
-                raise self.error(call.args[0], "the size given to malloc() must be the same for "
-                                 "every instance: use constants, scalar parameters and instance counts",
-                                 rule="malloc-uniform")
+        nbytes = self.uniform_size(call.args[0])
         elem = T.u8
         if len(call.args) == 2:
             obj = self.resolve_object(call.args[1])
@@ -218,6 +215,25 @@ class StmtLowering(CallLowering):
         ptr_type = PtrType(elem)
         self.locals[name] = ptr_type
         return K.Assign(target=name, value=K.Malloc(nbytes=nbytes, type=ptr_type, loc=loc), loc=loc)
+
+    def uniform_size(self, node: ast.expr) -> K.Expr:
+        """A malloc size as the same expression for every instance, its locals replaced by the
+        values they hold here (the backends allocate before the instances run)."""
+        written = self.to_type(self.expr(node), T.i64, node, explicit=False)
+        nbytes, unknown = size_at(written, self.top_level, self.locals,
+                                  {name: p.type for name, p in self.params.items()})
+        if unknown is not None:
+            raise self.error(node, f"the size given to malloc() must be known before the instances "
+                             f"run, but {unknown}: compute it at the top level (or in ifs) from "
+                             "constants, scalar parameters and instance counts", rule="malloc-uniform")
+        for sub in K.walk_exprs(nbytes):
+            if isinstance(sub, (K.Load, K.Atomic, K.CallHelper)) or \
+                    (isinstance(sub, K.InstanceId) and sub.level == 0):
+                raise self.error(node, "the size given to malloc() must be the same for every "
+                                 "instance: use constants, scalar parameters, instance counts and "
+                                 "locals assigned only from those (outside conditions that differ "
+                                 "between instances)", rule="malloc-uniform")
+        return nbytes
 
     # -- control flow -----------------------------------------------------------------------
 
