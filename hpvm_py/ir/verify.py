@@ -49,6 +49,7 @@ RULES: dict[str, str] = {
     "typing-narrowing": "narrowing conversions need an explicit cast",
     "malloc-uniform": "malloc() is called by every instance, at the top level, with a uniform size",
     "barrier-uniform": "barrier() is reached by every instance of a group (uniform control flow)",
+    "memory-in-bounds": "every load, store and atomic stays within its buffer (checked as the graph runs)",
     "intrinsics-in-leaves": "leaf intrinsics are used inside leaves only",
     "node-inputs": "node inputs are graph parameters, sibling outputs or constants of a scalar input's type",
     "edge-kinds": "edges are one-to-one or all-to-all",
