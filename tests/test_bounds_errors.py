@@ -39,13 +39,14 @@ def _error(leaf, target: str, c_bytes: int | None = None) -> ExecutionError:
     return info.value
 
 
-CASES = [
-    (B.load_past_end, "load", "a[i + 1]", f"out-of-bounds load from a[{N}]: the valid indices are 0 to {N - 1} ({N} elements)"),
-    (B.store_past_end, "store", "c[i + 2]", f"out-of-bounds store to c[{N}]: the valid indices are 0 to {N - 1}"),
-    (B.store_before_start, "negative", "c[1 - i]", "out-of-bounds store to c[-1]: the valid indices"),
-    (B.scratch_past_end, "scratch", "scratch[i + 1]", f"out-of-bounds load from scratch[{N}]: the valid"),
-    (B.atomic_past_end, "atomic", "hpvm.atomic_add", f"out-of-bounds atomic on c[{N}]: the valid"),
-    (B.atomic_result_past_end, "atomic-result", "hpvm.atomic_max", f"out-of-bounds atomic on c[{N}]:"),
+VALID = f"the valid indices are 0 to {N - 1} ({N} elements)"
+CASES = [  # (leaf, tag of its line, text of the access, what the error says)
+    (B.load_past_end, "load", "a[i + 1]", f"out-of-bounds load from a[{N}]: {VALID}"),
+    (B.store_past_end, "store", "c[i + 2]", f"out-of-bounds store to c[{N}]: {VALID}"),
+    (B.store_before_start, "negative", "c[1 - i]", f"out-of-bounds store to c[-1]: {VALID}"),
+    (B.scratch_past_end, "scratch", "scratch[i + 1]", f"out-of-bounds load from scratch[{N}]: {VALID}"),
+    (B.atomic_past_end, "atomic", "hpvm.atomic_add", f"out-of-bounds atomic on c[{N}]: {VALID}"),
+    (B.atomic_result_past_end, "atomic-result", "hpvm.atomic_max", f"out-of-bounds atomic on c[{N}]: "),
 ]
 
 

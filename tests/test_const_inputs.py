@@ -46,7 +46,8 @@ def test_constants_feed_inputs_on_every_target(target, n, rng):
 
 
 def test_constants_are_typed_by_the_input():
-    binds = {C.affine.ir.params[b.dst_port].name: b.value for b in C.constants_root.module().root_func.const_binds}
+    root = C.constants_root.module().root_func
+    binds = {C.affine.ir.params[b.dst_port].name: b.value for b in root.const_binds}
     assert {name: (c.value, c.type.name) for name, c in binds.items()} == {
         "k": (2.5, "f32"), "off": (-3, "i64"), "neg": (True, "i1"), "small": (-128, "i8"),
         "wide": (1e300, "f64"), "byte": (255, "u8")}

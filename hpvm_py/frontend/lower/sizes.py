@@ -3,9 +3,9 @@
 A size may name variables (`nb = k * 8; buf = hpvm.malloc(nb)`). The backends allocate a group's
 scratch before its instances run, so the lowering replaces each variable by the value it holds at
 the malloc: the expression of its last top-level assignment, or a select between the branches of
-an `if` that assigns it. A variable assigned in a loop has no such expression. The result is then checked
-for uniformity like any size: a local assigned from an instance id, or under a condition that
-differs between instances, makes the size differ too.
+an `if` that assigns it. A variable assigned in a loop has no such expression. The result is then
+checked for uniformity like any size: a variable assigned from an instance id, or under a
+condition that differs between instances, makes the size differ too.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from ...ir.loc import UNKNOWN
 from ...types import PtrType, Type
 from .values import zero
 
-_MAX_NODES = 256  # a longer size expression is refused: `x = x * x` repeated would grow it exponentially
+# a longer size expression is refused: `x = x * x` repeated would grow it exponentially
+_MAX_NODES = 256
 
 
 @dataclass(frozen=True)
