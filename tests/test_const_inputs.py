@@ -53,6 +53,18 @@ def test_constants_are_typed_by_the_input():
         "wide": (1e300, "f64"), "byte": (255, "u8")}
 
 
+def test_one_leaf_in_two_nodes_with_different_constants(target, rng):
+    n = 10
+    x = rng.standard_normal(n).astype(np.float32)
+    y, z = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(C.two_shifts, x, x.nbytes, y, y.nbytes, z, z.nbytes, n))
+    np.testing.assert_array_equal(y, ((x.astype(np.float64) + 0.25) * 2.0).astype(np.float32))
+    np.testing.assert_array_equal(z, (x.astype(np.float64) - 4.0).astype(np.float32))
+    values = [(b.value.value, b.value.type.name) for b in C.two_shifts.module().root_func.const_binds]
+    assert values == [(0.25, "f64"), (True, "i1"), (-4.0, "f64"), (False, "i1")]
+
+
 def test_a_float_constant_is_rounded_to_its_input_type_once(target, rng):
     n = 9
     x = rng.standard_normal(n).astype(np.float32)
