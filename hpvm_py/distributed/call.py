@@ -36,7 +36,9 @@ class Buffer:
 
     @property
     def name(self) -> str:
-        return f"{self.bound!r} (input {self.param!r})" if self.bound else repr(self.param)
+        if self.bound and self.bound != self.param:
+            return f"{self.bound!r} (input {self.param!r})"
+        return repr(self.param)
 
 
 @dataclass

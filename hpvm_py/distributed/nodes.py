@@ -17,6 +17,7 @@ from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.loc import Loc
 from ..types import PtrType, ScalarType, i64, resolve_scalar
+from ..rt import stats
 from . import chooser, local, ranks, remote
 from .call import DTYPES, KINDS, NOT_ON_HEAP, OK, BAD_ARGUMENT, OPS, Buffer, Call, agree, \
     check_arguments, descriptor
@@ -158,6 +159,7 @@ class CollectiveKernel:
 def run_on_host(world: ranks.World, call: Call) -> None:
     """cpu and python targets: the heap path on one host, the engine across hosts."""
     path = chooser.choose(world.single_host, call.kind, call.buffers[0].size)
+    stats.bump(f"collectives_{path}")
     mine = check_arguments(call, world.size)
     if path == "remote":
         status = OK if mine is None else BAD_ARGUMENT
@@ -168,7 +170,7 @@ def run_on_host(world: ranks.World, call: Call) -> None:
         return
     heap = world.heap
     for b in call.buffers:
-        b.offset = heap.offset_of(b.address, b.nbytes)
+        b.offset = 0 if b.nbytes == 0 else heap.offset_of(b.address, b.nbytes)  # empty: no memory
         if b.offset is None and mine is None:
             mine = call.fail(f"buffer {b.name} ({b.nbytes} bytes at {b.address:#x}) is not on the "
                              "symmetric heap: allocate it with hpvm.symmetric.empty(shape, dtype) on "
