@@ -39,7 +39,7 @@ def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
                                caller_loc(), rule="heap-shape")
     heap = _heap()
     count = math.prod(dims)
-    offset = heap.allocate(count * elem.nbytes)
+    offset = heap.allocate(count * elem.nbytes, caller_loc())
     return heap.tensor(heap.rank, offset, count, torch_dtype(elem)).view(dims)
 
 

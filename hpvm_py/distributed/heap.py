@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DistributedError
+from ..ir.loc import Loc
 
 HEADER_BYTES = 4096
 ALIGN = 256
@@ -126,14 +127,14 @@ class SymmetricHeap:
     def used_bytes(self) -> int:
         return self._top - HEADER_BYTES
 
-    def allocate(self, nbytes: int) -> int:
-        """The offset of a new block of nbytes (aligned); HPVMError when the heap is full."""
+    def allocate(self, nbytes: int, loc: Loc | None = None) -> int:
+        """The offset of a new block of nbytes (aligned); HPVMError at `loc` when the heap is full."""
         start = (self._top + ALIGN - 1) // ALIGN * ALIGN
         end = start + max(nbytes, 1)
         if end > self.size:
             raise DistributedError(f"symmetric heap exhausted: requested {nbytes} bytes, "
                                    f"{max(0, self.size - start)} bytes free of {self.size - HEADER_BYTES} "
-                                   "(set HPVM_HEAP_BYTES larger)", rule="heap-capacity")
+                                   "(set HPVM_HEAP_BYTES larger)", loc, rule="heap-capacity")
         self._top = end
         return start
 

@@ -7,12 +7,14 @@ paths P` (P: the algorithms that ran, from hpvm.stats()).
 """
 # no `from __future__ import annotations`: graph annotations use closure variables
 
+import os
 import sys
 
 import numpy as np
 import torch
 
 import hpvm_py as hpvm
+from dist_report import report
 from hpvm_py import In, InOut, Out, Ptr, f32, i64
 
 SEED, TARGET = int(sys.argv[1]), sys.argv[2]
@@ -188,11 +190,30 @@ def check_graph_with_compute() -> None:
         check("scale -> all_reduce -> shift", y, want + 1.0, "f32")
 
 
+def check_translation() -> None:
+    """Iris's translation: my pointer into a buffer, moved to rank q's heap, reads q's element."""
+    import ctypes
+
+    from hpvm_py.distributed import ranks
+
+    global checks
+    heap = ranks.current().heap
+    x = hpvm.symmetric.empty(8, torch.int64)
+    x.copy_(torch.arange(8) + 100 * RANK)
+    run(all_reduce_graph("i64", "max"), x, 0)  # moves nothing, but a barrier: every rank has written x
+    for q in range(WORLD):
+        peer = heap.translate(x.data_ptr() + 3 * 8, q)
+        assert ctypes.c_int64.from_address(peer).value == 100 * q + 3
+    checks += 1
+
+
 with hpvm.runtime(TARGET):
+    if os.environ.get("HPVM_COMM_FORCE_REMOTE") != "1":  # the engine path maps no peer heap
+        check_translation()
     check_all_reduce()
     check_moves()
     check_reduce_scatter()
     check_rmsnorm()
     check_graph_with_compute()
 paths = sorted(k.removeprefix("collectives_") for k in hpvm.stats() if k.startswith("collectives_"))
-print(f"rank {RANK}: {checks} checks ok; paths {','.join(paths)}", flush=True)
+report(RANK, f"rank {RANK}: {checks} checks ok; paths {','.join(paths)}")

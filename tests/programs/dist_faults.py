@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 import hpvm_py as hpvm
+from dist_report import report
 from hpvm_py import InOut, Out, In, Ptr, f32, i32, i64
 from hpvm_py.errors import DistributedError, HPVMTimeoutError
 
@@ -59,7 +60,7 @@ def expect(name: str, error: type, *fragments: str, graph=None, args=()) -> None
             raise AssertionError(f"rank {RANK}: {name}: {missing} not in {text!r}") from None
         if "dist_faults.py" not in text:
             raise AssertionError(f"rank {RANK}: {name}: no user location in {text!r}") from None
-        print(f"FAULT {name} ok", flush=True)
+        report(RANK, f"FAULT {name} ok")
         return
     raise AssertionError(f"rank {RANK}: {name}: no error")
 
@@ -69,7 +70,7 @@ def still_in_step() -> None:
     x.fill_(RANK + 1.0)
     run(sum_f32, x, x.nbytes)
     assert torch.all(x == 3.0), x
-    print("FAULT in-step ok", flush=True)
+    report(RANK, "FAULT in-step ok")
 
 
 with hpvm.runtime("cpu"):
@@ -118,7 +119,7 @@ with hpvm.runtime("cpu"):
         plain = np.full(32, RANK + 1.0, dtype=np.float32)  # any host buffer on the engine path
         run(sum_f32, plain, plain.nbytes)
         assert np.all(plain == 3.0), plain
-        print("FAULT engine-any-buffer ok", flush=True)
+        report(RANK, "FAULT engine-any-buffer ok")
 
     free = hpvm.symmetric.free_bytes()
     try:
@@ -126,11 +127,11 @@ with hpvm.runtime("cpu"):
     except DistributedError as exc:
         assert f"requested {4 * (free // 4 + 1000)} bytes" in str(exc), str(exc)
         assert "bytes free" in str(exc) and "HPVM_HEAP_BYTES" in str(exc), str(exc)
-        print("FAULT exhausted ok", flush=True)
+        report(RANK, "FAULT exhausted ok")
     still_in_step()
 
     if RANK == 1:
-        print("FAULT missing skipped", flush=True)  # rank 1 never arrives at the next collective
+        report(RANK, "FAULT missing skipped")  # rank 1 never arrives at the next collective
     else:
         start = time.monotonic()
         expect("missing", HPVMTimeoutError, "rank(s) [1] did not arrive within 3 s", "HPVM_COMM_TIMEOUT",
