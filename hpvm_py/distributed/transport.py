@@ -169,7 +169,9 @@ class TorchTransport(Transport):
         self._run(lambda: self._dist.all_reduce(buf, self._ops[op], async_op=True), timeout)
 
     def all_gather(self, src: Any, dst: Any, timeout: float) -> None:
-        self._run(lambda: self._dist.all_gather_into_tensor(dst, src, async_op=True), timeout)
+        # all_gather_single is the newer name (torch 2.13 deprecates the older one)
+        gather = getattr(self._dist, "all_gather_single", None) or self._dist.all_gather_into_tensor
+        self._run(lambda: gather(dst, src, async_op=True), timeout)
 
     def reduce_scatter(self, src: Any, dst: Any, op: str, timeout: float) -> None:
         # gloo has no reduce_scatter: reduce everything, keep this rank's block
