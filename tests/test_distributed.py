@@ -58,9 +58,9 @@ def seed() -> str:
 
 
 @pytest.mark.parametrize("ranks, target, remote, checks, paths", [
-    (2, "cpu", False, 27, "direct,one_shot,two_shot"),
-    (2, "cpu", True, 26, "remote"),  # no translation check there: no peer heap is mapped
-    (4, "python", False, 27, "direct,one_shot,two_shot"),
+    (2, "cpu", False, 28, "direct,one_shot,two_shot"),
+    (2, "cpu", True, 26, "remote"),  # no translation and bit-identity checks: no peer heap mapped
+    (4, "python", False, 28, "direct,one_shot,two_shot"),
 ])
 def test_every_collective_matches_numpy(ranks: int, target: str, remote: bool, checks: int, paths: str,
                                         seed: str, tmp_path: Path) -> None:
@@ -154,6 +154,21 @@ def test_single_rank_world_and_heap_allocation(world: None) -> None:
     a.fill_(2.0)
     b.fill_(-3)
     assert torch.all(a == 2.0) and torch.all(b == -3)  # no overlap
+
+
+def test_heap_segments_leave_nothing_in_dev_shm(world: None) -> None:
+    from hpvm_py.distributed import heap, ranks
+
+    job = ranks.current().job
+    assert not [f for f in os.listdir(heap.heap_dir()) if job in f]  # unlinked once mapped
+
+
+def test_heap_larger_than_shared_memory_fails_at_init(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HPVM_HEAP_BYTES", "1048576G")  # beyond any /dev/shm: refused up front
+    with pytest.raises(DistributedError, match=r"cannot reserve a symmetric heap of \d+ bytes in "
+                                               r"\S+ \(\d+ bytes free there\)"):
+        hpvm.distributed.init()
+    assert not hpvm.distributed.is_initialized()
 
 
 def test_heap_exhaustion_names_requested_and_free_bytes(world: None) -> None:

@@ -30,6 +30,7 @@ class World:
     transport: Transport
     heap: H.SymmetricHeap
     timeout: float
+    job: str  # names the heap segments of this run
     comm: Any = field(default=None)  # sync.Communicator, made on first use
 
     @property
@@ -143,7 +144,7 @@ def _join(transport: Transport, timeout: float) -> World:
         if rank in maps:  # every peer has it mapped (or gave up): the name is no longer needed
             os.unlink(own_path)
     return World(rank=rank, size=size, hosts=hosts, transport=transport,
-                 heap=H.SymmetricHeap(rank, size_bytes, maps, size), timeout=timeout)
+                 heap=H.SymmetricHeap(rank, size_bytes, maps, size), timeout=timeout, job=job)
 
 
 def _check_all(errors: list[str | None], what: str) -> None:

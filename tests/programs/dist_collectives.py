@@ -190,6 +190,31 @@ def check_graph_with_compute() -> None:
         check("scale -> all_reduce -> shift", y, want + 1.0, "f32")
 
 
+def check_bit_identical() -> None:
+    """One-shot and two-shot give the same bits, and so does every rank (bf16: rounding matters)."""
+    global checks
+    n = 50_001
+    parts = inputs("bf16", n, 500)
+    one, two = on_heap(parts[RANK]), on_heap(parts[RANK])
+    graph = all_reduce_graph("bf16", "sum")
+    for buf, threshold in ((one, str(1 << 62)), (two, "0")):
+        os.environ["HPVM_COMM_ONESHOT_BYTES"] = threshold
+        run(graph, buf, buf.nbytes)
+    del os.environ["HPVM_COMM_ONESHOT_BYTES"]
+    gather = hpvm.comm.all_gather(hpvm.bf16)
+
+    @hpvm.graph
+    def g(src: In[ptr("bf16")], src_bytes: i64, dst: Out[ptr("bf16")], dst_bytes: i64):
+        hpvm.node(gather, src=src, src_bytes=src_bytes, dst=dst, dst_bytes=dst_bytes)
+
+    everyone = hpvm.symmetric.empty(n * WORLD, torch.bfloat16)
+    run(g, one, one.nbytes, everyone, everyone.nbytes)
+    assert torch.equal(one.view(torch.int16), two.view(torch.int16)), "one-shot and two-shot differ"
+    for q in range(WORLD):
+        assert torch.equal(everyone[q * n:(q + 1) * n].view(torch.int16), one.view(torch.int16)), q
+    checks += 1
+
+
 def check_translation() -> None:
     """Iris's translation: my pointer into a buffer, moved to rank q's heap, reads q's element."""
     import ctypes
@@ -210,6 +235,7 @@ def check_translation() -> None:
 with hpvm.runtime(TARGET):
     if os.environ.get("HPVM_COMM_FORCE_REMOTE") != "1":  # the engine path maps no peer heap
         check_translation()
+        check_bit_identical()
     check_all_reduce()
     check_moves()
     check_reduce_scatter()
