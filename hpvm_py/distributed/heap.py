@@ -113,6 +113,7 @@ class SymmetricHeap:
             self.bases[q] = _address(m)
         self.my_base = int(self.bases[rank])
         self._top = HEADER_BYTES
+        self._views: dict[tuple, Any] = {}
         # the control blocks as i64 arrays, by rank
         self.control = {q: np.frombuffer(m, dtype=np.int64, count=HEADER_BYTES // 8)
                         for q, m in mappings.items()}
@@ -139,12 +140,18 @@ class SymmetricHeap:
         return start
 
     def tensor(self, rank: int, offset: int, count: int, dtype: Any) -> Any:
-        """A torch tensor of `count` elements at `offset` of rank's heap (mapped here)."""
-        import torch
+        """A torch tensor of `count` elements at `offset` of rank's heap (mapped here); the
+        collectives ask for the same views call after call, so they are kept."""
+        key = (rank, offset, count, dtype)
+        view = self._views.get(key)
+        if view is None:
+            import torch
 
-        if count == 0:
-            return torch.frombuffer(self._maps[rank], dtype=dtype, count=1, offset=offset)[:0]
-        return torch.frombuffer(self._maps[rank], dtype=dtype, count=count, offset=offset)
+            view = torch.frombuffer(self._maps[rank], dtype=dtype, count=max(count, 1), offset=offset)
+            view = self._views[key] = view[:count]
+            if len(self._views) > 4096:  # bounded: views of buffers no longer used go
+                self._views.pop(next(iter(self._views)))
+        return view
 
     # -- addresses --------------------------------------------------------------------------
 

@@ -125,6 +125,7 @@ class CollectiveKernel:
         self.func, self.dtype, self.options, self.node = func, dtype, options, node
         self.bound = bound
         self.runner = runner
+        self._tensors: dict[int, tuple[Any, Any]] = {}  # id(host array) -> (array, torch view)
 
     def launch(self, args: list[Any], outputs: list[Any], extents: list[tuple[int, ...]]) -> None:
         world = ranks.current()
@@ -134,19 +135,30 @@ class CollectiveKernel:
                                    rule="distributed-init")
         self.runner(world, self._call(args))
 
-    def _call(self, args: list[Any]) -> Call:
+    def _tensor(self, array: Any) -> Any:
+        """A torch view of a host buffer's NumPy view (kept while the same array comes back)."""
         import torch
 
         from .arith import torch_dtype
 
+        kept = self._tensors.get(id(array))
+        if kept is not None and kept[0] is array:
+            return kept[1]
+        tensor = torch.from_numpy(array)
+        if self.dtype.name == "bf16":  # NumPy holds bf16 as uint16 bits
+            tensor = tensor.view(torch_dtype(self.dtype))
+        if len(self._tensors) > 64:
+            self._tensors.clear()
+        self._tensors[id(array)] = (array, tensor)
+        return tensor
+
+    def _call(self, args: list[Any]) -> Call:
         params = self.func.params
         buffers = []
         for i, p in enumerate(params):
             if isinstance(p.type, PtrType):
                 arg = args[i]
-                tensor = torch.from_numpy(arg.array)
-                if self.dtype.name == "bf16":
-                    tensor = tensor.view(torch_dtype(self.dtype))
+                tensor = self._tensor(arg.array)
                 buffers.append(Buffer(param=p.name, bound=self.bound[i], tensor=tensor,
                                       address=arg.address, nbytes=arg.nbytes, size=int(args[i + 1])))
         hidden = next((int(a) for p, a in zip(params, args) if p.name == "hidden"), 0)

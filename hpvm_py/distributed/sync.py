@@ -37,6 +37,7 @@ class Communicator:
         self.ranks = world.local_ranks
         self.timeout = world.timeout
         self._flags = np.array([self.heap.flag_address(q) for q in self.ranks], dtype=np.int64)
+        self._flags_address = self._flags.ctypes.data
         self._native = native()
         self._my_flag = self.heap.flag_address(self.rank)
         self.phase = self._native.load(self._my_flag)
@@ -48,7 +49,7 @@ class Communicator:
         self.phase += 1
         target = self.phase
         self._native.store(self._my_flag, target)
-        behind = self._native.first_behind(self._flags.ctypes.data, len(self.ranks), target,
+        behind = self._native.first_behind(self._flags_address, len(self.ranks), target,
                                            _SPIN_ROUNDS)
         if behind < 0:
             return

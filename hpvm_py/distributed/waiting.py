@@ -36,7 +36,8 @@ def timeout_from_env() -> float:
 def wait_until(missing: Callable[[], list[int]], timeout: float) -> None:
     """Poll `missing()` (the ranks not there yet) until it is empty; RanksMissing after `timeout`.
 
-    Spins briefly, then sleeps with a growing pause: ranks often share cores with each other.
+    Spins briefly, then sleeps with a growing pause (ranks often share cores with each other),
+    capped low: an oversleeping waiter adds its whole pause to the collective's latency.
     """
     start = time.monotonic()
     pause = 0.0
@@ -50,7 +51,7 @@ def wait_until(missing: Callable[[], list[int]], timeout: float) -> None:
             raise RanksMissing(behind, waited)
         polls += 1
         if polls > 20:
-            pause = min(0.002, max(2e-5, pause * 2))
+            pause = min(2e-4, max(1e-5, pause * 2))
             time.sleep(pause)
         else:
             time.sleep(0)
