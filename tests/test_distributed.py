@@ -19,7 +19,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64
-from hpvm_py.errors import CompileError, DistributedError, FrontendError
+from hpvm_py.errors import CompileError, DistributedError, FrontendError, StreamError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "tests" / "programs"
@@ -227,6 +227,12 @@ def test_single_rank_collectives_are_identities(world: None, target: str) -> Non
         hpvm.wait(hpvm.launch(sum_graph, x, x.nbytes))
         hpvm.wait(hpvm.launch(gather_graph, src, src.nbytes, dst, dst.nbytes))
     assert torch.equal(x, values) and torch.equal(dst, src)
+
+
+def test_collectives_refuse_streaming_launches(world: None) -> None:
+    with hpvm.runtime("cpu"), pytest.raises(StreamError, match="cannot run in a streaming launch") as info:
+        hpvm.launch(sum_graph, stream=True)
+    assert "hpvm.node(SUM" in str(info.value)
 
 
 def test_buffer_not_on_heap_is_named(world: None) -> None:

@@ -10,6 +10,7 @@ buffers are host memory); the GPU targets register theirs.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 from ..errors import CompileError, DistributedError, FrontendError
@@ -168,8 +169,27 @@ class CollectiveKernel:
                     eps=float(self.options.get("eps", 0.0)))
 
 
+def first_collective(plan: Any) -> Any:
+    """The first communication node of an execution plan (nested graphs included), or None."""
+    for node in plan.nodes:
+        if isinstance(node.kernel, CollectiveKernel):
+            return node
+        found = first_collective(node.child) if node.child is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+_host_lock = threading.Lock()  # one collective at a time per rank: ranks must agree on the order
+
+
 def run_on_host(world: ranks.World, call: Call) -> None:
     """cpu and python targets: the heap path on one host, the engine across hosts."""
+    with _host_lock:
+        _run_on_host(world, call)
+
+
+def _run_on_host(world: ranks.World, call: Call) -> None:
     path = chooser.choose(world.single_host, call.kind, call.buffers[0].size)
     stats.bump(f"collectives_{path}")
     mine = check_arguments(call, world.size)
