@@ -7,7 +7,7 @@ status) so that its peers raise instead of waiting for it.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,8 +52,6 @@ class Call:
     root: int = 0
     hidden: int = 0
     eps: float = 0.0
-    number: int = 0  # this rank's count of collectives so far (in messages)
-    extra: dict = field(default_factory=dict)
 
     def what(self) -> str:
         return f"{self.kind} node {self.node!r}"

@@ -124,10 +124,6 @@ class SymmetricHeap:
     def free_bytes(self) -> int:
         return self.size - self._top
 
-    @property
-    def used_bytes(self) -> int:
-        return self._top - HEADER_BYTES
-
     def allocate(self, nbytes: int, loc: Loc | None = None) -> int:
         """The offset of a new block of nbytes (aligned); HPVMError at `loc` when the heap is full."""
         start = (self._top + ALIGN - 1) // ALIGN * ALIGN
@@ -166,9 +162,6 @@ class SymmetricHeap:
     def translate(self, address: int, rank: int) -> int:
         """Iris's translation of a local heap address to the same object on `rank`."""
         return int(self.bases[rank]) + (address - self.my_base)
-
-    def mapped(self, rank: int) -> bool:
-        return rank in self._maps
 
     def flag_address(self, rank: int) -> int:
         return int(self.bases[rank]) + FLAG_OFFSET

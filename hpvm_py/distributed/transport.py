@@ -14,8 +14,6 @@ from typing import Any, Callable
 
 from .waiting import RanksMissing, wait_until
 
-OPS = ("sum", "max", "min")
-
 
 class Transport:
     name = ""
