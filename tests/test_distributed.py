@@ -91,6 +91,20 @@ def test_faults_on_the_engine(tmp_path: Path) -> None:
     assert rank0[-1] == "FAULT missing ok" and rank1[-1] == "FAULT missing skipped", output
 
 
+def test_init_faults(tmp_path: Path) -> None:
+    """Ranks with different heap sizes both refuse init(); a rank that never arrives is named."""
+    if not MPIEXEC.exists():
+        pytest.skip(f"no mpiexec next to {sys.executable}: install the dist extra (make test does)")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_")}
+    environment.update(PYTHONPATH=str(ROOT), HPVM_TEST_OUT=str(tmp_path))
+    script = [sys.executable, str(PROGRAMS / "dist_init_faults.py")]
+    command = [str(MPIEXEC), "-n", "1", "-env", "HPVM_HEAP_BYTES", "16M", *script, ":",
+               "-n", "1", "-env", "HPVM_HEAP_BYTES", "32M", *script]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=environment)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _reports(tmp_path, 2) == [["INIT heap-size ok", "INIT missing ok"], ["INIT heap-size ok"]]
+
+
 def test_torchrun_environment_uses_gloo(seed: str, tmp_path: Path) -> None:
     """Ranks started as torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR/PORT): the handshake
     and, forced remote, the collectives go through torch.distributed's gloo."""

@@ -62,7 +62,10 @@ class SingleTransport(Transport):
 
 
 class MPITransport(Transport):
-    """mpi4py on a duplicate of COMM_WORLD (the user's own MPI traffic cannot match ours)."""
+    """mpi4py. Exchanges are point-to-point messages on COMM_WORLD with a tag of our own (polled, so
+    a missing rank is named); the collectives run on a duplicate of COMM_WORLD made at the first
+    one, when every rank is known to be there (duplicating is collective: a rank that never
+    arrives would block it forever)."""
 
     name = "mpi"
     _TAG = 0x4850  # exchange messages
@@ -71,13 +74,21 @@ class MPITransport(Transport):
         from mpi4py import MPI
 
         self._mpi = MPI
-        self._comm = MPI.COMM_WORLD.Dup()
-        self.rank = self._comm.Get_rank()
-        self.size = self._comm.Get_size()
+        self._world = MPI.COMM_WORLD
+        self._private: Any = None
+        self.rank = self._world.Get_rank()
+        self.size = self._world.Get_size()
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
 
+    @property
+    def _comm(self) -> Any:
+        """Called only after an exchange with every rank (the collectives follow one)."""
+        if self._private is None:
+            self._private = self._world.Dup()
+        return self._private
+
     def exchange(self, obj: Any, timeout: float) -> list[Any]:
-        comm = self._comm
+        comm = self._world
         sends = [comm.isend(obj, dest=q, tag=self._TAG) for q in range(self.size) if q != self.rank]
         got: dict[int, Any] = {self.rank: obj}
 
@@ -119,7 +130,8 @@ class MPITransport(Transport):
         self._complete([self._comm.Ibcast(buf.numpy(), root=root)], timeout)
 
     def close(self) -> None:
-        self._comm.Free()
+        if self._private is not None:
+            self._private.Free()
 
 
 class TorchTransport(Transport):
