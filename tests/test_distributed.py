@@ -193,11 +193,32 @@ def test_heap_exhaustion_names_requested_and_free_bytes(world: None) -> None:
     hpvm.symmetric.empty(free // 8, hpvm.f32)  # still usable
 
 
-def test_bad_heap_size_setting_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HPVM_HEAP_BYTES", "lots")
-    with pytest.raises(DistributedError, match="HPVM_HEAP_BYTES='lots'"):
+@pytest.mark.parametrize("name, value, message", [
+    ("HPVM_COMM_TIMEOUT", "soon", "HPVM_COMM_TIMEOUT='soon' must be a positive number of seconds"),
+    ("HPVM_COMM_TIMEOUT", "-1", "must be a positive number"),
+    ("HPVM_DIST_LAUNCHER", "slurm", "HPVM_DIST_LAUNCHER='slurm' is not one of mpi, torch, single"),
+    ("HPVM_HEAP_BYTES", "lots", "HPVM_HEAP_BYTES='lots' must be a number of bytes"),
+    ("HPVM_HEAP_BYTES", "12", "of at least 4352"),
+])
+def test_bad_settings_are_rejected_at_init(name: str, value: str, message: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(DistributedError, match=re.escape(message)):
         hpvm.distributed.init()
     assert not hpvm.distributed.is_initialized()
+
+
+def test_bad_init_timeout_is_rejected() -> None:
+    with pytest.raises(DistributedError, match=r"timeout=0 must be positive") as info:
+        hpvm.distributed.init(timeout=0)
+    assert "test_distributed.py" in str(info.value)
+
+
+def test_bad_oneshot_threshold_is_rejected(world: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    x = hpvm.symmetric.empty(4, hpvm.f32)
+    monkeypatch.setenv("HPVM_COMM_ONESHOT_BYTES", "big")
+    with hpvm.runtime("cpu"), pytest.raises(DistributedError, match="HPVM_COMM_ONESHOT_BYTES='big'"):
+        hpvm.wait(hpvm.launch(sum_graph, x, x.nbytes))
 
 
 def test_heap_and_ranks_need_init() -> None:

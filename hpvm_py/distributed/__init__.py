@@ -7,7 +7,7 @@ local (heap algorithms), remote (engine algorithms), nodes (library nodes and th
 """
 from __future__ import annotations
 
-from ..errors import DistributedError
+from ..errors import DistributedError, HPVMError
 from ..frontend.callsite import caller_loc
 from ..rt.api import api_boundary
 from . import ranks as _ranks
@@ -17,7 +17,12 @@ from . import ranks as _ranks
 def init(timeout: float | None = None) -> None:
     """Join the world of ranks and map the symmetric heap (a second call does nothing).
     timeout: seconds any cross-rank wait may take (default $HPVM_COMM_TIMEOUT, else 60)."""
-    _ranks.init(timeout)
+    try:
+        _ranks.init(timeout)
+    except HPVMError as exc:
+        if exc.loc is None:  # setup errors are about this call
+            exc.loc = caller_loc()
+        raise
 
 
 @api_boundary
