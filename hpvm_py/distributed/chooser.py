@@ -17,8 +17,8 @@ import os
 from ..errors import DistributedError
 
 # Measured with benchmarks/collectives.py on 2 CPU ranks of the 2-core development machine, f32:
-# one-shot is faster up to 256 KiB per rank (see docs/distributed.md).
-ONESHOT_BYTES = 256 << 10
+# one-shot was faster up to 512 KiB in every run (docs/performance.md).
+ONESHOT_BYTES = 512 << 10
 
 
 def oneshot_threshold() -> int:
