@@ -2,7 +2,7 @@
 
 Multi-rank tests start real ranks with the venv's `mpiexec` (next to sys.executable) running the
 programs in tests/programs/dist_*.py and examples/tp_mlp.py; each program compares with NumPy
-references itself and prints what the test checks. Single-rank tests run in this process (a
+references itself and reports what the test checks. Single-rank tests run in this process (a
 process started without a launcher is a world of one rank).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _launch(n: int, script: Path, *args: str, env: dict[str, str] | None = None,
     if not MPIEXEC.exists():
         pytest.skip(f"no mpiexec next to {sys.executable}: install the dist extra (make test does)")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_COMM_")}
-    environment.update(PYTHONPATH=str(ROOT), HPVM_HEAP_BYTES="32M", HPVM_NUM_THREADS="1",
+    environment.update(PYTHONPATH=str(ROOT), HPVM_HEAP_BYTES="8M", HPVM_NUM_THREADS="1",
                        OMP_NUM_THREADS="1", **(env or {}))
     if out is not None:
         environment["HPVM_TEST_OUT"] = str(out)
@@ -98,8 +98,8 @@ def test_init_faults(tmp_path: Path) -> None:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_")}
     environment.update(PYTHONPATH=str(ROOT), HPVM_TEST_OUT=str(tmp_path))
     script = [sys.executable, str(PROGRAMS / "dist_init_faults.py")]
-    command = [str(MPIEXEC), "-n", "1", "-env", "HPVM_HEAP_BYTES", "16M", *script, ":",
-               "-n", "1", "-env", "HPVM_HEAP_BYTES", "32M", *script]
+    command = [str(MPIEXEC), "-n", "1", "-env", "HPVM_HEAP_BYTES", "4M", *script, ":",
+               "-n", "1", "-env", "HPVM_HEAP_BYTES", "8M", *script]
     result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=environment)
     assert result.returncode == 0, result.stdout + result.stderr
     assert _reports(tmp_path, 2) == [["INIT heap-size ok", "INIT missing ok"], ["INIT heap-size ok"]]
@@ -112,7 +112,7 @@ def test_torchrun_environment_uses_gloo(seed: str, tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("HPVM_COMM_", "PMI_"))}
-    environment.update(PYTHONPATH=str(ROOT), HPVM_HEAP_BYTES="32M", HPVM_NUM_THREADS="1",
+    environment.update(PYTHONPATH=str(ROOT), HPVM_HEAP_BYTES="8M", HPVM_NUM_THREADS="1",
                        OMP_NUM_THREADS="1", HPVM_COMM_FORCE_REMOTE="1", HPVM_TEST_OUT=str(tmp_path),
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
     ranks = [subprocess.Popen([sys.executable, str(PROGRAMS / "dist_collectives.py"), seed, "cpu"],

@@ -32,10 +32,10 @@ class Communicator:
         from .ranks import World
 
         assert isinstance(world, World)
+        self.world = world
         self.heap = world.heap
         self.rank = world.rank
         self.ranks = world.local_ranks
-        self.timeout = world.timeout
         self._flags = np.array([self.heap.flag_address(q) for q in self.ranks], dtype=np.int64)
         self._flags_address = self._flags.ctypes.data
         self._native = native()
@@ -54,12 +54,13 @@ class Communicator:
         if behind < 0:
             return
         load = self._native.load
+        timeout = self.world.timeout
         try:
             wait_until(lambda: [q for q, a in zip(self.ranks, self._flags) if load(int(a)) < target],
-                       self.timeout)
+                       timeout)
         except RanksMissing as exc:
             raise HPVMTimeoutError(
-                f"{what()}: rank(s) {exc.ranks} did not arrive within {self.timeout:g} s (a rank "
+                f"{what()}: rank(s) {exc.ranks} did not arrive within {timeout:g} s (a rank "
                 "failed, exited, or skipped this collective; the timeout is HPVM_COMM_TIMEOUT or "
                 "hpvm.distributed.init(timeout=...)); the ranks are out of step now: finalize",
                 loc, rule="rank-arrival") from None

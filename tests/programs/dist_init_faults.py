@@ -12,7 +12,7 @@ RANK = MPI.COMM_WORLD.Get_rank()
 try:
     hpvm.distributed.init(timeout=10)
 except DistributedError as exc:
-    assert "ranks disagree on HPVM_HEAP_BYTES (rank 0: 16777216, rank 1: 33554432)" in str(exc), str(exc)
+    assert "ranks disagree on HPVM_HEAP_BYTES (rank 0: 4194304, rank 1: 8388608)" in str(exc), str(exc)
     report(RANK, "INIT heap-size ok")
 if RANK == 1:
     time.sleep(4)
