@@ -20,8 +20,8 @@ from ..ir.loc import Loc
 from ..types import PtrType, ScalarType, i64, resolve_scalar
 from ..rt import stats
 from . import chooser, local, ranks, remote
-from .call import DTYPES, KINDS, NOT_ON_HEAP, OK, BAD_ARGUMENT, OPS, Buffer, Call, agree, \
-    check_arguments, descriptor
+from .call import (BAD_ARGUMENT, DTYPES, KINDS, NOT_ON_HEAP, OK, OPS, Buffer, Call, agree,
+                   check_arguments, descriptor)
 
 FLOAT_ONLY = ("all_reduce_rmsnorm",)
 
@@ -100,8 +100,10 @@ def compile_library(func: D.LibraryFunc, node: D.Node, target: str, bound: list[
                            f"{', '.join(KINDS)})", node.loc, rule="library-kind")
     options = dict(func.options)
     dtype = resolve_scalar(str(options.pop("dtype", "")))
-    error = lambda msg: CompileError(f"node {node.name} ({func.kind}): {msg}", node.loc,  # noqa: E731
-                                     rule="library-kind")
+
+    def error(message: str) -> CompileError:
+        return CompileError(f"node {node.name} ({func.kind}): {message}", node.loc, rule="library-kind")
+
     if dtype is None or dtype.name not in DTYPES:
         raise error(f"dtype {func.options.get('dtype')!r} is not one of {', '.join(DTYPES)}")
     _check_options(func.kind, options, error)
