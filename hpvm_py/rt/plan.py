@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import CompileError
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.semantics import typed_value
@@ -145,8 +144,10 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
             nplan.child = _plan_graph(module, func, child_modes, (len(node.dims),) + level_dims,
                                       default_target, compile_leaf, checks)
         else:
-            raise CompileError(f"library node {func.name} ({func.kind}) is not available on this "
-                               "target yet", node.loc)
+            from ..distributed.nodes import compile_library
+
+            bound = [g.params[s.bind_port].name if s.bind_port is not None else None for s in sources]
+            nplan.kernel = compile_library(func, node, target, bound, not plan.single_parent)
         plan.nodes.append(nplan)
     for e in g.edges:
         if (g.name, id(e)) in checks:

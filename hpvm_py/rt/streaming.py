@@ -58,6 +58,12 @@ class StreamHandle:
     def __init__(self, runtime: Any, compiled: Any, depth: int):
         if depth < 1:
             raise StreamError(f"depth must be at least 1, got {depth}", caller_loc())
+        from ..distributed.nodes import first_collective
+
+        collective = first_collective(compiled.plan)
+        if collective is not None:  # stages run concurrently: ranks could not keep one order
+            raise StreamError(f"node {collective.name} is a collective; collectives cannot run in a "
+                              "streaming launch yet (launch without stream=True)", collective.node.loc)
         self.runtime = runtime
         self.compiled = compiled
         self.plan = compiled.plan
