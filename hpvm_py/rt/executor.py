@@ -69,6 +69,7 @@ class Executor:
         finally:
             self._local.recorder = None
         stats.bump("kernel_launches", plan.leaf_count)
+        stats.bump("nodes_run", plan.node_count)
         return [np.asarray(o).reshape(-1)[0] if np.ndim(o) else o for o in outputs]
 
     # -- graphs -----------------------------------------------------------------------------
