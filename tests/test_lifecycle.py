@@ -387,3 +387,24 @@ def test_graphs_from_text_keep_unnamed_outputs_as_before(target):
     loaded = hpvm.from_text(hpvm.to_text(g.inner))
     with hpvm.runtime(target):
         assert hpvm.wait(hpvm.launch(loaded, a, a.nbytes, 8)) == 1  # one unnamed output: a value
+
+
+def test_cleanup_that_times_out_on_a_running_kernel_names_the_stage(target, rng):
+    item = Item(rng, 64, 2 * ROUNDS[target], 1)
+    hpvm.init(target)
+    h = hpvm.launch(g.slow_pipeline, stream=True)
+    hpvm.push(h, *item.args())
+    while h._host_fifos[0].qsize():  # until the first stage has taken the item...
+        time.sleep(0.001)
+    time.sleep(0.02)  # ...and started its kernel, which runs far longer than this
+    with pytest.raises(HPVMTimeoutError, match="churn") as info:
+        hpvm.cleanup(timeout=0)  # ERR:cleanup-timeout
+    check_error(info.value, HPVMTimeoutError, HERE, "cleanup-timeout", None)
+    with pytest.raises(LaunchError, match="not initialised"):  # the runtime is stopped anyway
+        _vinc(np.zeros(4, np.int64))
+    for t in threading.enumerate():  # the kernel ends by itself, and its stage with it
+        if t.name.startswith("hpvm-stage-"):
+            t.join(120)
+            assert not t.is_alive()
+    np.testing.assert_array_equal(item.y, item.expected())  # the running kernel finished
+    assert not item.z.any()  # the next stage never ran

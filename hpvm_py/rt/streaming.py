@@ -42,6 +42,7 @@ from .executor import Executor, Slot, check_grids, device_of
 
 _POLL = 0.05  # seconds between checks of the stop flag while blocked
 WAITED_TWICE = "wait() was already called on this launch handle"
+_THREAD_PREFIX = "hpvm-stage-"  # a stage thread's name: the prefix, then its node's name
 
 
 class _EndOfStream:
@@ -97,7 +98,7 @@ class StreamHandle:
         # C-level: results wait here until popped)
         self._done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
         self._threads = [threading.Thread(target=self._stage, args=(i,), daemon=True,
-                                          name=f"hpvm-stage-{node.name}")
+                                          name=f"{_THREAD_PREFIX}{node.name}")
                          for i, node in enumerate(nodes)]
         for t in self._threads:
             t.start()
@@ -222,10 +223,10 @@ class StreamHandle:
         busy = join_threads(self._threads, deadline)
         if not busy:
             self._release_items()
-        return [t.name for t in busy]
+        return [_node_name(t) for t in busy]
 
     def _still_running(self, timeout: float | None) -> HPVMTimeoutError:
-        busy = ", ".join(t.name.removeprefix("hpvm-stage-") for t in self._threads if t.is_alive())
+        busy = ", ".join(_node_name(t) for t in self._threads if t.is_alive())
         return HPVMTimeoutError(
             f"wait(): the stream did not drain within {timeout} s (stages still working: {busy}). "
             "The stream is closed to pushes and keeps draining; its stages may still write their "
@@ -349,6 +350,10 @@ class StreamHandle:
             if src.bind_port == parent_port:
                 return src.stream
         return True
+
+
+def _node_name(thread: threading.Thread) -> str:
+    return thread.name.removeprefix(_THREAD_PREFIX)
 
 
 def deadline_after(timeout: float | None) -> float | None:
