@@ -159,6 +159,28 @@ def test_cleanup_stops_a_busy_stream_before_its_queued_items_run(target, rng):
         hpvm.push(h, *items[0].args())
 
 
+def _wait_until_taken(h) -> None:
+    """Until the first stage has taken the pushed item, and started its kernel (which runs far
+    longer than this)."""
+    while h._host_fifos[0].qsize():
+        time.sleep(0.001)
+    time.sleep(0.02)
+
+
+def test_cleanup_stops_an_internal_node_stage_between_its_children(target, rng):
+    item = Item(rng, 64, 2 * ROUNDS[target], 5)
+    hpvm.init(target)
+    try:
+        h = hpvm.launch(g.one_internal_stage, stream=True)
+        hpvm.push(h, *item.args())
+        _wait_until_taken(h)
+    finally:
+        hpvm.cleanup(timeout=120)
+    np.testing.assert_array_equal(item.y, item.expected())  # the running kernel finished...
+    assert not item.z.any()  # ...and its sibling in the same stage never started
+    assert hpvm.stats()["nodes_run"] == 0  # the stage's firing did not complete
+
+
 def test_cleanup_after_a_timed_out_wait_stops_the_stream(target, rng):
     items = [Item(rng, 64, ROUNDS[target], tag) for tag in range(3)]
     with hpvm.runtime(target):
@@ -394,9 +416,7 @@ def test_cleanup_that_times_out_on_a_running_kernel_names_the_stage(target, rng)
     hpvm.init(target)
     h = hpvm.launch(g.slow_pipeline, stream=True)
     hpvm.push(h, *item.args())
-    while h._host_fifos[0].qsize():  # until the first stage has taken the item...
-        time.sleep(0.001)
-    time.sleep(0.02)  # ...and started its kernel, which runs far longer than this
+    _wait_until_taken(h)
     with pytest.raises(HPVMTimeoutError, match="churn") as info:
         hpvm.cleanup(timeout=0)  # ERR:cleanup-timeout
     check_error(info.value, HPVMTimeoutError, HERE, "cleanup-timeout", None)

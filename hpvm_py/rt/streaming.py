@@ -38,7 +38,7 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from . import stats
 from .args import bind_arguments
-from .executor import Executor, Slot, check_grids, device_of
+from .executor import Executor, Slot, Stopped, check_grids, device_of
 
 _POLL = 0.05  # seconds between checks of the stop flag while blocked
 WAITED_TWICE = "wait() was already called on this launch handle"
@@ -56,10 +56,6 @@ _EOS = _EndOfStream()
 class _EdgeItem:
     slot: Slot
     extents: tuple[int, ...]
-
-
-class _Stop(Exception):
-    """Raised inside a stage when the pipeline is shutting down."""
 
 
 class StreamHandle:
@@ -135,19 +131,19 @@ class StreamHandle:
 
     def _send(self, item: Any, deadline: float | None, what: str) -> None:
         """Put item into every stage's host FIFO once all of them have room, so that a timeout
-        leaves every stage with the same items; raises _Stop when stopped."""
+        leaves every stage with the same items; raises Stopped when stopped."""
         for fifo in self._host_fifos:
             with fifo.not_full:
                 while len(fifo.queue) >= fifo.maxsize:
                     if self._stop.is_set():
-                        raise _Stop()
+                        raise Stopped()
                     left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
                     if left <= 0:
                         raise HPVMTimeoutError(f"{what}(): the pipeline stayed full past the timeout",
                                                caller_loc())
                     fifo.not_full.wait(left)
         if self._stop.is_set():
-            raise _Stop()
+            raise Stopped()
         for fifo in self._host_fifos:
             fifo.put_nowait(item)  # only this host thread adds: the room is still there
 
@@ -165,7 +161,7 @@ class StreamHandle:
         try:
             while len(records) < len(self._done):
                 records.append(self._get(self._done[len(records)], deadline, "pop"))
-        except _Stop:
+        except Stopped:
             self._raise_stopped("pop")
         self._partial = []
         self._popped += 1
@@ -201,7 +197,7 @@ class StreamHandle:
                 if not self._end_sent:
                     self._send(_EOS, deadline, "wait")
                     self._end_sent = True
-            except _Stop:
+            except Stopped:
                 pass  # a stage failed: every stage is stopping, and the error is raised below
             except HPVMTimeoutError:
                 raise self._still_running(timeout) from None
@@ -264,10 +260,10 @@ class StreamHandle:
     # -- FIFOs with a stop flag ---------------------------------------------------------------
 
     def _put(self, fifo: queue.Queue, item: Any) -> None:
-        """A stage's put: raises _Stop once the pipeline is stopped."""
+        """A stage's put: raises Stopped once the pipeline is stopped."""
         while True:
             if self._stop.is_set():
-                raise _Stop()
+                raise Stopped()
             try:
                 fifo.put(item, timeout=_POLL)
                 return
@@ -275,10 +271,10 @@ class StreamHandle:
                 continue
 
     def _get(self, fifo: Any, deadline: float | None, what: str) -> Any:
-        """Raises _Stop once the pipeline is stopped, HPVMTimeoutError past the deadline."""
+        """Raises Stopped once the pipeline is stopped, HPVMTimeoutError past the deadline."""
         while True:
             if self._stop.is_set():
-                raise _Stop()
+                raise Stopped()
             try:
                 return fifo.get(timeout=_POLL)
             except queue.Empty:
@@ -292,6 +288,7 @@ class StreamHandle:
         node = self.plan.nodes[index]
         first_env: list[Any] | None = None
         kept_edges: dict[int, Any] = {}  # non-streaming edges: the first value
+        self.executor.watch(self._stop)  # an internal node's children check it too
         try:
             while True:
                 env = self._get(self._host_fifos[index], None, "stage")
@@ -317,7 +314,7 @@ class StreamHandle:
                         kept_edges[port] = value
                     args.append(value)
                 if self._stop.is_set():
-                    raise _Stop()
+                    raise Stopped()
                 ext, outs = self.executor.fire(self.plan, node, item_env, args, [], 1)
                 stats.bump("kernel_launches", node.leaf_count)
                 stats.bump("nodes_run", node.node_count)
@@ -332,7 +329,7 @@ class StreamHandle:
                     for key in self._consumers.get((index, port), []):
                         self._put(self._edge_fifos[key], _EdgeItem(slot, ext))
                 self._done[index].put(outs)
-        except _Stop:
+        except Stopped:
             return
         except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()
             with self._error_lock:

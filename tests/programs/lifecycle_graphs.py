@@ -79,3 +79,21 @@ def nested(a: InOut[Ptr[i64]], a_bytes: i64, n: i64) -> i64:
     """Three nodes run per launch: the internal node `inner`, its leaf, and `echo`."""
     mid = hpvm.node(inner, a=a, a_bytes=a_bytes, n=n)
     return hpvm.node(echo, tag=hpvm.all_to_all(mid.out[0])).out[0]
+
+
+@hpvm.graph
+def churn_then_copy(x: In[Ptr[i64]], x_bytes: i64, y: InOut[Ptr[i64]], y_bytes: i64,
+                    z: Out[Ptr[i64]], z_bytes: i64, n: i64, rounds: i64, tag: i64) -> i64:
+    c = hpvm.node(churn, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, rounds=rounds, tag=tag)
+    b = hpvm.node(copy_back, grid=n, tag=hpvm.all_to_all(c.out[0]), y=y, y_bytes=y_bytes, z=z,
+                  z_bytes=z_bytes)
+    return b.out[0]
+
+
+@hpvm.graph
+def one_internal_stage(x: In[Ptr[i64]], x_bytes: i64, y: InOut[Ptr[i64]], y_bytes: i64,
+                       z: Out[Ptr[i64]], z_bytes: i64, n: i64, rounds: i64, tag: i64) -> i64:
+    """A stream of one stage that is an internal node: its two leaves run one after the other."""
+    s = hpvm.streaming
+    return hpvm.node(churn_then_copy, x=s(x), x_bytes=s(x_bytes), y=s(y), y_bytes=s(y_bytes), z=s(z),
+                     z_bytes=s(z_bytes), n=s(n), rounds=s(rounds), tag=s(tag)).out[0]
