@@ -197,7 +197,7 @@ def test_cleanup_after_a_timed_out_wait_stops_the_stream(target, rng):
 # -- one runtime per process, reference-counted --------------------------------------------------
 
 
-def _vinc(a: np.ndarray) -> None:
+def _add_index(a: np.ndarray) -> None:
     hpvm.wait(hpvm.launch(g.inner, a, a.nbytes, len(a)))
 
 
@@ -207,10 +207,10 @@ def test_a_nested_runtime_joins_and_its_exit_keeps_the_outer_one(target, rng):
     with hpvm.runtime(target):
         stream = hpvm.launch(g.slow_pipeline, stream=True)
         with hpvm.runtime(target):
-            _vinc(a)
+            _add_index(a)
         with hpvm.runtime():  # no target: joins whatever runs
-            _vinc(a)
-        _vinc(a)  # the inner exits did not stop the runtime
+            _add_index(a)
+        _add_index(a)  # the inner exits did not stop the runtime
         item = Item(rng, 8, 5, 9)
         hpvm.push(stream, *item.args())  # nor the outer block's stream
         assert hpvm.pop(stream, timeout=60) == (9,)
@@ -218,7 +218,7 @@ def test_a_nested_runtime_joins_and_its_exit_keeps_the_outer_one(target, rng):
         np.testing.assert_array_equal(item.z, item.expected())
     np.testing.assert_array_equal(a, x + 3 * np.arange(32))
     with pytest.raises(LaunchError, match="not initialised"):
-        _vinc(a)
+        _add_index(a)
 
 
 def test_a_nested_runtime_with_another_target_is_an_error(target):
@@ -229,7 +229,7 @@ def test_a_nested_runtime_with_another_target_is_an_error(target):
             hpvm.init(other)  # ERR:other-target
         check_error(info.value, LaunchError, HERE, "other-target", None)
         assert repr(target) in info.value.message
-        _vinc(a)  # the running runtime is untouched
+        _add_index(a)  # the running runtime is untouched
     np.testing.assert_array_equal(a, np.arange(4))
     hpvm.cleanup()  # more cleanups than inits: harmless
 
@@ -250,7 +250,7 @@ def test_threads_with_their_own_runtime_blocks_share_one_runtime(target, rng):
             with hpvm.runtime(target):
                 both_in.wait()
                 for i in range(launches):
-                    _vinc(arrays[name])
+                    _add_index(arrays[name])
                     launched[name] += 1
                     if name == "late" and i == 2:
                         assert early_left.wait(60)  # go on only once the other thread has left
@@ -272,13 +272,13 @@ def test_threads_with_their_own_runtime_blocks_share_one_runtime(target, rng):
         np.testing.assert_array_equal(a, originals[name] + launched[name] * np.arange(n))
     assert launched == {"early": 5, "late": 20}
     with pytest.raises(LaunchError):  # the last exit stopped it
-        _vinc(arrays["late"])
+        _add_index(arrays["late"])
 
 
 # -- buffers are let go ---------------------------------------------------------------------------
 
 
-def _refs_to_fresh_buffers(target: str, launches: int, untrack: bool) -> list[weakref.ref]:
+def _refs_to_fresh_buffers(launches: int, untrack: bool) -> list[weakref.ref]:
     """Launch a graph with fresh arrays each time (the same ones twice, so the cpu target records
     and replays); returns weak references to every array."""
     refs = []
@@ -286,7 +286,7 @@ def _refs_to_fresh_buffers(target: str, launches: int, untrack: bool) -> list[we
         a = np.arange(16, dtype=np.int64)
         hpvm.track_memory(a)
         for _ in range(2):
-            _vinc(a)
+            _add_index(a)
         np.testing.assert_array_equal(hpvm.request_memory(a), 3 * np.arange(16))
         refs.append(weakref.ref(a))
         if untrack:
@@ -296,7 +296,7 @@ def _refs_to_fresh_buffers(target: str, launches: int, untrack: bool) -> list[we
 
 def test_untracked_buffers_are_freed(target):
     with hpvm.runtime(target):
-        refs = _refs_to_fresh_buffers(target, 12, untrack=True)
+        refs = _refs_to_fresh_buffers(12, untrack=True)
         gc.collect()
         alive = sum(r() is not None for r in refs)
     assert alive == 0, f"{alive} untracked arrays are still held"
@@ -304,7 +304,7 @@ def test_untracked_buffers_are_freed(target):
 
 def test_buffers_are_freed_after_cleanup(target):
     with hpvm.runtime(target):
-        refs = _refs_to_fresh_buffers(target, 12, untrack=False)
+        refs = _refs_to_fresh_buffers(12, untrack=False)
     gc.collect()
     alive = sum(r() is not None for r in refs)
     assert alive == 0, f"{alive} arrays are still held after cleanup()"
@@ -333,10 +333,10 @@ def test_pushed_buffers_are_freed_when_the_stream_ends(target, rng):
 def test_a_buffer_launched_again_after_untrack_is_tracked_again(target):
     a = np.zeros(8, np.int64)
     with hpvm.runtime(target):
-        _vinc(a)
-        _vinc(a)  # on the cpu target: a replay of the first launch
+        _add_index(a)
+        _add_index(a)  # on the cpu target: a replay of the first launch
         hpvm.untrack_memory(a)
-        _vinc(a)  # not replayed blindly: the launch tracks `a` again
+        _add_index(a)  # not replayed blindly: the launch tracks `a` again
         np.testing.assert_array_equal(hpvm.request_memory(a), 3 * np.arange(8))
 
 
@@ -359,7 +359,7 @@ def test_replayed_and_streamed_launches_count_their_nodes(target, rng):
     item = Item(rng, 8, 3, 1)
     with hpvm.runtime(target):
         for _ in range(4):
-            _vinc(a)  # one leaf under the root: replayed after the first launch on the cpu target
+            _add_index(a)  # one leaf under the root: replayed after the first launch on the cpu target
         counts = hpvm.stats()
         assert counts["nodes_run"] == 4 and counts["kernel_launches"] == 4
         if target == "cpu":
@@ -374,10 +374,10 @@ def test_replayed_and_streamed_launches_count_their_nodes(target, rng):
 def test_a_fresh_runtime_resets_the_counters_and_a_joining_one_does_not(target):
     a = np.zeros(8, np.int64)
     with hpvm.runtime(target):
-        _vinc(a)
+        _add_index(a)
         with hpvm.runtime(target):
             assert hpvm.stats()["launches"] == 1
-            _vinc(a)
+            _add_index(a)
         assert hpvm.stats()["launches"] == 2
     assert hpvm.stats()["launches"] == 2  # readable after cleanup
     with hpvm.runtime(target):
@@ -421,7 +421,7 @@ def test_cleanup_that_times_out_on_a_running_kernel_names_the_stage(target, rng)
         hpvm.cleanup(timeout=0)  # ERR:cleanup-timeout
     check_error(info.value, HPVMTimeoutError, HERE, "cleanup-timeout", None)
     with pytest.raises(LaunchError, match="not initialised"):  # the runtime is stopped anyway
-        _vinc(np.zeros(4, np.int64))
+        _add_index(np.zeros(4, np.int64))
     for t in threading.enumerate():  # the kernel ends by itself, and its stage with it
         if t.name.startswith("hpvm-stage-"):
             t.join(120)
