@@ -51,6 +51,16 @@ class NodePlan:
     def name(self) -> str:
         return self.node.name
 
+    @property
+    def leaf_count(self) -> int:
+        """Leaf kernels one firing of this node launches."""
+        return 1 if self.kernel is not None else (self.child.leaf_count if self.child else 0)
+
+    @property
+    def node_count(self) -> int:
+        """Nodes one firing of this node runs: itself and every node of its child graph."""
+        return 1 + (self.child.node_count if self.child else 0)
+
     def kernel_for(self, args: list[Any], extents: list[tuple[int, ...]]) -> LeafKernel:
         """The unchecked kernel when every access of this launch is proven in bounds, else the
         checked variant (compiled on first need)."""
@@ -75,8 +85,12 @@ class GraphPlan:
     @property
     def leaf_count(self) -> int:
         """Leaf nodes fired by one run of this graph (counted in stats once per launch)."""
-        return sum(1 if n.kernel is not None else (n.child.leaf_count if n.child else 0)
-                   for n in self.nodes)
+        return sum(n.leaf_count for n in self.nodes)
+
+    @property
+    def node_count(self) -> int:
+        """Nodes fired by one run of this graph, internal ones included (counted in stats)."""
+        return sum(n.node_count for n in self.nodes)
 
     @property
     def single_parent(self) -> bool:
