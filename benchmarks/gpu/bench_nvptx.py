@@ -111,7 +111,7 @@ torch.cuda.synchronize()
 ref = (A0[1:-1, 1:-1, 2:] + A0[1:-1, 1:-1, :-2] + A0[1:-1, 2:, 1:-1] + A0[1:-1, :-2, 1:-1]
        + A0[2:, 1:-1, 1:-1] + A0[:-2, 1:-1, 1:-1]) * c1 - A0[1:-1, 1:-1, 1:-1] * c0
 assert torch.allclose(An[1:-1, 1:-1, 1:-1], ref, atol=1e-5)
-for threads, width in ((256, 128), (256, 32), (512, 128), (128, 128), (256, 256), (1024, 256)):
+for threads, width in ((256, 128), (256, 32), (512, 128), (128, 128), (256, 256), (512, 64)):
     launch.BLOCK_THREADS, launch.BLOCK_X_2D = threads, width
     ms = bench(run)
     print(f"stencil 512x512x256 nvptx block {threads} threads, x {width}: {ms:.3f} ms "
@@ -167,6 +167,18 @@ for _ in range(2000):
     run()
 torch.cuda.synchronize()
 print(f"tiny nvptx launch, host: {(time.perf_counter() - t) / 2000 * 1e6:.1f} us")
+ir = vadd.ir
+ctx = NodeContext(level_dims=(1,), input_modes=("buffer", "uniform") * 3, output_modes=())
+prepared = NvptxBackend().compile_leaf(ir, ctx).prepare([buf(small), 4096] * 3, [], [(1024,)])
+for _ in range(100):
+    prepared.run()
+torch.cuda.synchronize()
+t = time.perf_counter()
+for _ in range(2000):
+    prepared.run()
+torch.cuda.synchronize()
+print(f"tiny nvptx prepared launch (run() of a packed launch), host: "
+      f"{(time.perf_counter() - t) / 2000 * 1e6:.1f} us")
 ds = cuda.as_cuda_array(small)
 for _ in range(100):
     vadd_numba[1, 1024](ds, ds, ds)

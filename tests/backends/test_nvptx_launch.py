@@ -84,6 +84,21 @@ def per_instance(v: i32, scale: i32) -> i32:
 
 
 @hpvm.leaf
+def coordinates(out: Out[Ptr[i64]], out_bytes: i64):
+    me = hpvm.get_node()
+    x = hpvm.get_node_instance_id_x(me)
+    y = hpvm.get_node_instance_id_y(me)
+    out[y * hpvm.get_num_node_instances_x(me) + x] = y * 1000 + x
+
+
+@hpvm.leaf
+def parent_ids(out: Out[Ptr[i64]], out_bytes: i64):
+    me = hpvm.get_node()
+    p = hpvm.get_node_instance_id_x(hpvm.get_parent_node(me))
+    out[p * hpvm.get_num_node_instances_x(me) + hpvm.get_node_instance_id_x(me)] = p
+
+
+@hpvm.leaf
 def early_return(x: InOut[Ptr[i32]], x_bytes: i64, n: i64):
     i = hpvm.instance_id(0)
     if i >= n:
@@ -169,6 +184,40 @@ def test_per_instance_inputs_and_outputs_with_parents():
     (first,) = run(LEAVES.per_instance, [(leaves,), (parents,)], v, 3,
                    modes={"v": "per_instance"}, outputs=("per_parent",), target="nvptx")
     np.testing.assert_array_equal(first, v.reshape(parents, leaves)[:, 0] * 3)
+
+
+def test_grid_beyond_the_gpu_limits_runs_in_chunks():
+    nx, ny = 3, 600_000  # more than 65535 blocks in y
+    out = np.full(nx * ny, -1, dtype=np.int64)
+    run(LEAVES.coordinates, [(nx, ny)], out, None, target="nvptx")
+    y, x = np.divmod(np.arange(nx * ny), nx)
+    np.testing.assert_array_equal(out, y * 1000 + x)
+    leaves, parents = 3, 2_100_000  # more than 65535 blocks of (z, parent) pairs
+    out = np.full(leaves * parents, -1, dtype=np.int64)
+    run(LEAVES.parent_ids, [(leaves,), (parents,)], out, None, target="nvptx")
+    np.testing.assert_array_equal(out, np.repeat(np.arange(parents), leaves))
+
+
+def test_prepared_launch_runs_again_with_a_new_scalar():
+    from hpvm_py.backends.base import NodeContext
+    from hpvm_py.backends.nvptx import NvptxBackend
+    import torch
+
+    from cpu_harness import device_buffer
+
+    leaf = LEAVES.early_return.ir
+    ctx = NodeContext(level_dims=(1,), input_modes=("buffer", "uniform", "uniform"), output_modes=())
+    kernel = NvptxBackend().compile_leaf(leaf, ctx)
+    x = torch.zeros(100, dtype=torch.int32, device="cuda")
+    prepared = kernel.prepare([device_buffer(x), np.int64(400), np.int64(10)], [], [(100,)])
+    assert prepared.reusable
+    prepared.run()
+    prepared.set_uniform(2, 50)
+    prepared.run()
+    want = np.zeros(100, dtype=np.int32)
+    want[:10] = 3  # twice x * 2 + 1
+    want[10:50] = 1
+    np.testing.assert_array_equal(x.cpu().numpy(), want)
 
 
 def test_early_return_skips_the_rest():

@@ -5,6 +5,8 @@
     one per output           the device address of the output array (0 when unused);
     one per buffer parameter the real size of the memory object in bytes (i64);
     3 per level (x, y, z)    the extents (i64, 1 for missing dimensions), level 0 (the leaf) first;
+    y offset, zp offset      (flat mapping) where this launch's grid starts in y and in the (z,
+                             parent) range: launches whose grid exceeds the GPU's are split;
     error                    the address of the error slot (cpu/memory.py: ERROR_SLOT_WORDS i64),
                              0 in unchecked code.
 
@@ -45,8 +47,16 @@ class KernelLayout:
         return self.n_params + self.n_outputs + len(self.buffers) + level * DIMS_PER_LEVEL + dim
 
     @property
-    def error(self) -> int:
+    def y_offset(self) -> int:
         return self.extent(self.levels, 0)
+
+    @property
+    def zp_offset(self) -> int:
+        return self.y_offset + 1
+
+    @property
+    def error(self) -> int:
+        return self.zp_offset + 1
 
     @property
     def count(self) -> int:
@@ -61,6 +71,6 @@ class KernelLayout:
                 assert isinstance(param.type, ScalarType)
                 types.append(mem_type(param.type))  # i1 travels as a byte
         types += [PTR] * self.n_outputs
-        types += [I64] * (len(self.buffers) + self.levels * DIMS_PER_LEVEL)
+        types += [I64] * (len(self.buffers) + self.levels * DIMS_PER_LEVEL + 2)
         types.append(PTR)
         return types

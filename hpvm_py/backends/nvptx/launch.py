@@ -31,7 +31,8 @@ from .simt import GROUP
 BLOCK_THREADS = 256  # threads per block of the flat mapping
 BLOCK_X_2D = 128  # x width of those blocks for leaves of 2 or 3 dimensions
 _GRID_X = (1 << 31) - 1
-_GRID_YZ = 65535  # the y and z grid-stride loops cover the rest
+_GRID_YZ = 65535  # beyond it in y or z, a launch runs in chunks
+_SHAPES_KEPT = 64  # extents remembered per kernel
 
 
 class NvptxKernel:
@@ -48,6 +49,7 @@ class NvptxKernel:
         self.layout = KernelLayout.of(leaf, ctx)
         self.sites = sites(leaf.body)
         self.code = code or device.LoadedCubin(cubin, leaf.name, leaf.loc)
+        self._shapes: dict[tuple, tuple] = {}
 
     def for_source(self, source: K.LeafFunc) -> "NvptxKernel":
         """This kernel's code for another leaf with equal IR (its own source locations)."""
@@ -60,44 +62,65 @@ class NvptxKernel:
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
                extents: list[tuple[int, ...]]) -> None:
+        self.prepare(args, outputs, extents).run()
+
+    def prepare(self, args: list[Any], outputs: list[np.ndarray | None],
+                extents: list[tuple[int, ...]]) -> "PreparedLaunch":
+        """Everything a launch needs, packed; run() may be called again with patched scalars."""
         import torch  # noqa: PLC0415 - the device layer's tensors
 
-        extents = checked_extents(self.leaf, self.ctx, extents)
-        leaves = math.prod(extents[0]) if extents else 1
-        parents = math.prod(math.prod(level) for level in extents[1:])
-        if parents * leaves == 0:
-            return
+        key = tuple(map(tuple, extents))
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shape(extents)
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        checked, parents, leaves, block, chunks = shape
         ordinal = self._device(args)
-        grid, block, shared = self._geometry(args, extents, parents, ordinal)
         layout = self.layout
         slots = (ctypes.c_uint64 * layout.count)()
         keep: list[Any] = []
         cuda = torch.device("cuda", ordinal)
         self._pack_params(args, slots, parents, leaves, cuda, keep)
         device_outputs = self._outputs(outputs, slots, parents, leaves, cuda)
-        for level, dims in enumerate(extents):
+        for level, dims in enumerate(checked):
             for d in range(DIMS_PER_LEVEL):
                 slots[layout.extent(level, d)] = dims[d] if d < len(dims) else 1
         error = torch.zeros(ERROR_SLOT_WORDS, dtype=torch.int64, device=cuda) if self.checked else None
         if error is not None:
             slots[layout.error] = error.data_ptr()
-        base = ctypes.addressof(slots)
-        params = (ctypes.c_void_p * layout.count)(*[base + 8 * i for i in range(layout.count)])
-        driver = device.cuda_driver()
-        fn = self.code.function(ordinal)
+        shared = self._shared(args, checked, ordinal) if parents * leaves else 0
+        fn = self.code.function(ordinal) if parents * leaves else None
         if shared > 48 * 1024:
             self.code.allow_shared(ordinal, shared)
         device.make_current(ordinal)
         stream = torch.cuda.current_stream(cuda).cuda_stream
-        device.check(driver.cuLaunchKernel(fn, *grid, *block, shared, stream,
-                                           ctypes.addressof(params), 0),
-                     f"launching leaf {self.leaf.name} (grid {grid}, block {block}, "
-                     f"{shared} bytes of shared memory)", self.leaf.loc)
-        if error is not None:
-            self._report(error.cpu().tolist())
-        for out, dev in device_outputs:
-            out.reshape(-1).view(np.uint8)[:dev.numel()] = dev.cpu().numpy()
-        del keep  # the inputs copied to the device lived until here, past the launch
+        return PreparedLaunch(self, fn, slots, block, chunks, shared, stream, error, device_outputs,
+                              keep, reusable=not keep)
+
+    def _shape(self, extents: list[tuple[int, ...]]) -> tuple:
+        """What depends only on the extents: (extents, parents, leaves, block, chunks), a chunk
+        being (grid, y offset, zp offset) of one launch."""
+        checked = checked_extents(self.leaf, self.ctx, extents)
+        leaves = math.prod(checked[0]) if checked else 1
+        parents = math.prod(math.prod(level) for level in checked[1:])
+        own = tuple(checked[0]) + (1,) * (3 - len(checked[0]))
+        if parents * leaves == 0:
+            return checked, parents, leaves, (1, 1, 1), []
+        if self.mapping == GROUP:
+            return checked, parents, leaves, own, [((parents, 1, 1), 0, 0)]
+        block = flat_block(len(checked[0]), own, parents)
+        nx, ny, nz = own
+        gx = -(-nx // block[0])
+        if gx > _GRID_X:
+            raise LaunchError(f"{self.leaf.name}: {nx} instances in x exceed the GPU's grid",
+                              self.leaf.loc)
+        gy_all, gz_all = -(-ny // block[1]), -(-(nz * parents) // block[2])
+        chunks = [((gx, min(_GRID_YZ, gy_all - cy), min(_GRID_YZ, gz_all - cz)),
+                   cy * block[1], cz * block[2])
+                  for cy in range(0, gy_all, _GRID_YZ) for cz in range(0, gz_all, _GRID_YZ)]
+        return checked, parents, leaves, block, chunks
 
     def _device(self, args: list[Any]) -> int:
         """The GPU of the buffers (the current one when the leaf has none)."""
@@ -178,38 +201,17 @@ class NvptxKernel:
             pairs.append((out, dev))
         return pairs
 
-    # -- grid and block ----------------------------------------------------------------------
+    # -- shared memory and blocks -------------------------------------------------------------
 
-    def _geometry(self, args: list[Any], extents: list[tuple[int, ...]], parents: int,
-                  ordinal: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-        """(grid, block, dynamic shared bytes) of a launch."""
-        own = tuple(extents[0]) + (1,) * (3 - len(extents[0]))
-        if self.mapping == GROUP:
-            return self._group_geometry(args, extents, own, parents, ordinal)
-        nx, ny, nz = own
-        dims = len(extents[0])
-        if dims == 0:
-            block = (1, 1, min(64, parents))
-        else:
-            bx = min(BLOCK_THREADS if dims == 1 else BLOCK_X_2D, _round_up(nx, 32))
-            by = min(BLOCK_THREADS // bx, _pow2_at_least(ny))
-            bz = min(64, BLOCK_THREADS // (bx * by), _pow2_at_least(nz * parents))
-            block = (bx, by, bz)
-        grid = (-(-nx // block[0]), min(-(-ny // block[1]), _GRID_YZ),
-                min(-(-(nz * parents) // block[2]), _GRID_YZ))
-        if grid[0] > _GRID_X:
-            raise LaunchError(f"{self.leaf.name}: {nx} instances in x exceed the GPU's grid",
-                              self.leaf.loc)
-        return grid, block, 0
-
-    def _group_geometry(self, args: list[Any], extents: list[tuple[int, ...]],
-                        own: tuple[int, int, int], parents: int, ordinal: int
-                        ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    def _shared(self, args: list[Any], extents: list[tuple[int, ...]], ordinal: int) -> int:
+        """The dynamic shared memory of a launch, after checking the group fits a block."""
+        if self.mapping != GROUP:
+            return 0
         leaf = self.leaf
         limit = device.limits(ordinal)
-        threads = math.prod(own)
-        if threads > limit["threads"] or own[0] > limit["block_x"] or own[1] > limit["block_y"] \
-                or own[2] > limit["block_z"]:
+        own = tuple(extents[0]) + (1,) * (3 - len(extents[0]))
+        if math.prod(own) > limit["threads"] or own[0] > limit["block_x"] or \
+                own[1] > limit["block_y"] or own[2] > limit["block_z"]:
             raise LaunchError(
                 f"{leaf.name} uses barrier() or malloc(), so each group of its instances (one per "
                 f"parent instance) runs as one thread block on target 'nvptx'; a group of "
@@ -217,20 +219,18 @@ class NvptxKernel:
                 f"({limit['threads']} threads; at most {limit['block_x']} x {limit['block_y']} x "
                 f"{limit['block_z']}): give the leaf fewer instances and its parent node more",
                 leaf.loc, rule="nvptx-block-size")
-        if parents > _GRID_X:
-            raise LaunchError(f"{leaf.name}: {parents} parent instances exceed the GPU's grid",
-                              leaf.loc)
-        shared = 0
-        if self.scratch is not None and self.scratch.dynamic:
-            shared = host_bytes(self.scratch, leaf, args, extents)
-        total = shared + (self.scratch.static_bytes or 0 if self.scratch else 0)
+        scratch = self.scratch
+        if scratch is None or not scratch.mallocs:
+            return 0
+        shared = host_bytes(scratch, leaf, args, extents) if scratch.dynamic else 0
+        total = shared + (scratch.static_bytes or 0)
         if total > limit["shared"]:
             raise LaunchError(
                 f"{leaf.name}: its malloc() scratch needs {total} bytes of shared memory per group; "
-                f"this GPU has {limit['shared']} per block: allocate less per group (give the "
-                "leaf fewer instances per parent instance)", self.scratch.mallocs[0].loc
-                if self.scratch and self.scratch.mallocs else leaf.loc, rule="nvptx-shared-memory")
-        return (parents, 1, 1), own, shared
+                f"this GPU has {limit['shared']} per block: allocate less per group (give the leaf "
+                "fewer instances per parent instance)", scratch.mallocs[0].loc,
+                rule="nvptx-shared-memory")
+        return shared
 
     # -- errors ------------------------------------------------------------------------------
 
@@ -243,6 +243,66 @@ class NvptxKernel:
         raise ExecutionError(
             f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
             f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+
+
+class PreparedLaunch:
+    """A packed launch of one kernel: run() launches it (in chunks when its grid exceeds the
+    GPU's), waits for it when it must report errors or fill host outputs; set_uniform() patches
+    a scalar. `reusable`: nothing was copied to the device for this launch only."""
+
+    def __init__(self, kernel: NvptxKernel, fn: Any, slots: ctypes.Array,
+                 block: tuple[int, int, int], chunks: list, shared: int, stream: int,
+                 error: Any, device_outputs: list[tuple[np.ndarray, Any]], keep: list[Any],
+                 reusable: bool):
+        self.kernel = kernel
+        self.fn = fn
+        self.slots = slots
+        self.block = block
+        self.chunks = chunks
+        self.shared = shared
+        self.stream = stream
+        self.error = error
+        self.device_outputs = device_outputs
+        self.keep = keep  # device copies of per-instance inputs, alive as long as the launch
+        self.reusable = reusable
+        base = ctypes.addressof(slots)
+        count = kernel.layout.count
+        self.params = (ctypes.c_void_p * count)(*[base + 8 * i for i in range(count)])
+        self._params_at = ctypes.addressof(self.params)
+        self._launch = device.cuda_driver().cuLaunchKernel
+
+    def set_uniform(self, i: int, value: Any) -> None:
+        param = self.kernel.leaf.params[i]
+        pack_scalar(self.slots, 8 * i, param.type, value)
+
+    def run(self) -> None:
+        layout, slots, (bx, by, bz) = self.kernel.layout, self.slots, self.block
+        for (gx, gy, gz), y0, zp0 in self.chunks:
+            slots[layout.y_offset] = y0
+            slots[layout.zp_offset] = zp0
+            err, = self._launch(self.fn, gx, gy, gz, bx, by, bz, self.shared, self.stream,
+                                self._params_at, 0)
+            if err:
+                leaf = self.kernel.leaf
+                raise LaunchError(f"launching leaf {leaf.name} (grid {(gx, gy, gz)}, block "
+                                  f"{self.block}, {self.shared} bytes of shared memory) failed: "
+                                  f"{device.error_name(err)}", leaf.loc)
+        if self.error is not None:
+            self.kernel._report(self.error.cpu().tolist())
+        for out, dev in self.device_outputs:
+            out.reshape(-1).view(np.uint8)[:dev.numel()] = dev.cpu().numpy()
+
+
+def flat_block(dims: int, own: tuple[int, int, int], parents: int) -> tuple[int, int, int]:
+    """The block shape of the flat mapping: BLOCK_THREADS threads (fewer for small extents), x
+    first (coalesced accesses), then y, then the (z, parent) pairs."""
+    nx, ny, nz = own
+    if dims == 0:
+        return 1, 1, min(64, _pow2_at_least(parents))
+    bx = min(BLOCK_THREADS if dims == 1 else BLOCK_X_2D, _round_up(nx, 32))
+    by = min(BLOCK_THREADS // bx, _pow2_at_least(ny))
+    bz = min(64, BLOCK_THREADS // (bx * by), _pow2_at_least(nz * parents))
+    return bx, by, bz
 
 
 def _localized(leaf: K.LeafFunc) -> K.LeafFunc:

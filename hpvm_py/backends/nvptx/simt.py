@@ -8,10 +8,10 @@ space of backends/base.py maps onto grid × block.
       parent instance) is one thread block: block = the leaf's extents (x, y, z), grid.x = the
       parent instances. barrier() is the block barrier; malloc() scratch is shared memory,
       zeroed by the block before the body runs.
-  flat mapping (neither): instances are independent. x = ctaid.x * ntid.x + tid.x with a guarded
-      tail; y runs over ctaid.y * ntid.y + tid.y and (z, parent) over ctaid.z * ntid.z + tid.z,
-      both with grid-stride loops, so any extents fit the grid limits. The launcher chooses the
-      block shape (launch.py).
+  flat mapping (neither): instances are independent. x = ctaid.x * ntid.x + tid.x, y = ctaid.y *
+      ntid.y + tid.y and the pair (z, parent) = ctaid.z * ntid.z + tid.z, each guarded (the tail
+      blocks). The launcher chooses the block shape, and splits a launch whose grid exceeds the
+      GPU's limits in y or z into several, each with its offsets (launch.py).
 
 A thread that returns early leaves the barriers to the others (PTX: exited threads release the
 barriers waiting for them).
@@ -150,28 +150,27 @@ class SimtBuilder:
         b.ret_void()
 
     def _flat(self) -> None:
+        """One instance per thread when its (x, y, (z, parent)) is in range: straight-line code
+        (a grid-stride loop would hoist every address computation out of a one-trip loop)."""
         b = self.b
         counts = [self.em.counts.get((0, d), ir.Constant(I64, 1)) for d in range(3)]
         x = _global_index(b, "x")
-        inside = self.fn.append_basic_block("x.inside")
-        done = self.fn.append_basic_block("done")
-        b.cbranch(b.icmp_unsigned("<", x, counts[0]), inside, done)
-        b.position_at_end(inside)
+        y = b.add(self._arg(self.layout.y_offset, "y.offset"), _global_index(b, "y"))
+        zp = b.add(self._arg(self.layout.zp_offset, "zp.offset"), _global_index(b, "z"))
         outer = b.mul(counts[2], self.parents, name="zp.count")  # (z, parent) pairs
-
-        def at_y(y: ir.Value) -> None:
-            def at_zp(zp: ir.Value) -> None:
-                if self.dims == 3 and len(self.ctx.level_dims) > 1:
-                    z, parent = b.urem(zp, counts[2], name="z"), b.udiv(zp, counts[2], name="p")
-                elif self.dims == 3:
-                    z, parent = zp, ir.Constant(I64, 0)
-                else:
-                    z, parent = ir.Constant(I64, 0), zp
-                self._instance([x, y, z][:self.dims], parent, None)
-
-            self._grid_stride(_global_index(b, "z"), _grid_stride_step(b, "z"), outer, "zp", at_zp)
-
-        self._grid_stride(_global_index(b, "y"), _grid_stride_step(b, "y"), counts[1], "y", at_y)
+        inside = b.and_(b.and_(b.icmp_unsigned("<", x, counts[0]), b.icmp_unsigned("<", y, counts[1])),
+                        b.icmp_unsigned("<", zp, outer), name="inside")
+        run = self.fn.append_basic_block("instance")
+        done = self.fn.append_basic_block("done")
+        b.cbranch(inside, run, done)
+        b.position_at_end(run)
+        if self.dims == 3 and len(self.ctx.level_dims) > 1:
+            z, parent = b.urem(zp, counts[2], name="z"), b.udiv(zp, counts[2], name="p")
+        elif self.dims == 3:
+            z, parent = zp, ir.Constant(I64, 0)
+        else:
+            z, parent = ir.Constant(I64, 0), zp
+        self._instance([x, y, z][:self.dims], parent, None)
         b.branch(done)
         b.position_at_end(done)
         b.ret_void()
@@ -293,10 +292,6 @@ def _global_index(b: ir.IRBuilder, dim: str) -> ir.Value:
     """ctaid * ntid + tid in one dimension."""
     return b.add(b.mul(_sreg(b, f"ctaid.{dim}"), _sreg(b, f"ntid.{dim}")), _sreg(b, f"tid.{dim}"),
                  name=f"{dim}.first")
-
-
-def _grid_stride_step(b: ir.IRBuilder, dim: str) -> ir.Value:
-    return b.mul(_sreg(b, f"nctaid.{dim}"), _sreg(b, f"ntid.{dim}"), name=f"{dim}.stride")
 
 
 def _mark_kernel(module: ir.Module, fn: ir.Function) -> None:
