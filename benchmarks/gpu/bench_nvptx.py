@@ -1,5 +1,6 @@
 """nvptx kernels against numba-cuda on one GPU, in the same process: vadd 64M f32, the 7-point
-stencil 512x512x256, Parboil sgemm 4096 (16x16 shared tiles), host cost of a tiny launch.
+stencil 512x512x256, Parboil sgemm 4096 (16x16 shared tiles), a 64M -> 256 histogram with
+per-block shared atomics, host cost of a tiny launch.
 
 Each leaf is the one the examples and the CPU benchmarks use; the peers are per-thread numba-cuda
 kernels written the same way (as /work/shared/peers/numba_cuda_peers.py measured them). Times are
@@ -20,11 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
 if not hasattr(np, "row_stack"):  # numba-cuda 0.30 still names it; NumPy 2.5 removed it
     np.row_stack = np.vstack
-from numba import cuda, float32  # noqa: E402
+from numba import cuda, float32, int32  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import hpvm_py as hpvm  # noqa: E402
-from hpvm_py import In, Out, Ptr, f32, i64  # noqa: E402
+from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64  # noqa: E402
 from hpvm_py.backends.base import BufferArg, NodeContext  # noqa: E402
 from hpvm_py.backends.nvptx import NvptxBackend, launch  # noqa: E402
 from hpvm_py.types import PtrType  # noqa: E402
@@ -49,6 +50,21 @@ def stencil(A0: In[Ptr[f32]], A0_bytes: i64, An: Out[Ptr[f32]], An_bytes: i64, c
         idx = i + nx * (j + ny * k)
         An[idx] = (A0[idx + 1] + A0[idx - 1] + A0[idx + nx] + A0[idx - nx] + A0[idx + nx * ny]
                    + A0[idx - nx * ny]) * c1 - A0[idx] * c0
+
+
+@hpvm.leaf
+def histogram_block(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bins_bytes: i64,
+                    n: i64):
+    local = hpvm.malloc(256 * 4, i32)
+    me = hpvm.get_node()
+    t = hpvm.get_node_instance_id_x(me)
+    width = hpvm.get_num_node_instances_x(me)
+    blk = hpvm.get_node_instance_id_x(hpvm.get_parent_node(me))
+    blocks = hpvm.get_num_node_instances_x(hpvm.get_parent_node(me))
+    for i in range(blk * width + t, n, blocks * width):
+        hpvm.atomic_add(local, i64(data[i]), i32(1))
+    hpvm.barrier()
+    hpvm.atomic_add(bins, t, local[t])
 
 
 def buf(t: torch.Tensor) -> BufferArg:
@@ -155,6 +171,41 @@ print("  sgemm max rel err", float((C - ref).abs().max() / ref.abs().max()))
 flops = 2 * M * N * K
 ms = bench(lambda: kernel.launch(values, [], extents))
 print(f"sgemm 4096 nvptx (example leaf, 16x16 tiles): {ms:.3f} ms {flops / ms / 1e9:.1f} TFLOP/s")
+
+# -- histogram with per-block shared atomics -------------------------------------------------------
+xs = torch.randint(0, 256, (64 * 2**20,), device="cuda", dtype=torch.int32)
+bins = torch.zeros(256, device="cuda", dtype=torch.int32)
+blocks = 132 * 8
+hist_levels = [(256,), (blocks,)]
+modes = ("buffer", "uniform", "buffer", "uniform", "uniform")
+ctx = NodeContext(level_dims=(1, 1), input_modes=modes, output_modes=())
+hist_kernel = NvptxBackend().compile_leaf(histogram_block.ir, ctx)
+hist_args = [buf(xs), np.int64(xs.numel() * 4), buf(bins), np.int64(1024), np.int64(xs.numel())]
+hist_kernel.launch(hist_args, [], hist_levels)
+torch.cuda.synchronize()
+assert torch.equal(bins, torch.bincount(xs, minlength=256).to(torch.int32))
+ms = bench(lambda: (bins.zero_(), hist_kernel.launch(hist_args, [], hist_levels)))
+print(f"histogram 64M->256 nvptx (shared scratch atomics, {blocks} groups of 256): {ms:.3f} ms")
+
+
+@cuda.jit
+def hist_shared(x, out):
+    h = cuda.shared.array(256, int32)
+    t = cuda.threadIdx.x
+    h[t] = 0
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < x.size:
+        cuda.atomic.add(h, x[i], 1)
+        i += stride
+    cuda.syncthreads()
+    cuda.atomic.add(out, t, h[t])
+
+
+dx, dbins = cuda.as_cuda_array(xs), cuda.as_cuda_array(bins)
+ms = bench(lambda: (bins.zero_(), hist_shared[blocks, 256](dx, dbins)))
+print(f"histogram 64M->256 numba-cuda shared atomics: {ms:.3f} ms")
 
 # -- host cost of a tiny launch -------------------------------------------------------------------
 small = torch.zeros(1024, device="cuda")

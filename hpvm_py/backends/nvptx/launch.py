@@ -109,6 +109,9 @@ class NvptxKernel:
         if parents * leaves == 0:
             return checked, parents, leaves, (1, 1, 1), []
         if self.mapping == GROUP:
+            if parents > _GRID_X:
+                raise LaunchError(f"{self.leaf.name}: {parents} parent instances exceed the GPU's "
+                                  "grid (one block per parent instance)", self.leaf.loc)
             return checked, parents, leaves, own, [((parents, 1, 1), 0, 0)]
         block = flat_block(len(checked[0]), own, parents)
         nx, ny, nz = own
