@@ -80,6 +80,14 @@ def kernel_launch(leaf, levels: list[tuple[int, ...]], *args):
     return lambda: kernel.launch(values, [], levels)
 
 
+def block_shape(threads: int, width: int = 128, height: int = 1024) -> None:
+    """Use blocks of `threads` threads (x `width` wide, at most `height` high for 2-D/3-D
+    leaves) from now on."""
+    launch.BLOCK_THREADS, launch.BLOCK_X_2D, launch.BLOCK_Y_MAX = threads, width, height
+    for kernel in NvptxBackend._memory.values():
+        kernel._shapes.clear()  # launch shapes are remembered per extents
+
+
 def gbs(nbytes: float, ms: float) -> float:
     return nbytes / (ms * 1e-3) / 1e9
 
@@ -100,6 +108,11 @@ torch.cuda.synchronize()
 assert torch.equal(c, a + b)
 ms = bench(run)
 print(f"vadd 64M nvptx: {ms:.3f} ms {gbs(12 * n, ms):.0f} GB/s")
+for threads in (128, 512, 1024):
+    block_shape(threads)
+    ms = bench(run)
+    print(f"vadd 64M nvptx block {threads}: {ms:.3f} ms {gbs(12 * n, ms):.0f} GB/s")
+block_shape(256)
 
 
 @cuda.jit
@@ -127,12 +140,14 @@ torch.cuda.synchronize()
 ref = (A0[1:-1, 1:-1, 2:] + A0[1:-1, 1:-1, :-2] + A0[1:-1, 2:, 1:-1] + A0[1:-1, :-2, 1:-1]
        + A0[2:, 1:-1, 1:-1] + A0[:-2, 1:-1, 1:-1]) * c1 - A0[1:-1, 1:-1, 1:-1] * c0
 assert torch.allclose(An[1:-1, 1:-1, 1:-1], ref, atol=1e-5)
-for threads, width in ((256, 128), (256, 32), (512, 128), (128, 128), (256, 256), (512, 64)):
-    launch.BLOCK_THREADS, launch.BLOCK_X_2D = threads, width
+for threads, width, height in ((256, 128, 1024), (256, 32, 1024), (512, 128, 1024), (128, 128, 1),
+                               (256, 256, 1), (512, 128, 2), (256, 64, 2), (256, 32, 4),
+                               (1024, 256, 2)):
+    block_shape(threads, width, height)
     ms = bench(run)
-    print(f"stencil 512x512x256 nvptx block {threads} threads, x {width}: {ms:.3f} ms "
+    print(f"stencil 512x512x256 nvptx block {launch.flat_block(3, (nx, ny, nz), 1)}: {ms:.3f} ms "
           f"{gbs(8 * A0.numel(), ms):.0f} GB/s effective")
-launch.BLOCK_THREADS, launch.BLOCK_X_2D = 256, 128
+block_shape(256, 128)
 
 
 @cuda.jit

@@ -30,6 +30,7 @@ from .simt import GROUP
 
 BLOCK_THREADS = 256  # threads per block of the flat mapping
 BLOCK_X_2D = 128  # x width of those blocks for leaves of 2 or 3 dimensions
+BLOCK_Y_MAX = 1024  # y height at most: what the y dimension leaves goes to (z, parent)
 _GRID_X = (1 << 31) - 1
 _GRID_YZ = 65535  # beyond it in y or z, a launch runs in chunks
 _SHAPES_KEPT = 64  # extents remembered per kernel
@@ -303,7 +304,7 @@ def flat_block(dims: int, own: tuple[int, int, int], parents: int) -> tuple[int,
     if dims == 0:
         return 1, 1, min(64, _pow2_at_least(parents))
     bx = min(BLOCK_THREADS if dims == 1 else BLOCK_X_2D, _round_up(nx, 32))
-    by = min(BLOCK_THREADS // bx, _pow2_at_least(ny))
+    by = min(BLOCK_THREADS // bx, _pow2_at_least(ny), BLOCK_Y_MAX)
     bz = min(64, BLOCK_THREADS // (bx * by), _pow2_at_least(nz * parents))
     return bx, by, bz
 

@@ -155,11 +155,17 @@ class SimtBuilder:
         b = self.b
         counts = [self.em.counts.get((0, d), ir.Constant(I64, 1)) for d in range(3)]
         x = _global_index(b, "x")
-        y = b.add(self._arg(self.layout.y_offset, "y.offset"), _global_index(b, "y"))
-        zp = b.add(self._arg(self.layout.zp_offset, "zp.offset"), _global_index(b, "z"))
-        outer = b.mul(counts[2], self.parents, name="zp.count")  # (z, parent) pairs
-        inside = b.and_(b.and_(b.icmp_unsigned("<", x, counts[0]), b.icmp_unsigned("<", y, counts[1])),
-                        b.icmp_unsigned("<", zp, outer), name="inside")
+        inside = b.icmp_unsigned("<", x, counts[0])
+        # y, and the (z, parent) pairs, are always 0 where the leaf has no such dimension and no
+        # parent: the launcher's block and grid are 1 there, and nothing needs checking
+        y = zp = ir.Constant(I64, 0)
+        if self.dims >= 2:
+            y = b.add(self._arg(self.layout.y_offset, "y.offset"), _global_index(b, "y"))
+            inside = b.and_(inside, b.icmp_unsigned("<", y, counts[1]))
+        if self.dims == 3 or len(self.ctx.level_dims) > 1:
+            zp = b.add(self._arg(self.layout.zp_offset, "zp.offset"), _global_index(b, "z"))
+            outer = b.mul(counts[2], self.parents, name="zp.count")  # (z, parent) pairs
+            inside = b.and_(inside, b.icmp_unsigned("<", zp, outer))
         run = self.fn.append_basic_block("instance")
         done = self.fn.append_basic_block("done")
         b.cbranch(inside, run, done)
