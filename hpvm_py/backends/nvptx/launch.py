@@ -23,6 +23,7 @@ from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
 from ..cpu.memory import ERROR_SLOT_WORDS
+from ..cpu.prepare import localize_assigned_params
 from . import device
 from .abi import KernelLayout
 from .scratch import Scratch, host_bytes
@@ -56,7 +57,7 @@ class NvptxKernel:
         """This kernel's code for another leaf with equal IR (its own source locations)."""
         kernel = NvptxKernel(source, self.leaf, self.ctx, self.checked, self.cubin, self.mapping,
                              self.scratch, self.code)
-        kernel.sites = sites(_localized(source).body)
+        kernel.sites = sites(localize_assigned_params(source).body)
         return kernel
 
     # -- launch ------------------------------------------------------------------------------
@@ -307,12 +308,6 @@ def flat_block(dims: int, own: tuple[int, int, int], parents: int) -> tuple[int,
     by = min(BLOCK_THREADS // bx, _pow2_at_least(ny), BLOCK_Y_MAX)
     bz = min(64, BLOCK_THREADS // (bx * by), _pow2_at_least(nz * parents))
     return bx, by, bz
-
-
-def _localized(leaf: K.LeafFunc) -> K.LeafFunc:
-    from ..cpu.prepare import localize_assigned_params  # noqa: PLC0415
-
-    return localize_assigned_params(leaf)
 
 
 def _round_up(n: int, multiple: int) -> int:

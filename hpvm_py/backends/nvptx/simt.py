@@ -22,13 +22,12 @@ from typing import Callable
 
 from llvmlite import ir
 
-from ...errors import CompileError
 from ...ir import kernel as K
 from ...types import PtrType, ScalarType
 from ..base import NodeContext
 from ..cpu.codegen import Emitter, Frame, ancestor_ids
 from ..cpu.intrinsics import declare
-from ..cpu.lltypes import I32, I64, I8, PTR, VOID, from_mem, load, mem_type, reg_type, zero
+from ..cpu.lltypes import I32, I64, I8, PTR, VOID, from_mem, load, mem_type, reg_type
 from ..cpu.lowering import Lowering
 from ..cpu.memory import Memory, Pointer, buffer_limit, mem_type_size
 from .abi import KernelLayout
@@ -181,8 +180,8 @@ class SimtBuilder:
         b.position_at_end(done)
         b.ret_void()
 
-    def _grid_stride(self, begin: ir.Value, step: ir.Value, end: ir.Value, name: str,
-                     body: Callable[[ir.Value], None]) -> None:
+    def _strided_loop(self, begin: ir.Value, step: ir.Value, end: ir.Value, name: str,
+                      body: Callable[[ir.Value], None]) -> None:
         """for iv in range(begin, end, step): body(iv), unsigned."""
         b = self.b
         preheader = b.block
@@ -272,7 +271,7 @@ class SimtBuilder:
         def clear(i: ir.Value) -> None:
             b.store(ir.Constant(I32, 0), b.gep(generic, [i], source_etype=I32))
 
-        self._grid_stride(lin, self.leaf_count, words, "clear", clear)
+        self._strided_loop(lin, self.leaf_count, words, "clear", clear)
         nvvm_barrier(b)
 
 
