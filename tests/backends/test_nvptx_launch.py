@@ -79,6 +79,15 @@ def math_mix(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, z: O
 
 
 @hpvm.leaf
+def min_max(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, o: Out[Ptr[f32]], o_bytes: i64):
+    i = hpvm.instance_id(0)
+    o[4 * i] = hpvm.math.fmin(a[i], b[i])
+    o[4 * i + 1] = hpvm.math.fmax(a[i], b[i])
+    o[4 * i + 2] = min(a[i], b[i])
+    o[4 * i + 3] = max(a[i], b[i])
+
+
+@hpvm.leaf
 def per_instance(v: i32, scale: i32) -> i32:
     return v * scale + i32(hpvm.instance_id(0))
 
@@ -173,6 +182,19 @@ def test_libdevice_math_close_to_numpy():
     with np.errstate(invalid="ignore"):
         want_z = np.where(w > 0, np.arctan2(w, 1.5) + np.log1p(np.abs(w)) + w ** 2.5, np.cosh(w))
     np.testing.assert_allclose(z, want_z, rtol=1e-13)
+
+
+def test_min_max_of_signed_zeros_and_nan_as_numpy():
+    # PTX min/max order -0.0 below +0.0; the language takes NumPy's results on every target
+    special = np.array([0.0, -0.0, np.nan, 1.0, -1.0, np.inf], np.float32)
+    a, b = np.repeat(special, special.size), np.tile(special, special.size)
+    out = np.zeros(4 * a.size, np.float32)
+    run(LEAVES.min_max, [(a.size,)], a, None, b, None, out, None, target="nvptx")
+    with np.errstate(invalid="ignore"):
+        want = np.stack([np.fmin(a, b), np.fmax(a, b), np.where((a < b) | np.isnan(a), a, b),
+                         np.where((a > b) | np.isnan(a), a, b)], axis=1).reshape(-1)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+    np.testing.assert_array_equal(out, want)  # NaN matches NaN
 
 
 def test_per_instance_inputs_and_outputs_with_parents():

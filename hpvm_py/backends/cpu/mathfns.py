@@ -22,7 +22,7 @@ EXACT_INTRINSICS = {
     "sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil",
     "trunc": "llvm.trunc",
     "round": "llvm.roundeven",  # half to even, as Python's round and NumPy's rint
-    "copysign": "llvm.copysign", "fmin": "llvm.minnum", "fmax": "llvm.maxnum", "fma": "llvm.fma",
+    "copysign": "llvm.copysign", "fma": "llvm.fma",
 }
 # The host's library: LLVM intrinsics where LLVM has them, else the C library.
 _HOST_INTRINSICS = {
@@ -75,6 +75,8 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value],
         return b.call(overloaded(b.module, "llvm.fabs", ft, [ft]), args)
     if name in ("min", "max"):
         return _numpy_minmax(b, name, args[0], args[1])
+    if name in ("fmin", "fmax"):
+        return _numpy_fminmax(b, name, args[0], args[1])
     if name in EXACT_INTRINSICS:
         fn = overloaded(b.module, EXACT_INTRINSICS[name], ft, [ft] * len(args))
         return b.call(fn, args)
@@ -85,6 +87,14 @@ def _numpy_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Va
     """NumPy minimum/maximum: a NaN in either operand gives NaN."""
     pred = "<" if name == "min" else ">"
     take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
+    return b.select(take_x, x, y)
+
+
+def _numpy_fminmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """NumPy fmin/fmax: a NaN operand is ignored, and of equal operands (+0.0 and -0.0) the
+    second is taken. (llvm.minnum may return either zero: x86 and NVPTX differ.)"""
+    pred = "<" if name == "fmin" else ">"
+    take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", y, y))
     return b.select(take_x, x, y)
 
 
