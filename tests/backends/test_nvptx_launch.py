@@ -85,6 +85,7 @@ def min_max(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, o: Out
     o[4 * i + 1] = hpvm.math.fmax(a[i], b[i])
     o[4 * i + 2] = min(a[i], b[i])
     o[4 * i + 3] = max(a[i], b[i])
+    o[4 * a_bytes // 4 + i] = math.copysign(a[i], b[i] - b[i])  # inf - inf: a NaN
 
 
 @hpvm.leaf
@@ -188,8 +189,10 @@ def test_min_max_of_signed_zeros_and_nan_as_numpy():
     # PTX min/max order -0.0 below +0.0; the language takes NumPy's results on every target
     special = np.array([0.0, -0.0, np.nan, 1.0, -1.0, np.inf], np.float32)
     a, b = np.repeat(special, special.size), np.tile(special, special.size)
-    out = np.zeros(4 * a.size, np.float32)
+    out = np.zeros(5 * a.size, np.float32)
     run(LEAVES.min_max, [(a.size,)], a, None, b, None, out, None, target="nvptx")
+    np.testing.assert_array_equal(out[4 * a.size:], np.abs(a))
+    out = out[:4 * a.size]
     with np.errstate(invalid="ignore"):
         want = np.stack([np.fmin(a, b), np.fmax(a, b), np.where((a < b) | np.isnan(a), a, b),
                          np.where((a > b) | np.isnan(a), a, b)], axis=1).reshape(-1)

@@ -22,7 +22,7 @@ EXACT_INTRINSICS = {
     "sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil",
     "trunc": "llvm.trunc",
     "round": "llvm.roundeven",  # half to even, as Python's round and NumPy's rint
-    "copysign": "llvm.copysign", "fma": "llvm.fma",
+    "fma": "llvm.fma",
 }
 # The host's library: LLVM intrinsics where LLVM has them, else the C library.
 _HOST_INTRINSICS = {
@@ -77,6 +77,8 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value],
         return _numpy_minmax(b, name, args[0], args[1])
     if name in ("fmin", "fmax"):
         return _numpy_fminmax(b, name, args[0], args[1])
+    if name == "copysign":
+        return _copysign(b, args[0], args[1])
     if name in EXACT_INTRINSICS:
         fn = overloaded(b.module, EXACT_INTRINSICS[name], ft, [ft] * len(args))
         return b.call(fn, args)
@@ -96,6 +98,14 @@ def _numpy_fminmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.V
     pred = "<" if name == "fmin" else ">"
     take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", y, y))
     return b.select(take_x, x, y)
+
+
+def _copysign(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """copysign with a NaN y counted as positive (semantics.copysign says why)."""
+    ft = x.type
+    signed = b.call(overloaded(b.module, "llvm.copysign", ft, [ft, ft]), [x, y])
+    magnitude = b.call(overloaded(b.module, "llvm.fabs", ft, [ft]), [x])
+    return b.select(b.fcmp_unordered("uno", y, y), magnitude, signed)
 
 
 def _int_function(b: ir.IRBuilder, name: str, t: ScalarType, args: list[ir.Value],
