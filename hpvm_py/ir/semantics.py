@@ -88,6 +88,14 @@ def fmax(a: Any, b: Any) -> Any:
     return np.maximum(a, b)
 
 
+def copysign(a: Any, b: Any) -> Any:
+    """|a| with the sign of b; a NaN b counts as positive. The sign of a NaN made by an invalid
+    operation differs between CPUs (x86: negative) and GPUs (positive): copysign would carry
+    that difference into a number."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isnan(b), np.abs(a), np.copysign(a, b))[()]
+
+
 _NP_BINOPS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
     "floordiv": np.floor_divide, "mod": np.remainder, "and": np.bitwise_and, "or": np.bitwise_or,

@@ -212,18 +212,7 @@ class CpuKernel:
     # -- arguments ---------------------------------------------------------------------------
 
     def _check_extents(self, extents: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-        dims = self.ctx.level_dims
-        if len(extents) != len(dims):
-            raise LaunchError(f"{self.leaf.name}: {len(extents)} levels of extents for a node with "
-                              f"{len(dims)} levels", self.leaf.loc)
-        checked = []
-        for level, (ext, n) in enumerate(zip(extents, dims)):
-            ext = tuple(int(e) for e in ext)
-            if len(ext) != n or any(e < 0 for e in ext):
-                raise LaunchError(f"{self.leaf.name}: level {level} has {n} dimension(s); got the "
-                                  f"extents {ext}", self.leaf.loc)
-            checked.append(ext)
-        return checked
+        return checked_extents(self.leaf, self.ctx, extents)
 
     def _packers(self) -> list[tuple[int, str, Any]]:
         """Per parameter, decided once: (index, how, detail) where how is buffer/uniform/array."""
@@ -263,7 +252,7 @@ class CpuKernel:
                 needed = parents if detail == "per_parent" else parents * leaves
                 what = f"{leaf.name}: argument {param.name!r} ({detail})"
                 try:
-                    array = _scalar_array(param.type, value, needed, what, param.loc)
+                    array = scalar_array(param.type, value, needed, what, param.loc)
                 except (TypeError, ValueError, OverflowError) as exc:
                     raise LaunchError(f"{what} needs {param.type} values: {exc}", param.loc) from None
                 keep.append(array)
@@ -286,7 +275,7 @@ class CpuKernel:
     def _pack_uniform(self, slots: ctypes.Array, i: int, value: Any) -> None:
         param = self.leaf.params[i]
         try:
-            _pack_scalar(slots, 8 * i, param.type, value)
+            pack_scalar(slots, 8 * i, param.type, value)
         except (TypeError, ValueError, OverflowError) as exc:
             raise LaunchError(f"{self.leaf.name}: argument {param.name!r} is not a {param.type} value: "
                               f"{exc}", param.loc) from None
@@ -380,11 +369,28 @@ class PreparedLaunch:
             raise self.kernel._error(error)
 
 
+def checked_extents(leaf: K.LeafFunc, ctx: NodeContext, extents: list[tuple[int, ...]]
+                    ) -> list[tuple[int, ...]]:
+    """The extents of a launch as int tuples, one per level, each as long as its level's dims."""
+    dims = ctx.level_dims
+    if len(extents) != len(dims):
+        raise LaunchError(f"{leaf.name}: {len(extents)} levels of extents for a node with "
+                          f"{len(dims)} levels", leaf.loc)
+    checked = []
+    for level, (ext, n) in enumerate(zip(extents, dims)):
+        ext = tuple(int(e) for e in ext)
+        if len(ext) != n or any(e < 0 for e in ext):
+            raise LaunchError(f"{leaf.name}: level {level} has {n} dimension(s); got the "
+                              f"extents {ext}", leaf.loc)
+        checked.append(ext)
+    return checked
+
+
 _STRUCT_FORMATS = {"i1": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B",
                    "u16": "<H", "u32": "<I", "u64": "<Q", "f16": "<e", "f32": "<f", "f64": "<d"}
 
 
-def _pack_scalar(slots: ctypes.Array, offset: int, t: ScalarType, value: Any) -> None:
+def pack_scalar(slots: ctypes.Array, offset: int, t: ScalarType, value: Any) -> None:
     """Write a uniform scalar into its slot in memory form; integers wrap as NumPy casts do."""
     fmt = _STRUCT_FORMATS.get(t.name)
     try:
@@ -414,7 +420,7 @@ def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
     return [(bounds[k], bounds[k + 1]) for k in range(parts)]
 
 
-def _scalar_array(t: ScalarType, value: Any, needed: int, what: str, loc: Any) -> np.ndarray:
+def scalar_array(t: ScalarType, value: Any, needed: int, what: str, loc: Any) -> np.ndarray:
     array = np.asarray(value)
     if array.ndim == 0 or array.size < needed:
         raise LaunchError(f"{what} needs an array of at least {needed} values", loc)

@@ -182,7 +182,7 @@ _MATH: dict[str, Callable[..., Any]] = {
     "acosh": np.arccosh, "atanh": np.arctanh, "erf": _erf(math.erf), "erfc": _erf(math.erfc),
     "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "pow": np.power,
-    "atan2": np.arctan2, "fmod": np.fmod, "copysign": np.copysign, "hypot": np.hypot,
+    "atan2": np.arctan2, "fmod": np.fmod, "copysign": S.copysign, "hypot": np.hypot,
     "fmin": np.fmin, "fmax": np.fmax, "fma": _fma, "abs": np.abs, "min": S.fmin, "max": S.fmax,
 }
 
