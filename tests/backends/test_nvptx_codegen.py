@@ -51,8 +51,16 @@ def assemble_all(root: GraphDef) -> list[str]:
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_every_example_leaf_assembles(name: str) -> None:
     module = importlib.import_module(name)
-    leaves = [n for root in roots_of(module) for n in assemble_all(root)]
-    assert leaves
+    leaves: list[str] = []
+    for root in roots_of(module):
+        if "hpvm.comm." in Path(module.__file__).read_text():
+            # communication nodes have no nvptx kernel yet: a located error, not a crash
+            with pytest.raises(CompileError, match="not available on the nvptx target") as info:
+                compile_graph(root, "nvptx")
+            assert info.value.rule == "library-target" and info.value.loc.line > 0
+            continue
+        leaves += assemble_all(root)
+    assert leaves or "hpvm.comm." in Path(module.__file__).read_text()
 
 
 @settings(max_examples=30, deadline=None, derandomize=False,
