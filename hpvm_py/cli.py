@@ -1,7 +1,7 @@
 """hpvmc: check, compile, run and draw hpvm-py programs.
 
     hpvmc check FILE [--graph NAME]
-    hpvmc compile FILE [--graph NAME] [--target cpu|gpu|python] [--emit ir,triton,llvm,dot] [-o DIR]
+    hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [-o DIR]
     hpvmc run FILE [--target cpu|gpu|python]
     hpvmc viz FILE [--graph NAME] -o OUT.{dot,svg,png}
 
@@ -27,7 +27,9 @@ from .errors import HPVMError, InternalError
 from .frontend.decorators import GraphDef, HelperDef, LeafDef
 from .ir.dfg import Module
 
-EMITS = ("ir", "triton", "llvm", "dot")
+EMITS = ("ir", "triton", "llvm", "ptx", "dot")
+# generated code per leaf: emit kind -> (file suffix, the target that generates it)
+_LEAF_CODE = {"llvm": (".ll", "cpu"), "triton": (".triton.py", "gpu"), "ptx": (".ptx", "nvptx")}
 
 
 class UsageError(Exception):
@@ -179,16 +181,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
         target = "cpu"
     if "triton" in emits and target is None:
         target = "gpu"
+    if "ptx" in emits and target is None:
+        target = "nvptx"
     compiled = compile_graph(graph, target or "cpu")
     _progress(f"compiled {name} for {compiled.target} in {time.perf_counter() - started:.2f} s")
     if "ir" in emits:
         write(f"{name}.hpvm", print_module(module))
     if "dot" in emits:
         write(f"{name}.dot", module_to_dot(module))
-    for kind, suffix in (("llvm", ".ll"), ("triton", ".triton.py")):
+    for kind, (suffix, wanted) in _LEAF_CODE.items():
         if kind not in emits:
             continue
-        wanted = "cpu" if kind == "llvm" else "gpu"
         if compiled.target != wanted:
             raise UsageError(f"--emit {kind} needs --target {wanted}")
         from .backends import registry
@@ -271,8 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--graph", help="check only this graph")
     p = add("compile", "compile a graph and write its IR, generated code and picture", cmd_compile)
     p.add_argument("--graph", help="the root graph (when the file has several)")
-    p.add_argument("--target", choices=("cpu", "gpu", "python"), help="target of the generated code")
-    p.add_argument("--emit", default="ir,dot", help="comma-separated: ir, triton, llvm, dot (default ir,dot)")
+    p.add_argument("--target", choices=("cpu", "gpu", "nvptx", "python"), help="target of the generated code")
+    p.add_argument("--emit", default="ir,dot", help="comma-separated: ir, triton, llvm, ptx, dot (default ir,dot)")
     p.add_argument("-o", "--output", metavar="DIR", help="write files to DIR (default: stdout)")
     p = add("run", "run a program's host code on a target", cmd_run)
     p.add_argument("--target", choices=("cpu", "gpu", "python"), help="sets HPVM_TARGET for the program")

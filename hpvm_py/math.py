@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .ir.kernel import MATH_FUNCTIONS
+from .ir.semantics import copysign
 
 # name -> host implementation; the front end maps these objects back to their names.
 _HOST = {
@@ -20,7 +21,7 @@ _HOST = {
     "acosh": np.arccosh, "atanh": np.arctanh, "erf": None, "erfc": None, "fabs": np.fabs,
     "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint, "isnan": np.isnan,
     "isinf": np.isinf, "isfinite": np.isfinite, "pow": np.power, "atan2": np.arctan2,
-    "fmod": np.fmod, "copysign": np.copysign, "hypot": np.hypot, "fmin": np.fmin, "fmax": np.fmax,
+    "fmod": np.fmod, "copysign": copysign, "hypot": np.hypot, "fmin": np.fmin, "fmax": np.fmax,
     "fma": lambda a, b, c: a * b + c, "abs": np.abs, "min": np.minimum, "max": np.maximum,
 }
 

@@ -22,7 +22,7 @@ from .passes import run_passes
 from .rt import stats
 from .rt.plan import GraphPlan, build_plan
 
-TARGETS = ("cpu", "gpu", "python")
+TARGETS = ("cpu", "gpu", "nvptx", "python")
 
 
 class LoadedGraph:

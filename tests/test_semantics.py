@@ -109,7 +109,7 @@ def test_float_functions(target: str, t, op: int, rng) -> None:
     run(target, graph("float", t), a, a.nbytes, b, b.nbytes, c, c.nbytes, op, len(a))
     with np.errstate(all="ignore"):
         fns = [np.true_divide, lambda x, y: np.sqrt(x), lambda x, y: np.floor(x),
-               lambda x, y: np.ceil(x), lambda x, y: np.rint(x), np.fmin, np.fmax, np.copysign,
+               lambda x, y: np.ceil(x), lambda x, y: np.rint(x), np.fmin, np.fmax, S.copysign,
                lambda x, y: (x != y).astype(x.dtype), lambda x, y: (x <= y).astype(x.dtype)]
         expected = fns[op](a, b).astype(a.dtype)
     np.testing.assert_array_equal(c, expected)

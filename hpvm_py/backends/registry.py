@@ -10,6 +10,7 @@ _BACKENDS = {
     "cpu": ("hpvm_py.backends.cpu", "CpuBackend"),
     "python": ("hpvm_py.backends.python", "PythonBackend"),
     "gpu": ("hpvm_py.backends.triton", "TritonBackend"),
+    "nvptx": ("hpvm_py.backends.nvptx", "NvptxBackend"),
 }
 _instances: dict[str, Any] = {}
 _errors: dict[str, str] = {}
@@ -42,5 +43,8 @@ def available(target: str) -> bool:
 
 
 def why_unavailable(target: str) -> str:
-    get(target)
+    backend = get(target)
+    reason = getattr(backend, "unusable_reason", None)
+    if callable(reason):
+        return reason()
     return _errors.get(target, "unknown target" if target not in _BACKENDS else "not usable here")

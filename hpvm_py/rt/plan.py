@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import CompileError
 from ..ir import dfg as D
 from ..ir import kernel as K
+from ..ir.semantics import typed_value
 from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
 from ..backends.base import LeafKernel, NodeContext
@@ -21,9 +21,11 @@ from ..passes.uniform import check_barriers
 
 @dataclass
 class Source:
-    """Where one node input comes from: a parent parameter, or a sibling's output over an edge."""
+    """Where one node input comes from: a parent parameter, a sibling's output over an edge, or a
+    constant."""
 
     bind_port: int | None = None  # parent parameter index
+    const: Any = None  # the constant's NumPy value (not None: the input is a constant)
     node: int | None = None  # sibling index in GraphPlan.nodes
     port: int | None = None
     edge_kind: str | None = None
@@ -49,6 +51,16 @@ class NodePlan:
     def name(self) -> str:
         return self.node.name
 
+    @property
+    def leaf_count(self) -> int:
+        """Leaf kernels one firing of this node launches."""
+        return 1 if self.kernel is not None else (self.child.leaf_count if self.child else 0)
+
+    @property
+    def node_count(self) -> int:
+        """Nodes one firing of this node runs: itself and every node of its child graph."""
+        return 1 + (self.child.node_count if self.child else 0)
+
     def kernel_for(self, args: list[Any], extents: list[tuple[int, ...]]) -> LeafKernel:
         """The unchecked kernel when every access of this launch is proven in bounds, else the
         checked variant (compiled on first need)."""
@@ -73,8 +85,12 @@ class GraphPlan:
     @property
     def leaf_count(self) -> int:
         """Leaf nodes fired by one run of this graph (counted in stats once per launch)."""
-        return sum(1 if n.kernel is not None else (n.child.leaf_count if n.child else 0)
-                   for n in self.nodes)
+        return sum(n.leaf_count for n in self.nodes)
+
+    @property
+    def node_count(self) -> int:
+        """Nodes fired by one run of this graph, internal ones included (counted in stats)."""
+        return sum(n.node_count for n in self.nodes)
 
     @property
     def single_parent(self) -> bool:
@@ -117,6 +133,9 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
             if e.dst == name:
                 sources[e.dst_port] = Source(node=index[e.src], port=e.src_port, edge_kind=e.kind,
                                              stream=e.stream)
+        for c in g.const_binds:
+            if c.dst == name:
+                sources[c.dst_port] = Source(const=typed_value(c.value.value, c.value.type))
         input_modes = tuple(_input_mode(p, s, param_modes, plan.single_parent, len(node.dims))
                             for p, s in zip(func.params, sources))
         output_modes = tuple(_output_mode(consumers.get((name, port), []))
@@ -139,8 +158,10 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
             nplan.child = _plan_graph(module, func, child_modes, (len(node.dims),) + level_dims,
                                       default_target, compile_leaf, checks)
         else:
-            raise CompileError(f"library node {func.name} ({func.kind}) is not available on this "
-                               "target yet", node.loc)
+            from ..distributed.nodes import compile_library
+
+            bound = [g.params[s.bind_port].name if s.bind_port is not None else None for s in sources]
+            nplan.kernel = compile_library(func, node, target, bound, not plan.single_parent)
         plan.nodes.append(nplan)
     for e in g.edges:
         if (g.name, id(e)) in checks:
@@ -155,6 +176,8 @@ def _input_mode(param: K.Param, source: Source, parent_modes: tuple[str, ...], s
                 ndims: int) -> str:
     if isinstance(param.type, PtrType):
         return "buffer"
+    if source.const is not None:
+        return "uniform"
     if source.bind_port is not None:
         return parent_modes[source.bind_port]
     if source.edge_kind == D.ONE_TO_ONE and not (single_parent and ndims == 0):

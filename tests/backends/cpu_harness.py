@@ -1,4 +1,5 @@
-"""Launch leaves on the cpu backend directly (without graphs), for the test_cpu_* tests."""
+"""Launch leaves on a backend directly (without graphs): the cpu backend for the test_cpu_* tests,
+the nvptx backend (device buffers as torch CUDA tensors) for test_nvptx_launch."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,6 +14,7 @@ import numpy as np
 
 from hpvm_py.backends.base import BufferArg, NodeContext, instance_counts
 from hpvm_py.backends.cpu import CpuBackend
+from hpvm_py.backends.nvptx import NvptxBackend
 from hpvm_py.types import PtrType
 
 
@@ -21,23 +23,38 @@ def buffer(array: np.ndarray) -> BufferArg:
                      array=array.reshape(-1))
 
 
+def device_buffer(tensor: Any) -> BufferArg:
+    """A torch CUDA tensor as the nvptx backend receives it."""
+    return BufferArg(obj=tensor, address=tensor.data_ptr(), nbytes=tensor.numel() * tensor.element_size(),
+                     array=None)
+
+
 def run(leaf: Any, extents: list[tuple[int, ...]], *args: Any, modes: dict[str, str] | None = None,
-        outputs: tuple[str, ...] = (), checked: bool = False) -> list[np.ndarray]:
-    """Run every instance of `leaf` over `extents` (level 0 first).
+        outputs: tuple[str, ...] = (), checked: bool = False, target: str = "cpu") -> list[np.ndarray]:
+    """Run every instance of `leaf` over `extents` (level 0 first) on target cpu or nvptx.
 
     Arrays become buffers (and a following i64 size parameter may be given as None: it is filled
     in); scalars are uniform unless `modes` says per_parent / per_instance. Returns one array per
-    output port, in the given output modes ("per_parent" / "per_instance" / "unused").
+    output port, in the given output modes ("per_parent" / "per_instance" / "unused"). On nvptx the
+    arrays are copied to the GPU and back after the launch.
     """
     ir = leaf.ir
     modes = modes or {}
     input_modes = []
     values: list[Any] = []
+    copies: list[tuple[np.ndarray, Any]] = []  # (host array, device tensor) on nvptx
     previous: np.ndarray | None = None
     for param, arg in zip(ir.params, args):
         if isinstance(param.type, PtrType):
             input_modes.append("buffer")
-            values.append(buffer(arg))
+            if target == "nvptx":
+                import torch
+
+                tensor = torch.from_numpy(arg.reshape(-1).view(np.uint8)).to("cuda")
+                copies.append((arg, tensor))
+                values.append(device_buffer(tensor))
+            else:
+                values.append(buffer(arg))
             previous = arg
             continue
         mode = modes.get(param.name, "uniform")
@@ -52,14 +69,19 @@ def run(leaf: Any, extents: list[tuple[int, ...]], *args: Any, modes: dict[str, 
     out_modes = outputs or tuple("unused" for _ in ir.outputs)
     ctx = NodeContext(level_dims=tuple(len(e) for e in extents), input_modes=tuple(input_modes),
                       output_modes=out_modes)
-    kernel = CpuBackend().compile_leaf(ir, ctx, checked=checked)
+    backend = NvptxBackend() if target == "nvptx" else CpuBackend()
+    kernel = backend.compile_leaf(ir, ctx, checked=checked)
     parents, leaves = instance_counts(extents)
     results = []
     for port, mode in zip(ir.outputs, out_modes):
         size = {"per_parent": parents, "per_instance": parents * leaves}.get(mode, 0)
         dtype = np.int64 if isinstance(port.type, PtrType) else port.type.numpy_dtype
         results.append(np.full(size, 0, dtype=dtype) if mode != "unused" else None)
-    kernel.launch(values, results, extents)
+    try:
+        kernel.launch(values, results, extents)
+    finally:
+        for array, tensor in copies:
+            array.reshape(-1).view(np.uint8)[:] = tensor.cpu().numpy()
     return results
 
 

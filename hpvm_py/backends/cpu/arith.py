@@ -13,6 +13,7 @@ from ...ir.loc import Loc
 from ...types import ScalarType
 from .intrinsics import overloaded
 from .lltypes import F16, F32, I1, I32, reg_type, round_bf16, round_to
+from .mathfns import MathLibrary
 
 _INT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # eq/lt/le/gt/ge are false on NaN; ne is true on NaN, as in Python.
@@ -21,13 +22,15 @@ _FLOAT_CMP = {"eq": ("ordered", "=="), "ne": ("unordered", "!="), "lt": ("ordere
 
 
 def binop(b: ir.IRBuilder, op: str, t: ScalarType, x: ir.Value, y: ir.Value, loc: Loc,
-          name: str = "") -> ir.Value:
+          lib: MathLibrary, name: str = "") -> ir.Value:
+    """x op y; `lib` supplies pow and fmod on floats."""
     if t.is_float:
-        return round_to(b, _float_binop(b, op, x, y, loc), t, name)
+        return round_to(b, _float_binop(b, op, x, y, loc, lib), t, name)
     return _int_binop(b, op, t, x, y, loc, name)
 
 
-def _float_binop(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, loc: Loc) -> ir.Value:
+def _float_binop(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, loc: Loc,
+                 lib: MathLibrary) -> ir.Value:
     if op == "add":
         return b.fadd(x, y)
     if op == "sub":
@@ -37,20 +40,20 @@ def _float_binop(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, loc: Loc) -
     if op == "div":
         return b.fdiv(x, y)
     if op in ("floordiv", "mod"):
-        return float_divmod(b, x, y, op)
+        return float_divmod(b, x, y, op, lib)
     if op == "pow":
-        fn = overloaded(b.module, "llvm.pow", x.type, [x.type, x.type])
-        return b.call(fn, [x, y])
+        return lib.call(b, "pow", [x, y])
     raise CompileError(f"operator {op!r} needs integer operands", loc)
 
 
-def float_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, which: str) -> ir.Value:
+def float_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, which: str,
+                 lib: MathLibrary) -> ir.Value:
     """Python's float // or % , computed as NumPy's npy_divmod does (straight-line, no branches)."""
     ft = x.type
     zero = ir.Constant(ft, 0.0)
     one = ir.Constant(ft, 1.0)
     copysign = overloaded(b.module, "llvm.copysign", ft, [ft, ft])
-    raw_mod = b.frem(x, y)  # C fmod
+    raw_mod = lib.call(b, "fmod", [x, y])
     y_is_zero = b.fcmp_ordered("==", y, zero)
     mod_nonzero = b.fcmp_unordered("!=", raw_mod, zero)
     if which == "mod":

@@ -17,6 +17,7 @@ from ...ir import kernel as K
 from ...types import PtrType, ScalarType
 from . import arith, mathfns
 from .lltypes import I1, I8, I64, const, mem_type, reg_type, to_mem, zero
+from .lowering import Lowering
 from .memory import Memory, Pointer
 
 
@@ -33,8 +34,9 @@ class Frame:
 
 class Emitter:
     def __init__(self, b: ir.IRBuilder, leaf: K.LeafFunc, level_dims: tuple[int, ...],
-                 output_modes: tuple[str, ...], memory: Memory):
+                 output_modes: tuple[str, ...], memory: Memory, lowering: Lowering):
         self.b = b
+        self.lowering = lowering
         self.leaf = leaf
         self.level_dims = level_dims
         self.output_modes = output_modes
@@ -68,7 +70,7 @@ class Emitter:
 
     def _BinOp(self, e: K.BinOp, name: str) -> ir.Value:
         x, y = self.expr(e.lhs), self.expr(e.rhs)
-        return arith.binop(self.b, e.op, e.type, x, y, e.loc, name)
+        return arith.binop(self.b, e.op, e.type, x, y, e.loc, self.lowering.math, name)
 
     def _UnaryOp(self, e: K.UnaryOp, name: str) -> ir.Value:
         return arith.unary(self.b, e.op, e.type, self.expr(e.operand), name)
@@ -130,7 +132,7 @@ class Emitter:
         args = [self.expr(a) for a in e.args]
         arg_type = e.args[0].type
         assert isinstance(arg_type, ScalarType)
-        return mathfns.call(self.b, e.name, e.type, args, arg_type, name)
+        return mathfns.call(self.b, e.name, e.type, args, arg_type, self.lowering.math, name)
 
     def _InstanceId(self, e: K.InstanceId, name: str) -> ir.Value:
         return self.ids[(e.level, e.dim)]
@@ -222,7 +224,9 @@ class Emitter:
         self.b.store(stored, self.b.gep(out, [index], source_etype=t))
 
     def _s_Barrier(self, s: K.Barrier) -> None:
-        raise CompileError("internal: barrier() left inside a forall", s.loc)
+        if self.lowering.barrier is None:
+            raise CompileError("internal: barrier() left inside a forall", s.loc)
+        self.lowering.barrier(self.b)
 
     # -- control flow shared by statements and the group-level items --------------------------
 
@@ -298,6 +302,33 @@ class Emitter:
         t = self.local_types[name]
         if isinstance(t, ScalarType):
             self.b.store(zero(t), self.slots[name])
+
+
+def ancestor_ids(b: ir.IRBuilder, p: ir.Value, level_dims: tuple[int, ...],
+                 level_counts: list[ir.Value], em: Emitter) -> None:
+    """Decompose the parent index p (level 1 fastest) into the instance ids of every ancestor
+    level, into em.ids; level_counts[k] is the instance count of level k, em.counts its extents."""
+    rest = p
+    levels = len(level_dims)
+    for level in range(1, levels):
+        ndims = level_dims[level]
+        n = level_counts[level]
+        if level < levels - 1:
+            lin = b.urem(rest, n, name=f"lin{level}")
+            rest = b.udiv(rest, n)
+        else:
+            lin = rest
+        for d in range(ndims):
+            value = lin
+            if d > 0:
+                stride = em.counts[(level, 0)]
+                if d == 2:
+                    stride = b.mul(stride, em.counts[(level, 1)])
+                value = b.udiv(lin, stride)
+            if d < ndims - 1:
+                value = b.urem(value, em.counts[(level, d)])
+            value.name = f"{'xyz'[d]}{level}"
+            em.ids[(level, d)] = value
 
 
 def trip_count(b: ir.IRBuilder, t: ScalarType, start: ir.Value, stop: ir.Value, step: ir.Value,

@@ -21,10 +21,11 @@ from ...types import PtrType, ScalarType
 from ..base import NodeContext
 from . import plan as P
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
-from .codegen import Emitter, Frame
+from .codegen import Emitter, Frame, ancestor_ids
 from .intrinsics import declare
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
-from .memory import Memory, Pointer
+from .lowering import HOST
+from .memory import Memory, Pointer, buffer_limit
 from .nontemporal import LINE_BYTES, NtStore, assume_line_start, nt_stores, store_fence
 from .parallel import mark_parallel
 from .privatize import MERGE_SUFFIX, build_merge
@@ -54,8 +55,8 @@ class DriverBuilder:
                                                 "o_end", "error")):
             arg.name = arg_name
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        self.memory = Memory(module, checked, sites, self.fn.args[6])
-        self.em = Emitter(self.b, leaf, ctx.level_dims, ctx.output_modes, self.memory)
+        self.memory = Memory(module, checked, sites, self.fn.args[6], HOST)
+        self.em = Emitter(self.b, leaf, ctx.level_dims, ctx.output_modes, self.memory, HOST)
         self.arrays: dict[str, ir.Value] = {}  # per-instance storage of INSTANCE locals
         self.done: ir.Value | None = None
         # scalar parameters read from arrays: the parameter and the array's address
@@ -127,31 +128,17 @@ class DriverBuilder:
         if self.checked:  # after the loop: a limit reads the size parameter that follows
             for i, param in enumerate(self.leaf.params):
                 if isinstance(param.type, PtrType):
-                    self.em.pointers[param.name].limit = self._buffer_limit(i, param.type.elem)
+                    self.em.pointers[param.name].limit = self._buffer_limit(i)
         self.em.outputs = [b.load(self._slot(self.layout.output_slot(j), f"out{j}"), typ=PTR,
                                   name=f"out.{port.name or j}")
                            for j, port in enumerate(self.leaf.outputs)]
 
-    def _buffer_limit(self, index: int, elem: ScalarType) -> ir.Value:
-        """Valid elements: the size argument after the pointer (when it is a uniform integer),
-        never more than the real size of the memory object, never negative."""
-        b = self.b
+    def _buffer_limit(self, index: int) -> ir.Value:
         name = self.leaf.params[index].name
-        nbytes = b.load(self._slot(self.layout.nbytes_slot(index), f"{name}.nbytes"), typ=I64,
-                        name=f"{name}.nbytes")
-        size = nbytes
-        params, modes = self.leaf.params, self.ctx.input_modes
-        if index + 1 < len(params) and modes[index + 1] == "uniform":
-            nxt = params[index + 1]
-            if isinstance(nxt.type, ScalarType) and nxt.type.is_int and not nxt.type.is_bool:
-                given = self.em.scalars[nxt.name]
-                if nxt.type.bits < 64:
-                    given = b.sext(given, I64) if nxt.type.is_signed else b.zext(given, I64)
-                size = b.select(b.icmp_signed("<", given, nbytes), given, nbytes)
-                size = b.select(b.icmp_signed("<", size, ir.Constant(I64, 0)),
-                                ir.Constant(I64, 0), size)
-        return b.udiv(size, ir.Constant(I64, max(1, elem.bits // 8)),
-                      name=f"{self.leaf.params[index].name}.limit")
+        nbytes = self.b.load(self._slot(self.layout.nbytes_slot(index), f"{name}.nbytes"),
+                             typ=I64, name=f"{name}.nbytes")
+        return buffer_limit(self.b, self.leaf, self.ctx.input_modes, self.em.scalars, index,
+                            nbytes)
 
     def _allocate_arrays(self) -> ir.Value | None:
         """Per-instance storage for one group, in one block allocated once per driver call."""
@@ -277,29 +264,7 @@ class DriverBuilder:
         return begin, end
 
     def _ancestor_ids(self, p: ir.Value) -> None:
-        """Decompose p (level 1 fastest) into the instance ids of every ancestor level."""
-        b = self.b
-        rest = p
-        levels = len(self.ctx.level_dims)
-        for level in range(1, levels):
-            ndims = self.ctx.level_dims[level]
-            n = self.level_counts[level]
-            if level < levels - 1:
-                lin = b.urem(rest, n, name=f"lin{level}")
-                rest = b.udiv(rest, n)
-            else:
-                lin = rest
-            for d in range(ndims):
-                value = lin
-                if d > 0:
-                    stride = self.em.counts[(level, 0)]
-                    if d == 2:
-                        stride = b.mul(stride, self.em.counts[(level, 1)])
-                    value = b.udiv(lin, stride)
-                if d < ndims - 1:
-                    value = b.urem(value, self.em.counts[(level, d)])
-                value.name = f"{_DIM_NAMES[d]}{level}"
-                self.em.ids[(level, d)] = value
+        ancestor_ids(self.b, p, self.ctx.level_dims, self.level_counts, self.em)
 
     def _group_start(self, group_end: ir.Block) -> ir.Value | None:
         """Zero the group's storage and allocate its malloc scratch (zeroed, shared).

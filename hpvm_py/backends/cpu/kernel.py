@@ -19,6 +19,7 @@ from ...ir.semantics import bf16_to_bits
 from ...rt import stats
 from ...types import PtrType, ScalarType
 from ..base import MAX_INSTANCES, BufferArg, NodeContext
+from ..bounds import out_of_bounds
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
 from .driver import MALLOC_FAILED_SITE, STORAGE_ALLOC
@@ -211,21 +212,7 @@ class CpuKernel:
     # -- arguments ---------------------------------------------------------------------------
 
     def _check_extents(self, extents: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-        dims = self.ctx.level_dims
-        if len(extents) != len(dims):
-            raise LaunchError(f"{self.leaf.name}: {len(extents)} levels of extents for a node with "
-                              f"{len(dims)} levels", self.leaf.loc)
-        checked = []
-        for level, (ext, n) in enumerate(zip(extents, dims)):
-            ext = tuple(int(e) for e in ext)
-            if len(ext) != n or any(e < 0 for e in ext):
-                raise LaunchError(f"{self.leaf.name}: level {level} has {n} dimension(s); got the "
-                                  f"extents {ext}", self.leaf.loc)
-            checked.append(ext)
-        if math.prod(math.prod(level) for level in checked) > MAX_INSTANCES:
-            raise LaunchError(f"{self.leaf.name}: the extents {checked} give more than 2**63 - 1 "
-                              "instances: the instance count overflows 64 bits", self.leaf.loc)
-        return checked
+        return checked_extents(self.leaf, self.ctx, extents)
 
     def _packers(self) -> list[tuple[int, str, Any]]:
         """Per parameter, decided once: (index, how, detail) where how is buffer/uniform/array."""
@@ -265,7 +252,7 @@ class CpuKernel:
                 needed = parents if detail == "per_parent" else parents * leaves
                 what = f"{leaf.name}: argument {param.name!r} ({detail})"
                 try:
-                    array = _scalar_array(param.type, value, needed, what, param.loc)
+                    array = scalar_array(param.type, value, needed, what, param.loc)
                 except (TypeError, ValueError, OverflowError) as exc:
                     raise LaunchError(f"{what} needs {param.type} values: {exc}", param.loc) from None
                 keep.append(array)
@@ -288,7 +275,7 @@ class CpuKernel:
     def _pack_uniform(self, slots: ctypes.Array, i: int, value: Any) -> None:
         param = self.leaf.params[i]
         try:
-            _pack_scalar(slots, 8 * i, param.type, value)
+            pack_scalar(slots, 8 * i, param.type, value)
         except (TypeError, ValueError, OverflowError) as exc:
             raise LaunchError(f"{self.leaf.name}: argument {param.name!r} is not a {param.type} value: "
                               f"{exc}", param.loc) from None
@@ -333,11 +320,7 @@ class CpuKernel:
         code, index, limit = error
         if code == MALLOC_FAILED_SITE + 1:
             return self._allocation_error(requested=index, which=limit)
-        node = self.info.sites[code - 1]
-        what = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}[type(node)]
-        return ExecutionError(
-            f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
-            f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+        return out_of_bounds(self.leaf.name, self.info.sites[code - 1], index, limit)
 
     def _allocation_error(self, requested: int, which: int) -> ExecutionError:
         """A failed allocation: per-instance storage, or the malloc scratch (at malloc `which`)."""
@@ -400,11 +383,31 @@ class PreparedLaunch:
             raise self.kernel._error(error)
 
 
+def checked_extents(leaf: K.LeafFunc, ctx: NodeContext, extents: list[tuple[int, ...]]
+                    ) -> list[tuple[int, ...]]:
+    """The extents of a launch as int tuples, one per level, each as long as its level's dims."""
+    dims = ctx.level_dims
+    if len(extents) != len(dims):
+        raise LaunchError(f"{leaf.name}: {len(extents)} levels of extents for a node with "
+                          f"{len(dims)} levels", leaf.loc)
+    checked = []
+    for level, (ext, n) in enumerate(zip(extents, dims)):
+        ext = tuple(int(e) for e in ext)
+        if len(ext) != n or any(e < 0 for e in ext):
+            raise LaunchError(f"{leaf.name}: level {level} has {n} dimension(s); got the "
+                              f"extents {ext}", leaf.loc)
+        checked.append(ext)
+    if math.prod(math.prod(level) for level in checked) > MAX_INSTANCES:
+        raise LaunchError(f"{leaf.name}: the extents {checked} give more than 2**63 - 1 instances: "
+                          "the instance count overflows 64 bits", leaf.loc)
+    return checked
+
+
 _STRUCT_FORMATS = {"i1": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B",
                    "u16": "<H", "u32": "<I", "u64": "<Q", "f16": "<e", "f32": "<f", "f64": "<d"}
 
 
-def _pack_scalar(slots: ctypes.Array, offset: int, t: ScalarType, value: Any) -> None:
+def pack_scalar(slots: ctypes.Array, offset: int, t: ScalarType, value: Any) -> None:
     """Write a uniform scalar into its slot in memory form; integers wrap as NumPy casts do."""
     fmt = _STRUCT_FORMATS.get(t.name)
     try:
@@ -434,7 +437,7 @@ def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
     return [(bounds[k], bounds[k + 1]) for k in range(parts)]
 
 
-def _scalar_array(t: ScalarType, value: Any, needed: int, what: str, loc: Any) -> np.ndarray:
+def scalar_array(t: ScalarType, value: Any, needed: int, what: str, loc: Any) -> np.ndarray:
     array = np.asarray(value)
     if array.ndim == 0 or array.size < needed:
         raise LaunchError(f"{what} needs an array of at least {needed} values", loc)

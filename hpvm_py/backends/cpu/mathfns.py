@@ -1,11 +1,15 @@
-"""Math functions (MathCall) as LLVM intrinsics or C library calls.
+"""Math functions (MathCall): the lowering shared by the LLVM targets, and the host's library.
 
-LLVM intrinsics are preferred: they are known to have no side effects, so loops that call them
-still vectorise (the calls are scalarised). The C functions used where LLVM has no intrinsic are
-declared as reading no memory for the same reason. f16/bf16 arguments arrive in f32 form and the
-result is rounded back to the 16-bit type.
+Functions with an exact, target-independent LLVM lowering (sqrt, floor, fma, min/max, ...) become
+LLVM intrinsics on every target. The others (sin, exp, pow, fmod, ...) come from the target's math
+library (`MathLibrary`): on the host, `HostMath` uses LLVM intrinsics where LLVM has them (known to
+have no side effects, so loops that call them still vectorise) and C library functions declared as
+reading no memory otherwise. f16/bf16 arguments arrive in f32 form and the result is rounded back
+to the 16-bit type.
 """
 from __future__ import annotations
+
+from typing import Protocol
 
 from llvmlite import ir
 
@@ -13,45 +17,72 @@ from ...types import ScalarType
 from .intrinsics import declare, overloaded
 from .lltypes import F32, I1, round_to
 
-_INTRINSIC = {
-    "sqrt": "llvm.sqrt", "exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log",
-    "log2": "llvm.log2", "log10": "llvm.log10", "sin": "llvm.sin", "cos": "llvm.cos",
-    "tan": "llvm.tan", "asin": "llvm.asin", "acos": "llvm.acos", "atan": "llvm.atan",
-    "sinh": "llvm.sinh", "cosh": "llvm.cosh", "tanh": "llvm.tanh", "fabs": "llvm.fabs",
-    "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
+# Exact on every target (correctly rounded or exact by definition): LLVM intrinsics everywhere.
+EXACT_INTRINSICS = {
+    "sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil",
+    "trunc": "llvm.trunc",
     "round": "llvm.roundeven",  # half to even, as Python's round and NumPy's rint
-    "pow": "llvm.pow", "atan2": "llvm.atan2", "copysign": "llvm.copysign",
-    "fmin": "llvm.minnum", "fmax": "llvm.maxnum", "fma": "llvm.fma",
+    "fma": "llvm.fma",
+}
+# The host's library: LLVM intrinsics where LLVM has them, else the C library.
+_HOST_INTRINSICS = {
+    "exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log", "log2": "llvm.log2",
+    "log10": "llvm.log10", "sin": "llvm.sin", "cos": "llvm.cos", "tan": "llvm.tan",
+    "asin": "llvm.asin", "acos": "llvm.acos", "atan": "llvm.atan", "sinh": "llvm.sinh",
+    "cosh": "llvm.cosh", "tanh": "llvm.tanh", "pow": "llvm.pow", "atan2": "llvm.atan2",
 }
 _LIBM = ("expm1", "log1p", "asinh", "acosh", "atanh", "erf", "erfc", "hypot")
 
 
+class MathLibrary(Protocol):
+    """A target's float functions that have no exact LLVM lowering."""
+
+    def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
+        """name(args) on f32 or f64 register values: a transcendental function, pow or fmod."""
+
+
+class HostMath:
+    """The host CPU's math: LLVM intrinsics, C libm, and `frem` (which is C fmod)."""
+
+    def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
+        ft = args[0].type
+        if name == "fmod":
+            return b.frem(args[0], args[1])
+        if name in _LIBM:
+            c_name = name + "f" if ft == F32 else name
+            return b.call(declare(b.module, c_name, ft, [ft] * len(args), pure=True), args)
+        fn = overloaded(b.module, _HOST_INTRINSICS[name], ft, [ft] * len(args))
+        return b.call(fn, args)
+
+
 def call(b: ir.IRBuilder, name: str, t: ScalarType, args: list[ir.Value],
-         arg_type: ScalarType, result_name: str = "") -> ir.Value:
+         arg_type: ScalarType, lib: MathLibrary, result_name: str = "") -> ir.Value:
     """name(args) where the arguments have type arg_type and the result type t."""
     if name in ("isnan", "isinf", "isfinite"):
         return _predicate(b, name, args[0], result_name)
     if name in ("abs", "min", "max") and not arg_type.is_float:
         return _int_function(b, name, arg_type, args, result_name)
-    return round_to(b, _float_function(b, name, args), t, result_name)
+    return round_to(b, _float_function(b, name, args, lib), t, result_name)
 
 
-def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
+def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value],
+                    lib: MathLibrary) -> ir.Value:
     ft = args[0].type
     if name == "rsqrt":
         root = b.call(overloaded(b.module, "llvm.sqrt", ft, [ft]), args)
         return b.fdiv(ir.Constant(ft, 1.0), root)
-    if name == "fmod":
-        return b.frem(args[0], args[1])  # frem is C fmod
     if name == "abs":
         return b.call(overloaded(b.module, "llvm.fabs", ft, [ft]), args)
     if name in ("min", "max"):
         return _numpy_minmax(b, name, args[0], args[1])
-    if name in _LIBM:
-        c_name = name + "f" if ft == F32 else name
-        return b.call(declare(b.module, c_name, ft, [ft] * len(args), pure=True), args)
-    fn = overloaded(b.module, _INTRINSIC[name], ft, [ft] * len(args))
-    return b.call(fn, args)
+    if name in ("fmin", "fmax"):
+        return _numpy_fminmax(b, name, args[0], args[1])
+    if name == "copysign":
+        return _copysign(b, args[0], args[1])
+    if name in EXACT_INTRINSICS:
+        fn = overloaded(b.module, EXACT_INTRINSICS[name], ft, [ft] * len(args))
+        return b.call(fn, args)
+    return lib.call(b, name, args)
 
 
 def _numpy_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -59,6 +90,22 @@ def _numpy_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Va
     pred = "<" if name == "min" else ">"
     take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
     return b.select(take_x, x, y)
+
+
+def _numpy_fminmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """NumPy fmin/fmax: a NaN operand is ignored, and of equal operands (+0.0 and -0.0) the
+    second is taken. (llvm.minnum may return either zero: x86 and NVPTX differ.)"""
+    pred = "<" if name == "fmin" else ">"
+    take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", y, y))
+    return b.select(take_x, x, y)
+
+
+def _copysign(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """copysign with a NaN y counted as positive (semantics.copysign says why)."""
+    ft = x.type
+    signed = b.call(overloaded(b.module, "llvm.copysign", ft, [ft, ft]), [x, y])
+    magnitude = b.call(overloaded(b.module, "llvm.fabs", ft, [ft]), [x])
+    return b.select(b.fcmp_unordered("uno", y, y), magnitude, signed)
 
 
 def _int_function(b: ir.IRBuilder, name: str, t: ScalarType, args: list[ir.Value],

@@ -14,10 +14,11 @@ from llvmlite import ir
 from ...errors import CompileError
 from ...ir import kernel as K
 from ...ir.loc import UNKNOWN
-from ...types import ScalarType, bf16
+from ...types import PtrType, ScalarType, bf16
 from . import arith, mathfns, nontemporal
 from .intrinsics import overloaded
 from .lltypes import I16, I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
+from .lowering import Lowering
 from .parallel import PRIVATE_ACCESS
 
 # The error slot: [site + 1 (0 while no failure), index, limit], i64 each.
@@ -39,8 +40,9 @@ class Pointer:
 
 class Memory:
     def __init__(self, module: ir.Module, checked: bool, sites: dict[int, int],
-                 error_slot: ir.Value | None):
+                 error_slot: ir.Value | None, lowering: Lowering):
         self.module = module
+        self.lowering = lowering
         self.checked = checked
         self.sites = sites
         self.error_slot = error_slot
@@ -75,15 +77,16 @@ class Memory:
 
         def access() -> ir.Value:
             address = self._address(b, ptr, index)
+            ordering = self.lowering.atomic_ordering
             if ptr.private:
-                return _plain_rmw(b, node.op, t, address, value, name)
+                return _plain_rmw(b, node.op, t, address, value, name, self.lowering)
             if t.name == "bf16":
-                return _bf16_rmw(b, node.op, address, value, name)
+                return _bf16_rmw(b, node.op, address, value, name, self.lowering)
             op = (_FLOAT_RMW if t.is_float else _INT_RMW).get(node.op)
             if op is None:  # integer min/max
                 op = ("" if t.is_signed else "u") + node.op
             stored = to_mem(b, value, t)
-            old = b.atomic_rmw(op, address, stored, "seq_cst")
+            old = b.atomic_rmw(op, address, stored, ordering)
             return from_mem(b, old, t, name=name)
 
         return self._guard(b, node, ptr, index, access, zero(t))
@@ -143,22 +146,43 @@ class Memory:
         return fn
 
 
+def buffer_limit(b: ir.IRBuilder, leaf: K.LeafFunc, input_modes: tuple[str, ...],
+                 scalars: dict[str, ir.Value], index: int, nbytes: ir.Value) -> ir.Value:
+    """Valid elements of pointer parameter `index` (checked mode): the size argument after the
+    pointer (when it is a uniform integer), never more than the real size `nbytes` of the memory
+    object, never negative."""
+    param = leaf.params[index]
+    assert isinstance(param.type, PtrType)
+    size = nbytes
+    if index + 1 < len(leaf.params) and input_modes[index + 1] == "uniform":
+        nxt = leaf.params[index + 1]
+        if isinstance(nxt.type, ScalarType) and nxt.type.is_int and not nxt.type.is_bool:
+            given = scalars[nxt.name]
+            if nxt.type.bits < 64:
+                given = b.sext(given, I64) if nxt.type.is_signed else b.zext(given, I64)
+            size = b.select(b.icmp_signed("<", given, nbytes), given, nbytes)
+            size = b.select(b.icmp_signed("<", size, ir.Constant(I64, 0)), ir.Constant(I64, 0),
+                            size)
+    return b.udiv(size, ir.Constant(I64, mem_type_size(param.type.elem)), name=f"{param.name}.limit")
+
+
 def mem_type_size(t: ScalarType) -> int:
     return max(1, t.bits // 8)
 
 
 def _plain_rmw(b: ir.IRBuilder, op: str, t: ScalarType, address: ir.Value, value: ir.Value,
-               name: str) -> ir.Value:
+               name: str, lowering: Lowering) -> ir.Value:
     """Read-modify-write of a thread-private copy (merged into the real buffer after the launch)."""
     raw = b.load(address, typ=mem_type(t))
     old = from_mem(b, raw, t, name=name)
-    stored = b.store(to_mem(b, _combine(b, op, t, old, value), t), address)
+    stored = b.store(to_mem(b, _combine(b, op, t, old, value, lowering), t), address)
     for instr in (raw, stored):  # instances may update the same element: keep them ordered
         setattr(instr, PRIVATE_ACCESS, True)
     return old
 
 
-def _combine(b: ir.IRBuilder, op: str, t: ScalarType, old: ir.Value, value: ir.Value) -> ir.Value:
+def _combine(b: ir.IRBuilder, op: str, t: ScalarType, old: ir.Value, value: ir.Value,
+             lowering: Lowering) -> ir.Value:
     """What an atomic op stores, given the old content (atomicrmw semantics)."""
     if op == "xchg":
         return value
@@ -167,13 +191,14 @@ def _combine(b: ir.IRBuilder, op: str, t: ScalarType, old: ir.Value, value: ir.V
         base = "llvm.minnum" if op == "min" else "llvm.maxnum"
         return b.call(overloaded(b.module, base, old.type, [old.type, old.type]), [old, value])
     if op in ("min", "max"):
-        return mathfns.call(b, op, t, [old, value], t)
+        return mathfns.call(b, op, t, [old, value], t, lowering.math)
     if op in ("add", "sub"):
-        return arith.binop(b, op, t, old, value, UNKNOWN)
+        return arith.binop(b, op, t, old, value, UNKNOWN, lowering.math)
     return {"and": b.and_, "or": b.or_, "xor": b.xor}[op](old, value)
 
 
-def _bf16_rmw(b: ir.IRBuilder, op: str, address: ir.Value, value: ir.Value, name: str) -> ir.Value:
+def _bf16_rmw(b: ir.IRBuilder, op: str, address: ir.Value, value: ir.Value, name: str,
+              lowering: Lowering) -> ir.Value:
     """bf16 atomics as a compare-exchange loop on the 16 raw bits (LLVM has no bf16 rmw here)."""
     entry = b.block
     loop = b.append_basic_block("bf16.rmw")
@@ -184,8 +209,9 @@ def _bf16_rmw(b: ir.IRBuilder, op: str, address: ir.Value, value: ir.Value, name
     seen = b.phi(I16, name="seen")
     seen.add_incoming(initial, entry)
     old = from_mem(b, seen, bf16)
-    new = to_mem(b, _combine(b, op, bf16, old, value), bf16)
-    pair = b.cmpxchg(address, seen, new, "seq_cst", "seq_cst")
+    new = to_mem(b, _combine(b, op, bf16, old, value, lowering), bf16)
+    ordering = lowering.atomic_ordering
+    pair = b.cmpxchg(address, seen, new, ordering, ordering)
     seen.add_incoming(b.extract_value(pair, 0), loop)
     b.cbranch(b.extract_value(pair, 1), done, loop)
     b.position_at_end(done)

@@ -98,7 +98,8 @@ def _foralls(items: list[Item]):
             yield from _foralls(item.body)
 
 
-def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
+def check_compilable(leaf: K.LeafFunc) -> None:
+    """What no compiled target runs: print(), breakpoint(), helper calls left by the passes."""
     for stmt in K.walk_stmts(leaf.body):
         if isinstance(stmt, (K.Print, K.Breakpoint)):
             what = "print()" if isinstance(stmt, K.Print) else "breakpoint()"
@@ -107,6 +108,10 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
         if isinstance(e, K.CallHelper):
             raise CompileError(f"internal: the call of helper {e.func}() was not inlined before "
                                "code generation", e.loc)
+
+
+def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
+    check_compilable(leaf)
     mallocs = [s for s in leaf.body if isinstance(s, K.Assign) and isinstance(s.value, K.Malloc)]
     has_barrier = any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
     leaf_dims = ctx.level_dims[0] if ctx.level_dims else 0

@@ -1,0 +1,76 @@
+"""The kernel parameters of a leaf compiled for nvptx, in order (shared by codegen and launch):
+
+    one per leaf parameter   a buffer's device address, a uniform scalar in its memory form, or
+                             the device address of a per_parent / per_instance array;
+    one per output           the device address of the output array (0 when unused);
+    one per buffer parameter the real size of the memory object in bytes (i64);
+    3 per level (x, y, z)    the extents (i64, 1 for missing dimensions), level 0 (the leaf) first;
+    y offset, zp offset      (flat mapping) where this launch's grid starts in y and in the (z,
+                             parent) range: launches whose grid exceeds the GPU's are split;
+    error                    the address of the error slot (cpu/memory.py: ERROR_SLOT_WORDS i64),
+                             0 in unchecked code.
+
+The launcher packs every parameter into an 8-byte slot (a narrower one in its low bytes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ...ir import kernel as K
+from ...types import PtrType, ScalarType
+from ..base import NodeContext
+from ..cpu.abi import DIMS_PER_LEVEL
+from ..cpu.lltypes import I64, PTR, mem_type
+
+
+@dataclass(frozen=True)
+class KernelLayout:
+    n_params: int
+    n_outputs: int
+    buffers: tuple[int, ...]  # parameter indices of the pointer parameters
+    levels: int
+
+    @staticmethod
+    def of(leaf: K.LeafFunc, ctx: NodeContext) -> "KernelLayout":
+        buffers = tuple(i for i, p in enumerate(leaf.params) if isinstance(p.type, PtrType))
+        return KernelLayout(len(leaf.params), len(leaf.outputs), buffers, len(ctx.level_dims))
+
+    def output(self, j: int) -> int:
+        return self.n_params + j
+
+    def nbytes(self, param_index: int) -> int:
+        return self.n_params + self.n_outputs + self.buffers.index(param_index)
+
+    def extent(self, level: int, dim: int) -> int:
+        return self.n_params + self.n_outputs + len(self.buffers) + level * DIMS_PER_LEVEL + dim
+
+    @property
+    def y_offset(self) -> int:
+        return self.extent(self.levels, 0)
+
+    @property
+    def zp_offset(self) -> int:
+        return self.y_offset + 1
+
+    @property
+    def error(self) -> int:
+        return self.zp_offset + 1
+
+    @property
+    def count(self) -> int:
+        return self.error + 1
+
+    def types(self, leaf: K.LeafFunc, ctx: NodeContext) -> list[ir.Type]:
+        types: list[ir.Type] = []
+        for param, mode in zip(leaf.params, ctx.input_modes):
+            if isinstance(param.type, PtrType) or mode != "uniform":
+                types.append(PTR)
+            else:
+                assert isinstance(param.type, ScalarType)
+                types.append(mem_type(param.type))  # i1 travels as a byte
+        types += [PTR] * self.n_outputs
+        types += [I64] * (len(self.buffers) + self.levels * DIMS_PER_LEVEL + 2)
+        types.append(PTR)
+        return types

@@ -1,0 +1,318 @@
+"""NvptxKernel: packs a launch's arguments as kernel parameters and launches the cubin with
+cuda-bindings on torch's current CUDA stream.
+
+The contract (backends/base.py): buffers arrive as BufferArg(obj=<torch CUDA tensor>,
+address=tensor.data_ptr(), nbytes, array=None); per_parent / per_instance scalars as NumPy arrays
+(copied to the device); outputs as host NumPy arrays, filled after the kernel (which waits for it).
+Checked kernels (bounds-checked code) are waited for too, to report the first out-of-bounds access
+at its source line.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any
+
+import numpy as np
+
+from ...errors import ExecutionError, LaunchError
+from ...ir import kernel as K
+from ...types import PtrType
+from ..base import BufferArg, NodeContext
+from ..cpu.abi import DIMS_PER_LEVEL
+from ..cpu.accesses import sites
+from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
+from ..cpu.memory import ERROR_SLOT_WORDS
+from ..cpu.prepare import localize_assigned_params
+from . import device
+from .abi import KernelLayout
+from .scratch import Scratch, host_bytes
+from .simt import GROUP
+
+BLOCK_THREADS = 256  # threads per block of the flat mapping
+BLOCK_X_2D = 128  # x width of those blocks for leaves of 2 or 3 dimensions
+BLOCK_Y_MAX = 1024  # y height at most: what the y dimension leaves goes to (z, parent)
+_GRID_X = (1 << 31) - 1
+_GRID_YZ = 65535  # beyond it in y or z, a launch runs in chunks
+_SHAPES_KEPT = 64  # extents remembered per kernel
+
+
+class NvptxKernel:
+    def __init__(self, source: K.LeafFunc, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
+                 cubin: bytes, mapping: str, scratch: Scratch | None,
+                 code: device.LoadedCubin | None = None):
+        self.source = source  # the leaf as given; `leaf` is its normalised form
+        self.leaf = leaf
+        self.ctx = ctx
+        self.checked = checked
+        self.cubin = cubin
+        self.mapping = mapping
+        self.scratch = scratch
+        self.layout = KernelLayout.of(leaf, ctx)
+        self.sites = sites(leaf.body)
+        self.code = code or device.LoadedCubin(cubin, leaf.name, leaf.loc)
+        self._shapes: dict[tuple, tuple] = {}
+
+    def for_source(self, source: K.LeafFunc) -> "NvptxKernel":
+        """This kernel's code for another leaf with equal IR (its own source locations)."""
+        kernel = NvptxKernel(source, self.leaf, self.ctx, self.checked, self.cubin, self.mapping,
+                             self.scratch, self.code)
+        kernel.sites = sites(localize_assigned_params(source).body)
+        return kernel
+
+    # -- launch ------------------------------------------------------------------------------
+
+    def launch(self, args: list[Any], outputs: list[np.ndarray | None],
+               extents: list[tuple[int, ...]]) -> None:
+        self.prepare(args, outputs, extents).run()
+
+    def prepare(self, args: list[Any], outputs: list[np.ndarray | None],
+                extents: list[tuple[int, ...]]) -> "PreparedLaunch":
+        """Everything a launch needs, packed; run() may be called again with patched scalars."""
+        import torch  # noqa: PLC0415 - the device layer's tensors
+
+        key = tuple(map(tuple, extents))
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shape(extents)
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        checked, parents, leaves, block, chunks = shape
+        ordinal = self._device(args)
+        layout = self.layout
+        slots = (ctypes.c_uint64 * layout.count)()
+        keep: list[Any] = []
+        cuda = torch.device("cuda", ordinal)
+        self._pack_params(args, slots, parents, leaves, cuda, keep)
+        device_outputs = self._outputs(outputs, slots, parents, leaves, cuda)
+        for level, dims in enumerate(checked):
+            for d in range(DIMS_PER_LEVEL):
+                slots[layout.extent(level, d)] = dims[d] if d < len(dims) else 1
+        error = torch.zeros(ERROR_SLOT_WORDS, dtype=torch.int64, device=cuda) if self.checked else None
+        if error is not None:
+            slots[layout.error] = error.data_ptr()
+        shared = self._shared(args, checked, ordinal) if parents * leaves else 0
+        fn = self.code.function(ordinal) if parents * leaves else None
+        if shared > 48 * 1024:
+            self.code.allow_shared(ordinal, shared)
+        device.make_current(ordinal)
+        stream = torch.cuda.current_stream(cuda).cuda_stream
+        return PreparedLaunch(self, fn, slots, block, chunks, shared, stream, error, device_outputs,
+                              keep, reusable=not keep)
+
+    def _shape(self, extents: list[tuple[int, ...]]) -> tuple:
+        """What depends only on the extents: (extents, parents, leaves, block, chunks), a chunk
+        being (grid, y offset, zp offset) of one launch."""
+        checked = checked_extents(self.leaf, self.ctx, extents)
+        leaves = math.prod(checked[0]) if checked else 1
+        parents = math.prod(math.prod(level) for level in checked[1:])
+        own = tuple(checked[0]) + (1,) * (3 - len(checked[0]))
+        if parents * leaves == 0:
+            return checked, parents, leaves, (1, 1, 1), []
+        if self.mapping == GROUP:
+            if parents > _GRID_X:
+                raise LaunchError(f"{self.leaf.name}: {parents} parent instances exceed the GPU's "
+                                  "grid (one block per parent instance)", self.leaf.loc)
+            return checked, parents, leaves, own, [((parents, 1, 1), 0, 0)]
+        block = flat_block(len(checked[0]), own, parents)
+        nx, ny, nz = own
+        gx = -(-nx // block[0])
+        if gx > _GRID_X:
+            raise LaunchError(f"{self.leaf.name}: {nx} instances in x exceed the GPU's grid",
+                              self.leaf.loc)
+        gy_all, gz_all = -(-ny // block[1]), -(-(nz * parents) // block[2])
+        chunks = [((gx, min(_GRID_YZ, gy_all - cy), min(_GRID_YZ, gz_all - cz)),
+                   cy * block[1], cz * block[2])
+                  for cy in range(0, gy_all, _GRID_YZ) for cz in range(0, gz_all, _GRID_YZ)]
+        return checked, parents, leaves, block, chunks
+
+    def _device(self, args: list[Any]) -> int:
+        """The GPU of the buffers (the current one when the leaf has none)."""
+        import torch  # noqa: PLC0415
+
+        for i in self.layout.buffers:
+            obj = getattr(args[i], "obj", None)
+            if isinstance(obj, torch.Tensor) and obj.is_cuda:
+                return obj.device.index or 0
+        return torch.cuda.current_device()
+
+    def _pack_params(self, args: list[Any], slots: ctypes.Array, parents: int, leaves: int,
+                     cuda: Any, keep: list[Any]) -> None:
+        import torch  # noqa: PLC0415
+
+        leaf, layout = self.leaf, self.layout
+        if len(args) != layout.n_params:
+            raise LaunchError(f"{leaf.name} takes {layout.n_params} argument(s), got {len(args)}",
+                              leaf.loc)
+        for i, (param, mode) in enumerate(zip(leaf.params, self.ctx.input_modes)):
+            value = args[i]
+            if isinstance(param.type, PtrType):
+                if type(value) is not BufferArg:
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a pointer and needs "
+                                      f"a buffer, got {type(value).__name__}", param.loc)
+                if value.array is not None:  # a host address would fault on the GPU
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is in host memory; "
+                                      "target 'nvptx' needs the buffer's device copy (a torch "
+                                      "CUDA tensor)", param.loc)
+                slots[i] = value.address
+                slots[layout.nbytes(i)] = value.nbytes
+            elif mode == "uniform":
+                if np.ndim(value) != 0:
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a uniform scalar, "
+                                      "got an array", param.loc)
+                try:
+                    pack_scalar(slots, 8 * i, param.type, value)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is not a {param.type} "
+                                      f"value: {exc}", param.loc) from None
+            else:
+                needed = parents if mode == "per_parent" else parents * leaves
+                what = f"{leaf.name}: argument {param.name!r} ({mode})"
+                if isinstance(value, torch.Tensor):
+                    value = value.cpu().numpy()
+                try:
+                    array = scalar_array(param.type, value, needed, what, param.loc)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    raise LaunchError(f"{what} needs {param.type} values: {exc}", param.loc) from None
+                on_device = torch.from_numpy(array.view(np.uint8)).to(cuda)
+                keep.append(on_device)
+                slots[i] = on_device.data_ptr()
+
+    def _outputs(self, outputs: list[np.ndarray | None], slots: ctypes.Array, parents: int,
+                 leaves: int, cuda: Any) -> list[tuple[np.ndarray, Any]]:
+        """Device arrays for the used outputs, as (host array, device bytes) pairs."""
+        import torch  # noqa: PLC0415
+
+        leaf = self.leaf
+        if len(outputs) != self.layout.n_outputs:
+            raise LaunchError(f"{leaf.name} has {self.layout.n_outputs} output(s), got "
+                              f"{len(outputs)} output array(s)", leaf.loc)
+        pairs = []
+        for j, (port, mode, out) in enumerate(zip(leaf.outputs, self.ctx.output_modes, outputs)):
+            if mode == "unused":
+                continue
+            needed = parents if mode == "per_parent" else parents * leaves
+            if isinstance(port.type, PtrType):
+                itemsize, ok = 8, isinstance(out, np.ndarray) and out.dtype.itemsize == 8
+            else:
+                itemsize = port.type.numpy_dtype.itemsize
+                ok = isinstance(out, np.ndarray) and out.dtype == port.type.numpy_dtype
+            if not ok or not out.flags.c_contiguous or out.size < needed:
+                raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a "
+                                  f"contiguous array of {needed} element(s)", port.loc)
+            dev = torch.empty(needed * itemsize, dtype=torch.uint8, device=cuda)
+            slots[self.layout.output(j)] = dev.data_ptr()
+            pairs.append((out, dev))
+        return pairs
+
+    # -- shared memory and blocks -------------------------------------------------------------
+
+    def _shared(self, args: list[Any], extents: list[tuple[int, ...]], ordinal: int) -> int:
+        """The dynamic shared memory of a launch, after checking the group fits a block."""
+        if self.mapping != GROUP:
+            return 0
+        leaf = self.leaf
+        limit = device.limits(ordinal)
+        own = tuple(extents[0]) + (1,) * (3 - len(extents[0]))
+        if math.prod(own) > limit["threads"] or own[0] > limit["block_x"] or \
+                own[1] > limit["block_y"] or own[2] > limit["block_z"]:
+            raise LaunchError(
+                f"{leaf.name} uses barrier() or malloc(), so each group of its instances (one per "
+                f"parent instance) runs as one thread block on target 'nvptx'; a group of "
+                f"{' x '.join(map(str, extents[0]))} instances exceeds this GPU's blocks "
+                f"({limit['threads']} threads; at most {limit['block_x']} x {limit['block_y']} x "
+                f"{limit['block_z']}): give the leaf fewer instances and its parent node more",
+                leaf.loc, rule="nvptx-block-size")
+        scratch = self.scratch
+        if scratch is None or not scratch.mallocs:
+            return 0
+        shared = host_bytes(scratch, leaf, args, extents) if scratch.dynamic else 0
+        total = shared + (scratch.static_bytes or 0)
+        if total > limit["shared"]:
+            raise LaunchError(
+                f"{leaf.name}: its malloc() scratch needs {total} bytes of shared memory per group; "
+                f"this GPU has {limit['shared']} per block: allocate less per group (give the leaf "
+                "fewer instances per parent instance)", scratch.mallocs[0].loc,
+                rule="nvptx-shared-memory")
+        return shared
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _report(self, error: list[int]) -> None:
+        code, index, limit = error
+        if code == 0:
+            return
+        node = self.sites[code - 1]
+        what = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}[type(node)]
+        raise ExecutionError(
+            f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
+            f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+
+
+class PreparedLaunch:
+    """A packed launch of one kernel: run() launches it (in chunks when its grid exceeds the
+    GPU's), waits for it when it must report errors or fill host outputs; set_uniform() patches
+    a scalar. `reusable`: nothing was copied to the device for this launch only."""
+
+    def __init__(self, kernel: NvptxKernel, fn: Any, slots: ctypes.Array,
+                 block: tuple[int, int, int], chunks: list, shared: int, stream: int,
+                 error: Any, device_outputs: list[tuple[np.ndarray, Any]], keep: list[Any],
+                 reusable: bool):
+        self.kernel = kernel
+        self.fn = fn
+        self.slots = slots
+        self.block = block
+        self.chunks = chunks
+        self.shared = shared
+        self.stream = stream
+        self.error = error
+        self.device_outputs = device_outputs
+        self.keep = keep  # device copies of per-instance inputs, alive as long as the launch
+        self.reusable = reusable
+        base = ctypes.addressof(slots)
+        count = kernel.layout.count
+        self.params = (ctypes.c_void_p * count)(*[base + 8 * i for i in range(count)])
+        self._params_at = ctypes.addressof(self.params)
+        self._launch = device.cuda_driver().cuLaunchKernel
+
+    def set_uniform(self, i: int, value: Any) -> None:
+        param = self.kernel.leaf.params[i]
+        pack_scalar(self.slots, 8 * i, param.type, value)
+
+    def run(self) -> None:
+        layout, slots, (bx, by, bz) = self.kernel.layout, self.slots, self.block
+        for (gx, gy, gz), y0, zp0 in self.chunks:
+            slots[layout.y_offset] = y0
+            slots[layout.zp_offset] = zp0
+            err, = self._launch(self.fn, gx, gy, gz, bx, by, bz, self.shared, self.stream,
+                                self._params_at, 0)
+            if err:
+                leaf = self.kernel.leaf
+                raise LaunchError(f"launching leaf {leaf.name} (grid {(gx, gy, gz)}, block "
+                                  f"{self.block}, {self.shared} bytes of shared memory) failed: "
+                                  f"{device.error_name(err)}", leaf.loc)
+        if self.error is not None:
+            self.kernel._report(self.error.cpu().tolist())
+        for out, dev in self.device_outputs:
+            out.reshape(-1).view(np.uint8)[:dev.numel()] = dev.cpu().numpy()
+
+
+def flat_block(dims: int, own: tuple[int, int, int], parents: int) -> tuple[int, int, int]:
+    """The block shape of the flat mapping: BLOCK_THREADS threads (fewer for small extents), x
+    first (coalesced accesses), then y, then the (z, parent) pairs."""
+    nx, ny, nz = own
+    if dims == 0:
+        return 1, 1, min(64, _pow2_at_least(parents))
+    bx = min(BLOCK_THREADS if dims == 1 else BLOCK_X_2D, _round_up(nx, 32))
+    by = min(BLOCK_THREADS // bx, _pow2_at_least(ny), BLOCK_Y_MAX)
+    bz = min(64, BLOCK_THREADS // (bx * by), _pow2_at_least(nz * parents))
+    return bx, by, bz
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return max(multiple, -(-n // multiple) * multiple)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())

@@ -1,0 +1,143 @@
+"""LLVM IR → PTX (llvmlite's NVPTX target, libdevice linked in) → cubin (ptxas from the triton
+wheel). Nothing here needs a GPU: CI emits and assembles PTX on CPU machines."""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+from ...errors import CompileError
+from ...ir.loc import Loc
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DEFAULT_ARCH = "sm_90"
+PTX_FEATURES = "+ptx80"  # PTX ISA 8.0: what the CUDA 12 ptxas of the triton wheels accept for sm_90
+PTXAS_TIMEOUT_S = 120
+
+_lock = threading.Lock()  # LLVM's target registry and pass builder are not thread safe here
+
+
+@functools.cache
+def _initialised() -> bool:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return True
+
+
+@functools.cache
+def target_machine(arch: str) -> llvm.TargetMachine:
+    _initialised()
+    target = llvm.Target.from_triple(TRIPLE)
+    return target.create_target_machine(cpu=arch, features=PTX_FEATURES, opt=3)
+
+
+def data_layout(arch: str) -> str:
+    return str(target_machine(arch).target_data)
+
+
+def _triton_nvidia_dir() -> Path | None:
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia"
+    return folder if folder.is_dir() else None
+
+
+def libdevice_path() -> Path | None:
+    """libdevice.10.bc: $HPVM_LIBDEVICE, else the copy inside the triton wheel."""
+    env = os.environ.get("HPVM_LIBDEVICE")
+    if env:
+        return Path(env)
+    folder = _triton_nvidia_dir()
+    path = folder / "lib" / "libdevice.10.bc" if folder else None
+    return path if path is not None and path.exists() else None
+
+
+def ptxas_path() -> Path | None:
+    """ptxas: $HPVM_PTXAS, else the one inside the triton wheel, else one on PATH."""
+    env = os.environ.get("HPVM_PTXAS")
+    if env:
+        return Path(env)
+    folder = _triton_nvidia_dir()
+    if folder is not None and (folder / "bin" / "ptxas").exists():
+        return folder / "bin" / "ptxas"
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = Path(directory) / "ptxas"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+@functools.cache
+def _libdevice_bitcode() -> bytes | None:
+    path = libdevice_path()
+    return path.read_bytes() if path is not None else None
+
+
+def to_ptx(module_text: str, kernel: str, arch: str, loc: Loc) -> str:
+    """Optimised PTX of an LLVM module whose one kernel is `kernel`; `__nv_*` math functions are
+    resolved from libdevice (NVVM reflection: no flush to zero, precise division and sqrt)."""
+    with _lock:
+        tm = target_machine(arch)
+        module = llvm.parse_assembly(module_text)
+        module.verify()
+        if any(f.is_declaration and f.name.startswith("__nv_") for f in module.functions):
+            bitcode = _libdevice_bitcode()
+            if bitcode is None:
+                raise CompileError("libdevice.10.bc was not found (install triton, or set "
+                                   "HPVM_LIBDEVICE): the leaf calls math functions", loc)
+            libdevice = llvm.parse_bitcode(bitcode)
+            libdevice.triple = TRIPLE
+            libdevice.data_layout = module.data_layout
+            module.link_in(libdevice)
+            # Only the kernel is visible: unused library functions are dropped by the optimiser.
+            for fn in module.functions:
+                if not fn.is_declaration and fn.name != kernel:
+                    fn.linkage = "internal"
+        options = llvm.create_pipeline_tuning_options(speed_level=3)
+        builder = llvm.create_pass_builder(tm, options)
+        builder.getModulePassManager().run(module, builder)
+        return tm.emit_assembly(module)
+
+
+@functools.cache
+def ptxas_version() -> str:
+    path = ptxas_path()
+    if path is None:
+        return "none"
+    try:
+        result = subprocess.run([str(path), "--version"], capture_output=True, text=True,
+                                timeout=PTXAS_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unusable"
+    return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "unknown"
+
+
+def assemble(ptx: str, arch: str, name: str, loc: Loc) -> bytes:
+    """The cubin of a PTX module, from ptxas -arch=<arch>."""
+    path = ptxas_path()
+    if path is None:
+        raise CompileError("ptxas was not found (install triton, or set HPVM_PTXAS): target "
+                           "'nvptx' assembles PTX with it", loc)
+    with tempfile.TemporaryDirectory(prefix="hpvm-ptxas-") as tmp:
+        source = Path(tmp) / f"{name}.ptx"
+        output = Path(tmp) / f"{name}.cubin"
+        source.write_text(ptx)
+        try:
+            result = subprocess.run([str(path), f"-arch={arch}", str(source), "-o", str(output)],
+                                    capture_output=True, text=True, timeout=PTXAS_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"ptxas took more than {PTXAS_TIMEOUT_S} s on leaf {name}", loc) \
+                from None
+        except OSError as exc:
+            raise CompileError(f"ptxas ({path}) could not run: {exc}", loc) from None
+        if result.returncode != 0:
+            raise CompileError(f"internal: ptxas rejected the PTX of leaf {name}: "
+                               f"{result.stderr.strip()[:2000]}", loc)
+        return output.read_bytes()
