@@ -67,6 +67,10 @@ class NodePlan:
         assert self.kernel is not None
         if self.bounds is None or self.bounds.holds(args, extents):
             return self.kernel
+        return self.checked_kernel()
+
+    def checked_kernel(self) -> LeafKernel:
+        """The variant that checks every access (compiled on first need)."""
         if self._checked is None:
             assert self._compile is not None and self.ctx is not None
             self._checked = self._compile(self.func, self.ctx, self.target, True)

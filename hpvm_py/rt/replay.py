@@ -41,10 +41,9 @@ class _Redecide:
     leaf's bounds proof depends on integers computed by earlier nodes, which a replay changes."""
 
     node: Any  # the NodePlan: its kernel_for() asks the (cached) proof
-    call: list[Any]  # the launch's arguments; buffers by address only (no reference to the user's)
-    outputs: list[Any]
+    call: list[Any]  # the launch's arguments, buffers by size only (no reference to the user's)
     extents: list[tuple[int, ...]]
-    prepared: dict[Any, Any]  # kernel -> its prepared launch with these arguments
+    prepared: dict[Any, Any]  # kernel (unchecked, checked) -> its prepared launch
 
 
 @dataclass
@@ -63,11 +62,7 @@ class _Step:
         call = list(again.call)
         for i, value in uniforms.items():
             call[i] = value
-        kernel = again.node.kernel_for(call, again.extents)
-        prepared = again.prepared.get(kernel)
-        if prepared is None:
-            prepared = again.prepared[kernel] = kernel.prepare(call, again.outputs, again.extents)
-        return prepared
+        return again.prepared[again.node.kernel_for(call, again.extents)]
 
 
 @dataclass
@@ -131,10 +126,15 @@ class Recorder:
         bounds = getattr(node, "bounds", None)
         if bounds is not None and any(node.inputs[i].bind_port is None and node.input_modes[i] != "buffer"
                                       for i in bounds.relevant):
-            light = [BufferArg(None, a.address, a.nbytes, None) if isinstance(a, BufferArg) else a
-                     for a in call]
-            kernel = node.kernel_for(call, extents)  # the one that ran: the proof is cached
-            step.redecide = _Redecide(node, light, outputs, extents, {kernel: prepared})
+            # both variants are prepared now, with the real arguments: a replay only chooses
+            used = node.kernel_for(call, extents)  # the one that ran: the proof is cached
+            other = node.checked_kernel() if used is node.kernel else node.kernel
+            alternative = other.prepare(call, outputs, extents)
+            if not getattr(alternative, "reusable", False):
+                self.usable = False
+                return
+            sizes = [BufferArg(None, 0, a.nbytes, None) if isinstance(a, BufferArg) else a for a in call]
+            step.redecide = _Redecide(node, sizes, extents, {used: prepared, other: alternative})
         self.steps.append(step)
 
     def finish(self) -> Recording | None:
