@@ -21,8 +21,9 @@ _INTRINSIC = {
     "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
     "round": "llvm.roundeven",  # half to even, as Python's round and NumPy's rint
     "pow": "llvm.pow", "atan2": "llvm.atan2", "copysign": "llvm.copysign",
-    "fmin": "llvm.minnum", "fmax": "llvm.maxnum", "fma": "llvm.fma",
+    "fma": "llvm.fma",
 }
+_FLOAT_BITS = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}
 _LIBM = ("expm1", "log1p", "asinh", "acosh", "atanh", "erf", "erfc", "hypot")
 
 
@@ -45,8 +46,8 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Valu
         return b.frem(args[0], args[1])  # frem is C fmod
     if name == "abs":
         return b.call(overloaded(b.module, "llvm.fabs", ft, [ft]), args)
-    if name in ("min", "max"):
-        return _numpy_minmax(b, name, args[0], args[1])
+    if name in ("min", "max", "fmin", "fmax"):
+        return float_minmax(b, name, args[0], args[1])
     if name in _LIBM:
         c_name = name + "f" if ft == F32 else name
         return b.call(declare(b.module, c_name, ft, [ft] * len(args), pure=True), args)
@@ -54,10 +55,20 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Valu
     return b.call(fn, args)
 
 
-def _numpy_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
-    """NumPy minimum/maximum: a NaN in either operand gives NaN."""
-    pred = "<" if name == "min" else ">"
-    take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
+def float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """min/max (IEEE minimum/maximum: NaN propagates) and fmin/fmax (minimumNumber/
+    maximumNumber: a NaN operand is ignored); all order -0 below +0. Compare and select rather
+    than llvm.minnum & co., whose signed-zero and NaN rules have changed between LLVM versions
+    and differ between lowerings."""
+    lower = name in ("min", "fmin")
+    pred = "<" if lower else ">"
+    # the NaN that decides: x's for min/max (x NaN -> x), y's for fmin/fmax (y NaN -> x)
+    nan_operand = x if name in ("min", "max") else y
+    int_type = ir.IntType(_FLOAT_BITS[type(x.type)])
+    negative = b.icmp_signed("<", b.bitcast(x, int_type), ir.Constant(int_type, 0))
+    zero_tie = b.and_(b.fcmp_ordered("==", x, y), negative if lower else b.not_(negative))
+    take_x = b.or_(b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", nan_operand,
+                                                                        nan_operand)), zero_tie)
     return b.select(take_x, x, y)
 
 
