@@ -27,7 +27,7 @@ from typing import Sequence
 
 import llvmlite.ir as ir
 
-from ...rt.pool import default_threads
+from ...rt.pool import default_threads, thread_share
 from .jit import LoadedObject, emit_object, optimize
 
 I64 = ir.IntType(64)
@@ -239,6 +239,7 @@ class NativePool:
 
 _pool: NativePool | None = None
 _pool_lock = threading.Lock()
+_share_pools: dict[int, list[NativePool]] = {}  # smaller pools for the stages of a stream
 
 
 def native_pool() -> NativePool:
@@ -248,3 +249,26 @@ def native_pool() -> NativePool:
             if _pool is None:
                 _pool = NativePool(default_threads())
     return _pool
+
+
+def run_tasks(tasks: Sequence[Sequence[int]]) -> bool:
+    """Run the tasks on a pool of the calling thread's share of the threads (rt/pool.py); False
+    when the share is one thread or every pool of that size is busy: the caller runs them."""
+    full = native_pool()
+    share = thread_share(full.threads)
+    if share >= full.threads:
+        return full.run(tasks)
+    if share < 2:
+        return False
+    with _pool_lock:
+        pools = _share_pools.setdefault(share, [])
+        candidates = list(pools)
+    for pool in candidates:
+        if pool.run(tasks):
+            return True
+    with _pool_lock:
+        if len(pools) >= full.threads // share:
+            return False
+        pool = NativePool(share)  # at most threads / share of them, each idle when not used
+        pools.append(pool)
+    return pool.run(tasks)
