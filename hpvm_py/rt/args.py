@@ -10,7 +10,7 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64
-from .buffers import HOST, describe, elem_matches, is_buffer
+from .buffers import HOST, describe, elem_matches, is_buffer, why_not_writable
 from .executor import BoundBuffer
 from .tracker import MemoryTracker
 
@@ -47,7 +47,7 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
     key = (id(func), id(p))
     last = _last_bound.get(key)
     if last is not None and last[0] is func and last[1] is arg and tracker.lookup(arg) is last[2].obj \
-            and (p.direction == "in" or not isinstance(arg, np.ndarray) or arg.flags.writeable):
+            and (p.direction == "in" or why_not_writable(arg) is None):
         return last[2]
     bound = _check_buffer(func, p, arg, tracker, devices)
     _last_bound[key] = (func, arg, bound)
@@ -67,10 +67,12 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
     if not info.contiguous:
         raise LaunchError(f"argument {p.name!r} of {func.name} is not contiguous; pass "
                           "np.ascontiguousarray(...) or tensor.contiguous()", caller_loc())
-    if p.direction in ("out", "inout") and isinstance(arg, np.ndarray) and not arg.flags.writeable:
+    refusal = why_not_writable(arg) if p.direction in ("out", "inout") else None
+    if refusal is not None:
         spelling = "Out" if p.direction == "out" else "InOut"
-        raise LaunchError(f"argument {p.name!r} of {func.name} is a read-only array, but the graph "
-                          f"writes it ({spelling}[...]); pass a writeable array", caller_loc())
+        advice = "; pass a writeable array" if isinstance(arg, np.ndarray) else ""
+        raise LaunchError(f"argument {p.name!r} of {func.name} is written by the graph "
+                          f"({spelling}[...]) but {refusal}{advice}", caller_loc())
     if info.device != HOST and info.device not in devices:
         raise LaunchError(f"argument {p.name!r} lives on {info.device}, but this graph runs on "
                           f"{', '.join(sorted(devices))}", caller_loc())

@@ -22,7 +22,7 @@ import numpy as np
 from ..ir import dfg as D
 from ..types import PtrType, ScalarType
 from .args import scalar_argument
-from .buffers import is_buffer
+from .buffers import is_buffer, why_not_writable
 
 _KEPT = 8  # recordings kept per compiled graph
 
@@ -54,9 +54,13 @@ class Recording:
                 return False
         return True
 
-    def freeze(self) -> None:
+    def freeze(self, written: list[int]) -> None:
         self._ptrs = {i: self.args[i].data_ptr() for i in self.key_positions
                       if is_buffer(self.args[i]) and not isinstance(self.args[i], np.ndarray)}
+        self._written = written  # buffers the graph writes: they must still accept writes
+
+    def still_writable(self, args: tuple[Any, ...]) -> bool:
+        return all(why_not_writable(args[i]) is None for i in self._written)
 
 
 class Recorder:
@@ -99,7 +103,7 @@ class Recorder:
         positions = [i for i, p in enumerate(self.func.params)
                      if isinstance(p.type, PtrType) or (isinstance(p.type, ScalarType) and p.type.is_int)]
         recording = Recording(self.args, positions, self.steps, list(outputs))
-        recording.freeze()
+        recording.freeze([i for i, p in enumerate(self.func.params) if p.direction in ("out", "inout")])
         return recording
 
 
@@ -114,7 +118,8 @@ class Replays:
         with self._lock:
             for recording in self._recordings:
                 if recording.matches(args):
-                    return recording
+                    # a buffer made read-only since (or set to require grad): the normal path says so
+                    return recording if recording.still_writable(args) else None
         return None
 
     def add(self, recording: Recording) -> None:
