@@ -385,7 +385,7 @@ def error_of_named(text: str, name: str) -> ParseError:
     return info.value
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_damaged_text_raises_only_parse_errors(data: st.DataObject) -> None:
     text = SPEC_TEXT
