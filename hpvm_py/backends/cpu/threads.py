@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import platform
 import threading
 from typing import Sequence
@@ -188,12 +189,19 @@ def _build_module() -> str:
     return str(module)
 
 
+@functools.cache
+def _pool_code() -> LoadedObject:
+    """The pool's functions, compiled once: they take the pool's state as an argument, so every
+    pool (the full one and the stages' smaller ones) shares them."""
+    return LoadedObject(emit_object(optimize(_build_module())))
+
+
 class NativePool:
     """Runs task records on `threads` threads: the caller and threads - 1 native workers."""
 
     def __init__(self, threads: int):
         self.threads = threads
-        self._code = LoadedObject(emit_object(optimize(_build_module())))
+        self._code = _pool_code()
         self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
             self._code.address("hpvm_pool_run"))
         worker = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._code.address("hpvm_pool_worker"))
