@@ -100,7 +100,7 @@ def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, 
     if not path.exists():
         raise UsageError(f"{file}: no such file")
     if path.suffix == ".hpvm":
-        loaded = from_text(path.read_text(), str(path))
+        loaded = from_text(path.read_text(encoding="utf-8"), str(path))
         assert isinstance(loaded, LoadedGraph)
         if graph is not None and graph != loaded.name:
             raise UsageError(f"{file} holds graph {loaded.name!r}, not {graph!r}")
@@ -170,7 +170,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if out_dir is None:
             sys.stdout.write(text)
         else:
-            (out_dir / filename).write_text(text)
+            (out_dir / filename).write_text(text, encoding="utf-8")
             _progress(f"wrote {out_dir / filename}")
 
     module = graph.module()
@@ -254,7 +254,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
     text = module_to_dot(graph.module())
     if fmt == "dot":
-        out.write_text(text)
+        out.write_text(text, encoding="utf-8")
     else:
         dot = shutil.which("dot")
         if dot is None:
