@@ -127,7 +127,7 @@ def table(results: list[Result]) -> str:
     for r in results:
         first, *more = r.note.splitlines() or [""]
         rows.append(f"{r.name:<{width}}  {r.status:<7}  {r.seconds:>5.1f}s  {first}")
-        rows += [f"{'':<{width + 20}}{line}" for line in more]
+        rows += [f"{'':<{width + 19}}{line}" for line in more]
     return "\n".join(rows)
 
 
