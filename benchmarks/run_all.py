@@ -122,7 +122,7 @@ def run(bench: Bench, full: bool, timeout: float) -> Result:
 
 
 def table(results: list[Result]) -> str:
-    width = max(len(r.name) for r in results)
+    width = max(len("benchmark"), *(len(r.name) for r in results))
     rows = [f"{'benchmark':<{width}}  {'status':<7}  {'time':>6}  result"]
     for r in results:
         first, *more = r.note.splitlines() or [""]
