@@ -7,8 +7,7 @@
    then 32 popped), and the round-trip latency of a single item (push, then pop its result).
 3. The demo's edge-detection pipeline (6 stages, grids of 256x192 that use several cores each): 16
    frames as a stream against the same frames launched one by one, repeated and interleaved, with
-   the median of each; also as a stream where every stage's kernels ask for all the cores (what
-   streams did before stages shared them, 2026-11-23), to show what sharing buys (cpu only).
+   the median of each.
 
     python benchmarks/streaming.py [--target cpu] [--items 24] [--work 200000] [--edge-reps 9]
 """
@@ -32,8 +31,6 @@ from hpvm_py import InOut, Ptr, f32, i32, i64  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 import edge_detection as ed  # noqa: E402
-from hpvm_py.backends.cpu import threads as cpu_threads  # noqa: E402
-from hpvm_py.rt.pool import thread_share  # noqa: E402
 from programs.stream_graphs import four_stages  # noqa: E402
 
 
@@ -75,20 +72,11 @@ def edge_detection(target: str, reps: int, frames: int = 16, size: int = 256) ->
             hpvm.push(handle, *ed.frame_args(bufs, gauss, 0.25))
         hpvm.wait(handle)
 
-    def every_core() -> None:  # each stage's kernels ask for all the cores
-        cpu_threads.thread_share = lambda total: total
-        try:
-            stream()
-        finally:
-            cpu_threads.thread_share = thread_share
-
     runs = {"one by one": one_by_one, "stream": stream}
-    if target == "cpu":
-        runs["stream, all cores per stage"] = every_core
     times: dict[str, list[float]] = {name: [] for name in runs}
     with hpvm.runtime(target):
         for fn in runs.values():
-            fn()  # warm-up: compilation and the stages' pools
+            fn()  # warm-up: compilation
         for _ in range(reps):
             for name, fn in runs.items():
                 start = time.perf_counter()
@@ -101,7 +89,7 @@ def edge_detection(target: str, reps: int, frames: int = 16, size: int = 256) ->
           f"cores, median of {reps}:")
     for name, values in times.items():
         ratio = [a / b for a, b in zip(times["one by one"], values)]
-        print(f"  {name:<28} {statistics.median(values) * 1e3:7.1f} ms  (speed-up over one by one: "
+        print(f"  {name:<10} {statistics.median(values) * 1e3:7.1f} ms  (speed-up over one by one: "
               f"{base / statistics.median(values):.2f}x, median of per-repetition ratios "
               f"{statistics.median(ratio):.2f}x)")
 

@@ -33,7 +33,6 @@ from ..ir import dfg as D
 from . import stats
 from .args import bind_arguments
 from .executor import Executor, Slot, check_grids, device_of
-from .pool import stage_running
 
 _POLL = 0.05  # seconds between checks of the stop flag while blocked
 
@@ -227,8 +226,7 @@ class StreamHandle:
                     if not src.stream:
                         kept_edges[port] = value
                     args.append(value)
-                with stage_running():  # kernels get a share of the cores while stages overlap
-                    ext, outs = self.executor.fire(self.plan, node, item_env, args, [], 1)
+                ext, outs = self.executor.fire(self.plan, node, item_env, args, [], 1)
                 for port, src in enumerate(node.inputs):
                     if port in src_extents and src.edge_kind == D.ONE_TO_ONE:
                         edge = next(e for e in self.plan.func.edges

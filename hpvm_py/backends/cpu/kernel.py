@@ -27,7 +27,7 @@ from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .privatize import MERGE_SUFFIX, identity
-from .threads import native_pool, run_tasks
+from .threads import native_pool
 
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                            ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
@@ -369,9 +369,9 @@ class PreparedLaunch:
         tasks = self.tasks
         if not tasks:
             return
-        # one partition runs right here; several go to a native pool (or run here in turn when
-        # this thread's share of the cores is one, or when every pool it may use is busy)
-        if len(tasks) == 1 or not run_tasks(tasks):
+        # one partition runs right here; several go to the native pool, which shares its workers
+        # among the launches in flight (or run here in turn if it has no free job slot)
+        if len(tasks) == 1 or not native_pool().run(tasks):
             driver = self.driver
             for task in tasks:
                 driver(*task[1:])
