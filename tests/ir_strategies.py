@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from hpvm_py import types as T
 from hpvm_py.ir import kernel as K
-from hpvm_py.ir.dfg import (ALL_TO_ALL, DIM_OPS, ONE_TO_ONE, TARGETS, DimBin, DimConst, DimParam,
-                            Edge, GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
+from hpvm_py.ir.dfg import (ALL_TO_ALL, DIM_OPS, ONE_TO_ONE, TARGETS, ConstBind, DimBin, DimConst,
+                            DimParam, Edge, GraphFunc, InputBind, LibraryFunc, Module, Node,
+                            OutputBind)
 from hpvm_py.ir.loc import UNKNOWN, Loc
 from hpvm_py.ir.printer import var_ref
 
@@ -206,6 +207,7 @@ def graph_funcs(draw: st.DrawFn, name: str, funcs: list[str]) -> GraphFunc:
     edges: list[Edge] = []
     input_binds: list[InputBind] = []
     output_binds: list[OutputBind] = []
+    const_binds: list[ConstBind] = []
     if node_names:
         node = st.sampled_from(node_names)
         edges = draw(st.lists(st.builds(
@@ -223,8 +225,13 @@ def graph_funcs(draw: st.DrawFn, name: str, funcs: list[str]) -> GraphFunc:
             lambda s, sp, pp, f, loc: OutputBind(src=s, src_port=sp, parent_port=pp, stream=f,
                                                  loc=loc),
             node, ports, ports, flags, locs), max_size=3))
+        const_binds = draw(st.lists(st.builds(
+            lambda v, t, d, dp, loc: ConstBind(value=K.Const(value=v, type=t), dst=d, dst_port=dp,
+                                               loc=loc),
+            values, scalar_types, node, ports, locs), max_size=3))
     return GraphFunc(name=name, params=params, outputs=draw(outputs), nodes=nodes, edges=edges,
-                     input_binds=input_binds, output_binds=output_binds, loc=draw(locs))
+                     input_binds=input_binds, output_binds=output_binds, const_binds=const_binds,
+                     loc=draw(locs))
 
 
 option_values = st.one_of(st.text(max_size=8), ints, floats)

@@ -83,7 +83,7 @@ def test_out_of_bounds_names_the_leaf_line(tmp_path: Path) -> None:
     result = run(path)
     assert result.returncode != 0
     assert "ExecutionError" in result.stderr and f"{path}:10" in result.stderr
-    assert "out-of-bounds load a[" in result.stderr
+    assert "out-of-bounds load from a[" in result.stderr and "[rule: memory-in-bounds]" in result.stderr
 
 
 LEAF_SOURCE = Path(__file__).resolve().parent / "programs" / "python_target_kernels.py"

@@ -13,6 +13,7 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py.errors import FrontendError, HPVMError, VerificationError
 from hpvm_py.ir import dfg as D
+from hpvm_py.ir import kernel as K
 from hpvm_py.ir.verify import RULES, verify_module
 
 from errcheck import check_error, program_path
@@ -130,8 +131,18 @@ LEAF_CASES = [
     ("bad_malloc_in_if", "malloc-in-if", F, "malloc-uniform"),
     ("bad_malloc_instance_size", "malloc-instance-size", F, "malloc-uniform"),
     ("bad_malloc_in_expression", "malloc-expression", F, "malloc-uniform"),
+    ("bad_malloc_local_instance_size", "malloc-local-instance-size", F, "malloc-uniform"),
+    ("bad_malloc_local_divergent", "malloc-local-divergent", F, "malloc-uniform"),
+    ("bad_malloc_local_from_memory", "malloc-local-memory", F, "malloc-uniform"),
+    ("bad_malloc_local_in_loop", "malloc-local-loop", F, "malloc-uniform"),
+    ("bad_malloc_size_doubling", "malloc-size-doubling", F, "malloc-uniform"),
     ("bad_barrier_in_divergent_if", "barrier-divergent-if", V, "barrier-uniform"),
     ("bad_barrier_in_divergent_loop", "barrier-divergent-loop", V, "barrier-uniform"),
+    ("bad_return_before_barrier", "return-before-barrier", V, "barrier-uniform"),
+    ("bad_return_in_loop_with_barrier", "return-in-barrier-loop", V, "barrier-uniform"),
+    ("bad_return_in_divergent_loop", "return-in-divergent-loop", V, "barrier-uniform"),
+    ("bad_break_before_barrier", "break-before-barrier", V, "barrier-uniform"),
+    ("bad_continue_in_barrier_loop", "continue-in-barrier-loop", V, "barrier-uniform"),
 ]
 
 # (root graph in programs/rules_leaf.py, tag, error class, rule)
@@ -301,6 +312,31 @@ def test_uniform_malloc():
     np.testing.assert_array_equal(a[:4], np.arange(4))
 
 
+@pytest.mark.parametrize("n", [3, 8])
+def test_malloc_size_held_in_locals_runs_on_every_target(target, n):
+    rng = np.random.default_rng(n)
+    a = rng.random(8, dtype=np.float32)
+    c = np.zeros(8, np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(common.root_for(L.ok_malloc_size_in_locals), a, a.nbytes, c, c.nbytes,
+                              n, 0))
+    want = np.zeros(8, np.float32)
+    want[:n] = np.roll(a[:n], -1) + a[:n] * 2.0
+    np.testing.assert_allclose(c, want, rtol=1e-6)
+
+
+def test_malloc_size_is_the_value_of_its_locals_in_the_ir():
+    leaf = L.ok_malloc_size_in_locals.ir
+    (malloc,) = [s.value for s in leaf.body if isinstance(s, K.Assign) and isinstance(s.value, K.Malloc)]
+    names = {e.name for e in K.walk_exprs(malloc.nbytes) if isinstance(e, K.Var)}
+    assert names == {"n"}  # the parameter's input: nb, pad and the reassigned n are replaced
+
+
+def test_malloc_local_errors_say_why():
+    with pytest.raises(FrontendError, match="assigned in the loop"):
+        hpvm.compile(common.root_for(L.bad_malloc_local_in_loop), target="python")
+
+
 def test_root_dims_query_is_allowed():
     a, _ = _run_leaf(L.asks_root_dims, n=1)
     assert a[0] == 0
@@ -394,7 +430,8 @@ def test_verifier_count_of_unknown_param():
 
 # -- every rule is exercised ---------------------------------------------------------------------
 
-EXTRA_RULES = {"one-to-one-grids", "hint-target", "builders-in-internal-nodes", "intrinsics-in-leaves"}
+EXTRA_RULES = {"one-to-one-grids", "hint-target", "builders-in-internal-nodes", "intrinsics-in-leaves",
+               "memory-in-bounds"}  # tests/test_bounds_errors.py
 
 
 def test_every_rule_has_a_failing_program():
@@ -418,13 +455,41 @@ def test_barrier_in_a_uniform_loop_is_accepted_on_every_target(target):
     assert a[0] == 28.0  # the tree reduction summed 0..7 into a[0]
 
 
-def test_an_early_return_leaves_later_barriers_to_the_others(target):
-    """An instance that has returned takes no part in later barriers, on every target."""
-    import numpy as np
+def test_a_divergent_return_before_a_barrier_is_rejected_on_every_target(target):
+    """Instances that return early would leave the others waiting at the barrier: rejected
+    whatever the target, with the return located."""
+    with pytest.raises(VerificationError) as info:
+        with hpvm.runtime(target):
+            hpvm.compile(common.root_for(L.bad_return_before_barrier), target=target)
+    check_error(info.value, VerificationError, program_path(L), "return-before-barrier",
+                "barrier-uniform")
+    assert "return" in info.value.message and "barrier()" in info.value.message
 
-    from programs import python_target_kernels as kp
 
-    a = np.zeros(16, np.float32)
+@pytest.mark.parametrize("n", [2, 3, 8])
+def test_a_uniform_return_before_a_barrier_runs_on_every_target(target, n):
+    rng = np.random.default_rng(n)
+    a = rng.random(8, dtype=np.float32)
+    c = np.zeros(8, np.float32)
+    want_a, want_c = a.copy(), c.copy()
+    if n // 2 >= 2:
+        want_a[:n] += 1.0
+        want_c[:n] = np.roll(want_a[:n], -1) + 10.0
     with hpvm.runtime(target):
-        hpvm.wait(hpvm.launch(common.root_for(kp.early_exit), a, a.nbytes, a, a.nbytes, 16, 0))
-    assert a.tolist() == [1.0] * 4 + [0.0] * 12
+        hpvm.wait(hpvm.launch(common.root_for(L.ok_uniform_return_before_barrier), a, a.nbytes,
+                              c, c.nbytes, n, 0))
+    np.testing.assert_allclose(a, want_a, rtol=1e-6)
+    np.testing.assert_allclose(c, want_c, rtol=1e-6)
+
+
+def test_a_divergent_return_after_the_last_barrier_runs_on_every_target(target):
+    rng = np.random.default_rng(7)
+    a = rng.random(8, dtype=np.float32)
+    plus = a + 1.0
+    want = a.copy()
+    want[:6] = plus[:6]
+    want[0:6:2] = plus[1:6:2]  # even instances copy their odd neighbour; odd ones returned
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(common.root_for(L.ok_return_after_last_barrier), a, a.nbytes,
+                              a, a.nbytes, 6, 0))
+    np.testing.assert_allclose(a, want, rtol=1e-6)

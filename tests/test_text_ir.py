@@ -210,6 +210,8 @@ graph @root(%a: in ptr<f32>, %a_bytes: i64, %n: i64) -> (f32, %total: i64) @0:20
   edge %tile.1 -> %vadd.0 all_to_all stream @0:26:4
   bind_in %a -> %vadd.0 @0:22:4
   bind_in %n -> %vadd.2 stream @0:22:4
+  bind_const -7:i64 -> %vadd.4 @0:22:4
+  bind_const 0.5:f32 -> %tile.3
   bind_out %tile.0 -> 0 @0:27:4
 }
 

@@ -3,47 +3,23 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 from typing import Any, Callable
 
-from ..errors import FrontendError, LaunchError
+from ..errors import FrontendError, LaunchError, VerificationError
 from ..ir import kernel as K
-from ..ir.dfg import GraphFunc, LibraryFunc
+from ..ir.dfg import GraphFunc, Module
 from ..ir.loc import Loc
 from .callsite import caller_loc
+from .defs import FRONTEND_LOCK, Definition, LibraryDef, NodeDef, unique_name
+from .graph import BUILDERS, trace_graph
+from .lower import Lowerer
+from .module import build_module
 from .source import function_loc, read_function
 
+__all__ = ["GraphDef", "HelperDef", "LeafDef", "LibraryDef", "NodeDef", "func", "graph", "leaf",
+           "unique_name"]
+
 _LEAF_TARGETS = ("any", "cpu", "gpu")
-# Lowering and tracing run one at a time: several threads may launch a graph for the first time
-# together, and the "currently lowering" flags detect recursion within one thread only.
-FRONTEND_LOCK = threading.RLock()
-_names: dict[str, int] = {}
-_names_lock = threading.Lock()
-
-
-def unique_name(base: str) -> str:
-    """A function name unique in this process: IR names must not collide across modules."""
-    with _names_lock:
-        count = _names.get(base, 0)
-        _names[base] = count + 1
-    return base if count == 0 else f"{base}_{count + 1}"
-
-
-class NodeDef:
-    """Something a node can instantiate: a leaf, a graph or a library node."""
-
-    name: str
-    loc: Loc
-    _input_index: dict[str, int] | None = None
-
-    def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
-        raise NotImplementedError
-
-    def input_index(self) -> dict[str, int]:
-        """Parameter name -> input port (built once: graphs create many nodes of one function)."""
-        if self._input_index is None:
-            self._input_index = {p.name: i for i, p in enumerate(self.signature()[0])}
-        return self._input_index
 
 
 def _check_function(func: Any, decorator: str) -> None:
@@ -52,10 +28,8 @@ def _check_function(func: Any, decorator: str) -> None:
                             f"{getattr(func, '__qualname__', type(func).__name__)!s}", caller_loc())
 
 
-class _Lowerable:
+class _Lowerable(Definition):
     """Shared lazy lowering of a decorated Python function (leaves and helpers)."""
-
-    kind = ""
 
     def __init__(self, func: Callable[..., Any]):
         _check_function(func, f"@hpvm.{'leaf' if self.kind == 'leaf' else 'func'}")
@@ -75,8 +49,6 @@ class _Lowerable:
                 self._lower_now()
 
     def _lower_now(self) -> None:
-        from .lower import Lowerer
-
         if self._lowering:
             raise FrontendError(f"{self.name} calls itself (directly or through helpers); "
                                 "recursion cannot be inlined", self.loc)
@@ -169,6 +141,8 @@ class HelperDef(_Lowerable):
 class GraphDef(NodeDef):
     """An internal node function: its body is traced once to build the child graph."""
 
+    kind = "graph"
+
     def __init__(self, func: Callable[..., Any]):
         _check_function(func, "@hpvm.graph")
         functools.update_wrapper(self, func)
@@ -178,7 +152,7 @@ class GraphDef(NodeDef):
         self._ir: GraphFunc | None = None
         self._children: dict[str, NodeDef] = {}
         self._tracing = False
-        self._module: Any = None
+        self._module: Module | None = None
 
     @property
     def ir(self) -> GraphFunc:
@@ -199,11 +173,7 @@ class GraphDef(NodeDef):
                 self._trace_now()
 
     def _trace_now(self) -> None:
-        from .graph import trace_graph
-
         if self._tracing:
-            from ..errors import VerificationError
-
             raise VerificationError(f"graph {self.name} contains itself: the node hierarchy must be "
                                     "finite", caller_loc(), rule="hierarchy-acyclic")
         self._tracing = True
@@ -215,10 +185,8 @@ class GraphDef(NodeDef):
     def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
         return self.ir.params, self.ir.outputs
 
-    def module(self) -> Any:
+    def module(self) -> Module:
         """The IR module rooted here (built once)."""
-        from .module import build_module
-
         if self._module is None:
             with FRONTEND_LOCK:
                 if self._module is None:
@@ -231,18 +199,6 @@ class GraphDef(NodeDef):
 
     def __repr__(self) -> str:
         return f"<hpvm graph {self.name}>"
-
-
-class LibraryDef(NodeDef):
-    """A node implemented by hpvm-py itself (a communication collective)."""
-
-    def __init__(self, ir: LibraryFunc):
-        self.ir = ir
-        self.name = ir.name
-        self.loc = ir.loc
-
-    def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
-        return self.ir.params, self.ir.outputs
 
 
 def leaf(func: Callable[..., Any] | None = None, *, target: str = "any") -> Any:
@@ -265,6 +221,4 @@ def graph(fn: Callable[..., Any]) -> GraphDef:
 
 
 def is_builder(obj: Any) -> bool:
-    from . import graph as g
-
-    return obj in g.BUILDERS
+    return obj in BUILDERS

@@ -15,152 +15,19 @@ from typing import Any, Iterable
 
 from ..errors import FrontendError, HPVMError, VerificationError
 from ..ir import dfg as D
-from ..ir import kernel as K
 from ..ir.loc import Loc
-from ..types import ScalarType
 from .callsite import caller_loc
-from .decorators import GraphDef, HelperDef, NodeDef
+from .constants import input_constant, is_constant
+from .defs import Definition, NodeDef
+from .lower import Lowerer
 from .source import read_function
+from .symbols import Sym, as_dim
 
 ONE_TO_ONE = D.ONE_TO_ONE
 ALL_TO_ALL = D.ALL_TO_ALL
 
 _local = threading.local()
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _structure_error(what: str, loc: Loc | None = None) -> VerificationError:
-    return VerificationError(f"{what}: an internal node only builds structure (create nodes, edges "
-                             "and binds); move computation into a leaf",
-                             loc or caller_loc(), rule="internal-nodes-only-structure")
-
-
-class _Symbolic:
-    """Behaviour shared by graph-parameter symbols: everything but structure is rejected."""
-
-    builder: "GraphBuilder"
-
-    def _what(self) -> str:
-        raise NotImplementedError
-
-    def __bool__(self) -> bool:
-        raise _structure_error(f"branching on {self._what()}")
-
-    def __index__(self) -> int:
-        raise _structure_error(f"{self._what()} has no value while the graph is built; using it "
-                               "as a Python number")
-
-    __int__ = __index__
-
-    def __float__(self) -> float:
-        raise _structure_error(f"using {self._what()} as a Python number")
-
-    def __getitem__(self, key: Any) -> Any:
-        raise _structure_error(f"indexing {self._what()}")
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        raise _structure_error(f"storing through {self._what()}")
-
-    def __iter__(self) -> Any:
-        raise _structure_error(f"iterating over {self._what()}")
-
-    def __len__(self) -> int:
-        raise _structure_error(f"len() of {self._what()}")
-
-    def _compare(self, other: Any) -> Any:
-        raise _structure_error(f"comparing {self._what()}")
-
-    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _compare
-    __hash__ = object.__hash__
-
-    def _dim(self) -> D.DimExpr:
-        raise _structure_error(f"arithmetic on {self._what()}")
-
-    def _arith(op: str, reflected: bool = False):  # type: ignore[misc]
-        def method(self: "_Symbolic", other: Any) -> "DimSym":
-            lhs = self._dim()
-            rhs = _as_dim(other, self.builder, f"the other operand of {op}")
-            expr = D.DimBin(op, rhs, lhs) if reflected else D.DimBin(op, lhs, rhs)
-            return DimSym(self.builder, expr)
-        return method
-
-    __add__, __radd__ = _arith("+"), _arith("+", True)
-    __sub__, __rsub__ = _arith("-"), _arith("-", True)
-    __mul__, __rmul__ = _arith("*"), _arith("*", True)
-    __floordiv__, __rfloordiv__ = _arith("//"), _arith("//", True)
-    __mod__, __rmod__ = _arith("%"), _arith("%", True)
-
-    def _other(self, *args: Any) -> Any:
-        raise _structure_error(f"this operation on {self._what()}")
-
-    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __and__ = __or__ = _other
-    __xor__ = __lshift__ = __rshift__ = __invert__ = __abs__ = _other
-
-
-class Sym(_Symbolic):
-    """A parameter of the graph being traced."""
-
-    def __init__(self, builder: "GraphBuilder", index: int, param: K.Param):
-        self.builder = builder
-        self.index = index
-        self.param = param
-        self._dim_expr: D.DimExpr | None = None
-
-    def _what(self) -> str:
-        return f"graph parameter {self.param.name!r}"
-
-    def _dim(self) -> D.DimExpr:
-        if self._dim_expr is None:
-            t = self.param.type
-            if not (isinstance(t, ScalarType) and t.is_int and not t.is_bool):
-                raise _structure_error(f"arithmetic on {self._what()} of type {t} (instance counts are "
-                                       "integer parameters)")
-            self._dim_expr = D.DimParam(self.param.name)
-        return self._dim_expr
-
-    def __repr__(self) -> str:
-        return f"<graph parameter {self.param.name}: {self.param.type}>"
-
-
-class DimSym(_Symbolic):
-    """An instance-count expression of graph parameters."""
-
-    def __init__(self, builder: "GraphBuilder", expr: D.DimExpr):
-        self.builder = builder
-        self.expr = expr
-
-    def _what(self) -> str:
-        return f"the expression {D.dim_text(self.expr)}"
-
-    def _dim(self) -> D.DimExpr:
-        return self.expr
-
-    def __repr__(self) -> str:
-        return f"<instance count {D.dim_text(self.expr)}>"
-
-
-def _as_dim(value: Any, builder: "GraphBuilder", what: str) -> D.DimExpr:
-    """An instance count as a DimExpr; `what` names it in errors."""
-    if type(value) is int:
-        return D.DimConst(value)
-    if isinstance(value, bool):
-        raise VerificationError(f"{what} must be an integer, not a bool", caller_loc(),
-                                rule="instance-counts")
-    if isinstance(value, int):
-        return D.DimConst(value)
-    if isinstance(value, _Symbolic):
-        if value.builder is not builder:
-            raise VerificationError(f"{what} uses a parameter of another graph", caller_loc(),
-                                    rule="edge-siblings")
-        if isinstance(value, Sym) and not (isinstance(value.param.type, ScalarType) and
-                                           value.param.type.is_int and not value.param.type.is_bool):
-            raise VerificationError(f"{what} is graph parameter {value.param.name!r} of type "
-                                    f"{value.param.type}; instance counts are integer parameters",
-                                    caller_loc(), rule="instance-counts")
-        return value._dim()
-    raise VerificationError(f"{what} must be an int or an expression of integer graph parameters "
-                            f"(+ - * // %), not {type(value).__name__}", caller_loc(),
-                            rule="instance-counts")
 
 
 class OutRef:
@@ -203,8 +70,8 @@ def _connection(value: Any) -> Connection:
         return value
     if isinstance(value, (OutRef, Sym)):
         return Connection(value)
-    raise VerificationError(f"a node input is a graph parameter or a sibling's output "
-                            f"(node.out.name), not {type(value).__name__}", caller_loc(),
+    raise VerificationError(f"a node input is a graph parameter, a sibling's output "
+                            f"(node.out.name) or a number, not {type(value).__name__}", caller_loc(),
                             rule="node-inputs")
 
 
@@ -277,7 +144,7 @@ def _port(port: Any, names: list[str | None], what: str) -> int:
 class GraphBuilder:
     """Collects the child graph of one internal-node function while its body runs."""
 
-    def __init__(self, definition: GraphDef, ir: D.GraphFunc, src_file: str):
+    def __init__(self, definition: NodeDef, ir: D.GraphFunc, src_file: str):
         self.definition = definition
         self.ir = ir
         self.src_file = src_file
@@ -335,7 +202,7 @@ def current_builder(what: str) -> GraphBuilder:
 
 
 def _definition(fn: Any, loc: Loc) -> NodeDef:
-    if isinstance(fn, HelperDef):  # a NodeDef subclass too (it shares the lowering), but no node
+    if isinstance(fn, Definition) and fn.kind == "helper":
         raise VerificationError(f"{fn.name} is an @hpvm.func helper; nodes run @hpvm.leaf or "
                                 "@hpvm.graph functions", loc, rule="node-function")
     if isinstance(fn, NodeDef):
@@ -361,7 +228,7 @@ def _create(fn: Any, dims: tuple[Any, ...], name: str | None = None, loc: Loc | 
         if type(d) is Sym and d.builder is builder and d._dim_expr is not None:
             dim_exprs.append(d._dim_expr)  # a parameter already used as a count: checked then
             continue
-        d = _as_dim(d, builder, f"instance count {i}")
+        d = as_dim(d, builder, f"instance count {i}")
         if isinstance(d, D.DimConst) and d.value < 0:
             raise VerificationError(f"instance count {d.value} is negative", loc, rule="instance-counts")
         dim_exprs.append(d)
@@ -458,9 +325,10 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
     """Create a node and connect its inputs in one call.
 
     `grid` is None (one instance), a count, or a tuple of up to 3 counts. Each input, given by
-    position or by parameter name, is a parameter of this graph (an input bind) or a sibling's
+    position or by parameter name, is a parameter of this graph (an input bind), a sibling's
     output (a one-to-one edge; wrap it in hpvm.all_to_all(...) for an all-to-all edge, in
-    hpvm.streaming(...) for a streaming edge or bind).
+    hpvm.streaming(...) for a streaming edge or bind), or a number for a scalar input (a constant
+    of the input's type).
     """
     if grid is None:
         dims: tuple[Any, ...] = ()
@@ -492,6 +360,10 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
         if type(value) is Sym and value.builder is builder:  # the common case, kept cheap
             binds.append(D.InputBind(value.index, node_name, dp, False, loc))
             continue
+        if is_constant(value):
+            const = input_constant(value, created.params[dp], node_name, loc)
+            builder.ir.const_binds.append(D.ConstBind(const, node_name, dp, loc))
+            continue
         conn = _connection(value)
         if isinstance(conn.source, Sym):
             binds.append(D.InputBind(parent_port=builder.parent_input(conn.source), dst=node_name,
@@ -512,9 +384,8 @@ BUILDERS = {create_node, create_node_1d, create_node_2d, create_node_3d, edge, b
 # Tracing
 
 
-def trace_graph(definition: GraphDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
-    from .lower import Lowerer
-
+def trace_graph(definition: NodeDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
+    """Run the body of an @hpvm.graph definition once: its IR and the node functions it uses."""
     src = read_function(definition.pyfunc)
     lowerer = Lowerer(src, "graph", definition.name, lambda obj, loc: None, lambda obj: False)
     lowerer.lower_signature()

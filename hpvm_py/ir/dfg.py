@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from .kernel import HelperFunc, LeafFunc, OutputPort, Param
+from .kernel import Const, HelperFunc, LeafFunc, OutputPort, Param
 from .loc import UNKNOWN, Loc
 
 _LOC = field(default=UNKNOWN, compare=False, repr=False)
@@ -122,6 +122,16 @@ class InputBind:
     loc: Loc = _LOC
 
 
+@dataclass(slots=True)
+class ConstBind:
+    """Constant `value` (typed as the input) feeds input `dst_port` of child `dst`."""
+
+    value: Const
+    dst: str
+    dst_port: int
+    loc: Loc = _LOC
+
+
 @dataclass(slots=True)  # positional too: graph builders create thousands
 class OutputBind:
     """Output `src_port` of child `src` becomes output `parent_port` of the parent."""
@@ -144,6 +154,7 @@ class GraphFunc:
     edges: list[Edge] = field(default_factory=list)
     input_binds: list[InputBind] = field(default_factory=list)
     output_binds: list[OutputBind] = field(default_factory=list)
+    const_binds: list[ConstBind] = field(default_factory=list)
     loc: Loc = _LOC
 
     def node(self, name: str) -> Node:

@@ -10,6 +10,7 @@ import json
 
 from . import dfg as D
 from . import kernel as K
+from .printer import literal
 
 
 def _q(text: str) -> str:
@@ -83,6 +84,12 @@ class _DotWriter:
             port = f":p{b.dst_port}" if dst.endswith("/in") else ""
             style = "color=\"#888888\", style=dashed" if b.stream else "color=\"#888888\""
             self.lines.append(f"{inner}{_q(ins)}:p{b.parent_port} -> {_q(dst)}{port} [{style}];")
+        for i, c in enumerate(g.const_binds):
+            dst = ends[c.dst][0]
+            port = f":p{c.dst_port}" if dst.endswith("/in") else ""
+            const = f"{path}/const{i}"
+            self.lines.append(f"{inner}{_q(const)} [shape=plaintext, label={_q(literal(c.value.value))}];")
+            self.lines.append(f"{inner}{_q(const)} -> {_q(dst)}{port} [color=\"#888888\"];")
         for b in g.output_binds:
             src = ends[b.src][1]
             port = f":p{b.src_port}" if src.endswith("/out") else ""

@@ -12,9 +12,9 @@ The format, by example:
       edge %first.0 -> %second.2 all_to_all stream @0:24:4
       bind_in %a -> %first.0 @0:22:4
       bind_in %n -> %first.1 @0:22:4
-      bind_in %x -> %first.2 @0:22:4
       bind_in %a -> %second.0 @0:23:4
       bind_in %n -> %second.1 @0:23:4
+      bind_const 2.5:f32 -> %first.2 @0:22:4
       bind_out %second.0 -> 0 @0:25:4
     }
 
@@ -51,7 +51,8 @@ Layout is free: newlines are whitespace, `;` starts a comment, statements need n
   is a type or `void`. Leaves always print `target(...)`; nodes print `hint(...)` when they have
   one and their instance counts in `[...]` (infix, as dfg.dim_text) when they have any.
 - `bind_in` names its parent input by parameter name (by index only when the index names no
-  parameter: unverified IR still prints and reads back); `bind_out` gives the parent output index.
+  parameter: unverified IR still prints and reads back); `bind_out` gives the parent output index;
+  `bind_const VALUE:TYPE -> %node.N` feeds an input a constant (of the input's type).
 - Constants are `VALUE:TYPE`; floats use repr (so `inf`, `-inf`, `nan`, `-0.0` and every value
   round-trip exactly), i1 values print `true` / `false`. The literal's form, not its type,
   decides the Python value: `1` is an int, `1.0` a float, `true` a bool.
@@ -86,8 +87,8 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from ..errors import ParseError
 from ..types import ScalarType, Type, VoidType, parse_type
 from . import kernel as K
-from .dfg import (TARGETS, DimBin, DimConst, DimExpr, DimParam, Edge, Function, GraphFunc,
-                  InputBind, LibraryFunc, Module, Node, OutputBind)
+from .dfg import (TARGETS, ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, Function,
+                  GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
 from .loc import UNKNOWN, Loc, register_source
 
 _LEAF_TARGETS = ("any", "cpu", "gpu")
@@ -409,7 +410,7 @@ class _Builder(Transformer):
     def graph_head(self, func: Token, params: list, outputs: list, loc: Token | None) -> _Head:
         return self._head(func, params, outputs, loc)
 
-    def graph_func(self, head: _Head, *items: Node | Edge | InputBind | OutputBind) -> GraphFunc:
+    def graph_func(self, head: _Head, *items: Node | Edge | InputBind | ConstBind | OutputBind) -> GraphFunc:
         for name, token in self.state.node_refs:
             if name not in self.state.nodes:
                 raise self._fail(f"unknown node %{name} in graph @{head.name}", token)
@@ -417,7 +418,8 @@ class _Builder(Transformer):
                        nodes=[i for i in items if isinstance(i, Node)],
                        edges=[i for i in items if isinstance(i, Edge)],
                        input_binds=[i for i in items if isinstance(i, InputBind)],
-                       output_binds=[i for i in items if isinstance(i, OutputBind)])
+                       output_binds=[i for i in items if isinstance(i, OutputBind)],
+                       const_binds=[i for i in items if isinstance(i, ConstBind)])
         return self._define(head, fn)
 
     def leaf_head(self, func: Token, params: list, outputs: list, target: Token,
@@ -515,6 +517,12 @@ class _Builder(Transformer):
         node, port = self._node_ref(dst)
         return InputBind(parent_port=parent_port, dst=node, dst_port=port,
                          stream=stream is not None, loc=self._loc(loc))
+
+    def bind_const(self, value: K.Const, dst: Token, loc: Token | None) -> ConstBind:
+        node, port = self._node_ref(dst)
+        bind_loc = self._loc(loc)
+        return ConstBind(value=K.Const(value=value.value, type=value.type, loc=bind_loc), dst=node,
+                         dst_port=port, loc=bind_loc)
 
     def bind_out(self, src: Token, parent_port: Token, stream: Token | None,
                  loc: Token | None) -> OutputBind:

@@ -12,14 +12,15 @@ import re
 
 from ..types import Type
 from . import kernel as K
-from .dfg import Edge, GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind, dim_text
+from .dfg import (ConstBind, Edge, GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind,
+                  dim_text)
 from .loc import UNKNOWN, Loc
 
 # Bare words that the grammar reserves; a library kind or option key equal to one of them is
 # printed as a string instead (tests/test_text_ir.py checks this list against grammar.lark).
 KEYWORDS = frozenset({
     "module", "file", "graph", "leaf", "func", "library", "local", "target", "kind", "options",
-    "in", "out", "inout", "node", "edge", "bind_in", "bind_out", "hint", "stream", "one_to_one",
+    "in", "out", "inout", "node", "edge", "bind_in", "bind_out", "bind_const", "hint", "stream", "one_to_one",
     "all_to_all", "store", "do", "if", "else", "for", "range", "while", "break", "continue",
     "return", "barrier", "print", "breakpoint", "call", "inf", "nan", "true", "false",
 })
@@ -135,6 +136,7 @@ class _Printer:
         lines += [_INDENT + self.edge(e) for e in fn.edges]
         param_names = [p.name for p in fn.params]
         lines += [_INDENT + self.input_bind(b, param_names) for b in fn.input_binds]
+        lines += [_INDENT + self.const_bind(b) for b in fn.const_binds]
         lines += [_INDENT + self.output_bind(b) for b in fn.output_binds]
         lines.append("}")
         return "\n".join(lines)
@@ -162,6 +164,9 @@ class _Printer:
         stream = " stream" if bind.stream else ""
         return (f"bind_in {source} -> {port_ref(bind.dst, bind.dst_port)}{stream}"
                 f"{self.loc(bind.loc)}")
+
+    def const_bind(self, bind: ConstBind) -> str:
+        return f"bind_const {expr(bind.value)} -> {port_ref(bind.dst, bind.dst_port)}{self.loc(bind.loc)}"
 
     def output_bind(self, bind: OutputBind) -> str:
         stream = " stream" if bind.stream else ""

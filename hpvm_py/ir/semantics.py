@@ -41,6 +41,15 @@ def value_dtype(t: ScalarType) -> np.dtype:
     return np.dtype(np.float32) if t == bf16 else t.numpy_dtype
 
 
+def typed_value(value: int | float | bool, t: ScalarType) -> Any:
+    """A constant of type t as the NumPy value the targets compute with (a bf16 in float32)."""
+    if t.is_bool:
+        return np.bool_(value)
+    if t == bf16:
+        return np.float32(bf16_round(np.float32(value)))
+    return value_dtype(t).type(value)
+
+
 def cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
     """Convert between scalar types: wrapping for ints, saturating for float to int (NaN -> 0).
 

@@ -49,8 +49,9 @@ RULES: dict[str, str] = {
     "typing-narrowing": "narrowing conversions need an explicit cast",
     "malloc-uniform": "malloc() is called by every instance, at the top level, with a uniform size",
     "barrier-uniform": "barrier() is reached by every instance of a group (uniform control flow)",
+    "memory-in-bounds": "every load, store and atomic stays within its buffer (checked as the graph runs)",
     "intrinsics-in-leaves": "leaf intrinsics are used inside leaves only",
-    "node-inputs": "node inputs are graph parameters or sibling outputs",
+    "node-inputs": "node inputs are graph parameters, sibling outputs or constants of a scalar input's type",
     "edge-kinds": "edges are one-to-one or all-to-all",
 }
 
@@ -288,6 +289,21 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
                         b.loc, rule)
         fed[key] = b
 
+    for c in g.const_binds:
+        if c.dst not in nodes:
+            raise _fail(f"a constant bind names node {c.dst!r}, which is not a child of graph {g.name}",
+                        c.loc, "edge-siblings")
+        params = sigs[c.dst][0]
+        if not 0 <= c.dst_port < len(params):
+            raise _fail(f"a constant bind: node {c.dst} has {len(params)} input(s), not port "
+                        f"{c.dst_port}", c.loc, "ports-exist")
+        _check_const_bind(c, params[c.dst_port])
+        key = (c.dst, c.dst_port)
+        if key in fed:
+            raise _fail(f"input {params[c.dst_port].name!r} of {c.dst} is already fed by "
+                        f"{_feeder(fed[key], g)}", c.loc, "input-single-source")
+        fed[key] = c
+
     # every key of `fed` is a distinct, valid (node, input): as many keys as inputs means all fed
     if len(fed) != sum(len(sig[0]) for sig in sigs.values()):
         for n in g.nodes:
@@ -365,9 +381,31 @@ def _check_input_bind(g: D.GraphFunc, b: D.InputBind, dst_params: list[K.Param])
                     "bind-direction")
 
 
+def _check_const_bind(c: D.ConstBind, param: K.Param) -> None:
+    where = f"constant {c.value.value!r} for input {param.name!r} of {c.dst}"
+    t = param.type
+    if not isinstance(t, ScalarType):
+        raise _fail(f"{where}: the input is a {t}; constants feed scalar inputs only", c.loc,
+                    "node-inputs")
+    if c.value.type != t:
+        raise _fail(f"{where}: the constant is a {c.value.type}, the input a {t}", c.loc, "bind-types")
+    value = c.value.value
+    if t.is_bool:
+        fits = isinstance(value, bool)
+    elif t.is_float:
+        fits = isinstance(value, float)
+    else:
+        fits = isinstance(value, int) and not isinstance(value, bool) and \
+            t.min_value() <= value <= t.max_value()
+    if not fits:
+        raise _fail(f"{where}: not a value of type {t}", c.loc, "node-inputs")
+
+
 def _feeder(source: Any, g: D.GraphFunc) -> str:
     if isinstance(source, D.Edge):
         return f"the edge from {source.src}"
+    if isinstance(source, D.ConstBind):
+        return "a constant"
     return f"a bind of {g.params[source.parent_port].name!r}"
 
 

@@ -9,7 +9,9 @@ values outside non-uniform control flow.
 """
 from __future__ import annotations
 
+from ..errors import VerificationError
 from ..ir import kernel as K
+from ..ir.loc import Loc
 from ..types import PtrType
 
 
@@ -97,31 +99,70 @@ def check_barriers(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> None:
     """Every barrier must be reached by all instances of a group or by none (rule barrier-uniform).
 
     The statements around a barrier may branch and loop only on uniform values, and a loop that
-    holds one may leave or skip iterations only uniformly. An instance that returns early simply
-    takes no part in later barriers, on every target.
+    holds one may leave or skip iterations only uniformly. A return that a barrier may follow (later
+    in the body, or in a later iteration of a loop around the return) must be taken uniformly too:
+    the instances that stayed would wait at that barrier for the ones that left (undefined in HPVM,
+    a hang in CUDA).
     """
     if not any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body)):
         return
     uni = Uniformity(leaf, input_modes, frozenset())
-    _check_block(leaf, leaf.body, [], uni)
+    _check_block(leaf, leaf.body, [], False, uni)
 
 
-def _check_block(leaf: K.LeafFunc, block: K.Block, enclosing: list[K.Stmt], uni: Uniformity) -> None:
-    for stmt in block:
+def _check_block(leaf: K.LeafFunc, block: K.Block, enclosing: list[K.Stmt], barrier_after: bool,
+                 uni: Uniformity) -> None:
+    """barrier_after: a barrier may run once this block is done (later in an enclosing block, or
+    in a later iteration of an enclosing loop)."""
+    later = _barriers_after(block, barrier_after)
+    for stmt, barrier_follows in zip(block, later):
         if isinstance(stmt, K.Barrier):
-            for outer in enclosing:
-                reason = _non_uniform(outer, uni)
-                if reason is not None:
-                    from ..errors import VerificationError
-
-                    raise VerificationError(
-                        f"barrier() in {leaf.name} must be reached by every instance of its group or "
-                        f"by none, but {reason}: around a barrier, conditions and loop ranges may use "
-                        "constants, uniform scalar parameters, instance counts, parent-level instance "
-                        "ids, and locals assigned only from such values", stmt.loc,
-                        rule="barrier-uniform")
+            reason = _divergence(enclosing, uni)
+            if reason is not None:
+                raise _barrier_error(
+                    f"barrier() in {leaf.name} must be reached by every instance of its group or "
+                    f"by none, but {reason}", stmt.loc)
+        elif isinstance(stmt, K.Return) and barrier_follows:
+            reason = _divergence(enclosing, uni)
+            if reason is not None:
+                raise _barrier_error(
+                    f"this return in {leaf.name} is taken by some instances of a group and not "
+                    f"others ({reason}), and a barrier() may run after it: the instances that stay "
+                    "would wait there for the ones that returned. Return under a uniform condition, "
+                    "or guard the work instead of returning", stmt.loc)
         for sub in K.child_blocks(stmt):
-            _check_block(leaf, sub, enclosing + [stmt], uni)
+            loops = isinstance(stmt, (K.For, K.While))  # the body runs again after itself
+            _check_block(leaf, sub, enclosing + [stmt],
+                         barrier_follows or (loops and _has_barrier(sub)), uni)
+
+
+def _barriers_after(block: K.Block, barrier_after: bool) -> list[bool]:
+    """For each statement of block: whether a barrier may run after it."""
+    flags = []
+    for stmt in reversed(block):
+        flags.append(barrier_after)
+        barrier_after = barrier_after or _has_barrier([stmt])
+    return flags[::-1]
+
+
+def _has_barrier(block: K.Block) -> bool:
+    return any(isinstance(s, K.Barrier) for s in K.walk_stmts(block))
+
+
+def _barrier_error(message: str, loc: Loc) -> VerificationError:
+    return VerificationError(
+        f"{message}: around a barrier, conditions and loop ranges may use constants, uniform "
+        "scalar parameters, instance counts, parent-level instance ids, and locals assigned only "
+        "from such values", loc, rule="barrier-uniform")
+
+
+def _divergence(enclosing: list[K.Stmt], uni: Uniformity) -> str | None:
+    """Why the statements around a point may take different paths per instance, if they may."""
+    for outer in enclosing:
+        reason = _non_uniform(outer, uni)
+        if reason is not None:
+            return reason
+    return None
 
 
 def _non_uniform(stmt: K.Stmt, uni: Uniformity) -> str | None:

@@ -135,9 +135,11 @@ class Executor:
 
     def gather(self, node: NodePlan, port: int, src: Any, env: list[Any],
                slots: dict[tuple[int, int], Slot]) -> Any:
-        """The value of one node input: a parent parameter, or a sibling's output slot."""
+        """The value of one node input: a parent parameter, a sibling's output slot or a constant."""
         if src.bind_port is not None:
             return env[src.bind_port]
+        if src.const is not None:
+            return src.const
         return self.deliver(node, port, src, slots[(src.node, src.port)])
 
     def deliver(self, node: NodePlan, port: int, src: Any, slot: Slot) -> Any:

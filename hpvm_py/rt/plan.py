@@ -12,6 +12,7 @@ from typing import Any, Callable
 from ..errors import CompileError
 from ..ir import dfg as D
 from ..ir import kernel as K
+from ..ir.semantics import typed_value
 from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
 from ..backends.base import LeafKernel, NodeContext
@@ -21,9 +22,11 @@ from ..passes.uniform import check_barriers
 
 @dataclass
 class Source:
-    """Where one node input comes from: a parent parameter, or a sibling's output over an edge."""
+    """Where one node input comes from: a parent parameter, a sibling's output over an edge, or a
+    constant."""
 
     bind_port: int | None = None  # parent parameter index
+    const: Any = None  # the constant's NumPy value (not None: the input is a constant)
     node: int | None = None  # sibling index in GraphPlan.nodes
     port: int | None = None
     edge_kind: str | None = None
@@ -117,6 +120,9 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
             if e.dst == name:
                 sources[e.dst_port] = Source(node=index[e.src], port=e.src_port, edge_kind=e.kind,
                                              stream=e.stream)
+        for c in g.const_binds:
+            if c.dst == name:
+                sources[c.dst_port] = Source(const=typed_value(c.value.value, c.value.type))
         input_modes = tuple(_input_mode(p, s, param_modes, plan.single_parent, len(node.dims))
                             for p, s in zip(func.params, sources))
         output_modes = tuple(_output_mode(consumers.get((name, port), []))
@@ -155,6 +161,8 @@ def _input_mode(param: K.Param, source: Source, parent_modes: tuple[str, ...], s
                 ndims: int) -> str:
     if isinstance(param.type, PtrType):
         return "buffer"
+    if source.const is not None:
+        return "uniform"
     if source.bind_port is not None:
         return parent_modes[source.bind_port]
     if source.edge_kind == D.ONE_TO_ONE and not (single_parent and ndims == 0):

@@ -80,8 +80,8 @@ class Recorder:
             return
         from_args, from_outputs = [], []
         for i, (src, mode) in enumerate(zip(node.inputs, node.input_modes)):
-            if mode == "buffer":
-                continue
+            if mode == "buffer" or src.const is not None:
+                continue  # a constant is already in the prepared launch, and never changes
             if src.bind_port is not None:
                 if mode != "uniform":
                     self.usable = False

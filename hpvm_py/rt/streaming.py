@@ -217,6 +217,9 @@ class StreamHandle:
                     if src.bind_port is not None:
                         args.append(item_env[src.bind_port])
                         continue
+                    if src.const is not None:
+                        args.append(src.const)
+                        continue
                     if port in kept_edges:
                         args.append(kept_edges[port])
                         continue

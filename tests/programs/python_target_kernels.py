@@ -1,6 +1,6 @@
 """Leaves for tests/test_python_target.py."""
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Out, Ptr, f32, i64
+from hpvm_py import In, Out, Ptr, f32, i64
 
 
 @hpvm.leaf
@@ -19,13 +19,3 @@ def masked(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64
                 acc += v * k
             y[i] = acc
 
-
-@hpvm.leaf
-def early_exit(a: InOut[Ptr[f32]], a_bytes: i64):
-    scratch = hpvm.malloc(16 * 4, f32)
-    i = hpvm.instance_id(0)
-    if i >= 4:
-        return
-    scratch[i] = 1.0
-    hpvm.barrier()
-    a[i] = scratch[3 - i]

@@ -502,7 +502,7 @@ def make_leaf_with_bad_target():
 
 @hpvm.graph
 def bad_literal_input(n: i64):
-    hpvm.node(consume, x=5)  # ERR:literal-input
+    hpvm.node(consume, x="5")  # ERR:literal-input
 
 
 @hpvm.graph

@@ -355,6 +355,68 @@ def bad_malloc_in_expression(a: InOut[Ptr[f32]], a_bytes: i64):
 
 
 @hpvm.leaf
+def bad_malloc_local_instance_size(a: InOut[Ptr[f32]], a_bytes: i64):
+    nb = hpvm.instance_id(0) * 4
+    buf = hpvm.malloc(nb, f32)  # ERR:malloc-local-instance-size
+
+
+@hpvm.leaf
+def bad_malloc_local_divergent(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    nb = n * 4
+    if hpvm.instance_id(0) < 2:
+        nb = n * 8
+    buf = hpvm.malloc(nb, f32)  # ERR:malloc-local-divergent
+
+
+@hpvm.leaf
+def bad_malloc_local_from_memory(a: InOut[Ptr[f32]], a_bytes: i64):
+    nb = i64(a[0])
+    buf = hpvm.malloc(nb)  # ERR:malloc-local-memory
+
+
+@hpvm.leaf
+def bad_malloc_local_in_loop(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    nb = 0
+    for _ in range(n):
+        nb += 4
+    buf = hpvm.malloc(nb, f32)  # ERR:malloc-local-loop
+
+
+@hpvm.leaf
+def bad_malloc_size_doubling(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    x = n
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    x = x * x
+    buf = hpvm.malloc(x, f32)  # ERR:malloc-size-doubling
+
+
+@hpvm.leaf
+def ok_malloc_size_in_locals(a: InOut[Ptr[f32]], a_bytes: i64, c: InOut[Ptr[f32]], c_bytes: i64,
+                             n: i64):
+    """The scratch holds 2n floats: the size is computed in locals and a reassigned parameter."""
+    i = hpvm.instance_id(0)
+    n0 = n
+    n = n * 2  # a parameter reassigned before the malloc: the size uses the new value
+    pad = 0
+    if n0 > 100:  # uniform: the same branch for every instance
+        pad = 64
+    nb = n * 4 + pad
+    buf = hpvm.malloc(nb, f32)
+    buf[i] = a[i]
+    buf[i + n0] = a[i] * 2.0
+    hpvm.barrier()
+    c[i] = buf[(i + 1) % n0] + buf[n0 + i]
+
+
+@hpvm.leaf
 def ok_malloc(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
     buf = hpvm.malloc(n * 4 + hpvm.num_instances(0), f32)
     i = hpvm.instance_id(0)
@@ -377,6 +439,81 @@ def bad_barrier_in_divergent_loop(a: InOut[Ptr[f32]], a_bytes: i64):
     for _ in range(i):
         hpvm.barrier()  # ERR:barrier-divergent-loop
     a[i] = 1.0
+
+
+@hpvm.leaf
+def bad_return_before_barrier(a: InOut[Ptr[f32]], a_bytes: i64):
+    scratch = hpvm.malloc(16 * 4, f32)
+    i = hpvm.instance_id(0)
+    if i >= 4:
+        return  # ERR:return-before-barrier
+    scratch[i] = 1.0
+    hpvm.barrier()
+    a[i] = scratch[3 - i]
+
+
+@hpvm.leaf
+def bad_return_in_loop_with_barrier(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    for s in range(n):
+        hpvm.barrier()
+        if a[i] > f32(s):
+            return  # ERR:return-in-barrier-loop
+        a[i] = a[i] + 1.0
+
+
+@hpvm.leaf
+def bad_return_in_divergent_loop(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    for _ in range(i):
+        return  # ERR:return-in-divergent-loop
+    hpvm.barrier()
+    a[i] = 1.0
+
+
+@hpvm.leaf
+def bad_break_before_barrier(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    for s in range(n):
+        if i == s:
+            break
+        hpvm.barrier()  # ERR:break-before-barrier
+    a[i] = 1.0
+
+
+@hpvm.leaf
+def bad_continue_in_barrier_loop(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    s = 0
+    while s < n:
+        s += 1
+        if a[i] > 0.0:
+            if s > 1:
+                continue
+        hpvm.barrier()  # ERR:continue-in-barrier-loop
+    a[i] = 1.0
+
+
+@hpvm.leaf
+def ok_uniform_return_before_barrier(a: InOut[Ptr[f32]], a_bytes: i64, c: InOut[Ptr[f32]],
+                                     c_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    half = n // 2
+    if half < 2:
+        return  # every instance of the group returns, or none does
+    a[i] = a[i] + 1.0
+    hpvm.barrier()
+    c[i] = a[(i + 1) % n] + 10.0
+
+
+@hpvm.leaf
+def ok_return_after_last_barrier(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    a[i] = a[i] + 1.0
+    hpvm.barrier()
+    if i % 2 == 1:
+        return
+    a[i] = a[i + 1]
 
 
 @hpvm.leaf

@@ -19,6 +19,7 @@ from ...ir.semantics import bf16_to_bits
 from ...rt import stats
 from ...types import PtrType, ScalarType
 from ..base import BufferArg, NodeContext
+from ..bounds import out_of_bounds
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
 from .driver import MALLOC_FAILED_SITE
@@ -331,11 +332,7 @@ class CpuKernel:
         if code == MALLOC_FAILED_SITE + 1:
             return ExecutionError(f"{self.leaf.name}: could not allocate {index} bytes of "
                                   "storage (malloc scratch or per-instance values)", self.leaf.loc)
-        node = self.info.sites[code - 1]
-        what = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}[type(node)]
-        return ExecutionError(
-            f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
-            f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+        return out_of_bounds(self.leaf.name, self.info.sites[code - 1], index, limit)
 
 
 class PreparedLaunch:

@@ -41,6 +41,7 @@ class GeneratedLeaf:
     id_params: list[tuple[str, int, int]]  # (name, level, dim) of instance ids, in call order
     count_params: list[tuple[str, int, int]]  # (name, level, dim) of instance counts
     uses_malloc: bool
+    sites: list[K.Load | K.Store | K.Atomic]  # the accesses, by the index the ops helpers get
     namespace: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
@@ -180,6 +181,7 @@ class _Generator:
         self.id_params: dict[tuple[int, int], str] = {}
         self.count_params: dict[tuple[int, int], str] = {}
         self.temp = 0
+        self.sites: list[K.Load | K.Store | K.Atomic] = []
         self.generator = any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body)) and not vector
         self.uses_malloc = any(isinstance(e, K.Malloc) for e in K.walk_all_exprs(leaf.body))
         varying_params = {p.name for p, mode in zip(leaf.params, ctx.input_modes)
@@ -258,7 +260,13 @@ class _Generator:
                              generator=self.generator,
                              id_params=[(n, lvl, d) for (lvl, d), n in self.id_params.items()],
                              count_params=[(n, lvl, d) for (lvl, d), n in self.count_params.items()],
-                             uses_malloc=self.uses_malloc, namespace=self.namespace)
+                             uses_malloc=self.uses_malloc, sites=self.sites,
+                             namespace=self.namespace)
+
+    def site(self, access: K.Load | K.Store | K.Atomic) -> int:
+        """The number by which the generated code names an access (its errors point at it)."""
+        self.sites.append(access)
+        return len(self.sites) - 1
 
     # -- statements -------------------------------------------------------------------------
 
@@ -285,8 +293,8 @@ class _Generator:
                 a = stmt.value
                 index = self.expr(a.index, mask, line)
                 value = self.expr(a.value, mask, line)
-                self.emit(line, f"hp_vatomic({a.op!r}, {self.names[a.ptr.name]}, {index}, {value}, "
-                                f"{mask or 'None'}, lanes)")
+                self.emit(line, f"hp_vatomic({self.site(a)}, {a.op!r}, {self.names[a.ptr.name]}, "
+                                f"{index}, {value}, {mask or 'None'}, lanes)")
             else:
                 self.emit(line, self.expr(stmt.value, mask, line))
         elif isinstance(stmt, K.If):
@@ -322,9 +330,10 @@ class _Generator:
         varying = self.vector and (mask is not None or expr_varies(stmt.index, self.varying)
                                    or expr_varies(stmt.value, self.varying))
         if varying:
-            self.emit(line, f"hp_vstore({ptr}, {index}, {value}, {mask or 'None'}, lanes)")
+            self.emit(line, f"hp_vstore({self.site(stmt)}, {ptr}, {index}, {value}, {mask or 'None'}, "
+                            "lanes)")
         else:
-            self.emit(line, f"hp_store({ptr}, {index}, {value})")
+            self.emit(line, f"hp_store({self.site(stmt)}, {ptr}, {index}, {value})")
 
     def if_stmt(self, stmt: K.If, mask: str | None, line: int) -> None:
         cond = self.expr(stmt.cond, mask, line)
@@ -403,8 +412,8 @@ class _Generator:
             ptr = self.names[e.ptr.name]
             index = self.expr(e.index, mask, line)
             if self.vector and (mask is not None or expr_varies(e.index, self.varying)):
-                return f"hp_vload({ptr}, {index}, {mask or 'None'})"
-            return f"hp_load({ptr}, {index})"
+                return f"hp_vload({self.site(e)}, {ptr}, {index}, {mask or 'None'})"
+            return f"hp_load({self.site(e)}, {ptr}, {index})"
         if isinstance(e, K.MathCall):
             t = e.args[0].type
             assert isinstance(t, ScalarType)
@@ -419,7 +428,7 @@ class _Generator:
             return self.constant(dims, e.type)  # type: ignore[arg-type]
         if isinstance(e, K.Atomic):
             args = f"{self.names[e.ptr.name]}, {self.expr(e.index, mask, line)}, {self.expr(e.value, mask, line)}"
-            return f"hp_atomic({e.op!r}, {args})"
+            return f"hp_atomic({self.site(e)}, {e.op!r}, {args})"
         if isinstance(e, K.Malloc):
             assert isinstance(e.type, PtrType)
             site = self.fresh("site")

@@ -13,6 +13,7 @@ from ...ir.loc import Loc
 from ...ir import semantics as S
 from ...types import PtrType, bf16
 from ..base import BufferArg, NodeContext, instance_counts
+from ..bounds import out_of_bounds
 from . import ops
 from .codegen import GeneratedLeaf, generate, vector_eligible
 
@@ -109,6 +110,9 @@ class PythonLeafKernel:
                     self._launch_instances(values, outputs, extents, P, L)
         except (HPVMError, bdb.BdbQuit, KeyboardInterrupt):
             raise
+        except ops.BoundsError as exc:
+            raise out_of_bounds(self.leaf.name, self.code.sites[exc.site], exc.index,
+                                exc.limit) from None
         except Exception as exc:  # noqa: BLE001 - reported at the user's line
             raise ExecutionError(f"{self.leaf.name}: {exc}", self._user_line(exc)) from None
 

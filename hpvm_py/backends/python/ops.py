@@ -18,10 +18,14 @@ from ...types import ScalarType, bf16
 
 
 class BoundsError(IndexError):
-    """An access outside [0, limit): the kernel turns it into an ExecutionError with the line."""
+    """An access outside [0, limit): the kernel turns it into the located error of access `site`
+    (an index into the generated leaf's sites)."""
 
-    def __init__(self, kind: str, name: str, index: Any, limit: int):
-        super().__init__(f"out-of-bounds {kind} {name}[{index}] (valid indices 0..{limit - 1})")
+    def __init__(self, site: int, index: int, limit: int):
+        super().__init__(f"access {site}: index {index} outside [0, {limit})")
+        self.site = site
+        self.index = index
+        self.limit = limit
 
 
 class Buffer:
@@ -38,70 +42,72 @@ class Buffer:
         return f"<buffer {self.name}: {len(self.array)} elements>"
 
 
-def load(buf: Buffer, index: Any) -> Any:
+def load(site: int, buf: Buffer, index: Any) -> Any:
     i = int(index)
     if i < 0 or i >= len(buf.array):
-        raise BoundsError("load", buf.name, i, len(buf.array))
+        raise BoundsError(site, i, len(buf.array))
     v = buf.array[i]
     return S.bf16_from_bits(v) if buf.is_bf16 else v
 
 
-def store(buf: Buffer, index: Any, value: Any) -> None:
+def store(site: int, buf: Buffer, index: Any, value: Any) -> None:
     i = int(index)
     if i < 0 or i >= len(buf.array):
-        raise BoundsError("store", buf.name, i, len(buf.array))
+        raise BoundsError(site, i, len(buf.array))
     buf.array[i] = S.bf16_to_bits(value) if buf.is_bf16 else value
 
 
-def _check(buf: Buffer, index: np.ndarray, kind: str) -> None:
+def _check(site: int, buf: Buffer, index: np.ndarray) -> None:
     if index.size:
-        lo, hi = int(index.min()), int(index.max())
-        if lo < 0 or hi >= len(buf.array):
-            bad = lo if lo < 0 else hi
-            raise BoundsError(kind, buf.name, bad, len(buf.array))
+        limit = len(buf.array)
+        if int(index.min()) < 0 or int(index.max()) >= limit:
+            # the first instance out of bounds, as an instance-by-instance run meets it
+            first = int(np.flatnonzero((index < 0) | (index >= limit))[0])
+            raise BoundsError(site, int(index[first]), limit)
 
 
-def vload(buf: Buffer, index: Any, mask: Any = None) -> Any:
+def vload(site: int, buf: Buffer, index: Any, mask: Any = None) -> Any:
     """Gather for every instance (only the lanes of `mask` must be in bounds; others read 0)."""
     idx = np.asarray(index, dtype=np.int64)
     if mask is not None:
         idx = np.where(mask, idx, 0) if len(buf.array) else idx[mask]
-        _check(buf, np.asarray(index, dtype=np.int64)[np.broadcast_to(mask, np.shape(index))]
-               if np.ndim(index) else (idx if np.any(mask) else idx[:0]), "load")
+        _check(site, buf, np.asarray(index, dtype=np.int64)[np.broadcast_to(mask, np.shape(index))]
+               if np.ndim(index) else (idx if np.any(mask) else idx[:0]))
     else:
-        _check(buf, np.atleast_1d(idx), "load")
+        _check(site, buf, np.atleast_1d(idx))
     v = buf.array[idx]
     if mask is not None and np.ndim(v):
         v = np.where(mask, v, np.zeros((), v.dtype))
     return S.bf16_from_bits(v) if buf.is_bf16 else v
 
 
-def vstore(buf: Buffer, index: Any, value: Any, mask: Any = None, lanes: int = 1) -> None:
+def vstore(site: int, buf: Buffer, index: Any, value: Any, mask: Any = None, lanes: int = 1) -> None:
     """Scatter for every (masked) instance; when indices repeat, the last instance wins."""
     idx = np.broadcast_to(np.asarray(index, dtype=np.int64), (lanes,))
     val = np.broadcast_to(np.asarray(S.bf16_to_bits(value) if buf.is_bf16 else value), (lanes,))
     if mask is not None:
         m = np.broadcast_to(mask, (lanes,))
         idx, val = idx[m], val[m]
-    _check(buf, idx, "store")
+    _check(site, buf, idx)
     buf.array[idx] = val
 
 
-def atomic(op: str, buf: Buffer, index: Any, value: Any) -> Any:
+def atomic(site: int, op: str, buf: Buffer, index: Any, value: Any) -> Any:
     """Read-modify-write of one element (instances run one at a time here, so it is atomic)."""
-    old = load(buf, index)
-    store(buf, index, _ATOMIC[op](old, value))
+    old = load(site, buf, index)
+    store(site, buf, index, _ATOMIC[op](old, value))
     return old
 
 
-def vatomic(op: str, buf: Buffer, index: Any, value: Any, mask: Any = None, lanes: int = 1) -> None:
+def vatomic(site: int, op: str, buf: Buffer, index: Any, value: Any, mask: Any = None,
+            lanes: int = 1) -> None:
     """Atomics of every (masked) instance whose old values are unused: ufunc.at accumulates repeats."""
     idx = np.broadcast_to(np.asarray(index, dtype=np.int64), (lanes,))
     val = np.broadcast_to(np.asarray(value), (lanes,))
     if mask is not None:
         m = np.broadcast_to(mask, (lanes,))
         idx, val = idx[m], val[m]
-    _check(buf, idx, "atomic")
+    _check(site, buf, idx)
     if buf.is_bf16:
         raise NotImplementedError  # vector mode is not chosen for bf16 atomics
     ufunc = _ATOMIC_UFUNC[op]

@@ -1,0 +1,23 @@
+"""The error every target reports for an access outside its buffer (rule memory-in-bounds), so
+that the python target and the compiled targets' checked variants say the same thing."""
+from __future__ import annotations
+
+from ..errors import ExecutionError
+from ..ir import kernel as K
+from ..types import PtrType
+
+Access = K.Load | K.Store | K.Atomic
+
+_WHAT = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}
+
+
+def out_of_bounds(leaf: str, access: Access, index: int, limit: int) -> ExecutionError:
+    """access read or wrote element `index` of a buffer of `limit` elements."""
+    name = access.ptr.name
+    if limit <= 0:
+        elem = access.ptr.type.elem if isinstance(access.ptr.type, PtrType) else "element"
+        detail = f"{name} holds no element (its size in bytes is less than one {elem})"
+    else:
+        detail = f"the valid indices are 0 to {limit - 1} ({limit} element{'s' if limit > 1 else ''})"
+    return ExecutionError(f"{leaf}: out-of-bounds {_WHAT[type(access)]} {name}[{index}]: {detail}",
+                          access.loc, rule="memory-in-bounds")

@@ -1,0 +1,53 @@
+"""The state of one function's lowering and its error constructors, shared by the parts of the
+lowering (statements, expressions, calls, conversions)."""
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable
+
+from ...errors import FrontendError, VerificationError
+from ...ir import kernel as K
+from ...ir.loc import Loc
+from ...types import ScalarType, Type
+from ..source import FunctionSource
+
+
+class LowererBase:
+    """Lowers one function. `kind` is "leaf", "helper" or "graph" (a graph's signature only)."""
+
+    def __init__(self, src: FunctionSource, kind: str, ir_name: str,
+                 resolve_helper: Callable[[Any, Loc], K.HelperFunc | None],
+                 is_builder: Callable[[Any], bool]):
+        self.src = src
+        self.kind = kind
+        self.ir_name = ir_name
+        self.resolve_helper = resolve_helper
+        self.is_builder = is_builder
+        self.params: dict[str, K.Param] = {}
+        self.locals: dict[str, Type] = {}
+        self.handles: dict[str, int] = {}
+        self.outputs: list[K.OutputPort] = []
+        self.output_class: type | None = None
+        self.result_type: ScalarType | None = None
+        self.assigned_names = self._collect_assigned(src.tree)
+        self.depth = 0  # nesting of if/for/while around the statement being lowered
+        self.top_level: list[K.Stmt] = []  # the body's top-level statements lowered so far
+        self.temp_count = 0
+
+    # -- errors -----------------------------------------------------------------------------
+
+    def error(self, node: ast.AST | Loc, message: str, rule: str | None = None) -> FrontendError:
+        loc = node if isinstance(node, Loc) else self.src.loc(node)
+        return FrontendError(message, loc, rule)
+
+    def verror(self, node: ast.AST, message: str, rule: str) -> VerificationError:
+        return VerificationError(message, self.src.loc(node), rule)
+
+    @staticmethod
+    def _collect_assigned(fdef: ast.FunctionDef) -> set[str]:
+        names: set[str] = set()
+        for node in ast.walk(fdef):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+        return names
+

@@ -1,0 +1,288 @@
+"""Lowering of expressions: names, constants, subscripts and operators."""
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import numpy as np
+
+from ... import types as T
+from ...ir import kernel as K
+from ...ir.loc import Loc
+from ...types import PtrType, ScalarType
+from ..source import is_missing
+from .conversions import TypeConversions
+from .values import BINOPS, Handle, Value, Weak, const, construct_name, zero
+
+_CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+_PY_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+           "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+
+
+class ExprLowering(TypeConversions):
+    """Expressions: names, constants, subscripts and operators."""
+
+    def expr(self, node: ast.expr) -> Value:
+        loc = self.src.loc(node)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, (bool, int, float)):
+                return Weak(node.value, loc)
+            raise self.error(node, f"constant {node.value!r} is not a number", rule="supported-python")
+        if isinstance(node, ast.Name):
+            return self.name(node, loc)
+        if isinstance(node, ast.BinOp):
+            op = BINOPS.get(type(node.op))
+            if op is None:
+                raise self.error(node, f"operator {type(node.op).__name__} is not supported")
+            return self.binop(op, self.expr(node.left), self.expr(node.right), node)
+        if isinstance(node, ast.UnaryOp):
+            return self.unary(node, loc)
+        if isinstance(node, ast.Compare):
+            return self.compare(node, loc)
+        if isinstance(node, ast.BoolOp):
+            op = "land" if isinstance(node.op, ast.And) else "lor"
+            values = [self.truth(self.expr(v), v) for v in node.values]
+            result = values[0]
+            for v in values[1:]:
+                result = self.logical(op, result, v, loc)
+            return result
+        if isinstance(node, ast.IfExp):
+            return self.select(node, loc)
+        if isinstance(node, ast.Subscript):
+            ptr, index = self.subscript(node)
+            return K.Load(ptr=ptr, index=index, type=ptr.type.elem, loc=loc)
+        if isinstance(node, ast.Call):
+            return self.call(node, loc)
+        if isinstance(node, ast.Attribute):
+            obj = self.resolve_object(node)
+            if obj is not None:
+                return self.constant_object(obj, node, loc)
+        raise self.error(node, f"{construct_name(node)} is not supported in a leaf or helper body",
+                         rule="supported-python")
+
+    def name(self, node: ast.Name, loc: Loc) -> Value:
+        name = node.id
+        if name in self.handles:
+            return Handle(self.handles[name], loc)
+        if name in self.params:
+            return K.Var(name=name, type=self.params[name].type, loc=loc)
+        if name in self.locals:
+            return K.Var(name=name, type=self.locals[name], loc=loc)
+        if name in self.assigned_names:
+            raise self.error(node, f"{name!r} is used before it is assigned")
+        obj = self.src.lookup(name)
+        if is_missing(obj):
+            raise self.error(node, f"name {name!r} is not defined")
+        return self.constant_object(obj, node, loc)
+
+    def constant_object(self, obj: Any, node: ast.AST, loc: Loc) -> Value:
+        if isinstance(obj, (bool, int, float)):
+            return Weak(obj, loc)
+        if isinstance(obj, np.generic) and not isinstance(obj, np.str_):
+            t = T.resolve_scalar(obj.dtype)
+            if t is not None:
+                return K.Const(value=obj.item(), type=t, loc=loc)
+        name = getattr(node, "id", None) or getattr(node, "attr", "?")
+        raise self.error(node, f"{name!r} is not a numeric constant, a parameter or a local variable; "
+                         "leaves may read module-level numbers only", rule="supported-python")
+
+    def resolve_object(self, node: ast.expr) -> Any | None:
+        """The Python object a Name/Attribute chain names in the function's namespace."""
+        if isinstance(node, ast.Name):
+            if node.id in self.params or node.id in self.locals or node.id in self.handles \
+                    or node.id in self.assigned_names:
+                return None
+            obj = self.src.lookup(node.id)
+            return None if is_missing(obj) else obj
+        if isinstance(node, ast.Attribute):
+            base = self.resolve_object(node.value)
+            if base is None:
+                return None
+            return getattr(base, node.attr, None)
+        return None
+
+    def subscript(self, node: ast.Subscript) -> tuple[K.Var, K.Expr]:
+        base = self.expr(node.value)
+        if not (isinstance(base, K.Var) and isinstance(base.type, PtrType)):
+            raise self.error(node.value, "only pointers can be indexed")
+        if isinstance(node.slice, (ast.Slice, ast.Tuple)):
+            raise self.error(node.slice, "pointers take one integer index (memory is flat: "
+                             "compute row * width + col)")
+        index = self.expr(node.slice)
+        if isinstance(index, Handle) or (isinstance(index, Weak) and index.kind == "float") or \
+                (isinstance(index, K.Expr) and not (isinstance(index.type, ScalarType) and
+                                                    index.type.is_int)):
+            raise self.error(node.slice, "an index must be an integer")
+        if isinstance(index, Weak):
+            index = self.materialize(index, T.i64, node.slice)
+        elif index.type.is_bool:
+            index = K.Cast(value=index, type=T.i64, loc=index.loc)
+        return base, index
+
+    # -- operators --------------------------------------------------------------------------
+
+    def binop(self, op: str, a: Value, b: Value, node: ast.AST) -> Value:
+        loc = self.src.loc(node)
+        if isinstance(a, Handle) or isinstance(b, Handle):
+            raise self.error(node, "node handles only go to the graph-query intrinsics")
+        if isinstance(a, Weak) and isinstance(b, Weak):
+            return self.fold_binop(op, a, b, node)
+        t = self.common_type(a, b, node)
+        if op == "div" and not t.is_float:
+            t = T.DEFAULT_FLOAT
+        if op in ("and", "or", "xor", "shl", "shr") and t.is_float:
+            raise self.error(node, f"bitwise operator needs integers, got {t}")
+        if op in ("shl", "shr") and t.is_bool:
+            t = T.DEFAULT_INT
+        if op == "pow":
+            return self.power(a, b, t, node)
+        if t.is_bool and op in ("add", "sub", "mul", "floordiv", "mod"):
+            t = T.DEFAULT_INT  # True + True is 2, as in Python
+        lhs = self.to_type(a, t, node, explicit=True)
+        rhs = self.to_type(b, t, node, explicit=True)
+        return K.BinOp(op=op, lhs=lhs, rhs=rhs, type=t, loc=loc)
+
+    def power(self, a: Value, b: Value, t: ScalarType, node: ast.AST) -> Value:
+        loc = self.src.loc(node)
+        if isinstance(b, Weak) and b.kind != "float" and b.value == 2 or \
+                (not t.is_float and isinstance(b, Weak) and b.kind == "int" and 0 <= b.value <= 8):
+            base = self.to_type(a, t, node, explicit=True)
+            if any(isinstance(e, (K.Atomic, K.CallHelper, K.Malloc)) for e in K.walk_exprs(base)):
+                raise self.error(node, "the base of ** must not have side effects")
+            exponent = int(b.value)
+            if exponent == 0:
+                return const(1, t, loc)
+            result: K.Expr = base
+            for _ in range(exponent - 1):
+                result = K.BinOp(op="mul", lhs=result, rhs=base, type=t, loc=loc)
+            return result
+        if not t.is_float:
+            raise self.error(node, "integer ** needs a constant exponent from 0 to 8; use a loop "
+                             "or float operands")
+        return K.MathCall(name="pow", args=[self.to_type(a, t, node, explicit=True),
+                                            self.to_type(b, t, node, explicit=True)], type=t, loc=loc)
+
+    def fold_binop(self, op: str, a: Weak, b: Weak, node: ast.AST) -> Weak:
+        x, y = a.value, b.value
+        try:
+            if op == "add":
+                r = x + y
+            elif op == "sub":
+                r = x - y
+            elif op == "mul":
+                r = x * y
+            elif op == "div":
+                r = x / y
+            elif op == "floordiv":
+                r = x // y if y != 0 else type(x + y)(0)
+            elif op == "mod":
+                r = x % y if y != 0 else type(x + y)(0)
+            elif op == "pow":
+                r = x ** y
+            elif isinstance(x, float) or isinstance(y, float):
+                raise self.error(node, "bitwise operator needs integers")
+            elif op == "and":
+                r = x & y
+            elif op == "or":
+                r = x | y
+            elif op == "xor":
+                r = x ^ y
+            elif op == "shl":
+                r = x << y if 0 <= y < 64 else 0
+            else:
+                r = x >> y if 0 <= y < 64 else (-1 if x < 0 else 0)
+        except ZeroDivisionError:
+            raise self.error(node, "division by zero in a constant expression") from None
+        except OverflowError:
+            raise self.error(node, "constant expression overflows") from None
+        if isinstance(r, complex):
+            raise self.error(node, "constant expression has no real value")
+        if isinstance(r, bool) and op not in ("and", "or", "xor"):
+            r = int(r)
+        return Weak(r, self.src.loc(node))
+
+    def unary(self, node: ast.UnaryOp, loc: Loc) -> Value:
+        operand = self.expr(node.operand)
+        if isinstance(operand, Handle):
+            raise self.error(node, "node handles only go to the graph-query intrinsics")
+        if isinstance(node.op, ast.Not):
+            v = self.truth(operand, node.operand)
+            if isinstance(v, Weak):
+                return Weak(not v.value, loc)
+            return K.UnaryOp(op="not", operand=v, type=T.i1, loc=loc)
+        if isinstance(node.op, ast.UAdd):
+            return operand
+        if isinstance(operand, Weak):
+            if isinstance(node.op, ast.USub):
+                return Weak(-operand.value, loc)
+            if operand.kind == "float":
+                raise self.error(node, "~ needs an integer")
+            return Weak(~int(operand.value), loc)
+        if not isinstance(operand.type, ScalarType):
+            raise self.error(node, f"cannot apply a unary operator to {operand.type}")
+        if isinstance(node.op, ast.USub):
+            t = T.DEFAULT_INT if operand.type.is_bool else operand.type
+            return K.UnaryOp(op="neg", operand=self.to_type(operand, t, node, explicit=True), type=t, loc=loc)
+        if operand.type.is_float or operand.type.is_bool:
+            raise self.error(node, f"~ needs a (non-boolean) integer, got {operand.type}; use `not` for i1")
+        return K.UnaryOp(op="invert", operand=operand, type=operand.type, loc=loc)
+
+    def compare(self, node: ast.Compare, loc: Loc) -> Value:
+        operands = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
+        result: Value | None = None
+        for i, op_node in enumerate(node.ops):
+            op = _CMPOPS.get(type(op_node))
+            if op is None:
+                raise self.error(node, f"comparison {type(op_node).__name__} is not supported")
+            a, b = operands[i], operands[i + 1]
+            if isinstance(a, Handle) or isinstance(b, Handle):
+                raise self.error(node, "node handles cannot be compared")
+            if isinstance(a, Weak) and isinstance(b, Weak):
+                one: Value = Weak(bool(_PY_CMP[op](a.value, b.value)), loc)
+            else:
+                t = self.common_type(a, b, node)
+                one = K.Compare(op=op, lhs=self.to_type(a, t, node, explicit=True),
+                                rhs=self.to_type(b, t, node, explicit=True), type=T.i1, loc=loc)
+            result = one if result is None else self.logical("land", result, one, loc)
+        assert result is not None
+        return result
+
+    def logical(self, op: str, a: Value, b: Value, loc: Loc) -> Value:
+        if isinstance(a, Weak):
+            # a constant left side decides statically, as Python's short circuit does
+            if (op == "land") == bool(a.value):
+                return b
+            return a
+        if isinstance(b, Weak):
+            b = K.Const(value=bool(b.value), type=T.i1, loc=b.loc)
+        return K.Logical(op=op, lhs=a, rhs=b, type=T.i1, loc=loc)
+
+    def truth(self, v: Value, node: ast.AST) -> Value:
+        """Python truthiness as an i1 (or a weak bool)."""
+        if isinstance(v, Handle):
+            raise self.error(node, "a node handle has no truth value")
+        if isinstance(v, Weak):
+            return Weak(bool(v.value), v.loc)
+        if not isinstance(v.type, ScalarType):
+            raise self.error(node, f"a {v.type} has no truth value")
+        if v.type.is_bool:
+            return v
+        return K.Compare(op="ne", lhs=v, rhs=zero(v.type, v.loc), type=T.i1, loc=v.loc)
+
+    def select(self, node: ast.IfExp, loc: Loc) -> Value:
+        cond = self.truth(self.expr(node.test), node.test)
+        a, b = self.expr(node.body), self.expr(node.orelse)
+        if isinstance(cond, Weak):
+            return a if cond.value else b
+        if isinstance(a, Handle) or isinstance(b, Handle):
+            raise self.error(node, "node handles cannot be chosen at run time")
+        if isinstance(a, Weak) and isinstance(b, Weak):
+            kinds = {a.kind, b.kind}
+            t = T.DEFAULT_FLOAT if "float" in kinds else (T.i1 if kinds == {"bool"} else T.DEFAULT_INT)
+        else:
+            t = self.common_type(a, b, node)
+        return K.Select(cond=cond, if_true=self.to_type(a, t, node.body, explicit=True),
+                        if_false=self.to_type(b, t, node.orelse, explicit=True), type=t, loc=loc)
+
