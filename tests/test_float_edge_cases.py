@@ -92,12 +92,12 @@ def fmax_rule(x: float, y: float) -> float:  # IEEE maximumNumber
     return y if math.isnan(x) else x if math.isnan(y) else _ordered(x, y, False)
 
 
-def min_rule(x: float, y: float) -> float:  # IEEE minimum
-    return math.nan if math.isnan(x) or math.isnan(y) else _ordered(x, y, True)
+def min_rule(x: float, y: float) -> float:  # x if x < y or isnan(x) else y
+    return x if x < y or math.isnan(x) else y
 
 
-def max_rule(x: float, y: float) -> float:  # IEEE maximum
-    return math.nan if math.isnan(x) or math.isnan(y) else _ordered(x, y, False)
+def max_rule(x: float, y: float) -> float:
+    return x if x > y or math.isnan(x) else y
 
 
 def saturate(x: float, lo: int, hi: int) -> int:

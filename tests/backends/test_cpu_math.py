@@ -31,9 +31,8 @@ UNARY = {
 BINARY = {
     "pow": (np.power, False), "atan2": (np.arctan2, False), "hypot": (np.hypot, False),
     "fmod": (np.fmod, True), "copysign": (np.copysign, True),
-    # IEEE minimum/maximum: NaN propagates, -0 < +0
-    "min": (lambda a, b: np.where((a < b) | np.isnan(a) | ((a == b) & np.signbit(a)), a, b), True),
-    "max": (lambda a, b: np.where((a > b) | np.isnan(a) | ((a == b) & ~np.signbit(a)), a, b), True),
+    "min": (lambda a, b: np.where((a < b) | np.isnan(a), a, b), True),
+    "max": (lambda a, b: np.where((a > b) | np.isnan(a), a, b), True),
 }
 ULPS = {"f32": 4, "f64": 2, "f16": 1, "bf16": 1}
 

@@ -23,7 +23,6 @@ _INTRINSIC = {
     "pow": "llvm.pow", "atan2": "llvm.atan2", "copysign": "llvm.copysign",
     "fma": "llvm.fma",
 }
-_FLOAT_BITS = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}
 _LIBM = ("expm1", "log1p", "asinh", "acosh", "atanh", "erf", "erfc", "hypot")
 
 
@@ -47,7 +46,7 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Valu
     if name == "abs":
         return b.call(overloaded(b.module, "llvm.fabs", ft, [ft]), args)
     if name in ("min", "max", "fmin", "fmax"):
-        return float_minmax(b, name, args[0], args[1])
+        return _float_minmax(b, name, args[0], args[1])
     if name in _LIBM:
         c_name = name + "f" if ft == F32 else name
         return b.call(declare(b.module, c_name, ft, [ft] * len(args), pure=True), args)
@@ -55,20 +54,16 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Valu
     return b.call(fn, args)
 
 
-def float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
-    """min/max (IEEE minimum/maximum: NaN propagates) and fmin/fmax (minimumNumber/
-    maximumNumber: a NaN operand is ignored); all order -0 below +0. Compare and select rather
-    than llvm.minnum & co., whose signed-zero and NaN rules have changed between LLVM versions
-    and differ between lowerings."""
-    lower = name in ("min", "fmin")
-    pred = "<" if lower else ">"
-    # the NaN that decides: x's for min/max (x NaN -> x), y's for fmin/fmax (y NaN -> x)
-    nan_operand = x if name in ("min", "max") else y
-    int_type = ir.IntType(_FLOAT_BITS[type(x.type)])
-    negative = b.icmp_signed("<", b.bitcast(x, int_type), ir.Constant(int_type, 0))
-    zero_tie = b.and_(b.fcmp_ordered("==", x, y), negative if lower else b.not_(negative))
-    take_x = b.or_(b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", nan_operand,
-                                                                        nan_operand)), zero_tie)
+def _float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """min/max: `x if x < y or isnan(x) else y` (NumPy's minimum: a NaN operand gives NaN; a tie
+    of zeros gives y), one compare-and-select that maps to vminps/vmaxps.
+    fmin/fmax: IEEE-754 minimumNumber/maximumNumber (a NaN operand is ignored, -0 < +0), which
+    are LLVM's minimumnum/maximumnum (llvm.minnum leaves the sign of a zero result open)."""
+    if name in ("fmin", "fmax"):
+        intrinsic = "llvm.minimumnum" if name == "fmin" else "llvm.maximumnum"
+        return b.call(overloaded(b.module, intrinsic, x.type, [x.type, x.type]), [x, y])
+    pred = "<" if name == "min" else ">"
+    take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
     return b.select(take_x, x, y)
 
 
