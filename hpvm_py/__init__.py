@@ -12,7 +12,7 @@
     with hpvm.runtime("cpu"):
         hpvm.wait(hpvm.launch(root, a, a.nbytes, ...))
 """
-from . import errors, math
+from . import comm, distributed, errors, math, symmetric
 from .frontend.decorators import func, graph, leaf
 from .frontend.graph import (ALL_TO_ALL, ONE_TO_ONE, all_to_all, bind_input, bind_output,
                              create_node, create_node_1d, create_node_2d, create_node_3d, edge,

@@ -7,6 +7,7 @@ arrives as an InternalError rather than a bare Python exception.
 from __future__ import annotations
 
 import bdb
+import collections
 import contextlib
 import functools
 import inspect
@@ -15,11 +16,12 @@ import threading
 import weakref
 from typing import Any, Callable, Iterator, TypeVar
 
-from ..errors import HPVMError, InternalError, LaunchError, StreamError
+from ..errors import HPVMError, HPVMTimeoutError, InternalError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..pipeline import CompiledGraph, compile_graph, default_target
 from . import stats as _stats
 from .executor import Executor, device_of
+from .streaming import WAITED_TWICE, deadline_after, launch_stream
 from .tracker import MemoryTracker
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,23 +62,20 @@ def _internal(exc: BaseException) -> InternalError:
 
 
 class Runtime:
-    """State between init() and cleanup(): the target, the tracker, live handles."""
+    """State between the first init() and the last cleanup(): the target, the tracker, live
+    handles, and how many init() calls are not yet matched by a cleanup()."""
 
-    def __init__(self, target: str | None):
-        from ..pipeline import TARGETS
-
-        if target is not None and target not in TARGETS:
-            raise LaunchError(f"hpvm.init(): target {target!r} is not one of {', '.join(TARGETS)}",
-                              caller_loc())
-        self.target = target or default_target()
+    def __init__(self, target: str):
+        self.target = target
         self.tracker = MemoryTracker()
         self.executor = Executor(self.tracker)
         self.handles: "weakref.WeakSet[Any]" = weakref.WeakSet()  # dropped handles need no cleanup
-        self.lock = threading.Lock()
+        self.users = 1
 
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
+CLEANUP_TIMEOUT = 60.0  # seconds cleanup() waits for stream stages to finish a running kernel
 
 
 def _active() -> Runtime:
@@ -89,35 +88,68 @@ def _active() -> Runtime:
 
 @api_boundary
 def init(target: str | None = None) -> None:
-    """Start the runtime. target: "cpu", "gpu" or "python" (default: $HPVM_TARGET, else gpu when
-    one is usable, else cpu). Calling init() again restarts it with the new target."""
+    """Start the runtime, or join the one already running. target: "cpu", "gpu" or "python"
+    (default: $HPVM_TARGET, else gpu when one is usable, else cpu).
+
+    The runtime is one per process and reference-counted: an init() while it runs (a nested
+    `with hpvm.runtime()`, another thread's) joins it when it names the same target or none, and
+    is an error when it names another; each init() is matched by one cleanup(), and the last
+    cleanup() stops it. A fresh start resets the stats() counters."""
+    from ..pipeline import TARGETS
+
     global _runtime
+    if target is not None and target not in TARGETS:
+        raise LaunchError(f"hpvm.init(): target {target!r} is not one of {', '.join(TARGETS)}",
+                          caller_loc())
     with _runtime_lock:
-        if _runtime is not None:
-            _shutdown(_runtime)
-        _runtime = Runtime(target)
+        rt = _runtime
+        if rt is not None:
+            if target is not None and target != rt.target:
+                raise LaunchError(f"hpvm.init({target!r}): the runtime is already running with target "
+                                  f"{rt.target!r} ({rt.users} init() not yet matched by cleanup()); "
+                                  "it is shared by the whole process, so a nested or concurrent "
+                                  "init() must name the same target or none", caller_loc())
+            rt.users += 1
+            return
+        chosen = target or default_target()
+        _stats.reset()
+        _runtime = Runtime(chosen)
 
 
 @api_boundary
-def cleanup() -> None:
-    """Stop the runtime: streams are closed, tracked memory is brought back to the host."""
+def cleanup(timeout: float | None = CLEANUP_TIMEOUT) -> None:
+    """Match one init(). The last one stops the runtime: open streams are stopped (a stage
+    finishes the kernel it is running, waited for up to `timeout` seconds), tracked memory is
+    brought back to the host and let go. Harmless when the runtime is not running."""
     global _runtime
     with _runtime_lock:
         rt = _runtime
+        if rt is None:
+            return
+        rt.users -= 1
+        if rt.users > 0:
+            return
         _runtime = None
-    if rt is not None:
-        _shutdown(rt)
+    _shutdown(rt, timeout)
 
 
-def _shutdown(rt: Runtime) -> None:
-    for handle in list(rt.handles):
-        handle.close_on_cleanup()
+def _shutdown(rt: Runtime, timeout: float | None) -> None:
+    handles = list(rt.handles)
+    for handle in handles:
+        handle.stop_on_cleanup()
+    deadline = deadline_after(timeout)
+    busy = [name for handle in handles for name in handle.join_stopped(deadline)]
     rt.tracker.release_all()
+    if busy:
+        raise HPVMTimeoutError(f"cleanup(): stream stage(s) {', '.join(busy)} were still running a "
+                               f"kernel after {timeout} s and may still write their buffers; the "
+                               "runtime is stopped", caller_loc())
 
 
 @contextlib.contextmanager
 def runtime(target: str | None = None) -> Iterator[None]:
-    """`with hpvm.runtime("cpu"):` wraps init() and cleanup()."""
+    """`with hpvm.runtime("cpu"):` wraps init() and cleanup() (nested or per-thread blocks join
+    the running runtime: see init())."""
     init(target)
     try:
         yield
@@ -166,13 +198,16 @@ class Handle:
             raise LaunchError("wait(): the runtime was cleaned up after this launch; wait for a "
                               "launch before hpvm.cleanup()", caller_loc())
         if self._waited:
-            raise LaunchError("wait() was already called on this launch handle", caller_loc())
+            raise LaunchError(WAITED_TWICE, caller_loc())
         self._waited = True
         self._runtime.handles.discard(self)
         return _shape_outputs(self.compiled, self._outputs)
 
-    def close_on_cleanup(self) -> None:
+    def stop_on_cleanup(self) -> None:
         self._cleaned_up = True
+
+    def join_stopped(self, deadline: float | None) -> list[str]:
+        return []  # a non-streaming launch ran to completion inside launch()
 
 
 def _shape_outputs(compiled: CompiledGraph, outputs: list[Any]) -> Any:
@@ -203,9 +238,26 @@ def _output_shape(compiled: CompiledGraph) -> Any:
             annotation = None
     if isinstance(annotation, type) and hasattr(annotation, "_fields"):
         return annotation
+    named = _named_outputs(compiled)
+    if named is not None:
+        return named
     if len(compiled.module.root_func.outputs) == 1 and not _is_tuple_annotation(annotation):
         return "one"
     return "tuple"
+
+
+def _named_outputs(compiled: CompiledGraph) -> type | None:
+    """A NamedTuple of the root's output names, when the IR names every output (a graph from
+    from_text or load keeps the names of its NamedTuple, not the class)."""
+    func = compiled.module.root_func
+    names = [o.name for o in func.outputs]
+    if not all(names):
+        return None
+    typename = func.name if func.name.isidentifier() else "Outputs"
+    try:
+        return collections.namedtuple(typename, names)  # type: ignore[misc]
+    except ValueError:  # a name Python cannot use as a field: a plain tuple
+        return None
 
 
 def _is_tuple_annotation(annotation: Any) -> bool:
@@ -222,8 +274,6 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
     rt = _active()
     compiled = compile_graph(root, rt.target)
     if stream:
-        from .streaming import launch_stream
-
         if args:
             raise StreamError("a streaming launch takes no arguments: push() them", caller_loc())
         handle = launch_stream(rt, compiled, depth)
@@ -247,10 +297,11 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
         outputs = replay(func, recording, args)
         if outputs is not None:
             _stats.bump("kernel_launches", len(recording.steps))
+            _stats.bump("nodes_run", len(recording.steps))  # a recorded graph is leaves only
             _stats.bump("replayed_launches")
             return outputs
     env = bind_arguments(func, args, rt.tracker, {device_of(compiled.target)})
-    recorder = Recorder(func, args) if compiled.replayable else None
+    recorder = Recorder(func, args, env) if compiled.replayable else None
     outputs = rt.executor.run(compiled.plan, env, recorder)
     if recorder is not None:
         new = recorder.finish()
@@ -262,7 +313,8 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
 @api_boundary
 def wait(handle: Any, timeout: float | None = None) -> Any:
     """Block until the launch is complete. Returns the root's outputs (non-streaming); for a
-    stream, closes it: no more pushes, items in flight drain, stages stop."""
+    stream, closes it: no more pushes, items in flight drain, stages end. Once per handle. A stream
+    whose wait() timed out keeps draining; wait() may be called on it again."""
     if isinstance(handle, Handle):
         return handle.result()
     close = getattr(handle, "close", None)
@@ -294,9 +346,10 @@ def _stream_handle(handle: Any, what: str) -> Any:
 
 
 def stats(reset: bool = False) -> dict[str, int]:
-    """Counters since start (or the last reset): launches (and how many were replays of a recorded
-    launch), kernel launches, copies and bytes per direction (h2d, d2h, d2d), compile-cache hits
-    and misses, compiles."""
+    """Counters since the runtime started (or the last reset): launches (and how many were replays
+    of a recorded launch), nodes run and leaf kernels launched (per launch or streamed item, each
+    node of the hierarchy once, whatever its instance count), copies and bytes per direction (h2d,
+    d2h, d2d), compile-cache hits and misses, compiles."""
     keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",

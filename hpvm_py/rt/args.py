@@ -38,19 +38,17 @@ def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTrac
     return env
 
 
-# (graph, parameter index) -> the last buffer bound there and its binding: a stream pushes, and a
-# loop launches, the same buffers again and again, so their checks are done once
-_last_bound: dict[tuple[int, int], tuple[D.GraphFunc, Any, BoundBuffer]] = {}
-
-
 def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str]) -> BoundBuffer:
-    key = (id(func), id(p))
-    last = _last_bound.get(key)
-    if last is not None and last[0] is func and last[1] is arg and tracker.lookup(arg) is last[2].obj \
+    # a stream pushes, and a loop launches, the same buffers again and again: a tracked object
+    # remembers the parameters it passed the checks for (only while tracked, so nothing here keeps
+    # a buffer alive after untrack_memory or cleanup)
+    obj = tracker.lookup(arg)
+    checked = obj.checked_for.get(id(p)) if obj is not None else None
+    if checked is not None and checked[0] is p and checked[1] == devices \
             and (p.direction == "in" or why_not_writable(arg) is None):
-        return last[2]
+        return BoundBuffer(obj)
     bound = _check_buffer(func, p, arg, tracker, devices)
-    _last_bound[key] = (func, arg, bound)
+    bound.obj.checked_for[id(p)] = (p, devices)
     return bound
 
 

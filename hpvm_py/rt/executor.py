@@ -40,6 +40,11 @@ class Slot:
     instances: int  # instances of the producing node within one parent instance
 
 
+class Stopped(Exception):
+    """The stop flag of the running thread was set: a streaming stage is being stopped (by a
+    failing stage or by cleanup()); raised between nodes, never inside a kernel."""
+
+
 def check_grids(edge: D.Edge, src: tuple[int, ...], dst: tuple[int, ...]) -> None:
     """A one-to-one edge with symbolic grids, checked once both ends are known."""
     if src != dst:
@@ -61,6 +66,10 @@ class Executor:
     def _recorder(self) -> Any:
         return getattr(self._local, "recorder", None)
 
+    def watch(self, stop: threading.Event | None) -> None:
+        """The flag that this thread's runs check before each node (a streaming stage's)."""
+        self._local.stop = stop
+
     def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
         """Run the root graph; a recorder (rt/replay.py) keeps what a replay needs."""
         self._local.recorder = recorder
@@ -69,6 +78,7 @@ class Executor:
         finally:
             self._local.recorder = None
         stats.bump("kernel_launches", plan.leaf_count)
+        stats.bump("nodes_run", plan.node_count)
         return [np.asarray(o).reshape(-1)[0] if np.ndim(o) else o for o in outputs]
 
     # -- graphs -----------------------------------------------------------------------------
@@ -77,7 +87,10 @@ class Executor:
                parents: int) -> list[Any]:
         slots: dict[tuple[int, int], Slot] = {}
         extents: list[tuple[int, ...]] = []
+        stop = getattr(self._local, "stop", None)
         for i, node in enumerate(plan.nodes):
+            if stop is not None and stop.is_set():
+                raise Stopped()
             args = [self.gather(node, port, src, env, slots)
                     for port, src in enumerate(node.inputs)]
             ext, outs = self.fire(plan, node, env, args, ancestors, parents, slots)
@@ -169,7 +182,7 @@ class Executor:
               ancestors: list[tuple[int, ...]], parents: int, count: int,
               slots_so_far: dict | None = None) -> list[Any]:
         leaf = node.func
-        assert isinstance(leaf, K.LeafFunc)
+        assert isinstance(leaf, (K.LeafFunc, D.LibraryFunc))  # a collective runs like a leaf
         device = device_of(node.target)
         call: list[Any] = []
         for p, value in zip(leaf.params, args):

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import CompileError
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.semantics import typed_value
@@ -52,6 +51,16 @@ class NodePlan:
     def name(self) -> str:
         return self.node.name
 
+    @property
+    def leaf_count(self) -> int:
+        """Leaf kernels one firing of this node launches."""
+        return 1 if self.kernel is not None else (self.child.leaf_count if self.child else 0)
+
+    @property
+    def node_count(self) -> int:
+        """Nodes one firing of this node runs: itself and every node of its child graph."""
+        return 1 + (self.child.node_count if self.child else 0)
+
     def kernel_for(self, args: list[Any], extents: list[tuple[int, ...]]) -> LeafKernel:
         """The unchecked kernel when every access of this launch is proven in bounds, else the
         checked variant (compiled on first need)."""
@@ -76,8 +85,12 @@ class GraphPlan:
     @property
     def leaf_count(self) -> int:
         """Leaf nodes fired by one run of this graph (counted in stats once per launch)."""
-        return sum(1 if n.kernel is not None else (n.child.leaf_count if n.child else 0)
-                   for n in self.nodes)
+        return sum(n.leaf_count for n in self.nodes)
+
+    @property
+    def node_count(self) -> int:
+        """Nodes fired by one run of this graph, internal ones included (counted in stats)."""
+        return sum(n.node_count for n in self.nodes)
 
     @property
     def single_parent(self) -> bool:
@@ -145,8 +158,10 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
             nplan.child = _plan_graph(module, func, child_modes, (len(node.dims),) + level_dims,
                                       default_target, compile_leaf, checks)
         else:
-            raise CompileError(f"library node {func.name} ({func.kind}) is not available on this "
-                               "target yet", node.loc)
+            from ..distributed.nodes import compile_library
+
+            bound = [g.params[s.bind_port].name if s.bind_port is not None else None for s in sources]
+            nplan.kernel = compile_library(func, node, target, bound, not plan.single_parent)
         plan.nodes.append(nplan)
     for e in g.edges:
         if (g.name, id(e)) in checks:

@@ -10,10 +10,15 @@ and calls the drivers again: no argument re-checking, no plan walk, no allocatio
 Only graphs made of compiled leaves directly under the root are recorded, and only when every
 edge delivers the producer's own output array or a uniform value, so that nothing computed on the
 host between nodes could go stale. Everything else takes the normal path.
+
+A recording refers to its buffers only through weak references to their tracked objects: it never
+keeps a buffer alive, and it stops matching once a buffer is untracked or its runtime cleaned up
+(the next launch takes the normal path, tracking the buffer again).
 """
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +27,8 @@ import numpy as np
 from ..ir import dfg as D
 from ..types import PtrType, ScalarType
 from .args import scalar_argument
-from .buffers import is_buffer, why_not_writable
+from .buffers import why_not_writable
+from .executor import BoundBuffer
 
 _KEPT = 8  # recordings kept per compiled graph
 
@@ -36,39 +42,41 @@ class _Step:
 
 @dataclass
 class Recording:
-    args: tuple[Any, ...]
+    args: tuple[Any, ...]  # the root arguments; a buffer as a weak reference to its tracked object
     key_positions: list[int]  # root arguments that must be identical (buffers) or equal (integers)
     steps: list[_Step] = field(default_factory=list)
     outputs: list[np.ndarray] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    pointers: dict[int, int] = field(default_factory=dict)  # torch buffers: data_ptr() when recorded
+    written: list[int] = field(default_factory=list)  # root arguments the graph writes
 
     def matches(self, args: tuple[Any, ...]) -> bool:
         if len(args) != len(self.args):
             return False
         for i in self.key_positions:
             a, b = args[i], self.args[i]
-            if is_buffer(b):
-                if a is not b or (not isinstance(b, np.ndarray) and a.data_ptr() != self._ptrs[i]):
+            if isinstance(b, weakref.ref):
+                obj = b()
+                if obj is None or obj.released or obj.user is not a or \
+                        (i in self.pointers and a.data_ptr() != self.pointers[i]):
                     return False
             elif type(a) is not type(b) or a != b:
                 return False
         return True
 
-    def freeze(self, written: list[int]) -> None:
-        self._ptrs = {i: self.args[i].data_ptr() for i in self.key_positions
-                      if is_buffer(self.args[i]) and not isinstance(self.args[i], np.ndarray)}
-        self._written = written  # buffers the graph writes: they must still accept writes
-
     def still_writable(self, args: tuple[Any, ...]) -> bool:
-        return all(why_not_writable(args[i]) is None for i in self._written)
+        """The buffers the graph writes still accept writes (not made read-only, no
+        requires_grad_() since): else the normal path says why."""
+        return all(why_not_writable(args[i]) is None for i in self.written)
 
 
 class Recorder:
     """Collects the steps of one launch while the executor runs it normally."""
 
-    def __init__(self, func: D.GraphFunc, args: tuple[Any, ...]):
+    def __init__(self, func: D.GraphFunc, args: tuple[Any, ...], env: list[Any]):
         self.func = func
         self.args = args
+        self.env = env  # the bound arguments: a buffer's tracked object
         self.steps: list[_Step] = []
         self.outputs: list[Any] = []  # per root output: its producer's array (element 0 is it)
         self.usable = True
@@ -102,9 +110,12 @@ class Recorder:
             return None
         positions = [i for i, p in enumerate(self.func.params)
                      if isinstance(p.type, PtrType) or (isinstance(p.type, ScalarType) and p.type.is_int)]
-        recording = Recording(self.args, positions, self.steps, list(outputs))
-        recording.freeze([i for i, p in enumerate(self.func.params) if p.direction in ("out", "inout")])
-        return recording
+        buffers = [i for i, v in enumerate(self.env) if isinstance(v, BoundBuffer)]
+        args = tuple(weakref.ref(self.env[i].obj) if i in buffers else a for i, a in enumerate(self.args))
+        pointers = {i: self.args[i].data_ptr() for i in buffers if not isinstance(self.args[i], np.ndarray)}
+        written = [i for i, p in enumerate(self.func.params) if p.direction in ("out", "inout")]
+        return Recording(args, positions, self.steps, list(outputs), pointers=pointers,
+                         written=written)
 
 
 class Replays:

@@ -17,24 +17,32 @@ Results wait in an unbounded queue until popped, so a host that pushes everythin
 never deadlocks; push() blocks only while the first stages are full.
 
 A failing stage records its error and stops the pipeline; the next pop() and wait() raise it with
-the node's name. Every blocking step polls a stop flag, so nothing hangs after a failure.
+the node's name. Every blocking step polls a stop flag, so nothing hangs after a failure; cleanup()
+sets the same flag, and a stage checks it before each item and each node it runs.
+
+wait() returns only once every stage thread has ended, so no stage writes a buffer after it. A
+wait() that times out changes nothing but the handle's closed state: the items in flight keep
+draining and a later wait() picks up where it stopped.
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, StreamError
+from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from . import stats
 from .args import bind_arguments
-from .executor import Executor, Slot, check_grids, device_of
+from .executor import Executor, Slot, Stopped, check_grids, device_of
 
 _POLL = 0.05  # seconds between checks of the stop flag while blocked
+WAITED_TWICE = "wait() was already called on this launch handle"
+_THREAD_PREFIX = "hpvm-stage-"  # a stage thread's name: the prefix, then its node's name
 
 
 class _EndOfStream:
@@ -50,14 +58,16 @@ class _EdgeItem:
     extents: tuple[int, ...]
 
 
-class _Stop(Exception):
-    """Raised inside a stage when the pipeline is shutting down."""
-
-
 class StreamHandle:
     def __init__(self, runtime: Any, compiled: Any, depth: int):
         if depth < 1:
             raise StreamError(f"depth must be at least 1, got {depth}", caller_loc())
+        from ..distributed.nodes import first_collective
+
+        collective = first_collective(compiled.plan)
+        if collective is not None:  # stages run concurrently: ranks could not keep one order
+            raise StreamError(f"node {collective.name} is a collective; collectives cannot run in a "
+                              "streaming launch yet (launch without stream=True)", collective.node.loc)
         self.runtime = runtime
         self.compiled = compiled
         self.plan = compiled.plan
@@ -66,7 +76,11 @@ class StreamHandle:
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._error_lock = threading.Lock()
-        self._closed = False
+        self._closed = False  # no more pushes: wait() was called, or cleanup()
+        self._end_sent = False  # the end-of-stream mark went to every stage (wait() may time out first)
+        self._waited = False  # a wait() returned: every stage has ended
+        self._cleaned_up = False
+        self._feed_lock = threading.Lock()
         self._pushed = 0
         self._popped = 0
         self._partial: list[Any] = []  # the stages' records of the result being popped
@@ -86,7 +100,7 @@ class StreamHandle:
         # C-level: results wait here until popped)
         self._done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
         self._threads = [threading.Thread(target=self._stage, args=(i,), daemon=True,
-                                          name=f"hpvm-stage-{node.name}")
+                                          name=f"{_THREAD_PREFIX}{node.name}")
                          for i, node in enumerate(nodes)]
         for t in self._threads:
             t.start()
@@ -95,27 +109,66 @@ class StreamHandle:
 
     def push(self, args: tuple[Any, ...], timeout: float | None) -> None:
         if self._closed:
-            raise StreamError("push() after wait(): the stream is closed", caller_loc())
+            raise StreamError(f"push(): the stream is {self._state()}; nothing more can be pushed",
+                              caller_loc())
         self._raise_stage_error()
         func = self.compiled.module.root_func
         env = bind_arguments(func, args, self.runtime.tracker, {device_of(self.compiled.target)})
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for fifo in self._host_fifos:
-            self._put(fifo, env, deadline, host=True)
-        self._pushed += 1
+        deadline = deadline_after(timeout)
+        with self._host_side(deadline, "push"):
+            if self._closed:
+                raise StreamError(f"push(): the stream is {self._state()}; nothing more can be "
+                                  "pushed", caller_loc())
+            self._send(env, deadline, "push")
+            self._pushed += 1
         stats.bump("stream_pushes")
 
+    @contextlib.contextmanager
+    def _host_side(self, deadline: float | None, what: str) -> Iterator[None]:
+        """One host thread at a time feeds the stages (pushes and wait()'s end mark)."""
+        if not self._feed_lock.acquire(timeout=-1 if deadline is None else
+                                       max(0.0, deadline - time.monotonic())):
+            raise HPVMTimeoutError(f"{what}(): another thread's push() or wait() on this stream held "
+                                   "it past the timeout", caller_loc())
+        try:
+            yield
+        finally:
+            self._feed_lock.release()
+
+    def _send(self, item: Any, deadline: float | None, what: str) -> None:
+        """Put item into every stage's host FIFO once all of them have room, so that a timeout
+        leaves every stage with the same items; raises Stopped when stopped."""
+        for fifo in self._host_fifos:
+            with fifo.not_full:
+                while len(fifo.queue) >= fifo.maxsize:
+                    if self._stop.is_set():
+                        raise Stopped()
+                    left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+                    if left <= 0:
+                        raise HPVMTimeoutError(f"{what}(): the pipeline stayed full past the timeout",
+                                               caller_loc())
+                    fifo.not_full.wait(left)
+        if self._stop.is_set():
+            raise Stopped()
+        for fifo in self._host_fifos:
+            fifo.put_nowait(item)  # only this host thread adds: the room is still there
+
     def pop(self, timeout: float | None) -> tuple[Any, ...]:
+        if self._cleaned_up:
+            self._raise_stopped("pop")
         if self._popped >= self._pushed:
             self._raise_stage_error()
             state = "closed and every result was popped" if self._closed else \
                 "waiting for a push: nothing pushed is left to pop"
             raise StreamError(f"pop(): the stream is {state}", caller_loc())
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = deadline_after(timeout)
         # collect every part of the next result; a timeout keeps what arrived for the next pop()
         records = self._partial
-        while len(records) < len(self._done):
-            records.append(self._get(self._done[len(records)], deadline, host=True))
+        try:
+            while len(records) < len(self._done):
+                records.append(self._get(self._done[len(records)], deadline, "pop"))
+        except Stopped:
+            self._raise_stopped("pop")
         self._partial = []
         self._popped += 1
         values = []
@@ -127,7 +180,7 @@ class StreamHandle:
     def results(self) -> Iterator[tuple[Any, ...]]:
         """Pop every remaining result, until the stream is closed and drained."""
         while True:
-            if self._popped >= self._pushed and (self._closed or self._error is not None):
+            if self._popped >= self._pushed and (self._closed or self._stop.is_set()):
                 self._raise_stage_error()
                 return
             if self._popped >= self._pushed:
@@ -136,30 +189,72 @@ class StreamHandle:
             yield self.pop(None)
 
     def close(self, timeout: float | None) -> None:
-        """wait(): no more pushes; the stages finish the items in flight and stop."""
-        if not self._closed:
+        """wait(): no more pushes; the stages finish the items in flight and end. Returns only once
+        every stage thread has ended; a timeout leaves the stream draining, and wait() may be
+        called again."""
+        deadline = deadline_after(timeout)
+        with self._host_side(deadline, "wait"):
+            if self._waited:
+                raise LaunchError(WAITED_TWICE, caller_loc())
+            if self._cleaned_up:
+                self._raise_stopped("wait")
             self._closed = True
-            deadline = None if timeout is None else time.monotonic() + timeout
             try:
-                for fifo in self._host_fifos:
-                    self._put(fifo, _EOS, deadline, host=True)
-            except _Stop:
-                pass  # a stage failed: the error is raised below
-            for t in self._threads:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                t.join(remaining)
-                if t.is_alive():
-                    self._stop.set()
-                    raise HPVMTimeoutError(f"wait(): stage {t.name} did not finish within {timeout} s",
-                                           caller_loc())
+                if not self._end_sent:
+                    self._send(_EOS, deadline, "wait")
+                    self._end_sent = True
+            except Stopped:
+                pass  # a stage failed: every stage is stopping, and the error is raised below
+            except HPVMTimeoutError:
+                raise self._still_running(timeout) from None
+            if join_threads(self._threads, deadline):
+                raise self._still_running(timeout)
+            self._waited = True
+            self._release_items()
             self.runtime.handles.discard(self)
         self._raise_stage_error()
 
-    def close_on_cleanup(self) -> None:
+    def stop_on_cleanup(self) -> None:
+        """hpvm.cleanup(): every stage stops at its next check; nothing more is popped."""
         self._closed = True
+        self._cleaned_up = True
         self._stop.set()
-        for t in self._threads:
-            t.join(5.0)
+
+    def join_stopped(self, deadline: float | None) -> list[str]:
+        """After stop_on_cleanup(): the names of the stages still running at the deadline."""
+        busy = join_threads(self._threads, deadline)
+        if not busy:
+            self._release_items()
+        return [_node_name(t) for t in busy]
+
+    def _still_running(self, timeout: float | None) -> HPVMTimeoutError:
+        busy = ", ".join(_node_name(t) for t in self._threads if t.is_alive())
+        return HPVMTimeoutError(
+            f"wait(): the stream did not drain within {timeout} s (stages still working: {busy}). "
+            "The stream is closed to pushes and keeps draining; its stages may still write their "
+            "buffers: call wait() again to wait for them, or hpvm.cleanup() to stop them", caller_loc())
+
+    def _release_items(self) -> None:
+        """Drop what the FIFOs still hold (pushed buffers, values between stages) once the stages
+        have ended, so a kept handle does not keep them alive."""
+        for fifo in (*self._host_fifos, *self._edge_fifos.values()):
+            with fifo.mutex:
+                fifo.queue.clear()
+
+    def _state(self) -> str:
+        if self._cleaned_up:
+            return "stopped by hpvm.cleanup()"
+        if self._error is not None:
+            return "stopped by a failing stage"
+        return "closed by wait()"
+
+    def _raise_stopped(self, what: str) -> None:
+        """The pipeline was stopped: by a failing stage (raise its error), or by cleanup()."""
+        self._raise_stage_error()
+        lost = self._pushed - self._popped
+        raise StreamError(f"{what}(): hpvm.cleanup() stopped this stream"
+                          + (f"; the results of {lost} pushed item(s) that were not popped are lost"
+                             if lost else ""), caller_loc())
 
     def _raise_stage_error(self) -> None:
         if self._error is not None:
@@ -170,31 +265,28 @@ class StreamHandle:
 
     # -- FIFOs with a stop flag ---------------------------------------------------------------
 
-    def _put(self, fifo: queue.Queue, item: Any, deadline: float | None, host: bool = False) -> None:
+    def _put(self, fifo: queue.Queue, item: Any) -> None:
+        """A stage's put: raises Stopped once the pipeline is stopped."""
         while True:
             if self._stop.is_set():
-                if host:
-                    self._raise_stage_error()
-                raise _Stop()
+                raise Stopped()
             try:
                 fifo.put(item, timeout=_POLL)
                 return
             except queue.Full:
-                if deadline is not None and time.monotonic() > deadline:
-                    raise HPVMTimeoutError("push(): the pipeline stayed full past the timeout",
-                                           caller_loc()) from None
+                continue
 
-    def _get(self, fifo: queue.Queue, deadline: float | None, host: bool = False) -> Any:
+    def _get(self, fifo: Any, deadline: float | None, what: str) -> Any:
+        """Raises Stopped once the pipeline is stopped, HPVMTimeoutError past the deadline."""
         while True:
+            if self._stop.is_set():
+                raise Stopped()
             try:
                 return fifo.get(timeout=_POLL)
             except queue.Empty:
-                if self._stop.is_set():
-                    if host:
-                        self._raise_stage_error()
-                    raise _Stop() from None
                 if deadline is not None and time.monotonic() > deadline:
-                    raise HPVMTimeoutError("pop(): no result within the timeout", caller_loc()) from None
+                    raise HPVMTimeoutError(f"{what}(): no result within the timeout",
+                                           caller_loc()) from None
 
     # -- stages -----------------------------------------------------------------------------
 
@@ -202,9 +294,10 @@ class StreamHandle:
         node = self.plan.nodes[index]
         first_env: list[Any] | None = None
         kept_edges: dict[int, Any] = {}  # non-streaming edges: the first value
+        self.executor.watch(self._stop)  # an internal node's children check it too
         try:
             while True:
-                env = self._get(self._host_fifos[index], None)
+                env = self._get(self._host_fifos[index], None, "stage")
                 if env is _EOS:
                     return
                 if first_env is None:
@@ -223,13 +316,17 @@ class StreamHandle:
                     if port in kept_edges:
                         args.append(kept_edges[port])
                         continue
-                    message: _EdgeItem = self._get(self._edge_fifos[(index, port)], None)
+                    message: _EdgeItem = self._get(self._edge_fifos[(index, port)], None, "stage")
                     value = self.executor.deliver(node, port, src, message.slot)
                     src_extents[port] = message.extents
                     if not src.stream:
                         kept_edges[port] = value
                     args.append(value)
+                if self._stop.is_set():
+                    raise Stopped()
                 ext, outs = self.executor.fire(self.plan, node, item_env, args, [], 1)
+                stats.bump("kernel_launches", node.leaf_count)
+                stats.bump("nodes_run", node.node_count)
                 for port, src in enumerate(node.inputs):
                     if port in src_extents and src.edge_kind == D.ONE_TO_ONE:
                         edge = next(e for e in self.plan.func.edges
@@ -239,9 +336,9 @@ class StreamHandle:
                     if slot is None:
                         continue
                     for key in self._consumers.get((index, port), []):
-                        self._put(self._edge_fifos[key], _EdgeItem(slot, ext), None)
+                        self._put(self._edge_fifos[key], _EdgeItem(slot, ext))
                 self._done[index].put(outs)
-        except _Stop:
+        except Stopped:
             return
         except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()
             with self._error_lock:
@@ -259,6 +356,21 @@ class StreamHandle:
             if src.bind_port == parent_port:
                 return src.stream
         return True
+
+
+def _node_name(thread: threading.Thread) -> str:
+    return thread.name.removeprefix(_THREAD_PREFIX)
+
+
+def deadline_after(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def join_threads(threads: list[threading.Thread], deadline: float | None) -> list[threading.Thread]:
+    """Join each thread until the deadline; returns those still running."""
+    for t in threads:
+        t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return [t for t in threads if t.is_alive()]
 
 
 def launch_stream(runtime: Any, compiled: Any, depth: int) -> StreamHandle:

@@ -41,6 +41,8 @@ class MemoryObject:
     copies: dict[str, Any] = field(default_factory=dict)
     valid: set[str] = field(default_factory=set)
     host_args: dict[Any, Any] = field(default_factory=dict)  # element type -> BufferArg of `user`
+    checked_for: dict[int, Any] = field(default_factory=dict)  # launch checks passed (rt/args.py)
+    released: bool = False  # untracked, or its runtime cleaned up: recordings of it are stale
 
 
 class MemoryTracker:
@@ -74,6 +76,7 @@ class MemoryTracker:
             if obj is None:
                 raise MemoryTrackingError("untrack_memory(): this buffer is not tracked", caller_loc())
             self._bring_home(obj)
+            obj.released = True
             del self._objects[id(buf)]
 
     def request(self, buf: Any) -> Any:
@@ -105,6 +108,7 @@ class MemoryTracker:
         with self._lock:
             for obj in self._objects.values():
                 self._bring_home(obj)
+                obj.released = True
             self._objects.clear()
 
     # -- copies -----------------------------------------------------------------------------

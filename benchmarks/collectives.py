@@ -1,0 +1,100 @@
+"""All-reduce on CPU ranks, nccl-tests style: bytes, time, algbw, busbw, and the ratio to the
+launcher's own engine (MPI_Allreduce through mpi4py) measured in the same run.
+
+Each hpvm-py row launches a one-node graph (so the time includes the launch: argument checks,
+plan walk, the collective) on f32 buffers of the symmetric heap; one-shot and two-shot are forced
+with HPVM_COMM_ONESHOT_BYTES to compare the algorithms at every size. Times are the slowest
+rank's median of batches.
+
+    python benchmarks/collectives.py [--ranks 2] [--max-mib 64]     (starts mpiexec itself)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import hpvm_py as hpvm  # noqa: E402
+from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
+
+SUM = hpvm.comm.all_reduce(f32)
+
+
+@hpvm.graph
+def all_reduce(x: InOut[Ptr[f32]], x_bytes: i64):
+    hpvm.node(SUM, buf=x, buf_bytes=x_bytes)
+
+
+def _launch(ranks: int, max_mib: int) -> None:
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    env = dict(os.environ, PYTHONPATH=ROOT, HPVM_HEAP_BYTES=f"{2 * max_mib + 16}M",
+               HPVM_BENCH_CHILD="1")
+    sys.exit(subprocess.call([mpiexec, "-n", str(ranks), sys.executable, __file__,
+                              "--max-mib", str(max_mib)], env=env))
+
+
+def _time_us(fn, comm, reps: int) -> float:  # noqa: ANN001
+    """The slowest rank's median over 5 batches of `reps` calls, in microseconds."""
+    fn()
+    batches = []
+    for _ in range(5):
+        comm.Barrier()
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        batches.append((time.perf_counter() - start) / reps)
+    from mpi4py import MPI
+
+    return comm.allreduce(statistics.median(batches), op=MPI.MAX) * 1e6
+
+
+def main(max_mib: int) -> None:
+    import numpy as np
+    import torch
+    from mpi4py import MPI
+
+    hpvm.distributed.init()
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+
+    sizes = [8 << 10]
+    while sizes[-1] * 4 <= max_mib << 20:
+        sizes.append(sizes[-1] * 4)
+    biggest = hpvm.symmetric.empty(sizes[-1] // 4, torch.float32)
+    plain = np.zeros(sizes[-1] // 4, dtype=np.float32)
+    if rank == 0:
+        print(f"all_reduce f32, {world} CPU ranks; algbw = bytes / time, busbw = algbw * 2(n-1)/n; "
+              "ratio = MPI time / hpvm-py time (> 1: hpvm-py faster)")
+        print(f"{'bytes':>10} {'algorithm':>9} {'us':>9} {'algbw GB/s':>10} {'busbw GB/s':>10} "
+              f"{'MPI us':>9} {'ratio':>6}")
+    with hpvm.runtime("cpu"):
+        for nbytes in sizes:
+            x = biggest[:nbytes // 4]
+            reps = max(3, min(200, (64 << 20) // (nbytes * 8)))
+            mpi_buf = plain[:nbytes // 4]
+            mpi_us = _time_us(lambda: comm.Allreduce(MPI.IN_PLACE, mpi_buf, op=MPI.SUM), comm, reps)
+            for algorithm, threshold in (("one-shot", str(1 << 62)), ("two-shot", "0")):
+                os.environ["HPVM_COMM_ONESHOT_BYTES"] = threshold
+                us = _time_us(lambda: hpvm.wait(hpvm.launch(all_reduce, x, nbytes)), comm, reps)
+                algbw = nbytes / us / 1e3
+                if rank == 0:
+                    print(f"{nbytes:>10} {algorithm:>9} {us:>9.1f} {algbw:>10.2f} "
+                          f"{algbw * 2 * (world - 1) / world:>10.2f} {mpi_us:>9.1f} {mpi_us / us:>6.2f}",
+                          flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--max-mib", type=int, default=64)
+    options = parser.parse_args()
+    if os.environ.get("HPVM_BENCH_CHILD"):
+        main(options.max_mib)
+    else:
+        _launch(options.ranks, options.max_mib)

@@ -1,0 +1,60 @@
+"""Ranks for communication nodes: `hpvm.distributed.init()` under mpiexec or torchrun (or alone, a
+world of one rank), `rank()`, `world_size()`, `local_rank()`, `finalize()`. See docs/distributed.md.
+
+The implementation lives in the submodules: ranks (launchers, init), transport (MPI / gloo),
+heap (the symmetric heap), sync (heap barriers), call (arguments and agreement), chooser,
+local (heap algorithms), remote (engine algorithms), nodes (library nodes and their kernels).
+"""
+from __future__ import annotations
+
+from ..errors import DistributedError, HPVMError
+from ..frontend.callsite import caller_loc
+from ..rt.api import api_boundary
+from . import ranks as _ranks
+
+
+@api_boundary
+def init(timeout: float | None = None) -> None:
+    """Join the world of ranks and map the symmetric heap (a second call does nothing).
+    timeout: seconds any cross-rank wait may take (default $HPVM_COMM_TIMEOUT, else 60)."""
+    try:
+        _ranks.init(timeout)
+    except HPVMError as exc:
+        if exc.loc is None:  # setup errors are about this call
+            exc.loc = caller_loc()
+        raise
+
+
+@api_boundary
+def finalize() -> None:
+    """Leave the world (also done at exit). Tensors on the heap stay readable."""
+    _ranks.finalize()
+
+
+def is_initialized() -> bool:
+    return _ranks.current() is not None
+
+
+def _world() -> _ranks.World:
+    world = _ranks.current()
+    if world is None:
+        raise DistributedError("hpvm.distributed.init() has not been called", caller_loc(),
+                               rule="distributed-init")
+    return world
+
+
+@api_boundary
+def rank() -> int:
+    """This process's rank, 0 .. world_size() - 1."""
+    return _world().rank
+
+
+@api_boundary
+def world_size() -> int:
+    return _world().size
+
+
+@api_boundary
+def local_rank() -> int:
+    """This rank's index among the ranks on its host (one GPU per local rank on GPU machines)."""
+    return _world().local_rank

@@ -1,0 +1,138 @@
+"""One firing of a communication node: its arguments, this rank's checks of them, and the
+descriptor that ranks compare so that every rank raises the same error when they disagree.
+
+A rank whose own arguments are wrong still takes part in the descriptor exchange (with a failure
+status) so that its peers raise instead of waiting for it.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DistributedError
+from ..ir.loc import Loc
+from ..types import SCALAR_TYPES, ScalarType
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_reduce_rmsnorm")
+OPS = ("sum", "max", "min")
+DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8")
+_DTYPE_ORDER = sorted(SCALAR_TYPES)
+
+OK, BAD_ARGUMENT, NOT_ON_HEAP = 0, 1, 2
+_FIXED = 8  # words before the per-buffer (bytes, heap offset) pairs
+
+
+@dataclass
+class Buffer:
+    param: str  # the node's parameter name
+    bound: str | None  # the graph argument bound to it, when there is one
+    tensor: object  # torch tensor viewing the buffer (CPU)
+    address: int
+    nbytes: int  # the buffer's real size
+    size: int  # the size argument the graph passed, in bytes
+    offset: int | None = None  # on this rank's heap, when it lies there
+
+    @property
+    def name(self) -> str:
+        if self.bound and self.bound != self.param:
+            return f"{self.bound!r} (input {self.param!r})"
+        return repr(self.param)
+
+
+@dataclass
+class Call:
+    kind: str
+    dtype: ScalarType
+    node: str
+    loc: Loc | None
+    buffers: list[Buffer]
+    op: str = "sum"
+    root: int = 0
+    hidden: int = 0
+    eps: float = 0.0
+
+    def what(self) -> str:
+        return f"{self.kind} node {self.node!r}"
+
+    def count(self, i: int) -> int:
+        """Elements in buffer i's size argument."""
+        return self.buffers[i].size // self.dtype.nbytes
+
+    def fail(self, message: str, rule: str = "collective-arguments") -> DistributedError:
+        return DistributedError(f"{self.what()}: {message}", self.loc, rule=rule)
+
+
+def check_arguments(call: Call, world_size: int) -> DistributedError | None:
+    """This rank's own mistakes (independent of the other ranks), or None."""
+    esize = call.dtype.nbytes
+    for b in call.buffers:
+        if b.size < 0 or b.size > b.nbytes:
+            return call.fail(f"buffer {b.name} has {b.nbytes} bytes, but its size argument says {b.size}")
+        if b.size % esize:
+            return call.fail(f"the size of {b.name}, {b.size} bytes, is not a multiple of the "
+                             f"{call.dtype} element size ({esize})")
+    sizes = [b.size for b in call.buffers]
+    if call.kind == "all_gather" and sizes[1] != world_size * sizes[0]:
+        return call.fail(f"dst must be world_size ({world_size}) times src: src has {sizes[0]} bytes, "
+                         f"dst {sizes[1]}")
+    if call.kind == "reduce_scatter" and sizes[0] != world_size * sizes[1]:
+        return call.fail(f"src must be world_size ({world_size}) times dst: src has {sizes[0]} bytes, "
+                         f"dst {sizes[1]}")
+    if call.kind == "broadcast" and not 0 <= call.root < world_size:
+        return call.fail(f"root {call.root} is not a rank of this world of {world_size}")
+    if call.kind == "all_reduce_rmsnorm":
+        x, residual, weight = sizes
+        if call.hidden <= 0:
+            return call.fail(f"hidden is {call.hidden}; it must be positive")
+        if residual != x:
+            return call.fail(f"residual ({residual} bytes) must be as large as x ({x} bytes)")
+        if weight != call.hidden * esize:
+            return call.fail(f"weight has {weight} bytes; it must hold hidden = {call.hidden} elements")
+        if (x // esize) % call.hidden:
+            return call.fail(f"x holds {x // esize} elements, not a whole number of rows of "
+                             f"hidden = {call.hidden}")
+    return None
+
+
+def descriptor(call: Call, status: int) -> np.ndarray:
+    eps_bits, = struct.unpack("<q", struct.pack("<d", call.eps))
+    words = [KINDS.index(call.kind), _DTYPE_ORDER.index(call.dtype.name), OPS.index(call.op), call.root,
+             call.hidden, eps_bits, status, len(call.buffers)]
+    for b in call.buffers:
+        words += [b.size, -1 if b.offset is None else b.offset]
+    return np.array(words, dtype=np.int64)
+
+
+def agree(call: Call, ranks: list[int], descriptors: list[np.ndarray], mine: DistributedError | None,
+          compare_offsets: bool) -> None:
+    """Raise on this rank exactly when the descriptors show a problem (every rank sees the same
+    descriptors, so every rank raises)."""
+    if mine is not None:
+        raise mine
+    first = descriptors[0]
+    if all(np.array_equal(first, d) for d in descriptors[1:]) and first[6] == OK:
+        return  # the common case, decided without building any message
+    failed = [q for q, d in zip(ranks, descriptors) if d[6] != OK]
+    if failed:
+        reasons = {BAD_ARGUMENT: "invalid arguments", NOT_ON_HEAP: "a buffer not on the symmetric heap"}
+        detail = ", ".join(f"rank {q}: {reasons.get(int(d[6]), 'an error')}"
+                           for q, d in zip(ranks, descriptors) if d[6] != OK)
+        raise call.fail(f"rank(s) {failed} could not take part ({detail}; see the error on those ranks)",
+                        rule="rank-agreement")
+    fields = [("the collective", 0, lambda v: KINDS[v] if 0 <= v < len(KINDS) else str(v)),
+              ("the element type", 1, lambda v: _DTYPE_ORDER[v] if 0 <= v < len(_DTYPE_ORDER) else str(v)),
+              ("the reduction", 2, lambda v: OPS[v] if 0 <= v < len(OPS) else str(v)),
+              ("the root", 3, str), ("hidden", 4, str),
+              ("eps", 5, lambda v: repr(struct.unpack("<d", struct.pack("<q", v))[0]))]
+    for i, b in enumerate(call.buffers):
+        fields.append((f"the size of {b.name} in bytes", _FIXED + 2 * i, str))
+        if compare_offsets:
+            fields.append((f"the heap offset of {b.name} (allocate symmetric buffers in the same "
+                           "order on every rank)", _FIXED + 2 * i + 1, str))
+    for label, index, show in fields:
+        values = [int(d[index]) for d in descriptors]
+        if len(set(values)) > 1:
+            detail = ", ".join(f"rank {q}: {show(v)}" for q, v in zip(ranks, values))
+            raise call.fail(f"ranks disagree on {label} ({detail})", rule="rank-agreement")

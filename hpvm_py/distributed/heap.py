@@ -1,0 +1,171 @@
+"""The symmetric heap on the cpu target: one POSIX shared-memory segment per rank, mapped by every
+rank on the same host, with a bump allocator that every rank runs identically.
+
+Layout of each rank's segment:
+
+    [0, 4096)          control block: this rank's arrival counter and two descriptor slots (sync.py)
+    [4096, size)       user allocations, each aligned to 256 bytes
+
+A buffer at offset `o` of rank r's heap has a twin at offset `o` of every other rank's heap, as long
+as all ranks allocate the same sequence of buffers (the collectives check that). Rank r reaches
+rank q's twin of its pointer `p` by Iris's translation: `bases[q] + (p - bases[r])`, where `bases`
+are the addresses at which this process mapped each segment. What ranks exchange at init is the
+segment names (the CPU analogue of CUDA IPC handles); each process maps them at its own addresses.
+
+Segments are created with posix_fallocate (a full /dev/shm fails at init with a clear message
+instead of a SIGBUS later) and unlinked as soon as every local rank has mapped them, so nothing is
+left behind in /dev/shm even if a rank is killed; the memory lives until the last rank unmaps it.
+"""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import DistributedError
+from ..ir.loc import Loc
+
+HEADER_BYTES = 4096
+ALIGN = 256
+DEFAULT_HEAP_BYTES = 128 << 20
+FLAG_OFFSET = 0  # i64 arrival counter
+DESC_OFFSETS = (64, 64 + 256)  # two slots of DESC_WORDS i64 each, used alternately
+DESC_WORDS = 32
+
+
+def heap_bytes_from_env() -> int:
+    """HPVM_HEAP_BYTES (accepts a plain number or a K/M/G suffix), else 128 MiB."""
+    text = os.environ.get("HPVM_HEAP_BYTES")
+    if not text:
+        return DEFAULT_HEAP_BYTES
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1].lower(), 1)
+    digits = text[:-1] if scale != 1 else text
+    if not digits.isdigit() or int(digits) * scale < HEADER_BYTES + ALIGN:
+        raise DistributedError(f"HPVM_HEAP_BYTES={text!r} must be a number of bytes (K, M or G "
+                               f"suffix allowed) of at least {HEADER_BYTES + ALIGN}")
+    return int(digits) * scale
+
+
+def heap_dir() -> str:
+    return os.environ.get("HPVM_HEAP_DIR", "/dev/shm")
+
+
+def segment_path(job: str, rank: int) -> str:
+    return os.path.join(heap_dir(), f"hpvm-heap-{job}-r{rank}")
+
+
+def create_segment(path: str, size: int) -> mmap.mmap:
+    """This rank's own segment, its memory reserved now."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise DistributedError(f"cannot create the symmetric heap segment {path}: {exc.strerror}") from None
+    try:
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            os.unlink(path)
+            free = _free_bytes(os.path.dirname(path))
+            raise DistributedError(f"cannot reserve a symmetric heap of {size} bytes in "
+                                   f"{os.path.dirname(path)} ({free} bytes free there): {exc.strerror}; "
+                                   "set HPVM_HEAP_BYTES smaller (or HPVM_HEAP_DIR)") from None
+        return mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+
+
+def map_segment(path: str, size: int) -> mmap.mmap:
+    """A peer's segment on this host."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as exc:
+        raise DistributedError(f"cannot open a peer's symmetric heap segment {path}: {exc.strerror} "
+                               "(are the ranks on one host?)") from None
+    try:
+        if os.fstat(fd).st_size < size:
+            raise DistributedError(f"the peer's heap segment {path} is smaller than {size} bytes")
+        return mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+
+
+def _free_bytes(directory: str) -> int:
+    st = os.statvfs(directory)
+    return st.f_bavail * st.f_frsize
+
+
+def _address(m: mmap.mmap) -> int:
+    return ctypes.addressof(ctypes.c_char.from_buffer(m))
+
+
+class SymmetricHeap:
+    """This rank's heap and its mappings of the heaps of the other ranks on this host."""
+
+    def __init__(self, rank: int, size: int, mappings: dict[int, mmap.mmap], world_size: int):
+        self.rank = rank
+        self.size = size
+        self._maps = mappings  # rank -> mapping, for this rank and its peers on the same host
+        self.bases = np.zeros(world_size, dtype=np.int64)  # 0: not mapped here (another host)
+        for q, m in mappings.items():
+            self.bases[q] = _address(m)
+        self.my_base = int(self.bases[rank])
+        self._top = HEADER_BYTES
+        self._views: dict[tuple, Any] = {}
+        # the control blocks as i64 arrays, by rank
+        self.control = {q: np.frombuffer(m, dtype=np.int64, count=HEADER_BYTES // 8)
+                        for q, m in mappings.items()}
+
+    # -- allocation -------------------------------------------------------------------------
+
+    @property
+    def free_bytes(self) -> int:
+        return self.size - self._top
+
+    def allocate(self, nbytes: int, loc: Loc | None = None) -> int:
+        """The offset of a new block of nbytes (aligned); HPVMError at `loc` when the heap is full."""
+        start = (self._top + ALIGN - 1) // ALIGN * ALIGN
+        end = start + max(nbytes, 1)
+        if end > self.size:
+            raise DistributedError(f"symmetric heap exhausted: requested {nbytes} bytes, "
+                                   f"{max(0, self.size - start)} bytes free of {self.size - HEADER_BYTES} "
+                                   "(set HPVM_HEAP_BYTES larger)", loc, rule="heap-capacity")
+        self._top = end
+        return start
+
+    def tensor(self, rank: int, offset: int, count: int, dtype: Any) -> Any:
+        """A torch tensor of `count` elements at `offset` of rank's heap (mapped here); the
+        collectives ask for the same views call after call, so they are kept."""
+        key = (rank, offset, count, dtype)
+        view = self._views.get(key)
+        if view is None:
+            import torch
+
+            view = torch.frombuffer(self._maps[rank], dtype=dtype, count=max(count, 1), offset=offset)
+            view = self._views[key] = view[:count]
+            if len(self._views) > 4096:  # bounded: views of buffers no longer used go
+                self._views.pop(next(iter(self._views)))
+        return view
+
+    # -- addresses --------------------------------------------------------------------------
+
+    def offset_of(self, address: int, nbytes: int) -> int | None:
+        """The heap offset of [address, address + nbytes) when it lies in this rank's user
+        region, else None."""
+        offset = address - self.my_base
+        if HEADER_BYTES <= offset and offset + nbytes <= self._top:
+            return offset
+        return None
+
+    def translate(self, address: int, rank: int) -> int:
+        """Iris's translation of a local heap address to the same object on `rank`."""
+        return int(self.bases[rank]) + (address - self.my_base)
+
+    def flag_address(self, rank: int) -> int:
+        return int(self.bases[rank]) + FLAG_OFFSET
+
+    def descriptor(self, rank: int, slot: int) -> np.ndarray:
+        start = DESC_OFFSETS[slot] // 8
+        return self.control[rank][start:start + DESC_WORDS]

@@ -1,0 +1,229 @@
+"""Communication nodes: the library functions behind hpvm.comm's factories, and their kernels.
+
+A collective is a `LibraryFunc` (kind + options + parameters), printed and parsed like any function
+of the textual IR. The execution plan asks `compile_library` for a kernel with the LeafKernel
+interface, so the executor fires it like a leaf; its `launch` builds a `Call` and runs it on the
+heap (ranks on one host) or through the launcher's engine (ranks on several hosts).
+
+Targets plug in by `register_target`: the host implementation serves cpu and python (their
+buffers are host memory); the GPU targets register theirs.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from ..errors import CompileError, DistributedError, FrontendError
+from ..ir import dfg as D
+from ..ir import kernel as K
+from ..ir.loc import Loc
+from ..types import PtrType, ScalarType, i64, resolve_scalar
+from ..rt import stats
+from . import chooser, local, ranks, remote
+from .call import (BAD_ARGUMENT, DTYPES, KINDS, NOT_ON_HEAP, OK, OPS, Buffer, Call, agree,
+                   check_arguments, descriptor)
+
+FLOAT_ONLY = ("all_reduce_rmsnorm",)
+
+
+# -- signatures --------------------------------------------------------------------------------
+
+
+def _ptr(name: str, t: ScalarType, direction: str) -> list[K.Param]:
+    return [K.Param(name=name, type=PtrType(t), direction=direction),
+            K.Param(name=f"{name}_bytes", type=i64)]
+
+
+def signature(kind: str, t: ScalarType) -> list[K.Param]:
+    """The parameters of a collective (DESIGN.md's signatures)."""
+    if kind in ("all_reduce", "broadcast"):
+        return _ptr("buf", t, "inout")
+    if kind in ("all_gather", "reduce_scatter"):
+        return _ptr("src", t, "in") + _ptr("dst", t, "out")
+    assert kind == "all_reduce_rmsnorm"
+    return (_ptr("x", t, "inout") + _ptr("residual", t, "inout") + _ptr("weight", t, "in")
+            + [K.Param(name="hidden", type=i64)])
+
+
+def library_func(kind: str, dtype: Any, loc: Loc, **options: str | int | float) -> D.LibraryFunc:
+    """A collective's IR function; bad arguments raise FrontendError at `loc` (the user's call)."""
+    t = resolve_scalar(dtype)
+    if t is None or t.name not in DTYPES:
+        allowed = ", ".join(DTYPES)
+        raise FrontendError(f"hpvm.comm.{kind}(): element type {dtype!r} is not supported (use one of "
+                            f"{allowed})", loc, rule="collective-type")
+    if kind in FLOAT_ONLY and not t.is_float:
+        raise FrontendError(f"hpvm.comm.{kind}(): {t} is not a floating-point type", loc,
+                            rule="collective-type")
+    _check_options(kind, options, lambda msg: FrontendError(f"hpvm.comm.{kind}(): {msg}", loc,
+                                                            rule="collective-options"))
+    suffix = "".join(f"_{options['op']}" if k == "op" else f"_root{v}" for k, v in options.items()
+                     if k in ("op", "root"))
+    from ..frontend.decorators import unique_name
+
+    return D.LibraryFunc(name=unique_name(f"{kind}_{t.name}{suffix}"), kind=kind,
+                         options={"dtype": t.name, **options}, params=signature(kind, t), outputs=[],
+                         loc=loc)
+
+
+def _check_options(kind: str, options: dict, error: Callable[[str], Exception]) -> None:
+    expected = {"all_reduce": {"op"}, "reduce_scatter": {"op"}, "all_gather": set(),
+                "broadcast": {"root"}, "all_reduce_rmsnorm": {"eps"}}[kind]
+    if set(options) != expected:
+        raise error(f"options {sorted(options)} do not match {sorted(expected)}")
+    if "op" in options and options["op"] not in OPS:
+        raise error(f"op={options['op']!r} is not one of {', '.join(OPS)}")
+    root = options.get("root", 0)
+    if isinstance(root, bool) or not isinstance(root, int) or root < 0:
+        raise error(f"root={root!r} must be a rank number (an int >= 0)")
+    eps = options.get("eps", 1.0)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+        raise error(f"eps={eps!r} must be a positive number")
+
+
+# -- kernels -----------------------------------------------------------------------------------
+
+# target -> fn(world, call): how a target runs a call (host memory for cpu and python)
+Runner = Callable[[Any, Call], None]
+_runners: dict[str, Runner] = {}
+
+
+def register_target(target: str, runner: Runner) -> None:
+    _runners[target] = runner
+
+
+def compile_library(func: D.LibraryFunc, node: D.Node, target: str, bound: list[str | None],
+                    replicated: bool) -> "CollectiveKernel":
+    """The kernel of a communication node; CompileError for what cannot run."""
+    if func.kind not in KINDS:
+        raise CompileError(f"node {node.name}: library kind {func.kind!r} is unknown (known: "
+                           f"{', '.join(KINDS)})", node.loc, rule="library-kind")
+    options = dict(func.options)
+    dtype = resolve_scalar(str(options.pop("dtype", "")))
+
+    def error(message: str) -> CompileError:
+        return CompileError(f"node {node.name} ({func.kind}): {message}", node.loc, rule="library-kind")
+
+    if dtype is None or dtype.name not in DTYPES:
+        raise error(f"dtype {func.options.get('dtype')!r} is not one of {', '.join(DTYPES)}")
+    _check_options(func.kind, options, error)
+    if func.params != signature(func.kind, dtype) or func.outputs:
+        raise error("its parameters do not match the collective's signature")
+    if node.dims or replicated:
+        raise CompileError(f"communication node {node.name} is replicated; a collective runs once "
+                           "per rank: create it without a grid, outside replicated graphs", node.loc,
+                           rule="collective-once")
+    runner = _runners.get(target)
+    if runner is None:
+        raise CompileError(f"communication node {node.name} ({func.kind}) is not available on the "
+                           f"{target} target yet", node.loc, rule="library-target")
+    return CollectiveKernel(func, dtype, options, node, bound, runner)
+
+
+class CollectiveKernel:
+    """A communication node, launched by the executor like a leaf kernel (one instance)."""
+
+    def __init__(self, func: D.LibraryFunc, dtype: ScalarType, options: dict, node: D.Node,
+                 bound: list[str | None], runner: Runner):
+        self.func, self.dtype, self.options, self.node = func, dtype, options, node
+        self.bound = bound
+        self.runner = runner
+        self._tensors: dict[int, tuple[Any, Any]] = {}  # id(host array) -> (array, torch view)
+
+    def launch(self, args: list[Any], outputs: list[Any], extents: list[tuple[int, ...]]) -> None:
+        world = ranks.current()
+        if world is None:
+            raise DistributedError(f"communication node {self.node.name} needs the ranks: call "
+                                   "hpvm.distributed.init() before launching it", self.node.loc,
+                                   rule="distributed-init")
+        self.runner(world, self._call(args))
+
+    def _tensor(self, array: Any) -> Any:
+        """A torch view of a host buffer's NumPy view (kept while the same array comes back)."""
+        import torch
+
+        from .arith import torch_dtype
+
+        kept = self._tensors.get(id(array))
+        if kept is not None and kept[0] is array:
+            return kept[1]
+        tensor = torch.from_numpy(array)
+        if self.dtype.name == "bf16":  # NumPy holds bf16 as uint16 bits
+            tensor = tensor.view(torch_dtype(self.dtype))
+        if len(self._tensors) > 64:
+            self._tensors.clear()
+        self._tensors[id(array)] = (array, tensor)
+        return tensor
+
+    def _call(self, args: list[Any]) -> Call:
+        params = self.func.params
+        buffers = []
+        for i, p in enumerate(params):
+            if isinstance(p.type, PtrType):
+                arg = args[i]
+                tensor = self._tensor(arg.array)
+                buffers.append(Buffer(param=p.name, bound=self.bound[i], tensor=tensor,
+                                      address=arg.address, nbytes=arg.nbytes, size=int(args[i + 1])))
+        hidden = next((int(a) for p, a in zip(params, args) if p.name == "hidden"), 0)
+        return Call(kind=self.func.kind, dtype=self.dtype, node=self.node.name, loc=self.node.loc,
+                    buffers=buffers, op=str(self.options.get("op", "sum")),
+                    root=int(self.options.get("root", 0)), hidden=hidden,
+                    eps=float(self.options.get("eps", 0.0)))
+
+
+def first_collective(plan: Any) -> Any:
+    """The first communication node of an execution plan (nested graphs included), or None."""
+    for node in plan.nodes:
+        if isinstance(node.kernel, CollectiveKernel):
+            return node
+        found = first_collective(node.child) if node.child is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+_host_lock = threading.Lock()  # one collective at a time per rank: ranks must agree on the order
+
+
+def run_on_host(world: ranks.World, call: Call) -> None:
+    """cpu and python targets: the heap path on one host, the engine across hosts."""
+    with _host_lock:
+        _run_on_host(world, call)
+
+
+def _run_on_host(world: ranks.World, call: Call) -> None:
+    path = chooser.choose(world.single_host, call.kind, call.buffers[0].size)
+    stats.bump(f"collectives_{path}")
+    mine = check_arguments(call, world.size)
+    if path == "remote":
+        status = OK if mine is None else BAD_ARGUMENT
+        words = [int(w) for w in descriptor(call, status)]
+        everyone = remote.exchange(world.transport, call, words, world.timeout)
+        agree(call, list(range(world.size)), [_array(w) for w in everyone], mine, compare_offsets=False)
+        remote.run(world.transport, call, world.timeout)
+        return
+    heap = world.heap
+    for b in call.buffers:
+        b.offset = 0 if b.nbytes == 0 else heap.offset_of(b.address, b.nbytes)  # empty: no memory
+        if b.offset is None and mine is None:
+            mine = call.fail(f"buffer {b.name} ({b.nbytes} bytes at {b.address:#x}) is not on the "
+                             "symmetric heap: allocate it with hpvm.symmetric.empty(shape, dtype) on "
+                             "every rank", rule="buffer-on-heap")
+    status = OK if mine is None else (NOT_ON_HEAP if mine.rule == "buffer-on-heap" else BAD_ARGUMENT)
+    if world.comm is None:
+        from .sync import Communicator
+
+        world.comm = Communicator(world)
+    everyone = world.comm.post(descriptor(call, status), call.what, call.loc)
+    agree(call, world.comm.ranks, everyone, mine, compare_offsets=True)
+    local.run(world.comm, call, path)
+
+
+def _array(words: list[int]) -> Any:
+    import numpy as np
+
+    return np.array(words, dtype=np.int64)
+
+
+register_target("cpu", run_on_host)
+register_target("python", run_on_host)

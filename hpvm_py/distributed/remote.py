@@ -1,0 +1,95 @@
+"""The collectives between ranks on different hosts: the launcher's own engine (MPI through mpi4py,
+or gloo under torchrun) does the work; no home-made transport. Buffers need not be on the heap.
+
+f16 and bf16 are widened to f32 for reductions (the engines have no 16-bit float arithmetic) and
+rounded once at the end, as on the heap path; moves (gather, broadcast) carry raw bytes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import HPVMTimeoutError
+from .arith import accumulator_dtype, add_rmsnorm
+from .call import Call
+from .transport import Transport
+from .waiting import RanksMissing
+
+
+def exchange(transport: Transport, call: Call, words: list[int], timeout: float) -> list[Any]:
+    try:
+        return transport.exchange(words, timeout)
+    except RanksMissing as exc:
+        raise _timeout(call, exc, timeout) from None
+
+
+def _timeout(call: Call, exc: RanksMissing, timeout: float) -> HPVMTimeoutError:
+    who = f"rank(s) {exc.ranks}" if exc.ranks else f"some rank ({_ENGINE_SILENT})"
+    return HPVMTimeoutError(f"{call.what()}: {who} did not arrive within {timeout:g} s (a rank failed, "
+                            "exited, or skipped this collective; the timeout is HPVM_COMM_TIMEOUT or "
+                            "hpvm.distributed.init(timeout=...)); the ranks are out of step now: finalize",
+                            call.loc, rule="rank-arrival")
+
+
+_ENGINE_SILENT = "every rank posted its descriptor, and the engine does not say which one stalled"
+
+
+def run(transport: Transport, call: Call, timeout: float) -> None:
+    if call.buffers[0].size == 0:  # the ranks agreed on it: then every buffer is empty
+        return
+    try:
+        _RUN[call.kind](transport, call, timeout)
+    except RanksMissing as exc:
+        raise _timeout(call, exc, timeout) from None
+
+
+def _flat(call: Call, i: int) -> Any:
+    return call.buffers[i].tensor[:call.count(i)]
+
+
+def _widened(t: Any, call: Call) -> Any:
+    """t itself when the engine reduces its type, else an f32 copy."""
+    wide = accumulator_dtype(call.dtype)
+    return t if t.dtype == wide else t.to(wide)
+
+
+def _all_reduce(transport: Transport, call: Call, timeout: float) -> None:
+    buf = _flat(call, 0)
+    work = _widened(buf, call)
+    transport.all_reduce(work, call.op, timeout)
+    if work is not buf:
+        buf.copy_(work)
+
+
+def _all_gather(transport: Transport, call: Call, timeout: float) -> None:
+    import torch
+
+    transport.all_gather(_flat(call, 0).view(torch.uint8), _flat(call, 1).view(torch.uint8), timeout)
+
+
+def _reduce_scatter(transport: Transport, call: Call, timeout: float) -> None:
+    src, dst = _flat(call, 0), _flat(call, 1)
+    wide_src = _widened(src, call)
+    wide_dst = _widened(dst, call) if wide_src is src else wide_src.new_empty(dst.shape)
+    transport.reduce_scatter(wide_src, wide_dst, call.op, timeout)
+    if wide_dst is not dst:
+        dst.copy_(wide_dst)
+
+
+def _broadcast(transport: Transport, call: Call, timeout: float) -> None:
+    import torch
+
+    transport.broadcast(_flat(call, 0).view(torch.uint8), call.root, timeout)
+
+
+def _all_reduce_rmsnorm(transport: Transport, call: Call, timeout: float) -> None:
+    x = _flat(call, 0)
+    total = x.to(accumulator_dtype(call.dtype), copy=True)
+    transport.all_reduce(total, "sum", timeout)
+    residual = _flat(call, 1)
+    out, r = add_rmsnorm(total, residual, _flat(call, 2), call.hidden, call.eps)
+    residual.copy_(r)
+    x.copy_(out)
+
+
+_RUN = {"all_reduce": _all_reduce, "all_gather": _all_gather, "reduce_scatter": _reduce_scatter,
+        "broadcast": _broadcast, "all_reduce_rmsnorm": _all_reduce_rmsnorm}

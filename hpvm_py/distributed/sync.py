@@ -1,0 +1,78 @@
+"""Cross-rank ordering on the heap: arrival counters and descriptor slots, no host barriers.
+
+Each rank owns one 64-bit counter in its control block. A barrier increments the caller's own
+counter to the next phase number (a sequentially consistent store: everything written before it,
+data and descriptor, is visible to a rank that reads the counter) and waits until every local
+rank's counter has reached that number. Counters only grow, so there is nothing to reset and a
+rank can run at most one phase ahead of the slowest. Every wait has the world's timeout and names
+the ranks that did not arrive.
+
+A collective first posts its descriptor (what this rank is about to do) into one of two slots,
+alternating per call, then passes a barrier; every rank then reads all descriptors. Two slots are
+enough: a rank can only start call k+1 after every rank passed call k's first barrier, and a rank
+reads call k's slots before it arrives at call k's last barrier.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..errors import HPVMTimeoutError
+from ..ir.loc import Loc
+from .atomics import native
+from .heap import DESC_WORDS
+from .waiting import RanksMissing, wait_until
+
+_SPIN_ROUNDS = 256  # native polls before the Python loop takes over (with its sleeps)
+
+
+class Communicator:
+    def __init__(self, world: "object") -> None:
+        from .ranks import World
+
+        assert isinstance(world, World)
+        self.world = world
+        self.heap = world.heap
+        self.rank = world.rank
+        self.ranks = world.local_ranks
+        self._flags = np.array([self.heap.flag_address(q) for q in self.ranks], dtype=np.int64)
+        self._flags_address = self._flags.ctypes.data
+        self._native = native()
+        self._my_flag = self.heap.flag_address(self.rank)
+        self.phase = self._native.load(self._my_flag)
+        self.calls = 0
+
+    def barrier(self, what: Callable[[], str], loc: Loc | None) -> None:
+        """Arrive at the next phase and wait for every local rank; `what` names the collective
+        for the timeout message."""
+        self.phase += 1
+        target = self.phase
+        self._native.store(self._my_flag, target)
+        behind = self._native.first_behind(self._flags_address, len(self.ranks), target,
+                                           _SPIN_ROUNDS)
+        if behind < 0:
+            return
+        load = self._native.load
+        timeout = self.world.timeout
+        try:
+            wait_until(lambda: [q for q, a in zip(self.ranks, self._flags) if load(int(a)) < target],
+                       timeout)
+        except RanksMissing as exc:
+            raise HPVMTimeoutError(
+                f"{what()}: rank(s) {exc.ranks} did not arrive within {timeout:g} s (a rank "
+                "failed, exited, or skipped this collective; the timeout is HPVM_COMM_TIMEOUT or "
+                "hpvm.distributed.init(timeout=...)); the ranks are out of step now: finalize",
+                loc, rule="rank-arrival") from None
+
+    def post(self, descriptor: np.ndarray, what: Callable[[], str], loc: Loc | None) -> list[np.ndarray]:
+        """Publish this rank's descriptor, pass a barrier, return every local rank's (by rank
+        position in `ranks`)."""
+        slot = self.calls % 2
+        self.calls += 1
+        mine = self.heap.descriptor(self.rank, slot)
+        mine[:] = 0
+        mine[:len(descriptor)] = descriptor
+        assert len(descriptor) <= DESC_WORDS
+        self.barrier(what, loc)
+        return [self.heap.descriptor(q, slot).copy() for q in self.ranks]

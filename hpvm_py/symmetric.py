@@ -1,0 +1,55 @@
+"""The symmetric heap: `hpvm.symmetric.empty(shape, dtype)` allocates the same buffer on every rank
+(call it in the same order on all ranks). On the cpu target it returns a CPU torch tensor in
+shared memory that the other ranks on the host can read and write. See docs/distributed.md.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import DistributedError
+from .frontend.callsite import caller_loc
+from .rt.api import api_boundary
+from .types import resolve_scalar
+
+
+def _heap() -> Any:
+    from .distributed import ranks
+
+    world = ranks.current()
+    if world is None:
+        raise DistributedError("the symmetric heap needs the ranks: call hpvm.distributed.init() "
+                               "first", caller_loc(), rule="distributed-init")
+    return world.heap
+
+
+@api_boundary
+def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
+    """A tensor of `shape` and `dtype` (an hpvm, NumPy or torch dtype) on this rank's heap.
+    Its contents are unspecified (fresh heap memory reads as zeros)."""
+    from .distributed.arith import torch_dtype
+
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+        raise DistributedError(f"hpvm.symmetric.empty(): shape {shape!r} must be non-negative ints",
+                               caller_loc(), rule="heap-shape")
+    elem = resolve_scalar(dtype)
+    if elem is None:
+        raise DistributedError(f"hpvm.symmetric.empty(): {dtype!r} is not a dtype hpvm knows",
+                               caller_loc(), rule="heap-shape")
+    heap = _heap()
+    count = math.prod(dims)
+    offset = heap.allocate(count * elem.nbytes, caller_loc())
+    return heap.tensor(heap.rank, offset, count, torch_dtype(elem)).view(dims)
+
+
+@api_boundary
+def zeros(shape: int | tuple[int, ...], dtype: Any) -> Any:
+    """empty(), filled with zeros."""
+    return empty(shape, dtype).zero_()
+
+
+@api_boundary
+def free_bytes() -> int:
+    """Bytes left on this rank's heap (HPVM_HEAP_BYTES sets its size)."""
+    return _heap().free_bytes
