@@ -42,6 +42,9 @@ def canonical(module: Module) -> Module:
             for e in K.walk_all_exprs(fn.body):
                 if isinstance(e, K.Const):
                     e.value = _nan_marker(e.value)
+        if isinstance(fn, GraphFunc):
+            for bind in fn.const_binds:  # constants on node inputs
+                bind.value.value = _nan_marker(bind.value.value)
     return module
 
 
