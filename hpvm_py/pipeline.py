@@ -151,7 +151,7 @@ def _compile_leaf(leaf: K.LeafFunc, ctx: NodeContext, target: str, checked: bool
     from .backends import registry
 
     backend = registry.get(target)
-    if backend is None:
+    if backend is None or not registry.available(target):
         raise CompileError(f"leaf {leaf.name} needs the {target} target, which is not available on "
                            f"this machine ({registry.why_unavailable(target)})", leaf.loc)
     if target == "python":

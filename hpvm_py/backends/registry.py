@@ -42,5 +42,8 @@ def available(target: str) -> bool:
 
 
 def why_unavailable(target: str) -> str:
-    get(target)
+    backend = get(target)
+    why = getattr(backend, "why_unusable", None)
+    if callable(why):
+        return why()
     return _errors.get(target, "unknown target" if target not in _BACKENDS else "not usable here")
