@@ -23,7 +23,7 @@ from ...errors import CompileError
 from ...ir import kernel as K
 from ...ir.loc import Loc
 from ...passes.uniform import Uniformity, escaping_jump
-from ...types import PtrType, ScalarType, i1
+from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
 from ..cpu.prepare import localize_assigned_params
 from . import values as V
@@ -77,6 +77,23 @@ def _ident(name: str) -> str:
     return "v_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
+def _masked_in_loops(block: K.Block) -> frozenset[str]:
+    """Locals assigned in a loop that breaks or continues: those lanes keep their values while
+    the loop runs on (Triton loops cannot exit early), so the values are per lane."""
+    found: set[str] = set()
+    for stmt in K.walk_stmts(block):
+        if isinstance(stmt, (K.For, K.While)) and \
+                any(isinstance(s, (K.Break, K.Continue)) for s in K.walk_stmts(stmt.body)):
+            if isinstance(stmt, K.For):
+                found.add(stmt.var)
+            for s in K.walk_stmts(stmt.body):
+                if isinstance(s, K.Assign):
+                    found.add(s.target)
+                elif isinstance(s, K.For):
+                    found.add(s.var)
+    return frozenset(found)
+
+
 class _Loop:
     """Mask state of one enclosing loop."""
 
@@ -93,7 +110,7 @@ class _Generator:
         self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
         self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
         self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
-        self.uniform = Uniformity(leaf, ctx.input_modes, frozenset())
+        self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), _masked_in_loops(leaf.body))
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)  # type: ignore[arg-type]
         self.names = {name: _ident(name) for name in self.types}
@@ -190,7 +207,6 @@ class _Generator:
         e("ZERO = lin * 0")
         e("FALSE = lin < 0")
         e("Z64 = tl.zeros([], tl.int64)")
-        e("ZERO_I8 = ZERO.to(tl.int8)")
         dims0 = self.ctx.level_dims[0] if self.ctx.level_dims else 0
         rest = "lin"
         for d in range(dims0):  # leaf ids: lanes
@@ -220,11 +236,10 @@ class _Generator:
             name = self.names[p.name]
             if mode == "uniform":
                 e(f"{name} = {self._from_bits(f'{name}__arg', p.type)}")
-            elif mode == "per_parent":
-                e(f"{name} = {V.from_memory(f'tl.load({name}__arg + parent)', p.type)}")
-            else:
-                load = f"tl.load({name}__arg + parent * L + lin, mask=m0)"
-                e(f"{name} = {V.from_memory(load, p.type)}")
+            else:  # arrays of values; bf16 ones arrive as f32 values (kernel.py)
+                stored = f32 if p.type == bf16 else p.type
+                at = "parent" if mode == "per_parent" else "parent * L + lin, mask=m0"
+                e(f"{name} = {V.from_memory(f'tl.load({name}__arg + {at})', stored)}")
         for scratch in self.scratch:  # this parent instance's slice
             name = self.names[scratch.name]
             e(f"{name} = {name}__base + parent * {name}__stride")
@@ -313,18 +328,14 @@ class _Generator:
         if self._uniform_var(target):
             self.emit(f"{name} = {code}")
         elif self.full():
-            t = self.types[target]
-            assert isinstance(t, ScalarType)
-            self.emit(f"{name} = {self.broadcast(code, t)}" if self.uniform.expr(value)
+            self.emit(f"{name} = {self.broadcast(code)}" if self.uniform.expr(value)
                       else f"{name} = {code}")
         else:
             self.emit(f"{name} = tl.where({m}, {code}, {name})")
 
-    def broadcast(self, code: str, t: ScalarType) -> str:
-        """A uniform value as a block. Booleans go through int8: Triton's interpreter turns a
-        broadcast i1 scalar into int64 data, which it then rejects as a mask."""
-        if t.is_bool:
-            return f"(({code}).to(tl.int8) + ZERO_I8 != 0)"
+    @staticmethod
+    def broadcast(code: str) -> str:
+        """A uniform value as a block."""
         return f"tl.broadcast_to({code}, [BLOCK])"
 
     def return_(self, s: K.Return) -> None:
@@ -332,9 +343,7 @@ class _Generator:
         for j, value in enumerate(s.values):
             code = self.expr(value, m)
             if self.full() or not self.live and m == "m0":
-                t = value.type
-                assert isinstance(t, ScalarType)
-                self.emit(f"ret{j} = {self.broadcast(code, t) if self.uniform.expr(value) else code}")
+                self.emit(f"ret{j} = {self.broadcast(code) if self.uniform.expr(value) else code}")
             else:
                 self.emit(f"ret{j} = tl.where({m}, {code}, ret{j})")
         if self.live:
@@ -526,8 +535,7 @@ class _Generator:
         t = e.type
         if isinstance(e, K.BinOp):
             assert isinstance(t, ScalarType)
-            lhs, rhs = self.operands(e.lhs, e.rhs, m)
-            return V.binop(e.op, t, lhs, rhs, e.loc)
+            return V.binop(e.op, t, self.expr(e.lhs, m), self.expr(e.rhs, m), e.loc)
         if isinstance(e, K.UnaryOp):
             assert isinstance(t, ScalarType)
             return V.unary(e.op, t, self.expr(e.operand, m))
@@ -575,25 +583,13 @@ class _Generator:
         """Evaluating e touches no memory (so it may run for lanes that would skip it)."""
         return not any(isinstance(x, (K.Load, K.Atomic)) for x in K.walk_exprs(e))
 
-    def operands(self, lhs: K.Expr, rhs: K.Expr, m: str) -> tuple[str, str]:
-        """Both operands; a uniform boolean meeting a block one is made a block (broadcast())."""
-        a, b = self.expr(lhs, m), self.expr(rhs, m)
-        if lhs.type == rhs.type and isinstance(lhs.type, ScalarType) and lhs.type.is_bool:
-            ua, ub = self.uniform.expr(lhs), self.uniform.expr(rhs)
-            if ua and not ub:
-                a = self.broadcast(a, lhs.type)
-            elif ub and not ua:
-                b = self.broadcast(b, rhs.type)
-        return a, b
-
     def logical(self, e: K.Logical, m: str) -> str:
         op = "&" if e.op == "land" else "|"
-        if self._safe(e.rhs):
-            lhs, rhs = self.operands(e.lhs, e.rhs, m)
-            return f"({lhs} {op} {rhs})"
-        a = self.fresh("l")
         lhs = self.expr(e.lhs, m)
-        self.emit(f"{a} = {self.broadcast(lhs, i1) if self.uniform.expr(e.lhs) else lhs}")
+        if self._safe(e.rhs):
+            return f"({lhs} {op} {self.expr(e.rhs, m)})"
+        a = self.fresh("l")
+        self.emit(f"{a} = {lhs}")
         inner = self.fresh("m")
         self.emit(f"{inner} = {m} & {a}" if e.op == "land" else f"{inner} = {m} & ~{a}")
         return f"({a} {op} {self.expr(e.rhs, inner)})"
@@ -639,12 +635,12 @@ class _Generator:
                 return f"tl.where({x} < 0, -{x}, {x})" if arg_t.is_signed else x
             return f"tl.where({x} {'<' if name == 'min' else '>'} {args[1]}, {x}, {args[1]})"
         simple = {"abs": "tl.abs", "fabs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil",
-                  "sqrt": "tl.sqrt_rn", "fma": "tl.fma", "min": "_fmin_numpy", "max": "_fmax_numpy",
+                  "sqrt": "_sqrt", "fma": "tl.fma", "min": "_fmin_numpy", "max": "_fmax_numpy",
                   "fmin": "_minnum", "fmax": "_maxnum", "fmod": "_fmod_c", "copysign": "_copysign"}
         if name in simple:
             code = f"{simple[name]}({', '.join(args)})"
         elif name == "rsqrt":
-            code = f"_fdiv(1.0, tl.sqrt_rn({args[0]}))"
+            code = f"_fdiv({V.constant(1.0, arg_t)}, _sqrt({args[0]}))"
         elif name in LIBRARY_FUNCTIONS:
             self.library.add(name)
             code = f"_m_{name}({', '.join(args)})"

@@ -17,6 +17,7 @@ from ..base import BufferArg, NodeContext, instance_counts
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
+from .host_math import fix_interpreter
 from .loader import load_kernel
 from .scratch import size_of
 
@@ -110,6 +111,7 @@ class TritonKernel:
             fn = self._function()[grid]
             options = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)), enable_fp_fusion=False)
             if os.environ.get("TRITON_INTERPRET", "0") == "1":
+                fix_interpreter()
                 with _INTERPRETER_LOCK:
                     fn(*call, **options)
             else:

@@ -99,7 +99,19 @@ def _ashr(x, n, BITS: tl.constexpr):
 @triton.jit
 def _fdiv(x, y):
     """Correctly rounded division (Triton's `/` is approximate for f32 on NVIDIA GPUs)."""
-    return tl.div_rn(x, y)
+    if x.dtype == tl.float64:
+        return x / y
+    else:
+        return tl.div_rn(x, y)
+
+
+@triton.jit
+def _sqrt(x):
+    """Correctly rounded square root (tl.sqrt is approximate for f32 on NVIDIA GPUs)."""
+    if x.dtype == tl.float64:
+        return tl.sqrt(x)
+    else:
+        return tl.sqrt_rn(x)
 
 
 @triton.jit
