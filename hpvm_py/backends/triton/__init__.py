@@ -21,7 +21,7 @@ def interpreting() -> bool:
 class TritonBackend:
     name = "gpu"
 
-    _memory: dict[tuple[str, str, bool], TritonKernel] = {}
+    _memory: dict[tuple[str, str, bool, bool], TritonKernel] = {}
     _lock = threading.Lock()
 
     def usable(self) -> bool:
@@ -33,16 +33,16 @@ class TritonBackend:
                 "target='cpu'")
 
     def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> TritonKernel:
-        key = (repr(leaf), ctx.key(), checked)
+        key = (repr(leaf), ctx.key(), checked, interpreting())
         with self._lock:
             kernel = self._memory.get(key)
         if kernel is not None and kernel.leaf is leaf:
             return kernel
-        kernel = TritonKernel(leaf, ctx, generate(leaf, ctx, checked))
+        kernel = TritonKernel(leaf, ctx, generate(leaf, ctx, checked, interpreting()))
         with self._lock:
             self._memory[key] = kernel
         return kernel
 
     def generated_source(self, leaf: K.LeafFunc, ctx: NodeContext) -> str:
-        """What `hpvmc compile --emit triton` writes: the unchecked kernel's file."""
-        return generate(leaf, ctx, False).text
+        """What `hpvmc compile --emit triton` writes: the unchecked kernel's file for the GPU."""
+        return generate(leaf, ctx, False, interpreted=False).text

@@ -27,7 +27,7 @@ from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
 from ..cpu.prepare import localize_assigned_params
 from . import values as V
-from .prelude import HEADER, LIBRARY_FUNCTIONS, library_helper
+from .prelude import HEADER, INTERPRETER_IMPORT, LIBRARY_FUNCTIONS, library_helper
 from .scratch import Scratch, scratches
 
 # Lanes of a leaf with barriers (all instances of a parent in one program) at most.
@@ -56,6 +56,7 @@ class TritonSource:
     kernel: str  # the @triton.jit function's name
     grouped: bool  # one program per parent instance (barriers, malloc)
     checked: bool
+    arguments: dict[str, str]  # parameter -> Triton type ("*fp32", "i64", "constexpr")
     sites: list[Site] = field(default_factory=list)
     scratch: list[Scratch] = field(default_factory=list)
 
@@ -64,13 +65,23 @@ class TritonSource:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool) -> TritonSource:
-    return _Generator(localize_assigned_params(leaf), ctx, checked).run()
+def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool) -> TritonSource:
+    """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy)."""
+    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted).run()
 
 
 def unsupported(construct: str, loc: Loc) -> CompileError:
     return CompileError(f"{construct} is not supported by target 'gpu' (Triton) yet; {SUGGESTION}",
                         loc, rule="gpu-supported")
+
+
+_TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
+                "u16": "u16", "u32": "u32", "u64": "u64", "f16": "fp16", "bf16": "i16", "f32": "fp32",
+                "f64": "fp64"}
+
+
+def _pointer(elem: ScalarType) -> str:
+    return "*" + _TRITON_TYPE[elem.name]
 
 
 def _ident(name: str) -> str:
@@ -103,7 +114,8 @@ class _Loop:
 
 
 class _Generator:
-    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool):
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool):
+        self.interpreted = interpreted
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
@@ -122,6 +134,7 @@ class _Generator:
         self.sites: list[Site] = []
         self.library: set[str] = set()
         self.live = self._needs_live()
+        self.arguments = self._arguments()
 
     # -- output -------------------------------------------------------------------------------
 
@@ -141,39 +154,58 @@ class _Generator:
         self._epilogue()
         body = self.lines[body_start:]
         self.lines = self.lines[:body_start]
-        header = [HEADER]
-        for name in sorted(self.library):
-            header.append(library_helper(name, K.MATH_FUNCTIONS[name]))
+        header = [HEADER + (INTERPRETER_IMPORT if self.interpreted else "")]
+        for name in sorted(self.library | self._library_in_helpers(body)):
+            header.append(library_helper(name, self.interpreted))
         text = "".join(header) + "\n\n@triton.jit\n" + self._signature() + "\n".join(body) + "\n"
         return TritonSource(text=text, kernel=self.kernel, grouped=self.grouped,
-                            checked=self.checked, sites=self.sites, scratch=self.scratch)
+                            checked=self.checked, arguments=self.arguments, sites=self.sites,
+                            scratch=self.scratch)
 
-    def _signature(self) -> str:
-        params = []
+    def _arguments(self) -> dict[str, str]:
+        """The kernel's parameters in order, with their Triton types (as kernel.py passes them)."""
+        args: dict[str, str] = {}
         for p, mode in zip(self.leaf.params, self.ctx.input_modes):
             name = self.names[p.name]
             if mode == "buffer":
-                params.append(name)
+                assert isinstance(p.type, PtrType)
+                args[name] = _pointer(p.type.elem)
                 if self.checked:
-                    params.append(f"{name}__limit")
+                    args[f"{name}__limit"] = "i64"
+            elif mode == "uniform":
+                args[f"{name}__arg"] = "i64"
             else:
-                params.append(f"{name}__arg")
-        for j, mode in enumerate(self.ctx.output_modes):
+                assert isinstance(p.type, ScalarType)
+                args[f"{name}__arg"] = _pointer(f32 if p.type == bf16 else p.type)
+        for j, (out, mode) in enumerate(zip(self.leaf.outputs, self.ctx.output_modes)):
             if mode != "unused":
-                params.append(f"out{j}")
+                assert isinstance(out.type, ScalarType)
+                args[f"out{j}"] = _pointer(out.type)
         for scratch in self.scratch:
             name = self.names[scratch.name]
-            params += [f"{name}__base", f"{name}__stride"]
+            args[f"{name}__base"] = _pointer(scratch.elem)
+            args[f"{name}__stride"] = "i64"
             if self.checked:
-                params.append(f"{name}__limit")
+                args[f"{name}__limit"] = "i64"
         for level, dims in enumerate(self.ctx.level_dims):
-            params += [f"E{level}_{d}" for d in range(dims)]
-        params += ["LB", "L"]
+            args.update({f"E{level}_{d}": "i64" for d in range(dims)})
+        args["LB"] = args["L"] = "i64"
         if self.checked:
-            params.append("ERR")
-        params.append("BLOCK: tl.constexpr")
+            args["ERR"] = "*i64"
+        args["BLOCK"] = "constexpr"
+        return args
+
+    def _signature(self) -> str:
+        params = [name if kind != "constexpr" else f"{name}: tl.constexpr"
+                  for name, kind in self.arguments.items()]
         doc = f'    """Leaf {self.leaf.name} ({self.leaf.loc}), {self.ctx.key()}."""\n'
         return f"def {self.kernel}({', '.join(params)}):\n" + doc
+
+    @staticmethod
+    def _library_in_helpers(body: list[str]) -> set[str]:
+        """Library functions the prelude's own helpers call (float // and % use fmod)."""
+        text = "\n".join(body)
+        return {"fmod"} if "_ffloordiv(" in text or "_fmod_py(" in text else set()
 
     # -- what cannot be expressed -----------------------------------------------------------------
 
@@ -636,7 +668,7 @@ class _Generator:
             return f"tl.where({x} {'<' if name == 'min' else '>'} {args[1]}, {x}, {args[1]})"
         simple = {"abs": "tl.abs", "fabs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil",
                   "sqrt": "_sqrt", "fma": "tl.fma", "min": "_fmin_numpy", "max": "_fmax_numpy",
-                  "fmin": "_minnum", "fmax": "_maxnum", "fmod": "_fmod_c", "copysign": "_copysign"}
+                  "fmin": "_minnum", "fmax": "_maxnum", "copysign": "_copysign"}
         if name in simple:
             code = f"{simple[name]}({', '.join(args)})"
         elif name == "rsqrt":

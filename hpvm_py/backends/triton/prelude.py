@@ -5,21 +5,16 @@ floor division and modulo with a zero divisor giving 0, shifts past the width, s
 integer casts, bf16 rounding that keeps NaNs, correctly rounded division and square root (Triton's
 `/` and `tl.sqrt` are approximate on NVIDIA GPUs), exact C fmod (Triton's `%` on floats is not).
 
-Functions Triton's interpreter cannot run (libdevice) have a second body for it that calls NumPy
-through `host_math`; which body is compiled is decided once per process (`_INTERPRETED`).
+Functions Triton's interpreter cannot run (libdevice) are generated per mode: libdevice calls for
+the GPU, NumPy through `host_math` for the interpreter (TRITON_INTERPRET=1), so GPU code never
+refers to host functions.
 """
 from __future__ import annotations
 
 HEADER = '''\
-import os
-
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
-
-from hpvm_py.backends.triton import host_math as _host
-
-_INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
 
 
 @triton.jit
@@ -115,15 +110,6 @@ def _sqrt(x):
 
 
 @triton.jit
-def _fmod_c(x, y):
-    """C fmod, exact."""
-    if _INTERPRETED:
-        return _host.call("fmod", x, y)
-    else:
-        return libdevice.fmod(x, y)
-
-
-@triton.jit
 def _zero_signed_like(x):
     """+0.0 or -0.0 with the sign bit of x."""
     if x.dtype == tl.float64:
@@ -147,7 +133,7 @@ def _copysign(x, y):
 @triton.jit
 def _ffloordiv(x, y):
     """Python // on floats (NumPy's npy_divmod)."""
-    m = _fmod_c(x, y)
+    m = _m_fmod(x, y)
     div = _fdiv(x - m, y)
     differ = (y < 0) != (m < 0)
     div = tl.where((m != 0) & differ, div - 1.0, div)
@@ -161,7 +147,7 @@ def _ffloordiv(x, y):
 @triton.jit
 def _fmod_py(x, y):
     """Python % on floats: the result takes the divisor's sign."""
-    m = _fmod_c(x, y)
+    m = _m_fmod(x, y)
     differ = (y < 0) != (m < 0)
     fixed = tl.where((m != 0) & differ, m + y, m)
     result = tl.where(m != 0, fixed, _zero_signed_like(y))
@@ -230,28 +216,29 @@ def _report(err, bad, index, site, limit, BLOCK: tl.constexpr):
         lanes = tl.arange(0, BLOCK)
         first = tl.min(tl.where(bad, lanes, BLOCK), 0)
         bad_index = tl.sum(tl.where(lanes == first, index, 0), 0)
-        if tl.atomic_cas(err, 0, site + 1) == 0:
+        zero = tl.zeros([], tl.int64)
+        if tl.atomic_cas(err, zero, zero + site + 1) == 0:
             tl.store(err + 1, bad_index)
             tl.store(err + 2, limit)
 '''
 
-# MathCall names that need a libdevice function on the GPU (NumPy in the interpreter)
+# Functions that need libdevice on the GPU (NumPy in the interpreter); fmod is C fmod, exact.
 LIBRARY_FUNCTIONS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
                      "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
-                     "erf", "erfc", "pow", "atan2", "hypot", "trunc", "round")
+                     "erf", "erfc", "pow", "atan2", "hypot", "trunc", "round", "fmod")
 _LIBDEVICE_NAME = {"round": "rint"}
+_ARITY = {"pow": 2, "atan2": 2, "hypot": 2, "fmod": 2}
+INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n"
 
 
-def library_helper(name: str, arity: int) -> str:
+def library_helper(name: str, interpreted: bool) -> str:
     """The helper `_m_<name>` for one library function."""
-    args = ", ".join(f"x{i}" for i in range(arity))
-    device = _LIBDEVICE_NAME.get(name, name)
-    return f'''
+    args = ", ".join(f"x{i}" for i in range(_ARITY.get(name, 1)))
+    call = f'_host.call("{name}", {args})' if interpreted else \
+        f"libdevice.{_LIBDEVICE_NAME.get(name, name)}({args})"
+    return f"""
 
 @triton.jit
 def _m_{name}({args}):
-    if _INTERPRETED:
-        return _host.call("{name}", {args})
-    else:
-        return libdevice.{device}({args})
-'''
+    return {call}
+"""
