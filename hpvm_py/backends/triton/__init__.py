@@ -38,7 +38,9 @@ class TritonBackend:
             kernel = self._memory.get(key)
         if kernel is not None and kernel.leaf is leaf:
             return kernel
-        kernel = TritonKernel(leaf, ctx, generate(leaf, ctx, checked, interpreting()))
+        interpreted = interpreting()
+        kernel = TritonKernel(leaf, ctx, lambda fixed_grid: generate(leaf, ctx, checked, interpreted,
+                                                                      fixed_grid))
         with self._lock:
             self._memory[key] = kernel
         return kernel

@@ -65,9 +65,12 @@ class TritonSource:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool) -> TritonSource:
-    """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy)."""
-    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted).run()
+def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
+             fixed_grid: bool = False) -> TritonSource:
+    """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
+    `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
+    the per-lane ids cost shifts and masks rather than divisions)."""
+    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid).run()
 
 
 def unsupported(construct: str, loc: Loc) -> CompileError:
@@ -114,8 +117,10 @@ class _Loop:
 
 
 class _Generator:
-    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool):
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
+                 fixed_grid: bool):
         self.interpreted = interpreted
+        self.fixed_grid = fixed_grid
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
@@ -188,7 +193,8 @@ class _Generator:
             if self.checked:
                 args[f"{name}__limit"] = "i64"
         for level, dims in enumerate(self.ctx.level_dims):
-            args.update({f"E{level}_{d}": "i64" for d in range(dims)})
+            kind = "constexpr" if level == 0 and self.fixed_grid else "i64"
+            args.update({f"E{level}_{d}": kind for d in range(dims)})
         args["LB"] = args["L"] = "i64"
         if self.checked:
             args["ERR"] = "*i64"
@@ -213,7 +219,7 @@ class _Generator:
         for stmt in K.walk_stmts(self.leaf.body):
             if isinstance(stmt, (K.Print, K.Breakpoint)):
                 what = "print()" if isinstance(stmt, K.Print) else "breakpoint()"
-                raise CompileError(f"{what} in a leaf runs on target 'python' only", stmt.loc)
+                raise CompileError(f"{what} is supported only by target='python'", stmt.loc)
         for e in K.walk_all_exprs(self.leaf.body):
             if isinstance(e, K.CallHelper):
                 raise unsupported(f"a call of helper {e.func} that was not inlined", e.loc)

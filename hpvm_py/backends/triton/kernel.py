@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -45,16 +45,23 @@ def scalar_bits(value: Any, t: ScalarType) -> int:
 
 
 class TritonKernel:
-    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, source: TritonSource):
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, make_source: Callable[[bool], TritonSource]):
         self.leaf = leaf
         self.ctx = ctx
-        self.source = source
-        self._fn: Any = None
+        self._make_source = make_source
+        self.source = make_source(False)  # compile errors surface when the graph is compiled
+        self._variants: dict[bool, tuple[TritonSource, Any]] = {}
+        self._lock = threading.Lock()
 
-    def _function(self) -> Any:
-        if self._fn is None:
-            self._fn = load_kernel(self.source.text, self.source.digest, self.source.kernel)
-        return self._fn
+    def _variant(self, fixed_grid: bool) -> tuple[TritonSource, Any]:
+        """The kernel for any grid, or the one whose leaf extents are constants (small grids)."""
+        with self._lock:
+            found = self._variants.get(fixed_grid)
+            if found is None:
+                source = self._make_source(True) if fixed_grid else self.source
+                found = (source, load_kernel(source.text, source.digest, source.kernel))
+                self._variants[fixed_grid] = found
+            return found
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
                extents: list[tuple[int, ...]]) -> None:
@@ -63,7 +70,8 @@ class TritonKernel:
         P, L = instance_counts(extents)
         if P * L == 0:
             return
-        if self.source.grouped:
+        source, kernel = self._variant(L <= MAX_BLOCK)
+        if source.grouped:
             block, blocks = _next_pow2(L), 1
             if block > MAX_GROUP_LANES:
                 raise LaunchError(f"{self.leaf.name} has barrier() and {L} instances per parent instance; "
@@ -78,7 +86,7 @@ class TritonKernel:
             if mode == "buffer":
                 assert isinstance(arg, BufferArg) and isinstance(p.type, PtrType)
                 call.append(typed_tensor(arg.obj, p.type.elem))
-                if self.source.checked:
+                if source.checked:
                     call.append(arg.nbytes // p.type.elem.nbytes)
             elif mode == "uniform":
                 assert isinstance(p.type, ScalarType)
@@ -93,22 +101,22 @@ class TritonKernel:
                 dev = torch.zeros(host.size, dtype=torch_dtype(out.type), device=device)
                 results.append((dev, host))
                 call.append(dev)
-        for scratch in self.source.scratch:  # zeroed, one slice per parent instance
+        for scratch in source.scratch:  # zeroed, one slice per parent instance
             nbytes = size_of(scratch, self.leaf, args, extents, self.ctx.level_dims)
             stride = max(1, -(-nbytes // scratch.elem.nbytes))
             call += [torch.zeros(P * stride, dtype=torch_dtype(scratch.elem), device=device), stride]
-            if self.source.checked:
+            if source.checked:
                 call.append(nbytes // scratch.elem.nbytes)
         for level, dims in zip(extents, self.ctx.level_dims):
             call += [int(n) for n in level[:dims]]
         call += [blocks, L]
         err = None
-        if self.source.checked:
+        if source.checked:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
         grid = (P * blocks,)
         try:
-            fn = self._function()[grid]
+            fn = kernel[grid]
             options = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)), enable_fp_fusion=False)
             if os.environ.get("TRITON_INTERPRET", "0") == "1":
                 fix_interpreter()
@@ -125,7 +133,7 @@ class TritonKernel:
         if err is not None:
             code, index, limit = (int(v) for v in err.cpu().tolist())
             if code:
-                site = self.source.sites[code - 1]
+                site = source.sites[code - 1]
                 raise ExecutionError(
                     f"{self.leaf.name}: out-of-bounds {site.kind} {site.buffer}[{index}]: the valid "
                     f"indices are 0 to {limit - 1} ({limit} elements)", site.loc, rule="memory-in-bounds")
