@@ -167,13 +167,14 @@ def _fmax_numpy(x, y):
 
 @triton.jit
 def _minnum(x, y):
-    """fmin(): a NaN operand is ignored."""
-    return tl.where(y != y, x, tl.where(x != x, y, tl.where(y < x, y, x)))
+    """fmin(): a NaN operand is ignored; of -0.0 and 0.0 the second (as NumPy's vector loops and
+    x86's minps)."""
+    return tl.where(y != y, x, tl.where(x != x, y, tl.where(x < y, x, y)))
 
 
 @triton.jit
 def _maxnum(x, y):
-    return tl.where(y != y, x, tl.where(x != x, y, tl.where(y > x, y, x)))
+    return tl.where(y != y, x, tl.where(x != x, y, tl.where(x > y, x, y)))
 
 
 @triton.jit
