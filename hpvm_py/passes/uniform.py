@@ -17,12 +17,10 @@ class Uniformity:
     """Decides uniformity of expressions for one leaf and one kind of group."""
 
     def __init__(self, leaf: K.LeafFunc, input_modes: tuple[str, ...],
-                 uniform_dims: frozenset[int], varying: frozenset[str] = frozenset(),
-                 one_parent: bool = True):
+                 uniform_dims: frozenset[int], varying: frozenset[str] = frozenset()):
         self.uniform_dims = uniform_dims  # leaf dimensions the group does not span
-        self.one_parent = one_parent  # False: a group spans several parent instances
-        kept = ("uniform", "per_parent", "buffer") if one_parent else ("uniform", "buffer")
-        self.uniform_params = {p.name for p, mode in zip(leaf.params, input_modes) if mode in kept}
+        self.uniform_params = {p.name for p, mode in zip(leaf.params, input_modes)
+                               if mode in ("uniform", "per_parent", "buffer")}
         self.locals = self._uniform_locals(leaf, varying)
 
     def expr(self, e: K.Expr) -> bool:
@@ -34,8 +32,6 @@ class Uniformity:
             return False
         if isinstance(e, K.InstanceId) and e.level == 0:
             return e.dim in self.uniform_dims
-        if isinstance(e, K.InstanceId):
-            return self.one_parent
         if isinstance(e, K.Var) and not isinstance(e.type, PtrType):
             return e.name in self.uniform_params or e.name in uniform_locals
         return True

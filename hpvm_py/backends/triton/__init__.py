@@ -39,8 +39,8 @@ class TritonBackend:
         if kernel is not None and kernel.leaf is leaf:
             return kernel
         interpreted = interpreting()
-        kernel = TritonKernel(leaf, ctx, lambda fixed_grid, packed: generate(
-            leaf, ctx, checked, interpreted, fixed_grid, packed))
+        kernel = TritonKernel(leaf, ctx, lambda fixed_grid: generate(leaf, ctx, checked, interpreted,
+                                                                      fixed_grid))
         with self._lock:
             self._memory[key] = kernel
         return kernel

@@ -66,14 +66,11 @@ class TritonSource:
 
 
 def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-             fixed_grid: bool = False, packed: bool = False) -> TritonSource:
+             fixed_grid: bool = False) -> TritonSource:
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
-    the per-lane ids cost shifts and masks rather than divisions); `packed` (with fixed_grid, not
-    for leaves with barriers or malloc): a program runs PACK whole parent instances, whose values
-    are then per lane."""
-    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid or packed,
-                      packed).run()
+    the per-lane ids cost shifts and masks rather than divisions)."""
+    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid).run()
 
 
 def unsupported(construct: str, loc: Loc) -> CompileError:
@@ -121,18 +118,16 @@ class _Loop:
 
 class _Generator:
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool, packed: bool):
+                 fixed_grid: bool):
         self.interpreted = interpreted
         self.fixed_grid = fixed_grid
-        self.packed = packed
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
         self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
         self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
         self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
-        self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), _masked_in_loops(leaf.body),
-                                  one_parent=not packed)
+        self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), _masked_in_loops(leaf.body))
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)  # type: ignore[arg-type]
         self.names = {name: _ident(name) for name in self.types}
@@ -200,11 +195,7 @@ class _Generator:
         for level, dims in enumerate(self.ctx.level_dims):
             kind = "constexpr" if level == 0 and self.fixed_grid else "i64"
             args.update({f"E{level}_{d}": kind for d in range(dims)})
-        args["LB"] = "i64"
-        args["L"] = "constexpr" if self.fixed_grid else "i64"
-        if self.packed:
-            args["NP"] = "i64"
-            args["PACK"] = "constexpr"
+        args["LB"] = args["L"] = "i64"
         if self.checked:
             args["ERR"] = "*i64"
         args["BLOCK"] = "constexpr"
@@ -248,15 +239,9 @@ class _Generator:
     def _prologue(self) -> None:
         e = self.emit
         e("pid = tl.program_id(0).to(tl.int64)")
-        if self.packed:  # PACK parent instances of L lanes each
-            e("lane = tl.arange(0, BLOCK).to(tl.int64)")
-            e("parent = pid * PACK + lane // L")
-            e("lin = lane % L")
-            e("m0 = (lane < PACK * L) & (parent < NP)")
-        else:
-            e("parent = pid // LB")
-            e("lin = (pid % LB) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
-            e("m0 = lin < L")
+        e("parent = pid // LB")
+        e("lin = (pid % LB) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
+        e("m0 = lin < L")
         e("ZERO = lin * 0")
         e("FALSE = lin < 0")
         e("Z64 = tl.zeros([], tl.int64)")
@@ -291,8 +276,7 @@ class _Generator:
                 e(f"{name} = {self._from_bits(f'{name}__arg', p.type)}")
             else:  # arrays of values; bf16 ones arrive as f32 values (kernel.py)
                 stored = f32 if p.type == bf16 else p.type
-                at = "parent * L + lin, mask=m0" if mode == "per_instance" else \
-                    ("parent, mask=m0" if self.packed else "parent")
+                at = "parent" if mode == "per_parent" else "parent * L + lin, mask=m0"
                 e(f"{name} = {V.from_memory(f'tl.load({name}__arg + {at})', stored)}")
         for scratch in self.scratch:  # this parent instance's slice
             name = self.names[scratch.name]

@@ -22,9 +22,6 @@ from .loader import load_kernel
 from .scratch import size_of
 
 MAX_BLOCK = 1024  # lanes per program for leaves without barriers
-# Leaves of at most half this many instances run several parent instances per program (packed),
-# about this many lanes in all: a 16 x 8 stencil block alone makes programs too small to be fast.
-PACKED_LANES = 512
 # Triton's interpreter patches triton.language while a kernel runs: one kernel at a time.
 _INTERPRETER_LOCK = threading.Lock()
 
@@ -48,25 +45,22 @@ def scalar_bits(value: Any, t: ScalarType) -> int:
 
 
 class TritonKernel:
-    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext,
-                 make_source: Callable[[bool, bool], TritonSource]):
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, make_source: Callable[[bool], TritonSource]):
         self.leaf = leaf
         self.ctx = ctx
         self._make_source = make_source
-        self.source = make_source(False, False)  # compile errors surface when the graph is compiled
-        self._variants: dict[tuple[bool, bool], tuple[TritonSource, Any]] = {}
+        self.source = make_source(False)  # compile errors surface when the graph is compiled
+        self._variants: dict[bool, tuple[TritonSource, Any]] = {}
         self._lock = threading.Lock()
 
-    def _variant(self, fixed_grid: bool, packed: bool) -> tuple[TritonSource, Any]:
-        """The kernel for any grid, the one whose leaf extents are constants (small grids), or the
-        one running several parent instances per program (packed)."""
-        key = (fixed_grid, packed)
+    def _variant(self, fixed_grid: bool) -> tuple[TritonSource, Any]:
+        """The kernel for any grid, or the one whose leaf extents are constants (small grids)."""
         with self._lock:
-            found = self._variants.get(key)
+            found = self._variants.get(fixed_grid)
             if found is None:
-                source = self._make_source(*key) if fixed_grid or packed else self.source
+                source = self._make_source(True) if fixed_grid else self.source
                 found = (source, load_kernel(source.text, source.digest, source.kernel))
-                self._variants[key] = found
+                self._variants[fixed_grid] = found
             return found
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
@@ -76,17 +70,13 @@ class TritonKernel:
         P, L = instance_counts(extents)
         if P * L == 0:
             return
-        grouped = self.source.grouped
-        pack = PACKED_LANES // L if not grouped and P > 1 and 2 * L <= PACKED_LANES else 1
-        source, kernel = self._variant(L <= MAX_BLOCK, pack > 1)
-        if grouped:
+        source, kernel = self._variant(L <= MAX_BLOCK)
+        if source.grouped:
             block, blocks = _next_pow2(L), 1
             if block > MAX_GROUP_LANES:
-                raise LaunchError(f"{self.leaf.name} has barrier() or malloc() and {L} instances per "
-                                  f"parent instance; target 'gpu' runs them in one program of at most "
-                                  f"{MAX_GROUP_LANES} lanes: {SUGGESTION}", self.leaf.loc)
-        elif pack > 1:
-            block, blocks = _next_pow2(pack * L), 1
+                raise LaunchError(f"{self.leaf.name} has barrier() and {L} instances per parent instance; "
+                                  f"target 'gpu' runs them in one program of at most {MAX_GROUP_LANES} "
+                                  f"lanes: {SUGGESTION}", self.leaf.loc)
         else:
             block = min(MAX_BLOCK, _next_pow2(L))
             blocks = -(-L // block)
@@ -120,16 +110,14 @@ class TritonKernel:
         for level, dims in zip(extents, self.ctx.level_dims):
             call += [int(n) for n in level[:dims]]
         call += [blocks, L]
-        if pack > 1:
-            call += [P, pack]
         err = None
         if source.checked:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
-        grid = (-(-P // pack) * blocks,)
+        grid = (P * blocks,)
         try:
             fn = kernel[grid]
-            options = dict(BLOCK=block, num_warps=max(1, min(4, block // 128)), enable_fp_fusion=False)
+            options = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)), enable_fp_fusion=False)
             if os.environ.get("TRITON_INTERPRET", "0") == "1":
                 fix_interpreter()
                 with _INTERPRETER_LOCK:

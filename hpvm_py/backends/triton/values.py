@@ -33,12 +33,14 @@ def constant(value: int | float | bool, t: ScalarType) -> str:
             return f"tl.full([], {v - (1 << 64)}, tl.int64).to(tl.uint64, bitcast=True)"
         return f"tl.full([], {v}, {reg(t)})"
     f = float(value)
+    # -0.0 goes through its bits too: a -0.0 literal came out as 0.0 on the H100
+    exact = math.isfinite(f) and (f != 0.0 or math.copysign(1.0, f) > 0)
     if t.bits == 64:
-        if math.isfinite(f):
+        if exact:
             return f"tl.full([], {f!r}, tl.float64)"
         bits = struct.unpack("<q", struct.pack("<d", f))[0]
         return f"tl.full([], {bits}, tl.int64).to(tl.float64, bitcast=True)"
-    if math.isfinite(f):
+    if exact:
         return f"tl.full([], {f!r}, tl.float32)"
     bits = struct.unpack("<i", struct.pack("<f", f))[0]
     return f"tl.full([], {bits}, tl.int32).to(tl.float32, bitcast=True)"
