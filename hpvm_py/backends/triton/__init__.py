@@ -2,7 +2,6 @@
 (backends/cuda), or on the fake device through Triton's interpreter (TRITON_INTERPRET=1)."""
 from __future__ import annotations
 
-import os
 import threading
 
 import triton  # noqa: F401 - an ImportError here makes the target unavailable
@@ -11,11 +10,8 @@ from ...ir import kernel as K
 from ..base import NodeContext
 from ..cuda.devices import cuda_available
 from .codegen import generate
+from .host_math import interpreting
 from .kernel import TritonKernel
-
-
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 class TritonBackend:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ...errors import CompileError
 from ...ir import kernel as K
 from ...ir.loc import Loc
-from ...passes.uniform import Uniformity, escaping_jump
+from ...passes.uniform import Uniformity
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
 from ..cpu.prepare import localize_assigned_params

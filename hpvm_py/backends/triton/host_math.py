@@ -6,11 +6,16 @@ interpreter holds (NumPy arrays inside its tensors). Never used by compiled GPU 
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
 from ..python.ops import _MATH
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def call(name: str, *args: Any) -> Any:

@@ -2,7 +2,6 @@
 block of leaf instances, brings scalar outputs back and reports recorded out-of-bounds accesses."""
 from __future__ import annotations
 
-import os
 import struct
 import threading
 from typing import Any, Callable
@@ -17,7 +16,7 @@ from ..base import BufferArg, NodeContext, instance_counts
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
-from .host_math import fix_interpreter
+from .host_math import fix_interpreter, interpreting
 from .loader import load_kernel
 from .scratch import size_of
 
@@ -118,7 +117,7 @@ class TritonKernel:
         try:
             fn = kernel[grid]
             options = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)), enable_fp_fusion=False)
-            if os.environ.get("TRITON_INTERPRET", "0") == "1":
+            if interpreting():
                 fix_interpreter()
                 with _INTERPRETER_LOCK:
                     fn(*call, **options)
@@ -129,7 +128,8 @@ class TritonKernel:
         except Exception as exc:  # noqa: BLE001 - Triton's compiler or interpreter failed
             raise self._failure(exc) from None
         for dev, host in results:
-            host.reshape(-1).view(dev.cpu().numpy().dtype)[...] = dev.cpu().numpy()
+            values = dev.cpu().numpy()
+            host.reshape(-1).view(values.dtype)[...] = values
         if err is not None:
             code, index, limit = (int(v) for v in err.cpu().tolist())
             if code:
