@@ -21,6 +21,9 @@ from .loader import load_kernel
 from .scratch import size_of
 
 MAX_BLOCK = 1024  # lanes per program for leaves without barriers
+# At least a warp of lanes: Triton 3.6 failed to compile some kernels on 1-lane blocks (its
+# TritonGPUCoalesce pass), and lanes past the grid are masked off anyway.
+MIN_BLOCK = 32
 # Triton's interpreter patches triton.language while a kernel runs: one kernel at a time.
 _INTERPRETER_LOCK = threading.Lock()
 
@@ -71,13 +74,13 @@ class TritonKernel:
             return
         source, kernel = self._variant(L <= MAX_BLOCK)
         if source.grouped:
-            block, blocks = _next_pow2(L), 1
+            block, blocks = max(MIN_BLOCK, _next_pow2(L)), 1
             if block > MAX_GROUP_LANES:
                 raise LaunchError(f"{self.leaf.name} has barrier() and {L} instances per parent instance; "
                                   f"target 'gpu' runs them in one program of at most {MAX_GROUP_LANES} "
                                   f"lanes: {SUGGESTION}", self.leaf.loc)
         else:
-            block = min(MAX_BLOCK, _next_pow2(L))
+            block = min(MAX_BLOCK, max(MIN_BLOCK, _next_pow2(L)))
             blocks = -(-L // block)
         device = self._device(args)
         call: list[Any] = []
