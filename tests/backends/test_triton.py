@@ -126,6 +126,26 @@ def test_out_of_bounds_access_is_reported_at_its_line_and_the_runtime_stays_usab
     assert np.array_equal(full, a + a)
 
 
+def test_masked_off_lanes_never_touch_memory(rng) -> None:
+    """`i < n and a[i] > 0.5` on a grid larger than `a`: the checked kernel runs (an index read
+    from memory defeats the bounds proof) and would report any access a masked-off lane made."""
+    from programs import masked_access as m
+
+    n, grid = 40, 64
+    a = rng.random(n, dtype=np.float32)
+    idx = np.array([0, 1, 2, 3], np.int64)
+    out = np.zeros(n, np.float32)
+    with hpvm.runtime("gpu"):
+        hpvm.wait(hpvm.launch(m.root, a, a.nbytes, idx, idx.nbytes, out, out.nbytes, n, grid))
+        expected = np.where(a > 0.5, a[idx[np.arange(n) % 4]], -1.0).astype(np.float32)
+        assert np.array_equal(out, expected)
+        bad = np.array([0, 1, 2, n], np.int64)  # now a lane that passes the guard reads a[40]
+        with pytest.raises(ExecutionError) as info:
+            hpvm.wait(hpvm.launch(m.root, a, a.nbytes, bad, bad.nbytes, out, out.nbytes, n, grid))
+    assert f"load from a[{n}]" in info.value.message
+    assert "out[i] = a[j]" in info.value.loc.snippet()
+
+
 UNSUPPORTED = '''
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Ptr, i8, i64
