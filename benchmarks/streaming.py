@@ -5,13 +5,17 @@
    the same graph launched item by item with launch/wait, in one run.
 2. push + pop of a trivial single-stage graph: the host's cost per item while items flow (32 pushed,
    then 32 popped), and the round-trip latency of a single item (push, then pop its result).
+3. The demo's edge-detection pipeline (6 stages, grids of 256x192 that use several cores each): 16
+   frames as a stream against the same frames launched one by one, repeated and interleaved, with
+   the median of each.
 
-    python benchmarks/streaming.py [--target cpu] [--items 24] [--work 200000]
+    python benchmarks/streaming.py [--target cpu] [--items 24] [--work 200000] [--edge-reps 9]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -25,6 +29,8 @@ from _timing import per_call_us  # noqa: E402
 from hpvm_py import InOut, Ptr, f32, i32, i64  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+import edge_detection as ed  # noqa: E402
 from programs.stream_graphs import four_stages  # noqa: E402
 
 
@@ -51,12 +57,51 @@ def items(count: int, n: int) -> list[list]:
     return out
 
 
+def edge_detection(target: str, reps: int, frames: int = 16, size: int = 256) -> None:
+    rng = np.random.default_rng(0)
+    gauss = ed.gaussian_filter()
+    inputs = [ed.frame_buffers(ed.synthetic_frame(rng, size * 3 // 4, size)) for _ in range(frames)]
+
+    def one_by_one() -> None:
+        for bufs in inputs:
+            hpvm.wait(hpvm.launch(ed.pipeline, *ed.frame_args(bufs, gauss, 0.25)))
+
+    def stream() -> None:
+        handle = hpvm.launch(ed.pipeline, stream=True)
+        for bufs in inputs:
+            hpvm.push(handle, *ed.frame_args(bufs, gauss, 0.25))
+        hpvm.wait(handle)
+
+    runs = {"one by one": one_by_one, "stream": stream}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    with hpvm.runtime(target):
+        for fn in runs.values():
+            fn()  # warm-up: compilation
+        for _ in range(reps):
+            for name, fn in runs.items():
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+    for bufs in inputs:
+        np.testing.assert_allclose(bufs[5], ed.reference(bufs[0], gauss, 0.25), atol=1e-6)
+    base = statistics.median(times["one by one"])
+    print(f"edge detection, {frames} frames of {size}x{size * 3 // 4} on {target}, {os.cpu_count()} "
+          f"cores, median of {reps}:")
+    for name, values in times.items():
+        ratio = [a / b for a, b in zip(times["one by one"], values)]
+        print(f"  {name:<10} {statistics.median(values) * 1e3:7.1f} ms  (speed-up over one by one: "
+              f"{base / statistics.median(values):.2f}x, median of per-repetition ratios "
+              f"{statistics.median(ratio):.2f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--items", type=int, default=24)
     parser.add_argument("--n", type=int, default=16, help="instances per stage")
     parser.add_argument("--work", type=int, default=200000, help="multiply-adds per instance")
+    parser.add_argument("--edge-reps", type=int, default=9, help="repetitions of the edge-detection "
+                        "comparison (0 skips it)")
     args = parser.parse_args()
     batch = items(args.items, args.n)
     with hpvm.runtime(args.target):
@@ -97,6 +142,8 @@ def main() -> None:
           f"{'met' if speedup >= 1.7 else 'NOT met'})")
     print(f"push + pop of a trivial graph: {per_item:.1f} us per item in a flowing stream (target < 50 us: "
           f"{'met' if per_item < 50 else 'NOT met'}); one item's round trip {latency:.1f} us")
+    if args.edge_reps > 0:
+        edge_detection(args.target, args.edge_reps)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
     hpvmc check FILE [--graph NAME]
     hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [-o DIR]
-    hpvmc run FILE [--target cpu|gpu|python]
+    hpvmc run FILE [--target cpu|gpu|nvptx|python] [ARGS...]        (a .py program's host code)
+    hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR]  (one graph)
     hpvmc viz FILE [--graph NAME] -o OUT.{dot,svg,png}
 
 FILE is a Python module or a textual .hpvm file. Exit status: 0 on success, 1 on an error in the
@@ -101,7 +102,7 @@ def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, 
     if not path.exists():
         raise UsageError(f"{file}: no such file")
     if path.suffix == ".hpvm":
-        loaded = from_text(path.read_text(), str(path))
+        loaded = from_text(path.read_text(encoding="utf-8"), str(path))
         assert isinstance(loaded, LoadedGraph)
         if graph is not None and graph != loaded.name:
             raise UsageError(f"{file} holds graph {loaded.name!r}, not {graph!r}")
@@ -171,7 +172,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if out_dir is None:
             sys.stdout.write(text)
         else:
-            (out_dir / filename).write_text(text)
+            (out_dir / filename).write_text(text, encoding="utf-8")
             _progress(f"wrote {out_dir / filename}")
 
     module = graph.module()
@@ -210,10 +211,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    if path.suffix != ".py":
-        raise UsageError("run takes a .py program (its host code launches the graphs)")
     if not path.exists():
         raise UsageError(f"{args.file}: no such file")
+    if path.suffix == ".hpvm" or args.graph is not None:
+        return _run_graph(args)
+    if args.set or args.output:
+        raise UsageError("--set and -o launch one graph: name it with --graph (or give a .hpvm file)")
+    if path.suffix != ".py":
+        raise UsageError(f"{args.file}: expected a .py program or a .hpvm file")
     if args.target:
         os.environ["HPVM_TARGET"] = args.target
     sys.path.insert(0, str(path.parent))
@@ -229,6 +234,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_graph(args: argparse.Namespace) -> int:
+    from .cli_run import RunUsageError, run_graph
+
+    if args.program_args:
+        raise UsageError(f"unexpected arguments {' '.join(args.program_args)}: a graph takes its "
+                         "values from --set NAME=VALUE")
+    (_, graph, _), = _load(args.file, args.graph, need_one=True)
+    try:
+        return run_graph(graph, args, _progress)
+    except RunUsageError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_viz(args: argparse.Namespace) -> int:
     from .ir.dot import module_to_dot
 
@@ -239,7 +257,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
     text = module_to_dot(graph.module())
     if fmt == "dot":
-        out.write_text(text)
+        out.write_text(text, encoding="utf-8")
     else:
         dot = shutil.which("dot")
         if dot is None:
@@ -277,19 +295,64 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", choices=("cpu", "gpu", "nvptx", "python"), help="target of the generated code")
     p.add_argument("--emit", default="ir,dot", help="comma-separated: ir, triton, llvm, ptx, dot (default ir,dot)")
     p.add_argument("-o", "--output", metavar="DIR", help="write files to DIR (default: stdout)")
-    p = add("run", "run a program's host code on a target", cmd_run)
-    p.add_argument("--target", choices=("cpu", "gpu", "python"), help="sets HPVM_TARGET for the program")
-    p.add_argument("--graph", help=argparse.SUPPRESS)
-    p.add_argument("program_args", nargs=argparse.REMAINDER, help="arguments passed to the program")
+    p = add("run", "run a program's host code on a target, or launch one graph (--graph NAME or a "
+                   ".hpvm FILE) with values from --set", cmd_run)
+    p.add_argument("--target", choices=("cpu", "gpu", "nvptx", "python"),
+                   help="the target (sets HPVM_TARGET for a program's host code)")
+    p.add_argument("--graph", help="launch this graph of FILE once instead of running the host code")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE",
+                   help="a graph parameter: a buffer's element count or .npy file, or a scalar "
+                        "(buffer sizes in bytes are filled in); repeat for each parameter")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="save the buffers the graph writes as DIR/NAME.npy (default: print a summary)")
+    p.add_argument("program_args", nargs="*", metavar="ARGS",
+                   help="arguments for the program's host code: any argument that is not one of "
+                        "these options, and everything after --")
     p = add("viz", "draw the node hierarchy with Graphviz", cmd_viz)
     p.add_argument("--graph", help="the root graph (when the file has several)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="OUT.dot, OUT.svg or OUT.png")
     return parser
 
 
+_RUN_OPTIONS_WITH_VALUE = ("--target", "--graph", "--set", "-o", "--output")
+
+
+def _split_run(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`run`'s own options and FILE, and the program's arguments (in their order): hpvmc's
+    options may come anywhere; `--` passes everything after it to the program."""
+    own: list[str] = []
+    program: list[str] = []
+    have_file = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            program += argv[i + 1:]
+            break
+        if arg.split("=", 1)[0] in _RUN_OPTIONS_WITH_VALUE:
+            own.append(arg)
+            if "=" not in arg and i + 1 < len(argv):
+                own.append(argv[i + 1])
+                i += 1
+        elif arg in ("-h", "--help") or (not have_file and not arg.startswith("-")):
+            have_file = have_file or not arg.startswith("-")
+            own.append(arg)
+        else:
+            program.append(arg)
+        i += 1
+    return own, program
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    program_args: list[str] = []
+    if argv[:1] == ["run"]:
+        own, program_args = _split_run(argv[1:])
+        argv = ["run", *own]
     args = parser.parse_args(argv)
+    if args.command == "run":
+        args.program_args = program_args
     try:
         return args.func(args)
     except UsageError as exc:

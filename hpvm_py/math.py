@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .ir import semantics as S
 from .ir.kernel import MATH_FUNCTIONS
 from .ir.semantics import copysign
 
@@ -21,8 +22,8 @@ _HOST = {
     "acosh": np.arccosh, "atanh": np.arctanh, "erf": None, "erfc": None, "fabs": np.fabs,
     "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint, "isnan": np.isnan,
     "isinf": np.isinf, "isfinite": np.isfinite, "pow": np.power, "atan2": np.arctan2,
-    "fmod": np.fmod, "copysign": copysign, "hypot": np.hypot, "fmin": np.fmin, "fmax": np.fmax,
-    "fma": lambda a, b, c: a * b + c, "abs": np.abs, "min": np.minimum, "max": np.maximum,
+    "fmod": np.fmod, "copysign": S.copysign, "hypot": np.hypot, "fmin": S.fmin, "fmax": S.fmax,
+    "fma": lambda a, b, c: a * b + c, "abs": np.abs, "min": S.minimum, "max": S.maximum,
 }
 
 

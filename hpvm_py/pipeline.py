@@ -150,10 +150,15 @@ def _compile(root: Any, module: Module, target: str) -> CompiledGraph:
 def _compile_leaf(leaf: K.LeafFunc, ctx: NodeContext, target: str, checked: bool) -> LeafKernel:
     from .backends import registry
 
+    if not registry.compilable(target):
+        others = ", ".join(t for t in TARGETS if t != target and registry.available(t))
+        marked = leaf.target == target
+        why = f" (it is marked @hpvm.leaf(target={target!r}))" if marked else ""
+        fix = "Mark it target='any' to run it" if marked else "Launch it"
+        raise CompileError(f"leaf {leaf.name} runs on target {target!r}{why}, which is not available "
+                           f"here: {registry.why_unavailable(target)}. {fix} on a target available "
+                           f"here ({others})", leaf.loc, rule="target-available")
     backend = registry.get(target)
-    if backend is None:
-        raise CompileError(f"leaf {leaf.name} needs the {target} target, which is not available on "
-                           f"this machine ({registry.why_unavailable(target)})", leaf.loc)
     if target == "python":
         return backend.compile_leaf(leaf, ctx)
     return backend.compile_leaf(leaf, ctx, checked=checked)

@@ -44,4 +44,4 @@ def load(directory: str | Path, graph: str | None = None) -> LoadedGraph:
         raise LaunchError(f"{folder} holds several graphs ({names}); name one: hpvm.load(dir, graph=...)",
                           caller_loc())
     path = files[0]
-    return LoadedGraph(parse_module(path.read_text(), str(path)), str(path))
+    return LoadedGraph(parse_module(path.read_text(encoding="utf-8"), str(path)), str(path))

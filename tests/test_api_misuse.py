@@ -233,6 +233,46 @@ def test_torch_misuse(rt):
     check_clean(info, LaunchError, "torch-noncontig")
 
 
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_writing_a_tensor_that_requires_grad_is_refused(target):
+    """As torch refuses in-place writes to a leaf that requires grad: autograd cannot see what a
+    kernel writes. Reading one is fine; its detach() (same memory) may be written."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(8, dtype=torch.float32, requires_grad=True)
+    y = torch.zeros(8, requires_grad=True)
+    with hpvm.runtime(target):
+        with pytest.raises(HPVMError) as info:
+            hpvm.launch(P.vinc, x, 32, y, 32, 8)  # ERR:grad-out
+        check_clean(info, LaunchError, "grad-out")
+        assert "requires grad" in str(info.value) and "detach()" in str(info.value)
+        with pytest.raises(HPVMError) as info:
+            hpvm.launch(P.mixed, y, 32, 3, True, 1.0)  # ERR:grad-inout
+        check_clean(info, LaunchError, "grad-inout")
+        assert torch.equal(y, torch.zeros(8))  # nothing was written
+        out = y.detach()
+        hpvm.wait(hpvm.launch(P.vinc, x, 32, out, 32, 8))  # reading x is fine
+        assert torch.equal(y.detach(), torch.arange(8, dtype=torch.float32) + 1)
+        plain = torch.zeros(8)
+        hpvm.wait(hpvm.launch(P.vinc, x, 32, plain, 32, 8))
+        plain.requires_grad_(True)  # the same tensor as before, now requiring grad
+        with pytest.raises(HPVMError) as info:
+            hpvm.launch(P.vinc, x, 32, plain, 32, 8)  # ERR:grad-later
+        check_clean(info, LaunchError, "grad-later")
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_an_output_made_read_only_after_a_launch_is_refused(target, bufs):
+    """A repeated launch (replayed on cpu without re-checking) still checks writability."""
+    a, c = bufs
+    with hpvm.runtime(target):
+        for _ in range(2):
+            hpvm.wait(hpvm.launch(P.vinc, a, 32, c, 32, 8))
+        c.flags.writeable = False
+        with pytest.raises(HPVMError) as info:
+            hpvm.launch(P.vinc, a, 32, c, 32, 8)  # ERR:read-only-later
+        check_clean(info, LaunchError, "read-only-later")
+
+
 # -- gaps found by this suite, since fixed ------------------------------------------------------
 
 

@@ -159,3 +159,139 @@ def test_to_text_from_text_graph_behaves_like_the_original(rng) -> None:
         hpvm.wait(hpvm.launch(saxpy.root, x, x.nbytes, y1, y1.nbytes, 3.0, 777))
         hpvm.wait(hpvm.launch(graph, x, x.nbytes, y2, y2.nbytes, 3.0, 777))
     np.testing.assert_array_equal(y1, y2)
+
+
+# -- hpvmc run: one graph from the command line; every option of every command does something ----
+
+TWO_GRAPHS = textwrap.dedent('''
+    import sys
+    import hpvm_py as hpvm
+    from hpvm_py import In, Out, Ptr, f32, i64
+
+
+    @hpvm.leaf
+    def affine(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32):
+        i = hpvm.instance_id(0)
+        y[i] = k * x[i] + 1.0
+
+
+    @hpvm.leaf
+    def negate(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
+        i = hpvm.instance_id(0)
+        y[i] = -x[i]
+
+
+    @hpvm.graph
+    def scaled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32, n: i64):
+        hpvm.node(affine, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, k=k)
+
+
+    @hpvm.graph
+    def negated(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64):
+        hpvm.node(negate, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes)
+
+
+    if __name__ == "__main__":
+        print("host code", sys.argv[1:])
+''')
+
+
+@pytest.fixture
+def two_graphs(tmp_path: Path) -> Path:
+    path = tmp_path / "two_graphs.py"
+    path.write_text(TWO_GRAPHS)
+    return path
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_run_graph_launches_it_with_set_values(two_graphs: Path, tmp_path: Path, target: str,
+                                               rng) -> None:
+    x = rng.standard_normal(300).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "results"
+    result = hpvmc("run", str(two_graphs), "--graph", "scaled", "--target", target, "--set",
+                   f"x={tmp_path / 'x.npy'}", "--set", "y=300", "--set", "k=2.5", "--set", "n=300",
+                   "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "host code" not in result.stdout  # the graph ran, not the program
+    np.testing.assert_array_equal(np.load(out / "y.npy"), np.float32(2.5) * x + np.float32(1))
+    assert not (out / "x.npy").exists()  # only what the graph writes
+
+
+def test_run_graph_prints_a_summary_without_output_dir(two_graphs: Path) -> None:
+    result = hpvmc("run", str(two_graphs), "--graph", "negated", "--set", "x=10", "--set", "y=10",
+                   "--set", "n=10", "--target", "cpu")
+    assert result.returncode == 0, result.stderr
+    line = next(l for l in result.stdout.splitlines() if l.startswith("y:"))
+    assert "10 x f32" in line and "sum -" in line  # inputs in [0, 1): every output is negative
+
+
+def test_run_takes_a_textual_ir_file(two_graphs: Path, tmp_path: Path, rng) -> None:
+    ir_dir = tmp_path / "ir"
+    assert hpvmc("compile", str(two_graphs), "--graph", "scaled", "--target", "python", "-o",
+                 str(ir_dir)).returncode == 0
+    x = rng.random(64, dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = hpvmc("run", str(ir_dir / "scaled.hpvm"), "--target", "python", "--set",
+                   f"x={tmp_path / 'x.npy'}", "--set", "y=64", "--set", "k=-1", "--set", "n=64", "-o",
+                   str(tmp_path / "res"))
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "res" / "y.npy"), 1 - x)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--graph", "scaled", "--set", "x=4"], "y (out buffer of f32"),
+    (["--graph", "scaled", "--set", "x=4", "--set", "y=4", "--set", "n=4", "--set", "k=two"],
+     "expected a number of type f32"),
+    (["--graph", "scaled", "--set", "z=1"], "no parameter z"),
+    (["--graph", "scaled", "--set", "x"], "NAME=VALUE"),
+    (["--graph", "scaled", "--set", "x=missing.npy"], "no such file"),
+    (["--graph", "scaled", "--set", "x=4", "--set", "y=4", "--set", "k=1", "--set", "n=300"],
+     None),  # n beyond the buffers: an error of the program (exit 1), located
+    (["--graph", "nope"], "no @hpvm.graph named 'nope'"),
+    (["--set", "x=4"], "name it with --graph"),
+])
+def test_run_graph_usage_errors(two_graphs: Path, args: list[str], message: str | None) -> None:
+    result = hpvmc("run", str(two_graphs), "--target", "cpu", *args)
+    assert result.returncode == (2 if message else 1), result.stderr
+    assert "Traceback" not in result.stderr
+    if message:
+        assert message in result.stderr
+    else:
+        assert "two_graphs.py:" in result.stderr
+
+
+def test_run_passes_other_arguments_to_the_program(two_graphs: Path) -> None:
+    result = hpvmc("run", str(two_graphs), "--size", "3", "--target", "python", "-v", "--",
+                   "--graph", "x")
+    assert result.returncode == 0, result.stderr
+    assert "host code ['--size', '3', '-v', '--graph', 'x']" in result.stdout
+
+
+def test_check_graph_checks_only_that_graph(two_graphs: Path) -> None:
+    both = hpvmc("check", str(two_graphs))
+    assert both.returncode == 0 and "2 graph(s)" in both.stdout
+    one = hpvmc("check", str(two_graphs), "--graph", "negated")
+    assert one.returncode == 0 and "1 graph(s)" in one.stdout
+    assert hpvmc("check", str(two_graphs), "--graph", "nope").returncode == 2
+
+
+def test_compile_graph_target_emit_and_output(two_graphs: Path, tmp_path: Path) -> None:
+    several = hpvmc("compile", str(two_graphs))
+    assert several.returncode == 2 and "--graph" in several.stderr
+    to_stdout = hpvmc("compile", str(two_graphs), "--graph", "negated", "--emit", "ir")
+    assert to_stdout.returncode == 0 and "@negated" in to_stdout.stdout and "@scaled" not in to_stdout.stdout
+    llvm = hpvmc("compile", str(two_graphs), "--graph", "scaled", "--emit", "llvm", "--target", "cpu",
+                 "-o", str(tmp_path / "ll"))
+    assert llvm.returncode == 0, llvm.stderr
+    assert "define" in (tmp_path / "ll" / "affine.ll").read_text()
+    mismatch = hpvmc("compile", str(two_graphs), "--graph", "scaled", "--emit", "llvm", "--target",
+                     "python")
+    assert mismatch.returncode == 2 and "--target cpu" in mismatch.stderr
+
+
+def test_viz_graph_draws_the_chosen_graph(two_graphs: Path, tmp_path: Path) -> None:
+    result = hpvmc("viz", str(two_graphs), "--graph", "negated", "-o", str(tmp_path / "g.dot"))
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "g.dot").read_text()
+    assert "negate" in text and "affine" not in text

@@ -12,6 +12,13 @@ _BACKENDS = {
     "gpu": ("hpvm_py.backends.triton", "TritonBackend"),
     "nvptx": ("hpvm_py.backends.nvptx", "NvptxBackend"),
 }
+# a missing top-level package -> how to get it
+_INSTALL = {
+    "triton": "pip install 'hpvm-py[gpu]' (Triton, with torch)",
+    "torch": "pip install torch",
+    "cuda": "pip install cuda-bindings (NVIDIA's CUDA Python bindings)",
+    "llvmlite": "pip install llvmlite",
+}
 _instances: dict[str, Any] = {}
 _errors: dict[str, str] = {}
 _lock = threading.Lock()
@@ -28,10 +35,24 @@ def get(target: str) -> Any | None:
             module = importlib.import_module(module_name)
             backend = getattr(module, class_name)()
         except ImportError as exc:
-            _errors[target] = f"{module_name}: {exc}"
+            _errors[target] = _import_failure(target, module_name, exc)
             return None
         _instances[target] = backend
         return backend
+
+
+def _import_failure(target: str, module_name: str, exc: ImportError) -> str:
+    """Why a backend's import failed, in terms of what to install."""
+    missing = getattr(exc, "name", None) or ""
+    if missing and (missing == module_name or module_name.startswith(missing + ".")
+                    or missing.startswith(module_name + ".")):
+        return f"this installation of hpvm-py has no {target} backend (module {module_name} is missing)"
+    package = missing.split(".")[0]
+    if package:
+        how = _INSTALL.get(package, f"pip install {package}")
+        return (f"the {target} backend needs the Python package '{package}', which is not installed "
+                f"here ({how})")
+    return f"the {target} backend failed to import: {exc}"
 
 
 def available(target: str) -> bool:
@@ -42,9 +63,23 @@ def available(target: str) -> bool:
     return usable() if callable(usable) else True
 
 
-def why_unavailable(target: str) -> str:
+def compilable(target: str) -> bool:
+    """Whether leaves can be compiled for `target` here; a backend whose toolchain works without
+    its device (nvptx: llvmlite and ptxas) says so with can_compile(), others need to be usable."""
     backend = get(target)
-    reason = getattr(backend, "unusable_reason", None)
-    if callable(reason):
-        return reason()
-    return _errors.get(target, "unknown target" if target not in _BACKENDS else "not usable here")
+    if backend is None:
+        return False
+    can_compile = getattr(backend, "can_compile", None)
+    return can_compile() if callable(can_compile) else available(target)
+
+
+def why_unavailable(target: str) -> str:
+    """The reason `available(target)` is false: from the backend's own import error or its
+    `why_unusable()` (a missing driver or device)."""
+    if target not in _BACKENDS:
+        return f"there is no target {target!r} (targets: {', '.join(sorted(_BACKENDS))})"
+    backend = get(target)
+    if backend is None:
+        return _errors[target]
+    why = getattr(backend, "why_unusable", None)
+    return why() if callable(why) else f"the {target} backend reports that it cannot run here"

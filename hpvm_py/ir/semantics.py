@@ -79,13 +79,44 @@ def _saturate(value: Any, dst: ScalarType) -> Any:
     return out if np.ndim(value) else out[()]
 
 
+def _zero_order(a: Any, b: Any, chosen: Any, pick_negative: bool) -> Any:
+    """Where a == b (both zeros of either sign, or one value twice) choose by sign bit: -0 < +0."""
+    with np.errstate(invalid="ignore"):
+        tie = np.equal(a, b)
+    if not np.any(tie):
+        return chosen
+    first_negative = np.signbit(a)
+    by_sign = np.where(first_negative == pick_negative, a, b)
+    out = np.where(tie, by_sign, chosen).astype(np.result_type(chosen))
+    return out if np.ndim(out) else out[()]
+
+
+def minimum(a: Any, b: Any) -> Any:
+    """`min(a, b)` on floats: `a if a < b or isnan(a) else b` (as NumPy's minimum: a NaN operand
+    gives NaN; of two equal zeros, b). Cheap on every target: one compare and a select."""
+    with np.errstate(invalid="ignore"):
+        out = np.where((a < b) | np.isnan(a), a, b).astype(np.result_type(a, b))
+    return out if np.ndim(out) else out[()]
+
+
+def maximum(a: Any, b: Any) -> Any:
+    """`max(a, b)` on floats: `a if a > b or isnan(a) else b`."""
+    with np.errstate(invalid="ignore"):
+        out = np.where((a > b) | np.isnan(a), a, b).astype(np.result_type(a, b))
+    return out if np.ndim(out) else out[()]
+
+
 def fmin(a: Any, b: Any) -> Any:
-    """min(a, b) on floats: (a < b or isnan(a)) ? a : b, which is NumPy's minimum."""
-    return np.minimum(a, b)
+    """`hpvm.math.fmin`, IEEE-754 minimumNumber: a NaN operand is ignored (NaN only when both
+    are), -0 < +0."""
+    with np.errstate(invalid="ignore"):
+        return _zero_order(a, b, np.fmin(a, b), pick_negative=True)
 
 
 def fmax(a: Any, b: Any) -> Any:
-    return np.maximum(a, b)
+    """`hpvm.math.fmax`, IEEE-754 maximumNumber: a NaN operand is ignored, -0 < +0."""
+    with np.errstate(invalid="ignore"):
+        return _zero_order(a, b, np.fmax(a, b), pick_negative=False)
 
 
 def copysign(a: Any, b: Any) -> Any:

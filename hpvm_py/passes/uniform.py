@@ -19,11 +19,11 @@ class Uniformity:
     """Decides uniformity of expressions for one leaf and one kind of group."""
 
     def __init__(self, leaf: K.LeafFunc, input_modes: tuple[str, ...],
-                 uniform_dims: frozenset[int]):
+                 uniform_dims: frozenset[int], varying: frozenset[str] = frozenset()):
         self.uniform_dims = uniform_dims  # leaf dimensions the group does not span
         self.uniform_params = {p.name for p, mode in zip(leaf.params, input_modes)
                                if mode in ("uniform", "per_parent", "buffer")}
-        self.locals = self._uniform_locals(leaf)
+        self.locals = self._uniform_locals(leaf, varying)
 
     def expr(self, e: K.Expr) -> bool:
         return all(self._node(sub) for sub in K.walk_exprs(e))
@@ -41,9 +41,10 @@ class Uniformity:
     def _expr_with(self, e: K.Expr, uniform_locals: set[str]) -> bool:
         return all(self._node(sub, uniform_locals) for sub in K.walk_exprs(e))
 
-    def _uniform_locals(self, leaf: K.LeafFunc) -> set[str]:
-        """Largest set of locals consistent with the definition (a fixed point from 'all')."""
-        current = set(leaf.locals)
+    def _uniform_locals(self, leaf: K.LeafFunc, varying: frozenset[str]) -> set[str]:
+        """Largest set of locals consistent with the definition (a fixed point from 'all'), where
+        the caller may declare some locals varying (a backend that cannot keep them scalar)."""
+        current = set(leaf.locals) - varying
         while True:
             kept = set(current)
             self._visit(leaf.body, True, current, kept)

@@ -112,8 +112,18 @@ def init(target: str | None = None) -> None:
             rt.users += 1
             return
         chosen = target or default_target()
+        _require_runnable(chosen)
         _stats.reset()
         _runtime = Runtime(chosen)
+
+
+def _require_runnable(target: str) -> None:
+    """A runtime needs its target's device here (compiling alone may not: see compile())."""
+    from ..backends import registry
+
+    if not registry.available(target):
+        raise LaunchError(f"hpvm.init({target!r}): target {target!r} cannot run here: "
+                          f"{registry.why_unavailable(target)}", caller_loc(), rule="target-available")
 
 
 @api_boundary

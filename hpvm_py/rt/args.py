@@ -10,7 +10,7 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64
-from .buffers import HOST, describe, elem_matches, is_buffer
+from .buffers import HOST, describe, elem_matches, is_buffer, why_not_writable
 from .executor import BoundBuffer
 from .tracker import MemoryTracker
 
@@ -45,7 +45,7 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
     obj = tracker.lookup(arg)
     checked = obj.checked_for.get(id(p)) if obj is not None else None
     if checked is not None and checked[0] is p and checked[1] == devices \
-            and (p.direction == "in" or not isinstance(arg, np.ndarray) or arg.flags.writeable):
+            and (p.direction == "in" or why_not_writable(arg) is None):
         return BoundBuffer(obj)
     bound = _check_buffer(func, p, arg, tracker, devices)
     bound.obj.checked_for[id(p)] = (p, devices)
@@ -65,10 +65,12 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
     if not info.contiguous:
         raise LaunchError(f"argument {p.name!r} of {func.name} is not contiguous; pass "
                           "np.ascontiguousarray(...) or tensor.contiguous()", caller_loc())
-    if p.direction in ("out", "inout") and isinstance(arg, np.ndarray) and not arg.flags.writeable:
+    refusal = why_not_writable(arg) if p.direction in ("out", "inout") else None
+    if refusal is not None:
         spelling = "Out" if p.direction == "out" else "InOut"
-        raise LaunchError(f"argument {p.name!r} of {func.name} is a read-only array, but the graph "
-                          f"writes it ({spelling}[...]); pass a writeable array", caller_loc())
+        advice = "; pass a writeable array" if isinstance(arg, np.ndarray) else ""
+        raise LaunchError(f"argument {p.name!r} of {func.name} is written by the graph "
+                          f"({spelling}[...]) but {refusal}{advice}", caller_loc())
     if info.device != HOST and info.device not in devices:
         raise LaunchError(f"argument {p.name!r} lives on {info.device}, but this graph runs on "
                           f"{', '.join(sorted(devices))}", caller_loc())

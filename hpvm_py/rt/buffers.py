@@ -42,6 +42,18 @@ def describe(buf: Any) -> BufferInfo:
     raise TypeError(type(buf).__name__)
 
 
+def why_not_writable(buf: Any) -> str | None:
+    """Why a kernel must not write into buf (None when it may)."""
+    if isinstance(buf, np.ndarray):
+        return None if buf.flags.writeable else "is a read-only array"
+    if _is_torch_tensor(buf) and buf.requires_grad:
+        # as torch's own in-place error: autograd would not see what a kernel writes
+        return ("is a torch tensor that requires grad: autograd cannot see what a kernel writes "
+                "into it (torch refuses such in-place writes too); pass tensor.detach(), which "
+                "shares its memory, or write into a tensor that does not require grad")
+    return None
+
+
 def elem_matches(info: BufferInfo, elem: ScalarType) -> bool:
     """NumPy has no bfloat16: a uint16 array is accepted as raw bf16 bits."""
     if info.elem is elem or info.elem == elem:

@@ -55,7 +55,12 @@ def check_grids(edge: D.Edge, src: tuple[int, ...], dst: tuple[int, ...]) -> Non
 
 
 def device_of(target: str) -> str:
-    return HOST if target in ("cpu", "python") else "cuda:0"
+    """Where a target's kernels run: the host, or the GPU device (backends/cuda) for GPU targets."""
+    if target in ("cpu", "python"):
+        return HOST
+    from ..backends.cuda import gpu_device
+
+    return gpu_device()
 
 
 class Executor:
@@ -74,10 +79,14 @@ class Executor:
     def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
         """Run the root graph; a recorder (rt/replay.py) keeps what a replay needs."""
         self._local.recorder = recorder
+        self._local.on_device = on_device = {}
         try:
             outputs = self._graph(plan, args, [], 1)
         finally:
             self._local.recorder = None
+            self._local.on_device = None
+            if on_device:
+                self.tracker.finish_launch(list(on_device.values()))
         stats.bump("kernel_launches", plan.leaf_count)
         stats.bump("nodes_run", plan.node_count)
         return [np.asarray(o).reshape(-1)[0] if np.ndim(o) else o for o in outputs]
@@ -223,6 +232,9 @@ class Executor:
         reads = param.direction in ("in", "inout")
         writes = param.direction in ("out", "inout")
         buf = self.tracker.acquire(obj, device, reads, writes)
+        on_device = getattr(self._local, "on_device", None)
+        if device != HOST and on_device is not None:
+            on_device[id(obj)] = obj
         if device == HOST and buf is obj.user:
             # the user's own host buffer: its view is made once (a tensor's storage may move)
             elem = param.type.elem

@@ -30,6 +30,7 @@ from ..backends.base import BufferArg
 from ..ir import dfg as D
 from ..types import PtrType, ScalarType
 from .args import scalar_argument
+from .buffers import why_not_writable
 from .executor import BoundBuffer
 
 _KEPT = 8  # recordings kept per compiled graph
@@ -73,6 +74,7 @@ class Recording:
     outputs: list[np.ndarray] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     pointers: dict[int, int] = field(default_factory=dict)  # torch buffers: data_ptr() when recorded
+    written: list[int] = field(default_factory=list)  # root arguments the graph writes
 
     def matches(self, args: tuple[Any, ...]) -> bool:
         if len(args) != len(self.args):
@@ -87,6 +89,11 @@ class Recording:
             elif type(a) is not type(b) or a != b:
                 return False
         return True
+
+    def still_writable(self, args: tuple[Any, ...]) -> bool:
+        """The buffers the graph writes still accept writes (not made read-only, no
+        requires_grad_() since): else the normal path says why."""
+        return all(why_not_writable(args[i]) is None for i in self.written)
 
 
 class Recorder:
@@ -146,7 +153,9 @@ class Recorder:
         buffers = [i for i, v in enumerate(self.env) if isinstance(v, BoundBuffer)]
         args = tuple(weakref.ref(self.env[i].obj) if i in buffers else a for i, a in enumerate(self.args))
         pointers = {i: self.args[i].data_ptr() for i in buffers if not isinstance(self.args[i], np.ndarray)}
-        return Recording(args, positions, self.steps, list(outputs), pointers=pointers)
+        written = [i for i, p in enumerate(self.func.params) if p.direction in ("out", "inout")]
+        return Recording(args, positions, self.steps, list(outputs), pointers=pointers,
+                         written=written)
 
 
 class Replays:
@@ -160,7 +169,8 @@ class Replays:
         with self._lock:
             for recording in self._recordings:
                 if recording.matches(args):
-                    return recording
+                    # a buffer made read-only since (or set to require grad): the normal path says so
+                    return recording if recording.still_writable(args) else None
         return None
 
     def add(self, recording: Recording) -> None:

@@ -43,6 +43,7 @@ class MemoryObject:
     host_args: dict[Any, Any] = field(default_factory=dict)  # element type -> BufferArg of `user`
     checked_for: dict[int, Any] = field(default_factory=dict)  # launch checks passed (rt/args.py)
     released: bool = False  # untracked, or its runtime cleaned up: recordings of it are stale
+    implicit: bool = False  # tracked by a launch, not by the user: device copies last one launch
 
 
 class MemoryTracker:
@@ -57,10 +58,11 @@ class MemoryTracker:
         with self._lock:
             obj = self._objects.get(id(buf))
             if obj is not None and obj.user is buf:
+                obj.implicit = obj.implicit and implicit
                 return obj
             info = describe(buf)
             obj = MemoryObject(user=buf, nbytes=info.nbytes, home=info.device, address=info.address,
-                               copies={info.device: buf}, valid={info.device})
+                               copies={info.device: buf}, valid={info.device}, implicit=implicit)
             self._objects[id(buf)] = obj
             stats.bump("tracked_objects")
             return obj
@@ -103,6 +105,15 @@ class MemoryTracker:
             elif reads:
                 obj.valid.add(device)
             return obj.copies[device]
+
+    def finish_launch(self, objects: list[MemoryObject]) -> None:
+        """After a launch: buffers the user did not track get their newest data back, and their
+        device copies stop being valid (the user may change the buffer before the next launch)."""
+        with self._lock:
+            for obj in objects:
+                if obj.implicit:
+                    self._bring_home(obj)
+                    obj.valid = {obj.home}
 
     def release_all(self) -> None:
         with self._lock:

@@ -152,7 +152,7 @@ def test_only_launches_that_write_enough_use_them(monkeypatch):
     a = np.zeros(1 << 20, np.float32)
     args = [buffer(a), a.nbytes, buffer(a), a.nbytes, buffer(a.copy()), a.nbytes]
     assert not checked.prepare(args, [], [(1 << 20,)]).nontemporal
-    assert kernel_module.last_level_cache_bytes() >= 1 << 20
+    assert kernel_module.last_level_cache_bytes() >= 64 << 10  # any x86-64 cache, or the default
 
 
 def _floats(n, dtype):

@@ -369,8 +369,8 @@ class PreparedLaunch:
         tasks = self.tasks
         if not tasks:
             return
-        # one partition runs right here; several go to the native pool (or run here in turn
-        # when another thread's launch holds the pool, as concurrent stages of a stream may)
+        # one partition runs right here; several go to the native pool, which shares its workers
+        # among the launches in flight (or run here in turn if it has no free job slot)
         if len(tasks) == 1 or not native_pool().run(tasks):
             driver = self.driver
             for task in tasks:

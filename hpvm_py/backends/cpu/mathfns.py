@@ -73,10 +73,8 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value],
         return b.fdiv(ir.Constant(ft, 1.0), root)
     if name == "abs":
         return b.call(overloaded(b.module, "llvm.fabs", ft, [ft]), args)
-    if name in ("min", "max"):
-        return _numpy_minmax(b, name, args[0], args[1])
-    if name in ("fmin", "fmax"):
-        return _numpy_fminmax(b, name, args[0], args[1])
+    if name in ("min", "max", "fmin", "fmax"):
+        return _float_minmax(b, name, args[0], args[1])
     if name == "copysign":
         return _copysign(b, args[0], args[1])
     if name in EXACT_INTRINSICS:
@@ -85,18 +83,16 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value],
     return lib.call(b, name, args)
 
 
-def _numpy_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
-    """NumPy minimum/maximum: a NaN in either operand gives NaN."""
+def _float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """min/max: `x if x < y or isnan(x) else y` (NumPy's minimum: a NaN operand gives NaN; a tie
+    of zeros gives y), one compare-and-select that maps to vminps/vmaxps.
+    fmin/fmax: IEEE-754 minimumNumber/maximumNumber (a NaN operand is ignored, -0 < +0), which
+    are LLVM's minimumnum/maximumnum (llvm.minnum leaves the sign of a zero result open)."""
+    if name in ("fmin", "fmax"):
+        intrinsic = "llvm.minimumnum" if name == "fmin" else "llvm.maximumnum"
+        return b.call(overloaded(b.module, intrinsic, x.type, [x.type, x.type]), [x, y])
     pred = "<" if name == "min" else ">"
     take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
-    return b.select(take_x, x, y)
-
-
-def _numpy_fminmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
-    """NumPy fmin/fmax: a NaN operand is ignored, and of equal operands (+0.0 and -0.0) the
-    second is taken. (llvm.minnum may return either zero: x86 and NVPTX differ.)"""
-    pred = "<" if name == "fmin" else ">"
-    take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", y, y))
     return b.select(take_x, x, y)
 
 

@@ -16,8 +16,7 @@ from ...ir import kernel as K
 from ...ir.loc import UNKNOWN
 from ...types import PtrType, ScalarType, bf16
 from . import arith, mathfns, nontemporal
-from .intrinsics import overloaded
-from .lltypes import I16, I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
+from .lltypes import I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
 from .lowering import Lowering
 from .parallel import PRIVATE_ACCESS
 
@@ -25,7 +24,7 @@ from .parallel import PRIVATE_ACCESS
 ERROR_SLOT_WORDS = 3
 
 _INT_RMW = {"add": "add", "sub": "sub", "xchg": "xchg", "and": "and", "or": "or", "xor": "xor"}
-_FLOAT_RMW = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax", "xchg": "xchg"}
+_FLOAT_RMW = {"add": "fadd", "sub": "fsub", "xchg": "xchg"}  # min/max: a compare-exchange loop
 
 
 @dataclass
@@ -80,8 +79,8 @@ class Memory:
             ordering = self.lowering.atomic_ordering
             if ptr.private:
                 return _plain_rmw(b, node.op, t, address, value, name, self.lowering)
-            if t.name == "bf16":
-                return _bf16_rmw(b, node.op, address, value, name, self.lowering)
+            if t.name == "bf16" or (t.is_float and node.op not in _FLOAT_RMW):
+                return _cas_rmw(b, node.op, t, address, value, name, self.lowering)
             op = (_FLOAT_RMW if t.is_float else _INT_RMW).get(node.op)
             if op is None:  # integer min/max
                 op = ("" if t.is_signed else "u") + node.op
@@ -183,36 +182,42 @@ def _plain_rmw(b: ir.IRBuilder, op: str, t: ScalarType, address: ir.Value, value
 
 def _combine(b: ir.IRBuilder, op: str, t: ScalarType, old: ir.Value, value: ir.Value,
              lowering: Lowering) -> ir.Value:
-    """What an atomic op stores, given the old content (atomicrmw semantics)."""
+    """What an atomic op stores, given the old content. Float min/max are fmin/fmax: a NaN
+    operand is ignored and -0 < +0, so the result does not depend on the instances' order."""
     if op == "xchg":
         return value
-    if op in ("min", "max") and t.is_float:
-        # atomicrmw fmin/fmax follow minnum/maxnum (a NaN operand is ignored)
-        base = "llvm.minnum" if op == "min" else "llvm.maxnum"
-        return b.call(overloaded(b.module, base, old.type, [old.type, old.type]), [old, value])
     if op in ("min", "max"):
-        return mathfns.call(b, op, t, [old, value], t, lowering.math)
+        return mathfns.call(b, "f" + op if t.is_float else op, t, [old, value], t, lowering.math)
     if op in ("add", "sub"):
         return arith.binop(b, op, t, old, value, UNKNOWN, lowering.math)
     return {"and": b.and_, "or": b.or_, "xor": b.xor}[op](old, value)
 
 
-def _bf16_rmw(b: ir.IRBuilder, op: str, address: ir.Value, value: ir.Value, name: str,
-              lowering: Lowering) -> ir.Value:
-    """bf16 atomics as a compare-exchange loop on the 16 raw bits (LLVM has no bf16 rmw here)."""
+def _cas_rmw(b: ir.IRBuilder, op: str, t: ScalarType, address: ir.Value, value: ir.Value,
+             name: str, lowering: Lowering) -> ir.Value:
+    """A float atomic that atomicrmw lacks (bf16 anything, min/max with our signed-zero and NaN
+    rules) as a compare-exchange loop on the element's raw bits."""
+    bits, memory = ir.IntType(t.bits), mem_type(t)
+
+    def decode(raw: ir.Value, result_name: str = "") -> ir.Value:
+        return from_mem(b, raw if memory == bits else b.bitcast(raw, memory), t, name=result_name)
+
+    def encode(v: ir.Value) -> ir.Value:
+        raw = to_mem(b, v, t)
+        return raw if memory == bits else b.bitcast(raw, bits)
+
     entry = b.block
-    loop = b.append_basic_block("bf16.rmw")
-    done = b.append_basic_block("bf16.rmw.end")
-    initial = b.load_atomic(address, "monotonic", 2, typ=I16)
+    loop = b.append_basic_block("cas.rmw")
+    done = b.append_basic_block("cas.rmw.end")
+    initial = b.load_atomic(address, "monotonic", t.bits // 8, typ=bits)
     b.branch(loop)
     b.position_at_end(loop)
-    seen = b.phi(I16, name="seen")
+    seen = b.phi(bits, name="seen")
     seen.add_incoming(initial, entry)
-    old = from_mem(b, seen, bf16)
-    new = to_mem(b, _combine(b, op, bf16, old, value, lowering), bf16)
+    new = encode(_combine(b, op, t, decode(seen), value, lowering))
     ordering = lowering.atomic_ordering
     pair = b.cmpxchg(address, seen, new, ordering, ordering)
     seen.add_incoming(b.extract_value(pair, 0), loop)
     b.cbranch(b.extract_value(pair, 1), done, loop)
     b.position_at_end(done)
-    return from_mem(b, seen, bf16, name=name)
+    return decode(seen, name)

@@ -1,19 +1,24 @@
-"""A native fork-join pool for kernel partitions, generated with llvmlite.
+"""A native work-sharing pool for kernel partitions, generated with llvmlite.
 
 Python threads that wait on locks wake up slowly (tens of microseconds on a VM, plus the GIL), and a
 launch of a millisecond kernel cannot afford that twice. Here the worker threads live in native
-code: each is a Python thread that calls `worker(state)` once and stays in it, with the GIL
-released, spinning briefly and then sleeping in short naps until a job is published. A launch
-writes the task records, publishes the job with one atomic store, runs tasks itself and waits (in
-native code) until every task is done. This is how OpenMP runtimes do it.
+code: each is a Python thread that calls `worker(state, first)` once and stays in it, with the GIL
+released, spinning briefly and then sleeping on a futex until a job is published. A launch writes
+its task records, publishes the job with one store, runs tasks itself, and waits (in native code,
+helping with other jobs meanwhile) until every task of its job is done.
+
+Several launches may be in flight at once (the stages of a stream launch concurrently): each
+publishes its job in a slot of its own, and every worker takes tasks from any slot. So a launch
+gets the workers that the others leave idle, the cores are never asked for twice, and a heavy
+stage is not held to a fixed share of them.
 
 State (an array of i64):
-  [0] job word: generation << 32 | next task index (claims are compare-and-swap on this word,
-      so a worker late from an earlier job can never take a task of the next one)
-  [1] tasks done   [2] number of tasks   [3] address of the task records   [4] shutdown
-  [5] wake-up counter (a futex word: bumped on every job and at shutdown)   [6] sleeping workers
-A worker that has spun for a while without a job sleeps on the futex; a launch makes the wake-up
-system call only when some worker sleeps. Idle workers cost nothing.
+  [0] wake-up counter (a futex word: bumped on every job and at shutdown)
+  [1] sleeping workers   [2] shutdown
+  slot s, at word _SLOT_BASE + _SLOT_WORDS * s:
+    [0] job word: tag << 40 | count << 20 | next task. A claim is a compare-and-swap of the whole
+        word, so it can never take a task of an earlier or later job of the same slot.
+    [1] tasks done   [2] address of the task records
 Task record (8 x i64): driver address, then its arguments: args, extents, p_begin, p_end,
 o_begin, o_end, error.
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import platform
 import threading
 from typing import Sequence
@@ -34,15 +40,26 @@ I64 = ir.IntType(64)
 I32 = ir.IntType(32)
 PTR = ir.PointerType()
 _TASK_WORDS = 8
-_SPINS = 20000  # pause-loop iterations before sleeping (about 0.5-1 ms)
-_SYS_FUTEX = 202  # x86-64 Linux
+SLOTS = 8  # jobs in flight at once; a launch that finds none free runs its tasks itself
+_SLOT_BASE, _SLOT_WORDS = 8, 4
+_FIELD_BITS = 20  # count and next task; the tag takes the top 24 bits
+MAX_TASKS = (1 << _FIELD_BITS) - 1
+_SPINS = 20000  # idle pause-loop iterations of a worker before it sleeps (about 0.5-1 ms)
+_OWNER_SPINS = 2000  # pauses of a launch waiting for its last tasks before it yields its core
+_SYS_FUTEX, _SYS_SCHED_YIELD = 202, 24  # x86-64 Linux
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 
 _DRIVER = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64, PTR])
 
 
-def _word(builder: ir.IRBuilder, state: ir.Value, index: int) -> ir.Value:
-    return builder.gep(state, [ir.Constant(I64, index)], source_etype=I64)
+def _word(builder: ir.IRBuilder, state: ir.Value, index: int | ir.Value) -> ir.Value:
+    at = ir.Constant(I64, index) if isinstance(index, int) else index
+    return builder.gep(state, [at], source_etype=I64)
+
+
+def _slot_word(b: ir.IRBuilder, state: ir.Value, slot: ir.Value, field: int) -> ir.Value:
+    at = b.add(b.mul(slot, ir.Constant(I64, _SLOT_WORDS)), ir.Constant(I64, _SLOT_BASE + field))
+    return _word(b, state, at)
 
 
 def _pause(builder: ir.IRBuilder, module: ir.Module) -> None:
@@ -54,41 +71,45 @@ def _pause(builder: ir.IRBuilder, module: ir.Module) -> None:
 
 
 def _wake(b: ir.IRBuilder, state: ir.Value, syscall: ir.Function) -> None:
-    """Bump the wake-up counter; if a worker sleeps on it, wake them all."""
-    b.atomic_rmw("add", _word(b, state, 5), ir.Constant(I64, 1), "acq_rel")
-    sleepers = b.load_atomic(_word(b, state, 6), "acquire", 8, typ=I64)
+    """Bump the wake-up counter; if a worker sleeps on it, wake them all. (seq_cst: a worker
+    counts itself as a sleeper, then reads the counter; this side bumps it, then reads the
+    sleepers: one of the two sees the other.)"""
+    b.atomic_rmw("add", _word(b, state, 0), ir.Constant(I64, 1), "seq_cst")
+    sleepers = b.load_atomic(_word(b, state, 1), "seq_cst", 8, typ=I64)
     with b.if_then(b.icmp_unsigned("!=", sleepers, ir.Constant(I64, 0))):
-        b.call(syscall, [ir.Constant(I64, _SYS_FUTEX), _word(b, state, 5),
+        b.call(syscall, [ir.Constant(I64, _SYS_FUTEX), _word(b, state, 0),
                          ir.Constant(I32, _FUTEX_WAKE_PRIVATE), ir.Constant(I32, 2**31 - 1)])
 
 
-def _build_module() -> str:
-    module = ir.Module(name="hpvm_pool")
-    syscall = ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
+def _field(b: ir.IRBuilder, word: ir.Value, shift: int) -> ir.Value:
+    return b.and_(b.lshr(word, ir.Constant(I64, shift)), ir.Constant(I64, MAX_TASKS))
 
-    # work(state): claim tasks of the current job until none is left
-    work = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), "hpvm_pool_work")
-    state, generation = work.args
+
+def _build_work(module: ir.Module) -> ir.Function:
+    """work(state, slot) -> tasks run: claim and run tasks of one slot until none is left."""
+    work = ir.Function(module, ir.FunctionType(I64, [PTR, I64]), "hpvm_pool_work")
+    state, slot = work.args
     entry = work.append_basic_block("entry")
     claim = work.append_basic_block("claim")
-    run = work.append_basic_block("run")
+    take = work.append_basic_block("take")
+    call = work.append_basic_block("call")
     done = work.append_basic_block("done")
     b = ir.IRBuilder(entry)
+    job = _slot_word(b, state, slot, 0)
     b.branch(claim)
     b.position_at_end(claim)
-    word = b.load_atomic(_word(b, state, 0), "acquire", 8, typ=I64)
-    count = b.load_atomic(_word(b, state, 2), "acquire", 8, typ=I64)
-    same_job = b.icmp_unsigned("==", b.lshr(word, ir.Constant(I64, 32)), generation)
-    index = b.and_(word, ir.Constant(I64, 0xFFFFFFFF))
-    left = b.icmp_unsigned("<", index, count)
-    b.cbranch(b.and_(same_job, left), run, done)
-    b.position_at_end(run)
-    swapped = b.cmpxchg(_word(b, state, 0), word, b.add(word, ir.Constant(I64, 1)), "acq_rel", "acquire")
-    won = b.extract_value(swapped, 1)
-    call = work.append_basic_block("call")
-    b.cbranch(won, call, claim)
+    ran = b.phi(I64, name="ran")
+    ran.add_incoming(ir.Constant(I64, 0), entry)
+    word = b.load_atomic(job, "acquire", 8, typ=I64)
+    index = b.and_(word, ir.Constant(I64, MAX_TASKS))
+    b.cbranch(b.icmp_unsigned("<", index, _field(b, word, _FIELD_BITS)), take, done)
+    b.position_at_end(take)
+    swapped = b.cmpxchg(job, word, b.add(word, ir.Constant(I64, 1)), "acq_rel", "acquire")
+    ran.add_incoming(ran, take)
+    b.cbranch(b.extract_value(swapped, 1), call, claim)
     b.position_at_end(call)
-    tasks = b.inttoptr(b.load_atomic(_word(b, state, 3), "acquire", 8, typ=I64), PTR)
+    # the job cannot finish before this task does, so its records stay in place meanwhile
+    tasks = b.inttoptr(b.load_atomic(_slot_word(b, state, slot, 2), "acquire", 8, typ=I64), PTR)
     record = b.gep(tasks, [b.mul(index, ir.Constant(I64, _TASK_WORDS))], source_etype=I64)
     fields = [b.load(b.gep(record, [ir.Constant(I64, k)], source_etype=I64), typ=I64)
               for k in range(_TASK_WORDS)]
@@ -96,142 +117,201 @@ def _build_module() -> str:
     driver = b.inttoptr(fields[0], ir.PointerType(_DRIVER))
     b.call(driver, [b.inttoptr(fields[1], PTR), b.inttoptr(fields[2], PTR), fields[3], fields[4],
                     fields[5], fields[6], b.inttoptr(fields[7], PTR)])
-    b.atomic_rmw("add", _word(b, state, 1), ir.Constant(I64, 1), "acq_rel")
+    b.atomic_rmw("add", _slot_word(b, state, slot, 1), ir.Constant(I64, 1), "acq_rel")
+    ran.add_incoming(b.add(ran, ir.Constant(I64, 1)), call)
     b.branch(claim)
     b.position_at_end(done)
-    b.ret_void()
+    b.ret(ran)
+    return work
 
-    # worker(state): wait for each new job, take part in it, until shutdown
-    worker = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), "hpvm_pool_worker")
-    (wstate,) = worker.args
+
+def _build_scan(module: ir.Module, work: ir.Function) -> ir.Function:
+    """scan(state, first) -> tasks run: work on every slot, starting at `first`."""
+    scan = ir.Function(module, ir.FunctionType(I64, [PTR, I64]), "hpvm_pool_scan")
+    state, first = scan.args
+    entry = scan.append_basic_block("entry")
+    loop = scan.append_basic_block("slot")
+    done = scan.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    b.branch(loop)
+    b.position_at_end(loop)
+    k = b.phi(I64, name="k")
+    total = b.phi(I64, name="total")
+    k.add_incoming(ir.Constant(I64, 0), entry)
+    total.add_incoming(ir.Constant(I64, 0), entry)
+    slot = b.urem(b.add(first, k), ir.Constant(I64, SLOTS))
+    more = b.add(total, b.call(work, [state, slot]))
+    following = b.add(k, ir.Constant(I64, 1))
+    k.add_incoming(following, loop)
+    total.add_incoming(more, loop)
+    b.cbranch(b.icmp_unsigned("<", following, ir.Constant(I64, SLOTS)), loop, done)
+    b.position_at_end(done)
+    b.ret(more)
+    return scan
+
+
+def _build_worker(module: ir.Module, scan: ir.Function, syscall: ir.Function) -> None:
+    """worker(state, first): take tasks from any job until shutdown; spin, then sleep, when idle."""
+    worker = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), "hpvm_pool_worker")
+    state, first = worker.args
     entry = worker.append_basic_block("entry")
     wait = worker.append_basic_block("wait")
+    look = worker.append_basic_block("look")
     idle = worker.append_basic_block("idle")
-    spin = worker.append_basic_block("spin")
-    nap = worker.append_basic_block("sleep")
     pause = worker.append_basic_block("pause")
-    join = worker.append_basic_block("join")
+    nap = worker.append_basic_block("sleep")
     leave = worker.append_basic_block("leave")
     b = ir.IRBuilder(entry)
-    seen0 = b.lshr(b.load_atomic(_word(b, wstate, 0), "acquire", 8, typ=I64), ir.Constant(I64, 32))
     b.branch(wait)
     b.position_at_end(wait)
-    seen = b.phi(I64)
-    spins = b.phi(I64)
-    seen.add_incoming(seen0, entry)
+    spins = b.phi(I64, name="spins")
     spins.add_incoming(ir.Constant(I64, 0), entry)
-    now = b.lshr(b.load_atomic(_word(b, wstate, 0), "acquire", 8, typ=I64), ir.Constant(I64, 32))
-    stop = b.icmp_unsigned("!=", b.load_atomic(_word(b, wstate, 4), "acquire", 8, typ=I64),
-                           ir.Constant(I64, 0))
-    b.cbranch(stop, leave, idle)
+    stop = b.load_atomic(_word(b, state, 2), "acquire", 8, typ=I64)
+    b.cbranch(b.icmp_unsigned("!=", stop, ir.Constant(I64, 0)), leave, look)
+    b.position_at_end(look)
+    # read the counter before looking: a job published after this read changes it
+    seen = b.load_atomic(_word(b, state, 0), "seq_cst", 8, typ=I64)
+    ran = b.call(scan, [state, first])
+    now = b.load_atomic(_word(b, state, 0), "seq_cst", 8, typ=I64)
+    busy = b.or_(b.icmp_unsigned("!=", ran, ir.Constant(I64, 0)), b.icmp_unsigned("!=", now, seen))
+    spins.add_incoming(ir.Constant(I64, 0), look)
+    b.cbranch(busy, wait, idle)
     b.position_at_end(idle)
-    b.cbranch(b.icmp_unsigned("!=", now, seen), join, spin)
-    b.position_at_end(spin)
-    more = b.add(spins, ir.Constant(I64, 1))
     b.cbranch(b.icmp_unsigned(">=", spins, ir.Constant(I64, _SPINS)), nap, pause)
-    b.position_at_end(nap)
-    # sleep until the wake-up counter moves: count ourselves as a sleeper, check once more that no
-    # job arrived meanwhile, and wait on the counter's value read before that check
-    ticket = b.load_atomic(_word(b, wstate, 5), "acquire", 8, typ=I64)
-    b.atomic_rmw("add", _word(b, wstate, 6), ir.Constant(I64, 1), "acq_rel")
-    latest = b.lshr(b.load_atomic(_word(b, wstate, 0), "acquire", 8, typ=I64), ir.Constant(I64, 32))
-    quiet = b.and_(b.icmp_unsigned("==", latest, seen),
-                   b.icmp_unsigned("==", b.load_atomic(_word(b, wstate, 4), "acquire", 8, typ=I64),
-                                   ir.Constant(I64, 0)))
-    with b.if_then(quiet):
-        b.call(syscall, [ir.Constant(I64, _SYS_FUTEX), _word(b, wstate, 5),
-                         ir.Constant(I32, _FUTEX_WAIT_PRIVATE), b.trunc(ticket, I32),
-                         ir.Constant(PTR, None)])
-    b.atomic_rmw("sub", _word(b, wstate, 6), ir.Constant(I64, 1), "acq_rel")
-    slept = b.block
-    b.branch(wait)
     b.position_at_end(pause)
     _pause(b, module)
+    spins.add_incoming(b.add(spins, ir.Constant(I64, 1)), pause)
     b.branch(wait)
-    seen.add_incoming(seen, slept)
-    spins.add_incoming(ir.Constant(I64, 0), slept)
-    seen.add_incoming(seen, pause)
-    spins.add_incoming(more, pause)
-    b.position_at_end(join)
-    b.call(work, [wstate, now])
-    seen.add_incoming(now, join)
-    spins.add_incoming(ir.Constant(I64, 0), join)
+    b.position_at_end(nap)
+    # count ourselves as a sleeper, then sleep only if no job was published since `seen`
+    b.atomic_rmw("add", _word(b, state, 1), ir.Constant(I64, 1), "seq_cst")
+    latest = b.load_atomic(_word(b, state, 0), "seq_cst", 8, typ=I64)
+    quiet = b.and_(b.icmp_unsigned("==", latest, seen),
+                   b.icmp_unsigned("==", b.load_atomic(_word(b, state, 2), "acquire", 8, typ=I64),
+                                   ir.Constant(I64, 0)))
+    with b.if_then(quiet):
+        b.call(syscall, [ir.Constant(I64, _SYS_FUTEX), _word(b, state, 0),
+                         ir.Constant(I32, _FUTEX_WAIT_PRIVATE), b.trunc(seen, I32),
+                         ir.Constant(PTR, None)])
+    b.atomic_rmw("sub", _word(b, state, 1), ir.Constant(I64, 1), "seq_cst")
+    spins.add_incoming(ir.Constant(I64, 0), b.block)
     b.branch(wait)
     b.position_at_end(leave)
     b.ret_void()
 
-    # run(state, generation): take part in the published job, then wait until it is all done
+
+def _build_runner(module: ir.Module, work: ir.Function, scan: ir.Function,
+                  syscall: ir.Function) -> None:
+    """run(state, slot): the launching thread wakes the workers, runs tasks of its own job, then
+    helps with any job until its own is done (yielding its core when there is nothing to do)."""
+    runner = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), "hpvm_pool_run")
+    state, slot = runner.args
+    entry = runner.append_basic_block("entry")
+    check = runner.append_basic_block("check")
+    help_ = runner.append_basic_block("help")
+    idle = runner.append_basic_block("idle")
+    finished = runner.append_basic_block("finished")
+    b = ir.IRBuilder(entry)
+    _wake(b, state, syscall)
+    b.call(work, [state, slot])
+    count = _field(b, b.load_atomic(_slot_word(b, state, slot, 0), "acquire", 8, typ=I64), _FIELD_BITS)
+    started = b.block  # _wake added blocks after entry
+    b.branch(check)
+    b.position_at_end(check)
+    spins = b.phi(I64, name="spins")
+    spins.add_incoming(ir.Constant(I64, 0), started)
+    completed = b.load_atomic(_slot_word(b, state, slot, 1), "acquire", 8, typ=I64)
+    b.cbranch(b.icmp_unsigned("<", completed, count), help_, finished)
+    b.position_at_end(help_)
+    ran = b.call(scan, [state, b.add(slot, ir.Constant(I64, 1))])
+    spins.add_incoming(ir.Constant(I64, 0), help_)
+    b.cbranch(b.icmp_unsigned("!=", ran, ir.Constant(I64, 0)), check, idle)
+    b.position_at_end(idle)
+    with b.if_else(b.icmp_unsigned("<", spins, ir.Constant(I64, _OWNER_SPINS))) as (spin, give_up):
+        with spin:
+            _pause(b, module)
+        with give_up:  # more threads than cores: let the ones finishing our tasks run
+            b.call(syscall, [ir.Constant(I64, _SYS_SCHED_YIELD)])
+    spins.add_incoming(b.add(spins, ir.Constant(I64, 1)), b.block)
+    b.branch(check)
+    b.position_at_end(finished)
+    b.ret_void()
+
+
+def _build_module() -> str:
+    module = ir.Module(name="hpvm_pool")
+    syscall = ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
+    work = _build_work(module)
+    scan = _build_scan(module, work)
+    _build_worker(module, scan, syscall)
+    _build_runner(module, work, scan, syscall)
     waker = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), "hpvm_pool_wake")
     b = ir.IRBuilder(waker.append_basic_block("entry"))
     _wake(b, waker.args[0], syscall)
     b.ret_void()
-
-    runner = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), "hpvm_pool_run")
-    rstate, rgen = runner.args
-    entry = runner.append_basic_block("entry")
-    check = runner.append_basic_block("check")
-    again = runner.append_basic_block("again")
-    finished = runner.append_basic_block("finished")
-    b = ir.IRBuilder(entry)
-    _wake(b, rstate, syscall)
-    b.call(work, [rstate, rgen])
-    b.branch(check)
-    b.position_at_end(check)
-    total = b.load_atomic(_word(b, rstate, 2), "acquire", 8, typ=I64)
-    completed = b.load_atomic(_word(b, rstate, 1), "acquire", 8, typ=I64)
-    b.cbranch(b.icmp_unsigned("<", completed, total), again, finished)
-    b.position_at_end(again)
-    _pause(b, module)
-    b.branch(check)
-    b.position_at_end(finished)
-    b.ret_void()
     return str(module)
 
 
+@functools.cache
+def _pool_code() -> LoadedObject:
+    """The pool's functions, compiled once (they take the pool's state as an argument)."""
+    return LoadedObject(emit_object(optimize(_build_module())))
+
+
 class NativePool:
-    """Runs task records on `threads` threads: the caller and threads - 1 native workers."""
+    """Runs task records on `threads` threads: the launching threads and threads - 1 native
+    workers shared by every launch in flight."""
 
     def __init__(self, threads: int):
         self.threads = threads
-        self._code = LoadedObject(emit_object(optimize(_build_module())))
+        self._code = _pool_code()
         self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
             self._code.address("hpvm_pool_run"))
-        worker = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._code.address("hpvm_pool_worker"))
+        worker = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
+            self._code.address("hpvm_pool_worker"))
         self._wake = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._code.address("hpvm_pool_wake"))
-        self._state = (ctypes.c_int64 * 7)()
+        self._state = (ctypes.c_int64 * (_SLOT_BASE + _SLOT_WORDS * SLOTS))()
         self._state_at = ctypes.addressof(self._state)
-        self._generation = 0
+        self._tag = 0
+        self._free = list(range(SLOTS))
         self._lock = threading.Lock()
-        self._workers = [threading.Thread(target=worker, args=(self._state_at,), daemon=True,
-                                          name=f"hpvm-native-{i}") for i in range(threads - 1)]
+        self._workers = [threading.Thread(target=worker, args=(self._state_at, i % SLOTS),
+                                          daemon=True, name=f"hpvm-native-{i}")
+                         for i in range(threads - 1)]
         for t in self._workers:
             t.start()
         atexit.register(self.shutdown)
 
     def run(self, tasks: Sequence[Sequence[int]]) -> bool:
-        """Run every task (driver address and its 7 arguments); False when the pool is busy with
-        another thread's job (the caller then runs its tasks itself)."""
-        if not self._lock.acquire(blocking=False):
+        """Run every task (driver address and its 7 arguments); False when every job slot is
+        taken by other launches (the caller then runs its tasks itself)."""
+        if len(tasks) > MAX_TASKS:
             return False
+        with self._lock:
+            if not self._free:
+                return False
+            slot = self._free.pop()
+            self._tag = (self._tag + 1) & 0xFFFFFF
+            tag = self._tag
         try:
             records = (ctypes.c_int64 * (_TASK_WORDS * len(tasks)))()
             for i, task in enumerate(tasks):
                 records[i * _TASK_WORDS:(i + 1) * _TASK_WORDS] = task
+            base = _SLOT_BASE + _SLOT_WORDS * slot
             state = self._state
-            self._generation = (self._generation + 1) & 0xFFFFFFFF
-            state[1] = 0
-            state[2] = len(tasks)
-            state[3] = ctypes.addressof(records)
-            # publish last: x86 keeps stores in order, so a worker that sees the new generation
-            # also sees the task records and counts written above
-            state[0] = self._generation << 32
-            self._run(self._state_at, self._generation)
+            state[base + 1] = 0
+            state[base + 2] = ctypes.addressof(records)
+            # publish last: x86 keeps stores in order, so a worker that sees the new job word
+            # also sees the task records and the cleared count written above
+            state[base] = (tag << 40) | (len(tasks) << _FIELD_BITS)
+            self._run(self._state_at, slot)
             return True
         finally:
-            self._lock.release()
+            with self._lock:
+                self._free.append(slot)
 
     def shutdown(self) -> None:
-        self._state[4] = 1
+        self._state[2] = 1
         self._wake(self._state_at)
         for t in self._workers:
             t.join(1.0)

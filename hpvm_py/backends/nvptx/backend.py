@@ -44,7 +44,11 @@ class NvptxBackend:
     def usable(self) -> bool:
         return device.unusable_reason() is None
 
-    def unusable_reason(self) -> str:
+    def can_compile(self) -> bool:
+        """PTX and cubins are made without a GPU (llvmlite and the ptxas of the triton wheel)."""
+        return toolchain.ptxas_path() is not None
+
+    def why_unusable(self) -> str:
         return device.unusable_reason() or "usable"
 
     def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> NvptxKernel:

@@ -88,8 +88,7 @@ class _VectorCheck:
                 if isinstance(e, K.Malloc):
                     return False
                 if isinstance(e, K.Atomic) and (e is not top or not isinstance(stmt, K.ExprStmt)
-                                                or e.op not in ops.VECTOR_ATOMICS
-                                                or e.type == bf16):
+                                                or not ops.vector_atomic(e.op, e.type)):
                     return False
         if isinstance(stmt, K.If):
             inner = masked or self.is_varying(stmt.cond)

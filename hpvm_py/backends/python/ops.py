@@ -117,13 +117,18 @@ def vatomic(site: int, op: str, buf: Buffer, index: Any, value: Any, mask: Any =
 
 _ATOMIC: dict[str, Callable[[Any, Any], Any]] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b,
-    "min": lambda a, b: np.minimum(a, b), "max": lambda a, b: np.maximum(a, b),
+    "min": S.fmin, "max": S.fmax,  # on floats: a NaN operand is ignored, -0 < +0
     "xchg": lambda a, b: b, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
     "xor": lambda a, b: a ^ b,
 }
 _ATOMIC_UFUNC = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum,
                  "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
-VECTOR_ATOMICS = frozenset(_ATOMIC_UFUNC)
+
+
+def vector_atomic(op: str, t: ScalarType) -> bool:
+    """Whether ufunc.at computes the atomic exactly: bf16 needs rounding, and no ufunc orders
+    signed zeros for float min/max."""
+    return op in _ATOMIC_UFUNC and t != bf16 and not (t.is_float and op in ("min", "max"))
 
 
 def cast_function(src: ScalarType, dst: ScalarType) -> Callable[[Any], Any]:
@@ -183,7 +188,7 @@ _MATH: dict[str, Callable[..., Any]] = {
     "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "pow": np.power,
     "atan2": np.arctan2, "fmod": np.fmod, "copysign": S.copysign, "hypot": np.hypot,
-    "fmin": np.fmin, "fmax": np.fmax, "fma": _fma, "abs": np.abs, "min": S.fmin, "max": S.fmax,
+    "fmin": S.fmin, "fmax": S.fmax, "fma": _fma, "abs": np.abs, "min": S.minimum, "max": S.maximum,
 }
 
 

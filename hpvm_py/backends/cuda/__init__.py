@@ -1,0 +1,14 @@
+"""The CUDA layer shared by the GPU targets (`gpu` through Triton, `nvptx` through LLVM NVPTX).
+
+Device names are `cuda:N`. A memory object's copy on a device is a flat, contiguous uint8 torch
+tensor there (a user's own CUDA tensor is used as it is); backends launch on
+`BufferArg.address`, the copy's device pointer. Transfers and allocation are registered with the
+memory tracker (rt/tracker.py), which counts every copy.
+
+Without CUDA (CI), the `fake` device kind stands in: its "device memory" is host NumPy arrays,
+copied and counted exactly like real device memory, so transfer counts are tested without a GPU.
+The Triton interpreter (TRITON_INTERPRET=1) runs kernels on it.
+"""
+from .devices import FAKE, gpu_device, register_transfers, typed_tensor
+
+__all__ = ["FAKE", "gpu_device", "register_transfers", "typed_tensor"]

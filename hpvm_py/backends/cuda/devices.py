@@ -1,0 +1,146 @@
+"""GPU devices and transfers: `cuda:N` (torch CUDA memory) and `fake:N` (host NumPy arrays).
+
+The tracker calls the registered functions as fn(source copy, destination device, existing
+destination copy or None) -> destination copy. A copy into the host always lands in the user's own
+buffer (the tracker passes it as the existing copy).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from ...errors import LaunchError
+from ...types import ScalarType, bf16
+
+FAKE = "fake"
+_registered = False
+_lock = threading.Lock()
+
+
+@functools.cache
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def gpu_device() -> str:
+    """The device GPU targets run on: $HPVM_GPU_DEVICE, else cuda:0, else the fake device."""
+    register_transfers()
+    wanted = os.environ.get("HPVM_GPU_DEVICE")
+    if wanted:
+        kind, _, index = wanted.partition(":")
+        if kind not in ("cuda", FAKE) or not index.isdigit():
+            raise LaunchError(f"HPVM_GPU_DEVICE={wanted!r}: expected cuda:N or fake:N")
+        if kind == "cuda" and not cuda_available():
+            raise LaunchError(f"HPVM_GPU_DEVICE={wanted!r}, but CUDA is not available here")
+        return wanted
+    return "cuda:0" if cuda_available() else f"{FAKE}:0"
+
+
+def register_transfers() -> None:
+    """Plug the device transfers into the memory tracker (once)."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        from ...rt.tracker import register_copy
+
+        register_copy("host", "cuda", _to_cuda)
+        register_copy("cuda", "cuda", _to_cuda)
+        register_copy("cuda", "host", _to_host)
+        register_copy("alloc", "cuda", _allocate_cuda)
+        register_copy("host", FAKE, _to_fake)
+        register_copy(FAKE, FAKE, _to_fake)
+        register_copy(FAKE, "host", _to_host)
+        register_copy("alloc", FAKE, _allocate_fake)
+        _registered = True
+
+
+# -- bytes of any buffer ---------------------------------------------------------------------
+
+
+def byte_tensor(buf: Any) -> Any:
+    """A flat uint8 torch view (no copy) of a NumPy array or a contiguous torch tensor."""
+    import torch
+
+    if isinstance(buf, np.ndarray):
+        return torch.from_numpy(buf.reshape(-1).view(np.uint8))
+    return buf.reshape(-1).view(torch.uint8)
+
+
+def _byte_array(buf: Any) -> np.ndarray:
+    """A flat uint8 NumPy view of a host buffer (NumPy array or CPU tensor)."""
+    if isinstance(buf, np.ndarray):
+        return buf.reshape(-1).view(np.uint8)
+    return byte_tensor(buf).numpy()
+
+
+def _to_cuda(src: Any, device: str, existing: Any) -> Any:
+    import torch
+
+    data = byte_tensor(src)
+    if existing is None:
+        existing = torch.empty(data.numel(), dtype=torch.uint8, device=device)
+    byte_tensor(existing).copy_(data)
+    return existing
+
+
+def _allocate_cuda(home: Any, device: str, _: Any) -> Any:
+    import torch
+
+    return torch.empty(byte_tensor(home).numel(), dtype=torch.uint8, device=device)
+
+
+def _to_host(src: Any, device: str, existing: Any) -> Any:
+    if existing is None:
+        existing = np.empty(_nbytes(src), np.uint8)
+    if isinstance(src, np.ndarray):
+        _byte_array(existing)[...] = _byte_array(src)
+    else:
+        byte_tensor(existing).copy_(byte_tensor(src))  # waits for the device's work on src
+    return existing
+
+
+def _to_fake(src: Any, device: str, existing: Any) -> Any:
+    if existing is None:
+        existing = np.empty(_nbytes(src), np.uint8)
+    _byte_array(existing)[...] = _byte_array(src) if isinstance(src, np.ndarray) or \
+        src.device.type == "cpu" else byte_tensor(src).cpu().numpy()
+    return existing
+
+
+def _allocate_fake(home: Any, device: str, _: Any) -> Any:
+    return np.zeros(_nbytes(home), np.uint8)
+
+
+def _nbytes(buf: Any) -> int:
+    return int(buf.nbytes) if isinstance(buf, np.ndarray) else int(buf.numel() * buf.element_size())
+
+
+# -- typed views for kernels ------------------------------------------------------------------
+
+
+def torch_dtype(elem: ScalarType) -> Any:
+    """The torch dtype a kernel sees a buffer of `elem` as (bf16 as its 16 bits in int16)."""
+    import torch
+
+    if elem == bf16:
+        return torch.int16
+    return {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32,
+            "i64": torch.int64, "u8": torch.uint8, "u16": torch.uint16, "u32": torch.uint32,
+            "u64": torch.uint64, "f16": torch.float16, "f32": torch.float32,
+            "f64": torch.float64}[elem.name]
+
+
+def typed_tensor(buf: Any, elem: ScalarType) -> Any:
+    """A flat torch view (no copy) of a device copy as elements of `elem`."""
+    data = byte_tensor(buf)
+    usable = data.numel() - data.numel() % elem.nbytes
+    return data[:usable].view(torch_dtype(elem))

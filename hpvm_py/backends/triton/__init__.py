@@ -1,0 +1,46 @@
+"""The `gpu` target: HPVM leaves as Triton block programs (codegen.py), launched on CUDA devices
+(backends/cuda), or on the fake device through Triton's interpreter (TRITON_INTERPRET=1)."""
+from __future__ import annotations
+
+import threading
+
+import triton  # noqa: F401 - an ImportError here makes the target unavailable
+
+from ...ir import kernel as K
+from ..base import NodeContext
+from ..cuda.devices import cuda_available
+from .codegen import generate
+from .host_math import interpreting
+from .kernel import TritonKernel
+
+
+class TritonBackend:
+    name = "gpu"
+
+    _memory: dict[tuple[str, str, bool, bool], TritonKernel] = {}
+    _lock = threading.Lock()
+
+    def usable(self) -> bool:
+        return interpreting() or cuda_available()
+
+    def why_unusable(self) -> str:
+        return ("target 'gpu' needs a CUDA GPU (torch.cuda.is_available() is false here); set "
+                "TRITON_INTERPRET=1 to run it on the CPU through Triton's interpreter (slow), or use "
+                "target='cpu'")
+
+    def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> TritonKernel:
+        key = (repr(leaf), ctx.key(), checked, interpreting())
+        with self._lock:
+            kernel = self._memory.get(key)
+        if kernel is not None and kernel.leaf is leaf:
+            return kernel
+        interpreted = interpreting()
+        kernel = TritonKernel(leaf, ctx, lambda fixed_grid: generate(leaf, ctx, checked, interpreted,
+                                                                      fixed_grid))
+        with self._lock:
+            self._memory[key] = kernel
+        return kernel
+
+    def generated_source(self, leaf: K.LeafFunc, ctx: NodeContext) -> str:
+        """What `hpvmc compile --emit triton` writes: the unchecked kernel's file for the GPU."""
+        return generate(leaf, ctx, False, interpreted=False).text

@@ -1,0 +1,687 @@
+"""Kernel IR -> Triton source: one program runs a block of a leaf's dynamic instances.
+
+Mapping. Program `pid` covers leaf instances [lb * BLOCK, lb * BLOCK + BLOCK) of parent instance
+`pid // LB` (lb = pid % LB): leaf instances are lanes, parent instances are programs. A leaf with
+barrier() runs all its instances of one parent in one program (LB = 1), so a barrier is a barrier
+inside one program.
+
+Uniform values (passes/uniform.py: the same for every instance of one parent instance) are Triton
+scalars, everything else is a block of BLOCK lanes. Control flow that differs between lanes
+becomes masks: the mask of a statement is the conjunction of `m0` (lanes inside the grid), the
+conditions of the enclosing divergent ifs, `live` (lanes that have not returned) and, per
+enclosing loop, lanes that have not broken out or continued. Loops whose trip count differs per
+lane run to the block's maximum, lanes masked off when done. Uniform ifs and loops stay scalar
+control flow. Loads, stores and atomics are masked, so masked-off lanes never touch memory; the
+checked variant also masks every access to its buffer's bounds and records the first failure.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from ...errors import CompileError
+from ...ir import kernel as K
+from ...ir.loc import Loc
+from ...passes.uniform import Uniformity
+from ...types import PtrType, ScalarType, bf16, f32
+from ..base import NodeContext
+from ..cpu.prepare import localize_assigned_params
+from . import values as V
+from .prelude import HEADER, INTERPRETER_IMPORT, LIBRARY_FUNCTIONS, library_helper
+from .scratch import Scratch, scratches
+
+# Lanes of a leaf with barriers (all instances of a parent in one program) at most.
+MAX_GROUP_LANES = 4096
+SUGGESTION = "use target=\"nvptx\" (the SIMT GPU target) or \"cpu\" for this leaf"
+_ATOMIC_TYPES = ("i32", "u32", "i64", "u64", "f32", "f64")
+_ATOMIC_FN = {"add": "tl.atomic_add", "sub": "tl.atomic_add", "min": "tl.atomic_min",
+              "max": "tl.atomic_max", "xchg": "tl.atomic_xchg", "and": "tl.atomic_and",
+              "or": "tl.atomic_or", "xor": "tl.atomic_xor"}
+
+
+@dataclass
+class Site:
+    """One checked memory access: what is reported when it goes out of bounds."""
+
+    kind: str  # "load from" | "store to" | "atomic on"
+    buffer: str
+    loc: Loc
+
+
+@dataclass
+class TritonSource:
+    """Generated code of one leaf for one NodeContext, and how to call it."""
+
+    text: str
+    kernel: str  # the @triton.jit function's name
+    grouped: bool  # one program per parent instance (barriers, malloc)
+    checked: bool
+    arguments: dict[str, str]  # parameter -> Triton type ("*fp32", "i64", "constexpr")
+    sites: list[Site] = field(default_factory=list)
+    scratch: list[Scratch] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
+             fixed_grid: bool = False) -> TritonSource:
+    """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
+    `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
+    the per-lane ids cost shifts and masks rather than divisions)."""
+    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid).run()
+
+
+def unsupported(construct: str, loc: Loc) -> CompileError:
+    return CompileError(f"{construct} is not supported by target 'gpu' (Triton) yet; {SUGGESTION}",
+                        loc, rule="gpu-supported")
+
+
+_TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
+                "u16": "u16", "u32": "u32", "u64": "u64", "f16": "fp16", "bf16": "i16", "f32": "fp32",
+                "f64": "fp64"}
+
+
+def _pointer(elem: ScalarType) -> str:
+    return "*" + _TRITON_TYPE[elem.name]
+
+
+def _ident(name: str) -> str:
+    return "v_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def _masked_in_loops(block: K.Block) -> frozenset[str]:
+    """Locals assigned in a loop that breaks or continues: those lanes keep their values while
+    the loop runs on (Triton loops cannot exit early), so the values are per lane."""
+    found: set[str] = set()
+    for stmt in K.walk_stmts(block):
+        if isinstance(stmt, (K.For, K.While)) and \
+                any(isinstance(s, (K.Break, K.Continue)) for s in K.walk_stmts(stmt.body)):
+            if isinstance(stmt, K.For):
+                found.add(stmt.var)
+            for s in K.walk_stmts(stmt.body):
+                if isinstance(s, K.Assign):
+                    found.add(s.target)
+                elif isinstance(s, K.For):
+                    found.add(s.var)
+    return frozenset(found)
+
+
+class _Loop:
+    """Mask state of one enclosing loop."""
+
+    def __init__(self, brk: str | None, cnt: str | None):
+        self.brk = brk
+        self.cnt = cnt
+
+
+class _Generator:
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
+                 fixed_grid: bool):
+        self.interpreted = interpreted
+        self.fixed_grid = fixed_grid
+        self.leaf = leaf
+        self.ctx = ctx
+        self.checked = checked
+        self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
+        self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
+        self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
+        self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), _masked_in_loops(leaf.body))
+        self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
+        self.types.update(leaf.locals)  # type: ignore[arg-type]
+        self.names = {name: _ident(name) for name in self.types}
+        self.lines: list[str] = []
+        self.indent = 1
+        self.counter = 0
+        self.terms: list[str] = []
+        self.loops: list[_Loop] = []
+        self.sites: list[Site] = []
+        self.library: set[str] = set()
+        self.live = self._needs_live()
+        self.arguments = self._arguments()
+
+    # -- output -------------------------------------------------------------------------------
+
+    def emit(self, text: str) -> None:
+        self.lines.append("    " * self.indent + text)
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        return f"_{base}{self.counter}"
+
+    def run(self) -> TritonSource:
+        self._check_supported()
+        body_start = len(self.lines)
+        self._prologue()
+        self.terms = ["live" if self.live else "m0"]
+        self.block(self.leaf.body)
+        self._epilogue()
+        body = self.lines[body_start:]
+        self.lines = self.lines[:body_start]
+        header = [HEADER + (INTERPRETER_IMPORT if self.interpreted else "")]
+        for name in sorted(self.library | self._library_in_helpers(body)):
+            header.append(library_helper(name, self.interpreted))
+        text = "".join(header) + "\n\n@triton.jit\n" + self._signature() + "\n".join(body) + "\n"
+        return TritonSource(text=text, kernel=self.kernel, grouped=self.grouped,
+                            checked=self.checked, arguments=self.arguments, sites=self.sites,
+                            scratch=self.scratch)
+
+    def _arguments(self) -> dict[str, str]:
+        """The kernel's parameters in order, with their Triton types (as kernel.py passes them)."""
+        args: dict[str, str] = {}
+        for p, mode in zip(self.leaf.params, self.ctx.input_modes):
+            name = self.names[p.name]
+            if mode == "buffer":
+                assert isinstance(p.type, PtrType)
+                args[name] = _pointer(p.type.elem)
+                if self.checked:
+                    args[f"{name}__limit"] = "i64"
+            elif mode == "uniform":
+                args[f"{name}__arg"] = "i64"
+            else:
+                assert isinstance(p.type, ScalarType)
+                args[f"{name}__arg"] = _pointer(f32 if p.type == bf16 else p.type)
+        for j, (out, mode) in enumerate(zip(self.leaf.outputs, self.ctx.output_modes)):
+            if mode != "unused":
+                assert isinstance(out.type, ScalarType)
+                args[f"out{j}"] = _pointer(out.type)
+        for scratch in self.scratch:
+            name = self.names[scratch.name]
+            args[f"{name}__base"] = _pointer(scratch.elem)
+            args[f"{name}__stride"] = "i64"
+            if self.checked:
+                args[f"{name}__limit"] = "i64"
+        for level, dims in enumerate(self.ctx.level_dims):
+            kind = "constexpr" if level == 0 and self.fixed_grid else "i64"
+            args.update({f"E{level}_{d}": kind for d in range(dims)})
+        args["LB"] = args["L"] = "i64"
+        if self.checked:
+            args["ERR"] = "*i64"
+        args["BLOCK"] = "constexpr"
+        return args
+
+    def _signature(self) -> str:
+        params = [name if kind != "constexpr" else f"{name}: tl.constexpr"
+                  for name, kind in self.arguments.items()]
+        doc = f'    """Leaf {self.leaf.name} ({self.leaf.loc}), {self.ctx.key()}."""\n'
+        return f"def {self.kernel}({', '.join(params)}):\n" + doc
+
+    @staticmethod
+    def _library_in_helpers(body: list[str]) -> set[str]:
+        """Library functions the prelude's own helpers call (float // and % use fmod)."""
+        text = "\n".join(body)
+        return {"fmod"} if "_ffloordiv(" in text or "_fmod_py(" in text else set()
+
+    # -- what cannot be expressed -----------------------------------------------------------------
+
+    def _check_supported(self) -> None:
+        for stmt in K.walk_stmts(self.leaf.body):
+            if isinstance(stmt, (K.Print, K.Breakpoint)):
+                what = "print()" if isinstance(stmt, K.Print) else "breakpoint()"
+                raise CompileError(f"{what} is supported only by target='python'", stmt.loc)
+        for e in K.walk_all_exprs(self.leaf.body):
+            if isinstance(e, K.CallHelper):
+                raise unsupported(f"a call of helper {e.func} that was not inlined", e.loc)
+            if isinstance(e, K.Atomic):
+                elem = self._elem(e.ptr)
+                if elem.name not in _ATOMIC_TYPES or (elem.is_float and e.op not in ("add", "sub", "xchg")):
+                    raise unsupported(f"atomic_{e.op} on a {elem} buffer", e.loc)
+
+    def _needs_live(self) -> bool:
+        """Whether some instance may return before the end (a `live` mask is then kept)."""
+        body = self.leaf.body
+        returns = [s for s in K.walk_stmts(body) if isinstance(s, K.Return)]
+        return bool(returns) and not (len(returns) == 1 and body and body[-1] is returns[0])
+
+    # -- prologue / epilogue ------------------------------------------------------------------
+
+    def _prologue(self) -> None:
+        e = self.emit
+        e("pid = tl.program_id(0).to(tl.int64)")
+        e("parent = pid // LB")
+        e("lin = (pid % LB) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
+        e("m0 = lin < L")
+        e("ZERO = lin * 0")
+        e("FALSE = lin < 0")
+        e("Z64 = tl.zeros([], tl.int64)")
+        dims0 = self.ctx.level_dims[0] if self.ctx.level_dims else 0
+        rest = "lin"
+        for d in range(dims0):  # leaf ids: lanes
+            last = d == dims0 - 1
+            e(f"id0_{d} = {rest}" + ("" if last else f" % E0_{d}"))
+            if not last:
+                e(f"rest0_{d} = {rest} // E0_{d}")
+                rest = f"rest0_{d}"
+        rest = "parent"
+        for level in range(1, len(self.ctx.level_dims)):  # ancestors' ids: uniform
+            dims = self.ctx.level_dims[level]
+            count = " * ".join(f"E{level}_{d}" for d in range(dims)) or "1"
+            e(f"lin{level} = {rest} % ({count})")
+            e(f"rest{level} = {rest} // ({count})")
+            inner = f"lin{level}"
+            for d in range(dims):
+                last = d == dims - 1
+                e(f"id{level}_{d} = {inner}" + ("" if last else f" % E{level}_{d}"))
+                if not last:
+                    e(f"in{level}_{d} = {inner} // E{level}_{d}")
+                    inner = f"in{level}_{d}"
+            rest = f"rest{level}"
+        for p, mode in zip(self.leaf.params, self.ctx.input_modes):
+            if mode == "buffer":
+                continue
+            assert isinstance(p.type, ScalarType)
+            name = self.names[p.name]
+            if mode == "uniform":
+                e(f"{name} = {self._from_bits(f'{name}__arg', p.type)}")
+            else:  # arrays of values; bf16 ones arrive as f32 values (kernel.py)
+                stored = f32 if p.type == bf16 else p.type
+                at = "parent" if mode == "per_parent" else "parent * L + lin, mask=m0"
+                e(f"{name} = {V.from_memory(f'tl.load({name}__arg + {at})', stored)}")
+        for scratch in self.scratch:  # this parent instance's slice
+            name = self.names[scratch.name]
+            e(f"{name} = {name}__base + parent * {name}__stride")
+        for name, t in self.leaf.locals.items():
+            if isinstance(t, ScalarType):
+                shape = "[]" if self._uniform_var(name) else "[BLOCK]"
+                e(f"{self.names[name]} = tl.zeros({shape}, {V.reg(t)})")
+        for j, (out, mode) in enumerate(zip(self.leaf.outputs, self.ctx.output_modes)):
+            assert isinstance(out.type, ScalarType)
+            e(f"ret{j} = tl.zeros([BLOCK], {V.reg(out.type)})")
+        if self.live:
+            e("live = m0")
+
+    def _from_bits(self, arg: str, t: ScalarType) -> str:
+        """A uniform scalar argument, passed as the integer of its bits."""
+        wide = f"({arg} + Z64)"
+        if t.is_bool:
+            return f"({wide} != 0)"
+        if not t.is_float:
+            return f"{wide}.to({V.reg(t)})"
+        if t.bits == 64:
+            return f"{wide}.to(tl.float64, bitcast=True)"
+        return f"{wide}.to(tl.int32).to(tl.float32, bitcast=True)"
+
+    def _epilogue(self) -> None:
+        for j, (out, mode) in enumerate(zip(self.leaf.outputs, self.ctx.output_modes)):
+            assert isinstance(out.type, ScalarType)
+            value = V.to_memory(f"ret{j}", out.type)
+            if mode == "per_instance":
+                self.emit(f"tl.store(out{j} + parent * L + lin, {value}, mask=m0)")
+            elif mode == "per_parent":
+                self.emit(f"tl.store(out{j} + parent + ZERO, {value}, mask=m0 & (lin == 0))")
+
+    # -- masks --------------------------------------------------------------------------------
+
+    def mask(self) -> str:
+        if len(self.terms) == 1:
+            return self.terms[0]
+        name = self.fresh("m")
+        self.emit(f"{name} = {' & '.join(self.terms)}")
+        return name
+
+    def full(self) -> bool:
+        """Every lane in the grid runs the current statement (no divergence so far)."""
+        return self.terms == ["m0"]
+
+    # -- statements ---------------------------------------------------------------------------
+
+    def block(self, stmts: K.Block) -> None:
+        for stmt in stmts:
+            self.stmt(stmt)
+
+    def stmt(self, s: K.Stmt) -> None:
+        if isinstance(s, K.Assign):
+            if not isinstance(s.value, K.Malloc):  # the prologue set malloc'ed pointers
+                self.assign(s.target, s.value)
+        elif isinstance(s, K.Store):
+            self.store(s)
+        elif isinstance(s, K.ExprStmt):
+            self.emit(f"{self.fresh('x')} = {self.expr(s.value, self.mask())}")
+        elif isinstance(s, K.If):
+            self.if_(s)
+        elif isinstance(s, K.For):
+            self.for_(s)
+        elif isinstance(s, K.While):
+            self.while_(s)
+        elif isinstance(s, K.Break):
+            loop = self.loops[-1]
+            assert loop.brk is not None
+            self.emit(f"{loop.brk} = {loop.brk} | {self.mask()}")
+        elif isinstance(s, K.Continue):
+            loop = self.loops[-1]
+            assert loop.cnt is not None
+            self.emit(f"{loop.cnt} = {loop.cnt} | {self.mask()}")
+        elif isinstance(s, K.Return):
+            self.return_(s)
+        elif isinstance(s, K.Barrier):
+            self.emit("tl.debug_barrier()")
+        else:
+            raise unsupported(type(s).__name__, s.loc)
+
+    def assign(self, target: str, value: K.Expr) -> None:
+        name = self.names[target]
+        m = self.mask()
+        code = self.expr(value, m)
+        if self._uniform_var(target):
+            self.emit(f"{name} = {code}")
+        elif self.full():
+            self.emit(f"{name} = {self.broadcast(code)}" if self.uniform.expr(value)
+                      else f"{name} = {code}")
+        else:
+            self.emit(f"{name} = tl.where({m}, {code}, {name})")
+
+    @staticmethod
+    def broadcast(code: str) -> str:
+        """A uniform value as a block."""
+        return f"tl.broadcast_to({code}, [BLOCK])"
+
+    def return_(self, s: K.Return) -> None:
+        m = self.mask()
+        for j, value in enumerate(s.values):
+            code = self.expr(value, m)
+            if self.full() or not self.live and m == "m0":
+                self.emit(f"ret{j} = {self.broadcast(code) if self.uniform.expr(value) else code}")
+            else:
+                self.emit(f"ret{j} = tl.where({m}, {code}, ret{j})")
+        if self.live:
+            self.emit(f"live = live & ~{m}")
+
+    def if_(self, s: K.If) -> None:
+        if self.uniform.expr(s.cond):
+            cond = self.expr(s.cond, "m0")
+            self.emit(f"if {cond}:")
+            self.indent += 1
+            self.block(s.then)
+            self.emit("pass")
+            self.indent -= 1
+            if s.orelse:
+                self.emit("else:")
+                self.indent += 1
+                self.block(s.orelse)
+                self.emit("pass")
+                self.indent -= 1
+            return
+        m = self.mask()
+        c = self.fresh("c")
+        self.emit(f"{c} = {self.expr(s.cond, m)}")
+        self.terms.append(c)
+        self.block(s.then)
+        self.terms.pop()
+        if s.orelse:
+            self.terms.append(f"~{c}")
+            self.block(s.orelse)
+            self.terms.pop()
+
+    def _loop_state(self, body: K.Block) -> _Loop:
+        jumps = [st for st in K.walk_stmts(body) if isinstance(st, (K.Break, K.Continue))
+                 and self._jump_targets(body, st)]
+        brk = self.fresh("brk") if any(isinstance(j, K.Break) for j in jumps) else None
+        cnt = self.fresh("cnt") if any(isinstance(j, K.Continue) for j in jumps) else None
+        if brk:
+            self.emit(f"{brk} = FALSE")
+        if cnt:
+            self.emit(f"{cnt} = FALSE")
+        return _Loop(brk, cnt)
+
+    @staticmethod
+    def _jump_targets(body: K.Block, jump: K.Stmt) -> bool:
+        """Whether `jump` (inside body) leaves this loop rather than a loop nested in it."""
+        def visit(block: K.Block) -> bool | None:
+            for st in block:
+                if st is jump:
+                    return True
+                if isinstance(st, K.If):
+                    for sub in (st.then, st.orelse):
+                        found = visit(sub)
+                        if found is not None:
+                            return found
+                elif isinstance(st, (K.For, K.While)):
+                    if any(x is jump for x in K.walk_stmts(st.body)):
+                        return False
+            return None
+        return bool(visit(body))
+
+    def _enter_body(self, loop: _Loop) -> None:
+        self.loops.append(loop)
+        if loop.cnt:
+            self.emit(f"{loop.cnt} = FALSE")
+        if loop.brk:
+            self.terms.append(f"~{loop.brk}")
+        if loop.cnt:
+            self.terms.append(f"~{loop.cnt}")
+
+    def _leave_body(self, loop: _Loop) -> None:
+        if loop.cnt:
+            self.terms.pop()
+        if loop.brk:
+            self.terms.pop()
+        self.loops.pop()
+
+    def for_(self, s: K.For) -> None:
+        t = self.types[s.var]
+        assert isinstance(t, ScalarType)
+        bounds_uniform = all(self.uniform.expr(x) for x in (s.start, s.stop, s.step))
+        m = self.mask()
+        start, stop, step = (self.fresh(n) for n in ("start", "stop", "step"))
+        self.emit(f"{start} = {self.expr(s.start, m)}")
+        self.emit(f"{stop} = {self.expr(s.stop, m)}")
+        self.emit(f"{step} = {self.expr(s.step, m)}")
+        trip = self.fresh("trip")
+        if t.is_signed:
+            self.emit(f"{trip} = _trip({start}.to(tl.int64), {stop}.to(tl.int64), {step}.to(tl.int64))")
+        else:
+            self.emit(f"{trip} = _trip_unsigned({start}.to(tl.uint64), {stop}.to(tl.uint64), "
+                      f"{step}.to(tl.uint64))")
+        loop = self._loop_state(s.body)
+        k = self.fresh("k")
+        if bounds_uniform:
+            self.emit(f"for {k} in range(0, {trip}):")
+        else:
+            self.emit(f"for {k} in range(0, tl.max(tl.where({m}, {trip}, 0), 0)):")
+        self.indent += 1
+        if not bounds_uniform:
+            act = self.fresh("act")
+            self.emit(f"{act} = {k} < {trip}")
+            self.terms.append(act)
+        self._enter_body(loop)
+        value = f"({start} + ({k} + Z64).to({V.reg(t)}) * {step})"
+        name = self.names[s.var]
+        if self._uniform_var(s.var):
+            self.emit(f"{name} = {value}")
+        else:
+            self.emit(f"{name} = tl.where({self.mask()}, {value}, {name})")
+        self.block(s.body)
+        self.emit("pass")
+        self._leave_body(loop)
+        if not bounds_uniform:
+            self.terms.pop()
+        self.indent -= 1
+
+    def while_(self, s: K.While) -> None:
+        escapes = any(isinstance(st, (K.Break, K.Continue, K.Return)) for st in K.walk_stmts(s.body))
+        if self.uniform.expr(s.cond) and not escapes:
+            self.emit(f"while {self.expr(s.cond, 'm0')}:")
+            self.indent += 1
+            self.block(s.body)
+            self.emit("pass")
+            self.indent -= 1
+            return
+        loop = self._loop_state(s.body)
+        m = self.mask()
+        w = self.fresh("w")
+        self.emit(f"{w} = {m} & {self.expr(s.cond, m)}")
+        self.emit(f"while _any({w}):")
+        self.indent += 1
+        saved = self.terms
+        self.terms = [w]
+        self._enter_body(loop)
+        self.block(s.body)
+        self._leave_body(loop)
+        still = [w] + (["live"] if self.live else []) + ([f"~{loop.brk}"] if loop.brk else [])
+        self.emit(f"{w} = {' & '.join(still)}")
+        self.emit(f"{w} = {w} & {self.expr(s.cond, w)}")
+        self.terms = saved
+        self.indent -= 1
+
+    def store(self, s: K.Store) -> None:
+        elem = self._elem(s.ptr)
+        m = self.mask()
+        index = self.index(s.index, m)
+        value = self.expr(s.value, m)
+        access = self.guard("store to", s.ptr, index, m, s.loc)
+        self.emit(f"tl.store({self.names[s.ptr.name]} + {index}, {V.to_memory(value, elem)}, "
+                  f"mask={access})")
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def _elem(self, ptr: K.Var) -> ScalarType:
+        t = self.types[ptr.name]
+        assert isinstance(t, PtrType)
+        return t.elem
+
+    def index(self, e: K.Expr, m: str) -> str:
+        """An access index as a block of int64 (scalars broadcast: the mask is a block)."""
+        code = self.expr(e, m)
+        name = self.fresh("i")
+        self.emit(f"{name} = {code}.to(tl.int64) + ZERO")
+        return name
+
+    def guard(self, kind: str, ptr: K.Var, index: str, m: str, loc: Loc) -> str:
+        """The mask of one access; in the checked variant, also the report of a failure."""
+        if not self.checked:
+            return m
+        buf = self.names[ptr.name]
+        ok = self.fresh("ok")
+        self.emit(f"{ok} = ({index} >= 0) & ({index} < {buf}__limit)")
+        self.sites.append(Site(kind, ptr.name, loc))
+        self.emit(f"_report(ERR, {m} & ~{ok}, {index}, {len(self.sites) - 1}, {buf}__limit, BLOCK)")
+        return f"{m} & {ok}"
+
+    # -- expressions --------------------------------------------------------------------------
+
+    def _uniform_var(self, name: str) -> bool:
+        return self.uniform.expr(K.Var(name=name, type=self.types[name]))
+
+    def expr(self, e: K.Expr, m: str) -> str:
+        """Code for e, whose loads and atomics run under mask m (lazy operands under narrower masks)."""
+        if isinstance(e, K.Const):
+            assert isinstance(e.type, ScalarType)
+            return V.constant(e.value, e.type)
+        if isinstance(e, K.Var):
+            return self.names[e.name]
+        t = e.type
+        if isinstance(e, K.BinOp):
+            assert isinstance(t, ScalarType)
+            return V.binop(e.op, t, self.expr(e.lhs, m), self.expr(e.rhs, m), e.loc)
+        if isinstance(e, K.UnaryOp):
+            assert isinstance(t, ScalarType)
+            return V.unary(e.op, t, self.expr(e.operand, m))
+        if isinstance(e, K.Compare):
+            return V.compare(e.op, self.expr(e.lhs, m), self.expr(e.rhs, m))
+        if isinstance(e, K.Logical):
+            return self.logical(e, m)
+        if isinstance(e, K.Select):
+            return self.select(e, m)
+        if isinstance(e, K.Cast):
+            assert isinstance(t, ScalarType) and isinstance(e.value.type, ScalarType)
+            return V.cast(self.expr(e.value, m), e.value.type, t)
+        if isinstance(e, K.Load):
+            elem = self._elem(e.ptr)
+            index = self.index(e.index, m)
+            access = self.guard("load from", e.ptr, index, m, e.loc)
+            return V.from_memory(f"tl.load({self.names[e.ptr.name]} + {index}, mask={access}, other=0)",
+                                 elem)
+        if isinstance(e, K.Atomic):
+            return self.atomic(e, m)
+        if isinstance(e, K.MathCall):
+            return self.math(e, m)
+        if isinstance(e, K.InstanceId):
+            return self.instance_id(e)
+        if isinstance(e, K.NumInstances):
+            assert isinstance(t, ScalarType)
+            dims = self.ctx.level_dims[e.level] if e.level < len(self.ctx.level_dims) else 0
+            value = f"E{e.level}_{e.dim}" if e.dim < dims else "1"
+            return f"({value} + Z64).to({V.reg(t)})"
+        if isinstance(e, K.NumDims):
+            assert isinstance(t, ScalarType)
+            dims = self.ctx.level_dims[e.level] if e.level < len(self.ctx.level_dims) else 0
+            return V.constant(dims, t)
+        raise unsupported(type(e).__name__, e.loc)
+
+    def instance_id(self, e: K.InstanceId) -> str:
+        assert isinstance(e.type, ScalarType)
+        dims = self.ctx.level_dims[e.level] if e.level < len(self.ctx.level_dims) else 0
+        if e.dim >= dims:
+            return V.constant(0, e.type)
+        code = f"id{e.level}_{e.dim}"
+        return code if e.type.name == "i64" else f"{code}.to({V.reg(e.type)})"
+
+    def _safe(self, e: K.Expr) -> bool:
+        """Evaluating e touches no memory (so it may run for lanes that would skip it)."""
+        return not any(isinstance(x, (K.Load, K.Atomic)) for x in K.walk_exprs(e))
+
+    def logical(self, e: K.Logical, m: str) -> str:
+        op = "&" if e.op == "land" else "|"
+        lhs = self.expr(e.lhs, m)
+        if self._safe(e.rhs):
+            return f"({lhs} {op} {self.expr(e.rhs, m)})"
+        a = self.fresh("l")
+        self.emit(f"{a} = {lhs}")
+        inner = self.fresh("m")
+        self.emit(f"{inner} = {m} & {a}" if e.op == "land" else f"{inner} = {m} & ~{a}")
+        return f"({a} {op} {self.expr(e.rhs, inner)})"
+
+    def select(self, e: K.Select, m: str) -> str:
+        cond = self.expr(e.cond, m)
+        if self._safe(e.if_true) and self._safe(e.if_false):
+            return f"tl.where({cond}, {self.expr(e.if_true, m)}, {self.expr(e.if_false, m)})"
+        c = self.fresh("s")
+        self.emit(f"{c} = {cond}")
+        mt, mf = self.fresh("m"), self.fresh("m")
+        self.emit(f"{mt} = {m} & {c}")
+        self.emit(f"{mf} = {m} & ~{c}")
+        return f"tl.where({c}, {self.expr(e.if_true, mt)}, {self.expr(e.if_false, mf)})"
+
+    def atomic(self, e: K.Atomic, m: str) -> str:
+        elem = self._elem(e.ptr)
+        index = self.index(e.index, m)
+        value = self.expr(e.value, m)
+        if e.op == "sub":
+            value = f"(-{value})"
+        access = self.guard("atomic on", e.ptr, index, m, e.loc)
+        old = self.fresh("old")
+        self.emit(f"{old} = {_ATOMIC_FN[e.op]}({self.names[e.ptr.name]} + {index}, "
+                  f"tl.broadcast_to({V.to_memory(value, elem)}, [BLOCK]), mask={access})")
+        return V.from_memory(old, elem)
+
+    def math(self, e: K.MathCall, m: str) -> str:
+        t = e.type
+        assert isinstance(t, ScalarType)
+        args = [self.expr(a, m) for a in e.args]
+        arg_t = e.args[0].type
+        assert isinstance(arg_t, ScalarType)
+        name = e.name
+        if name == "isnan":
+            return f"({args[0]} != {args[0]})"
+        if name in ("isinf", "isfinite"):
+            inf = V.constant(float("inf"), arg_t)
+            return f"(tl.abs({args[0]}) {'==' if name == 'isinf' else '<'} {inf})"
+        if not arg_t.is_float and name in ("abs", "min", "max"):
+            x = args[0]
+            if name == "abs":
+                return f"tl.where({x} < 0, -{x}, {x})" if arg_t.is_signed else x
+            return f"tl.where({x} {'<' if name == 'min' else '>'} {args[1]}, {x}, {args[1]})"
+        simple = {"abs": "tl.abs", "fabs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil",
+                  "sqrt": "_sqrt", "fma": "tl.fma", "min": "_fmin_numpy", "max": "_fmax_numpy",
+                  "fmin": "_minnum", "fmax": "_maxnum", "copysign": "_copysign"}
+        if name in simple:
+            code = f"{simple[name]}({', '.join(args)})"
+        elif name == "rsqrt":
+            code = f"_fdiv({V.constant(1.0, arg_t)}, _sqrt({args[0]}))"
+        elif name in LIBRARY_FUNCTIONS:
+            self.library.add(name)
+            code = f"_m_{name}({', '.join(args)})"
+        else:
+            raise unsupported(f"math function {name}", e.loc)
+        return V.round_to(code, t)

@@ -1,0 +1,171 @@
+"""TritonKernel: packs a launch's arguments for the generated kernel, launches one program per
+block of leaf instances, brings scalar outputs back and reports recorded out-of-bounds accesses."""
+from __future__ import annotations
+
+import struct
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from ...errors import CompileError, ExecutionError, HPVMError, LaunchError
+from ...ir import kernel as K
+from ...ir import semantics as S
+from ...types import PtrType, ScalarType, bf16, f32
+from ..base import BufferArg, NodeContext, instance_counts
+from ..cuda import gpu_device, typed_tensor
+from ..cuda.devices import torch_dtype
+from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
+from .host_math import fix_interpreter, interpreting
+from .loader import load_kernel
+from .scratch import size_of
+
+MAX_BLOCK = 1024  # lanes per program for leaves without barriers
+# At least a warp of lanes: Triton 3.6 failed to compile some kernels on 1-lane blocks (its
+# TritonGPUCoalesce pass), and lanes past the grid are masked off anyway.
+MIN_BLOCK = 32
+# Triton's interpreter patches triton.language while a kernel runs: one kernel at a time.
+_INTERPRETER_LOCK = threading.Lock()
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def scalar_bits(value: Any, t: ScalarType) -> int:
+    """A uniform scalar as the integer the kernel decodes (values/_from_bits)."""
+    if t == bf16 and np.asarray(value).dtype == np.uint16:
+        value = S.bf16_from_bits(value)
+    if t.is_bool:
+        return int(bool(value))
+    if not t.is_float:
+        v = int(value)
+        return v - (1 << 64) if v >= 1 << 63 else v
+    if t.bits == 64:
+        return struct.unpack("<q", struct.pack("<d", float(value)))[0]
+    return struct.unpack("<i", struct.pack("<f", np.float32(value)))[0]
+
+
+class TritonKernel:
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, make_source: Callable[[bool], TritonSource]):
+        self.leaf = leaf
+        self.ctx = ctx
+        self._make_source = make_source
+        self.source = make_source(False)  # compile errors surface when the graph is compiled
+        self._variants: dict[bool, tuple[TritonSource, Any]] = {}
+        self._lock = threading.Lock()
+
+    def _variant(self, fixed_grid: bool) -> tuple[TritonSource, Any]:
+        """The kernel for any grid, or the one whose leaf extents are constants (small grids)."""
+        with self._lock:
+            found = self._variants.get(fixed_grid)
+            if found is None:
+                source = self._make_source(True) if fixed_grid else self.source
+                found = (source, load_kernel(source.text, source.digest, source.kernel))
+                self._variants[fixed_grid] = found
+            return found
+
+    def launch(self, args: list[Any], outputs: list[np.ndarray | None],
+               extents: list[tuple[int, ...]]) -> None:
+        import torch
+
+        P, L = instance_counts(extents)
+        if P * L == 0:
+            return
+        source, kernel = self._variant(L <= MAX_BLOCK)
+        if source.grouped:
+            block, blocks = max(MIN_BLOCK, _next_pow2(L)), 1
+            if block > MAX_GROUP_LANES:
+                raise LaunchError(f"{self.leaf.name} has barrier() and {L} instances per parent instance; "
+                                  f"target 'gpu' runs them in one program of at most {MAX_GROUP_LANES} "
+                                  f"lanes: {SUGGESTION}", self.leaf.loc)
+        else:
+            block = min(MAX_BLOCK, max(MIN_BLOCK, _next_pow2(L)))
+            blocks = -(-L // block)
+        device = self._device(args)
+        call: list[Any] = []
+        for p, mode, arg in zip(self.leaf.params, self.ctx.input_modes, args):
+            if mode == "buffer":
+                assert isinstance(arg, BufferArg) and isinstance(p.type, PtrType)
+                call.append(typed_tensor(arg.obj, p.type.elem))
+                if source.checked:
+                    call.append(arg.nbytes // p.type.elem.nbytes)
+            elif mode == "uniform":
+                assert isinstance(p.type, ScalarType)
+                call.append(scalar_bits(arg, p.type))
+            else:
+                assert isinstance(p.type, ScalarType)
+                call.append(self._values(arg, p.type, device))
+        results = []
+        for out, mode, host in zip(self.leaf.outputs, self.ctx.output_modes, outputs):
+            if mode != "unused" and host is not None:
+                assert isinstance(out.type, ScalarType)
+                dev = torch.zeros(host.size, dtype=torch_dtype(out.type), device=device)
+                results.append((dev, host))
+                call.append(dev)
+        for scratch in source.scratch:  # zeroed, one slice per parent instance
+            nbytes = size_of(scratch, self.leaf, args, extents, self.ctx.level_dims)
+            stride = max(1, -(-nbytes // scratch.elem.nbytes))
+            call += [torch.zeros(P * stride, dtype=torch_dtype(scratch.elem), device=device), stride]
+            if source.checked:
+                call.append(nbytes // scratch.elem.nbytes)
+        for level, dims in zip(extents, self.ctx.level_dims):
+            call += [int(n) for n in level[:dims]]
+        call += [blocks, L]
+        err = None
+        if source.checked:
+            err = torch.zeros(3, dtype=torch.int64, device=device)
+            call.append(err)
+        grid = (P * blocks,)
+        try:
+            fn = kernel[grid]
+            options = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)), enable_fp_fusion=False)
+            if interpreting():
+                fix_interpreter()
+                with _INTERPRETER_LOCK:
+                    fn(*call, **options)
+            else:
+                fn(*call, **options)
+        except HPVMError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Triton's compiler or interpreter failed
+            raise self._failure(exc) from None
+        for dev, host in results:
+            values = dev.cpu().numpy()
+            host.reshape(-1).view(values.dtype)[...] = values
+        if err is not None:
+            code, index, limit = (int(v) for v in err.cpu().tolist())
+            if code:
+                site = source.sites[code - 1]
+                raise ExecutionError(
+                    f"{self.leaf.name}: out-of-bounds {site.kind} {site.buffer}[{index}]: the valid "
+                    f"indices are 0 to {limit - 1} ({limit} elements)", site.loc, rule="memory-in-bounds")
+
+    @staticmethod
+    def _device(args: list[Any]) -> Any:
+        for arg in args:
+            if isinstance(arg, BufferArg) and not isinstance(arg.obj, np.ndarray):
+                return arg.obj.device
+        name = gpu_device()
+        return name if name.startswith("cuda") else "cpu"
+
+    @staticmethod
+    def _values(arg: Any, t: ScalarType, device: Any) -> Any:
+        """Per-parent or per-instance scalars as a device array of their register values."""
+        import torch
+
+        values = np.asarray(arg)
+        if t == bf16:
+            values = S.bf16_from_bits(values) if values.dtype == np.uint16 else values.astype(np.float32)
+            t = f32
+        host = torch.from_numpy(np.ascontiguousarray(values.astype(t.numpy_dtype)).reshape(-1))
+        return host.to(device)
+
+    def _failure(self, exc: Exception) -> HPVMError:
+        text = str(exc).strip().splitlines()
+        detail = text[-1] if text else type(exc).__name__
+        if "interpret" in type(exc).__module__ or type(exc).__name__ == "InterpreterError":
+            return ExecutionError(f"{self.leaf.name}: the Triton interpreter failed: {detail}",
+                                  self.leaf.loc)
+        return CompileError(f"{self.leaf.name}: Triton could not compile the generated kernel "
+                            f"({type(exc).__name__}: {detail}); {SUGGESTION}", self.leaf.loc)

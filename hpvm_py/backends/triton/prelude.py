@@ -1,0 +1,245 @@
+"""The Triton helpers every generated kernel file starts with: the kernel IR's exact semantics.
+
+Each helper holds one rule of docs/language.md that Triton's own operators do not follow: Python
+floor division and modulo with a zero divisor giving 0, shifts past the width, saturating float to
+integer casts, bf16 rounding that keeps NaNs, correctly rounded division and square root (Triton's
+`/` and `tl.sqrt` are approximate on NVIDIA GPUs), exact C fmod (Triton's `%` on floats is not).
+
+Functions Triton's interpreter cannot run (libdevice) are generated per mode: libdevice calls for
+the GPU, NumPy through `host_math` for the interpreter (TRITON_INTERPRET=1), so GPU code never
+refers to host functions.
+"""
+from __future__ import annotations
+
+HEADER = '''\
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+
+@triton.jit
+def _f16(x):
+    """Round an f32 value to f16 (kept in f32)."""
+    return x.to(tl.float16).to(tl.float32)
+
+
+@triton.jit
+def _bf16_bits(x):
+    """f32 -> bf16 bits (int16): to nearest even; a NaN stays a quiet NaN."""
+    b = x.to(tl.uint32, bitcast=True)
+    r = b + 0x7FFF + ((b >> 16) & 1)
+    r = tl.where(x != x, b | 0x400000, r)
+    return (r >> 16).to(tl.uint16).to(tl.int16, bitcast=True)
+
+
+@triton.jit
+def _bf16_value(bits):
+    """bf16 bits (int16) -> f32."""
+    return (bits.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _bf16(x):
+    """Round an f32 value to bf16 (kept in f32)."""
+    return _bf16_value(_bf16_bits(x))
+
+
+@triton.jit
+def _sfloordiv(x, y, int_min):
+    bad = (y == 0) | ((x == int_min) & (y == -1))
+    d = tl.where(bad, 1, y)
+    q = x // d
+    r = x % d
+    q = tl.where((r != 0) & ((r ^ d) < 0), q - 1, q)
+    return tl.where(y == 0, 0, q)
+
+
+@triton.jit
+def _smod(x, y, int_min):
+    bad = (y == 0) | ((x == int_min) & (y == -1))
+    d = tl.where(bad, 1, y)
+    r = x % d
+    r = tl.where((r != 0) & ((r ^ d) < 0), r + d, r)
+    return tl.where(y == 0, 0, r)
+
+
+@triton.jit
+def _ufloordiv(x, y):
+    return tl.where(y == 0, 0, x // tl.where(y == 0, 1, y))
+
+
+@triton.jit
+def _umod(x, y):
+    return tl.where(y == 0, 0, x % tl.where(y == 0, 1, y))
+
+
+@triton.jit
+def _shl(x, n, BITS: tl.constexpr):
+    ok = (n >= 0) & (n < BITS)
+    return tl.where(ok, x << tl.where(ok, n, 0), 0)
+
+
+@triton.jit
+def _lshr(x, n, BITS: tl.constexpr):
+    ok = (n >= 0) & (n < BITS)
+    return tl.where(ok, x >> tl.where(ok, n, 0), 0)
+
+
+@triton.jit
+def _ashr(x, n, BITS: tl.constexpr):
+    ok = (n >= 0) & (n < BITS)
+    return x >> tl.where(ok, n, BITS - 1)
+
+
+@triton.jit
+def _fdiv(x, y):
+    """Correctly rounded division (Triton's `/` is approximate for f32 on NVIDIA GPUs)."""
+    if x.dtype == tl.float64:
+        return x / y
+    else:
+        return tl.div_rn(x, y)
+
+
+@triton.jit
+def _sqrt(x):
+    """Correctly rounded square root (tl.sqrt is approximate for f32 on NVIDIA GPUs)."""
+    if x.dtype == tl.float64:
+        return tl.sqrt(x)
+    else:
+        return tl.sqrt_rn(x)
+
+
+@triton.jit
+def _zero_signed_like(x):
+    """+0.0 or -0.0 with the sign bit of x."""
+    if x.dtype == tl.float64:
+        return (x.to(tl.uint64, bitcast=True) & 0x8000000000000000).to(tl.float64, bitcast=True)
+    else:
+        return (x.to(tl.uint32, bitcast=True) & 0x80000000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _copysign(x, y):
+    if x.dtype == tl.float64:
+        mag = x.to(tl.uint64, bitcast=True) & 0x7FFFFFFFFFFFFFFF
+        sign = y.to(tl.uint64, bitcast=True) & 0x8000000000000000
+        return (mag | sign).to(tl.float64, bitcast=True)
+    else:
+        mag = x.to(tl.uint32, bitcast=True) & 0x7FFFFFFF
+        sign = y.to(tl.uint32, bitcast=True) & 0x80000000
+        return (mag | sign).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _ffloordiv(x, y):
+    """Python // on floats (NumPy's npy_divmod)."""
+    m = _m_fmod(x, y)
+    div = _fdiv(x - m, y)
+    differ = (y < 0) != (m < 0)
+    div = tl.where((m != 0) & differ, div - 1.0, div)
+    floored = tl.floor(div)
+    floored = tl.where(div - floored > 0.5, floored + 1.0, floored)
+    quotient = _fdiv(x, y)
+    result = tl.where(div != 0, floored, _zero_signed_like(quotient))
+    return tl.where(y == 0, quotient, result)
+
+
+@triton.jit
+def _fmod_py(x, y):
+    """Python % on floats: the result takes the divisor's sign."""
+    m = _m_fmod(x, y)
+    differ = (y < 0) != (m < 0)
+    fixed = tl.where((m != 0) & differ, m + y, m)
+    result = tl.where(m != 0, fixed, _zero_signed_like(y))
+    return tl.where(y == 0, m, result)
+
+
+@triton.jit
+def _fmin_numpy(x, y):
+    """min() on floats: a NaN in either operand gives NaN."""
+    return tl.where((x < y) | (x != x), x, y)
+
+
+@triton.jit
+def _fmax_numpy(x, y):
+    return tl.where((x > y) | (x != x), x, y)
+
+
+@triton.jit
+def _minnum(x, y):
+    """fmin(): a NaN operand is ignored; of -0.0 and 0.0 the second (as NumPy's vector loops and
+    x86's minps)."""
+    return tl.where(y != y, x, tl.where(x != x, y, tl.where(x < y, x, y)))
+
+
+@triton.jit
+def _maxnum(x, y):
+    return tl.where(y != y, x, tl.where(x != x, y, tl.where(x > y, x, y)))
+
+
+@triton.jit
+def _f2i(x, lo, hi, LO_F: tl.constexpr, HI_F: tl.constexpr):
+    """Saturating float -> integer cast (NaN gives 0); lo/hi are typed like the result."""
+    big = x >= HI_F
+    small = x <= LO_F
+    inside = (x == x) & ~big & ~small
+    v = tl.where(inside, x, 0.0).to(lo.dtype)
+    return tl.where(big, hi, tl.where(small, lo, v))
+
+
+@triton.jit
+def _trip(start, stop, step):
+    """Iterations of range(start, stop, step) on int64 values (a zero step runs nothing)."""
+    up = (step > 0) & (stop > start)
+    down = (step < 0) & (stop < start)
+    n_up = (stop - start - 1) // tl.where(up, step, 1) + 1
+    n_down = (start - stop - 1) // tl.where(down, -step, 1) + 1
+    return tl.where(up, n_up, tl.where(down, n_down, 0))
+
+
+@triton.jit
+def _trip_unsigned(start, stop, step):
+    """Iterations of range(start, stop, step) on uint64 values."""
+    up = (step > 0) & (stop > start)
+    n_up = (stop - start - 1) // tl.where(up, step, 1) + 1
+    return tl.where(up, n_up, 0).to(tl.int64)
+
+
+@triton.jit
+def _any(mask):
+    return tl.max(mask.to(tl.int32), 0) > 0
+
+
+@triton.jit
+def _report(err, bad, index, site, limit, BLOCK: tl.constexpr):
+    """Record the first out-of-bounds access of a launch: [site + 1, index, limit]."""
+    if tl.max(bad.to(tl.int32), 0) > 0:
+        lanes = tl.arange(0, BLOCK)
+        first = tl.min(tl.where(bad, lanes, BLOCK), 0)
+        bad_index = tl.sum(tl.where(lanes == first, index, 0), 0)
+        zero = tl.zeros([], tl.int64)
+        if tl.atomic_cas(err, zero, zero + site + 1) == 0:
+            tl.store(err + 1, bad_index)
+            tl.store(err + 2, limit)
+'''
+
+# Functions that need libdevice on the GPU (NumPy in the interpreter); fmod is C fmod, exact.
+LIBRARY_FUNCTIONS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+                     "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+                     "erf", "erfc", "pow", "atan2", "hypot", "trunc", "round", "fmod")
+_LIBDEVICE_NAME = {"round": "rint"}
+_ARITY = {"pow": 2, "atan2": 2, "hypot": 2, "fmod": 2}
+INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n"
+
+
+def library_helper(name: str, interpreted: bool) -> str:
+    """The helper `_m_<name>` for one library function."""
+    args = ", ".join(f"x{i}" for i in range(_ARITY.get(name, 1)))
+    call = f'_host.call("{name}", {args})' if interpreted else \
+        f"libdevice.{_LIBDEVICE_NAME.get(name, name)}({args})"
+    return f"""
+
+@triton.jit
+def _m_{name}({args}):
+    return {call}
+"""

@@ -1,0 +1,151 @@
+"""`hpvmc run --graph NAME` and `hpvmc run FILE.hpvm`: launch one graph from the command line.
+
+Every parameter of the root graph gets a value from `--set NAME=VALUE`:
+- a buffer: `NAME=N` (N elements: inputs random in [0, 1) from a fixed seed, outputs zero) or
+  `NAME=FILE.npy` (converted to the element type);
+- the i64 size in bytes that follows a buffer: filled in from the buffer unless set;
+- a scalar: `NAME=NUMBER`.
+The graph runs once; the root's outputs are printed, and the buffers it writes are summarised (or
+saved as DIR/NAME.npy with -o DIR).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .ir import kernel as K
+from .ir import semantics as S
+from .types import PtrType, ScalarType, bf16
+
+_SEED = 20261123
+
+
+class RunUsageError(Exception):
+    """A parameter without a usable value (the CLI reports it as a usage error)."""
+
+
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise RunUsageError(f"--set takes NAME=VALUE, got {pair!r}")
+        settings[name.strip()] = value.strip()
+    return settings
+
+
+def _is_size_of_buffer(params: list[K.Param], i: int) -> bool:
+    return i > 0 and isinstance(params[i - 1].type, PtrType) and params[i].type.name == "i64"
+
+
+def _buffer(param: K.Param, value: str, rng: np.random.Generator) -> np.ndarray:
+    elem: ScalarType = param.type.elem
+    if value.endswith(".npy"):
+        path = Path(value)
+        if not path.exists():
+            raise RunUsageError(f"--set {param.name}={value}: no such file")
+        data = np.load(path, allow_pickle=False).reshape(-1)
+        if elem == bf16:
+            return data if data.dtype == np.uint16 else S.bf16_to_bits(data.astype(np.float32))
+        with np.errstate(all="ignore"):
+            return data.astype(elem.numpy_dtype)
+    try:
+        count = int(value)
+    except ValueError:
+        raise RunUsageError(f"--set {param.name}={value}: a buffer takes an element count or a "
+                            ".npy file") from None
+    if count < 0:
+        raise RunUsageError(f"--set {param.name}={value}: a negative element count")
+    if param.direction == "out":
+        return np.zeros(count, elem.numpy_dtype)
+    if elem.is_float:
+        values = rng.random(count, dtype=np.float32)
+        return S.bf16_to_bits(values) if elem == bf16 else values.astype(elem.numpy_dtype)
+    if elem.is_bool:
+        return rng.random(count) < 0.5
+    return rng.integers(0, 100, count).astype(elem.numpy_dtype)
+
+
+def _scalar(param: K.Param, value: str) -> Any:
+    t: ScalarType = param.type
+    try:
+        if t.is_float:
+            return t(float(value))
+        if t.is_bool:
+            if value.lower() not in ("0", "1", "true", "false"):
+                raise ValueError(value)
+            return value.lower() in ("1", "true")
+        number = int(value, 0)
+    except ValueError:
+        raise RunUsageError(f"--set {param.name}={value}: expected a number of type {t}") from None
+    if not t.min_value() <= number <= t.max_value():
+        raise RunUsageError(f"--set {param.name}={value}: out of range for {t}")
+    return t(number)
+
+
+def graph_arguments(params: list[K.Param], settings: dict[str, str]) -> tuple[list[Any], dict[str, np.ndarray]]:
+    """The launch arguments in parameter order, and the buffers by parameter name."""
+    names = {p.name for p in params}
+    unknown = sorted(set(settings) - names)
+    if unknown:
+        raise RunUsageError(f"the graph has no parameter {', '.join(unknown)} (parameters: "
+                            f"{', '.join(p.name for p in params)})")
+    rng = np.random.default_rng(_SEED)
+    args: list[Any] = []
+    buffers: dict[str, np.ndarray] = {}
+    missing: list[str] = []
+    for i, p in enumerate(params):
+        value = settings.get(p.name)
+        if isinstance(p.type, PtrType):
+            if value is None:
+                missing.append(f"{p.name} ({p.direction} buffer of {p.type.elem}: N elements or a .npy)")
+                args.append(None)
+                continue
+            buffers[p.name] = _buffer(p, value, rng)
+            args.append(buffers[p.name])
+        elif value is None and _is_size_of_buffer(params, i) and args[-1] is not None:
+            args.append(args[-1].nbytes)
+        elif value is None:
+            if not _is_size_of_buffer(params, i):
+                missing.append(f"{p.name} ({p.type})")
+            args.append(None)
+        else:
+            args.append(_scalar(p, value))
+    if missing:
+        raise RunUsageError("give a value with --set NAME=VALUE for: " + "; ".join(missing))
+    return args, buffers
+
+
+def _summary(array: np.ndarray, elem: ScalarType) -> str:
+    values = S.bf16_from_bits(array) if elem == bf16 else array
+    shown = ", ".join(f"{v:g}" if elem.is_float else str(v) for v in values[:6].tolist())
+    more = ", ..." if values.size > 6 else ""
+    total = float(np.sum(values, dtype=np.float64)) if values.size else 0.0
+    return f"{values.size} x {elem}: [{shown}{more}] sum {total:g}"
+
+
+def run_graph(graph: Any, args: argparse.Namespace, report: Callable[[str], None]) -> int:
+    """Launch `graph` once with the command line's values; print what it computed."""
+    import hpvm_py as hpvm
+
+    params = graph.module().root_func.params
+    launch_args, buffers = graph_arguments(params, parse_settings(args.set or []))
+    with hpvm.runtime(args.target):
+        outputs = hpvm.wait(hpvm.launch(graph, *launch_args))
+    for i, value in enumerate(outputs or ()):
+        print(f"output {i}: {value}")
+    out_dir = Path(args.output) if args.output else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for p in params:
+        if not isinstance(p.type, PtrType) or p.direction == "in":
+            continue
+        if out_dir is None:
+            print(f"{p.name}: {_summary(buffers[p.name], p.type.elem)}")
+        else:
+            np.save(out_dir / f"{p.name}.npy", buffers[p.name])
+            report(f"wrote {out_dir / (p.name + '.npy')}")
+    return 0

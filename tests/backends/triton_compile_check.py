@@ -1,0 +1,71 @@
+"""Compile the gpu target's code for an H100 (sm_90) without a GPU: Triton's compiler and ptxas run
+on the CPU. Run in a process without TRITON_INTERPRET (which would make triton.jit interpret).
+
+usage: python triton_compile_check.py module:graph|semantics ...
+("semantics": the kernels of tests/test_semantics.py, every operator and cast helper)
+Prints one line per compiled kernel; exits non-zero with the compiler's message on a failure.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import tempfile
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+import hpvm_py as hpvm
+from hpvm_py.backends.triton.codegen import generate
+
+SM90 = GPUTarget("cuda", 90, 32)
+
+
+def load(text: str, name: str):
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def semantic_graphs() -> list:
+    from hpvm_py import types as T
+    from programs import semantic_kernels as K
+
+    ints = [T.i8, T.i32, T.i64, T.u8, T.u32, T.u64]
+    floats = [T.f16, T.bf16, T.f32, T.f64]
+    graphs = [K.make_graph(K.make_binary(t, None), 3) for t in ints + floats]
+    graphs += [K.make_graph(K.make_int_only(t), 3) for t in ints]
+    graphs += [K.make_graph(K.make_float_only(t), 3) for t in floats]
+    casts = [T.i1, T.i8, T.u64, T.f16, T.bf16, T.f64]
+    graphs += [K.make_graph(K.make_cast(a, b), 2) for a in casts for b in casts if a != b]
+    return graphs
+
+
+def main(names: list[str]) -> None:
+    count = 0
+    for name in names:
+        if name == "semantics":
+            graphs, variants = semantic_graphs(), (False,)
+        else:
+            module_name, graph_name = name.split(":")
+            graphs, variants = [getattr(importlib.import_module(module_name), graph_name)], (False, True)
+        for graph in graphs:
+            compiled = hpvm.compile(graph, target="cpu")  # node contexts do not depend on the target
+            for leaf, ctx, _ in compiled.leaf_kernels():
+                for checked in variants:
+                    source = generate(leaf, ctx, checked, interpreted=False)
+                    fn = getattr(load(source.text, f"check_{count}"), source.kernel)
+                    ast = ASTSource(fn=fn, signature=dict(source.arguments), constexprs={"BLOCK": 128})
+                    kernel = triton.compile(ast, target=SM90, options={"enable_fp_fusion": False})
+                    assert "cubin" in kernel.asm
+                    print(f"compiled {leaf.name} checked={checked}")
+                    count += 1
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,82 @@
+"""A leaf whose target cannot run here: the error names the leaf's line, says why the target is
+missing (from the backend's own import error or its why_unusable()) and what to do instead.
+The gpu backend's state is replaced for each test, so these hold whether or not it exists here."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py import In, Out, Ptr, f32, i64
+from hpvm_py.backends import registry
+from hpvm_py.errors import CompileError
+
+LEAF_LINE = 21  # the line of `def doubled` below
+
+
+@hpvm.leaf(target="gpu")
+def doubled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
+    i = hpvm.instance_id(0)
+    y[i] = 2.0 * x[i]
+
+
+@hpvm.graph
+def gpu_only(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64):
+    hpvm.node(doubled, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes)
+
+
+@pytest.fixture
+def gpu_backend(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Point the gpu target at a module of our choosing; returns the setter."""
+    monkeypatch.setattr(registry, "_instances", {k: v for k, v in registry._instances.items() if k != "gpu"})
+    monkeypatch.setattr(registry, "_errors", {k: v for k, v in registry._errors.items() if k != "gpu"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def use(module: str, source: str | None = None, cls: str = "Backend") -> None:
+        if source is not None:
+            (tmp_path / f"{module}.py").write_text(source)
+            sys.modules.pop(module, None)
+        monkeypatch.setitem(registry._BACKENDS, "gpu", (module, cls))
+
+    return use
+
+
+def _error(target: str) -> str:
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    with pytest.raises(CompileError) as info:
+        with hpvm.runtime(target):
+            hpvm.wait(hpvm.launch(gpu_only, x, x.nbytes, y, y.nbytes, 8))
+    text = str(info.value)
+    assert f"{Path(__file__).name}:{LEAF_LINE}:" in text and "Traceback" not in text
+    assert "leaf doubled runs on target 'gpu'" in text and "target='gpu'" in text
+    assert "target='any'" in text and "(cpu, python)" in text
+    return text
+
+
+def test_backend_not_installed(gpu_backend) -> None:
+    gpu_backend("hpvm_py.backends.not_in_this_copy")
+    text = _error("cpu")
+    assert "has no gpu backend" in text and "No module named" not in text
+    assert registry.why_unavailable("gpu") in text
+
+
+def test_backend_needs_a_missing_package(gpu_backend) -> None:
+    gpu_backend("fake_gpu_backend", "import hpvm_test_missing_package.kernels\nclass Backend: pass\n")
+    text = _error("cpu")
+    assert "needs the Python package 'hpvm_test_missing_package'" in text
+    assert "pip install hpvm_test_missing_package" in text
+
+
+def test_backend_without_a_device_gives_its_own_reason(gpu_backend) -> None:
+    gpu_backend("fake_gpu_device", "class Backend:\n    def usable(self):\n        return False\n"
+                "    def why_unusable(self):\n        return 'no CUDA driver was found'\n")
+    assert not registry.available("gpu")
+    text = _error("cpu")
+    assert "no CUDA driver was found" in text
+
+
+def test_unknown_target_is_named() -> None:
+    assert "no target 'tpu'" in registry.why_unavailable("tpu")
