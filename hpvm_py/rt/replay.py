@@ -6,8 +6,9 @@ uniform scalars came from (a root argument, or a sibling's output). A later laun
 buffer objects and the same integer arguments (instance counts, sizes and bounds proofs depend only
 on those) patches the scalars that may differ (float arguments, values computed by earlier nodes)
 and calls the drivers again: no argument re-checking, no plan walk, no allocation. A leaf whose
-bounds proof depends on integers computed by earlier nodes asks the proof again (a cached lookup)
-and runs the checked kernel when the new values are not proven in bounds.
+bounds proof depends on integers computed by earlier nodes has both its kernels prepared when it is
+recorded; a replay asks the proof again (a cached lookup) and runs the checked kernel whenever the
+new values are not proven in bounds.
 
 Only graphs made of compiled leaves directly under the root are recorded, and only when every
 edge delivers the producer's own output array or a uniform value, so that nothing computed on the
