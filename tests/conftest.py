@@ -1,7 +1,8 @@
 """Test configuration: every runtime test runs on each target available here.
 
 Targets: `python` always, `cpu` when its backend imports, `gpu` when a GPU backend is usable (on CI
-through TRITON_INTERPRET=1). HPVM_TEST_TARGETS=cpu,python narrows the list.
+through TRITON_INTERPRET=1), `nvptx` on a machine with a CUDA GPU. HPVM_TEST_TARGETS=cpu,python
+narrows the list.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def available_targets() -> list[str]:
     from hpvm_py.backends import registry
 
     wanted = os.environ.get("HPVM_TEST_TARGETS")
-    names = wanted.split(",") if wanted else ["python", "cpu", "gpu"]
+    names = wanted.split(",") if wanted else ["python", "cpu", "gpu", "nvptx"]
     return [t for t in names if registry.available(t)]
 
 

@@ -18,6 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpu"))  # the CPU benchmarks' leaves
 
 if not hasattr(np, "row_stack"):  # numba-cuda 0.30 still names it; NumPy 2.5 removed it
     np.row_stack = np.vstack
@@ -25,31 +26,12 @@ from numba import cuda, float32, int32  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import hpvm_py as hpvm  # noqa: E402
-from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64  # noqa: E402
+from hpvm_py import In, InOut, Ptr, i32, i64  # noqa: E402
 from hpvm_py.backends.base import BufferArg, NodeContext  # noqa: E402
 from hpvm_py.backends.nvptx import NvptxBackend, launch  # noqa: E402
 from hpvm_py.types import PtrType  # noqa: E402
-
-
-@hpvm.leaf
-def vadd(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
-    i = hpvm.instance_id(0)
-    c[i] = a[i] + b[i]
-
-
-@hpvm.leaf
-def stencil(A0: In[Ptr[f32]], A0_bytes: i64, An: Out[Ptr[f32]], An_bytes: i64, c0: f32, c1: f32):
-    node = hpvm.get_node()
-    i = hpvm.get_node_instance_id_x(node)
-    j = hpvm.get_node_instance_id_y(node)
-    k = hpvm.get_node_instance_id_z(node)
-    nx = hpvm.get_num_node_instances_x(node)
-    ny = hpvm.get_num_node_instances_y(node)
-    nz = hpvm.get_num_node_instances_z(node)
-    if i > 0 and i < nx - 1 and j > 0 and j < ny - 1 and k > 0 and k < nz - 1:
-        idx = i + nx * (j + ny * k)
-        An[idx] = (A0[idx + 1] + A0[idx - 1] + A0[idx + nx] + A0[idx - nx] + A0[idx + nx * ny]
-                   + A0[idx - nx * ny]) * c1 - A0[idx] * c0
+from bench_stencil import stencil  # noqa: E402
+from bench_vadd import vadd  # noqa: E402
 
 
 @hpvm.leaf

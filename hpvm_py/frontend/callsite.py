@@ -1,6 +1,7 @@
 """Find the user's source position of a call into hpvm-py (for builder locations and errors)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from types import CodeType
@@ -18,7 +19,9 @@ _inside: dict[CodeType, bool] = {}  # code object -> whether it is hpvm_py's own
 def _inside_package(code: CodeType) -> bool:
     inside = _inside.get(code)
     if inside is None:
-        inside = _inside[code] = code.co_filename.startswith(_PACKAGE_DIR)
+        # contextlib's frames stand between `with hpvm.runtime(...)` and init(): skip them too
+        inside = _inside[code] = code.co_filename.startswith(_PACKAGE_DIR) or \
+            code.co_filename == contextlib.__file__
     return inside
 
 

@@ -203,7 +203,9 @@ def test_gpu_without_cuda_or_interpreter_says_what_to_do(tmp_path: Path) -> None
     env.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
     result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
                             timeout=300, env=env)
-    assert "ERROR CompileError" in result.stdout, result.stdout + result.stderr
+    # the runtime refuses to start on a target it cannot run, at the user's `with` line
+    assert "ERROR LaunchError" in result.stdout, result.stdout + result.stderr
+    assert f"{program}:9:" in result.stdout and "[rule: target-available]" in result.stdout
     assert "TRITON_INTERPRET=1" in result.stdout and "target='cpu'" in result.stdout
 
 
