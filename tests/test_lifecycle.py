@@ -21,7 +21,7 @@ from programs import pep563_outputs as named
 
 HERE = os.path.abspath(__file__)
 # LCG steps per instance that keep a stage busy for a few tenths of a second on each target
-ROUNDS = {"cpu": 20_000_000, "python": 60_000, "gpu": 2_000}
+ROUNDS = {"cpu": 20_000_000, "python": 60_000, "gpu": 2_000, "nvptx": 20_000_000}
 
 
 def churned(x: np.ndarray, rounds: int) -> np.ndarray:

@@ -119,8 +119,9 @@ def test_pop_timeout(target: str, rng) -> None:
         args += [b, b.nbytes]
     with hpvm.runtime(target):
         h = hpvm.launch(g.four_stages, stream=True)
-        # enough work to outlast a 1 ms pop (Triton's interpreter is slow: less for gpu)
-        hpvm.push(h, *args, n, 300 if target == "gpu" else 100000)
+        # enough work to outlast a 1 ms pop (Triton's interpreter is slow: less for gpu; a GPU
+        # thread runs nvptx's loop fast: more for it)
+        hpvm.push(h, *args, n, {"gpu": 300, "nvptx": 10_000_000}.get(target, 100000))
         with pytest.raises(hpvm.errors.HPVMTimeoutError):
             hpvm.pop(h, timeout=0.001)
         assert hpvm.pop(h, timeout=120) == (1,)  # the timed-out pop lost nothing

@@ -45,6 +45,8 @@ def _rename(node: Any, mapping: dict[str, str]) -> Any:
         return [_rename(n, mapping) for n in node]
     if not dataclasses.is_dataclass(node) or isinstance(node, type):
         return node
+    if isinstance(node, K.Malloc):
+        return node  # a malloc size reads the parameters' inputs (the front end substituted them)
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(node):
         value = getattr(node, f.name)

@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ExecutionError, LaunchError
+from ...errors import LaunchError
 from ...ir import kernel as K
 from ...types import PtrType
 from ..base import BufferArg, NodeContext
+from ..bounds import out_of_bounds
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
@@ -243,11 +244,7 @@ class NvptxKernel:
         code, index, limit = error
         if code == 0:
             return
-        node = self.sites[code - 1]
-        what = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}[type(node)]
-        raise ExecutionError(
-            f"{self.leaf.name}: out-of-bounds {what} {node.ptr.name}[{index}]: the valid indices "
-            f"are 0 to {limit - 1} ({limit} elements)", node.loc, rule="memory-in-bounds")
+        raise out_of_bounds(self.leaf.name, self.sites[code - 1], index, limit)
 
 
 class PreparedLaunch:

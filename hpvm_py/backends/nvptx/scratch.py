@@ -54,7 +54,7 @@ def scratch_of(leaf: K.LeafFunc, ctx: NodeContext) -> Scratch:
     for n in sizes:
         for sub in K.walk_exprs(n):
             if not (isinstance(sub, (K.Const, K.NumInstances, K.NumDims, K.Cast, K.BinOp,
-                                     K.UnaryOp)) or (isinstance(sub, K.Var) and sub.name in uniform)):
+                                     K.UnaryOp, K.Compare, K.Logical, K.Select)) or (isinstance(sub, K.Var) and sub.name in uniform)):
                 raise CompileError(
                     "on target 'nvptx' the size of malloc() must be known before the launch (it "
                     "sets the block's shared memory): compute it from constants, uniform scalar "
@@ -94,4 +94,15 @@ def _evaluate(e: K.Expr, values: dict[str, Any], extents: list[tuple[int, ...]])
         assert isinstance(e.type, ScalarType)
         return semantics.binop(e.op, _evaluate(e.lhs, values, extents),
                                _evaluate(e.rhs, values, extents), e.type)
+    if isinstance(e, K.Compare):  # the front end turns a uniform `if` before a malloc into these
+        return bool(semantics.compare(e.op, _evaluate(e.lhs, values, extents),
+                                      _evaluate(e.rhs, values, extents)))
+    if isinstance(e, K.Logical):
+        lhs = bool(_evaluate(e.lhs, values, extents))
+        if lhs == (e.op == "lor"):
+            return lhs
+        return bool(_evaluate(e.rhs, values, extents))
+    if isinstance(e, K.Select):
+        chosen = e.if_true if _evaluate(e.cond, values, extents) else e.if_false
+        return _evaluate(chosen, values, extents)
     raise LaunchError(f"internal: cannot evaluate {type(e).__name__} on the host", e.loc)
