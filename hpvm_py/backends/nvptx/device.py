@@ -33,7 +33,10 @@ def unusable_reason() -> str | None:
         import torch  # noqa: PLC0415
     except ImportError:
         return "torch is not installed (target 'nvptx' keeps device buffers in torch CUDA tensors)"
-    (err,) = driver.cuInit(0)
+    try:
+        (err,) = driver.cuInit(0)
+    except Exception as exc:  # noqa: BLE001 - cuda-bindings raises its own error when libcuda is absent
+        return f"no NVIDIA driver on this machine (libcuda could not be loaded: {type(exc).__name__})"
     if err != driver.CUresult.CUDA_SUCCESS:
         return f"no usable CUDA driver (cuInit: {error_name(err)})"
     err, count = driver.cuDeviceGetCount()
