@@ -33,6 +33,7 @@ from .scratch import Scratch, scratches
 # Lanes of a leaf with barriers (all instances of a parent in one program) at most.
 MAX_GROUP_LANES = 4096
 SUGGESTION = "use target=\"nvptx\" (the SIMT GPU target) or \"cpu\" for this leaf"
+_BITS = {16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}
 _ATOMIC_TYPES = ("i32", "u32", "i64", "u64", "f32", "f64")
 _ATOMIC_FN = {"add": "tl.atomic_add", "sub": "tl.atomic_add", "min": "tl.atomic_min",
               "max": "tl.atomic_max", "xchg": "tl.atomic_xchg", "and": "tl.atomic_and",
@@ -225,7 +226,9 @@ class _Generator:
                 raise unsupported(f"a call of helper {e.func} that was not inlined", e.loc)
             if isinstance(e, K.Atomic):
                 elem = self._elem(e.ptr)
-                if elem.name not in _ATOMIC_TYPES or (elem.is_float and e.op not in ("add", "sub", "xchg")):
+                float_extreme = elem.is_float and e.op in ("min", "max")
+                if not float_extreme and (elem.name not in _ATOMIC_TYPES
+                                          or (elem.is_float and e.op not in ("add", "sub", "xchg"))):
                     raise unsupported(f"atomic_{e.op} on a {elem} buffer", e.loc)
 
     def _needs_live(self) -> bool:
@@ -650,10 +653,47 @@ class _Generator:
         if e.op == "sub":
             value = f"(-{value})"
         access = self.guard("atomic on", e.ptr, index, m, e.loc)
+        if elem.is_float and e.op in ("min", "max"):
+            return self._float_extreme(e.op, e.ptr, index, value, access)
         old = self.fresh("old")
         self.emit(f"{old} = {_ATOMIC_FN[e.op]}({self.names[e.ptr.name]} + {index}, "
                   f"tl.broadcast_to({V.to_memory(value, elem)}, [BLOCK]), mask={access})")
         return V.from_memory(old, elem)
+
+    def _float_extreme(self, op: str, ptr: K.Var, index: str, value: str, access: str) -> str:
+        """Float atomic_min/max as fmin/fmax (Triton's own compare the bits as integers): a
+        compare-and-swap loop on the bit pattern. tl.atomic_cas takes no mask, so lanes with nothing
+        left to do swap an element a pending lane owns with itself (cmp == val: no change)."""
+        elem = self._elem(ptr)
+        bits = _BITS[elem.bits]
+        pick = "_minnum" if op == "min" else "_maxnum"
+        base = self.names[ptr.name]
+        cur, new, pending, first, seen = (self.fresh(x) for x in ("cur", "new", "pend", "first", "seen"))
+
+        def as_bits(code: str) -> str:
+            return code if elem.name == "bf16" else f"{code}.to({bits}, bitcast=True)"
+
+        def as_value(code: str) -> str:
+            memory = code if elem.name == "bf16" else f"{code}.to({V.MEMORY[elem.name]}, bitcast=True)"
+            return V.from_memory(memory, elem)
+
+        def update() -> None:
+            self.emit(f"{new} = {as_bits(V.to_memory(f'{pick}({as_value(cur)}, {value})', elem))}")
+
+        self.emit(f"{cur} = {as_bits(f'tl.load({base} + {index}, mask={access}, other=0, volatile=True)')}")
+        update()
+        self.emit(f"{pending} = {access} & ({new} != {cur})")
+        self.emit(f"while _any({pending}):")
+        self.indent += 1
+        self.emit(f"{first} = tl.max(tl.where({pending}, {index}, -1), 0)")
+        self.emit(f"{seen} = tl.atomic_cas({base}.to(tl.pointer_type({bits})) + "
+                  f"tl.where({pending}, {index}, {first}), {cur}, tl.where({pending}, {new}, {cur}))")
+        self.emit(f"{pending} = {pending} & ({seen} != {cur})")
+        self.emit(f"{cur} = tl.where({pending}, {seen}, {cur})")
+        update()
+        self.emit(f"{pending} = {pending} & ({new} != {cur})")
+        self.indent -= 1
+        return as_value(cur)
 
     def math(self, e: K.MathCall, m: str) -> str:
         t = e.type
