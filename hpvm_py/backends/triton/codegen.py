@@ -25,6 +25,7 @@ from ...ir.loc import Loc
 from ...passes.uniform import Uniformity
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
+from ..bounds import Access
 from ..cpu.prepare import localize_assigned_params
 from . import values as V
 from .prelude import HEADER, INTERPRETER_IMPORT, LIBRARY_FUNCTIONS, library_helper
@@ -41,15 +42,6 @@ _ATOMIC_FN = {"add": "tl.atomic_add", "sub": "tl.atomic_add", "min": "tl.atomic_
 
 
 @dataclass
-class Site:
-    """One checked memory access: what is reported when it goes out of bounds."""
-
-    kind: str  # "load from" | "store to" | "atomic on"
-    buffer: str
-    loc: Loc
-
-
-@dataclass
 class TritonSource:
     """Generated code of one leaf for one NodeContext, and how to call it."""
 
@@ -58,7 +50,7 @@ class TritonSource:
     grouped: bool  # one program per parent instance (barriers, malloc)
     checked: bool
     arguments: dict[str, str]  # parameter -> Triton type ("*fp32", "i64", "constexpr")
-    sites: list[Site] = field(default_factory=list)
+    sites: list[Access] = field(default_factory=list)  # the checked accesses, by site number
     scratch: list[Scratch] = field(default_factory=list)
 
     @property
@@ -137,7 +129,7 @@ class _Generator:
         self.counter = 0
         self.terms: list[str] = []
         self.loops: list[_Loop] = []
-        self.sites: list[Site] = []
+        self.sites: list[Access] = []
         self.library: set[str] = set()
         self.live = self._needs_live()
         self.arguments = self._arguments()
@@ -532,7 +524,7 @@ class _Generator:
         m = self.mask()
         index = self.index(s.index, m)
         value = self.expr(s.value, m)
-        access = self.guard("store to", s.ptr, index, m, s.loc)
+        access = self.guard(s, index, m)
         self.emit(f"tl.store({self.names[s.ptr.name]} + {index}, {V.to_memory(value, elem)}, "
                   f"mask={access})")
 
@@ -550,14 +542,14 @@ class _Generator:
         self.emit(f"{name} = {code}.to(tl.int64) + ZERO")
         return name
 
-    def guard(self, kind: str, ptr: K.Var, index: str, m: str, loc: Loc) -> str:
+    def guard(self, access: Access, index: str, m: str) -> str:
         """The mask of one access; in the checked variant, also the report of a failure."""
         if not self.checked:
             return m
-        buf = self.names[ptr.name]
+        buf = self.names[access.ptr.name]
         ok = self.fresh("ok")
         self.emit(f"{ok} = ({index} >= 0) & ({index} < {buf}__limit)")
-        self.sites.append(Site(kind, ptr.name, loc))
+        self.sites.append(access)
         self.emit(f"_report(ERR, {m} & ~{ok}, {index}, {len(self.sites) - 1}, {buf}__limit, BLOCK)")
         return f"{m} & {ok}"
 
@@ -592,7 +584,7 @@ class _Generator:
         if isinstance(e, K.Load):
             elem = self._elem(e.ptr)
             index = self.index(e.index, m)
-            access = self.guard("load from", e.ptr, index, m, e.loc)
+            access = self.guard(e, index, m)
             return V.from_memory(f"tl.load({self.names[e.ptr.name]} + {index}, mask={access}, other=0)",
                                  elem)
         if isinstance(e, K.Atomic):
@@ -652,7 +644,7 @@ class _Generator:
         value = self.expr(e.value, m)
         if e.op == "sub":
             value = f"(-{value})"
-        access = self.guard("atomic on", e.ptr, index, m, e.loc)
+        access = self.guard(e, index, m)
         if elem.is_float and e.op in ("min", "max"):
             return self._float_extreme(e.op, e.ptr, index, value, access)
         old = self.fresh("old")
