@@ -25,6 +25,7 @@ from ...ir.loc import Loc
 from ...passes.uniform import Uniformity
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
+from ..bounds import Access
 from ..cpu.prepare import localize_assigned_params
 from . import values as V
 from .prelude import HEADER, INTERPRETER_IMPORT, LIBRARY_FUNCTIONS, library_helper
@@ -33,19 +34,11 @@ from .scratch import Scratch, scratches
 # Lanes of a leaf with barriers (all instances of a parent in one program) at most.
 MAX_GROUP_LANES = 4096
 SUGGESTION = "use target=\"nvptx\" (the SIMT GPU target) or \"cpu\" for this leaf"
+_BITS = {16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}
 _ATOMIC_TYPES = ("i32", "u32", "i64", "u64", "f32", "f64")
 _ATOMIC_FN = {"add": "tl.atomic_add", "sub": "tl.atomic_add", "min": "tl.atomic_min",
               "max": "tl.atomic_max", "xchg": "tl.atomic_xchg", "and": "tl.atomic_and",
               "or": "tl.atomic_or", "xor": "tl.atomic_xor"}
-
-
-@dataclass
-class Site:
-    """One checked memory access: what is reported when it goes out of bounds."""
-
-    kind: str  # "load from" | "store to" | "atomic on"
-    buffer: str
-    loc: Loc
 
 
 @dataclass
@@ -57,7 +50,7 @@ class TritonSource:
     grouped: bool  # one program per parent instance (barriers, malloc)
     checked: bool
     arguments: dict[str, str]  # parameter -> Triton type ("*fp32", "i64", "constexpr")
-    sites: list[Site] = field(default_factory=list)
+    sites: list[Access] = field(default_factory=list)  # the checked accesses, by site number
     scratch: list[Scratch] = field(default_factory=list)
 
     @property
@@ -70,7 +63,11 @@ def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: boo
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
     the per-lane ids cost shifts and masks rather than divisions)."""
-    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid).run()
+    # malloc sizes are read before localizing: the front end wrote them over the parameters' values
+    # at entry, which the copies of reassigned parameters no longer hold at the malloc
+    mallocs = scratches(leaf, ctx.input_modes, SUGGESTION)
+    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid,
+                      mallocs).run()
 
 
 def unsupported(construct: str, loc: Loc) -> CompileError:
@@ -118,14 +115,14 @@ class _Loop:
 
 class _Generator:
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool):
+                 fixed_grid: bool, mallocs: list[Scratch]):
         self.interpreted = interpreted
         self.fixed_grid = fixed_grid
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
         self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
-        self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
+        self.scratch = mallocs
         self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
         self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), _masked_in_loops(leaf.body))
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
@@ -136,7 +133,7 @@ class _Generator:
         self.counter = 0
         self.terms: list[str] = []
         self.loops: list[_Loop] = []
-        self.sites: list[Site] = []
+        self.sites: list[Access] = []
         self.library: set[str] = set()
         self.live = self._needs_live()
         self.arguments = self._arguments()
@@ -225,7 +222,9 @@ class _Generator:
                 raise unsupported(f"a call of helper {e.func} that was not inlined", e.loc)
             if isinstance(e, K.Atomic):
                 elem = self._elem(e.ptr)
-                if elem.name not in _ATOMIC_TYPES or (elem.is_float and e.op not in ("add", "sub", "xchg")):
+                float_extreme = elem.is_float and e.op in ("min", "max")
+                if not float_extreme and (elem.name not in _ATOMIC_TYPES
+                                          or (elem.is_float and e.op not in ("add", "sub", "xchg"))):
                     raise unsupported(f"atomic_{e.op} on a {elem} buffer", e.loc)
 
     def _needs_live(self) -> bool:
@@ -529,7 +528,7 @@ class _Generator:
         m = self.mask()
         index = self.index(s.index, m)
         value = self.expr(s.value, m)
-        access = self.guard("store to", s.ptr, index, m, s.loc)
+        access = self.guard(s, index, m)
         self.emit(f"tl.store({self.names[s.ptr.name]} + {index}, {V.to_memory(value, elem)}, "
                   f"mask={access})")
 
@@ -547,14 +546,14 @@ class _Generator:
         self.emit(f"{name} = {code}.to(tl.int64) + ZERO")
         return name
 
-    def guard(self, kind: str, ptr: K.Var, index: str, m: str, loc: Loc) -> str:
+    def guard(self, access: Access, index: str, m: str) -> str:
         """The mask of one access; in the checked variant, also the report of a failure."""
         if not self.checked:
             return m
-        buf = self.names[ptr.name]
+        buf = self.names[access.ptr.name]
         ok = self.fresh("ok")
         self.emit(f"{ok} = ({index} >= 0) & ({index} < {buf}__limit)")
-        self.sites.append(Site(kind, ptr.name, loc))
+        self.sites.append(access)
         self.emit(f"_report(ERR, {m} & ~{ok}, {index}, {len(self.sites) - 1}, {buf}__limit, BLOCK)")
         return f"{m} & {ok}"
 
@@ -589,7 +588,7 @@ class _Generator:
         if isinstance(e, K.Load):
             elem = self._elem(e.ptr)
             index = self.index(e.index, m)
-            access = self.guard("load from", e.ptr, index, m, e.loc)
+            access = self.guard(e, index, m)
             return V.from_memory(f"tl.load({self.names[e.ptr.name]} + {index}, mask={access}, other=0)",
                                  elem)
         if isinstance(e, K.Atomic):
@@ -649,11 +648,48 @@ class _Generator:
         value = self.expr(e.value, m)
         if e.op == "sub":
             value = f"(-{value})"
-        access = self.guard("atomic on", e.ptr, index, m, e.loc)
+        access = self.guard(e, index, m)
+        if elem.is_float and e.op in ("min", "max"):
+            return self._float_extreme(e.op, e.ptr, index, value, access)
         old = self.fresh("old")
         self.emit(f"{old} = {_ATOMIC_FN[e.op]}({self.names[e.ptr.name]} + {index}, "
                   f"tl.broadcast_to({V.to_memory(value, elem)}, [BLOCK]), mask={access})")
         return V.from_memory(old, elem)
+
+    def _float_extreme(self, op: str, ptr: K.Var, index: str, value: str, access: str) -> str:
+        """Float atomic_min/max as fmin/fmax (Triton's own compare the bits as integers): a
+        compare-and-swap loop on the bit pattern. tl.atomic_cas takes no mask, so lanes with nothing
+        left to do swap an element a pending lane owns with itself (cmp == val: no change)."""
+        elem = self._elem(ptr)
+        bits = _BITS[elem.bits]
+        pick = "_minnum" if op == "min" else "_maxnum"
+        base = self.names[ptr.name]
+        cur, new, pending, first, seen = (self.fresh(x) for x in ("cur", "new", "pend", "first", "seen"))
+
+        def as_bits(code: str) -> str:
+            return code if elem.name == "bf16" else f"{code}.to({bits}, bitcast=True)"
+
+        def as_value(code: str) -> str:
+            memory = code if elem.name == "bf16" else f"{code}.to({V.MEMORY[elem.name]}, bitcast=True)"
+            return V.from_memory(memory, elem)
+
+        def update() -> None:
+            self.emit(f"{new} = {as_bits(V.to_memory(f'{pick}({as_value(cur)}, {value})', elem))}")
+
+        self.emit(f"{cur} = {as_bits(f'tl.load({base} + {index}, mask={access}, other=0, volatile=True)')}")
+        update()
+        self.emit(f"{pending} = {access} & ({new} != {cur})")
+        self.emit(f"while _any({pending}):")
+        self.indent += 1
+        self.emit(f"{first} = tl.max(tl.where({pending}, {index}, -1), 0)")
+        self.emit(f"{seen} = tl.atomic_cas({base}.to(tl.pointer_type({bits})) + "
+                  f"tl.where({pending}, {index}, {first}), {cur}, tl.where({pending}, {new}, {cur}))")
+        self.emit(f"{pending} = {pending} & ({seen} != {cur})")
+        self.emit(f"{cur} = tl.where({pending}, {seen}, {cur})")
+        update()
+        self.emit(f"{pending} = {pending} & ({new} != {cur})")
+        self.indent -= 1
+        return as_value(cur)
 
     def math(self, e: K.MathCall, m: str) -> str:
         t = e.type

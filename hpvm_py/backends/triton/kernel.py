@@ -13,6 +13,7 @@ from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import BufferArg, NodeContext, instance_counts
+from ..bounds import out_of_bounds
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
@@ -84,12 +85,12 @@ class TritonKernel:
             blocks = -(-L // block)
         device = self._device(args)
         call: list[Any] = []
-        for p, mode, arg in zip(self.leaf.params, self.ctx.input_modes, args):
+        for i, (p, mode, arg) in enumerate(zip(self.leaf.params, self.ctx.input_modes, args)):
             if mode == "buffer":
                 assert isinstance(arg, BufferArg) and isinstance(p.type, PtrType)
                 call.append(typed_tensor(arg.obj, p.type.elem))
                 if source.checked:
-                    call.append(arg.nbytes // p.type.elem.nbytes)
+                    call.append(self._limit(i, args) // p.type.elem.nbytes)
             elif mode == "uniform":
                 assert isinstance(p.type, ScalarType)
                 call.append(scalar_bits(arg, p.type))
@@ -136,10 +137,19 @@ class TritonKernel:
         if err is not None:
             code, index, limit = (int(v) for v in err.cpu().tolist())
             if code:
-                site = source.sites[code - 1]
-                raise ExecutionError(
-                    f"{self.leaf.name}: out-of-bounds {site.kind} {site.buffer}[{index}]: the valid "
-                    f"indices are 0 to {limit - 1} ({limit} elements)", site.loc, rule="memory-in-bounds")
+                raise out_of_bounds(self.leaf.name, source.sites[code - 1], index, limit)
+
+    def _limit(self, index: int, args: list[Any]) -> int:
+        """Bytes that pointer parameter `index` may reach (checked mode): the size argument after
+        it when that is a uniform integer, never more than the memory object's real size, never
+        negative (the rule of the cpu target's checked kernels)."""
+        nbytes = args[index].nbytes
+        params, modes = self.leaf.params, self.ctx.input_modes
+        if index + 1 < len(params) and modes[index + 1] == "uniform":
+            t = params[index + 1].type
+            if isinstance(t, ScalarType) and t.is_int and not t.is_bool:
+                return max(0, min(int(args[index + 1]), nbytes))
+        return nbytes
 
     @staticmethod
     def _device(args: list[Any]) -> Any:

@@ -119,14 +119,26 @@ def _zero_signed_like(x):
 
 
 @triton.jit
+def _signbit(x):
+    if x.dtype == tl.float64:
+        return (x.to(tl.uint64, bitcast=True) >> 63) != 0
+    else:
+        return (x.to(tl.uint32, bitcast=True) >> 31) != 0
+
+
+@triton.jit
 def _copysign(x, y):
+    """|x| with the sign of y; a NaN y counts as positive (its sign bit differs between CPUs and
+    GPUs)."""
     if x.dtype == tl.float64:
         mag = x.to(tl.uint64, bitcast=True) & 0x7FFFFFFFFFFFFFFF
         sign = y.to(tl.uint64, bitcast=True) & 0x8000000000000000
+        sign = tl.where(y != y, 0, sign)
         return (mag | sign).to(tl.float64, bitcast=True)
     else:
         mag = x.to(tl.uint32, bitcast=True) & 0x7FFFFFFF
         sign = y.to(tl.uint32, bitcast=True) & 0x80000000
+        sign = tl.where(y != y, 0, sign)
         return (mag | sign).to(tl.float32, bitcast=True)
 
 
@@ -167,14 +179,16 @@ def _fmax_numpy(x, y):
 
 @triton.jit
 def _minnum(x, y):
-    """fmin(): a NaN operand is ignored; of -0.0 and 0.0 the second (as NumPy's vector loops and
-    x86's minps)."""
-    return tl.where(y != y, x, tl.where(x != x, y, tl.where(x < y, x, y)))
+    """fmin(), IEEE minimumNumber: a NaN operand is ignored; -0.0 < 0.0."""
+    lower = (x < y) | ((x == y) & _signbit(x))
+    return tl.where(y != y, x, tl.where(x != x, y, tl.where(lower, x, y)))
 
 
 @triton.jit
 def _maxnum(x, y):
-    return tl.where(y != y, x, tl.where(x != x, y, tl.where(x > y, x, y)))
+    """fmax(), IEEE maximumNumber: a NaN operand is ignored; -0.0 < 0.0."""
+    higher = (x > y) | ((x == y) & ~_signbit(x))
+    return tl.where(y != y, x, tl.where(x != x, y, tl.where(higher, x, y)))
 
 
 @triton.jit
