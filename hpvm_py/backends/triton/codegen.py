@@ -63,11 +63,7 @@ def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: boo
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
     the per-lane ids cost shifts and masks rather than divisions)."""
-    # malloc sizes are read before localizing: the front end wrote them over the parameters' values
-    # at entry, which the copies of reassigned parameters no longer hold at the malloc
-    mallocs = scratches(leaf, ctx.input_modes, SUGGESTION)
-    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid,
-                      mallocs).run()
+    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid).run()
 
 
 def unsupported(construct: str, loc: Loc) -> CompileError:
@@ -115,14 +111,14 @@ class _Loop:
 
 class _Generator:
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool, mallocs: list[Scratch]):
+                 fixed_grid: bool):
         self.interpreted = interpreted
         self.fixed_grid = fixed_grid
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
         self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
-        self.scratch = mallocs
+        self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
         self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
         self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), _masked_in_loops(leaf.body))
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
