@@ -7,10 +7,11 @@ in any order, so running each child node for all of them in turn is a valid sche
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -76,17 +77,25 @@ class Executor:
         """The flag that this thread's runs check before each node (a streaming stage's)."""
         self._local.stop = stop
 
-    def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
-        """Run the root graph; a recorder (rt/replay.py) keeps what a replay needs."""
-        self._local.recorder = recorder
+    @contextlib.contextmanager
+    def _launch_scope(self) -> Iterator[None]:
+        """Buffers the user did not track come back from the device once the scope ends."""
         self._local.on_device = on_device = {}
         try:
-            outputs = self._graph(plan, args, [], 1)
+            yield
         finally:
-            self._local.recorder = None
             self._local.on_device = None
             if on_device:
                 self.tracker.finish_launch(list(on_device.values()))
+
+    def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
+        """Run the root graph; a recorder (rt/replay.py) keeps what a replay needs."""
+        self._local.recorder = recorder
+        try:
+            with self._launch_scope():
+                outputs = self._graph(plan, args, [], 1)
+        finally:
+            self._local.recorder = None
         stats.bump("kernel_launches", plan.leaf_count)
         stats.bump("nodes_run", plan.node_count)
         return [np.asarray(o).reshape(-1)[0] if np.ndim(o) else o for o in outputs]
@@ -115,6 +124,13 @@ class Executor:
             # at the root, output o is element 0 of its producer's own array
             self._recorder.outputs = [slots[(n, port)].value for n, port in plan.outputs]
         return [self._as_parent(slots[(n, port)]) for n, port in plan.outputs]
+
+    def fire_stage(self, plan: GraphPlan, node: NodePlan, env: list[Any],
+                   args: list[Any]) -> tuple[tuple[int, ...], list[Slot | None]]:
+        """One streaming stage's node for one item: the item's untracked buffers are back on the
+        host when it returns (pop() hands the item to the user)."""
+        with self._launch_scope():
+            return self.fire(plan, node, env, args, [], 1)
 
     def fire(self, plan: GraphPlan, node: NodePlan, env: list[Any], args: list[Any],
              ancestors: list[tuple[int, ...]], parents: int,

@@ -324,7 +324,7 @@ class StreamHandle:
                     args.append(value)
                 if self._stop.is_set():
                     raise Stopped()
-                ext, outs = self.executor.fire(self.plan, node, item_env, args, [], 1)
+                ext, outs = self.executor.fire_stage(self.plan, node, item_env, args)
                 stats.bump("kernel_launches", node.leaf_count)
                 stats.bump("nodes_run", node.node_count)
                 for port, src in enumerate(node.inputs):
