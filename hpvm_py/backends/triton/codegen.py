@@ -21,24 +21,20 @@ from dataclasses import dataclass, field
 
 from ...errors import CompileError
 from ...ir import kernel as K
-from ...ir.loc import Loc
 from ...passes.uniform import Uniformity
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
 from ..bounds import Access
 from ..cpu.prepare import localize_assigned_params
 from . import values as V
-from .prelude import HEADER, INTERPRETER_IMPORT, LIBRARY_FUNCTIONS, library_helper
+from .accesses import MemoryAccesses
+from .mathcalls import SUGGESTION, MathCalls, unsupported
+from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
 from .scratch import Scratch, scratches
 
 # Lanes of a leaf with barriers (all instances of a parent in one program) at most.
 MAX_GROUP_LANES = 4096
-SUGGESTION = "use target=\"nvptx\" (the SIMT GPU target) or \"cpu\" for this leaf"
-_BITS = {16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}
 _ATOMIC_TYPES = ("i32", "u32", "i64", "u64", "f32", "f64")
-_ATOMIC_FN = {"add": "tl.atomic_add", "sub": "tl.atomic_add", "min": "tl.atomic_min",
-              "max": "tl.atomic_max", "xchg": "tl.atomic_xchg", "and": "tl.atomic_and",
-              "or": "tl.atomic_or", "xor": "tl.atomic_xor"}
 
 
 @dataclass
@@ -64,11 +60,6 @@ def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: boo
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
     the per-lane ids cost shifts and masks rather than divisions)."""
     return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid).run()
-
-
-def unsupported(construct: str, loc: Loc) -> CompileError:
-    return CompileError(f"{construct} is not supported by target 'gpu' (Triton) yet; {SUGGESTION}",
-                        loc, rule="gpu-supported")
 
 
 _TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
@@ -109,7 +100,7 @@ class _Loop:
         self.cnt = cnt
 
 
-class _Generator:
+class _Generator(MemoryAccesses, MathCalls):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
                  fixed_grid: bool):
         self.interpreted = interpreted
@@ -519,40 +510,6 @@ class _Generator:
         self.terms = saved
         self.indent -= 1
 
-    def store(self, s: K.Store) -> None:
-        elem = self._elem(s.ptr)
-        m = self.mask()
-        index = self.index(s.index, m)
-        value = self.expr(s.value, m)
-        access = self.guard(s, index, m)
-        self.emit(f"tl.store({self.names[s.ptr.name]} + {index}, {V.to_memory(value, elem)}, "
-                  f"mask={access})")
-
-    # -- memory -------------------------------------------------------------------------------
-
-    def _elem(self, ptr: K.Var) -> ScalarType:
-        t = self.types[ptr.name]
-        assert isinstance(t, PtrType)
-        return t.elem
-
-    def index(self, e: K.Expr, m: str) -> str:
-        """An access index as a block of int64 (scalars broadcast: the mask is a block)."""
-        code = self.expr(e, m)
-        name = self.fresh("i")
-        self.emit(f"{name} = {code}.to(tl.int64) + ZERO")
-        return name
-
-    def guard(self, access: Access, index: str, m: str) -> str:
-        """The mask of one access; in the checked variant, also the report of a failure."""
-        if not self.checked:
-            return m
-        buf = self.names[access.ptr.name]
-        ok = self.fresh("ok")
-        self.emit(f"{ok} = ({index} >= 0) & ({index} < {buf}__limit)")
-        self.sites.append(access)
-        self.emit(f"_report(ERR, {m} & ~{ok}, {index}, {len(self.sites) - 1}, {buf}__limit, BLOCK)")
-        return f"{m} & {ok}"
-
     # -- expressions --------------------------------------------------------------------------
 
     def _uniform_var(self, name: str) -> bool:
@@ -637,83 +594,3 @@ class _Generator:
         self.emit(f"{mt} = {m} & {c}")
         self.emit(f"{mf} = {m} & ~{c}")
         return f"tl.where({c}, {self.expr(e.if_true, mt)}, {self.expr(e.if_false, mf)})"
-
-    def atomic(self, e: K.Atomic, m: str) -> str:
-        elem = self._elem(e.ptr)
-        index = self.index(e.index, m)
-        value = self.expr(e.value, m)
-        if e.op == "sub":
-            value = f"(-{value})"
-        access = self.guard(e, index, m)
-        if elem.is_float and e.op in ("min", "max"):
-            return self._float_extreme(e.op, e.ptr, index, value, access)
-        old = self.fresh("old")
-        self.emit(f"{old} = {_ATOMIC_FN[e.op]}({self.names[e.ptr.name]} + {index}, "
-                  f"tl.broadcast_to({V.to_memory(value, elem)}, [BLOCK]), mask={access})")
-        return V.from_memory(old, elem)
-
-    def _float_extreme(self, op: str, ptr: K.Var, index: str, value: str, access: str) -> str:
-        """Float atomic_min/max as fmin/fmax (Triton's own compare the bits as integers): a
-        compare-and-swap loop on the bit pattern. tl.atomic_cas takes no mask, so lanes with nothing
-        left to do swap an element a pending lane owns with itself (cmp == val: no change)."""
-        elem = self._elem(ptr)
-        bits = _BITS[elem.bits]
-        pick = "_minnum" if op == "min" else "_maxnum"
-        base = self.names[ptr.name]
-        cur, new, pending, first, seen = (self.fresh(x) for x in ("cur", "new", "pend", "first", "seen"))
-
-        def as_bits(code: str) -> str:
-            return code if elem.name == "bf16" else f"{code}.to({bits}, bitcast=True)"
-
-        def as_value(code: str) -> str:
-            memory = code if elem.name == "bf16" else f"{code}.to({V.MEMORY[elem.name]}, bitcast=True)"
-            return V.from_memory(memory, elem)
-
-        def update() -> None:
-            self.emit(f"{new} = {as_bits(V.to_memory(f'{pick}({as_value(cur)}, {value})', elem))}")
-
-        self.emit(f"{cur} = {as_bits(f'tl.load({base} + {index}, mask={access}, other=0, volatile=True)')}")
-        update()
-        self.emit(f"{pending} = {access} & ({new} != {cur})")
-        self.emit(f"while _any({pending}):")
-        self.indent += 1
-        self.emit(f"{first} = tl.max(tl.where({pending}, {index}, -1), 0)")
-        self.emit(f"{seen} = tl.atomic_cas({base}.to(tl.pointer_type({bits})) + "
-                  f"tl.where({pending}, {index}, {first}), {cur}, tl.where({pending}, {new}, {cur}))")
-        self.emit(f"{pending} = {pending} & ({seen} != {cur})")
-        self.emit(f"{cur} = tl.where({pending}, {seen}, {cur})")
-        update()
-        self.emit(f"{pending} = {pending} & ({new} != {cur})")
-        self.indent -= 1
-        return as_value(cur)
-
-    def math(self, e: K.MathCall, m: str) -> str:
-        t = e.type
-        assert isinstance(t, ScalarType)
-        args = [self.expr(a, m) for a in e.args]
-        arg_t = e.args[0].type
-        assert isinstance(arg_t, ScalarType)
-        name = e.name
-        if name == "isnan":
-            return f"({args[0]} != {args[0]})"
-        if name in ("isinf", "isfinite"):
-            inf = V.constant(float("inf"), arg_t)
-            return f"(tl.abs({args[0]}) {'==' if name == 'isinf' else '<'} {inf})"
-        if not arg_t.is_float and name in ("abs", "min", "max"):
-            x = args[0]
-            if name == "abs":
-                return f"tl.where({x} < 0, -{x}, {x})" if arg_t.is_signed else x
-            return f"tl.where({x} {'<' if name == 'min' else '>'} {args[1]}, {x}, {args[1]})"
-        simple = {"abs": "tl.abs", "fabs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil",
-                  "sqrt": "_sqrt", "fma": "tl.fma", "min": "_fmin_numpy", "max": "_fmax_numpy",
-                  "fmin": "_minnum", "fmax": "_maxnum", "copysign": "_copysign"}
-        if name in simple:
-            code = f"{simple[name]}({', '.join(args)})"
-        elif name == "rsqrt":
-            code = f"_fdiv({V.constant(1.0, arg_t)}, _sqrt({args[0]}))"
-        elif name in LIBRARY_FUNCTIONS:
-            self.library.add(name)
-            code = f"_m_{name}({', '.join(args)})"
-        else:
-            raise unsupported(f"math function {name}", e.loc)
-        return V.round_to(code, t)

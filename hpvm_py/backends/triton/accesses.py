@@ -1,0 +1,100 @@
+"""The Triton generator's memory accesses: masked loads' indices, stores and atomics, each
+masked by its lanes and, in the checked variant, by its buffer's bounds (codegen.py uses it)."""
+from __future__ import annotations
+
+from ...ir import kernel as K
+from ...types import PtrType, ScalarType
+from ..bounds import Access
+from . import values as V
+
+_BITS = {16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}
+_ATOMIC_FN = {"add": "tl.atomic_add", "sub": "tl.atomic_add", "min": "tl.atomic_min",
+              "max": "tl.atomic_max", "xchg": "tl.atomic_xchg", "and": "tl.atomic_and",
+              "or": "tl.atomic_or", "xor": "tl.atomic_xor"}
+
+
+class MemoryAccesses:
+    """Mixed into the generator: uses its emit/fresh/mask/expr and its names, types and sites."""
+
+    def store(self, s: K.Store) -> None:
+        elem = self._elem(s.ptr)
+        m = self.mask()
+        index = self.index(s.index, m)
+        value = self.expr(s.value, m)
+        access = self.guard(s, index, m)
+        self.emit(f"tl.store({self.names[s.ptr.name]} + {index}, {V.to_memory(value, elem)}, "
+                  f"mask={access})")
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def _elem(self, ptr: K.Var) -> ScalarType:
+        t = self.types[ptr.name]
+        assert isinstance(t, PtrType)
+        return t.elem
+
+    def index(self, e: K.Expr, m: str) -> str:
+        """An access index as a block of int64 (scalars broadcast: the mask is a block)."""
+        code = self.expr(e, m)
+        name = self.fresh("i")
+        self.emit(f"{name} = {code}.to(tl.int64) + ZERO")
+        return name
+
+    def guard(self, access: Access, index: str, m: str) -> str:
+        """The mask of one access; in the checked variant, also the report of a failure."""
+        if not self.checked:
+            return m
+        buf = self.names[access.ptr.name]
+        ok = self.fresh("ok")
+        self.emit(f"{ok} = ({index} >= 0) & ({index} < {buf}__limit)")
+        self.sites.append(access)
+        self.emit(f"_report(ERR, {m} & ~{ok}, {index}, {len(self.sites) - 1}, {buf}__limit, BLOCK)")
+        return f"{m} & {ok}"
+
+    def atomic(self, e: K.Atomic, m: str) -> str:
+        elem = self._elem(e.ptr)
+        index = self.index(e.index, m)
+        value = self.expr(e.value, m)
+        if e.op == "sub":
+            value = f"(-{value})"
+        access = self.guard(e, index, m)
+        if elem.is_float and e.op in ("min", "max"):
+            return self._float_extreme(e.op, e.ptr, index, value, access)
+        old = self.fresh("old")
+        self.emit(f"{old} = {_ATOMIC_FN[e.op]}({self.names[e.ptr.name]} + {index}, "
+                  f"tl.broadcast_to({V.to_memory(value, elem)}, [BLOCK]), mask={access})")
+        return V.from_memory(old, elem)
+
+    def _float_extreme(self, op: str, ptr: K.Var, index: str, value: str, access: str) -> str:
+        """Float atomic_min/max as fmin/fmax (Triton's own compare the bits as integers): a
+        compare-and-swap loop on the bit pattern. tl.atomic_cas takes no mask, so lanes with nothing
+        left to do swap an element a pending lane owns with itself (cmp == val: no change)."""
+        elem = self._elem(ptr)
+        bits = _BITS[elem.bits]
+        pick = "_minnum" if op == "min" else "_maxnum"
+        base = self.names[ptr.name]
+        cur, new, pending, first, seen = (self.fresh(x) for x in ("cur", "new", "pend", "first", "seen"))
+
+        def as_bits(code: str) -> str:
+            return code if elem.name == "bf16" else f"{code}.to({bits}, bitcast=True)"
+
+        def as_value(code: str) -> str:
+            memory = code if elem.name == "bf16" else f"{code}.to({V.MEMORY[elem.name]}, bitcast=True)"
+            return V.from_memory(memory, elem)
+
+        def update() -> None:
+            self.emit(f"{new} = {as_bits(V.to_memory(f'{pick}({as_value(cur)}, {value})', elem))}")
+
+        self.emit(f"{cur} = {as_bits(f'tl.load({base} + {index}, mask={access}, other=0, volatile=True)')}")
+        update()
+        self.emit(f"{pending} = {access} & ({new} != {cur})")
+        self.emit(f"while _any({pending}):")
+        self.indent += 1
+        self.emit(f"{first} = tl.max(tl.where({pending}, {index}, -1), 0)")
+        self.emit(f"{seen} = tl.atomic_cas({base}.to(tl.pointer_type({bits})) + "
+                  f"tl.where({pending}, {index}, {first}), {cur}, tl.where({pending}, {new}, {cur}))")
+        self.emit(f"{pending} = {pending} & ({seen} != {cur})")
+        self.emit(f"{cur} = tl.where({pending}, {seen}, {cur})")
+        update()
+        self.emit(f"{pending} = {pending} & ({new} != {cur})")
+        self.indent -= 1
+        return as_value(cur)
