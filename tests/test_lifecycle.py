@@ -162,7 +162,7 @@ def test_cleanup_stops_a_busy_stream_before_its_queued_items_run(target, rng):
 def _wait_until_taken(h) -> None:
     """Until the first stage has taken the pushed item, and started its kernel (which runs far
     longer than this)."""
-    while h._host_fifos[0].qsize():
+    while h.host_fifos[0].qsize():
         time.sleep(0.001)
     time.sleep(0.02)
 

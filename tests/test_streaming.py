@@ -136,3 +136,54 @@ def test_cleanup_stops_open_streams(target: str, rng) -> None:
     hpvm.cleanup()  # must not hang with a stream still open
     with pytest.raises(HPVMError):
         hpvm.launch(g.two_stages, stream=True)
+
+
+def test_items_of_changing_sizes_and_factors_match_numpy(target: str, rng) -> None:
+    """Every item brings its own buffers, sizes and scalars; cpu stages reuse a packed launch
+    between items whose sizes match, so sizes repeat, change back and forth, and include 1."""
+    sizes = [17, 64, 17, 1, 200, 64, 64, 17, 1, 200]
+    items = [_item(rng, n, float(rng.uniform(-3, 3))) for n in sizes]
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.two_stages, stream=True, depth=int(rng.integers(1, 4)))
+        for _, _, args in items:
+            hpvm.push(h, *args, timeout=60)
+        hpvm.wait(h, timeout=120)
+        totals = [total for (total,) in h.results()]
+    for (x, y, (_, _, _, _, k, _)), total in zip(items, totals):
+        expected = x * np.float32(k) + np.float32(1)
+        np.testing.assert_array_equal(y, expected)
+        assert total == pytest.approx(float(expected.sum(dtype=np.float64)), rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize("bad", [1, -1, 16])
+def test_an_out_of_bounds_item_after_in_bounds_ones_is_caught(target: str, bad: int) -> None:
+    """Items proven in bounds run the unchecked kernel; the next one, equal but for the scalar
+    that moves its index one element out, must run checked code and fail at the access."""
+    x = np.arange(16, dtype=np.int32)
+    ys = [np.zeros(16, np.int32) for _ in range(4)]
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.may_fail, stream=True)
+        for y in ys[:3]:
+            hpvm.push(h, x, x.nbytes, y, y.nbytes, 0, 16)
+        for y in ys[:3]:
+            assert hpvm.pop(h, timeout=60) == (0,)
+            np.testing.assert_array_equal(y, x)
+        hpvm.push(h, x, x.nbytes, ys[3], ys[3].nbytes, bad, 16)
+        with pytest.raises(ExecutionError, match="checked_divide") as info:
+            hpvm.pop(h, timeout=60)
+        assert "out of bounds" in str(info.value) and info.value.loc.line > 0
+        with pytest.raises(ExecutionError):
+            hpvm.wait(h, timeout=60)
+
+
+@pytest.mark.parametrize("target, threads", [("cpu", 1), ("python", 2)])
+def test_host_leaf_stages_share_one_scheduler_thread(target: str, threads: int, rng) -> None:
+    """cpu leaves start their kernels on the native pool from one scheduler thread; stages that
+    cannot (python leaves, internal nodes, GPU targets) keep a thread each."""
+    _, _, args = _item(rng, 32, 2.0)
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.two_stages, stream=True)
+        names = [t.name for t in threading.enumerate() if t.name.startswith("hpvm-stage-")]
+        hpvm.push(h, *args)
+        hpvm.wait(h, timeout=60)
+    assert len(names) == threads

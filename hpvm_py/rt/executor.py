@@ -136,12 +136,8 @@ class Executor:
              ancestors: list[tuple[int, ...]], parents: int,
              slots_so_far: dict | None = None) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Run one node for all its instances; returns its extents and its output slots."""
-        ext = self._extents(node, plan, env)
-        count = math.prod(ext)
-        if parents * count > MAX_INSTANCES:
-            raise LaunchError(f"node {node.name} would run {parents * count} instances ({parents} "
-                              f"parent instance(s) x {list(ext)}): the instance count overflows 64 "
-                              f"bits (at most 2**63 - 1)", node.node.loc)
+        ext = self.extents_of(node, plan, env)
+        count = self.check_instance_count(node, ext, parents)
         if node.kernel is not None:
             outs = self._leaf(node, args, ext, ancestors, parents, count, slots_so_far)
             slots = [Slot(out, node.output_modes[port] == "per_instance", count) if out is not None else None
@@ -155,7 +151,17 @@ class Executor:
             slots = [Slot(out, True, count) for out in outs]
         return ext, slots
 
-    def _extents(self, node: NodePlan, plan: GraphPlan, env: list[Any]) -> tuple[int, ...]:
+    @staticmethod
+    def check_instance_count(node: NodePlan, ext: tuple[int, ...], parents: int) -> int:
+        """The node's instance count per parent instance, once the total is known to fit."""
+        count = math.prod(ext)
+        if parents * count > MAX_INSTANCES:
+            raise LaunchError(f"node {node.name} would run {parents * count} instances ({parents} "
+                              f"parent instance(s) x {list(ext)}): the instance count overflows 64 "
+                              f"bits (at most 2**63 - 1)", node.node.loc)
+        return count
+
+    def extents_of(self, node: NodePlan, plan: GraphPlan, env: list[Any]) -> tuple[int, ...]:
         if not node.node.dims:
             return ()
         values: dict[str, int] = {}
@@ -217,7 +223,7 @@ class Executor:
         call: list[Any] = []
         for p, value in zip(leaf.params, args):
             if isinstance(p.type, PtrType):
-                call.append(self._buffer_arg(value, p, device))
+                call.append(self.buffer_arg(value, p, device))
             else:
                 call.append(value)
         outputs: list[Any] = []
@@ -242,7 +248,7 @@ class Executor:
             kernel.launch(call, outputs, extents)
         return outputs
 
-    def _buffer_arg(self, value: Any, param: K.Param, device: str) -> BufferArg:
+    def buffer_arg(self, value: Any, param: K.Param, device: str) -> BufferArg:
         assert isinstance(value, BoundBuffer) and isinstance(param.type, PtrType)
         obj = value.obj
         reads = param.direction in ("in", "inout")

@@ -1,4 +1,4 @@
-"""How many threads kernels use: HPVM_NUM_THREADS, else every core."""
+"""How many threads kernels use: HPVM_NUM_THREADS, else every core this process may run on."""
 from __future__ import annotations
 
 import os
@@ -8,4 +8,7 @@ def default_threads() -> int:
     env = os.environ.get("HPVM_NUM_THREADS")
     if env and env.isdigit() and int(env) > 0:
         return int(env)
-    return os.cpu_count() or 1
+    try:  # the cores of this process's CPU affinity (taskset, cgroup cpusets), not the machine's
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

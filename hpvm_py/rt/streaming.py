@@ -1,10 +1,11 @@
-"""Streaming launches: every child of the root is a pipeline stage on its own thread.
+"""Streaming launches: every child of the root is a pipeline stage (stages.py runs them: one
+scheduler thread for cpu leaves, else a thread per stage).
 
-Stages are joined by bounded FIFOs (depth items each): one per edge between stages and one per
-stage for the values the host pushes. Stage k works on item i while stage k+1 works on item i-1.
-An item is everything one push sends (numbers and whole buffers, not 8-byte words), and each item
-can carry its own buffers, so stages never share an in-flight buffer unless the host passes the same
-one twice.
+Stages are joined by FIFOs: one bounded FIFO (depth items) per stage for the values the host
+pushes, and one per edge between stages. Stage k works on item i while stage k+1 works on item
+i-1. An item is everything one push sends (numbers and whole buffers, not 8-byte words), and each
+item can carry its own buffers, so stages never share an in-flight buffer unless the host passes
+the same one twice.
 
 Semantics inside a streaming graph (docs/streaming.md):
 - a streaming bind or edge carries a new value for every item;
@@ -30,32 +31,17 @@ import contextlib
 import queue
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
-from ..ir import dfg as D
 from . import stats
 from .args import bind_arguments
-from .executor import Executor, Slot, Stopped, check_grids, device_of
+from .executor import Executor, Stopped, device_of
+from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread
 
-_POLL = 0.05  # seconds between checks of the stop flag while blocked
 WAITED_TWICE = "wait() was already called on this launch handle"
 _THREAD_PREFIX = "hpvm-stage-"  # a stage thread's name: the prefix, then its node's name
-
-
-class _EndOfStream:
-    """Marks the end of the items on a FIFO."""
-
-
-_EOS = _EndOfStream()
-
-
-@dataclass
-class _EdgeItem:
-    slot: Slot
-    extents: tuple[int, ...]
 
 
 class StreamHandle:
@@ -73,7 +59,8 @@ class StreamHandle:
         self.plan = compiled.plan
         self.depth = depth
         self.executor: Executor = runtime.executor
-        self._stop = threading.Event()
+        self.stop = threading.Event()
+        self.arrived = threading.Event()  # set by push() and wait(): the scheduler has new items
         self._error: BaseException | None = None
         self._error_lock = threading.Lock()
         self._closed = False  # no more pushes: wait() was called, or cleanup()
@@ -86,22 +73,33 @@ class StreamHandle:
         self._partial: list[Any] = []  # the stages' records of the result being popped
         nodes = self.plan.nodes
         # a FIFO per stage for the host's values, and one per edge between stages
-        self._host_fifos = [queue.Queue(maxsize=depth) for _ in nodes]
-        self._edge_fifos: dict[tuple[int, int], queue.Queue] = {}
+        self.host_fifos = [queue.Queue(maxsize=depth) for _ in nodes]
+        self.edge_fifos: dict[tuple[int, int], queue.SimpleQueue] = {}
         for i, node in enumerate(nodes):
             for port, src in enumerate(node.inputs):
                 if src.node is not None:
-                    self._edge_fifos[(i, port)] = queue.Queue(maxsize=depth)
-        self._consumers: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for (dst, port), _ in self._edge_fifos.items():
+                    # unbounded, and C-level: a stage runs at most depth + 1 items ahead of any
+                    # other, since the host puts each item into every stage's bounded host FIFO
+                    self.edge_fifos[(i, port)] = queue.SimpleQueue()
+        self.consumers: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for (dst, port), _ in self.edge_fifos.items():
             src = nodes[dst].inputs[port]
-            self._consumers.setdefault((src.node, src.port), []).append((dst, port))
+            self.consumers.setdefault((src.node, src.port), []).append((dst, port))
         # per stage, one record per finished item: its slots for the root's outputs (unbounded and
         # C-level: results wait here until popped)
-        self._done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
-        self._threads = [threading.Thread(target=self._stage, args=(i,), daemon=True,
-                                          name=f"{_THREAD_PREFIX}{node.name}")
-                         for i, node in enumerate(nodes)]
+        self.done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
+        self._bind_streams = [self._streaming_binds(i) for i in range(len(nodes))]
+        self._stages = stages = [Stage(self, i) for i in range(len(nodes))]
+        self._scheduler: Scheduler | None = None
+        if can_schedule(stages):
+            self._scheduler = Scheduler(stages)
+            names = ",".join(node.name for node in nodes)
+            self._threads = [threading.Thread(target=self._scheduler, daemon=True,
+                                              name=f"{_THREAD_PREFIX}{names}")]
+        else:
+            self._threads = [threading.Thread(target=run_stage_thread, args=(stage,), daemon=True,
+                                              name=f"{_THREAD_PREFIX}{stage.name}")
+                             for stage in stages]
         for t in self._threads:
             t.start()
 
@@ -121,6 +119,7 @@ class StreamHandle:
                                   "pushed", caller_loc())
             self._send(env, deadline, "push")
             self._pushed += 1
+        self.arrived.set()
         stats.bump("stream_pushes")
 
     @contextlib.contextmanager
@@ -138,19 +137,19 @@ class StreamHandle:
     def _send(self, item: Any, deadline: float | None, what: str) -> None:
         """Put item into every stage's host FIFO once all of them have room, so that a timeout
         leaves every stage with the same items; raises Stopped when stopped."""
-        for fifo in self._host_fifos:
+        for fifo in self.host_fifos:
             with fifo.not_full:
                 while len(fifo.queue) >= fifo.maxsize:
-                    if self._stop.is_set():
+                    if self.stop.is_set():
                         raise Stopped()
-                    left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+                    left = POLL if deadline is None else min(POLL, deadline - time.monotonic())
                     if left <= 0:
                         raise HPVMTimeoutError(f"{what}(): the pipeline stayed full past the timeout",
                                                caller_loc())
                     fifo.not_full.wait(left)
-        if self._stop.is_set():
+        if self.stop.is_set():
             raise Stopped()
-        for fifo in self._host_fifos:
+        for fifo in self.host_fifos:
             fifo.put_nowait(item)  # only this host thread adds: the room is still there
 
     def pop(self, timeout: float | None) -> tuple[Any, ...]:
@@ -165,8 +164,8 @@ class StreamHandle:
         # collect every part of the next result; a timeout keeps what arrived for the next pop()
         records = self._partial
         try:
-            while len(records) < len(self._done):
-                records.append(self._get(self._done[len(records)], deadline, "pop"))
+            while len(records) < len(self.done):
+                records.append(self.get(self.done[len(records)], deadline, "pop"))
         except Stopped:
             self._raise_stopped("pop")
         self._partial = []
@@ -180,11 +179,11 @@ class StreamHandle:
     def results(self) -> Iterator[tuple[Any, ...]]:
         """Pop every remaining result, until the stream is closed and drained."""
         while True:
-            if self._popped >= self._pushed and (self._closed or self._stop.is_set()):
+            if self._popped >= self._pushed and (self._closed or self.stop.is_set()):
                 self._raise_stage_error()
                 return
             if self._popped >= self._pushed:
-                time.sleep(_POLL)  # another thread may still push
+                time.sleep(POLL)  # another thread may still push
                 continue
             yield self.pop(None)
 
@@ -201,8 +200,9 @@ class StreamHandle:
             self._closed = True
             try:
                 if not self._end_sent:
-                    self._send(_EOS, deadline, "wait")
+                    self._send(EOS, deadline, "wait")
                     self._end_sent = True
+                    self.arrived.set()
             except Stopped:
                 pass  # a stage failed: every stage is stopping, and the error is raised below
             except HPVMTimeoutError:
@@ -218,17 +218,25 @@ class StreamHandle:
         """hpvm.cleanup(): every stage stops at its next check; nothing more is popped."""
         self._closed = True
         self._cleaned_up = True
-        self._stop.set()
+        self.stop.set()
 
     def join_stopped(self, deadline: float | None) -> list[str]:
         """After stop_on_cleanup(): the names of the stages still running at the deadline."""
         busy = join_threads(self._threads, deadline)
         if not busy:
             self._release_items()
-        return [_node_name(t) for t in busy]
+        return self._busy_stages(busy)
+
+    def _busy_stages(self, alive: list[threading.Thread]) -> list[str]:
+        """The names of the stages still at work, given the threads still alive."""
+        if not alive:
+            return []
+        if self._scheduler is not None:
+            return self._scheduler.busy() or [t.name.removeprefix(_THREAD_PREFIX) for t in alive]
+        return [t.name.removeprefix(_THREAD_PREFIX) for t in alive]
 
     def _still_running(self, timeout: float | None) -> HPVMTimeoutError:
-        busy = ", ".join(_node_name(t) for t in self._threads if t.is_alive())
+        busy = ", ".join(self._busy_stages([t for t in self._threads if t.is_alive()]))
         return HPVMTimeoutError(
             f"wait(): the stream did not drain within {timeout} s (stages still working: {busy}). "
             "The stream is closed to pushes and keeps draining; its stages may still write their "
@@ -237,9 +245,14 @@ class StreamHandle:
     def _release_items(self) -> None:
         """Drop what the FIFOs still hold (pushed buffers, values between stages) once the stages
         have ended, so a kept handle does not keep them alive."""
-        for fifo in (*self._host_fifos, *self._edge_fifos.values()):
+        for fifo in self.host_fifos:
             with fifo.mutex:
                 fifo.queue.clear()
+        for edge in self.edge_fifos.values():
+            while not edge.empty():
+                edge.get_nowait()
+        for stage in self._stages:
+            stage.forget()
 
     def _state(self) -> str:
         if self._cleaned_up:
@@ -265,101 +278,43 @@ class StreamHandle:
 
     # -- FIFOs with a stop flag ---------------------------------------------------------------
 
-    def _put(self, fifo: queue.Queue, item: Any) -> None:
-        """A stage's put: raises Stopped once the pipeline is stopped."""
-        while True:
-            if self._stop.is_set():
-                raise Stopped()
-            try:
-                fifo.put(item, timeout=_POLL)
-                return
-            except queue.Full:
-                continue
-
-    def _get(self, fifo: Any, deadline: float | None, what: str) -> Any:
+    def get(self, fifo: Any, deadline: float | None, what: str) -> Any:
         """Raises Stopped once the pipeline is stopped, HPVMTimeoutError past the deadline."""
         while True:
-            if self._stop.is_set():
+            if self.stop.is_set():
                 raise Stopped()
             try:
-                return fifo.get(timeout=_POLL)
+                return fifo.get(timeout=POLL)
             except queue.Empty:
                 if deadline is not None and time.monotonic() > deadline:
                     raise HPVMTimeoutError(f"{what}(): no result within the timeout",
                                            caller_loc()) from None
 
-    # -- stages -----------------------------------------------------------------------------
+    # -- what the stages ask of the handle ------------------------------------------------------
 
-    def _stage(self, index: int) -> None:
-        node = self.plan.nodes[index]
-        first_env: list[Any] | None = None
-        kept_edges: dict[int, Any] = {}  # non-streaming edges: the first value
-        self.executor.watch(self._stop)  # an internal node's children check it too
-        try:
-            while True:
-                env = self._get(self._host_fifos[index], None, "stage")
-                if env is _EOS:
-                    return
-                if first_env is None:
-                    first_env = env
-                item_env = [env[i] if self._bind_streams(index, i) else first_env[i]
-                            for i in range(len(env))]
-                args: list[Any] = []
-                src_extents: dict[int, tuple[int, ...]] = {}
-                for port, src in enumerate(node.inputs):
-                    if src.bind_port is not None:
-                        args.append(item_env[src.bind_port])
-                        continue
-                    if src.const is not None:
-                        args.append(src.const)
-                        continue
-                    if port in kept_edges:
-                        args.append(kept_edges[port])
-                        continue
-                    message: _EdgeItem = self._get(self._edge_fifos[(index, port)], None, "stage")
-                    value = self.executor.deliver(node, port, src, message.slot)
-                    src_extents[port] = message.extents
-                    if not src.stream:
-                        kept_edges[port] = value
-                    args.append(value)
-                if self._stop.is_set():
-                    raise Stopped()
-                ext, outs = self.executor.fire_stage(self.plan, node, item_env, args)
-                stats.bump("kernel_launches", node.leaf_count)
-                stats.bump("nodes_run", node.node_count)
-                for port, src in enumerate(node.inputs):
-                    if port in src_extents and src.edge_kind == D.ONE_TO_ONE:
-                        edge = next(e for e in self.plan.func.edges
-                                    if e.dst == node.name and e.dst_port == port)
-                        check_grids(edge, src_extents[port], ext)
-                for port, slot in enumerate(outs):
-                    if slot is None:
-                        continue
-                    for key in self._consumers.get((index, port), []):
-                        self._put(self._edge_fifos[key], _EdgeItem(slot, ext))
-                self._done[index].put(outs)
-        except Stopped:
-            return
-        except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()
-            with self._error_lock:
-                if self._error is None:
-                    if isinstance(exc, HPVMError):
-                        self._error = type(exc)(f"stage {node.name}: {exc.message}", exc.loc, exc.rule)
-                    else:
-                        self._error = ExecutionError(f"stage {node.name} failed: {type(exc).__name__}: "
-                                                     f"{exc}", node.node.loc)
-            self._stop.set()
+    def bind_streams(self, index: int) -> list[bool]:
+        """Per root parameter, whether its bind into stage `index` streams."""
+        return self._bind_streams[index]
 
-    def _bind_streams(self, index: int, parent_port: int) -> bool:
-        """Whether the bind of root parameter parent_port into this stage is streaming."""
-        for port, src in enumerate(self.plan.nodes[index].inputs):
-            if src.bind_port == parent_port:
-                return src.stream
-        return True
+    def _streaming_binds(self, index: int) -> list[bool]:
+        streams = [True] * len(self.plan.func.params)
+        for src in self.plan.nodes[index].inputs:
+            if src.bind_port is not None:
+                streams[src.bind_port] = src.stream
+        return streams
+
+    def fail(self, node: Any, exc: BaseException) -> None:
+        """A stage failed: keep its error for pop() and wait(), and stop every stage."""
+        with self._error_lock:
+            if self._error is None:
+                if isinstance(exc, HPVMError):
+                    self._error = type(exc)(f"stage {node.name}: {exc.message}", exc.loc, exc.rule)
+                else:
+                    self._error = ExecutionError(f"stage {node.name} failed: {type(exc).__name__}: "
+                                                 f"{exc}", node.node.loc)
+        self.stop.set()
 
 
-def _node_name(thread: threading.Thread) -> str:
-    return thread.name.removeprefix(_THREAD_PREFIX)
 
 
 def deadline_after(timeout: float | None) -> float | None:

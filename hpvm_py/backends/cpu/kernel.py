@@ -28,7 +28,7 @@ from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .privatize import MERGE_SUFFIX, identity
-from .threads import native_pool
+from .threads import PoolJob, native_pool
 
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                            ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
@@ -365,16 +365,48 @@ class PreparedLaunch:
         except (TypeError, OverflowError, struct.error):
             self.kernel._pack_uniform(self.slots, i, value)
 
+    def set_buffer(self, i: int, address: int) -> None:
+        """Point buffer parameter i at another buffer of the same size as at prepare time."""
+        self.slots[i] = address
+
+    def set_output(self, j: int, out: np.ndarray) -> None:
+        """Write output j into another array of the same dtype and size as at prepare time."""
+        self.slots[self.kernel.layout.output_slot(j)] = _address(out)
+
     def run(self) -> None:
         tasks = self.tasks
-        if not tasks:
-            return
         # one partition runs right here; several go to the native pool, which shares its workers
         # among the launches in flight (or run here in turn if it has no free job slot)
-        if len(tasks) == 1 or not native_pool().run(tasks):
-            driver = self.driver
-            for task in tasks:
-                driver(*task[1:])
+        if len(tasks) > 1 and native_pool().run(tasks):
+            self._finish()
+        else:
+            self._run_here()
+
+    def start(self) -> PoolJob | None:
+        """Begin the launch on the native pool's workers and return at once: finish(job) ends it.
+        None when it could not be handed over (no free job slot): then it ran here already."""
+        job = native_pool().start(self.tasks) if self.tasks else None
+        if job is None:
+            self._run_here()
+        return job
+
+    @staticmethod
+    def done(job: PoolJob) -> bool:
+        return native_pool().done(job)
+
+    def finish(self, job: PoolJob | None) -> None:
+        """Wait for a started launch (helping to run it), then merge and report as run() does."""
+        if job is not None:
+            native_pool().wait(job)
+            self._finish()
+
+    def _run_here(self) -> None:
+        driver = self.driver
+        for task in self.tasks:
+            driver(*task[1:])
+        self._finish()
+
+    def _finish(self) -> None:
         if self.merge is not None:
             self.merge()
         if self.error[0] != 0:

@@ -29,6 +29,7 @@ import ctypes
 import functools
 import platform
 import threading
+from dataclasses import dataclass
 from typing import Sequence
 
 import llvmlite.ir as ir
@@ -258,6 +259,15 @@ def _pool_code() -> LoadedObject:
     return LoadedObject(emit_object(optimize(_build_module())))
 
 
+@dataclass
+class PoolJob:
+    """A job published by start(): its slot, its task count, and the records the workers read."""
+
+    slot: int
+    count: int
+    records: ctypes.Array
+
+
 class NativePool:
     """Runs task records on `threads` threads: the launching threads and threads - 1 native
     workers shared by every launch in flight."""
@@ -285,30 +295,48 @@ class NativePool:
     def run(self, tasks: Sequence[Sequence[int]]) -> bool:
         """Run every task (driver address and its 7 arguments); False when every job slot is
         taken by other launches (the caller then runs its tasks itself)."""
-        if len(tasks) > MAX_TASKS:
+        job = self.start(tasks)
+        if job is None:
             return False
+        self.wait(job)
+        return True
+
+    def start(self, tasks: Sequence[Sequence[int]]) -> "PoolJob | None":
+        """Publish the tasks as a job for the workers and return at once; wait() ends it. None
+        when every job slot is taken (or there are too many tasks): nothing was published."""
+        if len(tasks) > MAX_TASKS:
+            return None
         with self._lock:
             if not self._free:
-                return False
+                return None
             slot = self._free.pop()
             self._tag = (self._tag + 1) & 0xFFFFFF
             tag = self._tag
+        records = (ctypes.c_int64 * (_TASK_WORDS * len(tasks)))()
+        for i, task in enumerate(tasks):
+            records[i * _TASK_WORDS:(i + 1) * _TASK_WORDS] = task
+        base = _SLOT_BASE + _SLOT_WORDS * slot
+        state = self._state
+        state[base + 1] = 0
+        state[base + 2] = ctypes.addressof(records)
+        # publish last: x86 keeps stores in order, so a worker that sees the new job word
+        # also sees the task records and the cleared count written above
+        state[base] = (tag << 40) | (len(tasks) << _FIELD_BITS)
+        self._wake(self._state_at)
+        return PoolJob(slot, len(tasks), records)
+
+    def done(self, job: "PoolJob") -> bool:
+        """Whether every task of the job has ended (the workers count them after running them)."""
+        return self._state[_SLOT_BASE + _SLOT_WORDS * job.slot + 1] >= job.count
+
+    def wait(self, job: "PoolJob") -> None:
+        """Help with the job (and others) until it is done, with the interpreter released; then
+        free its slot."""
         try:
-            records = (ctypes.c_int64 * (_TASK_WORDS * len(tasks)))()
-            for i, task in enumerate(tasks):
-                records[i * _TASK_WORDS:(i + 1) * _TASK_WORDS] = task
-            base = _SLOT_BASE + _SLOT_WORDS * slot
-            state = self._state
-            state[base + 1] = 0
-            state[base + 2] = ctypes.addressof(records)
-            # publish last: x86 keeps stores in order, so a worker that sees the new job word
-            # also sees the task records and the cleared count written above
-            state[base] = (tag << 40) | (len(tasks) << _FIELD_BITS)
-            self._run(self._state_at, slot)
-            return True
+            self._run(self._state_at, job.slot)
         finally:
             with self._lock:
-                self._free.append(slot)
+                self._free.append(job.slot)
 
     def shutdown(self) -> None:
         self._state[2] = 1

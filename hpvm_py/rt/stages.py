@@ -1,0 +1,250 @@
+"""The stages of a streaming launch, and the two ways they are run.
+
+A `Stage` turns what reached it for one item (the host's values, a value per incoming edge) into
+its node's arguments, and hands what the node produced to the stages downstream and to pop().
+
+- **One thread per stage** (any graph): each stage blocks on its FIFOs and runs its node, so stage
+  k works on item i while stage k+1 works on item i-1.
+- **One scheduler thread** (every stage a host leaf the native pool can run asynchronously): the
+  thread assembles each stage's next item as soon as its inputs are there, starts its kernel on the
+  pool's workers and goes on with the other stages; it waits (helping the workers, with the
+  interpreter released) only when no stage can start. The host work of all stages then runs on one
+  Python thread, instead of six threads handing the interpreter to each other after every kernel,
+  a hand-off that cost more than the kernels of small frames.
+"""
+from __future__ import annotations
+
+import queue
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import HPVMError
+from ..ir import dfg as D
+from . import stats
+from .executor import Slot, Stopped, check_grids
+from .stage_launch import StageLauncher, StageRun
+
+if TYPE_CHECKING:
+    from .streaming import StreamHandle
+
+POLL = 0.05  # seconds between checks of the stop flag while blocked
+
+
+class EndOfStream:
+    """Marks the end of the items on a FIFO."""
+
+
+EOS = EndOfStream()
+
+
+@dataclass
+class EdgeItem:
+    slot: Slot
+    extents: tuple[int, ...]
+
+
+class Stage:
+    def __init__(self, handle: "StreamHandle", index: int):
+        self.handle = handle
+        self.index = index
+        self.node = handle.plan.nodes[index]
+        self.launcher = StageLauncher(handle.executor, handle.plan, self.node)
+        self.host_fifo = handle.host_fifos[index]
+        self.edge_ports = [port for port, src in enumerate(self.node.inputs) if src.node is not None]
+        self.first_env: list[Any] | None = None
+        self.kept_edges: dict[int, Any] = {}  # non-streaming edges: the first value
+        # what the scheduler has taken of the next item so far
+        self.env: list[Any] | None = None
+        self.received: dict[int, EdgeItem] = {}
+        self.run: StageRun | None = None
+        self.src_extents: dict[int, tuple[int, ...]] = {}
+        self.ended = False
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def waiting_edges(self) -> list[int]:
+        return [p for p in self.edge_ports if p not in self.kept_edges and p not in self.received]
+
+    def arguments(self, env: list[Any], received: dict[int, EdgeItem]
+                  ) -> tuple[list[Any], list[Any], dict[int, tuple[int, ...]]]:
+        """The item's environment (streaming binds: this item's values, others: the first
+        item's), the node's arguments, and the extents of the edges' producers."""
+        if self.first_env is None:
+            self.first_env = env
+        streams = self.handle.bind_streams(self.index)
+        item_env = [env[i] if streams[i] else self.first_env[i] for i in range(len(env))]
+        args: list[Any] = []
+        src_extents: dict[int, tuple[int, ...]] = {}
+        executor = self.handle.executor
+        for port, src in enumerate(self.node.inputs):
+            if src.bind_port is not None:
+                args.append(item_env[src.bind_port])
+            elif src.const is not None:
+                args.append(src.const)
+            elif port in self.kept_edges:
+                args.append(self.kept_edges[port])
+            else:
+                message = received[port]
+                value = executor.deliver(self.node, port, src, message.slot)
+                src_extents[port] = message.extents
+                if not src.stream:
+                    self.kept_edges[port] = value
+                args.append(value)
+        return item_env, args, src_extents
+
+    def publish(self, ext: tuple[int, ...], outs: list[Slot | None],
+                src_extents: dict[int, tuple[int, ...]]) -> None:
+        """Check the item's one-to-one grids, then send its outputs downstream and to pop()."""
+        node = self.node
+        stats.bump("kernel_launches", node.leaf_count)
+        stats.bump("nodes_run", node.node_count)
+        for port, src in enumerate(node.inputs):
+            if port in src_extents and src.edge_kind == D.ONE_TO_ONE:
+                edge = next(e for e in self.handle.plan.func.edges
+                            if e.dst == node.name and e.dst_port == port)
+                check_grids(edge, src_extents[port], ext)
+        for port, slot in enumerate(outs):
+            if slot is None:
+                continue
+            for key in self.handle.consumers.get((self.index, port), []):
+                self.handle.edge_fifos[key].put(EdgeItem(slot, ext))
+        self.handle.done[self.index].put(outs)
+
+    def forget(self) -> None:
+        """Once the stage has ended: drop the values it kept (they may hold the user's buffers)."""
+        self.first_env = self.env = None
+        self.kept_edges, self.received = {}, {}
+
+    def failed(self, exc: BaseException) -> None:
+        self.handle.fail(self.node, exc)
+
+
+def run_stage_thread(stage: Stage) -> None:
+    """A stage on a thread of its own: block for each item's inputs, run the node, publish."""
+    handle = stage.handle
+    handle.executor.watch(handle.stop)  # an internal node's children check it too
+    try:
+        while True:
+            env = handle.get(stage.host_fifo, None, "stage")
+            if env is EOS:
+                return
+            received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage")
+                        for port in stage.waiting_edges()}
+            item_env, args, src_extents = stage.arguments(env, received)
+            if handle.stop.is_set():
+                raise Stopped()
+            ext, outs = stage.launcher.fire(item_env, args)
+            stage.publish(ext, outs, src_extents)
+    except Stopped:
+        return
+    except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()
+        stage.failed(exc)
+
+
+def can_schedule(stages: list[Stage]) -> bool:
+    """Whether one scheduler thread can run every stage (each a host leaf run asynchronously)."""
+    return all(stage.launcher.eligible for stage in stages)
+
+
+class _StageFailed(Exception):
+    def __init__(self, stage: Stage, error: BaseException):
+        super().__init__(stage.name)
+        self.stage = stage
+        self.error = error
+
+
+class Scheduler:
+    """Runs every stage of a stream from one thread (see the module's docstring)."""
+
+    def __init__(self, stages: list[Stage]):
+        self.stages = stages
+        self.handle = stages[0].handle
+        self.running: deque[Stage] = deque()  # stages with a kernel in flight, oldest first
+
+    def busy(self) -> list[str]:
+        """The stages whose kernel is in flight."""
+        return [stage.name for stage in list(self.running)]
+
+    def __call__(self) -> None:
+        handle = self.handle
+        try:
+            while not all(s.ended for s in self.stages) or self.running:
+                handle.arrived.clear()  # a push after this wakes the wait below
+                progressed = False
+                for stage in self.stages:
+                    progressed |= self._try_start(stage)
+                for stage in list(self.running):
+                    if stage.run is not None and stage.run.done():
+                        self._finish(stage)
+                        progressed = True
+                if handle.stop.is_set():
+                    raise Stopped()
+                if progressed:
+                    continue
+                if self.running:
+                    self._finish(self.running[0])
+                else:
+                    handle.arrived.wait(POLL)
+        except Stopped:
+            pass
+        except _StageFailed as failure:
+            failure.stage.failed(failure.error)
+        self._drain()
+
+    def _try_start(self, stage: Stage) -> bool:
+        """Start the stage's next item if the stage is idle and the item's inputs are there."""
+        if stage.ended or stage.run is not None:
+            return False
+        if stage.env is None:
+            try:
+                env = stage.host_fifo.get_nowait()
+            except queue.Empty:
+                return False
+            if env is EOS:
+                stage.ended = True
+                return True
+            stage.env = env
+        for port in stage.waiting_edges():
+            try:
+                stage.received[port] = self.handle.edge_fifos[(stage.index, port)].get_nowait()
+            except queue.Empty:
+                return False
+        if self.handle.stop.is_set():
+            raise Stopped()
+        env, received = stage.env, stage.received
+        stage.env, stage.received = None, {}
+        try:
+            item_env, args, stage.src_extents = stage.arguments(env, received)
+            stage.run = stage.launcher.start(item_env, args)
+        except BaseException as exc:  # noqa: BLE001 - the stage's error
+            raise _StageFailed(stage, exc) from None
+        self.running.append(stage)
+        return True
+
+    def _finish(self, stage: Stage) -> None:
+        run = stage.run
+        assert run is not None
+        self.running.remove(stage)
+        stage.run = None
+        try:
+            ext, outs = run.finish()
+            stage.publish(ext, outs, stage.src_extents)
+        except BaseException as exc:  # noqa: BLE001 - the stage's error
+            raise _StageFailed(stage, exc) from None
+
+    def _drain(self) -> None:
+        """Stopped or failed: let the kernels in flight end (they write the items' buffers), so
+        nothing writes a buffer once the scheduler has ended; their results are dropped."""
+        while self.running:
+            stage = self.running.popleft()
+            run, stage.run = stage.run, None
+            try:
+                if run is not None:
+                    run.finish()
+            except HPVMError:
+                pass  # the pipeline already stopped for an earlier error; this one is moot
+            except BaseException as exc:  # noqa: BLE001
+                stage.failed(exc)
