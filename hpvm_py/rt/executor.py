@@ -217,23 +217,7 @@ class Executor:
     def _leaf(self, node: NodePlan, args: list[Any], ext: tuple[int, ...],
               ancestors: list[tuple[int, ...]], parents: int, count: int,
               slots_so_far: dict | None = None) -> list[Any]:
-        leaf = node.func
-        assert isinstance(leaf, (K.LeafFunc, D.LibraryFunc))  # a collective runs like a leaf
-        device = device_of(node.target)
-        call: list[Any] = []
-        for p, value in zip(leaf.params, args):
-            if isinstance(p.type, PtrType):
-                call.append(self.buffer_arg(value, p, device))
-            else:
-                call.append(value)
-        outputs: list[Any] = []
-        for out, mode in zip(leaf.outputs, node.output_modes):
-            if mode == "unused":
-                outputs.append(None)
-                continue
-            assert isinstance(out.type, ScalarType)
-            size = parents * count if mode == "per_instance" else parents
-            outputs.append(np.zeros(size, dtype=out.type.numpy_dtype))
+        call, outputs = self.leaf_call(node, args, device_of(node.target), parents, count)
         extents = [ext] + ancestors
         kernel = node.kernel_for(call, extents)
         recorder = self._recorder
@@ -247,6 +231,23 @@ class Executor:
                 recorder.usable = False
             kernel.launch(call, outputs, extents)
         return outputs
+
+    def leaf_call(self, node: NodePlan, args: list[Any], device: str, parents: int, count: int
+                  ) -> tuple[list[Any], list[np.ndarray | None]]:
+        """A leaf's launch arguments (buffers acquired on `device`) and fresh output arrays."""
+        leaf = node.func
+        assert isinstance(leaf, (K.LeafFunc, D.LibraryFunc))  # a collective runs like a leaf
+        call = [self.buffer_arg(value, p, device) if isinstance(p.type, PtrType) else value
+                for p, value in zip(leaf.params, args)]
+        outputs: list[np.ndarray | None] = []
+        for out, mode in zip(leaf.outputs, node.output_modes):
+            if mode == "unused":
+                outputs.append(None)
+                continue
+            assert isinstance(out.type, ScalarType)
+            size = parents * count if mode == "per_instance" else parents
+            outputs.append(np.zeros(size, dtype=out.type.numpy_dtype))
+        return call, outputs
 
     def buffer_arg(self, value: Any, param: K.Param, device: str) -> BufferArg:
         assert isinstance(value, BoundBuffer) and isinstance(param.type, PtrType)

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from ..types import PtrType, ScalarType
+from ..types import PtrType
 from .buffers import HOST
 from .executor import Executor, Slot, device_of
 from .plan import GraphPlan, NodePlan
@@ -49,16 +47,7 @@ class StageLauncher:
         ext = executor.extents_of(node, self.plan, env)
         count = executor.check_instance_count(node, ext, 1)
         leaf = node.func
-        call: list[Any] = []
-        for p, value in zip(leaf.params, args):
-            call.append(executor.buffer_arg(value, p, HOST) if isinstance(p.type, PtrType) else value)
-        outputs: list[np.ndarray | None] = []
-        for out, mode in zip(leaf.outputs, node.output_modes):
-            if mode == "unused":
-                outputs.append(None)
-                continue
-            assert isinstance(out.type, ScalarType)
-            outputs.append(np.zeros(count if mode == "per_instance" else 1, dtype=out.type.numpy_dtype))
+        call, outputs = executor.leaf_call(node, args, HOST, 1, count)
         extents = [ext]
         kernel = node.kernel_for(call, extents)
         key = (kernel, ext, tuple(a.nbytes for a, p in zip(call, leaf.params) if isinstance(p.type, PtrType)))
