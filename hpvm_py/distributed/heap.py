@@ -159,6 +159,15 @@ class SymmetricHeap:
             return offset
         return None
 
+    def contains(self, address: int, nbytes: int) -> bool:
+        """Whether [address, address + nbytes) lies in this rank's allocated user region."""
+        return self.offset_of(address, nbytes) is not None
+
+    @property
+    def bases_array(self) -> np.ndarray:
+        """The bases as compiled host kernels read them (int64, one per rank; 0: not mapped)."""
+        return self.bases
+
     def translate(self, address: int, rank: int) -> int:
         """Iris's translation of a local heap address to the same object on `rank`."""
         return int(self.bases[rank]) + (address - self.my_base)
