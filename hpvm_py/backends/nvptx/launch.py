@@ -19,11 +19,12 @@ from ...errors import LaunchError
 from ...ir import kernel as K
 from ...types import PtrType
 from ..base import BufferArg, NodeContext
-from ..bounds import out_of_bounds
+from ...rt import remote
+from ..bounds import bad_rank, out_of_bounds
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
-from ..cpu.memory import ERROR_SLOT_WORDS
+from ..cpu.memory import ERROR_SLOT_WORDS, RANK_SITES
 from ..cpu.prepare import localize_assigned_params
 from . import device
 from .abi import KernelLayout
@@ -90,6 +91,10 @@ class NvptxKernel:
         for level, dims in enumerate(checked):
             for d in range(DIMS_PER_LEVEL):
                 slots[layout.extent(level, d)] = dims[d] if d < len(dims) else 1
+        if layout.remote:
+            heap = remote.for_launch(self.source, args, cuda)  # its bases live as long as the heap
+            slots[layout.heap], slots[layout.heap + 1], slots[layout.heap + 2] = \
+                heap.bases_address, heap.rank, heap.world_size
         error = torch.zeros(ERROR_SLOT_WORDS, dtype=torch.int64, device=cuda) if self.checked else None
         if error is not None:
             slots[layout.error] = error.data_ptr()
@@ -244,6 +249,8 @@ class NvptxKernel:
         code, index, limit = error
         if code == 0:
             return
+        if code > RANK_SITES:
+            raise bad_rank(self.leaf.name, self.sites[code - 1 - RANK_SITES], index, limit)
         raise out_of_bounds(self.leaf.name, self.sites[code - 1], index, limit)
 
 

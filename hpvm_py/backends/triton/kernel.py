@@ -13,8 +13,10 @@ from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import BufferArg, NodeContext, instance_counts
-from ..bounds import out_of_bounds
+from ...rt import remote
+from ..bounds import bad_rank, out_of_bounds
 from ..cuda import gpu_device, typed_tensor
+from ..cpu.memory import RANK_SITES
 from ..cuda.devices import torch_dtype
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
 from .host_math import fix_interpreter, interpreting
@@ -112,6 +114,9 @@ class TritonKernel:
                 call.append(nbytes // scratch.elem.nbytes)
         for level, dims in zip(extents, self.ctx.level_dims):
             call += [int(n) for n in level[:dims]]
+        if "HEAP_BASES" in source.arguments:
+            heap = remote.for_launch(self.leaf, args, device)
+            call += [heap.bases, heap.rank, heap.world_size]
         call += [blocks, L]
         err = None
         if source.checked:
@@ -136,6 +141,8 @@ class TritonKernel:
             host.reshape(-1).view(values.dtype)[...] = values
         if err is not None:
             code, index, limit = (int(v) for v in err.cpu().tolist())
+            if code > RANK_SITES:
+                raise bad_rank(self.leaf.name, source.sites[code - 1 - RANK_SITES], index, limit)
             if code:
                 raise out_of_bounds(self.leaf.name, source.sites[code - 1], index, limit)
 
