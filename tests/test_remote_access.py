@@ -283,6 +283,43 @@ def test_a_graph_launch_in_a_stand_in_world_checks_the_heap(target: str, stand_i
 # -- real ranks ---------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def one_rank_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """hpvm.distributed.init() without a launcher: a world of one rank with a real heap."""
+    monkeypatch.setenv("HPVM_HEAP_BYTES", "1M")
+    hpvm.distributed.init(timeout=5)
+    try:
+        yield
+    finally:
+        hpvm.distributed.finalize()
+
+
+def test_an_initialised_world_of_one_uses_its_heap(one_rank_world: None, rng: np.random.Generator) -> None:
+    import torch
+
+    src, got, inbox = (hpvm.symmetric.zeros(N, torch.float32) for _ in range(3))
+    total = hpvm.symmetric.zeros(COUNTERS, torch.int64)
+    src.copy_(torch.from_numpy(rng.standard_normal(N).astype(np.float32)))
+    for target in ("cpu", "python"):
+        _run(target, src, src.nbytes, got, got.nbytes, inbox, inbox.nbytes, total, total.nbytes, 0, N)
+        assert torch.equal(got, src) and torch.equal(inbox, src + 1)
+    assert int(total.sum()) == 2 * N
+    private = torch.zeros(N, dtype=torch.float32)
+    with pytest.raises(DistributedError) as info:
+        _run("cpu", src, src.nbytes, got, got.nbytes, private, private.nbytes, total, total.nbytes, 0, N)
+    assert info.value.rule == "buffer-on-heap" and "'inbox'" in str(info.value)
+    assert info.value.loc.line == line_of("STORE")
+
+
+def test_the_halo_example_on_two_ranks_and_alone(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "halo.py"
+    output = _launch(2, example, "--target", "cpu", "--cells", "300", "--steps", "7")
+    assert "rank 0 of 2: 300 cells x 7 steps match NumPy" in output
+    assert "rank 1 of 2: 300 cells x 7 steps match NumPy" in output
+    output = _launch(1, example, "--target", "python", "--cells", "50", "--steps", "3")
+    assert "rank 0 of 1: 50 cells x 3 steps match NumPy" in output
+
+
 @pytest.mark.parametrize("target", ["cpu", "python"])
 def test_two_real_ranks(target: str, tmp_path: Path, rng: np.random.Generator) -> None:
     seed = str(rng.integers(1 << 30))
