@@ -111,6 +111,7 @@ class SymmetricHeap:
         self.bases = np.zeros(world_size, dtype=np.int64)  # 0: not mapped here (another host)
         for q, m in mappings.items():
             self.bases[q] = _address(m)
+        self.bases_array = self.bases  # the heap protocol's name for the host int64 array
         self.my_base = int(self.bases[rank])
         self._top = HEADER_BYTES
         self._views: dict[tuple, Any] = {}
@@ -159,15 +160,6 @@ class SymmetricHeap:
             return offset
         return None
 
-    def contains(self, address: int, nbytes: int) -> bool:
-        """Whether [address, address + nbytes) lies in this rank's allocated user region."""
-        return self.offset_of(address, nbytes) is not None
-
-    @property
-    def bases_array(self) -> np.ndarray:
-        """The bases as compiled host kernels read them (int64, one per rank; 0: not mapped)."""
-        return self.bases
-
     def translate(self, address: int, rank: int) -> int:
         """Iris's translation of a local heap address to the same object on `rank`."""
         return int(self.bases[rank]) + (address - self.my_base)
@@ -178,3 +170,7 @@ class SymmetricHeap:
     def descriptor(self, rank: int, slot: int) -> np.ndarray:
         start = DESC_OFFSETS[slot] // 8
         return self.control[rank][start:start + DESC_WORDS]
+
+    def contains(self, address: int, nbytes: int) -> bool:
+        """Whether [address, address + nbytes) lies in this rank's own heap (user region)."""
+        return self.offset_of(address, nbytes) is not None
