@@ -12,6 +12,19 @@ Access = K.Load | K.Store | K.Atomic
 _WHAT = {K.Load: "load from", K.Store: "store to", K.Atomic: "atomic on"}
 
 
+# The compiled targets' error slot records site + 1 for an index out of bounds and
+# RANK_SITES + site + 1 for a remote access to a rank outside the world (then the rank and the
+# world size in place of the index and the limit).
+RANK_SITES = 1 << 40
+
+
+def recorded(leaf: str, sites: list[Access], code: int, index: int, limit: int) -> ExecutionError:
+    """The error of a failed access recorded in an error slot (code: the slot's first word)."""
+    if code > RANK_SITES:
+        return bad_rank(leaf, sites[code - 1 - RANK_SITES], index, limit)
+    return out_of_bounds(leaf, sites[code - 1], index, limit)
+
+
 def out_of_bounds(leaf: str, access: Access, index: int, limit: int) -> ExecutionError:
     """access read or wrote element `index` of a buffer of `limit` elements."""
     name = access.ptr.name

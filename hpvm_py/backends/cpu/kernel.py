@@ -19,13 +19,13 @@ from ...ir.semantics import bf16_to_bits
 from ...rt import remote, stats
 from ...types import PtrType, ScalarType
 from ..base import MAX_INSTANCES, BufferArg, NodeContext
-from ..bounds import bad_rank, out_of_bounds
+from ..bounds import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
 from .driver import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .jit import LoadedObject
 from .lltypes import storage_bytes
-from .memory import ERROR_SLOT_WORDS, RANK_SITES
+from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .privatize import MERGE_SUFFIX, identity
 from .threads import native_pool
@@ -326,9 +326,7 @@ class CpuKernel:
         code, index, limit = error
         if code == MALLOC_FAILED_SITE + 1:
             return self._allocation_error(requested=index, which=limit)
-        if code > RANK_SITES:
-            return bad_rank(self.leaf.name, self.info.sites[code - 1 - RANK_SITES], index, limit)
-        return out_of_bounds(self.leaf.name, self.info.sites[code - 1], index, limit)
+        return recorded(self.leaf.name, self.info.sites, code, index, limit)
 
     def _allocation_error(self, requested: int, which: int) -> ExecutionError:
         """A failed allocation: per-instance storage, or the malloc scratch (at malloc `which`)."""

@@ -15,16 +15,15 @@ from ...errors import CompileError
 from ...ir import kernel as K
 from ...ir.loc import UNKNOWN
 from ...types import PtrType, ScalarType, bf16
+from ..bounds import RANK_SITES
 from . import arith, mathfns, nontemporal
 from .lltypes import I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
 from .lowering import Lowering
 from .parallel import PRIVATE_ACCESS
 
-# The error slot: [site + 1 (0 while no failure), index, limit], i64 each.
+# The error slot: [site + 1 (0 while no failure), index, limit], i64 each (a rank outside the
+# world: bounds.RANK_SITES + site + 1, rank, world size).
 ERROR_SLOT_WORDS = 3
-# A remote access to a rank outside the world records RANK_SITES + site + 1, the rank and the
-# world size.
-RANK_SITES = 1 << 40
 
 _INT_RMW = {"add": "add", "sub": "sub", "xchg": "xchg", "and": "and", "or": "or", "xor": "xor"}
 _FLOAT_RMW = {"add": "fadd", "sub": "fsub", "xchg": "xchg"}  # min/max: a compare-exchange loop

@@ -20,11 +20,11 @@ from ...ir import kernel as K
 from ...types import PtrType
 from ..base import BufferArg, NodeContext
 from ...rt import remote
-from ..bounds import bad_rank, out_of_bounds
+from ..bounds import recorded
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
-from ..cpu.memory import ERROR_SLOT_WORDS, RANK_SITES
+from ..cpu.memory import ERROR_SLOT_WORDS
 from ..cpu.prepare import localize_assigned_params
 from . import device
 from .abi import KernelLayout
@@ -249,9 +249,7 @@ class NvptxKernel:
         code, index, limit = error
         if code == 0:
             return
-        if code > RANK_SITES:
-            raise bad_rank(self.leaf.name, self.sites[code - 1 - RANK_SITES], index, limit)
-        raise out_of_bounds(self.leaf.name, self.sites[code - 1], index, limit)
+        raise recorded(self.leaf.name, self.sites, code, index, limit)
 
 
 class PreparedLaunch:

@@ -14,9 +14,8 @@ from ...ir import semantics as S
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import BufferArg, NodeContext, instance_counts
 from ...rt import remote
-from ..bounds import bad_rank, out_of_bounds
+from ..bounds import recorded
 from ..cuda import gpu_device, typed_tensor
-from ..cpu.memory import RANK_SITES
 from ..cuda.devices import torch_dtype
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
 from .host_math import fix_interpreter, interpreting
@@ -141,10 +140,8 @@ class TritonKernel:
             host.reshape(-1).view(values.dtype)[...] = values
         if err is not None:
             code, index, limit = (int(v) for v in err.cpu().tolist())
-            if code > RANK_SITES:
-                raise bad_rank(self.leaf.name, source.sites[code - 1 - RANK_SITES], index, limit)
             if code:
-                raise out_of_bounds(self.leaf.name, source.sites[code - 1], index, limit)
+                raise recorded(self.leaf.name, source.sites, code, index, limit)
 
     def _limit(self, index: int, args: list[Any]) -> int:
         """Bytes that pointer parameter `index` may reach (checked mode): the size argument after
