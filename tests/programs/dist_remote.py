@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
 import hpvm_py as hpvm
 from dist_report import report
@@ -119,6 +118,14 @@ def gather_graph(tickets: In[Ptr[i64]], tickets_bytes: i64, everything: Out[Ptr[
               everything=everything, everything_bytes=everything_bytes, n=n)
 
 
+SYNC = hpvm.comm.all_reduce(i64)
+
+
+@hpvm.graph
+def sync_graph(flag: InOut[Ptr[i64]], flag_bytes: i64):
+    hpvm.node(SYNC, buf=flag, buf_bytes=flag_bytes)
+
+
 @hpvm.graph
 def peek_graph(src: In[Ptr[f32]], src_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, rank: i32,
                index: i64):
@@ -130,7 +137,6 @@ def run(graph, *args) -> None:
         hpvm.wait(hpvm.launch(graph, *args))
 
 
-barrier = MPI.COMM_WORLD.Barrier
 src = heap(data(RANK))
 got = heap(np.zeros(N, np.float32))
 inbox = heap(np.full(N, np.nan, np.float32))
@@ -140,6 +146,15 @@ mass = heap(np.zeros(1, np.float32))
 tickets = heap(np.full(N, -1, np.int64))
 everything = heap(np.zeros(WORLD * N, np.int64))
 out = heap(np.zeros(1, np.float32))
+flag = heap(np.zeros(1, np.int64))
+
+
+def barrier() -> None:
+    """Every rank has finished what it launched before (a collective ends with a heap barrier,
+    and waits with the world's timeout)."""
+    run(sync_graph, flag, flag.nbytes)
+
+
 barrier()
 
 # ring exchange: every rank reads the next rank's source
