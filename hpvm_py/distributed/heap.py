@@ -111,6 +111,7 @@ class SymmetricHeap:
         self.bases = np.zeros(world_size, dtype=np.int64)  # 0: not mapped here (another host)
         for q, m in mappings.items():
             self.bases[q] = _address(m)
+        self.bases_array = self.bases  # the heap protocol's name for the host int64 array
         self.my_base = int(self.bases[rank])
         self._top = HEADER_BYTES
         self._views: dict[tuple, Any] = {}
@@ -169,3 +170,7 @@ class SymmetricHeap:
     def descriptor(self, rank: int, slot: int) -> np.ndarray:
         start = DESC_OFFSETS[slot] // 8
         return self.control[rank][start:start + DESC_WORDS]
+
+    def contains(self, address: int, nbytes: int) -> bool:
+        """Whether [address, address + nbytes) lies in this rank's own heap (user region)."""
+        return self.offset_of(address, nbytes) is not None

@@ -136,3 +136,19 @@ def atomic_or(ptr: Any, index: Any, value: Any) -> Any:
 @_intrinsic("atomic", "xor")
 def atomic_xor(ptr: Any, index: Any, value: Any) -> Any:
     """Atomically ptr[index] ^= value; returns the old value."""
+
+
+@_intrinsic("remote", "load")
+def remote_load(ptr: Any, index: Any, rank: Any) -> Any:
+    """ptr[index] of rank `rank`'s copy of a symmetric-heap buffer (ptr: a pointer parameter)."""
+
+
+@_intrinsic("remote", "store")
+def remote_store(ptr: Any, index: Any, value: Any, rank: Any) -> None:
+    """ptr[index] = value in rank `rank`'s copy of a symmetric-heap buffer."""
+
+
+@_intrinsic("remote", "atomic_add")
+def remote_atomic_add(ptr: Any, index: Any, value: Any, rank: Any) -> Any:
+    """Atomically ptr[index] += value in rank `rank`'s copy of a symmetric-heap buffer; returns
+    the old value."""

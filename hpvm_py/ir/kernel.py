@@ -97,8 +97,11 @@ class Cast(Expr):
 
 @dataclass(kw_only=True)
 class Load(Expr):
+    """ptr[index]; with a `rank`, the element of rank `rank`'s copy of the symmetric buffer."""
+
     ptr: Var
     index: Expr
+    rank: Expr | None = None  # remote_load: the rank whose copy is read
 
 
 # Math functions: name -> number of arguments. All take and return one float type (f16/bf16 are
@@ -152,12 +155,14 @@ ATOMIC_OPS = ("add", "sub", "min", "max", "xchg", "and", "or", "xor")
 
 @dataclass(kw_only=True)
 class Atomic(Expr):
-    """Atomic read-modify-write of ptr[index]; the value is the old content."""
+    """Atomic read-modify-write of ptr[index]; the value is the old content. With a `rank`
+    (remote_atomic_add), the element of that rank's copy of the symmetric buffer."""
 
     op: str
     ptr: Var
     index: Expr
     value: Expr
+    rank: Expr | None = None
 
 
 @dataclass(kw_only=True)
@@ -184,9 +189,12 @@ class Assign(Stmt):
 
 @dataclass(kw_only=True)
 class Store(Stmt):
+    """ptr[index] = value; with a `rank` (remote_store), into that rank's copy of the buffer."""
+
     ptr: Var
     index: Expr
     value: Expr
+    rank: Expr | None = None
 
 
 @dataclass(kw_only=True)
@@ -320,17 +328,17 @@ def child_exprs(node: ExprLike) -> list[Expr]:
     if isinstance(node, Cast):
         return [node.value]
     if isinstance(node, Load):
-        return [node.ptr, node.index]
+        return [node.ptr, node.index] + _rank(node)
     if isinstance(node, (MathCall, CallHelper)):
         return list(node.args)
     if isinstance(node, Atomic):
-        return [node.ptr, node.index, node.value]
+        return [node.ptr, node.index, node.value] + _rank(node)
     if isinstance(node, Malloc):
         return [node.nbytes]
     if isinstance(node, Assign):
         return [node.value]
     if isinstance(node, Store):
-        return [node.ptr, node.index, node.value]
+        return [node.ptr, node.index, node.value] + _rank(node)
     if isinstance(node, ExprStmt):
         return [node.value]
     if isinstance(node, If):
@@ -344,6 +352,11 @@ def child_exprs(node: ExprLike) -> list[Expr]:
     if isinstance(node, Print):
         return [v for v in node.values if isinstance(v, Expr)]
     return []
+
+
+def _rank(access: Load | Store | Atomic) -> list[Expr]:
+    """The rank operand of a remote access (evaluated last), as a list."""
+    return [] if access.rank is None else [access.rank]
 
 
 def child_blocks(stmt: Stmt) -> list[Block]:
@@ -365,14 +378,19 @@ def rebuild(expr: Expr, children: list[Expr]) -> Expr:
     if isinstance(expr, Cast):
         return replace(expr, value=children[0])
     if isinstance(expr, Load):
-        return replace(expr, ptr=children[0], index=children[1])
+        return replace(expr, ptr=children[0], index=children[1], rank=_rank_of(expr, children, 2))
     if isinstance(expr, (MathCall, CallHelper)):
         return replace(expr, args=children)
     if isinstance(expr, Atomic):
-        return replace(expr, ptr=children[0], index=children[1], value=children[2])
+        return replace(expr, ptr=children[0], index=children[1], value=children[2],
+                       rank=_rank_of(expr, children, 3))
     if isinstance(expr, Malloc):
         return replace(expr, nbytes=children[0])
     return expr
+
+
+def _rank_of(access: Load | Atomic, children: list[Expr], position: int) -> Expr | None:
+    return children[position] if access.rank is not None else None
 
 
 def walk_exprs(expr: Expr) -> Iterator[Expr]:
@@ -394,6 +412,22 @@ def walk_all_exprs(block: Block) -> Iterator[Expr]:
     for stmt in walk_stmts(block):
         for e in child_exprs(stmt):
             yield from walk_exprs(e)
+
+
+def remote_accesses(block: Block) -> Iterator[Load | Store | Atomic]:
+    """The remote loads, stores and atomics of a body (those with a rank)."""
+    for stmt in walk_stmts(block):
+        if isinstance(stmt, Store) and stmt.rank is not None:
+            yield stmt
+        for top in child_exprs(stmt):
+            for e in walk_exprs(top):
+                if isinstance(e, (Load, Atomic)) and e.rank is not None:
+                    yield e
+
+
+def remote_pointers(block: Block) -> set[str]:
+    """The pointers a body accesses on other ranks (remote_load/store/atomic_add)."""
+    return {access.ptr.name for access in remote_accesses(block)}
 
 
 def is_pointer(t: Type) -> bool:

@@ -57,11 +57,13 @@ Layout is free: newlines are whitespace, `;` starts a comment, statements need n
   round-trip exactly), i1 values print `true` / `false`. The literal's form, not its type,
   decides the Python value: `1` is an int, `1.0` a float, `true` a bool.
 - Operations are `name<type>(args)`: BINARY_OPS / UNARY_OPS names, `select`, `cast`, `load`
-  (pointer first), `math.NAME`, `atomic.OP` (pointer, index, value), `malloc`, and
+  (pointer first), `math.NAME`, `atomic.OP` (pointer, index, value), `malloc`, the remote
+  accesses `remote_load` (pointer, index, rank) and `remote_atomic.add` (pointer, index, value,
+  rank), and
   `call @helper<type>(args)`. Compares (`lt(a, b)`) and `land` / `lor` are always i1;
   `instance_id.x(LEVEL)` and `num_instances.y(LEVEL)` are i64 and `num_dims(LEVEL)` is i32, so
   their type is not written; their LEVEL is a bare integer.
-- Statements: `%x = e`, `store %p[i] = e`, `do e` (an expression kept for its side effects),
+- Statements: `%x = e`, `store %p[i] = e` (`store %p[i] = e on r`: into rank r's copy), `do e` (an expression kept for its side effects),
   `if c { } else { }`, `for %k = range(a, b, s) { }`, `while c { }`, `break`, `continue`,
   `return (e, ...)`, `barrier`, `print("text", e, ...)`, `breakpoint`. Leaf and helper bodies
   start with one `local %x: type` line per entry of their locals table; every `%x` must name a
@@ -232,6 +234,8 @@ def _op_specs() -> dict[str, _OpSpec]:
     for op in K.ATOMIC_OPS:
         specs[f"atomic.{op}"] = _OpSpec(True, "vee", lambda t, a, op=op: K.Atomic(
             op=op, ptr=a[0], index=a[1], value=a[2], type=t))
+    specs["remote_atomic.add"] = _OpSpec(True, "veee", lambda t, a: K.Atomic(
+        op="add", ptr=a[0], index=a[1], value=a[2], rank=a[3], type=t))
     for letter, dim in _DIMS.items():
         specs[f"instance_id.{letter}"] = _OpSpec(False, "l", lambda t, a, dim=dim: K.InstanceId(
             dim=dim, level=a[0], type=_I64))
@@ -242,6 +246,8 @@ def _op_specs() -> dict[str, _OpSpec]:
                                                                  if_false=a[2], type=t))
     specs["cast"] = _OpSpec(True, "e", lambda t, a: K.Cast(value=a[0], type=t))
     specs["load"] = _OpSpec(True, "ve", lambda t, a: K.Load(ptr=a[0], index=a[1], type=t))
+    specs["remote_load"] = _OpSpec(True, "vee", lambda t, a: K.Load(ptr=a[0], index=a[1], rank=a[2],
+                                                                    type=t))
     specs["malloc"] = _OpSpec(True, "e", lambda t, a: K.Malloc(nbytes=a[0], type=t))
     return specs
 
@@ -538,8 +544,9 @@ class _Builder(Transformer):
     def assign(self, target: Token, value: K.Expr, loc: Token | None) -> K.Stmt:
         return self._stmt(K.Assign(target=self._known_var(target), value=value), loc)
 
-    def store(self, ptr: Token, index: K.Expr, value: K.Expr, loc: Token | None) -> K.Stmt:
-        return self._stmt(K.Store(ptr=self._var(ptr), index=index, value=value), loc)
+    def store(self, ptr: Token, index: K.Expr, value: K.Expr, rank: K.Expr | None,
+              loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Store(ptr=self._var(ptr), index=index, value=value, rank=rank), loc)
 
     def do_stmt(self, value: K.Expr, loc: Token | None) -> K.Stmt:
         return self._stmt(K.ExprStmt(value=value), loc)

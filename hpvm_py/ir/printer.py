@@ -21,7 +21,7 @@ from .loc import UNKNOWN, Loc
 KEYWORDS = frozenset({
     "module", "file", "graph", "leaf", "func", "library", "local", "target", "kind", "options",
     "in", "out", "inout", "node", "edge", "bind_in", "bind_out", "bind_const", "hint", "stream", "one_to_one",
-    "all_to_all", "store", "do", "if", "else", "for", "range", "while", "break", "continue",
+    "all_to_all", "store", "on", "do", "if", "else", "for", "range", "while", "break", "continue",
     "return", "barrier", "print", "breakpoint", "call", "inf", "nan", "true", "false",
 })
 
@@ -214,7 +214,8 @@ def _simple_stmt(stmt: K.Stmt) -> str:
     if isinstance(stmt, K.Assign):
         return f"{var_ref(stmt.target)} = {expr(stmt.value)}"
     if isinstance(stmt, K.Store):
-        return f"store {var_ref(stmt.ptr.name)}[{expr(stmt.index)}] = {expr(stmt.value)}"
+        rank = f" on {expr(stmt.rank)}" if stmt.rank is not None else ""
+        return f"store {var_ref(stmt.ptr.name)}[{expr(stmt.index)}] = {expr(stmt.value)}{rank}"
     if isinstance(stmt, K.ExprStmt):
         return f"do {expr(stmt.value)}"
     if isinstance(stmt, K.Return):
@@ -252,6 +253,8 @@ def expr(e: K.Expr) -> str:
     if isinstance(e, K.Cast):
         return f"cast<{t}>({expr(e.value)})"
     if isinstance(e, K.Load):
+        if e.rank is not None:
+            return f"remote_load<{t}>({var_ref(e.ptr.name)}, {expr(e.index)}, {expr(e.rank)})"
         return f"load<{t}>({var_ref(e.ptr.name)}, {expr(e.index)})"
     if isinstance(e, K.MathCall):
         return f"math.{e.name}<{t}>({_args(e.args)})"
@@ -264,7 +267,10 @@ def expr(e: K.Expr) -> str:
     if isinstance(e, K.NumDims):
         return f"num_dims({e.level})"
     if isinstance(e, K.Atomic):
-        return f"atomic.{e.op}<{t}>({var_ref(e.ptr.name)}, {expr(e.index)}, {expr(e.value)})"
+        operands = f"{var_ref(e.ptr.name)}, {expr(e.index)}, {expr(e.value)}"
+        if e.rank is not None:
+            return f"remote_atomic.{e.op}<{t}>({operands}, {expr(e.rank)})"
+        return f"atomic.{e.op}<{t}>({operands})"
     if isinstance(e, K.Malloc):
         return f"malloc<{t}>({expr(e.nbytes)})"
     raise TypeError(f"cannot print expression {type(e).__name__}")

@@ -50,6 +50,8 @@ RULES: dict[str, str] = {
     "malloc-uniform": "malloc() is called by every instance, at the top level, with a uniform size",
     "barrier-uniform": "barrier() is reached by every instance of a group (uniform control flow)",
     "memory-in-bounds": "every load, store and atomic stays within its buffer (checked as the graph runs)",
+    "remote-access": "remote_load/remote_store/remote_atomic_add access a pointer parameter of a leaf",
+    "remote-rank": "a remote access names a rank of the world, 0 to world_size - 1 (checked as the graph runs)",
     "intrinsics-in-leaves": "leaf intrinsics are used inside leaves only",
     "node-inputs": "node inputs are graph parameters, sibling outputs or constants of a scalar input's type",
     "edge-kinds": "edges are one-to-one or all-to-all",
@@ -84,6 +86,7 @@ def verify_module(module: D.Module) -> list[DeferredGridCheck]:
         elif isinstance(fn, K.LeafFunc):
             _check_node_params(fn.params, fn.name)
             _check_leaf_pointer_use(fn, module, helper_usage)
+            _check_remote_accesses(fn)
             if fn.target not in ("any", "cpu", "gpu"):
                 raise _fail(f"leaf {fn.name} has target {fn.target!r}", fn.loc, "hint-target")
         elif isinstance(fn, K.HelperFunc):
@@ -197,7 +200,24 @@ def _check_leaf_pointer_use(leaf: K.LeafFunc, module: D.Module,
                         first_loc(name, "read"), "pointer-direction")
 
 
+def _check_remote_accesses(leaf: K.LeafFunc) -> None:
+    """Remote accesses go through pointer parameters: only their buffers have twins on the other
+    ranks (malloc() scratch is private to a group)."""
+    params = {p.name for p in leaf.params if isinstance(p.type, PtrType)}
+    for access in K.remote_accesses(leaf.body):
+        if access.ptr.name not in params:
+            raise _fail(f"{leaf.name}: remote access through {access.ptr.name!r}, which is not a pointer "
+                        "parameter (a buffer on the symmetric heap)", access.loc, "remote-access")
+        rank_type = access.rank.type if access.rank is not None else None
+        if not (isinstance(rank_type, ScalarType) and rank_type.is_int):
+            raise _fail(f"{leaf.name}: the rank of a remote access must be an integer, not {rank_type}",
+                        access.loc, "remote-access")
+
+
 def _check_helper(fn: K.HelperFunc) -> None:
+    for access in K.remote_accesses(fn.body):
+        raise _fail(f"helper {fn.name} accesses {access.ptr.name!r} on another rank, an HPVM "
+                    "intrinsic", access.loc, "helper-no-intrinsics")
     for stmt in K.walk_stmts(fn.body):
         if isinstance(stmt, K.Barrier):
             raise _fail(f"helper {fn.name} uses barrier(), an HPVM intrinsic", stmt.loc,

@@ -4,8 +4,9 @@ Compiled code that indexes out of bounds would read or corrupt memory, or crash 
 backends therefore have a checked variant (every access tested, a failure reported at its line)
 and an unchecked one. Before a launch, BoundsProof runs the interval analysis of
 passes/bounds_analysis.py with the launch's concrete values (integer scalars, buffer sizes, grid
-extents): only if every load, store and atomic index provably lies in [0, size) does the
-unchecked code run.
+extents, and the world size for remote accesses): only if every load, store and atomic index
+provably lies in [0, size), and every remote access's rank in [0, world size), does the unchecked
+code run.
 
 The proof depends on nothing else: buffer contents never enter it (loaded values are unknown),
 so it is keyed by the extents, the buffer sizes and the integer scalars (per-instance and
@@ -36,25 +37,28 @@ class BoundsProof:
         self.ctx = ctx
         self.has_accesses = any(isinstance(e, (K.Load, K.Atomic)) for e in K.walk_all_exprs(leaf.body)) \
             or any(isinstance(s, K.Store) for s in K.walk_stmts(leaf.body))
+        self.remote = any(K.remote_accesses(leaf.body))  # ranks are checked against the world
         self._cache: dict[tuple, bool] = {}
         self._lock = threading.Lock()
         # the parameters whose values can change a proof: buffers and integer scalars
         self.relevant = [i for i, p in enumerate(leaf.params)
                          if isinstance(p.type, PtrType) or _is_int(p.type)]
 
-    def holds(self, args: list[Any], extents: list[tuple[int, ...]]) -> bool:
-        """True when every access of this launch is provably in bounds."""
+    def holds(self, args: list[Any], extents: list[tuple[int, ...]], world_size: int = 1) -> bool:
+        """True when every access of this launch is provably in bounds (and every remote access
+        names a rank in [0, world_size))."""
         if not self.has_accesses:
             return True
         try:
-            key = self._key(args, extents)
+            key = (world_size, self._key(args, extents))
             cached = self._cache.get(key)
             if cached is not None:
                 return cached
             values, limits = self._environment(args)
         except (TypeError, ValueError, OverflowError, IndexError, AttributeError):
             return False  # malformed arguments: the checked kernel reports them while packing
-        result = BoundsAnalysis(self.leaf, values, limits, extents, self.ctx.level_dims).run()
+        result = BoundsAnalysis(self.leaf, values, limits, extents, self.ctx.level_dims,
+                                world_size).run()
         with self._lock:
             if len(self._cache) >= _KEPT:
                 self._cache.clear()

@@ -17,7 +17,8 @@ extents), BoundsAnalysis walks the body once in program order with an abstract s
   (each round must widen or drop something, so this cannot happen unless the analysis is wrong)
   fails the proof.
 
-Any access that cannot be shown in [0, limit) fails the whole proof: the checked code runs.
+Any access that cannot be shown in [0, limit), or remote access whose rank cannot be shown in
+[0, world_size), fails the whole proof: the checked code runs.
 """
 from __future__ import annotations
 
@@ -52,8 +53,9 @@ def _is_int(t: Any) -> bool:
 
 class BoundsAnalysis:
     def __init__(self, leaf: K.LeafFunc, values: dict[str, Interval], limits: dict[str, int],
-                 extents: list[tuple[int, ...]], level_dims: tuple[int, ...]):
+                 extents: list[tuple[int, ...]], level_dims: tuple[int, ...], world_size: int = 1):
         self.leaf = leaf
+        self.world_size = world_size  # remote accesses name ranks in [0, world_size)
         self.types: dict[str, Any] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)
         self.values = values
@@ -110,6 +112,7 @@ class BoundsAnalysis:
         if isinstance(stmt, K.Store):
             self.access(stmt.ptr, stmt.index, state)
             self.expr(stmt.value, state)
+            self.rank(stmt.rank, state)
             return state
         if isinstance(stmt, (K.ExprStmt, K.Print)):
             for e in K.child_exprs(stmt):
@@ -204,6 +207,12 @@ class BoundsAnalysis:
         finally:
             self.loops.pop()
         return [out, *exits.continues], exits.breaks
+
+    def rank(self, rank: K.Expr | None, state: dict) -> None:
+        """The rank of a remote access must lie in [0, world_size)."""
+        if rank is not None and not self.bounded(rank, state).within(0, self.world_size - 1) \
+                and not self.probing:
+            raise Unprovable
 
     def access(self, ptr: K.Var, index: K.Expr, state: dict) -> None:
         iv = self.bounded(index, state)
@@ -374,10 +383,12 @@ class BoundsAnalysis:
             return state.get(e.name, type_range(t)) if _is_int(t) else TOP
         if isinstance(e, K.Load):
             self.access(e.ptr, e.index, state)
+            self.rank(e.rank, state)
             return type_range(t)
         if isinstance(e, K.Atomic):
             self.access(e.ptr, e.index, state)
             self.expr(e.value, state)
+            self.rank(e.rank, state)
             return type_range(t)  # the old content: any value
         if isinstance(e, K.InstanceId):
             return Interval(0, max(0, self._extent(e.level, e.dim) - 1))

@@ -77,11 +77,13 @@ class _Inliner:
             value = self.expr(stmt.value, pre)
             return pre + [dataclasses.replace(stmt, value=value)]
         if isinstance(stmt, K.Store):
-            if not (_has_call(stmt.index) or _has_call(stmt.value)):
+            operands = K.child_exprs(stmt)[1:]  # index, value and (remote) rank, in order
+            if not any(_has_call(e) for e in operands):
                 return [stmt]
-            index = self.operand(stmt.index, pre, spill=True)
-            value = self.expr(stmt.value, pre)
-            return pre + [dataclasses.replace(stmt, index=index, value=value)]
+            last = len(operands) - 1
+            index, value, *rank = [self.operand(e, pre, spill=i < last) for i, e in enumerate(operands)]
+            return pre + [dataclasses.replace(stmt, index=index, value=value,
+                                              rank=rank[0] if rank else None)]
         if isinstance(stmt, K.ExprStmt):
             if isinstance(stmt.value, K.CallHelper) and stmt.value.type.text() == "void":
                 self.call(stmt.value, pre)

@@ -17,6 +17,7 @@ from ..types import PtrType
 from ..backends.base import LeafKernel, NodeContext
 from ..passes.bounds import BoundsProof
 from ..passes.uniform import check_barriers
+from . import remote
 
 
 @dataclass
@@ -65,7 +66,10 @@ class NodePlan:
         """The unchecked kernel when every access of this launch is proven in bounds, else the
         checked variant (compiled on first need)."""
         assert self.kernel is not None
-        if self.bounds is None or self.bounds.holds(args, extents):
+        if self.bounds is None:
+            return self.kernel
+        world = remote.world_size() if self.bounds.remote else 1
+        if self.bounds.holds(args, extents, world):
             return self.kernel
         return self.checked_kernel()
 

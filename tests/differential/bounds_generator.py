@@ -7,7 +7,9 @@ and malloc'd scratch `s` with expressions built from those values, loaded values
 values, loop variables, chains of loop-carried variables, narrow wrapping arithmetic (i8, u8,
 i16, i32, u32), division and modulo by values that may be zero or negative, shifts, float casts,
 conditional expressions and min/max/abs; loops leave by data-dependent break, continue or
-return; guards compare indices with right and wrong limits. So some launches are proven in
+return; guards compare indices with right and wrong limits. Remote accesses (remote_load,
+remote_store, remote_atomic_add) name ranks that are provably 0, 0 only at run time, or not 0: the
+test process is a world of one rank. So some launches are proven in
 bounds (unchecked code runs), some are not, and some really go out of bounds.
 
 n is 1: with one instance the first failing access is well defined on every target (the order
@@ -122,7 +124,8 @@ class _Body:
         self.readable, self.assignable = readable, assignable
 
     def statement(self, indent: int, budget: int, in_loop: bool) -> None:
-        kinds = ["assign", "reassign", "load", "store", "scratch", "atomic", "guarded", "guarded"]
+        kinds = ["assign", "reassign", "load", "store", "scratch", "atomic", "guarded", "guarded",
+                 "remote"]
         if budget > 0:
             kinds += ["if", "for", "while", "chain"]
         if in_loop:
@@ -150,6 +153,8 @@ class _Body:
             self.readable.append(name)  # the old value: any i64
         elif kind == "guarded":
             self.guarded(indent)
+        elif kind == "remote":
+            self.remote(indent)
         elif kind == "if":
             self.emit(indent, f"if {self.cond(2)}:")
             self.nested(indent + 1, budget, in_loop)
@@ -193,6 +198,20 @@ class _Body:
             self.emit(indent + 1, f"acc = acc + data[{e}]")
         else:
             self.emit(indent + 1, f"{target}[{e}] = {self.expr(1)}")
+
+    def remote(self, indent: int) -> None:
+        """A remote access in a world of one rank: its rank must be 0."""
+        rank = self.pick(["0", "0", f"{self.expr(1)} % 1", self.expr(1), f"min(max({self.expr(1)}, 0), 0)",
+                          f"(0 if {self.cond(1)} else 1)"])
+        which = self.pick(["load", "store", "atomic"])
+        if which == "load":
+            self.emit(indent, f"acc = acc + hpvm.remote_load(data, {self.expr(2)}, {rank})")
+        elif which == "store":
+            self.emit(indent, f"hpvm.remote_store(out, {self.expr(2)}, {self.expr(1)}, {rank})")
+        else:
+            name = self.fresh("x")
+            self.emit(indent, f"{name} = hpvm.remote_atomic_add(out, {self.expr(2)}, {self.expr(0)}, {rank})")
+            self.readable.append(name)
 
     def chain(self, indent: int) -> None:
         """Values passed down a chain of loop-carried variables, one step per iteration."""

@@ -46,7 +46,8 @@ def privatizable(leaf: K.LeafFunc) -> dict[str, str]:
                     disqualified.add(sub.ptr.name)
                 elif isinstance(sub, K.Atomic):
                     name = sub.ptr.name
-                    if id(sub) not in unused_results or sub.op not in MERGE_CLASSES:
+                    if id(sub) not in unused_results or sub.op not in MERGE_CLASSES or \
+                            sub.rank is not None:  # a peer's buffer: no private copy of it here
                         disqualified.add(name)
                     else:
                         classes.setdefault(name, set()).add(MERGE_CLASSES[sub.op])

@@ -121,12 +121,14 @@ class Emitter:
 
     def _Load(self, e: K.Load, name: str) -> ir.Value:
         index = self.index(e.index)
-        return self.memory.load(self.b, e, self.pointers[e.ptr.name], index, name or e.ptr.name)
+        return self.memory.load(self.b, e, self.pointers[e.ptr.name], index, name or e.ptr.name,
+                                self.rank(e.rank))
 
     def _Atomic(self, e: K.Atomic, name: str) -> ir.Value:
         index = self.index(e.index)
         value = self.expr(e.value)
-        return self.memory.atomic(self.b, e, self.pointers[e.ptr.name], index, value, name)
+        return self.memory.atomic(self.b, e, self.pointers[e.ptr.name], index, value, name,
+                                  self.rank(e.rank))
 
     def _MathCall(self, e: K.MathCall, name: str) -> ir.Value:
         args = [self.expr(a) for a in e.args]
@@ -150,6 +152,10 @@ class Emitter:
 
     def _CallHelper(self, e: K.CallHelper, name: str) -> ir.Value:
         raise CompileError(f"internal: the call of helper {e.func}() was not inlined", e.loc)
+
+    def rank(self, e: K.Expr | None) -> ir.Value | None:
+        """The rank of a remote access as i64 (None for a local access)."""
+        return None if e is None else self.index(e)
 
     def index(self, e: K.Expr) -> ir.Value:
         """An index as i64: integer indices widen by their signedness."""
@@ -179,7 +185,7 @@ class Emitter:
     def _s_Store(self, s: K.Store) -> None:
         index = self.index(s.index)
         value = self.expr(s.value)
-        self.memory.store(self.b, s, self.pointers[s.ptr.name], index, value)
+        self.memory.store(self.b, s, self.pointers[s.ptr.name], index, value, self.rank(s.rank))
 
     def _s_ExprStmt(self, s: K.ExprStmt) -> None:
         self.expr(s.value)

@@ -25,7 +25,7 @@ from .codegen import Emitter, Frame, ancestor_ids
 from .intrinsics import declare
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
 from .lowering import HOST
-from .memory import Memory, Pointer, buffer_limit
+from .memory import Heap, Memory, Pointer, buffer_limit
 from .nontemporal import LINE_BYTES, NtStore, assume_line_start, nt_stores, store_fence
 from .parallel import mark_parallel
 from .privatize import MERGE_SUFFIX, build_merge
@@ -132,6 +132,11 @@ class DriverBuilder:
         self.em.outputs = [b.load(self._slot(self.layout.output_slot(j), f"out{j}"), typ=PTR,
                                   name=f"out.{port.name or j}")
                            for j, port in enumerate(self.leaf.outputs)]
+        if self.layout.remote:
+            first = self.layout.heap_slot
+            self.memory.heap = Heap(bases=b.load(self._slot(first, "bases"), typ=PTR, name="bases"),
+                                    rank=b.load(self._slot(first + 1, "rank"), typ=I64, name="rank"),
+                                    world=b.load(self._slot(first + 2, "world"), typ=I64, name="world"))
 
     def _buffer_limit(self, index: int) -> ir.Value:
         name = self.leaf.params[index].name

@@ -16,10 +16,10 @@ import numpy as np
 from ...errors import ExecutionError, LaunchError
 from ...ir import kernel as K
 from ...ir.semantics import bf16_to_bits
-from ...rt import stats
+from ...rt import remote, stats
 from ...types import PtrType, ScalarType
 from ..base import MAX_INSTANCES, BufferArg, NodeContext
-from ..bounds import out_of_bounds
+from ..bounds import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
 from .driver import MALLOC_FAILED_SITE, STORAGE_ALLOC
@@ -144,6 +144,12 @@ class CpuKernel:
         ext, parents, leaves, parts = shape
         keep: list[Any] = [ext]
         slots = self._pack(args, outputs, parents, leaves, keep)
+        if self.layout.remote:
+            heap = remote.for_launch(self.source, args)
+            keep.append(heap.bases)
+            first = self.layout.heap_slot
+            slots[first], slots[first + 1], slots[first + 2] = \
+                heap.bases_address, heap.rank, heap.world_size
         error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
         privates = self._privates(args, len(parts), parents * leaves) if parts else {}
         nontemporal = not privates and self._nontemporal_pays(args, parents * leaves)
@@ -320,7 +326,7 @@ class CpuKernel:
         code, index, limit = error
         if code == MALLOC_FAILED_SITE + 1:
             return self._allocation_error(requested=index, which=limit)
-        return out_of_bounds(self.leaf.name, self.info.sites[code - 1], index, limit)
+        return recorded(self.leaf.name, self.info.sites, code, index, limit)
 
     def _allocation_error(self, requested: int, which: int) -> ExecutionError:
         """A failed allocation: per-instance storage, or the malloc scratch (at malloc `which`)."""

@@ -15,6 +15,12 @@ from llvmlite import ir
 from .mathfns import HostMath, MathLibrary
 
 
+def host_remote_base(b: ir.IRBuilder, base: ir.Value, offset: ir.Value) -> ir.Value:
+    """A buffer's twin on another rank: its base moved by the distance between the two ranks'
+    heaps (a byte GEP keeps LLVM's view of where the pointer comes from)."""
+    return b.gep(base, [offset], source_etype=ir.IntType(8), name=f"{base.name}.peer")
+
+
 @dataclass(frozen=True)
 class Lowering:
     math: MathLibrary
@@ -24,6 +30,8 @@ class Lowering:
     # emits a barrier across the instances of a group; None when the driver splits the body at
     # barriers itself (the cpu plan runs barrier-free regions as loops)
     barrier: Callable[[ir.IRBuilder], None] | None
+    # (builder, buffer base, byte offset to a peer's heap) -> the base of the peer's twin
+    remote_base: Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value] = host_remote_base
 
 
 HOST = Lowering(math=HostMath(), atomic_ordering="seq_cst", barrier=None)

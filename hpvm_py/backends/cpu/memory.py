@@ -15,16 +15,27 @@ from ...errors import CompileError
 from ...ir import kernel as K
 from ...ir.loc import UNKNOWN
 from ...types import PtrType, ScalarType, bf16
+from ..bounds import RANK_SITES
 from . import arith, mathfns, nontemporal
 from .lltypes import I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
 from .lowering import Lowering
 from .parallel import PRIVATE_ACCESS
 
-# The error slot: [site + 1 (0 while no failure), index, limit], i64 each.
+# The error slot: [site + 1 (0 while no failure), index, limit], i64 each (a rank outside the
+# world: bounds.RANK_SITES + site + 1, rank, world size).
 ERROR_SLOT_WORDS = 3
 
 _INT_RMW = {"add": "add", "sub": "sub", "xchg": "xchg", "and": "and", "or": "or", "xor": "xor"}
 _FLOAT_RMW = {"add": "fadd", "sub": "fsub", "xchg": "xchg"}  # min/max: a compare-exchange loop
+
+
+@dataclass
+class Heap:
+    """The hidden arguments of a leaf with remote accesses (rt/remote.py)."""
+
+    bases: ir.Value  # ptr to world_size i64 heap bases
+    rank: ir.Value   # i64, this process's rank
+    world: ir.Value  # i64, the world size
 
 
 @dataclass
@@ -46,36 +57,39 @@ class Memory:
         self.sites = sites
         self.error_slot = error_slot
         self.nontemporal: frozenset[int] = frozenset()  # ids of Store nodes emitted so now
+        self.heap: Heap | None = None  # set by the driver of a leaf with remote accesses
 
     # -- the three kinds of access -----------------------------------------------------------
+    # `rank` (an i64) makes an access remote: to that rank's twin of the buffer
 
     def load(self, b: ir.IRBuilder, node: K.Load, ptr: Pointer, index: ir.Value,
-             name: str) -> ir.Value:
+             name: str, rank: ir.Value | None = None) -> ir.Value:
         def access() -> ir.Value:
             t = ptr.elem
-            return load(b, self._address(b, ptr, index), t, name, align=mem_type_size(t))
+            return load(b, self._address(b, self._on(b, ptr, rank), index), t, name,
+                        align=mem_type_size(t))
 
-        return self._guard(b, node, ptr, index, access, zero(ptr.elem))
+        return self._guard(b, node, ptr, index, access, zero(ptr.elem), rank)
 
     def store(self, b: ir.IRBuilder, node: K.Store, ptr: Pointer, index: ir.Value,
-              value: ir.Value) -> None:
+              value: ir.Value, rank: ir.Value | None = None) -> None:
         def access() -> None:
             t = ptr.elem
-            stored = b.store(to_mem(b, value, t), self._address(b, ptr, index),
+            stored = b.store(to_mem(b, value, t), self._address(b, self._on(b, ptr, rank), index),
                              align=mem_type_size(t))
             if id(node) in self.nontemporal:
                 stored.set_metadata("noalias", nontemporal.marker(self.module))
 
-        self._guard(b, node, ptr, index, access, None)
+        self._guard(b, node, ptr, index, access, None, rank)
 
     def atomic(self, b: ir.IRBuilder, node: K.Atomic, ptr: Pointer, index: ir.Value,
-               value: ir.Value, name: str) -> ir.Value:
+               value: ir.Value, name: str, rank: ir.Value | None = None) -> ir.Value:
         t = ptr.elem
         if t.is_bool:
             raise CompileError("atomics on i1 buffers are not supported by target 'cpu'", node.loc)
 
         def access() -> ir.Value:
-            address = self._address(b, ptr, index)
+            address = self._address(b, self._on(b, ptr, rank), index)
             ordering = self.lowering.atomic_ordering
             if ptr.private:
                 return _plain_rmw(b, node.op, t, address, value, name, self.lowering)
@@ -88,9 +102,20 @@ class Memory:
             old = b.atomic_rmw(op, address, stored, ordering)
             return from_mem(b, old, t, name=name)
 
-        return self._guard(b, node, ptr, index, access, zero(t))
+        return self._guard(b, node, ptr, index, access, zero(t), rank)
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _on(self, b: ir.IRBuilder, ptr: Pointer, rank: ir.Value | None) -> Pointer:
+        """ptr itself, or its twin on `rank` (Iris: bases[rank] + (ptr - bases[my rank]))."""
+        if rank is None:
+            return ptr
+        heap = self.heap
+        assert heap is not None
+        peer = b.load(b.gep(heap.bases, [rank], source_etype=I64), typ=I64, name="base.peer")
+        mine = b.load(b.gep(heap.bases, [heap.rank], source_etype=I64), typ=I64, name="base.mine")
+        offset = b.sub(peer, mine, name=f"{ptr.base.name}.to.peer")
+        return Pointer(self.lowering.remote_base(b, ptr.base, offset), ptr.elem, ptr.limit, ptr.private)
 
     @staticmethod
     def _address(b: ir.IRBuilder, ptr: Pointer, index: ir.Value) -> ir.Value:
@@ -99,17 +124,30 @@ class Memory:
                      name=f"{ptr.base.name}.at")
 
     def _guard(self, b: ir.IRBuilder, node: K.Expr | K.Stmt, ptr: Pointer, index: ir.Value,
-               access: Callable[[], ir.Value | None], fallback: ir.Value | None) -> ir.Value | None:
+               access: Callable[[], ir.Value | None], fallback: ir.Value | None,
+               rank: ir.Value | None) -> ir.Value | None:
+        """In checked mode: the access only when its index (and rank) are in range, else the
+        first failure recorded: (site + 1, index, limit), or for a rank outside the world
+        (RANK_SITES + site + 1, rank, world size)."""
         if not self.checked:
             return access()
         assert ptr.limit is not None and self.error_slot is not None
         ok_bb = b.append_basic_block("inbounds")
         bad_bb = b.append_basic_block("outofbounds")
         end_bb = b.append_basic_block("access.end")
-        b.cbranch(b.icmp_unsigned("<", index, ptr.limit), ok_bb, bad_bb)
+        ok = b.icmp_unsigned("<", index, ptr.limit)
+        site: ir.Value = ir.Constant(I64, self.sites[id(node)])
+        bad_value, limit = index, ptr.limit
+        if rank is not None:
+            assert self.heap is not None
+            rank_ok = b.icmp_unsigned("<", rank, self.heap.world, name="rank.ok")
+            ok = b.and_(ok, rank_ok)
+            site = b.select(rank_ok, site, ir.Constant(I64, RANK_SITES + self.sites[id(node)]))
+            bad_value = b.select(rank_ok, index, rank)
+            limit = b.select(rank_ok, ptr.limit, self.heap.world)
+        b.cbranch(ok, ok_bb, bad_bb)
         b.position_at_end(bad_bb)
-        site = ir.Constant(I64, self.sites[id(node)])
-        b.call(self.reporter(), [self.error_slot, site, index, ptr.limit])
+        b.call(self.reporter(), [self.error_slot, site, bad_value, limit])
         b.branch(end_bb)
         b.position_at_end(ok_bb)
         value = access()

@@ -100,6 +100,8 @@ def _write_only_buffers(leaf: K.LeafFunc) -> dict[str, int]:
     for stmt in K.walk_stmts(leaf.body):
         exprs = K.child_exprs(stmt)
         if isinstance(stmt, K.Store):
+            if stmt.rank is not None:  # a store into a peer's copy: its own rules, left alone
+                buffers.pop(stmt.ptr.name, None)
             exprs = exprs[1:]  # the stored-to pointer itself
         for e in exprs:
             for sub in K.walk_exprs(e):

@@ -8,7 +8,9 @@
     y offset, zp offset      (flat mapping) where this launch's grid starts in y and in the (z,
                              parent) range: launches whose grid exceeds the GPU's are split;
     error                    the address of the error slot (cpu/memory.py: ERROR_SLOT_WORDS i64),
-                             0 in unchecked code.
+                             0 in unchecked code;
+    bases, rank, world       (leaves with remote accesses) the device address of the heap bases
+                             (int64, one per rank), this process's rank and the world size.
 
 The launcher packs every parameter into an 8-byte slot (a narrower one in its low bytes).
 """
@@ -31,11 +33,13 @@ class KernelLayout:
     n_outputs: int
     buffers: tuple[int, ...]  # parameter indices of the pointer parameters
     levels: int
+    remote: bool  # the heap parameters follow the error slot
 
     @staticmethod
     def of(leaf: K.LeafFunc, ctx: NodeContext) -> "KernelLayout":
         buffers = tuple(i for i, p in enumerate(leaf.params) if isinstance(p.type, PtrType))
-        return KernelLayout(len(leaf.params), len(leaf.outputs), buffers, len(ctx.level_dims))
+        return KernelLayout(len(leaf.params), len(leaf.outputs), buffers, len(ctx.level_dims),
+                            any(K.remote_accesses(leaf.body)))
 
     def output(self, j: int) -> int:
         return self.n_params + j
@@ -59,8 +63,13 @@ class KernelLayout:
         return self.zp_offset + 1
 
     @property
-    def count(self) -> int:
+    def heap(self) -> int:
+        """The first heap parameter (bases, then rank and world size)."""
         return self.error + 1
+
+    @property
+    def count(self) -> int:
+        return self.heap + (3 if self.remote else 0)
 
     def types(self, leaf: K.LeafFunc, ctx: NodeContext) -> list[ir.Type]:
         types: list[ir.Type] = []
@@ -73,4 +82,6 @@ class KernelLayout:
         types += [PTR] * self.n_outputs
         types += [I64] * (len(self.buffers) + self.levels * DIMS_PER_LEVEL + 2)
         types.append(PTR)
+        if self.remote:
+            types += [PTR, I64, I64]
         return types

@@ -19,7 +19,8 @@ from ...errors import LaunchError
 from ...ir import kernel as K
 from ...types import PtrType
 from ..base import BufferArg, NodeContext
-from ..bounds import out_of_bounds
+from ...rt import remote
+from ..bounds import recorded
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
@@ -90,6 +91,10 @@ class NvptxKernel:
         for level, dims in enumerate(checked):
             for d in range(DIMS_PER_LEVEL):
                 slots[layout.extent(level, d)] = dims[d] if d < len(dims) else 1
+        if layout.remote:
+            heap = remote.for_launch(self.source, args, cuda)  # its bases live as long as the heap
+            slots[layout.heap], slots[layout.heap + 1], slots[layout.heap + 2] = \
+                heap.bases_address, heap.rank, heap.world_size
         error = torch.zeros(ERROR_SLOT_WORDS, dtype=torch.int64, device=cuda) if self.checked else None
         if error is not None:
             slots[layout.error] = error.data_ptr()
@@ -244,7 +249,7 @@ class NvptxKernel:
         code, index, limit = error
         if code == 0:
             return
-        raise out_of_bounds(self.leaf.name, self.sites[code - 1], index, limit)
+        raise recorded(self.leaf.name, self.sites, code, index, limit)
 
 
 class PreparedLaunch:

@@ -29,7 +29,7 @@ from ..cpu.codegen import Emitter, Frame, ancestor_ids
 from ..cpu.intrinsics import declare
 from ..cpu.lltypes import I32, I64, I8, PTR, VOID, from_mem, load, mem_type, reg_type
 from ..cpu.lowering import Lowering
-from ..cpu.memory import Memory, Pointer, buffer_limit, mem_type_size
+from ..cpu.memory import Heap, Memory, Pointer, buffer_limit, mem_type_size
 from .abi import KernelLayout
 from .mathlib import LibdeviceMath
 from .scratch import SCRATCH_ALIGN, Scratch, scratch_of
@@ -51,7 +51,16 @@ def nvvm_barrier(b: ir.IRBuilder) -> None:
     b.call(fn, [ir.Constant(I32, 0)])
 
 
-NVPTX_LOWERING = Lowering(math=LibdeviceMath(), atomic_ordering="monotonic", barrier=nvvm_barrier)
+def global_remote_base(b: ir.IRBuilder, base: ir.Value, offset: ir.Value) -> ir.Value:
+    """A buffer's twin on another rank's GPU: the translated address is a global-memory address
+    (the peer's heap is mapped into this GPU's address space), back as a generic pointer."""
+    address = b.add(b.ptrtoint(base, I64), offset, name=f"{base.name}.peer.address")
+    peer = b.inttoptr(address, ir.PointerType(addrspace=1), name=f"{base.name}.peer.global")
+    return b.addrspacecast(peer, PTR, name=f"{base.name}.peer")
+
+
+NVPTX_LOWERING = Lowering(math=LibdeviceMath(), atomic_ordering="monotonic", barrier=nvvm_barrier,
+                          remote_base=global_remote_base)
 
 
 def build_kernel(module: ir.Module, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
@@ -138,6 +147,10 @@ class SimtBuilder:
                     b, self.leaf, self.ctx.input_modes, self.em.scalars, i, nbytes)
         self.em.outputs = [self._arg(self.layout.output(j), f"out.{port.name or j}")
                            for j, port in enumerate(self.leaf.outputs)]
+        if self.layout.remote:
+            first = self.layout.heap
+            self.memory.heap = Heap(bases=self._arg(first, "bases"), rank=self._arg(first + 1, "rank"),
+                                    world=self._arg(first + 2, "world"))
 
     # -- mappings ----------------------------------------------------------------------------
 

@@ -24,10 +24,10 @@ from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import PtrType, ScalarType, Type, bf16
 from ..base import NodeContext
-from . import ops
+from . import ops, remote
 
 _RUNTIME_NAMES = ("np", "hp_load", "hp_store", "hp_vload", "hp_vstore", "hp_atomic", "hp_vatomic",
-                  "hp_range", "hp_where")
+                  "hp_range", "hp_where", "hp_rload", "hp_rstore", "hp_ratomic_add", "peers")
 
 
 @dataclass
@@ -41,6 +41,7 @@ class GeneratedLeaf:
     id_params: list[tuple[str, int, int]]  # (name, level, dim) of instance ids, in call order
     count_params: list[tuple[str, int, int]]  # (name, level, dim) of instance counts
     uses_malloc: bool
+    remote: bool  # the leaf has remote accesses: the function takes the launch's Peers last
     sites: list[K.Load | K.Store | K.Atomic]  # the accesses, by the index the ops helpers get
     namespace: dict[str, Any] = field(repr=False, default_factory=dict)
 
@@ -63,7 +64,8 @@ class _VectorCheck:
         self.varying_params = {p.name for p, mode in zip(leaf.params, ctx.input_modes)
                                if mode in ("per_parent", "per_instance")}
         self.varying = varying_variables(leaf, self.varying_params)
-        self.ok = self._block(leaf.body, masked=False, top=True)
+        # remote accesses run instance by instance: ranks and peers' copies per access
+        self.ok = not any(K.remote_accesses(leaf.body)) and self._block(leaf.body, masked=False, top=True)
 
     def is_varying(self, e: K.Expr) -> bool:
         return expr_varies(e, self.varying)
@@ -166,7 +168,8 @@ class _Generator:
         self.namespace: dict[str, Any] = {
             "np": np, "hp_load": ops.load, "hp_store": ops.store, "hp_vload": ops.vload,
             "hp_vstore": ops.vstore, "hp_atomic": ops.atomic, "hp_vatomic": ops.vatomic,
-            "hp_range": ops.py_range, "hp_where": np.where,
+            "hp_range": ops.py_range, "hp_where": np.where, "hp_rload": remote.rload,
+            "hp_rstore": remote.rstore, "hp_ratomic_add": remote.ratomic_add,
         }
         self.names: dict[str, str] = {}
         used = set()
@@ -184,6 +187,7 @@ class _Generator:
         self.sites: list[K.Load | K.Store | K.Atomic] = []
         self.generator = any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body)) and not vector
         self.uses_malloc = any(isinstance(e, K.Malloc) for e in K.walk_all_exprs(leaf.body))
+        self.remote = any(K.remote_accesses(leaf.body))
         varying_params = {p.name for p, mode in zip(leaf.params, ctx.input_modes)
                           if mode in ("per_parent", "per_instance")}
         self.varying = varying_variables(leaf, varying_params) if vector else set()
@@ -231,6 +235,8 @@ class _Generator:
             params.append("lanes")
         if self.uses_malloc:
             params.append("group")
+        if self.remote:
+            params.append("peers")
         header_line = leaf.loc.line
         self.lines.append((header_line, f"def {_identifier(leaf.name)}({', '.join(params)}):"))
         for name, t in leaf.locals.items():
@@ -260,7 +266,7 @@ class _Generator:
                              generator=self.generator,
                              id_params=[(n, lvl, d) for (lvl, d), n in self.id_params.items()],
                              count_params=[(n, lvl, d) for (lvl, d), n in self.count_params.items()],
-                             uses_malloc=self.uses_malloc, sites=self.sites,
+                             uses_malloc=self.uses_malloc, remote=self.remote, sites=self.sites,
                              namespace=self.namespace)
 
     def site(self, access: K.Load | K.Store | K.Atomic) -> int:
@@ -327,6 +333,10 @@ class _Generator:
         ptr = self.names[stmt.ptr.name]
         index = self.expr(stmt.index, mask, line)
         value = self.expr(stmt.value, mask, line)
+        if stmt.rank is not None:
+            rank = self.expr(stmt.rank, mask, line)
+            self.emit(line, f"hp_rstore({self.site(stmt)}, peers, {ptr}, {index}, {value}, {rank})")
+            return
         varying = self.vector and (mask is not None or expr_varies(stmt.index, self.varying)
                                    or expr_varies(stmt.value, self.varying))
         if varying:
@@ -411,6 +421,8 @@ class _Generator:
         if isinstance(e, K.Load):
             ptr = self.names[e.ptr.name]
             index = self.expr(e.index, mask, line)
+            if e.rank is not None:
+                return f"hp_rload({self.site(e)}, peers, {ptr}, {index}, {self.expr(e.rank, mask, line)})"
             if self.vector and (mask is not None or expr_varies(e.index, self.varying)):
                 return f"hp_vload({self.site(e)}, {ptr}, {index}, {mask or 'None'})"
             return f"hp_load({self.site(e)}, {ptr}, {index})"
@@ -428,6 +440,8 @@ class _Generator:
             return self.constant(dims, e.type)  # type: ignore[arg-type]
         if isinstance(e, K.Atomic):
             args = f"{self.names[e.ptr.name]}, {self.expr(e.index, mask, line)}, {self.expr(e.value, mask, line)}"
+            if e.rank is not None:
+                return f"hp_ratomic_{e.op}({self.site(e)}, peers, {args}, {self.expr(e.rank, mask, line)})"
             return f"hp_atomic({self.site(e)}, {e.op!r}, {args})"
         if isinstance(e, K.Malloc):
             assert isinstance(e.type, PtrType)

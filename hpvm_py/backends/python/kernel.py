@@ -13,9 +13,11 @@ from ...ir.loc import Loc
 from ...ir import semantics as S
 from ...types import PtrType, bf16
 from ..base import BufferArg, NodeContext, instance_counts
-from ..bounds import out_of_bounds
+from ...rt.remote import for_launch as remote_view
+from ..bounds import bad_rank, out_of_bounds
 from . import ops
 from .codegen import GeneratedLeaf, generate, vector_eligible
+from .remote import Peers, RankError
 
 
 _VECTOR_CHUNK = 1 << 20  # instances per vectorised step
@@ -104,17 +106,20 @@ class PythonLeafKernel:
         if P * L == 0:
             return
         values = self._buffers(args)
+        peers = Peers(remote_view(self.leaf, args)) if self.code.remote else None
         try:
             with np.errstate(all="ignore"):
                 if self.code.vector:
                     self._launch_vector(values, outputs, extents, P, L)
                 else:
-                    self._launch_instances(values, outputs, extents, P, L)
+                    self._launch_instances(values, outputs, extents, P, L, peers)
         except (HPVMError, bdb.BdbQuit, KeyboardInterrupt):
             raise
         except ops.BoundsError as exc:
             raise out_of_bounds(self.leaf.name, self.code.sites[exc.site], exc.index,
                                 exc.limit) from None
+        except RankError as exc:
+            raise bad_rank(self.leaf.name, self.code.sites[exc.site], exc.rank, exc.world_size) from None
         except Exception as exc:  # noqa: BLE001 - reported at the user's line
             raise ExecutionError(f"{self.leaf.name}: {exc}", self._user_line(exc)) from None
 
@@ -142,7 +147,7 @@ class PythonLeafKernel:
             self._store_outputs(result, outputs, start, stop, L)
 
     def _launch_instances(self, values: list[Any], outputs: list[np.ndarray | None],
-                          extents: list[tuple[int, ...]], P: int, L: int) -> None:
+                          extents: list[tuple[int, ...]], P: int, L: int, peers: Peers | None) -> None:
         counts = self._counts(extents)
         modes = self.ctx.input_modes
         fn = self.code.function
@@ -164,6 +169,8 @@ class PythonLeafKernel:
                 call += counts
                 if self.code.uses_malloc:
                     call.append(group)
+                if peers is not None:
+                    call.append(peers)
                 return call
 
             if self.code.generator:

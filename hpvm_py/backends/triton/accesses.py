@@ -21,8 +21,9 @@ class MemoryAccesses:
         m = self.mask()
         index = self.index(s.index, m)
         value = self.expr(s.value, m)
-        access = self.guard(s, index, m)
-        self.emit(f"tl.store({self.names[s.ptr.name]} + {index}, {V.to_memory(value, elem)}, "
+        rank = self.rank(s.rank, m)
+        access = self.guard(s, index, m, rank)
+        self.emit(f"tl.store({self.address(s.ptr, index, rank, access)}, {V.to_memory(value, elem)}, "
                   f"mask={access})")
 
     # -- memory -------------------------------------------------------------------------------
@@ -39,14 +40,17 @@ class MemoryAccesses:
         self.emit(f"{name} = {code}.to(tl.int64) + ZERO")
         return name
 
-    def guard(self, access: Access, index: str, m: str) -> str:
-        """The mask of one access; in the checked variant, also the report of a failure."""
+    def guard(self, access: Access, index: str, m: str, rank: str | None = None) -> str:
+        """The mask of one access; in the checked variant, also the report of a failure (of a
+        remote access's rank first)."""
         if not self.checked:
             return m
         buf = self.names[access.ptr.name]
         ok = self.fresh("ok")
         self.emit(f"{ok} = ({index} >= 0) & ({index} < {buf}__limit)")
         self.sites.append(access)
+        if rank is not None:
+            m = self.rank_guard(rank, m, len(self.sites) - 1)
         self.emit(f"_report(ERR, {m} & ~{ok}, {index}, {len(self.sites) - 1}, {buf}__limit, BLOCK)")
         return f"{m} & {ok}"
 
@@ -56,11 +60,12 @@ class MemoryAccesses:
         value = self.expr(e.value, m)
         if e.op == "sub":
             value = f"(-{value})"
-        access = self.guard(e, index, m)
+        rank = self.rank(e.rank, m)
+        access = self.guard(e, index, m, rank)
         if elem.is_float and e.op in ("min", "max"):
             return self._float_extreme(e.op, e.ptr, index, value, access)
         old = self.fresh("old")
-        self.emit(f"{old} = {_ATOMIC_FN[e.op]}({self.names[e.ptr.name]} + {index}, "
+        self.emit(f"{old} = {_ATOMIC_FN[e.op]}({self.address(e.ptr, index, rank, access)}, "
                   f"tl.broadcast_to({V.to_memory(value, elem)}, [BLOCK]), mask={access})")
         return V.from_memory(old, elem)
 

@@ -30,6 +30,7 @@ from . import values as V
 from .accesses import MemoryAccesses
 from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
+from .remote import HEAP_ARGUMENTS, RemoteAccesses
 from .scratch import Scratch, scratches
 
 # Lanes of a leaf with barriers (all instances of a parent in one program) at most.
@@ -100,7 +101,7 @@ class _Loop:
         self.cnt = cnt
 
 
-class _Generator(MemoryAccesses, MathCalls):
+class _Generator(MemoryAccesses, RemoteAccesses, MathCalls):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
                  fixed_grid: bool):
         self.interpreted = interpreted
@@ -179,6 +180,8 @@ class _Generator(MemoryAccesses, MathCalls):
         for level, dims in enumerate(self.ctx.level_dims):
             kind = "constexpr" if level == 0 and self.fixed_grid else "i64"
             args.update({f"E{level}_{d}": kind for d in range(dims)})
+        if any(K.remote_accesses(self.leaf.body)):
+            args.update(HEAP_ARGUMENTS)
         args["LB"] = args["L"] = "i64"
         if self.checked:
             args["ERR"] = "*i64"
@@ -541,9 +544,10 @@ class _Generator(MemoryAccesses, MathCalls):
         if isinstance(e, K.Load):
             elem = self._elem(e.ptr)
             index = self.index(e.index, m)
-            access = self.guard(e, index, m)
-            return V.from_memory(f"tl.load({self.names[e.ptr.name]} + {index}, mask={access}, other=0)",
-                                 elem)
+            rank = self.rank(e.rank, m)
+            access = self.guard(e, index, m, rank)
+            return V.from_memory(f"tl.load({self.address(e.ptr, index, rank, access)}, mask={access}, "
+                                 "other=0)", elem)
         if isinstance(e, K.Atomic):
             return self.atomic(e, m)
         if isinstance(e, K.MathCall):

@@ -13,7 +13,8 @@ from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import BufferArg, NodeContext, instance_counts
-from ..bounds import out_of_bounds
+from ...rt import remote
+from ..bounds import recorded
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
@@ -112,6 +113,9 @@ class TritonKernel:
                 call.append(nbytes // scratch.elem.nbytes)
         for level, dims in zip(extents, self.ctx.level_dims):
             call += [int(n) for n in level[:dims]]
+        if "HEAP_BASES" in source.arguments:
+            heap = remote.for_launch(self.leaf, args, device)
+            call += [heap.bases, heap.rank, heap.world_size]
         call += [blocks, L]
         err = None
         if source.checked:
@@ -137,7 +141,7 @@ class TritonKernel:
         if err is not None:
             code, index, limit = (int(v) for v in err.cpu().tolist())
             if code:
-                raise out_of_bounds(self.leaf.name, source.sites[code - 1], index, limit)
+                raise recorded(self.leaf.name, source.sites, code, index, limit)
 
     def _limit(self, index: int, args: list[Any]) -> int:
         """Bytes that pointer parameter `index` may reach (checked mode): the size argument after

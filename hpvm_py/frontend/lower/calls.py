@@ -184,20 +184,55 @@ class CallLowering(ExprLowering):
             elem = target.type.elem
             if elem.is_float and detail in ("and", "or", "xor"):
                 raise self.error(node, f"{name}() needs an integer element type, not {elem}")
-            index = self.expr(args[1])
-            if isinstance(index, Handle) or (isinstance(index, Weak) and index.kind == "float") or \
-                    (isinstance(index, K.Expr) and not (isinstance(index.type, ScalarType) and index.type.is_int)):
-                raise self.error(args[1], "an index must be an integer")
-            index = self.to_type(index, T.i64, args[1], explicit=False) if isinstance(index, Weak) \
-                else index
+            index = self.integer_arg(args[1], "an index")
             value = self.to_type(self.expr(args[2]), elem, args[2], explicit=True)
             return K.Atomic(op=detail, ptr=target, index=index, value=value, type=elem, loc=loc)
+        if kind == "remote":
+            if detail == "store":
+                raise self.error(node, "remote_store() is a statement, not a value")
+            access = self.remote_access(node, detail, loc)
+            assert not isinstance(access, K.Store)
+            return access
         if kind == "malloc":
             raise self.error(node, "malloc() must be assigned to a variable at the top level of the "
                              "leaf body: `buf = hpvm.malloc(nbytes, hpvm.f32)`", rule="malloc-uniform")
         if kind == "barrier":
             raise self.error(node, "barrier() is a statement, not a value")
         raise self.error(node, f"{name}() cannot be used here")
+
+    def integer_arg(self, node: ast.expr, what: str) -> K.Expr:
+        """An index or rank argument: any integer type (a literal becomes an i64)."""
+        value = self.expr(node)
+        if isinstance(value, Handle) or (isinstance(value, Weak) and value.kind == "float") or \
+                (isinstance(value, K.Expr) and not (isinstance(value.type, ScalarType) and value.type.is_int)):
+            raise self.error(node, f"{what} must be an integer")
+        return self.to_type(value, T.i64, node, explicit=False) if isinstance(value, Weak) else value
+
+    def remote_access(self, node: ast.Call, detail: str, loc: Loc) -> K.Load | K.Store | K.Atomic:
+        """remote_load(ptr, index, rank), remote_store(ptr, index, value, rank) or
+        remote_atomic_add(ptr, index, value, rank): ptr is a pointer parameter (its buffer lies on
+        the symmetric heap, at the same offset on every rank)."""
+        name = f"remote_{detail}"
+        self._no_intrinsics_in_helper(node, name)
+        args = node.args
+        self._arity(node, 3 if detail == "load" else 4, name)
+        target = self.expr(args[0])
+        if not (isinstance(target, K.Var) and isinstance(target.type, PtrType)
+                and target.name in self.params):
+            raise self.verror(args[0], f"the first argument of {name}() is a pointer parameter of the "
+                              "leaf (a buffer on the symmetric heap; malloc() scratch has no peers)",
+                              "remote-access")
+        elem = target.type.elem
+        if detail == "atomic_add" and elem.is_bool:
+            raise self.error(node, f"{name}() needs a numeric element type, not {elem}")
+        index = self.integer_arg(args[1], "an index")
+        rank = self.integer_arg(args[-1], "a rank")
+        if detail == "load":
+            return K.Load(ptr=target, index=index, rank=rank, type=elem, loc=loc)
+        value = self.to_type(self.expr(args[2]), elem, args[2], explicit=True)
+        if detail == "store":
+            return K.Store(ptr=target, index=index, value=value, rank=rank, loc=loc)
+        return K.Atomic(op="add", ptr=target, index=index, value=value, rank=rank, type=elem, loc=loc)
 
     def _no_intrinsics_in_helper(self, node: ast.AST, name: str) -> None:
         if self.kind == "helper":

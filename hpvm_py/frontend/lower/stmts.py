@@ -9,6 +9,7 @@ from ... import types as T
 from ...ir import kernel as K
 from ...ir.loc import Loc
 from ...types import PtrType, ScalarType, Type
+from ..intrinsics import INTRINSICS
 from ..source import resolve_annotation
 from .calls import CallLowering
 from .sizes import size_at
@@ -334,6 +335,8 @@ class StmtLowering(CallLowering):
                 if value.args or value.keywords:
                     raise self.error(value, "barrier() takes no arguments")
                 return [K.Barrier(loc=loc)]
+            if kind == "remote" and INTRINSICS[obj][1] == "store":
+                return [self.remote_access(value, "store", loc)]
             if obj is builtins.print:
                 return [self.print_stmt(value, loc)]
             if obj is builtins.breakpoint:
