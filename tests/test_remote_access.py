@@ -68,6 +68,17 @@ def shifted_graph(src: In[Ptr[f32]], src_bytes: i64, got: Out[Ptr[f32]], got_byt
               shift=shift)
 
 
+@hpvm.graph
+def exchange_stream(src: In[Ptr[f32]], src_bytes: i64, got: Out[Ptr[f32]], got_bytes: i64,
+                    inbox: Out[Ptr[f32]], inbox_bytes: i64, total: InOut[Ptr[i64]], total_bytes: i64,
+                    peer: i32, n: i64):
+    """exchange_graph as a stream: every push brings its own buffers."""
+    s = hpvm.streaming
+    hpvm.node(exchange, grid=n, src=s(src), src_bytes=src_bytes, got=s(got), got_bytes=got_bytes,
+              inbox=s(inbox), inbox_bytes=inbox_bytes, total=s(total), total_bytes=total_bytes,
+              peer=s(peer))
+
+
 @hpvm.leaf
 def data_ranks(src: In[Ptr[f32]], src_bytes: i64, who: In[Ptr[i32]], who_bytes: i64,
                got: Out[Ptr[f32]], got_bytes: i64):
@@ -278,6 +289,38 @@ def test_a_graph_launch_in_a_stand_in_world_checks_the_heap(target: str, stand_i
              outside.nbytes, 1, N)
     assert info.value.rule == "buffer-on-heap" and "'total'" in str(info.value)
     assert info.value.loc.line == line_of("ATOMIC")
+
+
+def test_a_stream_checks_every_item_s_buffers_on_the_heap(target: str, stand_in_world: Any) -> None:
+    """A stream stage reuses its packed launch from item to item (rt/stage_launch.py); an item whose
+    buffer behind a remote access is off the heap must still be refused, after items that were on it."""
+    import torch
+
+    if target not in ("cpu", "python"):
+        pytest.skip("GPU targets copy host buffers to the device: covered by the backend-level tests")
+    heap = StandInHeap("cpu")
+    stand_in_world(heap)
+    items = [[heap.empty(N, torch.float32) for _ in range(3)] + [heap.empty(COUNTERS, torch.int64)]
+             for _ in range(2)]
+    outside = torch.zeros(COUNTERS, dtype=torch.int64)
+    with hpvm.runtime(target):
+        h = hpvm.launch(exchange_stream, stream=True)
+        for src, got, inbox, total in items:
+            src[1].copy_(torch.rand(N))
+            hpvm.push(h, src[0], src[0].nbytes, got[0], got[0].nbytes, inbox[0], inbox[0].nbytes,
+                      total[0], total[0].nbytes, 1, N)
+        for src, got, _, total in items:
+            hpvm.pop(h, timeout=60)
+            assert torch.equal(got[0], src[1]) and int(total[1].sum()) == N
+        src, got, inbox, _ = items[0]
+        hpvm.push(h, src[0], src[0].nbytes, got[0], got[0].nbytes, inbox[0], inbox[0].nbytes,
+                  outside, outside.nbytes, 1, N)
+        with pytest.raises(DistributedError) as info:
+            hpvm.pop(h, timeout=60)
+        assert info.value.rule == "buffer-on-heap" and "'total'" in str(info.value)
+        with pytest.raises(DistributedError):
+            hpvm.wait(h, timeout=60)
+    assert not outside.any()
 
 
 # -- real ranks ---------------------------------------------------------------------------------

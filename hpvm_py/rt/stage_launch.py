@@ -54,7 +54,7 @@ class StageLauncher:
         packed = self._packed.get(key)
         if packed is None:
             packed = kernel.prepare(call, outputs, extents)
-            if getattr(packed, "reusable", False) and hasattr(packed, "set_buffer"):
+            if getattr(packed, "repointable", False):
                 if len(self._packed) >= _KEPT:
                     self._packed.clear()
                 self._packed[key] = packed

@@ -362,6 +362,9 @@ class PreparedLaunch:
         self.merge = merge
         self.keep = keep  # ctypes arrays and NumPy arrays the drivers read
         self.reusable = reusable
+        # set_buffer() may point it at other buffers of the same sizes, unless a remote access goes
+        # through one: each launch must check such buffers on the heap (rt/remote.py)
+        self.repointable = reusable and not kernel.layout.remote
         self.nontemporal = nontemporal
 
     def set_uniform(self, i: int, value: Any) -> None:
