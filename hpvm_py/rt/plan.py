@@ -15,8 +15,10 @@ from ..ir.semantics import typed_value
 from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
 from ..backends.base import LeafKernel, NodeContext
+from ..errors import CompileError
 from ..passes.bounds import BoundsProof
 from ..passes.uniform import check_barriers
+from .placement import Placement, fallback, is_gpu, place, require_compilable
 
 
 @dataclass
@@ -39,7 +41,7 @@ class NodePlan:
     inputs: list[Source]
     input_modes: tuple[str, ...]
     output_modes: tuple[str, ...]
-    target: str
+    placement: Placement  # where it runs and why (rt/placement.py)
     ctx: NodeContext | None = None
     kernel: LeafKernel | None = None  # compiled code; unchecked when `bounds` is set
     bounds: BoundsProof | None = None  # when set: unchecked code runs only where it is proven safe
@@ -50,6 +52,10 @@ class NodePlan:
     @property
     def name(self) -> str:
         return self.node.name
+
+    @property
+    def target(self) -> str:
+        return self.placement.target
 
     @property
     def leaf_count(self) -> int:
@@ -85,6 +91,22 @@ class GraphPlan:
     nodes: list[NodePlan] = field(default_factory=list)
     outputs: list[tuple[int, int]] = field(default_factory=list)  # (node index, port) per output
     grid_checks: list[tuple[int, int, D.Edge]] = field(default_factory=list)
+    devices_for: dict[str, frozenset[str]] = field(default_factory=dict)  # rt/placement.py's cache
+
+    def gpu_nodes(self) -> list[NodePlan]:
+        """The nodes, at any depth, that run on a GPU target."""
+        found = []
+        for node in self.nodes:
+            if is_gpu(node.target):
+                found.append(node)
+            if node.child is not None:
+                found.extend(node.child.gpu_nodes())
+        return found
+
+    @property
+    def host_only(self) -> bool:
+        """Every node, at any depth, runs on the host (cpu or python)."""
+        return all(not is_gpu(n.target) and (n.child is None or n.child.host_only) for n in self.nodes)
 
     @property
     def leaf_count(self) -> int:
@@ -144,15 +166,18 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
                             for p, s in zip(func.params, sources))
         output_modes = tuple(_output_mode(consumers.get((name, port), []))
                              for port in range(len(func.outputs)))
-        target = _node_target(node, func, default_target)
+        placement = place(node, func, default_target)
+        require_compilable(placement, node, func)
         nplan = NodePlan(node=node, func=func, inputs=sources, input_modes=input_modes,
-                         output_modes=output_modes, target=target)
+                         output_modes=output_modes, placement=placement)
+        target = placement.target
         if isinstance(func, K.LeafFunc):
             check_barriers(func, input_modes)  # a language rule: checked for every target
             ctx = NodeContext(level_dims=(len(node.dims),) + level_dims, input_modes=input_modes,
                               output_modes=output_modes)
             nplan.ctx = ctx
-            nplan.kernel = compile_leaf(func, ctx, target, False)
+            nplan.kernel = _compile_placed(nplan, compile_leaf)
+            target = nplan.target
             if target != "python":  # the python target checks every access itself
                 nplan.bounds = BoundsProof(func, ctx)
                 nplan._compile = compile_leaf
@@ -195,14 +220,17 @@ def _output_mode(kinds: list[str]) -> str:
     return "per_parent" if kinds else "unused"
 
 
-def _node_target(node: D.Node, func: Any, default: str) -> str:
-    if default == "python":
-        return "python"  # the reference target runs every leaf as Python, hints included
-    if node.hint is not None:
-        return node.hint
-    if isinstance(func, K.LeafFunc) and func.target != "any":
-        return func.target
-    return default
+def _compile_placed(nplan: NodePlan, compile_leaf: CompileLeaf) -> LeafKernel:
+    """The leaf's kernel for its placement, or for its fallback placement (rt/placement.py)."""
+    assert nplan.ctx is not None
+    try:
+        return compile_leaf(nplan.func, nplan.ctx, nplan.target, False)
+    except CompileError as exc:
+        moved = fallback(nplan.placement, exc)
+        if moved is None:
+            raise
+        nplan.placement = moved
+        return compile_leaf(nplan.func, nplan.ctx, moved.target, False)
 
 
 def _topological(g: D.GraphFunc) -> list[str]:

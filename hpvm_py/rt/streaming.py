@@ -38,7 +38,8 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from . import stats
 from .args import bind_arguments
-from .executor import Executor, Slot, Stopped, check_grids, device_of
+from .executor import Executor, Slot, Stopped, check_grids
+from .placement import launch_devices
 
 _POLL = 0.05  # seconds between checks of the stop flag while blocked
 WAITED_TWICE = "wait() was already called on this launch handle"
@@ -113,7 +114,7 @@ class StreamHandle:
                               caller_loc())
         self._raise_stage_error()
         func = self.compiled.module.root_func
-        env = bind_arguments(func, args, self.runtime.tracker, {device_of(self.compiled.target)})
+        env = bind_arguments(func, args, self.runtime.tracker, launch_devices(self.compiled.plan))
         deadline = deadline_after(timeout)
         with self._host_side(deadline, "push"):
             if self._closed:
