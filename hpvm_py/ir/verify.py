@@ -44,7 +44,7 @@ RULES: dict[str, str] = {
     "node-function": "a node runs a leaf, graph or library function",
     "ports-exist": "edge and bind ports name existing parameters and outputs",
     "unique-node-names": "node names are unique within a graph",
-    "hint-target": ("a leaf target or a node hint is cpu, gpu, nvptx, python or any; "
+    "hint-target": ("a leaf target or a node hint is cpu, gpu, nvptx, python (hints only) or any; "
                     "gpu:N / nvptx:N pick GPU number N"),
     "supported-python": "leaves use the supported subset of Python",
     "leaf-returns-outputs": "a leaf returns one value per declared output on every path",
