@@ -442,3 +442,44 @@ def test_a_cuda_tensor_on_another_gpu_of_the_graph_moves_device_to_device(rng) -
     # a cuda:1 -> cuda:0, t cuda:0 -> cuda:1; nothing touches the host
     assert copies(before, after) == (0, 0, 2)
     torch.testing.assert_close(b, (2 * a) ** 2)
+
+
+# -- streaming ----------------------------------------------------------------------------------
+
+
+def _stream_graph():
+    from programs import stream_graphs as g
+
+    @hpvm.graph
+    def placed_stages(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, k: f32,
+                      n: i64) -> f32:
+        st = hpvm.streaming
+        s = hpvm.node(g.scale, grid=n, x=st(x), x_bytes=st(x_bytes), y=st(y), y_bytes=st(y_bytes),
+                      k=st(k), hint="gpu:1")
+        a = hpvm.node(g.add_one, count=st(hpvm.all_to_all(s.out[0])), y=st(y), y_bytes=st(y_bytes),
+                      hint="cpu")
+        return a.out[0]
+
+    return placed_stages
+
+
+@needs_fake
+def test_a_stream_whose_stages_run_on_a_gpu_and_the_host(rng) -> None:
+    items = []
+    for i in range(4):
+        x = rng.random(40 + i, dtype=np.float32)
+        items.append((x, np.zeros_like(x), 0.5 + i))
+    with hpvm.runtime("cpu"):
+        h = hpvm.launch(_stream_graph(), stream=True, depth=2)
+        before = hpvm.stats()
+        for x, y, k in items:
+            hpvm.push(h, x, x.nbytes, y, y.nbytes, k, x.size)
+        totals = [hpvm.pop(h)[0] for _ in items]
+        hpvm.wait(h)
+        after = hpvm.stats()
+    # per item: x into fake:1 for the gpu stage, y back for the cpu stage
+    assert copies(before, after) == (len(items), len(items), 0)
+    for (x, y, k), total in zip(items, totals):
+        expected = x * np.float32(k) + np.float32(1)
+        np.testing.assert_array_equal(y, expected)
+        assert total == pytest.approx(float(expected.sum(dtype=np.float64)), rel=1e-5)
