@@ -45,31 +45,31 @@ two_real_gpus = pytest.mark.skipif(CUDA_GPUS < 2, reason="needs two CUDA GPUs (n
 
 
 @hpvm.leaf
-def doubled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
+def moved_doubled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
     i = hpvm.instance_id(0)
     y[i] = 2.0 * x[i]
 
 
 @hpvm.leaf
-def added(x: In[Ptr[f32]], x_bytes: i64, y: In[Ptr[f32]], y_bytes: i64, z: Out[Ptr[f32]], z_bytes: i64):
+def moved_added(x: In[Ptr[f32]], x_bytes: i64, y: In[Ptr[f32]], y_bytes: i64, z: Out[Ptr[f32]], z_bytes: i64):
     i = hpvm.instance_id(0)
     z[i] = x[i] + y[i]
 
 
 @hpvm.leaf
-def squared(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
+def moved_squared(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
     i = hpvm.instance_id(0)
     y[i] = x[i] * x[i]
 
 
 @hpvm.leaf(target="gpu")
-def gpu_doubled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
+def moved_gpu_doubled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
     i = hpvm.instance_id(0)
     y[i] = 2.0 * x[i]
 
 
 @hpvm.leaf
-def byte_counts(x: In[Ptr[i64]], x_bytes: i64, bins: InOut[Ptr[i8]], bins_bytes: i64):
+def moved_byte_counts(x: In[Ptr[i64]], x_bytes: i64, bins: InOut[Ptr[i8]], bins_bytes: i64):
     i = hpvm.instance_id(0)
     hpvm.atomic_add(bins, x[i] % 4, 1)  # atomics on bytes: Triton cannot express them, nvptx can
 
@@ -81,24 +81,24 @@ def three_stage(first: str, second: str, third: str):
     @hpvm.graph
     def root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, t: InOut[Ptr[f32]],
              t_bytes: i64, u: InOut[Ptr[f32]], u_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
-        hpvm.node(doubled, grid=n, x=a, x_bytes=a_bytes, y=t, y_bytes=t_bytes, hint=first)
-        hpvm.node(added, grid=n, x=t, x_bytes=t_bytes, y=b, y_bytes=b_bytes, z=u, z_bytes=u_bytes,
+        hpvm.node(moved_doubled, grid=n, x=a, x_bytes=a_bytes, y=t, y_bytes=t_bytes, hint=first)
+        hpvm.node(moved_added, grid=n, x=t, x_bytes=t_bytes, y=b, y_bytes=b_bytes, z=u, z_bytes=u_bytes,
                   hint=second)
-        hpvm.node(squared, grid=n, x=u, x_bytes=u_bytes, y=c, y_bytes=c_bytes, hint=third)
+        hpvm.node(moved_squared, grid=n, x=u, x_bytes=u_bytes, y=c, y_bytes=c_bytes, hint=third)
 
     return root
 
 
 @hpvm.graph
 def policy_root(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64, n: i64):
-    hpvm.node(doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="plain")
-    hpvm.node(gpu_doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="marked")
-    hpvm.node(gpu_doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="overridden",
+    hpvm.node(moved_doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="plain")
+    hpvm.node(moved_gpu_doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="marked")
+    hpvm.node(moved_gpu_doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="overridden",
               hint="cpu")
-    hpvm.node(gpu_doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="no_preference",
+    hpvm.node(moved_gpu_doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="no_preference",
               hint="any")
-    hpvm.node(doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="simt", hint="nvptx")
-    second = hpvm.node(doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="second")
+    hpvm.node(moved_doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="simt", hint="nvptx")
+    second = hpvm.node(moved_doubled, grid=n, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes, name="second")
     hpvm.hint(second, "gpu:1")
 
 
@@ -107,7 +107,7 @@ def counts_graph(hint: str | None = None):
 
     @hpvm.graph
     def counts_root(x: In[Ptr[i64]], x_bytes: i64, bins: InOut[Ptr[i8]], bins_bytes: i64, n: i64):
-        hpvm.node(byte_counts, grid=n, x=x, x_bytes=x_bytes, bins=bins, bins_bytes=bins_bytes, hint=hint)
+        hpvm.node(moved_byte_counts, grid=n, x=x, x_bytes=x_bytes, bins=bins, bins_bytes=bins_bytes, hint=hint)
 
     return counts_root
 
@@ -180,10 +180,10 @@ def test_placements_survive_the_textual_ir() -> None:
 
 def test_leaf_target_with_a_device_index_is_kept() -> None:
     @hpvm.leaf(target="gpu:01")
-    def on_second(x: In[Ptr[f32]], x_bytes: i64):
+    def moved_on_second(x: In[Ptr[f32]], x_bytes: i64):
         pass
 
-    assert on_second.target == "gpu:1"
+    assert moved_on_second.target == "gpu:1"
 
 
 @pytest.mark.skipif(not registry.compilable("nvptx"), reason="needs llvmlite and ptxas")
@@ -192,7 +192,7 @@ def test_gpu_falls_back_to_nvptx_for_a_leaf_triton_cannot_express(monkeypatch) -
         available = registry.available
         monkeypatch.setattr(registry, "available", lambda t: True if t == "nvptx" else available(t))
     got = placements(counts_graph(), "gpu")
-    assert got == {"byte_counts": ("nvptx", None, P.FALLBACK)}
+    assert got == {"moved_byte_counts": ("nvptx", None, P.FALLBACK)}
 
 
 @pytest.mark.skipif(not registry.compilable("gpu"), reason="needs triton")
@@ -220,7 +220,7 @@ def test_no_fallback_when_nvptx_cannot_run_here_or_gpu_was_asked_for(hint, nvptx
 def test_a_hint_naming_no_target_is_a_located_error(spec, words) -> None:
     @hpvm.graph
     def root(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
-        s = hpvm.node(doubled, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes)
+        s = hpvm.node(moved_doubled, x=a, x_bytes=a_bytes, y=b, y_bytes=b_bytes)
         hpvm.hint(s, spec)  # the line the error names
 
     with pytest.raises(VerificationError) as info:
@@ -234,7 +234,7 @@ def test_a_hint_naming_no_target_is_a_located_error(spec, words) -> None:
 def test_a_leaf_target_naming_no_target_is_a_located_error(spec) -> None:
     with pytest.raises(FrontendError) as info:
         @hpvm.leaf(target=spec)
-        def bad(x: In[Ptr[f32]], x_bytes: i64):
+        def moved_bad_target(x: In[Ptr[f32]], x_bytes: i64):
             pass
     assert info.value.loc.file.endswith(HERE) and info.value.rule == "hint-target"
 
@@ -269,7 +269,7 @@ def test_a_node_on_a_target_that_cannot_run_here_says_what_to_do(rng) -> None:
         with pytest.raises(LaunchError) as info:
             run_three_stage(root, rng)
     error = info.value
-    assert "node added runs on target 'nvptx'" in error.message and "hint 'nvptx'" in error.message
+    assert "node moved_added runs on target 'nvptx'" in error.message and "hint 'nvptx'" in error.message
     assert "hint 'cpu'" in error.message and error.rule == "target-available"
     assert error.loc.file.endswith(HERE)
 
@@ -282,12 +282,12 @@ def test_a_hint_naming_a_target_missing_here_fails_at_compile_with_what_to_do(tm
         from hpvm_py import In, Out, Ptr, f32, i64
 
         @hpvm.leaf
-        def doubled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
+        def moved_doubled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
             y[hpvm.instance_id(0)] = 2.0 * x[hpvm.instance_id(0)]
 
         @hpvm.graph
         def root(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64):
-            hpvm.node(doubled, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, hint="gpu")
+            hpvm.node(moved_doubled, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, hint="gpu")
 
         a = np.ones(4, np.float32)
         try:
@@ -410,7 +410,7 @@ def test_a_cuda_tensor_on_a_gpu_no_node_uses_is_refused(rng) -> None:
 
     @hpvm.graph
     def root(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64):
-        hpvm.node(doubled, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, hint="gpu:0")
+        hpvm.node(moved_doubled, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, hint="gpu:0")
 
     with hpvm.runtime("gpu"):
         with pytest.raises(LaunchError) as info:
@@ -432,8 +432,8 @@ def test_a_cuda_tensor_on_another_gpu_of_the_graph_moves_device_to_device(rng) -
     @hpvm.graph
     def root(x: In[Ptr[f32]], x_bytes: i64, t: InOut[Ptr[f32]], t_bytes: i64, y: Out[Ptr[f32]],
              y_bytes: i64, n: i64):
-        hpvm.node(doubled, grid=n, x=x, x_bytes=x_bytes, y=t, y_bytes=t_bytes, hint="gpu:0")
-        hpvm.node(squared, grid=n, x=t, x_bytes=t_bytes, y=y, y_bytes=y_bytes, hint="gpu:1")
+        hpvm.node(moved_doubled, grid=n, x=x, x_bytes=x_bytes, y=t, y_bytes=t_bytes, hint="gpu:0")
+        hpvm.node(moved_squared, grid=n, x=t, x_bytes=t_bytes, y=y, y_bytes=y_bytes, hint="gpu:1")
 
     with hpvm.runtime("gpu"):
         before = hpvm.stats()
