@@ -164,6 +164,43 @@ def test_hint_beats_leaf_target_beats_runtime_target(runtime_target: str) -> Non
     }
 
 
+@hpvm.graph
+def inner_pair(a: In[Ptr[f32]], a_bytes: i64, t: InOut[Ptr[f32]], t_bytes: i64, u: InOut[Ptr[f32]],
+               u_bytes: i64, n: i64):
+    hpvm.node(moved_doubled, grid=n, x=a, x_bytes=a_bytes, y=t, y_bytes=t_bytes, name="follows")
+    hpvm.node(moved_squared, grid=n, x=t, x_bytes=t_bytes, y=u, y_bytes=u_bytes, name="own", hint="cpu")
+
+
+@hpvm.graph
+def outer_hinted(a: In[Ptr[f32]], a_bytes: i64, t: InOut[Ptr[f32]], t_bytes: i64, u: InOut[Ptr[f32]],
+                 u_bytes: i64, n: i64):
+    hpvm.node(inner_pair, a=a, a_bytes=a_bytes, t=t, t_bytes=t_bytes, u=u, u_bytes=u_bytes, n=n,
+              name="pair", hint="gpu:1")
+
+
+@pytest.mark.skipif(not registry.compilable("gpu"), reason="needs triton")
+def test_a_hint_on_an_internal_node_places_its_children_without_their_own() -> None:
+    pair = hpvm.compile(outer_hinted, target="cpu").plan.nodes[0]
+    got = {n.name: (n.target, n.placement.index, n.placement.origin, n.placement.hinted_by)
+           for n in pair.child.nodes}
+    assert got == {"follows": ("gpu", 1, P.HINT, "pair"), "own": ("cpu", None, P.HINT, "own")}
+
+
+@needs_fake
+def test_an_internal_node_hinted_to_a_gpu_runs_there(rng) -> None:
+    n = 100
+    a = rng.random(n, dtype=np.float32)
+    t, u = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    with hpvm.runtime("cpu"):
+        for buf in (a, t, u):
+            hpvm.track_memory(buf)
+        before = hpvm.stats()
+        hpvm.wait(hpvm.launch(outer_hinted, a, a.nbytes, t, t.nbytes, u, u.nbytes, n))
+        assert copies(before, hpvm.stats()) == (1, 1, 0)  # a in to fake:1, t back for the cpu child
+        assert tracked_copies(t) == {"host", "fake:1"}
+    np.testing.assert_allclose(u, (2 * a) ** 2, rtol=1e-6)
+
+
 def test_the_python_target_runs_every_node_as_python() -> None:
     got = placements(policy_root, "python")
     assert {v for v in got.values()} == {("python", None, P.RUNTIME)}
@@ -303,7 +340,7 @@ def test_a_hint_naming_a_target_missing_here_fails_at_compile_with_what_to_do(tm
     out = result.stdout
     assert "ERROR CompileError" in out, out + result.stderr
     assert f"{program}:12:" in out and "[rule: target-available]" in out
-    assert "placed on 'gpu' by its hint" in out and "TRITON_INTERPRET=1" in out and "'cpu'" in out
+    assert "placed on 'gpu' by hint 'gpu' on node moved_doubled" in out and "TRITON_INTERPRET=1" in out and "'cpu'" in out
 
 
 # -- mixed cpu + gpu graphs on one tracker (fake device on CI, cuda:0 on a GPU machine) ---------

@@ -2,7 +2,8 @@
 
 The policy, decided once when a graph is compiled (docs/placement.md):
   1. the `python` runtime target runs every node as Python (the reference ignores placements);
-  2. a node's hint (`hpvm.hint`, `hpvm.node(..., hint=)`), unless it is "any";
+  2. a node's hint (`hpvm.hint`, `hpvm.node(..., hint=)`), unless it is "any"; a node without one
+     takes the hint of its nearest hinted enclosing internal node (a hint places a whole subgraph);
   3. else its leaf's `@hpvm.leaf(target=...)`, unless it is "any";
   4. else the runtime's target. There, a leaf that Triton cannot express (`gpu`) moves to `nvptx`,
      the other GPU target, when nvptx runs here: same device, same memory. A node placed by a hint
@@ -32,19 +33,22 @@ class Placement:
     target: str  # cpu | gpu | nvptx | python
     index: int | None  # GPU number asked for; None: the default GPU
     origin: str  # HINT | LEAF | RUNTIME | FALLBACK
+    hinted_by: str | None = None  # HINT: the node whose hint it is (the node itself or an ancestor)
 
     @property
     def spelled(self) -> str:
         return self.target if self.index is None else f"{self.target}:{self.index}"
 
 
-def place(node: D.Node, func: Any, runtime_target: str) -> Placement:
-    """Where `node` runs when its graph is compiled for `runtime_target` (steps 1-3, and 4 before
-    any fallback)."""
+def place(node: D.Node, func: Any, runtime_target: str, inherited: Placement | None = None) -> Placement:
+    """Where `node` runs when its graph is compiled for `runtime_target`, inside internal nodes
+    whose nearest hint is `inherited` (steps 1-3, and 4 before any fallback)."""
     if runtime_target == "python":
         return Placement("python", None, RUNTIME)
     if node.hint is not None and node.hint != "any":
-        return Placement(*split_target(node.hint), HINT)
+        return Placement(*split_target(node.hint), HINT, node.name)
+    if inherited is not None:
+        return inherited
     leaf_target = getattr(func, "target", "any") if isinstance(func, K.LeafFunc) else "any"
     if leaf_target != "any":
         return Placement(*split_target(leaf_target), LEAF)
@@ -64,7 +68,7 @@ def fallback(placement: Placement, error: CompileError) -> Placement | None:
 def origin_text(placement: Placement, node: D.Node, func: Any) -> str:
     """How the user put the node there, for error messages."""
     if placement.origin == HINT:
-        return f"hint {node.hint!r} on node {node.name}"
+        return f"hint {placement.spelled!r} on node {placement.hinted_by}"
     if placement.origin == LEAF:
         return f"@hpvm.leaf(target={func.target!r}) of {func.name}"
     if placement.origin == FALLBACK:
@@ -79,7 +83,8 @@ def require_compilable(placement: Placement, node: D.Node, func: Any) -> None:
 
     if placement.origin != HINT or registry.compilable(placement.target):
         return
-    raise CompileError(f"node {node.name} is placed on {placement.spelled!r} by its hint, but target "
+    raise CompileError(f"node {node.name} is placed on {placement.spelled!r} by "
+                       f"{origin_text(placement, node, func)}, but target "
                        f"{placement.target!r} is not available here: "
                        f"{registry.why_unavailable(placement.target)}. Hint it 'cpu', or 'any' to "
                        "run it on the runtime's target", node.loc, rule="target-available")

@@ -18,7 +18,7 @@ from ..backends.base import LeafKernel, NodeContext
 from ..errors import CompileError
 from ..passes.bounds import BoundsProof
 from ..passes.uniform import check_barriers
-from .placement import Placement, fallback, is_gpu, place, require_compilable
+from .placement import HINT, Placement, fallback, is_gpu, place, require_compilable
 
 
 @dataclass
@@ -133,12 +133,13 @@ def build_plan(module: D.Module, deferred: list[DeferredGridCheck], default_targ
     root = module.root_func
     modes = tuple("buffer" if isinstance(p.type, PtrType) else "uniform" for p in root.params)
     checks = {(c.graph, id(c.edge)) for c in deferred}
-    return _plan_graph(module, root, modes, (), default_target, compile_leaf, checks)
+    return _plan_graph(module, root, modes, (), default_target, compile_leaf, checks, None)
 
 
 def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
                 level_dims: tuple[int, ...], default_target: str, compile_leaf: CompileLeaf,
-                checks: set[tuple[str, int]]) -> GraphPlan:
+                checks: set[tuple[str, int]], inherited: Placement | None) -> GraphPlan:
+    """inherited: the placement of the nearest hinted enclosing internal node (rt/placement.py)."""
     plan = GraphPlan(func=g, param_modes=param_modes, level_dims=level_dims)
     order = _topological(g)
     index = {name: i for i, name in enumerate(order)}
@@ -166,7 +167,7 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
                             for p, s in zip(func.params, sources))
         output_modes = tuple(_output_mode(consumers.get((name, port), []))
                              for port in range(len(func.outputs)))
-        placement = place(node, func, default_target)
+        placement = place(node, func, default_target, inherited)
         require_compilable(placement, node, func)
         nplan = NodePlan(node=node, func=func, inputs=sources, input_modes=input_modes,
                          output_modes=output_modes, placement=placement)
@@ -185,7 +186,8 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
             child_modes = tuple("buffer" if m == "buffer" else
                                 ("uniform" if m == "uniform" else "per_parent") for m in input_modes)
             nplan.child = _plan_graph(module, func, child_modes, (len(node.dims),) + level_dims,
-                                      default_target, compile_leaf, checks)
+                                      default_target, compile_leaf, checks,
+                                      placement if placement.origin == HINT else None)
         else:
             from ..distributed.nodes import compile_library
 
