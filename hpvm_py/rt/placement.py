@@ -102,7 +102,7 @@ def device_of(target: str, index: int | None = None) -> str:
 def launch_devices(plan: "GraphPlan") -> frozenset[str]:
     """Every device a launch of `plan` runs nodes on; first checks that each GPU node's target runs
     here and that its device exists (located errors that say what to do). Cached per default GPU."""
-    gpu_nodes = plan.gpu_nodes()
+    gpu_nodes = plan.gpu_nodes
     if not gpu_nodes:
         return frozenset((HOST,))
     from ..backends.cuda import gpu_device

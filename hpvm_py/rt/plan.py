@@ -6,6 +6,7 @@ moves values between slots and calls kernels.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -93,20 +94,21 @@ class GraphPlan:
     grid_checks: list[tuple[int, int, D.Edge]] = field(default_factory=list)
     devices_for: dict[str, frozenset[str]] = field(default_factory=dict)  # rt/placement.py's cache
 
+    @functools.cached_property
     def gpu_nodes(self) -> list[NodePlan]:
-        """The nodes, at any depth, that run on a GPU target."""
+        """The nodes, at any depth, that run on a GPU target (asked once the plan is built)."""
         found = []
         for node in self.nodes:
             if is_gpu(node.target):
                 found.append(node)
             if node.child is not None:
-                found.extend(node.child.gpu_nodes())
+                found.extend(node.child.gpu_nodes)
         return found
 
     @property
     def host_only(self) -> bool:
         """Every node, at any depth, runs on the host (cpu or python)."""
-        return all(not is_gpu(n.target) and (n.child is None or n.child.host_only) for n in self.nodes)
+        return not self.gpu_nodes
 
     @property
     def leaf_count(self) -> int:
