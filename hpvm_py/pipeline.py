@@ -17,6 +17,7 @@ from .frontend.callsite import caller_loc
 from .frontend.decorators import GraphDef, LeafDef
 from .ir import kernel as K
 from .ir.dfg import Module
+from .ir.targets import split_target
 from .ir.verify import DeferredGridCheck, verify_module
 from .passes import run_passes
 from .rt import stats
@@ -88,8 +89,10 @@ class CompiledGraph:
 
     @property
     def replayable(self) -> bool:
-        """Launches are recorded for replay on compiled targets, for graphs of leaves only."""
-        return self.target == "cpu" and all(n.kernel is not None for n in self.plan.nodes)
+        """Launches are recorded for replay on the cpu target, for graphs of leaves that all run on
+        the host (a node placed on a GPU is launched afresh each time)."""
+        return (self.target == "cpu" and all(n.kernel is not None for n in self.plan.nodes)
+                and self.plan.host_only)
 
     @property
     def name(self) -> str:
@@ -152,7 +155,7 @@ def _compile_leaf(leaf: K.LeafFunc, ctx: NodeContext, target: str, checked: bool
 
     if not registry.compilable(target):
         others = ", ".join(t for t in TARGETS if t != target and registry.available(t))
-        marked = leaf.target == target
+        marked = split_target(leaf.target)[0] == target
         why = f" (it is marked @hpvm.leaf(target={target!r}))" if marked else ""
         fix = "Mark it target='any' to run it" if marked else "Launch it"
         raise CompileError(f"leaf {leaf.name} runs on target {target!r}{why}, which is not available "

@@ -9,6 +9,7 @@ from ..errors import FrontendError, LaunchError, VerificationError
 from ..ir import kernel as K
 from ..ir.dfg import GraphFunc, Module
 from ..ir.loc import Loc
+from ..ir.targets import LEAF_TARGETS, canonical_target, target_problem
 from .callsite import caller_loc
 from .defs import FRONTEND_LOCK, Definition, LibraryDef, NodeDef, unique_name
 from .graph import BUILDERS, trace_graph
@@ -18,8 +19,6 @@ from .source import function_loc, read_function
 
 __all__ = ["GraphDef", "HelperDef", "LeafDef", "LibraryDef", "NodeDef", "func", "graph", "leaf",
            "unique_name"]
-
-_LEAF_TARGETS = ("any", "cpu", "gpu")
 
 
 def _check_function(func: Any, decorator: str) -> None:
@@ -89,10 +88,10 @@ class LeafDef(_Lowerable, NodeDef):
 
     def __init__(self, func: Callable[..., Any], target: str = "any"):
         super().__init__(func)
-        if target not in _LEAF_TARGETS:
-            raise FrontendError(f"@hpvm.leaf(target={target!r}): the target is one of "
-                                f"{', '.join(_LEAF_TARGETS)}", self.loc, rule="hint-target")
-        self.target = target
+        problem = target_problem(target, LEAF_TARGETS)
+        if problem is not None:
+            raise FrontendError(f"@hpvm.leaf(target={target!r}): {problem}", self.loc, rule="hint-target")
+        self.target = canonical_target(target)
 
     @property
     def ir(self) -> K.LeafFunc:

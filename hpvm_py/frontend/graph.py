@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from ..errors import FrontendError, HPVMError, VerificationError
 from ..ir import dfg as D
 from ..ir.loc import Loc
+from ..ir.targets import HINT_TARGETS, canonical_target, target_problem
 from .callsite import caller_loc
 from .constants import input_constant, is_constant
 from .defs import Definition, NodeDef
@@ -304,16 +305,17 @@ def bind_output(node: Any, oc: int | str, op: int | str, stream: bool = False) -
 
 
 def hint(node: Any, target: str) -> None:
-    """Ask for node to run on target ("cpu", "gpu" or "python")."""
+    """Place node on target: "cpu", "gpu", "nvptx", "python", "any" (no preference), or a GPU
+    target with a device index, "gpu:1" (docs/placement.md)."""
     builder = current_builder("hint")
     _set_hint(builder.own(node, "hint node"), target)
 
 
 def _set_hint(n: NodeRef, target: str) -> None:
-    if target not in D.TARGETS:
-        raise VerificationError(f"hint target {target!r} is not one of {', '.join(D.TARGETS)}",
-                                caller_loc(), rule="hint-target")
-    n.ir.hint = target
+    problem = target_problem(target, HINT_TARGETS)
+    if problem is not None:
+        raise VerificationError(f"hint for node {n.ir.name}: {problem}", caller_loc(), rule="hint-target")
+    n.ir.hint = canonical_target(target)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -89,11 +89,11 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from ..errors import ParseError
 from ..types import ScalarType, Type, VoidType, parse_type
 from . import kernel as K
-from .dfg import (TARGETS, ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, Function,
+from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, Function,
                   GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
 from .loc import UNKNOWN, Loc, register_source
+from .targets import HINT_TARGETS, LEAF_TARGETS, canonical_target, target_problem
 
-_LEAF_TARGETS = ("any", "cpu", "gpu")
 _DIMS = {"x": 0, "y": 1, "z": 2}
 _PORT = re.compile(r"(.*)\.([0-9]+)")
 _LOC = re.compile(r"@([0-9]+):([0-9]+):([0-9]+)")
@@ -428,12 +428,13 @@ class _Builder(Transformer):
                        const_binds=[i for i in items if isinstance(i, ConstBind)])
         return self._define(head, fn)
 
-    def leaf_head(self, func: Token, params: list, outputs: list, target: Token,
+    def leaf_head(self, func: Token, params: list, outputs: list, target: tuple[str, Token],
                   loc: Token | None) -> _Head:
-        if target not in _LEAF_TARGETS:
-            raise self._fail(f"unknown leaf target {target!s}: one of {', '.join(_LEAF_TARGETS)}",
-                             target)
-        return self._head(func, params, outputs, loc, extra=str(target))
+        spec, token = target
+        problem = target_problem(spec, LEAF_TARGETS)
+        if problem is not None:
+            raise self._fail(f"unknown leaf target {spec}: {problem}", token)
+        return self._head(func, params, outputs, loc, extra=canonical_target(spec))
 
     def leaf_func(self, head: _Head, *items: K.Stmt | None) -> K.LeafFunc:
         fn = K.LeafFunc(name=head.name, params=head.params, outputs=head.outputs,
@@ -491,10 +492,16 @@ class _Builder(Transformer):
     def dims(self, *items: DimExpr) -> list[DimExpr]:
         return list(items)
 
-    def hint(self, target: Token) -> str:
-        if target not in TARGETS:
-            raise self._fail(f"unknown hint {target!s}: one of {', '.join(TARGETS)}", target)
-        return str(target)
+    def hint(self, target: tuple[str, Token]) -> str:
+        spec, token = target
+        problem = target_problem(spec, HINT_TARGETS)
+        if problem is not None:
+            raise self._fail(f"unknown hint {spec}: {problem}", token)
+        return canonical_target(spec)
+
+    def target_spec(self, word: Token, index: Token | None) -> tuple[str, Token]:
+        """A placement as written ("gpu" or "gpu:1") and the token errors point at."""
+        return (str(word) if index is None else f"{word}:{index}"), word
 
     def dim_bin(self, lhs: DimExpr, op: Token, rhs: DimExpr) -> DimBin:
         return DimBin(str(op), lhs, rhs)

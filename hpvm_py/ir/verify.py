@@ -15,6 +15,7 @@ from ..types import PtrType, ScalarType, i64
 from . import dfg as D
 from . import kernel as K
 from .loc import Loc
+from .targets import HINT_TARGETS, LEAF_TARGETS, target_problem
 
 RULES: dict[str, str] = {
     "dfg-acyclic": "the edges of a child graph form no cycle",
@@ -43,7 +44,8 @@ RULES: dict[str, str] = {
     "node-function": "a node runs a leaf, graph or library function",
     "ports-exist": "edge and bind ports name existing parameters and outputs",
     "unique-node-names": "node names are unique within a graph",
-    "hint-target": "hints name a target: cpu, gpu or python",
+    "hint-target": ("a leaf target or a node hint is cpu, gpu, nvptx, python (hints only) or any; "
+                    "gpu:N / nvptx:N pick GPU number N"),
     "supported-python": "leaves use the supported subset of Python",
     "leaf-returns-outputs": "a leaf returns one value per declared output on every path",
     "typing-narrowing": "narrowing conversions need an explicit cast",
@@ -87,8 +89,9 @@ def verify_module(module: D.Module) -> list[DeferredGridCheck]:
             _check_node_params(fn.params, fn.name)
             _check_leaf_pointer_use(fn, module, helper_usage)
             _check_remote_accesses(fn)
-            if fn.target not in ("any", "cpu", "gpu"):
-                raise _fail(f"leaf {fn.name} has target {fn.target!r}", fn.loc, "hint-target")
+            problem = target_problem(fn.target, LEAF_TARGETS)
+            if problem is not None:
+                raise _fail(f"leaf {fn.name}: {problem}", fn.loc, "hint-target")
         elif isinstance(fn, K.HelperFunc):
             _check_helper(fn)
     _check_hierarchy(module)
@@ -261,8 +264,9 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
                                 f"parameter of graph {g.name}", n.loc, "instance-counts")
             if isinstance(d, D.DimConst) and d.value < 0:
                 raise _fail(f"node {n.name} has a negative instance count", n.loc, "instance-counts")
-        if n.hint is not None and n.hint not in D.TARGETS:
-            raise _fail(f"node {n.name}: hint {n.hint!r} is not a target", n.loc, "hint-target")
+        problem = None if n.hint is None else target_problem(n.hint, HINT_TARGETS)
+        if problem is not None:
+            raise _fail(f"node {n.name}: hint {problem}", n.loc, "hint-target")
 
     fed: dict[tuple[str, int], Any] = {}  # (node, input) -> the edge or bind that feeds it
     sources: set[tuple[str, int]] = set()

@@ -20,7 +20,8 @@ from ..errors import HPVMError, HPVMTimeoutError, InternalError, LaunchError, St
 from ..frontend.callsite import caller_loc
 from ..pipeline import CompiledGraph, compile_graph, default_target
 from . import stats as _stats
-from .executor import Executor, device_of
+from .executor import Executor
+from .placement import launch_devices
 from .streaming import WAITED_TWICE, deadline_after, launch_stream
 from .tracker import MemoryTracker
 
@@ -310,7 +311,7 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
             _stats.bump("nodes_run", len(recording.steps))  # a recorded graph is leaves only
             _stats.bump("replayed_launches")
             return outputs
-    env = bind_arguments(func, args, rt.tracker, {device_of(compiled.target)})
+    env = bind_arguments(func, args, rt.tracker, launch_devices(compiled.plan))
     recorder = Recorder(func, args, env) if compiled.replayable else None
     outputs = rt.executor.run(compiled.plan, env, recorder)
     if recorder is not None:

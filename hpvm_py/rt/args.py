@@ -72,8 +72,14 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
         raise LaunchError(f"argument {p.name!r} of {func.name} is written by the graph "
                           f"({spelling}[...]) but {refusal}{advice}", caller_loc())
     if info.device != HOST and info.device not in devices:
-        raise LaunchError(f"argument {p.name!r} lives on {info.device}, but this graph runs on "
-                          f"{', '.join(sorted(devices))}", caller_loc())
+        gpus = sorted(d for d in devices if d != HOST)
+        where = ", ".join(gpus) if gpus else "the host only"
+        move = f"move it to {gpus[0]} (tensor.to({gpus[0]!r}))" if gpus else "pass a host buffer"
+        index = info.device.partition(":")[2]
+        raise LaunchError(f"argument {p.name!r} lives on {info.device}, but no node of {func.name} "
+                          f"runs there (its nodes run on {where}): {move}, or place a node that uses "
+                          f"it on that GPU (hint 'gpu:{index}'); between the devices a graph runs "
+                          "on, the runtime moves data itself", caller_loc(), rule="buffer-device")
     obj = tracker.lookup(arg) or tracker.track(arg, implicit=True)
     return BoundBuffer(obj)
 

@@ -22,6 +22,7 @@ from ..ir import kernel as K
 from ..types import PtrType, ScalarType
 from . import stats
 from .buffers import HOST, describe, host_view
+from .placement import device_of
 from .plan import GraphPlan, NodePlan
 from .tracker import MemoryObject, MemoryTracker
 
@@ -55,13 +56,13 @@ def check_grids(edge: D.Edge, src: tuple[int, ...], dst: tuple[int, ...]) -> Non
                                 rule="one-to-one-grids")
 
 
-def device_of(target: str) -> str:
-    """Where a target's kernels run: the host, or the GPU device (backends/cuda) for GPU targets."""
-    if target in ("cpu", "python"):
-        return HOST
-    from ..backends.cuda import gpu_device
+def _selected(device: str) -> contextlib.AbstractContextManager[None]:
+    """The node's GPU made current while its kernel launches (a no-op on the host)."""
+    if device == HOST:
+        return contextlib.nullcontext()
+    from ..backends.cuda import selected
 
-    return gpu_device()
+    return selected(device)
 
 
 class Executor:
@@ -217,19 +218,21 @@ class Executor:
     def _leaf(self, node: NodePlan, args: list[Any], ext: tuple[int, ...],
               ancestors: list[tuple[int, ...]], parents: int, count: int,
               slots_so_far: dict | None = None) -> list[Any]:
-        call, outputs = self.leaf_call(node, args, device_of(node.target), parents, count)
+        device = device_of(node.target, node.placement.index)
+        call, outputs = self.leaf_call(node, args, device, parents, count)
         extents = [ext] + ancestors
         kernel = node.kernel_for(call, extents)
         recorder = self._recorder
         prepare = getattr(kernel, "prepare", None)
-        if recorder is not None and prepare is not None and slots_so_far is not None and not ancestors:
-            prepared = prepare(call, outputs, extents)
-            prepared.run()
-            recorder.leaf(node, prepared, slots_so_far, call, outputs, extents)
-        else:
-            if recorder is not None:
-                recorder.usable = False
-            kernel.launch(call, outputs, extents)
+        with _selected(device):
+            if recorder is not None and prepare is not None and slots_so_far is not None and not ancestors:
+                prepared = prepare(call, outputs, extents)
+                prepared.run()
+                recorder.leaf(node, prepared, slots_so_far, call, outputs, extents)
+            else:
+                if recorder is not None:
+                    recorder.usable = False
+                kernel.launch(call, outputs, extents)
         return outputs
 
     def leaf_call(self, node: NodePlan, args: list[Any], device: str, parents: int, count: int

@@ -6,6 +6,7 @@ moves values between slots and calls kernels.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -15,9 +16,11 @@ from ..ir.semantics import typed_value
 from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
 from ..backends.base import LeafKernel, NodeContext
+from ..errors import CompileError
 from ..passes.bounds import BoundsProof
 from ..passes.uniform import check_barriers
 from . import remote
+from .placement import HINT, Placement, fallback, is_gpu, place, require_compilable
 
 
 @dataclass
@@ -40,7 +43,7 @@ class NodePlan:
     inputs: list[Source]
     input_modes: tuple[str, ...]
     output_modes: tuple[str, ...]
-    target: str
+    placement: Placement  # where it runs and why (rt/placement.py)
     ctx: NodeContext | None = None
     kernel: LeafKernel | None = None  # compiled code; unchecked when `bounds` is set
     bounds: BoundsProof | None = None  # when set: unchecked code runs only where it is proven safe
@@ -51,6 +54,10 @@ class NodePlan:
     @property
     def name(self) -> str:
         return self.node.name
+
+    @property
+    def target(self) -> str:
+        return self.placement.target
 
     @property
     def leaf_count(self) -> int:
@@ -89,6 +96,23 @@ class GraphPlan:
     nodes: list[NodePlan] = field(default_factory=list)
     outputs: list[tuple[int, int]] = field(default_factory=list)  # (node index, port) per output
     grid_checks: list[tuple[int, int, D.Edge]] = field(default_factory=list)
+    devices_for: dict[str, frozenset[str]] = field(default_factory=dict)  # rt/placement.py's cache
+
+    @functools.cached_property
+    def gpu_nodes(self) -> list[NodePlan]:
+        """The nodes, at any depth, that run on a GPU target (asked once the plan is built)."""
+        found = []
+        for node in self.nodes:
+            if is_gpu(node.target):
+                found.append(node)
+            if node.child is not None:
+                found.extend(node.child.gpu_nodes)
+        return found
+
+    @property
+    def host_only(self) -> bool:
+        """Every node, at any depth, runs on the host (cpu or python)."""
+        return not self.gpu_nodes
 
     @property
     def leaf_count(self) -> int:
@@ -115,12 +139,13 @@ def build_plan(module: D.Module, deferred: list[DeferredGridCheck], default_targ
     root = module.root_func
     modes = tuple("buffer" if isinstance(p.type, PtrType) else "uniform" for p in root.params)
     checks = {(c.graph, id(c.edge)) for c in deferred}
-    return _plan_graph(module, root, modes, (), default_target, compile_leaf, checks)
+    return _plan_graph(module, root, modes, (), default_target, compile_leaf, checks, None)
 
 
 def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
                 level_dims: tuple[int, ...], default_target: str, compile_leaf: CompileLeaf,
-                checks: set[tuple[str, int]]) -> GraphPlan:
+                checks: set[tuple[str, int]], inherited: Placement | None) -> GraphPlan:
+    """inherited: the placement of the nearest hinted enclosing internal node (rt/placement.py)."""
     plan = GraphPlan(func=g, param_modes=param_modes, level_dims=level_dims)
     order = _topological(g)
     index = {name: i for i, name in enumerate(order)}
@@ -148,15 +173,18 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
                             for p, s in zip(func.params, sources))
         output_modes = tuple(_output_mode(consumers.get((name, port), []))
                              for port in range(len(func.outputs)))
-        target = _node_target(node, func, default_target)
+        placement = place(node, func, default_target, inherited)
+        require_compilable(placement, node, func)
         nplan = NodePlan(node=node, func=func, inputs=sources, input_modes=input_modes,
-                         output_modes=output_modes, target=target)
+                         output_modes=output_modes, placement=placement)
+        target = placement.target
         if isinstance(func, K.LeafFunc):
             check_barriers(func, input_modes)  # a language rule: checked for every target
             ctx = NodeContext(level_dims=(len(node.dims),) + level_dims, input_modes=input_modes,
                               output_modes=output_modes)
             nplan.ctx = ctx
-            nplan.kernel = compile_leaf(func, ctx, target, False)
+            nplan.kernel = _compile_placed(nplan, compile_leaf)
+            target = nplan.target
             if target != "python":  # the python target checks every access itself
                 nplan.bounds = BoundsProof(func, ctx)
                 nplan._compile = compile_leaf
@@ -164,7 +192,8 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
             child_modes = tuple("buffer" if m == "buffer" else
                                 ("uniform" if m == "uniform" else "per_parent") for m in input_modes)
             nplan.child = _plan_graph(module, func, child_modes, (len(node.dims),) + level_dims,
-                                      default_target, compile_leaf, checks)
+                                      default_target, compile_leaf, checks,
+                                      placement if placement.origin == HINT else None)
         else:
             from ..distributed.nodes import compile_library
 
@@ -199,14 +228,17 @@ def _output_mode(kinds: list[str]) -> str:
     return "per_parent" if kinds else "unused"
 
 
-def _node_target(node: D.Node, func: Any, default: str) -> str:
-    if default == "python":
-        return "python"  # the reference target runs every leaf as Python, hints included
-    if node.hint is not None:
-        return node.hint
-    if isinstance(func, K.LeafFunc) and func.target != "any":
-        return func.target
-    return default
+def _compile_placed(nplan: NodePlan, compile_leaf: CompileLeaf) -> LeafKernel:
+    """The leaf's kernel for its placement, or for its fallback placement (rt/placement.py)."""
+    assert nplan.ctx is not None
+    try:
+        return compile_leaf(nplan.func, nplan.ctx, nplan.target, False)
+    except CompileError as exc:
+        moved = fallback(nplan.placement, exc)
+        if moved is None:
+            raise
+        nplan.placement = moved
+        return compile_leaf(nplan.func, nplan.ctx, moved.target, False)
 
 
 def _topological(g: D.GraphFunc) -> list[str]:

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..types import PtrType
 from .buffers import HOST
-from .executor import Executor, Slot, device_of
+from .executor import Executor, Slot
+from .placement import device_of
 from .plan import GraphPlan, NodePlan
 
 _KEPT = 4  # packed launches kept per stage (one per combination of kernel, extents and sizes)
@@ -31,7 +32,7 @@ class StageLauncher:
         self.plan = plan
         self.node = node
         self._packed: dict[tuple, Any] = {}
-        self.eligible = (node.kernel is not None and device_of(node.target) == HOST
+        self.eligible = (node.kernel is not None and device_of(node.target, node.placement.index) == HOST
                          and hasattr(node.kernel, "prepare") and all(m in ("buffer", "uniform") or src.const is not None
                                  for m, src in zip(node.input_modes, node.inputs)))
 

@@ -37,7 +37,8 @@ from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, S
 from ..frontend.callsite import caller_loc
 from . import stats
 from .args import bind_arguments
-from .executor import Executor, Stopped, device_of
+from .executor import Executor, Stopped
+from .placement import launch_devices
 from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread
 
 WAITED_TWICE = "wait() was already called on this launch handle"
@@ -111,7 +112,7 @@ class StreamHandle:
                               caller_loc())
         self._raise_stage_error()
         func = self.compiled.module.root_func
-        env = bind_arguments(func, args, self.runtime.tracker, {device_of(self.compiled.target)})
+        env = bind_arguments(func, args, self.runtime.tracker, launch_devices(self.compiled.plan))
         deadline = deadline_after(timeout)
         with self._host_side(deadline, "push"):
             if self._closed:

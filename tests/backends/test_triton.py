@@ -174,6 +174,10 @@ def test_a_construct_triton_cannot_express_is_a_located_compile_error(tmp_path: 
     x = np.arange(8, dtype=np.int64)
     bins = np.zeros(4, np.int8)
     with hpvm.runtime("gpu"):
+        if registry.available("nvptx"):  # the placement policy moves the leaf to nvptx
+            hpvm.wait(hpvm.launch(bytes_atomics.root, x, x.nbytes, bins, bins.nbytes, 8))
+            assert bins.tolist() == [2, 2, 2, 2]
+            return
         with pytest.raises(CompileError) as info:
             hpvm.wait(hpvm.launch(bytes_atomics.root, x, x.nbytes, bins, bins.nbytes, 8))
     error = info.value

@@ -1,6 +1,7 @@
 """The CUDA layer shared by the GPU targets (`gpu` through Triton, `nvptx` through LLVM NVPTX).
 
-Device names are `cuda:N`. A memory object's copy on a device is a flat, contiguous uint8 torch
+Device names are `cuda:N` (`fake:N` without CUDA); a node placed on GPU number N (hint "gpu:N",
+rt/placement.py) runs on device N of that kind, the one `selected()` makes current for its launch. A memory object's copy on a device is a flat, contiguous uint8 torch
 tensor there (a user's own CUDA tensor is used as it is); backends launch on
 `BufferArg.address`, the copy's device pointer. Transfers and allocation are registered with the
 memory tracker (rt/tracker.py), which counts every copy.
@@ -9,6 +10,6 @@ Without CUDA (CI), the `fake` device kind stands in: its "device memory" is host
 copied and counted exactly like real device memory, so transfer counts are tested without a GPU.
 The Triton interpreter (TRITON_INTERPRET=1) runs kernels on it.
 """
-from .devices import FAKE, gpu_device, register_transfers, typed_tensor
+from .devices import FAKE, device_count, gpu_device, register_transfers, selected, typed_tensor
 
-__all__ = ["FAKE", "gpu_device", "register_transfers", "typed_tensor"]
+__all__ = ["FAKE", "device_count", "gpu_device", "register_transfers", "selected", "typed_tensor"]

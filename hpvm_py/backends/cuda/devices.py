@@ -6,10 +6,11 @@ buffer (the tracker passes it as the existing copy).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from ...errors import LaunchError
 from ...types import ScalarType, bf16
 
 FAKE = "fake"
+FAKE_DEVICES_DEFAULT = 2  # fake GPUs without $HPVM_FAKE_DEVICES: enough to test placement on two
 _registered = False
 _lock = threading.Lock()
 
@@ -30,18 +32,53 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def gpu_device() -> str:
-    """The device GPU targets run on: $HPVM_GPU_DEVICE, else cuda:0, else the fake device."""
+def gpu_device(index: int | None = None) -> str:
+    """The device GPU targets run on: $HPVM_GPU_DEVICE, else cuda:0, else the fake device fake:0.
+    With an index, GPU number `index` of that device's kind (the caller checks that it exists
+    against device_count())."""
     register_transfers()
     wanted = os.environ.get("HPVM_GPU_DEVICE")
     if wanted:
-        kind, _, index = wanted.partition(":")
-        if kind not in ("cuda", FAKE) or not index.isdigit():
+        kind, _, number = wanted.partition(":")
+        if kind not in ("cuda", FAKE) or not number.isdigit():
             raise LaunchError(f"HPVM_GPU_DEVICE={wanted!r}: expected cuda:N or fake:N")
         if kind == "cuda" and not cuda_available():
             raise LaunchError(f"HPVM_GPU_DEVICE={wanted!r}, but CUDA is not available here")
-        return wanted
-    return "cuda:0" if cuda_available() else f"{FAKE}:0"
+        if int(number) >= device_count(kind):
+            raise LaunchError(f"HPVM_GPU_DEVICE={wanted!r}, but this machine has "
+                              f"{device_count(kind)} {kind} device(s) (numbered from 0)")
+        default = wanted
+    else:
+        default = "cuda:0" if cuda_available() else f"{FAKE}:0"
+    if index is None:
+        return default
+    return f"{default.partition(':')[0]}:{index}"
+
+
+def device_count(kind: str) -> int:
+    """GPUs of a device kind in this process: CUDA's, or $HPVM_FAKE_DEVICES fake ones (default 2)."""
+    if kind == "cuda":
+        import torch
+
+        return int(torch.cuda.device_count()) if cuda_available() else 0
+    text = os.environ.get("HPVM_FAKE_DEVICES", str(FAKE_DEVICES_DEFAULT))
+    if not text.isdigit():
+        raise LaunchError(f"HPVM_FAKE_DEVICES={text!r}: expected a number of fake GPUs")
+    return int(text)
+
+
+@contextlib.contextmanager
+def selected(device: str) -> Iterator[None]:
+    """Make `device` the current CUDA device while a node's kernel is launched (Triton and the
+    nvptx launcher launch on the current device); nothing to select for a fake device."""
+    kind, _, number = device.partition(":")
+    if kind != "cuda":
+        yield
+        return
+    import torch
+
+    with torch.cuda.device(int(number)):
+        yield
 
 
 def register_transfers() -> None:

@@ -157,11 +157,16 @@ class TritonKernel:
 
     @staticmethod
     def _device(args: list[Any]) -> Any:
+        """The GPU of the buffers; a leaf without any runs on the current one (the executor
+        selects the node's GPU)."""
         for arg in args:
             if isinstance(arg, BufferArg) and not isinstance(arg.obj, np.ndarray):
                 return arg.obj.device
-        name = gpu_device()
-        return name if name.startswith("cuda") else "cpu"
+        if gpu_device().startswith("cuda"):
+            import torch
+
+            return torch.device("cuda", torch.cuda.current_device())
+        return "cpu"
 
     @staticmethod
     def _values(arg: Any, t: ScalarType, device: Any) -> Any:

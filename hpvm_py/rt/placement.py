@@ -1,0 +1,154 @@
+"""Where each node runs (the placement policy) and the devices one launch touches.
+
+The policy, decided once when a graph is compiled (docs/placement.md):
+  1. the `python` runtime target runs every node as Python (the reference ignores placements);
+  2. a node's hint (`hpvm.hint`, `hpvm.node(..., hint=)`), unless it is "any"; a node without one
+     takes the hint of its nearest hinted enclosing internal node (a hint places a whole subgraph);
+  3. else its leaf's `@hpvm.leaf(target=...)`, unless it is "any";
+  4. else the runtime's target. There, a leaf that Triton cannot express (`gpu`) moves to `nvptx`,
+     the other GPU target, when nvptx runs here: same device, same memory. A node placed by a hint
+     or a leaf target never moves: it compiles where it was asked to, or the error says why.
+A GPU placement may name a device, "gpu:1": GPU number 1 of the runtime's GPU kind (cuda:1, or
+fake:1 where CI stands in a fake device); without one it runs on the default GPU (gpu_device()).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CompileError, LaunchError
+from ..ir import dfg as D
+from ..ir import kernel as K
+from ..ir.targets import GPU_TARGETS, split_target
+from .buffers import HOST
+
+if TYPE_CHECKING:
+    from .plan import GraphPlan, NodePlan
+
+HINT, LEAF, RUNTIME, FALLBACK = "hint", "leaf", "runtime", "fallback"  # why a node runs where it does
+
+
+@dataclass(frozen=True)
+class Placement:
+    target: str  # cpu | gpu | nvptx | python
+    index: int | None  # GPU number asked for; None: the default GPU
+    origin: str  # HINT | LEAF | RUNTIME | FALLBACK
+    hinted_by: str | None = None  # HINT: the node whose hint it is (the node itself or an ancestor)
+
+    @property
+    def spelled(self) -> str:
+        return self.target if self.index is None else f"{self.target}:{self.index}"
+
+
+def place(node: D.Node, func: Any, runtime_target: str, inherited: Placement | None = None) -> Placement:
+    """Where `node` runs when its graph is compiled for `runtime_target`, inside internal nodes
+    whose nearest hint is `inherited` (steps 1-3, and 4 before any fallback)."""
+    if runtime_target == "python":
+        return Placement("python", None, RUNTIME)
+    if node.hint is not None and node.hint != "any":
+        return Placement(*split_target(node.hint), HINT, node.name)
+    if inherited is not None:
+        return inherited
+    leaf_target = getattr(func, "target", "any") if isinstance(func, K.LeafFunc) else "any"
+    if leaf_target != "any":
+        return Placement(*split_target(leaf_target), LEAF)
+    return Placement(runtime_target, None, RUNTIME)
+
+
+def fallback(placement: Placement, error: CompileError) -> Placement | None:
+    """Step 4's move: a leaf Triton cannot express runs on nvptx, if nothing pinned it to gpu and
+    nvptx runs here."""
+    from ..backends import registry
+
+    if placement.origin != RUNTIME or placement.target != "gpu" or error.rule != "gpu-supported":
+        return None
+    return Placement("nvptx", placement.index, FALLBACK) if registry.available("nvptx") else None
+
+
+def origin_text(placement: Placement, node: D.Node, func: Any) -> str:
+    """How the user put the node there, for error messages."""
+    if placement.origin == HINT:
+        return f"hint {placement.spelled!r} on node {placement.hinted_by}"
+    if placement.origin == LEAF:
+        return f"@hpvm.leaf(target={func.target!r}) of {func.name}"
+    if placement.origin == FALLBACK:
+        return f"the fallback of {func.name} from gpu (which cannot express it) to nvptx"
+    return "the runtime's target"
+
+
+def require_compilable(placement: Placement, node: D.Node, func: Any) -> None:
+    """A hinted node whose target cannot even be compiled here: say where the hint is and what to
+    do (the leaf-target and runtime cases are reported by the pipeline's compile step)."""
+    from ..backends import registry
+
+    if placement.origin != HINT or registry.compilable(placement.target):
+        return
+    raise CompileError(f"node {node.name} is placed on {placement.spelled!r} by "
+                       f"{origin_text(placement, node, func)}, but target "
+                       f"{placement.target!r} is not available here: "
+                       f"{registry.why_unavailable(placement.target)}. Hint it 'cpu', or 'any' to "
+                       "run it on the runtime's target", node.loc, rule="target-available")
+
+
+def device_of(target: str, index: int | None = None) -> str:
+    """Where a node's kernels run: the host, or a GPU device (backends/cuda) for GPU targets."""
+    if target in ("cpu", "python"):
+        return HOST
+    from ..backends.cuda import gpu_device
+
+    return gpu_device(index)
+
+
+def launch_devices(plan: "GraphPlan") -> frozenset[str]:
+    """Every device a launch of `plan` runs nodes on; first checks that each GPU node's target runs
+    here and that its device exists (located errors that say what to do). Cached per default GPU."""
+    gpu_nodes = plan.gpu_nodes
+    if not gpu_nodes:
+        return frozenset((HOST,))
+    from ..backends.cuda import gpu_device
+
+    default = gpu_device()
+    cached = plan.devices_for.get(default)
+    if cached is not None:
+        return cached
+    devices = {HOST}
+    for node in gpu_nodes:
+        _check_runnable(node)
+        devices.add(_node_device(node, default))
+    result = plan.devices_for[default] = frozenset(devices)
+    return result
+
+
+def _check_runnable(node: "NodePlan") -> None:
+    from ..backends import registry
+
+    target = node.placement.target
+    if registry.available(target):
+        return
+    raise LaunchError(f"node {node.name} runs on target {target!r} (placed there by "
+                      f"{origin_text(node.placement, node.node, node.func)}), which cannot run here: "
+                      f"{registry.why_unavailable(target)}. To run this graph here, place the node on "
+                      "a target that runs here (hint 'cpu', or 'any' for the runtime's target)",
+                      node.node.loc, rule="target-available")
+
+
+def _node_device(node: "NodePlan", default: str) -> str:
+    from ..backends.cuda import device_count
+
+    index = node.placement.index
+    if index is None:
+        return default
+    kind = default.partition(":")[0]
+    count = device_count(kind)
+    if index >= count:
+        have = ", ".join(f"{kind}:{i}" for i in range(count)) or "none"
+        raise LaunchError(f"node {node.name} is placed on {node.placement.spelled!r} (by "
+                          f"{origin_text(node.placement, node.node, node.func)}), but there is no "
+                          f"GPU number {index} here (GPUs: {have}); use a GPU number below {count}"
+                          + (" or set HPVM_FAKE_DEVICES" if kind == "fake" else ""),
+                          node.node.loc, rule="target-available")
+    return f"{kind}:{index}"
+
+
+def is_gpu(target: str) -> bool:
+    return target in GPU_TARGETS
