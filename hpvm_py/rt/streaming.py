@@ -281,10 +281,15 @@ class StreamHandle:
         while True:
             if self._stop.is_set():
                 raise Stopped()
+            # never wait past the deadline: a timeout shorter than the poll interval is honoured
+            # even while items keep arriving (each get returning within one poll)
+            left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
             try:
-                return fifo.get(timeout=_POLL)
+                if left <= 0:
+                    return fifo.get_nowait()
+                return fifo.get(timeout=left)
             except queue.Empty:
-                if deadline is not None and time.monotonic() > deadline:
+                if deadline is not None and time.monotonic() >= deadline:
                     raise HPVMTimeoutError(f"{what}(): no result within the timeout",
                                            caller_loc()) from None
 
