@@ -88,8 +88,12 @@ class CompiledGraph:
 
     @property
     def replayable(self) -> bool:
-        """Launches are recorded for replay on compiled targets, for graphs of leaves only."""
-        return self.target == "cpu" and all(n.kernel is not None for n in self.plan.nodes)
+        """Launches are recorded for replay on compiled targets, for graphs of leaves only (on a
+        GPU target, leaves of that target only: one device, one kind of prepared launch)."""
+        leaves = all(n.kernel is not None for n in self.plan.nodes)
+        if self.target in ("gpu", "nvptx"):
+            return leaves and all(n.target == self.target for n in self.plan.nodes)
+        return self.target == "cpu" and leaves
 
     @property
     def name(self) -> str:

@@ -304,7 +304,7 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
     func = compiled.module.root_func
     recording = compiled.replays.find(args)
     if recording is not None:
-        outputs = replay(func, recording, args)
+        outputs = replay(func, recording, args, rt.tracker)
         if outputs is not None:
             _stats.bump("kernel_launches", len(recording.steps))
             _stats.bump("nodes_run", len(recording.steps))  # a recorded graph is leaves only

@@ -235,7 +235,7 @@ class Executor:
         if recorder is not None and prepare is not None and slots_so_far is not None and not ancestors:
             prepared = prepare(call, outputs, extents)
             prepared.run()
-            recorder.leaf(node, prepared, slots_so_far, call, outputs, extents)
+            recorder.leaf(node, prepared, slots_so_far, call, outputs, extents, device)
         else:
             if recorder is not None:
                 recorder.usable = False

@@ -14,6 +14,15 @@ Only graphs made of compiled leaves directly under the root are recorded, and on
 edge delivers the producer's own output array or a uniform value, so that nothing computed on the
 host between nodes could go stale. Everything else takes the normal path.
 
+On the GPU targets a replay also skips the host round trips of the normal path: a per-instance
+value on an edge is read by the consumer's kernel from the producer's device array (bound when
+recorded), and a kernel's scalar outputs are copied to the host only when the host reads them (a
+uniform input of a later node, a root output), so a graph whose edges stay per-instance queues its
+kernels without waiting for any. Before any kernel runs, a replay asks the memory tracker for every
+buffer as the normal path would (copies and valid bits alike) and takes the normal path when a
+buffer's device copy is not the one recorded. A GPU step whose checked/unchecked choice depends on
+computed values is not recorded.
+
 A recording refers to its buffers only through weak references to their tracked objects: it never
 keeps a buffer alive, and it stops matching once a buffer is untracked or its runtime cleaned up
 (the next launch takes the normal path, tracking the buffer again).
@@ -31,8 +40,9 @@ from ..backends.base import BufferArg
 from ..ir import dfg as D
 from ..types import PtrType, ScalarType
 from .args import scalar_argument
-from .buffers import why_not_writable
+from .buffers import moved, why_not_writable
 from .executor import BoundBuffer
+from .tracker import MemoryTracker
 
 _KEPT = 8  # recordings kept per compiled graph
 
@@ -54,6 +64,7 @@ class _Step:
     from_args: list[tuple[int, int, ScalarType]]  # (param index, root argument index, type)
     from_outputs: list[tuple[int, np.ndarray]]  # (param index, producer's output array)
     redecide: _Redecide | None = None
+    fetch_before: list[Any] = field(default_factory=list)  # GPU outputs the host reads first
 
     def launch_for(self, uniforms: dict[int, Any]) -> Any:
         """The prepared launch to run with these uniform values: the recorded one, or, when the
@@ -68,14 +79,26 @@ class _Step:
 
 
 @dataclass
+class _Acquire:
+    """A buffer the step's kernel uses, as the tracker gave it when recorded."""
+
+    obj: weakref.ref  # the tracked MemoryObject
+    device: str
+    reads: bool
+    writes: bool
+    buf: weakref.ref  # the copy the kernel was prepared on
+
+
+@dataclass
 class Recording:
     args: tuple[Any, ...]  # the root arguments; a buffer as a weak reference to its tracked object
     key_positions: list[int]  # root arguments that must be identical (buffers) or equal (integers)
     steps: list[_Step] = field(default_factory=list)
     outputs: list[np.ndarray] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    pointers: dict[int, int] = field(default_factory=dict)  # torch buffers: data_ptr() when recorded
     written: list[int] = field(default_factory=list)  # root arguments the graph writes
+    acquires: list[_Acquire] = field(default_factory=list)  # in launch order
+    fetch_at_end: list[Any] = field(default_factory=list)  # GPU outputs that are root outputs
 
     def matches(self, args: tuple[Any, ...]) -> bool:
         if len(args) != len(self.args):
@@ -85,8 +108,8 @@ class Recording:
             if isinstance(b, weakref.ref):
                 obj = b()
                 if obj is None or obj.released or obj.user is not a or \
-                        (i in self.pointers and a.data_ptr() != self.pointers[i]):
-                    return False
+                        moved(a, obj.address, obj.nbytes):
+                    return False  # the normal path tracks it again, or says what went wrong
             elif type(a) is not type(b) or a != b:
                 return False
         return True
@@ -107,16 +130,26 @@ class Recorder:
         self.steps: list[_Step] = []
         self.outputs: list[Any] = []  # per root output: its producer's array (element 0 is it)
         self.usable = True
+        self.acquires: list[_Acquire] = []
+        self._on_device: dict[int, tuple[np.ndarray, Any, Any]] = {}  # id(host output) -> (it,
+        # its device array, the GPU outputs holding it)
 
     def leaf(self, node: Any, prepared: Any, slots: dict, call: list[Any], outputs: list[Any],
-             extents: list[tuple[int, ...]]) -> None:
+             extents: list[tuple[int, ...]], device: str) -> None:
         """Record one leaf launch; `slots` maps (node index, port) to produced values."""
+        gpu = hasattr(prepared, "start")
+        if gpu:
+            self._bind_device_values(node, prepared, slots)
         if not getattr(prepared, "reusable", False):
             self.usable = False
             return
-        from_args, from_outputs = [], []
+        from_args, from_outputs, fetch_before = [], [], []
         for i, (src, mode) in enumerate(zip(node.inputs, node.input_modes)):
-            if mode == "buffer" or src.const is not None:
+            if mode == "buffer":
+                if not self._acquired(node, i, call[i], device):
+                    return
+                continue
+            if src.const is not None:
                 continue  # a constant is already in the prepared launch, and never changes
             if src.bind_port is not None:
                 if mode != "uniform":
@@ -127,13 +160,19 @@ class Recorder:
             value = slots[(src.node, src.port)].value
             if mode == "uniform":
                 from_outputs.append((i, value))
+                producer = self._on_device.get(id(value))
+                if producer is not None and producer[2] not in fetch_before:
+                    fetch_before.append(producer[2])
             elif src.edge_kind != D.ONE_TO_ONE:
                 self.usable = False  # a per-parent copy made on the host would go stale
                 return
-        step = _Step(prepared, from_args, from_outputs)
+        step = _Step(prepared, from_args, from_outputs, fetch_before=fetch_before)
         bounds = getattr(node, "bounds", None)
         if bounds is not None and any(node.inputs[i].bind_port is None and node.input_modes[i] != "buffer"
                                       for i in bounds.relevant):
+            if gpu:  # the other kernel's device outputs would not be those bound downstream
+                self.usable = False
+                return
             # both variants are prepared now, with the real arguments: a replay only chooses
             used = node.kernel_for(call, extents)  # the one that ran: the proof is cached
             other = node.checked_kernel() if used is node.kernel else node.kernel
@@ -144,6 +183,34 @@ class Recorder:
             sizes = [BufferArg(None, 0, a.nbytes, None) if isinstance(a, BufferArg) else a for a in call]
             step.redecide = _Redecide(node, sizes, extents, {used: prepared, other: alternative})
         self.steps.append(step)
+        if gpu:
+            for host, dev in prepared.outputs.pairs:
+                self._on_device[id(host)] = (host, dev, prepared.outputs)
+
+    def _bind_device_values(self, node: Any, prepared: Any, slots: dict) -> None:
+        """Point a GPU kernel's per-instance inputs at their producers' device arrays."""
+        for i, (src, mode) in enumerate(zip(node.inputs, node.input_modes)):
+            if mode not in ("per_instance", "per_parent") or src.node is None or \
+                    src.edge_kind != D.ONE_TO_ONE:
+                continue
+            produced = self._on_device.get(id(slots[(src.node, src.port)].value))
+            if produced is not None and produced[0] is slots[(src.node, src.port)].value:
+                prepared.bind_values(i, produced[1])
+
+    def _acquired(self, node: Any, i: int, arg: Any, device: str) -> bool:
+        """Note how pointer input i got its buffer; False (and unusable) when a replay could not
+        reproduce it."""
+        src = node.inputs[i]
+        bound = self.env[src.bind_port] if src.bind_port is not None else None
+        obj = getattr(bound, "obj", None)
+        if obj is None or (obj.implicit and obj.home != device):
+            # an untracked host buffer goes back to the host after each launch: the normal path
+            self.usable = False
+            return False
+        direction = node.func.params[i].direction
+        self.acquires.append(_Acquire(weakref.ref(obj), device, direction in ("in", "inout"),
+                                      direction in ("out", "inout"), weakref.ref(arg.obj)))
+        return True
 
     def finish(self) -> Recording | None:
         outputs = self.outputs
@@ -153,10 +220,14 @@ class Recorder:
                      if isinstance(p.type, PtrType) or (isinstance(p.type, ScalarType) and p.type.is_int)]
         buffers = [i for i, v in enumerate(self.env) if isinstance(v, BoundBuffer)]
         args = tuple(weakref.ref(self.env[i].obj) if i in buffers else a for i, a in enumerate(self.args))
-        pointers = {i: self.args[i].data_ptr() for i in buffers if not isinstance(self.args[i], np.ndarray)}
         written = [i for i, p in enumerate(self.func.params) if p.direction in ("out", "inout")]
-        return Recording(args, positions, self.steps, list(outputs), pointers=pointers,
-                         written=written)
+        fetch_at_end = []
+        for array in outputs:
+            produced = self._on_device.get(id(array))
+            if produced is not None and produced[2] not in fetch_at_end:
+                fetch_at_end.append(produced[2])
+        return Recording(args, positions, self.steps, list(outputs),
+                         written=written, acquires=self.acquires, fetch_at_end=fetch_at_end)
 
 
 class Replays:
@@ -180,20 +251,30 @@ class Replays:
             del self._recordings[_KEPT:]
 
 
-def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...]) -> list[Any] | None:
-    """Run a recorded launch again with new scalar arguments; None when it is in use elsewhere."""
+def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
+           tracker: MemoryTracker) -> list[Any] | None:
+    """Run a recorded launch again with new scalar arguments; None when it is in use elsewhere or
+    its buffers have moved (the normal path runs it)."""
     if not recording.lock.acquire(blocking=False):
         return None  # another thread is replaying it: take the normal path
     try:
+        for need in recording.acquires:
+            obj = need.obj()
+            if obj is None or tracker.acquire(obj, need.device, need.reads, need.writes) is not need.buf():
+                return None
         params = func.params
         for step in recording.steps:
+            for outputs in step.fetch_before:
+                outputs.fetch()
             uniforms = {i: scalar_argument(func, params[port].name, t, args[port])
                         for i, port, t in step.from_args}
             uniforms.update((i, array[0]) for i, array in step.from_outputs)
             prepared = step.launch_for(uniforms)
             for i, value in uniforms.items():
                 prepared.set_uniform(i, value)
-            prepared.run()
+            getattr(prepared, "start", prepared.run)()  # GPU outputs: fetched where read
+        for outputs in recording.fetch_at_end:
+            outputs.fetch()
         return [o[0] for o in recording.outputs]
     finally:
         recording.lock.release()

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
 from . import stats
-from .buffers import HOST, describe, is_buffer
+from .buffers import HOST, describe, is_buffer, moved
 
 # (src device kind, dst device kind) -> fn(src_buffer, dst_device, existing_dst_or_None) -> dst_buffer
 CopyFn = Callable[[Any, str, Any], Any]
@@ -56,8 +56,10 @@ class MemoryTracker:
             raise MemoryTrackingError(f"track_memory() takes a NumPy array or a torch tensor, not "
                                       f"{type(buf).__name__}", caller_loc())
         with self._lock:
-            obj = self._objects.get(id(buf))
-            if obj is not None and obj.user is buf:
+            obj = self._find(buf)
+            if obj is not None and moved(buf, obj.address, obj.nbytes):
+                self._forget(obj)  # tracking it again after a resize: a new object
+            elif obj is not None:
                 obj.implicit = obj.implicit and implicit
                 return obj
             info = describe(buf)
@@ -68,18 +70,38 @@ class MemoryTracker:
             return obj
 
     def lookup(self, buf: Any) -> MemoryObject | None:
+        """The tracked object of buf. A buffer the user tracked that was resized or freed since is
+        an error; one a launch tracked is forgotten (the next launch tracks it afresh)."""
         with self._lock:
-            obj = self._objects.get(id(buf))
-            return obj if obj is not None and obj.user is buf else None
+            obj = self._find(buf)
+            if obj is None or not moved(buf, obj.address, obj.nbytes):
+                return obj
+            self._forget(obj)
+            if obj.implicit:
+                return None
+            raise MemoryTrackingError(
+                f"a tracked buffer was resized or its memory freed or replaced while tracked (it "
+                f"had {obj.nbytes} bytes when tracked); the runtime's copies of it are stale and "
+                "its newest data may be lost. Call hpvm.untrack_memory(buf) (or "
+                "hpvm.request_memory(buf) first, to keep the data) before resizing or freeing a "
+                "tracked buffer, then track it again", caller_loc())
+
+    def _find(self, buf: Any) -> MemoryObject | None:
+        obj = self._objects.get(id(buf))
+        return obj if obj is not None and obj.user is buf else None
+
+    def _forget(self, obj: MemoryObject) -> None:
+        obj.released = True
+        del self._objects[id(obj.user)]
 
     def untrack(self, buf: Any) -> None:
         with self._lock:
-            obj = self.lookup(buf)
+            obj = self._find(buf)
             if obj is None:
                 raise MemoryTrackingError("untrack_memory(): this buffer is not tracked", caller_loc())
-            self._bring_home(obj)
-            obj.released = True
-            del self._objects[id(buf)]
+            if not moved(buf, obj.address, obj.nbytes):  # a moved buffer cannot take the data
+                self._bring_home(obj)
+            self._forget(obj)
 
     def request(self, buf: Any) -> Any:
         """Make the user's buffer hold the newest data; returns it."""
@@ -118,7 +140,8 @@ class MemoryTracker:
     def release_all(self) -> None:
         with self._lock:
             for obj in self._objects.values():
-                self._bring_home(obj)
+                if not moved(obj.user, obj.address, obj.nbytes):
+                    self._bring_home(obj)
                 obj.released = True
             self._objects.clear()
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...errors import LaunchError
 from ...types import ScalarType, bf16
+from . import faults
 
 FAKE = "fake"
 _registered = False
@@ -32,6 +33,7 @@ def cuda_available() -> bool:
 
 def gpu_device() -> str:
     """The device GPU targets run on: $HPVM_GPU_DEVICE, else cuda:0, else the fake device."""
+    faults.check_usable()
     register_transfers()
     wanted = os.environ.get("HPVM_GPU_DEVICE")
     if wanted:
@@ -103,8 +105,11 @@ def _to_host(src: Any, device: str, existing: Any) -> Any:
         existing = np.empty(_nbytes(src), np.uint8)
     if isinstance(src, np.ndarray):
         _byte_array(existing)[...] = _byte_array(src)
-    else:
+        return existing
+    try:
         byte_tensor(existing).copy_(byte_tensor(src))  # waits for the device's work on src
+    except Exception as exc:  # noqa: BLE001 - a kernel that wrote src may have faulted
+        raise faults.reported(exc) from None
     return existing
 
 
