@@ -17,7 +17,9 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py.backends.cuda import faults
 from hpvm_py.backends.cuda.devices import cuda_available
+from hpvm_py.backends.cuda import gpu_device
 from hpvm_py.backends.cuda.outputs import DeviceOutputs
+from hpvm_py.backends.cuda.streams import FAKE_LOG
 from hpvm_py.backends.triton.prepared import specialisation
 from hpvm_py.errors import ExecutionError, LaunchError, MemoryTrackingError
 from programs import gpu_replay_graphs as g
@@ -104,6 +106,34 @@ def test_untracked_host_buffers_are_copied_every_launch(gpu_target: str, rng) ->
             x[:] = rng.random(n, dtype=np.float32)
             hpvm.wait(hpvm.launch(g.chain, x, x.nbytes, y, y.nbytes, n, 2.0, 0.5))
             np.testing.assert_array_equal(y, x * np.float32(2) + np.float32(0.5))
+
+
+def test_independent_siblings_run_on_separate_streams(gpu_target: str, rng) -> None:
+    n = 64
+    x = rng.random(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    with hpvm.runtime(gpu_target):
+        fake = gpu_device().startswith("fake")
+        hpvm.track_memory(x)
+        hpvm.track_memory(y)
+        hpvm.wait(hpvm.launch(g.fan_in, x, x.nbytes, y, y.nbytes, n, 2.0, 3.0))
+        FAKE_LOG.clear()
+        for k, c in ((1.5, -1.0), (0.25, 4.0)):
+            hpvm.wait(hpvm.launch(g.fan_in, x, x.nbytes, y, y.nbytes, n, k, c))
+            hpvm.request_memory(y)
+            np.testing.assert_array_equal(y, x * np.float32(k) + x * np.float32(c))
+        assert _replays() == 2
+    if not fake:
+        return  # a real GPU: the results above; the operations are logged on the fake device
+    log = FAKE_LOG[:len(FAKE_LOG) // 2]  # the first replay
+    launches = [op for op in log if op[0] == "launch"]
+    assert launches == [("launch", "load_scaled", 0), ("launch", "load_scaled", 1), ("launch", "add_into", 0)]
+    side = log.index(("launch", "load_scaled", 1))
+    joined = log.index(("launch", "add_into", 0))
+    assert log.index(("wait", 1, ("fork", 1))) < side  # the side stream starts after stream 0's work
+    recorded = [op for op in log[side:joined] if op[:2] == ("record", 1)]
+    assert len(recorded) == 1 and ("wait", 0, recorded[0][2]) in log[side:joined]  # the edge
+    assert log[-2:] == [("record", 1, ("join", 1)), ("wait", 0, ("join", 1))]
 
 
 @needs_cuda
@@ -193,7 +223,7 @@ def test_a_real_kernel_fault_is_reported(gpu_target: str) -> None:
         hpvm.init("{gpu_target}")
         node = hpvm.compile(g.chain).plan.nodes[0]
         x = torch.zeros(16, device="cuda")
-        n = 1 << 28
+        n = 1 << 30  # reads 4 GiB past a 64-byte buffer
         out = np.zeros(n, np.float32)
         try:
             node.kernel.launch([BufferArg(x, x.data_ptr(), 1 << 40, None), 1 << 40, np.float32(1)],
@@ -213,3 +243,20 @@ def test_a_real_kernel_fault_is_reported(gpu_target: str) -> None:
     assert "FIRST" in done.stdout and "load_scaled" in done.stdout and "faulted" in done.stdout, \
         done.stdout + done.stderr
     assert "SECOND" in done.stdout and "unusable" in done.stdout, done.stdout + done.stderr
+
+
+def test_stream_assignment_of_a_diamond_and_a_wide_fan() -> None:
+    from types import SimpleNamespace
+
+    from hpvm_py.rt.streams import MAX_STREAMS, assign_streams
+
+    def nodes(producers: list[list[int]]) -> list[SimpleNamespace]:
+        return [SimpleNamespace(inputs=[SimpleNamespace(node=p) for p in ps] or [SimpleNamespace(node=None)])
+                for ps in producers]
+
+    diamond = assign_streams(nodes([[], [0], [0], [1, 2]]))  # a -> b, a -> c, (b, c) -> d
+    assert diamond.stream_of == (0, 0, 1, 0) and diamond.waits == ((), (), (0,), (2,))
+    assert diamond.used == (1,) and diamond.recorded == {0, 2}
+    wide = assign_streams(nodes([[]] * 6 + [list(range(6))]))  # six roots joined by one node
+    assert wide.stream_of[:6] == tuple(i % MAX_STREAMS for i in range(6))
+    assert wide.waits[6] == tuple(p for p in range(6) if wide.stream_of[p] != 0)

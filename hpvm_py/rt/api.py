@@ -20,7 +20,9 @@ from ..errors import HPVMError, HPVMTimeoutError, InternalError, LaunchError, St
 from ..frontend.callsite import caller_loc
 from ..pipeline import CompiledGraph, compile_graph, default_target
 from . import stats as _stats
+from .args import bind_arguments
 from .executor import Executor, device_of
+from .replay import Recorder, replay
 from .streaming import WAITED_TWICE, deadline_after, launch_stream
 from .tracker import MemoryTracker
 
@@ -290,7 +292,6 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
         rt.handles.add(handle)
         return handle
     outputs = _run(rt, compiled, args)
-    _stats.bump("launches")
     handle = Handle(compiled, outputs, rt)
     rt.handles.add(handle)
     return handle
@@ -298,18 +299,16 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
 
 def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[Any]:
     """Run a non-streaming launch: replayed when it repeats a recorded one (rt/replay.py)."""
-    from .args import bind_arguments
-    from .replay import Recorder, replay
-
     func = compiled.module.root_func
     recording = compiled.replays.find(args)
     if recording is not None:
         outputs = replay(func, recording, args, rt.tracker)
         if outputs is not None:
-            _stats.bump("kernel_launches", len(recording.steps))
-            _stats.bump("nodes_run", len(recording.steps))  # a recorded graph is leaves only
-            _stats.bump("replayed_launches")
+            steps = len(recording.steps)  # a recorded graph is leaves only: one node per kernel
+            _stats.bump_all({"launches": 1, "kernel_launches": steps, "nodes_run": steps,
+                             "replayed_launches": 1})
             return outputs
+    _stats.bump("launches")
     env = bind_arguments(func, args, rt.tracker, {device_of(compiled.target)})
     recorder = Recorder(func, args, env) if compiled.replayable else None
     outputs = rt.executor.run(compiled.plan, env, recorder)
@@ -357,13 +356,14 @@ def _stream_handle(handle: Any, what: str) -> Any:
 
 def stats(reset: bool = False) -> dict[str, int]:
     """Counters since the runtime started (or the last reset): launches (and how many were replays
-    of a recorded launch), nodes run and leaf kernels launched (per launch or streamed item, each
-    node of the hierarchy once, whatever its instance count), copies and bytes per direction (h2d,
-    d2h, d2d), compile-cache hits and misses, compiles."""
+    of a recorded launch, and how many of those ran as one CUDA graph), nodes run and leaf kernels
+    launched (per launch or streamed item, each node of the hierarchy once, whatever its instance
+    count), copies and bytes per direction (h2d, d2h, d2d), compile-cache hits and misses,
+    compiles."""
     keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",
-            "replayed_launches")
+            "replayed_launches", "cuda_graph_replays")
     snap = _stats.snapshot()
     result = {k: 0 for k in keys}
     result.update(snap)

@@ -21,7 +21,8 @@ uniform input of a later node, a root output), so a graph whose edges stay per-i
 kernels without waiting for any. Before any kernel runs, a replay asks the memory tracker for every
 buffer as the normal path would (copies and valid bits alike) and takes the normal path when a
 buffer's device copy is not the one recorded. A GPU step whose checked/unchecked choice depends on
-computed values is not recorded.
+computed values is not recorded. A GPU recording whose kernels need nothing from the host between
+them is captured into a CUDA graph once it repeats with the same scalars (backends/cuda/graphs.py).
 
 A recording refers to its buffers only through weak references to their tracked objects: it never
 keeps a buffer alive, and it stops matching once a buffer is untracked or its runtime cleaned up
@@ -29,6 +30,7 @@ keeps a buffer alive, and it stops matching once a buffer is untracked or its ru
 """
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -39,10 +41,14 @@ import numpy as np
 from ..backends.base import BufferArg
 from ..ir import dfg as D
 from ..types import PtrType, ScalarType
+from . import stats
 from .args import scalar_argument
 from .buffers import moved, why_not_writable
 from .executor import BoundBuffer
 from .tracker import MemoryTracker
+from ..backends.cuda.graphs import capture
+from ..backends.cuda.streams import DeviceStreams
+from .streams import StreamPlan, assign_streams
 
 _KEPT = 8  # recordings kept per compiled graph
 
@@ -99,6 +105,16 @@ class Recording:
     written: list[int] = field(default_factory=list)  # root arguments the graph writes
     acquires: list[_Acquire] = field(default_factory=list)  # in launch order
     fetch_at_end: list[Any] = field(default_factory=list)  # GPU outputs that are root outputs
+    graph_device: str | None = None  # set when the kernels may be captured in a CUDA graph
+    graph: Any = None  # the CUDA graph of the launches with the scalars `graph_key`
+    graph_key: Any = None
+    graph_zeros: Any = None  # the signs of graph_key's float zeros (-0.0 == 0.0 as numbers)
+    last_key: Any = None  # the scalars of the last replay: a repeat captures a graph
+    scalar_ports: list[int] = field(default_factory=list)  # root arguments the kernels take
+    origin: Any = None  # the CUDA stream handle the launch was recorded on
+    streams: Any = None  # DeviceStreams when independent kernels run on several streams
+    stream_plan: StreamPlan | None = None
+    events: dict[int, int] = field(default_factory=dict)  # step -> its event, where waited for
 
     def matches(self, args: tuple[Any, ...]) -> bool:
         if len(args) != len(self.args):
@@ -131,6 +147,8 @@ class Recorder:
         self.outputs: list[Any] = []  # per root output: its producer's array (element 0 is it)
         self.usable = True
         self.acquires: list[_Acquire] = []
+        self.device: str | None = None  # the one GPU every step ran on, None for host steps
+        self.nodes: list[Any] = []  # the NodePlan of each step
         self._on_device: dict[int, tuple[np.ndarray, Any, Any]] = {}  # id(host output) -> (it,
         # its device array, the GPU outputs holding it)
 
@@ -140,6 +158,7 @@ class Recorder:
         gpu = hasattr(prepared, "start")
         if gpu:
             self._bind_device_values(node, prepared, slots)
+            self.device = device
         if not getattr(prepared, "reusable", False):
             self.usable = False
             return
@@ -167,6 +186,7 @@ class Recorder:
                 self.usable = False  # a per-parent copy made on the host would go stale
                 return
         step = _Step(prepared, from_args, from_outputs, fetch_before=fetch_before)
+        self.nodes.append(node)
         bounds = getattr(node, "bounds", None)
         if bounds is not None and any(node.inputs[i].bind_port is None and node.input_modes[i] != "buffer"
                                       for i in bounds.relevant):
@@ -226,8 +246,30 @@ class Recorder:
             produced = self._on_device.get(id(array))
             if produced is not None and produced[2] not in fetch_at_end:
                 fetch_at_end.append(produced[2])
-        return Recording(args, positions, self.steps, list(outputs),
-                         written=written, acquires=self.acquires, fetch_at_end=fetch_at_end)
+        # one CUDA graph can hold the kernels when the host reads nothing and checks nothing
+        # between them
+        graphable = all(hasattr(s.prepared, "start") and not s.from_outputs and not s.fetch_before
+                        and s.redecide is None and s.prepared.on_any_stream for s in self.steps)
+        recording = Recording(args, positions, self.steps, list(outputs), written=written,
+                              acquires=self.acquires, fetch_at_end=fetch_at_end,
+                              graph_device=self.device if graphable and self.steps else None,
+                              scalar_ports=[port for s in self.steps for _, port, _ in s.from_args])
+        if recording.graph_device is not None:
+            self._spread(recording, recording.graph_device)
+        return recording
+
+    def _spread(self, recording: Recording, device: str) -> None:
+        """Independent kernels on separate streams, with events on the edges between them."""
+        plan = assign_streams(self.nodes)
+        if not plan.used:
+            return
+        if device.startswith("cuda"):
+            import torch  # noqa: PLC0415 - the stream the prepared launches were made on
+
+            recording.origin = torch.cuda.current_stream().cuda_stream
+        recording.events = {node: i for i, node in enumerate(sorted(plan.recorded))}
+        recording.streams = DeviceStreams(device, plan.used, len(recording.events), recording.origin)
+        recording.stream_plan = plan
 
 
 class Replays:
@@ -262,19 +304,75 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
             obj = need.obj()
             if obj is None or tracker.acquire(obj, need.device, need.reads, need.writes) is not need.buf():
                 return None
-        params = func.params
-        for step in recording.steps:
-            for outputs in step.fetch_before:
-                outputs.fetch()
-            uniforms = {i: scalar_argument(func, params[port].name, t, args[port])
-                        for i, port, t in step.from_args}
-            uniforms.update((i, array[0]) for i, array in step.from_outputs)
-            prepared = step.launch_for(uniforms)
-            for i, value in uniforms.items():
-                prepared.set_uniform(i, value)
-            getattr(prepared, "start", prepared.run)()  # GPU outputs: fetched where read
+        if recording.graph_device is not None:
+            _run_graphed(func, recording, args)
+        else:
+            _launch_all(func, recording, args)
         for outputs in recording.fetch_at_end:
             outputs.fetch()
         return [o[0] for o in recording.outputs]
     finally:
         recording.lock.release()
+
+
+def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
+                origin: Any = None) -> None:
+    """Every step's kernel, on stream `origin` (a handle; None: the recorded one) or spread over
+    the recording's streams."""
+    streams, plan = recording.streams, recording.stream_plan
+    if streams is None or plan is None:
+        for step in recording.steps:
+            for outputs in step.fetch_before:
+                outputs.fetch()
+            _launch_step(func, step, args, origin)
+        return
+    origin = recording.origin if origin is None else origin
+    events = recording.events
+    streams.fork(origin)
+    for i, step in enumerate(recording.steps):
+        k = plan.stream_of[i]
+        for producer in plan.waits[i]:
+            streams.wait(k, events[producer], origin)
+        streams.launched(step.prepared.kernel.leaf.name, k)
+        _launch_step(func, step, args, streams.handle(k, origin))
+        if i in events:
+            streams.record(k, events[i], origin)
+    streams.join(origin)
+
+
+def _launch_step(func: D.GraphFunc, step: _Step, args: tuple[Any, ...], stream: Any = None) -> None:
+    params = func.params
+    uniforms = {i: scalar_argument(func, params[port].name, t, args[port])
+                for i, port, t in step.from_args}
+    uniforms.update((i, array[0]) for i, array in step.from_outputs)
+    prepared = step.launch_for(uniforms)
+    for i, value in uniforms.items():
+        prepared.set_uniform(i, value)
+    if hasattr(prepared, "start"):
+        prepared.start(stream)  # GPU outputs: fetched where the host reads them
+    else:
+        prepared.run()
+
+
+def _zero_signs(key: tuple[Any, ...]) -> tuple[float, ...]:
+    """The signs of a key's float zeros: what equality of numbers does not compare."""
+    return tuple(math.copysign(1.0, v) for v in key if isinstance(v, (float, np.floating)) and v == 0)
+
+
+def _run_graphed(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...]) -> None:
+    """Launch the recording's kernels as its CUDA graph when the scalars are those captured;
+    capture one when they repeat the last replay's."""
+    key = tuple(map(args.__getitem__, recording.scalar_ports))
+    if recording.graph is not None and key == recording.graph_key and \
+            (not recording.graph_zeros or _zero_signs(key) == recording.graph_zeros):
+        recording.graph.replay()
+        stats.bump("cuda_graph_replays")
+        return
+    _launch_all(func, recording, args)
+    if key != recording.last_key:
+        recording.last_key = key
+        return
+    graph = capture(lambda stream: _launch_all(func, recording, args, stream), recording.graph_device)
+    if graph is None:
+        recording.graph_device = None  # no graphs here: prepared launches from now on
+    recording.graph, recording.graph_key, recording.graph_zeros = graph, key, _zero_signs(key)

@@ -14,6 +14,12 @@ def bump(name: str, amount: int = 1) -> None:
         _counts[name] += amount
 
 
+def bump_all(counts: dict[str, int]) -> None:
+    """Several counters under one lock (a replayed launch's)."""
+    with _lock:
+        _counts.update(counts)
+
+
 def snapshot() -> dict[str, Any]:
     """A copy of every counter (missing ones read as 0)."""
     with _lock:

@@ -50,3 +50,18 @@ def broadcast(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: 
     b = hpvm.node(add_to_all, grid=n, v=hpvm.all_to_all(a.out[0]), x=x, x_bytes=x_bytes, y=y,
                   y_bytes=y_bytes)
     return b.out[0]
+
+
+@hpvm.leaf
+def add_into(u: f32, v: f32, y: Out[Ptr[f32]], y_bytes: i64) -> i64:
+    i = hpvm.instance_id(0)
+    y[i] = u + v
+    return hpvm.num_instances(0)
+
+
+@hpvm.graph
+def fan_in(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64, k: f32, c: f32):
+    """y = x * k + x * c: two independent siblings (two streams) and the node that joins them."""
+    a = hpvm.node(load_scaled, grid=n, x=x, x_bytes=x_bytes, k=k)
+    b = hpvm.node(load_scaled, grid=n, x=x, x_bytes=x_bytes, k=c)
+    hpvm.node(add_into, grid=n, u=a.out[0], v=b.out[0], y=y, y_bytes=y_bytes)

@@ -280,6 +280,11 @@ class PreparedLaunch:
     def reusable(self) -> bool:
         return not self.stale
 
+    @property
+    def on_any_stream(self) -> bool:
+        """start(stream) queues all its device work on that stream (nothing on the current one)."""
+        return self.error is None
+
     def set_uniform(self, i: int, value: Any) -> None:
         param = self.kernel.leaf.params[i]
         pack_scalar(self.slots, 8 * i, param.type, value)
@@ -300,9 +305,11 @@ class PreparedLaunch:
         self.start()
         self.outputs.fetch()
 
-    def start(self) -> None:
-        """Launch the kernel; waits for it only when it reports out-of-bounds accesses."""
+    def start(self, stream: Any = None) -> None:
+        """Launch the kernel (on `stream`, a CUDA stream handle, else the one it was prepared
+        on); waits for it only when it reports out-of-bounds accesses."""
         layout, slots, (bx, by, bz) = self.kernel.layout, self.slots, self.block
+        stream = self.stream if stream is None else stream
         leaf = self.kernel.leaf
         if self.error is not None:
             self.error.zero_()  # a replay reports only its own first fault
@@ -310,7 +317,7 @@ class PreparedLaunch:
         for (gx, gy, gz), y0, zp0 in self.chunks:
             slots[layout.y_offset] = y0
             slots[layout.zp_offset] = zp0
-            err, = self._launch(self.fn, gx, gy, gz, bx, by, bz, self.shared, self.stream,
+            err, = self._launch(self.fn, gx, gy, gz, bx, by, bz, self.shared, stream,
                                 self._params_at, 0)
             if err:
                 failure = LaunchError(f"launching leaf {leaf.name} (grid {(gx, gy, gz)}, block "

@@ -79,6 +79,11 @@ class TritonLaunch:
     def reusable(self) -> bool:
         return not self.stale
 
+    @property
+    def on_any_stream(self) -> bool:
+        """start(stream) queues all its device work on that stream (nothing on the current one)."""
+        return self.error is None and not self.scratch
+
     def set_uniform(self, i: int, value: Any) -> None:
         pos = self.uniforms[i]
         bits = scalar_bits(value, self.kernel.leaf.params[i].type)
@@ -106,8 +111,9 @@ class TritonLaunch:
         self.start()
         self.outputs.fetch()
 
-    def start(self) -> None:
-        """Launch the kernel; waits for it only when it reports out-of-bounds accesses."""
+    def start(self, stream: Any = None) -> None:
+        """Launch the kernel (on `stream`, a CUDA stream handle, else the one it was prepared
+        on); waits for it only when it reports out-of-bounds accesses."""
         if self.jit is None:
             return
         leaf = self.kernel.leaf
@@ -118,9 +124,14 @@ class TritonLaunch:
         faults.launched(leaf.name, leaf.loc)
         try:
             if self._fast is not None:
-                self._fast(*self._args, stream=self._stream)
-            else:
+                self._fast(*self._args, stream=self._stream if stream is None else stream)
+            elif stream is None or interpreting():
                 self._dispatch()
+            else:
+                import torch  # noqa: PLC0415
+
+                with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+                    self._dispatch()
             if self.error is not None:
                 code, index, limit = (int(v) for v in self.error.cpu().tolist())
         except HPVMError:
