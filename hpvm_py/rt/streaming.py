@@ -31,13 +31,14 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from . import stats
 from .args import bind_arguments
+from ..backends.cuda.streams import stage_stream
 from .executor import Executor, Slot, Stopped, check_grids, device_of
 
 _POLL = 0.05  # seconds between checks of the stop flag while blocked
@@ -297,52 +298,10 @@ class StreamHandle:
 
     def _stage(self, index: int) -> None:
         node = self.plan.nodes[index]
-        first_env: list[Any] | None = None
-        kept_edges: dict[int, Any] = {}  # non-streaming edges: the first value
         self.executor.watch(self._stop)  # an internal node's children check it too
         try:
-            while True:
-                env = self._get(self._host_fifos[index], None, "stage")
-                if env is _EOS:
-                    return
-                if first_env is None:
-                    first_env = env
-                item_env = [env[i] if self._bind_streams(index, i) else first_env[i]
-                            for i in range(len(env))]
-                args: list[Any] = []
-                src_extents: dict[int, tuple[int, ...]] = {}
-                for port, src in enumerate(node.inputs):
-                    if src.bind_port is not None:
-                        args.append(item_env[src.bind_port])
-                        continue
-                    if src.const is not None:
-                        args.append(src.const)
-                        continue
-                    if port in kept_edges:
-                        args.append(kept_edges[port])
-                        continue
-                    message: _EdgeItem = self._get(self._edge_fifos[(index, port)], None, "stage")
-                    value = self.executor.deliver(node, port, src, message.slot)
-                    src_extents[port] = message.extents
-                    if not src.stream:
-                        kept_edges[port] = value
-                    args.append(value)
-                if self._stop.is_set():
-                    raise Stopped()
-                ext, outs = self.executor.fire_stage(self.plan, node, item_env, args)
-                stats.bump("kernel_launches", node.leaf_count)
-                stats.bump("nodes_run", node.node_count)
-                for port, src in enumerate(node.inputs):
-                    if port in src_extents and src.edge_kind == D.ONE_TO_ONE:
-                        edge = next(e for e in self.plan.func.edges
-                                    if e.dst == node.name and e.dst_port == port)
-                        check_grids(edge, src_extents[port], ext)
-                for port, slot in enumerate(outs):
-                    if slot is None:
-                        continue
-                    for key in self._consumers.get((index, port), []):
-                        self._put(self._edge_fifos[key], _EdgeItem(slot, ext))
-                self._done[index].put(outs)
+            with stage_stream(device_of(node.target)) as end_item:
+                self._run_stage(index, node, end_item)
         except Stopped:
             return
         except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()
@@ -354,6 +313,54 @@ class StreamHandle:
                         self._error = ExecutionError(f"stage {node.name} failed: {type(exc).__name__}: "
                                                      f"{exc}", node.node.loc)
             self._stop.set()
+
+    def _run_stage(self, index: int, node: Any, end_item: Callable[[], None]) -> None:
+        """The stage's loop: one item at a time until the end-of-stream mark."""
+        first_env: list[Any] | None = None
+        kept_edges: dict[int, Any] = {}  # non-streaming edges: the first value
+        while True:
+            env = self._get(self._host_fifos[index], None, "stage")
+            if env is _EOS:
+                return
+            if first_env is None:
+                first_env = env
+            item_env = [env[i] if self._bind_streams(index, i) else first_env[i]
+                        for i in range(len(env))]
+            args: list[Any] = []
+            src_extents: dict[int, tuple[int, ...]] = {}
+            for port, src in enumerate(node.inputs):
+                if src.bind_port is not None:
+                    args.append(item_env[src.bind_port])
+                    continue
+                if src.const is not None:
+                    args.append(src.const)
+                    continue
+                if port in kept_edges:
+                    args.append(kept_edges[port])
+                    continue
+                message: _EdgeItem = self._get(self._edge_fifos[(index, port)], None, "stage")
+                value = self.executor.deliver(node, port, src, message.slot)
+                src_extents[port] = message.extents
+                if not src.stream:
+                    kept_edges[port] = value
+                args.append(value)
+            if self._stop.is_set():
+                raise Stopped()
+            ext, outs = self.executor.fire_stage(self.plan, node, item_env, args)
+            end_item()
+            stats.bump("kernel_launches", node.leaf_count)
+            stats.bump("nodes_run", node.node_count)
+            for port, src in enumerate(node.inputs):
+                if port in src_extents and src.edge_kind == D.ONE_TO_ONE:
+                    edge = next(e for e in self.plan.func.edges
+                                if e.dst == node.name and e.dst_port == port)
+                    check_grids(edge, src_extents[port], ext)
+            for port, slot in enumerate(outs):
+                if slot is None:
+                    continue
+                for key in self._consumers.get((index, port), []):
+                    self._put(self._edge_fifos[key], _EdgeItem(slot, ext))
+            self._done[index].put(outs)
 
     def _bind_streams(self, index: int, parent_port: int) -> bool:
         """Whether the bind of root parameter parent_port into this stage is streaming."""

@@ -1,4 +1,5 @@
-"""Side streams and events of a replayed GPU launch (rt/streams.py decides their use).
+"""CUDA streams: side streams and events of a replayed GPU launch (rt/streams.py decides their
+use), and a streaming stage's own stream (stage_stream).
 
 Stream 0 is the launch's own stream (the one it was recorded on, or a CUDA graph's capture
 stream); streams 1.. are side streams, forked from it (each waits for what stream 0 queued so far)
@@ -11,7 +12,8 @@ ordering without a GPU.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Callable, Iterator
 
 FAKE_LOG: list[tuple[Any, ...]] = []  # ("fork" | "join", stream) ("record" | "wait", stream, event)
 # ("launch", leaf, stream)
@@ -81,3 +83,19 @@ class DeviceStreams:
             FAKE_LOG.append(("wait", k, event))
         else:
             self._stream(k, origin).wait_event(event)
+
+
+@contextlib.contextmanager
+def stage_stream(device: str) -> Iterator[Callable[[], None]]:
+    """A streaming stage's own CUDA stream, current in its thread while the stage runs: its
+    copies and kernels overlap with the other stages'. Yields what ends an item: waiting for the
+    stream, so that the next stage (another stream) finds the item's buffers written. On the host
+    and the fake device: nothing to do."""
+    if not device.startswith("cuda"):
+        yield lambda: None
+        return
+    import torch  # noqa: PLC0415
+
+    stream = torch.cuda.Stream(device)
+    with torch.cuda.stream(stream):
+        yield stream.synchronize
