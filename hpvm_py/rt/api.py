@@ -71,7 +71,8 @@ class Runtime:
         self.target = target
         self.tracker = MemoryTracker()
         self.executor = Executor(self.tracker)
-        self.handles: "weakref.WeakSet[Any]" = weakref.WeakSet()  # dropped handles need no cleanup
+        self.handles: "weakref.WeakSet[Any]" = weakref.WeakSet()  # open streams (dropped: no cleanup)
+        self.stopped = False  # cleaned up: the non-streaming handles of its launches refuse wait()
         self.users = 1
 
 
@@ -146,6 +147,7 @@ def cleanup(timeout: float | None = CLEANUP_TIMEOUT) -> None:
 
 
 def _shutdown(rt: Runtime, timeout: float | None) -> None:
+    rt.stopped = True
     handles = list(rt.handles)
     for handle in handles:
         handle.stop_on_cleanup()
@@ -202,24 +204,16 @@ class Handle:
         self.compiled = compiled
         self._outputs = outputs
         self._waited = False
-        self._cleaned_up = False
         self._runtime = runtime
 
     def result(self) -> Any:
-        if self._cleaned_up:
+        if self._runtime.stopped:
             raise LaunchError("wait(): the runtime was cleaned up after this launch; wait for a "
                               "launch before hpvm.cleanup()", caller_loc())
         if self._waited:
             raise LaunchError(WAITED_TWICE, caller_loc())
         self._waited = True
-        self._runtime.handles.discard(self)
         return _shape_outputs(self.compiled, self._outputs)
-
-    def stop_on_cleanup(self) -> None:
-        self._cleaned_up = True
-
-    def join_stopped(self, deadline: float | None) -> list[str]:
-        return []  # a non-streaming launch ran to completion inside launch()
 
 
 def _shape_outputs(compiled: CompiledGraph, outputs: list[Any]) -> Any:
@@ -291,10 +285,7 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
         handle = launch_stream(rt, compiled, depth)
         rt.handles.add(handle)
         return handle
-    outputs = _run(rt, compiled, args)
-    handle = Handle(compiled, outputs, rt)
-    rt.handles.add(handle)
-    return handle
+    return Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
 
 
 def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[Any]:
@@ -308,10 +299,10 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
             _stats.bump_all({"launches": 1, "kernel_launches": steps, "nodes_run": steps,
                              "replayed_launches": 1})
             return outputs
-    _stats.bump("launches")
     env = bind_arguments(func, args, rt.tracker, {device_of(compiled.target)})
     recorder = Recorder(func, args, env) if compiled.replayable else None
     outputs = rt.executor.run(compiled.plan, env, recorder)
+    _stats.bump("launches")
     if recorder is not None:
         new = recorder.finish()
         if new is not None:

@@ -116,17 +116,21 @@ class Recording:
     stream_plan: StreamPlan | None = None
     events: dict[int, int] = field(default_factory=dict)  # step -> its event, where waited for
 
+    def __post_init__(self) -> None:
+        keys = [(i, self.args[i]) for i in self.key_positions]
+        self._buffers = [(i, b) for i, b in keys if isinstance(b, weakref.ref)]
+        self._values = [(i, b) for i, b in keys if not isinstance(b, weakref.ref)]
+
     def matches(self, args: tuple[Any, ...]) -> bool:
         if len(args) != len(self.args):
             return False
-        for i in self.key_positions:
-            a, b = args[i], self.args[i]
-            if isinstance(b, weakref.ref):
-                obj = b()
-                if obj is None or obj.released or obj.user is not a or \
-                        moved(a, obj.address, obj.nbytes):
-                    return False  # the normal path tracks it again, or says what went wrong
-            elif type(a) is not type(b) or a != b:
+        for i, ref in self._buffers:
+            a, obj = args[i], ref()
+            if obj is None or obj.released or obj.user is not a or moved(a, obj.address, obj.nbytes):
+                return False  # the normal path tracks it again, or says what went wrong
+        for i, b in self._values:
+            a = args[i]
+            if type(a) is not type(b) or a != b:
                 return False
         return True
 
@@ -281,8 +285,10 @@ class Replays:
 
     def find(self, args: tuple[Any, ...]) -> Recording | None:
         with self._lock:
-            for recording in self._recordings:
+            for i, recording in enumerate(self._recordings):
                 if recording.matches(args):
+                    if i:  # most recently used first: a loop over one launch finds it at once
+                        self._recordings.insert(0, self._recordings.pop(i))
                     # a buffer made read-only since (or set to require grad): the normal path says so
                     return recording if recording.still_writable(args) else None
         return None

@@ -17,7 +17,8 @@ def bump(name: str, amount: int = 1) -> None:
 def bump_all(counts: dict[str, int]) -> None:
     """Several counters under one lock (a replayed launch's)."""
     with _lock:
-        _counts.update(counts)
+        for name, amount in counts.items():
+            _counts[name] += amount
 
 
 def snapshot() -> dict[str, Any]:
