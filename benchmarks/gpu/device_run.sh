@@ -5,7 +5,7 @@ set -u
 export HPVM_CACHE_DIR=/tmp/hpvm-cache PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 HPVM_TEST_TARGETS=gpu,nvptx timeout 300 python3 -m pytest -q -n 8 -p no:randomly -p no:cacheprovider \
-  tests/test_gpu_replay.py tests/test_replay.py tests/test_streaming.py tests/test_runtime.py \
+  tests/test_gpu_runtime.py tests/test_replay.py tests/test_streaming.py tests/test_runtime.py \
   tests/test_lifecycle.py tests/backends/test_triton.py tests/backends/test_nvptx_launch.py \
   > "$OUT/tests.txt" 2>&1
 grep -E "passed|failed|FAILED|Error" "$OUT/tests.txt" | tail -15

@@ -39,7 +39,7 @@ from ..ir import dfg as D
 from . import stats
 from .args import bind_arguments
 from ..backends.cuda.streams import stage_stream
-from .executor import Executor, Slot, Stopped, check_grids, device_of
+from .executor import BoundBuffer, Executor, Slot, Stopped, check_grids, device_of
 
 _POLL = 0.05  # seconds between checks of the stop flag while blocked
 WAITED_TWICE = "wait() was already called on this launch handle"
@@ -115,6 +115,7 @@ class StreamHandle:
         self._raise_stage_error()
         func = self.compiled.module.root_func
         env = bind_arguments(func, args, self.runtime.tracker, {device_of(self.compiled.target)})
+        self.runtime.tracker.host_data([v.obj for v in env if isinstance(v, BoundBuffer)])
         deadline = deadline_after(timeout)
         with self._host_side(deadline, "push"):
             if self._closed:

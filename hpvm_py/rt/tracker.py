@@ -128,13 +128,23 @@ class MemoryTracker:
                 obj.valid.add(device)
             return obj.copies[device]
 
-    def finish_launch(self, objects: list[MemoryObject]) -> None:
+    def finish_launch(self, objects: list[MemoryObject], keep_device: bool = False) -> None:
         """After a launch: buffers the user did not track get their newest data back, and their
-        device copies stop being valid (the user may change the buffer before the next launch)."""
+        device copies stop being valid (the user may change the buffer before the next launch),
+        unless keep_device (a stream stage: the item's later stages read them; its next push
+        starts afresh, see host_data())."""
         with self._lock:
             for obj in objects:
                 if obj.implicit:
                     self._bring_home(obj)
+                    if not keep_device:
+                        obj.valid = {obj.home}
+
+    def host_data(self, objects: list[MemoryObject]) -> None:
+        """The user's buffers hold the data (a push): device copies of untracked ones are stale."""
+        with self._lock:
+            for obj in objects:
+                if obj.implicit:
                     obj.valid = {obj.home}
 
     def release_all(self) -> None:

@@ -1,5 +1,6 @@
-"""GPU launch replay (rt/replay.py on the gpu and nvptx targets), buffers resized while tracked, and
-the reports of kernel faults (backends/cuda/faults.py).
+"""GPU runtime: launch replay (rt/replay.py on the gpu and nvptx targets), streams, the copies of
+a stream, buffers resized or freed while tracked, and the reports of kernel faults
+(backends/cuda/faults.py).
 
 On CI the gpu target runs on the fake device through Triton's interpreter: the same recording,
 binding of device edges and lazy output copies run there; the direct call of Triton's compiled
@@ -260,3 +261,30 @@ def test_stream_assignment_of_a_diamond_and_a_wide_fan() -> None:
     wide = assign_streams(nodes([[]] * 6 + [list(range(6))]))  # six roots joined by one node
     assert wide.stream_of[:6] == tuple(i % MAX_STREAMS for i in range(6))
     assert wide.waits[6] == tuple(p for p in range(6) if wide.stream_of[p] != 0)
+
+
+def test_a_stream_copies_each_item_in_once_and_each_result_out_once(gpu_target: str, rng) -> None:
+    """Four stages, each reading the buffer the previous one wrote: on the device the item's
+    buffers stay valid from stage to stage; each comes back once, when its stage is done."""
+    from programs.stream_graphs import four_stages
+
+    n, work, count = 32, 3, 3
+    items = []
+    with hpvm.runtime(gpu_target):
+        before = hpvm.stats()
+        handle = hpvm.launch(four_stages, stream=True)
+        for _ in range(count):
+            bufs = [rng.random(n, dtype=np.float32)] + [np.zeros(n, np.float32) for _ in range(4)]
+            items.append(bufs)
+            hpvm.push(handle, *[a for b in bufs for a in (b, b.nbytes)], n, work)
+        assert [hpvm.pop(handle, timeout=120) for _ in range(count)] == [(1,)] * count
+        hpvm.wait(handle, timeout=60)
+        after = hpvm.stats()
+    assert after["h2d_copies"] - before["h2d_copies"] == count  # the input a of each item
+    assert after["d2h_copies"] - before["d2h_copies"] == 4 * count  # b, c, d, e of each item
+    for a, *outs in items:
+        v = a.copy()
+        for out in outs:
+            for _ in range(work):
+                v = v * np.float32(0.999) + np.float32(0.001)
+            np.testing.assert_array_equal(out, v)
