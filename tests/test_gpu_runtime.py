@@ -288,3 +288,26 @@ def test_a_stream_copies_each_item_in_once_and_each_result_out_once(gpu_target: 
             for _ in range(work):
                 v = v * np.float32(0.999) + np.float32(0.001)
             np.testing.assert_array_equal(out, v)
+
+
+def test_an_untracked_buffer_is_let_go_by_its_recordings(compiled_target: str) -> None:
+    """A recorded launch holds its kernels' views of the buffers: untracking one drops the
+    recordings that use it (README: the runtime holds a tracked buffer until untrack_memory or
+    cleanup, and nothing after that)."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(64, dtype=torch.float32)
+    y = torch.zeros(64)
+    with hpvm.runtime(compiled_target):
+        compiled = hpvm.compile(g.chain)
+        hpvm.track_memory(x)  # (an untracked host buffer is not replayed on a device)
+        hpvm.track_memory(y)
+        for c in (1.0, 2.0):
+            hpvm.wait(hpvm.launch(compiled, x, 256, y, 256, 64, 1.0, c))
+        hpvm.request_memory(y)
+        assert torch.equal(y, x + 2.0) and _replays() == 1
+        recordings = [r for r in compiled.replays._recordings if not r.dropped]
+        assert recordings and all(r.steps for r in recordings)
+        hpvm.untrack_memory(y)
+        assert all(r.dropped and not r.steps and r.graph is None for r in recordings)
+        hpvm.wait(hpvm.launch(compiled, x, 256, y, 256, 64, 1.0, 3.0))  # recorded afresh
+        assert torch.equal(y, x + 3.0) and _replays() == 1

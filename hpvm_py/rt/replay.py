@@ -115,14 +115,21 @@ class Recording:
     streams: Any = None  # DeviceStreams when independent kernels run on several streams
     stream_plan: StreamPlan | None = None
     events: dict[int, int] = field(default_factory=dict)  # step -> its event, where waited for
+    dropped: bool = False  # a buffer it used was released: it matches nothing
 
     def __post_init__(self) -> None:
         keys = [(i, self.args[i]) for i in self.key_positions]
         self._buffers = [(i, b) for i, b in keys if isinstance(b, weakref.ref)]
         self._values = [(i, b) for i, b in keys if not isinstance(b, weakref.ref)]
 
+    def drop(self) -> None:
+        """A buffer it uses was released: let go of its launches (and their device memory)."""
+        self.steps, self.acquires, self.outputs, self.fetch_at_end = [], [], [], []
+        self.graph = self.streams = None
+        self.dropped = True
+
     def matches(self, args: tuple[Any, ...]) -> bool:
-        if len(args) != len(self.args):
+        if self.dropped or len(args) != len(self.args):
             return False
         for i, ref in self._buffers:
             a, obj = args[i], ref()
@@ -260,6 +267,11 @@ class Recorder:
                               scalar_ports=[port for s in self.steps for _, port, _ in s.from_args])
         if recording.graph_device is not None:
             self._spread(recording, recording.graph_device)
+        for need in self.acquires:
+            obj = need.obj()
+            if obj is not None:  # (dead references of recordings evicted since go first)
+                obj.recordings[:] = [r for r in obj.recordings if r() is not None]
+                obj.recordings.append(weakref.ref(recording))
         return recording
 
     def _spread(self, recording: Recording, device: str) -> None:
@@ -295,8 +307,7 @@ class Replays:
 
     def add(self, recording: Recording) -> None:
         with self._lock:
-            self._recordings.insert(0, recording)
-            del self._recordings[_KEPT:]
+            self._recordings[:] = [recording] + [r for r in self._recordings if not r.dropped][:_KEPT - 1]
 
 
 def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],

@@ -43,7 +43,18 @@ class MemoryObject:
     host_args: dict[Any, Any] = field(default_factory=dict)  # element type -> BufferArg of `user`
     checked_for: dict[int, Any] = field(default_factory=dict)  # launch checks passed (rt/args.py)
     released: bool = False  # untracked, or its runtime cleaned up: recordings of it are stale
+    recordings: list[Any] = field(default_factory=list)  # weak references to recorded launches
+    # that use it: dropped on release, so none keeps a device view of the buffer alive
     implicit: bool = False  # tracked by a launch, not by the user: device copies last one launch
+
+
+def _release(obj: MemoryObject) -> None:
+    obj.released = True
+    for ref in obj.recordings:
+        recording = ref()
+        if recording is not None:
+            recording.drop()
+    obj.recordings.clear()
 
 
 class MemoryTracker:
@@ -91,7 +102,7 @@ class MemoryTracker:
         return obj if obj is not None and obj.user is buf else None
 
     def _forget(self, obj: MemoryObject) -> None:
-        obj.released = True
+        _release(obj)
         del self._objects[id(obj.user)]
 
     def untrack(self, buf: Any) -> None:
@@ -152,7 +163,7 @@ class MemoryTracker:
             for obj in self._objects.values():
                 if not moved(obj.user, obj.address, obj.nbytes):
                     self._bring_home(obj)
-                obj.released = True
+                _release(obj)
             self._objects.clear()
 
     # -- copies -----------------------------------------------------------------------------

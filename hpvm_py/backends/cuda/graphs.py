@@ -10,6 +10,33 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import faults
+from .driver import error_text, graph_launch
+
+
+class CapturedGraph:
+    """A captured CUDA graph, launched on the stream that was current when it was captured (with
+    libcuda's cuGraphLaunch where torch exposes the executable graph, else torch's replay())."""
+
+    def __init__(self, graph: Any, stream: int):
+        self.graph = graph  # keeps the executable graph alive
+        self._stream = stream
+        self._launch, self._exec = graph_launch(), None
+        try:
+            self._exec = graph.raw_cuda_graph_exec()  # torch >= 2.7 (not every version has it)
+        except (AttributeError, RuntimeError):
+            self._launch = None
+
+    def replay(self) -> None:
+        try:
+            if self._launch is None:
+                self.graph.replay()
+                return
+            err = self._launch(self._exec, self._stream)
+        except Exception as exc:  # noqa: BLE001 - a kernel fault shows at the next launch
+            raise faults.reported(exc) from None
+        if err:
+            raise faults.reported(RuntimeError(f"launching a captured CUDA graph failed: "
+                                               f"{error_text(err)}"))
 
 
 def capture(launch: Callable[[Any], None], device: str) -> Any:
@@ -21,6 +48,7 @@ def capture(launch: Callable[[Any], None], device: str) -> Any:
 
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream(device)
+    current = torch.cuda.current_stream(device).cuda_stream
     try:
         # thread_local: another thread's CUDA work during the capture does not break it
         with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
@@ -29,4 +57,4 @@ def capture(launch: Callable[[Any], None], device: str) -> Any:
         if faults.is_fault(exc):
             raise faults.fault_error(exc) from None
         return None
-    return graph
+    return CapturedGraph(graph, current)

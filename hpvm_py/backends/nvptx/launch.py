@@ -21,6 +21,7 @@ from ...types import PtrType
 from ..base import BufferArg, NodeContext
 from ..bounds import out_of_bounds
 from ..cuda import faults
+from ..cuda.driver import launch_kernel
 from ..cuda.outputs import DeviceOutputs
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
@@ -275,6 +276,9 @@ class PreparedLaunch:
         self.params = (ctypes.c_void_p * count)(*[base + 8 * i for i in range(count)])
         self._params_at = ctypes.addressof(self.params)
         self._launch = device.cuda_driver().cuLaunchKernel
+        self._direct, self._fn_address = None, 0  # libcuda's own entry point, when loadable
+        if fn is not None and launch_kernel() is not None:
+            self._direct, self._fn_address = launch_kernel(), int(fn)
 
     @property
     def reusable(self) -> bool:
@@ -317,8 +321,12 @@ class PreparedLaunch:
         for (gx, gy, gz), y0, zp0 in self.chunks:
             slots[layout.y_offset] = y0
             slots[layout.zp_offset] = zp0
-            err, = self._launch(self.fn, gx, gy, gz, bx, by, bz, self.shared, stream,
-                                self._params_at, 0)
+            if self._direct is not None:
+                err = self._direct(self._fn_address, gx, gy, gz, bx, by, bz, self.shared, stream,
+                                   self._params_at, None)
+            else:
+                err, = self._launch(self.fn, gx, gy, gz, bx, by, bz, self.shared, stream,
+                                    self._params_at, 0)
             if err:
                 failure = LaunchError(f"launching leaf {leaf.name} (grid {(gx, gy, gz)}, block "
                                       f"{self.block}, {self.shared} bytes of shared memory) failed: "
