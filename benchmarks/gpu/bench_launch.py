@@ -96,8 +96,8 @@ def measure(target: str, x: torch.Tensor, ys: list[torch.Tensor], profiled: bool
             lambda: hpvm.wait(hpvm.launch(compiled, x, N * 4, y, N * 4, N, 3.0, 0.5)))
         graphs = hpvm.stats()["cuda_graph_replays"] - before
         if profiled:
-            profile(lambda: hpvm.wait(hpvm.launch(compiled, x, N * 4, y, N * 4, N, 2.0, float(next(scalars) % 7))),
-                    f"{target}: replay, new scalars")
+            profile(lambda: hpvm.wait(hpvm.launch(compiled, x, N * 4, y, N * 4, N, 2.0,
+                                                  float(next(scalars) % 7))), f"{target}: replay, new scalars")
             profile(lambda: hpvm.wait(hpvm.launch(compiled, x, N * 4, y, N * 4, N, 3.0, 0.5)),
                     f"{target}: replay, same scalars")
         torch.cuda.synchronize()

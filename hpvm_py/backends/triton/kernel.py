@@ -1,8 +1,8 @@
-"""TritonKernel: packs a launch's arguments for the generated kernel, launches one program per
-block of leaf instances, brings scalar outputs back and reports recorded out-of-bounds accesses."""
+"""TritonKernel: packs a launch's arguments for the generated kernel into a TritonLaunch
+(prepared.py: it launches one program per block of leaf instances, brings scalar outputs back and
+reports recorded out-of-bounds accesses)."""
 from __future__ import annotations
 
-import struct
 import threading
 from typing import Any, Callable
 
@@ -13,12 +13,10 @@ from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import BufferArg, NodeContext, instance_counts
-from ..bounds import out_of_bounds
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
 from ..cuda.outputs import DeviceOutputs
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
-from .host_math import fix_interpreter, interpreting
 from .loader import load_kernel
 from .prepared import TritonLaunch, scalar_bits
 from .scratch import size_of
