@@ -43,7 +43,7 @@ from ..ir import dfg as D
 from ..types import PtrType, ScalarType
 from . import stats
 from .args import scalar_argument
-from .buffers import moved, why_not_writable
+from .buffers import HOST, moved, why_not_writable
 from .executor import BoundBuffer
 from .tracker import MemoryTracker
 from ..backends.cuda.graphs import capture
@@ -158,7 +158,7 @@ class Recorder:
         self.outputs: list[Any] = []  # per root output: its producer's array (element 0 is it)
         self.usable = True
         self.acquires: list[_Acquire] = []
-        self.device: str | None = None  # the one GPU every step ran on, None for host steps
+        self.devices: set[str] = set()  # where the steps ran: a replay needs one device
         self.nodes: list[Any] = []  # the NodePlan of each step
         self._on_device: dict[int, tuple[np.ndarray, Any, Any]] = {}  # id(host output) -> (it,
         # its device array, the GPU outputs holding it)
@@ -167,9 +167,9 @@ class Recorder:
              extents: list[tuple[int, ...]], device: str) -> None:
         """Record one leaf launch; `slots` maps (node index, port) to produced values."""
         gpu = hasattr(prepared, "start")
+        self.devices.add(device)
         if gpu:
             self._bind_device_values(node, prepared, slots)
-            self.device = device
         if not getattr(prepared, "reusable", False):
             self.usable = False
             return
@@ -245,8 +245,11 @@ class Recorder:
 
     def finish(self) -> Recording | None:
         outputs = self.outputs
-        if not self.usable or not all(isinstance(o, np.ndarray) for o in outputs):
+        # (nodes on several devices: the tracker's copies between them must happen between the
+        # kernels, and the host would read device outputs it was not given)
+        if not self.usable or len(self.devices) > 1 or not all(isinstance(o, np.ndarray) for o in outputs):
             return None
+        device = next(iter(self.devices), HOST)
         positions = [i for i, p in enumerate(self.func.params)
                      if isinstance(p.type, PtrType) or (isinstance(p.type, ScalarType) and p.type.is_int)]
         buffers = [i for i, v in enumerate(self.env) if isinstance(v, BoundBuffer)]
@@ -263,7 +266,7 @@ class Recorder:
                         and s.redecide is None and s.prepared.on_any_stream for s in self.steps)
         recording = Recording(args, positions, self.steps, list(outputs), written=written,
                               acquires=self.acquires, fetch_at_end=fetch_at_end,
-                              graph_device=self.device if graphable and self.steps else None,
+                              graph_device=device if graphable and self.steps else None,
                               scalar_ports=[port for s in self.steps for _, port, _ in s.from_args])
         if recording.graph_device is not None:
             self._spread(recording, recording.graph_device)
