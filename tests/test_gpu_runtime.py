@@ -87,13 +87,15 @@ def test_a_uniform_edge_and_a_root_output_come_to_the_host(gpu_target: str, rng)
     with hpvm.runtime(gpu_target):
         hpvm.track_memory(x)
         hpvm.track_memory(y)
-        for k in (1.0, 2.5, -3.0, 17.25):  # 1.0 and 17.25: bit patterns of other Triton classes
+        # a float's bits are what Triton specialises on: 1.1 and 0.3 are not multiples of 16 (the
+        # compiled launcher of the others does not fit them), and back again
+        for k in (1.0, 2.5, 1.1, -3.0, 0.3, 17.25):
             result = hpvm.wait(hpvm.launch(g.broadcast, x, x.nbytes, y, y.nbytes, n, k))
             hpvm.request_memory(y)
             v = x[0] * np.float32(k)
             np.testing.assert_array_equal(y, x + v)
             assert result == v * np.float32(2)
-        assert _replays() == 3
+        assert _replays() == 5
 
 
 def test_untracked_host_buffers_are_copied_every_launch(gpu_target: str, rng) -> None:
@@ -311,3 +313,48 @@ def test_an_untracked_buffer_is_let_go_by_its_recordings(compiled_target: str) -
         assert all(r.dropped and not r.steps and r.graph is None for r in recordings)
         hpvm.wait(hpvm.launch(compiled, x, 256, y, 256, 64, 1.0, 3.0))  # recorded afresh
         assert torch.equal(y, x + 3.0) and _replays() == 1
+
+
+def test_the_triton_fast_path_reuses_the_compiled_launcher_within_a_class(monkeypatch) -> None:
+    """What a replay on a GPU does with Triton (CI runs the interpreter, which has no compiled
+    kernels): the first run goes through the dispatch, later runs call the compiled kernel's
+    launcher with the same arguments plus the constexprs; a scalar of another class dispatches
+    again. Triton is stood in for by objects that record the calls."""
+    from hpvm_py.backends.cuda.outputs import DeviceOutputs as Outputs
+    from hpvm_py.backends.triton import prepared as P
+    from hpvm_py.ir.loc import Loc
+    from hpvm_py.types import f32, i64
+
+    calls: list[tuple] = []
+
+    class Compiled:
+        def __getitem__(self, grid):
+            return lambda *args, stream: calls.append(("launcher", grid, args, stream))
+
+    class Jit:
+        arg_names = ["k", "n", "BLOCK"]
+
+        def __getitem__(self, grid):
+            def dispatch(*args, **options):
+                calls.append(("dispatch", grid, args, options["BLOCK"]))
+                return Compiled()
+            return dispatch
+
+    leaf = type("Leaf", (), {"name": "scale", "loc": Loc("f.py", 1, 1),
+                             "params": [type("P", (), {"type": f32})(), type("P", (), {"type": i64})()]})()
+    kernel = type("K", (), {"leaf": leaf})()
+    monkeypatch.setattr(P, "interpreting", lambda: False)
+    monkeypatch.setattr(P, "current_stream", lambda: 7)
+    launch = P.TritonLaunch(kernel, None, Jit(), [P.scalar_bits(2.0, f32), 64], {"BLOCK": 128},
+                            (4, 1, 1), Outputs([], "scale", None), None, [], {0: 0, 1: 1}, {})
+    launch.start()
+    launch.set_uniform(0, 4.0)  # 2.0 and 4.0: both bit patterns multiples of 16
+    launch.start()
+    launch.set_uniform(0, 1.1)  # not a multiple of 16: Triton compiled another kernel for it
+    launch.start()
+    launch.start()
+    bits = [P.scalar_bits(v, f32) for v in (2.0, 4.0, 1.1)]
+    assert calls == [("dispatch", (4, 1, 1), (bits[0], 64), 128),
+                     ("launcher", (4, 1, 1), (bits[1], 64, 128), 7),
+                     ("dispatch", (4, 1, 1), (bits[2], 64), 128),
+                     ("launcher", (4, 1, 1), (bits[2], 64, 128), 7)]

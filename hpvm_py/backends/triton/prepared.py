@@ -153,8 +153,13 @@ class TritonLaunch:
         compiled = fn(*self.call, **self.options)
         rest = self.jit.arg_names[len(self.call):]
         if compiled is not None and all(name in self.options for name in rest):
-            import torch  # noqa: PLC0415
-
             self._args = self.call + [self.options[name] for name in rest]
-            self._stream = torch.cuda.current_stream().cuda_stream
+            self._stream = current_stream()
             self._fast = compiled[self.grid]
+
+
+def current_stream() -> int:
+    """The handle of torch's current CUDA stream (where Triton's dispatch launched)."""
+    import torch  # noqa: PLC0415
+
+    return torch.cuda.current_stream().cuda_stream
