@@ -58,19 +58,27 @@ def items(count: int, n: int) -> list[list]:
     return out
 
 
-def edge_detection(target: str, reps: int, frames: int = 32, size: int = 256) -> None:
+def edge_detection(target: str, reps: int, frames: int = 32, size: int = 256, graph=ed.pipeline,
+                   extra=lambda: [], title: str = "edge detection") -> None:
+    """`graph` takes the demo pipeline's arguments, `extra()` buffers (made per frame) added
+    before w, h, theta."""
     rng = np.random.default_rng(0)
     gauss = ed.gaussian_filter()
     inputs = [ed.frame_buffers(ed.synthetic_frame(rng, size * 3 // 4, size)) for _ in range(frames)]
+    extras = [[a for b in extra() for a in (b, b.nbytes)] for _ in inputs]
+
+    def frame(i: int) -> list:
+        args = ed.frame_args(inputs[i], gauss, 0.25)
+        return args[:-3] + extras[i] + args[-3:]
 
     def one_by_one() -> None:
-        for bufs in inputs:
-            hpvm.wait(hpvm.launch(ed.pipeline, *ed.frame_args(bufs, gauss, 0.25)))
+        for i in range(frames):
+            hpvm.wait(hpvm.launch(graph, *frame(i)))
 
     def stream() -> None:
-        handle = hpvm.launch(ed.pipeline, stream=True)
-        for bufs in inputs:
-            hpvm.push(handle, *ed.frame_args(bufs, gauss, 0.25))
+        handle = hpvm.launch(graph, stream=True)
+        for i in range(frames):
+            hpvm.push(handle, *frame(i))
         hpvm.wait(handle)
 
     runs = {"one by one": one_by_one, "stream": stream}
@@ -86,7 +94,7 @@ def edge_detection(target: str, reps: int, frames: int = 32, size: int = 256) ->
     for bufs in inputs:
         np.testing.assert_allclose(bufs[5], ed.reference(bufs[0], gauss, 0.25), atol=1e-6)
     base = statistics.median(times["one by one"])
-    print(f"edge detection, {frames} frames of {size}x{size * 3 // 4} on {target}, {default_threads()} "
+    print(f"{title}, {frames} frames of {size}x{size * 3 // 4} on {target}, {default_threads()} "
           f"cores, median of {reps}:")
     for name, values in times.items():
         ratio = [a / b for a, b in zip(times["one by one"], values)]

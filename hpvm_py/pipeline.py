@@ -89,10 +89,14 @@ class CompiledGraph:
 
     @property
     def replayable(self) -> bool:
-        """Launches are recorded for replay on the cpu target, for graphs of leaves that all run on
-        the host (a node placed on a GPU is launched afresh each time)."""
-        return (self.target == "cpu" and all(n.kernel is not None for n in self.plan.nodes)
-                and self.plan.host_only)
+        """Launches are recorded for replay on compiled targets, for graphs of leaves only that all
+        run on one device: the host on cpu; on a GPU target, leaves of that target only (one kind
+        of prepared launch)."""
+        leaves = all(n.kernel is not None for n in self.plan.nodes)
+        if self.target in ("gpu", "nvptx"):
+            return leaves and all(n.target == self.target and n.placement.index is None
+                                  for n in self.plan.nodes)
+        return self.target == "cpu" and leaves and self.plan.host_only
 
     @property
     def name(self) -> str:

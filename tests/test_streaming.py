@@ -120,7 +120,8 @@ def test_pop_timeout(target: str, rng) -> None:
     with hpvm.runtime(target):
         h = hpvm.launch(g.four_stages, stream=True)
         # enough work to outlast a 1 ms pop (Triton's interpreter is slow: less for gpu; a GPU
-        # thread runs nvptx's loop fast: more for it)
+        # thread runs nvptx's loop fast: more for it, about 45 ms per stage on an H100). Each stage
+        # ends well within the stream's 50 ms poll: pop() must still stop at its own deadline.
         hpvm.push(h, *args, n, {"gpu": 300, "nvptx": 10_000_000}.get(target, 100000))
         with pytest.raises(hpvm.errors.HPVMTimeoutError):
             hpvm.pop(h, timeout=0.001)

@@ -20,8 +20,10 @@ from ..errors import HPVMError, HPVMTimeoutError, InternalError, LaunchError, St
 from ..frontend.callsite import caller_loc
 from ..pipeline import CompiledGraph, compile_graph, default_target
 from . import stats as _stats
+from .args import bind_arguments
 from .executor import Executor
 from .placement import launch_devices
+from .replay import Recorder, replay
 from .streaming import WAITED_TWICE, deadline_after, launch_stream
 from .tracker import MemoryTracker
 
@@ -70,7 +72,8 @@ class Runtime:
         self.target = target
         self.tracker = MemoryTracker()
         self.executor = Executor(self.tracker)
-        self.handles: "weakref.WeakSet[Any]" = weakref.WeakSet()  # dropped handles need no cleanup
+        self.handles: "weakref.WeakSet[Any]" = weakref.WeakSet()  # open streams (dropped: no cleanup)
+        self.stopped = False  # cleaned up: the non-streaming handles of its launches refuse wait()
         self.users = 1
 
 
@@ -145,6 +148,7 @@ def cleanup(timeout: float | None = CLEANUP_TIMEOUT) -> None:
 
 
 def _shutdown(rt: Runtime, timeout: float | None) -> None:
+    rt.stopped = True
     handles = list(rt.handles)
     for handle in handles:
         handle.stop_on_cleanup()
@@ -201,24 +205,16 @@ class Handle:
         self.compiled = compiled
         self._outputs = outputs
         self._waited = False
-        self._cleaned_up = False
         self._runtime = runtime
 
     def result(self) -> Any:
-        if self._cleaned_up:
+        if self._runtime.stopped:
             raise LaunchError("wait(): the runtime was cleaned up after this launch; wait for a "
                               "launch before hpvm.cleanup()", caller_loc())
         if self._waited:
             raise LaunchError(WAITED_TWICE, caller_loc())
         self._waited = True
-        self._runtime.handles.discard(self)
         return _shape_outputs(self.compiled, self._outputs)
-
-    def stop_on_cleanup(self) -> None:
-        self._cleaned_up = True
-
-    def join_stopped(self, deadline: float | None) -> list[str]:
-        return []  # a non-streaming launch ran to completion inside launch()
 
 
 def _shape_outputs(compiled: CompiledGraph, outputs: list[Any]) -> Any:
@@ -290,30 +286,24 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
         handle = launch_stream(rt, compiled, depth)
         rt.handles.add(handle)
         return handle
-    outputs = _run(rt, compiled, args)
-    _stats.bump("launches")
-    handle = Handle(compiled, outputs, rt)
-    rt.handles.add(handle)
-    return handle
+    return Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
 
 
 def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[Any]:
     """Run a non-streaming launch: replayed when it repeats a recorded one (rt/replay.py)."""
-    from .args import bind_arguments
-    from .replay import Recorder, replay
-
     func = compiled.module.root_func
     recording = compiled.replays.find(args)
     if recording is not None:
-        outputs = replay(func, recording, args)
+        outputs = replay(func, recording, args, rt.tracker)
         if outputs is not None:
-            _stats.bump("kernel_launches", len(recording.steps))
-            _stats.bump("nodes_run", len(recording.steps))  # a recorded graph is leaves only
-            _stats.bump("replayed_launches")
+            steps = len(recording.steps)  # a recorded graph is leaves only: one node per kernel
+            _stats.bump_all({"launches": 1, "kernel_launches": steps, "nodes_run": steps,
+                             "replayed_launches": 1})
             return outputs
     env = bind_arguments(func, args, rt.tracker, launch_devices(compiled.plan))
     recorder = Recorder(func, args, env) if compiled.replayable else None
     outputs = rt.executor.run(compiled.plan, env, recorder)
+    _stats.bump("launches")
     if recorder is not None:
         new = recorder.finish()
         if new is not None:
@@ -358,13 +348,14 @@ def _stream_handle(handle: Any, what: str) -> Any:
 
 def stats(reset: bool = False) -> dict[str, int]:
     """Counters since the runtime started (or the last reset): launches (and how many were replays
-    of a recorded launch), nodes run and leaf kernels launched (per launch or streamed item, each
-    node of the hierarchy once, whatever its instance count), copies and bytes per direction (h2d,
-    d2h, d2d), compile-cache hits and misses, compiles."""
+    of a recorded launch, and how many of those ran as one CUDA graph), nodes run and leaf kernels
+    launched (per launch or streamed item, each node of the hierarchy once, whatever its instance
+    count), copies and bytes per direction (h2d, d2h, d2d), compile-cache hits and misses,
+    compiles."""
     keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",
-            "replayed_launches")
+            "replayed_launches", "cuda_graph_replays")
     snap = _stats.snapshot()
     result = {k: 0 for k in keys}
     result.update(snap)

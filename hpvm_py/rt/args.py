@@ -95,6 +95,11 @@ def _check_size(func: D.GraphFunc, ptr_name: str, buf: BoundBuffer, size_name: s
 
 def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> Any:
     """A host value for scalar parameter `name`, checked and converted to t."""
+    kind = type(arg)
+    if kind is float and t.is_float and t != bf16:  # the common cases first (replayed launches)
+        return S.value_dtype(t).type(arg)
+    if kind is int and t.is_int and not t.is_bool and t.min_value() <= arg <= t.max_value():
+        return t.numpy_dtype.type(arg)
     where = f"argument {name!r} of {func.name}"
     if is_buffer(arg):
         if len(arg.shape) != 0:

@@ -42,6 +42,15 @@ def describe(buf: Any) -> BufferInfo:
     raise TypeError(type(buf).__name__)
 
 
+def moved(buf: Any, address: int, nbytes: int) -> bool:
+    """Whether buf no longer is the memory it was when tracked: resized, or its storage freed
+    (its data pointer is then 0) or replaced. A NumPy array cannot lose its memory while
+    referenced; only a resize moves it."""
+    if isinstance(buf, np.ndarray):
+        return int(buf.nbytes) != nbytes
+    return buf.data_ptr() != address or buf.numel() * buf.element_size() != nbytes
+
+
 def why_not_writable(buf: Any) -> str | None:
     """Why a kernel must not write into buf (None when it may)."""
     if isinstance(buf, np.ndarray):

@@ -79,15 +79,16 @@ class Executor:
         self._local.stop = stop
 
     @contextlib.contextmanager
-    def _launch_scope(self) -> Iterator[None]:
-        """Buffers the user did not track come back from the device once the scope ends."""
+    def _launch_scope(self, keep_device: bool = False) -> Iterator[None]:
+        """Buffers the user did not track come back from the device once the scope ends (their
+        device copies stay valid with keep_device: a stream item's next stages read them)."""
         self._local.on_device = on_device = {}
         try:
             yield
         finally:
             self._local.on_device = None
             if on_device:
-                self.tracker.finish_launch(list(on_device.values()))
+                self.tracker.finish_launch(list(on_device.values()), keep_device)
 
     def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
         """Run the root graph; a recorder (rt/replay.py) keeps what a replay needs."""
@@ -129,8 +130,9 @@ class Executor:
     def fire_stage(self, plan: GraphPlan, node: NodePlan, env: list[Any],
                    args: list[Any]) -> tuple[tuple[int, ...], list[Slot | None]]:
         """One streaming stage's node for one item: the item's untracked buffers are back on the
-        host when it returns (pop() hands the item to the user)."""
-        with self._launch_scope():
+        host when it returns (pop() hands the item to the user), and stay valid on the device for
+        the item's next stages."""
+        with self._launch_scope(keep_device=True):
             return self.fire(plan, node, env, args, [], 1)
 
     def fire(self, plan: GraphPlan, node: NodePlan, env: list[Any], args: list[Any],
@@ -228,7 +230,7 @@ class Executor:
             if recorder is not None and prepare is not None and slots_so_far is not None and not ancestors:
                 prepared = prepare(call, outputs, extents)
                 prepared.run()
-                recorder.leaf(node, prepared, slots_so_far, call, outputs, extents)
+                recorder.leaf(node, prepared, slots_so_far, call, outputs, extents, device)
             else:
                 if recorder is not None:
                     recorder.usable = False

@@ -14,12 +14,23 @@ Only graphs made of compiled leaves directly under the root are recorded, and on
 edge delivers the producer's own output array or a uniform value, so that nothing computed on the
 host between nodes could go stale. Everything else takes the normal path.
 
+On the GPU targets a replay also skips the host round trips of the normal path: a per-instance
+value on an edge is read by the consumer's kernel from the producer's device array (bound when
+recorded), and a kernel's scalar outputs are copied to the host only when the host reads them (a
+uniform input of a later node, a root output), so a graph whose edges stay per-instance queues its
+kernels without waiting for any. Before any kernel runs, a replay asks the memory tracker for every
+buffer as the normal path would (copies and valid bits alike) and takes the normal path when a
+buffer's device copy is not the one recorded. A GPU step whose checked/unchecked choice depends on
+computed values is not recorded. A GPU recording whose kernels need nothing from the host between
+them is captured into a CUDA graph once it repeats with the same scalars (backends/cuda/graphs.py).
+
 A recording refers to its buffers only through weak references to their tracked objects: it never
 keeps a buffer alive, and it stops matching once a buffer is untracked or its runtime cleaned up
 (the next launch takes the normal path, tracking the buffer again).
 """
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -30,9 +41,14 @@ import numpy as np
 from ..backends.base import BufferArg
 from ..ir import dfg as D
 from ..types import PtrType, ScalarType
+from . import stats
 from .args import scalar_argument
-from .buffers import why_not_writable
+from .buffers import HOST, moved, why_not_writable
 from .executor import BoundBuffer
+from .tracker import MemoryTracker
+from ..backends.cuda.graphs import capture
+from ..backends.cuda.streams import DeviceStreams
+from .streams import StreamPlan, assign_streams
 
 _KEPT = 8  # recordings kept per compiled graph
 
@@ -54,6 +70,7 @@ class _Step:
     from_args: list[tuple[int, int, ScalarType]]  # (param index, root argument index, type)
     from_outputs: list[tuple[int, np.ndarray]]  # (param index, producer's output array)
     redecide: _Redecide | None = None
+    fetch_before: list[Any] = field(default_factory=list)  # GPU outputs the host reads first
 
     def launch_for(self, uniforms: dict[int, Any]) -> Any:
         """The prepared launch to run with these uniform values: the recorded one, or, when the
@@ -68,26 +85,59 @@ class _Step:
 
 
 @dataclass
+class _Acquire:
+    """A buffer the step's kernel uses, as the tracker gave it when recorded."""
+
+    obj: weakref.ref  # the tracked MemoryObject
+    device: str
+    reads: bool
+    writes: bool
+    buf: weakref.ref  # the copy the kernel was prepared on
+
+
+@dataclass
 class Recording:
     args: tuple[Any, ...]  # the root arguments; a buffer as a weak reference to its tracked object
     key_positions: list[int]  # root arguments that must be identical (buffers) or equal (integers)
     steps: list[_Step] = field(default_factory=list)
     outputs: list[np.ndarray] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    pointers: dict[int, int] = field(default_factory=dict)  # torch buffers: data_ptr() when recorded
     written: list[int] = field(default_factory=list)  # root arguments the graph writes
+    acquires: list[_Acquire] = field(default_factory=list)  # in launch order
+    fetch_at_end: list[Any] = field(default_factory=list)  # GPU outputs that are root outputs
+    graph_device: str | None = None  # set when the kernels may be captured in a CUDA graph
+    graph: Any = None  # the CUDA graph of the launches with the scalars `graph_key`
+    graph_key: Any = None
+    graph_zeros: Any = None  # the signs of graph_key's float zeros (-0.0 == 0.0 as numbers)
+    last_key: Any = None  # the scalars of the last replay: a repeat captures a graph
+    scalar_ports: list[int] = field(default_factory=list)  # root arguments the kernels take
+    origin: Any = None  # the CUDA stream handle the launch was recorded on
+    streams: Any = None  # DeviceStreams when independent kernels run on several streams
+    stream_plan: StreamPlan | None = None
+    events: dict[int, int] = field(default_factory=dict)  # step -> its event, where waited for
+    dropped: bool = False  # a buffer it used was released: it matches nothing
+
+    def __post_init__(self) -> None:
+        keys = [(i, self.args[i]) for i in self.key_positions]
+        self._buffers = [(i, b) for i, b in keys if isinstance(b, weakref.ref)]
+        self._values = [(i, b) for i, b in keys if not isinstance(b, weakref.ref)]
+
+    def drop(self) -> None:
+        """A buffer it uses was released: let go of its launches (and their device memory)."""
+        self.steps, self.acquires, self.outputs, self.fetch_at_end = [], [], [], []
+        self.graph = self.streams = None
+        self.dropped = True
 
     def matches(self, args: tuple[Any, ...]) -> bool:
-        if len(args) != len(self.args):
+        if self.dropped or len(args) != len(self.args):
             return False
-        for i in self.key_positions:
-            a, b = args[i], self.args[i]
-            if isinstance(b, weakref.ref):
-                obj = b()
-                if obj is None or obj.released or obj.user is not a or \
-                        (i in self.pointers and a.data_ptr() != self.pointers[i]):
-                    return False
-            elif type(a) is not type(b) or a != b:
+        for i, ref in self._buffers:
+            a, obj = args[i], ref()
+            if obj is None or obj.released or obj.user is not a or moved(a, obj.address, obj.nbytes):
+                return False  # the normal path tracks it again, or says what went wrong
+        for i, b in self._values:
+            a = args[i]
+            if type(a) is not type(b) or a != b:
                 return False
         return True
 
@@ -107,16 +157,29 @@ class Recorder:
         self.steps: list[_Step] = []
         self.outputs: list[Any] = []  # per root output: its producer's array (element 0 is it)
         self.usable = True
+        self.acquires: list[_Acquire] = []
+        self.devices: set[str] = set()  # where the steps ran: a replay needs one device
+        self.nodes: list[Any] = []  # the NodePlan of each step
+        self._on_device: dict[int, tuple[np.ndarray, Any, Any]] = {}  # id(host output) -> (it,
+        # its device array, the GPU outputs holding it)
 
     def leaf(self, node: Any, prepared: Any, slots: dict, call: list[Any], outputs: list[Any],
-             extents: list[tuple[int, ...]]) -> None:
+             extents: list[tuple[int, ...]], device: str) -> None:
         """Record one leaf launch; `slots` maps (node index, port) to produced values."""
+        gpu = hasattr(prepared, "start")
+        self.devices.add(device)
+        if gpu:
+            self._bind_device_values(node, prepared, slots)
         if not getattr(prepared, "reusable", False):
             self.usable = False
             return
-        from_args, from_outputs = [], []
+        from_args, from_outputs, fetch_before = [], [], []
         for i, (src, mode) in enumerate(zip(node.inputs, node.input_modes)):
-            if mode == "buffer" or src.const is not None:
+            if mode == "buffer":
+                if not self._acquired(node, i, call[i], device):
+                    return
+                continue
+            if src.const is not None:
                 continue  # a constant is already in the prepared launch, and never changes
             if src.bind_port is not None:
                 if mode != "uniform":
@@ -127,13 +190,20 @@ class Recorder:
             value = slots[(src.node, src.port)].value
             if mode == "uniform":
                 from_outputs.append((i, value))
+                producer = self._on_device.get(id(value))
+                if producer is not None and producer[2] not in fetch_before:
+                    fetch_before.append(producer[2])
             elif src.edge_kind != D.ONE_TO_ONE:
                 self.usable = False  # a per-parent copy made on the host would go stale
                 return
-        step = _Step(prepared, from_args, from_outputs)
+        step = _Step(prepared, from_args, from_outputs, fetch_before=fetch_before)
+        self.nodes.append(node)
         bounds = getattr(node, "bounds", None)
         if bounds is not None and any(node.inputs[i].bind_port is None and node.input_modes[i] != "buffer"
                                       for i in bounds.relevant):
+            if gpu:  # the other kernel's device outputs would not be those bound downstream
+                self.usable = False
+                return
             # both variants are prepared now, with the real arguments: a replay only chooses
             used = node.kernel_for(call, extents)  # the one that ran: the proof is cached
             other = node.checked_kernel() if used is node.kernel else node.kernel
@@ -144,19 +214,81 @@ class Recorder:
             sizes = [BufferArg(None, 0, a.nbytes, None) if isinstance(a, BufferArg) else a for a in call]
             step.redecide = _Redecide(node, sizes, extents, {used: prepared, other: alternative})
         self.steps.append(step)
+        if gpu:
+            for host, dev in prepared.outputs.pairs:
+                self._on_device[id(host)] = (host, dev, prepared.outputs)
+
+    def _bind_device_values(self, node: Any, prepared: Any, slots: dict) -> None:
+        """Point a GPU kernel's per-instance inputs at their producers' device arrays."""
+        for i, (src, mode) in enumerate(zip(node.inputs, node.input_modes)):
+            if mode not in ("per_instance", "per_parent") or src.node is None or \
+                    src.edge_kind != D.ONE_TO_ONE:
+                continue
+            produced = self._on_device.get(id(slots[(src.node, src.port)].value))
+            if produced is not None and produced[0] is slots[(src.node, src.port)].value:
+                prepared.bind_values(i, produced[1])
+
+    def _acquired(self, node: Any, i: int, arg: Any, device: str) -> bool:
+        """Note how pointer input i got its buffer; False (and unusable) when a replay could not
+        reproduce it."""
+        src = node.inputs[i]
+        bound = self.env[src.bind_port] if src.bind_port is not None else None
+        obj = getattr(bound, "obj", None)
+        if obj is None or (obj.implicit and obj.home != device):
+            # an untracked host buffer goes back to the host after each launch: the normal path
+            self.usable = False
+            return False
+        direction = node.func.params[i].direction
+        self.acquires.append(_Acquire(weakref.ref(obj), device, direction in ("in", "inout"),
+                                      direction in ("out", "inout"), weakref.ref(arg.obj)))
+        return True
 
     def finish(self) -> Recording | None:
         outputs = self.outputs
-        if not self.usable or not all(isinstance(o, np.ndarray) for o in outputs):
+        # (nodes on several devices: the tracker's copies between them must happen between the
+        # kernels, and the host would read device outputs it was not given)
+        if not self.usable or len(self.devices) > 1 or not all(isinstance(o, np.ndarray) for o in outputs):
             return None
+        device = next(iter(self.devices), HOST)
         positions = [i for i, p in enumerate(self.func.params)
                      if isinstance(p.type, PtrType) or (isinstance(p.type, ScalarType) and p.type.is_int)]
         buffers = [i for i, v in enumerate(self.env) if isinstance(v, BoundBuffer)]
         args = tuple(weakref.ref(self.env[i].obj) if i in buffers else a for i, a in enumerate(self.args))
-        pointers = {i: self.args[i].data_ptr() for i in buffers if not isinstance(self.args[i], np.ndarray)}
         written = [i for i, p in enumerate(self.func.params) if p.direction in ("out", "inout")]
-        return Recording(args, positions, self.steps, list(outputs), pointers=pointers,
-                         written=written)
+        fetch_at_end = []
+        for array in outputs:
+            produced = self._on_device.get(id(array))
+            if produced is not None and produced[2] not in fetch_at_end:
+                fetch_at_end.append(produced[2])
+        # one CUDA graph can hold the kernels when the host reads nothing and checks nothing
+        # between them
+        graphable = all(hasattr(s.prepared, "start") and not s.from_outputs and not s.fetch_before
+                        and s.redecide is None and s.prepared.on_any_stream for s in self.steps)
+        recording = Recording(args, positions, self.steps, list(outputs), written=written,
+                              acquires=self.acquires, fetch_at_end=fetch_at_end,
+                              graph_device=device if graphable and self.steps else None,
+                              scalar_ports=[port for s in self.steps for _, port, _ in s.from_args])
+        if recording.graph_device is not None:
+            self._spread(recording, recording.graph_device)
+        for need in self.acquires:
+            obj = need.obj()
+            if obj is not None:  # (dead references of recordings evicted since go first)
+                obj.recordings[:] = [r for r in obj.recordings if r() is not None]
+                obj.recordings.append(weakref.ref(recording))
+        return recording
+
+    def _spread(self, recording: Recording, device: str) -> None:
+        """Independent kernels on separate streams, with events on the edges between them."""
+        plan = assign_streams(self.nodes)
+        if not plan.used:
+            return
+        if device.startswith("cuda"):
+            import torch  # noqa: PLC0415 - the stream the prepared launches were made on
+
+            recording.origin = torch.cuda.current_stream().cuda_stream
+        recording.events = {node: i for i, node in enumerate(sorted(plan.recorded))}
+        recording.streams = DeviceStreams(device, plan.used, len(recording.events), recording.origin)
+        recording.stream_plan = plan
 
 
 class Replays:
@@ -168,32 +300,99 @@ class Replays:
 
     def find(self, args: tuple[Any, ...]) -> Recording | None:
         with self._lock:
-            for recording in self._recordings:
+            for i, recording in enumerate(self._recordings):
                 if recording.matches(args):
+                    if i:  # most recently used first: a loop over one launch finds it at once
+                        self._recordings.insert(0, self._recordings.pop(i))
                     # a buffer made read-only since (or set to require grad): the normal path says so
                     return recording if recording.still_writable(args) else None
         return None
 
     def add(self, recording: Recording) -> None:
         with self._lock:
-            self._recordings.insert(0, recording)
-            del self._recordings[_KEPT:]
+            self._recordings[:] = [recording] + [r for r in self._recordings if not r.dropped][:_KEPT - 1]
 
 
-def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...]) -> list[Any] | None:
-    """Run a recorded launch again with new scalar arguments; None when it is in use elsewhere."""
+def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
+           tracker: MemoryTracker) -> list[Any] | None:
+    """Run a recorded launch again with new scalar arguments; None when it is in use elsewhere or
+    its buffers have moved (the normal path runs it)."""
     if not recording.lock.acquire(blocking=False):
         return None  # another thread is replaying it: take the normal path
     try:
-        params = func.params
-        for step in recording.steps:
-            uniforms = {i: scalar_argument(func, params[port].name, t, args[port])
-                        for i, port, t in step.from_args}
-            uniforms.update((i, array[0]) for i, array in step.from_outputs)
-            prepared = step.launch_for(uniforms)
-            for i, value in uniforms.items():
-                prepared.set_uniform(i, value)
-            prepared.run()
+        for need in recording.acquires:
+            obj = need.obj()
+            if obj is None or tracker.acquire(obj, need.device, need.reads, need.writes) is not need.buf():
+                return None
+        if recording.graph_device is not None:
+            _run_graphed(func, recording, args)
+        else:
+            _launch_all(func, recording, args)
+        for outputs in recording.fetch_at_end:
+            outputs.fetch()
         return [o[0] for o in recording.outputs]
     finally:
         recording.lock.release()
+
+
+def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
+                origin: Any = None) -> None:
+    """Every step's kernel, on stream `origin` (a handle; None: the recorded one) or spread over
+    the recording's streams."""
+    streams, plan = recording.streams, recording.stream_plan
+    if streams is None or plan is None:
+        for step in recording.steps:
+            for outputs in step.fetch_before:
+                outputs.fetch()
+            _launch_step(func, step, args, origin)
+        return
+    origin = recording.origin if origin is None else origin
+    events = recording.events
+    streams.fork(origin)
+    for i, step in enumerate(recording.steps):
+        k = plan.stream_of[i]
+        for producer in plan.waits[i]:
+            streams.wait(k, events[producer], origin)
+        streams.launched(step.prepared.kernel.leaf.name, k)
+        _launch_step(func, step, args, streams.handle(k, origin))
+        if i in events:
+            streams.record(k, events[i], origin)
+    streams.join(origin)
+
+
+def _launch_step(func: D.GraphFunc, step: _Step, args: tuple[Any, ...], stream: Any = None) -> None:
+    params = func.params
+    uniforms = {i: scalar_argument(func, params[port].name, t, args[port])
+                for i, port, t in step.from_args}
+    uniforms.update((i, array[0]) for i, array in step.from_outputs)
+    prepared = step.launch_for(uniforms)
+    for i, value in uniforms.items():
+        prepared.set_uniform(i, value)
+    if hasattr(prepared, "start"):
+        prepared.start(stream)  # GPU outputs: fetched where the host reads them
+    else:
+        prepared.run()
+
+
+def _zero_signs(key: tuple[Any, ...]) -> tuple[float, ...]:
+    """The signs of a key's float zeros: what equality of numbers does not compare."""
+    return tuple(math.copysign(1.0, v) for v in key if isinstance(v, (float, np.floating)) and v == 0)
+
+
+def _run_graphed(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...]) -> None:
+    """Launch the recording's kernels as its CUDA graph when the scalars are those captured;
+    capture one when they repeat the last replay's."""
+    key = tuple(map(args.__getitem__, recording.scalar_ports))
+    if recording.graph is not None and key == recording.graph_key and \
+            (not recording.graph_zeros or _zero_signs(key) == recording.graph_zeros):
+        recording.graph.replay()
+        stats.bump("cuda_graph_replays")
+        return
+    _launch_all(func, recording, args)
+    if key != recording.last_key:
+        recording.last_key = key
+        return
+    graph = capture(lambda stream: _launch_all(func, recording, args, stream), recording.graph_device)
+    if graph is None:
+        recording.graph_device = None  # no graphs here: prepared launches from now on
+    recording.graph, recording.graph_key, recording.graph_zeros = graph, key, _zero_signs(key)

@@ -5,7 +5,7 @@ as `replay.py` does. What stays the same from item to item is everything the pac
 on besides the addresses: the kernel chosen by the bounds proof (asked again for every item, a
 cached lookup), the extents, and the size of every buffer. A stage keeps the packed launch of each
 such combination it has seen and, for the next item that matches, points it at that item's buffers
-and fresh output arrays, writes the item's scalars, and starts it on the native pool (`start()`
+and fresh output arrays, writes the item's scalars, and starts it on the native pool (`begin()`
 returns at once; the scheduler of stages.py finishes it later).
 
 Only host leaves whose backend can repoint a packed launch (`set_buffer`, `set_output`) take this
@@ -70,7 +70,7 @@ class StageLauncher:
                     packed.set_output(j, out)
         slots = [Slot(out, node.output_modes[port] == "per_instance", count) if out is not None else None
                  for port, out in enumerate(outputs)]
-        return StageRun(ext, slots, packed, packed.start())
+        return StageRun(ext, slots, packed, packed.begin())
 
 
 class StageRun:

@@ -4,7 +4,8 @@ A `Stage` turns what reached it for one item (the host's values, a value per inc
 its node's arguments, and hands what the node produced to the stages downstream and to pop().
 
 - **One thread per stage** (any graph): each stage blocks on its FIFOs and runs its node, so stage
-  k works on item i while stage k+1 works on item i-1.
+  k works on item i while stage k+1 works on item i-1. A GPU stage issues its copies and kernels
+  on a CUDA stream of its own (backends/cuda/streams.py).
 - **One scheduler thread** (every stage a host leaf the native pool can run asynchronously): the
   thread assembles each stage's next item as soon as its inputs are there, starts its kernel on the
   pool's workers and goes on with the other stages; it waits (helping the workers, with the
@@ -21,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import HPVMError
 from ..ir import dfg as D
+from ..backends.cuda.streams import stage_stream
 from . import stats
 from .executor import Slot, Stopped, check_grids
+from .placement import device_of
 from .stage_launch import StageLauncher, StageRun
 
 if TYPE_CHECKING:
@@ -126,18 +129,21 @@ def run_stage_thread(stage: Stage) -> None:
     """A stage on a thread of its own: block for each item's inputs, run the node, publish."""
     handle = stage.handle
     handle.executor.watch(handle.stop)  # an internal node's children check it too
+    node = stage.node
     try:
-        while True:
-            env = handle.get(stage.host_fifo, None, "stage")
-            if env is EOS:
-                return
-            received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage")
-                        for port in stage.waiting_edges()}
-            item_env, args, src_extents = stage.arguments(env, received)
-            if handle.stop.is_set():
-                raise Stopped()
-            ext, outs = stage.launcher.fire(item_env, args)
-            stage.publish(ext, outs, src_extents)
+        with stage_stream(device_of(node.target, node.placement.index)) as end_item:
+            while True:
+                env = handle.get(stage.host_fifo, None, "stage")
+                if env is EOS:
+                    return
+                received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage")
+                            for port in stage.waiting_edges()}
+                item_env, args, src_extents = stage.arguments(env, received)
+                if handle.stop.is_set():
+                    raise Stopped()
+                ext, outs = stage.launcher.fire(item_env, args)
+                end_item()  # the item's writes are done before the next stage reads them
+                stage.publish(ext, outs, src_extents)
     except Stopped:
         return
     except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()

@@ -14,6 +14,13 @@ def bump(name: str, amount: int = 1) -> None:
         _counts[name] += amount
 
 
+def bump_all(counts: dict[str, int]) -> None:
+    """Several counters under one lock (a replayed launch's)."""
+    with _lock:
+        for name, amount in counts.items():
+            _counts[name] += amount
+
+
 def snapshot() -> dict[str, Any]:
     """A copy of every counter (missing ones read as 0)."""
     with _lock:

@@ -37,7 +37,7 @@ from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, S
 from ..frontend.callsite import caller_loc
 from . import stats
 from .args import bind_arguments
-from .executor import Executor, Stopped
+from .executor import BoundBuffer, Executor, Stopped
 from .placement import launch_devices
 from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread
 
@@ -113,6 +113,7 @@ class StreamHandle:
         self._raise_stage_error()
         func = self.compiled.module.root_func
         env = bind_arguments(func, args, self.runtime.tracker, launch_devices(self.compiled.plan))
+        self.runtime.tracker.host_data([v.obj for v in env if isinstance(v, BoundBuffer)])
         deadline = deadline_after(timeout)
         with self._host_side(deadline, "push"):
             if self._closed:
@@ -284,10 +285,15 @@ class StreamHandle:
         while True:
             if self.stop.is_set():
                 raise Stopped()
+            # never wait past the deadline: a timeout shorter than the poll interval is honoured
+            # even while items keep arriving (each get returning within one poll)
+            left = POLL if deadline is None else min(POLL, deadline - time.monotonic())
             try:
-                return fifo.get(timeout=POLL)
+                if left <= 0:
+                    return fifo.get_nowait()
+                return fifo.get(timeout=left)
             except queue.Empty:
-                if deadline is not None and time.monotonic() > deadline:
+                if deadline is not None and time.monotonic() >= deadline:
                     raise HPVMTimeoutError(f"{what}(): no result within the timeout",
                                            caller_loc()) from None
 

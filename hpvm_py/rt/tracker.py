@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
 from . import stats
-from .buffers import HOST, describe, is_buffer
+from .buffers import HOST, describe, is_buffer, moved
 
 # (src device kind, dst device kind) -> fn(src_buffer, dst_device, existing_dst_or_None) -> dst_buffer
 CopyFn = Callable[[Any, str, Any], Any]
@@ -43,7 +43,18 @@ class MemoryObject:
     host_args: dict[Any, Any] = field(default_factory=dict)  # element type -> BufferArg of `user`
     checked_for: dict[int, Any] = field(default_factory=dict)  # launch checks passed (rt/args.py)
     released: bool = False  # untracked, or its runtime cleaned up: recordings of it are stale
+    recordings: list[Any] = field(default_factory=list)  # weak references to recorded launches
+    # that use it: dropped on release, so none keeps a device view of the buffer alive
     implicit: bool = False  # tracked by a launch, not by the user: device copies last one launch
+
+
+def _release(obj: MemoryObject) -> None:
+    obj.released = True
+    for ref in obj.recordings:
+        recording = ref()
+        if recording is not None:
+            recording.drop()
+    obj.recordings.clear()
 
 
 class MemoryTracker:
@@ -56,8 +67,10 @@ class MemoryTracker:
             raise MemoryTrackingError(f"track_memory() takes a NumPy array or a torch tensor, not "
                                       f"{type(buf).__name__}", caller_loc())
         with self._lock:
-            obj = self._objects.get(id(buf))
-            if obj is not None and obj.user is buf:
+            obj = self._find(buf)
+            if obj is not None and moved(buf, obj.address, obj.nbytes):
+                self._forget(obj)  # tracking it again after a resize: a new object
+            elif obj is not None:
                 obj.implicit = obj.implicit and implicit
                 return obj
             info = describe(buf)
@@ -68,18 +81,38 @@ class MemoryTracker:
             return obj
 
     def lookup(self, buf: Any) -> MemoryObject | None:
+        """The tracked object of buf. A buffer the user tracked that was resized or freed since is
+        an error; one a launch tracked is forgotten (the next launch tracks it afresh)."""
         with self._lock:
-            obj = self._objects.get(id(buf))
-            return obj if obj is not None and obj.user is buf else None
+            obj = self._find(buf)
+            if obj is None or not moved(buf, obj.address, obj.nbytes):
+                return obj
+            self._forget(obj)
+            if obj.implicit:
+                return None
+            raise MemoryTrackingError(
+                f"a tracked buffer was resized or its memory freed or replaced while tracked (it "
+                f"had {obj.nbytes} bytes when tracked); the runtime's copies of it are stale and "
+                "its newest data may be lost. Call hpvm.untrack_memory(buf) (or "
+                "hpvm.request_memory(buf) first, to keep the data) before resizing or freeing a "
+                "tracked buffer, then track it again", caller_loc())
+
+    def _find(self, buf: Any) -> MemoryObject | None:
+        obj = self._objects.get(id(buf))
+        return obj if obj is not None and obj.user is buf else None
+
+    def _forget(self, obj: MemoryObject) -> None:
+        _release(obj)
+        del self._objects[id(obj.user)]
 
     def untrack(self, buf: Any) -> None:
         with self._lock:
-            obj = self.lookup(buf)
+            obj = self._find(buf)
             if obj is None:
                 raise MemoryTrackingError("untrack_memory(): this buffer is not tracked", caller_loc())
-            self._bring_home(obj)
-            obj.released = True
-            del self._objects[id(buf)]
+            if not moved(buf, obj.address, obj.nbytes):  # a moved buffer cannot take the data
+                self._bring_home(obj)
+            self._forget(obj)
 
     def request(self, buf: Any) -> Any:
         """Make the user's buffer hold the newest data; returns it."""
@@ -106,20 +139,31 @@ class MemoryTracker:
                 obj.valid.add(device)
             return obj.copies[device]
 
-    def finish_launch(self, objects: list[MemoryObject]) -> None:
+    def finish_launch(self, objects: list[MemoryObject], keep_device: bool = False) -> None:
         """After a launch: buffers the user did not track get their newest data back, and their
-        device copies stop being valid (the user may change the buffer before the next launch)."""
+        device copies stop being valid (the user may change the buffer before the next launch),
+        unless keep_device (a stream stage: the item's later stages read them; its next push
+        starts afresh, see host_data())."""
         with self._lock:
             for obj in objects:
                 if obj.implicit:
                     self._bring_home(obj)
+                    if not keep_device:
+                        obj.valid = {obj.home}
+
+    def host_data(self, objects: list[MemoryObject]) -> None:
+        """The user's buffers hold the data (a push): device copies of untracked ones are stale."""
+        with self._lock:
+            for obj in objects:
+                if obj.implicit:
                     obj.valid = {obj.home}
 
     def release_all(self) -> None:
         with self._lock:
             for obj in self._objects.values():
-                self._bring_home(obj)
-                obj.released = True
+                if not moved(obj.user, obj.address, obj.nbytes):
+                    self._bring_home(obj)
+                _release(obj)
             self._objects.clear()
 
     # -- copies -----------------------------------------------------------------------------

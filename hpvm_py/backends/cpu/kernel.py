@@ -391,7 +391,7 @@ class PreparedLaunch:
         else:
             self._run_here()
 
-    def start(self) -> PoolJob | None:
+    def begin(self) -> PoolJob | None:
         """Begin the launch on the native pool's workers and return at once: finish(job) ends it.
         None when it could not be handed over (no free job slot): then it ran here already."""
         job = native_pool().start(self.tasks) if self.tasks else None

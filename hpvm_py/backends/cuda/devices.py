@@ -16,6 +16,7 @@ import numpy as np
 
 from ...errors import LaunchError
 from ...types import ScalarType, bf16
+from . import faults
 
 FAKE = "fake"
 FAKE_DEVICES_DEFAULT = 2  # fake GPUs without $HPVM_FAKE_DEVICES: enough to test placement on two
@@ -36,6 +37,7 @@ def gpu_device(index: int | None = None) -> str:
     """The device GPU targets run on: $HPVM_GPU_DEVICE, else cuda:0, else the fake device fake:0.
     With an index, GPU number `index` of that device's kind (the caller checks that it exists
     against device_count())."""
+    faults.check_usable()
     register_transfers()
     wanted = os.environ.get("HPVM_GPU_DEVICE")
     if wanted:
@@ -140,8 +142,11 @@ def _to_host(src: Any, device: str, existing: Any) -> Any:
         existing = np.empty(_nbytes(src), np.uint8)
     if isinstance(src, np.ndarray):
         _byte_array(existing)[...] = _byte_array(src)
-    else:
+        return existing
+    try:
         byte_tensor(existing).copy_(byte_tensor(src))  # waits for the device's work on src
+    except Exception as exc:  # noqa: BLE001 - a kernel that wrote src may have faulted
+        raise faults.reported(exc) from None
     return existing
 
 

@@ -49,6 +49,11 @@ def unusable_reason() -> str | None:
 
 def error_name(err: Any) -> str:
     driver = cuda_driver()
+    if isinstance(err, int):  # a code returned through ctypes (backends/cuda/driver.py)
+        try:
+            err = driver.CUresult(err)
+        except ValueError:
+            return f"CUDA error {err}"
     got, name = driver.cuGetErrorName(err)
     return name.decode() if got == driver.CUresult.CUDA_SUCCESS and name else str(err)
 

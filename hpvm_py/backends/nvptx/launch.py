@@ -21,6 +21,9 @@ from ...types import PtrType
 from ..base import BufferArg, NodeContext
 from ...rt import remote
 from ..bounds import recorded
+from ..cuda import faults
+from ..cuda.driver import launch_kernel
+from ..cuda.outputs import DeviceOutputs
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
@@ -84,7 +87,7 @@ class NvptxKernel:
         ordinal = self._device(args)
         layout = self.layout
         slots = (ctypes.c_uint64 * layout.count)()
-        keep: list[Any] = []
+        keep: dict[int, Any] = {}
         cuda = torch.device("cuda", ordinal)
         self._pack_params(args, slots, parents, leaves, cuda, keep)
         device_outputs = self._outputs(outputs, slots, parents, leaves, cuda)
@@ -104,8 +107,8 @@ class NvptxKernel:
             self.code.allow_shared(ordinal, shared)
         device.make_current(ordinal)
         stream = torch.cuda.current_stream(cuda).cuda_stream
-        return PreparedLaunch(self, fn, slots, block, chunks, shared, stream, error, device_outputs,
-                              keep, reusable=not keep)
+        return PreparedLaunch(self, fn, slots, block, chunks, shared, stream, error,
+                              DeviceOutputs(device_outputs, self.leaf.name, self.leaf.loc), keep)
 
     def _shape(self, extents: list[tuple[int, ...]]) -> tuple:
         """What depends only on the extents: (extents, parents, leaves, block, chunks), a chunk
@@ -144,7 +147,7 @@ class NvptxKernel:
         return torch.cuda.current_device()
 
     def _pack_params(self, args: list[Any], slots: ctypes.Array, parents: int, leaves: int,
-                     cuda: Any, keep: list[Any]) -> None:
+                     cuda: Any, keep: dict[int, Any]) -> None:
         import torch  # noqa: PLC0415
 
         leaf, layout = self.leaf, self.layout
@@ -182,7 +185,7 @@ class NvptxKernel:
                 except (TypeError, ValueError, OverflowError) as exc:
                     raise LaunchError(f"{what} needs {param.type} values: {exc}", param.loc) from None
                 on_device = torch.from_numpy(array.view(np.uint8)).to(cuda)
-                keep.append(on_device)
+                keep[i] = on_device
                 slots[i] = on_device.data_ptr()
 
     def _outputs(self, outputs: list[np.ndarray | None], slots: ctypes.Array, parents: int,
@@ -253,14 +256,15 @@ class NvptxKernel:
 
 
 class PreparedLaunch:
-    """A packed launch of one kernel: run() launches it (in chunks when its grid exceeds the
-    GPU's), waits for it when it must report errors or fill host outputs; set_uniform() patches
-    a scalar. `reusable`: nothing was copied to the device for this launch only."""
+    """A packed launch of one kernel: start() launches it (in chunks when its grid exceeds the
+    GPU's) and waits for it only when it must report errors; run() also fills the host outputs;
+    set_uniform() patches a scalar. `reusable`: nothing was copied to the device for this launch
+    only (per-instance inputs copied from the host are, until bind_values() points them at a
+    producer's device outputs)."""
 
     def __init__(self, kernel: NvptxKernel, fn: Any, slots: ctypes.Array,
                  block: tuple[int, int, int], chunks: list, shared: int, stream: int,
-                 error: Any, device_outputs: list[tuple[np.ndarray, Any]], keep: list[Any],
-                 reusable: bool):
+                 error: Any, outputs: DeviceOutputs, keep: dict[int, Any]):
         self.kernel = kernel
         self.fn = fn
         self.slots = slots
@@ -269,35 +273,76 @@ class PreparedLaunch:
         self.shared = shared
         self.stream = stream
         self.error = error
-        self.device_outputs = device_outputs
-        self.keep = keep  # device copies of per-instance inputs, alive as long as the launch
-        self.reusable = reusable
+        self.outputs = outputs
+        self.keep = keep  # param -> its per-instance values on the device, alive with the launch
+        self.stale = set(keep)  # those copied from the host for this launch only
         base = ctypes.addressof(slots)
         count = kernel.layout.count
         self.params = (ctypes.c_void_p * count)(*[base + 8 * i for i in range(count)])
         self._params_at = ctypes.addressof(self.params)
         self._launch = device.cuda_driver().cuLaunchKernel
+        self._direct, self._fn_address = None, 0  # libcuda's own entry point, when loadable
+        if fn is not None and launch_kernel() is not None:
+            self._direct, self._fn_address = launch_kernel(), int(fn)
+
+    @property
+    def reusable(self) -> bool:
+        return not self.stale
+
+    @property
+    def on_any_stream(self) -> bool:
+        """start(stream) queues all its device work on that stream (nothing on the current one)."""
+        return self.error is None
 
     def set_uniform(self, i: int, value: Any) -> None:
         param = self.kernel.leaf.params[i]
         pack_scalar(self.slots, 8 * i, param.type, value)
 
+    def bind_values(self, i: int, values: Any) -> bool:
+        """Read per-instance input i from a device array of its memory form (a producer's
+        output): False when it does not fit."""
+        old = self.keep.get(i)
+        if old is None or values.numel() * values.element_size() != old.numel() or \
+                values.device != old.device:
+            return False
+        self.slots[i] = values.data_ptr()
+        self.keep[i] = values
+        self.stale.discard(i)
+        return True
+
     def run(self) -> None:
+        self.start()
+        self.outputs.fetch()
+
+    def start(self, stream: Any = None) -> None:
+        """Launch the kernel (on `stream`, a CUDA stream handle, else the one it was prepared
+        on); waits for it only when it reports out-of-bounds accesses."""
         layout, slots, (bx, by, bz) = self.kernel.layout, self.slots, self.block
+        stream = self.stream if stream is None else stream
+        leaf = self.kernel.leaf
+        if self.error is not None:
+            self.error.zero_()  # a replay reports only its own first fault
+        faults.launched(leaf.name, leaf.loc)
         for (gx, gy, gz), y0, zp0 in self.chunks:
             slots[layout.y_offset] = y0
             slots[layout.zp_offset] = zp0
-            err, = self._launch(self.fn, gx, gy, gz, bx, by, bz, self.shared, self.stream,
-                                self._params_at, 0)
+            if self._direct is not None:
+                err = self._direct(self._fn_address, gx, gy, gz, bx, by, bz, self.shared, stream,
+                                   self._params_at, None)
+            else:
+                err, = self._launch(self.fn, gx, gy, gz, bx, by, bz, self.shared, stream,
+                                    self._params_at, 0)
             if err:
-                leaf = self.kernel.leaf
-                raise LaunchError(f"launching leaf {leaf.name} (grid {(gx, gy, gz)}, block "
-                                  f"{self.block}, {self.shared} bytes of shared memory) failed: "
-                                  f"{device.error_name(err)}", leaf.loc)
+                failure = LaunchError(f"launching leaf {leaf.name} (grid {(gx, gy, gz)}, block "
+                                      f"{self.block}, {self.shared} bytes of shared memory) failed: "
+                                      f"{device.error_name(err)}", leaf.loc)
+                raise faults.reported(failure, leaf.name, leaf.loc)
         if self.error is not None:
-            self.kernel._report(self.error.cpu().tolist())
-        for out, dev in self.device_outputs:
-            out.reshape(-1).view(np.uint8)[:dev.numel()] = dev.cpu().numpy()
+            try:
+                error = self.error.cpu().tolist()
+            except Exception as exc:  # noqa: BLE001 - a fault of this kernel shows at the copy
+                raise faults.reported(exc, leaf.name, leaf.loc) from None
+            self.kernel._report(error)
 
 
 def flat_block(dims: int, own: tuple[int, int, int], parents: int) -> tuple[int, int, int]:

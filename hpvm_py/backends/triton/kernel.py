@@ -1,8 +1,8 @@
-"""TritonKernel: packs a launch's arguments for the generated kernel, launches one program per
-block of leaf instances, brings scalar outputs back and reports recorded out-of-bounds accesses."""
+"""TritonKernel: packs a launch's arguments for the generated kernel into a TritonLaunch
+(prepared.py: it launches one program per block of leaf instances, brings scalar outputs back and
+reports recorded out-of-bounds accesses)."""
 from __future__ import annotations
 
-import struct
 import threading
 from typing import Any, Callable
 
@@ -11,41 +11,25 @@ import numpy as np
 from ...errors import CompileError, ExecutionError, HPVMError, LaunchError
 from ...ir import kernel as K
 from ...ir import semantics as S
+from ...rt import remote
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import BufferArg, NodeContext, instance_counts
-from ...rt import remote
-from ..bounds import recorded
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
+from ..cuda.outputs import DeviceOutputs
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
-from .host_math import fix_interpreter, interpreting
 from .loader import load_kernel
+from .prepared import TritonLaunch, scalar_bits
 from .scratch import size_of
 
 MAX_BLOCK = 1024  # lanes per program for leaves without barriers
 # At least a warp of lanes: Triton 3.6 failed to compile some kernels on 1-lane blocks (its
 # TritonGPUCoalesce pass), and lanes past the grid are masked off anyway.
 MIN_BLOCK = 32
-# Triton's interpreter patches triton.language while a kernel runs: one kernel at a time.
-_INTERPRETER_LOCK = threading.Lock()
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
-
-
-def scalar_bits(value: Any, t: ScalarType) -> int:
-    """A uniform scalar as the integer the kernel decodes (values/_from_bits)."""
-    if t == bf16 and np.asarray(value).dtype == np.uint16:
-        value = S.bf16_from_bits(value)
-    if t.is_bool:
-        return int(bool(value))
-    if not t.is_float:
-        v = int(value)
-        return v - (1 << 64) if v >= 1 << 63 else v
-    if t.bits == 64:
-        return struct.unpack("<q", struct.pack("<d", float(value)))[0]
-    return struct.unpack("<i", struct.pack("<f", np.float32(value)))[0]
 
 
 class TritonKernel:
@@ -69,11 +53,16 @@ class TritonKernel:
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
                extents: list[tuple[int, ...]]) -> None:
+        self.prepare(args, outputs, extents).run()
+
+    def prepare(self, args: list[Any], outputs: list[np.ndarray | None],
+                extents: list[tuple[int, ...]]) -> TritonLaunch:
+        """Everything a launch needs, packed; run() may be called again with patched scalars."""
         import torch
 
         P, L = instance_counts(extents)
         if P * L == 0:
-            return
+            return TritonLaunch(self, None, None, [], {}, (0, 1, 1), self._outputs([]), None, [], {}, {})
         source, kernel = self._variant(L <= MAX_BLOCK)
         if source.grouped:
             block, blocks = max(MIN_BLOCK, _next_pow2(L)), 1
@@ -86,6 +75,8 @@ class TritonKernel:
             blocks = -(-L // block)
         device = self._device(args)
         call: list[Any] = []
+        uniforms: dict[int, int] = {}  # param -> its position in call
+        values: dict[int, int] = {}  # per-parent / per-instance param -> its position in call
         for i, (p, mode, arg) in enumerate(zip(self.leaf.params, self.ctx.input_modes, args)):
             if mode == "buffer":
                 assert isinstance(arg, BufferArg) and isinstance(p.type, PtrType)
@@ -94,23 +85,27 @@ class TritonKernel:
                     call.append(self._limit(i, args) // p.type.elem.nbytes)
             elif mode == "uniform":
                 assert isinstance(p.type, ScalarType)
+                uniforms[i] = len(call)
                 call.append(scalar_bits(arg, p.type))
             else:
                 assert isinstance(p.type, ScalarType)
+                values[i] = len(call)
                 call.append(self._values(arg, p.type, device))
         results = []
         for out, mode, host in zip(self.leaf.outputs, self.ctx.output_modes, outputs):
             if mode != "unused" and host is not None:
                 assert isinstance(out.type, ScalarType)
                 dev = torch.zeros(host.size, dtype=torch_dtype(out.type), device=device)
-                results.append((dev, host))
+                results.append((host, dev))
                 call.append(dev)
-        for scratch in source.scratch:  # zeroed, one slice per parent instance
-            nbytes = size_of(scratch, self.leaf, args, extents, self.ctx.level_dims)
-            stride = max(1, -(-nbytes // scratch.elem.nbytes))
-            call += [torch.zeros(P * stride, dtype=torch_dtype(scratch.elem), device=device), stride]
+        scratch = []
+        for area in source.scratch:  # zeroed before each run, one slice per parent instance
+            nbytes = size_of(area, self.leaf, args, extents, self.ctx.level_dims)
+            stride = max(1, -(-nbytes // area.elem.nbytes))
+            scratch.append(torch.zeros(P * stride, dtype=torch_dtype(area.elem), device=device))
+            call += [scratch[-1], stride]
             if source.checked:
-                call.append(nbytes // scratch.elem.nbytes)
+                call.append(nbytes // area.elem.nbytes)
         for level, dims in zip(extents, self.ctx.level_dims):
             call += [int(n) for n in level[:dims]]
         if "HEAP_BASES" in source.arguments:
@@ -121,27 +116,12 @@ class TritonKernel:
         if source.checked:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
-        grid = (P * blocks,)
-        try:
-            fn = kernel[grid]
-            options = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)), enable_fp_fusion=False)
-            if interpreting():
-                fix_interpreter()
-                with _INTERPRETER_LOCK:
-                    fn(*call, **options)
-            else:
-                fn(*call, **options)
-        except HPVMError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - Triton's compiler or interpreter failed
-            raise self._failure(exc) from None
-        for dev, host in results:
-            values = dev.cpu().numpy()
-            host.reshape(-1).view(values.dtype)[...] = values
-        if err is not None:
-            code, index, limit = (int(v) for v in err.cpu().tolist())
-            if code:
-                raise recorded(self.leaf.name, source.sites, code, index, limit)
+        options = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)), enable_fp_fusion=False)
+        return TritonLaunch(self, source, kernel, call, options, (P * blocks, 1, 1),
+                            self._outputs(results), err, scratch, uniforms, values)
+
+    def _outputs(self, pairs: list[tuple[np.ndarray, Any]]) -> DeviceOutputs:
+        return DeviceOutputs(pairs, self.leaf.name, self.leaf.loc)
 
     def _limit(self, index: int, args: list[Any]) -> int:
         """Bytes that pointer parameter `index` may reach (checked mode): the size argument after

@@ -1,0 +1,46 @@
+"""Direct calls into the CUDA driver (libcuda through ctypes) for the hot path of a replayed
+launch: a kernel or CUDA-graph launch through cuda-bindings or torch costs microseconds of Python
+wrapping, a ctypes call about one. None where libcuda cannot be loaded (then the callers use
+cuda-bindings or torch as before)."""
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+
+@functools.cache
+def _libcuda() -> Any:
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    # CUresult cuLaunchKernel(CUfunction, 3 x grid, 3 x block, shared bytes, CUstream,
+    # void **params, void **extra)
+    lib.cuLaunchKernel.restype = ctypes.c_int
+    lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    # CUresult cuGraphLaunch(CUgraphExec, CUstream)
+    lib.cuGraphLaunch.restype = ctypes.c_int
+    lib.cuGraphLaunch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    return lib
+
+
+def error_text(code: int) -> str:
+    """The driver's name of an error code (CUDA_ERROR_...)."""
+    lib = _libcuda()
+    name = ctypes.c_char_p()
+    if lib is None or lib.cuGetErrorName(code, ctypes.byref(name)) != 0 or not name.value:
+        return f"CUDA error {code}"
+    return name.value.decode()
+
+
+def launch_kernel() -> Any:
+    """libcuda's cuLaunchKernel, or None."""
+    lib = _libcuda()
+    return None if lib is None else lib.cuLaunchKernel
+
+
+def graph_launch() -> Any:
+    """libcuda's cuGraphLaunch, or None."""
+    lib = _libcuda()
+    return None if lib is None else lib.cuGraphLaunch

@@ -1,0 +1,165 @@
+"""A packed launch of one generated Triton kernel (TritonKernel.prepare).
+
+The first run on a GPU goes through Triton's dispatch (`kernel[grid](...)`: binding, specialisation,
+compile-cache lookup), which hands back the compiled kernel; later runs call that compiled kernel's
+launcher (`CompiledKernel[grid]`, where Triton's dispatch ends too) with the packed arguments,
+skipping tens of microseconds of Python. That is valid while every integer argument keeps the
+specialisation Triton compiled for (triton 3.6 and 3.9 alike: an integer equal to 1 becomes a
+constant, one divisible by 16 is marked so, and its range picks i32, i64 or u64): set_uniform()
+compares a new value's class with the old one's and sends the next run through the dispatch again
+when it differs. Under TRITON_INTERPRET=1 every run goes through the interpreter.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...errors import HPVMError
+from ...ir import semantics as S
+from ...types import ScalarType, bf16
+from ..bounds import recorded
+from ..cuda import faults
+from ..cuda.outputs import DeviceOutputs
+from .codegen import TritonSource
+from .host_math import fix_interpreter, interpreting
+
+if TYPE_CHECKING:
+    from .kernel import TritonKernel
+
+# Triton's interpreter patches triton.language while a kernel runs: one kernel at a time.
+_INTERPRETER_LOCK = threading.Lock()
+
+
+def scalar_bits(value: Any, t: ScalarType) -> int:
+    """A uniform scalar as the integer the kernel decodes (values/_from_bits)."""
+    if t == bf16 and np.asarray(value).dtype == np.uint16:
+        value = S.bf16_from_bits(value)
+    if t.is_bool:
+        return int(bool(value))
+    if not t.is_float:
+        v = int(value)
+        return v - (1 << 64) if v >= 1 << 63 else v
+    if t.bits == 64:
+        return struct.unpack("<q", struct.pack("<d", float(value)))[0]
+    return struct.unpack("<i", struct.pack("<f", np.float32(value)))[0]
+
+
+def specialisation(v: int) -> tuple[Any, ...]:
+    """What Triton's compiled code assumes about an integer argument."""
+    if v == 1:
+        return (1,)
+    width = 32 if -(1 << 31) <= v < (1 << 31) else (64 if v < (1 << 63) else 65)
+    return width, v % 16 == 0
+
+
+class TritonLaunch:
+    def __init__(self, kernel: "TritonKernel", source: TritonSource | None, jit: Any, call: list[Any],
+                 options: dict[str, Any], grid: tuple[int, int, int], outputs: DeviceOutputs,
+                 error: Any, scratch: list[Any], uniforms: dict[int, int], values: dict[int, int]):
+        self.kernel = kernel
+        self.source = source
+        self.jit = jit  # None: an empty launch (no instance)
+        self.call = call
+        self.options = options
+        self.grid = grid
+        self.outputs = outputs
+        self.error = error
+        self.scratch = scratch
+        self.uniforms = uniforms  # param -> position in call
+        self.values = values  # per-parent / per-instance param -> position in call
+        self.stale = set(values)  # those copied from the host for this launch only
+        self._fast: Any = None  # the compiled kernel's launcher, once Triton's dispatch gave it
+        self._args: list[Any] = []  # call and the constexprs, in the kernel's parameter order
+        self._stream: Any = None
+
+    @property
+    def reusable(self) -> bool:
+        return not self.stale
+
+    @property
+    def on_any_stream(self) -> bool:
+        """start(stream) queues all its device work on that stream (nothing on the current one)."""
+        return self.error is None and not self.scratch
+
+    def set_uniform(self, i: int, value: Any) -> None:
+        pos = self.uniforms[i]
+        bits = scalar_bits(value, self.kernel.leaf.params[i].type)
+        old, self.call[pos] = self.call[pos], bits
+        if self._fast is not None:
+            if specialisation(bits) != specialisation(old):
+                self._fast = None  # compiled for another class of value: dispatch again
+            else:
+                self._args[pos] = bits
+
+    def bind_values(self, i: int, values: Any) -> bool:
+        """Read per-instance input i from a device array (a producer's outputs): False when it
+        does not fit."""
+        pos = self.values[i]
+        old = self.call[pos]
+        if values.dtype != old.dtype or values.numel() != old.numel() or values.device != old.device:
+            return False
+        self.call[pos] = values
+        if self._fast is not None:
+            self._args[pos] = values
+        self.stale.discard(i)
+        return True
+
+    def run(self) -> None:
+        self.start()
+        self.outputs.fetch()
+
+    def start(self, stream: Any = None) -> None:
+        """Launch the kernel (on `stream`, a CUDA stream handle, else the one it was prepared
+        on); waits for it only when it reports out-of-bounds accesses."""
+        if self.jit is None:
+            return
+        leaf = self.kernel.leaf
+        for area in self.scratch:
+            area.zero_()
+        if self.error is not None:
+            self.error.zero_()  # a replay reports only its own first fault
+        faults.launched(leaf.name, leaf.loc)
+        try:
+            if self._fast is not None:
+                self._fast(*self._args, stream=self._stream if stream is None else stream)
+            elif stream is None or interpreting():
+                self._dispatch()
+            else:
+                import torch  # noqa: PLC0415
+
+                with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+                    self._dispatch()
+            if self.error is not None:
+                code, index, limit = (int(v) for v in self.error.cpu().tolist())
+        except HPVMError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Triton's compiler or interpreter, or a fault
+            raise (faults.fault_error(exc, leaf.name, leaf.loc) if faults.is_fault(exc)
+                   else self.kernel._failure(exc)) from None
+        if self.error is not None and code:
+            assert self.source is not None
+            raise recorded(leaf.name, self.source.sites, code, index, limit)
+
+    def _dispatch(self) -> None:
+        fn = self.jit[self.grid]
+        if interpreting():
+            fix_interpreter()
+            with _INTERPRETER_LOCK:
+                fn(*self.call, **self.options)
+            return
+        compiled = fn(*self.call, **self.options)
+        rest = self.jit.arg_names[len(self.call):]
+        if compiled is not None and all(name in self.options for name in rest):
+            self._args = self.call + [self.options[name] for name in rest]
+            self._stream = current_stream()
+            self._fast = compiled[self.grid]
+
+
+def current_stream() -> int:
+    """The handle of torch's current CUDA stream (where Triton's dispatch launched)."""
+    import torch  # noqa: PLC0415
+
+    return torch.cuda.current_stream().cuda_stream
