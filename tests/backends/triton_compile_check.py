@@ -18,6 +18,7 @@ from triton.compiler import ASTSource
 
 import hpvm_py as hpvm
 from hpvm_py.backends.triton.codegen import generate
+from hpvm_py.backends.triton.kernel import GPU_DOT
 
 SM90 = GPUTarget("cuda", 90, 32)
 
@@ -30,6 +31,14 @@ def load(text: str, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def constants(source) -> dict:
+    """The constexpr arguments of a launch (kernel.py's GPU block shapes)."""
+    if source.dot is None:
+        return {"BLOCK": 128}
+    dot = GPU_DOT
+    return {"BLOCK": dot.bm * dot.bn, "BM": dot.bm, "BN": dot.bn, "BK": dot.bk, "GROUP": dot.group}
 
 
 def semantic_graphs() -> list:
@@ -58,13 +67,18 @@ def main(names: list[str]) -> None:
             compiled = hpvm.compile(graph, target="cpu")  # node contexts do not depend on the target
             for leaf, ctx, _ in compiled.leaf_kernels():
                 for checked in variants:
-                    source = generate(leaf, ctx, checked, interpreted=False)
-                    fn = getattr(load(source.text, f"check_{count}"), source.kernel)
-                    ast = ASTSource(fn=fn, signature=dict(source.arguments), constexprs={"BLOCK": 128})
-                    kernel = triton.compile(ast, target=SM90, options={"enable_fp_fusion": False})
-                    assert "cubin" in kernel.asm
-                    print(f"compiled {leaf.name} checked={checked}")
-                    count += 1
+                    sources = [generate(leaf, ctx, checked, interpreted=False)]
+                    if sources[0].dot is not None:  # and its literal fallback
+                        sources.append(generate(leaf, ctx, checked, interpreted=False, tiled=False))
+                    for source in sources:
+                        fn = getattr(load(source.text, f"check_{count}"), source.kernel)
+                        ast = ASTSource(fn=fn, signature=dict(source.arguments),
+                                        constexprs=constants(source))
+                        kernel = triton.compile(ast, target=SM90,
+                                                options={"enable_fp_fusion": source.dot is not None})
+                        assert "cubin" in kernel.asm
+                        print(f"compiled {leaf.name} checked={checked} dot={source.dot is not None}")
+                        count += 1
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ class MemoryAccesses:
         """An access index as a block of int64 (scalars broadcast: the mask is a block)."""
         code = self.expr(e, m)
         name = self.fresh("i")
-        self.emit(f"{name} = {code}.to(tl.int64) + ZERO")
+        self.emit(f"{name} = {code}.to(tl.int64) + {self.zero}")
         return name
 
     def guard(self, access: Access, index: str, m: str) -> str:

@@ -28,6 +28,8 @@ from ..bounds import Access
 from ..cpu.prepare import localize_assigned_params
 from . import values as V
 from .accesses import MemoryAccesses
+from .dotmatch import DotLoop, find_dot_loop
+from .dottiles import DotTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
 from .scratch import Scratch, scratches
@@ -48,6 +50,7 @@ class TritonSource:
     arguments: dict[str, str]  # parameter -> Triton type ("*fp32", "i64", "constexpr")
     sites: list[Access] = field(default_factory=list)  # the checked accesses, by site number
     scratch: list[Scratch] = field(default_factory=list)
+    dot: DotLoop | None = None  # a tl.dot kernel: one program per block of (row, column) coordinates
 
     @property
     def digest(self) -> str:
@@ -55,11 +58,15 @@ class TritonSource:
 
 
 def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-             fixed_grid: bool = False) -> TritonSource:
+             fixed_grid: bool = False, tiled: bool = True) -> TritonSource:
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
-    the per-lane ids cost shifts and masks rather than divisions)."""
-    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid).run()
+    the per-lane ids cost shifts and masks rather than divisions); `tiled`: a recognised dot loop
+    becomes a tl.dot kernel (dotmatch.py; never in the checked variant, which reports accesses
+    one instance at a time)."""
+    leaf = localize_assigned_params(leaf)
+    dot = find_dot_loop(leaf, ctx.input_modes, ctx.level_dims) if tiled and not checked else None
+    return _Generator(leaf, ctx, checked, interpreted, fixed_grid, dot).run()
 
 
 _TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
@@ -100,18 +107,26 @@ class _Loop:
         self.cnt = cnt
 
 
-class _Generator(MemoryAccesses, MathCalls):
+class _Generator(MemoryAccesses, MathCalls, DotTiles):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool):
+                 fixed_grid: bool, dot: DotLoop | None):
         self.interpreted = interpreted
         self.fixed_grid = fixed_grid
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
+        self.dot = dot
+        self.zero = "ZERO"  # an int64 zero block of the shape of the lanes being generated
         self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
         self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
-        self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
-        self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), _masked_in_loops(leaf.body))
+        masked = _masked_in_loops(leaf.body)
+        if dot is not None:  # the loop that used the scratch tiles and barriers is replaced
+            self.scratch = []
+            self.grouped = False
+            self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked)
+        else:
+            self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
+            self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), masked)
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)  # type: ignore[arg-type]
         self.names = {name: _ident(name) for name in self.types}
@@ -137,7 +152,7 @@ class _Generator(MemoryAccesses, MathCalls):
     def run(self) -> TritonSource:
         self._check_supported()
         body_start = len(self.lines)
-        self._prologue()
+        self._tile_prologue() if self.dot else self._prologue()
         self.terms = ["live" if self.live else "m0"]
         self.block(self.leaf.body)
         self._epilogue()
@@ -149,7 +164,7 @@ class _Generator(MemoryAccesses, MathCalls):
         text = "".join(header) + "\n\n@triton.jit\n" + self._signature() + "\n".join(body) + "\n"
         return TritonSource(text=text, kernel=self.kernel, grouped=self.grouped,
                             checked=self.checked, arguments=self.arguments, sites=self.sites,
-                            scratch=self.scratch)
+                            scratch=self.scratch, dot=self.dot)
 
     def _arguments(self) -> dict[str, str]:
         """The kernel's parameters in order, with their Triton types (as kernel.py passes them)."""
@@ -183,6 +198,8 @@ class _Generator(MemoryAccesses, MathCalls):
         if self.checked:
             args["ERR"] = "*i64"
         args["BLOCK"] = "constexpr"
+        if self.dot:
+            args.update(BM="constexpr", BN="constexpr", BK="constexpr", GROUP="constexpr")
         return args
 
     def _signature(self) -> str:
@@ -253,6 +270,11 @@ class _Generator(MemoryAccesses, MathCalls):
                     e(f"in{level}_{d} = {inner} // E{level}_{d}")
                     inner = f"in{level}_{d}"
             rest = f"rest{level}"
+        self._prologue_values()
+
+    def _prologue_values(self) -> None:
+        """Parameters, scratch slices, locals and outputs, once the lanes' ids are known."""
+        e = self.emit
         for p, mode in zip(self.leaf.params, self.ctx.input_modes):
             if mode == "buffer":
                 continue
@@ -317,7 +339,9 @@ class _Generator(MemoryAccesses, MathCalls):
             self.stmt(stmt)
 
     def stmt(self, s: K.Stmt) -> None:
-        if isinstance(s, K.Assign):
+        if self.dot is not None and s is self.dot.loop:
+            self.dot_loop()
+        elif isinstance(s, K.Assign):
             if not isinstance(s.value, K.Malloc):  # the prologue set malloc'ed pointers
                 self.assign(s.target, s.value)
         elif isinstance(s, K.Store):

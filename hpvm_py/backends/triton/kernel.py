@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -17,6 +18,7 @@ from ..bounds import out_of_bounds
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
+from .dotmatch import DotLoop
 from .host_math import fix_interpreter, interpreting
 from .loader import load_kernel
 from .scratch import size_of
@@ -27,6 +29,23 @@ MAX_BLOCK = 1024  # lanes per program for leaves without barriers
 MIN_BLOCK = 32
 # Triton's interpreter patches triton.language while a kernel runs: one kernel at a time.
 _INTERPRETER_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class DotConfig:
+    """Block shape and schedule of the tl.dot kernels (dottiles.py)."""
+
+    bm: int
+    bn: int
+    bk: int
+    group: int  # block rows per group of programs (L2 reuse of B)
+    warps: int
+    stages: int
+
+
+# Chosen on the H100 (docs/performance.md); the interpreter takes tl.dot's smallest blocks.
+GPU_DOT = DotConfig(bm=128, bn=128, bk=32, group=8, warps=8, stages=3)
+INTERPRETER_DOT = DotConfig(bm=16, bn=16, bk=16, group=2, warps=1, stages=1)
 
 
 def _next_pow2(n: int) -> int:
@@ -48,22 +67,26 @@ def scalar_bits(value: Any, t: ScalarType) -> int:
 
 
 class TritonKernel:
-    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, make_source: Callable[[bool], TritonSource]):
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext,
+                 make_source: Callable[[bool, bool], TritonSource]):
         self.leaf = leaf
         self.ctx = ctx
         self._make_source = make_source
-        self.source = make_source(False)  # compile errors surface when the graph is compiled
-        self._variants: dict[bool, tuple[TritonSource, Any]] = {}
+        self.source = make_source(False, True)  # compile errors surface when the graph is compiled
+        self._variants: dict[tuple[bool, bool], tuple[TritonSource, Any]] = {}
         self._lock = threading.Lock()
 
-    def _variant(self, fixed_grid: bool) -> tuple[TritonSource, Any]:
-        """The kernel for any grid, or the one whose leaf extents are constants (small grids)."""
+    def _variant(self, fixed_grid: bool, tiled: bool) -> tuple[TritonSource, Any]:
+        """The kernel for any grid, or the one whose leaf extents are constants (small grids);
+        the tl.dot kernel (`tiled`, when the leaf has a dot loop) or the literal translation."""
+        key = (fixed_grid, tiled and self.source.dot is not None)
         with self._lock:
-            found = self._variants.get(fixed_grid)
+            found = self._variants.get(key)
             if found is None:
-                source = self._make_source(True) if fixed_grid else self.source
+                source = self.source if key == (False, self.source.dot is not None) else \
+                    self._make_source(*key)
                 found = (source, load_kernel(source.text, source.digest, source.kernel))
-                self._variants[fixed_grid] = found
+                self._variants[key] = found
             return found
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
@@ -73,8 +96,13 @@ class TritonKernel:
         P, L = instance_counts(extents)
         if P * L == 0:
             return
-        source, kernel = self._variant(L <= MAX_BLOCK)
-        if source.grouped:
+        source, kernel = self._variant(L <= MAX_BLOCK, tiled=True)
+        if source.dot is not None and not _dot_fits(source.dot, extents):
+            source, kernel = self._variant(L <= MAX_BLOCK, tiled=False)
+        dot = GPU_DOT if not interpreting() else INTERPRETER_DOT
+        if source.dot is not None:
+            block, blocks = dot.bm * dot.bn, 1
+        elif source.grouped:
             block, blocks = max(MIN_BLOCK, _next_pow2(L)), 1
             if block > MAX_GROUP_LANES:
                 raise LaunchError(f"{self.leaf.name} has barrier() and {L} instances per parent instance; "
@@ -118,9 +146,16 @@ class TritonKernel:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
         grid = (P * blocks,)
+        options: dict[str, Any] = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)),
+                                       enable_fp_fusion=False)
+        if source.dot is not None:
+            rows, cols = _dot_extents(source.dot, extents)
+            grid = (-(-rows // dot.bm) * -(-cols // dot.bn),)
+            # fused multiply-adds inside tl.dot (without them its products are rounded twice)
+            options.update(BM=dot.bm, BN=dot.bn, BK=dot.bk, GROUP=dot.group, num_warps=dot.warps,
+                           num_stages=dot.stages, enable_fp_fusion=True)
         try:
             fn = kernel[grid]
-            options = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)), enable_fp_fusion=False)
             if interpreting():
                 fix_interpreter()
                 with _INTERPRETER_LOCK:
@@ -179,3 +214,16 @@ class TritonKernel:
                                   self.leaf.loc)
         return CompileError(f"{self.leaf.name}: Triton could not compile the generated kernel "
                             f"({type(exc).__name__}: {detail}); {SUGGESTION}", self.leaf.loc)
+
+
+def _dot_extents(dot: DotLoop, extents: list[tuple[int, ...]]) -> tuple[int, int]:
+    """Rows and columns of the combined grid a tl.dot kernel covers."""
+    def along(dim: int) -> int:
+        return extents[0][dim] * (extents[1][dim] if dot.levels == 2 else 1)
+    return along(dot.row_dim), along(dot.col_dim)
+
+
+def _dot_fits(dot: DotLoop, extents: list[tuple[int, ...]]) -> bool:
+    """Whether this launch is one the dot loop was proven for: the Parboil form's scratch tiles
+    hold one element per leaf instance only when the leaf is tile x tile instances."""
+    return dot.tile is None or tuple(extents[0]) == (dot.tile, dot.tile)

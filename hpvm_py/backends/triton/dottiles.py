@@ -1,0 +1,124 @@
+"""The gpu target's tl.dot kernels, for leaves with a recognised dot loop (dotmatch.py).
+
+Mapping. A program covers a BM x BN block of (row, column) coordinates of the combined grid (the
+coordinate along dimension d is id1_d * E0_d + id0_d), across as many parent instances as the block
+spans; programs go through the blocks in groups of GROUP block rows, so that neighbours share B
+columns in L2. The block's BM * BN instances are the program's lanes, row-major, so every statement
+outside the loop is generated as for any leaf; parent-level ids and per-parent values vary between
+lanes here (TileUniformity). The loop becomes a loop over k tiles of BK: the A block [BM, BK] and
+the B block [BK, BN] are the leaf's own element expressions evaluated on 2-D index blocks (loads
+masked to the grid and to kk < stop, anything masked contributing 0), and tl.dot in IEEE fp32
+accumulates their product into acc, reshaped to [BM, BN] and back.
+"""
+from __future__ import annotations
+
+from ...ir import kernel as K
+from ...passes.uniform import Uniformity
+from .dotmatch import KK, DotLoop, coordinate_id
+
+
+class TileUniformity(Uniformity):
+    """Uniformity over a block of instances that may span several parent instances."""
+
+    def __init__(self, leaf: K.LeafFunc, input_modes: tuple[str, ...], varying: frozenset[str]):
+        modes = tuple("per_instance" if m == "per_parent" else m for m in input_modes)
+        super().__init__(leaf, modes, frozenset(), varying)
+
+    def _node(self, e: K.Expr, locals_: set[str] | None = None) -> bool:
+        if isinstance(e, K.InstanceId):
+            return False
+        return super()._node(e, locals_)
+
+
+class DotTiles:
+    """Mixed into the generator: uses its emit/expr/names/_prologue_values and sets its zero."""
+
+    dot: DotLoop
+
+    def _extent(self, dim: int) -> str:
+        """Instances along one dimension of the combined grid."""
+        return f"(E0_{dim} * E1_{dim})" if self.dot.levels == 2 else f"E0_{dim}"
+
+    def _tile_prologue(self) -> None:
+        e = self.emit
+        r, c = self.dot.row_dim, self.dot.col_dim
+        e("pid = tl.program_id(0).to(tl.int64)")
+        e(f"R = {self._extent(r)}")
+        e(f"C = {self._extent(c)}")
+        e("tiles_c = (C + BN - 1) // BN")
+        e("in_group = GROUP * tiles_c")
+        e("first_r = (pid // in_group) * GROUP")
+        e("group_rows = tl.minimum((R + BM - 1) // BM - first_r, GROUP)")
+        e("tile_r = first_r + (pid % in_group) % group_rows")
+        e("tile_c = (pid % in_group) // group_rows")
+        e("lane = tl.arange(0, BLOCK).to(tl.int64)")
+        e("g_r = tile_r * BM + lane // BN")
+        e("g_c = tile_c * BN + lane % BN")
+        e("m0 = (g_r < R) & (g_c < C)")
+        e("g_r = tl.where(m0, g_r, 0)")  # lanes past the grid: ids of a real instance, masked off
+        e("g_c = tl.where(m0, g_c, 0)")
+        e("ZERO = lane * 0")
+        e("FALSE = lane < 0")
+        e("Z64 = tl.zeros([], tl.int64)")
+        for dim, coordinate in ((r, "g_r"), (c, "g_c")):
+            if self.dot.levels == 2:
+                e(f"id0_{dim} = {coordinate} % E0_{dim}")
+                e(f"id1_{dim} = {coordinate} // E0_{dim}")
+            else:
+                e(f"id0_{dim} = {coordinate}")
+        e("lin = id0_0 + E0_0 * id0_1")
+        e("parent = id1_0 + E1_0 * id1_1" if self.dot.levels == 2 else "parent = Z64")
+        self._prologue_values()
+
+    def dot_loop(self) -> None:
+        d = self.dot
+        e = self.emit
+        e("rows_a = (tile_r * BM + tl.arange(0, BM).to(tl.int64))[:, None]")
+        e("cols_b = (tile_c * BN + tl.arange(0, BN).to(tl.int64))[None, :]")
+        # rows and columns past the grid are masked, not clamped: a clamp (tl.where) hides their
+        # contiguity from Triton, which then loads 4 bytes at a time instead of 16
+        e("row_ok = rows_a < R")
+        e("col_ok = cols_b < C")
+        for prefix, coordinate, dim in (("a_id", "rows_a", d.row_dim), ("b_id", "cols_b", d.col_dim)):
+            for level in range(d.levels):
+                e(f"{prefix}{level} = {coordinate}" if d.levels == 1 else
+                  f"{prefix}{level} = {coordinate} {'%' if level == 0 else '//'} E0_{dim}")
+        e(f"k_start = ({self.expr(d.start, 'm0')}).to(tl.int64)")
+        stop = f"({self.expr(d.stop, 'm0')}).to(tl.int64)"
+        if d.tile is not None:  # whole scratch tiles: their padding is masked by the leaf's guards
+            stop = f"k_start + _trip(k_start, {stop}, Z64 + {d.tile}) * {d.tile}"
+        e(f"k_stop = {stop}")
+        e("z_a = tl.zeros([BM, BK], tl.int64)")
+        e("z_b = tl.zeros([BK, BN], tl.int64)")
+        e(f"acc_t = tl.reshape({self.names[d.acc]}, [BM, BN])")
+        e("k_lanes = tl.arange(0, BK).to(tl.int64)")
+        e("for kb in range(k_start, k_stop, BK):")
+        self.indent += 1
+        e("kk_a = kb + k_lanes[None, :]")
+        e("kk_b = kb + k_lanes[:, None]")
+        e("m_a = row_ok & (kk_a < k_stop)")
+        e("m_b = (kk_b < k_stop) & col_ok")
+        op_a = self._operand(d.a_elem, "m_a", "kk_a", "z_a", "a_id", d.row_dim)
+        op_b = self._operand(d.b_elem, "m_b", "kk_b", "z_b", "b_id", d.col_dim)
+        e(f"acc_t = tl.dot({op_a}, {op_b}, acc_t, input_precision=\"ieee\")")
+        self.indent -= 1
+        e(f"{self.names[d.acc]} = tl.reshape(acc_t, [BLOCK])")
+
+    def _operand(self, elem: K.Expr, mask: str, kk: str, zero: str, prefix: str, dim: int) -> str:
+        """One operand block: the element expression on 2-D blocks of ids and kk."""
+        bound = {KK: kk, **{coordinate_id(level, dim): f"{prefix}{level}" for level in range(self.dot.levels)}}
+        saved = {name: self.names.get(name) for name in bound}
+        self.names.update(bound)
+        self.zero = zero
+        try:
+            code = self.expr(elem, mask)
+        finally:
+            self.zero = "ZERO"
+            for name, old in saved.items():
+                if old is None:
+                    del self.names[name]
+                else:
+                    self.names[name] = old
+        name = self.fresh("op")
+        self.emit(f"{name} = tl.where({mask}, {code}, 0.0)")
+        return name
