@@ -17,7 +17,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 import hpvm_py as hpvm
-from hpvm_py.backends.triton.codegen import generate
+from hpvm_py.backends.triton.codegen import generate, kernel_name
 from hpvm_py.backends.triton.kernel import GPU_DOT
 
 SM90 = GPUTarget("cuda", 90, 32)
@@ -36,7 +36,7 @@ def load(text: str, name: str):
 def constants(source) -> dict:
     """The constexpr arguments of a launch (kernel.py's GPU block shapes)."""
     if source.dot is None:
-        return {"BLOCK": 128}
+        return {"BLOCK": 128, **{f"NB_{kernel_name(p.name)}": 256 for p in source.private}}
     dot = GPU_DOT
     return {"BLOCK": dot.bm * dot.bn, "BM": dot.bm, "BN": dot.bn, "BK": dot.bk, "GROUP": dot.group}
 
@@ -68,8 +68,8 @@ def main(names: list[str]) -> None:
             for leaf, ctx, _ in compiled.leaf_kernels():
                 for checked in variants:
                     sources = [generate(leaf, ctx, checked, interpreted=False)]
-                    if sources[0].dot is not None:  # and its literal fallback
-                        sources.append(generate(leaf, ctx, checked, interpreted=False, tiled=False))
+                    if sources[0].dot is not None or sources[0].private:  # and the literal fallback
+                        sources.append(generate(leaf, ctx, checked, interpreted=False, optimised=False))
                     for source in sources:
                         fn = getattr(load(source.text, f"check_{count}"), source.kernel)
                         ast = ASTSource(fn=fn, signature=dict(source.arguments),

@@ -51,6 +51,8 @@ class MemoryAccesses:
         return f"{m} & {ok}"
 
     def atomic(self, e: K.Atomic, m: str) -> str:
+        if any(p.name == e.ptr.name for p in self.private):
+            return self.count_privately(e, m)
         elem = self._elem(e.ptr)
         index = self.index(e.index, m)
         value = self.expr(e.value, m)

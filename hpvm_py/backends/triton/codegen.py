@@ -32,6 +32,7 @@ from .dotmatch import DotLoop, find_dot_loop
 from .dottiles import DotTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
+from .privatise import PrivateCount, PrivateCounts, private_counts
 from .scratch import Scratch, scratches
 
 # Lanes of a leaf with barriers (all instances of a parent in one program) at most.
@@ -51,6 +52,7 @@ class TritonSource:
     sites: list[Access] = field(default_factory=list)  # the checked accesses, by site number
     scratch: list[Scratch] = field(default_factory=list)
     dot: DotLoop | None = None  # a tl.dot kernel: one program per block of (row, column) coordinates
+    private: list[PrivateCount] = field(default_factory=list)  # buffers counted per program
 
     @property
     def digest(self) -> str:
@@ -58,15 +60,17 @@ class TritonSource:
 
 
 def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-             fixed_grid: bool = False, tiled: bool = True) -> TritonSource:
+             fixed_grid: bool = False, optimised: bool = True) -> TritonSource:
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
-    the per-lane ids cost shifts and masks rather than divisions); `tiled`: a recognised dot loop
-    becomes a tl.dot kernel (dotmatch.py; never in the checked variant, which reports accesses
-    one instance at a time)."""
+    the per-lane ids cost shifts and masks rather than divisions); `optimised`: a recognised dot
+    loop becomes a tl.dot kernel (dotmatch.py), or else counting atomics are privatised per
+    program (privatise.py). Never in the checked variant, which reports accesses one instance at
+    a time; without `optimised`, the literal translation (what a launch falls back to)."""
     leaf = localize_assigned_params(leaf)
-    dot = find_dot_loop(leaf, ctx.input_modes, ctx.level_dims) if tiled and not checked else None
-    return _Generator(leaf, ctx, checked, interpreted, fixed_grid, dot).run()
+    dot = find_dot_loop(leaf, ctx.input_modes, ctx.level_dims) if optimised and not checked else None
+    return _Generator(leaf, ctx, checked, interpreted, fixed_grid, dot,
+                      optimised and not checked and dot is None).run()
 
 
 _TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
@@ -78,7 +82,8 @@ def _pointer(elem: ScalarType) -> str:
     return "*" + _TRITON_TYPE[elem.name]
 
 
-def _ident(name: str) -> str:
+def kernel_name(name: str) -> str:
+    """The generated code's name of a leaf parameter or local."""
     return "v_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
@@ -107,9 +112,9 @@ class _Loop:
         self.cnt = cnt
 
 
-class _Generator(MemoryAccesses, MathCalls, DotTiles):
+class _Generator(MemoryAccesses, MathCalls, DotTiles, PrivateCounts):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool, dot: DotLoop | None):
+                 fixed_grid: bool, dot: DotLoop | None, privatise: bool):
         self.interpreted = interpreted
         self.fixed_grid = fixed_grid
         self.leaf = leaf
@@ -127,9 +132,10 @@ class _Generator(MemoryAccesses, MathCalls, DotTiles):
         else:
             self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
             self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), masked)
+        self.private = private_counts(leaf) if privatise and not self.grouped else []
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)  # type: ignore[arg-type]
-        self.names = {name: _ident(name) for name in self.types}
+        self.names = {name: kernel_name(name) for name in self.types}
         self.lines: list[str] = []
         self.indent = 1
         self.counter = 0
@@ -152,10 +158,17 @@ class _Generator(MemoryAccesses, MathCalls, DotTiles):
     def run(self) -> TritonSource:
         self._check_supported()
         body_start = len(self.lines)
+        if self.private:  # ITERS blocks of instances per program, then one merge of the counts
+            self.private_init()
+            self.emit("for it in range(ITERS):")
+            self.indent += 1
         self._tile_prologue() if self.dot else self._prologue()
         self.terms = ["live" if self.live else "m0"]
         self.block(self.leaf.body)
         self._epilogue()
+        if self.private:
+            self.indent -= 1
+            self.private_merge()
         body = self.lines[body_start:]
         self.lines = self.lines[:body_start]
         header = [HEADER + (INTERPRETER_IMPORT if self.interpreted else "")]
@@ -164,7 +177,7 @@ class _Generator(MemoryAccesses, MathCalls, DotTiles):
         text = "".join(header) + "\n\n@triton.jit\n" + self._signature() + "\n".join(body) + "\n"
         return TritonSource(text=text, kernel=self.kernel, grouped=self.grouped,
                             checked=self.checked, arguments=self.arguments, sites=self.sites,
-                            scratch=self.scratch, dot=self.dot)
+                            scratch=self.scratch, dot=self.dot, private=self.private)
 
     def _arguments(self) -> dict[str, str]:
         """The kernel's parameters in order, with their Triton types (as kernel.py passes them)."""
@@ -200,6 +213,10 @@ class _Generator(MemoryAccesses, MathCalls, DotTiles):
         args["BLOCK"] = "constexpr"
         if self.dot:
             args.update(BM="constexpr", BN="constexpr", BK="constexpr", GROUP="constexpr")
+        for p in self.private:
+            args.update({f"{self.names[p.name]}__count": "i64", f"NB_{self.names[p.name]}": "constexpr"})
+        if self.private:
+            args["ITERS"] = "i64"
         return args
 
     def _signature(self) -> str:
@@ -243,7 +260,8 @@ class _Generator(MemoryAccesses, MathCalls, DotTiles):
         e = self.emit
         e("pid = tl.program_id(0).to(tl.int64)")
         e("parent = pid // LB")
-        e("lin = (pid % LB) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
+        block = "((pid % LB) * ITERS + it)" if self.private else "(pid % LB)"
+        e(f"lin = {block} * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
         e("m0 = lin < L")
         e("ZERO = lin * 0")
         e("FALSE = lin < 0")

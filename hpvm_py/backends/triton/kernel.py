@@ -17,10 +17,11 @@ from ..base import BufferArg, NodeContext, instance_counts
 from ..bounds import out_of_bounds
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
-from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
+from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource, kernel_name as _kernel_name
 from .dotmatch import DotLoop
 from .host_math import fix_interpreter, interpreting
 from .loader import load_kernel
+from .privatise import MAX_PRIVATE_ELEMENTS
 from .scratch import size_of
 
 MAX_BLOCK = 1024  # lanes per program for leaves without barriers
@@ -42,6 +43,10 @@ class DotConfig:
     warps: int
     stages: int
 
+
+# Programs a privatised launch aims at (GPU, interpreter): each merges its counts once, so fewer
+# than the instances' blocks, yet enough to fill every multiprocessor several times.
+PRIVATE_PROGRAMS = {False: 1024, True: 4}
 
 # Chosen on the H100 (docs/performance.md); the interpreter takes tl.dot's smallest blocks.
 GPU_DOT = DotConfig(bm=128, bn=128, bk=32, group=8, warps=8, stages=3)
@@ -76,15 +81,15 @@ class TritonKernel:
         self._variants: dict[tuple[bool, bool], tuple[TritonSource, Any]] = {}
         self._lock = threading.Lock()
 
-    def _variant(self, fixed_grid: bool, tiled: bool) -> tuple[TritonSource, Any]:
+    def _variant(self, fixed_grid: bool, optimised: bool) -> tuple[TritonSource, Any]:
         """The kernel for any grid, or the one whose leaf extents are constants (small grids);
-        the tl.dot kernel (`tiled`, when the leaf has a dot loop) or the literal translation."""
-        key = (fixed_grid, tiled and self.source.dot is not None)
+        the optimised kernel (tl.dot, privatised counts), or the literal translation."""
+        can_optimise = self.source.dot is not None or bool(self.source.private)
+        key = (fixed_grid, optimised and can_optimise)
         with self._lock:
             found = self._variants.get(key)
             if found is None:
-                source = self.source if key == (False, self.source.dot is not None) else \
-                    self._make_source(*key)
+                source = self.source if key == (False, can_optimise) else self._make_source(*key)
                 found = (source, load_kernel(source.text, source.digest, source.kernel))
                 self._variants[key] = found
             return found
@@ -96,9 +101,11 @@ class TritonKernel:
         P, L = instance_counts(extents)
         if P * L == 0:
             return
-        source, kernel = self._variant(L <= MAX_BLOCK, tiled=True)
-        if source.dot is not None and not _dot_fits(source.dot, extents):
-            source, kernel = self._variant(L <= MAX_BLOCK, tiled=False)
+        source, kernel = self._variant(L <= MAX_BLOCK, optimised=True)
+        counts = self._private_counts(source, args)
+        if (source.dot is not None and not _dot_fits(source.dot, extents)) or \
+                any(n > MAX_PRIVATE_ELEMENTS for n in counts.values()):
+            source, kernel = self._variant(L <= MAX_BLOCK, optimised=False)
         dot = GPU_DOT if not interpreting() else INTERPRETER_DOT
         if source.dot is not None:
             block, blocks = dot.bm * dot.bn, 1
@@ -111,6 +118,14 @@ class TritonKernel:
         else:
             block = min(MAX_BLOCK, max(MIN_BLOCK, _next_pow2(L)))
             blocks = -(-L // block)
+        options: dict[str, Any] = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)),
+                                       enable_fp_fusion=False)
+        if source.private:  # ITERS blocks per program: counts merged once per program
+            iters = max(1, min(blocks, P * blocks // PRIVATE_PROGRAMS[interpreting()]))
+            blocks = -(-blocks // iters)
+            options["ITERS"] = iters
+            for name, n in counts.items():
+                options.update({f"{name}__count": n, f"NB_{name}": max(MIN_BLOCK, _next_pow2(n))})
         device = self._device(args)
         call: list[Any] = []
         for i, (p, mode, arg) in enumerate(zip(self.leaf.params, self.ctx.input_modes, args)):
@@ -146,8 +161,6 @@ class TritonKernel:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
         grid = (P * blocks,)
-        options: dict[str, Any] = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)),
-                                       enable_fp_fusion=False)
         if source.dot is not None:
             rows, cols = _dot_extents(source.dot, extents)
             grid = (-(-rows // dot.bm) * -(-cols // dot.bn),)
@@ -173,6 +186,15 @@ class TritonKernel:
             code, index, limit = (int(v) for v in err.cpu().tolist())
             if code:
                 raise out_of_bounds(self.leaf.name, source.sites[code - 1], index, limit)
+
+    def _private_counts(self, source: TritonSource, args: list[Any]) -> dict[str, int]:
+        """Kernel parameter name -> element count, for each privately counted buffer."""
+        found = {}
+        for p, arg in zip(self.leaf.params, args):
+            for private in source.private:
+                if private.name == p.name:
+                    found[_kernel_name(p.name)] = arg.nbytes // private.elem.nbytes
+        return found
 
     def _limit(self, index: int, args: list[Any]) -> int:
         """Bytes that pointer parameter `index` may reach (checked mode): the size argument after
