@@ -29,7 +29,8 @@ from ..cpu.prepare import localize_assigned_params
 from . import values as V
 from .accesses import MemoryAccesses
 from .dotmatch import DotLoop, find_dot_loop
-from .dottiles import DotTiles, TileUniformity
+from .dottiles import DotTiles
+from .gridtiles import GridTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
 from .privatise import PrivateCount, PrivateCounts, private_counts
@@ -53,6 +54,7 @@ class TritonSource:
     scratch: list[Scratch] = field(default_factory=list)
     dot: DotLoop | None = None  # a tl.dot kernel: one program per block of (row, column) coordinates
     private: list[PrivateCount] = field(default_factory=list)  # buffers counted per program
+    tiles: bool = False  # programs over TX x TY tiles of the combined grid (gridtiles.py)
 
     @property
     def digest(self) -> str:
@@ -63,14 +65,14 @@ def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: boo
              fixed_grid: bool = False, optimised: bool = True) -> TritonSource:
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
-    the per-lane ids cost shifts and masks rather than divisions); `optimised`: a recognised dot
-    loop becomes a tl.dot kernel (dotmatch.py), or else counting atomics are privatised per
-    program (privatise.py). Never in the checked variant, which reports accesses one instance at
-    a time; without `optimised`, the literal translation (what a launch falls back to)."""
-    leaf = localize_assigned_params(leaf)
-    dot = find_dot_loop(leaf, ctx.input_modes, ctx.level_dims) if optimised and not checked else None
-    return _Generator(leaf, ctx, checked, interpreted, fixed_grid, dot,
-                      optimised and not checked and dot is None).run()
+    the per-lane ids cost shifts and masks rather than divisions); `optimised`, the first that
+    applies: a recognised dot loop becomes a tl.dot kernel (dotmatch.py), counting atomics are
+    privatised per program (privatise.py), a leaf under a replicated parent runs in tiles of the
+    combined grid (gridtiles.py). Never in the checked variant, which reports accesses one
+    instance at a time; without `optimised`, the literal translation (what a launch falls back
+    to when the optimised kernel does not suit it)."""
+    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid,
+                      optimised and not checked).run()
 
 
 _TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
@@ -112,27 +114,31 @@ class _Loop:
         self.cnt = cnt
 
 
-class _Generator(MemoryAccesses, MathCalls, DotTiles, PrivateCounts):
+class _Generator(MemoryAccesses, MathCalls, GridTiles, DotTiles, PrivateCounts):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool, dot: DotLoop | None, privatise: bool):
+                 fixed_grid: bool, optimised: bool):
         self.interpreted = interpreted
         self.fixed_grid = fixed_grid
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
-        self.dot = dot
+        self.dot = find_dot_loop(leaf, ctx.input_modes, ctx.level_dims) if optimised else None
         self.zero = "ZERO"  # an int64 zero block of the shape of the lanes being generated
         self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
         self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
         masked = _masked_in_loops(leaf.body)
-        if dot is not None:  # the loop that used the scratch tiles and barriers is replaced
+        self.grouped = self.dot is None and (bool(self.scratch) or any(
+            isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body)))
+        if self.dot is not None:  # the loop that used the scratch tiles and barriers is replaced
             self.scratch = []
-            self.grouped = False
-            self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked)
+        simple = optimised and not self.grouped and self.dot is None
+        self.private = private_counts(leaf) if simple else []
+        dims = ctx.level_dims
+        self.tiles = simple and not self.private and len(dims) == 2 and dims[1] > 0
+        if self.dot is not None or self.tiles:
+            self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked, frozenset({0, 1}))
         else:
-            self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
             self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), masked)
-        self.private = private_counts(leaf) if privatise and not self.grouped else []
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)  # type: ignore[arg-type]
         self.names = {name: kernel_name(name) for name in self.types}
@@ -162,7 +168,12 @@ class _Generator(MemoryAccesses, MathCalls, DotTiles, PrivateCounts):
             self.private_init()
             self.emit("for it in range(ITERS):")
             self.indent += 1
-        self._tile_prologue() if self.dot else self._prologue()
+        if self.dot:
+            self._tile_prologue()
+        elif self.tiles:
+            self._grid_tile_prologue()
+        else:
+            self._prologue()
         self.terms = ["live" if self.live else "m0"]
         self.block(self.leaf.body)
         self._epilogue()
@@ -177,7 +188,8 @@ class _Generator(MemoryAccesses, MathCalls, DotTiles, PrivateCounts):
         text = "".join(header) + "\n\n@triton.jit\n" + self._signature() + "\n".join(body) + "\n"
         return TritonSource(text=text, kernel=self.kernel, grouped=self.grouped,
                             checked=self.checked, arguments=self.arguments, sites=self.sites,
-                            scratch=self.scratch, dot=self.dot, private=self.private)
+                            scratch=self.scratch, dot=self.dot, private=self.private,
+                            tiles=self.tiles)
 
     def _arguments(self) -> dict[str, str]:
         """The kernel's parameters in order, with their Triton types (as kernel.py passes them)."""
@@ -213,6 +225,8 @@ class _Generator(MemoryAccesses, MathCalls, DotTiles, PrivateCounts):
         args["BLOCK"] = "constexpr"
         if self.dot:
             args.update(BM="constexpr", BN="constexpr", BK="constexpr", GROUP="constexpr")
+        if self.tiles:
+            args.update(TX="constexpr", TY="constexpr")
         for p in self.private:
             args.update({f"{self.names[p.name]}__count": "i64", f"NB_{self.names[p.name]}": "constexpr"})
         if self.private:
@@ -302,7 +316,9 @@ class _Generator(MemoryAccesses, MathCalls, DotTiles, PrivateCounts):
                 e(f"{name} = {self._from_bits(f'{name}__arg', p.type)}")
             else:  # arrays of values; bf16 ones arrive as f32 values (kernel.py)
                 stored = f32 if p.type == bf16 else p.type
-                at = "parent" if mode == "per_parent" else "parent * L + lin, mask=m0"
+                at = "parent * L + lin, mask=m0"
+                if mode == "per_parent":  # a block where tiles span parents (masked like one)
+                    at = "parent, mask=m0" if self.tiles or self.dot else "parent"
                 e(f"{name} = {V.from_memory(f'tl.load({name}__arg + {at})', stored)}")
         for scratch in self.scratch:  # this parent instance's slice
             name = self.names[scratch.name]

@@ -13,38 +13,21 @@ accumulates their product into acc, reshaped to [BM, BN] and back.
 from __future__ import annotations
 
 from ...ir import kernel as K
-from ...passes.uniform import Uniformity
 from .dotmatch import KK, DotLoop, coordinate_id
 
 
-class TileUniformity(Uniformity):
-    """Uniformity over a block of instances that may span several parent instances."""
-
-    def __init__(self, leaf: K.LeafFunc, input_modes: tuple[str, ...], varying: frozenset[str]):
-        modes = tuple("per_instance" if m == "per_parent" else m for m in input_modes)
-        super().__init__(leaf, modes, frozenset(), varying)
-
-    def _node(self, e: K.Expr, locals_: set[str] | None = None) -> bool:
-        if isinstance(e, K.InstanceId):
-            return False
-        return super()._node(e, locals_)
-
-
 class DotTiles:
-    """Mixed into the generator: uses its emit/expr/names/_prologue_values and sets its zero."""
+    """Mixed into the generator: uses its emit/expr/names, GridTiles' coordinate_ids and
+    _prologue_values, and sets its zero."""
 
     dot: DotLoop
-
-    def _extent(self, dim: int) -> str:
-        """Instances along one dimension of the combined grid."""
-        return f"(E0_{dim} * E1_{dim})" if self.dot.levels == 2 else f"E0_{dim}"
 
     def _tile_prologue(self) -> None:
         e = self.emit
         r, c = self.dot.row_dim, self.dot.col_dim
         e("pid = tl.program_id(0).to(tl.int64)")
-        e(f"R = {self._extent(r)}")
-        e(f"C = {self._extent(c)}")
+        e(f"R = {self.extent(r)}")
+        e(f"C = {self.extent(c)}")
         e("tiles_c = (C + BN - 1) // BN")
         e("in_group = GROUP * tiles_c")
         e("first_r = (pid // in_group) * GROUP")
@@ -54,20 +37,7 @@ class DotTiles:
         e("lane = tl.arange(0, BLOCK).to(tl.int64)")
         e("g_r = tile_r * BM + lane // BN")
         e("g_c = tile_c * BN + lane % BN")
-        e("m0 = (g_r < R) & (g_c < C)")
-        e("g_r = tl.where(m0, g_r, 0)")  # lanes past the grid: ids of a real instance, masked off
-        e("g_c = tl.where(m0, g_c, 0)")
-        e("ZERO = lane * 0")
-        e("FALSE = lane < 0")
-        e("Z64 = tl.zeros([], tl.int64)")
-        for dim, coordinate in ((r, "g_r"), (c, "g_c")):
-            if self.dot.levels == 2:
-                e(f"id0_{dim} = {coordinate} % E0_{dim}")
-                e(f"id1_{dim} = {coordinate} // E0_{dim}")
-            else:
-                e(f"id0_{dim} = {coordinate}")
-        e("lin = id0_0 + E0_0 * id0_1")
-        e("parent = id1_0 + E1_0 * id1_1" if self.dot.levels == 2 else "parent = Z64")
+        self.coordinate_ids({r: "g_r", c: "g_c"})
         self._prologue_values()
 
     def dot_loop(self) -> None:

@@ -2,6 +2,7 @@
 block of leaf instances, brings scalar outputs back and reports recorded out-of-bounds accesses."""
 from __future__ import annotations
 
+import math
 import struct
 import threading
 from dataclasses import dataclass
@@ -48,6 +49,18 @@ class DotConfig:
 # than the instances' blocks, yet enough to fill every multiprocessor several times.
 PRIVATE_PROGRAMS = {False: 1024, True: 4}
 
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Programs over tiles of the combined grid (gridtiles.py): for leaves with fewer than `lanes`
+    instances per parent instance, tiles of `lanes` lanes (x first) in `warps` warps."""
+
+    lanes: int
+    warps: int
+
+
+GRID_TILES = TileConfig(lanes=512, warps=4)
+
 # Chosen on the H100 (docs/performance.md); the interpreter takes tl.dot's smallest blocks.
 GPU_DOT = DotConfig(bm=128, bn=128, bk=32, group=8, warps=8, stages=3)
 INTERPRETER_DOT = DotConfig(bm=16, bn=16, bk=16, group=2, warps=1, stages=1)
@@ -84,7 +97,7 @@ class TritonKernel:
     def _variant(self, fixed_grid: bool, optimised: bool) -> tuple[TritonSource, Any]:
         """The kernel for any grid, or the one whose leaf extents are constants (small grids);
         the optimised kernel (tl.dot, privatised counts), or the literal translation."""
-        can_optimise = self.source.dot is not None or bool(self.source.private)
+        can_optimise = self.source.dot is not None or bool(self.source.private) or self.source.tiles
         key = (fixed_grid, optimised and can_optimise)
         with self._lock:
             found = self._variants.get(key)
@@ -104,11 +117,18 @@ class TritonKernel:
         source, kernel = self._variant(L <= MAX_BLOCK, optimised=True)
         counts = self._private_counts(source, args)
         if (source.dot is not None and not _dot_fits(source.dot, extents)) or \
-                any(n > MAX_PRIVATE_ELEMENTS for n in counts.values()):
+                any(n > MAX_PRIVATE_ELEMENTS for n in counts.values()) or \
+                (source.tiles and not _tiles_fit(extents, L)):
             source, kernel = self._variant(L <= MAX_BLOCK, optimised=False)
         dot = GPU_DOT if not interpreting() else INTERPRETER_DOT
+        combined = _combined(extents)
         if source.dot is not None:
             block, blocks = dot.bm * dot.bn, 1
+        elif source.tiles:
+            tx = min(_next_pow2(combined[0]), GRID_TILES.lanes)
+            ty = min(_next_pow2(combined[1]), GRID_TILES.lanes // tx)
+            block, blocks = max(MIN_BLOCK, tx * ty), 1
+            tx = block // ty
         elif source.grouped:
             block, blocks = max(MIN_BLOCK, _next_pow2(L)), 1
             if block > MAX_GROUP_LANES:
@@ -161,6 +181,9 @@ class TritonKernel:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
         grid = (P * blocks,)
+        if source.tiles:
+            grid = (-(-combined[0] // tx), -(-combined[1] // ty), combined[2])
+            options.update(TX=tx, TY=ty, num_warps=GRID_TILES.warps)
         if source.dot is not None:
             rows, cols = _dot_extents(source.dot, extents)
             grid = (-(-rows // dot.bm) * -(-cols // dot.bn),)
@@ -249,3 +272,15 @@ def _dot_fits(dot: DotLoop, extents: list[tuple[int, ...]]) -> bool:
     """Whether this launch is one the dot loop was proven for: the Parboil form's scratch tiles
     hold one element per leaf instance only when the leaf is tile x tile instances."""
     return dot.tile is None or tuple(extents[0]) == (dot.tile, dot.tile)
+
+
+def _combined(extents: list[tuple[int, ...]]) -> list[int]:
+    """Extents of the combined grid of a leaf and its parent level (gridtiles.py)."""
+    return [math.prod(level[d] for level in extents[:2] if d < len(level)) for d in range(3)]
+
+
+def _tiles_fit(extents: list[tuple[int, ...]], leaf_instances: int) -> bool:
+    """Whether grid tiles pay (small parent instances) and the launch grid fits CUDA's limits on
+    its y and z axes."""
+    _, y, z = _combined(extents)
+    return leaf_instances < GRID_TILES.lanes and y < 65536 and z < 65536
