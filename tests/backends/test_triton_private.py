@@ -2,7 +2,7 @@
 tl.histogram, merged once per program, must give what the atomics give, on random data.
 
 Runs through Triton's interpreter without a GPU; launches of a few thousand instances span several
-programs of several blocks each (kernel.PRIVATE_PROGRAMS), so merges from many programs meet.
+programs of several blocks each (kernel.INTERPRETER_PRIVATE), so merges from many programs meet.
 """
 from __future__ import annotations
 

@@ -35,6 +35,8 @@ def load(text: str, name: str):
 
 def constants(source) -> dict:
     """The constexpr arguments of a launch (kernel.py's GPU block shapes)."""
+    if source.tiles:
+        return {"BLOCK": 128, "TX": 32, "TY": 4}
     if source.dot is None:
         return {"BLOCK": 128, **{f"NB_{kernel_name(p.name)}": 256 for p in source.private}}
     dot = GPU_DOT
@@ -77,7 +79,9 @@ def main(names: list[str]) -> None:
                         kernel = triton.compile(ast, target=SM90,
                                                 options={"enable_fp_fusion": source.dot is not None})
                         assert "cubin" in kernel.asm
-                        print(f"compiled {leaf.name} checked={checked} dot={source.dot is not None}")
+                        kind = "dot" if source.dot else "tiles" if source.tiles else \
+                            "private" if source.private else "literal"
+                        print(f"compiled {leaf.name} checked={checked} {kind}")
                         count += 1
 
 

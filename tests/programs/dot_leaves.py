@@ -148,6 +148,26 @@ def counter_kept_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i
 
 
 @hpvm.leaf
+def store_before(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: InOut[Ptr[f32]],
+                 c_bytes: i64, m: i64, n: i64, k: i64):
+    """A store before the loop (the dot kernel runs those statements after it: none may store)."""
+    j = hpvm.get_node_instance_id_x(hpvm.get_node())
+    i = hpvm.get_node_instance_id_y(hpvm.get_node())
+    c[i * n + j] = 1.0
+    acc = c[i * n + j]
+    for t in range(k):
+        acc += a[i * k + t] * b[t * n + j]
+    c[i * n + j] = acc
+
+
+@hpvm.graph
+def store_before_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64,
+                      c: InOut[Ptr[f32]], c_bytes: i64, m: i64, n: i64, k: i64):
+    hpvm.node(store_before, grid=(n, m), a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c,
+              c_bytes=c_bytes, m=m, n=n, k=k)
+
+
+@hpvm.leaf
 def parboil_transposed(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64,
                        c: InOut[Ptr[f32]], c_bytes: i64, m: i64, n: i64, k: i64):
     """examples/sgemm.py's leaf reading tile_a transposed: the value comes from another row."""
@@ -188,7 +208,8 @@ def parboil_transposed_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_by
 MATCHED = {"naive": naive_root, "naive_rows_on_x": naive_rows_on_x_root}
 NEAR_MISSES = {"same_dim": same_dim_root, "extra_term": extra_term_root,
                "guarded_k": guarded_k_root, "non_affine": non_affine_root,
-               "counter_kept": counter_kept_root, "parboil_transposed": parboil_transposed_root}
+               "counter_kept": counter_kept_root, "store_before": store_before_root,
+               "parboil_transposed": parboil_transposed_root}
 
 
 # -- the Parboil leaf of examples/sgemm.py on a leaf grid of g x g: proven only for g == TILE -----

@@ -168,14 +168,12 @@ class _Generator(MemoryAccesses, MathCalls, GridTiles, DotTiles, PrivateCounts):
             self.private_init()
             self.emit("for it in range(ITERS):")
             self.indent += 1
-        if self.dot:
-            self._tile_prologue()
-        elif self.tiles:
-            self._grid_tile_prologue()
-        else:
-            self._prologue()
         self.terms = ["live" if self.live else "m0"]
-        self.block(self.leaf.body)
+        if self.dot:
+            self.dot_kernel_body()
+        else:
+            self._grid_tile_prologue() if self.tiles else self._prologue()
+            self.block(self.leaf.body)
         self._epilogue()
         if self.private:
             self.indent -= 1
@@ -306,20 +304,30 @@ class _Generator(MemoryAccesses, MathCalls, GridTiles, DotTiles, PrivateCounts):
 
     def _prologue_values(self) -> None:
         """Parameters, scratch slices, locals and outputs, once the lanes' ids are known."""
+        self._uniform_params()
+        self._lane_values()
+
+    def _uniform_params(self) -> None:
+        for p, mode in zip(self.leaf.params, self.ctx.input_modes):
+            if mode == "uniform":
+                assert isinstance(p.type, ScalarType)
+                name = self.names[p.name]
+                self.emit(f"{name} = {self._from_bits(f'{name}__arg', p.type)}")
+
+    def _lane_values(self) -> None:
+        """Per-parent and per-instance parameters, scratch slices, locals, outputs."""
         e = self.emit
         for p, mode in zip(self.leaf.params, self.ctx.input_modes):
-            if mode == "buffer":
+            if mode in ("buffer", "uniform"):
                 continue
             assert isinstance(p.type, ScalarType)
             name = self.names[p.name]
-            if mode == "uniform":
-                e(f"{name} = {self._from_bits(f'{name}__arg', p.type)}")
-            else:  # arrays of values; bf16 ones arrive as f32 values (kernel.py)
-                stored = f32 if p.type == bf16 else p.type
-                at = "parent * L + lin, mask=m0"
-                if mode == "per_parent":  # a block where tiles span parents (masked like one)
-                    at = "parent, mask=m0" if self.tiles or self.dot else "parent"
-                e(f"{name} = {V.from_memory(f'tl.load({name}__arg + {at})', stored)}")
+            # arrays of values; bf16 ones arrive as f32 values (kernel.py)
+            stored = f32 if p.type == bf16 else p.type
+            at = "parent * L + lin, mask=m0"
+            if mode == "per_parent":  # a block where tiles span parents (masked like one)
+                at = "parent, mask=m0" if self.tiles or self.dot else "parent"
+            e(f"{name} = {V.from_memory(f'tl.load({name}__arg + {at})', stored)}")
         for scratch in self.scratch:  # this parent instance's slice
             name = self.names[scratch.name]
             e(f"{name} = {name}__base + parent * {name}__stride")
@@ -373,9 +381,7 @@ class _Generator(MemoryAccesses, MathCalls, GridTiles, DotTiles, PrivateCounts):
             self.stmt(stmt)
 
     def stmt(self, s: K.Stmt) -> None:
-        if self.dot is not None and s is self.dot.loop:
-            self.dot_loop()
-        elif isinstance(s, K.Assign):
+        if isinstance(s, K.Assign):
             if not isinstance(s.value, K.Malloc):  # the prologue set malloc'ed pointers
                 self.assign(s.target, s.value)
         elif isinstance(s, K.Store):

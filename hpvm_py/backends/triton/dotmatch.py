@@ -2,7 +2,8 @@
 
 A leaf matches when one top-level `for` loop does nothing but `acc += X * Y` (acc an f32 local)
 over a k index kk in [start, stop), where X depends on the instance only through its coordinate
-along one grid dimension (the row) and Y only through the other (the column). Two forms:
+along one grid dimension (the row) and Y only through the other (the column), and the statements
+before the loop store nothing, return nothing and have no atomics or barriers. Two forms:
 
 - per element: `for t in range(start, stop): acc += a[...t...] * b[...t...]`;
 - Parboil tiles: `for k0 in range(0, K, T):` store one element of A and of B per instance into two
@@ -88,8 +89,11 @@ class _Matcher:
 
     def match(self) -> DotLoop:
         loop = self.loop
-        if any(isinstance(s, (K.Return, K.Barrier)) for s in K.walk_stmts(self.before)):
-            raise _Reject  # lanes that returned must not load; barriers belong to groups
+        # lanes that returned must not load, barriers belong to groups, and the kernel runs the
+        # statements before the loop after it (dottiles.py): they may only load and compute
+        if any(isinstance(s, (K.Return, K.Barrier, K.Store)) for s in K.walk_stmts(self.before)) or \
+                any(isinstance(e, K.Atomic) for e in K.walk_all_exprs(self.before)):
+            raise _Reject
         inside = [loop] + list(K.walk_stmts(loop.body))
         if any(isinstance(s, K.Barrier) and not any(s is x for x in inside)
                for s in K.walk_stmts(self.leaf.body)):

@@ -12,6 +12,8 @@ accumulates their product into acc, reshaped to [BM, BN] and back.
 """
 from __future__ import annotations
 
+import math
+
 from ...ir import kernel as K
 from .dotmatch import KK, DotLoop, coordinate_id
 
@@ -22,10 +24,18 @@ class DotTiles:
 
     dot: DotLoop
 
-    def _tile_prologue(self) -> None:
+    def dot_kernel_body(self) -> None:
+        """The loop first, then the lanes' ids and the statements before it: the per-lane values
+        of those statements (ids, rows, columns: blocks of BM * BN int64s) would otherwise stay
+        live through the loop and spill its registers. Legal because the statements before the
+        loop touch no memory but by loads (dotmatch.py) and the loop uses none of their values
+        but acc's start, which is added after."""
         e = self.emit
         r, c = self.dot.row_dim, self.dot.col_dim
+        body = self.leaf.body
+        at = next(i for i, s in enumerate(body) if s is self.dot.loop)
         e("pid = tl.program_id(0).to(tl.int64)")
+        e("Z64 = tl.zeros([], tl.int64)")
         e(f"R = {self.extent(r)}")
         e(f"C = {self.extent(c)}")
         e("tiles_c = (C + BN - 1) // BN")
@@ -34,11 +44,17 @@ class DotTiles:
         e("group_rows = tl.minimum((R + BM - 1) // BM - first_r, GROUP)")
         e("tile_r = first_r + (pid % in_group) % group_rows")
         e("tile_c = (pid % in_group) // group_rows")
+        self._uniform_params()
+        self.dot_loop()
         e("lane = tl.arange(0, BLOCK).to(tl.int64)")
         e("g_r = tile_r * BM + lane // BN")
         e("g_c = tile_c * BN + lane % BN")
         self.coordinate_ids({r: "g_r", c: "g_c"})
-        self._prologue_values()
+        self._lane_values()
+        self.block(body[:at])
+        acc = self.names[self.dot.acc]
+        e(f"{acc} = {acc} + tl.reshape(acc_t, [BLOCK])")
+        self.block(body[at + 1:])
 
     def dot_loop(self) -> None:
         d = self.dot
@@ -60,7 +76,7 @@ class DotTiles:
         e(f"k_stop = {stop}")
         e("z_a = tl.zeros([BM, BK], tl.int64)")
         e("z_b = tl.zeros([BK, BN], tl.int64)")
-        e(f"acc_t = tl.reshape({self.names[d.acc]}, [BM, BN])")
+        e("acc_t = tl.zeros([BM, BN], tl.float32)")
         e("k_lanes = tl.arange(0, BK).to(tl.int64)")
         e("for kb in range(k_start, k_stop, BK):")
         self.indent += 1
@@ -72,7 +88,6 @@ class DotTiles:
         op_b = self._operand(d.b_elem, "m_b", "kk_b", "z_b", "b_id", d.col_dim)
         e(f"acc_t = tl.dot({op_a}, {op_b}, acc_t, input_precision=\"ieee\")")
         self.indent -= 1
-        e(f"{self.names[d.acc]} = tl.reshape(acc_t, [BLOCK])")
 
     def _operand(self, elem: K.Expr, mask: str, kk: str, zero: str, prefix: str, dim: int) -> str:
         """One operand block: the element expression on 2-D blocks of ids and kk."""
@@ -80,8 +95,16 @@ class DotTiles:
         saved = {name: self.names.get(name) for name in bound}
         self.names.update(bound)
         self.zero = zero
+        load, guards = _guarded_load(elem)
         try:
-            code = self.expr(elem, mask)
+            if load is None:
+                code = f"tl.where({mask}, {self.expr(elem, mask)}, 0.0)"
+            else:  # no tl.where between the load and tl.dot: Triton then pipelines the load
+                for guard in guards:
+                    narrowed = self.fresh("m")
+                    self.emit(f"{narrowed} = {mask} & {self.expr(guard, mask)}")
+                    mask = narrowed
+                code = self.expr(load, mask)  # a masked load gives 0 where the mask is off
         finally:
             self.zero = "ZERO"
             for name, old in saved.items():
@@ -90,5 +113,15 @@ class DotTiles:
                 else:
                     self.names[name] = old
         name = self.fresh("op")
-        self.emit(f"{name} = tl.where({mask}, {code}, 0.0)")
+        self.emit(f"{name} = {code}")
         return name
+
+
+def _guarded_load(elem: K.Expr) -> tuple[K.Load | None, list[K.Expr]]:
+    """elem as `load if g1 and ... else +0.0` (nested selects), or (None, [])."""
+    guards = []
+    while isinstance(elem, K.Select) and isinstance(elem.if_false, K.Const) and \
+            elem.if_false.value == 0 and math.copysign(1.0, elem.if_false.value) > 0:
+        guards.append(elem.cond)
+        elem = elem.if_true
+    return (elem, guards) if isinstance(elem, K.Load) else (None, [])

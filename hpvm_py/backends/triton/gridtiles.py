@@ -49,7 +49,8 @@ class GridTiles:
         e("m0 = m0 & (lane >= 0)")  # a block even when every coordinate is uniform
         e("ZERO = lane * 0")
         e("FALSE = lane < 0")
-        e("Z64 = tl.zeros([], tl.int64)")
+        if not self.dot:
+            e("Z64 = tl.zeros([], tl.int64)")
         for d, g in coordinates.items():
             leaf, parent = d < self._level_dims(0), d < self._level_dims(1)
             if leaf and parent:

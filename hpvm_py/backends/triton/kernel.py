@@ -45,9 +45,21 @@ class DotConfig:
     stages: int
 
 
-# Programs a privatised launch aims at (GPU, interpreter): each merges its counts once, so fewer
-# than the instances' blocks, yet enough to fill every multiprocessor several times.
-PRIVATE_PROGRAMS = {False: 1024, True: 4}
+
+@dataclass(frozen=True)
+class PrivateConfig:
+    """Launches with privatised counts (privatise.py): blocks of up to `block` lanes in `warps`
+    warps, ITERS blocks per program so that a launch has about `programs` programs (each merges
+    its counts once: fewer programs than blocks, yet enough to fill every multiprocessor)."""
+
+    block: int
+    warps: int
+    programs: int
+
+
+# Large blocks keep many loads in flight between tl.histogram's barriers (docs/performance.md).
+GPU_PRIVATE = PrivateConfig(block=4096, warps=8, programs=1024)
+INTERPRETER_PRIVATE = PrivateConfig(block=1024, warps=1, programs=4)
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,7 @@ class TritonKernel:
                 (source.tiles and not _tiles_fit(extents, L)):
             source, kernel = self._variant(L <= MAX_BLOCK, optimised=False)
         dot = GPU_DOT if not interpreting() else INTERPRETER_DOT
+        private = GPU_PRIVATE if not interpreting() else INTERPRETER_PRIVATE
         combined = _combined(extents)
         if source.dot is not None:
             block, blocks = dot.bm * dot.bn, 1
@@ -136,14 +149,15 @@ class TritonKernel:
                                   f"target 'gpu' runs them in one program of at most {MAX_GROUP_LANES} "
                                   f"lanes: {SUGGESTION}", self.leaf.loc)
         else:
-            block = min(MAX_BLOCK, max(MIN_BLOCK, _next_pow2(L)))
+            most = private.block if source.private else MAX_BLOCK
+            block = min(most, max(MIN_BLOCK, _next_pow2(L)))
             blocks = -(-L // block)
         options: dict[str, Any] = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)),
                                        enable_fp_fusion=False)
         if source.private:  # ITERS blocks per program: counts merged once per program
-            iters = max(1, min(blocks, P * blocks // PRIVATE_PROGRAMS[interpreting()]))
+            iters = max(1, min(blocks, P * blocks // private.programs))
             blocks = -(-blocks // iters)
-            options["ITERS"] = iters
+            options.update(ITERS=iters, num_warps=private.warps)
             for name, n in counts.items():
                 options.update({f"{name}__count": n, f"NB_{name}": max(MIN_BLOCK, _next_pow2(n))})
         device = self._device(args)
