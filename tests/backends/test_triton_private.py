@@ -95,3 +95,23 @@ def test_data_dependent_amounts_stay_atomic(tmp_path: Path, rng) -> None:
         hpvm.wait(hpvm.launch(C.weighted_root, data, data.nbytes, bins, bins.nbytes, nbins, n))
         hpvm.request_memory(bins)
     np.testing.assert_array_equal(bins, np.bincount(data % nbins, weights=data % 5, minlength=nbins))
+
+
+@pytest.mark.parametrize("d, e", [(256, 64), (1, 1), (7, 7), (-8, 2**31), (-256, 0), (0, 3),
+                                  (2**40, 2**32 - 1)])
+def test_remainders_by_a_scalar_divisor_agree_with_the_python_target(d: int, e: int, rng) -> None:
+    """The histogram's `data[i] % nbins`: a divisor that is the same for every instance is tested
+    once per program for a power of two (then a mask) instead of dividing per lane."""
+    n = 300
+    x = rng.integers(-2**62, 2**62, n, dtype=np.int64)
+    x[:4] = [0, -1, 2**62, -2**63]
+    results = {}
+    for target in ("python", "gpu"):
+        out = np.zeros(2 * n, np.int64)
+        with hpvm.runtime(target):
+            hpvm.wait(hpvm.launch(C.remainders_root, x, x.nbytes, out, out.nbytes, d, e, n))
+            hpvm.request_memory(out)
+        results[target] = out
+    np.testing.assert_array_equal(results["gpu"], results["python"])
+    if d:
+        np.testing.assert_array_equal(results["gpu"][0::2], x % d)  # floored, as Python's

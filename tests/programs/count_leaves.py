@@ -56,3 +56,18 @@ def weighted_root(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bi
                   nbins: i32, n: i64):
     hpvm.node(weighted, grid=n, data=data, data_bytes=data_bytes, bins=bins, bins_bytes=bins_bytes,
               nbins=nbins)
+
+
+@hpvm.leaf
+def remainders(x: In[Ptr[i64]], x_bytes: i64, out: InOut[Ptr[i64]], out_bytes: i64, d: i64,
+               e: u32):
+    """`%` by divisors that are one scalar for every instance (powers of two take a mask)."""
+    i = hpvm.instance_id(0)
+    out[2 * i] = x[i] % d
+    out[2 * i + 1] = i64(u32(x[i]) % e)
+
+
+@hpvm.graph
+def remainders_root(x: In[Ptr[i64]], x_bytes: i64, out: InOut[Ptr[i64]], out_bytes: i64, d: i64,
+                    e: u32, n: i64):
+    hpvm.node(remainders, grid=n, x=x, x_bytes=x_bytes, out=out, out_bytes=out_bytes, d=d, e=e)

@@ -589,7 +589,8 @@ class _Generator(MemoryAccesses, MathCalls, GridTiles, DotTiles, PrivateCounts):
         t = e.type
         if isinstance(e, K.BinOp):
             assert isinstance(t, ScalarType)
-            return V.binop(e.op, t, self.expr(e.lhs, m), self.expr(e.rhs, m), e.loc)
+            return V.binop(e.op, t, self.expr(e.lhs, m), self.expr(e.rhs, m), e.loc,
+                           scalar_divisor=self.uniform.expr(e.rhs))
         if isinstance(e, K.UnaryOp):
             assert isinstance(t, ScalarType)
             return V.unary(e.op, t, self.expr(e.operand, m))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from ...ir import kernel as K
+from ...types import i64
 from .dotmatch import KK, DotLoop, coordinate_id
 
 
@@ -73,6 +74,11 @@ class DotTiles:
         stop = f"({self.expr(d.stop, 'm0')}).to(tl.int64)"
         if d.tile is not None:  # whole scratch tiles: their padding is masked by the leaf's guards
             stop = f"k_start + _trip(k_start, {stop}, Z64 + {d.tile}) * {d.tile}"
+        parts = [_guarded_load(d.a_elem), _guarded_load(d.b_elem)]
+        bound = _shared_k_bound(parts)
+        if bound is not None:  # both factors are 0 from kk = bound on: the loop stops there
+            stop = f"tl.minimum({stop}, ({self.expr(bound, 'm0')}).to(tl.int64))"
+            parts = [(load, [g for g in guards if _k_bound(g) != bound]) for load, guards in parts]
         e(f"k_stop = {stop}")
         e("z_a = tl.zeros([BM, BK], tl.int64)")
         e("z_b = tl.zeros([BK, BN], tl.int64)")
@@ -84,18 +90,20 @@ class DotTiles:
         e("kk_b = kb + k_lanes[:, None]")
         e("m_a = row_ok & (kk_a < k_stop)")
         e("m_b = (kk_b < k_stop) & col_ok")
-        op_a = self._operand(d.a_elem, "m_a", "kk_a", "z_a", "a_id", d.row_dim)
-        op_b = self._operand(d.b_elem, "m_b", "kk_b", "z_b", "b_id", d.col_dim)
+        op_a = self._operand(d.a_elem, parts[0], "m_a", "kk_a", "z_a", "a_id", d.row_dim)
+        op_b = self._operand(d.b_elem, parts[1], "m_b", "kk_b", "z_b", "b_id", d.col_dim)
         e(f"acc_t = tl.dot({op_a}, {op_b}, acc_t, input_precision=\"ieee\")")
         self.indent -= 1
 
-    def _operand(self, elem: K.Expr, mask: str, kk: str, zero: str, prefix: str, dim: int) -> str:
-        """One operand block: the element expression on 2-D blocks of ids and kk."""
+    def _operand(self, elem: K.Expr, guarded: tuple[K.Load | None, list[K.Expr]], mask: str,
+                 kk: str, zero: str, prefix: str, dim: int) -> str:
+        """One operand block: the element expression on 2-D blocks of ids and kk; `guarded`: it
+        as a load under guards (_guarded_load), when it is one."""
         bound = {KK: kk, **{coordinate_id(level, dim): f"{prefix}{level}" for level in range(self.dot.levels)}}
         saved = {name: self.names.get(name) for name in bound}
         self.names.update(bound)
         self.zero = zero
-        load, guards = _guarded_load(elem)
+        load, guards = guarded
         try:
             if load is None:
                 code = f"tl.where({mask}, {self.expr(elem, mask)}, 0.0)"
@@ -118,10 +126,36 @@ class DotTiles:
 
 
 def _guarded_load(elem: K.Expr) -> tuple[K.Load | None, list[K.Expr]]:
-    """elem as `load if g1 and ... else +0.0` (nested selects), or (None, [])."""
-    guards = []
+    """elem as `load if g1 and ... else +0.0` (nested selects; `and`s of conditions that touch
+    no memory split into their terms), or (None, [])."""
+    guards: list[K.Expr] = []
     while isinstance(elem, K.Select) and isinstance(elem.if_false, K.Const) and \
             elem.if_false.value == 0 and math.copysign(1.0, elem.if_false.value) > 0:
-        guards.append(elem.cond)
+        guards += _conjuncts(elem.cond)
         elem = elem.if_true
     return (elem, guards) if isinstance(elem, K.Load) else (None, [])
+
+
+def _conjuncts(cond: K.Expr) -> list[K.Expr]:
+    if isinstance(cond, K.Logical) and cond.op == "land" and \
+            not any(isinstance(x, (K.Load, K.Atomic)) for x in K.walk_exprs(cond)):
+        return _conjuncts(cond.lhs) + _conjuncts(cond.rhs)
+    return [cond]
+
+
+def _k_bound(guard: K.Expr) -> K.Expr | None:
+    """S of a guard `kk < S` with S the same for every instance (no memory, ids or kk in it)."""
+    if isinstance(guard, K.Compare) and guard.op == "lt" and guard.lhs == K.Var(name=KK, type=i64) \
+            and not any(isinstance(x, (K.Load, K.Atomic)) or (isinstance(x, K.Var) and x.name.startswith("__"))
+                        for x in K.walk_exprs(guard.rhs)):
+        return guard.rhs
+    return None
+
+
+def _shared_k_bound(parts: list[tuple[K.Load | None, list[K.Expr]]]) -> K.Expr | None:
+    """A bound S that guards both factors (`kk < S`): past it both are 0, and so is their product."""
+    (load_a, guards_a), (load_b, guards_b) = parts
+    if load_a is None or load_b is None:
+        return None
+    bounds_b = [_k_bound(g) for g in guards_b]
+    return next((b for b in map(_k_bound, guards_a) if b is not None and b in bounds_b), None)
