@@ -222,9 +222,8 @@ def bench_sgemm(dev: str) -> None:
     run = direct(kernel, extents, *args, np.float32(1.0), np.float32(0.0))
     default = tk.GPU_DOT
     best_kernel = record(f"sgemm kernel {default}", bench(run, 3))
-    for cfg in (tk.DotConfig(128, 128, 32, 8, 8, 4), tk.DotConfig(128, 128, 32, 8, 8, 5),
-                tk.DotConfig(128, 128, 64, 8, 8, 3), tk.DotConfig(128, 64, 32, 8, 4, 4),
-                tk.DotConfig(64, 128, 32, 8, 4, 4)):
+    for cfg in (tk.DotConfig(128, 128, 32, 8, 8, 4), tk.DotConfig(128, 128, 32, 4, 8, 3),
+                tk.DotConfig(128, 128, 32, 16, 8, 3)):
         tk.GPU_DOT = cfg
         best_kernel = min(best_kernel, record(f"sgemm kernel {cfg}", bench(run, 3)))
     tk.GPU_DOT = default
@@ -266,9 +265,9 @@ def bench_histogram(dev: str) -> None:
     run = direct(kernel, [(n,)], *args[:5])
     default = tk.GPU_PRIVATE
     kern = record(f"histogram kernel {default}", bench(run, 5))
-    for cfg in (tk.PrivateConfig(4096, 4, 1024), tk.PrivateConfig(2048, 8, 2048),
-                tk.PrivateConfig(4096, 8, 4224), tk.PrivateConfig(8192, 8, 1024),
-                tk.PrivateConfig(1024, 4, 4224)):
+    for cfg in (tk.PrivateConfig(4096, 8, 1024), tk.PrivateConfig(4096, 8, 2112),
+                tk.PrivateConfig(8192, 8, 2112), tk.PrivateConfig(2048, 4, 4224),
+                tk.PrivateConfig(4096, 4, 8448)):
         tk.GPU_PRIVATE = cfg
         kern = min(kern, record(f"histogram kernel {cfg}", bench(run, 5)))
     tk.GPU_PRIVATE = default

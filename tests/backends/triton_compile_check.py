@@ -70,7 +70,7 @@ def main(names: list[str]) -> None:
             for leaf, ctx, _ in compiled.leaf_kernels():
                 for checked in variants:
                     sources = [generate(leaf, ctx, checked, interpreted=False)]
-                    if sources[0].dot is not None or sources[0].private:  # and the literal fallback
+                    if sources[0].dot or sources[0].private or sources[0].tiles:  # and the fallback
                         sources.append(generate(leaf, ctx, checked, interpreted=False, optimised=False))
                     for source in sources:
                         fn = getattr(load(source.text, f"check_{count}"), source.kernel)

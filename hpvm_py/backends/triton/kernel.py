@@ -58,7 +58,7 @@ class PrivateConfig:
 
 
 # Large blocks keep many loads in flight between tl.histogram's barriers (docs/performance.md).
-GPU_PRIVATE = PrivateConfig(block=4096, warps=8, programs=1024)
+GPU_PRIVATE = PrivateConfig(block=4096, warps=8, programs=4224)
 INTERPRETER_PRIVATE = PrivateConfig(block=1024, warps=1, programs=4)
 
 
