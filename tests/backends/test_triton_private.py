@@ -115,3 +115,32 @@ def test_remainders_by_a_scalar_divisor_agree_with_the_python_target(d: int, e: 
     np.testing.assert_array_equal(results["gpu"], results["python"])
     if d:
         np.testing.assert_array_equal(results["gpu"][0::2], x % d)  # floored, as Python's
+
+
+def test_f16_and_bf16_atomics_agree_with_the_python_target(rng) -> None:
+    """Add, sub and exchange on 16-bit floats (a compare-and-swap loop on their bits): the sums
+    match the python target's, which rounds after every operation like the gpu target. Values are
+    multiples of 1/8 with few bits, so every order of the adds gives the same sums; the old values
+    of the exchanges and adds depend on the order and are checked to be ones that occur."""
+    n = 200
+    x = (rng.integers(-16, 16, n) / 8).astype(np.float32)
+    idx = rng.integers(0, 4, n).astype(np.int32)
+    results = {}
+    for target in ("python", "gpu"):
+        h = np.zeros(8, np.float16)
+        b = np.zeros(8, np.uint16)  # bf16 bits
+        old = np.zeros(n, np.float32)
+        with hpvm.runtime(target):
+            hpvm.wait(hpvm.launch(C.half_atomics_root, x, x.nbytes, idx, idx.nbytes, h, h.nbytes, b,
+                                  b.nbytes, old, old.nbytes, n))
+            for buf in (h, b, old):
+                hpvm.request_memory(buf)
+        results[target] = (h, b, old)
+    (h, b, old), (h_ref, b_ref, _) = results["gpu"], results["python"]
+    sums = np.zeros(4)
+    np.add.at(sums, idx, x)
+    np.testing.assert_array_equal(h[:4], sums.astype(np.float16))
+    np.testing.assert_array_equal(h[:4], h_ref[:4])
+    np.testing.assert_array_equal(b[:4], b_ref[:4])  # -sums in bf16 bits
+    np.testing.assert_array_equal(b[4:], b_ref[4:])  # sums of the adds, whatever their order
+    assert set(h[4:].tolist()) <= set(x.tolist()) | {0.0}  # the last exchange of each element wins

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Ptr, i32, i64, u32
+from hpvm_py import In, InOut, Ptr, bf16, f16, f32, i32, i64, u32
 
 
 @hpvm.leaf
@@ -71,3 +71,24 @@ def remainders(x: In[Ptr[i64]], x_bytes: i64, out: InOut[Ptr[i64]], out_bytes: i
 def remainders_root(x: In[Ptr[i64]], x_bytes: i64, out: InOut[Ptr[i64]], out_bytes: i64, d: i64,
                     e: u32, n: i64):
     hpvm.node(remainders, grid=n, x=x, x_bytes=x_bytes, out=out, out_bytes=out_bytes, d=d, e=e)
+
+
+@hpvm.leaf
+def half_atomics(x: In[Ptr[f32]], x_bytes: i64, idx: In[Ptr[i32]], idx_bytes: i64,
+                 h: InOut[Ptr[f16]], h_bytes: i64, b: InOut[Ptr[bf16]], b_bytes: i64,
+                 old: InOut[Ptr[f32]], old_bytes: i64):
+    """f16 and bf16 atomic add, sub and exchange; every old value is used too."""
+    i = hpvm.instance_id(0)
+    j = idx[i]
+    v = x[i]
+    hpvm.atomic_add(h, j, f16(v))
+    hpvm.atomic_sub(b, j, bf16(v))
+    old[i] = f32(hpvm.atomic_xchg(h, j + 4, f16(v))) + f32(hpvm.atomic_add(b, j + 4, bf16(v)))
+
+
+@hpvm.graph
+def half_atomics_root(x: In[Ptr[f32]], x_bytes: i64, idx: In[Ptr[i32]], idx_bytes: i64,
+                      h: InOut[Ptr[f16]], h_bytes: i64, b: InOut[Ptr[bf16]], b_bytes: i64,
+                      old: InOut[Ptr[f32]], old_bytes: i64, n: i64):
+    hpvm.node(half_atomics, grid=n, x=x, x_bytes=x_bytes, idx=idx, idx_bytes=idx_bytes, h=h,
+              h_bytes=h_bytes, b=b, b_bytes=b_bytes, old=old, old_bytes=old_bytes)

@@ -255,9 +255,9 @@ class _Generator(MemoryAccesses, MathCalls, GridTiles, DotTiles, PrivateCounts):
                 raise unsupported(f"a call of helper {e.func} that was not inlined", e.loc)
             if isinstance(e, K.Atomic):
                 elem = self._elem(e.ptr)
-                float_extreme = elem.is_float and e.op in ("min", "max")
-                if not float_extreme and (elem.name not in _ATOMIC_TYPES
-                                          or (elem.is_float and e.op not in ("add", "sub", "xchg"))):
+                native = e.op in ("add", "sub", "xchg")
+                by_cas = elem.is_float and (e.op in ("min", "max") or (elem.bits == 16 and native))
+                if not by_cas and (elem.name not in _ATOMIC_TYPES or (elem.is_float and not native)):
                     raise unsupported(f"atomic_{e.op} on a {elem} buffer", e.loc)
 
     def _needs_live(self) -> bool:
