@@ -81,6 +81,7 @@ class _Matcher:
         assert isinstance(self.loop, K.For)
         self.before = leaf.body[:index]
         self.modes = {p.name: mode for p, mode in zip(leaf.params, input_modes)}
+        self._types = {**{p.name: p.type for p in leaf.params}, **leaf.locals}
         self.written = {s.ptr.name for s in K.walk_stmts(leaf.body) if isinstance(s, K.Store)}
         self.written |= {e.ptr.name for e in K.walk_all_exprs(leaf.body) if isinstance(e, K.Atomic)}
         self.lets = self._lets()
@@ -175,8 +176,7 @@ class _Matcher:
     # -- facts about names --------------------------------------------------------------------
 
     def types(self, name: str) -> object:
-        params = {p.name: p.type for p in self.leaf.params}
-        return self.leaf.locals.get(name, params.get(name))
+        return self._types.get(name)
 
     def _lets(self) -> dict[str, K.Expr]:
         """Locals assigned once in the whole body, at the top level before the loop, from values

@@ -46,7 +46,7 @@ class DotTiles:
         e("tile_r = first_r + (pid % in_group) % group_rows")
         e("tile_c = (pid % in_group) // group_rows")
         self._uniform_params()
-        self.dot_loop()
+        self._dot_loop()
         e("lane = tl.arange(0, BLOCK).to(tl.int64)")
         e("g_r = tile_r * BM + lane // BN")
         e("g_c = tile_c * BN + lane % BN")
@@ -57,7 +57,7 @@ class DotTiles:
         e(f"{acc} = {acc} + tl.reshape(acc_t, [BLOCK])")
         self.block(body[at + 1:])
 
-    def dot_loop(self) -> None:
+    def _dot_loop(self) -> None:
         d = self.dot
         e = self.emit
         e("rows_a = (tile_r * BM + tl.arange(0, BM).to(tl.int64))[:, None]")
