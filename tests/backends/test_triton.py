@@ -283,19 +283,25 @@ def test_grid_tiles_keep_per_parent_and_per_instance_values_apart(bx: int, by: i
 
     nx, ny, nz = 37, 11, 3
     x = np.arange(7, dtype=np.float32) * 0.5
+    px, py = -(-nx // bx), -(-ny // by)
     results = {}
     for target in ("python", "gpu"):
         y = np.full(nx * ny * nz, -1.0, np.float32)
+        z = np.full(px * py * nz, -1.0, np.float32)
         with hpvm.runtime(target):
-            hpvm.wait(hpvm.launch(T.root, x, x.nbytes, y, y.nbytes, nx, ny, nz, bx, by))
+            hpvm.wait(hpvm.launch(T.root, x, x.nbytes, y, y.nbytes, z, z.nbytes, nx, ny, nz, bx, by))
             hpvm.request_memory(y)
-        results[target] = y
-    np.testing.assert_array_equal(results["gpu"], results["python"])
+            hpvm.request_memory(z)
+        results[target] = (y, z)
+    (y, z), (y_ref, z_ref) = results["gpu"], results["python"]
+    np.testing.assert_array_equal(y, y_ref)
+    np.testing.assert_array_equal(z, z_ref)
     k, j, i = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
-    px, py = -(-nx // bx), -(-ny // by)
     p = (k * py + j // by) * px + i // bx
-    expected = (x[p % 7] + p) * 10 + (i % bx) * 3 + j % by + k
-    np.testing.assert_array_equal(results["gpu"].reshape(nz, ny, nx), expected.astype(np.float32))
+    w = x[p % 7] + p
+    np.testing.assert_array_equal(y.reshape(nz, ny, nx), (w * 10 + (i % bx) * 3 + j % by + k).astype(np.float32))
+    parents = np.arange(px * py * nz)
+    np.testing.assert_array_equal(z, (x[parents % 7] + parents + 1).astype(np.float32))
     assert cli.main(["compile", str(ROOT / "tests" / "programs" / "tile_leaves.py"), "--target",
                      "gpu", "--emit", "triton", "-o", str(tmp_path)]) == 0
     (combine,) = tmp_path.glob("combine*.triton.py")
