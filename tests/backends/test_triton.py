@@ -299,7 +299,8 @@ def test_grid_tiles_keep_per_parent_and_per_instance_values_apart(bx: int, by: i
     k, j, i = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
     p = (k * py + j // by) * px + i // bx
     w = x[p % 7] + p
-    np.testing.assert_array_equal(y.reshape(nz, ny, nx), (w * 10 + (i % bx) * 3 + j % by + k).astype(np.float32))
+    expected = w * 10 + (i % bx) * 3 + j % by + k
+    np.testing.assert_array_equal(y.reshape(nz, ny, nx), expected.astype(np.float32))
     parents = np.arange(px * py * nz)
     np.testing.assert_array_equal(z, (x[parents % 7] + parents + 1).astype(np.float32))
     assert cli.main(["compile", str(ROOT / "tests" / "programs" / "tile_leaves.py"), "--target",

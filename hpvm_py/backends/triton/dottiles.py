@@ -99,7 +99,8 @@ class DotTiles:
                  kk: str, zero: str, prefix: str, dim: int) -> str:
         """One operand block: the element expression on 2-D blocks of ids and kk; `guarded`: it
         as a load under guards (_guarded_load), when it is one."""
-        bound = {KK: kk, **{coordinate_id(level, dim): f"{prefix}{level}" for level in range(self.dot.levels)}}
+        bound = {KK: kk, **{coordinate_id(level, dim): f"{prefix}{level}"
+                            for level in range(self.dot.levels)}}
         saved = {name: self.names.get(name) for name in bound}
         self.names.update(bound)
         self.zero = zero
@@ -145,11 +146,13 @@ def _conjuncts(cond: K.Expr) -> list[K.Expr]:
 
 def _k_bound(guard: K.Expr) -> K.Expr | None:
     """S of a guard `kk < S` with S the same for every instance (no memory, ids or kk in it)."""
-    if isinstance(guard, K.Compare) and guard.op == "lt" and guard.lhs == K.Var(name=KK, type=i64) \
-            and not any(isinstance(x, (K.Load, K.Atomic)) or (isinstance(x, K.Var) and x.name.startswith("__"))
-                        for x in K.walk_exprs(guard.rhs)):
-        return guard.rhs
-    return None
+    if not (isinstance(guard, K.Compare) and guard.op == "lt"
+            and guard.lhs == K.Var(name=KK, type=i64)):
+        return None
+    for x in K.walk_exprs(guard.rhs):
+        if isinstance(x, (K.Load, K.Atomic)) or (isinstance(x, K.Var) and x.name.startswith("__")):
+            return None
+    return guard.rhs
 
 
 def _shared_k_bound(parts: list[tuple[K.Load | None, list[K.Expr]]]) -> K.Expr | None:
