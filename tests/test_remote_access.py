@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64
+from hpvm_py import In, InOut, Out, Ptr, f16, f32, i32, i64
 from hpvm_py.backends import registry
 from hpvm_py.backends.base import BufferArg, NodeContext
 from hpvm_py.distributed import ranks
-from hpvm_py.errors import (DistributedError, ExecutionError, FrontendError, ParseError,
-                            VerificationError)
+from hpvm_py.errors import (CompileError, DistributedError, ExecutionError, FrontendError,
+                            ParseError, VerificationError)
 from hpvm_py.ir import kernel as K
 from hpvm_py.ir.parser import parse_module
 from hpvm_py.ir.printer import print_module
@@ -565,3 +565,23 @@ def test_a_remote_store_without_its_rank_does_not_parse() -> None:
     text = TEXT.replace("%x = BODY", "store %a[0:i64] = 1.0:f32 on")
     with pytest.raises(ParseError):
         parse_module(text)
+
+
+@hpvm.leaf
+def half_counter(total: InOut[Ptr[f16]], total_bytes: i64, peer: i32):
+    hpvm.remote_atomic_add(total, 0, 1.0, peer)  # HALF
+
+
+@hpvm.graph
+def half_counter_graph(total: InOut[Ptr[f16]], total_bytes: i64, peer: i32, n: i64):
+    hpvm.node(half_counter, grid=n, total=total, total_bytes=total_bytes, peer=peer)
+
+
+def test_a_16_bit_remote_atomic_add_on_gpu_is_a_located_compile_error() -> None:
+    """Triton's f16/bf16 atomics are a compare-and-swap loop on this rank's buffer: refused."""
+    if not registry.compilable("gpu"):
+        pytest.skip("no triton")
+    with pytest.raises(CompileError) as info:
+        compile_graph(half_counter_graph, "gpu")
+    assert "remote_atomic_add on f16" in str(info.value) and "nvptx" in str(info.value)
+    assert info.value.loc.line == line_of("HALF")

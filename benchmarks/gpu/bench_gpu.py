@@ -1,18 +1,25 @@
-"""Generated gpu-target kernels against hand-written Triton, in one run on one GPU.
+"""Generated gpu-target kernels against their peers, in one run on one GPU.
 
-vadd 64M f32 and the 7-point stencil 512x512x256 (examples/vadd.py, examples/stencil.py), launched
-through hpvm.launch on torch CUDA tensors (no host copies), each timed with triton.testing.do_bench
-(median) next to the peer kernels of /work/shared/peers/gpu_peers.py. Also reports the device time
-of the generated kernel alone (the leaf kernel launched directly) and the host cost of a launch.
+vadd and saxpy 64M f32, the 7-point stencil 512x512x256, sgemm 4096^3 fp32 (the Parboil leaf of
+examples/sgemm.py and a per-element leaf) and the histogram 64M -> 256 bins, each launched through
+hpvm.launch on torch CUDA tensors (no host copies; the time includes a launch's host work) and as
+the compiled leaf kernel alone ("kernel": TritonKernel.launch, 5 launches per timing so that the
+GPU stays busy), next to hand-written Triton (as /work/shared/peers/gpu_peers.py), cuBLAS fp32
+(TF32 off), numba-cuda (as peers/numba_cuda_peers.py) and torch.bincount. Every time is the median
+of triton.testing.do_bench. Also sweeps the tl.dot block shapes and the grid-tile shapes
+(kernel.GPU_DOT, kernel.GRID_TILES), and reports the host cost of a tiny launch.
 
-Run: python benchmarks/gpu/bench_gpu.py   (needs CUDA)
+Run: python benchmarks/gpu/bench_gpu.py   (needs CUDA; writes bench_gpu.json into $OUT if set)
 """
 from __future__ import annotations
 
+import json
+import os
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -20,12 +27,45 @@ from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import hpvm_py as hpvm  # noqa: E402
+import histogram  # noqa: E402
+import saxpy  # noqa: E402
+import sgemm  # noqa: E402
 import stencil  # noqa: E402
 import vadd  # noqa: E402
+from hpvm_py import In, InOut, Ptr, f32, i64  # noqa: E402
+from hpvm_py.backends.base import BufferArg  # noqa: E402
+from hpvm_py.backends.triton import kernel as tk  # noqa: E402
+
+RESULTS: dict[str, float] = {}
+
+
+def record(name: str, ms: float, note: str = "") -> float:
+    RESULTS[name] = ms
+    print(f"{name:<52} {ms:8.3f} ms  {note}", flush=True)
+    return ms
 
 
 def gbs(nbytes: float, ms: float) -> float:
     return nbytes / (ms * 1e-3) / 1e9
+
+
+def bench(fn, per_call: int = 1) -> float:
+    if per_call == 1:
+        return do_bench(fn, return_mode="median")
+    return do_bench(lambda: [fn() for _ in range(per_call)], return_mode="median") / per_call
+
+
+def leaf_kernel(graph):
+    """The graph's one leaf kernel, launched directly with the extents the launch would use."""
+    compiled = hpvm.compile(graph, target="gpu")
+    ((leaf, ctx, kernel),) = compiled.leaf_kernels()
+    return kernel
+
+
+def direct(kernel, extents, *args):
+    values = [BufferArg(obj=a, address=a.data_ptr(), nbytes=a.numel() * a.element_size(), array=None)
+              if isinstance(a, torch.Tensor) else a for a in args]
+    return lambda: kernel.launch(values, [], extents)
 
 
 @triton.jit
@@ -33,6 +73,13 @@ def vadd_hand(a, b, c, n, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = i < n
     tl.store(c + i, tl.load(a + i, mask=m) + tl.load(b + i, mask=m), mask=m)
+
+
+@triton.jit
+def saxpy_hand(x, y, alpha, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(y + i, alpha * tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
 
 
 @triton.jit
@@ -46,6 +93,187 @@ def stencil_hand(A0, An, nx, ny, nz, c0, c1, BLOCK: tl.constexpr):
          + tl.load(A0 + idx - nx, mask=m) + tl.load(A0 + idx + nx * ny, mask=m)
          + tl.load(A0 + idx - nx * ny, mask=m))
     tl.store(An + idx, s * c1 - tl.load(A0 + idx, mask=m) * c0, mask=m)
+
+
+@hpvm.leaf
+def sgemm_naive(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: InOut[Ptr[f32]],
+                c_bytes: i64, n: i64, k: i64):
+    j = hpvm.get_node_instance_id_x(hpvm.get_node())
+    i = hpvm.get_node_instance_id_y(hpvm.get_node())
+    acc = 0.0
+    for t in range(k):
+        acc += a[i * k + t] * b[t * n + j]
+    c[i * n + j] = acc
+
+
+@hpvm.graph
+def sgemm_naive_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64,
+                     c: InOut[Ptr[f32]], c_bytes: i64, m: i64, n: i64, k: i64):
+    hpvm.node(sgemm_naive, grid=(n, m), a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c,
+              c_bytes=c_bytes, n=n, k=k)
+
+
+def bench_streaming_kernels(dev: str) -> None:
+    n = 64 * 2**20
+    a, b, c = (torch.randn(n, device=dev) for _ in range(3))
+    nb = n * 4
+    gen = record("vadd 64M generated (hpvm.launch)",
+                 bench(lambda: hpvm.wait(hpvm.launch(vadd.root, a, nb, b, nb, c, nb, n))))
+    assert torch.equal(c, a + b)
+    hand = record("vadd 64M hand Triton B=1024", bench(lambda: vadd_hand[(n // 1024,)](a, b, c, n, BLOCK=1024)))
+    print(f"  vadd {gbs(12 * n, gen):.0f} GB/s generated, ratio generated/hand {hand / gen:.3f}x")
+    x, y = torch.randn(n, device=dev), torch.randn(n, device=dev)
+    y0 = y.clone()
+    hpvm.wait(hpvm.launch(saxpy.root, x, nb, y, nb, 2.5, n))
+    assert torch.equal(y, 2.5 * x + y0)
+    gen = record("saxpy 64M generated (hpvm.launch)",
+                 bench(lambda: hpvm.wait(hpvm.launch(saxpy.root, x, nb, y, nb, 2.5, n))))
+    hand = record("saxpy 64M hand Triton B=1024",
+                  bench(lambda: saxpy_hand[(n // 1024,)](x, y, 2.5, n, BLOCK=1024)))
+    print(f"  saxpy {gbs(12 * n, gen):.0f} GB/s generated, ratio generated/hand {hand / gen:.3f}x")
+
+
+def bench_stencil(dev: str) -> None:
+    nx, ny, nz = 512, 512, 256
+    A0 = torch.randn(nz, ny, nx, device=dev)
+    An = A0.clone()
+    nbytes = A0.numel() * 4
+    args = (A0, nbytes, An, nbytes, nx, ny, nz, 1 / 6, 1 / 36)
+    hpvm.wait(hpvm.launch(stencil.root, *args))
+    expected = torch.from_numpy(stencil.reference(A0.cpu().numpy(), 1 / 6, 1 / 36))
+    assert torch.allclose(An.cpu(), expected, rtol=1e-5, atol=1e-6)
+    eff = 8 * A0.numel()
+    gen = record("stencil generated (hpvm.launch)", bench(lambda: hpvm.wait(hpvm.launch(stencil.root, *args))))
+    kernel = leaf_kernel(stencil.root)
+    extents = [(stencil.BX, stencil.BY), (nx // stencil.BX, ny // stencil.BY, nz)]
+    run = direct(kernel, extents, *args)
+    default = tk.GRID_TILES
+    kern = record(f"stencil kernel, tiles {default}", bench(run, 5))
+    for lanes, warps in ((512, 2), (1024, 4), (1024, 8), (256, 2)):
+        tk.GRID_TILES = tk.TileConfig(lanes=lanes, warps=warps)
+        record(f"stencil kernel, tiles {tk.GRID_TILES}", bench(run, 5))
+    tk.GRID_TILES = tk.TileConfig(lanes=0, warps=4)  # never tiles: the per-parent mapping
+    record("stencil kernel, one program per parent (literal)", bench(run, 5))
+    tk.GRID_TILES = default
+    best = None
+    for block in (128, 512):
+        grid = (triton.cdiv(nx - 2, block), ny - 2, nz - 2)
+        ms = record(f"stencil hand Triton B={block}",
+                    bench(lambda: stencil_hand[grid](A0, An, nx, ny, nz, 1 / 6, 1 / 36, BLOCK=block)))
+        best = ms if best is None else min(best, ms)
+    print(f"  stencil {gbs(eff, gen):.0f} GB/s effective (hpvm.launch), {gbs(eff, kern):.0f} (kernel); "
+          f"ratio best hand/generated: launch {best / gen:.3f}x, kernel {best / kern:.3f}x")
+
+
+def numba_sgemm():
+    """The Parboil leaf written per thread in numba-cuda (16 x 16 shared tiles), or None."""
+    try:
+        if not hasattr(np, "row_stack"):  # numba-cuda 0.30 still names it; NumPy 2.5 removed it
+            np.row_stack = np.vstack
+        from numba import cuda, float32
+    except Exception as exc:  # noqa: BLE001 - the peer is optional
+        print("numba-cuda unavailable:", exc)
+        return None
+
+    @cuda.jit
+    def sgemm_numba(a, b, c, k):
+        sa = cuda.shared.array((16, 16), float32)
+        sb = cuda.shared.array((16, 16), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        row = cuda.blockIdx.y * 16 + ty
+        col = cuda.blockIdx.x * 16 + tx
+        acc = float32(0.0)
+        for t in range(k // 16):
+            sa[ty, tx] = a[row, t * 16 + tx]
+            sb[ty, tx] = b[t * 16 + ty, col]
+            cuda.syncthreads()
+            for kk in range(16):
+                acc += sa[ty, kk] * sb[kk, tx]
+            cuda.syncthreads()
+        c[row, col] = acc
+
+    return lambda A, B, C, K: sgemm_numba[(C.shape[1] // 16, C.shape[0] // 16), (16, 16)](
+        cuda.as_cuda_array(A), cuda.as_cuda_array(B), cuda.as_cuda_array(C), K)
+
+
+def bench_sgemm(dev: str) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    M = N = K = 4096
+    A, B = torch.randn(M, K, device=dev), torch.randn(K, N, device=dev)
+    C = torch.zeros(M, N, device=dev)
+    flops = 2 * M * N * K
+    ref = (A.double() @ B.double()).float()
+
+    def check(name: str) -> None:
+        err = float((C - ref).norm() / ref.norm())
+        print(f"  {name}: relative error {err:.1e} against float64")
+        assert err < 1e-5, err
+        C.zero_()
+
+    cublas = record("sgemm 4096 cuBLAS fp32", bench(lambda: torch.matmul(A, B, out=C)))
+    check("cuBLAS")
+    args = (A, A.numel() * 4, B, B.numel() * 4, C, C.numel() * 4, M, N, K)
+    hpvm.wait(hpvm.launch(sgemm.root, *args, 1.0, 0.0))
+    check("generated Parboil leaf")
+    gen = record("sgemm 4096 generated Parboil leaf (hpvm.launch)",
+                 bench(lambda: hpvm.wait(hpvm.launch(sgemm.root, *args, 1.0, 0.0))))
+    kernel = leaf_kernel(sgemm.root)
+    extents = [(sgemm.TILE, sgemm.TILE), (N // sgemm.TILE, M // sgemm.TILE)]
+    run = direct(kernel, extents, *args, np.float32(1.0), np.float32(0.0))
+    default = tk.GPU_DOT
+    best_kernel = record(f"sgemm kernel {default}", bench(run, 3))
+    for cfg in (tk.DotConfig(128, 128, 32, 8, 8, 4), tk.DotConfig(128, 128, 32, 4, 8, 3),
+                tk.DotConfig(128, 128, 32, 16, 8, 3)):
+        tk.GPU_DOT = cfg
+        best_kernel = min(best_kernel, record(f"sgemm kernel {cfg}", bench(run, 3)))
+    tk.GPU_DOT = default
+    run()
+    torch.cuda.synchronize()
+    check("generated kernel, last configuration")
+    naive = leaf_kernel(sgemm_naive_root)
+    run_naive = direct(naive, [(N, M)], A, A.numel() * 4, B, B.numel() * 4, C, C.numel() * 4, N, K)
+    run_naive()
+    torch.cuda.synchronize()
+    check("generated per-element leaf")
+    naive_ms = record("sgemm 4096 generated per-element leaf (kernel)", bench(run_naive, 3))
+    peer = numba_sgemm()
+    numba_ms = None
+    if peer is not None:
+        peer(A, B, C, K)
+        torch.cuda.synchronize()
+        check("numba-cuda Parboil")
+        numba_ms = record("sgemm 4096 numba-cuda 16x16 shared tiles", bench(lambda: peer(A, B, C, K)))
+    tf = lambda ms: flops / ms / 1e9  # noqa: E731
+    print(f"  TFLOP/s: cuBLAS {tf(cublas):.1f}, generated launch {tf(gen):.1f}, best kernel "
+          f"{tf(best_kernel):.1f}, per-element {tf(naive_ms):.1f}"
+          + (f", numba-cuda {tf(numba_ms):.1f}" if numba_ms else ""))
+    print(f"  ratio to cuBLAS: launch {cublas / gen:.3f}x, kernel {cublas / best_kernel:.3f}x, "
+          f"per-element {cublas / naive_ms:.3f}x"
+          + (f"; to numba-cuda: {numba_ms / gen:.2f}x" if numba_ms else ""))
+
+
+def bench_histogram(dev: str) -> None:
+    n, nbins = 64 * 2**20, 256
+    data = torch.randint(0, 10**6, (n,), device=dev, dtype=torch.int32)
+    bins = torch.zeros(nbins, device=dev, dtype=torch.int32)
+    args = (data, data.numel() * 4, bins, bins.numel() * 4, nbins, n)
+    hpvm.wait(hpvm.launch(histogram.root, *args))
+    assert torch.equal(bins, torch.bincount(data % nbins, minlength=nbins).to(torch.int32))
+    gen = record("histogram 64M->256 generated (hpvm.launch)",
+                 bench(lambda: hpvm.wait(hpvm.launch(histogram.root, *args))))
+    kernel = leaf_kernel(histogram.root)
+    run = direct(kernel, [(n,)], *args[:5])
+    default = tk.GPU_PRIVATE
+    kern = record(f"histogram kernel {default}", bench(run, 5))
+    for cfg in (tk.PrivateConfig(4096, 8, 1024), tk.PrivateConfig(4096, 8, 2112),
+                tk.PrivateConfig(8192, 8, 2112), tk.PrivateConfig(2048, 4, 4224),
+                tk.PrivateConfig(4096, 4, 8448)):
+        tk.GPU_PRIVATE = cfg
+        kern = min(kern, record(f"histogram kernel {cfg}", bench(run, 5)))
+    tk.GPU_PRIVATE = default
+    peer = record("histogram torch.bincount(d % 256)",
+                  bench(lambda: torch.bincount(data % nbins, minlength=nbins)))
+    print(f"  histogram: bincount/generated: launch {peer / gen:.2f}x, kernel {peer / kern:.2f}x")
 
 
 def launch_cost(graph, args) -> float:
@@ -65,43 +293,24 @@ def main() -> None:
     dev = "cuda"
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__)
     hpvm.init("gpu")
-    # vadd 64M f32: 12 bytes per element
-    n = 64 * 2**20
-    a, b, c = (torch.randn(n, device=dev) for _ in range(3))
-    nb = n * 4
-    ms_gen = do_bench(lambda: hpvm.wait(hpvm.launch(vadd.root, a, nb, b, nb, c, nb, n)),
-                      return_mode="median")
-    assert torch.equal(c, a + b)
-    ms_hand = do_bench(lambda: vadd_hand[(triton.cdiv(n, 1024),)](a, b, c, n, BLOCK=1024),
-                       return_mode="median")
-    print(f"vadd 64M generated (hpvm.launch): {ms_gen:.3f} ms {gbs(12 * n, ms_gen):.0f} GB/s")
-    print(f"vadd 64M hand Triton B=1024:      {ms_hand:.3f} ms {gbs(12 * n, ms_hand):.0f} GB/s")
-    print(f"vadd ratio generated/hand: {ms_hand / ms_gen:.3f}x")
-    # stencil 512x512x256, effective bytes: one read and one write per point
-    nx, ny, nz = 512, 512, 256
-    A0 = torch.randn(nz, ny, nx, device=dev)
-    An = A0.clone()
-    nbytes = A0.numel() * 4
-    args = (A0, nbytes, An, nbytes, nx, ny, nz, 1 / 6, 1 / 36)
-    ms_gen = do_bench(lambda: hpvm.wait(hpvm.launch(stencil.root, *args)), return_mode="median")
-    expected = torch.from_numpy(stencil.reference(A0.cpu().numpy(), 1 / 6, 1 / 36))
-    assert torch.allclose(An.cpu(), expected, rtol=1e-5, atol=1e-6)
-    results = {}
-    for block in (128, 512):
-        grid = (triton.cdiv(nx - 2, block), ny - 2, nz - 2)
-        results[block] = do_bench(lambda: stencil_hand[grid](A0, An, nx, ny, nz, 1 / 6, 1 / 36, BLOCK=block),
-                                  return_mode="median")
-    best = min(results.values())
-    eff = 8 * A0.numel()
-    print(f"stencil generated (hpvm.launch): {ms_gen:.3f} ms {gbs(eff, ms_gen):.0f} GB/s effective")
-    for block, ms in results.items():
-        print(f"stencil hand Triton B={block}:    {ms:.3f} ms {gbs(eff, ms):.0f} GB/s effective")
-    print(f"stencil ratio generated/best hand: {best / ms_gen:.3f}x")
-    small = torch.randn(1024, device=dev)
-    out = torch.empty_like(small)
-    us = launch_cost(vadd.root, (small, 4096, small, 4096, out, 4096, 1024))
-    print(f"host cost of one hpvm.launch+wait of vadd(1024): {us:.1f} us")
+    parts = sys.argv[1:] or ["streaming", "stencil", "sgemm", "histogram", "launch"]
+    if "streaming" in parts:
+        bench_streaming_kernels(dev)
+    if "stencil" in parts:
+        bench_stencil(dev)
+    if "sgemm" in parts:
+        bench_sgemm(dev)
+    if "histogram" in parts:
+        bench_histogram(dev)
+    if "launch" in parts:
+        small = torch.randn(1024, device=dev)
+        out = torch.empty_like(small)
+        us = launch_cost(vadd.root, (small, 4096, small, 4096, out, 4096, 1024))
+        print(f"host cost of one hpvm.launch+wait of vadd(1024): {us:.1f} us")
+        RESULTS["launch_us"] = us
     hpvm.cleanup()
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "bench_gpu.json").write_text(json.dumps(RESULTS, indent=1))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.backends import registry
+from hpvm_py import cli
 from hpvm_py.errors import CompileError, ExecutionError, HPVMError
 from programs import tiled_cholesky as chol
 
@@ -275,3 +276,38 @@ def test_a_barrier_group_larger_than_one_program_is_refused_with_what_to_do(tmp_
     assert "barrier()" in info.value.message and "nvptx" in info.value.message
     assert info.value.loc.file == str(tmp_path / "big_group.py")
     assert np.array_equal(small, np.ones(64, np.float32))
+
+
+@pytest.mark.parametrize("bx, by", [(5, 3), (16, 8), (600, 1)])
+def test_grid_tiles_keep_per_parent_and_per_instance_values_apart(bx: int, by: int, tmp_path: Path) -> None:
+    """Small parent instances run as tiles of the combined grid (gridtiles.py), one program
+    spanning several parents: a value per parent instance and one per instance must still reach
+    the right lanes (600 x 1 instances per parent: the per-parent mapping, no tiles)."""
+    from programs import tile_leaves as T
+
+    nx, ny, nz = 37, 11, 3
+    x = np.arange(7, dtype=np.float32) * 0.5
+    px, py = -(-nx // bx), -(-ny // by)
+    results = {}
+    for target in ("python", "gpu"):
+        y = np.full(nx * ny * nz, -1.0, np.float32)
+        z = np.full(px * py * nz, -1.0, np.float32)
+        with hpvm.runtime(target):
+            hpvm.wait(hpvm.launch(T.root, x, x.nbytes, y, y.nbytes, z, z.nbytes, nx, ny, nz, bx, by))
+            hpvm.request_memory(y)
+            hpvm.request_memory(z)
+        results[target] = (y, z)
+    (y, z), (y_ref, z_ref) = results["gpu"], results["python"]
+    np.testing.assert_array_equal(y, y_ref)
+    np.testing.assert_array_equal(z, z_ref)
+    k, j, i = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+    p = (k * py + j // by) * px + i // bx
+    w = x[p % 7] + p
+    expected = w * 10 + (i % bx) * 3 + j % by + k
+    np.testing.assert_array_equal(y.reshape(nz, ny, nx), expected.astype(np.float32))
+    parents = np.arange(px * py * nz)
+    np.testing.assert_array_equal(z, (x[parents % 7] + parents + 1).astype(np.float32))
+    assert cli.main(["compile", str(ROOT / "tests" / "programs" / "tile_leaves.py"), "--target",
+                     "gpu", "--emit", "triton", "-o", str(tmp_path)]) == 0
+    (combine,) = tmp_path.glob("combine*.triton.py")
+    assert "g0 = tl.program_id(0).to(tl.int64) * TX" in combine.read_text()  # the tiled kernel

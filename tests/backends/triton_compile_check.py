@@ -17,7 +17,8 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 import hpvm_py as hpvm
-from hpvm_py.backends.triton.codegen import generate
+from hpvm_py.backends.triton.codegen import generate, kernel_name
+from hpvm_py.backends.triton.kernel import GPU_DOT
 
 SM90 = GPUTarget("cuda", 90, 32)
 
@@ -30,6 +31,16 @@ def load(text: str, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def constants(source) -> dict:
+    """The constexpr arguments of a launch (kernel.py's GPU block shapes)."""
+    if source.tiles:
+        return {"BLOCK": 128, "TX": 32, "TY": 4}
+    if source.dot is None:
+        return {"BLOCK": 128, **{f"NB_{kernel_name(p.name)}": 256 for p in source.private}}
+    dot = GPU_DOT
+    return {"BLOCK": dot.bm * dot.bn, "BM": dot.bm, "BN": dot.bn, "BK": dot.bk, "GROUP": dot.group}
 
 
 def semantic_graphs() -> list:
@@ -58,13 +69,20 @@ def main(names: list[str]) -> None:
             compiled = hpvm.compile(graph, target="cpu")  # node contexts do not depend on the target
             for leaf, ctx, _ in compiled.leaf_kernels():
                 for checked in variants:
-                    source = generate(leaf, ctx, checked, interpreted=False)
-                    fn = getattr(load(source.text, f"check_{count}"), source.kernel)
-                    ast = ASTSource(fn=fn, signature=dict(source.arguments), constexprs={"BLOCK": 128})
-                    kernel = triton.compile(ast, target=SM90, options={"enable_fp_fusion": False})
-                    assert "cubin" in kernel.asm
-                    print(f"compiled {leaf.name} checked={checked}")
-                    count += 1
+                    sources = [generate(leaf, ctx, checked, interpreted=False)]
+                    if sources[0].dot or sources[0].private or sources[0].tiles:  # and the fallback
+                        sources.append(generate(leaf, ctx, checked, interpreted=False, optimised=False))
+                    for source in sources:
+                        fn = getattr(load(source.text, f"check_{count}"), source.kernel)
+                        ast = ASTSource(fn=fn, signature=dict(source.arguments),
+                                        constexprs=constants(source))
+                        kernel = triton.compile(ast, target=SM90,
+                                                options={"enable_fp_fusion": source.dot is not None})
+                        assert "cubin" in kernel.asm
+                        kind = "dot" if source.dot else "tiles" if source.tiles else \
+                            "private" if source.private else "literal"
+                        print(f"compiled {leaf.name} checked={checked} {kind}")
+                        count += 1
 
 
 if __name__ == "__main__":

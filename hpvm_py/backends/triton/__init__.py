@@ -35,8 +35,8 @@ class TritonBackend:
         if kernel is not None and kernel.leaf is leaf:
             return kernel
         interpreted = interpreting()
-        kernel = TritonKernel(leaf, ctx, lambda fixed_grid: generate(leaf, ctx, checked, interpreted,
-                                                                      fixed_grid))
+        kernel = TritonKernel(leaf, ctx, lambda fixed_grid, optimised: generate(
+            leaf, ctx, checked, interpreted, fixed_grid, optimised))
         with self._lock:
             self._memory[key] = kernel
         return kernel

@@ -6,6 +6,7 @@ from ...ir import kernel as K
 from ...types import PtrType, ScalarType
 from ..bounds import Access
 from . import values as V
+from .mathcalls import unsupported
 
 _BITS = {16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}
 _ATOMIC_FN = {"add": "tl.atomic_add", "sub": "tl.atomic_add", "min": "tl.atomic_min",
@@ -37,7 +38,7 @@ class MemoryAccesses:
         """An access index as a block of int64 (scalars broadcast: the mask is a block)."""
         code = self.expr(e, m)
         name = self.fresh("i")
-        self.emit(f"{name} = {code}.to(tl.int64) + ZERO")
+        self.emit(f"{name} = {code}.to(tl.int64) + {self.zero}")
         return name
 
     def guard(self, access: Access, index: str, m: str, rank: str | None = None) -> str:
@@ -55,27 +56,32 @@ class MemoryAccesses:
         return f"{m} & {ok}"
 
     def atomic(self, e: K.Atomic, m: str) -> str:
+        if any(p.name == e.ptr.name for p in self.private):
+            return self.count_privately(e, m)
         elem = self._elem(e.ptr)
         index = self.index(e.index, m)
         value = self.expr(e.value, m)
-        if e.op == "sub":
-            value = f"(-{value})"
         rank = self.rank(e.rank, m)
         access = self.guard(e, index, m, rank)
-        if elem.is_float and e.op in ("min", "max"):
-            return self._float_extreme(e.op, e.ptr, index, value, access)
+        if elem.is_float and (e.op in ("min", "max") or elem.bits == 16):
+            if rank is not None:  # the compare-and-swap loop addresses this rank's buffer only
+                raise unsupported(f"remote_atomic_add on {elem.name}", e.loc)
+            return self._float_cas(e.op, e.ptr, index, value, access)
+        if e.op == "sub":  # a float negation flips the sign of zero: x - 0.0 keeps a -0.0
+            value = V.unary("neg", elem, value)
         old = self.fresh("old")
         self.emit(f"{old} = {_ATOMIC_FN[e.op]}({self.address(e.ptr, index, rank, access)}, "
                   f"tl.broadcast_to({V.to_memory(value, elem)}, [BLOCK]), mask={access})")
         return V.from_memory(old, elem)
 
-    def _float_extreme(self, op: str, ptr: K.Var, index: str, value: str, access: str) -> str:
-        """Float atomic_min/max as fmin/fmax (Triton's own compare the bits as integers): a
-        compare-and-swap loop on the bit pattern. tl.atomic_cas takes no mask, so lanes with nothing
-        left to do swap an element a pending lane owns with itself (cmp == val: no change)."""
+    def _float_cas(self, op: str, ptr: K.Var, index: str, value: str, access: str) -> str:
+        """A float atomic as a compare-and-swap loop on the element's bits: min/max as fmin/fmax
+        (Triton's own compare the bits as integers), and add/sub/xchg on f16 and bf16 (which
+        Triton's interpreter cannot update in place), computed in f32 and rounded like any f16 or
+        bf16 operation. tl.atomic_cas takes no mask, so lanes with nothing left to do swap an
+        element a pending lane owns with itself (cmp == val: no change)."""
         elem = self._elem(ptr)
         bits = _BITS[elem.bits]
-        pick = "_minnum" if op == "min" else "_maxnum"
         base = self.names[ptr.name]
         cur, new, pending, first, seen = (self.fresh(x) for x in ("cur", "new", "pend", "first", "seen"))
 
@@ -87,7 +93,11 @@ class MemoryAccesses:
             return V.from_memory(memory, elem)
 
         def update() -> None:
-            self.emit(f"{new} = {as_bits(V.to_memory(f'{pick}({as_value(cur)}, {value})', elem))}")
+            old = as_value(cur)
+            result = {"min": f"_minnum({old}, {value})", "max": f"_maxnum({old}, {value})",
+                      "add": f"({old} + {value})", "sub": f"({old} - {value})",
+                      "xchg": f"tl.broadcast_to({value}, [BLOCK])"}[op]
+            self.emit(f"{new} = {as_bits(V.to_memory(result, elem))}")
 
         self.emit(f"{cur} = {as_bits(f'tl.load({base} + {index}, mask={access}, other=0, volatile=True)')}")
         update()

@@ -28,8 +28,12 @@ from ..bounds import Access
 from ..cpu.prepare import localize_assigned_params
 from . import values as V
 from .accesses import MemoryAccesses
+from .dotmatch import DotLoop, find_dot_loop
+from .dottiles import DotTiles
+from .gridtiles import GridTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
+from .privatise import PrivateCount, PrivateCounts, private_counts
 from .remote import HEAP_ARGUMENTS, RemoteAccesses
 from .scratch import Scratch, scratches
 
@@ -49,6 +53,9 @@ class TritonSource:
     arguments: dict[str, str]  # parameter -> Triton type ("*fp32", "i64", "constexpr")
     sites: list[Access] = field(default_factory=list)  # the checked accesses, by site number
     scratch: list[Scratch] = field(default_factory=list)
+    dot: DotLoop | None = None  # a tl.dot kernel: one program per block of (row, column) coordinates
+    private: list[PrivateCount] = field(default_factory=list)  # buffers counted per program
+    tiles: bool = False  # programs over TX x TY tiles of the combined grid (gridtiles.py)
 
     @property
     def digest(self) -> str:
@@ -56,11 +63,17 @@ class TritonSource:
 
 
 def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-             fixed_grid: bool = False) -> TritonSource:
+             fixed_grid: bool = False, optimised: bool = True) -> TritonSource:
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
-    the per-lane ids cost shifts and masks rather than divisions)."""
-    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid).run()
+    the per-lane ids cost shifts and masks rather than divisions); `optimised`, the first that
+    applies: a recognised dot loop becomes a tl.dot kernel (dotmatch.py), counting atomics are
+    privatised per program (privatise.py), a leaf under a replicated parent runs in tiles of the
+    combined grid (gridtiles.py). Never in the checked variant, which reports accesses one
+    instance at a time; without `optimised`, the literal translation (what a launch falls back
+    to when the optimised kernel does not suit it)."""
+    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid,
+                      optimised and not checked).run()
 
 
 _TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
@@ -72,7 +85,8 @@ def _pointer(elem: ScalarType) -> str:
     return "*" + _TRITON_TYPE[elem.name]
 
 
-def _ident(name: str) -> str:
+def kernel_name(name: str) -> str:
+    """The generated code's name of a leaf parameter or local."""
     return "v_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
@@ -101,21 +115,34 @@ class _Loop:
         self.cnt = cnt
 
 
-class _Generator(MemoryAccesses, RemoteAccesses, MathCalls):
+class _Generator(MemoryAccesses, RemoteAccesses, MathCalls, GridTiles, DotTiles, PrivateCounts):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool):
+                 fixed_grid: bool, optimised: bool):
         self.interpreted = interpreted
         self.fixed_grid = fixed_grid
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
+        self.dot = find_dot_loop(leaf, ctx.input_modes, ctx.level_dims) if optimised else None
+        self.zero = "ZERO"  # an int64 zero block of the shape of the lanes being generated
         self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
         self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
-        self.grouped = bool(self.scratch) or any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
-        self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), _masked_in_loops(leaf.body))
+        masked = _masked_in_loops(leaf.body)
+        self.grouped = self.dot is None and (bool(self.scratch) or any(
+            isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body)))
+        if self.dot is not None:  # the loop that used the scratch tiles and barriers is replaced
+            self.scratch = []
+        simple = optimised and not self.grouped and self.dot is None
+        self.private = private_counts(leaf) if simple else []
+        dims = ctx.level_dims
+        self.tiles = simple and not self.private and len(dims) == 2 and dims[1] > 0
+        if self.dot is not None or self.tiles:
+            self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked, frozenset({0, 1}))
+        else:
+            self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), masked)
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)  # type: ignore[arg-type]
-        self.names = {name: _ident(name) for name in self.types}
+        self.names = {name: kernel_name(name) for name in self.types}
         self.lines: list[str] = []
         self.indent = 1
         self.counter = 0
@@ -138,10 +165,20 @@ class _Generator(MemoryAccesses, RemoteAccesses, MathCalls):
     def run(self) -> TritonSource:
         self._check_supported()
         body_start = len(self.lines)
-        self._prologue()
+        if self.private:  # ITERS blocks of instances per program, then one merge of the counts
+            self.private_init()
+            self.emit("for it in range(ITERS):")
+            self.indent += 1
         self.terms = ["live" if self.live else "m0"]
-        self.block(self.leaf.body)
+        if self.dot:
+            self.dot_kernel_body()
+        else:
+            self._grid_tile_prologue() if self.tiles else self._prologue()
+            self.block(self.leaf.body)
         self._epilogue()
+        if self.private:
+            self.indent -= 1
+            self.private_merge()
         body = self.lines[body_start:]
         self.lines = self.lines[:body_start]
         header = [HEADER + (INTERPRETER_IMPORT if self.interpreted else "")]
@@ -150,7 +187,8 @@ class _Generator(MemoryAccesses, RemoteAccesses, MathCalls):
         text = "".join(header) + "\n\n@triton.jit\n" + self._signature() + "\n".join(body) + "\n"
         return TritonSource(text=text, kernel=self.kernel, grouped=self.grouped,
                             checked=self.checked, arguments=self.arguments, sites=self.sites,
-                            scratch=self.scratch)
+                            scratch=self.scratch, dot=self.dot, private=self.private,
+                            tiles=self.tiles)
 
     def _arguments(self) -> dict[str, str]:
         """The kernel's parameters in order, with their Triton types (as kernel.py passes them)."""
@@ -186,6 +224,14 @@ class _Generator(MemoryAccesses, RemoteAccesses, MathCalls):
         if self.checked:
             args["ERR"] = "*i64"
         args["BLOCK"] = "constexpr"
+        if self.dot:
+            args.update(BM="constexpr", BN="constexpr", BK="constexpr", GROUP="constexpr")
+        if self.tiles:
+            args.update(TX="constexpr", TY="constexpr")
+        for p in self.private:
+            args.update({f"{self.names[p.name]}__count": "i64", f"NB_{self.names[p.name]}": "constexpr"})
+        if self.private:
+            args["ITERS"] = "i64"
         return args
 
     def _signature(self) -> str:
@@ -212,9 +258,9 @@ class _Generator(MemoryAccesses, RemoteAccesses, MathCalls):
                 raise unsupported(f"a call of helper {e.func} that was not inlined", e.loc)
             if isinstance(e, K.Atomic):
                 elem = self._elem(e.ptr)
-                float_extreme = elem.is_float and e.op in ("min", "max")
-                if not float_extreme and (elem.name not in _ATOMIC_TYPES
-                                          or (elem.is_float and e.op not in ("add", "sub", "xchg"))):
+                native = e.op in ("add", "sub", "xchg")
+                by_cas = elem.is_float and (e.op in ("min", "max") or (elem.bits == 16 and native))
+                if not by_cas and (elem.name not in _ATOMIC_TYPES or (elem.is_float and not native)):
                     raise unsupported(f"atomic_{e.op} on a {elem} buffer", e.loc)
 
     def _needs_live(self) -> bool:
@@ -229,7 +275,8 @@ class _Generator(MemoryAccesses, RemoteAccesses, MathCalls):
         e = self.emit
         e("pid = tl.program_id(0).to(tl.int64)")
         e("parent = pid // LB")
-        e("lin = (pid % LB) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
+        block = "((pid % LB) * ITERS + it)" if self.private else "(pid % LB)"
+        e(f"lin = {block} * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
         e("m0 = lin < L")
         e("ZERO = lin * 0")
         e("FALSE = lin < 0")
@@ -256,17 +303,34 @@ class _Generator(MemoryAccesses, RemoteAccesses, MathCalls):
                     e(f"in{level}_{d} = {inner} // E{level}_{d}")
                     inner = f"in{level}_{d}"
             rest = f"rest{level}"
+        self._prologue_values()
+
+    def _prologue_values(self) -> None:
+        """Parameters, scratch slices, locals and outputs, once the lanes' ids are known."""
+        self._uniform_params()
+        self._lane_values()
+
+    def _uniform_params(self) -> None:
         for p, mode in zip(self.leaf.params, self.ctx.input_modes):
-            if mode == "buffer":
+            if mode == "uniform":
+                assert isinstance(p.type, ScalarType)
+                name = self.names[p.name]
+                self.emit(f"{name} = {self._from_bits(f'{name}__arg', p.type)}")
+
+    def _lane_values(self) -> None:
+        """Per-parent and per-instance parameters, scratch slices, locals, outputs."""
+        e = self.emit
+        for p, mode in zip(self.leaf.params, self.ctx.input_modes):
+            if mode in ("buffer", "uniform"):
                 continue
             assert isinstance(p.type, ScalarType)
             name = self.names[p.name]
-            if mode == "uniform":
-                e(f"{name} = {self._from_bits(f'{name}__arg', p.type)}")
-            else:  # arrays of values; bf16 ones arrive as f32 values (kernel.py)
-                stored = f32 if p.type == bf16 else p.type
-                at = "parent" if mode == "per_parent" else "parent * L + lin, mask=m0"
-                e(f"{name} = {V.from_memory(f'tl.load({name}__arg + {at})', stored)}")
+            # arrays of values; bf16 ones arrive as f32 values (kernel.py)
+            stored = f32 if p.type == bf16 else p.type
+            at = "parent * L + lin, mask=m0"
+            if mode == "per_parent":  # a block where tiles span parents (masked like one)
+                at = "parent, mask=m0" if self.tiles or self.dot else "parent"
+            e(f"{name} = {V.from_memory(f'tl.load({name}__arg + {at})', stored)}")
         for scratch in self.scratch:  # this parent instance's slice
             name = self.names[scratch.name]
             e(f"{name} = {name}__base + parent * {name}__stride")
@@ -528,7 +592,8 @@ class _Generator(MemoryAccesses, RemoteAccesses, MathCalls):
         t = e.type
         if isinstance(e, K.BinOp):
             assert isinstance(t, ScalarType)
-            return V.binop(e.op, t, self.expr(e.lhs, m), self.expr(e.rhs, m), e.loc)
+            return V.binop(e.op, t, self.expr(e.lhs, m), self.expr(e.rhs, m), e.loc,
+                           scalar_divisor=self.uniform.expr(e.rhs))
         if isinstance(e, K.UnaryOp):
             assert isinstance(t, ScalarType)
             return V.unary(e.op, t, self.expr(e.operand, m))

@@ -3,7 +3,9 @@
 reports recorded out-of-bounds accesses)."""
 from __future__ import annotations
 
+import math
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -17,9 +19,12 @@ from ..base import BufferArg, NodeContext, instance_counts
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
 from ..cuda.outputs import DeviceOutputs
-from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource
+from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource, kernel_name as _kernel_name
+from .dotmatch import DotLoop
+from .host_math import interpreting
 from .loader import load_kernel
 from .prepared import TritonLaunch, scalar_bits
+from .privatise import MAX_PRIVATE_ELEMENTS
 from .scratch import size_of
 
 MAX_BLOCK = 1024  # lanes per program for leaves without barriers
@@ -28,27 +33,76 @@ MAX_BLOCK = 1024  # lanes per program for leaves without barriers
 MIN_BLOCK = 32
 
 
+@dataclass(frozen=True)
+class DotConfig:
+    """Block shape and schedule of the tl.dot kernels (dottiles.py)."""
+
+    bm: int
+    bn: int
+    bk: int
+    group: int  # block rows per group of programs (L2 reuse of B)
+    warps: int
+    stages: int
+
+
+
+@dataclass(frozen=True)
+class PrivateConfig:
+    """Launches with privatised counts (privatise.py): blocks of up to `block` lanes in `warps`
+    warps, ITERS blocks per program so that a launch has about `programs` programs (each merges
+    its counts once: fewer programs than blocks, yet enough to fill every multiprocessor)."""
+
+    block: int
+    warps: int
+    programs: int
+
+
+# Large blocks keep many loads in flight between tl.histogram's barriers (docs/performance.md).
+GPU_PRIVATE = PrivateConfig(block=4096, warps=8, programs=4224)
+INTERPRETER_PRIVATE = PrivateConfig(block=1024, warps=1, programs=4)
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Programs over tiles of the combined grid (gridtiles.py): for leaves with fewer than `lanes`
+    instances per parent instance, tiles of `lanes` lanes (x first) in `warps` warps."""
+
+    lanes: int
+    warps: int
+
+
+GRID_TILES = TileConfig(lanes=512, warps=4)
+
+# Chosen on the H100 (docs/performance.md); the interpreter takes tl.dot's smallest blocks.
+GPU_DOT = DotConfig(bm=128, bn=128, bk=32, group=8, warps=8, stages=3)
+INTERPRETER_DOT = DotConfig(bm=16, bn=16, bk=16, group=2, warps=1, stages=1)
+
+
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
 class TritonKernel:
-    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, make_source: Callable[[bool], TritonSource]):
+    def __init__(self, leaf: K.LeafFunc, ctx: NodeContext,
+                 make_source: Callable[[bool, bool], TritonSource]):
         self.leaf = leaf
         self.ctx = ctx
         self._make_source = make_source
-        self.source = make_source(False)  # compile errors surface when the graph is compiled
-        self._variants: dict[bool, tuple[TritonSource, Any]] = {}
+        self.source = make_source(False, True)  # compile errors surface when the graph is compiled
+        self._variants: dict[tuple[bool, bool], tuple[TritonSource, Any]] = {}
         self._lock = threading.Lock()
 
-    def _variant(self, fixed_grid: bool) -> tuple[TritonSource, Any]:
-        """The kernel for any grid, or the one whose leaf extents are constants (small grids)."""
+    def _variant(self, fixed_grid: bool, optimised: bool) -> tuple[TritonSource, Any]:
+        """The kernel for any grid, or the one whose leaf extents are constants (small grids);
+        the optimised kernel (tl.dot, privatised counts), or the literal translation."""
+        can_optimise = self.source.dot is not None or bool(self.source.private) or self.source.tiles
+        key = (fixed_grid, optimised and can_optimise)
         with self._lock:
-            found = self._variants.get(fixed_grid)
+            found = self._variants.get(key)
             if found is None:
-                source = self._make_source(True) if fixed_grid else self.source
+                source = self.source if key == (False, can_optimise) else self._make_source(*key)
                 found = (source, load_kernel(source.text, source.digest, source.kernel))
-                self._variants[fixed_grid] = found
+                self._variants[key] = found
             return found
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
@@ -63,16 +117,40 @@ class TritonKernel:
         P, L = instance_counts(extents)
         if P * L == 0:
             return TritonLaunch(self, None, None, [], {}, (0, 1, 1), self._outputs([]), None, [], {}, {})
-        source, kernel = self._variant(L <= MAX_BLOCK)
-        if source.grouped:
+        source, kernel = self._variant(L <= MAX_BLOCK, optimised=True)
+        counts = self._private_counts(source, args)
+        if (source.dot is not None and not _dot_fits(source.dot, extents)) or \
+                any(n > MAX_PRIVATE_ELEMENTS for n in counts.values()) or \
+                (source.tiles and not _tiles_fit(extents, L)):
+            source, kernel = self._variant(L <= MAX_BLOCK, optimised=False)
+        dot = GPU_DOT if not interpreting() else INTERPRETER_DOT
+        private = GPU_PRIVATE if not interpreting() else INTERPRETER_PRIVATE
+        combined = _combined(extents)
+        if source.dot is not None:
+            block, blocks = dot.bm * dot.bn, 1
+        elif source.tiles:
+            tx = min(_next_pow2(combined[0]), GRID_TILES.lanes)
+            ty = min(_next_pow2(combined[1]), GRID_TILES.lanes // tx)
+            block, blocks = max(MIN_BLOCK, tx * ty), 1
+            tx = block // ty
+        elif source.grouped:
             block, blocks = max(MIN_BLOCK, _next_pow2(L)), 1
             if block > MAX_GROUP_LANES:
                 raise LaunchError(f"{self.leaf.name} has barrier() and {L} instances per parent instance; "
                                   f"target 'gpu' runs them in one program of at most {MAX_GROUP_LANES} "
                                   f"lanes: {SUGGESTION}", self.leaf.loc)
         else:
-            block = min(MAX_BLOCK, max(MIN_BLOCK, _next_pow2(L)))
+            most = private.block if source.private else MAX_BLOCK
+            block = min(most, max(MIN_BLOCK, _next_pow2(L)))
             blocks = -(-L // block)
+        options: dict[str, Any] = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)),
+                                       enable_fp_fusion=False)
+        if source.private:  # ITERS blocks per program: counts merged once per program
+            iters = max(1, min(blocks, P * blocks // private.programs))
+            blocks = -(-blocks // iters)
+            options.update(ITERS=iters, num_warps=private.warps)
+            for name, n in counts.items():
+                options.update({f"{name}__count": n, f"NB_{name}": max(MIN_BLOCK, _next_pow2(n))})
         device = self._device(args)
         call: list[Any] = []
         uniforms: dict[int, int] = {}  # param -> its position in call
@@ -116,12 +194,30 @@ class TritonKernel:
         if source.checked:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
-        options = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)), enable_fp_fusion=False)
-        return TritonLaunch(self, source, kernel, call, options, (P * blocks, 1, 1),
-                            self._outputs(results), err, scratch, uniforms, values)
+        grid = (P * blocks, 1, 1)
+        if source.tiles:
+            grid = (-(-combined[0] // tx), -(-combined[1] // ty), combined[2])
+            options.update(TX=tx, TY=ty, num_warps=GRID_TILES.warps)
+        if source.dot is not None:
+            rows, cols = _dot_extents(source.dot, extents)
+            grid = (-(-rows // dot.bm) * -(-cols // dot.bn), 1, 1)
+            # fused multiply-adds inside tl.dot (without them its products are rounded twice)
+            options.update(BM=dot.bm, BN=dot.bn, BK=dot.bk, GROUP=dot.group, num_warps=dot.warps,
+                           num_stages=dot.stages, enable_fp_fusion=True)
+        return TritonLaunch(self, source, kernel, call, options, grid, self._outputs(results), err,
+                            scratch, uniforms, values)
 
     def _outputs(self, pairs: list[tuple[np.ndarray, Any]]) -> DeviceOutputs:
         return DeviceOutputs(pairs, self.leaf.name, self.leaf.loc)
+
+    def _private_counts(self, source: TritonSource, args: list[Any]) -> dict[str, int]:
+        """Kernel parameter name -> element count, for each privately counted buffer."""
+        found = {}
+        for p, arg in zip(self.leaf.params, args):
+            for private in source.private:
+                if private.name == p.name:
+                    found[_kernel_name(p.name)] = arg.nbytes // private.elem.nbytes
+        return found
 
     def _limit(self, index: int, args: list[Any]) -> int:
         """Bytes that pointer parameter `index` may reach (checked mode): the size argument after
@@ -168,3 +264,28 @@ class TritonKernel:
                                   self.leaf.loc)
         return CompileError(f"{self.leaf.name}: Triton could not compile the generated kernel "
                             f"({type(exc).__name__}: {detail}); {SUGGESTION}", self.leaf.loc)
+
+
+def _dot_extents(dot: DotLoop, extents: list[tuple[int, ...]]) -> tuple[int, int]:
+    """Rows and columns of the combined grid a tl.dot kernel covers."""
+    def along(dim: int) -> int:
+        return extents[0][dim] * (extents[1][dim] if dot.levels == 2 else 1)
+    return along(dot.row_dim), along(dot.col_dim)
+
+
+def _dot_fits(dot: DotLoop, extents: list[tuple[int, ...]]) -> bool:
+    """Whether this launch is one the dot loop was proven for: the Parboil form's scratch tiles
+    hold one element per leaf instance only when the leaf is tile x tile instances."""
+    return dot.tile is None or tuple(extents[0]) == (dot.tile, dot.tile)
+
+
+def _combined(extents: list[tuple[int, ...]]) -> list[int]:
+    """Extents of the combined grid of a leaf and its parent level (gridtiles.py)."""
+    return [math.prod(level[d] for level in extents[:2] if d < len(level)) for d in range(3)]
+
+
+def _tiles_fit(extents: list[tuple[int, ...]], leaf_instances: int) -> bool:
+    """Whether grid tiles pay (small parent instances) and the launch grid fits CUDA's limits on
+    its y and z axes."""
+    _, y, z = _combined(extents)
+    return leaf_instances < GRID_TILES.lanes and y < 65536 and z < 65536

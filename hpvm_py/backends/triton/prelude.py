@@ -74,6 +74,27 @@ def _umod(x, y):
 
 
 @triton.jit
+def _smod_by(x, y, int_min):
+    """_smod for a divisor that is one scalar for every lane: a mask when it is a positive power
+    of two (in two's complement that is the floored remainder), no per-lane division."""
+    if (y > 0) & ((y & (y - 1)) == 0):
+        r = x & (y - 1)
+    else:
+        r = _smod(x, y, int_min)
+    return r
+
+
+@triton.jit
+def _umod_by(x, y):
+    """_umod for a divisor that is one scalar for every lane."""
+    if (y != 0) & ((y & (y - 1)) == 0):
+        r = x & (y - 1)
+    else:
+        r = _umod(x, y)
+    return r
+
+
+@triton.jit
 def _shl(x, n, BITS: tl.constexpr):
     ok = (n >= 0) & (n < BITS)
     return tl.where(ok, x << tl.where(ok, n, 0), 0)

@@ -76,7 +76,9 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
-def binop(op: str, t: ScalarType, x: str, y: str, loc: Loc) -> str:
+def binop(op: str, t: ScalarType, x: str, y: str, loc: Loc, scalar_divisor: bool = False) -> str:
+    """x op y; `scalar_divisor`: y is one scalar for every lane (an integer `%` then tests for a
+    power of two once instead of dividing per lane)."""
     if t.is_float:
         if op in ("add", "sub", "mul"):
             return round_to(f"({x} {_INFIX[op]} {y})", t)
@@ -86,6 +88,10 @@ def binop(op: str, t: ScalarType, x: str, y: str, loc: Loc) -> str:
         return round_to(f"{helper}({x}, {y})", t)
     if op in _INFIX:
         return f"({x} {_INFIX[op]} {y})"
+    if op == "mod" and scalar_divisor:
+        if t.is_signed:
+            return f"_smod_by({x}, {y}, {constant(t.min_value(), t)})"
+        return f"_umod_by({x}, {y})"
     if op in ("floordiv", "mod"):
         if t.is_signed:
             name = "_sfloordiv" if op == "floordiv" else "_smod"

@@ -1,0 +1,164 @@
+"""The gpu target's tl.dot kernels, for leaves with a recognised dot loop (dotmatch.py).
+
+Mapping. A program covers a BM x BN block of (row, column) coordinates of the combined grid (the
+coordinate along dimension d is id1_d * E0_d + id0_d), across as many parent instances as the block
+spans; programs go through the blocks in groups of GROUP block rows, so that neighbours share B
+columns in L2. The block's BM * BN instances are the program's lanes, row-major, so every statement
+outside the loop is generated as for any leaf; parent-level ids and per-parent values vary between
+lanes here (TileUniformity). The loop becomes a loop over k tiles of BK: the A block [BM, BK] and
+the B block [BK, BN] are the leaf's own element expressions evaluated on 2-D index blocks (loads
+masked to the grid and to kk < stop, anything masked contributing 0), and tl.dot in IEEE fp32
+accumulates their product into acc, reshaped to [BM, BN] and back.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ir import kernel as K
+from ...types import i64
+from .dotmatch import KK, DotLoop, coordinate_id
+
+
+class DotTiles:
+    """Mixed into the generator: uses its emit/expr/names, GridTiles' coordinate_ids and
+    _prologue_values, and sets its zero."""
+
+    dot: DotLoop
+
+    def dot_kernel_body(self) -> None:
+        """The loop first, then the lanes' ids and the statements before it: the per-lane values
+        of those statements (ids, rows, columns: blocks of BM * BN int64s) would otherwise stay
+        live through the loop and spill its registers. Legal because the statements before the
+        loop touch no memory but by loads (dotmatch.py) and the loop uses none of their values
+        but acc's start, which is added after."""
+        e = self.emit
+        r, c = self.dot.row_dim, self.dot.col_dim
+        body = self.leaf.body
+        at = next(i for i, s in enumerate(body) if s is self.dot.loop)
+        e("pid = tl.program_id(0).to(tl.int64)")
+        e("Z64 = tl.zeros([], tl.int64)")
+        e(f"R = {self.extent(r)}")
+        e(f"C = {self.extent(c)}")
+        e("tiles_c = (C + BN - 1) // BN")
+        e("in_group = GROUP * tiles_c")
+        e("first_r = (pid // in_group) * GROUP")
+        e("group_rows = tl.minimum((R + BM - 1) // BM - first_r, GROUP)")
+        e("tile_r = first_r + (pid % in_group) % group_rows")
+        e("tile_c = (pid % in_group) // group_rows")
+        self._uniform_params()
+        self._dot_loop()
+        e("lane = tl.arange(0, BLOCK).to(tl.int64)")
+        e("g_r = tile_r * BM + lane // BN")
+        e("g_c = tile_c * BN + lane % BN")
+        self.coordinate_ids({r: "g_r", c: "g_c"})
+        self._lane_values()
+        self.block(body[:at])
+        acc = self.names[self.dot.acc]
+        e(f"{acc} = {acc} + tl.reshape(acc_t, [BLOCK])")
+        self.block(body[at + 1:])
+
+    def _dot_loop(self) -> None:
+        d = self.dot
+        e = self.emit
+        e("rows_a = (tile_r * BM + tl.arange(0, BM).to(tl.int64))[:, None]")
+        e("cols_b = (tile_c * BN + tl.arange(0, BN).to(tl.int64))[None, :]")
+        # rows and columns past the grid are masked, not clamped: a clamp (tl.where) hides their
+        # contiguity from Triton, which then loads 4 bytes at a time instead of 16
+        e("row_ok = rows_a < R")
+        e("col_ok = cols_b < C")
+        for prefix, coordinate, dim in (("a_id", "rows_a", d.row_dim), ("b_id", "cols_b", d.col_dim)):
+            for level in range(d.levels):
+                e(f"{prefix}{level} = {coordinate}" if d.levels == 1 else
+                  f"{prefix}{level} = {coordinate} {'%' if level == 0 else '//'} E0_{dim}")
+        e(f"k_start = ({self.expr(d.start, 'm0')}).to(tl.int64)")
+        stop = f"({self.expr(d.stop, 'm0')}).to(tl.int64)"
+        if d.tile is not None:  # whole scratch tiles: their padding is masked by the leaf's guards
+            stop = f"k_start + _trip(k_start, {stop}, Z64 + {d.tile}) * {d.tile}"
+        parts = [_guarded_load(d.a_elem), _guarded_load(d.b_elem)]
+        bound = _shared_k_bound(parts)
+        if bound is not None:  # both factors are 0 from kk = bound on: the loop stops there
+            stop = f"tl.minimum({stop}, ({self.expr(bound, 'm0')}).to(tl.int64))"
+            parts = [(load, [g for g in guards if _k_bound(g) != bound]) for load, guards in parts]
+        e(f"k_stop = {stop}")
+        e("z_a = tl.zeros([BM, BK], tl.int64)")
+        e("z_b = tl.zeros([BK, BN], tl.int64)")
+        e("acc_t = tl.zeros([BM, BN], tl.float32)")
+        e("k_lanes = tl.arange(0, BK).to(tl.int64)")
+        e("for kb in range(k_start, k_stop, BK):")
+        self.indent += 1
+        e("kk_a = kb + k_lanes[None, :]")
+        e("kk_b = kb + k_lanes[:, None]")
+        e("m_a = row_ok & (kk_a < k_stop)")
+        e("m_b = (kk_b < k_stop) & col_ok")
+        op_a = self._operand(d.a_elem, parts[0], "m_a", "kk_a", "z_a", "a_id", d.row_dim)
+        op_b = self._operand(d.b_elem, parts[1], "m_b", "kk_b", "z_b", "b_id", d.col_dim)
+        e(f"acc_t = tl.dot({op_a}, {op_b}, acc_t, input_precision=\"ieee\")")
+        self.indent -= 1
+
+    def _operand(self, elem: K.Expr, guarded: tuple[K.Load | None, list[K.Expr]], mask: str,
+                 kk: str, zero: str, prefix: str, dim: int) -> str:
+        """One operand block: the element expression on 2-D blocks of ids and kk; `guarded`: it
+        as a load under guards (_guarded_load), when it is one."""
+        bound = {KK: kk, **{coordinate_id(level, dim): f"{prefix}{level}"
+                            for level in range(self.dot.levels)}}
+        saved = {name: self.names.get(name) for name in bound}
+        self.names.update(bound)
+        self.zero = zero
+        load, guards = guarded
+        try:
+            if load is None:
+                code = f"tl.where({mask}, {self.expr(elem, mask)}, 0.0)"
+            else:  # no tl.where between the load and tl.dot: Triton then pipelines the load
+                for guard in guards:
+                    narrowed = self.fresh("m")
+                    self.emit(f"{narrowed} = {mask} & {self.expr(guard, mask)}")
+                    mask = narrowed
+                code = self.expr(load, mask)  # a masked load gives 0 where the mask is off
+        finally:
+            self.zero = "ZERO"
+            for name, old in saved.items():
+                if old is None:
+                    del self.names[name]
+                else:
+                    self.names[name] = old
+        name = self.fresh("op")
+        self.emit(f"{name} = {code}")
+        return name
+
+
+def _guarded_load(elem: K.Expr) -> tuple[K.Load | None, list[K.Expr]]:
+    """elem as `load if g1 and ... else +0.0` (nested selects; `and`s of conditions that touch
+    no memory split into their terms), or (None, [])."""
+    guards: list[K.Expr] = []
+    while isinstance(elem, K.Select) and isinstance(elem.if_false, K.Const) and \
+            elem.if_false.value == 0 and math.copysign(1.0, elem.if_false.value) > 0:
+        guards += _conjuncts(elem.cond)
+        elem = elem.if_true
+    return (elem, guards) if isinstance(elem, K.Load) else (None, [])
+
+
+def _conjuncts(cond: K.Expr) -> list[K.Expr]:
+    if isinstance(cond, K.Logical) and cond.op == "land" and \
+            not any(isinstance(x, (K.Load, K.Atomic)) for x in K.walk_exprs(cond)):
+        return _conjuncts(cond.lhs) + _conjuncts(cond.rhs)
+    return [cond]
+
+
+def _k_bound(guard: K.Expr) -> K.Expr | None:
+    """S of a guard `kk < S` with S the same for every instance (no memory, ids or kk in it)."""
+    if not (isinstance(guard, K.Compare) and guard.op == "lt"
+            and guard.lhs == K.Var(name=KK, type=i64)):
+        return None
+    for x in K.walk_exprs(guard.rhs):
+        if isinstance(x, (K.Load, K.Atomic)) or (isinstance(x, K.Var) and x.name.startswith("__")):
+            return None
+    return guard.rhs
+
+
+def _shared_k_bound(parts: list[tuple[K.Load | None, list[K.Expr]]]) -> K.Expr | None:
+    """A bound S that guards both factors (`kk < S`): past it both are 0, and so is their product."""
+    (load_a, guards_a), (load_b, guards_b) = parts
+    if load_a is None or load_b is None:
+        return None
+    bounds_b = [_k_bound(g) for g in guards_b]
+    return next((b for b in map(_k_bound, guards_a) if b is not None and b in bounds_b), None)

@@ -1,0 +1,78 @@
+"""Programs that cover tiles of the combined grid rather than one parent instance's instances.
+
+The combined grid of a leaf and its replicated parent has, along each dimension d, the coordinate
+g_d = id1_d * E0_d + id0_d (a dimension one level lacks has extent 1 there). A leaf whose parent
+instances are small (the stencil's 16 x 8 blocks) runs as programs over TX x TY tiles of that grid
+at one z: rows of TX contiguous coordinates whatever the parent's block shape, and only shifts
+and masks per lane (the leaf's extents are compile-time constants then). Parent ids along x and y
+vary between lanes, so they and per-parent values are blocks here (TileUniformity); z stays
+uniform. The tl.dot kernels (dottiles.py) derive their lanes' ids the same way.
+"""
+from __future__ import annotations
+
+from ...ir import kernel as K
+from ...passes.uniform import Uniformity
+
+
+class TileUniformity(Uniformity):
+    """Uniformity over a tile that spans several parent instances along the dimensions `spanned`."""
+
+    def __init__(self, leaf: K.LeafFunc, input_modes: tuple[str, ...], varying: frozenset[str],
+                 spanned: frozenset[int]):
+        self.spanned = spanned  # before the base class's fixed point, which asks _node
+        modes = tuple("per_instance" if m == "per_parent" else m for m in input_modes)
+        super().__init__(leaf, modes, frozenset({0, 1, 2}) - spanned, varying)
+
+    def _node(self, e: K.Expr, locals_: set[str] | None = None) -> bool:
+        if isinstance(e, K.InstanceId):
+            return e.dim not in self.spanned
+        return super()._node(e, locals_)
+
+
+class GridTiles:
+    """Mixed into the generator: uses its emit, its context's level dims and _prologue_values."""
+
+    def extent(self, dim: int) -> str:
+        """Instances along one dimension of the combined grid (leaf and parent levels)."""
+        factors = [f"E{level}_{dim}" for level in (0, 1) if dim < self._level_dims(level)]
+        return "(" + " * ".join(factors or ["1"]) + ")"
+
+    def _level_dims(self, level: int) -> int:
+        dims = self.ctx.level_dims
+        return dims[level] if level < len(dims) else 0
+
+    def coordinate_ids(self, coordinates: dict[int, str]) -> None:
+        """Lanes' ids, `lin`, `parent` and `m0` from their coordinates (names of int64 blocks or
+        scalars) along every dimension of the combined grid."""
+        e = self.emit
+        e("m0 = " + " & ".join(f"({g} < {self.extent(d)})" for d, g in coordinates.items()))
+        e("m0 = m0 & (lane >= 0)")  # a block even when every coordinate is uniform
+        e("ZERO = lane * 0")
+        e("FALSE = lane < 0")
+        if not self.dot:
+            e("Z64 = tl.zeros([], tl.int64)")
+        for d, g in coordinates.items():
+            leaf, parent = d < self._level_dims(0), d < self._level_dims(1)
+            if leaf and parent:
+                e(f"id0_{d} = {g} % E0_{d}")
+                e(f"id1_{d} = {g} // E0_{d}")
+            elif leaf or parent:
+                e(f"id{0 if leaf else 1}_{d} = {g}")
+        for level, name in ((0, "lin"), (1, "parent")):
+            dims = self._level_dims(level)
+            code = f"id{level}_{dims - 1}" if dims else "Z64"
+            for d in reversed(range(dims - 1)):
+                code = f"id{level}_{d} + E{level}_{d} * ({code})"
+            e(f"{name} = {code}")
+
+    def _grid_tile_prologue(self) -> None:
+        """Program (x, y, z) of a 3-D launch grid covers coordinates x * TX + [0, TX), y * TY +
+        [0, TY) and z: no division anywhere."""
+        e = self.emit
+        dims = max(self._level_dims(0), self._level_dims(1))
+        e("lane = tl.arange(0, BLOCK).to(tl.int64)")
+        e("g0 = tl.program_id(0).to(tl.int64) * TX + lane % TX")
+        e("g1 = tl.program_id(1).to(tl.int64) * TY + lane // TX")
+        e("g2 = tl.program_id(2).to(tl.int64)")
+        self.coordinate_ids({d: f"g{d}" for d in range(dims)})
+        self._prologue_values()

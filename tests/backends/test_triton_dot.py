@@ -1,0 +1,100 @@
+"""The gpu target's tl.dot kernels (backends/triton/dotmatch.py, dottiles.py): which k-loops become
+tl.dot, and that every leaf, matched or not, computes what its literal translation computes.
+
+Matched leaves are compared with a float64 NumPy product within the bound of a reordered fp32 sum
+(docs/backends.md): |c - exact| <= k * 2**-23 * (|A| @ |B|), scaled by the epilogue's factors.
+Near misses keep the literal translation and must agree with the cpu target. Runs through Triton's
+interpreter without a GPU (small sizes: the interpreter costs milliseconds per program).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py import cli
+from hpvm_py.backends import registry
+from programs import dot_leaves as D
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(not registry.available("gpu"), reason="no triton")
+
+M, N, K = 40, 24, 35  # not multiples of any block side: every edge mask is exercised
+
+
+def emitted(tmp_path: Path, program: Path, graph: str) -> str:
+    """The one kernel file `hpvmc compile --emit triton` writes for a graph with one leaf."""
+    out = tmp_path / graph
+    status = cli.main(["compile", str(program), "--graph", graph, "--target", "gpu",
+                       "--emit", "triton", "-o", str(out)])
+    assert status == 0
+    (path,) = out.glob("*.triton.py")
+    return path.read_text()
+
+
+def run(target: str, graph, a: np.ndarray, b: np.ndarray, c: np.ndarray, *extra) -> np.ndarray:
+    c = c.copy()
+    m, k = a.shape
+    n = b.shape[1]
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(graph, a, a.nbytes, b, b.nbytes, c, c.nbytes, m, n, k, *extra))
+        hpvm.request_memory(c)
+    return c
+
+
+def reordered_sum_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a.shape[1] * 2.0 ** -23 * (np.abs(a).astype(np.float64) @ np.abs(b))
+
+
+def operands(rng, m: int = M, n: int = N, k: int = K):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    return a, b, c
+
+
+@pytest.mark.parametrize("name", sorted(D.MATCHED))
+def test_per_element_k_loops_become_tl_dot_and_match_numpy(name: str, tmp_path: Path, rng) -> None:
+    text = emitted(tmp_path, ROOT / "tests" / "programs" / "dot_leaves.py", f"{name}_root")
+    assert "tl.dot(" in text and 'input_precision="ieee"' in text
+    a, b, c = operands(rng)
+    got = run("gpu", D.MATCHED[name], a, b, c)
+    exact = a.astype(np.float64) @ b + (c if name == "naive_rows_on_x" else 0)
+    assert np.all(np.abs(got - exact) <= reordered_sum_bound(a, b) + 2.0 ** -23 * np.abs(exact))
+
+
+@pytest.mark.parametrize("name", sorted(D.NEAR_MISSES))
+def test_near_misses_keep_the_literal_translation(name: str, tmp_path: Path, rng) -> None:
+    text = emitted(tmp_path, ROOT / "tests" / "programs" / "dot_leaves.py", f"{name}_root")
+    assert "tl.dot(" not in text
+    a, b, c = operands(rng)
+    np.testing.assert_allclose(run("gpu", D.NEAR_MISSES[name], a, b, c),
+                               run("cpu", D.NEAR_MISSES[name], a, b, c), rtol=1e-6, atol=1e-6)
+
+
+def test_parboil_sgemm_leaf_becomes_tl_dot_without_scratch_or_barriers(tmp_path: Path, rng) -> None:
+    text = emitted(tmp_path, ROOT / "examples" / "sgemm.py", "root")
+    assert "tl.dot(" in text
+    assert "tl.debug_barrier()" not in text and "__base" not in text  # no scratch tiles left
+    a, b, c = operands(rng)
+    alpha, beta = 1.5, -0.5
+    got = run("gpu", __import__("sgemm").root, a, b, c, alpha, beta)
+    exact = alpha * (a.astype(np.float64) @ b) + beta * c.astype(np.float64)
+    bound = alpha * reordered_sum_bound(a, b) + 2.0 ** -22 * (np.abs(exact) + abs(beta * c))
+    assert np.all(np.abs(got - exact) <= bound)
+
+
+def test_parboil_leaf_on_another_leaf_grid_falls_back_to_the_literal_kernel(rng) -> None:
+    """The scratch-tile proof holds for a 16 x 16 leaf grid only: on 8 x 8 the tiles are read where
+    no instance stored (zeroed scratch, then earlier rounds' values), and the literal kernel must
+    compute exactly that, as the cpu target does."""
+    a, b, c = operands(rng, 24, 24, 20)
+    dotted = run("gpu", D.sized_root, a, b, c, 1.0, 0.0, D.TILE)
+    exact = a.astype(np.float64) @ b
+    assert np.all(np.abs(dotted - exact) <= reordered_sum_bound(a, b) + 2.0 ** -23 * np.abs(exact))
+    literal = run("gpu", D.sized_root, a, b, c, 1.0, 0.0, 8)
+    np.testing.assert_allclose(literal, run("cpu", D.sized_root, a, b, c, 1.0, 0.0, 8),
+                               rtol=1e-6, atol=1e-6)
+    assert not np.allclose(literal, exact, atol=1e-3)  # a different function indeed
