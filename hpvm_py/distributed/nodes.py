@@ -130,6 +130,13 @@ class CollectiveKernel:
         self.runner = runner
         self._tensors: dict[int, tuple[Any, Any]] = {}  # id(host array) -> (array, torch view)
 
+    @property
+    def device(self) -> str:
+        """Where the executor hands this node its buffers: the heap's device (the host heap on
+        CPU ranks, whatever the target; the rank's GPU on GPU ranks)."""
+        world = ranks.current()
+        return "host" if world is None else world.device
+
     def launch(self, args: list[Any], outputs: list[Any], extents: list[tuple[int, ...]]) -> None:
         world = ranks.current()
         if world is None:
@@ -138,12 +145,18 @@ class CollectiveKernel:
                                    rule="distributed-init")
         self.runner(world, self._call(args))
 
-    def _tensor(self, array: Any) -> Any:
-        """A torch view of a host buffer's NumPy view (kept while the same array comes back)."""
+    def _tensor(self, arg: Any) -> Any:
+        """A flat torch view of a buffer argument: the device tensor itself, or a view of a host
+        buffer's NumPy view (kept while the same array comes back)."""
         import torch
 
         from .arith import torch_dtype
 
+        if arg.array is None:  # device memory: the tracker's tensor (the user's own for heap buffers)
+            flat = arg.obj.reshape(-1)
+            want = torch_dtype(self.dtype)
+            return flat if flat.dtype == want else flat.view(torch.uint8).view(want)
+        array = arg.array
         kept = self._tensors.get(id(array))
         if kept is not None and kept[0] is array:
             return kept[1]
@@ -161,7 +174,7 @@ class CollectiveKernel:
         for i, p in enumerate(params):
             if isinstance(p.type, PtrType):
                 arg = args[i]
-                tensor = self._tensor(arg.array)
+                tensor = self._tensor(arg)
                 buffers.append(Buffer(param=p.name, bound=self.bound[i], tensor=tensor,
                                       address=arg.address, nbytes=arg.nbytes, size=int(args[i + 1])))
         hidden = next((int(a) for p, a in zip(params, args) if p.name == "hidden"), 0)
@@ -196,12 +209,24 @@ def _run_on_host(world: ranks.World, call: Call) -> None:
     stats.bump(f"collectives_{path}")
     mine = check_arguments(call, world.size)
     if path == "remote":
-        status = OK if mine is None else BAD_ARGUMENT
-        words = [int(w) for w in descriptor(call, status)]
-        everyone = remote.exchange(world.transport, call, words, world.timeout)
-        agree(call, list(range(world.size)), [_array(w) for w in everyone], mine, compare_offsets=False)
-        remote.run(world.transport, call, world.timeout)
+        run_remote(world, call, mine)
         return
+    agree_on_heap(world, call, mine)
+    local.run(world.comm, call, path)
+
+
+def run_remote(world: ranks.World, call: Call, mine: DistributedError | None) -> None:
+    """Ranks on several hosts: descriptors and the collective over the world's engine."""
+    status = OK if mine is None else BAD_ARGUMENT
+    words = [int(w) for w in descriptor(call, status)]
+    everyone = remote.exchange(world.engine, call, words, world.timeout)
+    agree(call, list(range(world.size)), [_array(w) for w in everyone], mine, compare_offsets=False)
+    remote.run(world.engine, call, world.timeout)
+
+
+def agree_on_heap(world: ranks.World, call: Call, mine: DistributedError | None) -> None:
+    """Ranks on one host: find every buffer on the heap, exchange descriptors through the host
+    control block, and raise on every rank when they disagree."""
     heap = world.heap
     for b in call.buffers:
         b.offset = 0 if b.nbytes == 0 else heap.offset_of(b.address, b.nbytes)  # empty: no memory
@@ -216,7 +241,6 @@ def _run_on_host(world: ranks.World, call: Call) -> None:
         world.comm = Communicator(world)
     everyone = world.comm.post(descriptor(call, status), call.what, call.loc)
     agree(call, world.comm.ranks, everyone, mine, compare_offsets=True)
-    local.run(world.comm, call, path)
 
 
 def _array(words: list[int]) -> Any:
@@ -227,3 +251,13 @@ def _array(words: list[int]) -> Any:
 
 register_target("cpu", run_on_host)
 register_target("python", run_on_host)
+
+
+def _run_on_gpu(world: ranks.World, call: Call) -> None:
+    from .gpu.runner import run_on_gpu
+
+    run_on_gpu(world, call)
+
+
+register_target("gpu", _run_on_gpu)
+register_target("nvptx", _run_on_gpu)

@@ -213,7 +213,8 @@ class Executor:
               slots_so_far: dict | None = None) -> list[Any]:
         leaf = node.func
         assert isinstance(leaf, (K.LeafFunc, D.LibraryFunc))  # a collective runs like a leaf
-        device = device_of(node.target)
+        # a collective takes its buffers where the symmetric heap lives, whatever the target
+        device = getattr(node.kernel, "device", None) or device_of(node.target)
         call: list[Any] = []
         for p, value in zip(leaf.params, args):
             if isinstance(p.type, PtrType):

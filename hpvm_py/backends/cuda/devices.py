@@ -31,7 +31,8 @@ def cuda_available() -> bool:
 
 
 def gpu_device() -> str:
-    """The device GPU targets run on: $HPVM_GPU_DEVICE, else cuda:0, else the fake device."""
+    """The device GPU targets run on: $HPVM_GPU_DEVICE, else the GPU of this rank when
+    hpvm.distributed runs on GPUs, else cuda:0, else the fake device."""
     register_transfers()
     wanted = os.environ.get("HPVM_GPU_DEVICE")
     if wanted:
@@ -41,6 +42,11 @@ def gpu_device() -> str:
         if kind == "cuda" and not cuda_available():
             raise LaunchError(f"HPVM_GPU_DEVICE={wanted!r}, but CUDA is not available here")
         return wanted
+    from ...distributed.ranks import current
+
+    world = current()
+    if world is not None and world.device.startswith("cuda"):
+        return world.device
     return "cuda:0" if cuda_available() else f"{FAKE}:0"
 
 
