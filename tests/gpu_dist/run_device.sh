@@ -23,9 +23,12 @@ step() {  # name, timeout, command...
     echo "exit $?"; grep -E "checks ok|FAULT|Error|error" "$OUTDIR/$name.log" | head -20
 }
 export HPVM_HEAP_BYTES=96M HPVM_TEST_OUT=$OUTDIR HPVM_COMM_FORCE_REMOTE=0
-step direct 240 $MPI python3 tests/gpu_dist/check_direct.py "$SEED"
+[ -n "${SKIP_DIRECT:-}" ] || step direct 240 $MPI python3 tests/gpu_dist/check_direct.py "$SEED"
 export HPVM_TEST_OUT=$OUTDIR/nodes; mkdir -p "$HPVM_TEST_OUT"
 step nodes 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" gpu
+cat "$HPVM_TEST_OUT"/rank*.txt
+export HPVM_TEST_OUT=$OUTDIR/nvptx; mkdir -p "$HPVM_TEST_OUT"
+step nvptx 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" nvptx
 cat "$HPVM_TEST_OUT"/rank*.txt
 step tp_mlp 120 $MPI python3 examples/tp_mlp.py --target gpu
 if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank

@@ -50,7 +50,7 @@ def _heap() -> tuple[Any, GpuHeap]:
 def _flat(heap: GpuHeap, t: Any, name: str) -> Any:
     if not t.is_contiguous() or str(t.device) != heap.device:
         raise DistributedError(f"{name} must be a contiguous tensor on {heap.device}, the heap's device")
-    if not heap.contains(t.data_ptr(), t.numel() * t.element_size()):
+    if t.numel() and not heap.contains(t.data_ptr(), t.numel() * t.element_size()):
         raise DistributedError(f"{name} is not on the symmetric heap: allocate it with "
                                "hpvm.symmetric.empty(shape, dtype) on every rank", rule="buffer-on-heap")
     if t.numel() > _MAX_ELEMENTS:

@@ -17,7 +17,9 @@ synchronization) and the kernel skips its remaining waits.
 import triton
 import triton.language as tl
 
-FLAGS: tl.constexpr = tl.constexpr(1024)  # word index of flags[0]: after MAX_BLOCKS counters
+from .heap import MAX_BLOCKS
+
+FLAGS: tl.constexpr = tl.constexpr(MAX_BLOCKS)  # word index of flags[0]: after the counters
 
 
 @triton.jit
