@@ -5,8 +5,12 @@ Started by `python benchmarks/collectives.py --gpu` (which runs torchrun with on
 Each row times back-to-back calls with CUDA events (rank 0's median of 5 batches, the ranks lined
 up before each batch): the direct API of hpvm_py.distributed.gpu.launch (what a communication node
 launches once the ranks agreed), each algorithm forced and the chooser's pick; NCCL is
-torch.distributed.all_reduce on a process group of its own. --sweep times tuning variants;
---node adds the whole communication-node launch (hpvm.launch + wait of a one-node graph).
+torch.distributed.all_reduce on a process group of its own. Up to 64 MiB the table also times
+CUDA graphs of 20 calls each (ours and NCCL's), which leave out the host's launch cost. --sweep
+times tuning variants; --node adds the whole communication-node launch (hpvm.launch + wait of a
+one-node graph); --overlap times a tensor-parallel step whose matmul is chunked, each chunk's
+all-reduce starting on a second stream as soon as its chunk is done, against matmul then
+all-reduce.
 """
 from __future__ import annotations
 
@@ -37,11 +41,32 @@ def _time_us(fn, iters: int, line_up) -> float:  # noqa: ANN001
     return statistics.median(batches)
 
 
+def _graphed(fn, calls: int = 20):  # noqa: ANN001, ANN202
+    """A function replaying a CUDA graph of `calls` calls of fn (captured after a warm-up)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(calls):
+                fn()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
+GRAPH_CALLS = 20
+GRAPH_MAX_BYTES = 64 << 20
+
+
 def _iters(nbytes: int) -> int:
     return max(5, min(300, (256 << 20) // max(nbytes, 1)))
 
 
-def main(sweep: bool, node: bool, max_bytes: int) -> None:
+def main(sweep: bool, node: bool, overlap: bool, max_bytes: int) -> None:
     import torch
     import torch.distributed as dist
 
@@ -72,7 +97,8 @@ def main(sweep: bool, node: bool, max_bytes: int) -> None:
         esize = torch.empty(0, dtype=dtype).element_size()
         out(f"\n## all_reduce sum {str(dtype).removeprefix('torch.')}, {world} GPUs")
         out(f"{'bytes':>11} {'chosen':>8} {'us':>9} {'algbw':>7} {'busbw':>7} {'one_shot':>9} "
-            f"{'two_shot':>9} {'NCCL us':>9} {'NCCL bus':>8} {'ratio':>6}")
+            f"{'two_shot':>9} {'NCCL us':>9} {'NCCL bus':>8} {'ratio':>6} {'graph us':>9} "
+            f"{'NCCL gr':>8} {'ratio':>6}")
         for nbytes in sizes:
             n = nbytes // esize
             x = arena[:nbytes].view(dtype)
@@ -86,13 +112,21 @@ def main(sweep: bool, node: bool, max_bytes: int) -> None:
             chosen = chooser.choose_gpu("all_reduce", nbytes, world)
             us = times[chosen]
             bus = 2 * (world - 1) / world
+            graphs = ""
+            if nbytes <= GRAPH_MAX_BYTES:
+                ours = _time_us(_graphed(lambda: G.all_reduce(x, "sum")), iters, line_up) / GRAPH_CALLS
+                theirs = _time_us(_graphed(lambda: dist.all_reduce(y, group=nccl)), iters,
+                                  line_up) / GRAPH_CALLS
+                graphs = f" {ours:>9.1f} {theirs:>8.1f} {theirs / ours:>6.2f}"
             out(f"{nbytes:>11} {chosen:>8} {us:>9.1f} {nbytes / us / 1e3:>7.1f} "
                 f"{nbytes / us / 1e3 * bus:>7.1f} {times['one_shot']:>9.1f} {times['two_shot']:>9.1f} "
-                f"{nccl_us:>9.1f} {nbytes / nccl_us / 1e3 * bus:>8.1f} {nccl_us / us:>6.2f}")
+                f"{nccl_us:>9.1f} {nbytes / nccl_us / 1e3 * bus:>8.1f} {nccl_us / us:>6.2f}{graphs}")
     if sweep:
         _sweep(G, arena, dev, line_up, out, max_bytes)
     if node:
         _node(hpvm, arena, out)
+    if overlap:
+        _overlap(G, arena, dev, line_up, out)
 
 
 def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
@@ -141,3 +175,44 @@ def _node(hpvm, arena, out) -> None:  # noqa: ANN001
                 torch.cuda.synchronize()
                 samples.append((time.perf_counter() - start) * 1e6)
             out(f"{nbytes:>11} {statistics.median(samples[5:]):>9.1f}")
+
+
+def _overlap(G, arena, dev, line_up, out) -> None:  # noqa: ANN001
+    """A tensor-parallel step y = all_reduce(x @ w_shard), x: [m, k], w_shard: [k, n], bf16, y on
+    the heap: unfused (matmul, then all-reduce) against chunked (m split in `chunks`; the
+    all-reduce of chunk i runs on a second stream while chunk i + 1 is multiplied)."""
+    import torch
+
+    out("\n## compute/communication overlap: y = all_reduce(x @ w), bf16, us per step")
+    out(f"{'m x k x n':>20} {'chunks':>6} {'programs':>8} {'unfused':>9} {'chunked':>9} {'speedup':>7}")
+    m, k, n = 8192, 4096, 8192
+    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(k, n, device=dev, dtype=torch.bfloat16) / k ** 0.5
+    y = arena[:m * n * 2].view(torch.bfloat16).view(m, n)
+    comm = torch.cuda.Stream()
+    saved = dict(G.TUNING)
+
+    def unfused() -> None:
+        torch.matmul(x, w, out=y)
+        G.all_reduce(y, "sum")
+
+    def chunked(chunks: int) -> None:
+        rows = m // chunks
+        main = torch.cuda.current_stream()
+        comm.wait_stream(main)  # y is free: the previous step's readers are done
+        for i in range(chunks):
+            part = y[i * rows:(i + 1) * rows]
+            torch.matmul(x[i * rows:(i + 1) * rows], w, out=part)
+            comm.wait_stream(main)
+            with torch.cuda.stream(comm):
+                G.all_reduce(part, "sum")
+        main.wait_stream(comm)
+
+    base = _time_us(unfused, 10, line_up)
+    for chunks in (2, 4, 8):
+        for programs in (32, 66, 132):  # fewer programs leave more SMs to the matmul
+            G.TUNING["one_shot"] = G.TUNING["two_shot"] = G.Tuning(16 << 10, 8, programs)
+            fast = _time_us(lambda: chunked(chunks), 10, line_up)
+            out(f"{f'{m}x{k}x{n}':>20} {chunks:>6} {programs:>8} {base:>9.1f} {fast:>9.1f} "
+                f"{base / fast:>7.2f}")
+    G.TUNING.update(saved)

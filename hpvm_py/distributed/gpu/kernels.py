@@ -7,10 +7,11 @@ in rank order in the accumulator type (f32 for f16/bf16), so every rank, and bot
 algorithms, produce bit-identical results.
 
 all_reduce_one_shot   every rank reads chunk c of every rank, reduces it, signals that it has read
-                      chunk c, waits until every peer has read its chunk c, then stores. For two
-                      GPUs this is YALI's bidirectional scheme: each GPU reads the whole peer
-                      buffer while the peer reads its own (both NVLink directions busy); the
-                      per-chunk acknowledgement is what makes it safe in place.
+                      chunk c, reads its next chunk (the prefetch), waits until every peer has
+                      read its chunk c, then stores chunk c. For two GPUs this is YALI's
+                      bidirectional scheme: each GPU reads the whole peer buffer while the peer
+                      reads its own (both NVLink directions busy); the per-chunk acknowledgement
+                      is what makes it safe in place.
 all_reduce_two_shot   rank r owns slice r: it reduces chunk c of slice r from every rank and
                       stores the result into every rank's buffer (a reduce-scatter and an
                       all-gather in one pass: each rank reads and writes (n-1)/n of the buffer
@@ -59,6 +60,12 @@ def _reduce_ranks(ptr, offs, mask, bases, rank, OP: tl.constexpr, WIDEN: tl.cons
 
 
 @triton.jit
+def _chunk(c, n, BLOCK: tl.constexpr):
+    offs = c * BLOCK + tl.arange(0, BLOCK)
+    return offs, offs < n
+
+
+@triton.jit
 def all_reduce_one_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: tl.constexpr,
                         WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
                         BLOCK: tl.constexpr):
@@ -70,14 +77,17 @@ def all_reduce_one_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: 
     signal(ctrl, bases, b, rank, seq + 1, WORLD)
     failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
     step = seq + 1
+    # the prefetch pipeline: chunk c + programs is read while the peers acknowledge chunk c
+    offs, mask = _chunk(b, n, BLOCK)
+    acc = _reduce_ranks(buf, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
     for c in range(b, tl.cdiv(n, BLOCK), programs):
-        offs = c * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        acc = _reduce_ranks(buf, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
         step += 1
         signal(ctrl, bases, b, rank, step, WORLD)  # I have read chunk c of every rank
+        next_offs, next_mask = _chunk(c + programs, n, BLOCK)
+        next_acc = _reduce_ranks(buf, next_offs, next_mask, bases, rank, OP, WIDEN, WORLD, ELEM)
         failed = wait(ctrl, b, rank, step, deadline, failed, status, WORLD)  # all have read mine
         tl.store(buf + offs, acc.to(buf.dtype.element_ty), mask=mask)
+        offs, mask, acc = next_offs, next_mask, next_acc
     finish(ctrl, b, step)
 
 
