@@ -4,7 +4,8 @@ runner of communication nodes calls after the ranks agreed, and what CUDA graphs
 Every rank must make the same calls with the same sizes, in the same order, as with NCCL. Nothing
 here waits on the host: a kernel orders itself against its peers through the heap's flags, so a
 sequence of calls can be captured in a CUDA graph and replayed. `synchronize()` waits for the
-device and raises if a kernel's wait timed out.
+device and raises if a kernel's wait timed out. A call seen before is replayed from its own
+one-kernel graph (replay.py): that is what makes small collectives cheap for the host.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ...errors import DistributedError, HPVMTimeoutError
 from .. import chooser, ranks
 from ..call import OPS
 from .heap import MAX_BLOCKS, GpuHeap
+from .replay import Replays
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,28 @@ TUNING = {
     "direct": Tuning(block_bytes=16 << 10, warps=8, programs=264),
 }
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
+_replays = Replays()
+
+
+def _run(key: tuple, launch: Any) -> None:
+    """Replay the graph of this call, or run it for the first time (the key holds everything
+    the launch depends on: the tensors' addresses and sizes, options, tuning and timeout)."""
+    import torch
+
+    if torch.cuda.is_current_stream_capturing():  # the user's own graph: graphs do not nest
+        launch()
+        return
+    world = ranks.current()
+    key = (id(world), world.timeout if world else 0.0) + key
+    graph = _replays.lookup(key)
+    if graph is not None:
+        graph.replay()
+    else:
+        _replays.first(key, launch)
+
+
+def _key(*tensors: Any) -> tuple:
+    return tuple((t.data_ptr(), t.numel(), t.dtype, t.is_contiguous()) for t in tensors)
 
 
 def _heap() -> tuple[Any, GpuHeap]:
@@ -78,14 +102,22 @@ def _common(world: Any, heap: GpuHeap) -> dict:
 def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None) -> None:
     """x = x(rank 0) op x(rank 1) op ..., in place (op: sum, max, min). algorithm: "one_shot" or
     "two_shot"; None lets the chooser pick by size and world size."""
+    world = ranks.current()
+    size = world.size if world is not None else 1
+    algorithm = algorithm or chooser.choose_gpu("all_reduce", x.numel() * x.element_size(), size)
+    _run(("all_reduce", op, algorithm, TUNING.get(algorithm)) + _key(x),
+         lambda: _all_reduce(x, op, algorithm))
+
+
+def _all_reduce(x: Any, op: str, algorithm: str) -> None:
     from . import kernels as K
 
     world, heap = _heap()
     buf = _flat(heap, x, "x")
     if op not in OPS:
         raise DistributedError(f"op={op!r} is not one of {', '.join(OPS)}")
-    nbytes = buf.numel() * buf.element_size()
-    algorithm = algorithm or chooser.choose_gpu("all_reduce", nbytes, world.size)
+    if algorithm not in ("one_shot", "two_shot"):
+        raise DistributedError(f"algorithm={algorithm!r} is not one_shot or two_shot")
     if buf.numel() == 0:
         return
     tuning = TUNING[algorithm]
@@ -99,6 +131,10 @@ def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None) -> None:
 
 def all_gather(src: Any, dst: Any) -> None:
     """dst = src(rank 0) ‖ src(rank 1) ‖ ... (dst holds world_size x src)."""
+    _run(("all_gather", TUNING["direct"]) + _key(src, dst), lambda: _all_gather(src, dst))
+
+
+def _all_gather(src: Any, dst: Any) -> None:
     from . import kernels as K
 
     world, heap = _heap()
@@ -115,6 +151,10 @@ def all_gather(src: Any, dst: Any) -> None:
 
 def reduce_scatter(src: Any, dst: Any, op: str = "sum") -> None:
     """dst = block `rank` of (src(rank 0) op src(rank 1) op ...) (src holds world_size x dst)."""
+    _run(("reduce_scatter", op, TUNING["direct"]) + _key(src, dst), lambda: _reduce_scatter(src, dst, op))
+
+
+def _reduce_scatter(src: Any, dst: Any, op: str) -> None:
     from . import kernels as K
 
     world, heap = _heap()
@@ -132,6 +172,10 @@ def reduce_scatter(src: Any, dst: Any, op: str = "sum") -> None:
 
 def broadcast(x: Any, root: int = 0) -> None:
     """x = x(root) on every rank."""
+    _run(("broadcast", root, TUNING["direct"]) + _key(x), lambda: _broadcast(x, root))
+
+
+def _broadcast(x: Any, root: int) -> None:
     from . import kernels as K
 
     world, heap = _heap()
@@ -151,6 +195,11 @@ RMSNORM_MAX_HIDDEN = 16384
 
 def all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float) -> None:
     """residual += all_reduce_sum(x); x = rmsnorm(residual) * weight, by rows of `hidden`."""
+    _run(("all_reduce_rmsnorm", hidden, eps, TUNING["one_shot"]) + _key(x, residual, weight),
+         lambda: _all_reduce_rmsnorm(x, residual, weight, hidden, eps))
+
+
+def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float) -> None:
     import triton
 
     from . import kernels as K
