@@ -42,9 +42,12 @@ def choose(single_host: bool, kind: str, nbytes: int) -> str:
     return "direct"
 
 
-# GPU ranks, by world size: the largest all-reduce (bytes) that runs one-shot. Measured with
-# benchmarks/collectives.py --gpu on the 2 x H200 machine (docs/performance.md); world sizes not
-# measured use the last entry.
+# GPU ranks, by world size: the largest all-reduce (bytes) that runs one-shot; world sizes not
+# listed use the last entry. PROVISIONAL, not measured: no machine of 2+ GPUs was lent while this
+# was written (docs/performance.md). For two GPUs one-shot is YALI's scheme and moves as many
+# bytes per link direction as two-shot, so it is the default at every size; for more ranks
+# one-shot reads world x n bytes per rank, so two-shot takes over early.
+# `python benchmarks/collectives.py --gpu --sweep` measures both; set these from its table.
 GPU_ONESHOT_BYTES = {2: 1 << 40, 4: 512 << 10}
 
 

@@ -28,7 +28,9 @@ class Tuning:
     programs: int
 
 
-# Measured on the 2 x H200 machine (docs/performance.md); benchmarks/collectives.py --gpu sweeps them.
+# PROVISIONAL (no 2-GPU machine was lent to measure them): 16 KiB chunks keep 2 programs of 8
+# warps per SM with about 4 MiB in flight per GPU; `benchmarks/collectives.py --gpu --sweep`
+# times the alternatives.
 TUNING = {
     "one_shot": Tuning(block_bytes=16 << 10, warps=8, programs=264),
     "two_shot": Tuning(block_bytes=16 << 10, warps=8, programs=264),
