@@ -121,12 +121,16 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int) -> None:
             out(f"{nbytes:>11} {chosen:>8} {us:>9.1f} {nbytes / us / 1e3:>7.1f} "
                 f"{nbytes / us / 1e3 * bus:>7.1f} {times['one_shot']:>9.1f} {times['two_shot']:>9.1f} "
                 f"{nccl_us:>9.1f} {nbytes / nccl_us / 1e3 * bus:>8.1f} {nccl_us / us:>6.2f}{graphs}")
-    if sweep:
-        _sweep(G, arena, dev, line_up, out, max_bytes)
-    if node:
-        _node(hpvm, arena, out)
-    if overlap:
-        _overlap(G, arena, dev, line_up, out)
+    extras = [(sweep, lambda: _sweep(G, arena, dev, line_up, out, max_bytes)),
+              (node, lambda: _node(hpvm, arena, out)), (overlap, lambda: _overlap(G, arena, dev, line_up, out))]
+    for wanted, run in extras:
+        if wanted:
+            try:  # one section's failure must not cost the others' figures
+                run()
+            except Exception:  # noqa: BLE001 - reported, then the next section
+                import traceback
+
+                out(traceback.format_exc())
 
 
 def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001

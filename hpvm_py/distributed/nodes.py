@@ -5,8 +5,9 @@ of the textual IR. The execution plan asks `compile_library` for a kernel with t
 interface, so the executor fires it like a leaf; its `launch` builds a `Call` and runs it on the
 heap (ranks on one host) or through the launcher's engine (ranks on several hosts).
 
-Targets plug in by `register_target`: the host implementation serves cpu and python (their
-buffers are host memory); the GPU targets register theirs.
+Targets plug in by `register_target`; every target has `run_collective`, which runs a call where
+the heap lives (host memory on CPU ranks, the rank's GPU on GPU ranks), so a graph's collectives
+work the same on any target and its leaves get their buffers through the memory tracker.
 """
 from __future__ import annotations
 
@@ -249,15 +250,16 @@ def _array(words: list[int]) -> Any:
     return np.array(words, dtype=np.int64)
 
 
-register_target("cpu", run_on_host)
-register_target("python", run_on_host)
+def run_collective(world: ranks.World, call: Call) -> None:
+    """Where the heap lives decides, whatever the target of the graph: the host algorithms on
+    CPU ranks, the GPU kernels (gpu/runner.py) on GPU ranks."""
+    if world.device == "host":
+        run_on_host(world, call)
+    else:
+        from .gpu.runner import run_on_gpu
+
+        run_on_gpu(world, call)
 
 
-def _run_on_gpu(world: ranks.World, call: Call) -> None:
-    from .gpu.runner import run_on_gpu
-
-    run_on_gpu(world, call)
-
-
-register_target("gpu", _run_on_gpu)
-register_target("nvptx", _run_on_gpu)
+for _target in ("cpu", "python", "gpu", "nvptx"):
+    register_target(_target, run_collective)

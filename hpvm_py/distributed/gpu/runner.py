@@ -1,7 +1,6 @@
-"""Communication nodes on the gpu and nvptx targets.
+"""Communication nodes on GPU ranks (the heap on the rank's GPU), whatever the graph's target
+(the executor hands a collective its buffers where the heap lives).
 
-- CPU ranks (the heap is host memory, as on CI without a GPU): the host algorithms, on the heap
-  buffers themselves (the executor hands a collective its buffers where the heap lives).
 - GPU ranks on several hosts: NCCL through torch.distributed (the world's engine).
 - GPU ranks on one host: the ranks agree on the call through the host control block (the same
   descriptors as on CPU ranks, so every rank raises the same error), then this rank launches the
@@ -13,7 +12,7 @@ import threading
 
 from .. import chooser, ranks
 from ..call import Call, check_arguments
-from ..nodes import agree_on_heap, run_on_host, run_remote
+from ..nodes import agree_on_heap, run_remote
 from ...rt import stats
 from . import launch
 
@@ -21,9 +20,6 @@ _lock = threading.Lock()  # one collective at a time per rank: ranks must agree 
 
 
 def run_on_gpu(world: ranks.World, call: Call) -> None:
-    if world.device == "host":
-        run_on_host(world, call)
-        return
     with _lock:
         _run(world, call)
 
