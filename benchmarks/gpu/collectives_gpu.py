@@ -189,7 +189,8 @@ def _overlap(G, arena, dev, line_up, out) -> None:  # noqa: ANN001
 
     out("\n## compute/communication overlap: y = all_reduce(x @ w), bf16, us per step")
     out(f"{'m x k x n':>20} {'chunks':>6} {'programs':>8} {'unfused':>9} {'chunked':>9} {'speedup':>7}")
-    m, k, n = 8192, 4096, 8192
+    k, n = 4096, 8192
+    m = min(8192, arena.numel() // (2 * n) // 1024 * 1024)  # y fills at most the arena
     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     w = torch.randn(k, n, device=dev, dtype=torch.bfloat16) / k ** 0.5
     y = arena[:m * n * 2].view(torch.bfloat16).view(m, n)
