@@ -7,7 +7,7 @@ with HPVM_COMM_ONESHOT_BYTES to compare the algorithms at every size. Times are 
 rank's median of batches.
 
     python benchmarks/collectives.py [--ranks 2] [--max-mib 64]     (starts mpiexec itself)
-    python benchmarks/collectives.py --gpu [--max-mib 1024] [--sweep] [--node] [--overlap]
+    python benchmarks/collectives.py --gpu [--max-mib 1024] [--sweep] [--launch] [--overlap]
         GPU ranks against NCCL (benchmarks/gpu/collectives_gpu.py; starts torchrun itself, one
         rank per GPU, NVLink multicast off)
 """
@@ -108,7 +108,7 @@ if __name__ == "__main__":
     parser.add_argument("--max-mib", type=int, default=None, help="largest size (64 CPU, 1024 GPU)")
     parser.add_argument("--gpu", action="store_true", help="GPU ranks against NCCL")
     parser.add_argument("--sweep", action="store_true", help="GPU: time tuning variants too")
-    parser.add_argument("--node", action="store_true", help="GPU: time the whole node launch too")
+    parser.add_argument("--launch", action="store_true", help="GPU: time the whole node launch too")
     parser.add_argument("--overlap", action="store_true", help="GPU: the compute/comm overlap step")
     options = parser.parse_args()
     if options.gpu:
@@ -117,7 +117,7 @@ if __name__ == "__main__":
 
             mib = options.max_mib or 1024
             os.environ.setdefault("HPVM_HEAP_BYTES", f"{mib + 16}M")
-            gpu_main(options.sweep, options.node, options.overlap, mib << 20)
+            gpu_main(options.sweep, options.launch, options.overlap, mib << 20)
         else:
             _launch_gpu(sys.argv[1:])
     elif os.environ.get("HPVM_BENCH_CHILD"):

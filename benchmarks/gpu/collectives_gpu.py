@@ -7,7 +7,7 @@ up before each batch): the direct API of hpvm_py.distributed.gpu.launch (what a 
 launches once the ranks agreed), each algorithm forced and the chooser's pick; NCCL is
 torch.distributed.all_reduce on a process group of its own. Up to 64 MiB the table also times
 CUDA graphs of 20 calls each (ours and NCCL's), which leave out the host's launch cost. --sweep
-times tuning variants; --node adds the whole communication-node launch (hpvm.launch + wait of a
+times tuning variants; --launch adds the whole communication-node launch (hpvm.launch + wait of a
 one-node graph); --overlap times a tensor-parallel step whose matmul is chunked, each chunk's
 all-reduce starting on a second stream as soon as its chunk is done, against matmul then
 all-reduce.
