@@ -22,6 +22,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+import hpvm_py as hpvm  # noqa: E402
+from hpvm_py import InOut, Ptr, bf16, i64  # noqa: E402
+
 
 def _time_us(fn, iters: int, line_up) -> float:  # noqa: ANN001
     import torch
@@ -70,7 +73,6 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int) -> None:
     import torch
     import torch.distributed as dist
 
-    import hpvm_py as hpvm
     from hpvm_py.distributed import chooser
     from hpvm_py.distributed.gpu import launch as G
 
@@ -154,17 +156,17 @@ def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
         G.TUNING[algorithm] = saved[algorithm]
 
 
+SUM_BF16 = hpvm.comm.all_reduce(bf16)
+
+
+@hpvm.graph
+def one_all_reduce(x: InOut[Ptr[bf16]], x_bytes: i64):
+    hpvm.node(SUM_BF16, buf=x, buf_bytes=x_bytes)
+
+
 def _node(hpvm, arena, out) -> None:  # noqa: ANN001
     """The whole node launch: argument checks, host agreement, kernel (host clock, synchronised)."""
     import torch
-
-    from hpvm_py import InOut, Ptr, bf16, i64
-
-    node = hpvm.comm.all_reduce(bf16)
-
-    @hpvm.graph
-    def one(x: InOut[Ptr[bf16]], x_bytes: i64):
-        hpvm.node(node, buf=x, buf_bytes=x_bytes)
 
     out("\n## communication node (hpvm.launch + wait of a one-node graph), bf16, host clock")
     out(f"{'bytes':>11} {'us':>9}")
@@ -175,7 +177,7 @@ def _node(hpvm, arena, out) -> None:  # noqa: ANN001
             for _ in range(50):
                 torch.cuda.synchronize()
                 start = time.perf_counter()
-                hpvm.wait(hpvm.launch(one, x, nbytes))
+                hpvm.wait(hpvm.launch(one_all_reduce, x, nbytes))
                 torch.cuda.synchronize()
                 samples.append((time.perf_counter() - start) * 1e6)
             out(f"{nbytes:>11} {statistics.median(samples[5:]):>9.1f}")
