@@ -3,7 +3,8 @@ world of one rank), `rank()`, `world_size()`, `local_rank()`, `finalize()`. See 
 
 The implementation lives in the submodules: ranks (launchers, init), transport (MPI / gloo),
 heap (the symmetric heap), sync (heap barriers), call (arguments and agreement), chooser,
-local (heap algorithms), remote (engine algorithms), nodes (library nodes and their kernels).
+local (heap algorithms), remote (engine algorithms), nodes (library nodes and their kernels),
+allocator (what the CPU and GPU heaps share), gpu (GPU ranks: device heap and Triton kernels).
 """
 from __future__ import annotations
 
