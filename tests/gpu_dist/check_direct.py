@@ -212,6 +212,24 @@ def cuda_graph() -> None:
         check(f"cuda graph replay {k} all_gather", y, want.repeat(WORLD), "bf16")
 
 
+def bad_buffers() -> None:
+    """Tensors off the heap, or not contiguous, are refused before anything is launched."""
+    global checks
+    from hpvm_py.errors import DistributedError
+
+    reset()
+    x = region(64, torch.float32)
+    for name, t, rule in (("off the heap", torch.zeros(64, device=DEV), "buffer-on-heap"),
+                          ("strided", x.view(8, 8).t(), None)):
+        try:
+            G.all_reduce(t, "sum")
+        except DistributedError as exc:
+            assert rule is None or exc.rule == rule, (name, exc)
+            checks += 1
+            continue
+        raise AssertionError(f"rank {RANK}: a tensor {name} was accepted")
+
+
 def missing_rank() -> None:
     """The last rank skips a call: the others' kernels give up after the timeout and name it."""
     reset()
@@ -240,5 +258,6 @@ other_collectives()
 rmsnorm()
 back_to_back()
 cuda_graph()
+bad_buffers()
 print(f"rank {RANK}: {checks} checks ok", flush=True)
 missing_rank()

@@ -30,10 +30,16 @@ cat "$HPVM_TEST_OUT"/rank*.txt
 export HPVM_TEST_OUT=$OUTDIR/nvptx; mkdir -p "$HPVM_TEST_OUT"
 step nvptx 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" nvptx
 cat "$HPVM_TEST_OUT"/rank*.txt
+export HPVM_TEST_OUT=$OUTDIR/faults; mkdir -p "$HPVM_TEST_OUT"
+step faults 240 $MPI python3 tests/programs/dist_faults.py gpu
+cat "$HPVM_TEST_OUT"/rank*.txt
 step tp_mlp 120 $MPI python3 examples/tp_mlp.py --target gpu
 if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank
     export HPVM_TEST_OUT=$OUTDIR/remote HPVM_COMM_FORCE_REMOTE=1; mkdir -p "$HPVM_TEST_OUT"
     step remote 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" gpu
+    cat "$HPVM_TEST_OUT"/rank*.txt
+    export HPVM_TEST_OUT=$OUTDIR/remote-faults; mkdir -p "$HPVM_TEST_OUT"
+    step remote-faults 240 $MPI python3 tests/programs/dist_faults.py gpu
     cat "$HPVM_TEST_OUT"/rank*.txt
     export HPVM_COMM_FORCE_REMOTE=0
     unset HPVM_HEAP_BYTES
