@@ -7,6 +7,9 @@ with HPVM_COMM_ONESHOT_BYTES to compare the algorithms at every size. Times are 
 rank's median of batches.
 
     python benchmarks/collectives.py [--ranks 2] [--max-mib 64]     (starts mpiexec itself)
+    python benchmarks/collectives.py --gpu [--max-mib 1024] [--sweep] [--launch] [--overlap]
+        GPU ranks against NCCL (benchmarks/gpu/collectives_gpu.py; starts torchrun itself, one
+        rank per GPU, NVLink multicast off)
 """
 from __future__ import annotations
 
@@ -89,12 +92,35 @@ def main(max_mib: int) -> None:
                           flush=True)
 
 
+def _launch_gpu(argv: list[str]) -> None:
+    """torchrun with one rank per GPU; NVLink multicast stays off in every rank's environment."""
+    import torch
+
+    env = dict(os.environ, PYTHONPATH=ROOT, HPVM_BENCH_CHILD="1", NCCL_NVLS_ENABLE="0",
+               TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+    sys.exit(subprocess.call([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+                              str(torch.cuda.device_count()), __file__, *argv], env=env))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--max-mib", type=int, default=64)
+    parser.add_argument("--max-mib", type=int, default=None, help="largest size (64 CPU, 1024 GPU)")
+    parser.add_argument("--gpu", action="store_true", help="GPU ranks against NCCL")
+    parser.add_argument("--sweep", action="store_true", help="GPU: time tuning variants too")
+    parser.add_argument("--launch", action="store_true", help="GPU: time the whole node launch too")
+    parser.add_argument("--overlap", action="store_true", help="GPU: the compute/comm overlap step")
     options = parser.parse_args()
-    if os.environ.get("HPVM_BENCH_CHILD"):
-        main(options.max_mib)
+    if options.gpu:
+        if os.environ.get("HPVM_BENCH_CHILD"):
+            from gpu.collectives_gpu import main as gpu_main
+
+            mib = options.max_mib or 1024
+            os.environ.setdefault("HPVM_HEAP_BYTES", f"{mib + 16}M")
+            gpu_main(options.sweep, options.launch, options.overlap, mib << 20)
+        else:
+            _launch_gpu(sys.argv[1:])
+    elif os.environ.get("HPVM_BENCH_CHILD"):
+        main(options.max_mib or 64)
     else:
-        _launch(options.ranks, options.max_mib)
+        _launch(options.ranks, options.max_mib or 64)

@@ -8,7 +8,10 @@
 `--unfused` runs the all-reduce node and an RMSNorm leaf instead of the fused node. Each rank checks
 the result against a single-process NumPy reference of the whole (unsharded) block.
 
-    mpiexec -n 2 python examples/tp_mlp.py [--target cpu|python] [--rows R] [--unfused]
+    mpiexec -n 2 python examples/tp_mlp.py [--target cpu|python|gpu|nvptx] [--rows R] [--unfused]
+
+On the cpu and python targets the ranks are CPU ranks (the heap in shared memory); on gpu and
+nvptx each rank runs on its GPU (the heap on the device).
 """
 from __future__ import annotations
 
@@ -105,7 +108,7 @@ def reference(x: np.ndarray, w1: np.ndarray, w2: np.ndarray, gamma: np.ndarray) 
 def main(target: str | None = None, rows: int = 16, d_model: int = 64, d_ff: int = 256,
          fused: bool = True, seed: int = 1234) -> float:
     """Runs on every rank; returns the largest error against the reference."""
-    hpvm.distributed.init()
+    hpvm.distributed.init(device={"gpu": "cuda", "nvptx": "cuda", "cpu": "cpu", "python": "cpu"}.get(target or ""))
     rank, world = hpvm.distributed.rank(), hpvm.distributed.world_size()
     if d_ff % world:
         raise SystemExit(f"d_ff={d_ff} must divide among {world} ranks")
@@ -129,7 +132,7 @@ def main(target: str | None = None, rows: int = 16, d_model: int = 64, d_ff: int
     with hpvm.runtime(target):
         flat = [v for t in args for v in (t, t.nbytes)]
         hpvm.wait(hpvm.launch(mlp_fused if fused else mlp_unfused, *flat, rows, d_model, shard))
-    error = float(np.abs(out.numpy() - reference(x, w1, w2, gamma)).max())
+    error = float(np.abs(out.cpu().numpy() - reference(x, w1, w2, gamma)).max())
     if not error < 1e-4:
         raise SystemExit(f"rank {rank}: tp_mlp differs from the reference by {error}")
     print(f"tp_mlp rank {rank}/{world}: {'fused' if fused else 'unfused'} all-reduce + rmsnorm, "
@@ -139,7 +142,7 @@ def main(target: str | None = None, rows: int = 16, d_model: int = 64, d_ff: int
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", choices=("cpu", "python"), default=None)
+    parser.add_argument("--target", choices=("cpu", "python", "gpu", "nvptx"), default=None)
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument("--unfused", action="store_true")
     options = parser.parse_args()

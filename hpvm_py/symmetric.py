@@ -1,6 +1,8 @@
 """The symmetric heap: `hpvm.symmetric.empty(shape, dtype)` allocates the same buffer on every rank
-(call it in the same order on all ranks). On the cpu target it returns a CPU torch tensor in
-shared memory that the other ranks on the host can read and write. See docs/distributed.md.
+(call it in the same order on all ranks). On CPU ranks it returns a CPU torch tensor in shared
+memory that the other ranks on the host can read and write; on GPU ranks a CUDA tensor on the
+rank's GPU that the other local ranks map (hpvm.distributed.init(device=...) decides). See
+docs/distributed.md.
 """
 from __future__ import annotations
 

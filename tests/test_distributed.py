@@ -61,6 +61,7 @@ def seed() -> str:
     (2, "cpu", False, 28, "direct,one_shot,two_shot"),
     (2, "cpu", True, 26, "remote"),  # no translation and bit-identity checks: no peer heap mapped
     (4, "python", False, 28, "direct,one_shot,two_shot"),
+    (2, "gpu", False, 28, "direct,one_shot,two_shot"),  # CPU ranks: the gpu target's leaves, host collectives
 ])
 def test_every_collective_matches_numpy(ranks: int, target: str, remote: bool, checks: int, paths: str,
                                         seed: str, tmp_path: Path) -> None:
@@ -242,21 +243,7 @@ def gather_graph(src: In[Ptr[i32]], src_bytes: i64, dst: Out[Ptr[i32]], dst_byte
     hpvm.node(hpvm.comm.all_gather(i32), src=src, src_bytes=src_bytes, dst=dst, dst_bytes=dst_bytes)
 
 
-def _refused_on_gpu_targets(target: str) -> bool:
-    """Communication nodes run on host targets only (the GPU path is not built yet): on a GPU
-    target they are a located CompileError naming the node."""
-    if target in ("cpu", "python"):
-        return False
-    x = np.ones(4, np.float32)
-    with hpvm.runtime(target), pytest.raises(CompileError, match="not available on the") as info:
-        hpvm.wait(hpvm.launch(sum_graph, x, x.nbytes))
-    assert info.value.rule == "library-target" and "hpvm.node(SUM" in str(info.value)
-    return True
-
-
 def test_collective_without_init_names_the_node(compiled_target: str) -> None:
-    if _refused_on_gpu_targets(compiled_target):
-        return
     x = np.ones(4, np.float32)
     with hpvm.runtime(compiled_target), pytest.raises(DistributedError, match="hpvm.distributed.init") as info:
         hpvm.wait(hpvm.launch(sum_graph, x, x.nbytes))
@@ -265,9 +252,6 @@ def test_collective_without_init_names_the_node(compiled_target: str) -> None:
 
 def test_single_rank_collectives_are_identities(world: None, target: str) -> None:
     import torch
-
-    if _refused_on_gpu_targets(target):
-        return
 
     x = hpvm.symmetric.empty(100, hpvm.f32)
     values = torch.randn(100)

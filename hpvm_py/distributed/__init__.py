@@ -3,7 +3,8 @@ world of one rank), `rank()`, `world_size()`, `local_rank()`, `finalize()`. See 
 
 The implementation lives in the submodules: ranks (launchers, init), transport (MPI / gloo),
 heap (the symmetric heap), sync (heap barriers), call (arguments and agreement), chooser,
-local (heap algorithms), remote (engine algorithms), nodes (library nodes and their kernels).
+local (heap algorithms), remote (engine algorithms), nodes (library nodes and their kernels),
+allocator (what the CPU and GPU heaps share), gpu (GPU ranks: device heap and Triton kernels).
 """
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from . import ranks as _ranks
 
 
 @api_boundary
-def init(timeout: float | None = None) -> None:
+def init(timeout: float | None = None, device: str | None = None) -> None:
     """Join the world of ranks and map the symmetric heap (a second call does nothing).
-    timeout: seconds any cross-rank wait may take (default $HPVM_COMM_TIMEOUT, else 60)."""
+    timeout: seconds any cross-rank wait may take (default $HPVM_COMM_TIMEOUT, else 60).
+    device: where the heap lives, "cpu" (shared host memory) or "cuda" (one GPU per local rank);
+    default $HPVM_DIST_DEVICE, else "cuda" when torch sees a GPU, else "cpu"."""
     try:
-        _ranks.init(timeout)
+        _ranks.init(timeout, device)
     except HPVMError as exc:
         if exc.loc is None:  # setup errors are about this call
             exc.loc = caller_loc()

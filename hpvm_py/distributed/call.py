@@ -28,7 +28,7 @@ _FIXED = 8  # words before the per-buffer (bytes, heap offset) pairs
 class Buffer:
     param: str  # the node's parameter name
     bound: str | None  # the graph argument bound to it, when there is one
-    tensor: object  # torch tensor viewing the buffer (CPU)
+    tensor: object  # flat torch tensor viewing the buffer (host memory, or the rank's GPU)
     address: int
     nbytes: int  # the buffer's real size
     size: int  # the size argument the graph passed, in bytes

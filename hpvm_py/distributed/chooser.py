@@ -7,6 +7,9 @@
   HPVM_COMM_ONESHOT_BYTES, else the measured default below.
 - Everything else on one host: "direct" (local.py has one algorithm for each).
 
+GPU ranks (`choose_gpu`) choose the same way between the kernels of gpu/kernels.py, with their own
+thresholds by world size: for two GPUs the one-shot kernel is YALI's bidirectional scheme.
+
 The decision must be the same on every rank: it depends only on the world (the same everywhere)
 and on sizes that the ranks have already agreed on.
 """
@@ -37,3 +40,24 @@ def choose(single_host: bool, kind: str, nbytes: int) -> str:
     if kind == "all_reduce":
         return "one_shot" if nbytes <= oneshot_threshold() else "two_shot"
     return "direct"
+
+
+# GPU ranks, by world size: the largest all-reduce (bytes) that runs one-shot; world sizes not
+# listed use the last entry. PROVISIONAL, not measured: no machine of 2+ GPUs was lent while this
+# was written (docs/performance.md). For two GPUs one-shot is YALI's scheme and moves as many
+# bytes per link direction as two-shot, so it is the default at every size; for more ranks
+# one-shot reads world x n bytes per rank, so two-shot takes over early.
+# `python benchmarks/collectives.py --gpu --sweep` measures both; set these from its table.
+GPU_ONESHOT_BYTES = {2: 1 << 40, 4: 512 << 10}
+
+
+def choose_gpu(kind: str, nbytes: int, world_size: int) -> str:
+    """The GPU kernel for a collective of ranks on one host (HPVM_COMM_ONESHOT_BYTES overrides the
+    all-reduce threshold)."""
+    if kind != "all_reduce":
+        return "direct"
+    if os.environ.get("HPVM_COMM_ONESHOT_BYTES"):
+        limit = oneshot_threshold()
+    else:
+        limit = GPU_ONESHOT_BYTES.get(world_size, GPU_ONESHOT_BYTES[max(GPU_ONESHOT_BYTES)])
+    return "one_shot" if nbytes <= limit else "two_shot"

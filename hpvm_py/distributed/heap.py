@@ -6,11 +6,10 @@ Layout of each rank's segment:
     [0, 4096)          control block: this rank's arrival counter and two descriptor slots (sync.py)
     [4096, size)       user allocations, each aligned to 256 bytes
 
-A buffer at offset `o` of rank r's heap has a twin at offset `o` of every other rank's heap, as long
-as all ranks allocate the same sequence of buffers (the collectives check that). Rank r reaches
-rank q's twin of its pointer `p` by Iris's translation: `bases[q] + (p - bases[r])`, where `bases`
-are the addresses at which this process mapped each segment. What ranks exchange at init is the
-segment names (the CPU analogue of CUDA IPC handles); each process maps them at its own addresses.
+Allocation, address checks and translation are allocator.py's (shared with the GPU heap);
+`bases` are the addresses at which this process mapped each segment. What ranks exchange at init
+is the segment names (the CPU analogue of CUDA IPC handles); each process maps them at its own
+addresses.
 
 Segments are created with posix_fallocate (a full /dev/shm fails at init with a clear message
 instead of a SIGBUS later) and unlinked as soon as every local rank has mapped them, so nothing is
@@ -26,10 +25,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import DistributedError
-from ..ir.loc import Loc
+from .allocator import ALIGN, SymmetricAllocator
 
 HEADER_BYTES = 4096
-ALIGN = 256
 DEFAULT_HEAP_BYTES = 128 << 20
 FLAG_OFFSET = 0  # i64 arrival counter
 DESC_OFFSETS = (64, 64 + 256)  # two slots of DESC_WORDS i64 each, used alternately
@@ -101,40 +99,26 @@ def _address(m: mmap.mmap) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(m))
 
 
-class SymmetricHeap:
+class SymmetricHeap(SymmetricAllocator):
     """This rank's heap and its mappings of the heaps of the other ranks on this host."""
+
+    device = "host"  # where the heap's memory lives (the GPU heap's is the rank's device)
 
     def __init__(self, rank: int, size: int, mappings: dict[int, mmap.mmap], world_size: int):
         self.rank = rank
         self.size = size
+        self.header = HEADER_BYTES
         self._maps = mappings  # rank -> mapping, for this rank and its peers on the same host
         self.bases = np.zeros(world_size, dtype=np.int64)  # 0: not mapped here (another host)
         for q, m in mappings.items():
             self.bases[q] = _address(m)
         self.bases_array = self.bases  # the heap protocol's name for the host int64 array
         self.my_base = int(self.bases[rank])
-        self._top = HEADER_BYTES
+        self._start_allocations()
         self._views: dict[tuple, Any] = {}
         # the control blocks as i64 arrays, by rank
         self.control = {q: np.frombuffer(m, dtype=np.int64, count=HEADER_BYTES // 8)
                         for q, m in mappings.items()}
-
-    # -- allocation -------------------------------------------------------------------------
-
-    @property
-    def free_bytes(self) -> int:
-        return self.size - self._top
-
-    def allocate(self, nbytes: int, loc: Loc | None = None) -> int:
-        """The offset of a new block of nbytes (aligned); HPVMError at `loc` when the heap is full."""
-        start = (self._top + ALIGN - 1) // ALIGN * ALIGN
-        end = start + max(nbytes, 1)
-        if end > self.size:
-            raise DistributedError(f"symmetric heap exhausted: requested {nbytes} bytes, "
-                                   f"{max(0, self.size - start)} bytes free of {self.size - HEADER_BYTES} "
-                                   "(set HPVM_HEAP_BYTES larger)", loc, rule="heap-capacity")
-        self._top = end
-        return start
 
     def tensor(self, rank: int, offset: int, count: int, dtype: Any) -> Any:
         """A torch tensor of `count` elements at `offset` of rank's heap (mapped here); the
@@ -152,25 +136,9 @@ class SymmetricHeap:
 
     # -- addresses --------------------------------------------------------------------------
 
-    def offset_of(self, address: int, nbytes: int) -> int | None:
-        """The heap offset of [address, address + nbytes) when it lies in this rank's user
-        region, else None."""
-        offset = address - self.my_base
-        if HEADER_BYTES <= offset and offset + nbytes <= self._top:
-            return offset
-        return None
-
-    def translate(self, address: int, rank: int) -> int:
-        """Iris's translation of a local heap address to the same object on `rank`."""
-        return int(self.bases[rank]) + (address - self.my_base)
-
     def flag_address(self, rank: int) -> int:
         return int(self.bases[rank]) + FLAG_OFFSET
 
     def descriptor(self, rank: int, slot: int) -> np.ndarray:
         start = DESC_OFFSETS[slot] // 8
         return self.control[rank][start:start + DESC_WORDS]
-
-    def contains(self, address: int, nbytes: int) -> bool:
-        """Whether [address, address + nbytes) lies in this rank's own heap (user region)."""
-        return self.offset_of(address, nbytes) is not None

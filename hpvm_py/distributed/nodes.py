@@ -5,8 +5,9 @@ of the textual IR. The execution plan asks `compile_library` for a kernel with t
 interface, so the executor fires it like a leaf; its `launch` builds a `Call` and runs it on the
 heap (ranks on one host) or through the launcher's engine (ranks on several hosts).
 
-Targets plug in by `register_target`: the host implementation serves cpu and python (their
-buffers are host memory); the GPU targets register theirs.
+Targets plug in by `register_target`; every target has `run_collective`, which runs a call where
+the heap lives (host memory on CPU ranks, the rank's GPU on GPU ranks), so a graph's collectives
+work the same on any target and its leaves get their buffers through the memory tracker.
 """
 from __future__ import annotations
 
@@ -130,6 +131,13 @@ class CollectiveKernel:
         self.runner = runner
         self._tensors: dict[int, tuple[Any, Any]] = {}  # id(host array) -> (array, torch view)
 
+    @property
+    def device(self) -> str:
+        """Where the executor hands this node its buffers: the heap's device (the host heap on
+        CPU ranks, whatever the target; the rank's GPU on GPU ranks)."""
+        world = ranks.current()
+        return "host" if world is None else world.device
+
     def launch(self, args: list[Any], outputs: list[Any], extents: list[tuple[int, ...]]) -> None:
         world = ranks.current()
         if world is None:
@@ -138,12 +146,18 @@ class CollectiveKernel:
                                    rule="distributed-init")
         self.runner(world, self._call(args))
 
-    def _tensor(self, array: Any) -> Any:
-        """A torch view of a host buffer's NumPy view (kept while the same array comes back)."""
+    def _tensor(self, arg: Any) -> Any:
+        """A flat torch view of a buffer argument: the device tensor itself, or a view of a host
+        buffer's NumPy view (kept while the same array comes back)."""
         import torch
 
         from .arith import torch_dtype
 
+        if arg.array is None:  # device memory: the tracker's tensor (the user's own for heap buffers)
+            flat = arg.obj.reshape(-1)
+            want = torch_dtype(self.dtype)
+            return flat if flat.dtype == want else flat.view(torch.uint8).view(want)
+        array = arg.array
         kept = self._tensors.get(id(array))
         if kept is not None and kept[0] is array:
             return kept[1]
@@ -161,7 +175,7 @@ class CollectiveKernel:
         for i, p in enumerate(params):
             if isinstance(p.type, PtrType):
                 arg = args[i]
-                tensor = self._tensor(arg.array)
+                tensor = self._tensor(arg)
                 buffers.append(Buffer(param=p.name, bound=self.bound[i], tensor=tensor,
                                       address=arg.address, nbytes=arg.nbytes, size=int(args[i + 1])))
         hidden = next((int(a) for p, a in zip(params, args) if p.name == "hidden"), 0)
@@ -196,12 +210,24 @@ def _run_on_host(world: ranks.World, call: Call) -> None:
     stats.bump(f"collectives_{path}")
     mine = check_arguments(call, world.size)
     if path == "remote":
-        status = OK if mine is None else BAD_ARGUMENT
-        words = [int(w) for w in descriptor(call, status)]
-        everyone = remote.exchange(world.transport, call, words, world.timeout)
-        agree(call, list(range(world.size)), [_array(w) for w in everyone], mine, compare_offsets=False)
-        remote.run(world.transport, call, world.timeout)
+        run_remote(world, call, mine)
         return
+    agree_on_heap(world, call, mine)
+    local.run(world.comm, call, path)
+
+
+def run_remote(world: ranks.World, call: Call, mine: DistributedError | None) -> None:
+    """Ranks on several hosts: descriptors and the collective over the world's engine."""
+    status = OK if mine is None else BAD_ARGUMENT
+    words = [int(w) for w in descriptor(call, status)]
+    everyone = remote.exchange(world.engine, call, words, world.timeout)
+    agree(call, list(range(world.size)), [_array(w) for w in everyone], mine, compare_offsets=False)
+    remote.run(world.engine, call, world.timeout)
+
+
+def agree_on_heap(world: ranks.World, call: Call, mine: DistributedError | None) -> None:
+    """Ranks on one host: find every buffer on the heap, exchange descriptors through the host
+    control block, and raise on every rank when they disagree."""
     heap = world.heap
     for b in call.buffers:
         b.offset = 0 if b.nbytes == 0 else heap.offset_of(b.address, b.nbytes)  # empty: no memory
@@ -216,7 +242,6 @@ def _run_on_host(world: ranks.World, call: Call) -> None:
         world.comm = Communicator(world)
     everyone = world.comm.post(descriptor(call, status), call.what, call.loc)
     agree(call, world.comm.ranks, everyone, mine, compare_offsets=True)
-    local.run(world.comm, call, path)
 
 
 def _array(words: list[int]) -> Any:
@@ -225,5 +250,16 @@ def _array(words: list[int]) -> Any:
     return np.array(words, dtype=np.int64)
 
 
-register_target("cpu", run_on_host)
-register_target("python", run_on_host)
+def run_collective(world: ranks.World, call: Call) -> None:
+    """Where the heap lives decides, whatever the target of the graph: the host algorithms on
+    CPU ranks, the GPU kernels (gpu/runner.py) on GPU ranks."""
+    if world.device == "host":
+        run_on_host(world, call)
+    else:
+        from .gpu.runner import run_on_gpu
+
+        run_on_gpu(world, call)
+
+
+for _target in ("cpu", "python", "gpu", "nvptx"):
+    register_target(_target, run_collective)

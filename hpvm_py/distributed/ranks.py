@@ -1,8 +1,10 @@
 """Ranks: which launcher started this process, the world it belongs to, init and finalize.
 
 `init()` finds the launcher (mpiexec/mpirun through mpi4py, torchrun through torch.distributed's
-gloo, or none: a world of one rank), agrees on a job token and a heap size with the other ranks,
-creates this rank's heap segment and maps the segments of the ranks on the same host.
+gloo, or none: a world of one rank), agrees on a job token, a heap size and the device kind with
+the other ranks, creates this rank's heap segment and maps the segments of the ranks on the same
+host. On GPU ranks (device "cuda") that host segment is only the control block of the host-side
+agreement; the data heap is the device heap of gpu/heap.py, one GPU per local rank.
 """
 from __future__ import annotations
 
@@ -22,16 +24,33 @@ from .waiting import RanksMissing, timeout_from_env
 _MPI_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALRANKID")
 
 
+DEVICES = ("cpu", "cuda")
+_CONTROL_BYTES = 64 << 10  # the host segment of GPU ranks: control block and descriptors only
+
+
 @dataclass
 class World:
     rank: int
     size: int
     hosts: list[str]  # by rank; HPVM_COMM_FORCE_REMOTE gives every rank a host of its own
     transport: Transport
-    heap: H.SymmetricHeap
+    heap: Any  # H.SymmetricHeap on CPU ranks, gpu.heap.GpuHeap on GPU ranks
     timeout: float
     job: str  # names the heap segments of this run
+    control: H.SymmetricHeap | None = None  # host segment for descriptors and barriers
+    engine: Transport | None = None  # the collectives across hosts (NCCL on GPU ranks)
     comm: Any = field(default=None)  # sync.Communicator, made on first use
+
+    def __post_init__(self) -> None:
+        if self.control is None:
+            self.control = self.heap
+        if self.engine is None:
+            self.engine = self.transport
+
+    @property
+    def device(self) -> str:
+        """Where the heap lives: "host", or this rank's GPU ("cuda:N")."""
+        return self.heap.device
 
     @property
     def local_ranks(self) -> list[int]:
@@ -84,9 +103,27 @@ def _transport(kind: str, timeout: float) -> Transport:
     return SingleTransport()
 
 
-def init(timeout: float | None = None) -> World:
+def device_kind(device: str | None) -> str:
+    """"cpu" or "cuda": the argument, else $HPVM_DIST_DEVICE, else "cuda" when torch sees a GPU."""
+    chosen = device or os.environ.get("HPVM_DIST_DEVICE") or ""
+    if not chosen:
+        from ..backends.cuda.devices import cuda_available
+
+        return "cuda" if cuda_available() else "cpu"
+    if chosen not in DEVICES:
+        raise DistributedError(f"hpvm.distributed.init(): device={chosen!r} is not one of "
+                               f"{', '.join(DEVICES)}")
+    if chosen == "cuda":
+        from ..backends.cuda.devices import cuda_available
+
+        if not cuda_available():
+            raise DistributedError("hpvm.distributed.init(): device='cuda', but torch sees no CUDA GPU")
+    return chosen
+
+
+def init(timeout: float | None = None, device: str | None = None) -> World:
     """Join the world (idempotent). timeout: seconds for every cross-rank wait, default
-    $HPVM_COMM_TIMEOUT, else 60."""
+    $HPVM_COMM_TIMEOUT, else 60. device: where heaps live, "cpu" or "cuda" (device_kind)."""
     global _world
     with _lock:
         if _world is not None:
@@ -94,9 +131,10 @@ def init(timeout: float | None = None) -> World:
         wait = float(timeout) if timeout is not None else timeout_from_env()
         if not wait > 0:
             raise DistributedError(f"hpvm.distributed.init(): timeout={timeout!r} must be positive")
+        kind = device_kind(device)
         transport = _transport(launcher(), wait)
         try:
-            _world = _join(transport, wait)
+            _world = _join(transport, wait, kind)
         except BaseException:
             transport.close()
             raise
@@ -112,17 +150,20 @@ def _exchange(transport: Transport, obj: Any, timeout: float, step: str) -> list
                                f"within {timeout:g} s (HPVM_COMM_TIMEOUT)", rule="rank-arrival") from None
 
 
-def _join(transport: Transport, timeout: float) -> World:
+def _join(transport: Transport, timeout: float, kind: str) -> World:
     rank, size = transport.rank, transport.size
     host = socket.gethostname() + (f"#rank{rank}" if force_remote() else "")
-    mine = {"host": host, "heap": H.heap_bytes_from_env(), "token": uuid.uuid4().hex[:16]}
+    mine = {"host": host, "heap": H.heap_bytes_from_env(), "token": uuid.uuid4().hex[:16],
+            "device": kind}
     everyone = _exchange(transport, mine, timeout, "the handshake")
-    sizes = {info["heap"] for info in everyone}
-    if len(sizes) != 1:
-        detail = ", ".join(f"rank {q}: {info['heap']}" for q, info in enumerate(everyone))
-        raise DistributedError(f"ranks disagree on HPVM_HEAP_BYTES ({detail}); set it the same "
-                               "everywhere", rule="rank-agreement")
-    job, size_bytes = everyone[0]["token"], mine["heap"]
+    for key, what in (("heap", "HPVM_HEAP_BYTES"), ("device", "the device kind (init(device=...), "
+                                                                "HPVM_DIST_DEVICE)")):
+        if len({info[key] for info in everyone}) != 1:
+            detail = ", ".join(f"rank {q}: {info[key]}" for q, info in enumerate(everyone))
+            raise DistributedError(f"ranks disagree on {what} ({detail}); set it the same "
+                                   "everywhere", rule="rank-agreement")
+    job, heap_bytes = everyone[0]["token"], mine["heap"]
+    size_bytes = heap_bytes if kind == "cpu" else _CONTROL_BYTES
     hosts = [info["host"] for info in everyone]
     own_path = H.segment_path(job, rank)
     maps: dict[int, Any] = {}
@@ -143,8 +184,15 @@ def _join(transport: Transport, timeout: float) -> World:
     finally:
         if rank in maps:  # every peer has it mapped (or gave up): the name is no longer needed
             os.unlink(own_path)
-    return World(rank=rank, size=size, hosts=hosts, transport=transport,
-                 heap=H.SymmetricHeap(rank, size_bytes, maps, size), timeout=timeout, job=job)
+    control = H.SymmetricHeap(rank, size_bytes, maps, size)
+    if kind == "cpu":
+        return World(rank=rank, size=size, hosts=hosts, transport=transport, heap=control,
+                     timeout=timeout, job=job)
+    from .gpu.setup import join_gpu
+
+    heap, engine = join_gpu(transport, timeout, hosts, heap_bytes, size)
+    return World(rank=rank, size=size, hosts=hosts, transport=transport, heap=heap, timeout=timeout,
+                 job=job, control=control, engine=engine)
 
 
 def _check_all(errors: list[str | None], what: str) -> None:
@@ -162,6 +210,8 @@ def finalize() -> None:
     with _lock:
         world, _world = _world, None
     if world is not None:
+        if world.engine is not world.transport:
+            world.engine.close()
         world.transport.close()
 
 

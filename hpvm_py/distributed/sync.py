@@ -33,7 +33,7 @@ class Communicator:
 
         assert isinstance(world, World)
         self.world = world
-        self.heap = world.heap
+        self.heap = world.control  # the host heap: the data heap itself on CPU ranks
         self.rank = world.rank
         self.ranks = world.local_ranks
         self._flags = np.array([self.heap.flag_address(q) for q in self.ranks], dtype=np.int64)

@@ -220,7 +220,9 @@ class Executor:
     def _leaf(self, node: NodePlan, args: list[Any], ext: tuple[int, ...],
               ancestors: list[tuple[int, ...]], parents: int, count: int,
               slots_so_far: dict | None = None) -> list[Any]:
-        device = device_of(node.target, node.placement.index)
+        # a collective takes its buffers where the symmetric heap lives, whatever the target
+        device = getattr(node.kernel, "device", None) or \
+            device_of(node.target, node.placement.index)
         call, outputs = self.leaf_call(node, args, device, parents, count)
         extents = [ext] + ancestors
         kernel = node.kernel_for(call, extents)

@@ -52,15 +52,9 @@ def assemble_all(root: GraphDef) -> list[str]:
 def test_every_example_leaf_assembles(name: str) -> None:
     module = importlib.import_module(name)
     leaves: list[str] = []
-    for root in roots_of(module):
-        if "hpvm.comm." in Path(module.__file__).read_text():
-            # communication nodes have no nvptx kernel yet: a located error, not a crash
-            with pytest.raises(CompileError, match="not available on the nvptx target") as info:
-                compile_graph(root, "nvptx")
-            assert info.value.rule == "library-target" and info.value.loc.line > 0
-            continue
+    for root in roots_of(module):  # communication nodes compile too (they run as collectives)
         leaves += assemble_all(root)
-    assert leaves or "hpvm.comm." in Path(module.__file__).read_text()
+    assert leaves
 
 
 @settings(max_examples=30, deadline=None, derandomize=False,

@@ -46,7 +46,7 @@ def on_heap(t: torch.Tensor) -> torch.Tensor:
 
 def check(name: str, got: torch.Tensor, want: np.ndarray, dtype: str) -> None:
     global checks
-    got64 = got.to(torch.float64).numpy()
+    got64 = got.to(torch.float64).cpu().numpy()
     if dtype in TOL:
         ok = np.allclose(got64, want, rtol=TOL[dtype], atol=TOL[dtype])
     else:
@@ -225,10 +225,16 @@ def check_translation() -> None:
     heap = ranks.current().heap
     x = hpvm.symmetric.empty(8, torch.int64)
     x.copy_(torch.arange(8) + 100 * RANK)
+    if x.is_cuda:  # the host barrier below orders the ranks, not their streams
+        torch.cuda.synchronize()
     run(all_reduce_graph("i64", "max"), x, 0)  # moves nothing, but a barrier: every rank has written x
     for q in range(WORLD):
         peer = heap.translate(x.data_ptr() + 3 * 8, q)
-        assert ctypes.c_int64.from_address(peer).value == 100 * q + 3
+        if heap.device == "host":
+            assert ctypes.c_int64.from_address(peer).value == 100 * q + 3
+        else:  # a device address: read through the tensor this process maps there
+            view = heap.tensor(q, peer - heap.bases[q], 1, torch.int64)
+            assert view.data_ptr() == peer and int(view.cpu()[0]) == 100 * q + 3
     checks += 1
 
 

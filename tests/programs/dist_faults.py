@@ -6,6 +6,7 @@ HPVM_COMM_FORCE_REMOTE=1 runs the checks that apply to the engine path (there, b
 be on the heap, and offsets are not compared).
 """
 import os
+import sys
 import time
 
 import numpy as np
@@ -18,6 +19,7 @@ from hpvm_py.distributed import ranks
 from hpvm_py.errors import DistributedError, HPVMTimeoutError
 
 TIMEOUT = 2.0  # for the rank that never arrives; the other steps get a loaded machine's margin
+TARGET = sys.argv[1] if len(sys.argv) > 1 else "cpu"  # gpu: on GPU ranks (tests/gpu_dist)
 hpvm.distributed.init(timeout=60)
 RANK, WORLD = hpvm.distributed.rank(), hpvm.distributed.world_size()
 REMOTE = os.environ.get("HPVM_COMM_FORCE_REMOTE") == "1"
@@ -74,7 +76,7 @@ def still_in_step() -> None:
     report(RANK, "FAULT in-step ok")
 
 
-with hpvm.runtime("cpu"):
+with hpvm.runtime(TARGET):
     x = hpvm.symmetric.zeros(100, torch.float32)
     n = 100 if RANK == 0 else 50
     expect("size", DistributedError, "ranks disagree on the size of 'x' (input 'buf') in bytes",

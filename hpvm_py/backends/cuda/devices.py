@@ -34,9 +34,10 @@ def cuda_available() -> bool:
 
 
 def gpu_device(index: int | None = None) -> str:
-    """The device GPU targets run on: $HPVM_GPU_DEVICE, else cuda:0, else the fake device fake:0.
-    With an index, GPU number `index` of that device's kind (the caller checks that it exists
-    against device_count())."""
+    """The device GPU targets run on: $HPVM_GPU_DEVICE, else the GPU of this rank when
+    hpvm.distributed runs on GPUs, else cuda:0, else the fake device fake:0. With an index, GPU
+    number `index` of that device's kind (the caller checks that it exists against
+    device_count())."""
     faults.check_usable()
     register_transfers()
     wanted = os.environ.get("HPVM_GPU_DEVICE")
@@ -51,10 +52,18 @@ def gpu_device(index: int | None = None) -> str:
                               f"{device_count(kind)} {kind} device(s) (numbered from 0)")
         default = wanted
     else:
-        default = "cuda:0" if cuda_available() else f"{FAKE}:0"
+        default = _rank_device() or ("cuda:0" if cuda_available() else f"{FAKE}:0")
     if index is None:
         return default
     return f"{default.partition(':')[0]}:{index}"
+
+
+def _rank_device() -> str | None:
+    """The GPU of this rank when hpvm.distributed runs its ranks on GPUs."""
+    from ...distributed.ranks import current
+
+    world = current()
+    return world.device if world is not None and world.device.startswith("cuda") else None
 
 
 def device_count(kind: str) -> int:

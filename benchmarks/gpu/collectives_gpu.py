@@ -1,0 +1,225 @@
+"""All-reduce on GPU ranks, nccl-tests style, against NCCL measured in the same run: bytes, time,
+algbw, busbw and the ratio NCCL time / hpvm-py time, for bf16 and f32 from 8 KiB to 1 GiB.
+
+Started by `python benchmarks/collectives.py --gpu` (which runs torchrun with one rank per GPU).
+Each row times back-to-back calls with CUDA events (rank 0's median of 5 batches, the ranks lined
+up before each batch): the direct API of hpvm_py.distributed.gpu.launch (what a communication node
+launches once the ranks agreed), each algorithm forced and the chooser's pick; NCCL is
+torch.distributed.all_reduce on a process group of its own. Up to 64 MiB the table also times
+CUDA graphs of 20 calls each (ours and NCCL's), which leave out the host's launch cost. --sweep
+times tuning variants; --launch adds the whole communication-node launch (hpvm.launch + wait of a
+one-node graph); --overlap times a tensor-parallel step whose matmul is chunked, each chunk's
+all-reduce starting on a second stream as soon as its chunk is done, against matmul then
+all-reduce.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+import hpvm_py as hpvm  # noqa: E402
+from hpvm_py import InOut, Ptr, bf16, i64  # noqa: E402
+
+
+def _time_us(fn, iters: int, line_up) -> float:  # noqa: ANN001
+    import torch
+
+    fn()
+    batches = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        line_up()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        batches.append(start.elapsed_time(end) * 1e3 / iters)
+    return statistics.median(batches)
+
+
+def _graphed(fn, calls: int = 20):  # noqa: ANN001, ANN202
+    """A function replaying a CUDA graph of `calls` calls of fn (captured after a warm-up)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(calls):
+                fn()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
+GRAPH_CALLS = 20
+GRAPH_MAX_BYTES = 64 << 20
+
+
+def _iters(nbytes: int) -> int:
+    return max(5, min(300, (256 << 20) // max(nbytes, 1)))
+
+
+def main(sweep: bool, node: bool, overlap: bool, max_bytes: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from hpvm_py.distributed import chooser
+    from hpvm_py.distributed.gpu import launch as G
+
+    hpvm.distributed.init(device="cuda")
+    rank, world = hpvm.distributed.rank(), hpvm.distributed.world_size()
+    nccl = dist.new_group(backend="nccl")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    arena = hpvm.symmetric.empty(max_bytes, torch.uint8)
+    plain = torch.empty(max_bytes, dtype=torch.uint8, device=dev)
+
+    def line_up() -> None:
+        dist.barrier()
+
+    def out(text: str) -> None:
+        if rank == 0:
+            print(text, flush=True)
+
+    sizes = [8 << 10]
+    while sizes[-1] * 2 <= max_bytes:
+        sizes.append(sizes[-1] * 2)
+    out(f"# {torch.cuda.get_device_name()} x {world}, torch {torch.__version__}; algbw = bytes / time, "
+        "busbw = algbw * 2(n-1)/n; ratio = NCCL time / hpvm-py time (> 1: hpvm-py faster)")
+    for dtype in (torch.bfloat16, torch.float32):
+        esize = torch.empty(0, dtype=dtype).element_size()
+        out(f"\n## all_reduce sum {str(dtype).removeprefix('torch.')}, {world} GPUs")
+        out(f"{'bytes':>11} {'chosen':>8} {'us':>9} {'algbw':>7} {'busbw':>7} {'one_shot':>9} "
+            f"{'two_shot':>9} {'NCCL us':>9} {'NCCL bus':>8} {'ratio':>6} {'graph us':>9} "
+            f"{'NCCL gr':>8} {'ratio':>6}")
+        for nbytes in sizes:
+            n = nbytes // esize
+            x = arena[:nbytes].view(dtype)
+            x.copy_(torch.randn(n, device=dev).to(dtype))
+            y = plain[:nbytes].view(dtype)
+            y.copy_(x)
+            iters = _iters(nbytes)
+            nccl_us = _time_us(lambda: dist.all_reduce(y, group=nccl), iters, line_up)
+            times = {a: _time_us(lambda a=a: G.all_reduce(x, "sum", a), iters, line_up)
+                     for a in ("one_shot", "two_shot")}
+            chosen = chooser.choose_gpu("all_reduce", nbytes, world)
+            us = times[chosen]
+            bus = 2 * (world - 1) / world
+            graphs = ""
+            if nbytes <= GRAPH_MAX_BYTES:
+                ours = _time_us(_graphed(lambda: G.all_reduce(x, "sum")), iters, line_up) / GRAPH_CALLS
+                theirs = _time_us(_graphed(lambda: dist.all_reduce(y, group=nccl)), iters,
+                                  line_up) / GRAPH_CALLS
+                graphs = f" {ours:>9.1f} {theirs:>8.1f} {theirs / ours:>6.2f}"
+            out(f"{nbytes:>11} {chosen:>8} {us:>9.1f} {nbytes / us / 1e3:>7.1f} "
+                f"{nbytes / us / 1e3 * bus:>7.1f} {times['one_shot']:>9.1f} {times['two_shot']:>9.1f} "
+                f"{nccl_us:>9.1f} {nbytes / nccl_us / 1e3 * bus:>8.1f} {nccl_us / us:>6.2f}{graphs}")
+    extras = [(sweep, lambda: _sweep(G, arena, dev, line_up, out, max_bytes)),
+              (node, lambda: _node(hpvm, arena, out)), (overlap, lambda: _overlap(G, arena, dev, line_up, out))]
+    for wanted, run in extras:
+        if wanted:
+            try:  # one section's failure must not cost the others' figures
+                run()
+            except Exception:  # noqa: BLE001 - reported, then the next section
+                import traceback
+
+                out(traceback.format_exc())
+
+
+def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
+    import torch
+
+    out("\n## tuning sweep, bf16 all_reduce, us (block bytes / warps / programs)")
+    variants = [(8 << 10, 4, 264), (16 << 10, 8, 132), (16 << 10, 8, 264), (32 << 10, 8, 264),
+                (32 << 10, 16, 132), (16 << 10, 4, 528), (64 << 10, 16, 132), (8 << 10, 8, 528)]
+    sizes = [s for s in (64 << 10, 1 << 20, 16 << 20, 256 << 20) if s <= max_bytes]
+    out(f"{'algorithm':>9} {'variant':>16} " + " ".join(f"{s:>10}" for s in sizes))
+    saved = dict(G.TUNING)
+    for algorithm in ("one_shot", "two_shot"):
+        for block, warps, programs in variants:
+            G.TUNING[algorithm] = G.Tuning(block, warps, programs)
+            row = []
+            for nbytes in sizes:
+                x = arena[:nbytes].view(torch.bfloat16)
+                row.append(_time_us(lambda: G.all_reduce(x, "sum", algorithm), _iters(nbytes), line_up))
+            out(f"{algorithm:>9} {f'{block >> 10}K/{warps}/{programs}':>16} "
+                + " ".join(f"{t:>10.1f}" for t in row))
+        G.TUNING[algorithm] = saved[algorithm]
+
+
+SUM_BF16 = hpvm.comm.all_reduce(bf16)
+
+
+@hpvm.graph
+def one_all_reduce(x: InOut[Ptr[bf16]], x_bytes: i64):
+    hpvm.node(SUM_BF16, buf=x, buf_bytes=x_bytes)
+
+
+def _node(hpvm, arena, out) -> None:  # noqa: ANN001
+    """The whole node launch: argument checks, host agreement, kernel (host clock, synchronised)."""
+    import torch
+
+    out("\n## communication node (hpvm.launch + wait of a one-node graph), bf16, host clock")
+    out(f"{'bytes':>11} {'us':>9}")
+    with hpvm.runtime("gpu"):
+        for nbytes in (8 << 10, 1 << 20, 16 << 20):
+            x = arena[:nbytes].view(torch.bfloat16)
+            samples = []
+            for _ in range(50):
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                hpvm.wait(hpvm.launch(one_all_reduce, x, nbytes))
+                torch.cuda.synchronize()
+                samples.append((time.perf_counter() - start) * 1e6)
+            out(f"{nbytes:>11} {statistics.median(samples[5:]):>9.1f}")
+
+
+def _overlap(G, arena, dev, line_up, out) -> None:  # noqa: ANN001
+    """A tensor-parallel step y = all_reduce(x @ w_shard), x: [m, k], w_shard: [k, n], bf16, y on
+    the heap: unfused (matmul, then all-reduce) against chunked (m split in `chunks`; the
+    all-reduce of chunk i runs on a second stream while chunk i + 1 is multiplied)."""
+    import torch
+
+    out("\n## compute/communication overlap: y = all_reduce(x @ w), bf16, us per step")
+    out(f"{'m x k x n':>20} {'chunks':>6} {'programs':>8} {'unfused':>9} {'chunked':>9} {'speedup':>7}")
+    k, n = 4096, 8192
+    m = min(8192, arena.numel() // (2 * n) // 1024 * 1024)  # y fills at most the arena
+    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(k, n, device=dev, dtype=torch.bfloat16) / k ** 0.5
+    y = arena[:m * n * 2].view(torch.bfloat16).view(m, n)
+    comm = torch.cuda.Stream()
+    saved = dict(G.TUNING)
+
+    def unfused() -> None:
+        torch.matmul(x, w, out=y)
+        G.all_reduce(y, "sum")
+
+    def chunked(chunks: int) -> None:
+        rows = m // chunks
+        main = torch.cuda.current_stream()
+        comm.wait_stream(main)  # y is free: the previous step's readers are done
+        for i in range(chunks):
+            part = y[i * rows:(i + 1) * rows]
+            torch.matmul(x[i * rows:(i + 1) * rows], w, out=part)
+            comm.wait_stream(main)
+            with torch.cuda.stream(comm):
+                G.all_reduce(part, "sum")
+        main.wait_stream(comm)
+
+    base = _time_us(unfused, 10, line_up)
+    for chunks in (2, 4, 8):
+        for programs in (32, 66, 132):  # fewer programs leave more SMs to the matmul
+            G.TUNING["one_shot"] = G.TUNING["two_shot"] = G.Tuning(16 << 10, 8, programs)
+            fast = _time_us(lambda: chunked(chunks), 10, line_up)
+            out(f"{f'{m}x{k}x{n}':>20} {chunks:>6} {programs:>8} {base:>9.1f} {fast:>9.1f} "
+                f"{base / fast:>7.2f}")
+    G.TUNING.update(saved)

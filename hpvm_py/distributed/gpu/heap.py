@@ -1,0 +1,89 @@
+"""The symmetric heap on GPU ranks: one device allocation per rank, mapped into every local rank's
+address space through CUDA IPC handles.
+
+Each rank allocates `size` bytes on its device (torch's allocator: one cudaMalloc segment) and
+exchanges its IPC handle over the launcher's transport (torch.multiprocessing's CUDA sharing, the
+same handles YALI exchanges over MPI); each process opens its peers' handles and keeps the
+addresses it got in `bases` (device virtual addresses, one per rank) and on its device in
+`bases_tensor` (int64) for kernels. CUDA IPC needs no process group and no NVLink multicast, so it
+works the same under mpiexec and torchrun. The allocator and translation are allocator.py's.
+
+Layout of each rank's heap (int64 words of the control region):
+
+    [0, CONTROL_BYTES)     per-block sequence counters (written only by this rank's block b) and
+                           the flags flags[b * world + q] (written only by rank q's block b)
+    [CONTROL_BYTES, size)  user allocations, aligned to 256 bytes
+
+Kernels report a wait that timed out in `status`, a word of pinned host memory that the device
+writes through its mapped address, so the host reads it without synchronizing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import DistributedError
+from ..allocator import ALIGN, SymmetricAllocator
+
+MAX_BLOCKS = 1024  # programs a collective kernel may launch (each owns a counter and flags)
+MAX_WORLD = 8  # local ranks (flags per program)
+# MAX_BLOCKS counters, then MAX_BLOCKS * world flags (signals.FLAGS is the word index of flags[0])
+CONTROL_BYTES = -(-(8 * MAX_BLOCKS * (1 + MAX_WORLD)) // ALIGN) * ALIGN
+
+
+class GpuHeap(SymmetricAllocator):
+    """This rank's device heap and its mappings of the heaps of the other local ranks."""
+
+    def __init__(self, rank: int, size: int, device: str, own: Any, peers: dict[int, Any],
+                 world_size: int):
+        import torch
+
+        self.rank = rank
+        self.size = size
+        self.header = CONTROL_BYTES
+        self.device = device
+        self._memory = {rank: own, **peers}  # rank -> uint8 tensor (kept alive: peers map it)
+        self.bases = [0] * world_size  # 0: not mapped here (another host)
+        for q, t in self._memory.items():
+            self.bases[q] = int(t.data_ptr())
+        self.my_base = self.bases[rank]
+        self.local_ranks = sorted(self._memory)
+        self.bases_tensor = torch.tensor(self.bases, dtype=torch.int64, device=device)
+        self.control = own[:CONTROL_BYTES].view(torch.int64)
+        self.status = torch.zeros(1, dtype=torch.int64, pin_memory=True)
+        self._start_allocations()
+
+    def tensor(self, rank: int, offset: int, count: int, dtype: Any) -> Any:
+        """A tensor of `count` elements at `offset` of rank's heap (this rank's or a local peer's,
+        as mapped here)."""
+        return self._memory[rank][offset:offset + count * dtype.itemsize].view(dtype)
+
+    def failed_rank(self) -> int | None:
+        """The rank a kernel's wait gave up on (the host's pinned copy; no synchronization)."""
+        code = int(self.status[0])
+        return None if code == 0 else code - 1
+
+    def clear_failure(self) -> None:
+        self.status.zero_()
+
+
+def create(rank: int, size: int, device: str) -> tuple[Any, Any]:
+    """This rank's heap memory, zeroed, and what peers need to map it (picklable)."""
+    import torch
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    try:
+        own = torch.zeros(size, dtype=torch.uint8, device=device)
+    except torch.OutOfMemoryError:
+        free, total = torch.cuda.mem_get_info(device)
+        raise DistributedError(f"cannot allocate a symmetric heap of {size} bytes on {device} "
+                               f"({free} of {total} bytes free there); set HPVM_HEAP_BYTES smaller") from None
+    if own.data_ptr() % ALIGN:
+        raise DistributedError(f"the heap on {device} is not {ALIGN}-byte aligned")
+    torch.cuda.synchronize(device)  # the zeros are there before a peer maps them
+    return own, reduce_tensor(own)
+
+
+def open_peer(handle: Any) -> Any:
+    """A peer's heap, mapped into this process (cudaIpcOpenMemHandle underneath)."""
+    rebuild, args = handle
+    return rebuild(*args)

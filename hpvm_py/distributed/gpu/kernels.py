@@ -1,0 +1,209 @@
+"""The collective kernels of GPU ranks on one host (Triton), on the flags of signals.py.
+
+Every kernel is persistent: program b handles chunks b, b + G, ... of BLOCK elements (G programs),
+and starts with an arrival step (every rank's buffers are ready) before it reads a peer. Peers are
+read and written in place through Iris's translation (`peer_delta`). Reductions combine the ranks
+in rank order in the accumulator type (f32 for f16/bf16), so every rank, and both all-reduce
+algorithms, produce bit-identical results.
+
+all_reduce_one_shot   every rank reads chunk c of every rank, reduces it, signals that it has read
+                      chunk c, reads its next chunk (the prefetch), waits until every peer has
+                      read its chunk c, then stores chunk c. For two GPUs this is YALI's
+                      bidirectional scheme: each GPU reads the whole peer buffer while the peer
+                      reads its own (both NVLink directions busy); the per-chunk acknowledgement
+                      is what makes it safe in place.
+all_reduce_two_shot   rank r owns slice r: it reduces chunk c of slice r from every rank and
+                      stores the result into every rank's buffer (a reduce-scatter and an
+                      all-gather in one pass: each rank reads and writes (n-1)/n of the buffer
+                      remotely). Only rank r touches slice r, so a final step is the only other
+                      synchronisation.
+all_gather, reduce_scatter, broadcast   pull what this rank needs, then a final step (no peer
+                      reads my source after the kernel returns).
+all_reduce_rmsnorm    one-shot reduction of a row (acknowledged as above), then residual add and
+                      RMSNorm in the accumulator type, stored into x and residual.
+"""
+import triton
+import triton.language as tl
+
+from .signals import begin, finish, peer_delta, signal, status_word, wait
+
+SUM, MAX, MIN = 0, 1, 2
+
+
+@triton.jit
+def _widen(x, WIDEN: tl.constexpr):
+    if WIDEN:  # static: x simply changes type
+        x = x.to(tl.float32)
+    return x
+
+
+@triton.jit
+def _combine(acc, v, OP: tl.constexpr):
+    if OP == 0:
+        acc = acc + v
+    elif OP == 1:
+        acc = tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)
+    else:
+        acc = tl.minimum(acc, v, propagate_nan=tl.PropagateNan.ALL)
+    return acc
+
+
+@triton.jit
+def _reduce_ranks(ptr, offs, mask, bases, rank, OP: tl.constexpr, WIDEN: tl.constexpr,
+                  WORLD: tl.constexpr, ELEM: tl.constexpr):
+    """ptr[offs] of rank 0 op rank 1 op ..., in the accumulator type."""
+    acc = _widen(tl.load(ptr + peer_delta(bases, rank, 0, ELEM) + offs, mask=mask), WIDEN)
+    for q in tl.static_range(1, WORLD):
+        v = tl.load(ptr + peer_delta(bases, rank, q, ELEM) + offs, mask=mask)
+        acc = _combine(acc, _widen(v, WIDEN), OP)
+    return acc
+
+
+@triton.jit
+def _chunk(c, n, BLOCK: tl.constexpr):
+    offs = c * BLOCK + tl.arange(0, BLOCK)
+    return offs, offs < n
+
+
+@triton.jit
+def all_reduce_one_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: tl.constexpr,
+                        WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
+                        BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    programs = tl.num_programs(0)
+    status = status_word(status_addr)
+    seq, deadline = begin(ctrl, b, timeout_ns)
+    failed = tl.full([], 0, tl.int32)
+    signal(ctrl, bases, b, rank, seq + 1, WORLD)
+    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    step = seq + 1
+    # the prefetch pipeline: chunk c + programs is read while the peers acknowledge chunk c
+    offs, mask = _chunk(b, n, BLOCK)
+    acc = _reduce_ranks(buf, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
+    for c in range(b, tl.cdiv(n, BLOCK), programs):
+        step += 1
+        signal(ctrl, bases, b, rank, step, WORLD)  # I have read chunk c of every rank
+        next_offs, next_mask = _chunk(c + programs, n, BLOCK)
+        next_acc = _reduce_ranks(buf, next_offs, next_mask, bases, rank, OP, WIDEN, WORLD, ELEM)
+        failed = wait(ctrl, b, rank, step, deadline, failed, status, WORLD)  # all have read mine
+        tl.store(buf + offs, acc.to(buf.dtype.element_ty), mask=mask)
+        offs, mask, acc = next_offs, next_mask, next_acc
+    finish(ctrl, b, step)
+
+
+@triton.jit
+def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: tl.constexpr,
+                        WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
+                        BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    programs = tl.num_programs(0)
+    status = status_word(status_addr)
+    seq, deadline = begin(ctrl, b, timeout_ns)
+    failed = tl.full([], 0, tl.int32)
+    signal(ctrl, bases, b, rank, seq + 1, WORLD)
+    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    part = tl.cdiv(tl.cdiv(n, WORLD), BLOCK) * BLOCK  # slice length, whole chunks
+    first = rank * part
+    end = tl.minimum(first + part, n)
+    for c in range(b, tl.cdiv(part, BLOCK), programs):
+        offs = first + c * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < end
+        acc = _reduce_ranks(buf, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
+        out = acc.to(buf.dtype.element_ty)
+        for q in tl.static_range(WORLD):
+            tl.store(buf + peer_delta(bases, rank, q, ELEM) + offs, out, mask=mask)
+    signal(ctrl, bases, b, rank, seq + 2, WORLD)  # my slice is in every buffer
+    failed = wait(ctrl, b, rank, seq + 2, deadline, failed, status, WORLD)
+    finish(ctrl, b, seq + 2)
+
+
+@triton.jit
+def all_gather(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, WORLD: tl.constexpr,
+               ELEM: tl.constexpr, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    programs = tl.num_programs(0)
+    status = status_word(status_addr)
+    seq, deadline = begin(ctrl, b, timeout_ns)
+    failed = tl.full([], 0, tl.int32)
+    signal(ctrl, bases, b, rank, seq + 1, WORLD)
+    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    for c in range(b, tl.cdiv(n, BLOCK), programs):
+        offs = c * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        for q in tl.static_range(WORLD):
+            v = tl.load(src + peer_delta(bases, rank, q, ELEM) + offs, mask=mask)
+            tl.store(dst + q * n + offs, v, mask=mask)
+    signal(ctrl, bases, b, rank, seq + 2, WORLD)  # done reading every src
+    failed = wait(ctrl, b, rank, seq + 2, deadline, failed, status, WORLD)
+    finish(ctrl, b, seq + 2)
+
+
+@triton.jit
+def reduce_scatter(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, OP: tl.constexpr,
+                   WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    programs = tl.num_programs(0)
+    status = status_word(status_addr)
+    seq, deadline = begin(ctrl, b, timeout_ns)
+    failed = tl.full([], 0, tl.int32)
+    signal(ctrl, bases, b, rank, seq + 1, WORLD)
+    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    for c in range(b, tl.cdiv(n, BLOCK), programs):
+        offs = c * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        acc = _reduce_ranks(src + rank * n, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
+        tl.store(dst + offs, acc.to(dst.dtype.element_ty), mask=mask)
+    signal(ctrl, bases, b, rank, seq + 2, WORLD)
+    failed = wait(ctrl, b, rank, seq + 2, deadline, failed, status, WORLD)
+    finish(ctrl, b, seq + 2)
+
+
+@triton.jit
+def broadcast(buf, n, root, ctrl, bases, rank, status_addr, timeout_ns, WORLD: tl.constexpr,
+              ELEM: tl.constexpr, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    programs = tl.num_programs(0)
+    status = status_word(status_addr)
+    seq, deadline = begin(ctrl, b, timeout_ns)
+    failed = tl.full([], 0, tl.int32)
+    signal(ctrl, bases, b, rank, seq + 1, WORLD)
+    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    if rank != root:
+        from_root = buf + peer_delta(bases, rank, root, ELEM)
+        for c in range(b, tl.cdiv(n, BLOCK), programs):
+            offs = c * BLOCK + tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(buf + offs, tl.load(from_root + offs, mask=mask), mask=mask)
+    signal(ctrl, bases, b, rank, seq + 2, WORLD)  # no one reads the root's buffer any more
+    failed = wait(ctrl, b, rank, seq + 2, deadline, failed, status, WORLD)
+    finish(ctrl, b, seq + 2)
+
+
+@triton.jit
+def all_reduce_rmsnorm(x, residual, weight, rows, hidden, eps, ctrl, bases, rank, status_addr,
+                       timeout_ns, WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
+                       BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    programs = tl.num_programs(0)
+    status = status_word(status_addr)
+    seq, deadline = begin(ctrl, b, timeout_ns)
+    failed = tl.full([], 0, tl.int32)
+    signal(ctrl, bases, b, rank, seq + 1, WORLD)
+    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    cols = tl.arange(0, BLOCK)
+    in_row = cols < hidden
+    w = _widen(tl.load(weight + cols, mask=in_row), WIDEN)
+    step = seq + 1
+    for row in range(b, rows, programs):
+        offs = row * hidden + cols
+        total = _reduce_ranks(x, offs, in_row, bases, rank, 0, WIDEN, WORLD, ELEM)
+        step += 1
+        signal(ctrl, bases, b, rank, step, WORLD)
+        failed = wait(ctrl, b, rank, step, deadline, failed, status, WORLD)
+        r = total + _widen(tl.load(residual + offs, mask=in_row), WIDEN)
+        mean_square = tl.sum(tl.where(in_row, r * r, 0.0), axis=0) / hidden
+        scale = 1.0 / tl.sqrt(mean_square + eps)
+        tl.store(residual + offs, r.to(residual.dtype.element_ty), mask=in_row)
+        tl.store(x + offs, (r * scale * w).to(x.dtype.element_ty), mask=in_row)
+    finish(ctrl, b, step)

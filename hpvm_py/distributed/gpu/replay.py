@@ -1,0 +1,45 @@
+"""One-kernel CUDA graphs, one per distinct collective call, replayed instead of launching.
+
+A Triton launch costs the host tens of microseconds (argument binding, specialisation, cache
+lookup: 56 µs per direct all-reduce call measured on the H100 machine), more than a small
+collective takes on the device. A collective call is fully described by its key (buffers, sizes,
+types, options, tuning), and its kernel keeps its epochs on the device, so the graph of one call
+can be replayed for every later call with the same key; a replay costs the host a few
+microseconds. The first call with a key runs the kernel for real, then captures it (capture runs
+nothing). Inside a user's own capture the caller launches the kernel directly (graphs do not
+nest).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+LIMIT = 256  # graphs kept (least recently used go first)
+
+
+class Replays:
+    def __init__(self) -> None:
+        self._graphs: OrderedDict[Hashable, Any] = OrderedDict()
+        self._stream: Any = None
+
+    def lookup(self, key: Hashable) -> Any:
+        """The graph of this call, or None."""
+        graph = self._graphs.get(key)
+        if graph is not None:
+            self._graphs.move_to_end(key)
+        return graph
+
+    def first(self, key: Hashable, launch: Callable[[], None]) -> None:
+        """Run a call not seen before, and keep its graph for the next ones."""
+        import torch
+
+        launch()
+        if self._stream is None:
+            self._stream = torch.cuda.Stream()
+        graph = torch.cuda.CUDAGraph()
+        self._stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.graph(graph, stream=self._stream, capture_error_mode="thread_local"):
+            launch()
+        self._graphs[key] = graph
+        if len(self._graphs) > LIMIT:
+            self._graphs.popitem(last=False)

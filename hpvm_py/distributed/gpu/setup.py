@@ -1,0 +1,53 @@
+"""Joining the world on GPU ranks: one GPU per local rank, the device heap mapped by every local
+rank, and NCCL (through torch.distributed) for the collectives when the ranks span several hosts."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ...errors import DistributedError
+from ..transport import Transport
+from . import heap as G
+
+
+def join_gpu(transport: Transport, timeout: float, hosts: list[str], heap_bytes: int,
+             size: int) -> tuple[G.GpuHeap, Transport | None]:
+    import torch
+
+    from ..ranks import _check_all, _exchange
+
+    rank = transport.rank
+    local = [q for q in range(size) if hosts[q] == hosts[rank]]
+    gpus = torch.cuda.device_count()
+    share = os.environ.get("HPVM_DIST_SHARE_GPUS", "") not in ("", "0")
+    device = f"cuda:{local.index(rank) % gpus if share else local.index(rank)}"
+    error = None
+    if local.index(rank) >= gpus and not share:
+        error = (f"{len(local)} ranks on host {hosts[rank]} need a GPU each, but torch sees {gpus} "
+                 "(HPVM_DIST_SHARE_GPUS=1 lets ranks share them: correct, not fast)")
+    elif len(local) > G.MAX_WORLD:
+        error = f"the GPU heap joins at most {G.MAX_WORLD} ranks on a host, not {len(local)}"
+    _check_all(_exchange(transport, error, timeout, "GPU selection"), "use a GPU of its own")
+    torch.cuda.set_device(device)
+    own, handle = None, None
+    try:
+        own, handle = G.create(rank, heap_bytes, device)
+    except DistributedError as exc:
+        error = exc.message
+    handles = _exchange(transport, (error, handle), timeout, "GPU heap creation")
+    _check_all([e for e, _ in handles], "create its GPU heap")
+    peers: dict[int, Any] = {}
+    try:
+        for q in local:
+            if q != rank:
+                peers[q] = G.open_peer(handles[q][1])
+    except RuntimeError as exc:  # torch's message for a failed cudaIpcOpenMemHandle
+        error = f"cannot map a peer's GPU heap: {exc}"
+    _check_all(_exchange(transport, error, timeout, "GPU heap mapping"), "map its peers' GPU heaps")
+    heap = G.GpuHeap(rank, heap_bytes, device, own, peers, size)
+    engine = None
+    if len(local) < size:
+        from .engine import NcclEngine
+
+        engine = NcclEngine(transport, timeout, device)
+    return heap, engine

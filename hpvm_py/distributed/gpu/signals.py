@@ -1,0 +1,82 @@
+"""The flag protocol of the GPU collectives, as Triton device functions.
+
+Every program (block) b of a collective kernel owns, on its rank's heap, a sequence counter
+(read at the start, advanced at the end: the epoch, kept on the device so that back-to-back calls
+and CUDA graph replays need nothing from the host) and one flag per peer, flags[b * WORLD + q],
+written only by rank q's program b. A program signals step s by storing s into its flag on every
+peer (an atomic exchange with release semantics at system scope, after a block barrier: what every
+thread of the program read or wrote before is visible to, or done for, a peer that sees s), and
+waits for step s by polling its own flags with acquire loads until every peer has stored s or
+more. Ranks run the same grid over the same sizes, so program b of every rank counts the same
+steps. Flags only grow: nothing is reset between calls.
+
+Waits are bounded: after `timeout_ns` of the device's global timer a wait gives up, stores the
+missing rank + 1 into the status word (pinned host memory the host reads without a
+synchronization) and the kernel skips its remaining waits.
+"""
+import triton
+import triton.language as tl
+
+from .heap import MAX_BLOCKS
+
+FLAGS: tl.constexpr = tl.constexpr(MAX_BLOCKS)  # word index of flags[0]: after the counters
+
+
+@triton.jit
+def now_ns(dummy):
+    """The device's global nanosecond timer (`dummy` only gives the asm an operand)."""
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,l", [dummy], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def peer_delta(bases, rank, q, ELEM: tl.constexpr):
+    """Elements from a pointer on this rank's heap to its twin on rank q (Iris's translation as an
+    offset; heaps are 256-byte aligned, so the offset is a multiple of 16 elements, which the
+    multiplication tells the compiler: peer loads stay 16-byte vectors)."""
+    delta = (tl.load(bases + q) - tl.load(bases + rank)) // (16 * ELEM)
+    return delta * 16
+
+
+@triton.jit
+def signal(ctrl, bases, b, rank, step, WORLD: tl.constexpr):
+    """Program b of this rank has reached `step`: tell every peer."""
+    tl.debug_barrier()
+    for q in tl.static_range(WORLD):
+        if q != rank:
+            flag = ctrl + peer_delta(bases, rank, q, 8) + FLAGS + b * WORLD + rank
+            tl.atomic_xchg(flag, step, sem="release", scope="sys")
+
+
+@triton.jit
+def wait(ctrl, b, rank, step, deadline, failed, status, WORLD: tl.constexpr):
+    """Until program b of every peer has reached `step` (or the deadline passed: then the missing
+    rank goes to the status word). Returns `failed` (0, or the first missing rank + 1)."""
+    for q in tl.static_range(WORLD):
+        if q != rank:
+            flag = ctrl + FLAGS + b * WORLD + q
+            seen = tl.atomic_add(flag, 0, sem="acquire", scope="sys")
+            while (seen < step) & (failed == 0):
+                if now_ns(step) > deadline:
+                    failed = failed * 0 + (q + 1)
+                    tl.atomic_xchg(status, q + 1, sem="relaxed", scope="sys")
+                seen = tl.atomic_add(flag, 0, sem="acquire", scope="sys")
+    tl.debug_barrier()
+    return failed
+
+
+@triton.jit
+def begin(ctrl, b, timeout_ns):
+    """This program's last step of the previous call, and the deadline of this one's waits."""
+    seq = tl.load(ctrl + b)
+    return seq, now_ns(seq) + timeout_ns
+
+
+@triton.jit
+def status_word(status_addr):
+    return status_addr.to(tl.pointer_type(tl.int64))
+
+
+@triton.jit
+def finish(ctrl, b, last_step):
+    tl.store(ctrl + b, last_step)

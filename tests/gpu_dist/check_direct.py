@@ -1,0 +1,263 @@
+"""GPU ranks, the direct API of hpvm_py.distributed.gpu.launch, against torch references on fresh
+random inputs: every collective, dtype and reduction, both all-reduce algorithms at sizes from one
+element to 64 MiB; back-to-back calls without host synchronisation (the device epochs); a CUDA
+graph of collectives replayed; and last, a rank that skips a call (the device wait times out and
+names it). Run on 2+ GPUs: `mpirun -n 2 python tests/gpu_dist/check_direct.py SEED`.
+Prints `rank R: N checks ok` and, for the fault, `rank R: FAULT missing ok` on the waiting rank.
+"""
+import sys
+
+import torch
+
+import hpvm_py as hpvm
+from hpvm_py.distributed.gpu import launch as G
+from hpvm_py.errors import HPVMTimeoutError
+
+SEED = int(sys.argv[1])
+hpvm.distributed.init(timeout=20, device="cuda")
+RANK, WORLD = hpvm.distributed.rank(), hpvm.distributed.world_size()
+DEV = torch.device("cuda", torch.cuda.current_device())
+TYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64,
+         "i32": torch.int32, "u8": torch.uint8, "i64": torch.int64}
+TOL = {"f32": 1e-5, "f64": 1e-12, "f16": 2e-3, "bf16": 1.6e-2}
+checks = 0
+heap = hpvm.symmetric.empty((64 << 20) + (8 << 20), torch.uint8)  # one arena, views reused
+cursor = 0
+
+
+def region(n: int, dtype: torch.dtype) -> torch.Tensor:
+    """A fresh heap view of n elements (the same offsets on every rank)."""
+    global cursor
+    esize = torch.empty(0, dtype=dtype).element_size()
+    start = -(-cursor // 256) * 256
+    cursor = start + n * esize
+    assert cursor <= heap.numel()
+    return heap[start:cursor].view(dtype)
+
+
+def reset() -> None:
+    global cursor
+    cursor = 0
+
+
+def parts(dtype: str, n: int, salt: int) -> list[torch.Tensor]:
+    out = []
+    for q in range(WORLD):
+        g = torch.Generator(device=DEV).manual_seed(SEED * 7919 + salt * 131 + q)
+        if dtype in TOL:
+            out.append(torch.randn(n, generator=g, device=DEV, dtype=torch.float32).to(TYPES[dtype]))
+        else:
+            out.append(torch.randint(0, 100, (n,), generator=g, device=DEV).to(TYPES[dtype]))
+    return out
+
+
+def reduce_ref(ps: list[torch.Tensor], op: str, dtype: str) -> torch.Tensor:
+    wide = torch.float64 if dtype in TOL else ps[0].dtype
+    acc = ps[0].to(wide)
+    for p in ps[1:]:
+        p = p.to(wide)
+        acc = acc + p if op == "sum" else (torch.maximum(acc, p) if op == "max" else torch.minimum(acc, p))
+    return acc
+
+
+def check(name: str, got: torch.Tensor, want: torch.Tensor, dtype: str) -> None:
+    global checks
+    torch.cuda.synchronize()
+    if dtype in TOL:
+        ok = torch.allclose(got.double(), want.double(), rtol=TOL[dtype], atol=TOL[dtype])
+    else:
+        ok = torch.equal(got, want.to(got.dtype))
+    if not ok:
+        bad = (got.double() - want.double()).abs().argmax()
+        raise AssertionError(f"rank {RANK}: {name}: worst at {int(bad)}: got {got[bad].item()}, "
+                             f"want {want[bad].item()}")
+    checks += 1
+
+
+def all_reduce_cases() -> None:
+    salt = 0
+    cases = [("f32", "sum"), ("f32", "max"), ("f32", "min"), ("bf16", "sum"), ("bf16", "max"),
+             ("f16", "sum"), ("f64", "sum"), ("i32", "sum"), ("i32", "min"), ("u8", "max"), ("i64", "min")]
+    for dtype, op in cases:
+        if True:
+            for n in (1, 1000, 70_003):
+                for algorithm in ("one_shot", "two_shot"):
+                    salt += 1
+                    reset()
+                    ps = parts(dtype, n, salt)
+                    x = region(n, TYPES[dtype])
+                    x.copy_(ps[RANK])
+                    G.all_reduce(x, op, algorithm)
+                    check(f"all_reduce {dtype} {op} n={n} {algorithm}", x, reduce_ref(ps, op, dtype), dtype)
+    for n in (1 << 20, (16 << 20) + 5, 32 << 20):  # bf16 elements: 2 MiB to 64 MiB
+        for algorithm in ("one_shot", "two_shot"):
+            salt += 1
+            reset()
+            ps = parts("bf16", n, salt)
+            x = region(n, torch.bfloat16)
+            x.copy_(ps[RANK])
+            G.all_reduce(x, "sum", algorithm)
+            check(f"all_reduce bf16 n={n} {algorithm}", x, reduce_ref(ps, "sum", "bf16"), "bf16")
+
+
+def bit_identity() -> None:
+    """Both algorithms and every rank give the same bits (rank-order combination in f32)."""
+    global checks
+    reset()
+    n = 300_001
+    ps = parts("bf16", n, 999)
+    one, two = region(n, torch.bfloat16), region(n, torch.bfloat16)
+    one.copy_(ps[RANK])
+    two.copy_(ps[RANK])
+    G.all_reduce(one, "sum", "one_shot")
+    G.all_reduce(two, "sum", "two_shot")
+    everyone = region(n * WORLD, torch.bfloat16)
+    G.all_gather(one, everyone)
+    torch.cuda.synchronize()
+    assert torch.equal(one.view(torch.int16), two.view(torch.int16)), "one-shot and two-shot differ"
+    for q in range(WORLD):
+        assert torch.equal(everyone[q * n:(q + 1) * n].view(torch.int16), one.view(torch.int16)), q
+    checks += 1
+
+
+def other_collectives() -> None:
+    salt = 5000
+    for dtype in ("f32", "bf16", "i32", "u8"):
+        for n in (1, 4097, 1 << 20):
+            salt += 1
+            reset()
+            ps = parts(dtype, n, salt)
+            src, dst = region(n, TYPES[dtype]), region(n * WORLD, TYPES[dtype])
+            src.copy_(ps[RANK])
+            G.all_gather(src, dst)
+            check(f"all_gather {dtype} n={n}", dst, torch.cat(ps), dtype)
+            whole = parts(dtype, n * WORLD, salt + 10_000)
+            big, mine = region(n * WORLD, TYPES[dtype]), region(n, TYPES[dtype])
+            big.copy_(whole[RANK])
+            for op in ("sum", "max"):
+                G.reduce_scatter(big, mine, op)
+                want = reduce_ref(whole, op, dtype)[RANK * n:(RANK + 1) * n]
+                check(f"reduce_scatter {dtype} {op} n={n}", mine, want, dtype)
+            for root in range(WORLD):
+                buf = region(n, TYPES[dtype])
+                buf.copy_(ps[RANK])
+                G.broadcast(buf, root)
+                check(f"broadcast {dtype} root={root} n={n}", buf, ps[root], dtype)
+
+
+def rmsnorm() -> None:
+    salt = 9000
+    for dtype, rows, hidden in (("f32", 7, 1000), ("bf16", 64, 4096), ("f16", 3, 129), ("bf16", 2, 20000)):
+        salt += 1
+        reset()
+        xs = parts(dtype, rows * hidden, salt)
+        res = parts(dtype, rows * hidden, salt + 1)[0]  # the same residual everywhere
+        w = parts(dtype, hidden, salt + 2)[0]
+        x, r, wt = region(rows * hidden, TYPES[dtype]), region(rows * hidden, TYPES[dtype]), region(hidden, TYPES[dtype])
+        x.copy_(xs[RANK])
+        r.copy_(res)
+        wt.copy_(w)
+        G.all_reduce_rmsnorm(x, r, wt, hidden, 1e-6)
+        total = reduce_ref(xs, "sum", dtype) + res.double()
+        rows_ = total.view(rows, hidden)
+        want = rows_ / torch.sqrt(rows_.square().mean(1, keepdim=True) + 1e-6) * w.double()
+        check(f"rmsnorm {dtype} residual", r, total, dtype)
+        check(f"rmsnorm {dtype} x", x, want.view(-1), dtype)
+
+
+def back_to_back() -> None:
+    """Eight all-reduces queued without a host synchronisation, half of them on one buffer twice:
+    the device epochs keep the calls apart."""
+    reset()
+    n = 50_000
+    bufs, wants = [], []
+    for k in range(8):
+        ps = [p.round() for p in parts("f32", n, 20_000 + k)]  # integers: exact sums in any order
+        x = region(n, torch.float32)
+        x.copy_(ps[RANK])
+        bufs.append(x)
+        wants.append(reduce_ref(ps, "sum", "f32"))
+    torch.cuda.synchronize()
+    for k, x in enumerate(bufs):
+        G.all_reduce(x, "sum", "one_shot" if k % 2 else "two_shot")
+        if k < 4:
+            G.all_reduce(x, "sum")  # again, in place: WORLD x the sum
+    for k, x in enumerate(bufs):
+        check(f"back-to-back {k}", x, wants[k] * (WORLD if k < 4 else 1), "f32")
+
+
+def cuda_graph() -> None:
+    """Collectives captured in a CUDA graph and replayed with fresh inputs."""
+    reset()
+    n = 100_000
+    x, y = region(n, torch.bfloat16), region(n * WORLD, torch.bfloat16)
+    src = torch.empty(n, dtype=torch.bfloat16, device=DEV)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        G.all_reduce(x, "sum")  # compile outside the capture
+        G.all_gather(x, y)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            x.copy_(src)
+            G.all_reduce(x, "sum")
+            G.all_gather(x, y)
+    for k in range(5):
+        ps = parts("bf16", n, 30_000 + k)
+        src.copy_(ps[RANK])
+        graph.replay()
+        want = reduce_ref(ps, "sum", "bf16").to(torch.bfloat16)
+        check(f"cuda graph replay {k} all_reduce", x, want, "bf16")
+        check(f"cuda graph replay {k} all_gather", y, want.repeat(WORLD), "bf16")
+
+
+def bad_buffers() -> None:
+    """Tensors off the heap, or not contiguous, are refused before anything is launched."""
+    global checks
+    from hpvm_py.errors import DistributedError
+
+    reset()
+    x = region(64, torch.float32)
+    for name, t, rule in (("off the heap", torch.zeros(64, device=DEV), "buffer-on-heap"),
+                          ("strided", x.view(8, 8).t(), None)):
+        try:
+            G.all_reduce(t, "sum")
+        except DistributedError as exc:
+            assert rule is None or exc.rule == rule, (name, exc)
+            checks += 1
+            continue
+        raise AssertionError(f"rank {RANK}: a tensor {name} was accepted")
+
+
+def missing_rank() -> None:
+    """The last rank skips a call: the others' kernels give up after the timeout and name it."""
+    reset()
+    x = region(1000, torch.float32)
+    x.fill_(1.0)
+    torch.cuda.synchronize()
+    from hpvm_py.distributed import ranks
+
+    ranks.current().timeout = 2.0
+    if RANK == WORLD - 1:
+        print(f"rank {RANK}: FAULT missing skipped", flush=True)
+        return
+    G.all_reduce(x, "sum")
+    try:
+        G.synchronize()
+    except HPVMTimeoutError as exc:
+        assert f"rank {WORLD - 1} did not arrive within 2 s" in str(exc), str(exc)
+        print(f"rank {RANK}: FAULT missing ok", flush=True)
+        return
+    raise AssertionError("no timeout")
+
+
+all_reduce_cases()
+bit_identity()
+other_collectives()
+rmsnorm()
+back_to_back()
+cuda_graph()
+bad_buffers()
+print(f"rank {RANK}: {checks} checks ok", flush=True)
+missing_rank()

@@ -1,0 +1,49 @@
+#!/bin/bash
+# The GPU-rank suite (pytest does not collect it; CI has no GPU). On a machine with 2+ GPUs, from
+# the repository root: bash tests/gpu_dist/run_device.sh [OUTDIR]. Runs the direct-API checks, every
+# communication node on the gpu target (heap kernels, then NCCL with the ranks forced onto "two
+# hosts"), tests/programs' tp_mlp example, then the benchmark against NCCL.
+set -u
+OUTDIR=${1:-${OUT:-/tmp/gpu_dist}}
+mkdir -p "$OUTDIR"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1 MASTER_ADDR=127.0.0.1
+export PYTHONPATH=${PYTHONPATH:-}:$PWD
+GPUS=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+N=${NRANKS:-$GPUS}  # NRANKS=2 on one GPU: the ranks share it (HPVM_DIST_SHARE_GPUS; checks only)
+export HPVM_DIST_SHARE_GPUS=$(( N > GPUS ))
+MPI="mpirun --allow-run-as-root --oversubscribe -n $N -x PYTHONPATH -x NCCL_NVLS_ENABLE
+     -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x PYTHONUNBUFFERED -x MASTER_ADDR -x HPVM_HEAP_BYTES
+     -x HPVM_TEST_OUT -x HPVM_COMM_FORCE_REMOTE -x HPVM_DIST_SHARE_GPUS"
+SEED=${SEED:-$RANDOM}
+echo "seed $SEED, $N GPUs"
+step() {  # name, timeout, command...; ONLY="name ..." runs just those steps
+    local name=$1 limit=$2; shift 2
+    case " ${ONLY:-$name} " in *" $name "*) ;; *) return ;; esac
+    echo "== $name"
+    timeout "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
+    echo "exit $?"; grep -E "checks ok|FAULT|Error|error" "$OUTDIR/$name.log" | head -20
+}
+export HPVM_HEAP_BYTES=96M HPVM_TEST_OUT=$OUTDIR HPVM_COMM_FORCE_REMOTE=0
+step direct 240 $MPI python3 tests/gpu_dist/check_direct.py "$SEED"
+export HPVM_TEST_OUT=$OUTDIR/nodes; mkdir -p "$HPVM_TEST_OUT"
+step nodes 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" gpu
+cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+export HPVM_TEST_OUT=$OUTDIR/nvptx; mkdir -p "$HPVM_TEST_OUT"
+step nvptx 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" nvptx
+cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+export HPVM_TEST_OUT=$OUTDIR/faults; mkdir -p "$HPVM_TEST_OUT"
+step faults 240 $MPI python3 tests/programs/dist_faults.py gpu
+cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+step tp_mlp 120 $MPI python3 examples/tp_mlp.py --target gpu
+if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank
+    export HPVM_TEST_OUT=$OUTDIR/remote HPVM_COMM_FORCE_REMOTE=1; mkdir -p "$HPVM_TEST_OUT"
+    step remote 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" gpu
+    cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+    export HPVM_TEST_OUT=$OUTDIR/remote-faults; mkdir -p "$HPVM_TEST_OUT"
+    step remote-faults 240 $MPI python3 tests/programs/dist_faults.py gpu
+    cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+    export HPVM_COMM_FORCE_REMOTE=0
+    unset HPVM_HEAP_BYTES
+    step bench 300 python3 benchmarks/collectives.py --gpu ${BENCH_ARGS:-}
+    cat "$OUTDIR/bench.log" 2>/dev/null
+fi

@@ -1,0 +1,37 @@
+"""Compile every GPU collective kernel for an H100 (sm_90) without a GPU (Triton's compiler and
+ptxas run on the CPU) and print what the tests check in the PTX: the flags' ordering (release
+exchanges and acquire loads at system scope), the bounded wait's clock, and 16-byte peer loads.
+Run without TRITON_INTERPRET (which would make triton.jit interpret).
+
+Prints `KERNEL release=N acquire=N timer=N v4=N` for each kernel.
+"""
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from hpvm_py.distributed.gpu import kernels as K
+
+SM90 = GPUTarget("cuda", 90, 32)
+COMMON = {"ctrl": "*i64", "bases": "*i64", "rank": "i32", "status_addr": "i64", "timeout_ns": "i64"}
+CASES = [  # kernel, leading arguments, constexprs (every kernel for two and four ranks)
+    (K.all_reduce_one_shot, {"buf": "*bf16", "n": "i32"}, {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 8192}),
+    (K.all_reduce_two_shot, {"buf": "*fp32", "n": "i32"}, {"OP": 1, "WIDEN": False, "ELEM": 4, "BLOCK": 4096}),
+    (K.all_gather, {"src": "*fp16", "dst": "*fp16", "n": "i32"}, {"ELEM": 2, "BLOCK": 8192}),
+    (K.reduce_scatter, {"src": "*i32", "dst": "*i32", "n": "i32"}, {"OP": 2, "WIDEN": False, "ELEM": 4, "BLOCK": 4096}),
+    (K.broadcast, {"buf": "*u8", "n": "i32", "root": "i32"}, {"ELEM": 1, "BLOCK": 16384}),
+    (K.all_reduce_rmsnorm, {"x": "*bf16", "residual": "*bf16", "weight": "*bf16", "rows": "i32",
+                            "hidden": "i32", "eps": "fp32"}, {"WIDEN": True, "ELEM": 2, "BLOCK": 4096}),
+]
+
+for kernel, leading, constexprs in CASES:
+    for world in (2, 4):
+        consts = {**constexprs, "WORLD": world}
+        signature = {**leading, **COMMON, **{name: "constexpr" for name in consts}}
+        # what the launcher's specialisation gives: 16-byte aligned pointers, sizes divisible by 16
+        aligned = {(i,): [["tt.divisibility", 16]] for i, (name, t) in enumerate(signature.items())
+                   if t.startswith("*") or name in ("n", "hidden")}
+        ptx = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=consts, attrs=aligned),
+                             target=SM90).asm["ptx"]
+        print(f"{kernel.__name__}/{world} release={ptx.count('atom.global.sys.release.exch.b64')} "
+              f"acquire={ptx.count('ld.global.sys.acquire.b64')} timer={ptx.count('%globaltimer')} "
+              f"v4={ptx.count('ld.global.v4')}", flush=True)

@@ -1,0 +1,93 @@
+"""The GPU path of communication nodes, as far as a machine without a GPU can check it: the
+kernels compile for sm_90 with the flag protocol's ordering in the PTX, the chooser, the device
+choice at init, and the heap protocol of the CPU heap. The GPU-rank runs themselves are
+tests/gpu_dist/run_device.sh (on a machine with 2+ GPUs; docs/distributed.md, "GPU ranks")."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py.distributed import chooser
+from hpvm_py.errors import DistributedError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_collective_kernels_compile_with_ordered_flags() -> None:
+    pytest.importorskip("triton.backends.nvidia")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run([sys.executable, str(ROOT / "tests" / "programs" / "gpu_collectives_ptx.py")],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 12, result.stdout
+    for line in lines:
+        name, *fields = line.split()
+        counts = {k: int(v) for k, v in (f.split("=") for f in fields)}
+        world = int(name.split("/")[1])
+        # the arrival and the final (or per-chunk) step signal every peer with a release exchange,
+        # and poll with acquire loads; the bounded waits read the global timer
+        assert counts["release"] >= 2 * (world - 1), line
+        assert counts["acquire"] >= 2 * (world - 1), line
+        assert counts["timer"] >= 2, line
+        assert counts["v4"] >= 1, line  # data moves in 16-byte vectors
+
+
+def test_gpu_chooser_by_size_and_world(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HPVM_COMM_ONESHOT_BYTES", raising=False)
+    for world, limit in chooser.GPU_ONESHOT_BYTES.items():
+        assert chooser.choose_gpu("all_reduce", min(limit, 1 << 30), world) == "one_shot"
+        if limit < 1 << 40:
+            assert chooser.choose_gpu("all_reduce", limit + 1, world) == "two_shot"
+    assert chooser.choose_gpu("all_gather", 1 << 30, 2) == "direct"
+    monkeypatch.setenv("HPVM_COMM_ONESHOT_BYTES", "4096")
+    assert chooser.choose_gpu("all_reduce", 4096, 2) == "one_shot"
+    assert chooser.choose_gpu("all_reduce", 4097, 2) == "two_shot"
+
+
+def test_init_device_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpvm_py.backends.cuda.devices import cuda_available
+
+    with pytest.raises(DistributedError, match=r"device='tpu' is not one of cpu, cuda") as info:
+        hpvm.distributed.init(device="tpu")
+    assert "test_gpu_collectives.py" in str(info.value)
+    monkeypatch.setenv("HPVM_DIST_DEVICE", "gpu0")
+    with pytest.raises(DistributedError, match=r"device='gpu0'"):
+        hpvm.distributed.init()
+    if not cuda_available():
+        monkeypatch.delenv("HPVM_DIST_DEVICE")
+        with pytest.raises(DistributedError, match="torch sees no CUDA GPU"):
+            hpvm.distributed.init(device="cuda")
+    assert not hpvm.distributed.is_initialized()
+
+
+def test_cpu_heap_speaks_the_heap_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HPVM_HEAP_BYTES", "1M")
+    hpvm.distributed.init(timeout=5, device="cpu")
+    try:
+        from hpvm_py.distributed import ranks
+
+        heap = ranks.current().heap
+        assert heap.device == "host" and heap.world_size == 1 and heap.rank == 0
+        assert heap.bases_array.dtype == np.int64 and int(heap.bases_array[0]) == heap.my_base
+        x = hpvm.symmetric.empty(100, hpvm.f32)
+        assert heap.contains(x.data_ptr(), x.nbytes)
+        assert not heap.contains(x.data_ptr(), x.nbytes + heap.free_bytes + 1)  # runs past the top
+        assert not heap.contains(heap.my_base, 8)  # the control block is no user memory
+        assert heap.translate(x.data_ptr(), 0) == x.data_ptr()
+    finally:
+        hpvm.distributed.finalize()
+
+
+def test_gpu_suite_is_not_collected_by_pytest() -> None:
+    """The device suite runs under mpirun on GPUs; pytest must not import it (it joins ranks)."""
+    names = [p.name for p in (ROOT / "tests" / "gpu_dist").iterdir()]
+    assert "check_direct.py" in names and not any(re.match(r"test_.*\.py$", n) for n in names)
