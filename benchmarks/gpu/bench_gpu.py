@@ -35,6 +35,7 @@ import vadd  # noqa: E402
 from hpvm_py import In, InOut, Ptr, f32, i64  # noqa: E402
 from hpvm_py.backends.base import BufferArg  # noqa: E402
 from hpvm_py.backends.triton import kernel as tk  # noqa: E402
+from numba_peers import numba_sgemm  # noqa: E402
 
 RESULTS: dict[str, float] = {}
 
@@ -163,37 +164,6 @@ def bench_stencil(dev: str) -> None:
         best = ms if best is None else min(best, ms)
     print(f"  stencil {gbs(eff, gen):.0f} GB/s effective (hpvm.launch), {gbs(eff, kern):.0f} (kernel); "
           f"ratio best hand/generated: launch {best / gen:.3f}x, kernel {best / kern:.3f}x")
-
-
-def numba_sgemm():
-    """The Parboil leaf written per thread in numba-cuda (16 x 16 shared tiles), or None."""
-    try:
-        if not hasattr(np, "row_stack"):  # numba-cuda 0.30 still names it; NumPy 2.5 removed it
-            np.row_stack = np.vstack
-        from numba import cuda, float32
-    except Exception as exc:  # noqa: BLE001 - the peer is optional
-        print("numba-cuda unavailable:", exc)
-        return None
-
-    @cuda.jit
-    def sgemm_numba(a, b, c, k):
-        sa = cuda.shared.array((16, 16), float32)
-        sb = cuda.shared.array((16, 16), float32)
-        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-        row = cuda.blockIdx.y * 16 + ty
-        col = cuda.blockIdx.x * 16 + tx
-        acc = float32(0.0)
-        for t in range(k // 16):
-            sa[ty, tx] = a[row, t * 16 + tx]
-            sb[ty, tx] = b[t * 16 + ty, col]
-            cuda.syncthreads()
-            for kk in range(16):
-                acc += sa[ty, kk] * sb[kk, tx]
-            cuda.syncthreads()
-        c[row, col] = acc
-
-    return lambda A, B, C, K: sgemm_numba[(C.shape[1] // 16, C.shape[0] // 16), (16, 16)](
-        cuda.as_cuda_array(A), cuda.as_cuda_array(B), cuda.as_cuda_array(C), K)
 
 
 def bench_sgemm(dev: str) -> None:

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpu"))  # the CPU 
 if not hasattr(np, "row_stack"):  # numba-cuda 0.30 still names it; NumPy 2.5 removed it
     np.row_stack = np.vstack
 from numba import cuda, float32, int32  # noqa: E402
+from numba_peers import numba_sgemm  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import hpvm_py as hpvm  # noqa: E402
@@ -170,26 +171,9 @@ ms = bench(lambda: kernel.launch(values, [], extents))
 print(f"sgemm 4096 nvptx (example leaf, 16x16 tiles): {ms:.3f} ms {flops / ms / 1e9:.1f} TFLOP/s")
 
 
-@cuda.jit
-def sgemm_numba(a, b, c, k):
-    sa = cuda.shared.array((16, 16), float32)
-    sb = cuda.shared.array((16, 16), float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    row = cuda.blockIdx.y * 16 + ty
-    col = cuda.blockIdx.x * 16 + tx
-    acc = float32(0.0)
-    for t in range(k // 16):
-        sa[ty, tx] = a[row, t * 16 + tx]
-        sb[ty, tx] = b[t * 16 + ty, col]
-        cuda.syncthreads()
-        for kk in range(16):
-            acc += sa[ty, kk] * sb[kk, tx]
-        cuda.syncthreads()
-    c[row, col] = acc
-
-
-dA, dB, dC = cuda.as_cuda_array(A), cuda.as_cuda_array(B), cuda.as_cuda_array(C)
-ms = bench(lambda: sgemm_numba[(N // 16, M // 16), (16, 16)](dA, dB, dC, K))
+peer_sgemm = numba_sgemm()
+assert peer_sgemm is not None  # numba-cuda is imported above
+ms = bench(lambda: peer_sgemm(A, B, C, K))
 print(f"sgemm 4096 numba-cuda 16x16 shared tiles: {ms:.3f} ms {flops / ms / 1e9:.1f} TFLOP/s")
 
 # -- histogram with per-block shared atomics -------------------------------------------------------

@@ -168,20 +168,13 @@ class TorchTransport(Transport):
             self._store.delete_key(f"{self._prefix}/x{self._seq - 2}/{self.rank}")
         return got
 
-    def _run(self, start: Callable[[], Any], timeout: float) -> None:
-        work = start()
-        try:
-            work.wait(datetime.timedelta(seconds=timeout))
-        except RuntimeError as exc:
-            raise RanksMissing([], timeout) from exc
-
     def all_reduce(self, buf: Any, op: str, timeout: float) -> None:
-        self._run(lambda: self._dist.all_reduce(buf, self._ops[op], async_op=True), timeout)
+        run_torch_work(lambda: self._dist.all_reduce(buf, self._ops[op], async_op=True), timeout)
 
     def all_gather(self, src: Any, dst: Any, timeout: float) -> None:
         # all_gather_single is the newer name (torch 2.13 deprecates the older one)
         gather = getattr(self._dist, "all_gather_single", None) or self._dist.all_gather_into_tensor
-        self._run(lambda: gather(dst, src, async_op=True), timeout)
+        run_torch_work(lambda: gather(dst, src, async_op=True), timeout)
 
     def reduce_scatter(self, src: Any, dst: Any, op: str, timeout: float) -> None:
         # gloo has no reduce_scatter: reduce everything, keep this rank's block
@@ -191,8 +184,17 @@ class TorchTransport(Transport):
         dst.copy_(whole[self.rank * n:(self.rank + 1) * n])
 
     def broadcast(self, buf: Any, root: int, timeout: float) -> None:
-        self._run(lambda: self._dist.broadcast(buf, root, async_op=True), timeout)
+        run_torch_work(lambda: self._dist.broadcast(buf, root, async_op=True), timeout)
 
     def close(self) -> None:
         if self._dist.is_initialized():
             self._dist.destroy_process_group()
+
+
+def run_torch_work(start: Callable[[], Any], timeout: float) -> None:
+    """Start an asynchronous torch.distributed collective and wait for it at most `timeout` s."""
+    work = start()
+    try:
+        work.wait(datetime.timedelta(seconds=timeout))
+    except RuntimeError as exc:
+        raise RanksMissing([], timeout) from exc

@@ -10,10 +10,9 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-from typing import Any, Callable
+from typing import Any
 
-from ..transport import Transport
-from ..waiting import RanksMissing
+from ..transport import Transport, run_torch_work
 
 
 class NcclEngine(Transport):
@@ -46,27 +45,24 @@ class NcclEngine(Transport):
     def exchange(self, obj: Any, timeout: float) -> list[Any]:
         return self._host.exchange(obj, timeout)
 
-    def _run(self, start: Callable[[], Any], timeout: float) -> None:
-        work = start()
-        try:
-            work.wait(datetime.timedelta(seconds=timeout))
-        except RuntimeError as exc:
-            raise RanksMissing([], timeout) from exc
-
     def all_reduce(self, buf: Any, op: str, timeout: float) -> None:
-        self._run(lambda: self._dist.all_reduce(buf, self._ops[op], group=self._group, async_op=True),
-                  timeout)
+        group = self._group
+        run_torch_work(lambda: self._dist.all_reduce(buf, self._ops[op], group=group, async_op=True),
+                       timeout)
 
     def all_gather(self, src: Any, dst: Any, timeout: float) -> None:
-        self._run(lambda: self._dist.all_gather_into_tensor(dst, src, group=self._group, async_op=True),
-                  timeout)
+        group = self._group
+        run_torch_work(lambda: self._dist.all_gather_into_tensor(dst, src, group=group, async_op=True),
+                       timeout)
 
     def reduce_scatter(self, src: Any, dst: Any, op: str, timeout: float) -> None:
-        self._run(lambda: self._dist.reduce_scatter_tensor(dst, src, self._ops[op], group=self._group,
-                                                           async_op=True), timeout)
+        group = self._group
+        run_torch_work(lambda: self._dist.reduce_scatter_tensor(dst, src, self._ops[op], group=group,
+                                                                async_op=True), timeout)
 
     def broadcast(self, buf: Any, root: int, timeout: float) -> None:
-        self._run(lambda: self._dist.broadcast(buf, root, group=self._group, async_op=True), timeout)
+        run_torch_work(lambda: self._dist.broadcast(buf, root, group=self._group, async_op=True),
+                       timeout)
 
     def close(self) -> None:
         if self._group is None and self._dist.is_initialized():
