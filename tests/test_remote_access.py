@@ -269,12 +269,11 @@ def test_a_peer_heap_not_mapped_here_is_refused(stand_in_world: Any) -> None:
     assert info.value.rule == "remote-host" and "rank(s) [1]" in str(info.value)
 
 
+@pytest.mark.parametrize("target", ["cpu", "python"])  # GPU targets: the backend-level tests
 def test_a_graph_launch_in_a_stand_in_world_checks_the_heap(target: str, stand_in_world: Any) -> None:
     """Through hpvm.launch on the host targets: the user's heap tensors are used in place."""
     import torch
 
-    if target not in ("cpu", "python"):
-        pytest.skip("GPU targets copy host buffers to the device: covered by the backend-level tests")
     heap = StandInHeap("cpu")
     stand_in_world(heap)
     src, got, inbox = (heap.empty(N, torch.float32) for _ in range(3))
@@ -291,13 +290,12 @@ def test_a_graph_launch_in_a_stand_in_world_checks_the_heap(target: str, stand_i
     assert info.value.loc.line == line_of("ATOMIC")
 
 
+@pytest.mark.parametrize("target", ["cpu", "python"])  # GPU targets: the backend-level tests
 def test_a_stream_checks_every_item_s_buffers_on_the_heap(target: str, stand_in_world: Any) -> None:
     """A stream stage reuses its packed launch from item to item (rt/stage_launch.py); an item whose
     buffer behind a remote access is off the heap must still be refused, after items that were on it."""
     import torch
 
-    if target not in ("cpu", "python"):
-        pytest.skip("GPU targets copy host buffers to the device: covered by the backend-level tests")
     heap = StandInHeap("cpu")
     stand_in_world(heap)
     items = [[heap.empty(N, torch.float32) for _ in range(3)] + [heap.empty(COUNTERS, torch.int64)]
