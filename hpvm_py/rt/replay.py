@@ -262,6 +262,9 @@ class Recorder:
                 fetch_at_end.append(produced[2])
         # one CUDA graph can hold the kernels when the host reads nothing and checks nothing
         # between them
+        keyed = set(positions)
+        for step in self.steps:  # integer arguments match the recorded ones: already packed
+            step.from_args = [(i, port, t) for i, port, t in step.from_args if port not in keyed]
         graphable = all(hasattr(s.prepared, "start") and not s.from_outputs and not s.fetch_before
                         and s.redecide is None and s.prepared.on_any_stream for s in self.steps)
         recording = Recording(args, positions, self.steps, list(outputs), written=written,
@@ -361,13 +364,16 @@ def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
 
 
 def _launch_step(func: D.GraphFunc, step: _Step, args: tuple[Any, ...], stream: Any = None) -> None:
-    params = func.params
-    uniforms = {i: scalar_argument(func, params[port].name, t, args[port])
-                for i, port, t in step.from_args}
-    uniforms.update((i, array[0]) for i, array in step.from_outputs)
-    prepared = step.launch_for(uniforms)
-    for i, value in uniforms.items():
-        prepared.set_uniform(i, value)
+    prepared = step.prepared
+    if step.from_args or step.from_outputs or step.redecide is not None:
+        params = func.params
+        uniforms = {i: scalar_argument(func, params[port].name, t, args[port])
+                    for i, port, t in step.from_args}
+        for i, array in step.from_outputs:
+            uniforms[i] = array[0]
+        prepared = step.launch_for(uniforms)
+        for i, value in uniforms.items():
+            prepared.set_uniform(i, value)
     if hasattr(prepared, "start"):
         prepared.start(stream)  # GPU outputs: fetched where the host reads them
     else:
