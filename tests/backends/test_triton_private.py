@@ -67,6 +67,26 @@ def test_adds_and_subs_under_masks_and_loops_agree_with_the_cpu_target(tmp_path:
     np.testing.assert_array_equal(results["gpu"], (expected % 2**32).astype(np.uint32))
 
 
+def test_steps_at_the_ends_of_the_type_wrap_as_the_atomics_do(tmp_path: Path, rng) -> None:
+    """Found by the differential fuzzer: a privatised sub of -2**31 negated the step past i32."""
+    assert "tl.histogram(" in emitted(tmp_path, ROOT / "tests" / "programs" / "count_leaves.py",
+                                      "extreme_steps_root")
+    n, nbins = 3000, 16
+    data = rng.integers(-10**6, 10**6, n, dtype=np.int32)
+    start = rng.integers(-2**31, 2**31, nbins, dtype=np.int64).astype(np.int32)
+    results = {}
+    for target in ("cpu", "gpu"):
+        bins = start.copy()
+        with hpvm.runtime(target):
+            hpvm.wait(hpvm.launch(C.extreme_steps_root, data, data.nbytes, bins, bins.nbytes, nbins, n))
+            hpvm.request_memory(bins)
+        results[target] = bins
+    np.testing.assert_array_equal(results["gpu"], results["cpu"])
+    expected = start.astype(np.int64)
+    np.add.at(expected, data.astype(np.int64) % nbins, 2**31)  # -(-2**31) + (2**31 - 1) - (2**31 - 1)
+    np.testing.assert_array_equal(results["gpu"], expected.astype(np.uint32).astype(np.int32))
+
+
 def test_atomics_whose_old_value_is_used_stay_atomic(tmp_path: Path, rng) -> None:
     assert "tl.histogram(" not in emitted(tmp_path, ROOT / "tests" / "programs" / "count_leaves.py",
                                           "ticket_root")

@@ -92,3 +92,20 @@ def half_atomics_root(x: In[Ptr[f32]], x_bytes: i64, idx: In[Ptr[i32]], idx_byte
                       old: InOut[Ptr[f32]], old_bytes: i64, n: i64):
     hpvm.node(half_atomics, grid=n, x=x, x_bytes=x_bytes, idx=idx, idx_bytes=idx_bytes, h=h,
               h_bytes=h_bytes, b=b, b_bytes=b_bytes, old=old, old_bytes=old_bytes)
+
+
+@hpvm.leaf
+def extreme_steps(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bins_bytes: i64,
+                  nbins: i64):
+    """Constant steps at the ends of i32: subtracting -2**31 wraps to adding it."""
+    i = hpvm.instance_id(0)
+    hpvm.atomic_sub(bins, hpvm.i64(data[i]) % nbins, hpvm.i32(-2147483648))
+    hpvm.atomic_add(bins, hpvm.i64(data[i]) % nbins, hpvm.i32(2147483647))
+    hpvm.atomic_sub(bins, hpvm.i64(data[i]) % nbins, hpvm.i32(2147483647))
+
+
+@hpvm.graph
+def extreme_steps_root(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bins_bytes: i64,
+                       nbins: i64, n: i64):
+    hpvm.node(extreme_steps, grid=n, data=data, data_bytes=data_bytes, bins=bins, bins_bytes=bins_bytes,
+              nbins=nbins)

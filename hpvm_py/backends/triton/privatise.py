@@ -67,8 +67,9 @@ class PrivateCounts:
         assert isinstance(amount, K.Const)
         step = -int(amount.value) if e.op == "sub" else int(amount.value)
         elem = next(p.elem for p in self.private if p.name == e.ptr.name)
-        if not elem.is_signed:  # a sub of an unsigned count: its wrapped-around addend
-            step %= 1 << elem.bits
+        step %= 1 << elem.bits  # a sub as its wrapped-around addend (counts wrap like the atomics)
+        if elem.is_signed and step >= 1 << (elem.bits - 1):
+            step -= 1 << elem.bits  # e.g. subtracting -2**31 from an i32 adds -2**31
         name = self.names[e.ptr.name]
         index = self.index(e.index, m)
         hist = self.fresh("hist")
