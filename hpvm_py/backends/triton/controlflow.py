@@ -1,0 +1,170 @@
+"""The Triton generator's control flow: returns, ifs and loops. A uniform condition or loop stays
+scalar Triton control flow; a divergent one becomes masks (codegen.py's module docstring): an if
+adds its condition to the mask terms, a loop whose trip count differs per lane runs to the block's
+maximum with the lanes that are done masked off, and break/continue/return clear lanes from the
+masks of the statements after them."""
+from __future__ import annotations
+
+from ...ir import kernel as K
+from ...types import ScalarType
+from . import values as V
+
+
+class Loop:
+    """Mask state of one enclosing loop."""
+
+    def __init__(self, brk: str | None, cnt: str | None):
+        self.brk = brk
+        self.cnt = cnt
+
+
+class ControlFlow:
+    """Mixed into the generator: uses its emit/fresh/expr/block/mask and its mask terms."""
+
+    def return_(self, s: K.Return) -> None:
+        m = self.mask()
+        for j, value in enumerate(s.values):
+            code = self.expr(value, m)
+            if self.full() or not self.live and m == "m0":
+                self.emit(f"ret{j} = {self.broadcast(code) if self.uniform.expr(value) else code}")
+            else:
+                self.emit(f"ret{j} = tl.where({m}, {code}, ret{j})")
+        if self.live:
+            self.emit(f"live = live & ~{m}")
+
+    def if_(self, s: K.If) -> None:
+        if self.uniform.expr(s.cond):
+            cond = self.expr(s.cond, "m0")
+            self.emit(f"if {cond}:")
+            self.indent += 1
+            self.block(s.then)
+            self.emit("pass")
+            self.indent -= 1
+            if s.orelse:
+                self.emit("else:")
+                self.indent += 1
+                self.block(s.orelse)
+                self.emit("pass")
+                self.indent -= 1
+            return
+        m = self.mask()
+        c = self.fresh("c")
+        self.emit(f"{c} = {self.expr(s.cond, m)}")
+        self.terms.append(c)
+        self.block(s.then)
+        self.terms.pop()
+        if s.orelse:
+            self.terms.append(f"~{c}")
+            self.block(s.orelse)
+            self.terms.pop()
+
+    def _loop_state(self, body: K.Block) -> Loop:
+        jumps = [st for st in K.walk_stmts(body) if isinstance(st, (K.Break, K.Continue))
+                 and self._jump_targets(body, st)]
+        brk = self.fresh("brk") if any(isinstance(j, K.Break) for j in jumps) else None
+        cnt = self.fresh("cnt") if any(isinstance(j, K.Continue) for j in jumps) else None
+        if brk:
+            self.emit(f"{brk} = FALSE")
+        if cnt:
+            self.emit(f"{cnt} = FALSE")
+        return Loop(brk, cnt)
+
+    @staticmethod
+    def _jump_targets(body: K.Block, jump: K.Stmt) -> bool:
+        """Whether `jump` (inside body) leaves this loop rather than a loop nested in it."""
+        def visit(block: K.Block) -> bool | None:
+            for st in block:
+                if st is jump:
+                    return True
+                if isinstance(st, K.If):
+                    for sub in (st.then, st.orelse):
+                        found = visit(sub)
+                        if found is not None:
+                            return found
+                elif isinstance(st, (K.For, K.While)):
+                    if any(x is jump for x in K.walk_stmts(st.body)):
+                        return False
+            return None
+        return bool(visit(body))
+
+    def _enter_body(self, loop: Loop) -> None:
+        self.loops.append(loop)
+        if loop.cnt:
+            self.emit(f"{loop.cnt} = FALSE")
+        if loop.brk:
+            self.terms.append(f"~{loop.brk}")
+        if loop.cnt:
+            self.terms.append(f"~{loop.cnt}")
+
+    def _leave_body(self, loop: Loop) -> None:
+        if loop.cnt:
+            self.terms.pop()
+        if loop.brk:
+            self.terms.pop()
+        self.loops.pop()
+
+    def for_(self, s: K.For) -> None:
+        t = self.types[s.var]
+        assert isinstance(t, ScalarType)
+        bounds_uniform = all(self.uniform.expr(x) for x in (s.start, s.stop, s.step))
+        m = self.mask()
+        start, stop, step = (self.fresh(n) for n in ("start", "stop", "step"))
+        self.emit(f"{start} = {self.expr(s.start, m)}")
+        self.emit(f"{stop} = {self.expr(s.stop, m)}")
+        self.emit(f"{step} = {self.expr(s.step, m)}")
+        trip = self.fresh("trip")
+        if t.is_signed:
+            self.emit(f"{trip} = _trip({start}.to(tl.int64), {stop}.to(tl.int64), {step}.to(tl.int64))")
+        else:
+            self.emit(f"{trip} = _trip_unsigned({start}.to(tl.uint64), {stop}.to(tl.uint64), "
+                      f"{step}.to(tl.uint64))")
+        loop = self._loop_state(s.body)
+        k = self.fresh("k")
+        if bounds_uniform:
+            self.emit(f"for {k} in range(0, {trip}):")
+        else:
+            self.emit(f"for {k} in range(0, tl.max(tl.where({m}, {trip}, 0), 0)):")
+        self.indent += 1
+        if not bounds_uniform:
+            act = self.fresh("act")
+            self.emit(f"{act} = {k} < {trip}")
+            self.terms.append(act)
+        self._enter_body(loop)
+        value = f"({start} + ({k} + Z64).to({V.reg(t)}) * {step})"
+        name = self.names[s.var]
+        if self._uniform_var(s.var):
+            self.emit(f"{name} = {value}")
+        else:
+            self.emit(f"{name} = tl.where({self.mask()}, {value}, {name})")
+        self.block(s.body)
+        self.emit("pass")
+        self._leave_body(loop)
+        if not bounds_uniform:
+            self.terms.pop()
+        self.indent -= 1
+
+    def while_(self, s: K.While) -> None:
+        escapes = any(isinstance(st, (K.Break, K.Continue, K.Return)) for st in K.walk_stmts(s.body))
+        if self.uniform.expr(s.cond) and not escapes:
+            self.emit(f"while {self.expr(s.cond, 'm0')}:")
+            self.indent += 1
+            self.block(s.body)
+            self.emit("pass")
+            self.indent -= 1
+            return
+        loop = self._loop_state(s.body)
+        m = self.mask()
+        w = self.fresh("w")
+        self.emit(f"{w} = {m} & {self.expr(s.cond, m)}")
+        self.emit(f"while _any({w}):")
+        self.indent += 1
+        saved = self.terms
+        self.terms = [w]
+        self._enter_body(loop)
+        self.block(s.body)
+        self._leave_body(loop)
+        still = [w] + (["live"] if self.live else []) + ([f"~{loop.brk}"] if loop.brk else [])
+        self.emit(f"{w} = {' & '.join(still)}")
+        self.emit(f"{w} = {w} & {self.expr(s.cond, w)}")
+        self.terms = saved
+        self.indent -= 1
