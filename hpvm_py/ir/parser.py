@@ -81,7 +81,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -92,9 +92,9 @@ from . import kernel as K
 from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, Function,
                   GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
 from .loc import UNKNOWN, Loc, register_source
+from .operations import OPERATIONS
 from .targets import HINT_TARGETS, LEAF_TARGETS, canonical_target, target_problem
 
-_DIMS = {"x": 0, "y": 1, "z": 2}
 _PORT = re.compile(r"(.*)\.([0-9]+)")
 _LOC = re.compile(r"@([0-9]+):([0-9]+):([0-9]+)")
 
@@ -203,57 +203,6 @@ class _Head:
     extra: Any = None  # a leaf's target, a helper's result type
 
 
-@dataclass(frozen=True)
-class _OpSpec:
-    """How `name<type>(args)` reads: whether it takes <type>, its argument kinds, its builder.
-
-    Argument kinds, one letter each: e an expression, v a %variable, l a bare integer (a level).
-    """
-
-    typed: bool
-    args: str
-    build: Callable[[Any, list[Any]], K.Expr]
-
-
-def _op_specs() -> dict[str, _OpSpec]:
-    specs: dict[str, _OpSpec] = {}
-    for op in K.BINARY_OPS:
-        specs[op] = _OpSpec(True, "ee", lambda t, a, op=op: K.BinOp(op=op, lhs=a[0], rhs=a[1],
-                                                                    type=t))
-    for op in K.UNARY_OPS:
-        specs[op] = _OpSpec(True, "e", lambda t, a, op=op: K.UnaryOp(op=op, operand=a[0], type=t))
-    for op in K.COMPARE_OPS:
-        specs[op] = _OpSpec(False, "ee", lambda t, a, op=op: K.Compare(op=op, lhs=a[0], rhs=a[1],
-                                                                       type=_I1))
-    for op in K.LOGICAL_OPS:
-        specs[op] = _OpSpec(False, "ee", lambda t, a, op=op: K.Logical(op=op, lhs=a[0], rhs=a[1],
-                                                                       type=_I1))
-    for name, arity in K.MATH_FUNCTIONS.items():
-        specs[f"math.{name}"] = _OpSpec(True, "e" * arity, lambda t, a, name=name: K.MathCall(
-            name=name, args=a, type=t))
-    for op in K.ATOMIC_OPS:
-        specs[f"atomic.{op}"] = _OpSpec(True, "vee", lambda t, a, op=op: K.Atomic(
-            op=op, ptr=a[0], index=a[1], value=a[2], type=t))
-    specs["remote_atomic.add"] = _OpSpec(True, "veee", lambda t, a: K.Atomic(
-        op="add", ptr=a[0], index=a[1], value=a[2], rank=a[3], type=t))
-    for letter, dim in _DIMS.items():
-        specs[f"instance_id.{letter}"] = _OpSpec(False, "l", lambda t, a, dim=dim: K.InstanceId(
-            dim=dim, level=a[0], type=_I64))
-        specs[f"num_instances.{letter}"] = _OpSpec(False, "l", lambda t, a, dim=dim: K.NumInstances(
-            dim=dim, level=a[0], type=_I64))
-    specs["num_dims"] = _OpSpec(False, "l", lambda t, a: K.NumDims(level=a[0], type=_I32))
-    specs["select"] = _OpSpec(True, "eee", lambda t, a: K.Select(cond=a[0], if_true=a[1],
-                                                                 if_false=a[2], type=t))
-    specs["cast"] = _OpSpec(True, "e", lambda t, a: K.Cast(value=a[0], type=t))
-    specs["load"] = _OpSpec(True, "ve", lambda t, a: K.Load(ptr=a[0], index=a[1], type=t))
-    specs["remote_load"] = _OpSpec(True, "vee", lambda t, a: K.Load(ptr=a[0], index=a[1], rank=a[2],
-                                                                    type=t))
-    specs["malloc"] = _OpSpec(True, "e", lambda t, a: K.Malloc(nbytes=a[0], type=t))
-    return specs
-
-
-_I1, _I32, _I64 = parse_type("i1"), parse_type("i32"), parse_type("i64")
-_OPS = _op_specs()
 _ARG_KINDS = {"e": "a typed value", "v": "a %variable", "l": "a bare integer level"}
 
 
@@ -615,7 +564,7 @@ class _Builder(Transformer):
 
     def op_call(self, callee: tuple[str, Token], t: Type | None, *args: K.Expr | Token) -> K.Expr:
         name, token = callee
-        spec = _OPS.get(name)
+        spec = OPERATIONS.get(name)
         if spec is None:
             raise self._fail(f"unknown operation {name}", token)
         if spec.typed and t is None:
