@@ -22,7 +22,7 @@ from ..base import MAX_INSTANCES, BufferArg, NodeContext
 from ..bounds import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
-from .driver import MALLOC_FAILED_SITE, STORAGE_ALLOC
+from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .jit import LoadedObject
 from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
