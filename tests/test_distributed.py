@@ -24,13 +24,13 @@ from hpvm_py.errors import CompileError, DistributedError, FrontendError, Stream
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "tests" / "programs"
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
+needs_mpiexec = pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}: "
+                                   "install the dist extra (make test does)")
 
 
 def _launch(n: int, script: Path, *args: str, env: dict[str, str] | None = None,
             out: Path | None = None) -> str:
     """Run script on n ranks; returns the combined output (a failing rank fails the test)."""
-    if not MPIEXEC.exists():
-        pytest.skip(f"no mpiexec next to {sys.executable}: install the dist extra (make test does)")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_COMM_")}
     environment.update(PYTHONPATH=str(ROOT), HPVM_HEAP_BYTES="8M", HPVM_NUM_THREADS="1",
                        OMP_NUM_THREADS="1", **(env or {}))
@@ -57,6 +57,7 @@ def seed() -> str:
 # -- real ranks -------------------------------------------------------------------------------
 
 
+@needs_mpiexec
 @pytest.mark.parametrize("ranks, target, remote, checks, paths", [
     (2, "cpu", False, 28, "direct,one_shot,two_shot"),
     (2, "cpu", True, 26, "remote"),  # no translation and bit-identity checks: no peer heap mapped
@@ -71,6 +72,7 @@ def test_every_collective_matches_numpy(ranks: int, target: str, remote: bool, c
         assert lines == [f"rank {r}: {checks} checks ok; paths {paths}"], (lines, output)
 
 
+@needs_mpiexec
 def test_faults_on_the_heap(tmp_path: Path) -> None:
     output = _launch(2, PROGRAMS / "dist_faults.py", out=tmp_path)
     both = [f"FAULT {name} ok" for name in ("size", "dtype", "kind", "offset", "exhausted")]
@@ -82,6 +84,7 @@ def test_faults_on_the_heap(tmp_path: Path) -> None:
     assert rank0[-1] == "FAULT missing ok" and rank1[-1] == "FAULT missing skipped", output
 
 
+@needs_mpiexec
 def test_faults_on_the_engine(tmp_path: Path) -> None:
     output = _launch(2, PROGRAMS / "dist_faults.py", env={"HPVM_COMM_FORCE_REMOTE": "1"}, out=tmp_path)
     both = [f"FAULT {name} ok" for name in ("size", "dtype", "kind", "exhausted", "engine-any-buffer")]
@@ -92,10 +95,9 @@ def test_faults_on_the_engine(tmp_path: Path) -> None:
     assert rank0[-1] == "FAULT missing ok" and rank1[-1] == "FAULT missing skipped", output
 
 
+@needs_mpiexec
 def test_init_faults(tmp_path: Path) -> None:
     """Ranks with different heap sizes both refuse init(); a rank that never arrives is named."""
-    if not MPIEXEC.exists():
-        pytest.skip(f"no mpiexec next to {sys.executable}: install the dist extra (make test does)")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_")}
     environment.update(PYTHONPATH=str(ROOT), HPVM_TEST_OUT=str(tmp_path))
     script = [sys.executable, str(PROGRAMS / "dist_init_faults.py")]
@@ -126,6 +128,7 @@ def test_torchrun_environment_uses_gloo(seed: str, tmp_path: Path) -> None:
         assert lines == [f"rank {r}: 26 checks ok; paths remote"], outputs
 
 
+@needs_mpiexec
 def test_tp_mlp_example_two_ranks() -> None:
     # every rank checks itself against the single-process reference and exits non-zero otherwise
     output = _launch(2, ROOT / "examples" / "tp_mlp.py", "--target", "cpu")

@@ -31,7 +31,7 @@ from hpvm_py.ir.printer import print_module
 from hpvm_py.ir.verify import verify_module
 from hpvm_py.passes.bounds import BoundsProof
 from hpvm_py.pipeline import compile_graph
-from test_distributed import PROGRAMS, _launch, _reports
+from test_distributed import PROGRAMS, _launch, _reports, needs_mpiexec
 
 N = 300
 COUNTERS = 4
@@ -352,6 +352,7 @@ def test_an_initialised_world_of_one_uses_its_heap(one_rank_world: None, rng: np
     assert info.value.loc.line == line_of("STORE")
 
 
+@needs_mpiexec
 def test_the_halo_example_on_two_ranks_and_alone(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parent.parent / "examples" / "halo.py"
     output = _launch(2, example, "--target", "cpu", "--cells", "300", "--steps", "7")
@@ -361,6 +362,7 @@ def test_the_halo_example_on_two_ranks_and_alone(tmp_path: Path) -> None:
     assert "rank 0 of 1: 50 cells x 3 steps match NumPy" in output
 
 
+@needs_mpiexec
 @pytest.mark.parametrize("target", ["cpu", "python"])
 def test_two_real_ranks(target: str, tmp_path: Path, rng: np.random.Generator) -> None:
     seed = str(rng.integers(1 << 30))
@@ -575,10 +577,9 @@ def half_counter_graph(total: InOut[Ptr[f16]], total_bytes: i64, peer: i32, n: i
     hpvm.node(half_counter, grid=n, total=total, total_bytes=total_bytes, peer=peer)
 
 
+@pytest.mark.skipif(not registry.compilable("gpu"), reason="no triton")
 def test_a_16_bit_remote_atomic_add_on_gpu_is_a_located_compile_error() -> None:
     """Triton's f16/bf16 atomics are a compare-and-swap loop on this rank's buffer: refused."""
-    if not registry.compilable("gpu"):
-        pytest.skip("no triton")
     with pytest.raises(CompileError) as info:
         compile_graph(half_counter_graph, "gpu")
     assert "remote_atomic_add on f16" in str(info.value) and "nvptx" in str(info.value)

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*.py")
                   if not p.stem.startswith("_") and "@hpvm.graph" in p.read_text())
 
-if toolchain.ptxas_path() is None:
-    pytest.skip("ptxas is not installed (it comes with the triton wheel)", allow_module_level=True)
+pytestmark = pytest.mark.skipif(toolchain.ptxas_path() is None,
+                                reason="ptxas is not installed (it comes with the triton wheel)")
 
 
 def roots_of(module) -> list[GraphDef]:

@@ -2,8 +2,8 @@
 
 Both targets share the lowering of the kernel IR, and the cpu target is checked against the
 python reference by tests/test_differential.py; here the generated leaf `body` runs kernel by
-kernel on both (its buffers, its returned value per instance), since whole graphs do not run on
-nvptx before the shared CUDA memory layer is in. Needs a GPU (skipped elsewhere, with the reason).
+kernel on both (its buffers, its returned value per instance), so that a difference names the
+kernel rather than the whole graph. Needs a GPU (skipped elsewhere, with the reason).
 HPVM_NVPTX_DIFF_EXAMPLES sets the number of programs (default 100).
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,10 +24,9 @@ from hpvm_py.backends.nvptx import device
 from hpvm_py.pipeline import compile_graph
 from hpvm_py.types import PtrType
 
-if device.unusable_reason() is not None:
-    pytest.skip(f"target nvptx cannot run here: {device.unusable_reason()}", allow_module_level=True)
+pytestmark = pytest.mark.skipif(device.unusable_reason() is not None,
+                                reason=f"target nvptx cannot run here: {device.unusable_reason()}")
 
-import torch  # noqa: E402
 
 EXAMPLES = int(os.environ.get("HPVM_NVPTX_DIFF_EXAMPLES", "100"))
 

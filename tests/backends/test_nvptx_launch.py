@@ -15,8 +15,8 @@ from hpvm_py.ir import semantics as S
 from cpu_harness import leaves_from_source, run
 from shared_leaves import stencil
 
-if device.unusable_reason() is not None:
-    pytest.skip(f"target nvptx cannot run here: {device.unusable_reason()}", allow_module_level=True)
+pytestmark = pytest.mark.skipif(device.unusable_reason() is not None,
+                                reason=f"target nvptx cannot run here: {device.unusable_reason()}")
 
 rng = np.random.default_rng()
 
