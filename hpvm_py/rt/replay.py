@@ -39,6 +39,9 @@ from typing import Any
 import numpy as np
 
 from ..backends.base import BufferArg
+from ..backends.cuda.graphs import capture
+from ..backends.cuda.outputs import DeviceLaunch
+from ..backends.cuda.streams import DeviceStreams
 from ..ir import dfg as D
 from ..types import PtrType, ScalarType
 from . import stats
@@ -46,8 +49,6 @@ from .args import scalar_argument
 from .buffers import HOST, moved, why_not_writable
 from .executor import BoundBuffer
 from .tracker import MemoryTracker
-from ..backends.cuda.graphs import capture
-from ..backends.cuda.streams import DeviceStreams
 from .streams import StreamPlan, assign_streams
 
 _KEPT = 8  # recordings kept per compiled graph
@@ -166,7 +167,7 @@ class Recorder:
     def leaf(self, node: Any, prepared: Any, slots: dict, call: list[Any], outputs: list[Any],
              extents: list[tuple[int, ...]], device: str) -> None:
         """Record one leaf launch; `slots` maps (node index, port) to produced values."""
-        gpu = hasattr(prepared, "start")
+        gpu = isinstance(prepared, DeviceLaunch)
         self.devices.add(device)
         if gpu:
             self._bind_device_values(node, prepared, slots)
@@ -265,7 +266,7 @@ class Recorder:
         keyed = set(positions)
         for step in self.steps:  # integer arguments match the recorded ones: already packed
             step.from_args = [(i, port, t) for i, port, t in step.from_args if port not in keyed]
-        graphable = all(hasattr(s.prepared, "start") and not s.from_outputs and not s.fetch_before
+        graphable = all(isinstance(s.prepared, DeviceLaunch) and not s.from_outputs and not s.fetch_before
                         and s.redecide is None and s.prepared.on_any_stream for s in self.steps)
         recording = Recording(args, positions, self.steps, list(outputs), written=written,
                               acquires=self.acquires, fetch_at_end=fetch_at_end,
@@ -374,7 +375,7 @@ def _launch_step(func: D.GraphFunc, step: _Step, args: tuple[Any, ...], stream: 
         prepared = step.launch_for(uniforms)
         for i, value in uniforms.items():
             prepared.set_uniform(i, value)
-    if hasattr(prepared, "start"):
+    if isinstance(prepared, DeviceLaunch):
         prepared.start(stream)  # GPU outputs: fetched where the host reads them
     else:
         prepared.run()

@@ -38,3 +38,23 @@ class DeviceOutputs:
             if array is host:
                 return dev
         return None
+
+
+class DeviceLaunch:
+    """What the prepared launches of the GPU targets share (triton/prepared.py, nvptx/launch.py):
+    start(stream) queues the kernel, run() also fills the host outputs, and the launch can be
+    replayed once no per-instance input was copied from the host for it alone (`stale`)."""
+
+    outputs: DeviceOutputs
+    stale: set[int]
+
+    @property
+    def reusable(self) -> bool:
+        return not self.stale
+
+    def run(self) -> None:
+        self.start()
+        self.outputs.fetch()
+
+    def start(self, stream: Any = None) -> None:
+        raise NotImplementedError

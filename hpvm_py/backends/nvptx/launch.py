@@ -23,7 +23,7 @@ from ...rt import remote
 from ..bounds import recorded
 from ..cuda import faults
 from ..cuda.driver import launch_kernel
-from ..cuda.outputs import DeviceOutputs
+from ..cuda.outputs import DeviceLaunch, DeviceOutputs
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
@@ -255,7 +255,7 @@ class NvptxKernel:
         raise recorded(self.leaf.name, self.sites, code, index, limit)
 
 
-class PreparedLaunch:
+class PreparedLaunch(DeviceLaunch):
     """A packed launch of one kernel: start() launches it (in chunks when its grid exceeds the
     GPU's) and waits for it only when it must report errors; run() also fills the host outputs;
     set_uniform() patches a scalar. `reusable`: nothing was copied to the device for this launch
@@ -286,10 +286,6 @@ class PreparedLaunch:
             self._direct, self._fn_address = launch_kernel(), int(fn)
 
     @property
-    def reusable(self) -> bool:
-        return not self.stale
-
-    @property
     def on_any_stream(self) -> bool:
         """start(stream) queues all its device work on that stream (nothing on the current one)."""
         return self.error is None
@@ -309,10 +305,6 @@ class PreparedLaunch:
         self.keep[i] = values
         self.stale.discard(i)
         return True
-
-    def run(self) -> None:
-        self.start()
-        self.outputs.fetch()
 
     def start(self, stream: Any = None) -> None:
         """Launch the kernel (on `stream`, a CUDA stream handle, else the one it was prepared

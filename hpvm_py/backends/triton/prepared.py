@@ -22,7 +22,7 @@ from ...ir import semantics as S
 from ...types import ScalarType, bf16
 from ..bounds import recorded
 from ..cuda import faults
-from ..cuda.outputs import DeviceOutputs
+from ..cuda.outputs import DeviceLaunch, DeviceOutputs
 from .codegen import TritonSource
 from .host_math import fix_interpreter, interpreting
 
@@ -55,7 +55,7 @@ def specialisation(v: int) -> tuple[Any, ...]:
     return width, v % 16 == 0
 
 
-class TritonLaunch:
+class TritonLaunch(DeviceLaunch):
     def __init__(self, kernel: "TritonKernel", source: TritonSource | None, jit: Any, call: list[Any],
                  options: dict[str, Any], grid: tuple[int, int, int], outputs: DeviceOutputs,
                  error: Any, scratch: list[Any], uniforms: dict[int, int], values: dict[int, int]):
@@ -74,10 +74,6 @@ class TritonLaunch:
         self._fast: Any = None  # the compiled kernel's launcher, once Triton's dispatch gave it
         self._args: list[Any] = []  # call and the constexprs, in the kernel's parameter order
         self._stream: Any = None
-
-    @property
-    def reusable(self) -> bool:
-        return not self.stale
 
     @property
     def on_any_stream(self) -> bool:
@@ -106,10 +102,6 @@ class TritonLaunch:
             self._args[pos] = values
         self.stale.discard(i)
         return True
-
-    def run(self) -> None:
-        self.start()
-        self.outputs.fetch()
 
     def start(self, stream: Any = None) -> None:
         """Launch the kernel (on `stream`, a CUDA stream handle, else the one it was prepared
