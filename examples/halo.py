@@ -48,7 +48,7 @@ def reference(rod: np.ndarray, steps: int) -> np.ndarray:
 
 
 def main(target: str | None = None, cells: int = 1000, steps: int = 20) -> None:
-    hpvm.distributed.init()
+    hpvm.distributed.init(device=target)  # the heap where the target's nodes run
     me, world = hpvm.distributed.rank(), hpvm.distributed.world_size()
     rod = np.random.default_rng(1).random(cells * world).astype(np.float32)  # the same on every rank
     u = hpvm.symmetric.empty(cells, torch.float32)

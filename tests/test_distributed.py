@@ -146,10 +146,10 @@ def test_tp_mlp_example_unfused_on_one_rank(world: None) -> None:
 
 @pytest.fixture
 def world():
-    """A world of one rank (no launcher) with a small heap."""
+    """A world of one rank (no launcher) with a small host heap (also on a machine with a GPU)."""
     os.environ["HPVM_HEAP_BYTES"] = "1M"
     try:
-        hpvm.distributed.init(timeout=5)
+        hpvm.distributed.init(timeout=5, device="cpu")
         yield
     finally:
         hpvm.distributed.finalize()
@@ -185,7 +185,7 @@ def test_heap_larger_than_shared_memory_fails_at_init(monkeypatch: pytest.Monkey
     monkeypatch.setenv("HPVM_HEAP_BYTES", "1048576G")  # beyond any /dev/shm: refused up front
     with pytest.raises(DistributedError, match=r"cannot reserve a symmetric heap of \d+ bytes in "
                                                r"\S+ \(\d+ bytes free there\)"):
-        hpvm.distributed.init()
+        hpvm.distributed.init(device="cpu")
     assert not hpvm.distributed.is_initialized()
 
 
@@ -336,3 +336,16 @@ def test_replicated_collective_is_rejected() -> None:
     with pytest.raises(CompileError, match="a collective runs once per rank") as info:
         hpvm.compile(replicated_sum, target="cpu")
     assert info.value.rule == "collective-once"
+
+
+@pytest.mark.parametrize("target", ["cpu", "python", "gpu", "nvptx"])
+def test_init_device_may_name_a_target(target: str) -> None:
+    """init(device=target) puts the heap where that target's nodes run: the GPU targets on the GPU
+    when there is one, on the host under Triton's interpreter (CI)."""
+    from hpvm_py.backends.cuda.devices import cuda_available
+    from hpvm_py.distributed.ranks import device_kind
+
+    expected = "cuda" if target in ("gpu", "nvptx") and cuda_available() else "cpu"
+    assert device_kind(target) == expected
+    with pytest.raises(DistributedError, match=r"device='tpu' is not one of cpu, cuda, nor a target"):
+        device_kind("tpu")

@@ -25,6 +25,8 @@ _MPI_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_L
 
 
 DEVICES = ("cpu", "cuda")
+# a target name stands for the device its nodes run on (init(device=target) puts the heap there)
+TARGET_DEVICES = {"cpu": "cpu", "python": "cpu", "gpu": "cuda", "nvptx": "cuda"}
 _CONTROL_BYTES = 64 << 10  # the host segment of GPU ranks: control block and descriptors only
 
 
@@ -104,18 +106,19 @@ def _transport(kind: str, timeout: float) -> Transport:
 
 
 def device_kind(device: str | None) -> str:
-    """"cpu" or "cuda": the argument, else $HPVM_DIST_DEVICE, else "cuda" when torch sees a GPU."""
-    chosen = device or os.environ.get("HPVM_DIST_DEVICE") or ""
-    if not chosen:
-        from ..backends.cuda.devices import cuda_available
+    """"cpu" or "cuda": the argument, else $HPVM_DIST_DEVICE, else "cuda" when torch sees a GPU. A
+    target name stands for where its nodes run: "gpu"/"nvptx" on the GPU if there is one."""
+    from ..backends.cuda.devices import cuda_available
 
+    chosen = device or os.environ.get("HPVM_DIST_DEVICE") or ""
+    if chosen in TARGET_DEVICES:  # the GPU targets run on the host without CUDA (Triton's interpreter)
+        return "cuda" if TARGET_DEVICES[chosen] == "cuda" and cuda_available() else "cpu"
+    if not chosen:
         return "cuda" if cuda_available() else "cpu"
     if chosen not in DEVICES:
         raise DistributedError(f"hpvm.distributed.init(): device={chosen!r} is not one of "
-                               f"{', '.join(DEVICES)}")
+                               f"{', '.join(DEVICES)}, nor a target ({', '.join(TARGET_DEVICES)})")
     if chosen == "cuda":
-        from ..backends.cuda.devices import cuda_available
-
         if not cuda_available():
             raise DistributedError("hpvm.distributed.init(): device='cuda', but torch sees no CUDA GPU")
     return chosen
@@ -123,7 +126,8 @@ def device_kind(device: str | None) -> str:
 
 def init(timeout: float | None = None, device: str | None = None) -> World:
     """Join the world (idempotent). timeout: seconds for every cross-rank wait, default
-    $HPVM_COMM_TIMEOUT, else 60. device: where heaps live, "cpu" or "cuda" (device_kind)."""
+    $HPVM_COMM_TIMEOUT, else 60. device: where heaps live, "cpu" or "cuda", or the target whose nodes use them
+    (device_kind)."""
     global _world
     with _lock:
         if _world is not None:

@@ -18,7 +18,7 @@ from dist_report import report
 from hpvm_py import In, InOut, Out, Ptr, f32, i64
 
 SEED, TARGET = int(sys.argv[1]), sys.argv[2]
-hpvm.distributed.init(timeout=30)
+hpvm.distributed.init(timeout=30, device=TARGET)
 RANK, WORLD = hpvm.distributed.rank(), hpvm.distributed.world_size()
 TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
          "i32": torch.int32, "i8": torch.int8, "u8": torch.uint8, "i64": torch.int64}

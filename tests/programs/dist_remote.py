@@ -20,7 +20,7 @@ from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64
 from hpvm_py.errors import DistributedError, ExecutionError
 
 SEED, TARGET = int(sys.argv[1]), sys.argv[2]
-hpvm.distributed.init(timeout=30)
+hpvm.distributed.init(timeout=30, device=TARGET)
 RANK, WORLD = hpvm.distributed.rank(), hpvm.distributed.world_size()
 N = 777
 BINS = 13
