@@ -118,6 +118,7 @@ class CompiledGraph:
 
 
 _compiled: "weakref.WeakKeyDictionary[Any, dict[str, CompiledGraph]]" = weakref.WeakKeyDictionary()
+_NOTHING_COMPILED: dict[str, CompiledGraph] = {}
 _compiled_lock = threading.RLock()  # held while compiling: one thread compiles, others reuse
 
 
@@ -128,13 +129,16 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
             return root
         root = root.root
     target = target or default_target()
-    if target not in TARGETS:
-        raise LaunchError(f"target {target!r} is not one of {', '.join(TARGETS)}", caller_loc())
-    module = module_of(root)  # rejects what is not a graph before it is used as a cache key
-    cached = _compiled.get(root, {}).get(target)
+    try:  # the hot path of a relaunch: only graphs that were compiled are in the cache
+        cached = _compiled.get(root, _NOTHING_COMPILED).get(target)
+    except TypeError:  # not a key a graph could be (module_of says what it is)
+        cached = None
     if cached is not None:
         stats.bump("graph_cache_hits")
         return cached
+    if target not in TARGETS:
+        raise LaunchError(f"target {target!r} is not one of {', '.join(TARGETS)}", caller_loc())
+    module = module_of(root)  # rejects what is not a graph before it is used as a cache key
     with _compiled_lock:
         cached = _compiled.get(root, {}).get(target)
         if cached is not None:

@@ -294,11 +294,8 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
     func = compiled.module.root_func
     recording = compiled.replays.find(args)
     if recording is not None:
-        outputs = replay(func, recording, args, rt.tracker)
+        outputs = replay(func, recording, args, rt.tracker)  # (which counts it)
         if outputs is not None:
-            steps = len(recording.steps)  # a recorded graph is leaves only: one node per kernel
-            _stats.bump_all({"launches": 1, "kernel_launches": steps, "nodes_run": steps,
-                             "replayed_launches": 1})
             return outputs
     env = bind_arguments(func, args, rt.tracker, launch_devices(compiled.plan))
     recorder = Recorder(func, args, env) if compiled.replayable else None

@@ -303,6 +303,11 @@ class Replays:
         self._lock = threading.Lock()
 
     def find(self, args: tuple[Any, ...]) -> Recording | None:
+        recordings = self._recordings
+        if recordings:  # a loop over one launch: its recording is first (read without the lock)
+            first = recordings[0]
+            if first.matches(args):
+                return first if first.still_writable(args) else None
         with self._lock:
             for i, recording in enumerate(self._recordings):
                 if recording.matches(args):
@@ -328,12 +333,16 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
             obj = need.obj()
             if obj is None or tracker.acquire(obj, need.device, need.reads, need.writes) is not need.buf():
                 return None
+        graphed = False
         if recording.graph_device is not None:
-            _run_graphed(func, recording, args)
+            graphed = _run_graphed(func, recording, args)
         else:
             _launch_all(func, recording, args)
         for outputs in recording.fetch_at_end:
             outputs.fetch()
+        steps = len(recording.steps)  # a recorded graph is leaves only: one node per kernel
+        stats.bump_all({"launches": 1, "kernel_launches": steps, "nodes_run": steps,
+                        "replayed_launches": 1, "cuda_graph_replays": int(graphed)})
         return [o[0] for o in recording.outputs]
     finally:
         recording.lock.release()
@@ -386,20 +395,20 @@ def _zero_signs(key: tuple[Any, ...]) -> tuple[float, ...]:
     return tuple(math.copysign(1.0, v) for v in key if isinstance(v, (float, np.floating)) and v == 0)
 
 
-def _run_graphed(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...]) -> None:
-    """Launch the recording's kernels as its CUDA graph when the scalars are those captured;
-    capture one when they repeat the last replay's."""
+def _run_graphed(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...]) -> bool:
+    """Launch the recording's kernels as its CUDA graph when the scalars are those captured (True);
+    else launch them one by one, and capture a graph when the scalars repeat the last replay's."""
     key = tuple(map(args.__getitem__, recording.scalar_ports))
     if recording.graph is not None and key == recording.graph_key and \
             (not recording.graph_zeros or _zero_signs(key) == recording.graph_zeros):
         recording.graph.replay()
-        stats.bump("cuda_graph_replays")
-        return
+        return True
     _launch_all(func, recording, args)
     if key != recording.last_key:
         recording.last_key = key
-        return
+        return False
     graph = capture(lambda stream: _launch_all(func, recording, args, stream), recording.graph_device)
     if graph is None:
         recording.graph_device = None  # no graphs here: prepared launches from now on
     recording.graph, recording.graph_key, recording.graph_zeros = graph, key, _zero_signs(key)
+    return False
