@@ -358,3 +358,29 @@ def test_the_triton_fast_path_reuses_the_compiled_launcher_within_a_class(monkey
                      ("launcher", (4, 1, 1), (bits[1], 64, 128), 7),
                      ("dispatch", (4, 1, 1), (bits[2], 64), 128),
                      ("launcher", (4, 1, 1), (bits[2], 64, 128), 7)]
+
+
+def test_a_block_graph_is_replayed_with_the_copies_of_a_fresh_launch(gpu_target: str, rng) -> None:
+    """examples/stencil.py: a root node of 3-D blocks, each a 2-D leaf (recorded as one kernel over
+    both levels). 20 launches with swapped buffers: 2 H2D in all, 1 D2H when the host asks."""
+    import stencil
+
+    nx, ny, nz = 20, 10, 4
+    a = rng.random((nz, ny, nx), dtype=np.float32)
+    b = a.copy()
+    expected = a.copy()
+    with hpvm.runtime(gpu_target):
+        hpvm.track_memory(a)
+        hpvm.track_memory(b)
+        for step in range(20):
+            src, dst = (a, b) if step % 2 == 0 else (b, a)
+            c0 = float(rng.uniform(0.1, 0.3))
+            hpvm.wait(hpvm.launch(stencil.root, src, src.nbytes, dst, dst.nbytes, nx, ny, nz, c0, 1 / 36))
+            expected = stencil.reference(expected, c0, 1 / 36)
+        replays = _replays()
+        hpvm.request_memory(a)
+        counts = hpvm.stats()
+    np.testing.assert_allclose(a, expected, rtol=2e-5, atol=1e-6)
+    assert replays == 18  # each direction recorded once
+    assert counts["h2d_copies"] == 2 and counts["d2h_copies"] == 1
+    assert counts["kernel_launches"] == 20 and counts["nodes_run"] == 40

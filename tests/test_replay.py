@@ -92,3 +92,62 @@ def test_concurrent_launches_stay_correct() -> None:
     assert not errors, errors[0]
     for i, buf in enumerate(outs):
         np.testing.assert_array_equal(buf, a * np.float32(i + 1))
+
+
+# -- a root node holding one leaf (the Parboil block pattern) --------------------------------------
+
+def launch_blocks(a, at, b, nblocks, w, k):
+    return hpvm.launch(g.blocks, a, a.nbytes, at, at.nbytes, b, b.nbytes, nblocks, w, k)
+
+
+def test_a_block_node_is_replayed_and_counted_as_a_fresh_launch(rng: np.random.Generator) -> None:
+    w, nblocks = 8, 6
+    a = rng.standard_normal(50).astype(np.float32)
+    at = rng.integers(0, 50, w * nblocks)
+    b = np.zeros(w * nblocks, np.float32)
+    with hpvm.runtime("cpu"):
+        hpvm.wait(launch_blocks(a, at, b, nblocks, w, 1.0))
+        fresh = hpvm.stats()
+        for k in (2.0, -0.5, 3.25):
+            at[:] = rng.integers(0, 50, w * nblocks)  # data the kernel reads: never stale
+            hpvm.wait(launch_blocks(a, at, b, nblocks, w, k))
+            np.testing.assert_array_equal(b, a[at] * np.float32(k))
+        after = hpvm.stats()
+    assert after["replayed_launches"] - fresh["replayed_launches"] == 3
+    # a replay counts what a fresh launch counts: one kernel, two nodes (the block node and its leaf)
+    assert after["kernel_launches"] - fresh["kernel_launches"] == 3
+    assert after["nodes_run"] - fresh["nodes_run"] == 6
+
+
+def test_a_replayed_block_leaf_still_checks_indices_from_data(rng: np.random.Generator) -> None:
+    """The leaf's index comes from data: a replay runs the checked kernel, so an index that goes
+    out of bounds after recording is reported, every time."""
+    w, nblocks = 4, 5
+    a = rng.standard_normal(20).astype(np.float32)
+    at = rng.integers(0, 20, w * nblocks)
+    b = np.zeros(w * nblocks, np.float32)
+    with hpvm.runtime("cpu"):
+        hpvm.wait(launch_blocks(a, at, b, nblocks, w, 1.0))
+        for bad in (20, -1, 2**40):
+            at[rng.integers(0, w * nblocks)] = bad
+            with pytest.raises(hpvm.errors.ExecutionError, match="out-of-bounds"):
+                hpvm.wait(launch_blocks(a, at, b, nblocks, w, 2.0))
+            at[:] = rng.integers(0, 20, w * nblocks)
+            replays = hpvm.stats()["replayed_launches"]
+            # the same arguments as the failed launch: that one matched the recording too
+            hpvm.wait(launch_blocks(a, at, b, nblocks, w, 2.0))
+            assert hpvm.stats()["replayed_launches"] == replays + 1
+            np.testing.assert_array_equal(b, a[at] * np.float32(2.0))
+
+
+def test_new_block_counts_record_again(rng: np.random.Generator) -> None:
+    a = rng.standard_normal(64).astype(np.float32)
+    at = rng.integers(0, 64, 64)
+    b = np.zeros(64, np.float32)
+    with hpvm.runtime("cpu"):
+        for nblocks, w in ((4, 8), (8, 8), (4, 8), (2, 32)):
+            b[:] = 0
+            hpvm.wait(launch_blocks(a, at, b, nblocks, w, 1.5))
+            n = nblocks * w
+            np.testing.assert_array_equal(b[:n], a[at[:n]] * np.float32(1.5))
+            assert not b[n:].any()

@@ -147,10 +147,13 @@ class Executor:
                      for port, out in enumerate(outs)]
         else:
             assert node.child is not None
-            if self._recorder is not None:
-                self._recorder.usable = False  # only flat graphs of leaves are replayed
+            recorder = self._recorder
+            if recorder is not None:
+                recorder.enter(node, at_root=not ancestors)
             child_env = [self._to_children(a, mode, count) for a, mode in zip(args, node.input_modes)]
             outs = self._graph(node.child, child_env, [ext] + ancestors, parents * count)
+            if recorder is not None:
+                recorder.leave()
             slots = [Slot(out, True, count) for out in outs]
         return ext, slots
 
@@ -229,7 +232,8 @@ class Executor:
         recorder = self._recorder
         prepare = getattr(kernel, "prepare", None)
         with _selected(device):
-            if recorder is not None and prepare is not None and slots_so_far is not None and not ancestors:
+            if recorder is not None and prepare is not None and slots_so_far is not None and \
+                    recorder.records(ancestors):
                 prepared = prepare(call, outputs, extents)
                 prepared.run()
                 recorder.leaf(node, prepared, slots_so_far, call, outputs, extents, device)

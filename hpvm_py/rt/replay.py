@@ -12,7 +12,11 @@ new values are not proven in bounds.
 
 Only graphs made of compiled leaves directly under the root are recorded, and only when every
 edge delivers the producer's own output array or a uniform value, so that nothing computed on the
-host between nodes could go stale. Everything else takes the normal path.
+host between nodes could go stale. A root node may also be an internal node around one leaf (the
+Parboil block pattern: a replicated node whose child is a replicated leaf), when the node has no
+outputs and the leaf's inputs come from the root's arguments or constants through it: its launch
+is one kernel over both levels' extents, recorded as the root's leaves are. Everything else takes
+the normal path.
 
 On the GPU targets a replay also skips the host round trips of the normal path: a per-instance
 value on an edge is read by the consumer's kernel from the producer's device array (bound when
@@ -117,6 +121,7 @@ class Recording:
     stream_plan: StreamPlan | None = None
     events: dict[int, int] = field(default_factory=dict)  # step -> its event, where waited for
     dropped: bool = False  # a buffer it used was released: it matches nothing
+    internal_nodes: int = 0  # root nodes that hold the recorded leaves (counted as nodes run)
 
     def __post_init__(self) -> None:
         keys = [(i, self.args[i]) for i in self.key_positions]
@@ -163,6 +168,25 @@ class Recorder:
         self.nodes: list[Any] = []  # the NodePlan of each step
         self._on_device: dict[int, tuple[np.ndarray, Any, Any]] = {}  # id(host output) -> (it,
         # its device array, the GPU outputs holding it)
+        self._lifted: list[Any] | None = None  # inside a root internal node: its leaf's inputs'
+        # sources at the root
+        self.internal_nodes = 0
+
+    def enter(self, node: Any, at_root: bool) -> None:
+        """An internal node starts: its leaf is recorded if the node is one leaf (see the module's
+        docstring), its inputs' sources lifted to the root's; otherwise the launch is not."""
+        self._lifted = lifted_sources(node) if at_root else None
+        if self._lifted is None:
+            self.usable = False
+        self.internal_nodes += 1
+
+    def leave(self) -> None:
+        self._lifted = None
+
+    def records(self, ancestors: list[tuple[int, ...]]) -> bool:
+        """Whether the leaf about to run is recorded: a root leaf, or the leaf of a root internal
+        node that enter() accepted."""
+        return not ancestors or (len(ancestors) == 1 and self._lifted is not None)
 
     def leaf(self, node: Any, prepared: Any, slots: dict, call: list[Any], outputs: list[Any],
              extents: list[tuple[int, ...]], device: str) -> None:
@@ -174,10 +198,11 @@ class Recorder:
         if not getattr(prepared, "reusable", False):
             self.usable = False
             return
+        sources = node.inputs if self._lifted is None else self._lifted
         from_args, from_outputs, fetch_before = [], [], []
-        for i, (src, mode) in enumerate(zip(node.inputs, node.input_modes)):
+        for i, (src, mode) in enumerate(zip(sources, node.input_modes)):
             if mode == "buffer":
-                if not self._acquired(node, i, call[i], device):
+                if not self._acquired(node, i, src, call[i], device):
                     return
                 continue
             if src.const is not None:
@@ -200,7 +225,7 @@ class Recorder:
         step = _Step(prepared, from_args, from_outputs, fetch_before=fetch_before)
         self.nodes.append(node)
         bounds = getattr(node, "bounds", None)
-        if bounds is not None and any(node.inputs[i].bind_port is None and node.input_modes[i] != "buffer"
+        if bounds is not None and any(sources[i].bind_port is None and node.input_modes[i] != "buffer"
                                       for i in bounds.relevant):
             if gpu:  # the other kernel's device outputs would not be those bound downstream
                 self.usable = False
@@ -229,10 +254,9 @@ class Recorder:
             if produced is not None and produced[0] is slots[(src.node, src.port)].value:
                 prepared.bind_values(i, produced[1])
 
-    def _acquired(self, node: Any, i: int, arg: Any, device: str) -> bool:
-        """Note how pointer input i got its buffer; False (and unusable) when a replay could not
-        reproduce it."""
-        src = node.inputs[i]
+    def _acquired(self, node: Any, i: int, src: Any, arg: Any, device: str) -> bool:
+        """Note how pointer input i (from `src`) got its buffer; False (and unusable) when a replay
+        could not reproduce it."""
         bound = self.env[src.bind_port] if src.bind_port is not None else None
         obj = getattr(bound, "obj", None)
         if obj is None or (obj.implicit and obj.home != device):
@@ -270,6 +294,7 @@ class Recorder:
                         and s.redecide is None and s.prepared.on_any_stream for s in self.steps)
         recording = Recording(args, positions, self.steps, list(outputs), written=written,
                               acquires=self.acquires, fetch_at_end=fetch_at_end,
+                              internal_nodes=self.internal_nodes,
                               graph_device=device if graphable and self.steps else None,
                               scalar_ports=[port for s in self.steps for _, port, _ in s.from_args])
         if recording.graph_device is not None:
@@ -293,6 +318,27 @@ class Recorder:
         recording.events = {node: i for i, node in enumerate(sorted(plan.recorded))}
         recording.streams = DeviceStreams(device, plan.used, len(recording.events), recording.origin)
         recording.stream_plan = plan
+
+
+def lifted_sources(node: Any) -> list[Any] | None:
+    """For an internal node of the root that holds one leaf and has no outputs: where each of the
+    leaf's inputs comes from at the root (a root argument or a constant). None when another shape,
+    or when an input comes from a sibling or is spread per parent instance on the host."""
+    child = node.child
+    if child is None or len(child.nodes) != 1 or child.nodes[0].kernel is None or child.outputs:
+        return None
+    lifted = []
+    for src in child.nodes[0].inputs:
+        if src.const is None:
+            if src.bind_port is None:
+                return None
+            outer = node.inputs[src.bind_port]
+            if node.input_modes[src.bind_port] == "per_parent" or \
+                    (outer.bind_port is None and outer.const is None):
+                return None
+            src = outer
+        lifted.append(src)
+    return lifted
 
 
 class Replays:
@@ -340,8 +386,9 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
             _launch_all(func, recording, args)
         for outputs in recording.fetch_at_end:
             outputs.fetch()
-        steps = len(recording.steps)  # a recorded graph is leaves only: one node per kernel
-        stats.bump_all({"launches": 1, "kernel_launches": steps, "nodes_run": steps,
+        steps = len(recording.steps)  # one kernel per leaf
+        stats.bump_all({"launches": 1, "kernel_launches": steps,
+                        "nodes_run": steps + recording.internal_nodes,
                         "replayed_launches": 1, "cuda_graph_replays": int(graphed)})
         return [o[0] for o in recording.outputs]
     finally:

@@ -28,3 +28,29 @@ def chain(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64, n: i6
     scaled = hpvm.node(scale_into, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, k=k)
     s = hpvm.node(total, count=hpvm.all_to_all(scaled.out[0]), b=b, b_bytes=b_bytes)
     return hpvm.node(double, v=s.out[0]).out[0]
+
+
+# -- a root node holding one leaf (the Parboil block pattern) --------------------------------------
+
+@hpvm.leaf
+def gather_scaled(a: In[Ptr[f32]], a_bytes: i64, at: In[Ptr[i64]], at_bytes: i64,
+                  b: InOut[Ptr[f32]], b_bytes: i64, w: i64, k: f32):
+    """b[i] = a[at[i]] * k over blocks of w lanes: the index comes from data (checked code)."""
+    me = hpvm.get_node()
+    i = hpvm.get_node_instance_id_x(hpvm.get_parent_node(me)) * w + hpvm.instance_id(0)
+    b[i] = a[at[i]] * k
+
+
+@hpvm.graph
+def gather_block(a: In[Ptr[f32]], a_bytes: i64, at: In[Ptr[i64]], at_bytes: i64,
+                 b: InOut[Ptr[f32]], b_bytes: i64, w: i64, k: f32):
+    hpvm.node(gather_scaled, grid=w, a=a, a_bytes=a_bytes, at=at, at_bytes=at_bytes, b=b,
+              b_bytes=b_bytes, w=w, k=k)
+
+
+@hpvm.graph
+def blocks(a: In[Ptr[f32]], a_bytes: i64, at: In[Ptr[i64]], at_bytes: i64, b: InOut[Ptr[f32]],
+           b_bytes: i64, nblocks: i64, w: i64, k: f32):
+    hpvm.node(gather_block, grid=nblocks, a=a, a_bytes=a_bytes, at=at, at_bytes=at_bytes, b=b,
+              b_bytes=b_bytes, w=w, k=k)
+
