@@ -100,11 +100,15 @@ def launch_blocks(a, at, b, nblocks, w, k):
     return hpvm.launch(g.blocks, a, a.nbytes, at, at.nbytes, b, b.nbytes, nblocks, w, k)
 
 
+def block_data(rng: np.random.Generator, size: int, lanes: int) -> tuple[np.ndarray, ...]:
+    """Values, indices into them (one per lane) and the output."""
+    return (rng.standard_normal(size).astype(np.float32), rng.integers(0, size, lanes),
+            np.zeros(lanes, np.float32))
+
+
 def test_a_block_node_is_replayed_and_counted_as_a_fresh_launch(rng: np.random.Generator) -> None:
     w, nblocks = 8, 6
-    a = rng.standard_normal(50).astype(np.float32)
-    at = rng.integers(0, 50, w * nblocks)
-    b = np.zeros(w * nblocks, np.float32)
+    a, at, b = block_data(rng, 50, w * nblocks)
     with hpvm.runtime("cpu"):
         hpvm.wait(launch_blocks(a, at, b, nblocks, w, 1.0))
         fresh = hpvm.stats()
@@ -123,9 +127,7 @@ def test_a_replayed_block_leaf_still_checks_indices_from_data(rng: np.random.Gen
     """The leaf's index comes from data: a replay runs the checked kernel, so an index that goes
     out of bounds after recording is reported, every time."""
     w, nblocks = 4, 5
-    a = rng.standard_normal(20).astype(np.float32)
-    at = rng.integers(0, 20, w * nblocks)
-    b = np.zeros(w * nblocks, np.float32)
+    a, at, b = block_data(rng, 20, w * nblocks)
     with hpvm.runtime("cpu"):
         hpvm.wait(launch_blocks(a, at, b, nblocks, w, 1.0))
         for bad in (20, -1, 2**40):
