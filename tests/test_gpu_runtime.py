@@ -346,7 +346,7 @@ def test_the_triton_fast_path_reuses_the_compiled_launcher_within_a_class(monkey
     monkeypatch.setattr(P, "interpreting", lambda: False)
     monkeypatch.setattr(P, "current_stream", lambda: 7)
     launch = P.TritonLaunch(kernel, None, Jit(), [P.scalar_bits(2.0, f32), 64], {"BLOCK": 128},
-                            (4, 1, 1), Outputs([], "scale", None), None, [], {0: 0, 1: 1}, {})
+                            (4, 1, 1), Outputs([], "scale", None), None, [], {0: 0, 1: 1}, {}, 1)
     launch.start()
     launch.set_uniform(0, 4.0)  # 2.0 and 4.0: both bit patterns multiples of 16
     launch.start()

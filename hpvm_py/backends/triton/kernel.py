@@ -19,6 +19,7 @@ from ..base import BufferArg, NodeContext, instance_counts
 from ..cuda import gpu_device, typed_tensor
 from ..cuda.devices import torch_dtype
 from ..cuda.outputs import DeviceOutputs
+from . import autotune
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource, kernel_name as _kernel_name
 from .dotmatch import DotLoop
 from .host_math import interpreting
@@ -78,6 +79,21 @@ GPU_DOT = DotConfig(bm=128, bn=128, bk=32, group=8, warps=8, stages=3)
 INTERPRETER_DOT = DotConfig(bm=16, bn=16, bk=16, group=2, warps=1, stages=1)
 
 
+@dataclass(frozen=True)
+class Layout:
+    """How a launch covers its instances: the kernel's constexpr options (BLOCK, warps, ...), the
+    grid of programs, and the blocks of lanes per parent instance (a kernel argument)."""
+
+    options: dict[str, Any]
+    grid: tuple[int, int, int]
+    blocks: int
+
+
+def on_gpu() -> bool:
+    """Kernels run on a real GPU (not Triton's interpreter): timing them means something."""
+    return not interpreting()
+
+
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -116,41 +132,14 @@ class TritonKernel:
 
         P, L = instance_counts(extents)
         if P * L == 0:
-            return TritonLaunch(self, None, None, [], {}, (0, 1, 1), self._outputs([]), None, [], {}, {})
+            return TritonLaunch(self, None, None, [], {}, (0, 1, 1), self._outputs([]), None, [], {}, {}, 0)
         source, kernel = self._variant(L <= MAX_BLOCK, optimised=True)
         counts = self._private_counts(source, args)
         if (source.dot is not None and not _dot_fits(source.dot, extents)) or \
                 any(n > MAX_PRIVATE_ELEMENTS for n in counts.values()) or \
                 (source.tiles and not _tiles_fit(extents, L)):
             source, kernel = self._variant(L <= MAX_BLOCK, optimised=False)
-        dot = GPU_DOT if not interpreting() else INTERPRETER_DOT
-        private = GPU_PRIVATE if not interpreting() else INTERPRETER_PRIVATE
-        combined = _combined(extents)
-        if source.dot is not None:
-            block, blocks = dot.bm * dot.bn, 1
-        elif source.tiles:
-            tx = min(_next_pow2(combined[0]), GRID_TILES.lanes)
-            ty = min(_next_pow2(combined[1]), GRID_TILES.lanes // tx)
-            block, blocks = max(MIN_BLOCK, tx * ty), 1
-            tx = block // ty
-        elif source.grouped:
-            block, blocks = max(MIN_BLOCK, _next_pow2(L)), 1
-            if block > MAX_GROUP_LANES:
-                raise LaunchError(f"{self.leaf.name} has barrier() and {L} instances per parent instance; "
-                                  f"target 'gpu' runs them in one program of at most {MAX_GROUP_LANES} "
-                                  f"lanes: {SUGGESTION}", self.leaf.loc)
-        else:
-            most = private.block if source.private else MAX_BLOCK
-            block = min(most, max(MIN_BLOCK, _next_pow2(L)))
-            blocks = -(-L // block)
-        options: dict[str, Any] = dict(BLOCK=block, num_warps=max(1, min(8, block // 256)),
-                                       enable_fp_fusion=False)
-        if source.private:  # ITERS blocks per program: counts merged once per program
-            iters = max(1, min(blocks, P * blocks // private.programs))
-            blocks = -(-blocks // iters)
-            options.update(ITERS=iters, num_warps=private.warps)
-            for name, n in counts.items():
-                options.update({f"{name}__count": n, f"NB_{name}": max(MIN_BLOCK, _next_pow2(n))})
+        layout = self._layout(source, extents, P, L, counts)
         device = self._device(args)
         call: list[Any] = []
         uniforms: dict[int, int] = {}  # param -> its position in call
@@ -189,23 +178,72 @@ class TritonKernel:
         if "HEAP_BASES" in source.arguments:
             heap = remote.for_launch(self.leaf, args, device)
             call += [heap.bases, heap.rank, heap.world_size]
-        call += [blocks, L]
+        blocks_at = len(call)
+        call += [layout.blocks, L]
         err = None
         if source.checked:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
-        grid = (P * blocks, 1, 1)
-        if source.tiles:
-            grid = (-(-combined[0] // tx), -(-combined[1] // ty), combined[2])
-            options.update(TX=tx, TY=ty, num_warps=GRID_TILES.warps)
+        launch = TritonLaunch(self, source, kernel, call, layout.options, layout.grid,
+                              self._outputs(results), err, scratch, uniforms, values, blocks_at)
+        tunable = "tiles" if source.tiles else "plain" if not (source.dot or source.private or source.grouped) \
+            else None
+        if tunable and P * L >= autotune.MIN_INSTANCES and autotune.enabled() and on_gpu() and \
+                autotune.repeatable(self.leaf, args):
+            wanted = GRID_TILES.lanes * 2 if source.tiles else max(MIN_BLOCK, _next_pow2(L))
+            key = autotune.tuning_key(source.digest, tunable, autotune.device_name(device), P, L)
+            shape = autotune.choose(
+                key, autotune.candidates(min(wanted, MAX_BLOCK)),
+                lambda s: autotune.time_launch(launch.relaid(self._layout(source, extents, P, L, counts, s))),
+                self.leaf.name)
+            launch = launch.relaid(self._layout(source, extents, P, L, counts, shape))
+        return launch
+
+    def _layout(self, source: TritonSource, extents: list[tuple[int, ...]], P: int, L: int,
+                counts: dict[str, int], shape: autotune.Shape | None = None) -> "Layout":
+        """Programs, lanes and warps of a launch: the kernel's layout (tl.dot blocks, grid tiles,
+        one program per parent, privatised counts, or blocks of lanes); `shape` overrides the
+        lanes and warps of the last two kinds' defaults (autotune.py)."""
+        options: dict[str, Any] = dict(enable_fp_fusion=False)
+        combined = _combined(extents)
         if source.dot is not None:
+            dot = GPU_DOT if not interpreting() else INTERPRETER_DOT
             rows, cols = _dot_extents(source.dot, extents)
-            grid = (-(-rows // dot.bm) * -(-cols // dot.bn), 1, 1)
             # fused multiply-adds inside tl.dot (without them its products are rounded twice)
-            options.update(BM=dot.bm, BN=dot.bn, BK=dot.bk, GROUP=dot.group, num_warps=dot.warps,
-                           num_stages=dot.stages, enable_fp_fusion=True)
-        return TritonLaunch(self, source, kernel, call, options, grid, self._outputs(results), err,
-                            scratch, uniforms, values)
+            options.update(BLOCK=dot.bm * dot.bn, BM=dot.bm, BN=dot.bn, BK=dot.bk, GROUP=dot.group,
+                           num_warps=dot.warps, num_stages=dot.stages, enable_fp_fusion=True)
+            return Layout(options, (-(-rows // dot.bm) * -(-cols // dot.bn), 1, 1), 1)
+        if source.tiles:
+            lanes, warps = (shape.lanes, shape.warps) if shape else (GRID_TILES.lanes, GRID_TILES.warps)
+            tx = min(_next_pow2(combined[0]), lanes)
+            ty = min(_next_pow2(combined[1]), lanes // tx)
+            block = max(MIN_BLOCK, tx * ty)
+            tx = block // ty
+            options.update(BLOCK=block, TX=tx, TY=ty, num_warps=warps)
+            return Layout(options, (-(-combined[0] // tx), -(-combined[1] // ty), combined[2]), 1)
+        if source.grouped:
+            block = max(MIN_BLOCK, _next_pow2(L))
+            if block > MAX_GROUP_LANES:
+                raise LaunchError(f"{self.leaf.name} has barrier() and {L} instances per parent instance; "
+                                  f"target 'gpu' runs them in one program of at most {MAX_GROUP_LANES} "
+                                  f"lanes: {SUGGESTION}", self.leaf.loc)
+            options.update(BLOCK=block, num_warps=max(1, min(8, block // 256)))
+            return Layout(options, (P, 1, 1), 1)
+        if source.private:  # ITERS blocks per program: counts merged once per program
+            private = GPU_PRIVATE if not interpreting() else INTERPRETER_PRIVATE
+            block = min(private.block, max(MIN_BLOCK, _next_pow2(L)))
+            blocks = -(-L // block)
+            iters = max(1, min(blocks, P * blocks // private.programs))
+            blocks = -(-blocks // iters)
+            options.update(BLOCK=block, ITERS=iters, num_warps=private.warps)
+            for name, n in counts.items():
+                options.update({f"{name}__count": n, f"NB_{name}": max(MIN_BLOCK, _next_pow2(n))})
+            return Layout(options, (P * blocks, 1, 1), blocks)
+        block = min(shape.lanes if shape else MAX_BLOCK, max(MIN_BLOCK, _next_pow2(L)))
+        warps = shape.warps if shape else max(1, min(8, block // 256))
+        blocks = -(-L // block)
+        options.update(BLOCK=block, num_warps=warps)
+        return Layout(options, (P * blocks, 1, 1), blocks)
 
     def _outputs(self, pairs: list[tuple[np.ndarray, Any]]) -> DeviceOutputs:
         return DeviceOutputs(pairs, self.leaf.name, self.leaf.loc)

@@ -27,7 +27,7 @@ from .codegen import TritonSource
 from .host_math import fix_interpreter, interpreting
 
 if TYPE_CHECKING:
-    from .kernel import TritonKernel
+    from .kernel import Layout, TritonKernel
 
 # Triton's interpreter patches triton.language while a kernel runs: one kernel at a time.
 _INTERPRETER_LOCK = threading.Lock()
@@ -58,7 +58,8 @@ def specialisation(v: int) -> tuple[Any, ...]:
 class TritonLaunch(DeviceLaunch):
     def __init__(self, kernel: "TritonKernel", source: TritonSource | None, jit: Any, call: list[Any],
                  options: dict[str, Any], grid: tuple[int, int, int], outputs: DeviceOutputs,
-                 error: Any, scratch: list[Any], uniforms: dict[int, int], values: dict[int, int]):
+                 error: Any, scratch: list[Any], uniforms: dict[int, int], values: dict[int, int],
+                 blocks_at: int):
         self.kernel = kernel
         self.source = source
         self.jit = jit  # None: an empty launch (no instance)
@@ -71,9 +72,18 @@ class TritonLaunch(DeviceLaunch):
         self.uniforms = uniforms  # param -> position in call
         self.values = values  # per-parent / per-instance param -> position in call
         self.stale = set(values)  # those copied from the host for this launch only
+        self.blocks_at = blocks_at  # position in call of the blocks of lanes per parent instance
         self._fast: Any = None  # the compiled kernel's launcher, once Triton's dispatch gave it
         self._args: list[Any] = []  # call and the constexprs, in the kernel's parameter order
         self._stream: Any = None
+
+    def relaid(self, layout: "Layout") -> "TritonLaunch":
+        """The same launch over another layout of programs (autotune.py tries several)."""
+        call = list(self.call)
+        call[self.blocks_at] = layout.blocks
+        return TritonLaunch(self.kernel, self.source, self.jit, call, layout.options, layout.grid,
+                            self.outputs, self.error, self.scratch, self.uniforms, self.values,
+                            self.blocks_at)
 
     @property
     def on_any_stream(self) -> bool:

@@ -1,0 +1,144 @@
+"""Block shapes of large gpu launches, chosen by timing them (autotuning).
+
+The code generator's default shape (1,024 lanes per program in 4 warps; grid tiles of 512 lanes
+in 4 warps) suits memory-bound leaves; a leaf that does more work per instance, or little, may
+run faster with smaller programs or more warps. A launch of at least MIN_INSTANCES instances
+whose kernel takes the plain or the grid-tile layout therefore times a few shapes (lanes per
+program x warps) on its own buffers, once, and keeps the fastest. Kernels with other layouts
+keep theirs: tl.dot blocks and privatised counts were swept on the H100 (docs/performance.md),
+and a leaf with barrier() or malloc() needs all of a parent's instances in one program.
+
+Timing runs the kernel several times, so only launches that compute the same result every time
+are tuned: no atomics, no remote accesses, no InOut buffer (Out buffers are write-only), and no
+input buffer that overlaps an output buffer. Others keep the default shape.
+
+The choice is kept in memory and in the disk cache (rt/cache.py, `.tune.json`), keyed by the
+kernel's source digest, the GPU's name, the layout, and the launch's size class (powers of two of
+the instances per parent and in all): a program tunes a shape class once, on its first launch of
+it, and later processes read the choice. `HPVM_AUTOTUNE=0` turns tuning off (default shapes).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ...ir import kernel as K
+from ...rt import cache
+from ..base import BufferArg
+
+MIN_INSTANCES = 1 << 20  # smaller launches take microseconds: not worth a tuning pass
+LANES = (256, 512, 1024)
+WARPS = (2, 4, 8)
+_REPEATS = 3  # timed runs per shape (the fastest counts), after one warm-up run
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Lanes per program and warps per program."""
+
+    lanes: int
+    warps: int
+
+
+_chosen: dict[str, Shape] = {}
+_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    return os.environ.get("HPVM_AUTOTUNE", "1") != "0"
+
+
+def repeatable(leaf: K.LeafFunc, args: list[Any]) -> bool:
+    """Whether running the leaf's launch again computes the same result (see the docstring)."""
+    body = leaf.body
+    if any(isinstance(e, K.Atomic) for e in K.walk_all_exprs(body)) or next(K.remote_accesses(body), None):
+        return False
+    if any(p.direction == "inout" for p in leaf.params):
+        return False  # (an Out buffer is write-only: the verifier refuses loads from it)
+    spans = {"in": [], "out": []}
+    for p, arg in zip(leaf.params, args):
+        if p.direction in spans and isinstance(arg, BufferArg) and arg.nbytes:
+            start = arg.obj.data_ptr() if hasattr(arg.obj, "data_ptr") else arg.obj.ctypes.data
+            spans[p.direction].append((start, start + arg.nbytes))
+    return not any(a < d and c < b for a, b in spans["in"] for c, d in spans["out"])
+
+
+def candidates(lanes_wanted: int) -> list[Shape]:
+    """The shapes to time for a launch whose programs would cover up to `lanes_wanted` lanes."""
+    return [Shape(lanes, warps) for lanes in LANES if lanes <= lanes_wanted for warps in WARPS
+            if warps * 32 <= lanes]
+
+
+def size_class(parents: int, leaf_instances: int) -> str:
+    def log2(n: int) -> int:
+        return max(0, math.ceil(math.log2(max(1, n))))
+    return f"{log2(leaf_instances)}/{log2(parents * leaf_instances)}"
+
+
+def choose(key: str, shapes: list[Shape], time_one: Callable[[Shape], float], leaf: str) -> Shape:
+    """The fastest of `shapes` (timed by time_one, in seconds; a shape that fails to compile or
+    run counts as infinitely slow), remembered under `key` in memory and on disk."""
+    with _lock:
+        if key in _chosen:
+            return _chosen[key]
+        stored = cache.load(key, ".tune.json")
+        if stored is not None:
+            try:
+                found = Shape(**json.loads(stored))
+            except (ValueError, TypeError):
+                found = None
+            if found in shapes:
+                _chosen[key] = found
+                return found
+        print(f"hpvm: tuning the block shape of leaf {leaf} ({len(shapes)} shapes, once per size "
+              "class; HPVM_AUTOTUNE=0 turns this off)", file=sys.stderr, flush=True)
+        times = {}
+        for shape in shapes:
+            try:
+                times[shape] = time_one(shape)
+            except Exception:  # noqa: BLE001 - a shape Triton cannot compile is just not chosen
+                times[shape] = math.inf
+        best = min(shapes, key=lambda s: times[s])
+        if math.isinf(times[best]):
+            raise RuntimeError(f"no block shape of {leaf} ran while tuning")
+        _chosen[key] = best
+        cache.store(key, ".tune.json", json.dumps(best.__dict__).encode())
+        return best
+
+
+def tuning_key(digest: str, layout: str, device_name: str, parents: int, leaf_instances: int) -> str:
+    import triton
+
+    return cache.content_key("autotune", digest, layout, device_name, triton.__version__,
+                             size_class(parents, leaf_instances))
+
+
+def device_name(device: Any) -> str:
+    """The GPU's name (the best shape differs between GPUs)."""
+    import torch
+
+    if getattr(device, "type", device) != "cuda":
+        return str(device)
+    return torch.cuda.get_device_name(device)
+
+
+def time_launch(launch: Any) -> float:
+    """Seconds one run of a prepared launch takes on the GPU (the fastest of a few)."""
+    import torch
+
+    launch.start()  # compiles this shape
+    torch.cuda.synchronize()
+    best = math.inf
+    for _ in range(_REPEATS):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        launch.start()
+        end.record()
+        end.synchronize()
+        best = min(best, begin.elapsed_time(end) / 1e3)
+    return best

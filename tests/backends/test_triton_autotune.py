@@ -1,0 +1,153 @@
+"""Autotuning of the gpu target's block shapes (backends/triton/autotune.py): which launches may
+be timed, the choice and its disk cache, and a tuned launch computing the same result. Real
+timings are taken on a GPU (benchmarks/gpu/bench_gpu.py); here a fake clock decides."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Out, Ptr, f32, i64
+from hpvm_py.backends import registry
+from hpvm_py.backends.triton import autotune as T
+from hpvm_py.pipeline import compile_graph
+
+pytestmark = pytest.mark.skipif(not registry.available("gpu"), reason="the gpu target (triton) is not here")
+
+
+@hpvm.leaf
+def scaled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32):
+    i = hpvm.instance_id(0)
+    y[i] = x[i] * k
+
+
+@hpvm.leaf
+def scaled_in_place(x: InOut[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, k: f32):
+    i = hpvm.instance_id(0)
+    x[i] = x[i] * k
+    y[i] = x[i]
+
+
+@hpvm.leaf
+def counted(x: InOut[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, k: f32):
+    i = hpvm.instance_id(0)
+    hpvm.atomic_add(y, 0, x[i] * k)
+
+
+def graph_of(leaf):
+    @hpvm.graph
+    def root(x: InOut[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, k: f32, n: i64):
+        hpvm.node(leaf, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, k=k)
+    return root
+
+
+def _buffer(array: np.ndarray):
+    from hpvm_py.backends.base import BufferArg
+
+    return BufferArg(array, array.ctypes.data, array.nbytes, None)
+
+
+def _args(x: np.ndarray, y: np.ndarray) -> list:
+    return [_buffer(x), x.nbytes, _buffer(y), y.nbytes, 2.0]
+
+
+def _leaf(leaf_def):
+    (leaf, _, _), = compile_graph(graph_of(leaf_def), "gpu").leaf_kernels()
+    return leaf
+
+
+@pytest.mark.parametrize("leaf_def, repeatable", [(scaled, True), (scaled_in_place, False), (counted, False)])
+def test_only_launches_that_repeat_their_result_are_timed(leaf_def, repeatable: bool) -> None:
+    x, y = np.ones(64, np.float32), np.zeros(64, np.float32)
+    assert T.repeatable(_leaf(leaf_def), _args(x, y)) == repeatable
+
+
+def test_an_input_overlapping_an_output_is_not_timed() -> None:
+    memory = np.ones(96, np.float32)
+    x, y = memory[:64], memory[32:]  # the kernel would read what an earlier run wrote
+    assert not T.repeatable(_leaf(scaled), _args(x, y))
+    assert T.repeatable(_leaf(scaled), _args(memory[:48], memory[48:]))
+
+
+def test_candidates_fit_the_lanes_a_program_covers() -> None:
+    shapes = T.candidates(512)
+    assert {s.lanes for s in shapes} == {256, 512} and all(s.warps * 32 <= s.lanes for s in shapes)
+    assert T.candidates(128) == []
+
+
+@pytest.fixture
+def fresh_choices(monkeypatch, tmp_path):
+    monkeypatch.setenv("HPVM_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("HPVM_NO_CACHE", raising=False)
+    monkeypatch.setattr(T, "_chosen", {})
+
+
+def test_the_fastest_shape_is_chosen_once_and_read_back_from_disk(fresh_choices, monkeypatch, capsys) -> None:
+    shapes = T.candidates(1024)
+    speed = {s: 1.0 + abs(s.lanes - 512) / 1000 + abs(s.warps - 8) / 100 for s in shapes}
+    timed = []
+
+    def time_one(shape):
+        timed.append(shape)
+        if shape == T.Shape(1024, 2):
+            raise RuntimeError("out of resources")  # a shape that cannot run is never chosen
+        return speed[shape]
+
+    assert T.choose("k1", shapes, time_one, "leafy") == T.Shape(512, 8)
+    assert sorted(timed, key=str) == sorted(shapes, key=str)
+    assert "tuning the block shape of leaf leafy" in capsys.readouterr().err
+    assert T.choose("k1", shapes, time_one, "leafy") == T.Shape(512, 8) and len(timed) == len(shapes)
+    monkeypatch.setattr(T, "_chosen", {})  # a new process: the disk cache answers
+    assert T.choose("k1", shapes, lambda s: pytest.fail("timed again"), "leafy") == T.Shape(512, 8)
+    monkeypatch.setenv("HPVM_NO_CACHE", "1")
+    monkeypatch.setattr(T, "_chosen", {})
+    assert T.choose("k1", shapes, lambda s: 1.0 if s == T.Shape(256, 2) else 2.0, "leafy") == T.Shape(256, 2)
+
+
+def test_a_tuned_launch_uses_the_chosen_shape_and_computes_the_same(fresh_choices, monkeypatch, rng) -> None:
+    from hpvm_py.backends.triton import kernel as TK
+
+    seen = []
+
+    def fake_clock(launch):  # favours 256 lanes in 2 warps; runs each shape for real
+        launch.run()
+        seen.append((launch.options["BLOCK"], launch.options["num_warps"], launch.grid))
+        return 1.0 if (launch.options["BLOCK"], launch.options["num_warps"]) == (256, 2) else 2.0
+
+    monkeypatch.setattr(TK, "on_gpu", lambda: True)
+    monkeypatch.setattr(T, "MIN_INSTANCES", 1)
+    monkeypatch.setattr(T, "time_launch", fake_clock)
+    n = 2000
+    x = rng.standard_normal(n).astype(np.float32)
+    y = np.zeros(n, np.float32)
+    root = graph_of(scaled)
+    with hpvm.runtime("gpu"):
+        hpvm.track_memory(x)
+        hpvm.track_memory(y)
+        hpvm.wait(hpvm.launch(root, x, x.nbytes, y, y.nbytes, 1.5, n))
+        hpvm.request_memory(y)
+        np.testing.assert_array_equal(y, x * np.float32(1.5))
+        assert len(seen) == len(T.candidates(1024))  # every shape ran
+        assert {grid for _, _, grid in seen} >= {(8, 1, 1), (2, 1, 1)}  # 256 and 1024 lanes
+        (recording,) = compile_graph(root, "gpu").replays._recordings
+        used = recording.steps[0].prepared
+        assert (used.options["BLOCK"], used.options["num_warps"], used.grid) == (256, 2, (8, 1, 1))
+        assert used.call[used.blocks_at] == 8  # blocks of 256 lanes for 2000 instances
+        hpvm.wait(hpvm.launch(root, x, x.nbytes, y, y.nbytes, -3.0, n))  # the replay, tuned
+        hpvm.request_memory(y)
+    np.testing.assert_array_equal(y, x * np.float32(-3.0))
+    assert len(seen) == len(T.candidates(1024))  # tuned once
+
+
+def test_tuning_can_be_turned_off(fresh_choices, monkeypatch, rng) -> None:
+    from hpvm_py.backends.triton import kernel as TK
+
+    monkeypatch.setattr(TK, "on_gpu", lambda: True)
+    monkeypatch.setattr(T, "MIN_INSTANCES", 1)
+    monkeypatch.setattr(T, "time_launch", lambda launch: pytest.fail("timed"))
+    monkeypatch.setenv("HPVM_AUTOTUNE", "0")
+    x = rng.standard_normal(300).astype(np.float32)
+    y = np.zeros(300, np.float32)
+    with hpvm.runtime("gpu"):
+        hpvm.wait(hpvm.launch(graph_of(scaled), x, x.nbytes, y, y.nbytes, 2.0, 300))
+    np.testing.assert_array_equal(y, x * np.float32(2.0))
