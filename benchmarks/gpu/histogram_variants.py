@@ -9,7 +9,11 @@ Each variant is the generated kernel of examples/histogram.py with one idea appl
            without its mask (one warp ballot less per element)
   bound    tl.histogram(data & 255) of full blocks, no range test: what tl.histogram costs alone
   load     the loads alone (a sum): the memory floor
-  sass     (local) opcode counts of each variant's SASS, compiled for sm_90 here
+  l2       counts per program in global memory (L2 atomics), merged once per program
+
+`bench` also writes each variant's SASS opcode counts (opcodes.txt) and some SASS files to $OUT.
+`sass` prints opcode counts compiled here for sm_90 with this machine's Triton; note that Triton 3.9
+lowers tl.histogram to a shared-memory atomic per element, 3.6 (the GPU machines) to warp ballots.
 
 usage: python histogram_variants.py sass         (CPU: triton + ptxas + nvdisasm, no GPU)
        python histogram_variants.py bench        (GPU: exactness, times, sweep, peers)

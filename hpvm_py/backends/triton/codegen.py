@@ -3,7 +3,8 @@
 Mapping. Program `pid` covers leaf instances [lb * BLOCK, lb * BLOCK + BLOCK) of parent instance
 `pid // LB` (lb = pid % LB): leaf instances are lanes, parent instances are programs. A leaf with
 barrier() runs all its instances of one parent in one program (LB = 1), so a barrier is a barrier
-inside one program.
+inside one program. Lane positions are i64, except in kernels with privatised counts launched with
+`LANES32` (every position fits in i32: kernel.py), whose ids are still widened to i64 for the leaf.
 
 Uniform values (passes/uniform.py: the same for every instance of one parent instance) are Triton
 scalars, everything else is a block of BLOCK lanes. Control flow that differs between lanes
