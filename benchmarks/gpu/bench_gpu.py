@@ -5,11 +5,13 @@ examples/sgemm.py and a per-element leaf) and the histogram 64M -> 256 bins, eac
 hpvm.launch on torch CUDA tensors (no host copies; the time includes a launch's host work) and as
 the compiled leaf kernel alone ("kernel": TritonKernel.launch, 5 launches per timing so that the
 GPU stays busy), next to hand-written Triton (as /work/shared/peers/gpu_peers.py), cuBLAS fp32
-(TF32 off), numba-cuda (as peers/numba_cuda_peers.py) and torch.bincount. Every time is the median
+(TF32 off), numba-cuda (as peers/numba_cuda_peers.py), torch.bincount and the nvptx target's
+histogram with per-block shared atomics (nvptx_histogram.py). Every time is the median
 of triton.testing.do_bench. Also sweeps the tl.dot block shapes and the grid-tile shapes
 (kernel.GPU_DOT, kernel.GRID_TILES), and reports the host cost of a tiny launch.
 
-Run: python benchmarks/gpu/bench_gpu.py   (needs CUDA; writes bench_gpu.json into $OUT if set)
+Run: python benchmarks/gpu/bench_gpu.py [streaming stencil sgemm histogram launch]   (needs CUDA;
+the parts named, all by default; writes bench_gpu.json into $OUT if set)
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from hpvm_py import In, InOut, Ptr, f32, i64  # noqa: E402
 from hpvm_py.backends.base import BufferArg  # noqa: E402
 from hpvm_py.backends.triton import kernel as tk  # noqa: E402
 from numba_peers import numba_sgemm  # noqa: E402
+from nvptx_histogram import nvptx_histogram  # noqa: E402
 
 RESULTS: dict[str, float] = {}
 
@@ -235,15 +238,25 @@ def bench_histogram(dev: str) -> None:
     run = direct(kernel, [(n,)], *args[:5])
     default = tk.GPU_PRIVATE
     kern = record(f"histogram kernel {default}", bench(run, 5))
-    for cfg in (tk.PrivateConfig(4096, 8, 1024), tk.PrivateConfig(4096, 8, 2112),
-                tk.PrivateConfig(8192, 8, 2112), tk.PrivateConfig(2048, 4, 4224),
+    for cfg in (tk.PrivateConfig(4096, 8, 4224), tk.PrivateConfig(4096, 4, 4224),
+                tk.PrivateConfig(2048, 4, 4224), tk.PrivateConfig(2048, 8, 4224),
+                tk.PrivateConfig(4096, 8, 2112), tk.PrivateConfig(8192, 8, 2112),
                 tk.PrivateConfig(4096, 4, 8448)):
-        tk.GPU_PRIVATE = cfg
-        kern = min(kern, record(f"histogram kernel {cfg}", bench(run, 5)))
+        if cfg != default:
+            tk.GPU_PRIVATE = cfg
+            kern = min(kern, record(f"histogram kernel {cfg}", bench(run, 5)))
     tk.GPU_PRIVATE = default
     peer = record("histogram torch.bincount(d % 256)",
                   bench(lambda: torch.bincount(data % nbins, minlength=nbins)))
-    print(f"  histogram: bincount/generated: launch {peer / gen:.2f}x, kernel {peer / kern:.2f}x")
+    xs = data % nbins  # the nvptx leaf counts values already in [0, 256)
+    nvptx = nvptx_histogram(xs, bins, 132 * 8)
+    bins.zero_()
+    nvptx()
+    assert torch.equal(bins, torch.bincount(xs, minlength=nbins).to(torch.int32))
+    simt = record("histogram nvptx shared atomics (1,056 groups of 256)",
+                  bench(lambda: (bins.zero_(), nvptx())))
+    print(f"  histogram: bincount/generated: launch {peer / gen:.2f}x, kernel {peer / kern:.2f}x; "
+          f"nvptx/generated kernel {simt / kern:.2f}x")
 
 
 def launch_cost(graph, args) -> float:

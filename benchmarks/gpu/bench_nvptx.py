@@ -26,28 +26,12 @@ from numba import cuda, float32, int32  # noqa: E402
 from numba_peers import numba_sgemm  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
-import hpvm_py as hpvm  # noqa: E402
-from hpvm_py import In, InOut, Ptr, i32, i64  # noqa: E402
 from hpvm_py.backends.base import BufferArg, NodeContext  # noqa: E402
 from hpvm_py.backends.nvptx import NvptxBackend, launch  # noqa: E402
 from hpvm_py.types import PtrType  # noqa: E402
 from bench_stencil import stencil  # noqa: E402
 from bench_vadd import vadd  # noqa: E402
-
-
-@hpvm.leaf
-def histogram_block(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bins_bytes: i64,
-                    n: i64):
-    local = hpvm.malloc(256 * 4, i32)
-    me = hpvm.get_node()
-    t = hpvm.get_node_instance_id_x(me)
-    width = hpvm.get_num_node_instances_x(me)
-    blk = hpvm.get_node_instance_id_x(hpvm.get_parent_node(me))
-    blocks = hpvm.get_num_node_instances_x(hpvm.get_parent_node(me))
-    for i in range(blk * width + t, n, blocks * width):
-        hpvm.atomic_add(local, i64(data[i]), i32(1))
-    hpvm.barrier()
-    hpvm.atomic_add(bins, t, local[t])
+from nvptx_histogram import nvptx_histogram  # noqa: E402
 
 
 def buf(t: torch.Tensor) -> BufferArg:
@@ -180,15 +164,11 @@ print(f"sgemm 4096 numba-cuda 16x16 shared tiles: {ms:.3f} ms {flops / ms / 1e9:
 xs = torch.randint(0, 256, (64 * 2**20,), device="cuda", dtype=torch.int32)
 bins = torch.zeros(256, device="cuda", dtype=torch.int32)
 blocks = 132 * 8
-hist_levels = [(256,), (blocks,)]
-modes = ("buffer", "uniform", "buffer", "uniform", "uniform")
-ctx = NodeContext(level_dims=(1, 1), input_modes=modes, output_modes=())
-hist_kernel = NvptxBackend().compile_leaf(histogram_block.ir, ctx)
-hist_args = [buf(xs), np.int64(xs.numel() * 4), buf(bins), np.int64(1024), np.int64(xs.numel())]
-hist_kernel.launch(hist_args, [], hist_levels)
+hist_run = nvptx_histogram(xs, bins, blocks)
+hist_run()
 torch.cuda.synchronize()
 assert torch.equal(bins, torch.bincount(xs, minlength=256).to(torch.int32))
-ms = bench(lambda: (bins.zero_(), hist_kernel.launch(hist_args, [], hist_levels)))
+ms = bench(lambda: (bins.zero_(), hist_run()))
 print(f"histogram 64M->256 nvptx (shared scratch atomics, {blocks} groups of 256): {ms:.3f} ms")
 
 

@@ -14,6 +14,9 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py import cli
 from hpvm_py.backends import registry
+from hpvm_py.backends.base import BufferArg
+from hpvm_py.backends.triton import kernel as triton_kernel
+from hpvm_py.backends.triton.host_math import interpreting
 from hpvm_py.backends.triton.privatise import MAX_PRIVATE_ELEMENTS
 from programs import count_leaves as C
 
@@ -85,6 +88,37 @@ def test_steps_at_the_ends_of_the_type_wrap_as_the_atomics_do(tmp_path: Path, rn
     expected = start.astype(np.int64)
     np.add.at(expected, data.astype(np.int64) % nbins, 2**31)  # -(-2**31) + (2**31 - 1) - (2**31 - 1)
     np.testing.assert_array_equal(results["gpu"], expected.astype(np.uint32).astype(np.int32))
+
+
+@pytest.mark.parametrize("lanes32", [True, False])
+@pytest.mark.parametrize("n", [5000, 4096])
+def test_indices_outside_the_buffer_count_nowhere(lanes32: bool, n: int, tmp_path: Path,
+                                                  monkeypatch, rng) -> None:
+    """A launch whose bounds are not proven runs the checked kernel instead; the privatised
+    kernel, launched directly here, still drops indices below 0 and past the buffer, with lane
+    positions in 32-bit (a launch whose extents fit) or 64-bit arithmetic, over full and partial
+    blocks."""
+    import torch
+
+    assert "tl.histogram(" in emitted(tmp_path, ROOT / "tests" / "programs" / "count_leaves.py",
+                                      "shifted_root")
+    if not lanes32:
+        monkeypatch.setattr(triton_kernel, "LANES32_LIMIT", 0)
+    ((_, _, kernel),) = hpvm.compile(C.shifted_root, target="gpu").leaf_kernels()
+    nbins, shift = 37, 20
+    device = "cpu" if interpreting() else "cuda"
+    data = torch.from_numpy(rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32))
+    data[: n // 2] = torch.from_numpy(rng.integers(0, nbins + 2 * shift, n // 2, dtype=np.int32))
+    start = torch.from_numpy(rng.integers(0, 100, nbins, dtype=np.int32))
+    data, bins = data.to(device), start.clone().to(device)
+    args = [BufferArg(obj=t, address=t.data_ptr(), nbytes=t.numel() * 4, array=None) if
+            isinstance(t, torch.Tensor) else t for t in (data, n * 4, bins, nbins * 4, shift)]
+    launch = kernel.prepare(args, [], [(n,)])
+    assert launch.options["LANES32"] is lanes32
+    launch.run()
+    index = data.cpu().numpy().astype(np.int64) - shift
+    inside = index[(index >= 0) & (index < nbins)]
+    np.testing.assert_array_equal(bins.cpu().numpy(), start.numpy() + np.bincount(inside, minlength=nbins))
 
 
 def test_atomics_whose_old_value_is_used_stay_atomic(tmp_path: Path, rng) -> None:

@@ -38,7 +38,8 @@ def constants(source) -> dict:
     if source.tiles:
         return {"BLOCK": 128, "TX": 32, "TY": 4}
     if source.dot is None:
-        return {"BLOCK": 128, **{f"NB_{kernel_name(p.name)}": 256 for p in source.private}}
+        private = {"LANES32": True} if source.private else {}
+        return {"BLOCK": 128, **private, **{f"NB_{kernel_name(p.name)}": 256 for p in source.private}}
     dot = GPU_DOT
     return {"BLOCK": dot.bm * dot.bn, "BM": dot.bm, "BN": dot.bn, "BK": dot.bk, "GROUP": dot.group}
 

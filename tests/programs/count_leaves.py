@@ -109,3 +109,19 @@ def extreme_steps_root(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]
                        nbins: i64, n: i64):
     hpvm.node(extreme_steps, grid=n, data=data, data_bytes=data_bytes, bins=bins, bins_bytes=bins_bytes,
               nbins=nbins)
+
+
+@hpvm.leaf
+def shifted(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bins_bytes: i64,
+            shift: i64):
+    """Indices below 0 and past the buffer when launched unproven: the privatised kernel must
+    drop those (the literal kernel would write out of bounds)."""
+    i = hpvm.instance_id(0)
+    hpvm.atomic_add(bins, hpvm.i64(data[i]) - shift, 1)
+
+
+@hpvm.graph
+def shifted_root(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bins_bytes: i64,
+                 shift: i64, n: i64):
+    hpvm.node(shifted, grid=n, data=data, data_bytes=data_bytes, bins=bins, bins_bytes=bins_bytes,
+              shift=shift)

@@ -3,7 +3,8 @@
 Mapping. Program `pid` covers leaf instances [lb * BLOCK, lb * BLOCK + BLOCK) of parent instance
 `pid // LB` (lb = pid % LB): leaf instances are lanes, parent instances are programs. A leaf with
 barrier() runs all its instances of one parent in one program (LB = 1), so a barrier is a barrier
-inside one program.
+inside one program. Lane positions are i64, except in kernels with privatised counts launched with
+`LANES32` (every position fits in i32: kernel.py), whose ids are still widened to i64 for the leaf.
 
 Uniform values (passes/uniform.py: the same for every instance of one parent instance) are Triton
 scalars, everything else is a block of BLOCK lanes. Control flow that differs between lanes
@@ -225,7 +226,7 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         for p in self.private:
             args.update({f"{self.names[p.name]}__count": "i64", f"NB_{self.names[p.name]}": "constexpr"})
         if self.private:
-            args["ITERS"] = "i64"
+            args.update(ITERS="i64", LANES32="constexpr")
         return args
 
     def _signature(self) -> str:
@@ -267,19 +268,24 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
 
     def _prologue(self) -> None:
         e = self.emit
-        e("pid = tl.program_id(0).to(tl.int64)")
+        if self.private:  # lane arithmetic in 32 bits when the launch's extents allow (kernel.py)
+            e("pid = tl.program_id(0)")
+            e("if not LANES32:")
+            e("    pid = pid.to(tl.int64)")
+        else:
+            e("pid = tl.program_id(0).to(tl.int64)")
         e("parent = pid // LB")
         block = "((pid % LB) * ITERS + it)" if self.private else "(pid % LB)"
-        e(f"lin = {block} * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
+        e(f"lin = {block} * BLOCK + tl.arange(0, BLOCK).to(pid.dtype)")
         e("m0 = lin < L")
-        e("ZERO = lin * 0")
+        e("ZERO = tl.zeros([BLOCK], tl.int64)")
         e("FALSE = lin < 0")
         e("Z64 = tl.zeros([], tl.int64)")
         dims0 = self.ctx.level_dims[0] if self.ctx.level_dims else 0
         rest = "lin"
-        for d in range(dims0):  # leaf ids: lanes
+        for d in range(dims0):  # leaf ids: lanes, int64 values whatever the lane arithmetic's width
             last = d == dims0 - 1
-            e(f"id0_{d} = {rest}" + ("" if last else f" % E0_{d}"))
+            e(f"id0_{d} = ({rest}" + ("" if last else f" % E0_{d}") + ").to(tl.int64)")
             if not last:
                 e(f"rest0_{d} = {rest} // E0_{d}")
                 rest = f"rest0_{d}"
@@ -292,7 +298,7 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             inner = f"lin{level}"
             for d in range(dims):
                 last = d == dims - 1
-                e(f"id{level}_{d} = {inner}" + ("" if last else f" % E{level}_{d}"))
+                e(f"id{level}_{d} = ({inner}" + ("" if last else f" % E{level}_{d}") + ").to(tl.int64)")
                 if not last:
                     e(f"in{level}_{d} = {inner} // E{level}_{d}")
                     inner = f"in{level}_{d}"

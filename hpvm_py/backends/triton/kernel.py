@@ -60,6 +60,8 @@ class PrivateConfig:
 
 # Large blocks keep many loads in flight between tl.histogram's barriers (docs/performance.md).
 GPU_PRIVATE = PrivateConfig(block=4096, warps=8, programs=4224)
+# Largest lane position a privatised kernel may compute in 32-bit arithmetic (i32's maximum).
+LANES32_LIMIT = 2**31 - 1
 INTERPRETER_PRIVATE = PrivateConfig(block=1024, warps=1, programs=4)
 
 
@@ -235,7 +237,9 @@ class TritonKernel:
             blocks = -(-L // block)
             iters = max(1, min(blocks, P * blocks // private.programs))
             blocks = -(-blocks // iters)
-            options.update(BLOCK=block, ITERS=iters, num_warps=private.warps)
+            # every lane's position (parent * L + lane, below programs * ITERS * BLOCK) fits in i32
+            options.update(BLOCK=block, ITERS=iters, num_warps=private.warps,
+                           LANES32=P * blocks * iters * block <= LANES32_LIMIT)
             for name, n in counts.items():
                 options.update({f"{name}__count": n, f"NB_{name}": max(MIN_BLOCK, _next_pow2(n))})
             return Layout(options, (P * blocks, 1, 1), blocks)

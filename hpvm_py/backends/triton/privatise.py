@@ -73,8 +73,9 @@ class PrivateCounts:
         name = self.names[e.ptr.name]
         index = self.index(e.index, m)
         hist = self.fresh("hist")
-        self.emit(f"{hist} = tl.histogram(tl.where({m}, {index}, 0).to(tl.int32), NB_{name}, "
-                  f"mask={m} & ({index} >= 0) & ({index} < {name}__count))")
+        # 0 <= index < count as one unsigned compare; masked-off lanes' indices are never read
+        self.emit(f"{hist} = tl.histogram({index}.to(tl.int32), NB_{name}, "
+                  f"mask={m} & ({index}.to(tl.uint64, bitcast=True) < {name}__count))")
         counts = self._counts(e.ptr.name)
         self.emit(f"{counts} = {counts} + {hist}.to({V.reg(elem)}) * {V.constant(step, elem)}")
         return "ZERO"  # the old value is unused (privatizable)
