@@ -34,7 +34,7 @@ import saxpy  # noqa: E402
 import sgemm  # noqa: E402
 import stencil  # noqa: E402
 import vadd  # noqa: E402
-from hpvm_py import In, InOut, Ptr, f32, i64  # noqa: E402
+from hpvm_py import In, InOut, Out, Ptr, f32, i64  # noqa: E402
 from hpvm_py.backends.base import BufferArg  # noqa: E402
 from hpvm_py.backends.triton import kernel as tk  # noqa: E402
 from numba_peers import numba_sgemm  # noqa: E402
@@ -66,9 +66,14 @@ def leaf_kernel(graph):
     return kernel
 
 
+def direct_args(*args):
+    """A launch's arguments as the executor hands them to a kernel (buffers as BufferArg)."""
+    return [BufferArg(obj=a, address=a.data_ptr(), nbytes=a.numel() * a.element_size(), array=None)
+            if isinstance(a, torch.Tensor) else a for a in args]
+
+
 def direct(kernel, extents, *args):
-    values = [BufferArg(obj=a, address=a.data_ptr(), nbytes=a.numel() * a.element_size(), array=None)
-              if isinstance(a, torch.Tensor) else a for a in args]
+    values = direct_args(*args)
     return lambda: kernel.launch(values, [], extents)
 
 
@@ -259,6 +264,70 @@ def bench_histogram(dev: str) -> None:
           f"nvptx/generated kernel {simt / kern:.2f}x")
 
 
+@hpvm.leaf
+def waves(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
+    """Compute-bound: 24 rounds of sin and cos per element."""
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    v = x[i]
+    for _ in range(24):
+        v = hpvm.math.sin(v) * 0.75 + hpvm.math.cos(v) * 0.25
+    y[i] = v
+
+
+@hpvm.graph
+def waves_root(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64):
+    hpvm.node(waves, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes)
+
+
+@hpvm.leaf
+def blur5(img: In[Ptr[f32]], img_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, w: i64, h: i64):
+    """A 5x5 box blur (clamped at the edges) over a 2-D grid."""
+    x = hpvm.get_node_instance_id_x(hpvm.get_node())
+    y = hpvm.get_node_instance_id_y(hpvm.get_node())
+    acc = 0.0
+    for dy in range(-2, 3):
+        for dx in range(-2, 3):
+            acc += img[min(max(y + dy, 0), h - 1) * w + min(max(x + dx, 0), w - 1)]
+    out[y * w + x] = acc * 0.04
+
+
+@hpvm.graph
+def blur_root(img: In[Ptr[f32]], img_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, w: i64, h: i64):
+    hpvm.node(blur5, grid=(w, h), img=img, img_bytes=img_bytes, out=out, out_bytes=out_bytes, w=w, h=h)
+
+
+def bench_autotune(dev: str) -> None:
+    """Default block shape against the autotuned one (backends/triton/autotune.py), same kernel."""
+    n = 16 * 2**20
+    x = torch.rand(n, device=dev) * 6 - 3
+    y = torch.empty_like(x)
+    side = 4096
+    img = torch.rand(side * side, device=dev)
+    out = torch.empty_like(img)
+    a, b, c = (torch.rand(64 * 2**20, device=dev) for _ in range(3))
+    nb = a.numel() * 4
+    cases = [("vadd 64M", vadd.root, [(a.numel(),)], (a, nb, b, nb, c, nb)),
+             ("waves 16M (24 sin+cos)", waves_root, [(n,)], (x, n * 4, y, n * 4)),
+             ("blur5 4096^2", blur_root, [(side, side)], (img, img.numel() * 4, out, out.numel() * 4, side, side))]
+    for name, graph, extents, args in cases:
+        kernel = leaf_kernel(graph)
+        times = {}
+        for mode in ("0", "1"):
+            os.environ["HPVM_AUTOTUNE"] = mode
+            prepared = kernel.prepare(direct_args(*args), [], extents)  # "1": tunes (first time)
+            times[mode] = record(f"{name} kernel, {'tuned' if mode == '1' else 'default'} "
+                                 f"(BLOCK {prepared.options['BLOCK']}, {prepared.options['num_warps']} warps)",
+                                 bench(prepared.run, 3))
+        print(f"  {name}: tuned/default speed-up {times['0'] / times['1']:.2f}x")
+    torch.cuda.synchronize()
+    expected = x.clone()
+    for _ in range(24):
+        expected = torch.sin(expected) * 0.75 + torch.cos(expected) * 0.25
+    torch.testing.assert_close(y, expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(c, a + b, rtol=0, atol=0)
+    os.environ.pop("HPVM_AUTOTUNE")
+
+
 def launch_cost(graph, args) -> float:
     """Host microseconds per hpvm.launch + wait of a tiny graph (GPU work queued, not waited)."""
     for _ in range(50):
@@ -276,7 +345,7 @@ def main() -> None:
     dev = "cuda"
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__)
     hpvm.init("gpu")
-    parts = sys.argv[1:] or ["streaming", "stencil", "sgemm", "histogram", "launch"]
+    parts = sys.argv[1:] or ["streaming", "stencil", "sgemm", "histogram", "autotune", "launch"]
     if "streaming" in parts:
         bench_streaming_kernels(dev)
     if "stencil" in parts:
@@ -285,6 +354,8 @@ def main() -> None:
         bench_sgemm(dev)
     if "histogram" in parts:
         bench_histogram(dev)
+    if "autotune" in parts:
+        bench_autotune(dev)
     if "launch" in parts:
         small = torch.randn(1024, device=dev)
         out = torch.empty_like(small)
