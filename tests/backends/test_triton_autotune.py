@@ -10,6 +10,7 @@ import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, f32, i64
 from hpvm_py.backends import registry
 from hpvm_py.backends.triton import autotune as T
+from hpvm_py.errors import CompileError, ExecutionError
 from hpvm_py.pipeline import compile_graph
 
 pytestmark = pytest.mark.skipif(not registry.available("gpu"), reason="the gpu target (triton) is not here")
@@ -90,7 +91,7 @@ def test_the_fastest_shape_is_chosen_once_and_read_back_from_disk(fresh_choices,
     def time_one(shape):
         timed.append(shape)
         if shape == T.Shape(1024, 2):
-            raise RuntimeError("out of resources")  # a shape that cannot run is never chosen
+            raise CompileError("out of resources")  # a shape that cannot compile is never chosen
         return speed[shape]
 
     assert T.choose("k1", shapes, time_one, "leafy") == T.Shape(512, 8)
@@ -102,6 +103,17 @@ def test_the_fastest_shape_is_chosen_once_and_read_back_from_disk(fresh_choices,
     monkeypatch.setenv("HPVM_NO_CACHE", "1")
     monkeypatch.setattr(T, "_chosen", {})
     assert T.choose("k1", shapes, lambda s: 1.0 if s == T.Shape(256, 2) else 2.0, "leafy") == T.Shape(256, 2)
+
+
+def test_an_error_of_a_run_ends_the_tuning(fresh_choices) -> None:
+    def faulting(shape):
+        raise ExecutionError("leaf x faulted")
+
+    with pytest.raises(ExecutionError, match="faulted"):
+        T.choose("k2", T.candidates(1024), faulting, "x")
+    assert "k2" not in T._chosen
+    with pytest.raises(CompileError, match="no registers"):
+        T.choose("k3", T.candidates(256), lambda s: (_ for _ in ()).throw(CompileError("no registers")), "x")
 
 
 def test_a_tuned_launch_uses_the_chosen_shape_and_computes_the_same(fresh_choices, monkeypatch, rng) -> None:

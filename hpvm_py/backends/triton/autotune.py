@@ -27,9 +27,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ...errors import CompileError, HPVMError
 from ...ir import kernel as K
 from ...rt import cache
 from ..base import BufferArg
+from ..cuda import faults
 
 MIN_INSTANCES = 1 << 20  # smaller launches take microseconds: not worth a tuning pass
 LANES = (256, 512, 1024)
@@ -81,8 +83,9 @@ def size_class(parents: int, leaf_instances: int) -> str:
 
 
 def choose(key: str, shapes: list[Shape], time_one: Callable[[Shape], float], leaf: str) -> Shape:
-    """The fastest of `shapes` (timed by time_one, in seconds; a shape that fails to compile or
-    run counts as infinitely slow), remembered under `key` in memory and on disk."""
+    """The fastest of `shapes` (timed by time_one, in seconds; a shape that fails to compile
+    counts as infinitely slow), remembered under `key` in memory and on disk. Errors of the
+    kernel's runs (a fault, an out-of-bounds access) end the tuning and reach the launch."""
     with _lock:
         if key in _chosen:
             return _chosen[key]
@@ -98,14 +101,17 @@ def choose(key: str, shapes: list[Shape], time_one: Callable[[Shape], float], le
         print(f"hpvm: tuning the block shape of leaf {leaf} ({len(shapes)} shapes, once per size "
               "class; HPVM_AUTOTUNE=0 turns this off)", file=sys.stderr, flush=True)
         times = {}
+        failure: CompileError | None = None
         for shape in shapes:
             try:
                 times[shape] = time_one(shape)
-            except Exception:  # noqa: BLE001 - a shape Triton cannot compile is just not chosen
-                times[shape] = math.inf
+            except CompileError as exc:  # a shape Triton cannot compile is just not chosen (a
+                times[shape] = math.inf  # kernel fault or an out-of-bounds access is reported)
+                failure = exc
         best = min(shapes, key=lambda s: times[s])
         if math.isinf(times[best]):
-            raise RuntimeError(f"no block shape of {leaf} ran while tuning")
+            assert failure is not None
+            raise failure
         _chosen[key] = best
         cache.store(key, ".tune.json", json.dumps(best.__dict__).encode())
         return best
@@ -128,17 +134,24 @@ def device_name(device: Any) -> str:
 
 
 def time_launch(launch: Any) -> float:
-    """Seconds one run of a prepared launch takes on the GPU (the fastest of a few)."""
+    """Seconds one run of a prepared launch takes on the GPU (the fastest of a few). A fault of
+    the kernel is reported as at any launch (backends/cuda/faults.py)."""
     import torch
 
-    launch.start()  # compiles this shape
-    torch.cuda.synchronize()
+    leaf = launch.kernel.leaf
     best = math.inf
-    for _ in range(_REPEATS):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        launch.start()
-        end.record()
-        end.synchronize()
-        best = min(best, begin.elapsed_time(end) / 1e3)
+    try:
+        launch.start()  # compiles this shape
+        torch.cuda.synchronize()
+        for _ in range(_REPEATS):
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            launch.start()
+            end.record()
+            end.synchronize()
+            best = min(best, begin.elapsed_time(end) / 1e3)
+    except HPVMError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - CUDA reports a kernel's fault at the next wait
+        raise faults.reported(exc, leaf.name, leaf.loc) from None
     return best
