@@ -119,7 +119,10 @@ class StreamHandle:
             if self._closed:
                 raise StreamError(f"push(): the stream is {self._state()}; nothing more can be "
                                   "pushed", caller_loc())
-            self._send(env, deadline, "push")
+            try:
+                self._send(env, deadline, "push")
+            except Stopped:  # a stage failed (or cleanup() ran) while the push waited for room
+                self._raise_stopped("push")
             self._pushed += 1
         self.arrived.set()
         stats.bump("stream_pushes")

@@ -94,3 +94,17 @@ def four_stages(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64,
     s4 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s3.out[0])), x=s(d), x_bytes=d_bytes,
                    y=s(e), y_bytes=e_bytes, work=work)
     return s4.out[0]
+
+
+@hpvm.graph
+def mixed_stages(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64,
+                 c: InOut[Ptr[f32]], c_bytes: i64, d: Out[Ptr[f32]], d_bytes: i64, n: i64,
+                 work: i64) -> i32:
+    """The middle stage on the host (hint "cpu"), the others on the runtime's target."""
+    s = hpvm.streaming
+    s1 = hpvm.node(spin, grid=n, x=s(a), x_bytes=a_bytes, y=s(b), y_bytes=b_bytes, work=work)
+    s2 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s1.out[0])), x=s(b), x_bytes=b_bytes,
+                   y=s(c), y_bytes=c_bytes, work=work, hint="cpu")
+    s3 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s2.out[0])), x=s(c), x_bytes=c_bytes,
+                   y=s(d), y_bytes=d_bytes, work=work)
+    return s3.out[0]

@@ -1,9 +1,11 @@
-"""Scalar outputs of a GPU kernel launch: written on the device, copied to the host on demand.
+"""Scalar outputs of a GPU kernel launch: written on the device, copied to the host on demand;
+and what the prepared launches of the GPU targets share (DeviceLaunch).
 
 A prepared GPU launch (`gpu` and `nvptx`) keeps one device array per used output next to the
 host array the executor reads. The normal launch path fetches them right after the kernel; a
 replayed launch (rt/replay.py) fetches only the outputs the host reads (a uniform value for a later
-node, a root output) and lets a later kernel of the same device read the others where they are.
+node, a root output) and lets a later kernel of the same device read the others where they are; a
+streaming stage (rt/stage_launch.py) fetches them once its item's event has passed.
 """
 from __future__ import annotations
 
@@ -32,6 +34,13 @@ class DeviceOutputs:
                 raise faults.reported(exc, self.leaf, self.loc) from None
             host.reshape(-1).view(np.uint8)[:data.size] = data
 
+    def rebind(self, outputs: list[np.ndarray | None]) -> None:
+        """Fill other host arrays (a stream's next item): the used outputs, None for unused ones,
+        each of the dtype and size of the array it replaces."""
+        hosts = [out for out in outputs if out is not None]
+        assert len(hosts) == len(self.pairs)
+        self.pairs = [(host, dev) for host, (_, dev) in zip(hosts, self.pairs)]
+
     def device_twin(self, host: np.ndarray) -> Any:
         """The device array whose values `host` receives on fetch(), or None."""
         for array, dev in self.pairs:
@@ -42,8 +51,11 @@ class DeviceOutputs:
 
 class DeviceLaunch:
     """What the prepared launches of the GPU targets share (triton/prepared.py, nvptx/launch.py):
-    start(stream) queues the kernel, run() also fills the host outputs, and the launch can be
-    replayed once no per-instance input was copied from the host for it alone (`stale`)."""
+    issue(stream) queues the kernel without waiting for anything, check() reports the
+    out-of-bounds accesses a checked kernel recorded (it waits for the kernel), start(stream) does
+    both and run() also fills the host outputs. The launch can be replayed once no per-instance
+    input was copied from the host for it alone (`stale`); a `repointable` one can also be pointed
+    at other buffers of the same sizes (set_buffer, set_outputs: a stream's next item)."""
 
     outputs: DeviceOutputs
     stale: set[int]
@@ -52,9 +64,30 @@ class DeviceLaunch:
     def reusable(self) -> bool:
         return not self.stale
 
+    @property
+    def repointable(self) -> bool:
+        raise NotImplementedError
+
     def run(self) -> None:
         self.start()
         self.outputs.fetch()
 
     def start(self, stream: Any = None) -> None:
+        self.issue(stream)
+        self.check()
+
+    def issue(self, stream: Any = None) -> None:
         raise NotImplementedError
+
+    def check(self) -> None:
+        raise NotImplementedError
+
+    def set_uniform(self, i: int, value: Any) -> None:
+        raise NotImplementedError
+
+    def set_buffer(self, i: int, arg: Any) -> None:
+        """Point buffer parameter i at another device buffer (a BufferArg) of the same size."""
+        raise NotImplementedError
+
+    def set_outputs(self, outputs: list[np.ndarray | None]) -> None:
+        self.outputs.rebind(outputs)

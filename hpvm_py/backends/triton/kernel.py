@@ -155,9 +155,11 @@ class TritonKernel:
         call: list[Any] = []
         uniforms: dict[int, int] = {}  # param -> its position in call
         values: dict[int, int] = {}  # per-parent / per-instance param -> its position in call
+        buffers: dict[int, int] = {}  # pointer param -> its position in call
         for i, (p, mode, arg) in enumerate(zip(self.leaf.params, self.ctx.input_modes, args)):
             if mode == "buffer":
                 assert isinstance(arg, BufferArg) and isinstance(p.type, PtrType)
+                buffers[i] = len(call)
                 call.append(typed_tensor(arg.obj, p.type.elem))
                 if source.checked:
                     call.append(self._limit(i, args) // p.type.elem.nbytes)
@@ -186,7 +188,8 @@ class TritonKernel:
                 call.append(nbytes // area.elem.nbytes)
         for level, dims in zip(extents, self.ctx.level_dims):
             call += [int(n) for n in level[:dims]]
-        if "HEAP_BASES" in source.arguments:
+        heap = "HEAP_BASES" in source.arguments
+        if heap:
             heap = remote.for_launch(self.leaf, args, device)
             call += [heap.bases, heap.rank, heap.world_size]
         call += [blocks, L]
@@ -205,7 +208,7 @@ class TritonKernel:
             options.update(BM=dot.bm, BN=dot.bn, BK=dot.bk, GROUP=dot.group, num_warps=dot.warps,
                            num_stages=dot.stages, enable_fp_fusion=True)
         return TritonLaunch(self, source, kernel, call, options, grid, self._outputs(results), err,
-                            scratch, uniforms, values)
+                            scratch, uniforms, values, buffers, heap)
 
     def _outputs(self, pairs: list[tuple[np.ndarray, Any]]) -> DeviceOutputs:
         return DeviceOutputs(pairs, self.leaf.name, self.leaf.loc)
