@@ -9,10 +9,15 @@ stage written as a grid of atomic maxima (and a single-instance stage that reads
 measured too.
 
 Run: python benchmarks/gpu/bench_stream.py [--targets gpu,nvptx] [--size 512] [--reps 3]
+         [--profile FILE]  (then one more stream of the demo per target, its scheduler thread
+                            under cProfile: the top functions by own time go to FILE)
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import sys
 from pathlib import Path
 
@@ -63,17 +68,56 @@ def parallel_max(img: In[Ptr[f32]], img_bytes: i64, gauss: In[Ptr[f32]], gauss_b
               grad_bytes=grad_bytes, edges=s(edges), edges_bytes=edges_bytes, w=w, theta=theta)
 
 
+def profile_stream(target: str, frames: int, size: int, out: io.TextIOBase) -> None:
+    """One stream of the demo with its scheduler thread under cProfile (after a warm-up)."""
+    from hpvm_py.rt import stages
+
+    rng = np.random.default_rng(1)
+    gauss = ed.gaussian_filter()
+    inputs = [ed.frame_buffers(ed.synthetic_frame(rng, size * 3 // 4, size)) for _ in range(frames)]
+    profile = cProfile.Profile()
+    run = stages.Scheduler.__call__
+
+    def profiled(self: stages.Scheduler) -> None:
+        profile.enable()
+        try:
+            run(self)
+        finally:
+            profile.disable()
+
+    def stream() -> None:
+        handle = hpvm.launch(ed.pipeline, stream=True)
+        for bufs in inputs:
+            hpvm.push(handle, *ed.frame_args(bufs, gauss, 0.25))
+        hpvm.wait(handle)
+
+    with hpvm.runtime(target):
+        stream()
+        stages.Scheduler.__call__ = profiled
+        try:
+            stream()
+        finally:
+            stages.Scheduler.__call__ = run
+    print(f"== {target}: the scheduler thread of one stream of {frames} frames", file=out)
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(40)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--targets", default="gpu,nvptx")
     parser.add_argument("--size", type=int, default=512, help="frame width (height: 3/4 of it)")
     parser.add_argument("--frames", type=int, default=64)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--profile", help="write a profile of one demo stream per target here")
     args = parser.parse_args()
     for target in args.targets.split(","):
         edge_detection(target, args.reps, frames=args.frames, size=args.size)
         edge_detection(target, args.reps, frames=args.frames, size=args.size, graph=parallel_max,
                        extra=lambda: [np.zeros(1, np.float32)], title="edge detection, parallel max")
+    if args.profile:
+        with open(args.profile, "w") as out:
+            for target in args.targets.split(","):
+                profile_stream(target, args.frames, args.size, out)
 
 
 if __name__ == "__main__":
