@@ -158,6 +158,32 @@ def test_a_failing_gpu_item_stops_the_scheduler_and_names_the_stage(gpu_target: 
         np.testing.assert_array_equal(y, x)
 
 
+def test_an_error_seen_while_polling_an_item_fails_its_stage(gpu_target: str, rng, monkeypatch) -> None:
+    """A kernel fault shows first where the scheduler asks an item's event: that is the stage's
+    failure (pop() and wait() raise it with the stage's name), not the end of the scheduler."""
+    from hpvm_py.errors import ExecutionError as Fault
+
+    real_done = S.ItemEvent.done
+    asked: list[int] = []
+
+    def done(self: S.ItemEvent) -> bool:
+        asked.append(1)
+        if len(asked) == 5:
+            raise Fault("the kernel of leaf spin_next faulted on the GPU (stand-in)")
+        return real_done(self)
+
+    monkeypatch.setattr(S.ItemEvent, "done", done)
+    items = _items(rng, 4, 16, 5)
+    with hpvm.runtime(gpu_target):
+        handle = hpvm.launch(g.four_stages, stream=True)
+        _push_all(handle, items, 16, 2)
+        with pytest.raises(ExecutionError, match="stage spin.*stand-in"):
+            for _ in items:
+                hpvm.pop(handle, timeout=60)
+        with pytest.raises(ExecutionError, match="stand-in"):
+            hpvm.wait(handle, timeout=60)
+
+
 def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alignment(monkeypatch) -> None:
     """A stream stage points its kept Triton launch at the next item's buffers: the compiled
     launcher is called with the new tensor, unless the new pointer is not 16-byte aligned where

@@ -188,7 +188,7 @@ class Scheduler:
                 for stage in self.stages:
                     progressed |= self._try_start(stage)
                 for stage in list(self.running):
-                    if stage.run is not None and stage.run.done():
+                    if self._done(stage):
                         self._finish(stage)
                         progressed = True
                 if handle.stop.is_set():
@@ -236,6 +236,14 @@ class Scheduler:
             raise _StageFailed(stage, exc) from None
         self.running.append(stage)
         return True
+
+    @staticmethod
+    def _done(stage: Stage) -> bool:
+        """Whether the stage's item is done (a GPU fault shows here first: the stage's error)."""
+        try:
+            return stage.run is not None and stage.run.done()
+        except BaseException as exc:  # noqa: BLE001 - the stage's error
+            raise _StageFailed(stage, exc) from None
 
     def _finish(self, stage: Stage) -> None:
         run = stage.run
