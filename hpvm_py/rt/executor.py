@@ -21,7 +21,7 @@ from ..ir import dfg as D
 from ..ir import kernel as K
 from ..types import PtrType, ScalarType
 from . import stats
-from .buffers import HOST, describe, host_view
+from .buffers import HOST, describe, host_view, span
 from .placement import device_of
 from .plan import GraphPlan, NodePlan
 from .tracker import MemoryObject, MemoryTracker
@@ -285,6 +285,6 @@ class Executor:
             arg = BufferArg(obj=buf, address=info.address, nbytes=info.nbytes, array=host_view(buf, elem))
             obj.host_args[elem] = arg
             return arg
-        info = describe(buf)
+        address, nbytes = span(buf)
         array = host_view(buf, param.type.elem) if device == HOST else None
-        return BufferArg(obj=buf, address=info.address, nbytes=info.nbytes, array=array)
+        return BufferArg(obj=buf, address=address, nbytes=nbytes, array=array)

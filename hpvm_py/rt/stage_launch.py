@@ -11,11 +11,12 @@ once (the scheduler of stages.py finishes it later):
 - a host leaf (`cpu`) begins on the native pool's workers;
 - a GPU leaf (`gpu`, `nvptx`) is queued on the stage's own CUDA stream (StageStream): the item's
   host-to-device copies (buffers whose device copy is not valid), a wait for the event of each
-  producer on another stage (the stream waits, not the host), the kernel, and an event that marks
-  the item's end. done() asks the event; finish() waits for it, reports the out-of-bounds accesses
-  of a checked kernel, fetches the scalar outputs and brings the item's untracked buffers home
-  (one device-to-host copy per buffer the stage wrote; their device copies stay valid for the
-  item's later stages).
+  producer on another stage (the stream waits, not the host), the kernel, the copies to the host
+  of its scalar outputs and of the item's untracked buffers it wrote (one per buffer; their device
+  copies stay valid for the item's later stages), and an event that marks the item's end. The
+  copies go through pinned memory (backends/cuda/staging.py), so none makes the host wait.
+  done() asks the event; finish() waits for it, reports the out-of-bounds accesses of a checked
+  kernel and moves the copied bytes into the host arrays.
 
 Only leaves whose backend can repoint a packed launch take this path, and only when every input is
 a buffer or a uniform scalar; anything else (internal nodes, python leaves, per-instance scalar
@@ -25,15 +26,18 @@ afresh for every item, and still started without waiting.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
+import numpy as np
+
+from ..backends.cuda.staging import StagedCopies
 from ..backends.cuda.streams import ItemEvent, StageStream
 from ..types import PtrType
 from .buffers import HOST
 from .executor import Executor, Slot
 from .placement import device_of
 from .plan import GraphPlan, NodePlan
-from .tracker import MemoryObject
 
 _KEPT = 4  # packed launches kept per stage (one per combination of kernel, extents and sizes)
 
@@ -69,17 +73,20 @@ class StageLauncher:
             call, outputs = executor.leaf_call(node, args, HOST, 1, count)
             packed = self._packed_for(call, outputs, ext)
             return StageRun(ext, self._slots(outputs, count), packed, packed.begin())
-        with stream.current():
-            with executor.device_buffers() as acquired:  # the item's copies, on the stage's stream
-                call, outputs = executor.leaf_call(node, args, self.device, 1, count)
-            packed = self._packed_for(call, outputs, ext)
-            for event in after:
-                stream.wait(event)
-            stream.launched(node.func.name)
-            packed.issue(stream.handle)
-            event = stream.record()
-        return DeviceStageRun(ext, self._slots(outputs, count), packed, stream, event,
-                              list(acquired.values()), executor)
+        stream.use()
+        copies = StagedCopies()
+        with executor.device_buffers() as acquired, copies.active():  # copies in: queued
+            call, outputs = executor.leaf_call(node, args, self.device, 1, count)
+        packed = self._packed_for(call, outputs, ext)
+        for event in after:
+            stream.wait(event)
+        stream.launched(node.func.name)
+        packed.issue(stream.handle)
+        with copies.active():  # after the kernel: its scalar outputs, the item's buffers it wrote
+            packed.outputs.fetch()
+            executor.tracker.finish_launch(list(acquired.values()), keep_device=True)
+        return DeviceStageRun(ext, self._slots(outputs, count), packed, stream, stream.record(),
+                              copies)
 
     def _packed_for(self, call: list[Any], outputs: list[Any], ext: tuple[int, ...]) -> Any:
         """The stage's packed launch for this item: a kept one pointed at the item's buffers,
@@ -88,26 +95,37 @@ class StageLauncher:
         extents = [ext]
         kernel = node.kernel_for(call, extents)
         key = (kernel, ext, tuple(a.nbytes for a, p in zip(call, leaf.params) if isinstance(p.type, PtrType)))
-        packed = self._packed.get(key)
-        if packed is None:
+        kept = self._packed.get(key)
+        if kept is None:
             packed = kernel.prepare(call, outputs, extents)
             if packed.repointable:
                 if len(self._packed) >= _KEPT:
                     self._packed.clear()
-                self._packed[key] = packed
+                self._packed[key] = (packed, call)
             return packed
+        packed, last = kept
         for i, (p, value) in enumerate(zip(leaf.params, call)):
             if isinstance(p.type, PtrType):
                 packed.set_buffer(i, value)
-            elif node.inputs[i].const is None:
+            elif node.inputs[i].const is None and not _same_scalar(value, last[i]):
                 packed.set_uniform(i, value)
         packed.set_outputs(outputs)
+        self._packed[key] = (packed, call)
         return packed
 
     def _slots(self, outputs: list[Any], count: int) -> list[Slot | None]:
         modes = self.node.output_modes
         return [Slot(out, modes[port] == "per_instance", count) if out is not None else None
                 for port, out in enumerate(outputs)]
+
+
+def _same_scalar(value: Any, last: Any) -> bool:
+    """Whether a uniform scalar has the bits it had in the launch's last item (sizes and
+    constants of a stream usually do): then it need not be written again."""
+    if type(value) is not type(last) or not value == last:
+        return False  # (NaN: never the same)
+    return value != 0 or not isinstance(value, (float, np.floating)) or \
+        math.copysign(1.0, value) == math.copysign(1.0, last)
 
 
 class StageRun:
@@ -138,26 +156,22 @@ class DeviceStageRun:
     on_host = False
 
     def __init__(self, ext: tuple[int, ...], slots: list[Slot | None], packed: Any,
-                 stream: StageStream, event: ItemEvent, acquired: list[MemoryObject],
-                 executor: Executor):
+                 stream: StageStream, event: ItemEvent, copies: StagedCopies):
         self.ext = ext
         self.slots = slots
         self.event = event
         self._packed = packed
         self._stream = stream
-        self._acquired = acquired  # buffers on the device: the untracked ones come home at the end
-        self._executor = executor
+        self._copies = copies  # to the host: the scalar outputs and the item's untracked buffers
 
     def done(self) -> bool:
         return self.event.done()
 
     def finish(self) -> tuple[tuple[int, ...], list[Slot | None]]:
-        """Wait for the item's event, report a checked kernel's errors, fetch the scalar outputs
-        and bring the item's untracked buffers home; its extents and slots."""
-        with self._stream.current():
-            self.event.wait()
-            self._packed.check()
-            self._packed.outputs.fetch()
-            if self._acquired:
-                self._executor.tracker.finish_launch(self._acquired, keep_device=True)
+        """Wait for the item's event, report a checked kernel's errors and fill the host arrays
+        of the copies queued after the kernel; its extents and slots."""
+        self._stream.use()  # a checked kernel's error word is read on it
+        self.event.wait()
+        self._packed.check()
+        self._copies.complete()
         return self.ext, self.slots

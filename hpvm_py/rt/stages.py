@@ -20,7 +20,6 @@ its node's arguments, and hands what the node produced to the stages downstream 
 """
 from __future__ import annotations
 
-import queue
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
     from .streaming import StreamHandle
 
 POLL = 0.05  # seconds between checks of the stop flag while blocked
-GPU_SLICE = 50e-6  # seconds between looks at the events of GPU items in flight
+GPU_SLICE = 100e-6  # seconds between looks at the events of GPU items in flight
 
 
 class EndOfStream:
@@ -136,19 +135,19 @@ def run_stage_thread(stage: Stage) -> None:
     handle = stage.handle
     handle.executor.watch(handle.stop)  # an internal node's children check it too
     try:
-        with stage_stream(stage.launcher.stream) as end_item:
-            while True:
-                env = handle.get(stage.host_fifo, None, "stage")
-                if env is EOS:
-                    return
-                received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage")
-                            for port in stage.waiting_edges()}
-                item_env, args, src_extents = stage.arguments(env, received)
-                if handle.stop.is_set():
-                    raise Stopped()
-                ext, outs = stage.launcher.fire(item_env, args)
-                end_item()  # the item's writes are done before the next stage reads them
-                stage.publish(ext, outs, src_extents)
+        end_item = stage_stream(stage.launcher.stream)
+        while True:
+            env = handle.get(stage.host_fifo, None, "stage")
+            if env is EOS:
+                return
+            received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage")
+                        for port in stage.waiting_edges()}
+            item_env, args, src_extents = stage.arguments(env, received)
+            if handle.stop.is_set():
+                raise Stopped()
+            ext, outs = stage.launcher.fire(item_env, args)
+            end_item()  # the item's writes are done before the next stage reads them
+            stage.publish(ext, outs, src_extents)
     except Stopped:
         return
     except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()
@@ -211,19 +210,18 @@ class Scheduler:
         if stage.ended or stage.run is not None:
             return False
         if stage.env is None:
-            try:
-                env = stage.host_fifo.get_nowait()
-            except queue.Empty:
+            if not stage.host_fifo.queue:  # (a look without the exception of an empty get)
                 return False
+            env = stage.host_fifo.get_nowait()  # only this thread takes from it
             if env is EOS:
                 stage.ended = True
                 return True
             stage.env = env
         for port in stage.waiting_edges():
-            try:
-                stage.received[port] = self.handle.edge_fifos[(stage.index, port)].get_nowait()
-            except queue.Empty:
+            edge = self.handle.edge_fifos[(stage.index, port)]
+            if edge.empty():
                 return False
+            stage.received[port] = edge.get_nowait()
         if self.handle.stop.is_set():
             raise Stopped()
         env, received = stage.env, stage.received

@@ -108,3 +108,9 @@ def mixed_stages(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64
     s3 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s2.out[0])), x=s(c), x_bytes=c_bytes,
                    y=s(d), y_bytes=d_bytes, work=work)
     return s3.out[0]
+
+
+@hpvm.graph
+def scaled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32, n: i64) -> i64:
+    st = hpvm.streaming
+    return hpvm.node(scale, grid=n, x=st(x), x_bytes=x_bytes, y=st(y), y_bytes=y_bytes, k=st(k)).out[0]

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...ir.loc import Loc
 from . import faults
+from .staging import staged
 
 
 class DeviceOutputs:
@@ -24,10 +25,16 @@ class DeviceOutputs:
         self.loc = loc
 
     def fetch(self) -> None:
-        """Copy every output to its host array (waits for the kernel that writes it)."""
+        """Copy every output to its host array (waits for the kernel that writes it; with staged
+        copies active, queues the copies instead: staging.py)."""
         import torch  # noqa: PLC0415 - the device layer's tensors
 
+        copies = staged()
         for host, dev in self.pairs:
+            if copies is not None:
+                data = dev.reshape(-1).view(torch.uint8)
+                copies.to_host(data, host.reshape(-1).view(np.uint8)[:data.numel()])
+                continue
             try:
                 data = dev.reshape(-1).view(torch.uint8).cpu().numpy()
             except Exception as exc:  # noqa: BLE001 - a fault of the kernel shows at the copy

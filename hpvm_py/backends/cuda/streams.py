@@ -12,8 +12,7 @@ ordering without a GPU.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from . import faults
 
@@ -114,9 +113,10 @@ class ItemEvent:
 
 class StageStream:
     """A streaming stage's own CUDA stream on its device: the copies, kernels and allocations of
-    the stage's items go there (current(): the device selected and the stream current), so they
-    overlap with the other stages' work; record() marks the end of an item with an event, and
-    wait() makes the stream wait for another stage's event without the host waiting."""
+    the stage's items go there (use(): the device and the stream made current on the calling
+    thread, a stage's own; every GPU stage calls it before its work, so none restores the last),
+    so they overlap with the other stages' work; record() marks the end of an item with an event,
+    and wait() makes the stream wait for another stage's event without the host waiting."""
 
     def __init__(self, device: str, name: str):
         self.name = name  # the stage's node, as FAKE_LOG names the stream
@@ -126,19 +126,14 @@ class StageStream:
         if not self.fake:
             import torch  # noqa: PLC0415 - the device layer's CUDA runtime
 
-            self._device = torch.device(device)
-            self._stream = torch.cuda.Stream(self._device)
+            self._stream = torch.cuda.Stream(torch.device(device))
             self.handle = self._stream.cuda_stream
 
-    @contextlib.contextmanager
-    def current(self) -> Iterator[None]:
-        if self.fake:
-            yield
-            return
-        import torch  # noqa: PLC0415
+    def use(self) -> None:
+        if self._stream is not None:
+            import torch  # noqa: PLC0415
 
-        with torch.cuda.device(self._device), torch.cuda.stream(self._stream):
-            yield
+            torch.cuda.set_stream(self._stream)  # its device too
 
     def record(self) -> ItemEvent:
         if self.fake:
@@ -166,13 +161,11 @@ class StageStream:
             self._stream.synchronize()
 
 
-@contextlib.contextmanager
-def stage_stream(stream: StageStream | None) -> Iterator[Callable[[], None]]:
-    """A stage thread's stream (rt/stages.py), current while the stage runs. Yields what ends an
-    item: waiting for the stream, so that the next stage (another stream) finds the item's buffers
-    written. On the host: nothing to do."""
+def stage_stream(stream: StageStream | None) -> Callable[[], None]:
+    """Make a stage thread's stream (rt/stages.py) current; returns what ends an item: waiting for
+    the stream, so that the next stage (another stream) finds the item's buffers written. On the
+    host: nothing to do."""
     if stream is None:
-        yield lambda: None
-        return
-    with stream.current():
-        yield stream.synchronize
+        return lambda: None
+    stream.use()
+    return stream.synchronize
