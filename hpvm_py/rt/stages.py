@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .streaming import StreamHandle
 
 POLL = 0.05  # seconds between checks of the stop flag while blocked
-GPU_SLICE = 100e-6  # seconds between looks at the events of GPU items in flight
+GPU_SLICE = 20e-6  # seconds between looks at the events of GPU items in flight
 
 
 class EndOfStream:
@@ -183,13 +183,11 @@ class Scheduler:
         try:
             while not all(s.ended for s in self.stages) or self.running:
                 handle.arrived.clear()  # a push after this wakes the wait below
-                progressed = False
+                progressed = self._poll()
                 for stage in self.stages:
-                    progressed |= self._try_start(stage)
-                for stage in list(self.running):
-                    if self._done(stage):
-                        self._finish(stage)
+                    if self._try_start(stage):
                         progressed = True
+                        self._poll()  # a start takes a while: see what ended meanwhile
                 if handle.stop.is_set():
                     raise Stopped()
                 if progressed:
@@ -234,6 +232,18 @@ class Scheduler:
             raise _StageFailed(stage, exc) from None
         self.running.append(stage)
         return True
+
+    def _poll(self) -> bool:
+        """Finish the items in flight that are done; each such stage starts its next item at once
+        (the slowest stage, which bounds the stream, is never left waiting for the others'
+        starts). Whether any was done."""
+        progressed = False
+        for stage in list(self.running):
+            if self._done(stage):
+                self._finish(stage)
+                self._try_start(stage)
+                progressed = True
+        return progressed
 
     @staticmethod
     def _done(stage: Stage) -> bool:

@@ -48,7 +48,7 @@ class StagedCopies:
         import torch  # noqa: PLC0415 - the device layer's CUDA runtime
 
         pinned = torch.empty(src.size, dtype=torch.uint8, pin_memory=True)
-        pinned.numpy()[...] = src
+        pinned.copy_(torch.from_numpy(src))  # (torch's host copy: in parallel, without the GIL)
         dst.copy_(pinned, non_blocking=True)
 
     def to_host(self, src: Any, dst: np.ndarray) -> None:
@@ -67,7 +67,12 @@ class StagedCopies:
         """Once the queued copies are done: fill their host destinations."""
         pending, self._pending = self._pending, []
         for src, dst in pending:
-            dst[...] = src if isinstance(src, np.ndarray) else src.numpy()
+            if isinstance(src, np.ndarray):
+                dst[...] = src
+            else:
+                import torch  # noqa: PLC0415
+
+                torch.from_numpy(dst).copy_(src)  # (in parallel, without the GIL)
 
 
 def staged() -> StagedCopies | None:
