@@ -25,6 +25,7 @@ from typing import Any, Iterator
 import numpy as np
 
 _local = threading.local()
+_PARALLEL_BYTES = 1 << 16  # host copies from this size on go through torch
 
 
 class StagedCopies:
@@ -48,7 +49,7 @@ class StagedCopies:
         import torch  # noqa: PLC0415 - the device layer's CUDA runtime
 
         pinned = torch.empty(src.size, dtype=torch.uint8, pin_memory=True)
-        pinned.copy_(torch.from_numpy(src))  # (torch's host copy: in parallel, without the GIL)
+        _host_copy(pinned.numpy(), src)
         dst.copy_(pinned, non_blocking=True)
 
     def to_host(self, src: Any, dst: np.ndarray) -> None:
@@ -67,12 +68,17 @@ class StagedCopies:
         """Once the queued copies are done: fill their host destinations."""
         pending, self._pending = self._pending, []
         for src, dst in pending:
-            if isinstance(src, np.ndarray):
-                dst[...] = src
-            else:
-                import torch  # noqa: PLC0415
+            _host_copy(dst, src if isinstance(src, np.ndarray) else src.numpy())
 
-                torch.from_numpy(dst).copy_(src)  # (in parallel, without the GIL)
+
+def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst[...] = src; a large one through torch, which copies in parallel without the GIL."""
+    if src.nbytes < _PARALLEL_BYTES or not src.flags.writeable:  # (torch warns of read-only arrays)
+        dst[...] = src
+        return
+    import torch  # noqa: PLC0415
+
+    torch.from_numpy(dst).copy_(torch.from_numpy(src))
 
 
 def staged() -> StagedCopies | None:
