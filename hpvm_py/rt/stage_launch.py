@@ -94,23 +94,26 @@ class StageLauncher:
         node, leaf = self.node, self.node.func
         extents = [ext]
         kernel = node.kernel_for(call, extents)
-        key = (kernel, ext, tuple(a.nbytes for a, p in zip(call, leaf.params) if isinstance(p.type, PtrType)))
+        pointers = [isinstance(p.type, PtrType) for p in leaf.params]
+        key = (kernel, ext, tuple(a.nbytes for a, ptr in zip(call, pointers) if ptr))
+        # the item's scalars, to compare with the next item's (its buffers: never kept here)
+        scalars = [None if ptr else value for value, ptr in zip(call, pointers)]
         kept = self._packed.get(key)
         if kept is None:
             packed = kernel.prepare(call, outputs, extents)
             if packed.repointable:
                 if len(self._packed) >= _KEPT:
                     self._packed.clear()
-                self._packed[key] = (packed, call)
+                self._packed[key] = (packed, scalars)
             return packed
         packed, last = kept
-        for i, (p, value) in enumerate(zip(leaf.params, call)):
-            if isinstance(p.type, PtrType):
+        for i, (value, ptr) in enumerate(zip(call, pointers)):
+            if ptr:
                 packed.set_buffer(i, value)
             elif node.inputs[i].const is None and not _same_scalar(value, last[i]):
                 packed.set_uniform(i, value)
         packed.set_outputs(outputs)
-        self._packed[key] = (packed, call)
+        self._packed[key] = (packed, scalars)
         return packed
 
     def _slots(self, outputs: list[Any], count: int) -> list[Slot | None]:
