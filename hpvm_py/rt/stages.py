@@ -10,9 +10,10 @@ its node's arguments, and hands what the node produced to the stages downstream 
   GPU item's event has passed), and when no stage can start it waits: helping the native pool's
   workers with a host launch, else for a short slice or the next push. The host work of all stages
   runs on one Python thread, instead of a thread per stage handing the interpreter to the others
-  after every kernel, a hand-off that cost more than the kernels of small frames. A GPU item's
-  stream waits for the events of its producers on other streams, so the host never waits for a
-  GPU stage to hand an item on beyond the values it must read (scalar outputs).
+  after every kernel, a hand-off that cost more than the kernels of small frames. The host never
+  blocks on the GPU: it polls each GPU item's event and hands the item on once it has passed (a
+  consumer may read its scalar outputs); the consumer's stream waits for that event too, so the
+  order of the two stages' device work does not rest on the host's polling.
 - **One thread per stage** (any other graph: python leaves, internal nodes, per-instance scalar
   inputs): each stage blocks on its FIFOs and runs its node, so stage k works on item i while
   stage k+1 works on item i-1. A GPU stage issues its copies and kernels on its own CUDA stream and
