@@ -135,6 +135,22 @@ def test_cpu_and_gpu_stages_share_the_scheduler_with_one_copy_each_way(gpu_targe
             np.testing.assert_array_equal(out, _spun(a, k, work))
 
 
+def test_a_stage_with_a_per_instance_input_runs_on_its_own_thread(gpu_target: str, rng) -> None:
+    """A value per instance on an edge: the consumer goes through the executor on a thread of its
+    own (and so does every stage of that stream), its stream waited for before each hand-off."""
+    n, count = 48, 4
+    items = [(rng.random(n, dtype=np.float32), np.zeros(n, np.float32)) for _ in range(count)]
+    with hpvm.runtime(gpu_target):
+        handle = hpvm.launch(g.per_instance_edge, stream=True)
+        threads = _stage_threads()
+        for x, y in items:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, n, timeout=60)
+        hpvm.wait(handle, timeout=120)
+    assert len(threads) == 2
+    for x, y in items:
+        np.testing.assert_array_equal(y, x * x + np.float32(1))
+
+
 def test_a_failing_gpu_item_stops_the_scheduler_and_names_the_stage(gpu_target: str, rng) -> None:
     """The third item reads out of bounds: its error is raised located and naming the stage, and
     so is every later push (not an internal error), and wait() returns once nothing is in

@@ -114,3 +114,22 @@ def mixed_stages(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64
 def scaled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32, n: i64) -> i64:
     st = hpvm.streaming
     return hpvm.node(scale, grid=n, x=st(x), x_bytes=x_bytes, y=st(y), y_bytes=y_bytes, k=st(k)).out[0]
+
+
+@hpvm.leaf
+def square(x: In[Ptr[f32]], x_bytes: i64) -> f32:
+    i = hpvm.instance_id(0)
+    return x[i] * x[i]
+
+
+@hpvm.leaf
+def store_plus_one(v: f32, y: Out[Ptr[f32]], y_bytes: i64):
+    y[hpvm.instance_id(0)] = v + 1.0
+
+
+@hpvm.graph
+def per_instance_edge(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64):
+    """A value per instance on the edge: its consumer cannot be started from a kept launch."""
+    s = hpvm.streaming
+    sq = hpvm.node(square, grid=n, x=s(x), x_bytes=x_bytes)
+    hpvm.node(store_plus_one, grid=n, v=s(sq.out[0]), y=s(y), y_bytes=y_bytes)
