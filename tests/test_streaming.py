@@ -156,6 +156,25 @@ def test_items_of_changing_sizes_and_factors_match_numpy(target: str, rng) -> No
         assert total == pytest.approx(float(expected.sum(dtype=np.float64)), rel=1e-4, abs=1e-4)
 
 
+def test_a_repointed_launch_takes_each_items_scalar_bits(target: str, rng) -> None:
+    """Items of one size reuse a stage's packed launch, which rewrites only the scalars that
+    changed: zeros of either sign and NaNs must each reach the kernel as pushed."""
+    n = 24
+    factors = [2.0, 0.0, -0.0, -0.0, 0.0, float("nan"), float("nan"), -3.5, -3.5]
+    items = [_item(rng, n, k) for k in factors]
+    with hpvm.runtime(target):
+        h = hpvm.launch(g.scaled, stream=True)
+        for x, y, (_, _, _, _, k, _) in items:
+            hpvm.push(h, x, x.nbytes, y, y.nbytes, k, n, timeout=60)
+        hpvm.wait(h, timeout=120)
+    for x, y, (_, _, _, _, k, _) in items:
+        if np.isnan(k):  # (a GPU's NaN need not carry NumPy's bits)
+            assert np.isnan(y).all()
+            continue
+        expected = x * np.float32(k)
+        np.testing.assert_array_equal(y.view(np.uint32), expected.view(np.uint32))
+
+
 @pytest.mark.parametrize("bad", [1, -1, 16])
 def test_an_out_of_bounds_item_after_in_bounds_ones_is_caught(target: str, bad: int) -> None:
     """Items proven in bounds run the unchecked kernel; the next one, equal but for the scalar

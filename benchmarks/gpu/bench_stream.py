@@ -4,16 +4,24 @@ Every frame is a NumPy array: each launch copies it to the GPU and its results b
 overlaps one stage's copies with another stage's kernels (each stage on its own CUDA stream).
 
 The demo's max-gradient stage is one instance looping over the whole frame: on a GPU it is one
-thread and takes most of a frame's time, which bounds any pipeline. The same pipeline with that
-stage written as a grid of atomic maxima (and a single-instance stage that reads the result) is
-measured too.
+thread and takes most of a frame's time, which bounds any pipeline. Its time alone (a graph of that
+one node on a frame already on the GPU, launched again and again) gives the bound: a stream of N
+frames takes at least N times it. The same pipeline with that stage written as a grid of atomic
+maxima (and a single-instance stage that reads the result) is measured too.
 
 Run: python benchmarks/gpu/bench_stream.py [--targets gpu,nvptx] [--size 512] [--reps 3]
+         [--profile FILE]  (then one more stream of the demo per target, its scheduler thread
+                            under cProfile: the top functions go to FILE)
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
+import statistics
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -63,17 +71,88 @@ def parallel_max(img: In[Ptr[f32]], img_bytes: i64, gauss: In[Ptr[f32]], gauss_b
               grad_bytes=grad_bytes, edges=s(edges), edges_bytes=edges_bytes, w=w, theta=theta)
 
 
+@hpvm.graph
+def max_gradient_alone(ready: i32, grad: In[Ptr[f32]], grad_bytes: i64, w: i64, h: i64) -> f32:
+    return hpvm.node(ed.max_gradient, ready=ready, grad=grad, grad_bytes=grad_bytes, w=w, h=h).out[0]
+
+
+def max_gradient_seconds(target: str, size: int, reps: int = 15) -> float:
+    """The demo's max-gradient stage alone on one frame: median seconds of a launch that waits
+    for its result (the frame stays on the GPU: a tracked CUDA tensor)."""
+    import torch
+
+    h, w = size * 3 // 4, size
+    grad = torch.rand(w * h, device="cuda")
+    with hpvm.runtime(target):
+        hpvm.track_memory(grad)
+        times = []
+        for _ in range(reps + 2):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            best = hpvm.wait(hpvm.launch(max_gradient_alone, 1, grad, w * h * 4, w, h))
+            times.append(time.perf_counter() - start)
+        assert best == grad.max().item()
+        hpvm.untrack_memory(grad)
+    return statistics.median(times[2:])
+
+
+def profile_stream(target: str, frames: int, size: int, out: io.TextIOBase) -> None:
+    """One stream of the demo with its scheduler thread under cProfile (after a warm-up)."""
+    from hpvm_py.rt import stages
+
+    rng = np.random.default_rng(1)
+    gauss = ed.gaussian_filter()
+    inputs = [ed.frame_buffers(ed.synthetic_frame(rng, size * 3 // 4, size)) for _ in range(frames)]
+    profile = cProfile.Profile()
+    run = stages.Scheduler.__call__
+
+    def profiled(self: stages.Scheduler) -> None:
+        profile.enable()
+        try:
+            run(self)
+        finally:
+            profile.disable()
+
+    def stream() -> None:
+        handle = hpvm.launch(ed.pipeline, stream=True)
+        for bufs in inputs:
+            hpvm.push(handle, *ed.frame_args(bufs, gauss, 0.25))
+        hpvm.wait(handle)
+
+    with hpvm.runtime(target):
+        stream()
+        stages.Scheduler.__call__ = profiled
+        try:
+            stream()
+        finally:
+            stages.Scheduler.__call__ = run
+    print(f"== {target}: one stream of {frames} frames, profiled while its scheduler thread runs "
+          "(Python 3.12's cProfile sees every thread)", file=out)
+    stats = pstats.Stats(profile, stream=out)
+    stats.sort_stats("cumulative").print_stats("hpvm_py", 40)
+    stats.sort_stats("tottime").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--targets", default="gpu,nvptx")
     parser.add_argument("--size", type=int, default=512, help="frame width (height: 3/4 of it)")
     parser.add_argument("--frames", type=int, default=64)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--profile", help="write a profile of one demo stream per target here")
     args = parser.parse_args()
     for target in args.targets.split(","):
-        edge_detection(target, args.reps, frames=args.frames, size=args.size)
+        times = edge_detection(target, args.reps, frames=args.frames, size=args.size)
+        alone = max_gradient_seconds(target, args.size)
+        print(f"  the max-gradient stage alone: {alone * 1e3:.2f} ms per frame; a stream of "
+              f"{args.frames} frames takes at least {args.frames * alone * 1e3:.0f} ms: at most "
+              f"{times['one by one'] / (args.frames * alone):.2f}x over one by one")
         edge_detection(target, args.reps, frames=args.frames, size=args.size, graph=parallel_max,
                        extra=lambda: [np.zeros(1, np.float32)], title="edge detection, parallel max")
+    if args.profile:
+        with open(args.profile, "w") as out:
+            for target in args.targets.split(","):
+                profile_stream(target, args.frames, args.size, out)
 
 
 if __name__ == "__main__":

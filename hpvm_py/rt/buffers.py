@@ -42,6 +42,14 @@ def describe(buf: Any) -> BufferInfo:
     raise TypeError(type(buf).__name__)
 
 
+def span(buf: Any) -> tuple[int, int]:
+    """The address and size in bytes of a contiguous buffer (what describe() says of them, for
+    less: a launch asks it of every device copy)."""
+    if isinstance(buf, np.ndarray):
+        return int(buf.ctypes.data), int(buf.nbytes)
+    return int(buf.data_ptr()), int(buf.numel() * buf.element_size())
+
+
 def moved(buf: Any, address: int, nbytes: int) -> bool:
     """Whether buf no longer is the memory it was when tracked: resized, or its storage freed
     (its data pointer is then 0) or replaced. A NumPy array cannot lose its memory while

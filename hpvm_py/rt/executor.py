@@ -21,7 +21,7 @@ from ..ir import dfg as D
 from ..ir import kernel as K
 from ..types import PtrType, ScalarType
 from . import stats
-from .buffers import HOST, describe, host_view
+from .buffers import HOST, describe, host_view, span
 from .placement import device_of
 from .plan import GraphPlan, NodePlan
 from .tracker import MemoryObject, MemoryTracker
@@ -79,16 +79,25 @@ class Executor:
         self._local.stop = stop
 
     @contextlib.contextmanager
+    def device_buffers(self) -> Iterator[dict[int, MemoryObject]]:
+        """Collects the buffers this thread's leaves acquire on a device while the scope lasts
+        (the caller gives the tracker's finish_launch() those the user did not track)."""
+        self._local.on_device = on_device = {}
+        try:
+            yield on_device
+        finally:
+            self._local.on_device = None
+
+    @contextlib.contextmanager
     def _launch_scope(self, keep_device: bool = False) -> Iterator[None]:
         """Buffers the user did not track come back from the device once the scope ends (their
         device copies stay valid with keep_device: a stream item's next stages read them)."""
-        self._local.on_device = on_device = {}
-        try:
-            yield
-        finally:
-            self._local.on_device = None
-            if on_device:
-                self.tracker.finish_launch(list(on_device.values()), keep_device)
+        with self.device_buffers() as on_device:
+            try:
+                yield
+            finally:
+                if on_device:
+                    self.tracker.finish_launch(list(on_device.values()), keep_device)
 
     def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
         """Run the root graph; a recorder (rt/replay.py) keeps what a replay needs."""
@@ -280,6 +289,6 @@ class Executor:
             arg = BufferArg(obj=buf, address=info.address, nbytes=info.nbytes, array=host_view(buf, elem))
             obj.host_args[elem] = arg
             return arg
-        info = describe(buf)
+        address, nbytes = span(buf)
         array = host_view(buf, param.type.elem) if device == HOST else None
-        return BufferArg(obj=buf, address=info.address, nbytes=info.nbytes, array=array)
+        return BufferArg(obj=buf, address=address, nbytes=nbytes, array=array)

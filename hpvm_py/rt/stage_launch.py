@@ -5,18 +5,34 @@ as `replay.py` does. What stays the same from item to item is everything the pac
 on besides the addresses: the kernel chosen by the bounds proof (asked again for every item, a
 cached lookup), the extents, and the size of every buffer. A stage keeps the packed launch of each
 such combination it has seen and, for the next item that matches, points it at that item's buffers
-and fresh output arrays, writes the item's scalars, and starts it on the native pool (`begin()`
-returns at once; the scheduler of stages.py finishes it later).
+and fresh output arrays and writes the item's scalars; then it starts the launch and returns at
+once (the scheduler of stages.py finishes it later):
 
-Only host leaves whose backend can repoint a packed launch (`set_buffer`, `set_output`) take this
-path, and only when every input is a buffer or a uniform scalar; anything else (device targets,
-per-instance scalar inputs) fires through the executor. A launch with privatised atomics is packed
-afresh for every item (its private copies are per launch).
+- a host leaf (`cpu`) begins on the native pool's workers;
+- a GPU leaf (`gpu`, `nvptx`) is queued on the stage's own CUDA stream (StageStream): the item's
+  host-to-device copies (buffers whose device copy is not valid), a wait for the event of each
+  producer on another stage (the stream waits, not the host), the kernel, the copies to the host
+  of its scalar outputs and of the item's untracked buffers it wrote (one per buffer; their device
+  copies stay valid for the item's later stages), and an event that marks the item's end. The
+  copies go through pinned memory (backends/cuda/staging.py), so none makes the host wait.
+  done() asks the event; finish() waits for it, reports the out-of-bounds accesses of a checked
+  kernel and moves the copied bytes into the host arrays.
+
+Only leaves whose backend can repoint a packed launch take this path, and only when every input is
+a buffer or a uniform scalar; anything else (internal nodes, python leaves, per-instance scalar
+inputs) fires through the executor on a thread of its own. A launch that cannot be repointed (cpu
+privatised atomics, a GPU kernel with bounds checks or malloc scratch sized by scalars) is packed
+afresh for every item, and still started without waiting.
 """
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Sequence
 
+import numpy as np
+
+from ..backends.cuda.staging import StagedCopies
+from ..backends.cuda.streams import ItemEvent, StageStream
 from ..types import PtrType
 from .buffers import HOST
 from .executor import Executor, Slot
@@ -32,9 +48,12 @@ class StageLauncher:
         self.plan = plan
         self.node = node
         self._packed: dict[tuple, Any] = {}
-        self.eligible = (node.kernel is not None and device_of(node.target, node.placement.index) == HOST
-                         and hasattr(node.kernel, "prepare") and all(m in ("buffer", "uniform") or src.const is not None
-                                 for m, src in zip(node.input_modes, node.inputs)))
+        self.device = device_of(node.target, node.placement.index)
+        # a GPU stage's stream, also when the stage runs on a thread of its own
+        self.stream = StageStream(self.device, node.name) if self.device != HOST else None
+        simple = all(m in ("buffer", "uniform") or src.const is not None
+                     for m, src in zip(node.input_modes, node.inputs))
+        self.eligible = simple and node.kernel is not None and hasattr(node.kernel, "prepare")
 
     def fire(self, env: list[Any], args: list[Any]) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Run the stage's node for one item: its extents and its output slots."""
@@ -42,39 +61,81 @@ class StageLauncher:
             return self.executor.fire_stage(self.plan, self.node, env, args)
         return self.start(env, args).finish()
 
-    def start(self, env: list[Any], args: list[Any]) -> "StageRun":
-        """Begin the stage's leaf for one item on the native pool (eligible stages only)."""
+    def start(self, env: list[Any], args: list[Any], after: Sequence[ItemEvent] = ()
+              ) -> "StageRun | DeviceStageRun":
+        """Begin the stage's leaf for one item (eligible stages only); a GPU stage's stream first
+        waits for the events `after` (the item's producers on other streams)."""
         node, executor = self.node, self.executor
         ext = executor.extents_of(node, self.plan, env)
         count = executor.check_instance_count(node, ext, 1)
-        leaf = node.func
-        call, outputs = executor.leaf_call(node, args, HOST, 1, count)
+        stream = self.stream
+        if stream is None:
+            call, outputs = executor.leaf_call(node, args, HOST, 1, count)
+            packed = self._packed_for(call, outputs, ext)
+            return StageRun(ext, self._slots(outputs, count), packed, packed.begin())
+        stream.use()
+        copies = StagedCopies()
+        with executor.device_buffers() as acquired, copies.active():  # copies in: queued
+            call, outputs = executor.leaf_call(node, args, self.device, 1, count)
+        packed = self._packed_for(call, outputs, ext)
+        for event in after:
+            stream.wait(event)
+        stream.launched(node.func.name)
+        packed.issue(stream.handle)
+        with copies.active():  # after the kernel: its scalar outputs, the item's buffers it wrote
+            packed.outputs.fetch()
+            executor.tracker.finish_launch(list(acquired.values()), keep_device=True)
+        return DeviceStageRun(ext, self._slots(outputs, count), packed, stream, stream.record(),
+                              copies)
+
+    def _packed_for(self, call: list[Any], outputs: list[Any], ext: tuple[int, ...]) -> Any:
+        """The stage's packed launch for this item: a kept one pointed at the item's buffers,
+        outputs and scalars, or a new one."""
+        node, leaf = self.node, self.node.func
         extents = [ext]
         kernel = node.kernel_for(call, extents)
-        key = (kernel, ext, tuple(a.nbytes for a, p in zip(call, leaf.params) if isinstance(p.type, PtrType)))
-        packed = self._packed.get(key)
-        if packed is None:
+        pointers = [isinstance(p.type, PtrType) for p in leaf.params]
+        key = (kernel, ext, tuple(a.nbytes for a, ptr in zip(call, pointers) if ptr))
+        # the item's scalars, to compare with the next item's (its buffers: never kept here)
+        scalars = [None if ptr else value for value, ptr in zip(call, pointers)]
+        kept = self._packed.get(key)
+        if kept is None:
             packed = kernel.prepare(call, outputs, extents)
-            if getattr(packed, "repointable", False):
+            if packed.repointable:
                 if len(self._packed) >= _KEPT:
                     self._packed.clear()
-                self._packed[key] = packed
-        else:
-            for i, (p, value) in enumerate(zip(leaf.params, call)):
-                if isinstance(p.type, PtrType):
-                    packed.set_buffer(i, value.address)
-                elif node.inputs[i].const is None:
-                    packed.set_uniform(i, value)
-            for j, out in enumerate(outputs):
-                if out is not None:
-                    packed.set_output(j, out)
-        slots = [Slot(out, node.output_modes[port] == "per_instance", count) if out is not None else None
-                 for port, out in enumerate(outputs)]
-        return StageRun(ext, slots, packed, packed.begin())
+                self._packed[key] = (packed, scalars)
+            return packed
+        packed, last = kept
+        for i, (value, ptr) in enumerate(zip(call, pointers)):
+            if ptr:
+                packed.set_buffer(i, value)
+            elif node.inputs[i].const is None and not _same_scalar(value, last[i]):
+                packed.set_uniform(i, value)
+        packed.set_outputs(outputs)
+        self._packed[key] = (packed, scalars)
+        return packed
+
+    def _slots(self, outputs: list[Any], count: int) -> list[Slot | None]:
+        modes = self.node.output_modes
+        return [Slot(out, modes[port] == "per_instance", count) if out is not None else None
+                for port, out in enumerate(outputs)]
+
+
+def _same_scalar(value: Any, last: Any) -> bool:
+    """Whether a uniform scalar has the bits it had in the launch's last item (sizes and
+    constants of a stream usually do): then it need not be written again."""
+    if type(value) is not type(last) or not value == last:
+        return False  # (NaN: never the same)
+    return value != 0 or not isinstance(value, (float, np.floating)) or \
+        math.copysign(1.0, value) == math.copysign(1.0, last)
 
 
 class StageRun:
-    """One item's launch of a stage, running on the native pool's workers."""
+    """One item's launch of a host stage, running on the native pool's workers."""
+
+    event: ItemEvent | None = None  # where a GPU consumer's stream waits (a host run: nowhere)
+    on_host = True  # finish() helps to run it (a device run's finish() only waits)
 
     def __init__(self, ext: tuple[int, ...], slots: list[Slot | None], packed: Any, job: Any):
         self.ext = ext
@@ -89,4 +150,31 @@ class StageRun:
         """Wait for the launch (helping to run it) and report its errors; its extents and slots."""
         job, self._job = self._job, None
         self._packed.finish(job)
+        return self.ext, self.slots
+
+
+class DeviceStageRun:
+    """One item's launch of a GPU stage, queued on the stage's stream up to its event."""
+
+    on_host = False
+
+    def __init__(self, ext: tuple[int, ...], slots: list[Slot | None], packed: Any,
+                 stream: StageStream, event: ItemEvent, copies: StagedCopies):
+        self.ext = ext
+        self.slots = slots
+        self.event = event
+        self._packed = packed
+        self._stream = stream
+        self._copies = copies  # to the host: the scalar outputs and the item's untracked buffers
+
+    def done(self) -> bool:
+        return self.event.done()
+
+    def finish(self) -> tuple[tuple[int, ...], list[Slot | None]]:
+        """Wait for the item's event, report a checked kernel's errors and fill the host arrays
+        of the copies queued after the kernel; its extents and slots."""
+        self._stream.use()  # a checked kernel's error word is read on it
+        self.event.wait()
+        self._packed.check()
+        self._copies.complete()
         return self.ext, self.slots

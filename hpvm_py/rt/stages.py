@@ -3,35 +3,40 @@
 A `Stage` turns what reached it for one item (the host's values, a value per incoming edge) into
 its node's arguments, and hands what the node produced to the stages downstream and to pop().
 
-- **One thread per stage** (any graph): each stage blocks on its FIFOs and runs its node, so stage
-  k works on item i while stage k+1 works on item i-1. A GPU stage issues its copies and kernels
-  on a CUDA stream of its own (backends/cuda/streams.py).
-- **One scheduler thread** (every stage a host leaf the native pool can run asynchronously): the
-  thread assembles each stage's next item as soon as its inputs are there, starts its kernel on the
-  pool's workers and goes on with the other stages; it waits (helping the workers, with the
-  interpreter released) only when no stage can start. The host work of all stages then runs on one
-  Python thread, instead of six threads handing the interpreter to each other after every kernel,
-  a hand-off that cost more than the kernels of small frames.
+- **One scheduler thread** (every stage a leaf whose launch can be started without waiting: `cpu`
+  leaves on the native pool, `gpu` and `nvptx` leaves on the stage's CUDA stream; see
+  stage_launch.py): the thread assembles each stage's next item as soon as its inputs are there,
+  starts its launch and goes on with the other stages. It finishes a launch once it is done (a
+  GPU item's event has passed), and when no stage can start it waits: helping the native pool's
+  workers with a host launch, else for a short slice or the next push. The host work of all stages
+  runs on one Python thread, instead of a thread per stage handing the interpreter to the others
+  after every kernel, a hand-off that cost more than the kernels of small frames. The host never
+  blocks on the GPU: it polls each GPU item's event and hands the item on once it has passed (a
+  consumer may read its scalar outputs); the consumer's stream waits for that event too, so the
+  order of the two stages' device work does not rest on the host's polling.
+- **One thread per stage** (any other graph: python leaves, internal nodes, per-instance scalar
+  inputs): each stage blocks on its FIFOs and runs its node, so stage k works on item i while
+  stage k+1 works on item i-1. A GPU stage issues its copies and kernels on its own CUDA stream and
+  waits for it before it hands the item on.
 """
 from __future__ import annotations
 
-import queue
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import HPVMError
 from ..ir import dfg as D
-from ..backends.cuda.streams import stage_stream
+from ..backends.cuda.streams import ItemEvent, stage_stream
 from . import stats
 from .executor import Slot, Stopped, check_grids
-from .placement import device_of
-from .stage_launch import StageLauncher, StageRun
+from .stage_launch import DeviceStageRun, StageLauncher, StageRun
 
 if TYPE_CHECKING:
     from .streaming import StreamHandle
 
 POLL = 0.05  # seconds between checks of the stop flag while blocked
+GPU_SLICE = 20e-6  # seconds between looks at the events of GPU items in flight
 
 
 class EndOfStream:
@@ -45,6 +50,7 @@ EOS = EndOfStream()
 class EdgeItem:
     slot: Slot
     extents: tuple[int, ...]
+    event: ItemEvent | None = None  # the end of the producer's GPU work on the item, if it had any
 
 
 class Stage:
@@ -60,7 +66,7 @@ class Stage:
         # what the scheduler has taken of the next item so far
         self.env: list[Any] | None = None
         self.received: dict[int, EdgeItem] = {}
-        self.run: StageRun | None = None
+        self.run: StageRun | DeviceStageRun | None = None
         self.src_extents: dict[int, tuple[int, ...]] = {}
         self.ended = False
 
@@ -99,7 +105,7 @@ class Stage:
         return item_env, args, src_extents
 
     def publish(self, ext: tuple[int, ...], outs: list[Slot | None],
-                src_extents: dict[int, tuple[int, ...]]) -> None:
+                src_extents: dict[int, tuple[int, ...]], event: ItemEvent | None = None) -> None:
         """Check the item's one-to-one grids, then send its outputs downstream and to pop()."""
         node = self.node
         stats.bump("kernel_launches", node.leaf_count)
@@ -113,7 +119,7 @@ class Stage:
             if slot is None:
                 continue
             for key in self.handle.consumers.get((self.index, port), []):
-                self.handle.edge_fifos[key].put(EdgeItem(slot, ext))
+                self.handle.edge_fifos[key].put(EdgeItem(slot, ext, event))
         self.handle.done[self.index].put(outs)
 
     def forget(self) -> None:
@@ -129,21 +135,20 @@ def run_stage_thread(stage: Stage) -> None:
     """A stage on a thread of its own: block for each item's inputs, run the node, publish."""
     handle = stage.handle
     handle.executor.watch(handle.stop)  # an internal node's children check it too
-    node = stage.node
     try:
-        with stage_stream(device_of(node.target, node.placement.index)) as end_item:
-            while True:
-                env = handle.get(stage.host_fifo, None, "stage")
-                if env is EOS:
-                    return
-                received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage")
-                            for port in stage.waiting_edges()}
-                item_env, args, src_extents = stage.arguments(env, received)
-                if handle.stop.is_set():
-                    raise Stopped()
-                ext, outs = stage.launcher.fire(item_env, args)
-                end_item()  # the item's writes are done before the next stage reads them
-                stage.publish(ext, outs, src_extents)
+        end_item = stage_stream(stage.launcher.stream)
+        while True:
+            env = handle.get(stage.host_fifo, None, "stage")
+            if env is EOS:
+                return
+            received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage")
+                        for port in stage.waiting_edges()}
+            item_env, args, src_extents = stage.arguments(env, received)
+            if handle.stop.is_set():
+                raise Stopped()
+            ext, outs = stage.launcher.fire(item_env, args)
+            end_item()  # the item's writes are done before the next stage reads them
+            stage.publish(ext, outs, src_extents)
     except Stopped:
         return
     except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()
@@ -151,7 +156,7 @@ def run_stage_thread(stage: Stage) -> None:
 
 
 def can_schedule(stages: list[Stage]) -> bool:
-    """Whether one scheduler thread can run every stage (each a host leaf run asynchronously)."""
+    """Whether one scheduler thread can run every stage (each a leaf started without waiting)."""
     return all(stage.launcher.eligible for stage in stages)
 
 
@@ -179,21 +184,20 @@ class Scheduler:
         try:
             while not all(s.ended for s in self.stages) or self.running:
                 handle.arrived.clear()  # a push after this wakes the wait below
-                progressed = False
+                progressed = self._poll()
                 for stage in self.stages:
-                    progressed |= self._try_start(stage)
-                for stage in list(self.running):
-                    if stage.run is not None and stage.run.done():
-                        self._finish(stage)
+                    if self._try_start(stage):
                         progressed = True
+                        self._poll()  # a start takes a while: see what ended meanwhile
                 if handle.stop.is_set():
                     raise Stopped()
                 if progressed:
                     continue
-                if self.running:
-                    self._finish(self.running[0])
-                else:
-                    handle.arrived.wait(POLL)
+                on_host = next((stage for stage in self.running if stage.run.on_host), None)
+                if on_host is not None:
+                    self._finish(on_host)  # helping the native pool's workers
+                else:  # GPU items only (no way to wait for the first of several events): a slice
+                    handle.arrived.wait(GPU_SLICE if self.running else POLL)
         except Stopped:
             pass
         except _StageFailed as failure:
@@ -205,30 +209,50 @@ class Scheduler:
         if stage.ended or stage.run is not None:
             return False
         if stage.env is None:
-            try:
-                env = stage.host_fifo.get_nowait()
-            except queue.Empty:
+            if not stage.host_fifo.queue:  # (a look without the exception of an empty get)
                 return False
+            env = stage.host_fifo.get_nowait()  # only this thread takes from it
             if env is EOS:
                 stage.ended = True
                 return True
             stage.env = env
         for port in stage.waiting_edges():
-            try:
-                stage.received[port] = self.handle.edge_fifos[(stage.index, port)].get_nowait()
-            except queue.Empty:
+            edge = self.handle.edge_fifos[(stage.index, port)]
+            if edge.empty():
                 return False
+            stage.received[port] = edge.get_nowait()
         if self.handle.stop.is_set():
             raise Stopped()
         env, received = stage.env, stage.received
         stage.env, stage.received = None, {}
+        after = [m.event for m in received.values() if m.event is not None]
         try:
             item_env, args, stage.src_extents = stage.arguments(env, received)
-            stage.run = stage.launcher.start(item_env, args)
+            stage.run = stage.launcher.start(item_env, args, after)
         except BaseException as exc:  # noqa: BLE001 - the stage's error
             raise _StageFailed(stage, exc) from None
         self.running.append(stage)
         return True
+
+    def _poll(self) -> bool:
+        """Finish the items in flight that are done; each such stage starts its next item at once
+        (the slowest stage, which bounds the stream, is never left waiting for the others'
+        starts). Whether any was done."""
+        progressed = False
+        for stage in list(self.running):
+            if self._done(stage):
+                self._finish(stage)
+                self._try_start(stage)
+                progressed = True
+        return progressed
+
+    @staticmethod
+    def _done(stage: Stage) -> bool:
+        """Whether the stage's item is done (a GPU fault shows here first: the stage's error)."""
+        try:
+            return stage.run is not None and stage.run.done()
+        except BaseException as exc:  # noqa: BLE001 - the stage's error
+            raise _StageFailed(stage, exc) from None
 
     def _finish(self, stage: Stage) -> None:
         run = stage.run
@@ -237,7 +261,7 @@ class Scheduler:
         stage.run = None
         try:
             ext, outs = run.finish()
-            stage.publish(ext, outs, stage.src_extents)
+            stage.publish(ext, outs, stage.src_extents, run.event)
         except BaseException as exc:  # noqa: BLE001 - the stage's error
             raise _StageFailed(stage, exc) from None
 

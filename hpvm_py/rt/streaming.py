@@ -1,5 +1,5 @@
 """Streaming launches: every child of the root is a pipeline stage (stages.py runs them: one
-scheduler thread for cpu leaves, else a thread per stage).
+scheduler thread for leaves started without waiting, cpu and GPU ones, else a thread per stage).
 
 Stages are joined by FIFOs: one bounded FIFO (depth items) per stage for the values the host
 pushes, and one per edge between stages. Stage k works on item i while stage k+1 works on item
@@ -119,7 +119,10 @@ class StreamHandle:
             if self._closed:
                 raise StreamError(f"push(): the stream is {self._state()}; nothing more can be "
                                   "pushed", caller_loc())
-            self._send(env, deadline, "push")
+            try:
+                self._send(env, deadline, "push")
+            except Stopped:  # a stage failed (or cleanup() ran) while the push waited for room
+                self._raise_stopped("push")
             self._pushed += 1
         self.arrived.set()
         stats.bump("stream_pushes")

@@ -94,3 +94,42 @@ def four_stages(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64,
     s4 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s3.out[0])), x=s(d), x_bytes=d_bytes,
                    y=s(e), y_bytes=e_bytes, work=work)
     return s4.out[0]
+
+
+@hpvm.graph
+def mixed_stages(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64,
+                 c: InOut[Ptr[f32]], c_bytes: i64, d: Out[Ptr[f32]], d_bytes: i64, n: i64,
+                 work: i64) -> i32:
+    """The middle stage on the host (hint "cpu"), the others on the runtime's target."""
+    s = hpvm.streaming
+    s1 = hpvm.node(spin, grid=n, x=s(a), x_bytes=a_bytes, y=s(b), y_bytes=b_bytes, work=work)
+    s2 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s1.out[0])), x=s(b), x_bytes=b_bytes,
+                   y=s(c), y_bytes=c_bytes, work=work, hint="cpu")
+    s3 = hpvm.node(spin_next, grid=n, ready=s(hpvm.all_to_all(s2.out[0])), x=s(c), x_bytes=c_bytes,
+                   y=s(d), y_bytes=d_bytes, work=work)
+    return s3.out[0]
+
+
+@hpvm.graph
+def scaled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32, n: i64) -> i64:
+    st = hpvm.streaming
+    return hpvm.node(scale, grid=n, x=st(x), x_bytes=x_bytes, y=st(y), y_bytes=y_bytes, k=st(k)).out[0]
+
+
+@hpvm.leaf
+def square(x: In[Ptr[f32]], x_bytes: i64) -> f32:
+    i = hpvm.instance_id(0)
+    return x[i] * x[i]
+
+
+@hpvm.leaf
+def store_plus_one(v: f32, y: Out[Ptr[f32]], y_bytes: i64):
+    y[hpvm.instance_id(0)] = v + 1.0
+
+
+@hpvm.graph
+def per_instance_edge(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64):
+    """A value per instance on the edge: its consumer cannot be started from a kept launch."""
+    s = hpvm.streaming
+    sq = hpvm.node(square, grid=n, x=s(x), x_bytes=x_bytes)
+    hpvm.node(store_plus_one, grid=n, v=s(sq.out[0]), y=s(y), y_bytes=y_bytes)

@@ -374,13 +374,16 @@ class PreparedLaunch:
         except (TypeError, OverflowError, struct.error):
             self.kernel._pack_uniform(self.slots, i, value)
 
-    def set_buffer(self, i: int, address: int) -> None:
+    def set_buffer(self, i: int, arg: BufferArg) -> None:
         """Point buffer parameter i at another buffer of the same size as at prepare time."""
-        self.slots[i] = address
+        self.slots[i] = arg.address
 
-    def set_output(self, j: int, out: np.ndarray) -> None:
-        """Write output j into another array of the same dtype and size as at prepare time."""
-        self.slots[self.kernel.layout.output_slot(j)] = _address(out)
+    def set_outputs(self, outputs: list[np.ndarray | None]) -> None:
+        """Write the used outputs into other arrays of the dtypes and sizes they had at prepare
+        time (None: an unused output)."""
+        for j, out in enumerate(outputs):
+            if out is not None:
+                self.slots[self.kernel.layout.output_slot(j)] = _address(out)
 
     def run(self) -> None:
         tasks = self.tasks

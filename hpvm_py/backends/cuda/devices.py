@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import LaunchError
 from ...types import ScalarType, bf16
 from . import faults
+from .staging import staged
 
 FAKE = "fake"
 FAKE_DEVICES_DEFAULT = 2  # fake GPUs without $HPVM_FAKE_DEVICES: enough to test placement on two
@@ -136,7 +137,11 @@ def _to_cuda(src: Any, device: str, existing: Any) -> Any:
     data = byte_tensor(src)
     if existing is None:
         existing = torch.empty(data.numel(), dtype=torch.uint8, device=device)
-    byte_tensor(existing).copy_(data)
+    copies = staged()
+    if copies is not None and data.device.type == "cpu":
+        copies.to_device(_byte_array(src), byte_tensor(existing))
+    else:
+        byte_tensor(existing).copy_(data)
     return existing
 
 
@@ -149,6 +154,11 @@ def _allocate_cuda(home: Any, device: str, _: Any) -> Any:
 def _to_host(src: Any, device: str, existing: Any) -> Any:
     if existing is None:
         existing = np.empty(_nbytes(src), np.uint8)
+    copies = staged()
+    if copies is not None:  # filled once the copies queued so far are done
+        copies.to_host(src.reshape(-1).view(np.uint8) if isinstance(src, np.ndarray) else
+                       byte_tensor(src), _byte_array(existing))
+        return existing
     if isinstance(src, np.ndarray):
         _byte_array(existing)[...] = _byte_array(src)
         return existing
@@ -193,5 +203,5 @@ def torch_dtype(elem: ScalarType) -> Any:
 def typed_tensor(buf: Any, elem: ScalarType) -> Any:
     """A flat torch view (no copy) of a device copy as elements of `elem`."""
     data = byte_tensor(buf)
-    usable = data.numel() - data.numel() % elem.nbytes
-    return data[:usable].view(torch_dtype(elem))
+    extra = data.numel() % elem.nbytes
+    return (data[:-extra] if extra else data).view(torch_dtype(elem))

@@ -1,9 +1,11 @@
-"""Scalar outputs of a GPU kernel launch: written on the device, copied to the host on demand.
+"""Scalar outputs of a GPU kernel launch: written on the device, copied to the host on demand;
+and what the prepared launches of the GPU targets share (DeviceLaunch).
 
 A prepared GPU launch (`gpu` and `nvptx`) keeps one device array per used output next to the
 host array the executor reads. The normal launch path fetches them right after the kernel; a
 replayed launch (rt/replay.py) fetches only the outputs the host reads (a uniform value for a later
-node, a root output) and lets a later kernel of the same device read the others where they are.
+node, a root output) and lets a later kernel of the same device read the others where they are; a
+streaming stage (rt/stage_launch.py) fetches them once its item's event has passed.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 
 from ...ir.loc import Loc
 from . import faults
+from .staging import staged
 
 
 class DeviceOutputs:
@@ -22,15 +25,28 @@ class DeviceOutputs:
         self.loc = loc
 
     def fetch(self) -> None:
-        """Copy every output to its host array (waits for the kernel that writes it)."""
+        """Copy every output to its host array (waits for the kernel that writes it; with staged
+        copies active, queues the copies instead: staging.py)."""
         import torch  # noqa: PLC0415 - the device layer's tensors
 
+        copies = staged()
         for host, dev in self.pairs:
+            if copies is not None:
+                data = dev.reshape(-1).view(torch.uint8)
+                copies.to_host(data, host.reshape(-1).view(np.uint8)[:data.numel()])
+                continue
             try:
                 data = dev.reshape(-1).view(torch.uint8).cpu().numpy()
             except Exception as exc:  # noqa: BLE001 - a fault of the kernel shows at the copy
                 raise faults.reported(exc, self.leaf, self.loc) from None
             host.reshape(-1).view(np.uint8)[:data.size] = data
+
+    def rebind(self, outputs: list[np.ndarray | None]) -> None:
+        """Fill other host arrays (a stream's next item): the used outputs, None for unused ones,
+        each of the dtype and size of the array it replaces."""
+        hosts = [out for out in outputs if out is not None]
+        assert len(hosts) == len(self.pairs)
+        self.pairs = [(host, dev) for host, (_, dev) in zip(hosts, self.pairs)]
 
     def device_twin(self, host: np.ndarray) -> Any:
         """The device array whose values `host` receives on fetch(), or None."""
@@ -42,8 +58,11 @@ class DeviceOutputs:
 
 class DeviceLaunch:
     """What the prepared launches of the GPU targets share (triton/prepared.py, nvptx/launch.py):
-    start(stream) queues the kernel, run() also fills the host outputs, and the launch can be
-    replayed once no per-instance input was copied from the host for it alone (`stale`)."""
+    issue(stream) queues the kernel without waiting for anything, check() reports the
+    out-of-bounds accesses a checked kernel recorded (it waits for the kernel), start(stream) does
+    both and run() also fills the host outputs. The launch can be replayed once no per-instance
+    input was copied from the host for it alone (`stale`); a `repointable` one can also be pointed
+    at other buffers of the same sizes (set_buffer, set_outputs: a stream's next item)."""
 
     outputs: DeviceOutputs
     stale: set[int]
@@ -52,9 +71,30 @@ class DeviceLaunch:
     def reusable(self) -> bool:
         return not self.stale
 
+    @property
+    def repointable(self) -> bool:
+        raise NotImplementedError
+
     def run(self) -> None:
         self.start()
         self.outputs.fetch()
 
     def start(self, stream: Any = None) -> None:
+        self.issue(stream)
+        self.check()
+
+    def issue(self, stream: Any = None) -> None:
         raise NotImplementedError
+
+    def check(self) -> None:
+        raise NotImplementedError
+
+    def set_uniform(self, i: int, value: Any) -> None:
+        raise NotImplementedError
+
+    def set_buffer(self, i: int, arg: Any) -> None:
+        """Point buffer parameter i at another device buffer (a BufferArg) of the same size."""
+        raise NotImplementedError
+
+    def set_outputs(self, outputs: list[np.ndarray | None]) -> None:
+        self.outputs.rebind(outputs)

@@ -1,5 +1,5 @@
 """CUDA streams: side streams and events of a replayed GPU launch (rt/streams.py decides their
-use), and a streaming stage's own stream (stage_stream).
+use), and a streaming stage's own stream with one event per item (StageStream).
 
 Stream 0 is the launch's own stream (the one it was recorded on, or a CUDA graph's capture
 stream); streams 1.. are side streams, forked from it (each waits for what stream 0 queued so far)
@@ -12,8 +12,9 @@ ordering without a GPU.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
+
+from . import faults
 
 FAKE_LOG: list[tuple[Any, ...]] = []  # ("fork" | "join", stream) ("record" | "wait", stream, event)
 # ("launch", leaf, stream)
@@ -85,17 +86,86 @@ class DeviceStreams:
             self._stream(k, origin).wait_event(event)
 
 
-@contextlib.contextmanager
-def stage_stream(device: str) -> Iterator[Callable[[], None]]:
-    """A streaming stage's own CUDA stream, current in its thread while the stage runs: its
-    copies and kernels overlap with the other stages'. Yields what ends an item: waiting for the
-    stream, so that the next stage (another stream) finds the item's buffers written. On the host
-    and the fake device: nothing to do."""
-    if not device.startswith("cuda"):
-        yield lambda: None
-        return
-    import torch  # noqa: PLC0415
+class ItemEvent:
+    """The end of one stream item's work on a stage's stream: done() asks without waiting,
+    wait() waits (a fault of a kernel before it is reported as such); on the fake device, where
+    everything ran when it was queued, both are immediate."""
 
-    stream = torch.cuda.Stream(device)
-    with torch.cuda.stream(stream):
-        yield stream.synchronize
+    def __init__(self, event: Any = None):
+        self.event = event  # a torch.cuda.Event; None on the fake device
+
+    def done(self) -> bool:
+        if self.event is None:
+            return True
+        try:
+            return bool(self.event.query())
+        except Exception as exc:  # noqa: BLE001 - a kernel fault surfaces at the query
+            raise faults.reported(exc) from None
+
+    def wait(self) -> None:
+        if self.event is None:
+            return
+        try:
+            self.event.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            raise faults.reported(exc) from None
+
+
+class StageStream:
+    """A streaming stage's own CUDA stream on its device: the copies, kernels and allocations of
+    the stage's items go there (use(): the device and the stream made current on the calling
+    thread, a stage's own; every GPU stage calls it before its work, so none restores the last),
+    so they overlap with the other stages' work; record() marks the end of an item with an event,
+    and wait() makes the stream wait for another stage's event without the host waiting."""
+
+    def __init__(self, device: str, name: str):
+        self.name = name  # the stage's node, as FAKE_LOG names the stream
+        self.fake = not device.startswith("cuda")
+        self._stream: Any = None
+        self.handle: Any = None  # the CUDA stream handle kernels are launched on (None: fake)
+        if not self.fake:
+            import torch  # noqa: PLC0415 - the device layer's CUDA runtime
+
+            self._stream = torch.cuda.Stream(torch.device(device))
+            self.handle = self._stream.cuda_stream
+
+    def use(self) -> None:
+        if self._stream is not None:
+            import torch  # noqa: PLC0415
+
+            torch.cuda.set_stream(self._stream)  # its device too
+
+    def record(self) -> ItemEvent:
+        if self.fake:
+            event = ItemEvent()
+            FAKE_LOG.append(("record", self.name, event))
+            return event
+        import torch  # noqa: PLC0415
+
+        event = torch.cuda.Event()
+        event.record(self._stream)
+        return ItemEvent(event)
+
+    def wait(self, event: ItemEvent) -> None:
+        if self.fake:
+            FAKE_LOG.append(("wait", self.name, event))
+        elif event.event is not None:
+            self._stream.wait_event(event.event)
+
+    def launched(self, leaf: str) -> None:
+        if self.fake:
+            FAKE_LOG.append(("launch", leaf, self.name))
+
+    def synchronize(self) -> None:
+        if self._stream is not None:
+            self._stream.synchronize()
+
+
+def stage_stream(stream: StageStream | None) -> Callable[[], None]:
+    """Make a stage thread's stream (rt/stages.py) current; returns what ends an item: waiting for
+    the stream, so that the next stage (another stream) finds the item's buffers written. On the
+    host: nothing to do."""
+    if stream is None:
+        return lambda: None
+    stream.use()
+    return stream.synchronize

@@ -256,8 +256,8 @@ class NvptxKernel:
 
 
 class PreparedLaunch(DeviceLaunch):
-    """A packed launch of one kernel: start() launches it (in chunks when its grid exceeds the
-    GPU's) and waits for it only when it must report errors; run() also fills the host outputs;
+    """A packed launch of one kernel: issue() launches it (in chunks when its grid exceeds the
+    GPU's), check() waits for it when it must report errors; run() also fills the host outputs;
     set_uniform() patches a scalar. `reusable`: nothing was copied to the device for this launch
     only (per-instance inputs copied from the host are, until bind_values() points them at a
     producer's device outputs)."""
@@ -290,6 +290,19 @@ class PreparedLaunch(DeviceLaunch):
         """start(stream) queues all its device work on that stream (nothing on the current one)."""
         return self.error is None
 
+    @property
+    def repointable(self) -> bool:
+        """set_buffer() may point it at other buffers: nothing packed depends on a buffer but its
+        size (a checked kernel's error word, malloc scratch sized by scalars, remote accesses and
+        per-instance inputs are per launch)."""
+        scratch = self.kernel.scratch
+        return self.fn is not None and self.error is None and not self.keep and \
+            not self.kernel.layout.remote and (scratch is None or not scratch.dynamic)
+
+    def set_buffer(self, i: int, arg: Any) -> None:
+        self.slots[i] = arg.address
+        self.slots[self.kernel.layout.nbytes(i)] = arg.nbytes
+
     def set_uniform(self, i: int, value: Any) -> None:
         param = self.kernel.leaf.params[i]
         pack_scalar(self.slots, 8 * i, param.type, value)
@@ -306,9 +319,9 @@ class PreparedLaunch(DeviceLaunch):
         self.stale.discard(i)
         return True
 
-    def start(self, stream: Any = None) -> None:
-        """Launch the kernel (on `stream`, a CUDA stream handle, else the one it was prepared
-        on); waits for it only when it reports out-of-bounds accesses."""
+    def issue(self, stream: Any = None) -> None:
+        """Queue the kernel (on `stream`, a CUDA stream handle, else the one it was prepared on;
+        its error word is zeroed on torch's current stream)."""
         layout, slots, (bx, by, bz) = self.kernel.layout, self.slots, self.block
         stream = self.stream if stream is None else stream
         leaf = self.kernel.leaf
@@ -329,12 +342,17 @@ class PreparedLaunch(DeviceLaunch):
                                       f"{self.block}, {self.shared} bytes of shared memory) failed: "
                                       f"{device.error_name(err)}", leaf.loc)
                 raise faults.reported(failure, leaf.name, leaf.loc)
-        if self.error is not None:
-            try:
-                error = self.error.cpu().tolist()
-            except Exception as exc:  # noqa: BLE001 - a fault of this kernel shows at the copy
-                raise faults.reported(exc, leaf.name, leaf.loc) from None
-            self.kernel._report(error)
+
+    def check(self) -> None:
+        """A checked kernel's first out-of-bounds access, raised at its line (waits for it)."""
+        if self.error is None:
+            return
+        leaf = self.kernel.leaf
+        try:
+            error = self.error.cpu().tolist()
+        except Exception as exc:  # noqa: BLE001 - a fault of this kernel shows at the copy
+            raise faults.reported(exc, leaf.name, leaf.loc) from None
+        self.kernel._report(error)
 
 
 def flat_block(dims: int, own: tuple[int, int, int], parents: int) -> tuple[int, int, int]:

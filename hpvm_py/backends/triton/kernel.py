@@ -146,9 +146,11 @@ class TritonKernel:
         call: list[Any] = []
         uniforms: dict[int, int] = {}  # param -> its position in call
         values: dict[int, int] = {}  # per-parent / per-instance param -> its position in call
+        buffers: dict[int, int] = {}  # pointer param -> its position in call
         for i, (p, mode, arg) in enumerate(zip(self.leaf.params, self.ctx.input_modes, args)):
             if mode == "buffer":
                 assert isinstance(arg, BufferArg) and isinstance(p.type, PtrType)
+                buffers[i] = len(call)
                 call.append(typed_tensor(arg.obj, p.type.elem))
                 if source.checked:
                     call.append(self._limit(i, args) // p.type.elem.nbytes)
@@ -177,7 +179,8 @@ class TritonKernel:
                 call.append(nbytes // area.elem.nbytes)
         for level, dims in zip(extents, self.ctx.level_dims):
             call += [int(n) for n in level[:dims]]
-        if "HEAP_BASES" in source.arguments:
+        heap = "HEAP_BASES" in source.arguments
+        if heap:
             heap = remote.for_launch(self.leaf, args, device)
             call += [heap.bases, heap.rank, heap.world_size]
         blocks_at = len(call)
@@ -187,7 +190,8 @@ class TritonKernel:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
         launch = TritonLaunch(self, source, kernel, call, layout.options, layout.grid,
-                              self._outputs(results), err, scratch, uniforms, values, blocks_at)
+                              self._outputs(results), err, scratch, uniforms, values, blocks_at,
+                              buffers, heap)
         tunable = "tiles" if source.tiles else "plain" if not (source.dot or source.private or source.grouped) \
             else None
         if tunable and P * L >= autotune.MIN_INSTANCES and autotune.enabled() and on_gpu() and \

@@ -21,7 +21,7 @@ from ...errors import HPVMError
 from ...ir import semantics as S
 from ...types import ScalarType, bf16
 from ..bounds import recorded
-from ..cuda import faults
+from ..cuda import faults, typed_tensor
 from ..cuda.outputs import DeviceLaunch, DeviceOutputs
 from .codegen import TritonSource
 from .host_math import fix_interpreter, interpreting
@@ -59,7 +59,7 @@ class TritonLaunch(DeviceLaunch):
     def __init__(self, kernel: "TritonKernel", source: TritonSource | None, jit: Any, call: list[Any],
                  options: dict[str, Any], grid: tuple[int, int, int], outputs: DeviceOutputs,
                  error: Any, scratch: list[Any], uniforms: dict[int, int], values: dict[int, int],
-                 blocks_at: int):
+                 blocks_at: int, buffers: dict[int, int] | None = None, heap: bool = False):
         self.kernel = kernel
         self.source = source
         self.jit = jit  # None: an empty launch (no instance)
@@ -71,6 +71,8 @@ class TritonLaunch(DeviceLaunch):
         self.scratch = scratch
         self.uniforms = uniforms  # param -> position in call
         self.values = values  # per-parent / per-instance param -> position in call
+        self.buffers = buffers or {}  # pointer param -> position in call
+        self.heap = heap  # it reaches other ranks' memory (checked per launch, rt/remote.py)
         self.stale = set(values)  # those copied from the host for this launch only
         self.blocks_at = blocks_at  # position in call of the blocks of lanes per parent instance
         self._fast: Any = None  # the compiled kernel's launcher, once Triton's dispatch gave it
@@ -83,12 +85,30 @@ class TritonLaunch(DeviceLaunch):
         call[self.blocks_at] = layout.blocks
         return TritonLaunch(self.kernel, self.source, self.jit, call, layout.options, layout.grid,
                             self.outputs, self.error, self.scratch, self.uniforms, self.values,
-                            self.blocks_at)
+                            self.blocks_at, self.buffers, self.heap)
 
     @property
     def on_any_stream(self) -> bool:
         """start(stream) queues all its device work on that stream (nothing on the current one)."""
         return self.error is None and not self.scratch
+
+    @property
+    def repointable(self) -> bool:
+        """set_buffer() may point it at other buffers: nothing in the call depends on a buffer but
+        its size (a checked kernel's limits and malloc scratch depend on scalars too)."""
+        return self.jit is not None and self.error is None and not self.scratch and \
+            not self.values and not self.heap
+
+    def set_buffer(self, i: int, arg: Any) -> None:
+        pos = self.buffers[i]
+        old = self.call[pos]
+        new = typed_tensor(arg.obj, self.kernel.leaf.params[i].type.elem)
+        self.call[pos] = new
+        if self._fast is not None:
+            if (new.data_ptr() % 16 == 0) != (old.data_ptr() % 16 == 0) or new.device != old.device:
+                self._fast = None  # Triton specialises pointers on 16-byte alignment: dispatch again
+            else:
+                self._args[pos] = new
 
     def set_uniform(self, i: int, value: Any) -> None:
         pos = self.uniforms[i]
@@ -113,9 +133,9 @@ class TritonLaunch(DeviceLaunch):
         self.stale.discard(i)
         return True
 
-    def start(self, stream: Any = None) -> None:
-        """Launch the kernel (on `stream`, a CUDA stream handle, else the one it was prepared
-        on); waits for it only when it reports out-of-bounds accesses."""
+    def issue(self, stream: Any = None) -> None:
+        """Queue the kernel (on `stream`, a CUDA stream handle, else the one it was prepared on;
+        its scratch and error word are zeroed on torch's current stream)."""
         if self.jit is None:
             return
         leaf = self.kernel.leaf
@@ -134,16 +154,27 @@ class TritonLaunch(DeviceLaunch):
 
                 with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
                     self._dispatch()
-            if self.error is not None:
-                code, index, limit = (int(v) for v in self.error.cpu().tolist())
         except HPVMError:
             raise
         except Exception as exc:  # noqa: BLE001 - Triton's compiler or interpreter, or a fault
-            raise (faults.fault_error(exc, leaf.name, leaf.loc) if faults.is_fault(exc)
-                   else self.kernel._failure(exc)) from None
-        if self.error is not None and code:
+            raise self._reported(exc) from None
+
+    def check(self) -> None:
+        """A checked kernel's first out-of-bounds access, raised at its line (waits for it)."""
+        if self.error is None or self.jit is None:
+            return
+        try:
+            code, index, limit = (int(v) for v in self.error.cpu().tolist())
+        except Exception as exc:  # noqa: BLE001 - a fault of this kernel shows at the copy
+            raise self._reported(exc) from None
+        if code:
             assert self.source is not None
-            raise recorded(leaf.name, self.source.sites, code, index, limit)
+            raise recorded(self.kernel.leaf.name, self.source.sites, code, index, limit)
+
+    def _reported(self, exc: Exception) -> HPVMError:
+        leaf = self.kernel.leaf
+        return faults.fault_error(exc, leaf.name, leaf.loc) if faults.is_fault(exc) \
+            else self.kernel._failure(exc)
 
     def _dispatch(self) -> None:
         fn = self.jit[self.grid]

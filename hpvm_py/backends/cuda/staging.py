@@ -1,0 +1,86 @@
+"""Copies between host and GPU that do not block the host: a streaming GPU stage's (rt/stage_launch.py).
+
+A plain copy between a NumPy array (pageable memory) and the GPU makes the calling thread wait
+until the copy is done, and a copy to the host also waits for every kernel queued before it. A
+stage queues its item's copies on its own stream instead, through pinned host memory that the
+DMA engine reads and writes by itself:
+
+- to the device: the host data goes into a pinned buffer (a memcpy on the host), and the
+  copy from there is queued on the current stream;
+- to the host: the copy into a pinned buffer is queued on the current stream (after the item's
+  kernel), and complete(), called once the item's event has passed, moves the bytes into the
+  destination (a memcpy).
+
+While `StagedCopies.active(...)` lasts, the tracker's transfer functions and the fetch of kernel
+outputs (devices.py, outputs.py) take this path. Torch's pinned-memory allocator keeps a pinned
+buffer from being reused before the copies queued on it are done, so the buffers are let go right
+after queueing (to the device) or completing (to the host).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator
+
+import numpy as np
+
+_local = threading.local()
+_PARALLEL_BYTES = 1 << 16  # host copies from this size on go through torch
+
+
+class StagedCopies:
+    """The copies to the host of one stage item, waiting for complete()."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Any, np.ndarray]] = []  # (pinned source, host bytes)
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Copies on this thread go through this object until the scope ends."""
+        _local.staged = self
+        try:
+            yield
+        finally:
+            _local.staged = None
+
+    @staticmethod
+    def to_device(src: np.ndarray, dst: Any) -> None:
+        """Queue the copy of host bytes `src` into CUDA bytes `dst` on the current stream."""
+        import torch  # noqa: PLC0415 - the device layer's CUDA runtime
+
+        pinned = torch.empty(src.size, dtype=torch.uint8, pin_memory=True)
+        _host_copy(pinned.numpy(), src)
+        dst.copy_(pinned, non_blocking=True)
+
+    def to_host(self, src: Any, dst: np.ndarray) -> None:
+        """Queue the copy of device bytes `src` (a uint8 tensor, or the fake device's NumPy
+        bytes) into host bytes `dst`, which complete() fills."""
+        if isinstance(src, np.ndarray) or src.device.type == "cpu":
+            self._pending.append((src, dst))  # the fake device's memory: read at complete()
+            return
+        import torch  # noqa: PLC0415
+
+        pinned = torch.empty(src.numel(), dtype=torch.uint8, pin_memory=True)
+        pinned.copy_(src, non_blocking=True)
+        self._pending.append((pinned, dst))
+
+    def complete(self) -> None:
+        """Once the queued copies are done: fill their host destinations."""
+        pending, self._pending = self._pending, []
+        for src, dst in pending:
+            _host_copy(dst, src if isinstance(src, np.ndarray) else src.numpy())
+
+
+def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst[...] = src; a large one through torch, which copies in parallel without the GIL."""
+    if src.nbytes < _PARALLEL_BYTES or not src.flags.writeable:  # (torch warns of read-only arrays)
+        dst[...] = src
+        return
+    import torch  # noqa: PLC0415
+
+    torch.from_numpy(dst).copy_(torch.from_numpy(src))
+
+
+def staged() -> StagedCopies | None:
+    """The StagedCopies active on this thread, if any."""
+    return getattr(_local, "staged", None)
