@@ -114,6 +114,46 @@ def test_the_scheduler_polls_gpu_items_and_never_waits_for_an_unfinished_one(
         np.testing.assert_array_equal(outs[-1], _spun(a, 4, work))
 
 
+def test_a_gpu_stage_queues_its_next_item_behind_the_one_in_flight(gpu_target: str, rng,
+                                                                   monkeypatch) -> None:
+    """While no event has passed, the first stage has exactly GPU_DEPTH (2) items queued on its
+    stream: the second is issued before the first ends (the GPU runs it next without waiting for
+    the host), the third only once the first has ended. Results stay item by item."""
+    from hpvm_py.rt import stage_launch, stages
+
+    released = threading.Event()
+    real_done, real_start = S.ItemEvent.done, stage_launch.StageLauncher.start
+    started: list[str] = []
+
+    def done(self: S.ItemEvent) -> bool:
+        return released.is_set() and real_done(self)
+
+    def start(self, *args, **kwargs):
+        started.append(self.node.name)
+        return real_start(self, *args, **kwargs)
+
+    monkeypatch.setattr(S.ItemEvent, "done", done)
+    monkeypatch.setattr(stage_launch.StageLauncher, "start", start)
+    n, work, count = 16, 2, 5
+    items = _items(rng, count, n, 5)
+    with hpvm.runtime(gpu_target):
+        compiled = hpvm.compile(g.four_stages)
+        first = compiled.plan.nodes[0].name
+        handle = hpvm.launch(compiled, stream=True, depth=8)
+        _push_all(handle, items, n, work)
+        for _ in range(500):  # (the scheduler thread starts them; at most 5 s)
+            if started.count(first) >= stages.GPU_DEPTH:
+                break
+            released.wait(0.01)
+        released.wait(0.2)  # time for a wrong third start to happen
+        assert started == [first] * stages.GPU_DEPTH
+        released.set()
+        assert [hpvm.pop(handle, timeout=120) for _ in items] == [(1,)] * count
+        hpvm.wait(handle, timeout=60)
+    for a, *outs in items:
+        np.testing.assert_array_equal(outs[-1], _spun(a, 4, work))
+
+
 def test_cpu_and_gpu_stages_share_the_scheduler_with_one_copy_each_way(gpu_target: str, rng) -> None:
     """GPU, then cpu (hint), then GPU: one scheduler thread; per item the input and the cpu
     stage's result go to the GPU once each, and each GPU result comes back once."""

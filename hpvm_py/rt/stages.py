@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 POLL = 0.05  # seconds between checks of the stop flag while blocked
 GPU_SLICE = 20e-6  # seconds between looks at the events of GPU items in flight
+GPU_DEPTH = 2  # items of a GPU stage in flight at once
 
 
 class EndOfStream:
@@ -66,8 +67,11 @@ class Stage:
         # what the scheduler has taken of the next item so far
         self.env: list[Any] | None = None
         self.received: dict[int, EdgeItem] = {}
-        self.run: StageRun | DeviceStageRun | None = None
-        self.src_extents: dict[int, tuple[int, ...]] = {}
+        # its items in flight, oldest first: (the launch, its producers' extents)
+        self.runs: deque[tuple[StageRun | DeviceStageRun, dict[int, tuple[int, ...]]]] = deque()
+        # a GPU stage queues its next item behind the one in flight on its stream (they run in
+        # order there), so the GPU starts it without waiting for the host to see the first end
+        self.depth = 1 if self.launcher.stream is None else GPU_DEPTH
         self.ended = False
 
     @property
@@ -173,11 +177,11 @@ class Scheduler:
     def __init__(self, stages: list[Stage]):
         self.stages = stages
         self.handle = stages[0].handle
-        self.running: deque[Stage] = deque()  # stages with a kernel in flight, oldest first
+        self.running: deque[Stage] = deque()  # the stage of each item in flight, oldest first
 
     def busy(self) -> list[str]:
         """The stages whose kernel is in flight."""
-        return [stage.name for stage in list(self.running)]
+        return list(dict.fromkeys(stage.name for stage in list(self.running)))
 
     def __call__(self) -> None:
         handle = self.handle
@@ -193,7 +197,7 @@ class Scheduler:
                     raise Stopped()
                 if progressed:
                     continue
-                on_host = next((stage for stage in self.running if stage.run.on_host), None)
+                on_host = next((stage for stage in self.running if stage.runs[0][0].on_host), None)
                 if on_host is not None:
                     self._finish(on_host)  # helping the native pool's workers
                 else:  # GPU items only (no way to wait for the first of several events): a slice
@@ -206,7 +210,7 @@ class Scheduler:
 
     def _try_start(self, stage: Stage) -> bool:
         """Start the stage's next item if the stage is idle and the item's inputs are there."""
-        if stage.ended or stage.run is not None:
+        if stage.ended or len(stage.runs) >= stage.depth:
             return False
         if stage.env is None:
             if not stage.host_fifo.queue:  # (a look without the exception of an empty get)
@@ -227,8 +231,8 @@ class Scheduler:
         stage.env, stage.received = None, {}
         after = [m.event for m in received.values() if m.event is not None]
         try:
-            item_env, args, stage.src_extents = stage.arguments(env, received)
-            stage.run = stage.launcher.start(item_env, args, after)
+            item_env, args, src_extents = stage.arguments(env, received)
+            stage.runs.append((stage.launcher.start(item_env, args, after), src_extents))
         except BaseException as exc:  # noqa: BLE001 - the stage's error
             raise _StageFailed(stage, exc) from None
         self.running.append(stage)
@@ -239,7 +243,7 @@ class Scheduler:
         (the slowest stage, which bounds the stream, is never left waiting for the others'
         starts). Whether any was done."""
         progressed = False
-        for stage in list(self.running):
+        for stage in dict.fromkeys(self.running):  # each stage's oldest item (they end in order)
             if self._done(stage):
                 self._finish(stage)
                 self._try_start(stage)
@@ -248,20 +252,20 @@ class Scheduler:
 
     @staticmethod
     def _done(stage: Stage) -> bool:
-        """Whether the stage's item is done (a GPU fault shows here first: the stage's error)."""
+        """Whether the stage's oldest item is done (a GPU fault shows here first: the stage's
+        error)."""
         try:
-            return stage.run is not None and stage.run.done()
+            return bool(stage.runs) and stage.runs[0][0].done()
         except BaseException as exc:  # noqa: BLE001 - the stage's error
             raise _StageFailed(stage, exc) from None
 
     def _finish(self, stage: Stage) -> None:
-        run = stage.run
-        assert run is not None
-        self.running.remove(stage)
-        stage.run = None
+        """Finish the stage's oldest item in flight and publish it."""
+        run, src_extents = stage.runs.popleft()
+        self.running.remove(stage)  # (its first entry: the one of that item)
         try:
             ext, outs = run.finish()
-            stage.publish(ext, outs, stage.src_extents, run.event)
+            stage.publish(ext, outs, src_extents, run.event)
         except BaseException as exc:  # noqa: BLE001 - the stage's error
             raise _StageFailed(stage, exc) from None
 
@@ -270,10 +274,9 @@ class Scheduler:
         nothing writes a buffer once the scheduler has ended; their results are dropped."""
         while self.running:
             stage = self.running.popleft()
-            run, stage.run = stage.run, None
+            run, _ = stage.runs.popleft()
             try:
-                if run is not None:
-                    run.finish()
+                run.finish()
             except HPVMError:
                 pass  # the pipeline already stopped for an earlier error; this one is moot
             except BaseException as exc:  # noqa: BLE001
