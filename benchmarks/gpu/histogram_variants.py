@@ -34,17 +34,22 @@ from hpvm_py.backends.triton.prelude import HEADER  # noqa: E402
 KERNELS = HEADER + '''
 
 @triton.jit
+def _counts(data, lin, m0, nbins, count, NB: tl.constexpr):
+    """The generated kernel's block: the index (floored modulo), its range test, the histogram."""
+    i = lin.to(tl.int64)
+    idx = _smod_by(tl.load(data + i, mask=m0, other=0), nbins,
+                   tl.full([], -2147483648, tl.int32)).to(tl.int64)
+    ok = m0 & (idx.to(tl.uint64, bitcast=True) < count)
+    return tl.histogram(idx.to(tl.int32), NB, mask=ok)
+
+
+@triton.jit
 def h_i32(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.constexpr):
     counts = tl.zeros([NB], tl.int32)
     for it in range(ITERS):
         pid = tl.program_id(0)
         lin = ((pid % LB) * ITERS + it) * BLOCK + tl.arange(0, BLOCK)
-        m0 = lin < L
-        i = lin.to(tl.int64)
-        idx = _smod_by(tl.load(data + i, mask=m0, other=0), nbins,
-                       tl.full([], -2147483648, tl.int32)).to(tl.int64)
-        ok = m0 & (idx.to(tl.uint64, bitcast=True) < count)
-        counts = counts + tl.histogram(idx.to(tl.int32), NB, mask=ok)
+        counts = counts + _counts(data, lin, lin < L, nbins, count, NB)
     b = tl.arange(0, NB)
     tl.atomic_add(bins + b, counts, mask=(b < count) & (counts != 0))
 
@@ -58,18 +63,10 @@ def h_full(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.c
         lin = start + tl.arange(0, BLOCK)
         if start + BLOCK <= L:
             m0 = tl.full([BLOCK], 1, tl.int1)
-            i = lin.to(tl.int64)
-            idx = _smod_by(tl.load(data + i, mask=m0, other=0), nbins,
-                           tl.full([], -2147483648, tl.int32)).to(tl.int64)
-            ok = m0 & (idx.to(tl.uint64, bitcast=True) < count)
-            counts = counts + tl.histogram(idx.to(tl.int32), NB, mask=ok)
+            counts = counts + _counts(data, lin, m0, nbins, count, NB)
         else:
             m0 = lin < L
-            i = lin.to(tl.int64)
-            idx = _smod_by(tl.load(data + i, mask=m0, other=0), nbins,
-                           tl.full([], -2147483648, tl.int32)).to(tl.int64)
-            ok = m0 & (idx.to(tl.uint64, bitcast=True) < count)
-            counts = counts + tl.histogram(idx.to(tl.int32), NB, mask=ok)
+            counts = counts + _counts(data, lin, m0, nbins, count, NB)
     b = tl.arange(0, NB)
     tl.atomic_add(bins + b, counts, mask=(b < count) & (counts != 0))
 
@@ -93,11 +90,7 @@ def h_unmasked(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: 
                 counts = counts + tl.histogram(idx.to(tl.int32), NB, mask=ok)
         else:
             m0 = lin < L
-            i = lin.to(tl.int64)
-            idx = _smod_by(tl.load(data + i, mask=m0, other=0), nbins,
-                           tl.full([], -2147483648, tl.int32)).to(tl.int64)
-            ok = m0 & (idx.to(tl.uint64, bitcast=True) < count)
-            counts = counts + tl.histogram(idx.to(tl.int32), NB, mask=ok)
+            counts = counts + _counts(data, lin, m0, nbins, count, NB)
     b = tl.arange(0, NB)
     tl.atomic_add(bins + b, counts, mask=(b < count) & (counts != 0))
 
