@@ -60,13 +60,14 @@ def _leaf(leaf_def):
 @pytest.mark.parametrize("leaf_def, repeatable", [(scaled, True), (scaled_in_place, False), (counted, False)])
 def test_only_launches_that_repeat_their_result_are_timed(leaf_def, repeatable: bool) -> None:
     x, y = np.ones(64, np.float32), np.zeros(64, np.float32)
-    assert T.repeatable(_leaf(leaf_def), _args(x, y)) == repeatable
+    leaf = _leaf(leaf_def)
+    assert T.repeatable_leaf(leaf) == repeatable and T.repeatable(leaf, _args(x, y))
 
 
 def test_an_input_overlapping_an_output_is_not_timed() -> None:
     memory = np.ones(96, np.float32)
     x, y = memory[:64], memory[32:]  # the kernel would read what an earlier run wrote
-    assert not T.repeatable(_leaf(scaled), _args(x, y))
+    assert T.repeatable_leaf(_leaf(scaled)) and not T.repeatable(_leaf(scaled), _args(x, y))
     assert T.repeatable(_leaf(scaled), _args(memory[:48], memory[48:]))
 
 

@@ -55,14 +55,19 @@ def enabled() -> bool:
     return os.environ.get("HPVM_AUTOTUNE", "1") != "0"
 
 
-def repeatable(leaf: K.LeafFunc, args: list[Any]) -> bool:
-    """Whether running the leaf's launch again computes the same result (see the docstring)."""
+def repeatable_leaf(leaf: K.LeafFunc) -> bool:
+    """Whether the leaf's code lets a launch run again with the same result (see the docstring);
+    asked once per kernel."""
     body = leaf.body
     if any(isinstance(e, K.Atomic) for e in K.walk_all_exprs(body)) or next(K.remote_accesses(body), None):
         return False
-    if any(p.direction == "inout" for p in leaf.params):
-        return False  # (an Out buffer is write-only: the verifier refuses loads from it)
-    spans = {"in": [], "out": []}
+    return not any(p.direction == "inout" for p in leaf.params)  # (Out buffers are write-only)
+
+
+def repeatable(leaf: K.LeafFunc, args: list[Any]) -> bool:
+    """Whether running this launch of a repeatable leaf again computes the same result: no input
+    buffer overlaps an output buffer."""
+    spans: dict[str, list[tuple[int, int]]] = {"in": [], "out": []}
     for p, arg in zip(leaf.params, args):
         if p.direction in spans and isinstance(arg, BufferArg) and arg.nbytes:
             start = arg.obj.data_ptr() if hasattr(arg.obj, "data_ptr") else arg.obj.ctypes.data

@@ -3,6 +3,7 @@
 reports recorded out-of-bounds accesses)."""
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass
@@ -108,6 +109,7 @@ class TritonKernel:
         self._make_source = make_source
         self.source = make_source(False, True)  # compile errors surface when the graph is compiled
         self._variants: dict[tuple[bool, bool], tuple[TritonSource, Any]] = {}
+        self._shapes: dict[tuple[str, str, str, str], autotune.Shape] = {}  # tuned block shapes
         self._lock = threading.Lock()
 
     def _variant(self, fixed_grid: bool, optimised: bool) -> tuple[TritonSource, Any]:
@@ -194,16 +196,34 @@ class TritonKernel:
                               buffers, heap)
         tunable = "tiles" if source.tiles else "plain" if not (source.dot or source.private or source.grouped) \
             else None
-        if tunable and P * L >= autotune.MIN_INSTANCES and autotune.enabled() and on_gpu() and \
-                autotune.repeatable(self.leaf, args):
-            wanted = GRID_TILES.lanes * 2 if source.tiles else max(MIN_BLOCK, _next_pow2(L))
-            key = autotune.tuning_key(source.digest, tunable, autotune.device_name(device), P, L)
-            shape = autotune.choose(
-                key, autotune.candidates(min(wanted, MAX_BLOCK)),
-                lambda s: autotune.time_launch(launch.relaid(self._layout(source, extents, P, L, counts, s))),
-                self.leaf.name)
-            launch = launch.relaid(self._layout(source, extents, P, L, counts, shape))
+        if tunable and P * L >= autotune.MIN_INSTANCES and self._repeatable and autotune.enabled() and \
+                on_gpu():
+            shape = self._tuned(source, tunable, device, extents, P, L, counts, args, launch)
+            if shape is not None:
+                launch = launch.relaid(self._layout(source, extents, P, L, counts, shape))
         return launch
+
+    def _tuned(self, source: TritonSource, tunable: str, device: Any, extents: list[tuple[int, ...]],
+               P: int, L: int, counts: dict[str, int], args: list[Any],
+               launch: TritonLaunch) -> "autotune.Shape | None":
+        """The launch's tuned block shape (autotune.py), or None to keep the default; remembered
+        per size class, so that a relaunch asks a dict."""
+        known = (source.digest, tunable, str(device), autotune.size_class(P, L))
+        shape = self._shapes.get(known)
+        if shape is not None or not autotune.repeatable(self.leaf, args):
+            return shape
+        wanted = GRID_TILES.lanes * 2 if source.tiles else max(MIN_BLOCK, _next_pow2(L))
+        key = autotune.tuning_key(source.digest, tunable, autotune.device_name(device), P, L)
+        shape = autotune.choose(
+            key, autotune.candidates(min(wanted, MAX_BLOCK)),
+            lambda s: autotune.time_launch(launch.relaid(self._layout(source, extents, P, L, counts, s))),
+            self.leaf.name)
+        self._shapes[known] = shape
+        return shape
+
+    @functools.cached_property
+    def _repeatable(self) -> bool:
+        return autotune.repeatable_leaf(self.leaf)
 
     def _layout(self, source: TritonSource, extents: list[tuple[int, ...]], P: int, L: int,
                 counts: dict[str, int], shape: autotune.Shape | None = None) -> "Layout":
