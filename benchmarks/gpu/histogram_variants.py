@@ -55,7 +55,10 @@ def h_i32(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.co
 
 
 @triton.jit
-def h_full(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.constexpr):
+def h_full(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.constexpr,
+           UNMASKED: tl.constexpr):
+    """Full blocks apart from the partial last one; UNMASKED: a full block whose indices are all
+    in range (one block reduction) counts without the histogram's mask."""
     counts = tl.zeros([NB], tl.int32)
     for it in range(ITERS):
         pid = tl.program_id(0)
@@ -63,34 +66,19 @@ def h_full(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.c
         lin = start + tl.arange(0, BLOCK)
         if start + BLOCK <= L:
             m0 = tl.full([BLOCK], 1, tl.int1)
-            counts = counts + _counts(data, lin, m0, nbins, count, NB)
-        else:
-            m0 = lin < L
-            counts = counts + _counts(data, lin, m0, nbins, count, NB)
-    b = tl.arange(0, NB)
-    tl.atomic_add(bins + b, counts, mask=(b < count) & (counts != 0))
-
-
-@triton.jit
-def h_unmasked(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.constexpr):
-    counts = tl.zeros([NB], tl.int32)
-    for it in range(ITERS):
-        pid = tl.program_id(0)
-        start = ((pid % LB) * ITERS + it) * BLOCK
-        lin = start + tl.arange(0, BLOCK)
-        if start + BLOCK <= L:
-            m0 = tl.full([BLOCK], 1, tl.int1)
-            i = lin.to(tl.int64)
-            idx = _smod_by(tl.load(data + i, mask=m0, other=0), nbins,
-                           tl.full([], -2147483648, tl.int32)).to(tl.int64)
-            ok = m0 & (idx.to(tl.uint64, bitcast=True) < count)
-            if tl.min(ok.to(tl.int32), 0) == 1:
-                counts = counts + tl.histogram(idx.to(tl.int32), NB)
+            if UNMASKED:
+                i = lin.to(tl.int64)
+                idx = _smod_by(tl.load(data + i, mask=m0, other=0), nbins,
+                               tl.full([], -2147483648, tl.int32)).to(tl.int64)
+                ok = m0 & (idx.to(tl.uint64, bitcast=True) < count)
+                if tl.min(ok.to(tl.int32), 0) == 1:
+                    counts = counts + tl.histogram(idx.to(tl.int32), NB)
+                else:
+                    counts = counts + tl.histogram(idx.to(tl.int32), NB, mask=ok)
             else:
-                counts = counts + tl.histogram(idx.to(tl.int32), NB, mask=ok)
+                counts = counts + _counts(data, lin, m0, nbins, count, NB)
         else:
-            m0 = lin < L
-            counts = counts + _counts(data, lin, m0, nbins, count, NB)
+            counts = counts + _counts(data, lin, lin < L, nbins, count, NB)
     b = tl.arange(0, NB)
     tl.atomic_add(bins + b, counts, mask=(b < count) & (counts != 0))
 
@@ -138,11 +126,13 @@ def h_l2(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.con
 '''
 
 HAND = ("i32", "full", "unmasked", "bound", "load", "l2")
+FLAGS = {"full": {"UNMASKED": False}, "unmasked": {"UNMASKED": True}}  # constexprs of h_full
 
 
 def module():
     import hashlib
-    return {name: load_kernel(KERNELS, hashlib.sha256(KERNELS.encode()).hexdigest(), f"h_{name}")
+    digest = hashlib.sha256(KERNELS.encode()).hexdigest()
+    return {name: load_kernel(KERNELS, digest, "h_full" if name in FLAGS else f"h_{name}")
             for name in HAND}
 
 
@@ -181,8 +171,9 @@ def sass_report() -> None:
         else:
             sig = {"data": "*i32", "bins": "*i32", "nbins": "i32", "LB": "i32", "L": "i32",
                    "count": "i32", "ITERS": "i32", "BLOCK": "constexpr", "NB": "constexpr"}
+            sig.update({flag: "constexpr" for flag in FLAGS.get(name, {})})
             values = {"nbins": nbins, "LB": lb, "L": n, "count": nbins, "ITERS": iters}
-            const = {"BLOCK": block, "NB": nbins}
+            const = {"BLOCK": block, "NB": nbins, **FLAGS.get(name, {})}
         names = list(sig)
         attrs = {(names.index(k),): div16 for k, t in sig.items()
                  if t.startswith("*") or (k in values and values[k] % 16 == 0)}
@@ -223,7 +214,7 @@ def bench() -> None:
         grid, iters = geometry(data.numel(), block, programs)
         fn = kernels[name]
         return grid, lambda: fn[(grid,)](data, bins, nbins, grid, data.numel(), count, iters,
-                                          BLOCK=block, NB=nb, num_warps=warps)
+                                          BLOCK=block, NB=nb, num_warps=warps, **FLAGS.get(name, {}))
 
     def median(fn, per_call=5) -> float:
         return do_bench(lambda: [fn() for _ in range(per_call)], return_mode="median") / per_call
