@@ -152,6 +152,19 @@ def test_a_tuned_launch_uses_the_chosen_shape_and_computes_the_same(fresh_choice
     assert len(seen) == len(T.candidates(1024))  # tuned once
 
 
+def test_programs_narrower_than_every_shape_keep_the_default(fresh_choices, monkeypatch, rng) -> None:
+    from hpvm_py.backends.triton import kernel as TK
+
+    monkeypatch.setattr(TK, "on_gpu", lambda: True)
+    monkeypatch.setattr(T, "MIN_INSTANCES", 1)
+    monkeypatch.setattr(T, "time_launch", lambda launch: pytest.fail("timed"))
+    x = rng.standard_normal(100).astype(np.float32)
+    y = np.zeros(100, np.float32)
+    with hpvm.runtime("gpu"):  # one block of 128 lanes: no shape of 256 or more to try
+        hpvm.wait(hpvm.launch(graph_of(scaled), x, x.nbytes, y, y.nbytes, 2.0, 100))
+    np.testing.assert_array_equal(y, x * np.float32(2.0))
+
+
 def test_tuning_can_be_turned_off(fresh_choices, monkeypatch, rng) -> None:
     from hpvm_py.backends.triton import kernel as TK
 

@@ -213,9 +213,12 @@ class TritonKernel:
         if shape is not None or not autotune.repeatable(self.leaf, args):
             return shape
         wanted = GRID_TILES.lanes * 2 if source.tiles else max(MIN_BLOCK, _next_pow2(L))
+        shapes = autotune.candidates(min(wanted, MAX_BLOCK))
+        if not shapes:
+            return None  # programs of fewer lanes than any shape tried: the default fits them
         key = autotune.tuning_key(source.digest, tunable, autotune.device_name(device), P, L)
         shape = autotune.choose(
-            key, autotune.candidates(min(wanted, MAX_BLOCK)),
+            key, shapes,
             lambda s: autotune.time_launch(launch.relaid(self._layout(source, extents, P, L, counts, s))),
             self.leaf.name)
         self._shapes[known] = shape
