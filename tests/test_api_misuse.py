@@ -83,6 +83,7 @@ IN_RUNTIME = [
     ("launch-leaf", LE, lambda: launch(P.inc_each, A, A.nbytes, C, C.nbytes)),  # ERR:launch-leaf
     ("compile-leaf", LE, lambda: hpvm.compile(P.inc_each, target="python")),  # ERR:compile-leaf
     ("launch-function", LE, lambda: launch(print, 1)),  # ERR:launch-function
+    ("launch-list", LE, lambda: launch([P.vinc], 1)),  # ERR:launch-list
     ("compile-target", LE, lambda: hpvm.compile(P.vinc, target="tpu")),  # ERR:compile-target
     ("wait-not-handle", LE, lambda: hpvm.wait(42)),  # ERR:wait-not-handle
     ("push-not-handle", SE, lambda: hpvm.push("handle", 1)),  # ERR:push-not-handle
