@@ -148,7 +148,7 @@ class Executor:
              ancestors: list[tuple[int, ...]], parents: int,
              slots_so_far: dict | None = None) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Run one node for all its instances; returns its extents and its output slots."""
-        ext = self.extents_of(node, plan, env)
+        ext = self.extents_of(node, env)
         count = self.check_instance_count(node, ext, parents)
         if node.kernel is not None:
             outs = self._leaf(node, args, ext, ancestors, parents, count, slots_so_far)
@@ -176,14 +176,14 @@ class Executor:
                               f"bits (at most 2**63 - 1)", node.node.loc)
         return count
 
-    def extents_of(self, node: NodePlan, plan: GraphPlan, env: list[Any]) -> tuple[int, ...]:
+    @staticmethod
+    def extents_of(node: NodePlan, env: list[Any]) -> tuple[int, ...]:
         if not node.node.dims:
             return ()
         values: dict[str, int] = {}
-        for name in set().union(*(D.dim_params(d) for d in node.node.dims)):
-            port = next(i for i, p in enumerate(plan.func.params) if p.name == name)
+        for name, port in node.dim_ports:
             v = env[port]
-            if np.ndim(v):
+            if type(v) is not int and np.ndim(v):  # (a plain int: the common case, no NumPy call)
                 flat = np.asarray(v).reshape(-1)
                 if flat.size and not np.all(flat == flat[0]):
                     raise ExecutionError(f"the instance count of node {node.name} uses {name!r}, whose "

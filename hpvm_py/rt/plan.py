@@ -48,6 +48,8 @@ class NodePlan:
     kernel: LeafKernel | None = None  # compiled code; unchecked when `bounds` is set
     bounds: BoundsProof | None = None  # when set: unchecked code runs only where it is proven safe
     child: "GraphPlan | None" = None
+    # the parent parameters its instance counts use: (name, parameter index), set with the plan
+    dim_ports: tuple[tuple[str, int], ...] = ()
     _compile: "CompileLeaf | None" = None
     _checked: LeafKernel | None = None
 
@@ -142,6 +144,11 @@ def build_plan(module: D.Module, deferred: list[DeferredGridCheck], default_targ
     return _plan_graph(module, root, modes, (), default_target, compile_leaf, checks, None)
 
 
+def _dim_ports(g: D.GraphFunc, node: D.Node) -> tuple[tuple[str, int], ...]:
+    names = sorted(set().union(*(D.dim_params(d) for d in node.dims)))
+    return tuple((name, next(i for i, p in enumerate(g.params) if p.name == name)) for name in names)
+
+
 def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
                 level_dims: tuple[int, ...], default_target: str, compile_leaf: CompileLeaf,
                 checks: set[tuple[str, int]], inherited: Placement | None) -> GraphPlan:
@@ -176,7 +183,8 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
         placement = place(node, func, default_target, inherited)
         require_compilable(placement, node, func)
         nplan = NodePlan(node=node, func=func, inputs=sources, input_modes=input_modes,
-                         output_modes=output_modes, placement=placement)
+                         output_modes=output_modes, placement=placement,
+                         dim_ports=_dim_ports(g, node))
         target = placement.target
         if isinstance(func, K.LeafFunc):
             check_barriers(func, input_modes)  # a language rule: checked for every target

@@ -48,6 +48,7 @@ class StageLauncher:
         self.plan = plan
         self.node = node
         self._packed: dict[tuple, Any] = {}
+        self._pointers = [isinstance(p.type, PtrType) for p in node.func.params]  # per leaf input
         self.device = device_of(node.target, node.placement.index)
         # a GPU stage's stream, also when the stage runs on a thread of its own
         self.stream = StageStream(self.device, node.name) if self.device != HOST else None
@@ -66,7 +67,7 @@ class StageLauncher:
         """Begin the stage's leaf for one item (eligible stages only); a GPU stage's stream first
         waits for the events `after` (the item's producers on other streams)."""
         node, executor = self.node, self.executor
-        ext = executor.extents_of(node, self.plan, env)
+        ext = executor.extents_of(node, env)
         count = executor.check_instance_count(node, ext, 1)
         stream = self.stream
         if stream is None:
@@ -91,10 +92,9 @@ class StageLauncher:
     def _packed_for(self, call: list[Any], outputs: list[Any], ext: tuple[int, ...]) -> Any:
         """The stage's packed launch for this item: a kept one pointed at the item's buffers,
         outputs and scalars, or a new one."""
-        node, leaf = self.node, self.node.func
+        node, pointers = self.node, self._pointers
         extents = [ext]
         kernel = node.kernel_for(call, extents)
-        pointers = [isinstance(p.type, PtrType) for p in leaf.params]
         key = (kernel, ext, tuple(a.nbytes for a, ptr in zip(call, pointers) if ptr))
         # the item's scalars, to compare with the next item's (its buffers: never kept here)
         scalars = [None if ptr else value for value, ptr in zip(call, pointers)]
