@@ -25,7 +25,7 @@ all_reduce_rmsnorm    one-shot reduction of a row (acknowledged as above), then 
 import triton
 import triton.language as tl
 
-from .signals import begin, finish, peer_delta, signal, status_word, wait
+from .signals import arrive, depart, finish, peer_delta, signal, wait
 
 SUM, MAX, MIN = 0, 1, 2
 
@@ -71,12 +71,7 @@ def all_reduce_one_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: 
                         BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    status = status_word(status_addr)
-    seq, deadline = begin(ctrl, b, timeout_ns)
-    failed = tl.full([], 0, tl.int32)
-    signal(ctrl, bases, b, rank, seq + 1, WORLD)
-    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
-    step = seq + 1
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
     # the prefetch pipeline: chunk c + programs is read while the peers acknowledge chunk c
     offs, mask = _chunk(b, n, BLOCK)
     acc = _reduce_ranks(buf, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
@@ -97,11 +92,7 @@ def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: 
                         BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    status = status_word(status_addr)
-    seq, deadline = begin(ctrl, b, timeout_ns)
-    failed = tl.full([], 0, tl.int32)
-    signal(ctrl, bases, b, rank, seq + 1, WORLD)
-    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
     part = tl.cdiv(tl.cdiv(n, WORLD), BLOCK) * BLOCK  # slice length, whole chunks
     first = rank * part
     end = tl.minimum(first + part, n)
@@ -112,9 +103,8 @@ def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: 
         out = acc.to(buf.dtype.element_ty)
         for q in tl.static_range(WORLD):
             tl.store(buf + peer_delta(bases, rank, q, ELEM) + offs, out, mask=mask)
-    signal(ctrl, bases, b, rank, seq + 2, WORLD)  # my slice is in every buffer
-    failed = wait(ctrl, b, rank, seq + 2, deadline, failed, status, WORLD)
-    finish(ctrl, b, seq + 2)
+    # my slice is in every buffer once every rank departs
+    depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)
 
 
 @triton.jit
@@ -122,20 +112,13 @@ def all_gather(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, WORLD: t
                ELEM: tl.constexpr, BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    status = status_word(status_addr)
-    seq, deadline = begin(ctrl, b, timeout_ns)
-    failed = tl.full([], 0, tl.int32)
-    signal(ctrl, bases, b, rank, seq + 1, WORLD)
-    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
     for c in range(b, tl.cdiv(n, BLOCK), programs):
-        offs = c * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
+        offs, mask = _chunk(c, n, BLOCK)
         for q in tl.static_range(WORLD):
             v = tl.load(src + peer_delta(bases, rank, q, ELEM) + offs, mask=mask)
             tl.store(dst + q * n + offs, v, mask=mask)
-    signal(ctrl, bases, b, rank, seq + 2, WORLD)  # done reading every src
-    failed = wait(ctrl, b, rank, seq + 2, deadline, failed, status, WORLD)
-    finish(ctrl, b, seq + 2)
+    depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)  # every src read
 
 
 @triton.jit
@@ -144,19 +127,12 @@ def reduce_scatter(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, OP: 
                    BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    status = status_word(status_addr)
-    seq, deadline = begin(ctrl, b, timeout_ns)
-    failed = tl.full([], 0, tl.int32)
-    signal(ctrl, bases, b, rank, seq + 1, WORLD)
-    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
     for c in range(b, tl.cdiv(n, BLOCK), programs):
-        offs = c * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
+        offs, mask = _chunk(c, n, BLOCK)
         acc = _reduce_ranks(src + rank * n, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
         tl.store(dst + offs, acc.to(dst.dtype.element_ty), mask=mask)
-    signal(ctrl, bases, b, rank, seq + 2, WORLD)
-    failed = wait(ctrl, b, rank, seq + 2, deadline, failed, status, WORLD)
-    finish(ctrl, b, seq + 2)
+    depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)
 
 
 @triton.jit
@@ -164,20 +140,14 @@ def broadcast(buf, n, root, ctrl, bases, rank, status_addr, timeout_ns, WORLD: t
               ELEM: tl.constexpr, BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    status = status_word(status_addr)
-    seq, deadline = begin(ctrl, b, timeout_ns)
-    failed = tl.full([], 0, tl.int32)
-    signal(ctrl, bases, b, rank, seq + 1, WORLD)
-    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
     if rank != root:
         from_root = buf + peer_delta(bases, rank, root, ELEM)
         for c in range(b, tl.cdiv(n, BLOCK), programs):
-            offs = c * BLOCK + tl.arange(0, BLOCK)
-            mask = offs < n
+            offs, mask = _chunk(c, n, BLOCK)
             tl.store(buf + offs, tl.load(from_root + offs, mask=mask), mask=mask)
-    signal(ctrl, bases, b, rank, seq + 2, WORLD)  # no one reads the root's buffer any more
-    failed = wait(ctrl, b, rank, seq + 2, deadline, failed, status, WORLD)
-    finish(ctrl, b, seq + 2)
+    # then no one reads the root's buffer any more
+    depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)
 
 
 @triton.jit
@@ -186,15 +156,10 @@ def all_reduce_rmsnorm(x, residual, weight, rows, hidden, eps, ctrl, bases, rank
                        BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    status = status_word(status_addr)
-    seq, deadline = begin(ctrl, b, timeout_ns)
-    failed = tl.full([], 0, tl.int32)
-    signal(ctrl, bases, b, rank, seq + 1, WORLD)
-    failed = wait(ctrl, b, rank, seq + 1, deadline, failed, status, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
     cols = tl.arange(0, BLOCK)
     in_row = cols < hidden
     w = _widen(tl.load(weight + cols, mask=in_row), WIDEN)
-    step = seq + 1
     for row in range(b, rows, programs):
         offs = row * hidden + cols
         total = _reduce_ranks(x, offs, in_row, bases, rank, 0, WIDEN, WORLD, ELEM)

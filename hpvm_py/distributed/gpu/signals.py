@@ -66,15 +66,25 @@ def wait(ctrl, b, rank, step, deadline, failed, status, WORLD: tl.constexpr):
 
 
 @triton.jit
-def begin(ctrl, b, timeout_ns):
-    """This program's last step of the previous call, and the deadline of this one's waits."""
-    seq = tl.load(ctrl + b)
-    return seq, now_ns(seq) + timeout_ns
+def arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD: tl.constexpr):
+    """The start of a call of program b: every peer's program b has reached it too. Returns the
+    step reached, the deadline of the call's waits, `failed` (see wait) and the status word."""
+    status = status_addr.to(tl.pointer_type(tl.int64))
+    seq = tl.load(ctrl + b)  # this program's last step of the previous call
+    deadline = now_ns(seq) + timeout_ns
+    step = seq + 1
+    signal(ctrl, bases, b, rank, step, WORLD)
+    failed = wait(ctrl, b, rank, step, deadline, tl.full([], 0, tl.int32), status, WORLD)
+    return step, deadline, failed, status
 
 
 @triton.jit
-def status_word(status_addr):
-    return status_addr.to(tl.pointer_type(tl.int64))
+def depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD: tl.constexpr):
+    """The end of a call whose last step was `step`: every peer is done with this rank's buffers
+    (and this rank with theirs); step + 1 is kept as the program's last step."""
+    signal(ctrl, bases, b, rank, step + 1, WORLD)
+    wait(ctrl, b, rank, step + 1, deadline, failed, status, WORLD)
+    finish(ctrl, b, step + 1)
 
 
 @triton.jit
