@@ -28,16 +28,18 @@ import triton.language as tl
 from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 import hpvm_py as hpvm  # noqa: E402
 import histogram  # noqa: E402
 import saxpy  # noqa: E402
 import sgemm  # noqa: E402
 import stencil  # noqa: E402
 import vadd  # noqa: E402
-from hpvm_py import In, InOut, Out, Ptr, f32, i64  # noqa: E402
+from hpvm_py import In, Out, Ptr, f32, i64  # noqa: E402
 from hpvm_py.backends.base import BufferArg  # noqa: E402
 from hpvm_py.backends.triton import kernel as tk  # noqa: E402
 from numba_peers import numba_sgemm  # noqa: E402
+from programs.dot_leaves import naive_root  # noqa: E402 - the per-element k-loop leaf
 from nvptx_histogram import nvptx_histogram  # noqa: E402
 
 RESULTS: dict[str, float] = {}
@@ -102,24 +104,6 @@ def stencil_hand(A0, An, nx, ny, nz, c0, c1, BLOCK: tl.constexpr):
          + tl.load(A0 + idx - nx, mask=m) + tl.load(A0 + idx + nx * ny, mask=m)
          + tl.load(A0 + idx - nx * ny, mask=m))
     tl.store(An + idx, s * c1 - tl.load(A0 + idx, mask=m) * c0, mask=m)
-
-
-@hpvm.leaf
-def sgemm_naive(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: InOut[Ptr[f32]],
-                c_bytes: i64, n: i64, k: i64):
-    j = hpvm.get_node_instance_id_x(hpvm.get_node())
-    i = hpvm.get_node_instance_id_y(hpvm.get_node())
-    acc = 0.0
-    for t in range(k):
-        acc += a[i * k + t] * b[t * n + j]
-    c[i * n + j] = acc
-
-
-@hpvm.graph
-def sgemm_naive_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64,
-                     c: InOut[Ptr[f32]], c_bytes: i64, m: i64, n: i64, k: i64):
-    hpvm.node(sgemm_naive, grid=(n, m), a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c,
-              c_bytes=c_bytes, n=n, k=k)
 
 
 def bench_streaming_kernels(dev: str) -> None:
@@ -208,8 +192,8 @@ def bench_sgemm(dev: str) -> None:
     run()
     torch.cuda.synchronize()
     check("generated kernel, last configuration")
-    naive = leaf_kernel(sgemm_naive_root)
-    run_naive = direct(naive, [(N, M)], A, A.numel() * 4, B, B.numel() * 4, C, C.numel() * 4, N, K)
+    naive = leaf_kernel(naive_root)
+    run_naive = direct(naive, [(N, M)], A, A.numel() * 4, B, B.numel() * 4, C, C.numel() * 4, M, N, K)
     run_naive()
     torch.cuda.synchronize()
     check("generated per-element leaf")
