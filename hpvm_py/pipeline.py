@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -87,16 +88,13 @@ class CompiledGraph:
 
         self.replays = Replays()
 
-    @property
+    @functools.cached_property
     def replayable(self) -> bool:
-        """Launches are recorded for replay on compiled targets, for graphs of leaves only (or of
-        nodes holding one leaf each) that all run on one device: the host on cpu; on a GPU target, leaves of that target only (one kind
-        of prepared launch)."""
-        # a root node holding one leaf (rt/replay.py) is recorded as that leaf
-        leaves = [n if n.kernel is not None else n.child.nodes[0] for n in self.plan.nodes
-                  if n.kernel is not None or (n.child is not None and len(n.child.nodes) == 1
-                                              and n.child.nodes[0].kernel is not None)]
-        if len(leaves) != len(self.plan.nodes):
+        """Launches are recorded for replay on compiled targets, for graphs whose root nodes are
+        leaves or internal nodes holding one leaf (NodePlan.recorded_leaf), all on one device: the
+        host on cpu; on a GPU target, leaves of that target only (one kind of prepared launch)."""
+        leaves = [n.recorded_leaf for n in self.plan.nodes]
+        if None in leaves:
             return False
         if self.target in ("gpu", "nvptx"):
             return all(n.target == self.target and n.placement.index is None for n in leaves)

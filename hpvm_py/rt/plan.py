@@ -62,6 +62,17 @@ class NodePlan:
         return self.placement.target
 
     @property
+    def recorded_leaf(self) -> "NodePlan | None":
+        """The leaf a replay records for this node (rt/replay.py): itself if it is a leaf, the
+        leaf of an internal node whose child graph is that one leaf, else None."""
+        if self.kernel is not None:
+            return self
+        child = self.child
+        if child is not None and len(child.nodes) == 1 and child.nodes[0].kernel is not None:
+            return child.nodes[0]
+        return None
+
+    @property
     def leaf_count(self) -> int:
         """Leaf kernels one firing of this node launches."""
         return 1 if self.kernel is not None else (self.child.leaf_count if self.child else 0)
@@ -115,6 +126,17 @@ class GraphPlan:
     def host_only(self) -> bool:
         """Every node, at any depth, runs on the host (cpu or python)."""
         return not self.gpu_nodes
+
+    @property
+    def recorded_leaf(self) -> "NodePlan | None":
+        """The leaf a replay records for this node (rt/replay.py): itself if it is a leaf, the
+        leaf of an internal node whose child graph is that one leaf, else None."""
+        if self.kernel is not None:
+            return self
+        child = self.child
+        if child is not None and len(child.nodes) == 1 and child.nodes[0].kernel is not None:
+            return child.nodes[0]
+        return None
 
     @property
     def leaf_count(self) -> int:

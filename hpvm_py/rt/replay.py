@@ -324,11 +324,11 @@ def lifted_sources(node: Any) -> list[Any] | None:
     """For an internal node of the root that holds one leaf and has no outputs: where each of the
     leaf's inputs comes from at the root (a root argument or a constant). None when another shape,
     or when an input comes from a sibling or is spread per parent instance on the host."""
-    child = node.child
-    if child is None or len(child.nodes) != 1 or child.nodes[0].kernel is None or child.outputs:
+    leaf = node.recorded_leaf
+    if leaf is None or leaf is node or node.child.outputs:
         return None
     lifted = []
-    for src in child.nodes[0].inputs:
+    for src in leaf.inputs:
         if src.const is None:
             if src.bind_port is None:
                 return None
