@@ -96,8 +96,10 @@ def max_gradient_seconds(target: str, size: int, reps: int = 15) -> float:
     return statistics.median(times[2:])
 
 
-def profile_stream(target: str, frames: int, size: int, out: io.TextIOBase) -> None:
-    """One stream of the demo with its scheduler thread under cProfile (after a warm-up)."""
+def profile_stream(target: str, frames: int, size: int, out: io.TextIOBase, graph=ed.pipeline,
+                   extra=lambda: []) -> None:
+    """One stream of `graph` (the demo's arguments, `extra()` buffers before w, h, theta) with its
+    scheduler thread under cProfile (after a warm-up)."""
     from hpvm_py.rt import stages
 
     rng = np.random.default_rng(1)
@@ -113,10 +115,13 @@ def profile_stream(target: str, frames: int, size: int, out: io.TextIOBase) -> N
         finally:
             profile.disable()
 
+    extras = [[a for b in extra() for a in (b, b.nbytes)] for _ in inputs]
+
     def stream() -> None:
-        handle = hpvm.launch(ed.pipeline, stream=True)
-        for bufs in inputs:
-            hpvm.push(handle, *ed.frame_args(bufs, gauss, 0.25))
+        handle = hpvm.launch(graph, stream=True)
+        for bufs, more in zip(inputs, extras):
+            args = ed.frame_args(bufs, gauss, 0.25)
+            hpvm.push(handle, *args[:-3], *more, *args[-3:])
         hpvm.wait(handle)
 
     with hpvm.runtime(target):
@@ -126,8 +131,8 @@ def profile_stream(target: str, frames: int, size: int, out: io.TextIOBase) -> N
             stream()
         finally:
             stages.Scheduler.__call__ = run
-    print(f"== {target}: one stream of {frames} frames, profiled while its scheduler thread runs "
-          "(Python 3.12's cProfile sees every thread)", file=out)
+    print(f"== {target}, {graph.__name__}: one stream of {frames} frames, profiled while its "
+          "scheduler thread runs (Python 3.12's cProfile sees every thread)", file=out)
     stats = pstats.Stats(profile, stream=out)
     stats.sort_stats("cumulative").print_stats("hpvm_py", 40)
     stats.sort_stats("tottime").print_stats(30)
@@ -153,6 +158,8 @@ def main() -> None:
         with open(args.profile, "w") as out:
             for target in args.targets.split(","):
                 profile_stream(target, args.frames, args.size, out)
+                profile_stream(target, args.frames, args.size, out, graph=parallel_max,
+                               extra=lambda: [np.zeros(1, np.float32)])
 
 
 if __name__ == "__main__":

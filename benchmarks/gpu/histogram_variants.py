@@ -123,17 +123,49 @@ def h_l2(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.con
     tl.debug_barrier()  # every warp's atomics are done before the row is read
     b = tl.arange(0, NB)
     tl.atomic_add(bins + b, tl.load(mine + b), mask=b < count)
+
+
+@triton.jit
+def h_onehot(data, bins, nbins, LB, L, count, ITERS, BLOCK: tl.constexpr, NB: tl.constexpr,
+             INT8: tl.constexpr):
+    """Counts as a matrix product on tensor cores (NB = 256 only): with idx = 16 * hi + lo,
+    counts[hi, lo] = sum over elements of onehot(hi)[hi, k] * onehot(lo)[k, lo]."""
+    r = tl.arange(0, 16)
+    if INT8:
+        acc = tl.zeros([16, 16], tl.int32)
+    else:
+        acc = tl.zeros([16, 16], tl.float32)
+    pid = tl.program_id(0)
+    for it in range(ITERS):
+        lin = ((pid % LB) * ITERS + it) * BLOCK + tl.arange(0, BLOCK)
+        m0 = lin < L
+        idx = _smod_by(tl.load(data + lin, mask=m0, other=0), nbins, tl.full([], -2147483648, tl.int32))
+        ok = m0 & (idx.to(tl.uint32, bitcast=True) < count)
+        hi = tl.where(ok, idx >> 4, 16)
+        lo = idx & 15
+        if INT8:
+            a = (hi[None, :] == r[:, None]).to(tl.int8)
+            b = (lo[:, None] == r[None, :]).to(tl.int8)
+            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        else:
+            a = (hi[None, :] == r[:, None]).to(tl.float16)
+            b = (lo[:, None] == r[None, :]).to(tl.float16)
+            acc = tl.dot(a, b, acc)
+    at = r[:, None] * 16 + r[None, :]
+    counts = acc.to(tl.int32)
+    tl.atomic_add(bins + at, counts, mask=(at < count) & (counts != 0))
 '''
 
-HAND = ("i32", "full", "unmasked", "bound", "load", "l2")
-FLAGS = {"full": {"UNMASKED": False}, "unmasked": {"UNMASKED": True}}  # constexprs of h_full
+HAND = ("i32", "full", "unmasked", "bound", "load", "l2", "onehot", "onehot8")
+FLAGS = {"full": {"UNMASKED": False}, "unmasked": {"UNMASKED": True},  # constexprs of h_full
+         "onehot": {"INT8": False}, "onehot8": {"INT8": True}}  # of h_onehot
 
 
 def module():
     import hashlib
     digest = hashlib.sha256(KERNELS.encode()).hexdigest()
-    return {name: load_kernel(KERNELS, digest, "h_full" if name in FLAGS else f"h_{name}")
-            for name in HAND}
+    shared = {"full": "h_full", "unmasked": "h_full", "onehot8": "h_onehot"}
+    return {name: load_kernel(KERNELS, digest, shared.get(name, f"h_{name}")) for name in HAND}
 
 
 def opcodes(sass: str) -> collections.Counter:
@@ -223,8 +255,8 @@ def bench() -> None:
     for n, nbins, lo in ((64 * 2**20, 256, 0), (64 * 2**20 - 1000, 300, -10**6)):
         data = torch.randint(lo, 10**6, (n,), device=dev, dtype=torch.int32)
         want = torch.bincount((data.long() % nbins), minlength=nbins)[:256].to(torch.int32)
-        for name in ("i32", "full", "unmasked", "l2"):
-            for block, warps, programs in ((4096, 8, 4224),):
+        for name in ("i32", "full", "unmasked", "l2", "onehot", "onehot8"):
+            for block, warps, programs in ((512, 4, 4224) if name.startswith("onehot") else (4096, 8, 4224),):
                 grid, _ = geometry(n, block, programs)
                 bins = torch.zeros(256 + (256 * grid if name == "l2" else 0), device=dev, dtype=torch.int32)
                 launch(name, data, bins, nbins, 256, block, warps, programs)[1]()
@@ -272,6 +304,8 @@ def bench() -> None:
     sweep = {"full": ((2048, 4, 4224), (2048, 8, 4224), (4096, 4, 4224), (4096, 16, 4224), (4096, 8, 2112),
                       (8192, 8, 2112), (8192, 16, 2112), (1024, 4, 8448)),
              "bound": ((2048, 4, 4224), (4096, 8, 2112), (8192, 16, 2112))}
+    sweep["onehot"] = sweep["onehot8"] = ((256, 4, 4224), (512, 4, 4224), (512, 8, 4224), (1024, 8, 4224),
+                                          (512, 4, 2112), (1024, 4, 1056))
     for name, configs in sweep.items():
         for block, warps, programs in configs:
             record(f"{name} {block}/{warps}/{programs}",
