@@ -242,9 +242,11 @@ def test_an_error_seen_while_polling_an_item_fails_its_stage(gpu_target: str, rn
 
 def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alignment(monkeypatch) -> None:
     """A stream stage points its kept Triton launch at the next item's buffers: the compiled
-    launcher is called with the new tensor, unless the new pointer is not 16-byte aligned where
+    launcher is called with the new address, unless the new pointer is not 16-byte aligned where
     the old one was (Triton compiled the kernel for aligned pointers): then it dispatches again.
     Triton is stood in for by objects that record the calls (CI has no compiled kernels)."""
+    import torch
+
     from hpvm_py.backends.cuda.outputs import DeviceOutputs
     from hpvm_py.backends.triton import prepared as P
     from hpvm_py.ir.loc import Loc
@@ -254,7 +256,8 @@ def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alig
 
     class Compiled:
         def __getitem__(self, grid):
-            return lambda *args, stream: calls.append(("launcher", args[0].data_ptr(), stream))
+            # the compiled launcher takes a pointer as a plain int (no typed view is made)
+            return lambda *args, stream: calls.append(("launcher", args[0], stream))
 
     class Jit:
         arg_names = ["x", "BLOCK"]
@@ -280,9 +283,44 @@ def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alig
     assert launch.repointable
     launch.start()
     for buf in (aligned[1], unaligned, unaligned, aligned[0]):
-        launch.set_buffer(0, BufferArg(obj=buf, address=buf.ctypes.data, nbytes=32, array=None))
+        launch.set_buffer(0, BufferArg(obj=torch.from_numpy(buf), address=buf.ctypes.data,
+                                       nbytes=32, array=None))
         launch.start()
     addresses = [b.ctypes.data for b in (aligned[0], aligned[1], unaligned, aligned[0])]
     assert calls == [("dispatch", addresses[0]), ("launcher", addresses[1], 7),
                      ("dispatch", addresses[2]), ("launcher", addresses[2], 7),
                      ("dispatch", addresses[3])]
+
+
+@pytest.mark.parametrize("graph", ["four_stages", "mixed_stages"])
+def test_large_copies_into_host_arrays_end_before_pop_and_before_a_host_stage(
+        gpu_target: str, rng, monkeypatch, graph: str) -> None:
+    """Copies of 64 KiB and more into an item's host arrays run on the scheduler's copier thread
+    (backends/cuda/staging.py), made slow here: pop() returns an item only once its copies ended,
+    and a host stage (mixed_stages: the middle one) reads what the GPU stage before it wrote."""
+    import time
+
+    from hpvm_py.backends.cuda import staging
+
+    copied_later: list[int] = []
+    host_copy = staging._host_copy
+
+    def slow_copy(dst: np.ndarray, src: np.ndarray) -> None:
+        if threading.current_thread().name == "hpvm-stage-copies":
+            copied_later.append(dst.nbytes)
+            time.sleep(0.2)
+        host_copy(dst, src)
+
+    monkeypatch.setattr(staging, "_host_copy", slow_copy)
+    n, work, count = 1 << 14, 1, 3  # 64 KiB buffers
+    buffers = 5 if graph == "four_stages" else 4
+    items = _items(rng, count, n, buffers)
+    with hpvm.runtime(gpu_target):
+        handle = hpvm.launch(getattr(g, graph), stream=True, depth=2)
+        _push_all(handle, items, n, work)
+        for a, *outs in items:
+            assert hpvm.pop(handle, timeout=120) == (1,)
+            for k, out in enumerate(outs, 1):  # read at once: no copy may still be under way
+                np.testing.assert_array_equal(out, _spun(a, k, work))
+        hpvm.wait(handle, timeout=60)
+    assert copied_later and min(copied_later) >= 1 << 16

@@ -23,6 +23,7 @@ class DeviceOutputs:
         self.pairs = pairs  # (host array, device tensor), one per used output
         self.leaf = leaf  # the kernel that writes them, named if it faults
         self.loc = loc
+        self._device_bytes: list[Any] | None = None  # the device tensors as flat bytes, once made
 
     def fetch(self) -> None:
         """Copy every output to its host array (waits for the kernel that writes it; with staged
@@ -30,11 +31,13 @@ class DeviceOutputs:
         import torch  # noqa: PLC0415 - the device layer's tensors
 
         copies = staged()
-        for host, dev in self.pairs:
-            if copies is not None:
-                data = dev.reshape(-1).view(torch.uint8)
+        if copies is not None:  # a stream's item: the same device tensors item after item
+            if self._device_bytes is None:
+                self._device_bytes = [dev.reshape(-1).view(torch.uint8) for _, dev in self.pairs]
+            for (host, _), data in zip(self.pairs, self._device_bytes):
                 copies.to_host(data, host.reshape(-1).view(np.uint8)[:data.numel()])
-                continue
+            return
+        for host, dev in self.pairs:
             try:
                 data = dev.reshape(-1).view(torch.uint8).cpu().numpy()
             except Exception as exc:  # noqa: BLE001 - a fault of the kernel shows at the copy

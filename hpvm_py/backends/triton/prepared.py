@@ -8,6 +8,11 @@ specialisation Triton compiled for (triton 3.6 and 3.9 alike: an integer equal t
 constant, one divisible by 16 is marked so, and its range picks i32, i64 or u64): set_uniform()
 compares a new value's class with the old one's and sends the next run through the dispatch again
 when it differs. Under TRITON_INTERPRET=1 every run goes through the interpreter.
+
+A stream's next item points the launch at other device buffers (set_buffer). The compiled
+launcher takes a pointer as a plain integer, so the fast path gets the buffer's address and the
+typed torch view that Triton's dispatch needs is made only if the launch dispatches again (a view
+costs more than the kernel's launch itself).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import numpy as np
 from ...errors import HPVMError
 from ...ir import semantics as S
 from ...types import ScalarType, bf16
+from ..base import BufferArg
 from ..bounds import recorded
 from ..cuda import faults, typed_tensor
 from ..cuda.outputs import DeviceLaunch, DeviceOutputs
@@ -81,7 +87,7 @@ class TritonLaunch(DeviceLaunch):
 
     def relaid(self, layout: "Layout") -> "TritonLaunch":
         """The same launch over another layout of programs (autotune.py tries several)."""
-        call = list(self.call)
+        call = self._typed_call()
         call[self.blocks_at] = layout.blocks
         return TritonLaunch(self.kernel, self.source, self.jit, call, layout.options, layout.grid,
                             self.outputs, self.error, self.scratch, self.uniforms, self.values,
@@ -100,15 +106,26 @@ class TritonLaunch(DeviceLaunch):
             not self.values and not self.heap
 
     def set_buffer(self, i: int, arg: Any) -> None:
+        """Point buffer parameter i at `arg` (a BufferArg of a device copy): the call keeps the
+        BufferArg (it holds the device copy alive) until a dispatch needs its typed view."""
         pos = self.buffers[i]
         old = self.call[pos]
-        new = typed_tensor(arg.obj, self.kernel.leaf.params[i].type.elem)
-        self.call[pos] = new
+        old_address, old_device = (old.address, old.obj.device) if isinstance(old, BufferArg) \
+            else (old.data_ptr(), old.device)
+        self.call[pos] = arg
         if self._fast is not None:
-            if (new.data_ptr() % 16 == 0) != (old.data_ptr() % 16 == 0) or new.device != old.device:
+            if (arg.address % 16 == 0) != (old_address % 16 == 0) or arg.obj.device != old_device:
                 self._fast = None  # Triton specialises pointers on 16-byte alignment: dispatch again
             else:
-                self._args[pos] = new
+                self._args[pos] = arg.address
+
+    def _typed_call(self) -> list[Any]:
+        """The call with every buffer as the typed torch view Triton's dispatch binds."""
+        call = list(self.call)
+        for i, pos in self.buffers.items():
+            if isinstance(call[pos], BufferArg):
+                call[pos] = typed_tensor(call[pos].obj, self.kernel.leaf.params[i].type.elem)
+        return call
 
     def set_uniform(self, i: int, value: Any) -> None:
         pos = self.uniforms[i]
@@ -177,6 +194,7 @@ class TritonLaunch(DeviceLaunch):
             else self.kernel._failure(exc)
 
     def _dispatch(self) -> None:
+        self.call = self._typed_call()
         fn = self.jit[self.grid]
         if interpreting():
             fix_interpreter()
