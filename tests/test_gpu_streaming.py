@@ -291,36 +291,3 @@ def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alig
                      ("dispatch", addresses[2]), ("launcher", addresses[2], 7),
                      ("dispatch", addresses[3])]
 
-
-@pytest.mark.parametrize("graph", ["four_stages", "mixed_stages"])
-def test_large_copies_into_host_arrays_end_before_pop_and_before_a_host_stage(
-        gpu_target: str, rng, monkeypatch, graph: str) -> None:
-    """Copies of 64 KiB and more into an item's host arrays run on the scheduler's copier thread
-    (backends/cuda/staging.py), made slow here: pop() returns an item only once its copies ended,
-    and a host stage (mixed_stages: the middle one) reads what the GPU stage before it wrote."""
-    import time
-
-    from hpvm_py.backends.cuda import staging
-
-    copied_later: list[int] = []
-    host_copy = staging._host_copy
-
-    def slow_copy(dst: np.ndarray, src: np.ndarray) -> None:
-        if threading.current_thread().name == "hpvm-stage-copies":
-            copied_later.append(dst.nbytes)
-            time.sleep(0.2)
-        host_copy(dst, src)
-
-    monkeypatch.setattr(staging, "_host_copy", slow_copy)
-    n, work, count = 1 << 14, 1, 3  # 64 KiB buffers
-    buffers = 5 if graph == "four_stages" else 4
-    items = _items(rng, count, n, buffers)
-    with hpvm.runtime(gpu_target):
-        handle = hpvm.launch(getattr(g, graph), stream=True, depth=2)
-        _push_all(handle, items, n, work)
-        for a, *outs in items:
-            assert hpvm.pop(handle, timeout=120) == (1,)
-            for k, out in enumerate(outs, 1):  # read at once: no copy may still be under way
-                np.testing.assert_array_equal(out, _spun(a, k, work))
-        hpvm.wait(handle, timeout=60)
-    assert copied_later and min(copied_later) >= 1 << 16

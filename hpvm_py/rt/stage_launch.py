@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backends.cuda.staging import HostCopier, StagedCopies
+from ..backends.cuda.staging import StagedCopies
 from ..backends.cuda.streams import ItemEvent, StageStream
 from ..types import PtrType
 from .buffers import HOST
@@ -146,7 +146,7 @@ class StageRun:
     def done(self) -> bool:
         return self._job is None or self._packed.done(self._job)
 
-    def finish(self, copier: HostCopier | None = None) -> tuple[tuple[int, ...], list[Slot | None]]:
+    def finish(self) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Wait for the launch (helping to run it) and report its errors; its extents and slots."""
         job, self._job = self._job, None
         self._packed.finish(job)
@@ -170,12 +170,11 @@ class DeviceStageRun:
     def done(self) -> bool:
         return self.event.done()
 
-    def finish(self, copier: HostCopier | None = None) -> tuple[tuple[int, ...], list[Slot | None]]:
+    def finish(self) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Wait for the item's event, report a checked kernel's errors and fill the host arrays
-        of the copies queued after the kernel (the large ones on `copier`, when given); its
-        extents and slots."""
+        of the copies queued after the kernel; its extents and slots."""
         self._stream.use()  # a checked kernel's error word is read on it
         self.event.wait()
         self._packed.check()
-        self._copies.complete(copier)
+        self._copies.complete()
         return self.ext, self.slots

@@ -13,9 +13,7 @@ its node's arguments, and hands what the node produced to the stages downstream 
   after every kernel, a hand-off that cost more than the kernels of small frames. The host never
   blocks on the GPU: it polls each GPU item's event and hands the item on once it has passed (a
   consumer may read its scalar outputs); the consumer's stream waits for that event too, so the
-  order of the two stages' device work does not rest on the host's polling. The item's large
-  copies into host arrays run on a HostCopier thread (backends/cuda/staging.py); a host stage's
-  item, pop() and the end of the scheduler thread wait for those submitted before them.
+  order of the two stages' device work does not rest on the host's polling.
 - **One thread per stage** (any other graph: python leaves, internal nodes, per-instance scalar
   inputs): each stage blocks on its FIFOs and runs its node, so stage k works on item i while
   stage k+1 works on item i-1. A GPU stage issues its copies and kernels on its own CUDA stream and
@@ -29,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import HPVMError
 from ..ir import dfg as D
-from ..backends.cuda.staging import HostCopier
 from ..backends.cuda.streams import ItemEvent, stage_stream
 from . import stats
 from .executor import Slot, Stopped, check_grids
@@ -181,7 +178,6 @@ class Scheduler:
         self.stages = stages
         self.handle = stages[0].handle
         self.running: deque[Stage] = deque()  # the stage of each item in flight, oldest first
-        self.copier = HostCopier("hpvm-stage-copies")
 
     def busy(self) -> list[str]:
         """The stages whose kernel is in flight."""
@@ -211,12 +207,6 @@ class Scheduler:
         except _StageFailed as failure:
             failure.stage.failed(failure.error)
         self._drain()
-        try:  # the thread's end means every write to the items' buffers is done
-            self.copier.flush(None)
-        except BaseException as exc:  # noqa: BLE001 - a failed host copy: the stream's error
-            self.stages[0].failed(exc)
-        finally:
-            self.copier.close()
 
     def _try_start(self, stage: Stage) -> bool:
         """Start the stage's next item if the stage is idle and the item's inputs are there."""
@@ -237,8 +227,6 @@ class Scheduler:
             stage.received[port] = edge.get_nowait()
         if self.handle.stop.is_set():
             raise Stopped()
-        if stage.launcher.stream is None:
-            self.copier.flush(None)  # a host stage may read what GPU stages wrote to host arrays
         env, received = stage.env, stage.received
         stage.env, stage.received = None, {}
         after = [m.event for m in received.values() if m.event is not None]
@@ -276,7 +264,7 @@ class Scheduler:
         run, src_extents = stage.runs.popleft()
         self.running.remove(stage)  # (its first entry: the one of that item)
         try:
-            ext, outs = run.finish(self.copier)
+            ext, outs = run.finish()
             stage.publish(ext, outs, src_extents, run.event)
         except BaseException as exc:  # noqa: BLE001 - the stage's error
             raise _StageFailed(stage, exc) from None

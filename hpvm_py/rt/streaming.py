@@ -173,9 +173,6 @@ class StreamHandle:
                 records.append(self.get(self.done[len(records)], deadline, "pop"))
         except Stopped:
             self._raise_stopped("pop")
-        if self._scheduler is not None and not self._scheduler.copier.flush(deadline):
-            raise HPVMTimeoutError("pop(): the result's copies into host arrays did not end within "
-                                   "the timeout; pop() again to wait for them", caller_loc())
         self._partial = []
         self._popped += 1
         values = []
