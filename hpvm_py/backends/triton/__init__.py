@@ -23,6 +23,11 @@ class TritonBackend:
     def usable(self) -> bool:
         return interpreting() or cuda_available()
 
+    def can_compile(self) -> bool:
+        """Triton source is generated, and kernels made with triton.jit, without a GPU (hpvmc
+        compile --emit triton, and checks before a launch): the GPU is needed only to run them."""
+        return True
+
     def why_unusable(self) -> str:
         return ("target 'gpu' needs a CUDA GPU (torch.cuda.is_available() is false here); set "
                 "TRITON_INTERPRET=1 to run it on the CPU through Triton's interpreter (slow), or use "
