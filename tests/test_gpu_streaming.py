@@ -291,3 +291,36 @@ def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alig
                      ("dispatch", addresses[2]), ("launcher", addresses[2], 7),
                      ("dispatch", addresses[3])]
 
+
+
+def test_a_stages_pinned_buffers_are_reused_only_once_their_item_completed(monkeypatch) -> None:
+    """A stage's staged copies take pinned buffers from its pool (backends/cuda/staging.py) and
+    give them back in complete(), when the item's copies are done: an item in flight never
+    shares one with the next. Pinned memory needs CUDA: plain CPU tensors stand in for it."""
+    import torch
+
+    from hpvm_py.backends.cuda.staging import PinnedPool, StagedCopies
+
+    made: list = []
+
+    def empty(n: int, dtype, pin_memory: bool):
+        assert pin_memory
+        made.append(torch.zeros(n, dtype=dtype))
+        return made[-1]
+
+    monkeypatch.setattr(torch, "empty", empty)
+    pool = PinnedPool(keep=1)
+    src = np.arange(100, dtype=np.uint8)
+    first, second = StagedCopies(pool), StagedCopies(pool)
+    dst = torch.zeros(100, dtype=torch.uint8)
+    first.to_device(src, dst)
+    assert torch.equal(dst, torch.from_numpy(src))
+    second.to_device(src[::-1].copy(), torch.zeros(100, dtype=torch.uint8))
+    assert len(made) == 2  # the first item is in flight: a buffer of its own
+    assert made[0] is not made[1]
+    first.complete()
+    second.complete()  # the pool keeps one buffer per size: the first given back
+    third = StagedCopies(pool)
+    third.to_device(src, torch.zeros(100, dtype=torch.uint8))
+    third.to_device(src[:50].copy(), torch.zeros(50, dtype=torch.uint8))
+    assert len(made) == 3 and made[2].numel() == 50  # the kept one reused, another size made

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backends.cuda.staging import StagedCopies
+from ..backends.cuda.staging import PinnedPool, StagedCopies
 from ..backends.cuda.streams import ItemEvent, StageStream
 from ..types import PtrType
 from .buffers import HOST
@@ -52,6 +52,7 @@ class StageLauncher:
         self.device = device_of(node.target, node.placement.index)
         # a GPU stage's stream, also when the stage runs on a thread of its own
         self.stream = StageStream(self.device, node.name) if self.device != HOST else None
+        self._pinned = PinnedPool()  # the staged copies' host buffers (a GPU stage's)
         simple = all(m in ("buffer", "uniform") or src.const is not None
                      for m, src in zip(node.input_modes, node.inputs))
         self.eligible = simple and node.kernel is not None and hasattr(node.kernel, "prepare")
@@ -75,7 +76,7 @@ class StageLauncher:
             packed = self._packed_for(call, outputs, ext)
             return StageRun(ext, self._slots(outputs, count), packed, packed.begin())
         stream.use()
-        copies = StagedCopies()
+        copies = StagedCopies(self._pinned)
         with executor.device_buffers() as acquired, copies.active():  # copies in: queued
             call, outputs = executor.leaf_call(node, args, self.device, 1, count)
         packed = self._packed_for(call, outputs, ext)

@@ -12,9 +12,11 @@ DMA engine reads and writes by itself:
   destination (a memcpy).
 
 While `StagedCopies.active(...)` lasts, the tracker's transfer functions and the fetch of kernel
-outputs (devices.py, outputs.py) take this path. Torch's pinned-memory allocator keeps a pinned
-buffer from being reused before the copies queued on it are done, so the buffers are let go right
-after queueing (to the device) or completing (to the host).
+outputs (devices.py, outputs.py) take this path. The pinned buffers come from the stage's
+`PinnedPool` and go back to it in complete(): the item's event has passed then, so every copy
+queued on them is done. (Torch's pinned allocator would do the same bookkeeping, but it asks the
+event of every pinned block in flight at each allocation: tens of microseconds per buffer with a
+stream's items in flight.)
 """
 from __future__ import annotations
 
@@ -28,11 +30,37 @@ _local = threading.local()
 _PARALLEL_BYTES = 1 << 16  # host copies from this size on go through torch
 
 
-class StagedCopies:
-    """The copies to the host of one stage item, waiting for complete()."""
+class PinnedPool:
+    """Pinned host buffers of one stream stage by size, reused item after item."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int = 8):
+        self._keep = keep  # buffers kept per size (a stage's items in flight use a few)
+        self._free: dict[int, list[Any]] = {}
+
+    def take(self, nbytes: int) -> Any:
+        free = self._free.get(nbytes)
+        if free:
+            return free.pop()
+        import torch  # noqa: PLC0415 - the device layer's CUDA runtime
+
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+    def give(self, buffers: list[Any]) -> None:
+        """Buffers whose copies are all done."""
+        for buf in buffers:
+            free = self._free.setdefault(buf.numel(), [])
+            if len(free) < self._keep:
+                free.append(buf)
+
+
+class StagedCopies:
+    """The copies of one stage item through pinned memory; those to the host wait for
+    complete()."""
+
+    def __init__(self, pool: PinnedPool) -> None:
+        self._pool = pool
         self._pending: list[tuple[Any, np.ndarray]] = []  # (pinned source, host bytes)
+        self._taken: list[Any] = []  # the pinned buffers of its copies, both ways
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -43,14 +71,12 @@ class StagedCopies:
         finally:
             _local.staged = None
 
-    @staticmethod
-    def to_device(src: np.ndarray, dst: Any) -> None:
+    def to_device(self, src: np.ndarray, dst: Any) -> None:
         """Queue the copy of host bytes `src` into CUDA bytes `dst` on the current stream."""
-        import torch  # noqa: PLC0415 - the device layer's CUDA runtime
-
-        pinned = torch.empty(src.size, dtype=torch.uint8, pin_memory=True)
+        pinned = self._pool.take(src.size)
         _host_copy(pinned.numpy(), src)
         dst.copy_(pinned, non_blocking=True)
+        self._taken.append(pinned)
 
     def to_host(self, src: Any, dst: np.ndarray) -> None:
         """Queue the copy of device bytes `src` (a uint8 tensor, or the fake device's NumPy
@@ -58,17 +84,19 @@ class StagedCopies:
         if isinstance(src, np.ndarray) or src.device.type == "cpu":
             self._pending.append((src, dst))  # the fake device's memory: read at complete()
             return
-        import torch  # noqa: PLC0415
-
-        pinned = torch.empty(src.numel(), dtype=torch.uint8, pin_memory=True)
+        pinned = self._pool.take(src.numel())
         pinned.copy_(src, non_blocking=True)
+        self._taken.append(pinned)
         self._pending.append((pinned, dst))
 
     def complete(self) -> None:
-        """Once the queued copies are done: fill their host destinations."""
+        """Once the queued copies are done: fill their host destinations; the pinned buffers go
+        back to the pool."""
         pending, self._pending = self._pending, []
         for src, dst in pending:
             _host_copy(dst, src if isinstance(src, np.ndarray) else src.numpy())
+        taken, self._taken = self._taken, []
+        self._pool.give(taken)
 
 
 def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
