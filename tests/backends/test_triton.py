@@ -233,7 +233,9 @@ def test_generated_kernels_compile_for_an_h100() -> None:
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (ROOT, EXAMPLES, ROOT / "tests"))
     result = subprocess.run([sys.executable, str(Path(__file__).parent / "triton_compile_check.py"),
                              "vadd:root", "stencil:root", "sgemm:root", "reduction:root",
-                             "histogram:root", "programs.tiled_cholesky:cholesky3", "semantics"],
+                             "histogram:root", "programs.tiled_cholesky:cholesky3",
+                             "programs.lane_reductions:extremes_root",
+                             "programs.lane_reductions:integer_root", "semantics"],
                             capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("compiled") >= 30

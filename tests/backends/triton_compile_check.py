@@ -18,7 +18,7 @@ from triton.compiler import ASTSource
 
 import hpvm_py as hpvm
 from hpvm_py.backends.triton.codegen import generate, kernel_name
-from hpvm_py.backends.triton.kernel import GPU_DOT
+from hpvm_py.backends.triton.kernel import GPU_DOT, GPU_SPREAD
 
 SM90 = GPUTarget("cuda", 90, 32)
 
@@ -37,6 +37,8 @@ def constants(source) -> dict:
     """The constexpr arguments of a launch (kernel.py's GPU block shapes)."""
     if source.tiles:
         return {"BLOCK": 128, "TX": 32, "TY": 4}
+    if source.spread:
+        return {"BLOCK": GPU_SPREAD.lanes}
     if source.dot is None:
         private = {"LANES32": True} if source.private else {}
         return {"BLOCK": 128, **private, **{f"NB_{kernel_name(p.name)}": 256 for p in source.private}}
@@ -81,7 +83,7 @@ def main(names: list[str]) -> None:
                                                 options={"enable_fp_fusion": source.dot is not None})
                         assert "cubin" in kernel.asm
                         kind = "dot" if source.dot else "tiles" if source.tiles else \
-                            "private" if source.private else "literal"
+                            "private" if source.private else "spread" if source.spread else "literal"
                         print(f"compiled {leaf.name} checked={checked} {kind}")
                         count += 1
 

@@ -15,7 +15,8 @@ _ATOMIC_FN = {"add": "tl.atomic_add", "sub": "tl.atomic_add", "min": "tl.atomic_
 
 
 class MemoryAccesses:
-    """Mixed into the generator: uses its emit/fresh/mask/expr and its names, types and sites."""
+    """Mixed into the generator: uses its emit/fresh/mask/expr, its names, types and sites, and
+    in a spread loop's chunk its record_failure (spread.py)."""
 
     def store(self, s: K.Store) -> None:
         elem = self._elem(s.ptr)
@@ -50,9 +51,13 @@ class MemoryAccesses:
         ok = self.fresh("ok")
         self.emit(f"{ok} = ({index} >= 0) & ({index} < {buf}__limit)")
         self.sites.append(access)
+        site = len(self.sites) - 1
         if rank is not None:
-            m = self.rank_guard(rank, m, len(self.sites) - 1)
-        self.emit(f"_report(ERR, {m} & ~{ok}, {index}, {len(self.sites) - 1}, {buf}__limit, BLOCK)")
+            m = self.rank_guard(rank, m, site)
+        if self.failures is not None:  # in a spread loop's chunk: reported at its end (spread.py)
+            self.record_failure(f"{m} & ~{ok}", index, site, f"{buf}__limit")
+        else:
+            self.emit(f"_report(ERR, {m} & ~{ok}, {index}, {site}, {buf}__limit, BLOCK)")
         return f"{m} & {ok}"
 
     def atomic(self, e: K.Atomic, m: str) -> str:

@@ -14,6 +14,8 @@ enclosing loop, lanes that have not broken out or continued. Loops whose trip co
 lane run to the block's maximum, lanes masked off when done. Uniform ifs and loops stay scalar
 control flow. Loads, stores and atomics are masked, so masked-off lanes never touch memory; the
 checked variant also masks every access to its buffer's bounds and records the first failure.
+In a leaf without replication dims (one instance per program), reduction loops run over the
+program's lanes instead (reductions.py, spread.py).
 """
 from __future__ import annotations
 
@@ -36,8 +38,10 @@ from .gridtiles import GridTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
 from .privatise import PrivateCount, PrivateCounts, private_counts
+from .reductions import ReductionLoop, reduction_loops, without
 from .remote import HEAP_ARGUMENTS, RemoteAccesses
 from .scratch import Scratch, scratches
+from .spread import SpreadLoops
 
 # Lanes of a leaf with barriers (all instances of a parent in one program) at most.
 MAX_GROUP_LANES = 4096
@@ -58,6 +62,7 @@ class TritonSource:
     dot: DotLoop | None = None  # a tl.dot kernel: one program per block of (row, column) coordinates
     private: list[PrivateCount] = field(default_factory=list)  # buffers counted per program
     tiles: bool = False  # programs over TX x TY tiles of the combined grid (gridtiles.py)
+    spread: bool = False  # reduction loops run over the program's lanes (spread.py)
 
     @property
     def digest(self) -> str:
@@ -73,7 +78,8 @@ def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: boo
     privatised per program (privatise.py), a leaf under a replicated parent runs in tiles of the
     combined grid (gridtiles.py). Never in the checked variant, which reports accesses one
     instance at a time; without `optimised`, the literal translation (what a launch falls back
-    to when the optimised kernel does not suit it)."""
+    to when the optimised kernel does not suit it). Reduction loops of one-instance leaves are
+    spread over the lanes in every variant (spread.py)."""
     return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid,
                       optimised and not checked).run()
 
@@ -110,7 +116,7 @@ def _masked_in_loops(block: K.Block) -> frozenset[str]:
 
 
 class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTiles, DotTiles,
-                 PrivateCounts):
+                 PrivateCounts, SpreadLoops):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
                  fixed_grid: bool, optimised: bool):
         self.interpreted = interpreted
@@ -135,6 +141,17 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked, frozenset({0, 1}))
         else:
             self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), masked)
+        self.live = self._needs_live()
+        # one instance per program, whose lanes are idle: reduction loops may use them (in every
+        # variant: it suits any launch, and the checked one reports in sequential order)
+        idle = not (self.grouped or self.dot or self.private or self.tiles or self.live or
+                    (ctx.level_dims and ctx.level_dims[0]))
+        self.spread: list[ReductionLoop] = reduction_loops(leaf, self.uniform) if idle else []
+        if self.spread:  # their loop variables and temporaries are per lane; the rest as before
+            per_lane = frozenset().union(*(r.per_lane for r in self.spread))
+            self.uniform = Uniformity(without(leaf, self.spread), ctx.input_modes, frozenset(),
+                                      masked | per_lane)
+        self.combiners: dict[str, str] = {}  # the spread loops' helpers: name -> source
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)  # type: ignore[arg-type]
         self.names = {name: kernel_name(name) for name in self.types}
@@ -145,7 +162,6 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         self.loops: list[Loop] = []
         self.sites: list[Access] = []
         self.library: set[str] = set()
-        self.live = self._needs_live()
         self.arguments = self._arguments()
 
     # -- output -------------------------------------------------------------------------------
@@ -179,11 +195,12 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         header = [HEADER + (INTERPRETER_IMPORT if self.interpreted else "")]
         for name in sorted(self.library | self._library_in_helpers(body)):
             header.append(library_helper(name, self.interpreted))
+        header += [self.combiners[name] for name in sorted(self.combiners)]
         text = "".join(header) + "\n\n@triton.jit\n" + self._signature() + "\n".join(body) + "\n"
         return TritonSource(text=text, kernel=self.kernel, grouped=self.grouped,
                             checked=self.checked, arguments=self.arguments, sites=self.sites,
                             scratch=self.scratch, dot=self.dot, private=self.private,
-                            tiles=self.tiles)
+                            tiles=self.tiles, spread=bool(self.spread))
 
     def _arguments(self) -> dict[str, str]:
         """The kernel's parameters in order, with their Triton types (as kernel.py passes them)."""
@@ -394,7 +411,11 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         elif isinstance(s, K.If):
             self.if_(s)
         elif isinstance(s, K.For):
-            self.for_(s)
+            spread = next((r for r in self.spread if r.loop is s), None)
+            if spread is not None:
+                self.spread_for(spread)
+            else:
+                self.for_(s)
         elif isinstance(s, K.While):
             self.while_(s)
         elif isinstance(s, K.Break):

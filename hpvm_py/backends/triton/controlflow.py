@@ -103,11 +103,10 @@ class ControlFlow:
             self.terms.pop()
         self.loops.pop()
 
-    def for_(self, s: K.For) -> None:
+    def loop_range(self, s: K.For, m: str) -> tuple[str, str, str]:
+        """Emits the start, step and trip count (int64) of s's range under mask m; their names."""
         t = self.types[s.var]
         assert isinstance(t, ScalarType)
-        bounds_uniform = all(self.uniform.expr(x) for x in (s.start, s.stop, s.step))
-        m = self.mask()
         start, stop, step = (self.fresh(n) for n in ("start", "stop", "step"))
         self.emit(f"{start} = {self.expr(s.start, m)}")
         self.emit(f"{stop} = {self.expr(s.stop, m)}")
@@ -118,6 +117,14 @@ class ControlFlow:
         else:
             self.emit(f"{trip} = _trip_unsigned({start}.to(tl.uint64), {stop}.to(tl.uint64), "
                       f"{step}.to(tl.uint64))")
+        return start, step, trip
+
+    def for_(self, s: K.For) -> None:
+        t = self.types[s.var]
+        assert isinstance(t, ScalarType)
+        bounds_uniform = all(self.uniform.expr(x) for x in (s.start, s.stop, s.step))
+        m = self.mask()
+        start, step, trip = self.loop_range(s, m)
         loop = self._loop_state(s.body)
         k = self.fresh("k")
         if bounds_uniform:

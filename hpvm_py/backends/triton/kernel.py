@@ -77,6 +77,20 @@ class TileConfig:
 
 GRID_TILES = TileConfig(lanes=512, warps=4)
 
+
+@dataclass(frozen=True)
+class SpreadConfig:
+    """Programs with spread reduction loops (spread.py): one per parent instance, of `lanes`
+    lanes (chunks of that many consecutive iterations) in `warps` warps."""
+
+    lanes: int
+    warps: int
+
+
+# The interpreter takes fewer lanes: it combines them one call of the combiner at a time.
+GPU_SPREAD = SpreadConfig(lanes=1024, warps=4)
+INTERPRETER_SPREAD = SpreadConfig(lanes=64, warps=1)
+
 # Chosen on the H100 (docs/performance.md); the interpreter takes tl.dot's smallest blocks.
 GPU_DOT = DotConfig(bm=128, bn=128, bk=32, group=8, warps=8, stages=3)
 INTERPRETER_DOT = DotConfig(bm=16, bn=16, bk=16, group=2, warps=1, stages=1)
@@ -270,6 +284,10 @@ class TritonKernel:
             for name, n in counts.items():
                 options.update({f"{name}__count": n, f"NB_{name}": max(MIN_BLOCK, _next_pow2(n))})
             return Layout(options, (P * blocks, 1, 1), blocks)
+        if source.spread:  # one instance per program: its lanes run the loops' iterations
+            spread = GPU_SPREAD if not interpreting() else INTERPRETER_SPREAD
+            options.update(BLOCK=spread.lanes, num_warps=spread.warps)
+            return Layout(options, (P, 1, 1), 1)
         block = min(shape.lanes if shape else MAX_BLOCK, max(MIN_BLOCK, _next_pow2(L)))
         warps = shape.warps if shape else max(1, min(8, block // 256))
         blocks = -(-L // block)

@@ -247,15 +247,18 @@ def _any(mask):
 
 @triton.jit
 def _report(err, bad, index, site, limit, BLOCK: tl.constexpr):
-    """Record the first out-of-bounds access of a launch: [site + 1, index, limit]."""
+    """Record the first out-of-bounds access of a launch: [site + 1, index, limit] of the lowest
+    failing lane (site and limit: scalars, or blocks in a spread loop's chunk)."""
     if tl.max(bad.to(tl.int32), 0) > 0:
         lanes = tl.arange(0, BLOCK)
-        first = tl.min(tl.where(bad, lanes, BLOCK), 0)
-        bad_index = tl.sum(tl.where(lanes == first, index, 0), 0)
+        first = lanes == tl.min(tl.where(bad, lanes, BLOCK), 0)
+        bad_index = tl.sum(tl.where(first, index, 0), 0)
+        bad_site = tl.sum(tl.where(first, site, 0), 0)
+        bad_limit = tl.sum(tl.where(first, limit, 0), 0)
         zero = tl.zeros([], tl.int64)
-        if tl.atomic_cas(err, zero, zero + site + 1) == 0:
+        if tl.atomic_cas(err, zero, zero + bad_site + 1) == 0:
             tl.store(err + 1, bad_index)
-            tl.store(err + 2, limit)
+            tl.store(err + 2, bad_limit)
 '''
 
 # Functions that need libdevice on the GPU (NumPy in the interpreter); fmod is C fmod, exact.
