@@ -229,3 +229,33 @@ def test_loops_that_cannot_be_spread_keep_the_literal_form_and_agree(rng) -> Non
     np.testing.assert_array_equal(results["gpu"][1], x * 2)
     total = fold(lambda a, e: np.float32(a + e), np.float32(0.0), x)
     assert results["gpu"][0][0] == bits([total])[0]
+
+
+@pytest.mark.parametrize("rows,w", [(3, 200), (40, 5)])
+def test_a_leaf_under_many_parent_instances_spreads_its_loop_in_fewer_lanes(rows: int, w: int,
+                                                                           rng, monkeypatch) -> None:
+    """One row maximum per parent instance: the optimised kernel runs grid tiles, the checked
+    one (taken here by refusing every bounds proof) spreads the loop; both equal the cpu target
+    and NumPy. On a GPU, a spread launch of many parent instances gives each program fewer lanes
+    (a short loop leaves no lanes idle), one of few parent instances all of GPU_SPREAD's."""
+    from hpvm_py.passes.bounds import BoundsProof
+
+    x = rng.standard_normal(rows * w).astype(np.float32)
+    got = {}
+    for target, proofs in (("cpu", True), ("gpu", True), ("gpu checked", False)):
+        out = np.zeros(rows, np.float32)
+        with monkeypatch.context() as patch:
+            if not proofs:
+                patch.setattr(BoundsProof, "holds", lambda *args, **kwargs: False)
+            run(target.split()[0], R.rows_root, x, x.nbytes, out, out.nbytes, rows, w)
+        got[target] = out
+    for target in ("gpu", "gpu checked"):
+        np.testing.assert_array_equal(got[target], x.reshape(rows, w).max(axis=1))
+        np.testing.assert_array_equal(got[target], got["cpu"])
+    leaf, ctx, kernel = hpvm.compile(R.rows_root, target="gpu").leaf_kernels()[0]
+    source = generate(leaf, ctx, checked=True, interpreted=False)
+    assert MARKER in source.text and source.spread
+    monkeypatch.setattr(triton_kernel, "interpreting", lambda: False)
+    lanes = {P: kernel._layout(source, [(), (P,)], P, 1, {}).options["BLOCK"]
+             for P in (1, 256, 1024, 1 << 16)}
+    assert lanes == {1: 1024, 256: 1024, 1024: 256, 1 << 16: triton_kernel.MIN_BLOCK}

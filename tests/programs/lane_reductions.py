@@ -151,3 +151,24 @@ def literal_root(x: In[Ptr[f32]], x_bytes: i64, out: Out[Ptr[f32]], out_bytes: i
     d = hpvm.node(with_break, x=x, x_bytes=x_bytes, n=n)
     e = hpvm.node(loop_variable_after, x=x, x_bytes=x_bytes, n=n)
     return a.out[0], b.out[0], c.out[0], d.out[0], e.out[0]
+
+
+# -- one instance per parent instance: the parents are many, the loops short or long -----------
+
+@hpvm.leaf
+def row_max(x: In[Ptr[f32]], x_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, w: i64):
+    row = hpvm.get_node_instance_id_x(hpvm.get_parent_node(hpvm.get_node()))
+    best = -1e30
+    for j in range(w):
+        best = max(best, x[row * w + j])
+    out[row] = best
+
+
+@hpvm.graph
+def row_block(x: In[Ptr[f32]], x_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, w: i64):
+    hpvm.node(row_max, x=x, x_bytes=x_bytes, out=out, out_bytes=out_bytes, w=w)
+
+
+@hpvm.graph
+def rows_root(x: In[Ptr[f32]], x_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, rows: i64, w: i64):
+    hpvm.node(row_block, grid=rows, x=x, x_bytes=x_bytes, out=out, out_bytes=out_bytes, w=w)

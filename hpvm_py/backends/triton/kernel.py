@@ -89,6 +89,7 @@ class SpreadConfig:
 
 # The interpreter takes fewer lanes: it combines them one call of the combiner at a time.
 GPU_SPREAD = SpreadConfig(lanes=1024, warps=4)
+SPREAD_LANES = 1 << 18  # lanes a spread launch aims at over all its programs (an H100 runs 270K)
 INTERPRETER_SPREAD = SpreadConfig(lanes=64, warps=1)
 
 # Chosen on the H100 (docs/performance.md); the interpreter takes tl.dot's smallest blocks.
@@ -286,7 +287,10 @@ class TritonKernel:
             return Layout(options, (P * blocks, 1, 1), blocks)
         if source.spread:  # one instance per program: its lanes run the loops' iterations
             spread = GPU_SPREAD if not interpreting() else INTERPRETER_SPREAD
-            options.update(BLOCK=spread.lanes, num_warps=spread.warps)
+            # many parent instances fill the GPU by themselves: fewer lanes each, so that a short
+            # loop does not leave most of every program idle
+            lanes = max(MIN_BLOCK, min(spread.lanes, _next_pow2(-(-SPREAD_LANES // P))))
+            options.update(BLOCK=lanes, num_warps=max(1, spread.warps * lanes // spread.lanes))
             return Layout(options, (P, 1, 1), 1)
         block = min(shape.lanes if shape else MAX_BLOCK, max(MIN_BLOCK, _next_pow2(L)))
         warps = shape.warps if shape else max(1, min(8, block // 256))
