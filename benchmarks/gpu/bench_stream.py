@@ -3,11 +3,12 @@
 Every frame is a NumPy array: each launch copies it to the GPU and its results back, so the stream
 overlaps one stage's copies with another stage's kernels (each stage on its own CUDA stream).
 
-The demo's max-gradient stage is one instance looping over the whole frame: on a GPU it is one
-thread and takes most of a frame's time, which bounds any pipeline. Its time alone (a graph of that
-one node on a frame already on the GPU, launched again and again) gives the bound: a stream of N
-frames takes at least N times it. The same pipeline with that stage written as a grid of atomic
-maxima (and a single-instance stage that reads the result) is measured too.
+The demo's max-gradient stage is one instance looping over the whole frame: on `nvptx` it is one
+GPU thread and takes most of a frame's time, which bounds any pipeline; the `gpu` target spreads
+the loop over one program's lanes. Its time alone (a graph of that one node on a frame already on
+the GPU, launched again and again) gives the bound: a stream of N frames takes at least N times
+it. The same pipeline with that stage written as a grid of atomic maxima (and a single-instance
+stage that reads the result) is measured too.
 
 Run: python benchmarks/gpu/bench_stream.py [--targets gpu,nvptx] [--size 512] [--reps 3]
          [--profile FILE]  (then one more stream of the demo per target, its scheduler thread
