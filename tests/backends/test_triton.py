@@ -16,6 +16,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.backends import registry
+from hpvm_py.backends.triton.kernel import GPU_SPREAD
 from hpvm_py import cli
 from hpvm_py.errors import CompileError, ExecutionError, HPVMError
 from programs import tiled_cholesky as chol
@@ -235,10 +236,14 @@ def test_generated_kernels_compile_for_an_h100() -> None:
                              "vadd:root", "stencil:root", "sgemm:root", "reduction:root",
                              "histogram:root", "programs.tiled_cholesky:cholesky3",
                              "programs.lane_reductions:extremes_root",
-                             "programs.lane_reductions:integer_root", "semantics"],
+                             "programs.lane_reductions:integer_root",
+                             "programs.lane_reductions:rows_root", "semantics"],
                             capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("compiled") >= 30
+    # split spread loops: root leaves, and the rows' literal kernel (one row per parent instance)
+    for leaf in ("extremes", "integer_folds", "row_max"):
+        assert f"compiled {leaf} checked=False spread SPLIT={GPU_SPREAD.programs}" in result.stdout
 
 
 BIG_GROUP = '''

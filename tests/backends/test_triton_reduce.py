@@ -3,11 +3,14 @@ results bit for bit those of the sequential loop (the cpu target, a NumPy fold),
 out-of-bounds access reported as on the cpu target, and near misses left literal.
 
 Runs through Triton's interpreter without a GPU, in programs of kernel.INTERPRETER_SPREAD's 64
-lanes: a few hundred iterations make several chunks and a partial last one.
+lanes: a few hundred iterations make several chunks and a partial last one. The `split` fixture runs
+a test with the loop of each parent instance on one program or split over 3 (chunks 0, 3, ... on
+the first; programs without any chunk when the loop is short).
 """
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +46,34 @@ def run(target: str, graph, *args) -> list:
 def bits(values: list) -> list[int]:
     """Values as their bit patterns: NaN payloads and the sign of zero count."""
     return [int(np.asarray(v).view(f"u{np.asarray(v).dtype.itemsize}")) for v in values]
+
+
+@dataclass
+class Splits:
+    programs: int  # what INTERPRETER_SPREAD aims at: a launch of P parent instances splits in programs // P
+    chosen: list  # the SPLIT of each spread launch laid out (None: its kernel cannot split)
+
+
+def record_splits(monkeypatch, programs: int) -> Splits:
+    monkeypatch.setattr(triton_kernel, "INTERPRETER_SPREAD",
+                        replace(triton_kernel.INTERPRETER_SPREAD, programs=programs))
+    splits = Splits(programs, [])
+    layout = triton_kernel.TritonKernel._layout
+
+    def recorded(kernel, source, *args, **kwargs):
+        found = layout(kernel, source, *args, **kwargs)
+        if source.spread:
+            splits.chosen.append(found.options.get("SPLIT"))
+        return found
+
+    monkeypatch.setattr(triton_kernel.TritonKernel, "_layout", recorded)
+    return splits
+
+
+@pytest.fixture(params=[1, 3], ids=["unsplit", "split3"])
+def split(request, monkeypatch) -> Splits:
+    """Leaves at the root (one parent instance) run their loop on this many programs."""
+    return record_splits(monkeypatch, request.param)
 
 
 def fold(op, start, elements) -> object:
@@ -92,7 +123,7 @@ EXTREMES_CASES = [  # data, start value, range(start, stop, step) over n = 300 e
 
 
 @pytest.mark.parametrize("case", EXTREMES_CASES, ids=lambda c: "-".join(map(str, c)))
-def test_float_max_and_min_are_bitwise_the_sequential_fold(case, rng) -> None:
+def test_float_max_and_min_are_bitwise_the_sequential_fold(case, rng, split: Splits) -> None:
     data, init, start, stop, step = case
     x = float_case(data, 300, rng)
     init = np.float32(init)
@@ -105,6 +136,7 @@ def test_float_max_and_min_are_bitwise_the_sequential_fold(case, rng) -> None:
                 fold(lambda a, e: S.minimum(a, e), init, elements),
                 fold(lambda a, e: S.minimum(e, a), init, elements)]
     assert bits(gpu) == bits([np.float32(v) for v in expected])
+    assert split.chosen == [split.programs]
 
 
 def test_the_four_folds_differ_where_the_operand_order_shows(rng) -> None:
@@ -118,7 +150,7 @@ def test_the_four_folds_differ_where_the_operand_order_shows(rng) -> None:
     assert np.signbit(a) and not np.signbit(b)
 
 
-def test_float64_with_a_temporary_in_the_body(rng) -> None:
+def test_float64_with_a_temporary_in_the_body(rng, split: Splits) -> None:
     n = 333
     x = rng.standard_normal(n)
     x[[17, 200]] = 0.0
@@ -130,6 +162,7 @@ def test_float64_with_a_temporary_in_the_body(rng) -> None:
         hi = fold(lambda a, e: S.maximum(a, e), init, x * 2.0)
         lo = fold(lambda a, e: S.minimum(e, a), init, x * 2.0)
         assert bits(gpu) == bits([hi, lo, hi - lo])
+    assert split.chosen and set(split.chosen) == {split.programs}
 
 
 def integer_inputs(n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -141,7 +174,7 @@ def integer_inputs(n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("n", [0, 1, 200, 129])
-def test_integer_sums_and_bitwise_folds_wrap_like_the_sequential_loop(n: int, rng) -> None:
+def test_integer_sums_and_bitwise_folds_wrap_like_the_sequential_loop(n: int, rng, split: Splits) -> None:
     x, y, z = integer_inputs(max(n, 1), rng)
     start = np.int32(rng.integers(-2**31, 2**31))
     args = (x, x.nbytes, y, y.nbytes, z, z.nbytes, n, start)
@@ -160,11 +193,14 @@ def test_integer_sums_and_bitwise_folds_wrap_like_the_sequential_loop(n: int, rn
         np.bitwise_xor.reduce(z >> shifts, initial=np.uint64(0)),
     ]
     assert [int(v) for v in gpu] == [int(v) for v in expected]
+    # n = 0: i = n - 1 is not proven in bounds, so the checked kernel runs, which never splits
+    assert split.chosen == [split.programs if n else None]
 
 
 def test_sixty_four_lanes_were_not_all_the_gpu_gets(monkeypatch, rng) -> None:
-    """The GPU's 1024-lane programs, through the interpreter: chunks that are partly filled."""
-    monkeypatch.setattr(triton_kernel, "INTERPRETER_SPREAD", triton_kernel.GPU_SPREAD)
+    """The GPU's 1024-lane programs, through the interpreter: chunks that are partly filled
+    (split over 2 programs: the interpreter combines the 1024 lanes of each one at a time)."""
+    monkeypatch.setattr(triton_kernel, "INTERPRETER_SPREAD", replace(triton_kernel.GPU_SPREAD, programs=2))
     x = float_case("nans", 2500, rng)
     x[[5, 1500]] = 0.0
     args = (x, x.nbytes, np.float32(-0.0), 3, 2500, 1)
@@ -206,11 +242,16 @@ def test_the_spread_form_is_chosen_in_both_variants(tmp_path: Path) -> None:
         for checked in (False, True):
             for name, source in sources(graph, checked).items():
                 assert source.spread and MARKER in source.text, (name, checked)
+                # the checked variant reports in loop order: one program per parent instance
+                assert bool(source.split_words) == ("SPLIT_AREA" in source.text) == (not checked)
     status = cli.main(["compile", str(ROOT / "examples" / "edge_detection.py"), "--target", "gpu",
                        "--emit", "triton", "-o", str(tmp_path)])
     assert status == 0
-    text = (tmp_path / "max_gradient.triton.py").read_text()
+    # (max_gradient_2 when another test of this process loaded the example first: leaf names
+    # are made unique per process)
+    text = next(tmp_path.glob("max_gradient*.triton.py")).read_text()
     assert MARKER in text and "tl.reduce((" in text and "_max_ties_later" in text
+    assert 'tl.atomic_add(record, 1, sem="acq_rel")' in text and "volatile=True" in text
 
 
 def test_loops_that_cannot_be_spread_keep_the_literal_form_and_agree(rng) -> None:
@@ -259,3 +300,79 @@ def test_a_leaf_under_many_parent_instances_spreads_its_loop_in_fewer_lanes(rows
     lanes = {P: kernel._layout(source, [(), (P,)], P, 1, {}).options["BLOCK"]
              for P in (1, 256, 1024, 1 << 16)}
     assert lanes == {1: 1024, 256: 1024, 1024: 256, 1 << 16: triton_kernel.MIN_BLOCK}
+
+
+# -- the split over several programs per parent instance ---------------------------------------
+
+
+def split_area(launch) -> np.ndarray:
+    """A prepared launch's ticket counters and partial rows (kernel._split_area)."""
+    return launch.call[list(launch.source.arguments).index("SPLIT_AREA")].cpu().numpy()
+
+
+def test_a_relaunch_finds_the_tickets_at_zero(rng, split: Splits, monkeypatch) -> None:
+    """The same prepared launch runs again (replays of a graph on a tracked buffer, with new start
+    values): the last program of each run put the counter back to zero, or no program of the next
+    run would draw the last ticket and the results would not be written."""
+    launches = []
+    prepare = triton_kernel.TritonKernel.prepare
+    monkeypatch.setattr(triton_kernel.TritonKernel, "prepare",
+                        lambda *args: launches.append(prepare(*args)) or launches[-1])
+    x = float_case("random", 300, rng)
+    with hpvm.runtime("gpu"):
+        hpvm.track_memory(x)
+        replays = hpvm.stats()["replayed_launches"]
+        for init in (-np.inf, 10.0, np.nan, -np.inf):
+            got = hpvm.wait(hpvm.launch(R.extremes_root, x, x.nbytes, np.float32(init), 0, 300, 1))
+            assert bits(list(got)) == bits([fold(op, np.float32(init), x) for op in (
+                S.maximum, lambda a, e: S.maximum(e, a), S.minimum, lambda a, e: S.minimum(e, a))])
+            assert split_area(launches[0])[0] == 0  # the counter of the one parent instance
+        replays = hpvm.stats()["replayed_launches"] - replays
+    assert len(launches) == 1 and replays == 3 and split.chosen == [split.programs]
+    assert split.programs == 1 or split_area(launches[0])[1:].any()  # the rows were written
+
+
+def test_a_leaf_with_an_effect_before_its_loop_or_two_loops_is_not_split(rng, split: Splits) -> None:
+    """An atomic before the loop would count once per program; of two spread loops, the second
+    would need the first one's combined result in every program."""
+    for name, source in sources(R.unsplit_root).items():
+        assert source.spread and not source.split_words and "SPLIT" not in source.text, name
+    n = 200
+    x = rng.standard_normal(n).astype(np.float32)
+    results = {}
+    for target in ("gpu", "cpu"):
+        count = np.zeros(1, np.int32)
+        results[target] = bits(run(target, R.unsplit_root, x, x.nbytes, count, count.nbytes, n)), int(count[0])
+    assert results["gpu"] == results["cpu"]
+    assert results["gpu"] == (bits([x.max(), x.max(), x.min()]), n)
+    assert split.chosen == [None, None]
+
+
+@pytest.mark.parametrize("rows,w", [(2, 200), (3, 40), (2, 0)])
+def test_few_parent_instances_split_their_loops_too(rows: int, w: int, rng, monkeypatch) -> None:
+    """One row maximum per parent instance, stored after the loop, in the literal kernel (the
+    optimised one takes grid tiles) split over 6 // rows programs per row: 200 iterations in 4
+    chunks over 3 programs; 40 in one chunk, the other program none; no iteration at all."""
+    monkeypatch.setattr(triton_kernel, "_tiles_fit", lambda *args: False)
+    split = record_splits(monkeypatch, 6)
+    x = rng.standard_normal(max(1, rows * w)).astype(np.float32)
+    out = np.full(rows, 7.0, np.float32)
+    run("gpu", R.rows_root, x, x.nbytes, out, out.nbytes, rows, w)
+    expected = x[:rows * w].reshape(rows, w).max(axis=1, initial=np.float32(-1e30))
+    np.testing.assert_array_equal(out, expected)
+    assert split.chosen == [6 // rows]
+
+
+def test_a_launch_of_few_parent_instances_aims_at_two_programs_per_multiprocessor(monkeypatch) -> None:
+    leaf, ctx, kernel = hpvm.compile(R.rows_root, target="gpu").leaf_kernels()[0]
+    literal = generate(leaf, ctx, checked=False, interpreted=False, optimised=False)
+    checked = generate(leaf, ctx, checked=True, interpreted=False)
+    assert literal.spread and literal.split_words == 2 and checked.spread and not checked.split_words
+    monkeypatch.setattr(triton_kernel, "interpreting", lambda: False)
+    splits = {}
+    for P in (1, 2, 132, 133, 1 << 16):
+        layout = kernel._layout(literal, [(), (P,)], P, 1, {})
+        splits[P] = layout.options["SPLIT"]
+        assert layout.grid == (P * splits[P], 1, 1)
+        assert "SPLIT" not in kernel._layout(checked, [(), (P,)], P, 1, {}).options
+    assert splits == {1: 264, 2: 132, 132: 2, 133: 1, 1 << 16: 1}

@@ -33,17 +33,20 @@ def load(text: str, name: str):
     return module
 
 
-def constants(source) -> dict:
-    """The constexpr arguments of a launch (kernel.py's GPU block shapes)."""
+def constants(source) -> list[dict]:
+    """The constexpr arguments of launches (kernel.py's GPU block shapes): a splittable spread
+    loop unsplit and split over GPU_SPREAD's programs."""
     if source.tiles:
-        return {"BLOCK": 128, "TX": 32, "TY": 4}
+        return [{"BLOCK": 128, "TX": 32, "TY": 4}]
+    if source.split_words:
+        return [{"BLOCK": GPU_SPREAD.lanes, "SPLIT": split} for split in (1, GPU_SPREAD.programs)]
     if source.spread:
-        return {"BLOCK": GPU_SPREAD.lanes}
+        return [{"BLOCK": GPU_SPREAD.lanes}]
     if source.dot is None:
         private = {"LANES32": True} if source.private else {}
-        return {"BLOCK": 128, **private, **{f"NB_{kernel_name(p.name)}": 256 for p in source.private}}
+        return [{"BLOCK": 128, **private, **{f"NB_{kernel_name(p.name)}": 256 for p in source.private}}]
     dot = GPU_DOT
-    return {"BLOCK": dot.bm * dot.bn, "BM": dot.bm, "BN": dot.bn, "BK": dot.bk, "GROUP": dot.group}
+    return [{"BLOCK": dot.bm * dot.bn, "BM": dot.bm, "BN": dot.bn, "BK": dot.bk, "GROUP": dot.group}]
 
 
 def semantic_graphs() -> list:
@@ -76,16 +79,17 @@ def main(names: list[str]) -> None:
                     if sources[0].dot or sources[0].private or sources[0].tiles:  # and the fallback
                         sources.append(generate(leaf, ctx, checked, interpreted=False, optimised=False))
                     for source in sources:
-                        fn = getattr(load(source.text, f"check_{count}"), source.kernel)
-                        ast = ASTSource(fn=fn, signature=dict(source.arguments),
-                                        constexprs=constants(source))
-                        kernel = triton.compile(ast, target=SM90,
-                                                options={"enable_fp_fusion": source.dot is not None})
-                        assert "cubin" in kernel.asm
-                        kind = "dot" if source.dot else "tiles" if source.tiles else \
-                            "private" if source.private else "spread" if source.spread else "literal"
-                        print(f"compiled {leaf.name} checked={checked} {kind}")
-                        count += 1
+                        for constexprs in constants(source):
+                            fn = getattr(load(source.text, f"check_{count}"), source.kernel)
+                            ast = ASTSource(fn=fn, signature=dict(source.arguments), constexprs=constexprs)
+                            kernel = triton.compile(ast, target=SM90,
+                                                    options={"enable_fp_fusion": source.dot is not None})
+                            assert "cubin" in kernel.asm
+                            kind = "dot" if source.dot else "tiles" if source.tiles else \
+                                "private" if source.private else "spread" if source.spread else "literal"
+                            split = f" SPLIT={constexprs['SPLIT']}" if "SPLIT" in constexprs else ""
+                            print(f"compiled {leaf.name} checked={checked} {kind}{split}")
+                            count += 1
 
 
 if __name__ == "__main__":

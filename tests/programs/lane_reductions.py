@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import hpvm_py as hpvm
-from hpvm_py import In, Out, Ptr, f32, f64, i8, i32, i64, u64
+from hpvm_py import In, InOut, Out, Ptr, f32, f64, i8, i32, i64, u64
 
 
 @hpvm.leaf
@@ -172,3 +172,34 @@ def row_block(x: In[Ptr[f32]], x_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64,
 @hpvm.graph
 def rows_root(x: In[Ptr[f32]], x_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, rows: i64, w: i64):
     hpvm.node(row_block, grid=rows, x=x, x_bytes=x_bytes, out=out, out_bytes=out_bytes, w=w)
+
+
+# -- spread loops that must not be split over several programs per parent instance ------------
+
+@hpvm.leaf
+def count_before(x: In[Ptr[f32]], x_bytes: i64, count: InOut[Ptr[i32]], count_bytes: i64, n: i64) -> f32:
+    hpvm.atomic_add(count, 0, hpvm.i32(n))  # every program would add again (not a constant:
+    # constant counts are privatised, and such leaves are not spread)
+    best = -1e30
+    for i in range(n):
+        best = max(best, x[i])
+    return best
+
+
+@hpvm.leaf
+def two_loops(x: In[Ptr[f32]], x_bytes: i64, n: i64) -> tuple[f32, f32]:
+    hi = -1e30
+    for i in range(n):
+        hi = max(hi, x[i])
+    lo = 1e30
+    for j in range(n):
+        lo = min(lo, x[j])
+    return hi, lo
+
+
+@hpvm.graph
+def unsplit_root(x: In[Ptr[f32]], x_bytes: i64, count: InOut[Ptr[i32]], count_bytes: i64,
+                 n: i64) -> tuple[f32, f32, f32]:
+    a = hpvm.node(count_before, x=x, x_bytes=x_bytes, count=count, count_bytes=count_bytes, n=n)
+    b = hpvm.node(two_loops, x=x, x_bytes=x_bytes, n=n)
+    return a.out[0], b.out[0], b.out[1]

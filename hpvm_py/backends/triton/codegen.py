@@ -15,7 +15,8 @@ lane run to the block's maximum, lanes masked off when done. Uniform ifs and loo
 control flow. Loads, stores and atomics are masked, so masked-off lanes never touch memory; the
 checked variant also masks every access to its buffer's bounds and records the first failure.
 In a leaf without replication dims (one instance per program), reduction loops run over the
-program's lanes instead (reductions.py, spread.py).
+program's lanes instead (reductions.py, spread.py); a launch of few parent instances may split such
+a loop over SPLIT programs per parent instance (`part` numbers them; SPLIT = 1 when it does not).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from .gridtiles import GridTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
 from .privatise import PrivateCount, PrivateCounts, private_counts
-from .reductions import ReductionLoop, reduction_loops, without
+from .reductions import ReductionLoop, reduction_loops, splittable, without
 from .remote import HEAP_ARGUMENTS, RemoteAccesses
 from .scratch import Scratch, scratches
 from .spread import SpreadLoops
@@ -63,6 +64,9 @@ class TritonSource:
     private: list[PrivateCount] = field(default_factory=list)  # buffers counted per program
     tiles: bool = False  # programs over TX x TY tiles of the combined grid (gridtiles.py)
     spread: bool = False  # reduction loops run over the program's lanes (spread.py)
+    # the spread loop may be split over SPLIT programs per parent instance (spread.py), each
+    # leaving this many 64-bit words of partial results; 0: it may not (SPLIT is no parameter)
+    split_words: int = 0
 
     @property
     def digest(self) -> str:
@@ -151,6 +155,8 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             per_lane = frozenset().union(*(r.per_lane for r in self.spread))
             self.uniform = Uniformity(without(leaf, self.spread), ctx.input_modes, frozenset(),
                                       masked | per_lane)
+        # the checked variant keeps one program per parent: its reports come in loop order
+        self.split = not checked and splittable(leaf, self.spread)
         self.combiners: dict[str, str] = {}  # the spread loops' helpers: name -> source
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)  # type: ignore[arg-type]
@@ -200,7 +206,8 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         return TritonSource(text=text, kernel=self.kernel, grouped=self.grouped,
                             checked=self.checked, arguments=self.arguments, sites=self.sites,
                             scratch=self.scratch, dot=self.dot, private=self.private,
-                            tiles=self.tiles, spread=bool(self.spread))
+                            tiles=self.tiles, spread=bool(self.spread),
+                            split_words=self.spread[0].words if self.split else 0)
 
     def _arguments(self) -> dict[str, str]:
         """The kernel's parameters in order, with their Triton types (as kernel.py passes them)."""
@@ -235,6 +242,8 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         args["LB"] = args["L"] = "i64"
         if self.checked:
             args["ERR"] = "*i64"
+        if self.split:
+            args["SPLIT_AREA"] = "*i64"
         args["BLOCK"] = "constexpr"
         if self.dot:
             args.update(BM="constexpr", BN="constexpr", BK="constexpr", GROUP="constexpr")
@@ -244,6 +253,8 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             args.update({f"{self.names[p.name]}__count": "i64", f"NB_{self.names[p.name]}": "constexpr"})
         if self.private:
             args.update(ITERS="i64", LANES32="constexpr")
+        if self.split:
+            args["SPLIT"] = "constexpr"
         return args
 
     def _signature(self) -> str:
@@ -291,6 +302,9 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             e("    pid = pid.to(tl.int64)")
         else:
             e("pid = tl.program_id(0).to(tl.int64)")
+        if self.split:  # SPLIT programs per parent instance share its spread loop (spread.py)
+            e("part = pid % SPLIT")
+            e("pid = pid // SPLIT")
         e("parent = pid // LB")
         block = "((pid % LB) * ITERS + it)" if self.private else "(pid % LB)"
         e(f"lin = {block} * BLOCK + tl.arange(0, BLOCK).to(pid.dtype)")

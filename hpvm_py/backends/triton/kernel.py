@@ -81,16 +81,20 @@ GRID_TILES = TileConfig(lanes=512, warps=4)
 @dataclass(frozen=True)
 class SpreadConfig:
     """Programs with spread reduction loops (spread.py): one per parent instance, of `lanes`
-    lanes (chunks of that many consecutive iterations) in `warps` warps."""
+    lanes (chunks of that many consecutive iterations) in `warps` warps; a launch of fewer than
+    `programs` / 2 parent instances splits a splittable loop over programs // P programs each."""
 
     lanes: int
     warps: int
+    programs: int
 
 
-# The interpreter takes fewer lanes: it combines them one call of the combiner at a time.
-GPU_SPREAD = SpreadConfig(lanes=1024, warps=4)
+# The interpreter takes fewer lanes: it combines them one call of the combiner at a time; it
+# splits over 3 programs so that the test suite runs the split form (programs without a chunk
+# included).
+GPU_SPREAD = SpreadConfig(lanes=1024, warps=4, programs=264)  # 2 per multiprocessor of an H100
 SPREAD_LANES = 1 << 18  # lanes a spread launch aims at over all its programs (an H100 runs 270K)
-INTERPRETER_SPREAD = SpreadConfig(lanes=64, warps=1)
+INTERPRETER_SPREAD = SpreadConfig(lanes=64, warps=1, programs=3)
 
 # Chosen on the H100 (docs/performance.md); the interpreter takes tl.dot's smallest blocks.
 GPU_DOT = DotConfig(bm=128, bn=128, bk=32, group=8, warps=8, stages=3)
@@ -206,6 +210,8 @@ class TritonKernel:
         if source.checked:
             err = torch.zeros(3, dtype=torch.int64, device=device)
             call.append(err)
+        if source.split_words:
+            call.append(_split_area(source.split_words, layout.options["SPLIT"], P, device))
         launch = TritonLaunch(self, source, kernel, call, layout.options, layout.grid,
                               self._outputs(results), err, scratch, uniforms, values, blocks_at,
                               buffers, heap)
@@ -291,7 +297,13 @@ class TritonKernel:
             # loop does not leave most of every program idle
             lanes = max(MIN_BLOCK, min(spread.lanes, _next_pow2(-(-SPREAD_LANES // P))))
             options.update(BLOCK=lanes, num_warps=max(1, spread.warps * lanes // spread.lanes))
-            return Layout(options, (P, 1, 1), 1)
+            if not source.split_words:
+                return Layout(options, (P, 1, 1), 1)
+            # few parent instances would leave most of the GPU idle: each one's loop on SPLIT
+            # programs (at most a program's lanes: the last one combines them as lanes)
+            split = max(1, min(lanes, spread.programs // P))
+            options.update(SPLIT=split)
+            return Layout(options, (P * split, 1, 1), 1)
         block = min(shape.lanes if shape else MAX_BLOCK, max(MIN_BLOCK, _next_pow2(L)))
         warps = shape.warps if shape else max(1, min(8, block // 256))
         blocks = -(-L // block)
@@ -355,6 +367,18 @@ class TritonKernel:
                                   self.leaf.loc)
         return CompileError(f"{self.leaf.name}: Triton could not compile the generated kernel "
                             f"({type(exc).__name__}: {detail}); {SUGGESTION}", self.leaf.loc)
+
+
+def _split_area(words: int, split: int, P: int, device: Any) -> Any:
+    """A launch's area for its split spread loop (spread.py): per parent instance, a ticket counter
+    and `split` rows of `words` partial results; zeroed here once, since the program drawing the
+    last ticket puts the counter back to zero. Each prepared launch has its own (no per-run memset,
+    so it may still be repointed and queued on any stream), and its runs never overlap: like its
+    error word and scratch, it is run item after item on one stream (a stream stage's kept launch,
+    a replay's recording). Unsplit launches get one unused word."""
+    import torch
+
+    return torch.zeros(P * (1 + split * words) if split > 1 else 1, dtype=torch.int64, device=device)
 
 
 def _dot_extents(dot: DotLoop, extents: list[tuple[int, ...]]) -> tuple[int, int]:

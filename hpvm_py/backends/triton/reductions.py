@@ -17,6 +17,11 @@ result bit for bit:
 - the loop variable and the temporaries are not read after the loop before being assigned again
   (their values there would be the last iteration's).
 Float sums and products are not reassociable: such loops, and any other shape, stay literal.
+
+A leaf with exactly one such loop whose statements before it change nothing (no store, atomic,
+barrier, malloc, call or return) may also run it on several programs per parent instance
+(`splittable`, spread.py): every program recomputes what comes before the loop, and only one runs
+what comes after it.
 """
 from __future__ import annotations
 
@@ -58,6 +63,12 @@ class ReductionLoop:
     temporaries: frozenset[str]  # locals the body assigns that are not accumulators
 
     @property
+    def words(self) -> int:
+        """64-bit words of one program's partial results when the loop is split (spread.py): a
+        value per accumulator, and for floats its iteration too."""
+        return sum(2 if acc.type.is_float else 1 for acc in self.accumulators)
+
+    @property
     def per_lane(self) -> frozenset[str]:
         """Locals that hold one value per lane in the spread loop (blocks in the generated code)."""
         return self.temporaries | {self.loop.var}
@@ -73,6 +84,17 @@ def reduction_loops(leaf: K.LeafFunc, uniform: Uniformity) -> list[ReductionLoop
             if loop is not None and not any(_read_first(rest, name) for name in loop.per_lane):
                 found.append(loop)
     return found
+
+
+def splittable(leaf: K.LeafFunc, loops: list[ReductionLoop]) -> bool:
+    """Whether the leaf's spread loop may be split over several programs per parent instance:
+    it is the only one, and the statements before it have no effect that repeating them in every
+    program would multiply (the programs that do not combine the results stop after the loop)."""
+    if len(loops) != 1:
+        return False
+    before = leaf.body[:next(i for i, s in enumerate(leaf.body) if s is loops[0].loop)]
+    return not any(isinstance(s, (K.Store, K.Barrier, K.Return, K.Print, K.Breakpoint))
+                   for s in K.walk_stmts(before)) and all(_pure(e) for e in K.walk_all_exprs(before))
 
 
 def without(leaf: K.LeafFunc, loops: list[ReductionLoop]) -> K.LeafFunc:

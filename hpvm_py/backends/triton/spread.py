@@ -20,6 +20,17 @@ infinity, whose bits are the same.
 Checked variant: a chunk's accesses record each lane's first failure in the body's order, and
 after the chunk `_report` keeps the lowest failing lane's: the first failing access in sequential
 order (an earlier chunk's report comes first).
+
+Split (unchecked kernels of `splittable` leaves, reductions.py): a launch of few parent instances
+runs each one's loop on SPLIT programs (the constexpr kernel.py chooses; 1 is the form above).
+Program `part` takes chunks part, part + SPLIT, ... and combines its lanes as above; the pairs keep
+the order-free combine exact across programs too. Then each program writes its partial results
+(a 64-bit word per value and per iteration) to its row of SPLIT_AREA, a per-launch array holding,
+per parent instance, a ticket counter and SPLIT rows, and draws a ticket with an acq_rel atomic
+add: the release publishes its row, and the program drawing the last ticket (SPLIT - 1) has
+acquired every other row when it reads them (volatile loads: past the L1). That program combines
+the rows like lanes, puts the counter back to zero for the next launch (so the area needs no
+memset per launch) and runs the rest of the leaf; the others stop there.
 """
 from __future__ import annotations
 
@@ -66,6 +77,22 @@ def _pair_helper(acc: Accumulator) -> tuple[str, str]:
     return name, source
 
 
+def _to_word(value: str, t: ScalarType) -> str:
+    """A scalar accumulator value as the int64 word of a split loop's row (its bits)."""
+    if t.is_float:
+        return f"{value}.to(tl.int64, bitcast=True)" if t.bits == 64 else \
+            f"{value}.to(tl.int32, bitcast=True).to(tl.int64)"
+    return f"{value}.to(tl.int64, bitcast={t.bits == 64})"
+
+
+def _from_word(word: str, t: ScalarType) -> str:
+    """The accumulator value whose bits a row's word holds (_to_word's inverse)."""
+    if t.is_float:
+        return f"{word}.to(tl.float64, bitcast=True)" if t.bits == 64 else \
+            f"{word}.to(tl.int32).to(tl.float32, bitcast=True)"
+    return f"{word}.to({V.reg(t)}, bitcast={t.bits == 64})"
+
+
 def _identity(acc: Accumulator) -> int | float:
     t = acc.type
     if t.is_float:
@@ -84,10 +111,13 @@ class SpreadLoops:
         s = r.loop
         self.emit(f"# for {s.var} in range(...) spread over the lanes: lane j runs iteration c + j of")
         self.emit("# each chunk c of BLOCK iterations; the lanes' partial results are combined after it")
+        if self.split:
+            self.emit("# ... split over SPLIT programs: this one takes chunks part, part + SPLIT, ...")
         start, step, trip = self.loop_range(s, "m0")
         partials = {acc.name: self._partial(acc) for acc in r.accumulators}
         chunk, k, act = self.fresh("c"), self.fresh("k"), self.fresh("act")
-        self.emit(f"for {chunk} in range(0, {trip}, BLOCK):")
+        first, stride = ("part * BLOCK", "SPLIT * BLOCK") if self.split else ("0", "BLOCK")
+        self.emit(f"for {chunk} in range({first}, {trip}, {stride}):")
         self.indent += 1
         self.emit(f"{k} = {chunk} + tl.arange(0, BLOCK).to(tl.int64)")
         self.emit(f"{act} = {k} < {trip}")
@@ -112,6 +142,10 @@ class SpreadLoops:
         self.indent -= 1
         for acc in r.accumulators:
             self._combine(acc, partials[acc.name])
+        if self.split:
+            self._split_combine(r, partials)
+        for acc in r.accumulators:
+            self._fold_result(acc, partials[acc.name][0])
 
     def _partial(self, acc: Accumulator) -> tuple[str, str | None]:
         """The lanes' partial result of an accumulator (and, for floats, its iterations)."""
@@ -139,7 +173,7 @@ class SpreadLoops:
         self.emit(f"{at} = tl.where({act}, {new_at}, {at})")
 
     def _combine(self, acc: Accumulator, partial: tuple[str, str | None]) -> None:
-        """The lanes combined, then folded into the accumulator by the leaf's own update."""
+        """The lanes' partial results combined into one (in the same names)."""
         value, at = partial
         if at is not None:
             name, _ = _pair_helper(acc)
@@ -151,9 +185,49 @@ class SpreadLoops:
             self.emit(f"{value} = tl.sum({value}, 0).to({V.reg(acc.type)})")
         else:
             self.emit(f"{value} = tl.{acc.op}({value}, 0)")
+
+    def _fold_result(self, acc: Accumulator, value: str) -> None:
+        """The combined result folded into the accumulator by the leaf's own update."""
         lanes = f"{acc.name}.lanes"  # no local has a dot in its name
         with self._bound({lanes: value}):
             self.assign(acc.name, acc.folding(K.Var(name=lanes, type=acc.type)))
+
+    # -- split over SPLIT programs per parent instance (the module docstring) ---------------------
+
+    def _split_combine(self, r: ReductionLoop, partials: dict[str, tuple[str, str | None]]) -> None:
+        """Each program leaves its combined partial results and draws a ticket; the last one
+        reads every program's, combines them in the same names and goes on with the rest of the
+        leaf inside `if last:` (the loop is a top-level statement, so the kernel ends inside it)."""
+        words: list[tuple[str, ScalarType | None]] = []  # a row's words: names, None for iterations
+        for acc in r.accumulators:
+            value, at = partials[acc.name]
+            words += [(value, acc.type)] + ([(at, None)] if at is not None else [])
+        names = [name for name, _ in words]
+        e = self.emit
+        e(f"record = SPLIT_AREA + parent * (1 + SPLIT * {len(words)})  # ticket counter, SPLIT rows")
+        e("last = True  # SPLIT = 1: the only program")
+        e("if SPLIT > 1:")
+        e(f"    row = record + 1 + part * {len(words)}")
+        for w, (name, t) in enumerate(words):
+            e(f"    tl.store(row + {w}, {name if t is None else _to_word(name, t)})")
+        e("    # release: this row is visible to the last ticket's program, which acquires it")
+        e('    last = tl.atomic_add(record, 1, sem="acq_rel") == SPLIT - 1')
+        e("if last:  # the last program to finish combines the rows and runs the rest of the leaf")
+        self.indent += 1
+        e("if SPLIT > 1:")
+        self.indent += 1
+        e(f"rows = record + 1 + tl.arange(0, BLOCK).to(tl.int64) * {len(words)}")
+        e("drawn = tl.arange(0, BLOCK) < SPLIT")
+        for acc in r.accumulators:
+            value, at = partials[acc.name]
+            w = names.index(value)
+            e(f"{value} = tl.where(drawn, {_from_word(f'tl.load(rows + {w}, mask=drawn, volatile=True)', acc.type)}, "
+              f"{self.broadcast(V.constant(_identity(acc), acc.type))})")
+            if at is not None:
+                e(f"{at} = tl.load(rows + {w + 1}, mask=drawn, other=-1, volatile=True)")
+            self._combine(acc, partials[acc.name])
+        e("tl.store(record, 0)  # the counter, zero again for this launch's next run")
+        self.indent -= 1
 
     @contextmanager
     def _bound(self, codes: dict[str, str]) -> Iterator[None]:
