@@ -50,13 +50,14 @@ def bits(values: list) -> list[int]:
 
 @dataclass
 class Splits:
-    programs: int  # what INTERPRETER_SPREAD aims at: a launch of P parent instances splits in programs // P
+    programs: int  # what the spread config aims at: a launch of P parent instances splits in programs // P
     chosen: list  # the SPLIT of each spread launch laid out (None: its kernel cannot split)
 
 
 def record_splits(monkeypatch, programs: int) -> Splits:
-    monkeypatch.setattr(triton_kernel, "INTERPRETER_SPREAD",
-                        replace(triton_kernel.INTERPRETER_SPREAD, programs=programs))
+    for config in ("INTERPRETER_SPREAD", "GPU_SPREAD"):  # the interpreter's, or a real GPU's
+        monkeypatch.setattr(triton_kernel, config,
+                            replace(getattr(triton_kernel, config), programs=programs))
     splits = Splits(programs, [])
     layout = triton_kernel.TritonKernel._layout
 
