@@ -128,17 +128,6 @@ class GraphPlan:
         return not self.gpu_nodes
 
     @property
-    def recorded_leaf(self) -> "NodePlan | None":
-        """The leaf a replay records for this node (rt/replay.py): itself if it is a leaf, the
-        leaf of an internal node whose child graph is that one leaf, else None."""
-        if self.kernel is not None:
-            return self
-        child = self.child
-        if child is not None and len(child.nodes) == 1 and child.nodes[0].kernel is not None:
-            return child.nodes[0]
-        return None
-
-    @property
     def leaf_count(self) -> int:
         """Leaf nodes fired by one run of this graph (counted in stats once per launch)."""
         return sum(n.leaf_count for n in self.nodes)
