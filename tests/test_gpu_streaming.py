@@ -4,7 +4,8 @@ item queued on its stage's CUDA stream up to an event (rt/stage_launch.py).
 On CI the gpu target runs on the fake device through Triton's interpreter: the fake streams log
 what the CUDA streams would do (which stream waits for which item's event, where each kernel is
 queued), so the ordering is checked without a GPU; on a GPU the same tests check the results, the
-threads and the copies."""
+threads and the copies. Streams of Triton leaves alone run item by item by default (rt/items.py,
+tests/test_stream_items.py): here they run through the stage scheduler (HPVM_STREAM_ITEMS=0)."""
 from __future__ import annotations
 
 import threading
@@ -26,6 +27,11 @@ pytestmark = pytest.mark.skipif(not GPU_TARGETS, reason="no GPU target here (gpu
 @pytest.fixture(params=GPU_TARGETS)
 def gpu_target(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+@pytest.fixture(autouse=True)
+def stage_by_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HPVM_STREAM_ITEMS", "0")
 
 
 def _spun(x: np.ndarray, stages: int, work: int) -> np.ndarray:

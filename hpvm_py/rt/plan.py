@@ -52,6 +52,7 @@ class NodePlan:
     dim_ports: tuple[tuple[str, int], ...] = ()
     _compile: "CompileLeaf | None" = None
     _checked: LeafKernel | None = None
+    _reading: dict[tuple[int, ...], tuple[LeafKernel, BoundsProof]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -92,6 +93,21 @@ class NodePlan:
         if self.bounds.holds(args, extents, world):
             return self.kernel
         return self.checked_kernel()
+
+    def reading_on_device(self, ports: tuple[int, ...]) -> tuple[LeafKernel, BoundsProof]:
+        """The unchecked variant whose uniform inputs `ports` are read from device arrays (one
+        value per parent: rt/items.py hands it a producer's outputs), with its bounds proof, in
+        which those inputs are unknown (compiled on first need)."""
+        found = self._reading.get(ports)
+        if found is None:
+            assert self._compile is not None and self.ctx is not None
+            modes = tuple("per_parent" if port in ports else mode
+                          for port, mode in enumerate(self.ctx.input_modes))
+            ctx = NodeContext(level_dims=self.ctx.level_dims, input_modes=modes,
+                              output_modes=self.ctx.output_modes)
+            found = self._reading[ports] = (self._compile(self.func, ctx, self.target, False),
+                                            BoundsProof(self.func, ctx))
+        return found
 
     def checked_kernel(self) -> LeafKernel:
         """The variant that checks every access (compiled on first need)."""

@@ -111,7 +111,7 @@ class StageLauncher:
         for i, (value, ptr) in enumerate(zip(call, pointers)):
             if ptr:
                 packed.set_buffer(i, value)
-            elif node.inputs[i].const is None and not _same_scalar(value, last[i]):
+            elif node.inputs[i].const is None and not same_scalar(value, last[i]):
                 packed.set_uniform(i, value)
         packed.set_outputs(outputs)
         self._packed[key] = (packed, scalars)
@@ -123,7 +123,7 @@ class StageLauncher:
                 for port, out in enumerate(outputs)]
 
 
-def _same_scalar(value: Any, last: Any) -> bool:
+def same_scalar(value: Any, last: Any) -> bool:
     """Whether a uniform scalar has the bits it had in the launch's last item (sizes and
     constants of a stream usually do): then it need not be written again."""
     if type(value) is not type(last) or not value == last:

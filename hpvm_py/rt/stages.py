@@ -81,14 +81,19 @@ class Stage:
     def waiting_edges(self) -> list[int]:
         return [p for p in self.edge_ports if p not in self.kept_edges and p not in self.received]
 
+    def item_env(self, env: list[Any]) -> list[Any]:
+        """The root's values as this stage sees them for one item: a streaming bind's from the
+        item, any other from the first item."""
+        if self.first_env is None:
+            self.first_env = env
+        streams = self.handle.bind_streams(self.index)
+        return [env[i] if streams[i] else self.first_env[i] for i in range(len(env))]
+
     def arguments(self, env: list[Any], received: dict[int, EdgeItem]
                   ) -> tuple[list[Any], list[Any], dict[int, tuple[int, ...]]]:
         """The item's environment (streaming binds: this item's values, others: the first
         item's), the node's arguments, and the extents of the edges' producers."""
-        if self.first_env is None:
-            self.first_env = env
-        streams = self.handle.bind_streams(self.index)
-        item_env = [env[i] if streams[i] else self.first_env[i] for i in range(len(env))]
+        item_env = self.item_env(env)
         args: list[Any] = []
         src_extents: dict[int, tuple[int, ...]] = {}
         executor = self.handle.executor
@@ -111,19 +116,27 @@ class Stage:
     def publish(self, ext: tuple[int, ...], outs: list[Slot | None],
                 src_extents: dict[int, tuple[int, ...]], event: ItemEvent | None = None) -> None:
         """Check the item's one-to-one grids, then send its outputs downstream and to pop()."""
-        node = self.node
-        stats.bump("kernel_launches", node.leaf_count)
-        stats.bump("nodes_run", node.node_count)
-        for port, src in enumerate(node.inputs):
-            if port in src_extents and src.edge_kind == D.ONE_TO_ONE:
-                edge = next(e for e in self.handle.plan.func.edges
-                            if e.dst == node.name and e.dst_port == port)
-                check_grids(edge, src_extents[port], ext)
+        self.check_grids(ext, src_extents)
         for port, slot in enumerate(outs):
             if slot is None:
                 continue
             for key in self.handle.consumers.get((self.index, port), []):
                 self.handle.edge_fifos[key].put(EdgeItem(slot, ext, event))
+        self.finished(outs)
+
+    def check_grids(self, ext: tuple[int, ...], src_extents: dict[int, tuple[int, ...]]) -> None:
+        """The item's one-to-one edges join grids of the same extents."""
+        node = self.node
+        for port, src in enumerate(node.inputs):
+            if port in src_extents and src.edge_kind == D.ONE_TO_ONE:
+                edge = next(e for e in self.handle.plan.func.edges
+                            if e.dst == node.name and e.dst_port == port)
+                check_grids(edge, src_extents[port], ext)
+
+    def finished(self, outs: list[Slot | None]) -> None:
+        """The item's record for pop() (the slots of its outputs), counted in stats."""
+        stats.bump("kernel_launches", self.node.leaf_count)
+        stats.bump("nodes_run", self.node.node_count)
         self.handle.done[self.index].put(outs)
 
     def forget(self) -> None:

@@ -1,5 +1,6 @@
-"""Streaming launches: every child of the root is a pipeline stage (stages.py runs them: one
-scheduler thread for leaves started without waiting, cpu and GPU ones, else a thread per stage).
+"""Streaming launches: every child of the root is a pipeline stage (items.py runs a stream of
+Triton leaves on one GPU item by item; stages.py runs the others: one scheduler thread for leaves
+started without waiting, cpu and GPU ones, else a thread per stage).
 
 Stages are joined by FIFOs: one bounded FIFO (depth items) per stage for the values the host
 pushes, and one per edge between stages. Stage k works on item i while stage k+1 works on item
@@ -39,6 +40,7 @@ from . import stats
 from .args import bind_arguments
 from .executor import BoundBuffer, Executor, Stopped
 from .placement import launch_devices
+from .items import ItemRunner, plan_items
 from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread
 
 WAITED_TWICE = "wait() was already called on this launch handle"
@@ -91,9 +93,11 @@ class StreamHandle:
         self.done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
         self._bind_streams = [self._streaming_binds(i) for i in range(len(nodes))]
         self._stages = stages = [Stage(self, i) for i in range(len(nodes))]
-        self._scheduler: Scheduler | None = None
-        if can_schedule(stages):
-            self._scheduler = Scheduler(stages)
+        self._scheduler: Scheduler | ItemRunner | None = None
+        whole_items = plan_items(stages)
+        if whole_items is not None or can_schedule(stages):
+            self._scheduler = Scheduler(stages) if whole_items is None else \
+                ItemRunner(stages, whole_items)
             names = ",".join(node.name for node in nodes)
             self._threads = [threading.Thread(target=self._scheduler, daemon=True,
                                               name=f"{_THREAD_PREFIX}{names}")]

@@ -133,3 +133,82 @@ def per_instance_edge(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: 
     s = hpvm.streaming
     sq = hpvm.node(square, grid=n, x=s(x), x_bytes=x_bytes)
     hpvm.node(store_plus_one, grid=n, v=s(sq.out[0]), y=s(y), y_bytes=y_bytes)
+
+
+# -- whole items (tests/test_stream_items.py) ---------------------------------------------------
+
+
+@hpvm.leaf
+def largest(x: In[Ptr[f32]], x_bytes: i64, n: i64) -> f32:
+    best = x[0]
+    for i in range(n):
+        best = max(best, x[i])
+    return best
+
+
+@hpvm.leaf
+def divide_by(top: f32, x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64,
+              k: f32) -> f32:
+    i = hpvm.instance_id(0)
+    y[i] = x[i] / top * k
+    return top * k
+
+
+@hpvm.graph
+def normalised(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32,
+               n: i64) -> f32:
+    """A float result on an edge into a uniform input: read on the device in a whole item."""
+    s = hpvm.streaming
+    top = hpvm.node(largest, x=s(x), x_bytes=x_bytes, n=s(n))
+    d = hpvm.node(divide_by, grid=n, top=s(hpvm.all_to_all(top.out[0])), x=s(x), x_bytes=x_bytes,
+                  y=s(y), y_bytes=y_bytes, k=s(k))
+    return d.out[0]
+
+
+@hpvm.leaf
+def accumulate(x: In[Ptr[f32]], x_bytes: i64, total: InOut[Ptr[f32]], total_bytes: i64) -> i32:
+    i = hpvm.instance_id(0)
+    total[i] = total[i] + x[i]
+    return 1
+
+
+@hpvm.leaf
+def double_into(ready: i32, total: In[Ptr[f32]], total_bytes: i64, out: Out[Ptr[f32]],
+                out_bytes: i64) -> i32:
+    i = hpvm.instance_id(0)
+    out[i] = total[i] * 2.0
+    return ready
+
+
+@hpvm.graph
+def running_total(x: In[Ptr[f32]], x_bytes: i64, total: InOut[Ptr[f32]], total_bytes: i64,
+                  out: Out[Ptr[f32]], out_bytes: i64, n: i64) -> i32:
+    """Pushing the same `total` with every item: each item reads what the one before wrote."""
+    s = hpvm.streaming
+    a = hpvm.node(accumulate, grid=n, x=s(x), x_bytes=x_bytes, total=s(total),
+                  total_bytes=total_bytes)
+    d = hpvm.node(double_into, grid=n, ready=s(hpvm.all_to_all(a.out[0])), total=s(total),
+                  total_bytes=total_bytes, out=s(out), out_bytes=out_bytes)
+    return d.out[0]
+
+
+@hpvm.leaf
+def first_as_offset(x: In[Ptr[i32]], x_bytes: i64) -> i32:
+    return x[0]
+
+
+@hpvm.leaf
+def read_at_offset(offset: i32, x: In[Ptr[i32]], x_bytes: i64, y: Out[Ptr[i32]], y_bytes: i64) -> i32:
+    i = hpvm.instance_id(0)
+    y[i] = x[i + offset]
+    return 1
+
+
+@hpvm.graph
+def offset_from_data(x: In[Ptr[i32]], x_bytes: i64, y: Out[Ptr[i32]], y_bytes: i64, n: i64) -> i32:
+    """An index offset read from the data and passed over an edge: never proven in bounds."""
+    s = hpvm.streaming
+    o = hpvm.node(first_as_offset, x=s(x), x_bytes=x_bytes)
+    r = hpvm.node(read_at_offset, grid=n, offset=s(hpvm.all_to_all(o.out[0])), x=s(x),
+                  x_bytes=x_bytes, y=s(y), y_bytes=y_bytes)
+    return r.out[0]

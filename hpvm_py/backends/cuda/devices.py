@@ -126,7 +126,7 @@ def byte_tensor(buf: Any) -> Any:
     return buf.reshape(-1).view(torch.uint8)
 
 
-def _byte_array(buf: Any) -> np.ndarray:
+def host_bytes(buf: Any) -> np.ndarray:
     """A flat uint8 NumPy view of a host buffer (NumPy array or CPU tensor)."""
     if isinstance(buf, np.ndarray):
         return buf.reshape(-1).view(np.uint8)
@@ -140,16 +140,23 @@ def _to_cuda(src: Any, device: str, existing: Any) -> Any:
         existing = torch.empty(_nbytes(src), dtype=torch.uint8, device=device)
     copies = staged()
     if copies is not None and (isinstance(src, np.ndarray) or src.device.type == "cpu"):
-        copies.to_device(_byte_array(src), byte_tensor(existing))
+        copies.to_device(host_bytes(src), byte_tensor(existing))
     else:
         byte_tensor(existing).copy_(byte_tensor(src))
     return existing
 
 
 def _allocate_cuda(home: Any, device: str, _: Any) -> Any:
+    return allocate(_nbytes(home), device)
+
+
+def allocate(nbytes: int, device: str) -> Any:
+    """Flat bytes on a device, as the tracker's copies are (a fake device's: zeroed host bytes)."""
+    if not device.startswith("cuda"):
+        return np.zeros(nbytes, np.uint8)
     import torch
 
-    return torch.empty(_nbytes(home), dtype=torch.uint8, device=device)
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
 
 
 def _to_host(src: Any, device: str, existing: Any) -> Any:
@@ -158,10 +165,10 @@ def _to_host(src: Any, device: str, existing: Any) -> Any:
     copies = staged()
     if copies is not None:  # filled once the copies queued so far are done
         copies.to_host(src.reshape(-1).view(np.uint8) if isinstance(src, np.ndarray) else
-                       byte_tensor(src), _byte_array(existing))
+                       byte_tensor(src), host_bytes(existing))
         return existing
     if isinstance(src, np.ndarray):
-        _byte_array(existing)[...] = _byte_array(src)
+        host_bytes(existing)[...] = host_bytes(src)
         return existing
     try:
         byte_tensor(existing).copy_(byte_tensor(src))  # waits for the device's work on src
@@ -173,13 +180,13 @@ def _to_host(src: Any, device: str, existing: Any) -> Any:
 def _to_fake(src: Any, device: str, existing: Any) -> Any:
     if existing is None:
         existing = np.empty(_nbytes(src), np.uint8)
-    _byte_array(existing)[...] = _byte_array(src) if isinstance(src, np.ndarray) or \
+    host_bytes(existing)[...] = host_bytes(src) if isinstance(src, np.ndarray) or \
         src.device.type == "cpu" else byte_tensor(src).cpu().numpy()
     return existing
 
 
 def _allocate_fake(home: Any, device: str, _: Any) -> Any:
-    return np.zeros(_nbytes(home), np.uint8)
+    return allocate(_nbytes(home), device)
 
 
 def _nbytes(buf: Any) -> int:

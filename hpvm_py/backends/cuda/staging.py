@@ -74,7 +74,7 @@ class StagedCopies:
     def to_device(self, src: np.ndarray, dst: Any) -> None:
         """Queue the copy of host bytes `src` into CUDA bytes `dst` on the current stream."""
         pinned = self._pool.take(src.size)
-        _host_copy(pinned.numpy(), src)
+        host_copy(pinned.numpy(), src)
         dst.copy_(pinned, non_blocking=True)
         self._taken.append(pinned)
 
@@ -94,12 +94,12 @@ class StagedCopies:
         back to the pool."""
         pending, self._pending = self._pending, []
         for src, dst in pending:
-            _host_copy(dst, src if isinstance(src, np.ndarray) else src.numpy())
+            host_copy(dst, src if isinstance(src, np.ndarray) else src.numpy())
         taken, self._taken = self._taken, []
         self._pool.give(taken)
 
 
-def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
+def host_copy(dst: np.ndarray, src: np.ndarray) -> None:
     """dst[...] = src; a large one through torch, which copies in parallel without the GIL."""
     if src.nbytes < _PARALLEL_BYTES or not src.flags.writeable:  # (torch warns of read-only arrays)
         dst[...] = src

@@ -349,9 +349,12 @@ class TritonKernel:
 
     @staticmethod
     def _values(arg: Any, t: ScalarType, device: Any) -> Any:
-        """Per-parent or per-instance scalars as a device array of their register values."""
+        """Per-parent or per-instance scalars as a device array of their register values (a
+        device array already: a producer's outputs, which rt/items.py binds as they are)."""
         import torch
 
+        if isinstance(arg, torch.Tensor):
+            return arg
         values = np.asarray(arg)
         if t == bf16:
             values = S.bf16_from_bits(values) if values.dtype == np.uint16 else values.astype(np.float32)

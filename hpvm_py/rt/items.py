@@ -1,0 +1,485 @@
+"""Whole items of a GPU stream: every stage of one item queued at once, with no host work between
+stages (rt/streaming.py runs a stream this way when it can, else through stages.py).
+
+stages.py starts each stage of each item on its own: a few hundred microseconds of Python per stage
+item, about what the node costs launched alone, and a stage whose uniform input is another stage's
+result waits for the host to see that result. When every stage is a Triton leaf (`gpu`) on one
+device whose inputs are buffers and uniform scalars, a whole item is queued at once instead:
+
+- a scalar one stage returns to another's uniform input stays on the device: the consumer is
+  compiled to read that input from the producer's output array (as a per-parent value, one
+  element at the root), so no stage waits for the host;
+- items take turns on SLOTS slots. A slot owns a CUDA stream, device memory for each buffer of
+  the item, pinned host memory to stage their copies, and every stage's packed launch, pointed at
+  that memory when the slot is built (again only when extents or buffer sizes change);
+- per item, the host puts the item's input buffers into the slot's pinned memory and queues their
+  copies to the device, every stage's kernel in order, the copies of the written buffers and of
+  the root's outputs back, and an event; once the event has passed it moves the results into the
+  item's buffers and hands the item to pop(). Items on different slots overlap: one item's copies
+  in, another's kernels, a third's copies out.
+
+Only kernels proven in bounds run this way, with every scalar read on the device taken as unknown.
+The stream goes to stages.py's scheduler when its first item's kernels are not all proven so (an
+edge's integer that indexes a buffer); a later item that cannot run whole (a buffer the user
+tracks or one on a device, buffers that overlap in part, a kernel not proven for the item's
+scalars, an empty grid) runs alone, stage after stage, once the items in flight are done. An item
+that shares memory with an item in flight, one of them writing it, waits for that item too.
+HPVM_STREAM_ITEMS=0 turns the whole-item path off.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..backends.base import BufferArg
+from ..backends.cuda.devices import allocate, host_bytes, selected
+from ..backends.cuda.staging import PinnedPool, StagedCopies, host_copy
+from ..backends.cuda.streams import ItemEvent, StageStream
+from ..errors import HPVMError
+from ..passes.bounds import BoundsProof
+from ..types import PtrType, bf16
+from . import stats
+from .buffers import HOST, span
+from .executor import BoundBuffer, Slot, Stopped
+from .stage_launch import same_scalar
+from .stages import EOS, GPU_SLICE, POLL, EdgeItem, Scheduler, Stage
+
+if TYPE_CHECKING:
+    from .tracker import MemoryObject
+
+SLOTS = 4  # items in flight: one copied in, one computing, one copied out, one spare while the
+# host moves a completed item's results
+
+
+@dataclass
+class StagePlan:
+    """How one stage runs inside a whole item."""
+
+    stage: Stage
+    kernel: Any  # the stage's Triton kernel, reading `device_ports` from device arrays
+    proof: BoundsProof | None
+    device_ports: tuple[int, ...]  # inputs fed by an earlier stage's output, read on the device
+    host_ports: frozenset[int]  # outputs pop() returns (copied to the host)
+
+
+def plan_items(stages: list[Stage]) -> list[StagePlan] | None:
+    """The stages' plans for whole items, or None when the stream cannot run that way."""
+    if os.environ.get("HPVM_STREAM_ITEMS", "1") == "0" or not stages:
+        return None
+    launchers = [stage.launcher for stage in stages]
+    if len({launcher.device for launcher in launchers}) != 1 or any(
+            not launcher.eligible or launcher.stream is None or launcher.node.target != "gpu"
+            for launcher in launchers):
+        return None
+    plan = stages[0].handle.plan
+    host_ports: dict[int, set[int]] = {}
+    for index, port in plan.outputs:
+        host_ports.setdefault(index, set()).add(port)
+    plans = []
+    for stage in stages:
+        node = stage.node
+        ports = []
+        for port, src in enumerate(node.inputs):
+            if src.node is None:
+                continue
+            kind = plan.nodes[src.node].func.outputs[src.port].type
+            if not src.stream or kind != node.func.params[port].type or kind == bf16:
+                return None  # a kept edge (the first item's value), or bf16 (stored widened)
+            ports.append(port)
+        kernel, proof = node.kernel, node.bounds
+        if ports:
+            try:
+                kernel, proof = node.reading_on_device(tuple(ports))
+            except HPVMError:
+                return None
+        plans.append(StagePlan(stage, kernel, proof, tuple(ports),
+                               frozenset(host_ports.get(stage.index, ()))))
+    return plans
+
+
+@dataclass
+class StageItem:
+    """One stage's part of an item: its extents, buffers and host scalars."""
+
+    extents: tuple[int, ...]
+    buffers: list[tuple[int, int]]  # (input port, index in Item.objects)
+    scalars: list[tuple[int, Any]]  # (input port, value): binds and constants
+    outputs: list[np.ndarray | None] = field(default_factory=list)  # host arrays pop() reads
+
+
+@dataclass
+class Item:
+    stages: list[StageItem]
+    objects: list["MemoryObject"]  # the item's distinct buffers
+    reads: list[bool]  # per object: the first stage to use it reads it (copied in)
+    writes: list[bool]  # per object: some stage writes it (copied out)
+
+    @property
+    def key(self) -> tuple:
+        """What a slot's launches depend on besides scalars: extents, sizes, which buffer where."""
+        return (tuple(s.extents for s in self.stages), tuple(o.nbytes for o in self.objects),
+                tuple(tuple(s.buffers) for s in self.stages))
+
+    def shares_memory(self, other: "Item") -> bool:
+        """Whether the two items touch common memory and either writes it."""
+        for a, wa in zip(self.objects, self.writes):
+            for b, wb in zip(other.objects, other.writes):
+                if (wa or wb) and _overlap(a, b):
+                    return True
+        return False
+
+
+def _overlap(a: "MemoryObject", b: "MemoryObject") -> bool:
+    return a.address < b.address + b.nbytes and b.address < a.address + a.nbytes
+
+
+class _ItemFailed(Exception):
+    def __init__(self, stage: Stage, error: BaseException):
+        super().__init__(stage.name)
+        self.stage = stage
+        self.error = error
+
+
+class ItemSlot:
+    """A stream, device memory, pinned staging and packed launches for one item at a time."""
+
+    def __init__(self, name: str, device: str):
+        self.device = device
+        self.stream = StageStream(device, name)
+        self.fake = self.stream.fake
+        self.key: tuple | None = None
+        self.memory: list[Any] = []  # per object: its device bytes
+        self.pinned: list[Any] = []  # per object: its pinned host bytes (a CUDA device's)
+        self.launches: list[Any] = []  # per stage
+        self.scalars: list[dict[int, Any]] = []  # per stage: the uniform values it holds
+        self.pool = PinnedPool()  # the staged copies of the root's scalar outputs
+
+    def build(self, item: Item, plans: list[StagePlan]) -> None:
+        """Memory and launches for items of this one's key."""
+        import torch  # noqa: PLC0415 - the device layer's CUDA runtime
+
+        self.release()
+        self.memory = [allocate(obj.nbytes, self.device) for obj in item.objects]
+        self.pinned = [] if self.fake else \
+            [torch.empty(obj.nbytes, dtype=torch.uint8, pin_memory=True) for obj in item.objects]
+        args = [BufferArg(obj=mem, address=span(mem)[0], nbytes=obj.nbytes, array=None)
+                for mem, obj in zip(self.memory, item.objects)]
+        outputs: list[list[np.ndarray | None]] = []
+        self.stream.use()
+        with selected(self.device):
+            for plan, part in zip(plans, item.stages):
+                node = plan.stage.node
+                call: list[Any] = [None] * len(node.func.params)
+                for port, j in part.buffers:
+                    call[port] = args[j]
+                for port, value in part.scalars:
+                    call[port] = value
+                for port in plan.device_ports:
+                    src = node.inputs[port]
+                    call[port] = self.launches[src.node].outputs.device_twin(outputs[src.node][src.port])
+                outs = _output_arrays(plan, part.extents)
+                try:
+                    self.launches.append(plan.kernel.prepare(call, outs, [part.extents]))
+                except BaseException as exc:  # noqa: BLE001 - the stage's error
+                    raise _ItemFailed(plan.stage, exc) from None
+                self.scalars.append(dict(part.scalars))
+                outputs.append(outs)
+        self.key = item.key
+
+    def release(self) -> None:
+        """Give the slot's memory back to torch's caches (the next stream takes it from there:
+        pinned memory costs milliseconds per megabyte to allocate afresh)."""
+        self.key = None
+        self.memory, self.pinned, self.launches, self.scalars = [], [], [], []
+
+    def issue(self, item: Item, plans: list[StagePlan], copies: StagedCopies,
+              stop: threading.Event) -> ItemEvent:
+        """Queue the item on the slot's stream: copies in, kernels, copies out; its end event.
+        Once `stop` is set no further kernel is queued (the item's results are dropped)."""
+        stream = self.stream
+        stream.use()
+        for j, obj in enumerate(item.objects):
+            if item.reads[j]:
+                self._copy_in(j, obj)
+        for plan, part, launch, held in zip(plans, item.stages, self.launches, self.scalars):
+            if stop.is_set():  # (a fake device runs each kernel as it is queued)
+                return stream.record()
+            for port, value in part.scalars:
+                if not same_scalar(value, held[port]):
+                    launch.set_uniform(port, value)
+                    held[port] = value
+            if plan.host_ports:
+                part.outputs = _output_arrays(plan, part.extents)
+                launch.set_outputs(part.outputs)
+            stream.launched(plan.stage.node.func.name)
+            try:
+                launch.issue(stream.handle)
+            except BaseException as exc:  # noqa: BLE001 - the stage's error
+                raise _ItemFailed(plan.stage, exc) from None
+        with copies.active():
+            for plan, launch in zip(plans, self.launches):
+                if plan.host_ports:
+                    launch.outputs.fetch()
+        for j, obj in enumerate(item.objects):
+            if item.writes[j] and not self.fake:
+                self.pinned[j].copy_(self.memory[j], non_blocking=True)
+                _count("d2h", obj.nbytes)
+        return stream.record()
+
+    def complete(self, item: Item, copies: StagedCopies) -> None:
+        """Once the item's event has passed: its written buffers and scalar outputs on the host."""
+        for j, obj in enumerate(item.objects):
+            if item.writes[j]:
+                if self.fake:
+                    _count("d2h", obj.nbytes)
+                host_copy(host_bytes(obj.user), self.memory[j] if self.fake else self.pinned[j].numpy())
+        copies.complete()
+
+    def _copy_in(self, j: int, obj: "MemoryObject") -> None:
+        data = host_bytes(obj.user)
+        if self.fake:
+            self.memory[j][...] = data
+        else:
+            host_copy(self.pinned[j].numpy(), data)
+            self.memory[j].copy_(self.pinned[j], non_blocking=True)
+        _count("h2d", obj.nbytes)
+
+
+def _count(direction: str, nbytes: int) -> None:
+    stats.bump_all({f"{direction}_copies": 1, f"{direction}_bytes": nbytes})
+
+
+def _output_arrays(plan: StagePlan, extents: tuple[int, ...]) -> list[np.ndarray | None]:
+    """Fresh host arrays for a stage's used outputs (a stage at the root: one parent)."""
+    node = plan.stage.node
+    return [None if mode == "unused" else
+            np.zeros(math.prod(extents) if mode == "per_instance" else 1, out.type.numpy_dtype)
+            for out, mode in zip(node.func.outputs, node.output_modes)]
+
+
+@dataclass
+class _Flight:
+    item: Item
+    slot: ItemSlot
+    copies: StagedCopies
+    event: ItemEvent
+
+
+class ItemRunner:
+    """Runs a stream item by item (see the module's docstring), from one thread."""
+
+    def __init__(self, stages: list[Stage], plans: list[StagePlan]):
+        self.stages = stages
+        self.plans = plans
+        self.handle = stages[0].handle
+        self.executor = self.handle.executor
+        device = stages[0].launcher.device
+        self.slots = [ItemSlot(f"items-{k}", device) for k in range(SLOTS)]
+        self.flight: deque[_Flight] = deque()
+        self.started = 0  # items started whole (the next takes slot started % SLOTS)
+        self.scheduler: Scheduler | None = None  # stages.py's, once the stream went there
+
+    def busy(self) -> list[str]:
+        """The stages whose kernels are in flight."""
+        if self.scheduler is not None:
+            return self.scheduler.busy()
+        return [stage.name for stage in self.stages] if self.flight else []
+
+    def __call__(self) -> None:
+        handle = self.handle
+        first = True
+        try:
+            while True:
+                handle.arrived.clear()  # a push after this wakes the wait below
+                # one completion, then one start: a slot freed is filled before the next
+                # completion's host copies, so the GPU is not left without queued work
+                progressed = bool(self.flight) and self._done(self.flight[0])
+                if progressed:
+                    self._complete_oldest()
+                env = self._take() if len(self.flight) < SLOTS else None
+                if env is EOS:
+                    break
+                if handle.stop.is_set():
+                    raise Stopped()
+                if env is not None:
+                    item = self._item(env)
+                    if first and item is None:  # not a stream for whole items: stages.py's way
+                        self._hand_over(env)
+                        return
+                    first = False
+                    if item is None:
+                        self._run_alone(env)
+                    else:
+                        self._start(item)
+                elif not progressed:
+                    handle.arrived.wait(GPU_SLICE if self.flight else POLL)
+            while self.flight:
+                self._complete_oldest()
+        except Stopped:
+            pass
+        except _ItemFailed as failure:
+            failure.stage.failed(failure.error)
+        self._drain()
+        for slot in self.slots:
+            slot.release()
+
+    # -- items ----------------------------------------------------------------------------------
+
+    def _take(self) -> Any:
+        """The next pushed item (its environment), EOS, or None when none is there. push() fills
+        the stages' FIFOs in order, so an item in the last one is in all of them."""
+        if not self.stages[-1].host_fifo.queue:
+            return None
+        envs = [stage.host_fifo.get_nowait() for stage in self.stages]
+        return envs[0]
+
+    def _item(self, env: list[Any]) -> Item | None:
+        """The item as a whole, or None when it cannot run whole."""
+        objects: list["MemoryObject"] = []
+        where: dict[int, int] = {}
+        reads: list[bool] = []
+        writes: list[bool] = []
+        first: list[int] = []  # per object: the first stage that uses it
+        parts = []
+        for plan in self.plans:
+            stage, node = plan.stage, plan.stage.node
+            try:
+                item_env = stage.item_env(env)
+                ext = self.executor.extents_of(node, item_env)
+                self.executor.check_instance_count(node, ext, 1)
+            except BaseException as exc:  # noqa: BLE001 - the stage's error
+                raise _ItemFailed(stage, exc) from None
+            if math.prod(ext) == 0:
+                return None  # no kernel to hold its outputs on the device
+            part = StageItem(ext, [], [])
+            proof_args: list[Any] = []
+            for port, (src, param) in enumerate(zip(node.inputs, node.func.params)):
+                if src.node is not None:
+                    proof_args.append(np.empty(0, param.type.numpy_dtype))  # unknown: on the device
+                    continue
+                value = src.const if src.const is not None else item_env[src.bind_port]
+                if not isinstance(param.type, PtrType):
+                    part.scalars.append((port, value))
+                    proof_args.append(value)
+                    continue
+                assert isinstance(value, BoundBuffer)
+                obj = value.obj
+                if not obj.implicit or obj.home != HOST or obj.released:
+                    return None  # the tracker's to move: tracked by the user, or on a device
+                j = where.get(id(obj))
+                if j is None:
+                    j = where[id(obj)] = len(objects)
+                    objects.append(obj)
+                    first.append(stage.index)
+                    reads.append(False)
+                    writes.append(False)
+                # copied in when the first stage to use it reads it (later ones see its writes)
+                reads[j] = reads[j] or (first[j] == stage.index and param.direction in ("in", "inout"))
+                writes[j] = writes[j] or param.direction in ("out", "inout")
+                part.buffers.append((port, j))
+                proof_args.append(BufferArg(obj=None, address=obj.address, nbytes=obj.nbytes,
+                                            array=None))
+            if plan.proof is not None and not plan.proof.holds(proof_args, [ext]):
+                return None
+            parts.append(part)
+        ordered = sorted(objects, key=lambda o: o.address)
+        if any(_overlap(a, b) for a, b in zip(ordered, ordered[1:])):
+            return None  # distinct buffers over common memory: the tracker's semantics
+        return Item(parts, objects, reads, writes)
+
+    def _start(self, item: Item) -> None:
+        if any(item.shares_memory(f.item) for f in self.flight):
+            while self.flight:  # its data is another item's in flight
+                self._complete_oldest()
+        slot = self.slots[self.started % SLOTS]
+        self.started += 1
+        if slot.key != item.key:
+            self._check_grids(item)
+            slot.build(item, self.plans)
+        copies = StagedCopies(slot.pool)
+        event = slot.issue(item, self.plans, copies, self.handle.stop)
+        self.flight.append(_Flight(item, slot, copies, event))
+        stats.bump("stream_whole_items")
+
+    def _check_grids(self, item: Item) -> None:
+        for stage, part in zip(self.stages, item.stages):
+            sources = {port: item.stages[src.node].extents
+                       for port, src in enumerate(stage.node.inputs) if src.node is not None}
+            try:
+                stage.check_grids(part.extents, sources)
+            except BaseException as exc:  # noqa: BLE001 - the stage's error
+                raise _ItemFailed(stage, exc) from None
+
+    def _done(self, flight: _Flight) -> bool:
+        try:
+            return flight.event.done()
+        except BaseException as exc:  # noqa: BLE001 - a fault of one of its kernels
+            raise _ItemFailed(self.stages[-1], exc) from None
+
+    def _complete_oldest(self) -> None:
+        """Wait for the oldest item in flight (polling the stop flag), then hand it to pop(); a
+        stopped stream writes no more results."""
+        flight = self.flight[0]
+        while not self._done(flight):
+            if self.handle.stop.is_set():
+                raise Stopped()
+            self.handle.arrived.wait(GPU_SLICE)
+        if self.handle.stop.is_set():
+            raise Stopped()
+        self.flight.popleft()
+        try:
+            flight.event.wait()
+            flight.slot.complete(flight.item, flight.copies)
+        except BaseException as exc:  # noqa: BLE001
+            raise _ItemFailed(self.stages[-1], exc) from None
+        for stage, plan, part in zip(self.stages, self.plans, flight.item.stages):
+            modes = stage.node.output_modes
+            count = math.prod(part.extents)
+            outputs = part.outputs or [None] * len(modes)
+            stage.finished([Slot(out, modes[port] == "per_instance", count)
+                            if port in plan.host_ports else None for port, out in enumerate(outputs)])
+
+    def _run_alone(self, env: list[Any]) -> None:
+        """An item that cannot run whole: once the items in flight are done, its stages one after
+        the other, each waited for, through stage_launch.py."""
+        while self.flight:
+            self._complete_oldest()
+        produced: dict[int, tuple[tuple[int, ...], list[Slot | None]]] = {}
+        for stage in self.stages:
+            if self.handle.stop.is_set():
+                raise Stopped()
+            try:
+                received = {port: EdgeItem(produced[src.node][1][src.port], produced[src.node][0])
+                            for port, src in enumerate(stage.node.inputs) if src.node is not None}
+                item_env, args, src_extents = stage.arguments(env, received)
+                ext, outs = stage.launcher.fire(item_env, args)
+                stage.check_grids(ext, src_extents)
+            except BaseException as exc:  # noqa: BLE001 - the stage's error
+                raise _ItemFailed(stage, exc) from None
+            produced[stage.index] = (ext, outs)
+            stage.finished(outs)
+
+    def _hand_over(self, env: list[Any]) -> None:
+        """Run the rest of the stream, from its first item on, with stages.py's scheduler."""
+        for stage in self.stages:
+            stage.env = env
+        self.scheduler = Scheduler(self.stages)
+        self.scheduler()
+
+    def _drain(self) -> None:
+        """Stopped or failed: let the items in flight end (they write the slots' memory); their
+        results are dropped."""
+        while self.flight:
+            flight = self.flight.popleft()
+            try:
+                flight.event.wait()
+            except HPVMError:
+                pass  # the stream already stopped for an earlier error
+            except BaseException as exc:  # noqa: BLE001
+                self.stages[-1].failed(exc)

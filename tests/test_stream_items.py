@@ -1,0 +1,223 @@
+"""Streams of Triton leaves run item by item (rt/items.py): every stage of an item queued at once on
+one of the stream's slots, scalars between stages read on the device.
+
+On CI the `gpu` target runs on the fake device through Triton's interpreter (its streams log what
+CUDA's would do); on a GPU the same tests check the results and the copies. Every result is
+compared with NumPy on fresh random inputs."""
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py.backends.cuda import gpu_device
+from hpvm_py.backends.cuda import streams as S
+from hpvm_py.errors import ExecutionError
+from hpvm_py.rt import items as I
+from programs import stream_graphs as g
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import edge_detection as ed  # noqa: E402
+
+pytestmark = pytest.mark.skipif("gpu" not in __import__("conftest").TARGETS,
+                                reason="the gpu target needs triton")
+
+
+def _whole(before: dict, after: dict) -> int:
+    return after.get("stream_whole_items", 0) - before.get("stream_whole_items", 0)
+
+
+def _delta(before: dict, after: dict, key: str) -> int:
+    return after.get(key, 0) - before.get(key, 0)
+
+
+def test_the_demo_runs_whole_items_with_its_scalars_on_the_device(rng) -> None:
+    """The edge-detection pipeline: every frame runs whole, its maximum gradient (a float one
+    stage returns to the next's uniform input) never leaves the device, and only the frame and
+    the filter go in, only the five written buffers come out."""
+    frames, h, w = 5, 12, 16
+    gauss = ed.gaussian_filter()
+    bufs = [ed.frame_buffers(ed.synthetic_frame(rng, h, w)) for _ in range(frames)]
+    S.FAKE_LOG.clear()
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(ed.pipeline, stream=True)
+        for frame in bufs:
+            hpvm.push(handle, *ed.frame_args(frame, gauss, 0.25), timeout=60)
+        hpvm.wait(handle, timeout=600)
+        after = hpvm.stats()
+    assert _whole(before, after) == frames
+    assert _delta(before, after, "h2d_copies") == 2 * frames
+    assert _delta(before, after, "d2h_copies") == 5 * frames
+    for frame in bufs:
+        np.testing.assert_allclose(frame[-1], ed.reference(frame[0], gauss, 0.25), rtol=1e-5,
+                                   atol=1e-6)
+    if gpu_device().startswith("fake"):
+        log = list(S.FAKE_LOG)
+        assert not [e for e in log if e[0] == "wait"]  # no stage waits for another's event
+        streams = [who for kind, _, who in (e for e in log if e[0] == "launch")]
+        assert streams == [f"items-{i % I.SLOTS}" for i in range(frames) for _ in range(6)]
+
+
+def test_a_float_result_feeds_the_next_stage_and_pop_returns_the_items_in_order(rng) -> None:
+    """`largest` returns the maximum of the item's data; the next stage divides by it (read on
+    the device) and returns it times k, which pop() hands back item by item; k and n change
+    between items, so the slots point their launches at new scalars and are rebuilt."""
+    cases = [(rng.random(n, dtype=np.float32) * 10 + 1, np.float32(rng.random() + 0.5), n)
+             for n in (40, 40, 40, 23, 23, 40, 40)]
+    outs = [np.zeros(n, np.float32) for _, _, n in cases]
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True, depth=2)
+        for (x, k, n), y in zip(cases, outs):
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, k, n, timeout=60)
+        popped = [hpvm.pop(handle, timeout=300) for _ in cases]
+        hpvm.wait(handle, timeout=60)
+        after = hpvm.stats()
+    assert _whole(before, after) == len(cases)
+    for (x, k, n), y, (result,) in zip(cases, outs, popped):
+        top = x.max()
+        np.testing.assert_allclose(y, x / top * k, rtol=1e-6)
+        assert result == pytest.approx(float(top * k), rel=1e-6)
+
+
+def test_items_that_share_a_written_buffer_wait_for_each_other(rng, monkeypatch) -> None:
+    """Every item adds its x into the same `total`: while events say 'not yet', items that share
+    nothing fill the three slots, but each of these must wait for the one before (it reads what
+    that one writes), or the sum would miss items."""
+    real_done = S.ItemEvent.done
+
+    def done(self: S.ItemEvent) -> bool:
+        self.queries = getattr(self, "queries", 0) + 1
+        return self.queries > 3 and real_done(self)
+
+    monkeypatch.setattr(S.ItemEvent, "done", done)
+    n, count = 32, 6
+    xs = [rng.random(n, dtype=np.float32) for _ in range(count)]
+    total = np.zeros(n, np.float32)
+    outs = [np.zeros(n, np.float32) for _ in range(count)]
+    with hpvm.runtime("gpu"):
+        handle = hpvm.launch(g.running_total, stream=True)
+        for x, out in zip(xs, outs):
+            hpvm.push(handle, x, x.nbytes, total, total.nbytes, out, out.nbytes, n, timeout=60)
+        hpvm.wait(handle, timeout=600)
+    running = np.zeros(n, np.float32)
+    for x, out in zip(xs, outs):
+        running = running + x
+        np.testing.assert_allclose(out, running * 2, rtol=1e-6)
+    np.testing.assert_allclose(total, running, rtol=1e-6)
+
+
+def test_items_in_flight_fill_the_slots_before_any_completes(rng, monkeypatch) -> None:
+    """While no event has passed, exactly SLOTS items are queued (each on its own slot); the next
+    starts only once the oldest has completed."""
+    released = threading.Event()
+    real_done = S.ItemEvent.done
+    monkeypatch.setattr(S.ItemEvent, "done", lambda self: released.is_set() and real_done(self))
+    n, count = 16, 5
+    cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True, depth=8)
+        for x, y in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
+        for _ in range(3000):  # (the runner's thread starts them; at most 30 s)
+            if _whole(before, hpvm.stats()) >= I.SLOTS:
+                break
+            released.wait(0.01)
+        released.wait(0.2)  # time for a wrong fourth start
+        assert _whole(before, hpvm.stats()) == I.SLOTS
+        released.set()
+        assert len([hpvm.pop(handle, timeout=300) for _ in cases]) == count
+        hpvm.wait(handle, timeout=60)
+    for x, y in cases:
+        np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
+
+
+def test_an_item_with_a_tracked_buffer_runs_alone_in_its_place(rng) -> None:
+    """The third item's output is tracked by the user (the tracker moves it): that item runs
+    stage by stage after the two before it, the others whole, results in push order."""
+    n, count = 24, 5
+    cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
+    with hpvm.runtime("gpu"):
+        hpvm.track_memory(cases[2][1])
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True)
+        for x, y in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 2.0, n, timeout=60)
+        popped = [hpvm.pop(handle, timeout=300) for _ in cases]
+        hpvm.wait(handle, timeout=60)
+        after = hpvm.stats()
+        hpvm.request_memory(cases[2][1])
+    assert _whole(before, after) == count - 1
+    for (x, y), (result,) in zip(cases, popped):
+        np.testing.assert_allclose(y, x / x.max() * 2, rtol=1e-6)
+        assert result == pytest.approx(float(x.max() * 2), rel=1e-6)
+
+
+def test_an_out_of_bounds_item_runs_checked_alone_and_fails_its_stage(rng) -> None:
+    """`bad` comes from the host: items whose reads are proven in bounds run whole; the one that
+    reads past x runs alone on the checked kernel, whose error names the stage and the line."""
+    x = np.arange(16, dtype=np.int32)
+    ys = [np.zeros(16, np.int32) for _ in range(3)]
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.may_fail, stream=True, depth=3)
+        for y in ys[:2]:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 0, 16, timeout=60)
+        assert [hpvm.pop(handle, timeout=300) for _ in range(2)] == [(0,), (0,)]
+        assert _whole(before, hpvm.stats()) == 2
+        hpvm.push(handle, x, x.nbytes, ys[2], ys[2].nbytes, 40, 16, timeout=60)
+        with pytest.raises(ExecutionError, match="stage .*checked_divide.*out-of-bounds") as info:
+            hpvm.pop(handle, timeout=300)
+        assert info.value.loc.line > 0
+        with pytest.raises(ExecutionError):
+            hpvm.wait(handle, timeout=60)
+    for y in ys[:2]:
+        np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_offset_from_the_data_on_an_edge_is_never_trusted(seed: int) -> None:
+    """Generated items whose index offset is read from their data and passed over an edge (read
+    on the device, unknown to the proof): the stream leaves whole items to the stage scheduler's
+    checked kernels, so an offset past the buffer is reported, never read."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(8, 40))
+    offsets = [int(rng.integers(0, 4)) for _ in range(3)] + [int(rng.integers(n, 4 * n))]
+    xs = []
+    for offset in offsets:
+        x = rng.integers(-100, 100, n + 4, dtype=np.int32)
+        x[0] = offset
+        xs.append(x)
+    ys = [np.zeros(n, np.int32) for _ in xs]
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.offset_from_data, stream=True, depth=4)
+        for x, y in zip(xs, ys):
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, n, timeout=60)
+        for x, y in zip(xs[:3], ys[:3]):
+            assert hpvm.pop(handle, timeout=300) == (1,)
+            np.testing.assert_array_equal(y, x[x[0]:x[0] + n])
+        with pytest.raises(ExecutionError, match="stage .*read_at_offset.*out-of-bounds"):
+            hpvm.pop(handle, timeout=300)
+        with pytest.raises(ExecutionError):
+            hpvm.wait(handle, timeout=60)
+        assert _whole(before, hpvm.stats()) == 0
+
+
+def test_the_switch_turns_whole_items_off(rng, monkeypatch) -> None:
+    monkeypatch.setenv("HPVM_STREAM_ITEMS", "0")
+    n = 16
+    x, y = rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True)
+        hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
+        hpvm.wait(handle, timeout=300)
+        assert _whole(before, hpvm.stats()) == 0
+    np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
