@@ -221,3 +221,43 @@ def test_the_switch_turns_whole_items_off(rng, monkeypatch) -> None:
         hpvm.wait(handle, timeout=300)
         assert _whole(before, hpvm.stats()) == 0
     np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
+
+
+def test_a_first_item_that_cannot_run_whole_sends_the_stream_to_the_stage_scheduler(rng) -> None:
+    """The first item's output is tracked by the user: the whole stream runs stage by stage, every
+    later item too, and the results are the same."""
+    n, count = 20, 4
+    cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
+    with hpvm.runtime("gpu"):
+        hpvm.track_memory(cases[0][1])
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True)
+        for x, y in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 3.0, n, timeout=60)
+        hpvm.wait(handle, timeout=300)
+        assert _whole(before, hpvm.stats()) == 0
+        hpvm.request_memory(cases[0][1])
+    for x, y in cases:
+        np.testing.assert_allclose(y, x / x.max() * 3, rtol=1e-6)
+
+
+def test_an_item_with_an_empty_grid_runs_alone_between_whole_items(rng) -> None:
+    """n = 0 for the third item: its divide stage has no instance (nothing to hold the maximum on
+    the device), so it runs alone; pop() still returns its (zero) result in its place."""
+    sizes = [12, 12, 0, 12, 9]
+    cases = [(rng.random(max(n, 1), dtype=np.float32) + 1, np.zeros(max(n, 1), np.float32), n)
+             for n in sizes]
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True)
+        for x, y, n in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
+        popped = [hpvm.pop(handle, timeout=300) for _ in cases]
+        hpvm.wait(handle, timeout=60)
+        assert _whole(before, hpvm.stats()) == len(sizes) - 1
+    for (x, y, n), (result,) in zip(cases, popped):
+        if n:
+            np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
+            assert result == pytest.approx(float(x.max()), rel=1e-6)
+        else:
+            assert result == 0 and not y.any()

@@ -19,10 +19,10 @@ device whose inputs are buffers and uniform scalars, a whole item is queued at o
   in, another's kernels, a third's copies out.
 
 Only kernels proven in bounds run this way, with every scalar read on the device taken as unknown.
-The stream goes to stages.py's scheduler when its first item's kernels are not all proven so (an
-edge's integer that indexes a buffer); a later item that cannot run whole (a buffer the user
-tracks or one on a device, buffers that overlap in part, a kernel not proven for the item's
-scalars, an empty grid) runs alone, stage after stage, once the items in flight are done. An item
+An item that cannot run whole (a kernel not proven so, say an edge's integer that indexes a buffer;
+a buffer the user tracks or one on a device; buffers that overlap in part; an empty grid) sends
+the whole stream to stages.py's scheduler if it is the first, and else runs alone, stage after
+stage, once the items in flight are done. An item
 that shares memory with an item in flight, one of them writing it, waits for that item too.
 HPVM_STREAM_ITEMS=0 turns the whole-item path off.
 """
@@ -165,13 +165,13 @@ class ItemSlot:
         import torch  # noqa: PLC0415 - the device layer's CUDA runtime
 
         self.release()
+        self.stream.use()  # the memory belongs to the slot's stream in torch's caching allocator
         self.memory = [allocate(obj.nbytes, self.device) for obj in item.objects]
         self.pinned = [] if self.fake else \
             [torch.empty(obj.nbytes, dtype=torch.uint8, pin_memory=True) for obj in item.objects]
         args = [BufferArg(obj=mem, address=span(mem)[0], nbytes=obj.nbytes, array=None)
                 for mem, obj in zip(self.memory, item.objects)]
         outputs: list[list[np.ndarray | None]] = []
-        self.stream.use()
         with selected(self.device):
             for plan, part in zip(plans, item.stages):
                 node = plan.stage.node
