@@ -141,22 +141,27 @@ def test_items_in_flight_fill_the_slots_before_any_completes(rng, monkeypatch) -
 def test_an_item_with_a_tracked_buffer_runs_alone_in_its_place(rng) -> None:
     """The third item's output is tracked by the user (the tracker moves it): that item runs
     stage by stage after the two before it, the others whole, results in push order."""
-    n, count = 24, 5
+    assert _normalised_with_one_tracked(rng, tracked=2, k=2.0) == 5 - 1
+
+
+def _normalised_with_one_tracked(rng, tracked: int, k: float, n: int = 24, count: int = 5) -> int:
+    """Stream `count` items through `normalised`, the output of item `tracked` tracked by the
+    user; checks every result and returns the number of items run whole."""
     cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
     with hpvm.runtime("gpu"):
-        hpvm.track_memory(cases[2][1])
+        hpvm.track_memory(cases[tracked][1])
         before = hpvm.stats()
         handle = hpvm.launch(g.normalised, stream=True)
         for x, y in cases:
-            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 2.0, n, timeout=60)
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, k, n, timeout=60)
         popped = [hpvm.pop(handle, timeout=300) for _ in cases]
         hpvm.wait(handle, timeout=60)
         after = hpvm.stats()
-        hpvm.request_memory(cases[2][1])
-    assert _whole(before, after) == count - 1
+        hpvm.request_memory(cases[tracked][1])
     for (x, y), (result,) in zip(cases, popped):
-        np.testing.assert_allclose(y, x / x.max() * 2, rtol=1e-6)
-        assert result == pytest.approx(float(x.max() * 2), rel=1e-6)
+        np.testing.assert_allclose(y, x / x.max() * np.float32(k), rtol=1e-6)
+        assert result == pytest.approx(float(x.max() * np.float32(k)), rel=1e-6)
+    return _whole(before, after)
 
 
 def test_an_out_of_bounds_item_runs_checked_alone_and_fails_its_stage(rng) -> None:
@@ -226,19 +231,7 @@ def test_the_switch_turns_whole_items_off(rng, monkeypatch) -> None:
 def test_a_first_item_that_cannot_run_whole_sends_the_stream_to_the_stage_scheduler(rng) -> None:
     """The first item's output is tracked by the user: the whole stream runs stage by stage, every
     later item too, and the results are the same."""
-    n, count = 20, 4
-    cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
-    with hpvm.runtime("gpu"):
-        hpvm.track_memory(cases[0][1])
-        before = hpvm.stats()
-        handle = hpvm.launch(g.normalised, stream=True)
-        for x, y in cases:
-            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 3.0, n, timeout=60)
-        hpvm.wait(handle, timeout=300)
-        assert _whole(before, hpvm.stats()) == 0
-        hpvm.request_memory(cases[0][1])
-    for x, y in cases:
-        np.testing.assert_allclose(y, x / x.max() * 3, rtol=1e-6)
+    assert _normalised_with_one_tracked(rng, tracked=0, k=3.0, n=20, count=4) == 0
 
 
 def test_an_item_with_an_empty_grid_runs_alone_between_whole_items(rng) -> None:

@@ -48,7 +48,7 @@ from . import stats
 from .buffers import HOST, span
 from .executor import BoundBuffer, Slot, Stopped
 from .stage_launch import same_scalar
-from .stages import EOS, GPU_SLICE, POLL, EdgeItem, Scheduler, Stage
+from .stages import EOS, GPU_SLICE, POLL, EdgeItem, Scheduler, Stage, StageFailed
 
 if TYPE_CHECKING:
     from .tracker import MemoryObject
@@ -139,13 +139,6 @@ def _overlap(a: "MemoryObject", b: "MemoryObject") -> bool:
     return a.address < b.address + b.nbytes and b.address < a.address + a.nbytes
 
 
-class _ItemFailed(Exception):
-    def __init__(self, stage: Stage, error: BaseException):
-        super().__init__(stage.name)
-        self.stage = stage
-        self.error = error
-
-
 class ItemSlot:
     """A stream, device memory, pinned staging and packed launches for one item at a time."""
 
@@ -187,7 +180,7 @@ class ItemSlot:
                 try:
                     self.launches.append(plan.kernel.prepare(call, outs, [part.extents]))
                 except BaseException as exc:  # noqa: BLE001 - the stage's error
-                    raise _ItemFailed(plan.stage, exc) from None
+                    raise StageFailed(plan.stage, exc) from None
                 self.scalars.append(dict(part.scalars))
                 outputs.append(outs)
         self.key = item.key
@@ -221,7 +214,7 @@ class ItemSlot:
             try:
                 launch.issue(stream.handle)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
-                raise _ItemFailed(plan.stage, exc) from None
+                raise StageFailed(plan.stage, exc) from None
         with copies.active():
             for plan, launch in zip(plans, self.launches):
                 if plan.host_ports:
@@ -323,7 +316,7 @@ class ItemRunner:
                 self._complete_oldest()
         except Stopped:
             pass
-        except _ItemFailed as failure:
+        except StageFailed as failure:
             failure.stage.failed(failure.error)
         self._drain()
         for slot in self.slots:
@@ -354,7 +347,7 @@ class ItemRunner:
                 ext = self.executor.extents_of(node, item_env)
                 self.executor.check_instance_count(node, ext, 1)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
-                raise _ItemFailed(stage, exc) from None
+                raise StageFailed(stage, exc) from None
             if math.prod(ext) == 0:
                 return None  # no kernel to hold its outputs on the device
             part = StageItem(ext, [], [])
@@ -414,13 +407,13 @@ class ItemRunner:
             try:
                 stage.check_grids(part.extents, sources)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
-                raise _ItemFailed(stage, exc) from None
+                raise StageFailed(stage, exc) from None
 
     def _done(self, flight: _Flight) -> bool:
         try:
             return flight.event.done()
         except BaseException as exc:  # noqa: BLE001 - a fault of one of its kernels
-            raise _ItemFailed(self.stages[-1], exc) from None
+            raise StageFailed(self.stages[-1], exc) from None
 
     def _complete_oldest(self) -> None:
         """Wait for the oldest item in flight (polling the stop flag), then hand it to pop(); a
@@ -437,7 +430,7 @@ class ItemRunner:
             flight.event.wait()
             flight.slot.complete(flight.item, flight.copies)
         except BaseException as exc:  # noqa: BLE001
-            raise _ItemFailed(self.stages[-1], exc) from None
+            raise StageFailed(self.stages[-1], exc) from None
         for stage, plan, part in zip(self.stages, self.plans, flight.item.stages):
             modes = stage.node.output_modes
             count = math.prod(part.extents)
@@ -461,7 +454,7 @@ class ItemRunner:
                 ext, outs = stage.launcher.fire(item_env, args)
                 stage.check_grids(ext, src_extents)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
-                raise _ItemFailed(stage, exc) from None
+                raise StageFailed(stage, exc) from None
             produced[stage.index] = (ext, outs)
             stage.finished(outs)
 

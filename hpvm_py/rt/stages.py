@@ -177,7 +177,10 @@ def can_schedule(stages: list[Stage]) -> bool:
     return all(stage.launcher.eligible for stage in stages)
 
 
-class _StageFailed(Exception):
+class StageFailed(Exception):
+    """A stage's error, raised inside a runner's thread (this scheduler's, or items.py's) and
+    handed to the stage there."""
+
     def __init__(self, stage: Stage, error: BaseException):
         super().__init__(stage.name)
         self.stage = stage
@@ -217,7 +220,7 @@ class Scheduler:
                     handle.arrived.wait(GPU_SLICE if self.running else POLL)
         except Stopped:
             pass
-        except _StageFailed as failure:
+        except StageFailed as failure:
             failure.stage.failed(failure.error)
         self._drain()
 
@@ -247,7 +250,7 @@ class Scheduler:
             item_env, args, src_extents = stage.arguments(env, received)
             stage.runs.append((stage.launcher.start(item_env, args, after), src_extents))
         except BaseException as exc:  # noqa: BLE001 - the stage's error
-            raise _StageFailed(stage, exc) from None
+            raise StageFailed(stage, exc) from None
         self.running.append(stage)
         return True
 
@@ -270,7 +273,7 @@ class Scheduler:
         try:
             return bool(stage.runs) and stage.runs[0][0].done()
         except BaseException as exc:  # noqa: BLE001 - the stage's error
-            raise _StageFailed(stage, exc) from None
+            raise StageFailed(stage, exc) from None
 
     def _finish(self, stage: Stage) -> None:
         """Finish the stage's oldest item in flight and publish it."""
@@ -280,7 +283,7 @@ class Scheduler:
             ext, outs = run.finish()
             stage.publish(ext, outs, src_extents, run.event)
         except BaseException as exc:  # noqa: BLE001 - the stage's error
-            raise _StageFailed(stage, exc) from None
+            raise StageFailed(stage, exc) from None
 
     def _drain(self) -> None:
         """Stopped or failed: let the kernels in flight end (they write the items' buffers), so
