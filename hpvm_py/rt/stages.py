@@ -1,4 +1,5 @@
-"""The stages of a streaming launch, and the two ways they are run.
+"""The stages of a streaming launch, and two of the three ways they are run (the third, whole items
+of a stream of `gpu` leaves, is items.py's).
 
 A `Stage` turns what reached it for one item (the host's values, a value per incoming edge) into
 its node's arguments, and hands what the node produced to the stages downstream and to pop().
