@@ -254,3 +254,50 @@ def test_an_item_with_an_empty_grid_runs_alone_between_whole_items(rng) -> None:
             assert result == pytest.approx(float(x.max()), rel=1e-6)
         else:
             assert result == 0 and not y.any()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(seed: int,
+                                                                            monkeypatch) -> None:
+    """Generated pushes whose buffers come from a pool of three arrays and two read-only views of
+    one base (so items share what they write, and an item may pass one array as two of its
+    buffers), with every event saying 'not yet' at first so items pile up in flight: the popped
+    values and the pool's final contents equal running the items one after another in NumPy."""
+    real_done = S.ItemEvent.done
+
+    def done(self: S.ItemEvent) -> bool:
+        self.queries = getattr(self, "queries", 0) + 1
+        return self.queries > 2 and real_done(self)
+
+    monkeypatch.setattr(S.ItemEvent, "done", done)
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(8, 40))
+    pool = [rng.random(n, dtype=np.float32) for _ in range(3)]
+    base = rng.random(2 * n, dtype=np.float32)
+    views = [base[:n], base[n // 2:n // 2 + n]]
+    for view in views:
+        view.flags.writeable = False
+    pushes = []
+    for _ in range(8):
+        a = (pool + views)[int(rng.integers(0, 5))]
+        b, c = pool[int(rng.integers(0, 3))], pool[int(rng.integers(0, 3))]
+        pushes.append((a, b, c, np.float32(rng.random() - 0.5)))
+    expected_pool = [p.copy() for p in pool]
+    expected = []
+    for a, b, c, k in pushes:  # the same steps in NumPy, on copies with the same aliasing
+        copies = {id(p): e for p, e in zip(pool, expected_pool)}
+        a_, b_, c_ = (copies.get(id(x), x) for x in (a, b, c))
+        b_ += a_ * k
+        c_ += b_ * (k + np.float32(1))
+        expected.append(c_[0])
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.chained_updates, stream=True, depth=8)
+        for a, b, c, k in pushes:
+            hpvm.push(handle, a, a.nbytes, b, b.nbytes, c, c.nbytes, k, n, timeout=60)
+        popped = [hpvm.pop(handle, timeout=300)[0] for _ in pushes]
+        hpvm.wait(handle, timeout=60)
+        assert _whole(before, hpvm.stats()) == len(pushes)
+    np.testing.assert_allclose(popped, expected, rtol=1e-6)
+    for got, want in zip(pool, expected_pool):
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -212,3 +212,29 @@ def offset_from_data(x: In[Ptr[i32]], x_bytes: i64, y: Out[Ptr[i32]], y_bytes: i
     r = hpvm.node(read_at_offset, grid=n, offset=s(hpvm.all_to_all(o.out[0])), x=s(x),
                   x_bytes=x_bytes, y=s(y), y_bytes=y_bytes)
     return r.out[0]
+
+
+@hpvm.leaf
+def add_scaled(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64, k: f32) -> f32:
+    i = hpvm.instance_id(0)
+    b[i] = b[i] + a[i] * k
+    return k + 1.0
+
+
+@hpvm.leaf
+def fold_into(s: f32, b: In[Ptr[f32]], b_bytes: i64, c: InOut[Ptr[f32]], c_bytes: i64) -> f32:
+    i = hpvm.instance_id(0)
+    c[i] = b[i] * s + c[i]
+    return c[i]
+
+
+@hpvm.graph
+def chained_updates(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64,
+                    c: InOut[Ptr[f32]], c_bytes: i64, k: f32, n: i64) -> f32:
+    """b += a * k, then c += b * (k + 1) (a float read on the device): pushed with buffers drawn
+    from a small pool, items alias each other and their own buffers."""
+    s = hpvm.streaming
+    u = hpvm.node(add_scaled, grid=n, a=s(a), a_bytes=a_bytes, b=s(b), b_bytes=b_bytes, k=s(k))
+    f = hpvm.node(fold_into, grid=n, s=s(hpvm.all_to_all(u.out[0])), b=s(b), b_bytes=b_bytes,
+                  c=s(c), c_bytes=c_bytes)
+    return f.out[0]
