@@ -301,3 +301,49 @@ def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(seed
     np.testing.assert_allclose(popped, expected, rtol=1e-6)
     for got, want in zip(pool, expected_pool):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_items_that_cannot_get_slot_memory_run_alone(rng, monkeypatch) -> None:
+    """Every allocation of slot memory fails for want of memory: each item runs alone, stage by
+    stage, with the same results (the stream does not fail)."""
+    def no_memory(nbytes: int, device: str):
+        raise MemoryError("out of memory (a stand-in for CUDA's)")
+
+    monkeypatch.setattr(I, "allocate", no_memory)
+    n, count = 16, 3
+    cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True)
+        for x, y in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
+        hpvm.wait(handle, timeout=300)
+        assert _whole(before, hpvm.stats()) == 0
+    for x, y in cases:
+        np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
+
+
+def test_large_items_get_fewer_slots(rng, monkeypatch) -> None:
+    """With room for two items' buffers only, two items are in flight while no event passes."""
+    released = threading.Event()
+    real_done = S.ItemEvent.done
+    monkeypatch.setattr(S.ItemEvent, "done", lambda self: released.is_set() and real_done(self))
+    n, count = 16, 4
+    monkeypatch.setattr(I, "SLOT_BYTES", 2 * 2 * n * 4)  # an item: x and y, n floats each
+    cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True, depth=8)
+        for x, y in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
+        for _ in range(3000):
+            if _whole(before, hpvm.stats()) >= 2:
+                break
+            released.wait(0.01)
+        released.wait(0.2)  # time for a wrong third start
+        assert _whole(before, hpvm.stats()) == 2
+        released.set()
+        hpvm.wait(handle, timeout=300)
+        assert _whole(before, hpvm.stats()) == count
+    for x, y in cases:
+        np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)

@@ -9,7 +9,8 @@ device whose inputs are buffers and uniform scalars, a whole item is queued at o
 - a scalar one stage returns to another's uniform input stays on the device: the consumer is
   compiled to read that input from the producer's output array (as a per-parent value, one
   element at the root), so no stage waits for the host;
-- items take turns on SLOTS slots. A slot owns a CUDA stream, device memory for each buffer of
+- items take turns on SLOTS slots (fewer for items of more than SLOT_BYTES / SLOTS bytes; an item
+  whose slot cannot get its memory runs alone, as below). A slot owns a CUDA stream, device memory for each buffer of
   the item, pinned host memory to stage their copies, and every stage's packed launch, pointed at
   that memory when the slot is built (again only when extents or buffer sizes change);
 - per item, the host puts the item's input buffers into the slot's pinned memory and queues their
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
 
 SLOTS = 4  # items in flight: one copied in, one computing, one copied out, one spare while the
 # host moves a completed item's results
+SLOT_BYTES = 1 << 30  # the most memory (on the device, and pinned) the slots in use may hold for
+# their items' buffers: an item of more than a quarter of it gets fewer slots
 
 
 @dataclass
@@ -244,6 +247,11 @@ class ItemSlot:
         _count("h2d", obj.nbytes)
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether an allocation failed for want of device or pinned memory (torch's and CUDA's words)."""
+    return isinstance(exc, MemoryError) or "out of memory" in str(exc)
+
+
 def _count(direction: str, nbytes: int) -> None:
     stats.bump_all({f"{direction}_copies": 1, f"{direction}_bytes": nbytes})
 
@@ -275,7 +283,7 @@ class ItemRunner:
         device = stages[0].launcher.device
         self.slots = [ItemSlot(f"items-{k}", device) for k in range(SLOTS)]
         self.flight: deque[_Flight] = deque()
-        self.started = 0  # items started whole (the next takes slot started % SLOTS)
+        self.started = 0  # items started whole (the next looks at slot started % limit first)
         self.scheduler: Scheduler | None = None  # stages.py's, once the stream went there
 
     def busy(self) -> list[str]:
@@ -306,10 +314,8 @@ class ItemRunner:
                         self._hand_over(env)
                         return
                     first = False
-                    if item is None:
+                    if item is None or not self._start(item):
                         self._run_alone(env)
-                    else:
-                        self._start(item)
                 elif not progressed:
                     handle.arrived.wait(GPU_SLICE if self.flight else POLL)
             while self.flight:
@@ -386,19 +392,46 @@ class ItemRunner:
             return None  # distinct buffers over common memory: the tracker's semantics
         return Item(parts, objects, reads, writes)
 
-    def _start(self, item: Item) -> None:
+    def _start(self, item: Item) -> bool:
+        """Queue the item on a slot; False when no slot could get its memory."""
         if any(item.shares_memory(f.item) for f in self.flight):
             while self.flight:  # its data is another item's in flight
                 self._complete_oldest()
-        slot = self.slots[self.started % SLOTS]
-        self.started += 1
+        slot = self._free_slot(item)
         if slot.key != item.key:
             self._check_grids(item)
-            slot.build(item, self.plans)
+            try:
+                slot.build(item, self.plans)
+            except StageFailed:
+                raise
+            except Exception as exc:  # noqa: BLE001 - device or pinned memory, else the stream's error
+                if not _out_of_memory(exc):
+                    raise StageFailed(self.stages[0], exc) from None
+                busy = [f.slot for f in self.flight]
+                for other in self.slots:
+                    if other not in busy:
+                        other.release()
+                return False
         copies = StagedCopies(slot.pool)
         event = slot.issue(item, self.plans, copies, self.handle.stop)
         self.flight.append(_Flight(item, slot, copies, event))
         stats.bump("stream_whole_items")
+        return True
+
+    def _free_slot(self, item: Item) -> ItemSlot:
+        """The next slot in turn that no item in flight holds, among as many as the item's size
+        allows (completing the oldest items in flight until one is free)."""
+        size = max(1, sum(obj.nbytes for obj in item.objects))
+        limit = max(1, min(SLOTS, SLOT_BYTES // size))
+        first = self.started
+        self.started += 1
+        while True:
+            busy = [f.slot for f in self.flight]
+            for k in range(limit):
+                slot = self.slots[(first + k) % limit]
+                if slot not in busy:
+                    return slot
+            self._complete_oldest()
 
     def _check_grids(self, item: Item) -> None:
         for stage, part in zip(self.stages, item.stages):
