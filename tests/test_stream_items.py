@@ -328,3 +328,22 @@ def test_items_that_cannot_get_slot_memory_run_alone(rng, monkeypatch) -> None:
         assert _whole(before, hpvm.stats()) == 0
     for x, y in cases:
         np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
+
+
+def test_an_error_outside_the_stages_work_fails_the_stream_instead_of_hanging(rng,
+                                                                            monkeypatch) -> None:
+    """A copy into a slot fails (a stand-in for a broken device): pop() and wait() raise it with
+    the first stage's name, within their timeouts."""
+    def broken(self, j, obj) -> None:
+        raise RuntimeError("the copy failed (stand-in)")
+
+    monkeypatch.setattr(I.ItemSlot, "_copy_in", broken)
+    n = 16
+    x, y = rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)
+    with hpvm.runtime("gpu"):
+        handle = hpvm.launch(g.normalised, stream=True)
+        hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
+        with pytest.raises(ExecutionError, match="stage largest.*the copy failed"):
+            hpvm.pop(handle, timeout=120)
+        with pytest.raises(ExecutionError):
+            hpvm.wait(handle, timeout=60)

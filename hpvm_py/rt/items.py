@@ -324,6 +324,8 @@ class ItemRunner:
             pass
         except StageFailed as failure:
             failure.stage.failed(failure.error)
+        except BaseException as exc:  # noqa: BLE001 - no one stage's (a copy, an event): the first's
+            self.stages[0].failed(exc)
         self._drain()
         for slot in self.slots:
             slot.release()
