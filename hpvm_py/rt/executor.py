@@ -259,15 +259,20 @@ class Executor:
         assert isinstance(leaf, (K.LeafFunc, D.LibraryFunc))  # a collective runs like a leaf
         call = [self.buffer_arg(value, p, device) if isinstance(p.type, PtrType) else value
                 for p, value in zip(leaf.params, args)]
+        return call, self.output_arrays(node, parents, count)
+
+    @staticmethod
+    def output_arrays(node: NodePlan, parents: int, count: int) -> list[np.ndarray | None]:
+        """Fresh host arrays for a leaf's used outputs (None for unused ones)."""
         outputs: list[np.ndarray | None] = []
-        for out, mode in zip(leaf.outputs, node.output_modes):
+        for out, mode in zip(node.func.outputs, node.output_modes):
             if mode == "unused":
                 outputs.append(None)
                 continue
             assert isinstance(out.type, ScalarType)
             size = parents * count if mode == "per_instance" else parents
             outputs.append(np.zeros(size, dtype=out.type.numpy_dtype))
-        return call, outputs
+        return outputs
 
     def buffer_arg(self, value: Any, param: K.Param, device: str) -> BufferArg:
         assert isinstance(value, BoundBuffer) and isinstance(param.type, PtrType)

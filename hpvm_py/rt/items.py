@@ -29,6 +29,7 @@ HPVM_STREAM_ITEMS=0 turns the whole-item path off.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -40,14 +41,14 @@ import numpy as np
 
 from ..backends.base import BufferArg
 from ..backends.cuda.devices import allocate, host_bytes, selected
-from ..backends.cuda.staging import PinnedPool, StagedCopies, host_copy
+from ..backends.cuda.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
 from ..backends.cuda.streams import ItemEvent, StageStream
 from ..errors import HPVMError
 from ..passes.bounds import BoundsProof
 from ..types import PtrType, bf16
 from . import stats
 from .buffers import HOST, span
-from .executor import BoundBuffer, Slot, Stopped
+from .executor import BoundBuffer, Executor, Slot, Stopped
 from .stage_launch import same_scalar
 from .stages import EOS, GPU_SLICE, POLL, EdgeItem, Scheduler, Stage, StageFailed
 
@@ -123,7 +124,7 @@ class Item:
     reads: list[bool]  # per object: the first stage to use it reads it (copied in)
     writes: list[bool]  # per object: some stage writes it (copied out)
 
-    @property
+    @functools.cached_property
     def key(self) -> tuple:
         """What a slot's launches depend on besides scalars: extents, sizes, which buffer where."""
         return (tuple(s.extents for s in self.stages), tuple(o.nbytes for o in self.objects),
@@ -158,13 +159,11 @@ class ItemSlot:
 
     def build(self, item: Item, plans: list[StagePlan]) -> None:
         """Memory and launches for items of this one's key."""
-        import torch  # noqa: PLC0415 - the device layer's CUDA runtime
-
         self.release()
         self.stream.use()  # the memory belongs to the slot's stream in torch's caching allocator
         self.memory = [allocate(obj.nbytes, self.device) for obj in item.objects]
         self.pinned = [] if self.fake else \
-            [torch.empty(obj.nbytes, dtype=torch.uint8, pin_memory=True) for obj in item.objects]
+            [pinned_bytes(obj.nbytes) for obj in item.objects]
         args = [BufferArg(obj=mem, address=span(mem)[0], nbytes=obj.nbytes, array=None)
                 for mem, obj in zip(self.memory, item.objects)]
         outputs: list[list[np.ndarray | None]] = []
@@ -225,7 +224,7 @@ class ItemSlot:
         for j, obj in enumerate(item.objects):
             if item.writes[j] and not self.fake:
                 self.pinned[j].copy_(self.memory[j], non_blocking=True)
-                _count("d2h", obj.nbytes)
+                stats.copied("d2h", obj.nbytes)
         return stream.record()
 
     def complete(self, item: Item, copies: StagedCopies) -> None:
@@ -233,7 +232,7 @@ class ItemSlot:
         for j, obj in enumerate(item.objects):
             if item.writes[j]:
                 if self.fake:
-                    _count("d2h", obj.nbytes)
+                    stats.copied("d2h", obj.nbytes)
                 host_copy(host_bytes(obj.user), self.memory[j] if self.fake else self.pinned[j].numpy())
         copies.complete()
 
@@ -244,7 +243,7 @@ class ItemSlot:
         else:
             host_copy(self.pinned[j].numpy(), data)
             self.memory[j].copy_(self.pinned[j], non_blocking=True)
-        _count("h2d", obj.nbytes)
+        stats.copied("h2d", obj.nbytes)
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -252,16 +251,9 @@ def _out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or "out of memory" in str(exc)
 
 
-def _count(direction: str, nbytes: int) -> None:
-    stats.bump_all({f"{direction}_copies": 1, f"{direction}_bytes": nbytes})
-
-
 def _output_arrays(plan: StagePlan, extents: tuple[int, ...]) -> list[np.ndarray | None]:
     """Fresh host arrays for a stage's used outputs (a stage at the root: one parent)."""
-    node = plan.stage.node
-    return [None if mode == "unused" else
-            np.zeros(math.prod(extents) if mode == "per_instance" else 1, out.type.numpy_dtype)
-            for out, mode in zip(node.func.outputs, node.output_modes)]
+    return Executor.output_arrays(plan.stage.node, 1, math.prod(extents))
 
 
 @dataclass

@@ -21,6 +21,11 @@ def bump_all(counts: dict[str, int]) -> None:
             _counts[name] += amount
 
 
+def copied(direction: str, nbytes: int) -> None:
+    """One copy between memories ("h2d", "d2h" or "d2d") of nbytes."""
+    bump_all({f"{direction}_copies": 1, f"{direction}_bytes": nbytes})
+
+
 def snapshot() -> dict[str, Any]:
     """A copy of every counter (missing ones read as 0)."""
     with _lock:

@@ -186,8 +186,7 @@ class MemoryTracker:
         obj.copies[device] = fn(obj.copies[src], device, obj.copies.get(device))
         obj.valid.add(device)
         direction = "h2d" if src == HOST else ("d2h" if device == HOST else "d2d")
-        stats.bump(f"{direction}_copies")
-        stats.bump(f"{direction}_bytes", obj.nbytes)
+        stats.copied(direction, obj.nbytes)
 
     def _allocate_like(self, obj: MemoryObject, device: str) -> Any:
         fn = _copy_functions.get(("alloc", _kind(device)))

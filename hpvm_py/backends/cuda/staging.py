@@ -41,9 +41,7 @@ class PinnedPool:
         free = self._free.get(nbytes)
         if free:
             return free.pop()
-        import torch  # noqa: PLC0415 - the device layer's CUDA runtime
-
-        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        return pinned_bytes(nbytes)
 
     def give(self, buffers: list[Any]) -> None:
         """Buffers whose copies are all done."""
@@ -97,6 +95,14 @@ class StagedCopies:
             host_copy(dst, src if isinstance(src, np.ndarray) else src.numpy())
         taken, self._taken = self._taken, []
         self._pool.give(taken)
+
+
+def pinned_bytes(nbytes: int) -> Any:
+    """Flat bytes of pinned host memory (a torch uint8 tensor), which the DMA engine reads and
+    writes without the host."""
+    import torch  # noqa: PLC0415 - the device layer's CUDA runtime
+
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
 
 
 def host_copy(dst: np.ndarray, src: np.ndarray) -> None:
