@@ -91,3 +91,31 @@ def test_gpu_suite_is_not_collected_by_pytest() -> None:
     """The device suite runs under mpirun on GPUs; pytest must not import it (it joins ranks)."""
     names = [p.name for p in (ROOT / "tests" / "gpu_dist").iterdir()]
     assert "check_direct.py" in names and not any(re.match(r"test_.*\.py$", n) for n in names)
+
+
+def test_peer_heap_opens_on_this_ranks_gpu() -> None:
+    """torch's sharing arguments name the exporting rank's GPU; a kernel on this rank's GPU can
+    reach the mapping only if the handle is opened here (on 2 GPUs every peer access faulted)."""
+    from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+    from hpvm_py.distributed.gpu import heap as gpu_heap
+
+    opened = {}
+
+    def rebuild(*args: object) -> str:
+        opened["args"] = args
+        return "mapped"
+
+    peer_args = tuple(range(100, 115))
+    peer_args = peer_args[:6] + (1,) + peer_args[7:]  # the peer's heap lives on cuda:1
+    assert rebuild_cuda_tensor.__code__.co_varnames[6] == "storage_device"  # torch's layout
+    assert gpu_heap.open_peer((rebuild, peer_args), "cuda:0") == "mapped"
+    assert opened["args"][6] == 0
+    assert opened["args"][:6] + opened["args"][7:] == peer_args[:6] + peer_args[7:]
+
+
+def test_forced_remote_ranks_keep_their_machine() -> None:
+    from hpvm_py.distributed.ranks import machine
+
+    assert machine("node7#rank3") == "node7"
+    assert machine("node7") == "node7"

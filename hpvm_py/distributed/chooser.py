@@ -8,7 +8,8 @@
 - Everything else on one host: "direct" (local.py has one algorithm for each).
 
 GPU ranks (`choose_gpu`) choose the same way between the kernels of gpu/kernels.py, with their own
-thresholds by world size: for two GPUs the one-shot kernel is YALI's bidirectional scheme.
+thresholds by world size: for two GPUs the one-shot kernel is YALI's bidirectional scheme, chosen
+up to 1 MiB.
 
 The decision must be the same on every rank: it depends only on the world (the same everywhere)
 and on sizes that the ranks have already agreed on.
@@ -43,12 +44,12 @@ def choose(single_host: bool, kind: str, nbytes: int) -> str:
 
 
 # GPU ranks, by world size: the largest all-reduce (bytes) that runs one-shot; world sizes not
-# listed use the last entry. PROVISIONAL, not measured: no machine of 2+ GPUs was lent while this
-# was written (docs/performance.md). For two GPUs one-shot is YALI's scheme and moves as many
-# bytes per link direction as two-shot, so it is the default at every size; for more ranks
-# one-shot reads world x n bytes per rank, so two-shot takes over early.
-# `python benchmarks/collectives.py --gpu --sweep` measures both; set these from its table.
-GPU_ONESHOT_BYTES = {2: 1 << 40, 4: 512 << 10}
+# listed use the last entry. Two GPUs: measured on 2 x H200 over NVLink (benchmarks/collectives.py
+# --gpu, docs/performance.md): one-shot is ahead up to 1 MiB, two-shot from 2 MiB on (its pushes
+# are faster than one-shot's pulls over NVLink: 341 against 324 GB/s busbw at 1 GiB). Four and
+# more ranks: not measured (no such machine lent); one-shot reads world x n bytes per rank, so
+# two-shot takes over early.
+GPU_ONESHOT_BYTES = {2: 1 << 20, 4: 512 << 10}
 
 
 def choose_gpu(kind: str, nbytes: int, world_size: int) -> str:

@@ -89,6 +89,14 @@ def force_remote() -> bool:
     return os.environ.get("HPVM_COMM_FORCE_REMOTE", "") not in ("", "0")
 
 
+_FORCED_HOST = "#rank"  # HPVM_COMM_FORCE_REMOTE: "<machine>#rank<r>", a host per rank
+
+
+def machine(host: str) -> str:
+    """The machine a rank runs on, whatever host HPVM_COMM_FORCE_REMOTE made it report."""
+    return host.split(_FORCED_HOST)[0]
+
+
 def _transport(kind: str, timeout: float) -> Transport:
     if kind == "mpi":
         try:
@@ -156,7 +164,7 @@ def _exchange(transport: Transport, obj: Any, timeout: float, step: str) -> list
 
 def _join(transport: Transport, timeout: float, kind: str) -> World:
     rank, size = transport.rank, transport.size
-    host = socket.gethostname() + (f"#rank{rank}" if force_remote() else "")
+    host = socket.gethostname() + (f"{_FORCED_HOST}{rank}" if force_remote() else "")
     mine = {"host": host, "heap": H.heap_bytes_from_env(), "token": uuid.uuid4().hex[:16],
             "device": kind}
     everyone = _exchange(transport, mine, timeout, "the handshake")

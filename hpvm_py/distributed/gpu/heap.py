@@ -83,7 +83,19 @@ def create(rank: int, size: int, device: str) -> tuple[Any, Any]:
     return own, reduce_tensor(own)
 
 
-def open_peer(handle: Any) -> Any:
-    """A peer's heap, mapped into this process (cudaIpcOpenMemHandle underneath)."""
+# where torch's CUDA-sharing arguments (torch.multiprocessing.reductions.rebuild_cuda_tensor)
+# name the GPU the handle is opened on
+_HANDLE_DEVICE = 6
+
+
+def open_peer(handle: Any, device: str) -> Any:
+    """A peer's heap, mapped into this process on this rank's GPU (cudaIpcOpenMemHandle with lazy
+    peer access underneath). torch would open the handle on the peer's own GPU, where the
+    mapping is not reachable from kernels on this one: every peer access would fault."""
+    import torch
+
     rebuild, args = handle
+    args = list(args)
+    assert isinstance(args[_HANDLE_DEVICE], int), "torch's CUDA sharing arguments changed"
+    args[_HANDLE_DEVICE] = torch.device(device).index
     return rebuild(*args)

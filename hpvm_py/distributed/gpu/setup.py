@@ -14,17 +14,21 @@ def join_gpu(transport: Transport, timeout: float, hosts: list[str], heap_bytes:
              size: int) -> tuple[G.GpuHeap, Transport | None]:
     import torch
 
-    from ..ranks import _check_all, _exchange
+    from ..ranks import _check_all, _exchange, machine
 
     rank = transport.rank
     local = [q for q in range(size) if hosts[q] == hosts[rank]]
+    # the GPU goes by the machine, not by the host a rank reports: HPVM_COMM_FORCE_REMOTE gives
+    # ranks of one machine hosts of their own, and they still need GPUs of their own
+    same_machine = [q for q in range(size) if machine(hosts[q]) == machine(hosts[rank])]
+    index = same_machine.index(rank)
     gpus = torch.cuda.device_count()
     share = os.environ.get("HPVM_DIST_SHARE_GPUS", "") not in ("", "0")
-    device = f"cuda:{local.index(rank) % gpus if share else local.index(rank)}"
+    device = f"cuda:{index % gpus if share else index}"
     error = None
-    if local.index(rank) >= gpus and not share:
-        error = (f"{len(local)} ranks on host {hosts[rank]} need a GPU each, but torch sees {gpus} "
-                 "(HPVM_DIST_SHARE_GPUS=1 lets ranks share them: correct, not fast)")
+    if index >= gpus and not share:
+        error = (f"{len(same_machine)} ranks on host {machine(hosts[rank])} need a GPU each, but "
+                 f"torch sees {gpus} (HPVM_DIST_SHARE_GPUS=1 lets ranks share them: correct, not fast)")
     elif len(local) > G.MAX_WORLD:
         error = f"the GPU heap joins at most {G.MAX_WORLD} ranks on a host, not {len(local)}"
     _check_all(_exchange(transport, error, timeout, "GPU selection"), "use a GPU of its own")
@@ -40,7 +44,7 @@ def join_gpu(transport: Transport, timeout: float, hosts: list[str], heap_bytes:
     try:
         for q in local:
             if q != rank:
-                peers[q] = G.open_peer(handles[q][1])
+                peers[q] = G.open_peer(handles[q][1], device)
     except RuntimeError as exc:  # torch's message for a failed cudaIpcOpenMemHandle
         error = f"cannot map a peer's GPU heap: {exc}"
     _check_all(_exchange(transport, error, timeout, "GPU heap mapping"), "map its peers' GPU heaps")
