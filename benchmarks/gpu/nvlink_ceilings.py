@@ -1,0 +1,110 @@
+"""What the link between two GPUs carries, both directions busy, next to the two-GPU all-reduce.
+
+Every rank at once, 256 MiB and 1 GiB per rank: a copy engine's pull (torch `copy_` from the
+peer's heap), a Triton kernel's pull (loads of the peer's heap, stores here) and push (loads here,
+stores to the peer's heap) over a few grid shapes, then the heap all-reduce's one-shot and two-shot
+kernels over chunk / warps / programs shapes (bf16, busbw). Each time: median of 5 batches.
+The all-reduce cannot move its bytes faster than the better of the kernel's pull and push.
+
+Run on a machine of two GPUs (one rank per GPU, NVLink multicast off):
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 HPVM_HEAP_BYTES=1100M \\
+        python -m torch.distributed.run --nproc-per-node 2 benchmarks/gpu/nvlink_ceilings.py
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import hpvm_py as hpvm  # noqa: E402
+from hpvm_py.distributed import ranks  # noqa: E402
+from hpvm_py.distributed.gpu import launch as G  # noqa: E402
+
+GRIDS = ((4096, 8, 264), (4096, 4, 528), (8192, 8, 528), (2048, 4, 1056), (8192, 16, 264))
+TUNINGS = ((16 << 10, 8, 264), (16 << 10, 4, 528), (32 << 10, 4, 528), (8 << 10, 4, 1024),
+           (16 << 10, 8, 528), (32 << 10, 8, 528), (16 << 10, 4, 1024))
+
+
+@triton.jit
+def pull(dst, src, delta, n, BLOCK: tl.constexpr):
+    """dst[i] = the peer's src[i]; delta: elements from src to its twin on the peer."""
+    for c in range(tl.program_id(0), tl.cdiv(n, BLOCK), tl.num_programs(0)):
+        offs = c * BLOCK + tl.arange(0, BLOCK)
+        peer = src + (delta // 16) * 16  # heaps are 256-byte aligned: 16-byte vectors stay
+        tl.store(dst + offs, tl.load(peer + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def push(dst, src, delta, n, BLOCK: tl.constexpr):
+    """The peer's dst[i] = src[i]."""
+    for c in range(tl.program_id(0), tl.cdiv(n, BLOCK), tl.num_programs(0)):
+        offs = c * BLOCK + tl.arange(0, BLOCK)
+        peer = dst + (delta // 16) * 16
+        tl.store(peer + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+def time_us(fn: Callable[[], object], iters: int = 10) -> float:
+    fn()
+    batches = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        dist.barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        batches.append(start.elapsed_time(end) * 1e3 / iters)
+    return statistics.median(batches)
+
+
+def main() -> None:
+    hpvm.distributed.init(device="cuda")
+    world = ranks.current()
+    heap, rank = world.heap, world.rank
+    if world.size != 2:
+        raise SystemExit("run with two ranks, one per GPU")
+    device = torch.device("cuda", torch.cuda.current_device())
+    largest = 1 << 30
+    arena = hpvm.symmetric.empty(largest, torch.uint8)
+    local = torch.empty(largest, dtype=torch.uint8, device=device)
+    delta = (heap.bases[1 - rank] - heap.bases[rank]) // 4
+
+    def out(text: str) -> None:
+        if rank == 0:
+            print(text, flush=True)
+
+    out(f"# {torch.cuda.get_device_name()} x 2; GB/s per direction, both ranks at once")
+    for nbytes in (256 << 20, largest):
+        n, mib = nbytes // 4, nbytes >> 20
+        x, y = arena[:nbytes].view(torch.float32), local[:nbytes].view(torch.float32)
+        peer = heap.tensor(1 - rank, x.data_ptr() - heap.my_base, n, torch.float32)
+        us = time_us(lambda: y.copy_(peer))
+        out(f"{mib} MiB copy engine pull (torch copy_): {nbytes / us / 1e3:.0f}")
+        for block, warps, programs in GRIDS:
+            pulled = time_us(lambda: pull[(programs,)](y, x, delta, n, BLOCK=block, num_warps=warps))
+            pushed = time_us(lambda: push[(programs,)](x, y, delta, n, BLOCK=block, num_warps=warps))
+            out(f"{mib} MiB kernel pull / push, {block * 4 >> 10}K/{warps}/{programs}: "
+                f"{nbytes / pulled / 1e3:.0f} / {nbytes / pushed / 1e3:.0f}")
+        values = arena[:nbytes].view(torch.bfloat16)
+        values.copy_(torch.randn(nbytes // 2, device=device).to(torch.bfloat16))
+        saved = dict(G.TUNING)
+        for algorithm in ("one_shot", "two_shot"):
+            for chunk, warps, programs in TUNINGS:
+                G.TUNING[algorithm] = G.Tuning(chunk, warps, programs)
+                us = time_us(lambda: G.all_reduce(values, "sum", algorithm), 5)
+                out(f"{mib} MiB all_reduce {algorithm} {chunk >> 10}K/{warps}/{programs}: {us:.0f} us, "
+                    f"busbw {nbytes / us / 1e3:.0f}")
+        G.TUNING.update(saved)
+
+
+if __name__ == "__main__":
+    main()
