@@ -26,7 +26,7 @@ import hpvm_py as hpvm  # noqa: E402
 from hpvm_py import InOut, Ptr, bf16, i64  # noqa: E402
 
 
-def _time_us(fn, iters: int, line_up) -> float:  # noqa: ANN001
+def time_us(fn, iters: int, line_up) -> float:  # noqa: ANN001
     import torch
 
     fn()
@@ -108,16 +108,16 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int) -> None:
             y = plain[:nbytes].view(dtype)
             y.copy_(x)
             iters = _iters(nbytes)
-            nccl_us = _time_us(lambda: dist.all_reduce(y, group=nccl), iters, line_up)
-            times = {a: _time_us(lambda a=a: G.all_reduce(x, "sum", a), iters, line_up)
+            nccl_us = time_us(lambda: dist.all_reduce(y, group=nccl), iters, line_up)
+            times = {a: time_us(lambda a=a: G.all_reduce(x, "sum", a), iters, line_up)
                      for a in ("one_shot", "two_shot")}
             chosen = chooser.choose_gpu("all_reduce", nbytes, world)
             us = times[chosen]
             bus = 2 * (world - 1) / world
             graphs = ""
             if nbytes <= GRAPH_MAX_BYTES:
-                ours = _time_us(_graphed(lambda: G.all_reduce(x, "sum")), iters, line_up) / GRAPH_CALLS
-                theirs = _time_us(_graphed(lambda: dist.all_reduce(y, group=nccl)), iters,
+                ours = time_us(_graphed(lambda: G.all_reduce(x, "sum")), iters, line_up) / GRAPH_CALLS
+                theirs = time_us(_graphed(lambda: dist.all_reduce(y, group=nccl)), iters,
                                   line_up) / GRAPH_CALLS
                 graphs = f" {ours:>9.1f} {theirs:>8.1f} {theirs / ours:>6.2f}"
             out(f"{nbytes:>11} {chosen:>8} {us:>9.1f} {nbytes / us / 1e3:>7.1f} "
@@ -150,7 +150,7 @@ def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
             row = []
             for nbytes in sizes:
                 x = arena[:nbytes].view(torch.bfloat16)
-                row.append(_time_us(lambda: G.all_reduce(x, "sum", algorithm), _iters(nbytes), line_up))
+                row.append(time_us(lambda: G.all_reduce(x, "sum", algorithm), _iters(nbytes), line_up))
             out(f"{algorithm:>9} {f'{block >> 10}K/{warps}/{programs}':>16} "
                 + " ".join(f"{t:>10.1f}" for t in row))
         G.TUNING[algorithm] = saved[algorithm]
@@ -215,11 +215,11 @@ def _overlap(G, arena, dev, line_up, out) -> None:  # noqa: ANN001
                 G.all_reduce(part, "sum")
         main.wait_stream(comm)
 
-    base = _time_us(unfused, 10, line_up)
+    base = time_us(unfused, 10, line_up)
     for chunks in (2, 4, 8):
         for programs in (32, 66, 132):  # fewer programs leave more SMs to the matmul
             G.TUNING["one_shot"] = G.TUNING["two_shot"] = G.Tuning(16 << 10, 8, programs)
-            fast = _time_us(lambda: chunked(chunks), 10, line_up)
+            fast = time_us(lambda: chunked(chunks), 10, line_up)
             out(f"{f'{m}x{k}x{n}':>20} {chunks:>6} {programs:>8} {base:>9.1f} {fast:>9.1f} "
                 f"{base / fast:>7.2f}")
     G.TUNING.update(saved)

@@ -3,7 +3,8 @@
 Every rank at once, 256 MiB and 1 GiB per rank: a copy engine's pull (torch `copy_` from the
 peer's heap), a Triton kernel's pull (loads of the peer's heap, stores here) and push (loads here,
 stores to the peer's heap) over a few grid shapes, then the heap all-reduce's one-shot and two-shot
-kernels over chunk / warps / programs shapes (bf16, busbw). Each time: median of 5 batches.
+kernels over chunk / warps / programs shapes (bf16, busbw). Each time: median of 5 batches
+(collectives_gpu.time_us, as in the table against NCCL).
 The all-reduce cannot move its bytes faster than the better of the kernel's pull and push.
 
 Run on a machine of two GPUs (one rank per GPU, NVLink multicast off):
@@ -12,10 +13,8 @@ Run on a machine of two GPUs (one rank per GPU, NVLink multicast off):
 """
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import hpvm_py as hpvm  # noqa: E402
 from hpvm_py.distributed import ranks  # noqa: E402
 from hpvm_py.distributed.gpu import launch as G  # noqa: E402
+from collectives_gpu import time_us  # noqa: E402 - this folder: the same timing as the NCCL table
 
 GRIDS = ((4096, 8, 264), (4096, 4, 528), (8192, 8, 528), (2048, 4, 1056), (8192, 16, 264))
 TUNINGS = ((16 << 10, 8, 264), (16 << 10, 4, 528), (32 << 10, 4, 528), (8 << 10, 4, 1024),
@@ -50,22 +50,6 @@ def push(dst, src, delta, n, BLOCK: tl.constexpr):
         tl.store(peer + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
 
 
-def time_us(fn: Callable[[], object], iters: int = 10) -> float:
-    fn()
-    batches = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        dist.barrier()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        batches.append(start.elapsed_time(end) * 1e3 / iters)
-    return statistics.median(batches)
-
-
 def main() -> None:
     hpvm.distributed.init(device="cuda")
     world = ranks.current()
@@ -87,11 +71,13 @@ def main() -> None:
         n, mib = nbytes // 4, nbytes >> 20
         x, y = arena[:nbytes].view(torch.float32), local[:nbytes].view(torch.float32)
         peer = heap.tensor(1 - rank, x.data_ptr() - heap.my_base, n, torch.float32)
-        us = time_us(lambda: y.copy_(peer))
+        us = time_us(lambda: y.copy_(peer), 10, dist.barrier)
         out(f"{mib} MiB copy engine pull (torch copy_): {nbytes / us / 1e3:.0f}")
         for block, warps, programs in GRIDS:
-            pulled = time_us(lambda: pull[(programs,)](y, x, delta, n, BLOCK=block, num_warps=warps))
-            pushed = time_us(lambda: push[(programs,)](x, y, delta, n, BLOCK=block, num_warps=warps))
+            pulled = time_us(lambda: pull[(programs,)](y, x, delta, n, BLOCK=block, num_warps=warps),
+                             10, dist.barrier)
+            pushed = time_us(lambda: push[(programs,)](x, y, delta, n, BLOCK=block, num_warps=warps),
+                             10, dist.barrier)
             out(f"{mib} MiB kernel pull / push, {block * 4 >> 10}K/{warps}/{programs}: "
                 f"{nbytes / pulled / 1e3:.0f} / {nbytes / pushed / 1e3:.0f}")
         values = arena[:nbytes].view(torch.bfloat16)
@@ -100,7 +86,7 @@ def main() -> None:
         for algorithm in ("one_shot", "two_shot"):
             for chunk, warps, programs in TUNINGS:
                 G.TUNING[algorithm] = G.Tuning(chunk, warps, programs)
-                us = time_us(lambda: G.all_reduce(values, "sum", algorithm), 5)
+                us = time_us(lambda: G.all_reduce(values, "sum", algorithm), 5, dist.barrier)
                 out(f"{mib} MiB all_reduce {algorithm} {chunk >> 10}K/{warps}/{programs}: {us:.0f} us, "
                     f"busbw {nbytes / us / 1e3:.0f}")
         G.TUNING.update(saved)
