@@ -29,9 +29,9 @@ class Tuning:
 
 
 # 16 KiB chunks keep 2 programs of 8 warps per SM with about 4 MiB in flight per GPU. On 2 x H200
-# the sweep of `benchmarks/collectives.py --gpu --sweep` found no shape consistently faster (within
-# 3% from 16 MiB up; small sizes differ by run-to-run spread), and 32 KiB chunks of one-shot in 4
-# warps run 3.5x slower (docs/performance.md).
+# one sweep of `benchmarks/collectives.py --gpu --sweep` found no shape clearly faster (at most 6% at
+# 16 MiB in one run, 2% from 256 MiB), and 32 KiB chunks of one-shot in 4 warps run 3.5x slower
+# (docs/performance.md).
 TUNING = {
     "one_shot": Tuning(block_bytes=16 << 10, warps=8, programs=264),
     "two_shot": Tuning(block_bytes=16 << 10, warps=8, programs=264),
