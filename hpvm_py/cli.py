@@ -27,6 +27,7 @@ from typing import Any, Callable
 from .errors import HPVMError, InternalError
 from .frontend.decorators import GraphDef, HelperDef, LeafDef
 from .ir.dfg import Module
+from .passes.coverage import check_report
 
 EMITS = ("ir", "triton", "llvm", "ptx", "dot")
 # generated code per leaf: emit kind -> (file suffix, the target that generates it)
@@ -135,17 +136,25 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     targets = _load(args.file, args.graph, need_one=False)
     module = targets[0][2]
+    leaves: dict[str, Any] = {}
     if module is not None:  # every leaf and helper, used or not, must lower
         for obj in vars(module).values():
             if isinstance(obj, (LeafDef, HelperDef)) and obj.pyfunc.__module__ == module.__name__:
-                _ = obj.ir
+                ir = obj.ir
+                if isinstance(obj, LeafDef):
+                    leaves[ir.name] = ir
     total_nodes = 0
     for name, graph, _ in targets:
         ir = graph.module()
         verify_module(ir)
         run_passes(ir)
+        for leaf in ir.leaves():
+            leaves.setdefault(leaf.name, leaf)
         total_nodes += _count_nodes(ir)
         _progress(f"{name}: ok ({len(ir.functions)} functions, {_count_nodes(ir)} nodes)")
+    for leaf in leaves.values():
+        for loc, text in check_report(leaf):
+            print(f"{loc}: {text}", file=sys.stderr)
     print(f"{args.file}: ok ({len(targets)} graph(s), {total_nodes} nodes)")
     return 0
 

@@ -70,3 +70,8 @@ class DistributedError(HPVMRuntimeError):
 
 class InternalError(HPVMError):
     """A bug in hpvm-py itself: please report it with the program that triggered it."""
+
+
+class HPVMWarning(UserWarning):
+    """A program that runs, but perhaps not as its author thinks (a `warnings` category: filter
+    it as any other). The message names the user's file:line."""

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
 
 from ..backends.base import MAX_INSTANCES, BufferArg
-from ..errors import ExecutionError, LaunchError, VerificationError
+from ..errors import ExecutionError, HPVMWarning, LaunchError, VerificationError
 from ..ir import dfg as D
 from ..ir import kernel as K
+from ..passes.coverage import OutCoverage, Uncovered, poison, warning_text
 from ..types import PtrType, ScalarType
 from . import stats
 from .buffers import HOST, describe, host_view, span
@@ -41,6 +44,17 @@ class Slot:
     value: Any
     per_instance: bool
     instances: int  # instances of the producing node within one parent instance
+
+
+# HPVM_POISON_OUT=1: on the host targets, an Out buffer that a launch may write in part is filled
+# with NaN (floats) or 0xAB bytes (integers) first, to show what relying on its old contents reads
+POISON_OUT = os.environ.get("HPVM_POISON_OUT", "") not in ("", "0")
+
+
+def warn_uncovered(coverage: OutCoverage, reason: Uncovered) -> None:
+    """The warning of a leaf whose launch may leave part of an Out buffer unwritten."""
+    warnings.warn_explicit(warning_text(coverage.leaf, reason), HPVMWarning, reason.loc.file,
+                           reason.loc.line)
 
 
 class Stopped(Exception):
@@ -235,8 +249,9 @@ class Executor:
         # a collective takes its buffers where the symmetric heap lives, whatever the target
         device = getattr(node.kernel, "device", None) or \
             device_of(node.target, node.placement.index)
-        call, outputs = self.leaf_call(node, args, device, parents, count)
         extents = [ext] + ancestors
+        copied_in = self.uncovered_outs(node, args, extents)
+        call, outputs = self.leaf_call(node, args, device, parents, count, copied_in)
         kernel = node.kernel_for(call, extents)
         recorder = self._recorder
         prepare = getattr(kernel, "prepare", None)
@@ -245,20 +260,39 @@ class Executor:
                     recorder.records(ancestors):
                 prepared = prepare(call, outputs, extents)
                 prepared.run()
-                recorder.leaf(node, prepared, slots_so_far, call, outputs, extents, device)
+                recorder.leaf(node, prepared, slots_so_far, call, outputs, extents, device, copied_in)
             else:
                 if recorder is not None:
                     recorder.usable = False
                 kernel.launch(call, outputs, extents)
         return outputs
 
-    def leaf_call(self, node: NodePlan, args: list[Any], device: str, parents: int, count: int
+    @staticmethod
+    def uncovered_outs(node: NodePlan, args: list[Any], extents: list[tuple[int, ...]]
+                       ) -> frozenset[int]:
+        """The leaf's Out parameters that this launch may write in part: they are read (copied to
+        a device) as InOut ones are, so that the result does not depend on the target; the
+        leaf's first such launch warns (docs/language.md, "Out buffers")."""
+        coverage = node.coverage
+        if coverage is None:
+            return frozenset()
+        sizes = [value.obj if isinstance(value, BoundBuffer) else value for value in args]
+        found = coverage.uncovered(sizes, extents)
+        for i, reason in found.items():
+            if i not in coverage.warned:
+                coverage.warned.add(i)
+                warn_uncovered(coverage, reason)
+        return frozenset(found)
+
+    def leaf_call(self, node: NodePlan, args: list[Any], device: str, parents: int, count: int,
+                  copied_in: frozenset[int] = frozenset()
                   ) -> tuple[list[Any], list[np.ndarray | None]]:
-        """A leaf's launch arguments (buffers acquired on `device`) and fresh output arrays."""
+        """A leaf's launch arguments (buffers acquired on `device`; the Out ones in `copied_in`
+        read as InOut) and fresh output arrays."""
         leaf = node.func
         assert isinstance(leaf, (K.LeafFunc, D.LibraryFunc))  # a collective runs like a leaf
-        call = [self.buffer_arg(value, p, device) if isinstance(p.type, PtrType) else value
-                for p, value in zip(leaf.params, args)]
+        call = [self.buffer_arg(value, p, device, i in copied_in) if isinstance(p.type, PtrType)
+                else value for i, (p, value) in enumerate(zip(leaf.params, args))]
         return call, self.output_arrays(node, parents, count)
 
     @staticmethod
@@ -274,12 +308,15 @@ class Executor:
             outputs.append(np.zeros(size, dtype=out.type.numpy_dtype))
         return outputs
 
-    def buffer_arg(self, value: Any, param: K.Param, device: str) -> BufferArg:
+    def buffer_arg(self, value: Any, param: K.Param, device: str, copied_in: bool = False
+                   ) -> BufferArg:
         assert isinstance(value, BoundBuffer) and isinstance(param.type, PtrType)
         obj = value.obj
-        reads = param.direction in ("in", "inout")
+        reads = copied_in or param.direction in ("in", "inout")
         writes = param.direction in ("out", "inout")
         buf = self.tracker.acquire(obj, device, reads, writes)
+        if copied_in and device == HOST and POISON_OUT:
+            poison(host_view(buf, param.type.elem))  # what a device would hold under the strict rule
         on_device = getattr(self._local, "on_device", None)
         if device != HOST and on_device is not None:
             on_device[id(obj)] = obj

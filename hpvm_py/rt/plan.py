@@ -18,6 +18,7 @@ from ..types import PtrType
 from ..backends.base import LeafKernel, NodeContext
 from ..errors import CompileError
 from ..passes.bounds import BoundsProof
+from ..passes.coverage import OutCoverage
 from ..passes.uniform import check_barriers
 from . import remote
 from .placement import HINT, Placement, fallback, is_gpu, place, require_compilable
@@ -47,6 +48,7 @@ class NodePlan:
     ctx: NodeContext | None = None
     kernel: LeafKernel | None = None  # compiled code; unchecked when `bounds` is set
     bounds: BoundsProof | None = None  # when set: unchecked code runs only where it is proven safe
+    coverage: OutCoverage | None = None  # for a leaf with Out buffers: which a launch writes whole
     child: "GraphPlan | None" = None
     # the parent parameters its instance counts use: (name, parameter index), set with the plan
     dim_ports: tuple[tuple[str, int], ...] = ()
@@ -219,6 +221,8 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
                               output_modes=output_modes)
             nplan.ctx = ctx
             nplan.kernel = _compile_placed(nplan, compile_leaf)
+            if any(p.direction == "out" for p in func.params):
+                nplan.coverage = OutCoverage(func, input_modes)
             target = nplan.target
             if target != "python":  # the python target checks every access itself
                 nplan.bounds = BoundsProof(func, ctx)

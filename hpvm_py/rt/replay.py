@@ -189,8 +189,9 @@ class Recorder:
         return not ancestors or (len(ancestors) == 1 and self._lifted is not None)
 
     def leaf(self, node: Any, prepared: Any, slots: dict, call: list[Any], outputs: list[Any],
-             extents: list[tuple[int, ...]], device: str) -> None:
-        """Record one leaf launch; `slots` maps (node index, port) to produced values."""
+             extents: list[tuple[int, ...]], device: str, copied_in: frozenset[int]) -> None:
+        """Record one leaf launch; `slots` maps (node index, port) to produced values, `copied_in`
+        names the Out buffers read as InOut (rt/executor.py's uncovered_outs)."""
         gpu = isinstance(prepared, DeviceLaunch)
         self.devices.add(device)
         if gpu:
@@ -202,7 +203,7 @@ class Recorder:
         from_args, from_outputs, fetch_before = [], [], []
         for i, (src, mode) in enumerate(zip(sources, node.input_modes)):
             if mode == "buffer":
-                if not self._acquired(node, i, src, call[i], device):
+                if not self._acquired(node, i, src, call[i], device, i in copied_in):
                     return
                 continue
             if src.const is not None:
@@ -224,6 +225,11 @@ class Recorder:
                 return
         step = _Step(prepared, from_args, from_outputs, fetch_before=fetch_before)
         self.nodes.append(node)
+        coverage = node.coverage
+        if coverage is not None and any(sources[i].bind_port is None and sources[i].const is None and
+                                        node.input_modes[i] == "uniform" for i in coverage.relevant):
+            self.usable = False  # which Out buffers are copied in depends on computed integers
+            return
         bounds = getattr(node, "bounds", None)
         if bounds is not None and any(sources[i].bind_port is None and node.input_modes[i] != "buffer"
                                       for i in bounds.relevant):
@@ -254,7 +260,7 @@ class Recorder:
             if produced is not None and produced[0] is slots[(src.node, src.port)].value:
                 prepared.bind_values(i, produced[1])
 
-    def _acquired(self, node: Any, i: int, src: Any, arg: Any, device: str) -> bool:
+    def _acquired(self, node: Any, i: int, src: Any, arg: Any, device: str, copied_in: bool) -> bool:
         """Note how pointer input i (from `src`) got its buffer; False (and unusable) when a replay
         could not reproduce it."""
         bound = self.env[src.bind_port] if src.bind_port is not None else None
@@ -264,7 +270,7 @@ class Recorder:
             self.usable = False
             return False
         direction = node.func.params[i].direction
-        self.acquires.append(_Acquire(weakref.ref(obj), device, direction in ("in", "inout"),
+        self.acquires.append(_Acquire(weakref.ref(obj), device, copied_in or direction in ("in", "inout"),
                                       direction in ("out", "inout"), weakref.ref(arg.obj)))
         return True
 

@@ -71,14 +71,15 @@ class StageLauncher:
         ext = executor.extents_of(node, env)
         count = executor.check_instance_count(node, ext, 1)
         stream = self.stream
+        copied_in = executor.uncovered_outs(node, args, [ext])
         if stream is None:
-            call, outputs = executor.leaf_call(node, args, HOST, 1, count)
+            call, outputs = executor.leaf_call(node, args, HOST, 1, count, copied_in)
             packed = self._packed_for(call, outputs, ext)
             return StageRun(ext, self._slots(outputs, count), packed, packed.begin())
         stream.use()
         copies = StagedCopies(self._pinned)
         with executor.device_buffers() as acquired, copies.active():  # copies in: queued
-            call, outputs = executor.leaf_call(node, args, self.device, 1, count)
+            call, outputs = executor.leaf_call(node, args, self.device, 1, count, copied_in)
         packed = self._packed_for(call, outputs, ext)
         for event in after:
             stream.wait(event)
