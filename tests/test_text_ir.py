@@ -406,3 +406,15 @@ def test_damaged_text_raises_only_parse_errors(data: st.DataObject) -> None:
         assert err.loc is not None and err.loc.line >= 1 and err.loc.col >= 0
     else:
         assert print_module(parse_module(print_module(module))) == print_module(module)
+
+
+def test_stray_brace_anywhere_is_a_parse_error() -> None:
+    """Where the text may end, lark expects its end marker, which is no terminal of the grammar:
+    the message names it instead of failing inside lark (found by the damaged-text test)."""
+    ends = 0
+    for pos in range(len(SPEC_TEXT) - 40, len(SPEC_TEXT) + 1):  # the last line: before its end
+        try:
+            parse_module(SPEC_TEXT[:pos] + "{" + SPEC_TEXT[pos:])
+        except ParseError as err:
+            ends += "the end of the text" in err.message
+    assert ends > 0

@@ -140,6 +140,7 @@ def _error(message: str, token: Token, source: str) -> ParseError:
 _TOKEN_NAMES = {
     "VAR": "a %name", "FUNC": "an @name", "LOC": "a location @F:LINE:COL", "STRING": "a string",
     "WORD": "a word", "NUMBER": "a number",
+    "$END": "the end of the text",  # lark's end marker, which is no terminal of the grammar
 }
 
 
