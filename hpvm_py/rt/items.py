@@ -26,6 +26,9 @@ the whole stream to stages.py's scheduler if it is the first, and else runs alon
 stage, once the items in flight are done. An item
 that shares memory with an item in flight, one of them writing it, waits for that item too.
 HPVM_STREAM_ITEMS=0 turns the whole-item path off.
+
+An item that fails (a stage's error while it is built, queued, run alone or completed) ends the
+stream at that item: the items in flight before it still complete and pop.
 """
 from __future__ import annotations
 
@@ -262,6 +265,7 @@ class _Flight:
     slot: ItemSlot
     copies: StagedCopies
     event: ItemEvent
+    index: int  # the item's place in push order
 
 
 class ItemRunner:
@@ -276,6 +280,7 @@ class ItemRunner:
         self.slots = [ItemSlot(f"items-{k}", device) for k in range(SLOTS)]
         self.flight: deque[_Flight] = deque()
         self.started = 0  # items started whole (the next looks at slot started % limit first)
+        self.index = 0  # the place in push order of the item being taken or started
         self.scheduler: Scheduler | None = None  # stages.py's, once the stream went there
 
     def busy(self) -> list[str]:
@@ -285,42 +290,62 @@ class ItemRunner:
         return [stage.name for stage in self.stages] if self.flight else []
 
     def __call__(self) -> None:
-        handle = self.handle
-        first = True
         try:
-            while True:
-                handle.arrived.clear()  # a push after this wakes the wait below
-                # one completion, then one start: a slot freed is filled before the next
-                # completion's host copies, so the GPU is not left without queued work
-                progressed = bool(self.flight) and self._done(self.flight[0])
-                if progressed:
-                    self._complete_oldest()
-                env = self._take() if len(self.flight) < SLOTS else None
-                if env is EOS:
-                    break
-                if handle.stop.is_set():
-                    raise Stopped()
-                if env is not None:
-                    item = self._item(env)
-                    if first and item is None:  # not a stream for whole items: stages.py's way
-                        self._hand_over(env)
-                        return
-                    first = False
-                    if item is None or not self._start(item):
-                        self._run_alone(env)
-                elif not progressed:
-                    handle.arrived.wait(GPU_SLICE if self.flight else POLL)
-            while self.flight:
-                self._complete_oldest()
+            self._run()
         except Stopped:
             pass
         except StageFailed as failure:
-            failure.stage.failed(failure.error)
+            self._failed(failure)
         except BaseException as exc:  # noqa: BLE001 - no one stage's (a copy, an event): the first's
-            self.stages[0].failed(exc)
+            self._failed(StageFailed(self.stages[0], exc))
         self._drain()
         for slot in self.slots:
             slot.release()
+
+    def _run(self) -> None:
+        """Take, start and complete items until the end of the stream."""
+        handle = self.handle
+        first = True
+        while True:
+            handle.arrived.clear()  # a push after this wakes the wait below
+            # one completion, then one start: a slot freed is filled before the next
+            # completion's host copies, so the GPU is not left without queued work
+            progressed = bool(self.flight) and self._done(self.flight[0])
+            if progressed:
+                self._complete_oldest()
+            env = self._take() if len(self.flight) < SLOTS else None
+            if env is EOS:
+                break
+            if handle.stop.is_set():
+                raise Stopped()
+            if env is not None:
+                item = self._item(env)
+                if first and item is None:  # not a stream for whole items: stages.py's way
+                    self._hand_over(env)
+                    return
+                first = False
+                if item is None or not self._start(item):
+                    self._run_alone(env)
+                self.index += 1
+            elif not progressed:
+                handle.arrived.wait(GPU_SLICE if self.flight else POLL)
+        while self.flight:
+            self._complete_oldest()
+
+    def _failed(self, failure: StageFailed) -> None:
+        """A stage failed on an item (None: the one being started): the items in flight before
+        it still complete (one of them may fail in turn: an earlier item's error comes first)."""
+        while True:
+            item = self.index if failure.item is None else failure.item
+            failure.stage.failed(failure.error, item)
+            try:
+                while self.flight and not self.handle.cut_before(self.flight[0].index):
+                    self._complete_oldest()
+                return
+            except Stopped:
+                return
+            except StageFailed as later:
+                failure = later
 
     # -- items ----------------------------------------------------------------------------------
 
@@ -372,14 +397,19 @@ class ItemRunner:
                     first.append(stage.index)
                     reads.append(False)
                     writes.append(False)
-                # copied in when the first stage to use it reads it (later ones see its writes)
-                reads[j] = reads[j] or (first[j] == stage.index and param.direction in ("in", "inout"))
                 writes[j] = writes[j] or param.direction in ("out", "inout")
                 part.buffers.append((port, j))
                 proof_args.append(BufferArg(obj=None, address=obj.address, nbytes=obj.nbytes,
                                             array=None))
             if plan.proof is not None and not plan.proof.holds(proof_args, [ext]):
                 return None
+            copied_in = self.executor.uncovered_outs(node, proof_args, [ext])
+            for port, j in part.buffers:
+                # copied in when the first stage to use it reads it (later ones see its writes),
+                # an Out buffer it may write in part included
+                direction = node.func.params[port].direction
+                reads[j] = reads[j] or (first[j] == stage.index and
+                                        (direction in ("in", "inout") or port in copied_in))
             parts.append(part)
         ordered = sorted(objects, key=lambda o: o.address)
         if any(_overlap(a, b) for a, b in zip(ordered, ordered[1:])):
@@ -408,7 +438,7 @@ class ItemRunner:
                 return False
         copies = StagedCopies(slot.pool)
         event = slot.issue(item, self.plans, copies, self.handle.stop)
-        self.flight.append(_Flight(item, slot, copies, event))
+        self.flight.append(_Flight(item, slot, copies, event, self.index))
         stats.bump("stream_whole_items")
         return True
 
@@ -440,7 +470,7 @@ class ItemRunner:
         try:
             return flight.event.done()
         except BaseException as exc:  # noqa: BLE001 - a fault of one of its kernels
-            raise StageFailed(self.stages[-1], exc) from None
+            raise StageFailed(self.stages[-1], exc, flight.index) from None
 
     def _complete_oldest(self) -> None:
         """Wait for the oldest item in flight (polling the stop flag), then hand it to pop(); a
@@ -457,13 +487,16 @@ class ItemRunner:
             flight.event.wait()
             flight.slot.complete(flight.item, flight.copies)
         except BaseException as exc:  # noqa: BLE001
-            raise StageFailed(self.stages[-1], exc) from None
+            raise StageFailed(self.stages[-1], exc, flight.index) from None
+        # the user's buffers hold the item's results: the tracker's device copies are stale
+        self.executor.tracker.host_data(flight.item.objects)
         for stage, plan, part in zip(self.stages, self.plans, flight.item.stages):
             modes = stage.node.output_modes
             count = math.prod(part.extents)
             outputs = part.outputs or [None] * len(modes)
             stage.finished([Slot(out, modes[port] == "per_instance", count)
-                            if port in plan.host_ports else None for port, out in enumerate(outputs)])
+                            if port in plan.host_ports else None for port, out in enumerate(outputs)],
+                           flight.index)
 
     def _run_alone(self, env: list[Any]) -> None:
         """An item that cannot run whole: once the items in flight are done, its stages one after
@@ -483,7 +516,7 @@ class ItemRunner:
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 raise StageFailed(stage, exc) from None
             produced[stage.index] = (ext, outs)
-            stage.finished(outs)
+            stage.finished(outs, self.index)
 
     def _hand_over(self, env: list[Any]) -> None:
         """Run the rest of the stream, from its first item on, with stages.py's scheduler."""
@@ -502,4 +535,4 @@ class ItemRunner:
             except HPVMError:
                 pass  # the stream already stopped for an earlier error
             except BaseException as exc:  # noqa: BLE001
-                self.stages[-1].failed(exc)
+                self.stages[-1].failed(exc, flight.index)

@@ -19,9 +19,14 @@ its node's arguments, and hands what the node produced to the stages downstream 
   inputs): each stage blocks on its FIFOs and runs its node, so stage k works on item i while
   stage k+1 works on item i-1. A GPU stage issues its copies and kernels on its own CUDA stream and
   waits for it before it hands the item on.
+
+Both start an item on a stage only once the item's earlier users of its buffers on other stages
+are done (hazards.py). A stage that fails on item f records it with the handle; the runners go on
+with the items before f and end each stage at f (streaming.py's failure rule).
 """
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,6 +54,15 @@ EOS = EndOfStream()
 
 
 @dataclass
+class StageFlight:
+    """One item of a stage in flight on the scheduler."""
+
+    run: StageRun | DeviceStageRun
+    src_extents: dict[int, tuple[int, ...]]  # its producers' extents
+    item: int
+
+
+@dataclass
 class EdgeItem:
     slot: Slot
     extents: tuple[int, ...]
@@ -68,8 +82,8 @@ class Stage:
         # what the scheduler has taken of the next item so far
         self.env: list[Any] | None = None
         self.received: dict[int, EdgeItem] = {}
-        # its items in flight, oldest first: (the launch, its producers' extents)
-        self.runs: deque[tuple[StageRun | DeviceStageRun, dict[int, tuple[int, ...]]]] = deque()
+        self.runs: deque[StageFlight] = deque()  # its items in flight, oldest first
+        self.taken = 0  # items started (or failed to start): the index of the next item
         # a GPU stage queues its next item behind the one in flight on its stream (they run in
         # order there), so the GPU starts it without waiting for the host to see the first end
         self.depth = 1 if self.launcher.stream is None else GPU_DEPTH
@@ -78,6 +92,11 @@ class Stage:
     @property
     def name(self) -> str:
         return self.node.name
+
+    @property
+    def closed(self) -> bool:
+        """No further item to start: the end of the stream, or a failed item is next."""
+        return self.ended or self.handle.cut_before(self.taken)
 
     def waiting_edges(self) -> list[int]:
         return [p for p in self.edge_ports if p not in self.kept_edges and p not in self.received]
@@ -115,7 +134,8 @@ class Stage:
         return item_env, args, src_extents
 
     def publish(self, ext: tuple[int, ...], outs: list[Slot | None],
-                src_extents: dict[int, tuple[int, ...]], event: ItemEvent | None = None) -> None:
+                src_extents: dict[int, tuple[int, ...]], item: int,
+                event: ItemEvent | None = None) -> None:
         """Check the item's one-to-one grids, then send its outputs downstream and to pop()."""
         self.check_grids(ext, src_extents)
         for port, slot in enumerate(outs):
@@ -123,7 +143,7 @@ class Stage:
                 continue
             for key in self.handle.consumers.get((self.index, port), []):
                 self.handle.edge_fifos[key].put(EdgeItem(slot, ext, event))
-        self.finished(outs)
+        self.finished(outs, item)
 
     def check_grids(self, ext: tuple[int, ...], src_extents: dict[int, tuple[int, ...]]) -> None:
         """The item's one-to-one edges join grids of the same extents."""
@@ -134,10 +154,12 @@ class Stage:
                             if e.dst == node.name and e.dst_port == port)
                 check_grids(edge, src_extents[port], ext)
 
-    def finished(self, outs: list[Slot | None]) -> None:
-        """The item's record for pop() (the slots of its outputs), counted in stats."""
+    def finished(self, outs: list[Slot | None], item: int) -> None:
+        """The item's record for pop() (the slots of its outputs), counted in stats; later items
+        may use its buffers now."""
         stats.bump("kernel_launches", self.node.leaf_count)
         stats.bump("nodes_run", self.node.node_count)
+        self.handle.hazards.done(item, self.index)
         self.handle.done[self.index].put(outs)
 
     def forget(self) -> None:
@@ -145,32 +167,35 @@ class Stage:
         self.first_env = self.env = None
         self.kept_edges, self.received = {}, {}
 
-    def failed(self, exc: BaseException) -> None:
-        self.handle.fail(self.node, exc)
+    def failed(self, exc: BaseException, item: int) -> None:
+        self.handle.fail(self.node, exc, item)
 
 
 def run_stage_thread(stage: Stage) -> None:
-    """A stage on a thread of its own: block for each item's inputs, run the node, publish."""
+    """A stage on a thread of its own: block for each item's inputs (and for earlier items'
+    conflicting uses of its buffers), run the node, publish."""
     handle = stage.handle
     handle.executor.watch(handle.stop)  # an internal node's children check it too
     try:
         end_item = stage_stream(stage.launcher.stream)
         while True:
-            env = handle.get(stage.host_fifo, None, "stage")
+            item = stage.taken
+            env = handle.get(stage.host_fifo, None, "stage", item)
             if env is EOS:
                 return
-            received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage")
+            received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage", item)
                         for port in stage.waiting_edges()}
+            handle.hazards.wait(item, stage.index, functools.partial(handle.check, item))
             item_env, args, src_extents = stage.arguments(env, received)
-            if handle.stop.is_set():
-                raise Stopped()
+            handle.check(item)
             ext, outs = stage.launcher.fire(item_env, args)
             end_item()  # the item's writes are done before the next stage reads them
-            stage.publish(ext, outs, src_extents)
+            stage.publish(ext, outs, src_extents, item)
+            stage.taken += 1
     except Stopped:
         return
     except BaseException as exc:  # noqa: BLE001 - handed to pop()/wait()
-        stage.failed(exc)
+        stage.failed(exc, stage.taken)
 
 
 def can_schedule(stages: list[Stage]) -> bool:
@@ -179,13 +204,14 @@ def can_schedule(stages: list[Stage]) -> bool:
 
 
 class StageFailed(Exception):
-    """A stage's error, raised inside a runner's thread (this scheduler's, or items.py's) and
-    handed to the stage there."""
+    """A stage's error on an item, raised inside a runner's thread (this scheduler's, or
+    items.py's) and handed to the stage there; item None: the item items.py is starting."""
 
-    def __init__(self, stage: Stage, error: BaseException):
+    def __init__(self, stage: Stage, error: BaseException, item: int | None = None):
         super().__init__(stage.name)
         self.stage = stage
         self.error = error
+        self.item = item
 
 
 class Scheduler:
@@ -201,33 +227,39 @@ class Scheduler:
         return list(dict.fromkeys(stage.name for stage in list(self.running)))
 
     def __call__(self) -> None:
-        handle = self.handle
         try:
-            while not all(s.ended for s in self.stages) or self.running:
-                handle.arrived.clear()  # a push after this wakes the wait below
-                progressed = self._poll()
-                for stage in self.stages:
-                    if self._try_start(stage):
-                        progressed = True
-                        self._poll()  # a start takes a while: see what ended meanwhile
-                if handle.stop.is_set():
-                    raise Stopped()
-                if progressed:
-                    continue
-                on_host = next((stage for stage in self.running if stage.runs[0][0].on_host), None)
-                if on_host is not None:
-                    self._finish(on_host)  # helping the native pool's workers
-                else:  # GPU items only (no way to wait for the first of several events): a slice
-                    handle.arrived.wait(GPU_SLICE if self.running else POLL)
+            while not all(s.closed for s in self.stages) or self.running:
+                try:
+                    self._step()
+                except StageFailed as failure:  # the items before it go on
+                    failure.stage.failed(failure.error, failure.item)
         except Stopped:
             pass
-        except StageFailed as failure:
-            failure.stage.failed(failure.error)
         self._drain()
 
+    def _step(self) -> None:
+        """Finish what is done, start what can start, else wait a little."""
+        handle = self.handle
+        handle.arrived.clear()  # a push after this wakes the wait below
+        progressed = self._poll()
+        for stage in self.stages:
+            if self._try_start(stage):
+                progressed = True
+                self._poll()  # a start takes a while: see what ended meanwhile
+        if handle.stop.is_set():
+            raise Stopped()
+        if progressed:
+            return
+        on_host = next((stage for stage in self.running if stage.runs[0].run.on_host), None)
+        if on_host is not None:
+            self._finish(on_host)  # helping the native pool's workers
+        else:  # GPU items only (no way to wait for the first of several events): a slice
+            handle.arrived.wait(GPU_SLICE if self.running else POLL)
+
     def _try_start(self, stage: Stage) -> bool:
-        """Start the stage's next item if the stage is idle and the item's inputs are there."""
-        if stage.ended or len(stage.runs) >= stage.depth:
+        """Start the stage's next item if the stage is idle, the item's inputs are there and
+        earlier items' conflicting uses of its buffers are done."""
+        if stage.closed or len(stage.runs) >= stage.depth:
             return False
         if stage.env is None:
             if not stage.host_fifo.queue:  # (a look without the exception of an empty get)
@@ -242,16 +274,21 @@ class Scheduler:
             if edge.empty():
                 return False
             stage.received[port] = edge.get_nowait()
+        item = stage.taken
+        if not self.handle.hazards.ready(item, stage.index):
+            return False
         if self.handle.stop.is_set():
             raise Stopped()
         env, received = stage.env, stage.received
         stage.env, stage.received = None, {}
+        stage.taken += 1
         after = [m.event for m in received.values() if m.event is not None]
         try:
             item_env, args, src_extents = stage.arguments(env, received)
-            stage.runs.append((stage.launcher.start(item_env, args, after), src_extents))
+            run = stage.launcher.start(item_env, args, after)
         except BaseException as exc:  # noqa: BLE001 - the stage's error
-            raise StageFailed(stage, exc) from None
+            raise StageFailed(stage, exc, item) from None
+        stage.runs.append(StageFlight(run, src_extents, item))
         self.running.append(stage)
         return True
 
@@ -267,34 +304,40 @@ class Scheduler:
                 progressed = True
         return progressed
 
-    @staticmethod
-    def _done(stage: Stage) -> bool:
+    def _done(self, stage: Stage) -> bool:
         """Whether the stage's oldest item is done (a GPU fault shows here first: the stage's
-        error)."""
+        error on that item, which is then no longer in flight)."""
+        if not stage.runs:
+            return False
+        flight = stage.runs[0]
         try:
-            return bool(stage.runs) and stage.runs[0][0].done()
+            return flight.run.done()
         except BaseException as exc:  # noqa: BLE001 - the stage's error
-            raise StageFailed(stage, exc) from None
+            stage.runs.popleft()
+            self.running.remove(stage)
+            raise StageFailed(stage, exc, flight.item) from None
 
     def _finish(self, stage: Stage) -> None:
-        """Finish the stage's oldest item in flight and publish it."""
-        run, src_extents = stage.runs.popleft()
+        """Finish the stage's oldest item in flight and publish it (an item at or after a
+        failed one: drop it)."""
+        flight = stage.runs.popleft()
         self.running.remove(stage)  # (its first entry: the one of that item)
         try:
-            ext, outs = run.finish()
-            stage.publish(ext, outs, src_extents, run.event)
+            ext, outs = flight.run.finish()
+            if not self.handle.cut_before(flight.item):
+                stage.publish(ext, outs, flight.src_extents, flight.item, flight.run.event)
         except BaseException as exc:  # noqa: BLE001 - the stage's error
-            raise StageFailed(stage, exc) from None
+            raise StageFailed(stage, exc, flight.item) from None
 
     def _drain(self) -> None:
         """Stopped or failed: let the kernels in flight end (they write the items' buffers), so
         nothing writes a buffer once the scheduler has ended; their results are dropped."""
         while self.running:
             stage = self.running.popleft()
-            run, _ = stage.runs.popleft()
+            flight = stage.runs.popleft()
             try:
-                run.finish()
+                flight.run.finish()
             except HPVMError:
-                pass  # the pipeline already stopped for an earlier error; this one is moot
+                pass  # the pipeline already stopped; this error is moot
             except BaseException as exc:  # noqa: BLE001
-                stage.failed(exc)
+                stage.failed(exc, flight.item)

@@ -18,9 +18,15 @@ Semantics inside a streaming graph (docs/streaming.md):
 Results wait in an unbounded queue until popped, so a host that pushes everything before popping
 never deadlocks; push() blocks only while the first stages are full.
 
-A failing stage records its error and stops the pipeline; the next pop() and wait() raise it with
-the node's name. Every blocking step polls a stop flag, so nothing hangs after a failure; cleanup()
-sets the same flag, and a stage checks it before each item and each node it runs.
+A stage that fails on item f records its error for that item (the earliest item's error wins):
+the items before f still run through every stage and pop() returns them; the pop() of item f, every
+later pop(), a later push() and wait() raise it with the node's name. Each stage ends at its first
+item from f on, and every blocking step of a stage or of pop() checks for that, so nothing hangs
+after a failure. cleanup() sets a stop flag, which ends everything at once; a stage checks it
+before each item and each node it runs.
+
+Items that share a buffer see each other in push order (hazards.py): a stage starts an item only
+once earlier items' conflicting uses of its buffers on other stages are done.
 
 wait() returns only once every stage thread has ended, so no stage writes a buffer after it. A
 wait() that times out changes nothing but the handle's closed state: the items in flight keep
@@ -39,6 +45,7 @@ from ..frontend.callsite import caller_loc
 from . import stats
 from .args import bind_arguments
 from .executor import BoundBuffer, Executor, Stopped
+from .hazards import Hazards, Use
 from .placement import launch_devices
 from .items import ItemRunner, plan_items
 from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread
@@ -65,7 +72,10 @@ class StreamHandle:
         self.stop = threading.Event()
         self.arrived = threading.Event()  # set by push() and wait(): the scheduler has new items
         self._error: BaseException | None = None
+        self._failed_at: int | None = None  # the item whose stage failed first in push order
         self._error_lock = threading.Lock()
+        self.hazards = Hazards()
+        self._first_env: list[Any] | None = None  # the first item's values (non-streaming binds)
         self._closed = False  # no more pushes: wait() was called, or cleanup()
         self._end_sent = False  # the end-of-stream mark went to every stage (wait() may time out first)
         self._waited = False  # a wait() returned: every stage has ended
@@ -114,22 +124,51 @@ class StreamHandle:
         if self._closed:
             raise StreamError(f"push(): the stream is {self._state()}; nothing more can be pushed",
                               caller_loc())
-        self._raise_stage_error()
+        self._raise_stage_error()  # an item failed: nothing after it runs (docs/streaming.md)
         func = self.compiled.module.root_func
         env = bind_arguments(func, args, self.runtime.tracker, launch_devices(self.compiled.plan))
-        self.runtime.tracker.host_data([v.obj for v in env if isinstance(v, BoundBuffer)])
         deadline = deadline_after(timeout)
         with self._host_side(deadline, "push"):
             if self._closed:
                 raise StreamError(f"push(): the stream is {self._state()}; nothing more can be "
                                   "pushed", caller_loc())
+            item = self._pushed
+            # device copies are stale only for buffers the user may have written since the
+            # stream last used them; the others hold what earlier items in flight write
+            self.runtime.tracker.host_data(self.hazards.admit(self._uses(item, env)))
             try:
                 self._send(env, deadline, "push")
-            except Stopped:  # a stage failed (or cleanup() ran) while the push waited for room
-                self._raise_stopped("push")
+            except BaseException as exc:
+                self.hazards.withdraw(item, len(self._stages))  # no stage got the item
+                if isinstance(exc, Stopped):  # a stage failed (or cleanup() ran) while it waited
+                    self._raise_stopped("push")
+                raise
+            if self._first_env is None:
+                self._first_env = env
             self._pushed += 1
         self.arrived.set()
         stats.bump("stream_pushes")
+
+    def _uses(self, item: int, env: list[Any]) -> list[Use]:
+        """The item's buffers per stage, and whether the stage writes them."""
+        first = env if self._first_env is None else self._first_env
+        uses: list[Use] = []
+        for stage, node in enumerate(self.plan.nodes):
+            streams = self._bind_streams[stage]
+            seen: dict[int, Use] = {}
+            for port, src in enumerate(node.inputs):
+                if src.bind_port is None:
+                    continue
+                value = (env if streams[src.bind_port] else first)[src.bind_port]
+                if not isinstance(value, BoundBuffer):
+                    continue
+                writes = node.func.params[port].direction in ("out", "inout")
+                use = seen.get(id(value.obj))
+                if use is None:
+                    use = seen[id(value.obj)] = Use(item, stage, value.obj, writes)
+                    uses.append(use)
+                use.writes = use.writes or writes
+        return uses
 
     @contextlib.contextmanager
     def _host_side(self, deadline: float | None, what: str) -> Iterator[None]:
@@ -149,14 +188,14 @@ class StreamHandle:
         for fifo in self.host_fifos:
             with fifo.not_full:
                 while len(fifo.queue) >= fifo.maxsize:
-                    if self.stop.is_set():
+                    if self.stop.is_set() or self._error is not None:
                         raise Stopped()
                     left = POLL if deadline is None else min(POLL, deadline - time.monotonic())
                     if left <= 0:
                         raise HPVMTimeoutError(f"{what}(): the pipeline stayed full past the timeout",
                                                caller_loc())
                     fifo.not_full.wait(left)
-        if self.stop.is_set():
+        if self.stop.is_set() or self._error is not None:
             raise Stopped()
         for fifo in self.host_fifos:
             fifo.put_nowait(item)  # only this host thread adds: the room is still there
@@ -169,12 +208,14 @@ class StreamHandle:
             state = "closed and every result was popped" if self._closed else \
                 "waiting for a push: nothing pushed is left to pop"
             raise StreamError(f"pop(): the stream is {state}", caller_loc())
+        if self.cut_before(self._popped):
+            self._raise_stage_error()
         deadline = deadline_after(timeout)
         # collect every part of the next result; a timeout keeps what arrived for the next pop()
         records = self._partial
         try:
             while len(records) < len(self.done):
-                records.append(self.get(self.done[len(records)], deadline, "pop"))
+                records.append(self.get(self.done[len(records)], deadline, "pop", self._popped))
         except Stopped:
             self._raise_stopped("pop")
         self._partial = []
@@ -188,7 +229,8 @@ class StreamHandle:
     def results(self) -> Iterator[tuple[Any, ...]]:
         """Pop every remaining result, until the stream is closed and drained."""
         while True:
-            if self._popped >= self._pushed and (self._closed or self.stop.is_set()):
+            if self._popped >= self._pushed and (self._closed or self.stop.is_set() or
+                                                 self._error is not None):
                 self._raise_stage_error()
                 return
             if self._popped >= self._pushed:
@@ -213,7 +255,7 @@ class StreamHandle:
                     self._end_sent = True
                     self.arrived.set()
             except Stopped:
-                pass  # a stage failed: every stage is stopping, and the error is raised below
+                pass  # an item failed: the stages end after the items before it; raised below
             except HPVMTimeoutError:
                 raise self._still_running(timeout) from None
             if join_threads(self._threads, deadline):
@@ -262,6 +304,8 @@ class StreamHandle:
                 edge.get_nowait()
         for stage in self._stages:
             stage.forget()
+        self.hazards.clear()
+        self._first_env = None
 
     def _state(self) -> str:
         if self._cleaned_up:
@@ -287,11 +331,11 @@ class StreamHandle:
 
     # -- FIFOs with a stop flag ---------------------------------------------------------------
 
-    def get(self, fifo: Any, deadline: float | None, what: str) -> Any:
-        """Raises Stopped once the pipeline is stopped, HPVMTimeoutError past the deadline."""
+    def get(self, fifo: Any, deadline: float | None, what: str, item: int) -> Any:
+        """The next value of a FIFO, for `item`. Raises Stopped once the pipeline is stopped or
+        an item up to `item` failed, HPVMTimeoutError past the deadline."""
         while True:
-            if self.stop.is_set():
-                raise Stopped()
+            self.check(item)
             # never wait past the deadline: a timeout shorter than the poll interval is honoured
             # even while items keep arriving (each get returning within one poll)
             left = POLL if deadline is None else min(POLL, deadline - time.monotonic())
@@ -317,16 +361,28 @@ class StreamHandle:
                 streams[src.bind_port] = src.stream
         return streams
 
-    def fail(self, node: Any, exc: BaseException) -> None:
-        """A stage failed: keep its error for pop() and wait(), and stop every stage."""
+    def fail(self, node: Any, exc: BaseException, item: int) -> None:
+        """A stage failed on `item`: keep its error for the pop() of that item, every later
+        pop(), push() and wait(). The earlier items still run; the stages end at this one."""
         with self._error_lock:
-            if self._error is None:
+            if self._failed_at is None or item < self._failed_at:
                 if isinstance(exc, HPVMError):
                     self._error = type(exc)(f"stage {node.name}: {exc.message}", exc.loc, exc.rule)
                 else:
                     self._error = ExecutionError(f"stage {node.name} failed: {type(exc).__name__}: "
                                                  f"{exc}", node.node.loc)
-        self.stop.set()
+                self._failed_at = item
+        self.arrived.set()  # the scheduler looks again at which stages still have items to run
+
+    def cut_before(self, item: int) -> bool:
+        """Whether `item` comes at or after a failed item (so it never runs or pops)."""
+        failed_at = self._failed_at
+        return failed_at is not None and item >= failed_at
+
+    def check(self, item: int) -> None:
+        """Raises Stopped once cleanup() stopped the stream or an item up to `item` failed."""
+        if self.stop.is_set() or self.cut_before(item):
+            raise Stopped()
 
 
 

@@ -152,7 +152,10 @@ class MemoryTracker:
                         obj.valid = {obj.home}
 
     def host_data(self, objects: list[MemoryObject]) -> None:
-        """The user's buffers hold the data (a push): device copies of untracked ones are stale."""
+        """The user's buffers hold the data: device copies of untracked ones are stale. A stream
+        says so for a pushed buffer only when no earlier item in flight uses it (rt/hazards.py):
+        else its valid copies hold what that item writes, and its host copy may still be on its
+        way back."""
         with self._lock:
             for obj in objects:
                 if obj.implicit:

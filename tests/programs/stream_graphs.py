@@ -238,3 +238,54 @@ def chained_updates(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: 
     f = hpvm.node(fold_into, grid=n, s=s(hpvm.all_to_all(u.out[0])), b=s(b), b_bytes=b_bytes,
                   c=s(c), c_bytes=c_bytes)
     return f.out[0]
+
+
+# -- failing items and shared accumulators (tests/test_stream_failures.py) -------------------------
+
+
+@hpvm.leaf
+def scale_by(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32) -> f32:
+    i = hpvm.instance_id(0)
+    y[i] = x[i] * k
+    return k
+
+
+@hpvm.leaf
+def shifted_copy(k: f32, y: In[Ptr[f32]], y_bytes: i64, z: Out[Ptr[f32]], z_bytes: i64,
+                 shift: i64) -> f32:
+    i = hpvm.instance_id(0)
+    z[i] = y[i + shift]  # out of range for a shift past the end: this stage fails
+    return k + 1.0
+
+
+@hpvm.leaf
+def plus_one(v: f32, z: InOut[Ptr[f32]], z_bytes: i64) -> f32:
+    i = hpvm.instance_id(0)
+    z[i] = z[i] + 1.0
+    return v * 2.0
+
+
+@hpvm.graph
+def three_stages(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64,
+                 z: InOut[Ptr[f32]], z_bytes: i64, k: f32, shift: i64, n: i64) -> f32:
+    """y = x * k; z = y shifted by `shift` (the middle stage fails for a shift out of range);
+    z += 1. pop() returns (k + 1) * 2, the scalars carried on the edges (read on the device in a
+    whole item)."""
+    s = hpvm.streaming
+    a = hpvm.node(scale_by, grid=n, x=s(x), x_bytes=x_bytes, y=s(y), y_bytes=y_bytes, k=s(k))
+    b = hpvm.node(shifted_copy, grid=n, k=s(hpvm.all_to_all(a.out[0])), y=s(y), y_bytes=y_bytes,
+                  z=s(z), z_bytes=z_bytes, shift=s(shift))
+    c = hpvm.node(plus_one, grid=n, v=s(hpvm.all_to_all(b.out[0])), z=s(z), z_bytes=z_bytes)
+    return c.out[0]
+
+
+@hpvm.leaf
+def add_to(acc: InOut[Ptr[f32]], acc_bytes: i64, v: f32):
+    acc[hpvm.instance_id(0)] += v
+
+
+@hpvm.graph
+def accumulated(acc: InOut[Ptr[f32]], acc_bytes: i64, v: f32, n: i64):
+    """acc += v: pushed with the same acc every time, the items must apply in push order."""
+    s = hpvm.streaming
+    hpvm.node(add_to, grid=n, acc=s(acc), acc_bytes=acc_bytes, v=s(v))

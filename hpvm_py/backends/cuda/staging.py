@@ -80,7 +80,9 @@ class StagedCopies:
         """Queue the copy of device bytes `src` (a uint8 tensor, or the fake device's NumPy
         bytes) into host bytes `dst`, which complete() fills."""
         if isinstance(src, np.ndarray) or src.device.type == "cpu":
-            self._pending.append((src, dst))  # the fake device's memory: read at complete()
+            # the fake device's memory, as it is now: the fake device ran the work queued before
+            # this copy, and a stage may queue its next item's kernel before complete()
+            self._pending.append((src.copy() if isinstance(src, np.ndarray) else src.clone(), dst))
             return
         pinned = self._pool.take(src.numel())
         pinned.copy_(src, non_blocking=True)

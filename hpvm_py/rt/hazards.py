@@ -1,0 +1,99 @@
+"""Push order for the items of a stream that share a buffer (docs/streaming.md).
+
+Each stage runs its items in push order, but different stages work on different items at once:
+stage 0 may start item i+1 while stage 1 still reads item i's buffers. Items that pass the same
+buffer (an accumulator pushed with every item) must still see each other in push order, on every
+target and scheduler. So every push registers, per stage, the buffers the item uses there and
+whether it writes them, and a stage starts item i only once every use of those buffers by an
+earlier item on another stage that conflicts with it (either of them writes) is done. A stage's own
+earlier items need no wait: it runs them in order (a GPU stage on one stream).
+
+The same record tells push() which of an item's buffers the user may have written since the
+stream last used them: only those that no earlier item in flight uses (the user does not write a
+buffer that the stream still uses). The tracker drops the device copies of those; the others keep
+their valid bits, so the item reads what the earlier items wrote, not a host copy that is still
+on its way back (rt/tracker.py: host_data).
+
+Buffers are matched as the tracker's objects: distinct buffers over common memory are not ordered
+(nor are they for the tracker's copies).
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from .tracker import MemoryObject
+
+POLL = 0.05  # seconds between a waiting stage thread's checks of the stream's stop and failure
+
+
+@dataclass(eq=False)
+class Use:
+    """One stage's use of one buffer for one item."""
+
+    item: int
+    stage: int
+    obj: MemoryObject
+    writes: bool
+
+
+class Hazards:
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._by_object: dict[int, deque[Use]] = {}  # id(obj) -> its uses in flight, in push order
+        self._by_stage: dict[tuple[int, int], list[Use]] = {}  # (item, stage) -> its uses
+
+    def admit(self, uses: list[Use]) -> list[MemoryObject]:
+        """Register a pushed item's uses (items come in push order); returns the buffers that no
+        earlier item in flight uses."""
+        with self._changed:
+            idle = {id(u.obj): u.obj for u in uses if id(u.obj) not in self._by_object}
+            for use in uses:
+                self._by_object.setdefault(id(use.obj), deque()).append(use)
+                self._by_stage.setdefault((use.item, use.stage), []).append(use)
+            return list(idle.values())
+
+    def withdraw(self, item: int, stages: int) -> None:
+        """A push that gave its item to no stage: forget its uses."""
+        for stage in range(stages):
+            self.done(item, stage)
+
+    def ready(self, item: int, stage: int) -> bool:
+        """Whether every conflicting use by an earlier item on another stage is done."""
+        with self._changed:
+            return self._ready(item, stage)
+
+    def _ready(self, item: int, stage: int) -> bool:
+        for use in self._by_stage.get((item, stage), ()):
+            for other in self._by_object[id(use.obj)]:
+                if other.item >= item:
+                    break  # (in push order: the rest are later items)
+                if other.stage != stage and (use.writes or other.writes):
+                    return False
+        return True
+
+    def wait(self, item: int, stage: int, check: Callable[[], None]) -> None:
+        """Block until ready(item, stage); `check` raises when the stream stops meanwhile."""
+        with self._changed:
+            while not self._ready(item, stage):
+                check()
+                self._changed.wait(POLL)
+
+    def done(self, item: int, stage: int) -> None:
+        """The stage finished the item: its buffers hold the item's results where the next
+        user looks for them."""
+        with self._changed:
+            for use in self._by_stage.pop((item, stage), ()):
+                uses = self._by_object[id(use.obj)]
+                uses.remove(use)
+                if not uses:
+                    del self._by_object[id(use.obj)]
+            self._changed.notify_all()
+
+    def clear(self) -> None:
+        """The stream ended: drop every use (and the buffers they hold)."""
+        with self._changed:
+            self._by_object.clear()
+            self._by_stage.clear()
