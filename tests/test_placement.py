@@ -312,8 +312,9 @@ def test_a_node_on_a_target_that_cannot_run_here_says_what_to_do(rng) -> None:
 
 
 def test_a_hint_naming_a_target_missing_here_fails_at_launch_with_what_to_do(tmp_path: Path) -> None:
-    """Without a GPU (and without the interpreter) the hinted gpu leaf still compiles (Triton
-    source needs no GPU), and its launch says why it cannot run and what to do."""
+    """Without a GPU (and without the interpreter) the hinted gpu leaf's Triton source is still
+    generated, but its launch cannot compile its kernels: a CompileError at the hint's line that
+    says why, what to do and which targets run here (docs/placement.md)."""
     program = tmp_path / "prog.py"
     program.write_text(textwrap.dedent("""
         import numpy as np
@@ -340,11 +341,11 @@ def test_a_hint_naming_a_target_missing_here_fails_at_launch_with_what_to_do(tmp
     result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
                             timeout=300, env=env)
     out = result.stdout
-    assert "ERROR LaunchError" in out, out + result.stderr
+    assert "ERROR CompileError" in out, out + result.stderr
     assert f"{program}:12:" in out and "[rule: target-available]" in out
     assert "node moved_doubled runs on target 'gpu' (placed there by hint 'gpu' on node " \
         "moved_doubled), which cannot run here" in out
-    assert "TRITON_INTERPRET=1" in out and "hint 'cpu'" in out
+    assert "TRITON_INTERPRET=1" in out and "hint 'cpu'" in out and "available here: cpu, python" in out
 
 
 # -- mixed cpu + gpu graphs on one tracker (fake device on CI, cuda:0 on a GPU machine) ---------

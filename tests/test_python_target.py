@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpvm_py.backends.base import NodeContext
+from hpvm_py.backends.base import BufferArg, NodeContext
 from hpvm_py.backends.python import PythonBackend
 from conftest import TARGETS
+from programs import python_target_kernels as kernels
 
 PROGRAM = textwrap.dedent('''
     import numpy as np
@@ -113,6 +114,24 @@ def test_vector_and_per_instance_shapes_agree(rng) -> None:
     np.testing.assert_array_equal(outs[0], outs[1])
     assert outs[0][2900:].sum() == 0  # guarded instances wrote nothing
 
+
+@pytest.mark.parametrize("vector", ["1", "0"])
+@pytest.mark.parametrize("instances", [5, 0])
+def test_guarded_accesses_to_empty_buffers_touch_nothing(vector: str, instances: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: loads, stores and atomics that no instance runs, on buffers of 0 elements (the
+    vectorised shape once gathered an empty selection and failed to broadcast it); also a grid of
+    no instance."""
+    monkeypatch.setenv("HPVM_PYTHON_VECTOR", vector)
+    ctx = NodeContext(level_dims=(1,), input_modes=("buffer", "uniform") * 4 + ("uniform",),
+                      output_modes=())
+    kernel = PythonBackend().compile_leaf(kernels.guarded.ir, ctx)
+    assert kernel.code.vector == (vector == "1")
+    a, b, h = np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32)
+    out = np.zeros(instances, np.float32)
+    args = [arg for buf in (a, b, h, out) for arg in (BufferArg(buf, 0, buf.nbytes, buf), np.int64(buf.nbytes))]
+    kernel.launch(args + [np.int64(0)], [], [(instances,)])
+    assert np.array_equal(out, np.ones(instances, np.float32))
 
 def test_generated_code_is_readable_and_keeps_names() -> None:
     from programs import python_target_kernels as kp

@@ -82,3 +82,36 @@ def test_backend_without_a_device_gives_its_own_reason(gpu_backend) -> None:
 
 def test_unknown_target_is_named() -> None:
     assert "no target 'tpu'" in registry.why_unavailable("tpu")
+
+
+UNRUNNABLE_TRITON = '''
+from hpvm_py.backends.triton import TritonBackend
+
+
+class Backend(TritonBackend):
+    """Triton is installed (source is generated) but no CUDA GPU and no interpreter are here."""
+
+    def usable(self):
+        return False
+
+    def why_unusable(self):
+        return "target 'gpu' needs a CUDA GPU (none here)"
+'''
+
+
+@pytest.mark.skipif(registry.get("gpu") is None, reason="needs triton")
+def test_a_gpu_leaf_without_cuda_is_a_compile_error_at_its_line(gpu_backend) -> None:
+    """Issue 20: the graph compiles (Triton source needs no GPU), but its launch cannot compile the
+    kernels: a CompileError at the leaf's line, with why and the targets that run here, as
+    docs/language.md promises, not a LaunchError."""
+    gpu_backend("unrunnable_triton", UNRUNNABLE_TRITON)
+    assert registry.compilable("gpu") and not registry.available("gpu")
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    with pytest.raises(CompileError) as info:
+        with hpvm.runtime("cpu"):
+            hpvm.wait(hpvm.launch(gpu_only, x, x.nbytes, y, y.nbytes, 8))
+    text = str(info.value)
+    assert f"{Path(__file__).name}:{LEAF_LINE}:" in text and info.value.rule == "target-available"
+    assert "@hpvm.leaf(target='gpu') of doubled" in text and "needs a CUDA GPU (none here)" in text
+    here = ", ".join(t for t in TARGETS if t != "gpu" and registry.available(t))
+    assert f"available here: {here})" in text and "hint 'cpu'" in text

@@ -73,6 +73,13 @@ def compilable(target: str) -> bool:
     return can_compile() if callable(can_compile) else available(target)
 
 
+def compiles_at_launch(target: str) -> bool:
+    """Whether `target`'s kernels are built when they launch, for the device they run on (the gpu
+    target: Triton's JIT): where such a target cannot run, a launch cannot compile its leaves
+    either, which is a CompileError rather than a LaunchError (docs/placement.md)."""
+    return bool(getattr(get(target), "compiles_at_launch", False))
+
+
 def why_unavailable(target: str) -> str:
     """The reason `available(target)` is false: from the backend's own import error or its
     `why_unusable()` (a missing driver or device)."""

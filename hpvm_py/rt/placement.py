@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CompileError, LaunchError
 from ..ir import dfg as D
 from ..ir import kernel as K
-from ..ir.targets import GPU_TARGETS, split_target
+from ..ir.targets import GPU_TARGETS, HINT_TARGETS, split_target
 from .buffers import HOST
 
 if TYPE_CHECKING:
@@ -120,16 +120,27 @@ def launch_devices(plan: "GraphPlan") -> frozenset[str]:
 
 
 def _check_runnable(node: "NodePlan") -> None:
+    """A node on a target that cannot run here: a CompileError where the launch would compile its
+    kernels for the device (gpu without CUDA or the interpreter), else a LaunchError (nvptx's
+    kernels are compiled, only loading them needs the driver); at the line of the placement."""
     from ..backends import registry
 
     target = node.placement.target
     if registry.available(target):
         return
-    raise LaunchError(f"node {node.name} runs on target {target!r} (placed there by "
-                      f"{origin_text(node.placement, node.node, node.func)}), which cannot run here: "
-                      f"{registry.why_unavailable(target)}. To run this graph here, place the node on "
-                      "a target that runs here (hint 'cpu', or 'any' for the runtime's target)",
-                      node.node.loc, rule="target-available")
+    here = ", ".join(t for t in HINT_TARGETS if t not in ("any", target) and registry.available(t))
+    message = (f"node {node.name} runs on target {target!r} (placed there by "
+               f"{origin_text(node.placement, node.node, node.func)}), which cannot run here: "
+               f"{registry.why_unavailable(target)}. To run this graph here, place the node on a "
+               f"target that runs here (hint 'cpu', or 'any' for the runtime's target; available "
+               f"here: {here})")
+    error = CompileError if registry.compiles_at_launch(target) else LaunchError
+    raise error(message, _placement_loc(node), rule="target-available")
+
+
+def _placement_loc(node: "NodePlan") -> Any:
+    """Where the placement was written: the leaf's own target=, else the node (its hint)."""
+    return node.func.loc if node.placement.origin == LEAF else node.node.loc
 
 
 def _node_device(node: "NodePlan", default: str) -> str:

@@ -16,9 +16,11 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.backends import registry
+from hpvm_py.backends.triton.codegen import generate
 from hpvm_py.backends.triton.kernel import GPU_SPREAD
 from hpvm_py import cli
 from hpvm_py.errors import CompileError, ExecutionError, HPVMError
+from programs import skinny_scratch as skinny
 from programs import tiled_cholesky as chol
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,6 +247,38 @@ def test_generated_kernels_compile_for_an_h100() -> None:
     for leaf in ("extremes", "integer_folds", "row_max"):
         assert f"compiled {leaf} checked=False spread SPLIT={GPU_SPREAD.programs}" in result.stdout
 
+
+
+def test_skinny_scratch_leaves_compile_for_an_h100_as_launched() -> None:
+    """Issue 20: malloc scratch and barrier() in a (1, 1, L) or (L, 1, 1) grid. Extents of 1 are
+    constants of the launched kernel, so `while h > 0` over nx // 2 never runs; Triton 3.6 (the
+    lent GPUs') then failed in TritonGPUCoalesce. Compiled here with each launch's own variant and
+    Triton's specialisation of its arguments."""
+    pytest.importorskip("triton.backends.nvidia")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (ROOT, EXAMPLES, ROOT / "tests"))
+    result = subprocess.run([sys.executable, str(Path(__file__).parent / "triton_compile_check.py"),
+                             "launches:programs.skinny_scratch"],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("compiled row_and_column_sums") == 2 * len(skinny.GRIDS)
+
+
+def test_a_uniform_while_loop_is_never_a_constant_false_loop_to_triton() -> None:
+    """What keeps Triton 3.6 compiling the loops above (3.9 compiles them either way)."""
+    leaf, ctx, _ = hpvm.compile(skinny.root, target="cpu").leaf_kernels()[0]
+    text = generate(leaf, ctx, False, interpreted=False, fixed_grid=True).text
+    assert "| (tl.program_id(0) < 0):" in text
+
+
+@pytest.mark.parametrize("target", ["gpu", "python"])
+@pytest.mark.parametrize("grid", skinny.GRIDS)
+def test_skinny_scratch_leaves_run_like_numpy(target: str, grid: tuple[int, int, int]) -> None:
+    a = np.arange(int(np.prod(grid)), dtype=np.float32) % 7
+    out = np.full_like(a, np.nan)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(skinny.root, a, a.nbytes, out, out.nbytes, *grid))
+    assert np.array_equal(out, skinny.reference(a, grid))
 
 BIG_GROUP = '''
 import hpvm_py as hpvm

@@ -1,8 +1,9 @@
 """Compile the gpu target's code for an H100 (sm_90) without a GPU: Triton's compiler and ptxas run
 on the CPU. Run in a process without TRITON_INTERPRET (which would make triton.jit interpret).
 
-usage: python triton_compile_check.py module:graph|semantics ...
-("semantics": the kernels of tests/test_semantics.py, every operator and cast helper)
+usage: python triton_compile_check.py module:graph|semantics|launches:module ...
+("semantics": the kernels of tests/test_semantics.py, every operator and cast helper;
+"launches:module": module.LAUNCHES, each leaf compiled as that launch would dispatch it on a GPU)
 Prints one line per compiled kernel; exits non-zero with the compiler's message on a failure.
 """
 from __future__ import annotations
@@ -12,13 +13,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+import torch
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+from triton.compiler import ASTSource, make_backend
+from triton.runtime.jit import create_function_from_signature
 
 import hpvm_py as hpvm
+from hpvm_py.backends.base import BufferArg
 from hpvm_py.backends.triton.codegen import generate, kernel_name
-from hpvm_py.backends.triton.kernel import GPU_DOT, GPU_SPREAD
+from hpvm_py.backends.triton.kernel import GPU_DOT, GPU_SPREAD, TritonKernel
 
 SM90 = GPUTarget("cuda", 90, 32)
 
@@ -63,9 +68,47 @@ def semantic_graphs() -> list:
     return graphs
 
 
+def leaf_argument(value: object) -> object:
+    """A launch's argument as the executor hands it to the kernel: arrays as buffers (in host
+    memory: nothing runs), scalars as NumPy integers."""
+    if isinstance(value, np.ndarray):
+        tensor = torch.from_numpy(value.reshape(-1).view(np.uint8))
+        return BufferArg(tensor, tensor.data_ptr(), value.nbytes, None)
+    return np.int64(value)
+
+
+def compile_launches(module_name: str) -> int:
+    """Each leaf of the module's LAUNCHES (graph, leaf arguments, extents) compiled as the launch
+    would be on a GPU: TritonKernel.prepare picks the variant (a small grid's fixed extents) and
+    layout, and Triton's own binder specialises the call (integers equal to 1 become constants),
+    which the other checks, compiling every argument as a plain integer, never see."""
+    backend = make_backend(SM90)
+    count = 0
+    for graph, leaf_args, extents in importlib.import_module(module_name).LAUNCHES:
+        for leaf, ctx, _ in hpvm.compile(graph, target="cpu").leaf_kernels():
+            for checked in (False, True):
+                kernel = TritonKernel(leaf, ctx, lambda fixed, optimised: generate(
+                    leaf, ctx, checked, False, fixed, optimised))
+                launch = kernel.prepare([leaf_argument(a) for a in leaf_args],
+                                        [None] * len(leaf.outputs), extents)
+                jit, options = launch.jit, dict(launch.options)
+                binder = create_function_from_signature(jit.signature, jit.params, backend)
+                bound, specialization, parsed = binder(*launch._typed_call(), **options)
+                parsed, signature, constexprs, attrs = jit._pack_args(backend, options, bound,
+                                                                      specialization, parsed)
+                triton.compile(ASTSource(jit, signature, constexprs, attrs), target=SM90,
+                               options=parsed.__dict__)
+                print(f"compiled {leaf.name} checked={checked} launch {extents}")
+                count += 1
+    return count
+
+
 def main(names: list[str]) -> None:
     count = 0
     for name in names:
+        if name.startswith("launches:"):
+            count += compile_launches(name.split(":", 1)[1])
+            continue
         if name == "semantics":
             graphs, variants = semantic_graphs(), (False,)
         else:

@@ -1,6 +1,6 @@
 """Leaves for tests/test_python_target.py."""
 import hpvm_py as hpvm
-from hpvm_py import In, Out, Ptr, f32, i64
+from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64
 
 
 @hpvm.leaf
@@ -19,3 +19,17 @@ def masked(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64
                 acc += v * k
             y[i] = acc
 
+
+
+@hpvm.leaf
+def guarded(a: In[Ptr[f32]], a_bytes: i64, b: InOut[Ptr[f32]], b_bytes: i64,
+            h: InOut[Ptr[i32]], h_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, n: i64):
+    """Every access to a, b and h is guarded by i < n: with n == 0 they may hold no element."""
+    i = hpvm.instance_id(0)
+    v = 1.0
+    if i < n:
+        v = a[i] + a[0]  # a per-instance and a shared index
+        b[i] = v
+        b[0] = v
+        hpvm.atomic_add(h, i, 1)
+    out[i] = v

@@ -70,9 +70,12 @@ def vload(site: int, buf: Buffer, index: Any, mask: Any = None) -> Any:
     """Gather for every instance (only the lanes of `mask` must be in bounds; others read 0)."""
     idx = np.asarray(index, dtype=np.int64)
     if mask is not None:
-        idx = np.where(mask, idx, 0) if len(buf.array) else idx[mask]
-        _check(site, buf, np.asarray(index, dtype=np.int64)[np.broadcast_to(mask, np.shape(index))]
-               if np.ndim(index) else (idx if np.any(mask) else idx[:0]))
+        _check(site, buf, idx[np.broadcast_to(mask, idx.shape)] if idx.ndim
+               else np.atleast_1d(idx)[:1 if np.any(mask) else 0])
+        if not len(buf.array):  # no lane of the mask reads it (checked): there is no element 0
+            v = np.zeros(np.broadcast_shapes(idx.shape, np.shape(mask)), buf.array.dtype)
+            return S.bf16_from_bits(v) if buf.is_bf16 else v
+        idx = np.where(mask, idx, 0)
     else:
         _check(site, buf, np.atleast_1d(idx))
     v = buf.array[idx]

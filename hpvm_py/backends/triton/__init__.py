@@ -16,6 +16,9 @@ from .kernel import TritonKernel
 
 class TritonBackend:
     name = "gpu"
+    # Triton's JIT builds a launch's kernels for its GPU (or its interpreter): without either, a
+    # launch cannot compile them, although their source can still be generated (can_compile)
+    compiles_at_launch = True
 
     _memory: dict[tuple[str, str, bool, bool], TritonKernel] = {}
     _lock = threading.Lock()

@@ -9,6 +9,9 @@ from ...ir import kernel as K
 from ...types import ScalarType
 from . import values as V
 
+# False in every program, yet no compile-time constant to Triton (program ids are never negative).
+NEVER = "(tl.program_id(0) < 0)"
+
 
 class Loop:
     """Mask state of one enclosing loop."""
@@ -153,7 +156,11 @@ class ControlFlow:
     def while_(self, s: K.While) -> None:
         escapes = any(isinstance(st, (K.Break, K.Continue, K.Return)) for st in K.walk_stmts(s.body))
         if self.uniform.expr(s.cond) and not escapes:
-            self.emit(f"while {self.expr(s.cond, 'm0')}:")
+            # `| NEVER`: a condition false on entry for Triton's constants (instance counts of a
+            # small or skinny grid, integer arguments equal to 1) leaves a loop body that Triton
+            # 3.6's dataflow finds dead, and its TritonGPUCoalesce pass then fails on the memory
+            # accesses there (PassManager::run failed); NEVER is false but not a constant to it.
+            self.emit(f"while ({self.expr(s.cond, 'm0')}) | {NEVER}:")
             self.indent += 1
             self.block(s.body)
             self.emit("pass")
