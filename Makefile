@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= auto
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench device-test clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(JOBS) tests
+
+# on a GPU machine, with its system python3 (no venv): tests/run_device_tests.sh says what runs
+device-test:
+	bash tests/run_device_tests.sh
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'

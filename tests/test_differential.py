@@ -11,11 +11,7 @@ HPVM_DIFF_EXAMPLES sets the number of programs (default 200).
 """
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -23,59 +19,15 @@ from hypothesis import strategies as st
 
 import hpvm_py as hpvm
 from hpvm_py import types as T
-from hpvm_py.ir import semantics as S
 from conftest import TARGETS
+from differential.data import load, same, scalar, values
 from differential.generator import Program, programs
 
 EXAMPLES = int(os.environ.get("HPVM_DIFF_EXAMPLES", "200"))
-_counter = itertools.count()
-_folder: Path | None = None
-
-
-def load(program: Program) -> object:
-    """Import the program from a file of its own (leaves are compiled from source files)."""
-    global _folder
-    if _folder is None:
-        import tempfile
-
-        _folder = Path(tempfile.mkdtemp(prefix="hpvm-diff-"))
-    name = f"hpvm_diff_{next(_counter)}"
-    path = _folder / f"{name}.py"
-    path.write_text(program.source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def values(t: str, n: int, rng: np.random.Generator) -> np.ndarray:
-    st_ = T.SCALAR_TYPES[t]
-    if st_.is_float:
-        pool = np.array([0.0, -0.0, 1.0, -1.5, 2.0, 0.1, 1e30, -1e-30, np.inf, -np.inf, np.nan, 65504.0, 3.0],
-                        np.float64)
-        data = np.where(rng.random(n) < 0.3, rng.choice(pool, n), rng.standard_normal(n) * 50)
-        if t == "bf16":
-            return S.bf16_to_bits(data.astype(np.float32))
-        with np.errstate(over="ignore"):
-            return data.astype(st_.numpy_dtype)
-    lo, hi = st_.min_value(), st_.max_value()
-    pool = np.array([0, 1, 2, 3, 7, lo, hi, lo + 1, hi - 1] + ([-1, -2, -7] if st_.is_signed else []),
-                    dtype=object)
-    randoms = rng.integers(lo, hi, n, dtype=st_.numpy_dtype, endpoint=True)
-    picks = rng.choice(pool, n).astype(st_.numpy_dtype)
-    return np.where(rng.random(n) < 0.4, picks, randoms).astype(st_.numpy_dtype)
-
-
-def scalar(t: str, rng: np.random.Generator):
-    v = values(t, 1, rng)[0]
-    if t == "bf16":
-        return float(S.bf16_from_bits(v))
-    return v.item()
 
 
 def run(program: Program, target: str, vector: bool, inputs: dict) -> dict[str, np.ndarray]:
-    module = load(program)
+    module = load(program.source)
     arrays = {k: v.copy() for k, v in inputs.items() if isinstance(v, np.ndarray)}
     a, b, out, hist, out2 = (arrays[k] for k in ("a", "b", "out", "hist", "out2"))
     previous = os.environ.get("HPVM_PYTHON_VECTOR")
@@ -90,16 +42,6 @@ def run(program: Program, target: str, vector: bool, inputs: dict) -> dict[str, 
         else:
             os.environ["HPVM_PYTHON_VECTOR"] = previous
     return {"out": out, "hist": hist, "out2": out2}
-
-
-def same(x: np.ndarray, y: np.ndarray, t: str) -> bool:
-    if t == "bf16":
-        x, y = S.bf16_from_bits(x), S.bf16_from_bits(y)
-    if x.dtype.kind == "f":
-        nan = np.isnan(x) & np.isnan(y)
-        bits = x.view(f"u{x.itemsize}") == y.view(f"u{y.itemsize}")
-        return bool(np.all(nan | bits))
-    return bool(np.array_equal(x, y))
 
 
 def describe(program: Program, inputs: dict, name: str, got: dict, expected: dict) -> str:

@@ -7,12 +7,16 @@ comparisons, lazy boolean operators, conditional expressions, nested if / for / 
 break/continue, and atomics. Integer edge cases (wrapping, zero divisors, huge shifts) and float
 edge cases (inf, NaN, -0.0, saturating casts) are all defined by the language, so any difference
 between targets is a bug.
+
+generate() takes its decisions from a Choices (tests/differential/choices.py): hypothesis's draws
+in tests/test_differential.py (programs()), a seeded random.Random in tests/differential/runner.py.
+Its variants, and pingpong_program() and stream_program(), give the runner's other categories.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hypothesis import strategies as st
+from differential.choices import Choices, HypothesisChoices
 
 INT_TYPES = ["i8", "i16", "i32", "i64", "u8", "u32", "u64"]
 FLOAT_TYPES = ["f16", "f32", "f64", "bf16"]
@@ -45,12 +49,12 @@ class _Scope:
 
 
 class _Builder:
-    def __init__(self, draw, scope: _Scope):
-        self.draw = draw
+    def __init__(self, c: Choices, scope: _Scope):
+        self.c = c
         self.scope = scope
         self.lines: list[str] = []
         # one kind of atomic per program: each kind commutes with itself, not with the others
-        self.atomic = draw(st.sampled_from(ATOMICS))
+        self.atomic = c.pick(ATOMICS)
 
     def emit(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
@@ -59,10 +63,12 @@ class _Builder:
 
     def literal(self, t: str) -> str:
         if t in FLOAT_TYPES:
-            return f"hpvm.{t}({self.draw(st.sampled_from(FLOAT_LITERALS))})"
+            return f"hpvm.{t}({self.c.pick(FLOAT_LITERALS)})"
         lo, hi = RANGES[t]
-        value = self.draw(st.one_of(st.sampled_from([0, 1, 2, 3, 7, -1, -3, lo, hi, 63, 64]),
-                                    st.integers(lo, hi)))
+        if self.c.flag():
+            value = self.c.pick([0, 1, 2, 3, 7, -1, -3, lo, hi, 63, 64])
+        else:
+            value = self.c.integer(lo, hi)
         value = min(max(value, lo), hi)
         return f"hpvm.{t}({value})"
 
@@ -72,48 +78,48 @@ class _Builder:
             choices += ["binary", "binary", "unary", "minmax", "select"]
             if t in FLOAT_TYPES:
                 choices.append("math")
-        kind = self.draw(st.sampled_from(choices))
+        kind = self.c.pick(choices)
         same = [v for v, vt in self.scope.variables.items() if vt == t]
         if kind == "var" and same:
-            return self.draw(st.sampled_from(same))
+            return self.c.pick(same)
         if kind == "cast" or (kind == "var" and not same):
             others = list(self.scope.variables.items())
-            if others and self.draw(st.booleans()):
-                name, _ = self.draw(st.sampled_from(others))
+            if others and self.c.flag():
+                name, _ = self.c.pick(others)
                 return f"hpvm.{t}({name})"
             if depth > 0:
-                return f"hpvm.{t}({self.expr(self.draw(st.sampled_from(TYPES)), depth - 1)})"
+                return f"hpvm.{t}({self.expr(self.c.pick(TYPES), depth - 1)})"
             return self.literal(t)
         if kind == "literal":
             return self.literal(t)
         if kind == "binary":
             ops = ["+", "-", "*", "//", "%"]
             ops += ["&", "|", "^", "<<", ">>"] if t in INT_TYPES else ["/"]
-            op = self.draw(st.sampled_from(ops))
+            op = self.c.pick(ops)
             return f"({self.expr(t, depth - 1)} {op} {self.expr(t, depth - 1)})"
         if kind == "unary":
-            if t in INT_TYPES and self.draw(st.booleans()):
+            if t in INT_TYPES and self.c.flag():
                 return f"(~{self.expr(t, depth - 1)})"
             if t.startswith("u"):
                 return f"abs({self.expr(t, depth - 1)})"
-            return self.draw(st.sampled_from([f"(-{self.expr(t, depth - 1)})", f"abs({self.expr(t, depth - 1)})"]))
+            return self.c.pick([f"(-{self.expr(t, depth - 1)})", f"abs({self.expr(t, depth - 1)})"])
         if kind == "minmax":
-            fn = self.draw(st.sampled_from(["min", "max"]))
+            fn = self.c.pick(["min", "max"])
             return f"{fn}({self.expr(t, depth - 1)}, {self.expr(t, depth - 1)})"
         if kind == "select":
             return f"({self.expr(t, depth - 1)} if {self.cond(depth - 1)} else {self.expr(t, depth - 1)})"
-        fn = self.draw(st.sampled_from(["math.sqrt(abs({}))", "math.floor({})", "math.ceil({})",
+        fn = self.c.pick(["math.sqrt(abs({}))", "math.floor({})", "math.ceil({})",
                                         "hpvm.math.fmin({}, {})", "hpvm.math.fmax({}, {})",
-                                        "math.copysign({}, {})", "hpvm.math.round({})"]))
+                                        "math.copysign({}, {})", "hpvm.math.round({})"])
         args = [self.expr(t, depth - 1) for _ in range(fn.count("{}"))]
         return fn.format(*args)
 
     def cond(self, depth: int) -> str:
-        kind = self.draw(st.sampled_from(["compare", "compare", "compare", "and", "or", "not"]
-                                         if depth > 0 else ["compare"]))
+        kind = self.c.pick(["compare", "compare", "compare", "and", "or", "not"]
+                                         if depth > 0 else ["compare"])
         if kind == "compare":
-            t = self.draw(st.sampled_from(TYPES))
-            op = self.draw(st.sampled_from(["<", "<=", ">", ">=", "==", "!="]))
+            t = self.c.pick(TYPES)
+            op = self.c.pick(["<", "<=", ">", ">=", "==", "!="])
             return f"({self.expr(t, max(0, depth - 1))} {op} {self.expr(t, max(0, depth - 1))})"
         if kind == "not":
             return f"(not {self.cond(depth - 1)})"
@@ -123,7 +129,7 @@ class _Builder:
     # -- statements -------------------------------------------------------------------------
 
     def block(self, indent: int, budget: int, in_loop: bool) -> None:
-        count = self.draw(st.integers(1, max(1, budget)))
+        count = self.c.integer(1, max(1, budget))
         for _ in range(count):
             self.statement(indent, budget - 1, in_loop)
 
@@ -133,14 +139,14 @@ class _Builder:
             kinds += ["if", "for", "while"]
         if in_loop:
             kinds += ["break", "continue"]
-        kind = self.draw(st.sampled_from(kinds))
+        kind = self.c.pick(kinds)
         if kind == "assign" or (kind == "reassign" and not self.scope.variables):
-            t = self.draw(st.sampled_from(TYPES))
+            t = self.c.pick(TYPES)
             name = self.scope.fresh("v")
             self.emit(indent, f"{name} = {self.expr(t, 2)}")
             self.scope.variables[name] = t
         elif kind == "reassign":
-            name, t = self.draw(st.sampled_from(sorted(self.scope.variables.items())))
+            name, t = self.c.pick(sorted(self.scope.variables.items()))
             value = self.expr(t, 2)
             if name in ("i", "n") or name.startswith("w"):  # indices and loop counters stay intact
                 name = self.scope.fresh("v")
@@ -148,17 +154,17 @@ class _Builder:
             self.emit(indent, f"{name} = hpvm.{t}({value})")
         elif kind == "atomic":
             fn = self.atomic
-            index = f"hpvm.i64({self.expr(self.draw(st.sampled_from(INT_TYPES)), 1)}) % 16"
+            index = f"hpvm.i64({self.expr(self.c.pick(INT_TYPES), 1)}) % 16"
             self.emit(indent, f"hpvm.{fn}(hist, {index}, {self.expr('i32', 1)})")
         elif kind == "if":
             self.emit(indent, f"if {self.cond(2)}:")
             self.block(indent + 1, budget - 1, in_loop)
-            if self.draw(st.booleans()):
+            if self.c.flag():
                 self.emit(indent, "else:")
                 self.block(indent + 1, budget - 1, in_loop)
         elif kind == "for":
             var = self.scope.fresh("k")
-            bounds = self.draw(st.sampled_from(["3", "0, 4", "5, 0, -2", "hpvm.i32(2), 6, 2"]))
+            bounds = self.c.pick(["3", "0, 4", "5, 0, -2", "hpvm.i32(2), 6, 2"])
             self.emit(indent, f"for {var} in range({bounds}):")
             self.scope.variables[var] = "i32" if bounds.startswith("hpvm.i32") else "i64"
             self.block(indent + 1, budget - 1, True)
@@ -173,13 +179,32 @@ class _Builder:
             self.emit(indent, kind)
 
 
-@st.composite
-def programs(draw) -> Program:
-    a_t, b_t, s_t, out_t = (draw(st.sampled_from(TYPES)) for _ in range(4))
-    hierarchical = draw(st.booleans())
-    chained = draw(st.booleans())
+HEADER = [
+    "import math",
+    "import hpvm_py as hpvm",
+    "from hpvm_py import In, InOut, Out, Ptr, i32, i64, " + ", ".join(sorted(set(TYPES) - {"i32", "i64"})),
+    "",
+    "",
+]
+# guards of a partial `Out` store: the elements they skip keep what the buffer held before
+INDEX_GUARDS = ["i < n - 1", "i > 0", "i % 3 != 1", "i > 0 and i < n - 1"]
+
+
+def node_hint(hints: dict[str, str], node: str) -> str:
+    return f", hint=\"{hints[node]}\"" if node in hints else ""
+
+
+def generate(c: Choices, *, partial: bool = False, hints: dict[str, str] | None = None,
+             chained: bool | None = None) -> Program:
+    """A program of tests/test_differential.py's shape. `partial`: the leaf writes `out` only
+    under a guard and the root declares it `Out`, so targets must keep the skipped elements.
+    `hints`: placements of the nodes `body`, `sink`, `group` (a graph mixing targets)."""
+    hints = hints or {}
+    a_t, b_t, s_t, out_t = (c.pick(TYPES) for _ in range(4))
+    hierarchical = c.flag()
+    chained = c.flag() if chained is None else chained
     scope = _Scope(variables={"i": "i64", "n": "i64", "x0": a_t, "x1": b_t, "s": s_t})
-    body = _Builder(draw, scope)
+    body = _Builder(c, scope)
     if hierarchical:
         body.emit(1, "me = hpvm.get_node()")
         body.emit(1, "i = hpvm.get_node_instance_id_x(hpvm.get_parent_node(me)) * "
@@ -188,19 +213,20 @@ def programs(draw) -> Program:
         body.emit(1, "i = hpvm.instance_id(0)")
     body.emit(1, "x0 = a[i]")
     body.emit(1, "x1 = b[(i * 7 + 3) % n]")
-    body.block(1, draw(st.integers(1, 4)), False)
-    body.emit(1, f"out[i] = hpvm.{out_t}({body.expr(out_t, 3)})")
+    body.block(1, c.integer(1, 4), False)
+    store = f"out[i] = hpvm.{out_t}({body.expr(out_t, 3)})"
+    if partial:
+        guard = c.pick(INDEX_GUARDS + ["data"])
+        body.emit(1, f"if {body.cond(1) if guard == 'data' else guard}:")
+        body.emit(2, store)
+    else:
+        body.emit(1, store)
     ret = ""
     if chained:
-        ret_t = draw(st.sampled_from(TYPES))
+        ret_t = c.pick(TYPES)
         body.emit(1, f"return hpvm.{ret_t}({body.expr(ret_t, 2)})")
         ret = f" -> {ret_t}"
-    lines = [
-        "import math",
-        "import hpvm_py as hpvm",
-        "from hpvm_py import In, InOut, Out, Ptr, i32, i64, " + ", ".join(sorted(set(TYPES) - {"i32", "i64"})),
-        "",
-        "",
+    lines = HEADER + [
         "@hpvm.leaf",
         f"def body(a: In[Ptr[{a_t}]], a_bytes: i64, b: In[Ptr[{b_t}]], b_bytes: i64, "
         f"out: Out[Ptr[{out_t}]], out_bytes: i64, hist: InOut[Ptr[i32]], hist_bytes: i64, "
@@ -210,7 +236,8 @@ def programs(draw) -> Program:
     ]
     args = ("a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, out=out, out_bytes=out_bytes, hist=hist, "
             "hist_bytes=hist_bytes, s=s, n=n")
-    params = (f"a: In[Ptr[{a_t}]], a_bytes: i64, b: In[Ptr[{b_t}]], b_bytes: i64, out: InOut[Ptr[{out_t}]], "
+    out_mode = "Out" if partial else "InOut"
+    params = (f"a: In[Ptr[{a_t}]], a_bytes: i64, b: In[Ptr[{b_t}]], b_bytes: i64, out: {out_mode}[Ptr[{out_t}]], "
               f"out_bytes: i64, hist: InOut[Ptr[i32]], hist_bytes: i64, out2: Out[Ptr[i64]], "
               f"out2_bytes: i64, s: {s_t}, n: i64, p: i64, l: i64")
     if chained:
@@ -227,16 +254,89 @@ def programs(draw) -> Program:
             lines.append("    i = hpvm.get_node_instance_id_x(me)")
         lines += ["    out2[i] = hpvm.i64(v)", ""]
     inner_grid = "l" if hierarchical else "n"
-    inner = [f"    first = hpvm.node(body, grid={inner_grid}, {args})"]
+    inner = [f"    first = hpvm.node(body, grid={inner_grid}, {args}{node_hint(hints, 'body')})"]
     if chained:
         inner.append(f"    hpvm.node(sink, grid={inner_grid}, v=first.out[0], out2=out2, "
-                     "out2_bytes=out2_bytes, n=n)")
+                     f"out2_bytes=out2_bytes, n=n{node_hint(hints, 'sink')})")
     if hierarchical:
         lines += ["", "@hpvm.graph", f"def group({params}):", *inner, "",
                   "", "@hpvm.graph", f"def root({params}):",
                   "    hpvm.node(group, grid=p, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, out=out, "
                   "out_bytes=out_bytes, hist=hist, hist_bytes=hist_bytes, out2=out2, "
-                  "out2_bytes=out2_bytes, s=s, n=n, p=p, l=l)", ""]
+                  f"out2_bytes=out2_bytes, s=s, n=n, p=p, l=l{node_hint(hints, 'group')})", ""]
     else:
         lines += ["", "@hpvm.graph", f"def root({params}):", *inner, ""]
     return Program("\n".join(lines), (a_t, b_t, s_t), out_t, hierarchical, chained)
+
+
+def programs():
+    """generate() as a hypothesis strategy (tests/test_differential.py)."""
+    from hypothesis import strategies as st
+
+    return st.composite(lambda draw: generate(HypothesisChoices(draw)))()
+
+
+def pingpong_program(c: Choices) -> Program:
+    """A 3-point stencil step from `src` to `dst` (both of one type) that the host launches
+    several times, swapping the buffers: what one launch leaves in `dst` the next one reads.
+    The store may skip the ends, as a Jacobi iteration keeps its boundary."""
+    t, s_t = c.pick(TYPES), c.pick(TYPES)
+    scope = _Scope(variables={"i": "i64", "n": "i64", "x0": t, "x1": t, "x2": t, "s": s_t})
+    body = _Builder(c, scope)
+    body.emit(1, "i = hpvm.instance_id(0)")
+    body.emit(1, "x0 = src[max(i - 1, 0)]")
+    body.emit(1, "x1 = src[i]")
+    body.emit(1, "x2 = src[min(i + 1, n - 1)]")
+    body.block(1, c.integer(1, 3), False)
+    store = f"dst[i] = hpvm.{t}({body.expr(t, 3)})"
+    guard = c.pick(["i > 0 and i < n - 1", "i < n - 1", None])
+    if guard:
+        body.emit(1, f"if {guard}:")
+        body.emit(2, store)
+    else:
+        body.emit(1, store)
+    params = (f"src: In[Ptr[{t}]], src_bytes: i64, dst: Out[Ptr[{t}]], dst_bytes: i64, "
+              f"hist: InOut[Ptr[i32]], hist_bytes: i64, s: {s_t}, n: i64")
+    lines = HEADER + [
+        "@hpvm.leaf", f"def step({params}):", *body.lines, "", "",
+        "@hpvm.graph", f"def root({params}):",
+        "    hpvm.node(step, grid=n, src=src, src_bytes=src_bytes, dst=dst, dst_bytes=dst_bytes, "
+        "hist=hist, hist_bytes=hist_bytes, s=s, n=n)", "",
+    ]
+    return Program("\n".join(lines), (t, t, s_t), t, False, False, f"guard: {guard}")
+
+
+def stream_program(c: Choices) -> Program:
+    """A two-stage stream: `body` (grid n) loads `a[i + k]` and writes `out`; `tail` (one
+    instance) returns `out[m]` and a `hist` count as an i64. Per item, k = 0 and m = n - 1 stay in
+    range; another k or m makes that item fail in that stage."""
+    a_t, b_t, s_t, out_t = (c.pick(TYPES) for _ in range(4))
+    scope = _Scope(variables={"i": "i64", "n": "i64", "x0": a_t, "x1": b_t, "s": s_t})
+    body = _Builder(c, scope)
+    body.emit(1, "i = hpvm.instance_id(0)")
+    body.emit(1, "x0 = a[i + k]")
+    body.emit(1, "x1 = b[(i * 7 + 3) % n]")
+    body.block(1, c.integer(1, 3), False)
+    body.emit(1, f"out[i] = hpvm.{out_t}({body.expr(out_t, 3)})")
+    body.emit(1, "return hpvm.i64(1)")
+    buffers = (f"a: In[Ptr[{a_t}]], a_bytes: i64, b: In[Ptr[{b_t}]], b_bytes: i64, out: InOut[Ptr[{out_t}]], "
+               f"out_bytes: i64, hist: InOut[Ptr[i32]], hist_bytes: i64")
+    lines = HEADER + [
+        "@hpvm.leaf",
+        f"def body({buffers.replace('out: InOut', 'out: Out')}, s: {s_t}, k: i64, n: i64) -> i64:",
+        *body.lines, "", "",
+        "@hpvm.leaf",
+        f"def tail(ready: i64, out: In[Ptr[{out_t}]], out_bytes: i64, hist: In[Ptr[i32]], hist_bytes: i64, "
+        "m: i64) -> i64:",
+        "    return hpvm.i64(out[m]) + hpvm.i64(hist[(m + 16) % 16]) + ready", "", "",
+        "@hpvm.graph",
+        f"def root({buffers}, s: {s_t}, k: i64, m: i64, n: i64) -> i64:",
+        "    st = hpvm.streaming",
+        "    first = hpvm.node(body, grid=n, a=st(a), a_bytes=st(a_bytes), b=st(b), b_bytes=st(b_bytes), "
+        "out=st(out), out_bytes=st(out_bytes), hist=st(hist), hist_bytes=st(hist_bytes), s=st(s), k=st(k), "
+        "n=st(n))",
+        "    last = hpvm.node(tail, ready=st(hpvm.all_to_all(first.out[0])), out=st(out), "
+        "out_bytes=st(out_bytes), hist=st(hist), hist_bytes=st(hist_bytes), m=st(m))",
+        "    return last.out[0]", "",
+    ]
+    return Program("\n".join(lines), (a_t, b_t, s_t), out_t, False, True)

@@ -1,0 +1,47 @@
+"""tests/differential/runner.py, the differential runner the GPU machines run with 500 graphs
+(tests/run_device_tests.sh), runs here on the targets there are, with a few graphs."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import TARGETS
+from differential import runner
+
+RUNNER = Path(runner.__file__)
+COMPILED = [t for t in TARGETS if t != "python"]
+
+
+@pytest.mark.skipif(not COMPILED, reason="no compiled target here")
+def test_runner_finds_no_mismatch(tmp_path: Path) -> None:
+    """20 graphs: every category (plain, partial Out, ping-pong, failing streams, mixed targets)
+    four times, on cpu and on gpu (Triton's interpreter on CI)."""
+    done = subprocess.run([sys.executable, str(RUNNER), "--graphs", "20", "--targets", ",".join(COMPILED),
+                           "--seed", "20", "--save-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=540)
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    assert summary.startswith(f"differential: 20 graphs, targets {','.join(COMPILED)}: "), done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_difference_is_a_mismatch() -> None:
+    nan_a = np.array([np.nan, 1.0], np.float32)
+    nan_b = nan_a.copy()
+    nan_b.view(np.uint32)[0] |= 1  # another NaN payload: still equal
+    assert runner.differences({"x": (nan_a, "f32")}, {"x": (nan_b, "f32")}, False) == []
+    zero = np.array([0.0], np.float32)
+    assert runner.differences({"x": (zero, "f32")}, {"x": (-zero, "f32")}, False)  # -0.0 is not 0.0
+    assert runner.differences({"x": (zero, "f32")}, {"error": "LaunchError"}, False)
+
+
+def test_a_lost_stream_item_breaks_the_rule() -> None:
+    case = runner.Case("stream", 0, "", {"items": [{}, {}, {}], "failing": 2})
+    right = {"item0": "ok", "item1": "ok", "item2": "ExecutionError", "wait": "ExecutionError"}
+    assert runner.stream_rule(case, right) == []
+    lost = {"item0": "ExecutionError", "wait": "ExecutionError"}  # items 0 and 1 were good
+    assert len(runner.stream_rule(case, lost)) == 3
