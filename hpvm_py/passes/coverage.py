@@ -115,8 +115,10 @@ class OutCoverage:
                 if not self.sites[i]:
                     self.static[i] = reasons.get(i) or Uncovered(
                         i, leaf.loc, "no store to it runs in every instance")
+        # what a decision depends on: the Out buffers' sizes and the integer scalars the body uses
+        used = {e.name for e in K.walk_all_exprs(leaf.body) if isinstance(e, K.Var)}
         self.relevant = [i for i, p in enumerate(leaf.params)
-                         if isinstance(p.type, PtrType) or _is_int(p.type)]
+                         if i in self.sites or (_is_int(p.type) and p.name in used)]
 
     # -- once per leaf --------------------------------------------------------------------------
 
@@ -195,11 +197,11 @@ class OutCoverage:
     def _key(self, args: list[Any], extents: list[tuple[int, ...]]) -> tuple:
         parts: list[Any] = [tuple(extents)]
         for i in self.relevant:
-            mode = self.input_modes[i]
+            value, mode = args[i], self.input_modes[i]
             if mode == "buffer":
-                parts.append(args[i].nbytes)
-            elif mode == "uniform" and np.ndim(args[i]) == 0:
-                parts.append(int(args[i]))
+                parts.append(value.nbytes)
+            elif mode == "uniform" and isinstance(value, (int, np.integer)):
+                parts.append(int(value))
             else:
                 parts.append(None)  # values that differ by instance never enter a proof
         return tuple(parts)
@@ -211,7 +213,7 @@ class OutCoverage:
             return None
         scalars = {p.name: int(args[j]) for j, p in enumerate(self.leaf.params)
                    if _is_int(p.type) and self.input_modes[j] == "uniform"
-                   and p.name not in self.assigned and np.ndim(args[j]) == 0}
+                   and p.name not in self.assigned and isinstance(args[j], (int, np.integer))}
         first: Uncovered | None = None
         for site in self.sites[i]:
             reason = _Launch(self, site, scalars, extents).covers(i, count)
