@@ -24,9 +24,9 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 # test_distributed's mpiexec is Open MPI's there, which refuses root without these
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if ! $PY -c 'import lark' 2>/dev/null; then
-    $PY -m pip install -q --no-index --no-deps --target /tmp/hpvm-site "${WHEELS:-.whl}"/lark-*.whl \
+    # into the interpreter's own environment: the tests' subprocesses do not all pass PYTHONPATH on
+    $PY -m pip install -q --no-index --no-deps "${WHEELS:-.whl}"/lark-*.whl \
         || { echo "device-test: lark is missing and no wheel in ${WHEELS:-.whl}/"; exit 2; }
-    export PYTHONPATH=$PYTHONPATH:/tmp/hpvm-site
 fi
 GPUS=$($PY -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 JOBS=$(( $(nproc) < 16 ? $(nproc) : 16 ))

@@ -19,8 +19,8 @@ N = 8  # elements per buffer
 TIMEOUT = 120  # seconds for any one push, pop or wait (Triton's interpreter is slow)
 SCHEDULERS = ["threads", "scheduler", "items"]
 # the runners a target can use: python leaves always get a thread per stage, whole items are
-# the gpu target's
-USABLE = {"python": {"threads"}, "cpu": {"threads", "scheduler"}}
+# the gpu target's (rt/items.py)
+USABLE = {"python": {"threads"}, "cpu": {"threads", "scheduler"}, "nvptx": {"threads", "scheduler"}}
 
 
 @pytest.fixture(params=SCHEDULERS)

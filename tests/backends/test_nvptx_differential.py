@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import test_differential as differential_test  # its program loader and input makers (a module)
+from differential import data
 from cpu_harness import buffer, device_buffer
 from differential.generator import Program, programs
 from hpvm_py import types as T
@@ -82,11 +82,11 @@ def test_nvptx_agrees_with_cpu(program: Program, seed: int, shape: tuple[int, in
     p, l = shape if program.hierarchical else (1, shape[0] * shape[1])
     n = p * l
     a_t, b_t, s_t = program.in_types
-    inputs = {"a": differential_test.values(a_t, n, rng), "b": differential_test.values(b_t, n, rng),
+    inputs = {"a": data.values(a_t, n, rng), "b": data.values(b_t, n, rng),
               "out": np.zeros(n, T.SCALAR_TYPES[program.out_type].numpy_dtype),
               "hist": rng.integers(-5, 5, 16, dtype=np.int32),
-              "s": differential_test.scalar(s_t, rng), "n": np.int64(n)}
-    module = differential_test.load(program)
+              "s": data.scalar(s_t, rng), "n": np.int64(n)}
+    module = data.load(program.source)
     leaf, ctx, cpu_kernel = body_kernel(module, "cpu")
     _, _, gpu_kernel = body_kernel(module, "nvptx")
     expected = run_body(cpu_kernel, leaf, ctx, inputs, p, l, on_gpu=False)
@@ -94,7 +94,7 @@ def test_nvptx_agrees_with_cpu(program: Program, seed: int, shape: tuple[int, in
     types = {"out": program.out_type, "hist": "i32"}
     for name, value in expected.items():
         t = types.get(name) or leaf.outputs[int(name[len("return"):])].type.name
-        assert differential_test.same(got[name], value, t), (
+        assert data.same(got[name], value, t), (
             f"nvptx and cpu disagree on {name}\n--- program ---\n{program.source}\n--- inputs ---\n"
             f"{ {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()} }\n"
             f"--- cpu ---\n{value.tolist()}\n--- nvptx ---\n{got[name].tolist()}")
