@@ -61,6 +61,7 @@ def seed() -> str:
 @pytest.mark.parametrize("ranks, target, remote, checks, paths", [
     (2, "cpu", False, 28, "direct,one_shot,two_shot"),
     (2, "cpu", True, 26, "remote"),  # no translation and bit-identity checks: no peer heap mapped
+    (4, "cpu", True, 26, "remote"),
     (4, "python", False, 28, "direct,one_shot,two_shot"),
     (2, "gpu", False, 28, "direct,one_shot,two_shot"),  # CPU ranks: the gpu target's leaves, host collectives
 ])
@@ -72,40 +73,56 @@ def test_every_collective_matches_numpy(ranks: int, target: str, remote: bool, c
         assert lines == [f"rank {r}: {checks} checks ok; paths {paths}"], (lines, output)
 
 
-@needs_mpiexec
-def test_faults_on_the_heap(tmp_path: Path) -> None:
-    output = _launch(2, PROGRAMS / "dist_faults.py", out=tmp_path)
-    both = [f"FAULT {name} ok" for name in ("size", "dtype", "kind", "offset", "exhausted")]
-    rank0, rank1 = _reports(tmp_path, 2)
-    for lines in (rank0, rank1):
-        assert all(line in lines for line in both) and lines.count("FAULT in-step ok") == 7, output
-    assert "FAULT peer-argument ok" in rank0 and "FAULT local-argument ok" in rank1, output
-    assert "FAULT peer-not-on-heap ok" in rank0 and "FAULT not-on-heap ok" in rank1, output
-    assert rank0[-1] == "FAULT missing ok" and rank1[-1] == "FAULT missing skipped", output
+def _faulty(n: int) -> int:
+    """The rank at fault in tests/programs/dist_faults.py: the middle one (the last of two)."""
+    return n // 2
 
 
 @needs_mpiexec
-def test_faults_on_the_engine(tmp_path: Path) -> None:
-    output = _launch(2, PROGRAMS / "dist_faults.py", env={"HPVM_COMM_FORCE_REMOTE": "1"}, out=tmp_path)
-    both = [f"FAULT {name} ok" for name in ("size", "dtype", "kind", "exhausted", "engine-any-buffer")]
-    rank0, rank1 = _reports(tmp_path, 2)
-    for lines in (rank0, rank1):
-        assert all(line in lines for line in both) and lines.count("FAULT in-step ok") == 5, output
-    assert "FAULT peer-argument ok" in rank0 and "FAULT local-argument ok" in rank1, output
-    assert rank0[-1] == "FAULT missing ok" and rank1[-1] == "FAULT missing skipped", output
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("remote", [False, True], ids=["heap", "engine"])
+def test_faults(ranks: int, remote: bool, tmp_path: Path) -> None:
+    """Disagreements, bad arguments, a full heap, then a rank that never arrives: every rank
+    raises, naming the faulty one, and the survivors of the missing rank within the timeout."""
+    env = {"HPVM_COMM_FORCE_REMOTE": "1"} if remote else {}
+    output = _launch(ranks, PROGRAMS / "dist_faults.py", "cpu", "missing", env=env, out=tmp_path)
+    everyone = ["size", "dtype", "kind", "exhausted"] + (["engine-any-buffer"] if remote else ["offset"])
+    faulty = _faulty(ranks)
+    for r, lines in enumerate(_reports(tmp_path, ranks)):
+        assert all(f"FAULT {name} ok" in lines for name in everyone), (r, output)
+        assert lines.count("FAULT in-step ok") == (5 if remote else 7), (r, output)
+        own = ["local-argument", "not-on-heap"] if r == faulty else ["peer-argument", "peer-not-on-heap"]
+        assert all(f"FAULT {name} ok" in lines for name in own[:1 if remote else 2]), (r, output)
+        assert lines[-1] == ("FAULT missing skipped" if r == faulty else "FAULT missing ok"), (r, output)
 
 
 @needs_mpiexec
-def test_init_faults(tmp_path: Path) -> None:
-    """Ranks with different heap sizes both refuse init(); a rank that never arrives is named."""
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("remote", [False, True], ids=["heap", "engine"])
+def test_rank_dying_mid_collective(ranks: int, remote: bool, tmp_path: Path) -> None:
+    """A rank stops after the ranks agreed on a collective: every survivor raises, naming it."""
+    env = {"HPVM_COMM_FORCE_REMOTE": "1"} if remote else {}
+    output = _launch(ranks, PROGRAMS / "dist_faults.py", "cpu", "died", env=env, out=tmp_path)
+    for r, lines in enumerate(_reports(tmp_path, ranks)):
+        last = "FAULT died here" if r == _faulty(ranks) else "FAULT died ok"
+        assert lines == ["FAULT in-step ok", last], (r, output)
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_init_faults(ranks: int, tmp_path: Path) -> None:
+    """Ranks with different heap sizes all refuse init(); a rank that never arrives is named."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_")}
     environment.update(PYTHONPATH=str(ROOT), HPVM_TEST_OUT=str(tmp_path))
     script = [sys.executable, str(PROGRAMS / "dist_init_faults.py")]
-    command = [str(MPIEXEC), "-n", "1", "-env", "HPVM_HEAP_BYTES", "4M", *script, ":",
-               "-n", "1", "-env", "HPVM_HEAP_BYTES", "8M", *script]
+    command = [str(MPIEXEC)]
+    for r in range(ranks):  # one block per rank: the faulty rank's heap is half the others'
+        heap = "4M" if r == _faulty(ranks) else "8M"
+        command += ([":"] if r else []) + ["-n", "1", "-env", "HPVM_HEAP_BYTES", heap, *script]
     result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=environment)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert _reports(tmp_path, 2) == [["INIT heap-size ok", "INIT missing ok"], ["INIT heap-size ok"]]
+    assert _reports(tmp_path, ranks) == [["INIT heap-size ok"] + ["INIT missing ok"] * (r != _faulty(ranks))
+                                         for r in range(ranks)], result.stdout + result.stderr
 
 
 def test_torchrun_environment_uses_gloo(seed: str, tmp_path: Path) -> None:

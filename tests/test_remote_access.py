@@ -5,7 +5,7 @@
 - a stand-in world of two ranks inside this process (two heaps, the second one standing for rank
   1's heap as mapped here), launched on each backend directly, checked and unchecked: what lands
   where is checked, and the errors (rank, index, buffer not on the heap, peer heap not mapped);
-- real ranks under mpiexec on cpu and python (tests/programs/dist_remote.py);
+- real ranks under mpiexec on cpu and python, 2 and 4 of them (tests/programs/dist_remote.py);
 - the front end's type rules, the verifier, the text IR and the bounds proof of ranks.
 """
 from __future__ import annotations
@@ -363,11 +363,12 @@ def test_the_halo_example_on_two_ranks_and_alone(tmp_path: Path) -> None:
 
 
 @needs_mpiexec
-@pytest.mark.parametrize("target", ["cpu", "python"])
-def test_two_real_ranks(target: str, tmp_path: Path, rng: np.random.Generator) -> None:
+@pytest.mark.parametrize("ranks, target", [(2, "cpu"), (2, "python"), (4, "cpu")])
+def test_real_ranks(ranks: int, target: str, tmp_path: Path, rng: np.random.Generator) -> None:
     seed = str(rng.integers(1 << 30))
-    output = _launch(2, PROGRAMS / "dist_remote.py", seed, target, out=tmp_path)
-    assert _reports(tmp_path, 2) == [["rank 0: 12 checks ok"], ["rank 1: 11 checks ok"]], output
+    output = _launch(ranks, PROGRAMS / "dist_remote.py", seed, target, out=tmp_path)
+    want = [[f"rank {r}: {12 if r == 0 else 11} checks ok"] for r in range(ranks)]  # rank 0 counts tickets
+    assert _reports(tmp_path, ranks) == want, output
 
 
 # -- the bounds proof ---------------------------------------------------------------------------

@@ -30,7 +30,8 @@ def _timeout(call: Call, exc: RanksMissing, timeout: float) -> HPVMTimeoutError:
                             call.loc, rule="rank-arrival")
 
 
-_ENGINE_SILENT = "every rank posted its descriptor, and the engine does not say which one stalled"
+_ENGINE_SILENT = ("every rank posted its descriptor and answered once the engine gave up; the engine "
+                  "does not say which one stalled")
 
 
 def run(transport: Transport, call: Call, timeout: float) -> None:
@@ -39,7 +40,20 @@ def run(transport: Transport, call: Call, timeout: float) -> None:
     try:
         _RUN[call.kind](transport, call, timeout)
     except RanksMissing as exc:
-        raise _timeout(call, exc, timeout) from None
+        raise _timeout(call, _stalled(transport, exc, timeout), timeout) from None
+
+
+def _stalled(transport: Transport, exc: RanksMissing, timeout: float) -> RanksMissing:
+    """The engine does not say which rank its collective waits for: ask every rank over the
+    launcher's transport. The ranks still there answer (they all passed the descriptor exchange
+    just before, so they give up at about the same time); the ones that do not are named. This
+    costs a second timeout, only when a rank stalled inside the engine's collective."""
+    try:
+        transport.exchange(None, timeout)
+    except RanksMissing as probe:
+        if probe.ranks:
+            return RanksMissing(probe.ranks, exc.waited + probe.waited)
+    return exc  # every rank answered: the engine itself stalled
 
 
 def _flat(call: Call, i: int) -> Any:

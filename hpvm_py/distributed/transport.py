@@ -7,9 +7,11 @@ natively (f32, f64, integers); remote.py widens f16 and bf16 first.
 """
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import pickle
+import time
 from typing import Any, Callable
 
 from .waiting import RanksMissing, wait_until
@@ -79,6 +81,7 @@ class MPITransport(Transport):
         self.rank = self._world.Get_rank()
         self.size = self._world.Get_size()
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+        _drain_at_exit(MPI, self._world, self._TAG)
 
     @property
     def _comm(self) -> Any:
@@ -132,6 +135,34 @@ class MPITransport(Transport):
     def close(self) -> None:
         if self._private is not None:
             self._private.Free()
+
+
+_draining: set[int] = set()  # tags drained at exit
+_DRAIN_QUIET_S = 0.05
+
+
+def _drain_at_exit(mpi: Any, comm: Any, tag: int) -> None:
+    """At exit (before mpi4py's MPI_Finalize, which runs after every atexit handler), receive the
+    exchange messages this rank never read: those its peers sent while it was missing, stalled or
+    had given up. MPI_Finalize fails on unmatched messages ("Communicator being freed has N
+    unmatched message(s)"), mpi4py then exits without finalizing, and MPICH's launcher kills every
+    other rank: a job whose ranks all handled a fault would still fail."""
+    if tag in _draining:
+        return
+    _draining.add(tag)
+
+    def drain() -> None:
+        if mpi.Is_finalized():
+            return
+        # a probe moves MPICH's progress engine only a little: a message sent long ago may only
+        # show at a later probe, so keep probing until a quiet spell
+        quiet_until = time.monotonic() + _DRAIN_QUIET_S
+        while time.monotonic() < quiet_until:
+            if comm.iprobe(source=mpi.ANY_SOURCE, tag=tag):
+                comm.recv(source=mpi.ANY_SOURCE, tag=tag)
+                quiet_until = time.monotonic() + _DRAIN_QUIET_S
+
+    atexit.register(drain)
 
 
 class TorchTransport(Transport):

@@ -2,7 +2,9 @@
 # The GPU-rank suite (pytest does not collect it; CI has no GPU). On a machine with 2+ GPUs, from
 # the repository root: bash tests/gpu_dist/run_device.sh [OUTDIR]. Runs the direct-API checks, every
 # communication node on the gpu target (heap kernels, then NCCL with the ranks forced onto "two
-# hosts"), tests/programs' tp_mlp example, then the benchmark against NCCL.
+# hosts"), the faults (tests/programs/dist_faults.py: disagreements and a missing rank, then a rank
+# that dies mid-collective), tests/programs' tp_mlp example, then the benchmark against NCCL.
+# NRANKS=N runs every step on N ranks (default: one per GPU); run it with 2 and with 4.
 set -u
 OUTDIR=${1:-${OUT:-/tmp/gpu_dist}}
 mkdir -p "$OUTDIR"
@@ -32,7 +34,10 @@ export HPVM_TEST_OUT=$OUTDIR/nvptx; mkdir -p "$HPVM_TEST_OUT"
 step nvptx 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" nvptx
 cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
 export HPVM_TEST_OUT=$OUTDIR/faults; mkdir -p "$HPVM_TEST_OUT"
-step faults 240 $MPI python3 tests/programs/dist_faults.py gpu
+step faults 240 $MPI python3 tests/programs/dist_faults.py gpu missing
+cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+export HPVM_TEST_OUT=$OUTDIR/faults-died; mkdir -p "$HPVM_TEST_OUT"
+step faults-died 240 $MPI python3 tests/programs/dist_faults.py gpu died
 cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
 step tp_mlp 120 $MPI python3 examples/tp_mlp.py --target gpu
 if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank
@@ -40,7 +45,10 @@ if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank
     step remote 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" gpu
     cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
     export HPVM_TEST_OUT=$OUTDIR/remote-faults; mkdir -p "$HPVM_TEST_OUT"
-    step remote-faults 240 $MPI python3 tests/programs/dist_faults.py gpu
+    step remote-faults 240 $MPI python3 tests/programs/dist_faults.py gpu missing
+    cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+    export HPVM_TEST_OUT=$OUTDIR/remote-faults-died; mkdir -p "$HPVM_TEST_OUT"
+    step remote-faults-died 240 $MPI python3 tests/programs/dist_faults.py gpu died
     cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
     export HPVM_COMM_FORCE_REMOTE=0
     unset HPVM_HEAP_BYTES

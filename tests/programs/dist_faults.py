@@ -1,13 +1,20 @@
-"""Run under `mpiexec -n 2 python dist_faults.py`: ranks that disagree, bad buffers, a full heap and
-a rank that never arrives. Every expected error prints `FAULT <name> ok` on the rank that saw it;
-after each disagreement the ranks must still be in step (a correct collective follows).
+"""Run under `mpiexec -n N python dist_faults.py [TARGET] [END]` with N >= 2: ranks that disagree,
+bad buffers, a full heap, then a rank that never arrives (END "missing", the default) or, alone,
+a rank that dies in the middle of a collective (END "died"). Every expected error prints
+`FAULT <name> ok` on the rank that saw it; after each disagreement the ranks must still be in step
+(a correct collective follows).
+
+One rank is at fault in each case: FAULTY, the middle rank (the last one on two ranks), or the last
+rank for the disagreements that every rank reports alike. Every other rank must raise, naming it.
 
 HPVM_COMM_FORCE_REMOTE=1 runs the checks that apply to the engine path (there, buffers need not
 be on the heap, and offsets are not compared).
 """
 import os
+import re
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -18,12 +25,16 @@ from hpvm_py import InOut, Out, In, Ptr, f32, i32, i64
 from hpvm_py.distributed import ranks
 from hpvm_py.errors import DistributedError, HPVMTimeoutError
 
-TIMEOUT = 2.0  # for the rank that never arrives; the other steps get a loaded machine's margin
+TIMEOUT = 2.0  # for the rank that never arrives or dies; the other steps get a loaded machine's margin
 TARGET = sys.argv[1] if len(sys.argv) > 1 else "cpu"  # gpu: on GPU ranks (tests/gpu_dist)
-hpvm.distributed.init(timeout=60)
+END = sys.argv[2] if len(sys.argv) > 2 else "missing"
+assert END in ("missing", "died"), END
+hpvm.distributed.init(timeout=60, device=TARGET)
 RANK, WORLD = hpvm.distributed.rank(), hpvm.distributed.world_size()
 REMOTE = os.environ.get("HPVM_COMM_FORCE_REMOTE") == "1"
-assert WORLD == 2
+assert WORLD >= 2, "run on 2 or more ranks"
+FAULTY, LAST = WORLD // 2, WORLD - 1
+ALL_SUM = WORLD * (WORLD + 1) / 2  # sum over the ranks of rank + 1
 
 SUM_F32, SUM_I32 = hpvm.comm.all_reduce(f32), hpvm.comm.all_reduce(i32)
 BCAST_F32, GATHER_F32 = hpvm.comm.broadcast(f32), hpvm.comm.all_gather(f32)
@@ -53,12 +64,19 @@ def run(graph, *args) -> None:  # noqa: ANN001
     hpvm.wait(hpvm.launch(graph, *args))
 
 
-def expect(name: str, error: type, *fragments: str, graph=None, args=()) -> None:  # noqa: ANN001
+def by_rank(value: Callable[[int], object]) -> str:
+    """What every rank contributes, as the errors list it: "rank 0: a, rank 1: b, ..."."""
+    return ", ".join(f"rank {q}: {value(q)}" for q in range(WORLD))
+
+
+def expect(name: str, error: type, *fragments: str, graph=None, args=(), pattern: str = "") -> None:  # noqa: ANN001
     try:
         run(graph, *args)
     except error as exc:
         text = str(exc)
         missing = [f for f in fragments if f not in text]
+        if pattern and not re.search(pattern, text):
+            missing.append(pattern)
         if missing:
             raise AssertionError(f"rank {RANK}: {name}: {missing} not in {text!r}") from None
         if "dist_faults.py" not in text:
@@ -72,56 +90,57 @@ def still_in_step() -> None:
     x = hpvm.symmetric.empty(64, torch.float32)
     x.fill_(RANK + 1.0)
     run(sum_f32, x, x.nbytes)
-    assert torch.all(x == 3.0), x
+    assert torch.all(x == ALL_SUM), x
     report(RANK, "FAULT in-step ok")
 
 
-with hpvm.runtime(TARGET):
+def disagreements() -> None:
+    """Faults after which the ranks are still in step: each is followed by a correct collective."""
     x = hpvm.symmetric.zeros(100, torch.float32)
-    n = 100 if RANK == 0 else 50
+    n = 50 if RANK == FAULTY else 100
     expect("size", DistributedError, "ranks disagree on the size of 'x' (input 'buf') in bytes",
-           "rank 0: 400, rank 1: 200", graph=sum_f32, args=(x, 4 * n))
+           by_rank(lambda q: 200 if q == FAULTY else 400), graph=sum_f32, args=(x, 4 * n))
     still_in_step()
 
     xf, xi = hpvm.symmetric.zeros(16, torch.float32), hpvm.symmetric.zeros(16, torch.int32)
-    graph, buf = (sum_f32, xf) if RANK == 0 else (sum_i32, xi)
-    expect("dtype", DistributedError, "ranks disagree on the element type (rank 0: f32, rank 1: i32)",
-           graph=graph, args=(buf, buf.nbytes))
+    graph, buf = (sum_i32, xi) if RANK == LAST else (sum_f32, xf)
+    expect("dtype", DistributedError, "ranks disagree on the element type",
+           by_rank(lambda q: "i32" if q == LAST else "f32"), graph=graph, args=(buf, buf.nbytes))
     still_in_step()
 
-    graph = sum_f32 if RANK == 0 else bcast_f32
-    expect("kind", DistributedError, "ranks disagree on the collective (rank 0: all_reduce, rank 1: broadcast)",
-           graph=graph, args=(xf, xf.nbytes))
+    graph = bcast_f32 if RANK == FAULTY else sum_f32
+    expect("kind", DistributedError, "ranks disagree on the collective",
+           by_rank(lambda q: "broadcast" if q == FAULTY else "all_reduce"), graph=graph, args=(xf, xf.nbytes))
     still_in_step()
 
-    src, dst = hpvm.symmetric.zeros(8, torch.float32), hpvm.symmetric.zeros(16, torch.float32)
-    if RANK == 1:
-        expect("local-argument", DistributedError, "dst must be world_size (2) times src",
-               graph=gather_f32, args=(src, src.nbytes, dst, 4 * 15))
+    src, dst = hpvm.symmetric.zeros(8, torch.float32), hpvm.symmetric.zeros(8 * WORLD, torch.float32)
+    if RANK == FAULTY:
+        expect("local-argument", DistributedError, f"dst must be world_size ({WORLD}) times src",
+               graph=gather_f32, args=(src, src.nbytes, dst, dst.nbytes - 4))
     else:
-        expect("peer-argument", DistributedError, "rank(s) [1] could not take part",
-               "rank 1: invalid arguments", graph=gather_f32, args=(src, src.nbytes, dst, dst.nbytes))
+        expect("peer-argument", DistributedError, f"rank(s) [{FAULTY}] could not take part",
+               f"rank {FAULTY}: invalid arguments", graph=gather_f32, args=(src, src.nbytes, dst, dst.nbytes))
     still_in_step()
 
     if not REMOTE:
         a, b = hpvm.symmetric.zeros(32, torch.float32), hpvm.symmetric.zeros(32, torch.float32)
-        mine = a if RANK == 0 else b
+        mine = b if RANK == FAULTY else a
         expect("offset", DistributedError, "ranks disagree on the heap offset of 'x' (input 'buf')",
                "allocate symmetric buffers in the same order", graph=sum_f32, args=(mine, mine.nbytes))
         still_in_step()
 
-        plain = torch.zeros(32) if RANK == 1 else a
-        if RANK == 1:
+        if RANK == FAULTY:
+            plain = torch.zeros(32)
             expect("not-on-heap", DistributedError, "buffer 'x' (input 'buf') (128 bytes at", "is not on the symmetric heap",
                    "hpvm.symmetric.empty", graph=sum_f32, args=(plain, plain.nbytes))
         else:
-            expect("peer-not-on-heap", DistributedError, "rank(s) [1] could not take part",
-                   "a buffer not on the symmetric heap", graph=sum_f32, args=(plain, plain.nbytes))
+            expect("peer-not-on-heap", DistributedError, f"rank(s) [{FAULTY}] could not take part",
+                   "a buffer not on the symmetric heap", graph=sum_f32, args=(a, a.nbytes))
         still_in_step()
     else:
         plain = np.full(32, RANK + 1.0, dtype=np.float32)  # any host buffer on the engine path
         run(sum_f32, plain, plain.nbytes)
-        assert np.all(plain == 3.0), plain
+        assert np.all(plain == ALL_SUM), plain
         report(RANK, "FAULT engine-any-buffer ok")
 
     free = hpvm.symmetric.free_bytes()
@@ -133,13 +152,67 @@ with hpvm.runtime(TARGET):
         report(RANK, "FAULT exhausted ok")
     still_in_step()
 
-    ranks.current().timeout = TIMEOUT  # every wait reads it (init(timeout=...) sets it)
-    if RANK == 1:
-        report(RANK, "FAULT missing skipped")  # rank 1 never arrives at the next collective
-        time.sleep(TIMEOUT + 1)  # alive meanwhile: MPICH's launcher may end the job when a rank exits
+
+class Died(BaseException):
+    """Where the faulty rank stops: it is still alive (MPICH's launcher may end the job when a rank
+    exits), but from its peers' side it is as dead as a killed process, whose heap segment stays
+    mapped and whose counters and messages never move again. A BaseException, as a kill is: the
+    runtime passes it through instead of reporting it as its own error."""
+
+
+def die_after_agreement(world: ranks.World) -> None:
+    """Make this rank's next collective stop right after the ranks agreed on it: on the heap after
+    the descriptor barrier, on the engine before the engine's own collective."""
+    if REMOTE:
+        def never(*args: object) -> None:
+            raise Died
+
+        world.engine.all_reduce = never
+        return
+    agreed = world.comm.barrier  # the first barrier of a call is the descriptor exchange
+
+    def once(what: Callable[[], str], loc: object) -> None:
+        agreed(what, loc)
+        raise Died
+
+    world.comm.barrier = once
+
+
+def missing_or_died() -> None:
+    """The last fault: the ranks are out of step afterwards. Every survivor must raise within the
+    timeout, naming the faulty rank and no other."""
+    world = ranks.current()
+    world.timeout = TIMEOUT  # every wait reads it (init(timeout=...) sets it)
+    xf = hpvm.symmetric.zeros(16, torch.float32)
+    if RANK == FAULTY:
+        if END == "missing":
+            report(RANK, "FAULT missing skipped")  # never arrives at the next collective
+        else:
+            die_after_agreement(world)
+            try:
+                run(sum_f32, xf, xf.nbytes)
+            except Died:
+                report(RANK, "FAULT died here")
+        # alive while the survivors wait (after a death, the engine path's survivors ask who is
+        # still there once the engine gave up: a second timeout)
+        time.sleep(TIMEOUT + 1 if END == "missing" else 2 * TIMEOUT + 1)
+        return
+    start = time.monotonic()
+    # a GPU kernel that gave up names the rank at this rank's next collective
+    args = (xf, xf.nbytes)
+    if END == "died" and world.device != "host" and not REMOTE:
+        run(sum_f32, *args)
+    expect(END, HPVMTimeoutError, "did not arrive within 2 s", "HPVM_COMM_TIMEOUT", graph=sum_f32, args=args,
+           pattern=rf"rank(\(s\) \[| ){FAULTY}\]? did not")
+    waited = time.monotonic() - start
+    # the engine path asks the survivors who is there once its collective timed out: twice the timeout
+    limit = 2 * TIMEOUT if END == "died" else TIMEOUT
+    assert TIMEOUT <= waited < limit + 5, waited
+
+
+with hpvm.runtime(TARGET):
+    if END == "missing":
+        disagreements()
     else:
-        start = time.monotonic()
-        expect("missing", HPVMTimeoutError, "rank(s) [1] did not arrive within 2 s", "HPVM_COMM_TIMEOUT",
-               graph=sum_f32, args=(xf, xf.nbytes))
-        waited = time.monotonic() - start
-        assert TIMEOUT <= waited < TIMEOUT + 5, waited
+        still_in_step()
+    missing_or_died()
