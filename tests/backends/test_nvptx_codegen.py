@@ -3,6 +3,7 @@ ptxas assembles for sm_90, and the PTX has the structure the SIMT mapping promis
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,13 @@ def sized_by_parameter(x: InOut[Ptr[f32]], x_bytes: i64, count: i64):
 def sine(x: InOut[Ptr[f32]], x_bytes: i64):
     i = hpvm.instance_id(0)
     x[i] = math.sin(x[i]) + math.fmod(x[i], 0.75)
+
+
+@hpvm.leaf
+def zero_ties(x: InOut[Ptr[f64]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64):
+    i = hpvm.instance_id(0)
+    x[i] = max(f64(u8(i64(x[i]))), f64(-0.0))
+    y[i] = min(f32(u8(i64(y[i]))) * f32(-1.0), f32(0.0))
 ''')
 
 
@@ -104,6 +112,15 @@ def context(leaf, dims: tuple[int, ...]) -> NodeContext:
 
 def ptx(leaf, dims: tuple[int, ...], checked: bool = False) -> str:
     return NvptxBackend().ptx(leaf.ir, context(leaf.ir, dims), checked=checked)
+
+
+def test_float_min_max_keep_the_languages_zero_ties() -> None:
+    """max(+0.0, -0.0) is -0.0 (the second operand on a tie): NVPTX would turn the compare and
+    select of two operands that are never NaN into max.f64 / min.f32, which may pick +0.0 (a
+    mismatch the GPU differential runner found)."""
+    text = ptx(LEAVES.zero_ties, (1,))
+    assert not re.search(r"\b(max|min)\.f(32|64)\b", text), text
+    assert re.search(r"selp\.(b|f)64", text)
 
 
 def test_barrier_and_static_shared_memory_of_a_group() -> None:

@@ -37,12 +37,18 @@ _LIBM = ("expm1", "log1p", "asinh", "acosh", "atanh", "erf", "erfc", "hypot")
 class MathLibrary(Protocol):
     """A target's float functions that have no exact LLVM lowering."""
 
+    # min/max select on the operands' bits: NVPTX turns a float select of a compare of the same
+    # operands into max.f64 / min.f32, whose choice between -0.0 and +0.0 is not the language's
+    selects_bits: bool
+
     def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
         """name(args) on f32 or f64 register values: a transcendental function, pow or fmod."""
 
 
 class HostMath:
     """The host CPU's math: LLVM intrinsics, C libm, and `frem` (which is C fmod)."""
+
+    selects_bits = False  # x86's maxps/minps pick the second operand on ties, as min/max do
 
     def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
         ft = args[0].type
@@ -74,7 +80,7 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value],
     if name == "abs":
         return b.call(overloaded(b.module, "llvm.fabs", ft, [ft]), args)
     if name in ("min", "max", "fmin", "fmax"):
-        return _float_minmax(b, name, args[0], args[1])
+        return _float_minmax(b, name, args[0], args[1], lib.selects_bits)
     if name == "copysign":
         return _copysign(b, args[0], args[1])
     if name in EXACT_INTRINSICS:
@@ -83,7 +89,7 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value],
     return lib.call(b, name, args)
 
 
-def _float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+def _float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value, bits: bool) -> ir.Value:
     """min/max: `x if x < y or isnan(x) else y` (NumPy's minimum: a NaN operand gives NaN; a tie
     of zeros gives y), one compare-and-select that maps to vminps/vmaxps.
     fmin/fmax: IEEE-754 minimumNumber/maximumNumber (a NaN operand is ignored, -0 < +0), which
@@ -93,7 +99,10 @@ def _float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Va
         return b.call(overloaded(b.module, intrinsic, x.type, [x.type, x.type]), [x, y])
     pred = "<" if name == "min" else ">"
     take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
-    return b.select(take_x, x, y)
+    if not bits:
+        return b.select(take_x, x, y)
+    it = ir.IntType(32 if x.type == F32 else 64)
+    return b.bitcast(b.select(take_x, b.bitcast(x, it), b.bitcast(y, it)), x.type)
 
 
 def _copysign(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:

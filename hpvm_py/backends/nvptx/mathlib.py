@@ -18,6 +18,8 @@ LIBDEVICE_FUNCTIONS = frozenset((
 
 
 class LibdeviceMath:
+    selects_bits = True  # (MathLibrary says why)
+
     def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
         assert name in LIBDEVICE_FUNCTIONS, name
         ft = args[0].type
