@@ -308,6 +308,8 @@ class ItemRunner:
         first = True
         while True:
             handle.arrived.clear()  # a push after this wakes the wait below
+            if handle.stop.is_set():  # cleanup(): the items in flight are dropped, never copied out
+                raise Stopped()
             # one completion, then one start: a slot freed is filled before the next
             # completion's host copies, so the GPU is not left without queued work
             progressed = bool(self.flight) and self._done(self.flight[0])
@@ -316,8 +318,6 @@ class ItemRunner:
             env = self._take() if len(self.flight) < SLOTS else None
             if env is EOS:
                 break
-            if handle.stop.is_set():
-                raise Stopped()
             if env is not None:
                 item = self._item(env)
                 if first and item is None:  # not a stream for whole items: stages.py's way
