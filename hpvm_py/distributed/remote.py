@@ -40,10 +40,7 @@ def run(transport: Transport, call: Call, timeout: float) -> None:
     try:
         _RUN[call.kind](transport, call, timeout)
     except RanksMissing as exc:
-        missing = _stalled(transport, exc, timeout)
-        if missing.ranks:
-            transport.abandon()
-        raise _timeout(call, missing, timeout) from None
+        raise _timeout(call, _stalled(transport, exc, timeout), timeout) from None
 
 
 def _stalled(transport: Transport, exc: RanksMissing, timeout: float) -> RanksMissing:

@@ -41,11 +41,6 @@ class Transport:
     def close(self) -> None:
         pass
 
-    def abandon(self) -> None:
-        """A collective timed out with a rank gone: the engine's communicator can never finish
-        it. Engines that would end the process over it later (NCCL's watchdog, once the missing
-        rank's side goes away) let go of it here; later collectives on it fail."""
-
 
 class SingleTransport(Transport):
     """A process started without a launcher: a world of one rank."""

@@ -67,9 +67,3 @@ class NcclEngine(Transport):
     def close(self) -> None:
         if self._group is None and self._dist.is_initialized():
             self._dist.destroy_process_group()
-
-    def abandon(self) -> None:
-        # torch's abort is private (and NCCL-only): where it is missing, the watchdog decides
-        abort = getattr(self._dist.distributed_c10d, "_abort_process_group", None)
-        if abort is not None and self._dist.is_initialized():
-            abort(self._group)
