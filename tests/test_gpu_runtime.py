@@ -322,7 +322,7 @@ def test_the_triton_fast_path_reuses_the_compiled_launcher_within_a_class(monkey
     again. Triton is stood in for by objects that record the calls."""
     from hpvm_py.backends.cuda.outputs import DeviceOutputs as Outputs
     from hpvm_py.backends.triton import prepared as P
-    from hpvm_py.ir.loc import Loc
+    from hpvm_py.support.loc import Loc
     from hpvm_py.types import f32, i64
 
     calls: list[tuple] = []

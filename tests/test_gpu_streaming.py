@@ -255,7 +255,7 @@ def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alig
 
     from hpvm_py.backends.cuda.outputs import DeviceOutputs
     from hpvm_py.backends.triton import prepared as P
-    from hpvm_py.ir.loc import Loc
+    from hpvm_py.support.loc import Loc
     from hpvm_py.types import PtrType, f32
 
     calls: list[tuple] = []

@@ -17,9 +17,9 @@ from typing import Any, Callable
 from ..errors import CompileError, DistributedError, FrontendError
 from ..ir import dfg as D
 from ..ir import kernel as K
-from ..ir.loc import Loc
+from ..support.loc import Loc
 from ..types import PtrType, ScalarType, i64, resolve_scalar
-from ..rt import stats
+from ..support import stats
 from . import chooser, local, ranks, remote
 from .call import (BAD_ARGUMENT, DTYPES, KINDS, NOT_ON_HEAP, OK, OPS, Buffer, Call, agree,
                    check_arguments, descriptor)

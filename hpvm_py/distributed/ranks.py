@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DistributedError, HPVMTimeoutError
+from ..support import settings
 from . import heap as H
 from .transport import MPITransport, SingleTransport, TorchTransport, Transport
 from .waiting import RanksMissing, timeout_from_env
@@ -73,7 +74,7 @@ _lock = threading.Lock()
 
 def launcher() -> str:
     """"mpi", "torch" or "single"; HPVM_DIST_LAUNCHER overrides the detection."""
-    forced = os.environ.get("HPVM_DIST_LAUNCHER")
+    forced = settings.DIST_LAUNCHER.text()
     if forced:
         if forced not in ("mpi", "torch", "single"):
             raise DistributedError(f"HPVM_DIST_LAUNCHER={forced!r} is not one of mpi, torch, single")
@@ -86,7 +87,7 @@ def launcher() -> str:
 
 
 def force_remote() -> bool:
-    return os.environ.get("HPVM_COMM_FORCE_REMOTE", "") not in ("", "0")
+    return settings.COMM_FORCE_REMOTE.on()
 
 
 _FORCED_HOST = "#rank"  # HPVM_COMM_FORCE_REMOTE: "<machine>#rank<r>", a host per rank
@@ -118,7 +119,7 @@ def device_kind(device: str | None) -> str:
     target name stands for where its nodes run: "gpu"/"nvptx" on the GPU if there is one."""
     from ..backends.cuda.devices import cuda_available
 
-    chosen = device or os.environ.get("HPVM_DIST_DEVICE") or ""
+    chosen = device or settings.DIST_DEVICE.get()
     if chosen in TARGET_DEVICES:  # the GPU targets run on the host without CUDA (Triton's interpreter)
         return "cuda" if TARGET_DEVICES[chosen] == "cuda" and cuda_available() else "cpu"
     if not chosen:

@@ -11,7 +11,6 @@ import collections
 import contextlib
 import functools
 import inspect
-import os
 import threading
 import weakref
 from typing import Any, Callable, Iterator, TypeVar
@@ -19,7 +18,8 @@ from typing import Any, Callable, Iterator, TypeVar
 from ..errors import HPVMError, HPVMTimeoutError, InternalError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..pipeline import CompiledGraph, compile_graph, default_target
-from . import stats as _stats
+from ..support import settings
+from ..support import stats as _stats
 from .args import bind_arguments
 from .executor import Executor
 from .placement import launch_devices
@@ -59,7 +59,7 @@ def _internal(exc: BaseException) -> InternalError:
     error = InternalError(f"internal error in hpvm-py: {type(exc).__name__}: {exc} (please report "
                           "this with the program that triggered it; set HPVM_DEBUG=1 for the "
                           "internal traceback)", caller_loc())
-    if os.environ.get("HPVM_DEBUG"):
+    if settings.DEBUG.on():
         raise error from exc
     return error
 

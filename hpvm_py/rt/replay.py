@@ -47,13 +47,13 @@ from ..backends.cuda.graphs import capture
 from ..backends.cuda.outputs import DeviceLaunch
 from ..backends.cuda.streams import DeviceStreams
 from ..ir import dfg as D
+from ..support import stats
 from ..types import PtrType, ScalarType
-from . import stats
 from .args import scalar_argument
 from .buffers import HOST, moved, why_not_writable
 from .executor import BoundBuffer
-from .tracker import MemoryTracker
 from .streams import StreamPlan, assign_streams
+from .tracker import MemoryTracker
 
 _KEPT = 8  # recordings kept per compiled graph
 

@@ -42,7 +42,7 @@ from typing import Any, Iterator
 
 from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
-from . import stats
+from ..support import stats
 from .args import bind_arguments
 from .executor import BoundBuffer, Executor, Stopped
 from .hazards import Hazards, Use

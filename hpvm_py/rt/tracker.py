@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
-from . import stats
+from ..support import stats
 from .buffers import HOST, describe, is_buffer, moved
 
 # (src device kind, dst device kind) -> fn(src_buffer, dst_device, existing_dst_or_None) -> dst_buffer

@@ -1,6 +1,6 @@
 """CpuBackend: compile a leaf for one NodeContext to native code, through two caches.
 
-In memory, kernels are kept by (leaf IR, context, checked). On disk (rt.cache) the object code
+In memory, kernels are kept by (leaf IR, context, checked). On disk (support/cache.py) the object code
 is kept under a hash of everything it depends on; a hit loads the object into an engine without
 generating or optimising any LLVM IR. The plan and site tables a launch needs are cheap analyses
 of the IR and are recomputed, never stored. The driver with non-temporal stores (nontemporal.py)
@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from ... import __version__
 from ...ir import kernel as K
-from ...rt import cache, stats
+from ...support import cache, stats
 from ..base import NodeContext
 from . import jit
 from .accesses import Access, privatizable, sites

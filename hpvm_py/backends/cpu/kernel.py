@@ -16,18 +16,19 @@ import numpy as np
 from ...errors import ExecutionError, LaunchError
 from ...ir import kernel as K
 from ...ir.semantics import bf16_to_bits
-from ...rt import remote, stats
+from ...rt import remote
+from ...support import stats
 from ...types import PtrType, ScalarType
 from ..base import MAX_INSTANCES, BufferArg, NodeContext
 from ..bounds import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
-from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .jit import LoadedObject
 from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .privatize import MERGE_SUFFIX, identity
+from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .threads import PoolJob, native_pool
 
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,

@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ...errors import CompileError
 from ...ir import kernel as K
-from ...ir.loc import UNKNOWN
+from ...support.loc import UNKNOWN
 from ...types import PtrType, ScalarType, bf16
 from ..bounds import RANK_SITES
 from . import arith, mathfns, nontemporal

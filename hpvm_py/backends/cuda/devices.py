@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import threading
 from typing import Any, Iterator
 
 import numpy as np
 
 from ...errors import LaunchError
+from ...support import settings
 from ...types import ScalarType, bf16
 from . import faults
 from .staging import staged
 
 FAKE = "fake"
-FAKE_DEVICES_DEFAULT = 2  # fake GPUs without $HPVM_FAKE_DEVICES: enough to test placement on two
 _registered = False
 _lock = threading.Lock()
 
@@ -41,7 +40,7 @@ def gpu_device(index: int | None = None) -> str:
     device_count())."""
     faults.check_usable()
     register_transfers()
-    wanted = os.environ.get("HPVM_GPU_DEVICE")
+    wanted = settings.GPU_DEVICE.text()
     if wanted:
         kind, _, number = wanted.partition(":")
         if kind not in ("cuda", FAKE) or not number.isdigit():
@@ -73,7 +72,7 @@ def device_count(kind: str) -> int:
         import torch
 
         return int(torch.cuda.device_count()) if cuda_available() else 0
-    text = os.environ.get("HPVM_FAKE_DEVICES", str(FAKE_DEVICES_DEFAULT))
+    text = settings.FAKE_DEVICES.get()
     if not text.isdigit():
         raise LaunchError(f"HPVM_FAKE_DEVICES={text!r}: expected a number of fake GPUs")
     return int(text)
