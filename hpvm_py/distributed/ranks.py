@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DistributedError, HPVMTimeoutError
+from ..device.devices import cuda_available
 from ..support import settings
+from ..support.world import publish
 from . import heap as H
 from .transport import MPITransport, SingleTransport, TorchTransport, Transport
 from .waiting import RanksMissing, timeout_from_env
@@ -117,8 +119,6 @@ def _transport(kind: str, timeout: float) -> Transport:
 def device_kind(device: str | None) -> str:
     """"cpu" or "cuda": the argument, else $HPVM_DIST_DEVICE, else "cuda" when torch sees a GPU. A
     target name stands for where its nodes run: "gpu"/"nvptx" on the GPU if there is one."""
-    from ..backends.cuda.devices import cuda_available
-
     chosen = device or settings.DIST_DEVICE.get()
     if chosen in TARGET_DEVICES:  # the GPU targets run on the host without CUDA (Triton's interpreter)
         return "cuda" if TARGET_DEVICES[chosen] == "cuda" and cuda_available() else "cpu"
@@ -148,6 +148,7 @@ def init(timeout: float | None = None, device: str | None = None) -> World:
         transport = _transport(launcher(), wait)
         try:
             _world = _join(transport, wait, kind)
+            publish(_world)
         except BaseException:
             transport.close()
             raise
@@ -222,6 +223,7 @@ def finalize() -> None:
     global _world
     with _lock:
         world, _world = _world, None
+        publish(None)
     if world is not None:
         if world.engine is not world.transport:
             world.engine.close()

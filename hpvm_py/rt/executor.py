@@ -73,7 +73,7 @@ def _selected(device: str) -> contextlib.AbstractContextManager[None]:
     """The node's GPU made current while its kernel launches (a no-op on the host)."""
     if device == HOST:
         return contextlib.nullcontext()
-    from ..backends.cuda import selected
+    from ..device import selected
 
     return selected(device)
 

@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backends.base import BufferArg
-from ..backends.cuda.devices import allocate, host_bytes, selected
-from ..backends.cuda.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
-from ..backends.cuda.streams import ItemEvent, StageStream
+from ..device.devices import allocate, host_bytes, selected
+from ..device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
+from ..device.streams import ItemEvent, StageStream
 from ..errors import HPVMError
 from ..passes.bounds import BoundsProof
 from ..support import settings, stats

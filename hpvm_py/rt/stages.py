@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..backends.cuda.streams import ItemEvent, stage_stream
+from ..device.streams import ItemEvent, stage_stream
 from ..errors import HPVMError
 from ..ir import dfg as D
 from ..support import stats

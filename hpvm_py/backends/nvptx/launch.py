@@ -21,9 +21,9 @@ from ...types import PtrType
 from ..base import BufferArg, NodeContext
 from ...rt import remote
 from ..bounds import recorded
-from ..cuda import faults
-from ..cuda.driver import launch_kernel
-from ..cuda.outputs import DeviceLaunch, DeviceOutputs
+from ...device import faults
+from ...device.driver import launch_kernel
+from ...device.outputs import DeviceLaunch, DeviceOutputs
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array

@@ -29,7 +29,7 @@ from ...errors import CompileError, HPVMError
 from ...ir import kernel as K
 from ...support import cache, log, settings
 from ..base import BufferArg
-from ..cuda import faults
+from ...device import faults
 
 MIN_INSTANCES = 1 << 20  # smaller launches take microseconds: not worth a tuning pass
 LANES = (256, 512, 1024)
@@ -139,7 +139,7 @@ def device_name(device: Any) -> str:
 
 def time_launch(launch: Any) -> float:
     """Seconds one run of a prepared launch takes on the GPU (the fastest of a few). A fault of
-    the kernel is reported as at any launch (backends/cuda/faults.py)."""
+    the kernel is reported as at any launch (device/faults.py)."""
     import torch
 
     leaf = launch.kernel.leaf

@@ -17,9 +17,9 @@ from ...ir import semantics as S
 from ...rt import remote
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import BufferArg, NodeContext, instance_counts
-from ..cuda import gpu_device, typed_tensor
-from ..cuda.devices import torch_dtype
-from ..cuda.outputs import DeviceOutputs
+from ...device import gpu_device, typed_tensor
+from ...device.devices import torch_dtype
+from ...device.outputs import DeviceOutputs
 from . import autotune
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource, kernel_name as _kernel_name
 from .dotmatch import DotLoop

@@ -27,8 +27,8 @@ from ...ir import semantics as S
 from ...types import ScalarType, bf16
 from ..base import BufferArg
 from ..bounds import recorded
-from ..cuda import faults, typed_tensor
-from ..cuda.outputs import DeviceLaunch, DeviceOutputs
+from ...device import faults, typed_tensor
+from ...device.outputs import DeviceLaunch, DeviceOutputs
 from .codegen import TritonSource
 from .host_math import fix_interpreter, interpreting
 
