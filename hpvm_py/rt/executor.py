@@ -16,7 +16,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..backends.base import MAX_INSTANCES, BufferArg
+from ..backends.base import BufferArg
+from ..ir.context import MAX_INSTANCES
 from ..errors import ExecutionError, HPVMWarning, LaunchError, VerificationError
 from ..ir import dfg as D
 from ..ir import kernel as K

@@ -17,8 +17,8 @@ from typing import Callable
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from ... import __version__
 from ...ir import kernel as K
+from ...support.version import VERSION
 from ...support import cache, stats
 from ..base import NodeContext
 from . import jit
@@ -88,7 +88,7 @@ def _code_version() -> str:
 def _object(key: tuple[str, str, bool], variant: str,
             optimized: Callable[[], llvm.ModuleRef]) -> bytes:
     """The object code of one variant of a kernel, from the disk cache or compiled."""
-    disk_key = cache.content_key(key[0], key[1], variant, __version__, _code_version(),
+    disk_key = cache.content_key(key[0], key[1], variant, VERSION, _code_version(),
                                  jit.host_signature())
     obj = cache.load(disk_key, _OBJECT_SUFFIX)
     if obj is None:

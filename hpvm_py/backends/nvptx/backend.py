@@ -13,8 +13,8 @@ from pathlib import Path
 
 from llvmlite import ir
 
-from ... import __version__
 from ...ir import kernel as K
+from ...support.version import VERSION
 from ...support import cache, settings, stats
 from ..base import NodeContext
 from ..cpu.accesses import sites
@@ -88,7 +88,7 @@ class NvptxBackend:
     @staticmethod
     def _ptx(prepared: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
              key: tuple[str, str, bool]) -> str:
-        disk_key = cache.content_key(key[0], key[1], str(checked), arch, __version__,
+        disk_key = cache.content_key(key[0], key[1], str(checked), arch, VERSION,
                                      _code_version())
         cached = cache.load(disk_key, _PTX_SUFFIX)
         if cached is not None:

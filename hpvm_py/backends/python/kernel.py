@@ -8,12 +8,13 @@ import numpy as np
 
 from ...errors import ExecutionError, HPVMError
 from ...ir import kernel as K
+from ...ir.context import NodeContext, instance_counts
 from ...ir import semantics as S
-from ...rt.remote import for_launch as remote_view
+from ..heapview import for_launch as remote_view
 from ...support import settings
 from ...support.loc import Loc
 from ...types import PtrType, bf16
-from ..base import BufferArg, NodeContext, instance_counts
+from ..base import BufferArg
 from ..bounds import bad_rank, out_of_bounds
 from . import ops
 from .codegen import GeneratedLeaf, generate, vector_eligible

@@ -78,7 +78,7 @@ class TritonLaunch(DeviceLaunch):
         self.uniforms = uniforms  # param -> position in call
         self.values = values  # per-parent / per-instance param -> position in call
         self.buffers = buffers or {}  # pointer param -> position in call
-        self.heap = heap  # it reaches other ranks' memory (checked per launch, rt/remote.py)
+        self.heap = heap  # it reaches other ranks' memory (checked per launch, backends/heapview.py)
         self.stale = set(values)  # those copied from the host for this launch only
         self.blocks_at = blocks_at  # position in call of the blocks of lanes per parent instance
         self._fast: Any = None  # the compiled kernel's launcher, once Triton's dispatch gave it
