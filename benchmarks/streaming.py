@@ -23,11 +23,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+from _timing import per_call_us  # noqa: E402
 
 import hpvm_py as hpvm  # noqa: E402
-from _timing import per_call_us  # noqa: E402
 from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
-from hpvm_py.rt.pool import default_threads  # noqa: E402
+from hpvm_py.support.cores import default_threads  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))

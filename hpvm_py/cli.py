@@ -5,6 +5,7 @@
     hpvmc run FILE [--target cpu|gpu|nvptx|python] [ARGS...]        (a .py program's host code)
     hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR]  (one graph)
     hpvmc viz FILE [--graph NAME] -o OUT.{dot,svg,png}
+    hpvmc config                                                      (the HPVM_* variables)
 
 FILE is a Python module or a textual .hpvm file. Exit status: 0 on success, 1 on an error in the
 program (the message names its file:line), 2 on a usage error.
@@ -28,6 +29,7 @@ from .errors import HPVMError, InternalError
 from .frontend.decorators import GraphDef, HelperDef, LeafDef
 from .ir.dfg import Module
 from .passes.coverage import check_report
+from .support import settings
 
 EMITS = ("ir", "triton", "llvm", "ptx", "dot")
 # generated code per leaf: emit kind -> (file suffix, the target that generates it)
@@ -43,7 +45,7 @@ class UserCodeError(Exception):
 
 
 def _progress(message: str) -> None:
-    if os.environ.get("HPVMC_QUIET") is None:
+    if not settings.QUIET.on():
         print(f"hpvmc: {message}", file=sys.stderr)
 
 
@@ -229,7 +231,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if path.suffix != ".py":
         raise UsageError(f"{args.file}: expected a .py program or a .hpvm file")
     if args.target:
-        os.environ["HPVM_TARGET"] = args.target
+        os.environ[settings.TARGET.name] = args.target
     sys.path.insert(0, str(path.parent))
     sys.argv = [str(path)] + list(args.program_args)
     try:
@@ -284,6 +286,11 @@ def cmd_viz(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    print(settings.describe())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hpvmc", description="The hpvm-py compiler driver.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -317,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("program_args", nargs="*", metavar="ARGS",
                    help="arguments for the program's host code: any argument that is not one of "
                         "these options, and everything after --")
+    p = sub.add_parser("config", help="list the HPVM_* environment variables, their defaults and "
+                       "values here", description="list the HPVM_* environment variables")
+    p.set_defaults(func=cmd_config)
     p = add("viz", "draw the node hierarchy with Graphviz", cmd_viz)
     p.add_argument("--graph", help="the root graph (when the file has several)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="OUT.dot, OUT.svg or OUT.png")
@@ -376,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - never a raw traceback
         error = InternalError(f"internal error in hpvmc: {type(exc).__name__}: {exc} (please report it; "
                               "HPVM_DEBUG=1 shows the traceback)")
-        if os.environ.get("HPVM_DEBUG"):
+        if settings.DEBUG.on():
             traceback.print_exc()
         print(str(error), file=sys.stderr)
         return 1

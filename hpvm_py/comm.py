@@ -12,7 +12,7 @@ from typing import Any
 
 from .frontend.callsite import caller_loc
 from .frontend.decorators import LibraryDef
-from .rt.api import api_boundary
+from .rt.boundary import api_boundary
 
 _defs: dict[tuple, LibraryDef] = {}
 

@@ -1,7 +1,7 @@
 """Exceptions raised by hpvm-py. Every one is an HPVMError that names the user's file:line."""
 from __future__ import annotations
 
-from .ir.loc import Loc
+from .support.loc import Loc
 
 
 class HPVMError(Exception):

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import weakref
 from dataclasses import dataclass
@@ -21,8 +20,8 @@ from .ir.dfg import Module
 from .ir.targets import split_target
 from .ir.verify import DeferredGridCheck, verify_module
 from .passes import run_passes
-from .rt import stats
 from .rt.plan import GraphPlan, build_plan
+from .support import settings, stats
 
 TARGETS = ("cpu", "gpu", "nvptx", "python")
 
@@ -56,7 +55,7 @@ def module_of(root: Any) -> Module:
 
 def default_target() -> str:
     """HPVM_TARGET, else gpu when a GPU backend can run here, else cpu."""
-    env = os.environ.get("HPVM_TARGET")
+    env = settings.TARGET.text()
     if env:
         if env not in TARGETS:
             raise LaunchError(f"HPVM_TARGET={env!r} is not one of {', '.join(TARGETS)}")

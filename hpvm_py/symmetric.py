@@ -11,7 +11,7 @@ from typing import Any
 
 from .errors import DistributedError
 from .frontend.callsite import caller_loc
-from .rt.api import api_boundary
+from .rt.boundary import api_boundary
 from .types import resolve_scalar
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from .errors import LaunchError
 from .frontend.callsite import caller_loc
 from .pipeline import LoadedGraph, module_of
-from .rt.api import api_boundary
+from .rt.boundary import api_boundary
 
 
 @api_boundary

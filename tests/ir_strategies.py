@@ -16,7 +16,7 @@ from hpvm_py.ir import kernel as K
 from hpvm_py.ir.dfg import (ALL_TO_ALL, DIM_OPS, ONE_TO_ONE, TARGETS, ConstBind, DimBin, DimConst,
                             DimParam, Edge, GraphFunc, InputBind, LibraryFunc, Module, Node,
                             OutputBind)
-from hpvm_py.ir.loc import UNKNOWN, Loc
+from hpvm_py.support.loc import UNKNOWN, Loc
 from hpvm_py.ir.printer import var_ref
 
 SCALARS = list(T.SCALAR_TYPES.values())

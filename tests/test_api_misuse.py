@@ -24,7 +24,7 @@ def check_clean(info, cls, tag, path=HERE):
     exc = info.value
     check_error(exc, cls, path, tag, None)
     inside = [f for f in traceback.extract_tb(info.tb) if f.filename.startswith(PACKAGE)]
-    assert [(os.path.basename(f.filename), f.name) for f in inside] in ([], [("api.py", "wrapper")]), inside
+    assert [(os.path.basename(f.filename), f.name) for f in inside] in ([], [("boundary.py", "wrapper")]), inside
     assert exc.__cause__ is None or isinstance(exc.__cause__, HPVMError), exc.__cause__
     assert exc.__context__ is None or exc.__suppress_context__ or isinstance(exc.__context__, HPVMError)
 

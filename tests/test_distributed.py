@@ -359,7 +359,7 @@ def test_replicated_collective_is_rejected() -> None:
 def test_init_device_may_name_a_target(target: str) -> None:
     """init(device=target) puts the heap where that target's nodes run: the GPU targets on the GPU
     when there is one, on the host under Triton's interpreter (CI)."""
-    from hpvm_py.backends.cuda.devices import cuda_available
+    from hpvm_py.device.devices import cuda_available
     from hpvm_py.distributed.ranks import device_kind
 
     expected = "cuda" if target in ("gpu", "nvptx") and cuda_available() else "cpu"

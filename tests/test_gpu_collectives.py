@@ -54,7 +54,7 @@ def test_gpu_chooser_by_size_and_world(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_init_device_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hpvm_py.backends.cuda.devices import cuda_available
+    from hpvm_py.device.devices import cuda_available
 
     with pytest.raises(DistributedError, match=r"device='tpu' is not one of cpu, cuda") as info:
         hpvm.distributed.init(device="tpu")

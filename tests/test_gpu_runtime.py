@@ -1,6 +1,6 @@
 """GPU runtime: launch replay (rt/replay.py on the gpu and nvptx targets), streams, the copies of
 a stream, buffers resized or freed while tracked, and the reports of kernel faults
-(backends/cuda/faults.py).
+(device/faults.py).
 
 On CI the gpu target runs on the fake device through Triton's interpreter: the same recording,
 binding of device edges and lazy output copies run there; the direct call of Triton's compiled
@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py.backends.cuda import faults
-from hpvm_py.backends.cuda.devices import cuda_available
-from hpvm_py.backends.cuda import gpu_device
-from hpvm_py.backends.cuda.outputs import DeviceOutputs
-from hpvm_py.backends.cuda.streams import FAKE_LOG
+from hpvm_py.device import faults
+from hpvm_py.device.devices import cuda_available
+from hpvm_py.device import gpu_device
+from hpvm_py.device.outputs import DeviceOutputs
+from hpvm_py.device.streams import FAKE_LOG
 from hpvm_py.backends.triton.prepared import specialisation
 from hpvm_py.errors import ExecutionError, LaunchError, MemoryTrackingError
 from programs import gpu_replay_graphs as g
@@ -320,9 +320,9 @@ def test_the_triton_fast_path_reuses_the_compiled_launcher_within_a_class(monkey
     kernels): the first run goes through the dispatch, later runs call the compiled kernel's
     launcher with the same arguments plus the constexprs; a scalar of another class dispatches
     again. Triton is stood in for by objects that record the calls."""
-    from hpvm_py.backends.cuda.outputs import DeviceOutputs as Outputs
+    from hpvm_py.device.outputs import DeviceOutputs as Outputs
     from hpvm_py.backends.triton import prepared as P
-    from hpvm_py.ir.loc import Loc
+    from hpvm_py.support.loc import Loc
     from hpvm_py.types import f32, i64
 
     calls: list[tuple] = []

@@ -15,8 +15,8 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.backends.base import BufferArg
-from hpvm_py.backends.cuda import gpu_device
-from hpvm_py.backends.cuda import streams as S
+from hpvm_py.device import gpu_device
+from hpvm_py.device import streams as S
 from hpvm_py.errors import ExecutionError
 from programs import stream_graphs as g
 
@@ -253,9 +253,9 @@ def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alig
     Triton is stood in for by objects that record the calls (CI has no compiled kernels)."""
     import torch
 
-    from hpvm_py.backends.cuda.outputs import DeviceOutputs
+    from hpvm_py.device.outputs import DeviceOutputs
     from hpvm_py.backends.triton import prepared as P
-    from hpvm_py.ir.loc import Loc
+    from hpvm_py.support.loc import Loc
     from hpvm_py.types import PtrType, f32
 
     calls: list[tuple] = []
@@ -300,12 +300,12 @@ def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alig
 
 
 def test_a_stages_pinned_buffers_are_reused_only_once_their_item_completed(monkeypatch) -> None:
-    """A stage's staged copies take pinned buffers from its pool (backends/cuda/staging.py) and
+    """A stage's staged copies take pinned buffers from its pool (device/staging.py) and
     give them back in complete(), when the item's copies are done: an item in flight never
     shares one with the next. Pinned memory needs CUDA: plain CPU tensors stand in for it."""
     import torch
 
-    from hpvm_py.backends.cuda.staging import PinnedPool, StagedCopies
+    from hpvm_py.device.staging import PinnedPool, StagedCopies
 
     made: list = []
 

@@ -23,6 +23,7 @@ from hpvm_py import In, InOut, Out, Ptr, f16, f32, i32, i64
 from hpvm_py.backends import registry
 from hpvm_py.backends.base import BufferArg, NodeContext
 from hpvm_py.distributed import ranks
+from hpvm_py.support import world
 from hpvm_py.errors import (CompileError, DistributedError, ExecutionError, FrontendError,
                             ParseError, VerificationError)
 from hpvm_py.ir import kernel as K
@@ -170,7 +171,9 @@ class StandInHeap:
 def stand_in_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Installs a world of two ranks whose heap the test provides: yields a setter."""
     def install(heap: StandInHeap) -> None:
-        monkeypatch.setattr(ranks, "_world", SimpleNamespace(rank=0, size=2, heap=heap))
+        stand_in = SimpleNamespace(rank=0, size=2, heap=heap)
+        monkeypatch.setattr(ranks, "_world", stand_in)
+        monkeypatch.setattr(world, "_current", stand_in)  # what the layers below distributed read
 
     yield install
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py.backends.cuda import gpu_device
-from hpvm_py.backends.cuda import streams as S
+from hpvm_py.device import gpu_device
+from hpvm_py.device import streams as S
 from hpvm_py.errors import ExecutionError
 from hpvm_py.rt import items as I
 from programs import stream_graphs as g

@@ -18,7 +18,7 @@ from hpvm_py.ir import kernel as K
 from hpvm_py.ir import parser as parser_module
 from hpvm_py.ir.dfg import (ALL_TO_ALL, DimBin, DimConst, DimParam, Edge, GraphFunc, InputBind,
                             LibraryFunc, Module, Node, OutputBind)
-from hpvm_py.ir.loc import UNKNOWN, Loc
+from hpvm_py.support.loc import UNKNOWN, Loc
 from hpvm_py.ir.parser import parse_module
 from hpvm_py.ir.printer import KEYWORDS, print_module
 from programs import text_samples

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a check
 
 from hpvm_py.backends.base import BufferArg, NodeContext  # noqa: E402
 from hpvm_py.backends.cpu import CpuBackend  # noqa: E402
-from hpvm_py.rt.pool import default_threads  # noqa: E402
+from hpvm_py.support.cores import default_threads  # noqa: E402
 from hpvm_py.types import PtrType  # noqa: E402
 
 REPS = int(os.environ.get("BENCH_REPS", "11"))

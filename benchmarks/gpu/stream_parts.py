@@ -24,7 +24,7 @@ import bench_stream  # noqa: E402
 from streaming import ed  # noqa: E402
 
 import hpvm_py as hpvm  # noqa: E402
-from hpvm_py.backends.cuda import outputs, staging, streams  # noqa: E402
+from hpvm_py.device import outputs, staging, streams  # noqa: E402
 from hpvm_py.backends.triton import prepared  # noqa: E402
 from hpvm_py.rt import executor, items, stage_launch, stages, tracker  # noqa: E402
 

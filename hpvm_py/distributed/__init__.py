@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import DistributedError, HPVMError
 from ..frontend.callsite import caller_loc
-from ..rt.api import api_boundary
+from ..rt.boundary import api_boundary
 from . import ranks as _ranks
 
 

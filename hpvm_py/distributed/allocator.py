@@ -9,7 +9,7 @@ check that), so rank r reaches rank q's twin of its pointer `p` at `bases[q] + (
 from __future__ import annotations
 
 from ..errors import DistributedError
-from ..ir.loc import Loc
+from ..support.loc import Loc
 
 ALIGN = 256
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DistributedError
-from ..ir.loc import Loc
+from ..support.loc import Loc
 from ..types import SCALAR_TYPES, ScalarType
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_reduce_rmsnorm")

@@ -16,9 +16,8 @@ and on sizes that the ranks have already agreed on.
 """
 from __future__ import annotations
 
-import os
-
 from ..errors import DistributedError
+from ..support import settings
 
 # Measured with benchmarks/collectives.py on 2 CPU ranks of the 2-core development machine, f32:
 # one-shot was faster up to 512 KiB in every run (docs/performance.md).
@@ -26,7 +25,7 @@ ONESHOT_BYTES = 512 << 10
 
 
 def oneshot_threshold() -> int:
-    text = os.environ.get("HPVM_COMM_ONESHOT_BYTES")
+    text = settings.COMM_ONESHOT_BYTES.text()
     if not text:
         return ONESHOT_BYTES
     if not text.isdigit():
@@ -57,7 +56,7 @@ def choose_gpu(kind: str, nbytes: int, world_size: int) -> str:
     all-reduce threshold)."""
     if kind != "all_reduce":
         return "direct"
-    if os.environ.get("HPVM_COMM_ONESHOT_BYTES"):
+    if settings.COMM_ONESHOT_BYTES.text():
         limit = oneshot_threshold()
     else:
         limit = GPU_ONESHOT_BYTES.get(world_size, GPU_ONESHOT_BYTES[max(GPU_ONESHOT_BYTES)])

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DistributedError
+from ..support import settings
 from .allocator import ALIGN, SymmetricAllocator
 
 HEADER_BYTES = 4096
@@ -36,7 +37,7 @@ DESC_WORDS = 32
 
 def heap_bytes_from_env() -> int:
     """HPVM_HEAP_BYTES (accepts a plain number or a K/M/G suffix), else 128 MiB."""
-    text = os.environ.get("HPVM_HEAP_BYTES")
+    text = settings.HEAP_BYTES.text()
     if not text:
         return DEFAULT_HEAP_BYTES
     scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1].lower(), 1)
@@ -48,7 +49,7 @@ def heap_bytes_from_env() -> int:
 
 
 def heap_dir() -> str:
-    return os.environ.get("HPVM_HEAP_DIR", "/dev/shm")
+    return settings.HEAP_DIR.get()
 
 
 def segment_path(job: str, rank: int) -> str:

@@ -17,9 +17,10 @@ from typing import Any, Callable
 from ..errors import CompileError, DistributedError, FrontendError
 from ..ir import dfg as D
 from ..ir import kernel as K
-from ..ir.loc import Loc
+from ..support.loc import Loc
 from ..types import PtrType, ScalarType, i64, resolve_scalar
-from ..rt import stats
+from ..rt import library
+from ..support import stats
 from . import chooser, local, ranks, remote
 from .call import (BAD_ARGUMENT, DTYPES, KINDS, NOT_ON_HEAP, OK, OPS, Buffer, Call, agree,
                    check_arguments, descriptor)
@@ -185,17 +186,6 @@ class CollectiveKernel:
                     eps=float(self.options.get("eps", 0.0)))
 
 
-def first_collective(plan: Any) -> Any:
-    """The first communication node of an execution plan (nested graphs included), or None."""
-    for node in plan.nodes:
-        if isinstance(node.kernel, CollectiveKernel):
-            return node
-        found = first_collective(node.child) if node.child is not None else None
-        if found is not None:
-            return found
-    return None
-
-
 _host_lock = threading.Lock()  # one collective at a time per rank: ranks must agree on the order
 
 
@@ -263,3 +253,4 @@ def run_collective(world: ranks.World, call: Call) -> None:
 
 for _target in ("cpu", "python", "gpu", "nvptx"):
     register_target(_target, run_collective)
+library.register(compile_library)

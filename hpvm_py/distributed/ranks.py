@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DistributedError, HPVMTimeoutError
+from ..device.devices import cuda_available
+from ..support import settings
+from ..support.world import publish
 from . import heap as H
 from .transport import MPITransport, SingleTransport, TorchTransport, Transport
 from .waiting import RanksMissing, timeout_from_env
@@ -73,7 +76,7 @@ _lock = threading.Lock()
 
 def launcher() -> str:
     """"mpi", "torch" or "single"; HPVM_DIST_LAUNCHER overrides the detection."""
-    forced = os.environ.get("HPVM_DIST_LAUNCHER")
+    forced = settings.DIST_LAUNCHER.text()
     if forced:
         if forced not in ("mpi", "torch", "single"):
             raise DistributedError(f"HPVM_DIST_LAUNCHER={forced!r} is not one of mpi, torch, single")
@@ -86,7 +89,7 @@ def launcher() -> str:
 
 
 def force_remote() -> bool:
-    return os.environ.get("HPVM_COMM_FORCE_REMOTE", "") not in ("", "0")
+    return settings.COMM_FORCE_REMOTE.on()
 
 
 _FORCED_HOST = "#rank"  # HPVM_COMM_FORCE_REMOTE: "<machine>#rank<r>", a host per rank
@@ -116,9 +119,7 @@ def _transport(kind: str, timeout: float) -> Transport:
 def device_kind(device: str | None) -> str:
     """"cpu" or "cuda": the argument, else $HPVM_DIST_DEVICE, else "cuda" when torch sees a GPU. A
     target name stands for where its nodes run: "gpu"/"nvptx" on the GPU if there is one."""
-    from ..backends.cuda.devices import cuda_available
-
-    chosen = device or os.environ.get("HPVM_DIST_DEVICE") or ""
+    chosen = device or settings.DIST_DEVICE.get()
     if chosen in TARGET_DEVICES:  # the GPU targets run on the host without CUDA (Triton's interpreter)
         return "cuda" if TARGET_DEVICES[chosen] == "cuda" and cuda_available() else "cpu"
     if not chosen:
@@ -147,6 +148,7 @@ def init(timeout: float | None = None, device: str | None = None) -> World:
         transport = _transport(launcher(), wait)
         try:
             _world = _join(transport, wait, kind)
+            publish(_world)
         except BaseException:
             transport.close()
             raise
@@ -221,6 +223,7 @@ def finalize() -> None:
     global _world
     with _lock:
         world, _world = _world, None
+        publish(None)
     if world is not None:
         if world.engine is not world.transport:
             world.engine.close()

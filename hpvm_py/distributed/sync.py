@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import HPVMTimeoutError
-from ..ir.loc import Loc
+from ..support.loc import Loc
 from .atomics import native
 from .heap import DESC_WORDS
 from .waiting import RanksMissing, wait_until

@@ -1,9 +1,11 @@
 """Polling with a deadline: every cross-rank wait goes through here, so none can hang."""
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable
+
+from ..errors import DistributedError
+from ..support import settings
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -19,7 +21,7 @@ class RanksMissing(Exception):
 
 def timeout_from_env() -> float:
     """HPVM_COMM_TIMEOUT in seconds, else 60."""
-    text = os.environ.get("HPVM_COMM_TIMEOUT")
+    text = settings.COMM_TIMEOUT.text()
     if not text:
         return DEFAULT_TIMEOUT_S
     try:
@@ -27,8 +29,6 @@ def timeout_from_env() -> float:
     except ValueError:
         value = -1.0
     if not value > 0:
-        from ..errors import DistributedError
-
         raise DistributedError(f"HPVM_COMM_TIMEOUT={text!r} must be a positive number of seconds")
     return value
 

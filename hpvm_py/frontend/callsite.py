@@ -6,7 +6,7 @@ import os
 import sys
 from types import CodeType
 
-from ..ir.loc import UNKNOWN, Loc
+from ..support.loc import UNKNOWN, Loc
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _positions: dict[CodeType, list] = {}

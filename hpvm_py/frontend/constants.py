@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import VerificationError
 from ..ir import kernel as K
-from ..ir.loc import Loc
+from ..support.loc import Loc
 from ..types import ScalarType
 from .lower.values import float_in
 

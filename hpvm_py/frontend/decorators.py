@@ -8,8 +8,8 @@ from typing import Any, Callable
 from ..errors import FrontendError, LaunchError, VerificationError
 from ..ir import kernel as K
 from ..ir.dfg import GraphFunc, Module
-from ..ir.loc import Loc
 from ..ir.targets import LEAF_TARGETS, canonical_target, target_problem
+from ..support.loc import Loc
 from .callsite import caller_loc
 from .defs import FRONTEND_LOCK, Definition, LibraryDef, NodeDef, unique_name
 from .graph import BUILDERS, trace_graph

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..ir import kernel as K
 from ..ir.dfg import LibraryFunc
-from ..ir.loc import Loc
+from ..support.loc import Loc
 
 # Lowering and tracing run one at a time: several threads may launch a graph for the first time
 # together, and the "currently lowering" flags detect recursion within one thread only.

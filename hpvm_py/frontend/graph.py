@@ -15,8 +15,8 @@ from typing import Any, Iterable
 
 from ..errors import FrontendError, HPVMError, VerificationError
 from ..ir import dfg as D
-from ..ir.loc import Loc
 from ..ir.targets import HINT_TARGETS, canonical_target, target_problem
+from ..support.loc import Loc
 from .callsite import caller_loc
 from .constants import input_constant, is_constant
 from .defs import Definition, NodeDef

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import ast
 import inspect
-import sys
 import linecache
+import sys
 import textwrap
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import FrontendError, HPVMError
-from ..ir.loc import Loc
+from ..support.loc import Loc
 from ..types import Directed, PtrType, ScalarType, Type, resolve_scalar
 
 

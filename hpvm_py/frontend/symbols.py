@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import VerificationError
 from ..ir import dfg as D
 from ..ir import kernel as K
-from ..ir.loc import Loc
+from ..support.loc import Loc
 from ..types import ScalarType
 from .callsite import caller_loc
 

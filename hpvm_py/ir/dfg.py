@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from ..support.loc import UNKNOWN, Loc
 from .kernel import Const, HelperFunc, LeafFunc, OutputPort, Param
-from .loc import UNKNOWN, Loc
 from .targets import HINT_TARGETS
 
 _LOC = field(default=UNKNOWN, compare=False, repr=False)

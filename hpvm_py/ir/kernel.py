@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Union
 
+from ..support.loc import UNKNOWN, Loc
 from ..types import PtrType, ScalarType, Type
-from .loc import UNKNOWN, Loc
 
 _LOC = field(default=UNKNOWN, compare=False, repr=False)
 

@@ -91,7 +91,7 @@ from ..types import ScalarType, Type, VoidType, parse_type
 from . import kernel as K
 from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, Function,
                   GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
-from .loc import UNKNOWN, Loc, register_source
+from ..support.loc import UNKNOWN, Loc, register_source
 from .operations import OPERATIONS
 from .targets import HINT_TARGETS, LEAF_TARGETS, canonical_target, target_problem
 

@@ -14,7 +14,7 @@ from ..types import Type
 from . import kernel as K
 from .dfg import (ConstBind, Edge, GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind,
                   dim_text)
-from .loc import UNKNOWN, Loc
+from ..support.loc import UNKNOWN, Loc
 
 # Bare words that the grammar reserves; a library kind or option key equal to one of them is
 # printed as a string instead (tests/test_text_ir.py checks this list against grammar.lark).

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import VerificationError
+from ..support.loc import Loc
 from ..types import PtrType, ScalarType, i64
 from . import dfg as D
 from . import kernel as K
-from .loc import Loc
 from .targets import HINT_TARGETS, LEAF_TARGETS, target_problem
 
 RULES: dict[str, str] = {

@@ -1,16 +1,16 @@
 """IR → IR passes, run in a fixed order by run_passes().
 
 Each pass is a pure function Module -> Module with a name. HPVM_DUMP_IR=name[,name...] prints the
-textual IR after the named passes to stderr (`frontend` is the IR before any pass, `all` every
-stage), so a miscompile can be bisected stage by stage.
+textual IR after the named passes to stderr, through the `hpvm_py.dump` logger (`frontend` is the
+IR before any pass, `all` every stage), so a miscompile can be bisected stage by stage.
 """
 from __future__ import annotations
 
-import os
-import sys
 from typing import Callable
 
 from ..ir.dfg import Module
+from ..ir.printer import print_module
+from ..support import log, settings
 from .fold import fold_constants
 from .inline import inline_helpers
 
@@ -23,15 +23,13 @@ PIPELINE: list[tuple[str, Pass]] = [
 
 
 def _dump_requested() -> set[str]:
-    return {s.strip() for s in os.environ.get("HPVM_DUMP_IR", "").split(",") if s.strip()}
+    return {s.strip() for s in settings.DUMP_IR.get().split(",") if s.strip()}
 
 
 def dump(stage: str, module: Module) -> None:
     wanted = _dump_requested()
     if stage in wanted or "all" in wanted:
-        from ..ir.printer import print_module
-
-        sys.stderr.write(f"; ---- IR after {stage} ----\n{print_module(module)}\n")
+        log.dumps().info("; ---- IR after %s ----\n%s", stage, print_module(module))
 
 
 def run_passes(module: Module) -> Module:

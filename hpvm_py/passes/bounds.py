@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import NodeContext
 from ..ir import kernel as K
+from ..ir.context import NodeContext
 from ..types import PtrType, ScalarType
 from .bounds_analysis import BoundsAnalysis
 from .intervals import Interval, wrap

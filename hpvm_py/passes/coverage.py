@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import kernel as K
-from ..ir.loc import Loc
+from ..support.loc import Loc
 from ..types import PtrType, ScalarType
 from .intervals import type_range
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import VerificationError
 from ..ir import kernel as K
-from ..ir.loc import Loc
+from ..support.loc import Loc
 from ..types import PtrType
 
 

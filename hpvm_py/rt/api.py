@@ -1,67 +1,26 @@
 """The host API: init/cleanup, memory tracking, launch/wait, push/pop, compile, stats.
 
-Every public function goes through `api_boundary`: a user mistake arrives as an HPVMError whose
-traceback starts at the user's call (not deep inside hpvm-py), and an unexpected internal failure
-arrives as an InternalError rather than a bare Python exception.
+Every public function goes through `api_boundary` (rt/boundary.py).
 """
 from __future__ import annotations
 
-import bdb
 import collections
 import contextlib
-import functools
-import inspect
-import os
 import threading
 import weakref
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Iterator
 
-from ..errors import HPVMError, HPVMTimeoutError, InternalError, LaunchError, StreamError
+from ..errors import HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..pipeline import CompiledGraph, compile_graph, default_target
-from . import stats as _stats
+from ..support import stats as _stats
 from .args import bind_arguments
+from .boundary import api_boundary
 from .executor import Executor
 from .placement import launch_devices
 from .replay import Recorder, replay
 from .streaming import WAITED_TWICE, deadline_after, launch_stream
 from .tracker import MemoryTracker
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def api_boundary(fn: F) -> F:
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except HPVMError as exc:
-            error: HPVMError = exc
-        except TypeError as exc:
-            try:  # a call that does not fit the signature is the user's mistake
-                signature.bind(*args, **kwargs)
-            except TypeError as bad_call:
-                error = LaunchError(f"hpvm.{fn.__name__}(): {bad_call}", caller_loc())
-            else:
-                error = _internal(exc)
-        except (KeyboardInterrupt, bdb.BdbQuit, SystemExit):
-            raise
-        except Exception as exc:  # noqa: BLE001 - turned into a reportable error
-            error = _internal(exc)
-        raise error.with_traceback(None)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _internal(exc: BaseException) -> InternalError:
-    error = InternalError(f"internal error in hpvm-py: {type(exc).__name__}: {exc} (please report "
-                          "this with the program that triggered it; set HPVM_DEBUG=1 for the "
-                          "internal traceback)", caller_loc())
-    if os.environ.get("HPVM_DEBUG"):
-        raise error from exc
-    return error
 
 
 class Runtime:

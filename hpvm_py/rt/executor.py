@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import warnings
 from dataclasses import dataclass
@@ -17,13 +16,14 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..backends.base import MAX_INSTANCES, BufferArg
+from ..backends.base import BufferArg
+from ..ir.context import MAX_INSTANCES
 from ..errors import ExecutionError, HPVMWarning, LaunchError, VerificationError
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..passes.coverage import OutCoverage, Uncovered, poison, warning_text
+from ..support import settings, stats
 from ..types import PtrType, ScalarType
-from . import stats
 from .buffers import HOST, describe, host_view, span
 from .placement import device_of
 from .plan import GraphPlan, NodePlan
@@ -48,7 +48,7 @@ class Slot:
 
 # HPVM_POISON_OUT=1: on the host targets, an Out buffer that a launch may write in part is filled
 # with NaN (floats) or 0xAB bytes (integers) first, to show what relying on its old contents reads
-POISON_OUT = os.environ.get("HPVM_POISON_OUT", "") not in ("", "0")
+POISON_OUT = settings.POISON_OUT.on()
 
 
 def warn_uncovered(coverage: OutCoverage, reason: Uncovered) -> None:
@@ -74,7 +74,7 @@ def _selected(device: str) -> contextlib.AbstractContextManager[None]:
     """The node's GPU made current while its kernel launches (a no-op on the host)."""
     if device == HOST:
         return contextlib.nullcontext()
-    from ..backends.cuda import selected
+    from ..device import selected
 
     return selected(device)
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -43,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backends.base import BufferArg
-from ..backends.cuda.devices import allocate, host_bytes, selected
-from ..backends.cuda.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
-from ..backends.cuda.streams import ItemEvent, StageStream
+from ..device.devices import allocate, host_bytes, selected
+from ..device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
+from ..device.streams import ItemEvent, StageStream
 from ..errors import HPVMError
 from ..passes.bounds import BoundsProof
+from ..support import settings, stats
 from ..types import PtrType, bf16
-from . import stats
 from .buffers import HOST, span
 from .executor import BoundBuffer, Executor, Slot, Stopped
 from .stage_launch import same_scalar
@@ -77,7 +76,7 @@ class StagePlan:
 
 def plan_items(stages: list[Stage]) -> list[StagePlan] | None:
     """The stages' plans for whole items, or None when the stream cannot run that way."""
-    if os.environ.get("HPVM_STREAM_ITEMS", "1") == "0" or not stages:
+    if not settings.STREAM_ITEMS.on() or not stages:
         return None
     launchers = [stage.launcher for stage in stages]
     if len({launcher.device for launcher in launchers}) != 1 or any(

@@ -91,10 +91,10 @@ def require_compilable(placement: Placement, node: D.Node, func: Any) -> None:
 
 
 def device_of(target: str, index: int | None = None) -> str:
-    """Where a node's kernels run: the host, or a GPU device (backends/cuda) for GPU targets."""
+    """Where a node's kernels run: the host, or a GPU device (hpvm_py/device) for GPU targets."""
     if target in ("cpu", "python"):
         return HOST
-    from ..backends.cuda import gpu_device
+    from ..device import gpu_device
 
     return gpu_device(index)
 
@@ -105,7 +105,7 @@ def launch_devices(plan: "GraphPlan") -> frozenset[str]:
     gpu_nodes = plan.gpu_nodes
     if not gpu_nodes:
         return frozenset((HOST,))
-    from ..backends.cuda import gpu_device
+    from ..device import gpu_device
 
     default = gpu_device()
     cached = plan.devices_for.get(default)
@@ -144,7 +144,7 @@ def _placement_loc(node: "NodePlan") -> Any:
 
 
 def _node_device(node: "NodePlan", default: str) -> str:
-    from ..backends.cuda import device_count
+    from ..device import device_count
 
     index = node.placement.index
     if index is None:

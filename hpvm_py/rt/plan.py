@@ -15,12 +15,13 @@ from ..ir import kernel as K
 from ..ir.semantics import typed_value
 from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
+from ..backends import heapview
 from ..backends.base import LeafKernel, NodeContext
 from ..errors import CompileError
 from ..passes.bounds import BoundsProof
 from ..passes.coverage import OutCoverage
 from ..passes.uniform import check_barriers
-from . import remote
+from .library import compile_library
 from .placement import HINT, Placement, fallback, is_gpu, place, require_compilable
 
 
@@ -91,7 +92,7 @@ class NodePlan:
         assert self.kernel is not None
         if self.bounds is None:
             return self.kernel
-        world = remote.world_size() if self.bounds.remote else 1
+        world = heapview.world_size() if self.bounds.remote else 1
         if self.bounds.holds(args, extents, world):
             return self.kernel
         return self.checked_kernel()
@@ -234,8 +235,6 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
                                       default_target, compile_leaf, checks,
                                       placement if placement.origin == HINT else None)
         else:
-            from ..distributed.nodes import compile_library
-
             bound = [g.params[s.bind_port].name if s.bind_port is not None else None for s in sources]
             nplan.kernel = compile_library(func, node, target, bound, not plan.single_parent)
         plan.nodes.append(nplan)

@@ -26,7 +26,7 @@ kernels without waiting for any. Before any kernel runs, a replay asks the memor
 buffer as the normal path would (copies and valid bits alike) and takes the normal path when a
 buffer's device copy is not the one recorded. A GPU step whose checked/unchecked choice depends on
 computed values is not recorded. A GPU recording whose kernels need nothing from the host between
-them is captured into a CUDA graph once it repeats with the same scalars (backends/cuda/graphs.py).
+them is captured into a CUDA graph once it repeats with the same scalars (device/graphs.py).
 
 A recording refers to its buffers only through weak references to their tracked objects: it never
 keeps a buffer alive, and it stops matching once a buffer is untracked or its runtime cleaned up
@@ -43,17 +43,17 @@ from typing import Any
 import numpy as np
 
 from ..backends.base import BufferArg
-from ..backends.cuda.graphs import capture
-from ..backends.cuda.outputs import DeviceLaunch
-from ..backends.cuda.streams import DeviceStreams
+from ..device.graphs import capture
+from ..device.outputs import DeviceLaunch
+from ..device.streams import DeviceStreams
 from ..ir import dfg as D
+from ..support import stats
 from ..types import PtrType, ScalarType
-from . import stats
 from .args import scalar_argument
 from .buffers import HOST, moved, why_not_writable
 from .executor import BoundBuffer
-from .tracker import MemoryTracker
 from .streams import StreamPlan, assign_streams
+from .tracker import MemoryTracker
 
 _KEPT = 8  # recordings kept per compiled graph
 

@@ -14,7 +14,7 @@ once (the scheduler of stages.py finishes it later):
   producer on another stage (the stream waits, not the host), the kernel, the copies to the host
   of its scalar outputs and of the item's untracked buffers it wrote (one per buffer; their device
   copies stay valid for the item's later stages), and an event that marks the item's end. The
-  copies go through pinned memory (backends/cuda/staging.py), so none makes the host wait.
+  copies go through pinned memory (device/staging.py), so none makes the host wait.
   done() asks the event; finish() waits for it, reports the out-of-bounds accesses of a checked
   kernel and moves the copied bytes into the host arrays.
 
@@ -31,8 +31,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backends.cuda.staging import PinnedPool, StagedCopies
-from ..backends.cuda.streams import ItemEvent, StageStream
+from ..device.staging import PinnedPool, StagedCopies
+from ..device.streams import ItemEvent, StageStream
 from ..types import PtrType
 from .buffers import HOST
 from .executor import Executor, Slot

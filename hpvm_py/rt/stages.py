@@ -31,10 +31,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..device.streams import ItemEvent, stage_stream
 from ..errors import HPVMError
 from ..ir import dfg as D
-from ..backends.cuda.streams import ItemEvent, stage_stream
-from . import stats
+from ..support import stats
 from .executor import Slot, Stopped, check_grids
 from .stage_launch import DeviceStageRun, StageLauncher, StageRun
 

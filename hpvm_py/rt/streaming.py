@@ -42,12 +42,13 @@ from typing import Any, Iterator
 
 from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
-from . import stats
+from ..support import stats
 from .args import bind_arguments
 from .executor import BoundBuffer, Executor, Stopped
 from .hazards import Hazards, Use
 from .placement import launch_devices
 from .items import ItemRunner, plan_items
+from .library import first_library_node
 from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread
 
 WAITED_TWICE = "wait() was already called on this launch handle"
@@ -58,9 +59,7 @@ class StreamHandle:
     def __init__(self, runtime: Any, compiled: Any, depth: int):
         if depth < 1:
             raise StreamError(f"depth must be at least 1, got {depth}", caller_loc())
-        from ..distributed.nodes import first_collective
-
-        collective = first_collective(compiled.plan)
+        collective = first_library_node(compiled.plan)
         if collective is not None:  # stages run concurrently: ranks could not keep one order
             raise StreamError(f"node {collective.name} is a collective; collectives cannot run in a "
                               "streaming launch yet (launch without stream=True)", collective.node.loc)

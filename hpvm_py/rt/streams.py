@@ -4,7 +4,7 @@ Independent siblings may run at the same time (the language reference orders onl
 a path of edges), so the root's leaves are spread over streams: a node continues the stream of its
 first producer that no other node continued yet, else it opens a stream (at most MAX_STREAMS, then
 they are reused in turn: the events keep reuse correct). A node waits for the event of every
-producer on another stream. A pure function of the plan: backends/cuda/streams.py does the CUDA
+producer on another stream. A pure function of the plan: device/streams.py does the CUDA
 (or fake-device) operations.
 """
 from __future__ import annotations

@@ -5,28 +5,20 @@ device first, the host last); a write makes the writer's copy the only valid one
 refreshed on request_memory() (or by the executor once after the last writer of a launch), never
 per node. Every copy is counted in stats() so tests can assert the minimum.
 
-Copies between devices are done by functions registered per (source, destination) kind, so the GPU
-backend plugs its transfers in without this module knowing about CUDA.
+Copies between devices are done by the device layer's functions per (source, destination) kind
+(device/devices.py's TRANSFERS), so this module knows nothing of CUDA.
 """
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from ..device.devices import TRANSFERS
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
-from . import stats
+from ..support import stats
 from .buffers import HOST, describe, is_buffer, moved
-
-# (src device kind, dst device kind) -> fn(src_buffer, dst_device, existing_dst_or_None) -> dst_buffer
-CopyFn = Callable[[Any, str, Any], Any]
-_copy_functions: dict[tuple[str, str], CopyFn] = {}
-
-
-def register_copy(src_kind: str, dst_kind: str, fn: CopyFn) -> None:
-    _copy_functions[(src_kind, dst_kind)] = fn
-
 
 def _kind(device: str) -> str:
     return device.split(":")[0]
@@ -183,7 +175,7 @@ class MemoryTracker:
         # prefer a peer device over the host as the source
         sources = sorted(obj.valid, key=lambda d: d == HOST)
         src = sources[0]
-        fn = _copy_functions.get((_kind(src), _kind(device)))
+        fn = TRANSFERS.get((_kind(src), _kind(device)))
         if fn is None:
             raise MemoryTrackingError(f"no way to copy memory from {src} to {device}", caller_loc())
         obj.copies[device] = fn(obj.copies[src], device, obj.copies.get(device))
@@ -192,7 +184,7 @@ class MemoryTracker:
         stats.copied(direction, obj.nbytes)
 
     def _allocate_like(self, obj: MemoryObject, device: str) -> Any:
-        fn = _copy_functions.get(("alloc", _kind(device)))
+        fn = TRANSFERS.get(("alloc", _kind(device)))
         if fn is None:
             raise MemoryTrackingError(f"no allocator for device {device}", caller_loc())
         return fn(obj.copies[obj.home], device, None)

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from hpvm_py.backends.base import BufferArg, NodeContext, instance_counts
+from hpvm_py.backends.base import BufferArg
+from hpvm_py.ir.context import NodeContext, instance_counts
 from hpvm_py.backends.cpu import CpuBackend
 from hpvm_py.backends.nvptx import NvptxBackend
 from hpvm_py.types import PtrType

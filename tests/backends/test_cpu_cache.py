@@ -13,7 +13,7 @@ import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, f32, i64
 from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.cpu import CpuBackend
-from hpvm_py.rt import stats
+from hpvm_py.support import stats
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, f32, i64
 from hpvm_py.backends.base import BufferArg, NodeContext
 from hpvm_py.backends.cpu import CpuBackend
-from hpvm_py.rt import stats
+from hpvm_py.support import stats
 
 @hpvm.leaf
 def scale(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64, k: f32):

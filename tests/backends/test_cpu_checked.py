@@ -3,9 +3,9 @@ import inspect
 
 import numpy as np
 import pytest
+from cpu_harness import buffer, leaves_from_source, run
 
 import hpvm_py as hpvm
-from cpu_harness import buffer, leaves_from_source, run
 from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64
 from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.cpu import CpuBackend
@@ -133,7 +133,7 @@ def test_equal_ir_from_elsewhere_reports_its_own_lines():
     import copy
 
     from hpvm_py.ir import kernel as K
-    from hpvm_py.ir.loc import Loc
+    from hpvm_py.support.loc import Loc
 
     other = copy.deepcopy(shifted_copy.ir)
     for stmt in K.walk_stmts(other.body):

@@ -7,19 +7,19 @@ import threading
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
+from cpu_harness import buffer, run
+from shared_leaves import stencil
 
 import hpvm_py as hpvm
-from cpu_harness import buffer, run
 from hpvm_py import In, InOut, Out, Ptr, f32, f64, i16, i64, u8
 from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.cpu import CpuBackend, jit
 from hpvm_py.backends.cpu import kernel as kernel_module
 from hpvm_py.backends.cpu.backend import _analyse
 from hpvm_py.backends.cpu.nontemporal import SUPPORTED, nt_stores
-from hpvm_py.rt import stats
 from hpvm_py.backends.cpu.threads import native_pool
+from hpvm_py.support import stats
 from hpvm_py.types import PtrType
-from shared_leaves import stencil
 
 pytestmark = pytest.mark.skipif(not SUPPORTED, reason="non-temporal stores are x86-64 only")
 

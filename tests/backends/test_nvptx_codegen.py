@@ -9,18 +9,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from cpu_harness import leaves_from_source
+from differential import data
+from differential.generator import programs
 from hypothesis import HealthCheck, given, settings
 
-from differential import data
-from cpu_harness import leaves_from_source
-from differential.generator import programs
 from hpvm_py.backends import registry
 from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.nvptx import NvptxBackend, device, toolchain
 from hpvm_py.errors import CompileError
 from hpvm_py.frontend.decorators import GraphDef
 from hpvm_py.pipeline import compile_graph
-from hpvm_py.rt import stats
+from hpvm_py.support import stats
 from hpvm_py.types import PtrType
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,6 +3,8 @@ be timed, the choice and its disk cache, and a tuned launch computing the same r
 timings are taken on a GPU (benchmarks/gpu/bench_gpu.py); here a fake clock decides."""
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -84,7 +86,8 @@ def fresh_choices(monkeypatch, tmp_path):
     monkeypatch.setattr(T, "_chosen", {})
 
 
-def test_the_fastest_shape_is_chosen_once_and_read_back_from_disk(fresh_choices, monkeypatch, capsys) -> None:
+def test_the_fastest_shape_is_chosen_once_and_read_back_from_disk(fresh_choices, monkeypatch, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="hpvm_py")  # the tuning note is progress: logged at INFO
     shapes = T.candidates(1024)
     speed = {s: 1.0 + abs(s.lanes - 512) / 1000 + abs(s.warps - 8) / 100 for s in shapes}
     timed = []
@@ -97,7 +100,7 @@ def test_the_fastest_shape_is_chosen_once_and_read_back_from_disk(fresh_choices,
 
     assert T.choose("k1", shapes, time_one, "leafy") == T.Shape(512, 8)
     assert sorted(timed, key=str) == sorted(shapes, key=str)
-    assert "tuning the block shape of leaf leafy" in capsys.readouterr().err
+    assert "tuning the block shape of leaf leafy" in caplog.text
     assert T.choose("k1", shapes, time_one, "leafy") == T.Shape(512, 8) and len(timed) == len(shapes)
     monkeypatch.setattr(T, "_chosen", {})  # a new process: the disk cache answers
     assert T.choose("k1", shapes, lambda s: pytest.fail("timed again"), "leafy") == T.Shape(512, 8)

@@ -6,7 +6,7 @@ args: 8-byte slots: one per parameter (a buffer's address, a uniform scalar's va
 form, or the address of a per_parent / per_instance array), then one per output (the output
 array's address, null when unused), then the real size in bytes of each buffer parameter, then,
 for a leaf with remote accesses, the address of the heap bases (int64, one per rank), this
-process's rank and the world size (rt/remote.py).
+process's rank and the world size (backends/heapview.py).
 extents: three i64 per level (x, y, z; 1 for missing dimensions), level 0 (the leaf) first.
 [p_begin, p_end) is the range of parent instances to run and [o_begin, o_end) the range of the
 leaf's outermost dimension (z, y or x); error points at the error slot (memory.ERROR_SLOT_WORDS).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...errors import CompileError
-from ...ir.loc import Loc
+from ...support.loc import Loc
 from ...types import ScalarType
 from .intrinsics import overloaded
 from .lltypes import F16, F32, I1, I32, reg_type, round_bf16, round_to

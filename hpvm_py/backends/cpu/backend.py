@@ -1,6 +1,6 @@
 """CpuBackend: compile a leaf for one NodeContext to native code, through two caches.
 
-In memory, kernels are kept by (leaf IR, context, checked). On disk (rt.cache) the object code
+In memory, kernels are kept by (leaf IR, context, checked). On disk (support/cache.py) the object code
 is kept under a hash of everything it depends on; a hit loads the object into an engine without
 generating or optimising any LLVM IR. The plan and site tables a launch needs are cheap analyses
 of the IR and are recomputed, never stored. The driver with non-temporal stores (nontemporal.py)
@@ -17,9 +17,9 @@ from typing import Callable
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from ... import __version__
 from ...ir import kernel as K
-from ...rt import cache, stats
+from ...support.version import VERSION
+from ...support import cache, stats
 from ..base import NodeContext
 from . import jit
 from .accesses import Access, privatizable, sites
@@ -88,7 +88,7 @@ def _code_version() -> str:
 def _object(key: tuple[str, str, bool], variant: str,
             optimized: Callable[[], llvm.ModuleRef]) -> bytes:
     """The object code of one variant of a kernel, from the disk cache or compiled."""
-    disk_key = cache.content_key(key[0], key[1], variant, __version__, _code_version(),
+    disk_key = cache.content_key(key[0], key[1], variant, VERSION, _code_version(),
                                  jit.host_signature())
     obj = cache.load(disk_key, _OBJECT_SUFFIX)
     if obj is None:

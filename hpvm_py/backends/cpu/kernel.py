@@ -15,19 +15,21 @@ import numpy as np
 
 from ...errors import ExecutionError, LaunchError
 from ...ir import kernel as K
+from ...ir.context import MAX_INSTANCES, NodeContext
 from ...ir.semantics import bf16_to_bits
-from ...rt import remote, stats
+from .. import heapview
+from ...support import stats
 from ...types import PtrType, ScalarType
-from ..base import MAX_INSTANCES, BufferArg, NodeContext
+from ..base import BufferArg
 from ..bounds import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
-from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .jit import LoadedObject
 from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .privatize import MERGE_SUFFIX, identity
+from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .threads import PoolJob, native_pool
 
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
@@ -145,7 +147,7 @@ class CpuKernel:
         keep: list[Any] = [ext]
         slots = self._pack(args, outputs, parents, leaves, keep)
         if self.layout.remote:
-            heap = remote.for_launch(self.source, args)
+            heap = heapview.for_launch(self.source, args)
             keep.append(heap.bases)
             first = self.layout.heap_slot
             slots[first], slots[first + 1], slots[first + 2] = \
@@ -363,7 +365,7 @@ class PreparedLaunch:
         self.keep = keep  # ctypes arrays and NumPy arrays the drivers read
         self.reusable = reusable
         # set_buffer() may point it at other buffers of the same sizes, unless a remote access goes
-        # through one: each launch must check such buffers on the heap (rt/remote.py)
+        # through one: each launch must check such buffers on the heap (backends/heapview.py)
         self.repointable = reusable and not kernel.layout.remote
         self.nontemporal = nontemporal
 

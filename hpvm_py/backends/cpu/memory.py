@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ...errors import CompileError
 from ...ir import kernel as K
-from ...ir.loc import UNKNOWN
+from ...support.loc import UNKNOWN
 from ...types import PtrType, ScalarType, bf16
 from ..bounds import RANK_SITES
 from . import arith, mathfns, nontemporal
@@ -31,7 +31,7 @@ _FLOAT_RMW = {"add": "fadd", "sub": "fsub", "xchg": "xchg"}  # min/max: a compar
 
 @dataclass
 class Heap:
-    """The hidden arguments of a leaf with remote accesses (rt/remote.py)."""
+    """The hidden arguments of a leaf with remote accesses (backends/heapview.py)."""
 
     bases: ir.Value  # ptr to world_size i64 heap bases
     rank: ir.Value   # i64, this process's rank

@@ -34,7 +34,7 @@ from typing import Sequence
 
 import llvmlite.ir as ir
 
-from ...rt.pool import default_threads
+from ...support.cores import default_threads
 from .jit import LoadedObject, emit_object, optimize
 
 I64 = ir.IntType(64)

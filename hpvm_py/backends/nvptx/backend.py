@@ -1,6 +1,6 @@
 """NvptxBackend: compile a leaf for one NodeContext to a cubin, through two caches.
 
-In memory, kernels are kept by (leaf IR, context, checked). On disk (rt.cache) the PTX is kept under
+In memory, kernels are kept by (leaf IR, context, checked). On disk (support/cache.py) the PTX is kept under
 a hash of everything it depends on, and the cubin under a hash of the PTX, the GPU architecture and
 the ptxas version. Compiling needs no GPU (CI assembles every example); loading and launching do.
 """
@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import threading
 from pathlib import Path
 
 from llvmlite import ir
 
-from ... import __version__
 from ...ir import kernel as K
-from ...rt import cache, stats
+from ...support.version import VERSION
+from ...support import cache, settings, stats
 from ..base import NodeContext
 from ..cpu.accesses import sites
 from ..cpu.plan import check_compilable
@@ -32,7 +31,7 @@ _CUBIN_SUFFIX = ".cubin"
 
 def checks_forced() -> bool:
     """HPVM_GPU_CHECK=1: every nvptx kernel is bounds-checked, proven safe or not."""
-    return os.environ.get("HPVM_GPU_CHECK", "") not in ("", "0")
+    return settings.GPU_CHECK.on()
 
 
 class NvptxBackend:
@@ -89,7 +88,7 @@ class NvptxBackend:
     @staticmethod
     def _ptx(prepared: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
              key: tuple[str, str, bool]) -> str:
-        disk_key = cache.content_key(key[0], key[1], str(checked), arch, __version__,
+        disk_key = cache.content_key(key[0], key[1], str(checked), arch, VERSION,
                                      _code_version())
         cached = cache.load(disk_key, _PTX_SUFFIX)
         if cached is not None:

@@ -6,12 +6,12 @@ tensors and launches go on torch's current stream.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from typing import Any
 
 from ...errors import LaunchError
-from ...ir.loc import Loc
+from ...support import settings
+from ...support.loc import Loc
 from .toolchain import DEFAULT_ARCH
 
 _lock = threading.Lock()
@@ -49,7 +49,7 @@ def unusable_reason() -> str | None:
 
 def error_name(err: Any) -> str:
     driver = cuda_driver()
-    if isinstance(err, int):  # a code returned through ctypes (backends/cuda/driver.py)
+    if isinstance(err, int):  # a code returned through ctypes (device/driver.py)
         try:
             err = driver.CUresult(err)
         except ValueError:
@@ -71,7 +71,7 @@ def check(result: tuple, what: str, loc: Loc) -> Any:
 def arch() -> str:
     """The GPU architecture kernels are assembled for: $HPVM_NVPTX_ARCH, else the first GPU's,
     else sm_90 (where there is no GPU, as in CI)."""
-    env = os.environ.get("HPVM_NVPTX_ARCH")
+    env = settings.NVPTX_ARCH.text()
     if env:
         return env
     if unusable_reason() is not None:

@@ -19,11 +19,11 @@ from ...errors import LaunchError
 from ...ir import kernel as K
 from ...types import PtrType
 from ..base import BufferArg, NodeContext
-from ...rt import remote
+from .. import heapview
 from ..bounds import recorded
-from ..cuda import faults
-from ..cuda.driver import launch_kernel
-from ..cuda.outputs import DeviceLaunch, DeviceOutputs
+from ...device import faults
+from ...device.driver import launch_kernel
+from ...device.outputs import DeviceLaunch, DeviceOutputs
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
@@ -95,7 +95,7 @@ class NvptxKernel:
             for d in range(DIMS_PER_LEVEL):
                 slots[layout.extent(level, d)] = dims[d] if d < len(dims) else 1
         if layout.remote:
-            heap = remote.for_launch(self.source, args, cuda)  # its bases live as long as the heap
+            heap = heapview.for_launch(self.source, args, cuda)  # its bases live as long as the heap
             slots[layout.heap], slots[layout.heap + 1], slots[layout.heap + 2] = \
                 heap.bases_address, heap.rank, heap.world_size
         error = torch.zeros(ERROR_SLOT_WORDS, dtype=torch.int64, device=cuda) if self.checked else None

@@ -13,7 +13,8 @@ from pathlib import Path
 import llvmlite.binding as llvm
 
 from ...errors import CompileError
-from ...ir.loc import Loc
+from ...support import settings
+from ...support.loc import Loc
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DEFAULT_ARCH = "sm_90"
@@ -51,7 +52,7 @@ def _triton_nvidia_dir() -> Path | None:
 
 def libdevice_path() -> Path | None:
     """libdevice.10.bc: $HPVM_LIBDEVICE, else the copy inside the triton wheel."""
-    env = os.environ.get("HPVM_LIBDEVICE")
+    env = settings.LIBDEVICE.text()
     if env:
         return Path(env)
     folder = _triton_nvidia_dir()
@@ -61,7 +62,7 @@ def libdevice_path() -> Path | None:
 
 def ptxas_path() -> Path | None:
     """ptxas: $HPVM_PTXAS, else the one inside the triton wheel, else one on PATH."""
-    env = os.environ.get("HPVM_PTXAS")
+    env = settings.PTXAS.text()
     if env:
         return Path(env)
     folder = _triton_nvidia_dir()

@@ -2,23 +2,23 @@
 from __future__ import annotations
 
 import bdb
-import os
 from typing import Any, Iterator
 
 import numpy as np
 
 from ...errors import ExecutionError, HPVMError
 from ...ir import kernel as K
-from ...ir.loc import Loc
+from ...ir.context import NodeContext, instance_counts
 from ...ir import semantics as S
+from ..heapview import for_launch as remote_view
+from ...support import settings
+from ...support.loc import Loc
 from ...types import PtrType, bf16
-from ..base import BufferArg, NodeContext, instance_counts
-from ...rt.remote import for_launch as remote_view
+from ..base import BufferArg
 from ..bounds import bad_rank, out_of_bounds
 from . import ops
 from .codegen import GeneratedLeaf, generate, vector_eligible
 from .remote import Peers, RankError
-
 
 _VECTOR_CHUNK = 1 << 20  # instances per vectorised step
 
@@ -53,7 +53,7 @@ def _digits(lin: np.ndarray | int, extent: tuple[int, ...]) -> list[Any]:
 
 def vector_allowed() -> bool:
     """HPVM_PYTHON_VECTOR=0 runs every leaf instance by instance."""
-    return os.environ.get("HPVM_PYTHON_VECTOR", "1") != "0"
+    return settings.PYTHON_VECTOR.on()
 
 
 class PythonLeafKernel:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...ir import semantics as S
-from ...rt.remote import RemoteView
+from ..heapview import RemoteView
 from . import ops
 
 

@@ -1,5 +1,5 @@
 """The `gpu` target: HPVM leaves as Triton block programs (codegen.py), launched on CUDA devices
-(backends/cuda), or on the fake device through Triton's interpreter (TRITON_INTERPRET=1)."""
+(hpvm_py/device), or on the fake device through Triton's interpreter (TRITON_INTERPRET=1)."""
 from __future__ import annotations
 
 import threading
@@ -8,7 +8,7 @@ import triton  # noqa: F401 - an ImportError here makes the target unavailable
 
 from ...ir import kernel as K
 from ..base import NodeContext
-from ..cuda.devices import cuda_available
+from ...device.devices import cuda_available
 from .codegen import generate
 from .host_math import interpreting
 from .kernel import TritonKernel

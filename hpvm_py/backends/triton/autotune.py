@@ -12,7 +12,7 @@ Timing runs the kernel several times, so only launches that compute the same res
 are tuned: no atomics, no remote accesses, no InOut buffer (Out buffers are write-only), and no
 input buffer that overlaps an output buffer. Others keep the default shape.
 
-The choice is kept in memory and in the disk cache (rt/cache.py, `.tune.json`), keyed by the
+The choice is kept in memory and in the disk cache (support/cache.py, `.tune.json`), keyed by the
 kernel's source digest, the GPU's name, the layout, and the launch's size class (powers of two of
 the instances per parent and in all): a program tunes a shape class once, on its first launch of
 it, and later processes read the choice. `HPVM_AUTOTUNE=0` turns tuning off (default shapes).
@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...errors import CompileError, HPVMError
 from ...ir import kernel as K
-from ...rt import cache
+from ...support import cache, log, settings
 from ..base import BufferArg
-from ..cuda import faults
+from ...device import faults
 
 MIN_INSTANCES = 1 << 20  # smaller launches take microseconds: not worth a tuning pass
 LANES = (256, 512, 1024)
@@ -47,12 +45,13 @@ class Shape:
     warps: int
 
 
+_log = log.logger("autotune")
 _chosen: dict[str, Shape] = {}
 _lock = threading.Lock()
 
 
 def enabled() -> bool:
-    return os.environ.get("HPVM_AUTOTUNE", "1") != "0"
+    return settings.AUTOTUNE.on()
 
 
 def repeatable_leaf(leaf: K.LeafFunc) -> bool:
@@ -103,8 +102,8 @@ def choose(key: str, shapes: list[Shape], time_one: Callable[[Shape], float], le
             if found in shapes:
                 _chosen[key] = found
                 return found
-        print(f"hpvm: tuning the block shape of leaf {leaf} ({len(shapes)} shapes, once per size "
-              "class; HPVM_AUTOTUNE=0 turns this off)", file=sys.stderr, flush=True)
+        _log.info("hpvm: tuning the block shape of leaf %s (%d shapes, once per size class; "
+                  "HPVM_AUTOTUNE=0 turns this off)", leaf, len(shapes))
         times = {}
         failure: CompileError | None = None
         for shape in shapes:
@@ -140,7 +139,7 @@ def device_name(device: Any) -> str:
 
 def time_launch(launch: Any) -> float:
     """Seconds one run of a prepared launch takes on the GPU (the fastest of a few). A fault of
-    the kernel is reported as at any launch (backends/cuda/faults.py)."""
+    the kernel is reported as at any launch (device/faults.py)."""
     import torch
 
     leaf = launch.kernel.leaf

@@ -14,12 +14,13 @@ import numpy as np
 from ...errors import CompileError, ExecutionError, HPVMError, LaunchError
 from ...ir import kernel as K
 from ...ir import semantics as S
-from ...rt import remote
+from ...ir.context import NodeContext, instance_counts
+from .. import heapview
 from ...types import PtrType, ScalarType, bf16, f32
-from ..base import BufferArg, NodeContext, instance_counts
-from ..cuda import gpu_device, typed_tensor
-from ..cuda.devices import torch_dtype
-from ..cuda.outputs import DeviceOutputs
+from ..base import BufferArg
+from ...device import gpu_device, typed_tensor
+from ...device.devices import torch_dtype
+from ...device.outputs import DeviceOutputs
 from . import autotune
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource, kernel_name as _kernel_name
 from .dotmatch import DotLoop
@@ -202,7 +203,7 @@ class TritonKernel:
             call += [int(n) for n in level[:dims]]
         heap = "HEAP_BASES" in source.arguments
         if heap:
-            heap = remote.for_launch(self.leaf, args, device)
+            heap = heapview.for_launch(self.leaf, args, device)
             call += [heap.bases, heap.rank, heap.world_size]
         blocks_at = len(call)
         call += [layout.blocks, L]

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ...rt import cache, stats
+from ...support import cache, stats
 
 _SUFFIX = ".triton.py"
 _modules: dict[str, Any] = {}

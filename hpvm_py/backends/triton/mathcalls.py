@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...errors import CompileError
 from ...ir import kernel as K
-from ...ir.loc import Loc
+from ...support.loc import Loc
 from ...types import ScalarType
 from . import values as V
 from .prelude import LIBRARY_FUNCTIONS

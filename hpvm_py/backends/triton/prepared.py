@@ -27,8 +27,8 @@ from ...ir import semantics as S
 from ...types import ScalarType, bf16
 from ..base import BufferArg
 from ..bounds import recorded
-from ..cuda import faults, typed_tensor
-from ..cuda.outputs import DeviceLaunch, DeviceOutputs
+from ...device import faults, typed_tensor
+from ...device.outputs import DeviceLaunch, DeviceOutputs
 from .codegen import TritonSource
 from .host_math import fix_interpreter, interpreting
 
@@ -78,7 +78,7 @@ class TritonLaunch(DeviceLaunch):
         self.uniforms = uniforms  # param -> position in call
         self.values = values  # per-parent / per-instance param -> position in call
         self.buffers = buffers or {}  # pointer param -> position in call
-        self.heap = heap  # it reaches other ranks' memory (checked per launch, rt/remote.py)
+        self.heap = heap  # it reaches other ranks' memory (checked per launch, backends/heapview.py)
         self.stale = set(values)  # those copied from the host for this launch only
         self.blocks_at = blocks_at  # position in call of the blocks of lanes per parent instance
         self._fast: Any = None  # the compiled kernel's launcher, once Triton's dispatch gave it

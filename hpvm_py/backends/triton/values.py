@@ -10,7 +10,7 @@ import math
 import struct
 
 from ...errors import CompileError
-from ...ir.loc import Loc
+from ...support.loc import Loc
 from ...types import ScalarType, bf16
 
 REGISTER = {"i1": "tl.int1", "i8": "tl.int8", "i16": "tl.int16", "i32": "tl.int32", "i64": "tl.int64",

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import threading
 
+from ...support import stats
 from .. import chooser, ranks
 from ..call import Call, check_arguments
 from ..nodes import agree_on_heap, run_remote
-from ...rt import stats
 from . import launch
 
 _lock = threading.Lock()  # one collective at a time per rank: ranks must agree on the order

@@ -2,10 +2,10 @@
 rank, and NCCL (through torch.distributed) for the collectives when the ranks span several hosts."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ...errors import DistributedError
+from ...support import settings
 from ..transport import Transport
 from . import heap as G
 
@@ -23,7 +23,7 @@ def join_gpu(transport: Transport, timeout: float, hosts: list[str], heap_bytes:
     same_machine = [q for q in range(size) if machine(hosts[q]) == machine(hosts[rank])]
     index = same_machine.index(rank)
     gpus = torch.cuda.device_count()
-    share = os.environ.get("HPVM_DIST_SHARE_GPUS", "") not in ("", "0")
+    share = settings.DIST_SHARE_GPUS.on()
     device = f"cuda:{index % gpus if share else index}"
     error = None
     if index >= gpus and not share:

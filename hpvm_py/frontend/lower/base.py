@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from ...errors import FrontendError, VerificationError
 from ...ir import kernel as K
-from ...ir.loc import Loc
+from ...support.loc import Loc
 from ...types import ScalarType, Type
 from ..source import FunctionSource
 

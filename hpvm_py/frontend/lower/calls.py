@@ -11,7 +11,7 @@ import numpy as np
 from ... import math as hmath
 from ... import types as T
 from ...ir import kernel as K
-from ...ir.loc import Loc
+from ...support.loc import Loc
 from ...types import PtrType, ScalarType
 from ..defs import Definition
 from ..intrinsics import INTRINSICS

@@ -8,7 +8,7 @@ import numpy as np
 
 from ... import types as T
 from ...ir import kernel as K
-from ...ir.loc import Loc
+from ...support.loc import Loc
 from ...types import PtrType, ScalarType
 from ..source import is_missing
 from .conversions import TypeConversions

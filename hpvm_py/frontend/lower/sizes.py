@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import kernel as K
-from ...ir.loc import UNKNOWN
+from ...support.loc import UNKNOWN
 from ...types import PtrType, Type
 from .values import zero
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ... import types as T
 from ...ir import kernel as K
-from ...ir.loc import Loc
+from ...support.loc import Loc
 from ...types import PtrType, ScalarType, Type
 from ..intrinsics import INTRINSICS
 from ..source import resolve_annotation

@@ -10,8 +10,8 @@ import numpy as np
 
 from ... import types as T
 from ...ir import kernel as K
-from ...ir.loc import Loc
 from ...ir.semantics import cast
+from ...support.loc import Loc
 from ...types import ScalarType, Type
 from ..intrinsics import INTRINSICS
 

@@ -1,28 +1,25 @@
 """GPU devices and transfers: `cuda:N` (torch CUDA memory) and `fake:N` (host NumPy arrays).
 
-The tracker calls the registered functions as fn(source copy, destination device, existing
-destination copy or None) -> destination copy. A copy into the host always lands in the user's own
+The memory tracker (rt/tracker.py) copies through `TRANSFERS`: fn(source copy, destination device,
+existing destination copy or None) -> destination copy, by (source kind, destination kind). A copy into the host always lands in the user's own
 buffer (the tracker passes it as the existing copy).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ...errors import LaunchError
-from ...types import ScalarType, bf16
+from ..errors import LaunchError
+from ..support import settings
+from ..support.world import current as current_world
+from ..types import ScalarType, bf16
 from . import faults
 from .staging import staged
 
 FAKE = "fake"
-FAKE_DEVICES_DEFAULT = 2  # fake GPUs without $HPVM_FAKE_DEVICES: enough to test placement on two
-_registered = False
-_lock = threading.Lock()
 
 
 @functools.cache
@@ -40,8 +37,7 @@ def gpu_device(index: int | None = None) -> str:
     number `index` of that device's kind (the caller checks that it exists against
     device_count())."""
     faults.check_usable()
-    register_transfers()
-    wanted = os.environ.get("HPVM_GPU_DEVICE")
+    wanted = settings.GPU_DEVICE.text()
     if wanted:
         kind, _, number = wanted.partition(":")
         if kind not in ("cuda", FAKE) or not number.isdigit():
@@ -61,9 +57,7 @@ def gpu_device(index: int | None = None) -> str:
 
 def _rank_device() -> str | None:
     """The GPU of this rank when hpvm.distributed runs its ranks on GPUs."""
-    from ...distributed.ranks import current
-
-    world = current()
+    world = current_world()
     return world.device if world is not None and world.device.startswith("cuda") else None
 
 
@@ -73,7 +67,7 @@ def device_count(kind: str) -> int:
         import torch
 
         return int(torch.cuda.device_count()) if cuda_available() else 0
-    text = os.environ.get("HPVM_FAKE_DEVICES", str(FAKE_DEVICES_DEFAULT))
+    text = settings.FAKE_DEVICES.get()
     if not text.isdigit():
         raise LaunchError(f"HPVM_FAKE_DEVICES={text!r}: expected a number of fake GPUs")
     return int(text)
@@ -91,25 +85,6 @@ def selected(device: str) -> Iterator[None]:
 
     with torch.cuda.device(int(number)):
         yield
-
-
-def register_transfers() -> None:
-    """Plug the device transfers into the memory tracker (once)."""
-    global _registered
-    with _lock:
-        if _registered:
-            return
-        from ...rt.tracker import register_copy
-
-        register_copy("host", "cuda", _to_cuda)
-        register_copy("cuda", "cuda", _to_cuda)
-        register_copy("cuda", "host", _to_host)
-        register_copy("alloc", "cuda", _allocate_cuda)
-        register_copy("host", FAKE, _to_fake)
-        register_copy(FAKE, FAKE, _to_fake)
-        register_copy(FAKE, "host", _to_host)
-        register_copy("alloc", FAKE, _allocate_fake)
-        _registered = True
 
 
 # -- bytes of any buffer ---------------------------------------------------------------------
@@ -191,6 +166,15 @@ def _allocate_fake(home: Any, device: str, _: Any) -> Any:
 
 def _nbytes(buf: Any) -> int:
     return int(buf.nbytes) if isinstance(buf, np.ndarray) else int(buf.numel() * buf.element_size())
+
+
+# (source device kind, destination device kind; "alloc": a new copy) -> how to copy
+TRANSFERS: dict[tuple[str, str], Callable[[Any, str, Any], Any]] = {
+    ("host", "cuda"): _to_cuda, ("cuda", "cuda"): _to_cuda, ("cuda", "host"): _to_host,
+    ("alloc", "cuda"): _allocate_cuda,
+    ("host", FAKE): _to_fake, (FAKE, FAKE): _to_fake, (FAKE, "host"): _to_host,
+    ("alloc", FAKE): _allocate_fake,
+}
 
 
 # -- typed views for kernels ------------------------------------------------------------------

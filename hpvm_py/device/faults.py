@@ -13,8 +13,8 @@ import collections
 import threading
 from typing import Any
 
-from ...errors import ExecutionError, HPVMError, LaunchError
-from ...ir.loc import Loc
+from ..errors import ExecutionError, HPVMError, LaunchError
+from ..support.loc import Loc
 
 _RECENT = 4  # leaves named in a fault report
 _recent: "collections.deque[tuple[str, Loc | None]]" = collections.deque(maxlen=_RECENT)

@@ -12,11 +12,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from . import stats
+from . import settings, stats
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("HPVM_CACHE_DIR")
+    env = settings.CACHE_DIR.text()
     if env:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -24,7 +24,7 @@ def cache_dir() -> Path:
 
 
 def disabled() -> bool:
-    return os.environ.get("HPVM_NO_CACHE", "") not in ("", "0")
+    return settings.NO_CACHE.on()
 
 
 def content_key(*parts: str) -> str:

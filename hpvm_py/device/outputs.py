@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.loc import Loc
+from ..support.loc import Loc
 from . import faults
 from .staging import staged
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import DistributedError
 from ..ir import kernel as K
+from ..support.world import current as current_world
 from ..types import PtrType
 
 
@@ -47,14 +48,8 @@ _ONE_RANK_HOST = RemoteView(rank=0, world_size=1, bases=np.zeros(1, dtype=np.int
 
 def world_size() -> int:
     """The number of ranks remote accesses may name (1 outside hpvm.distributed.init())."""
-    world = _world()
+    world = current_world()
     return 1 if world is None else int(world.size)
-
-
-def _world() -> Any:
-    from ..distributed import ranks
-
-    return ranks.current()
 
 
 def remote_params(leaf: K.LeafFunc) -> tuple[int, ...]:
@@ -67,7 +62,7 @@ def for_launch(leaf: K.LeafFunc, args: list[Any], device: Any = None) -> RemoteV
     """The heap bases and ranks for one launch of `leaf` (which has remote accesses), after
     checking its remotely accessed buffers. device: None for a host kernel, else the torch
     device the kernel runs on."""
-    world = _world()
+    world = current_world()
     if world is None:
         return _ONE_RANK_HOST if device is None else _one_rank_device(str(device))
     heap = world.heap

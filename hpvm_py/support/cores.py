@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import os
 
+from . import settings
+
 
 def default_threads() -> int:
-    env = os.environ.get("HPVM_NUM_THREADS")
+    env = settings.NUM_THREADS.text()
     if env and env.isdigit() and int(env) > 0:
         return int(env)
     try:  # the cores of this process's CPU affinity (taskset, cgroup cpusets), not the machine's

@@ -1,0 +1,1 @@
+"""What every layer shares: settings, logging, source locations, the compile cache, counters."""

@@ -1,0 +1,115 @@
+"""Every environment variable hpvm-py reads, declared once: name, kind, default and one line of help.
+
+Code reads a variable through its `Setting` (`settings.TARGET.get()`), at the moment it reads it
+today: a few at import (noted in their help), most per call, so that a test or a program may change
+one while it runs. `hpvmc config` prints the table with the
+values seen now; docs/settings.md is the same table.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable. kind: "flag" (unset or empty: the default; "0": off; anything
+    else: on), "text" (the string as it is, or the default when unset or empty), or "number",
+    "bytes", "seconds", "path", "list" (read as text; the code that uses them checks the value and
+    names the variable in its error)."""
+
+    name: str
+    kind: str
+    default: str
+    help: str
+
+    def text(self) -> str | None:
+        """The variable's value, or None when it is unset or empty."""
+        return os.environ.get(self.name) or None
+
+    def get(self) -> str:
+        """The value as text, else the default ("" for none)."""
+        return self.text() or self.default
+
+    def on(self) -> bool:
+        """A flag's value."""
+        text = self.text()
+        return self.default == "1" if text is None else text != "0"
+
+
+_ALL: list[Setting] = []
+
+
+def _declare(name: str, kind: str, default: str, help: str) -> Setting:
+    setting = Setting(name, kind, default, help)
+    _ALL.append(setting)
+    return setting
+
+
+# choosing where code runs
+TARGET = _declare("HPVM_TARGET", "text", "", "target when init()/launch() name none: cpu, gpu, "
+                  "nvptx or python (default: gpu when usable, else cpu)")
+GPU_DEVICE = _declare("HPVM_GPU_DEVICE", "text", "", "the device the GPU targets run on: cuda:N or "
+                      "fake:N (default: this rank's GPU, else cuda:0, else fake:0)")
+# two fake GPUs by default: enough to test placement on two devices without CUDA
+FAKE_DEVICES = _declare("HPVM_FAKE_DEVICES", "number", "2", "how many fake GPUs stand in for CUDA "
+                        "when there is none (CI)")
+NUM_THREADS = _declare("HPVM_NUM_THREADS", "number", "", "worker threads of the cpu target "
+                       "(default: every core this process may run on)")
+# compiling
+CACHE_DIR = _declare("HPVM_CACHE_DIR", "path", "", "the on-disk compile cache (default: "
+                     "$XDG_CACHE_HOME/hpvm-py, else ~/.cache/hpvm-py)")
+NO_CACHE = _declare("HPVM_NO_CACHE", "flag", "0", "1: neither read nor write the disk cache")
+AUTOTUNE = _declare("HPVM_AUTOTUNE", "flag", "1", "0: the gpu target does not time block shapes "
+                    "of large launches")
+GPU_CHECK = _declare("HPVM_GPU_CHECK", "flag", "0", "1: every nvptx kernel is bounds-checked, "
+                     "proven safe or not")
+NVPTX_ARCH = _declare("HPVM_NVPTX_ARCH", "text", "", "the GPU architecture nvptx kernels are "
+                      "assembled for, e.g. sm_90 (default: the first GPU's, else sm_90)")
+LIBDEVICE = _declare("HPVM_LIBDEVICE", "path", "", "libdevice.10.bc for nvptx math (default: the "
+                     "copy inside the triton wheel)")
+PTXAS = _declare("HPVM_PTXAS", "path", "", "the ptxas the nvptx target assembles with (default: "
+                 "triton's, else one on PATH)")
+PYTHON_VECTOR = _declare("HPVM_PYTHON_VECTOR", "flag", "1", "0: the python target runs every leaf "
+                         "instance by instance")
+# running
+STREAM_ITEMS = _declare("HPVM_STREAM_ITEMS", "flag", "1", "0: GPU streams never run whole items "
+                        "as one unit")
+POISON_OUT = _declare("HPVM_POISON_OUT", "flag", "0", "1 (read at import): fill partly written Out "
+                      "buffers with NaN or 0xAB bytes first on host targets")
+# diagnostics
+LOG = _declare("HPVM_LOG", "text", "", "info or debug (read on first use): print hpvm_py's log (progress such as "
+               "autotuning) to stderr (default: quiet)")
+DUMP_IR = _declare("HPVM_DUMP_IR", "list", "", "print the IR after these stages to stderr: "
+                   "frontend, inline, fold, or all")
+DEBUG = _declare("HPVM_DEBUG", "flag", "0", "1: an internal error keeps its traceback")
+QUIET = _declare("HPVMC_QUIET", "flag", "0", "1: hpvmc prints no progress messages")
+# ranks and collectives
+DIST_LAUNCHER = _declare("HPVM_DIST_LAUNCHER", "text", "", "mpi, torch or single: overrides how "
+                         "hpvm.distributed detects its launcher")
+DIST_DEVICE = _declare("HPVM_DIST_DEVICE", "text", "", "cpu or cuda: where ranks keep their heaps "
+                       "(default: cuda when torch sees a GPU)")
+DIST_SHARE_GPUS = _declare("HPVM_DIST_SHARE_GPUS", "flag", "0", "1: ranks of one host may share "
+                           "GPUs (correct, not fast)")
+HEAP_BYTES = _declare("HPVM_HEAP_BYTES", "bytes", "128M", "size of each rank's symmetric heap "
+                      "(K, M or G suffix allowed)")
+HEAP_DIR = _declare("HPVM_HEAP_DIR", "path", "/dev/shm", "where CPU ranks create their heap "
+                    "segments")
+COMM_TIMEOUT = _declare("HPVM_COMM_TIMEOUT", "seconds", "60", "how long any wait for other ranks "
+                        "may take")
+COMM_ONESHOT_BYTES = _declare("HPVM_COMM_ONESHOT_BYTES", "bytes", "", "the largest all-reduce that "
+                              "runs one-shot (default: measured per device and world size)")
+COMM_FORCE_REMOTE = _declare("HPVM_COMM_FORCE_REMOTE", "flag", "0", "1: every rank counts as a "
+                             "host of its own (tests the between-host collectives on one machine)")
+
+SETTINGS: tuple[Setting, ...] = tuple(_ALL)
+
+
+def describe() -> str:
+    """Every setting with its value here (what `hpvmc config` prints)."""
+    lines = [("variable", "kind", "default", "value", "help")] + [
+        (s.name, s.kind, s.default or "-", s.text() or "-", s.help) for s in SETTINGS]
+    widths = [max(len(row[i]) for row in lines) for i in range(4)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4]
+                     for row in lines)
+
