@@ -80,7 +80,7 @@ def test_misuse_is_reported_at_the_call(target: str, rng) -> None:
     x, y, args = _item(rng, 8, 1.0)
     with hpvm.runtime(target):
         h = hpvm.launch(g.two_stages, stream=True)
-        with pytest.raises(LaunchError, match="takes 6 argument"):
+        with pytest.raises(LaunchError, match="missing"):
             hpvm.push(h, x)
         with pytest.raises(LaunchError, match="f32"):
             hpvm.push(h, x.astype(np.float64), x.nbytes * 2, y, y.nbytes, 1.0, 8)

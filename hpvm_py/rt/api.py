@@ -14,7 +14,7 @@ from ..errors import HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..pipeline import CompiledGraph, compile_graph, default_target
 from ..support import stats as _stats
-from .args import bind_arguments
+from .args import bind_arguments, complete_arguments
 from .boundary import api_boundary
 from .executor import Executor
 from .placement import launch_devices
@@ -234,17 +234,40 @@ def _is_tuple_annotation(annotation: Any) -> bool:
 
 
 @api_boundary
-def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4) -> Any:
-    """Run a graph. Non-streaming: with all its arguments, returning a handle for wait().
-    Streaming (stream=True): with no arguments; feed it with push() and read it with pop()."""
+def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4, **kwargs: Any) -> Any:
+    """Run a graph on the runtime's target (and where its nodes are placed).
+
+    Args:
+        root: an `@hpvm.graph` function, a graph from `hpvm.from_text` or `hpvm.load`.
+        *args, **kwargs: the root's arguments, by position or by parameter name: NumPy arrays
+            or torch tensors for pointers, numbers for scalars. A pointer's size argument may be
+            left out (it is then the buffer's `nbytes`): by name, or positionally by leaving out
+            every size. Buffers not tracked yet are tracked for this launch.
+        stream: start a stream instead: no arguments here; `push` feeds it, `pop` reads it.
+        depth: a stream's items in flight at most (push blocks beyond it).
+
+    Returns:
+        A handle: `wait(handle)` gives the root's outputs; for a stream, `push`/`pop`/`wait`.
+
+    Raises:
+        LaunchError: no runtime, arguments that do not fit the root's parameters (count, names,
+            types, sizes, buffers that cannot take writes or live on another device).
+        CompileError: a leaf that cannot compile for its target.
+        ExecutionError: a leaf's error (an index out of bounds, a bad malloc size), at its line.
+        StreamError: arguments given to a streaming launch.
+
+    On `cpu` and `python` a non-streaming launch runs the graph before it returns; on `gpu` and
+    `nvptx` its kernels are queued and `wait` collects the outputs.
+    """
     rt = _active()
     compiled = compile_graph(root, rt.target)
     if stream:
-        if args:
+        if args or kwargs:
             raise StreamError("a streaming launch takes no arguments: push() them", caller_loc())
         handle = launch_stream(rt, compiled, depth)
         rt.handles.add(handle)
         return handle
+    args = complete_arguments(compiled.module.root_func, args, kwargs)
     return Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
 
 
@@ -282,9 +305,11 @@ def wait(handle: Any, timeout: float | None = None) -> Any:
 
 
 @api_boundary
-def push(handle: Any, *args: Any, timeout: float | None = None) -> None:
-    """Send the arguments of one execution to a streaming launch (blocks while it is full)."""
-    _stream_handle(handle, "push").push(args, timeout)
+def push(handle: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> None:
+    """Send the arguments of one execution to a streaming launch (blocks while it is full, at
+    most `timeout` seconds). Arguments as for `launch`: by position or name, sizes optional."""
+    stream = _stream_handle(handle, "push")
+    stream.push(complete_arguments(stream.compiled.module.root_func, args, kwargs), timeout)
 
 
 @api_boundary

@@ -9,10 +9,63 @@ from ..errors import LaunchError
 from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
-from ..types import PtrType, ScalarType, bf16, f64
+from ..types import PtrType, ScalarType, bf16, f64, i64
 from .buffers import HOST, describe, elem_matches, is_buffer, why_not_writable
 from .executor import BoundBuffer
 from .tracker import MemoryTracker
+
+
+def size_companions(func: D.GraphFunc) -> dict[int, int]:
+    """Parameter index of each pointer's size -> the pointer's index: the i64 that follows a
+    pointer parameter is its size in bytes (the `pointer-size` rule)."""
+    params = func.params
+    return {i + 1: i for i, p in enumerate(params[:-1])
+            if isinstance(p.type, PtrType) and params[i + 1].type == i64}
+
+
+def complete_arguments(func: D.GraphFunc, args: tuple[Any, ...], kwargs: dict[str, Any]
+                       ) -> tuple[Any, ...]:
+    """One value per parameter, in order, from a launch's (or push's) positional and keyword
+    arguments. Positional arguments are the first parameters in order, or, when they leave out
+    every pointer's size, the other parameters in order; any parameter may be named instead. A
+    size left out is its buffer's `nbytes`."""
+    params = func.params
+    if not kwargs and len(args) == len(params):
+        return args  # the full form: nothing to do (a repeated launch's fast path)
+    companions = size_companions(func)
+    names = [p.name for p in params]
+    values: dict[int, Any] = {}
+    short = [i for i in range(len(params)) if i not in companions]
+    if len(args) == len(short) and not any(names[i] in kwargs for i in short):
+        positions = short  # every size left out
+    elif len(args) <= len(params):
+        positions = list(range(len(args)))  # the first parameters, the rest by name
+    else:
+        raise LaunchError(_arity(func, companions, f"got {len(args)}"), caller_loc())
+    values.update(zip(positions, args))
+    for name, value in kwargs.items():
+        if name not in names:
+            raise LaunchError(f"graph {func.name} has no parameter {name!r} (parameters: "
+                              f"{', '.join(names)})", caller_loc())
+        index = names.index(name)
+        if index in values:
+            raise LaunchError(f"graph {func.name}: parameter {name!r} given twice (by position and "
+                              "by name)", caller_loc())
+        values[index] = value
+    for size, pointer in companions.items():
+        if size not in values and pointer in values:
+            values[size] = getattr(values[pointer], "nbytes", None)
+    missing = [names[i] for i in range(len(params)) if i not in values]
+    if missing:
+        raise LaunchError(_arity(func, companions, f"missing {', '.join(missing)}"), caller_loc())
+    return tuple(values[i] for i in range(len(params)))
+
+
+def _arity(func: D.GraphFunc, companions: dict[int, int], problem: str) -> str:
+    every = [p.name for p in func.params]
+    short = [p.name for i, p in enumerate(func.params) if i not in companions]
+    return (f"graph {func.name} takes ({', '.join(every)}), or without the pointers' sizes "
+            f"({', '.join(short)}), by position or by name: {problem}")
 
 
 def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker,
