@@ -10,10 +10,10 @@ from __future__ import annotations
 import atexit
 import datetime
 import os
-import pickle
 import time
 from typing import Any, Callable
 
+from . import wire
 from .waiting import RanksMissing, wait_until
 
 
@@ -192,9 +192,9 @@ class TorchTransport(Transport):
     def exchange(self, obj: Any, timeout: float) -> list[Any]:
         self._seq += 1
         keys = [f"{self._prefix}/x{self._seq}/{q}" for q in range(self.size)]
-        self._store.set(keys[self.rank], pickle.dumps(obj))
+        self._store.set(keys[self.rank], wire.encode(obj))
         wait_until(lambda: [q for q in range(self.size) if not self._store.check([keys[q]])], timeout)
-        got = [pickle.loads(self._store.get(k)) for k in keys]
+        got = [wire.decode(self._store.get(k)) for k in keys]
         if self._seq > 2:  # everyone has read the exchange before the previous one
             self._store.delete_key(f"{self._prefix}/x{self._seq - 2}/{self.rank}")
         return got

@@ -4,15 +4,26 @@ The key hashes everything the artifact depends on (the IR text, the node context
 the versions of hpvm-py and the code generator), so a stale entry is never used. The directory is
 $HPVM_CACHE_DIR, else the user cache directory ($XDG_CACHE_HOME/hpvm-py or ~/.cache/hpvm-py).
 HPVM_NO_CACHE=1 bypasses the disk cache (reads and writes).
+
+The cache holds machine code that is loaded and run, so it trusts nothing it did not write: the
+directory is made private (0700), one that another user owns or may write is not used (a
+warning says so, once), and each entry is checked against the SHA-256 of its contents, kept
+beside it, before it is used (docs/security.md).
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
+import warnings
 from pathlib import Path
 
+from ..errors import HPVMWarning
 from . import settings, stats
+
+_SUM = ".sha256"  # beside each entry: the digest of its contents
+_refused: set[Path] = set()  # directories already warned about
 
 
 def cache_dir() -> Path:
@@ -36,13 +47,19 @@ def content_key(*parts: str) -> str:
 
 
 def load(key: str, suffix: str) -> bytes | None:
-    """The cached artifact, or None (counted as a disk hit or miss)."""
-    if disabled():
+    """The cached artifact, or None (counted as a disk hit or miss). An entry whose contents do
+    not match its digest is a miss."""
+    folder = _usable_dir()
+    if folder is None:
         return None
-    path = cache_dir() / key[:2] / f"{key}{suffix}"
+    path = folder / key[:2] / f"{key}{suffix}"
     try:
         data = path.read_bytes()
+        expected = path.with_name(path.name + _SUM).read_text().strip()
     except OSError:
+        stats.bump("cache_disk_misses")
+        return None
+    if hashlib.sha256(data).hexdigest() != expected:
         stats.bump("cache_disk_misses")
         return None
     stats.bump("cache_disk_hits")
@@ -50,17 +67,46 @@ def load(key: str, suffix: str) -> bytes | None:
 
 
 def store(key: str, suffix: str, data: bytes) -> Path | None:
-    """Write atomically (a temporary file renamed into place), so concurrent writers are safe."""
-    if disabled():
+    """Write atomically (temporary files renamed into place, the digest first), so concurrent
+    writers are safe."""
+    root = _usable_dir(create=True)
+    if root is None:
         return None
-    folder = cache_dir() / key[:2]
+    folder = root / key[:2]
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        folder.mkdir(mode=0o700, exist_ok=True)
         final = folder / f"{key}{suffix}"
-        os.replace(tmp, final)
+        _write(folder, final.with_name(final.name + _SUM), hashlib.sha256(data).hexdigest().encode())
+        _write(folder, final, data)
         return final
     except OSError:
         return None  # a read-only or full cache directory only costs recompilation
+
+
+def _write(folder: Path, final: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, final)
+
+
+def _usable_dir(create: bool = False) -> Path | None:
+    """The cache directory when it may be used: enabled, and private to this user (made so when
+    created here)."""
+    if disabled():
+        return None
+    folder = cache_dir()
+    try:
+        if create:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.stat()
+    except OSError:
+        return None
+    if info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return folder
+    if folder not in _refused:
+        _refused.add(folder)
+        warnings.warn(f"the compile cache {folder} is owned or writable by another user: it is not "
+                      "used (compiled code from it would run here); make it private (chmod 700) "
+                      "or set HPVM_CACHE_DIR", HPVMWarning, stacklevel=2)
+    return None
