@@ -25,6 +25,7 @@ from hpvm_py.errors import ExecutionError, LaunchError
 from hpvm_py.passes.bounds import BoundsProof
 from conftest import TARGETS
 from differential import bounds_generator as gen
+from differential.data import load
 from differential.guard import Guarded
 from programs import bounds_audit as audit
 from programs import bounds_holes as holes
@@ -235,7 +236,7 @@ def outcome(module, target: str, buffers: dict[str, Guarded], m: int) -> tuple:
 @given(program=gen.bounds_programs(), seed=st.integers(0, 2**32 - 1),
        m=st.sampled_from([gen.SCRATCH * 8] * 3 + [4 * 8, 0]))
 def test_generated_programs_agree_and_stay_in_bounds(program: gen.BoundsProgram, seed: int, m: int) -> None:
-    module = gen.load(program)
+    module = load(program.source)
     rng = np.random.default_rng(seed)
     pairs = [(generated_inputs(rng), generated_inputs(rng)) for _ in range(DATA_SETS)]
     results: dict[str, list[tuple]] = {}

@@ -9,8 +9,6 @@ every launch that the analysis calls covering must indeed write every element.
 """
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import os
 import random
 import re
@@ -29,6 +27,7 @@ from hpvm_py.passes.coverage import OutCoverage
 from hpvm_py.rt import executor
 from conftest import TARGETS
 from hpvm_py.types import PtrType
+from differential.data import load
 from programs import out_coverage as P
 
 PROGRAM = Path(P.__file__)
@@ -176,7 +175,6 @@ def _line_of(text: str) -> int:
 
 # -- adversarial: generated leaves never fool the analysis ---------------------------------------
 
-_counter = itertools.count()
 SENTINEL = -7
 EXAMPLES = int(os.environ.get("HPVM_COVERAGE_EXAMPLES", "300"))  # generated leaves per run
 
@@ -269,18 +267,7 @@ def root(a: In[Ptr[i64]], a_bytes: i64, c: Out[Ptr[i64]], c_bytes: i64, n: i64, 
 '''
 
 
-def _load(source: str, folder: Path) -> object:
-    name = f"hpvm_coverage_gen_{next(_counter)}"
-    path = folder / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_generated_leaves_never_fool_the_analysis(tmp_path: Path, monkeypatch) -> None:
+def test_generated_leaves_never_fool_the_analysis(monkeypatch) -> None:
     """Every launch that skips the copy-in writes every element of the buffer. With the poison
     switch on, the python target fills a buffer it copies in with 0xAB bytes, so a sentinel left
     after a launch is an element that a device would have left as garbage."""
@@ -290,7 +277,7 @@ def test_generated_leaves_never_fool_the_analysis(tmp_path: Path, monkeypatch) -
     with hpvm.runtime("python"), warnings.catch_warnings():
         warnings.simplefilter("ignore", HPVMWarning)
         for seed in range(base, base + EXAMPLES):
-            module = _load(_program(seed), tmp_path)
+            module = load(_program(seed))
             rng = random.Random(seed)
             for _ in range(3):
                 gx, gy, n, m = (rng.randint(0, 6), rng.randint(1, 4), rng.randint(0, 6),

@@ -17,13 +17,8 @@ of instances, and of loops interchanged with them, is free), and plain stores do
 """
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 
 from hypothesis import strategies as st
 
@@ -272,21 +267,3 @@ def bounds_programs(draw) -> BoundsProgram:
     return BoundsProgram(source)
 
 
-_counter = itertools.count()
-_folder: Path | None = None
-
-
-def load(program: BoundsProgram) -> ModuleType:
-    """Import the program from a file of its own (leaves are compiled from source files)."""
-    global _folder
-    if _folder is None:
-        _folder = Path(tempfile.mkdtemp(prefix="hpvm-bounds-"))
-    name = f"hpvm_bounds_{next(_counter)}"
-    path = _folder / f"{name}.py"
-    path.write_text(program.source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
