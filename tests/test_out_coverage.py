@@ -139,10 +139,8 @@ def test_whole_writes_copy_nothing_in(target: str) -> None:
         assert counts["h2d_copies"] == 1 and counts["d2h_copies"] == 1
 
 
-@pytest.mark.parametrize("host_target", ["python", "cpu"])
+@pytest.mark.parametrize("host_target", [t for t in ("python", "cpu") if t in TARGETS])
 def test_poison_shows_what_a_strict_device_would_read(host_target: str, monkeypatch) -> None:
-    if host_target not in TARGETS:
-        pytest.skip(f"{host_target} is not available here")
     monkeypatch.setattr(executor, "POISON_OUT", True)
     n = 12
     a = np.arange(n, dtype=np.float32)

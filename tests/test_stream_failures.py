@@ -12,6 +12,7 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py.errors import ExecutionError
 from hpvm_py.rt import streaming
+from conftest import TARGETS
 from programs import stream_graphs as g
 
 COUNT = 6  # items per stream (the gpu target runs 3 small Triton programs per item)
@@ -23,18 +24,24 @@ SCHEDULERS = ["threads", "scheduler", "items"]
 USABLE = {"python": {"threads"}, "cpu": {"threads", "scheduler"}, "nvptx": {"threads", "scheduler"}}
 
 
-@pytest.fixture(params=SCHEDULERS)
-def scheduler(request: pytest.FixtureRequest, target: str, monkeypatch: pytest.MonkeyPatch) -> str:
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests that take a scheduler run on each target with each scheduler it can use."""
+    if "scheduler" in metafunc.fixturenames:
+        pairs = [(t, s) for t in TARGETS for s in SCHEDULERS if s in USABLE.get(t, set(SCHEDULERS))]
+        metafunc.parametrize("target, scheduler", pairs, ids=[f"{t}-{s}" for t, s in pairs])
+
+
+@pytest.fixture(autouse=True)
+def _use_scheduler(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """How the stages run: whole items (the default where they can), else the scheduler thread
     (HPVM_STREAM_ITEMS=0), or a thread per stage (the scheduler refused as well)."""
-    name = request.param
-    if name not in USABLE.get(target, set(SCHEDULERS)):
-        pytest.skip(f"the {target} target does not run streams on {name}")
+    if "scheduler" not in request.fixturenames:
+        return
+    name = request.getfixturevalue("scheduler")
     if name != "items":
         monkeypatch.setenv("HPVM_STREAM_ITEMS", "0")
     if name == "threads":
         monkeypatch.setattr(streaming, "can_schedule", lambda stages: False)
-    return name
 
 
 def _stage_threads() -> int:
