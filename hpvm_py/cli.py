@@ -25,11 +25,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from .backends import registry
+from .cli_run import RunUsageError, run_graph
 from .errors import HPVMError, InternalError
 from .frontend.decorators import GraphDef, HelperDef, LeafDef
 from .ir.dfg import Module
+from .ir.dot import module_to_dot
+from .ir.printer import print_module
+from .ir.verify import verify_module
+from .passes import run_passes
 from .passes.coverage import check_report
+from .pipeline import LoadedGraph, compile_graph
 from .support import settings
+from .textio import from_text
 
 EMITS = ("ir", "triton", "llvm", "ptx", "dot")
 # generated code per leaf: emit kind -> (file suffix, the target that generates it)
@@ -98,9 +106,6 @@ def _roots(graphs: dict[str, GraphDef]) -> dict[str, GraphDef]:
 
 def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, ModuleType | None]]:
     """(name, graph object, python module) for the graphs to work on."""
-    from .pipeline import LoadedGraph
-    from .textio import from_text
-
     path = Path(file)
     if not path.exists():
         raise UsageError(f"{file}: no such file")
@@ -133,9 +138,6 @@ def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .ir.verify import verify_module
-    from .passes import run_passes
-
     targets = _load(args.file, args.graph, need_one=False)
     module = targets[0][2]
     leaves: dict[str, Any] = {}
@@ -166,10 +168,6 @@ def _count_nodes(module: Module) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from .ir.dot import module_to_dot
-    from .ir.printer import print_module
-    from .pipeline import compile_graph
-
     emits = [e.strip() for e in args.emit.split(",") if e.strip()]
     bad = [e for e in emits if e not in EMITS]
     if bad:
@@ -206,8 +204,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
             continue
         if compiled.target != wanted:
             raise UsageError(f"--emit {kind} needs --target {wanted}")
-        from .backends import registry
-
         backend = registry.get(wanted)
         show = getattr(backend, "generated_source", None)
         if show is None:
@@ -246,8 +242,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_graph(args: argparse.Namespace) -> int:
-    from .cli_run import RunUsageError, run_graph
-
     if args.program_args:
         raise UsageError(f"unexpected arguments {' '.join(args.program_args)}: a graph takes its "
                          "values from --set NAME=VALUE")
@@ -259,8 +253,6 @@ def _run_graph(args: argparse.Namespace) -> int:
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
-    from .ir.dot import module_to_dot
-
     out = Path(args.output)
     fmt = out.suffix.lstrip(".")
     if fmt not in ("dot", "svg", "png"):

@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+import hpvm_py as hpvm
+
 from .ir import kernel as K
 from .ir import semantics as S
 from .types import PtrType, ScalarType, bf16
@@ -129,8 +131,6 @@ def _summary(array: np.ndarray, elem: ScalarType) -> str:
 
 def run_graph(graph: Any, args: argparse.Namespace, report: Callable[[str], None]) -> int:
     """Launch `graph` once with the command line's values; print what it computed."""
-    import hpvm_py as hpvm
-
     params = graph.module().root_func.params
     launch_args, buffers = graph_arguments(params, parse_settings(args.set or []))
     with hpvm.runtime(args.target):

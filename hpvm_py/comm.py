@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from .distributed.nodes import library_func
 from .frontend.callsite import caller_loc
 from .frontend.decorators import LibraryDef
 from .rt.boundary import api_boundary
+from .types import resolve_scalar
 
 _defs: dict[tuple, LibraryDef] = {}
 
 
 def _library(kind: str, dtype: Any, **options: Any) -> LibraryDef:
-    from .distributed.nodes import library_func
-    from .types import resolve_scalar
-
     elem = resolve_scalar(dtype)
     key = (kind, elem.name if elem is not None else repr(dtype), tuple(sorted(options.items())))
     found = _defs.get(key)

@@ -11,6 +11,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from .backends import registry
 from .backends.base import LeafKernel, NodeContext
 from .errors import CompileError, LaunchError
 from .frontend.callsite import caller_loc
@@ -21,6 +22,7 @@ from .ir.targets import split_target
 from .ir.verify import DeferredGridCheck, verify_module
 from .passes import run_passes
 from .rt.plan import GraphPlan, build_plan
+from .rt.replay import Replays
 from .support import settings, stats
 
 TARGETS = ("cpu", "gpu", "nvptx", "python")
@@ -64,8 +66,6 @@ def default_target() -> str:
 
 
 def _gpu_usable() -> bool:
-    from .backends import registry
-
     return registry.available("gpu")
 
 
@@ -83,8 +83,6 @@ class CompiledGraph:
     replays: Any = None  # recorded launches (rt/replay.py)
 
     def __post_init__(self) -> None:
-        from .rt.replay import Replays
-
         self.replays = Replays()
 
     @functools.cached_property
@@ -160,8 +158,6 @@ def _compile(root: Any, module: Module, target: str) -> CompiledGraph:
 
 
 def _compile_leaf(leaf: K.LeafFunc, ctx: NodeContext, target: str, checked: bool) -> LeafKernel:
-    from .backends import registry
-
     if not registry.compilable(target):
         others = ", ".join(t for t in TARGETS if t != target and registry.available(t))
         marked = split_target(leaf.target)[0] == target

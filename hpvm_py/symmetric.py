@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .distributed import ranks
+from .distributed.arith import torch_dtype
 from .errors import DistributedError
 from .frontend.callsite import caller_loc
 from .rt.boundary import api_boundary
@@ -16,8 +18,6 @@ from .types import resolve_scalar
 
 
 def _heap() -> Any:
-    from .distributed import ranks
-
     world = ranks.current()
     if world is None:
         raise DistributedError("the symmetric heap needs the ranks: call hpvm.distributed.init() "
@@ -29,8 +29,6 @@ def _heap() -> Any:
 def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
     """A tensor of `shape` and `dtype` (an hpvm, NumPy or torch dtype) on this rank's heap.
     Its contents are unspecified (fresh heap memory reads as zeros)."""
-    from .distributed.arith import torch_dtype
-
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
         raise DistributedError(f"hpvm.symmetric.empty(): shape {shape!r} must be non-negative ints",

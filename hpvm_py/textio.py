@@ -6,6 +6,8 @@ from typing import Any
 
 from .errors import LaunchError
 from .frontend.callsite import caller_loc
+from .ir.parser import parse_module
+from .ir.printer import print_module
 from .pipeline import LoadedGraph, module_of
 from .rt.boundary import api_boundary
 
@@ -13,24 +15,18 @@ from .rt.boundary import api_boundary
 @api_boundary
 def to_text(root: Any) -> str:
     """The textual IR of a graph and everything it uses (parsed back by from_text)."""
-    from .ir.printer import print_module
-
     return print_module(module_of(root))
 
 
 @api_boundary
 def from_text(text: str, source_name: str = "<hpvm-text>") -> LoadedGraph:
     """A graph from textual IR; it compiles and launches like the Python-defined one."""
-    from .ir.parser import parse_module
-
     return LoadedGraph(parse_module(text, source_name), source_name)
 
 
 @api_boundary
 def load(directory: str | Path, graph: str | None = None) -> LoadedGraph:
     """A graph compiled by `hpvmc compile -o DIR`, runnable without the leaves' Python source."""
-    from .ir.parser import parse_module
-
     folder = Path(directory)
     files = sorted(folder.glob("*.hpvm")) if folder.is_dir() else []
     if graph is not None:

@@ -115,7 +115,7 @@ def test_peer_heap_opens_on_this_ranks_gpu() -> None:
 
 
 def test_forced_remote_ranks_keep_their_machine() -> None:
-    from hpvm_py.distributed.ranks import machine
+    from hpvm_py.distributed.handshake import machine
 
     assert machine("node7#rank3") == "node7"
     assert machine("node7") == "node7"

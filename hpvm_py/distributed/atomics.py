@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 import threading
 
+from ..backends import jit
+
 _IR = """
 define i64 @hpvm_atomic_load(ptr %p) {
   %v = load atomic i64, ptr %p seq_cst, align 8
@@ -66,8 +68,6 @@ _native: "_Native | None" = None
 
 class _Native:
     def __init__(self) -> None:
-        from ..backends.cpu import jit
-
         self._object = jit.LoadedObject(jit.emit_object(jit.optimize(_IR)))  # kept alive
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         self.load = ctypes.CFUNCTYPE(i64, ptr)(self._object.address("hpvm_atomic_load"))

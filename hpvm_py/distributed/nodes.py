@@ -15,15 +15,18 @@ import threading
 from typing import Any, Callable
 
 from ..errors import CompileError, DistributedError, FrontendError
+from ..frontend.decorators import unique_name
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..support.loc import Loc
 from ..types import PtrType, ScalarType, i64, resolve_scalar
 from ..rt import library
 from ..support import stats
-from . import chooser, local, ranks, remote
-from .call import (BAD_ARGUMENT, DTYPES, KINDS, NOT_ON_HEAP, OK, OPS, Buffer, Call, agree,
-                   check_arguments, descriptor)
+from . import chooser, local, ranks
+from .agreement import agree_on_heap, run_remote
+from .arith import torch_dtype
+from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
+from .gpu.runner import run_on_gpu
 
 FLOAT_ONLY = ("all_reduce_rmsnorm",)
 
@@ -61,8 +64,6 @@ def library_func(kind: str, dtype: Any, loc: Loc, **options: str | int | float) 
                                                             rule="collective-options"))
     suffix = "".join(f"_{options['op']}" if k == "op" else f"_root{v}" for k, v in options.items()
                      if k in ("op", "root"))
-    from ..frontend.decorators import unique_name
-
     return D.LibraryFunc(name=unique_name(f"{kind}_{t.name}{suffix}"), kind=kind,
                          options={"dtype": t.name, **options}, params=signature(kind, t), outputs=[],
                          loc=loc)
@@ -152,8 +153,6 @@ class CollectiveKernel:
         buffer's NumPy view (kept while the same array comes back)."""
         import torch
 
-        from .arith import torch_dtype
-
         if arg.array is None:  # device memory: the tracker's tensor (the user's own for heap buffers)
             flat = arg.obj.reshape(-1)
             want = torch_dtype(self.dtype)
@@ -206,48 +205,12 @@ def _run_on_host(world: ranks.World, call: Call) -> None:
     local.run(world.comm, call, path)
 
 
-def run_remote(world: ranks.World, call: Call, mine: DistributedError | None) -> None:
-    """Ranks on several hosts: descriptors and the collective over the world's engine."""
-    status = OK if mine is None else BAD_ARGUMENT
-    words = [int(w) for w in descriptor(call, status)]
-    everyone = remote.exchange(world.engine, call, words, world.timeout)
-    agree(call, list(range(world.size)), [_array(w) for w in everyone], mine, compare_offsets=False)
-    remote.run(world.engine, call, world.timeout)
-
-
-def agree_on_heap(world: ranks.World, call: Call, mine: DistributedError | None) -> None:
-    """Ranks on one host: find every buffer on the heap, exchange descriptors through the host
-    control block, and raise on every rank when they disagree."""
-    heap = world.heap
-    for b in call.buffers:
-        b.offset = 0 if b.nbytes == 0 else heap.offset_of(b.address, b.nbytes)  # empty: no memory
-        if b.offset is None and mine is None:
-            mine = call.fail(f"buffer {b.name} ({b.nbytes} bytes at {b.address:#x}) is not on the "
-                             "symmetric heap: allocate it with hpvm.symmetric.empty(shape, dtype) on "
-                             "every rank", rule="buffer-on-heap")
-    status = OK if mine is None else (NOT_ON_HEAP if mine.rule == "buffer-on-heap" else BAD_ARGUMENT)
-    if world.comm is None:
-        from .sync import Communicator
-
-        world.comm = Communicator(world)
-    everyone = world.comm.post(descriptor(call, status), call.what, call.loc)
-    agree(call, world.comm.ranks, everyone, mine, compare_offsets=True)
-
-
-def _array(words: list[int]) -> Any:
-    import numpy as np
-
-    return np.array(words, dtype=np.int64)
-
-
 def run_collective(world: ranks.World, call: Call) -> None:
     """Where the heap lives decides, whatever the target of the graph: the host algorithms on
     CPU ranks, the GPU kernels (gpu/runner.py) on GPU ranks."""
     if world.device == "host":
         run_on_host(world, call)
     else:
-        from .gpu.runner import run_on_gpu
-
         run_on_gpu(world, call)
 
 

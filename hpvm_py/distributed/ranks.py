@@ -16,13 +16,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import DistributedError, HPVMTimeoutError
+from ..errors import DistributedError
 from ..device.devices import cuda_available
 from ..support import settings
 from ..support.world import publish
 from . import heap as H
+from .gpu.setup import join_gpu
+from .handshake import FORCED_HOST, check_all, exchange
 from .transport import MPITransport, SingleTransport, TorchTransport, Transport
-from .waiting import RanksMissing, timeout_from_env
+from .waiting import timeout_from_env
 
 _MPI_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALRANKID")
 
@@ -92,14 +94,6 @@ def force_remote() -> bool:
     return settings.COMM_FORCE_REMOTE.on()
 
 
-_FORCED_HOST = "#rank"  # HPVM_COMM_FORCE_REMOTE: "<machine>#rank<r>", a host per rank
-
-
-def machine(host: str) -> str:
-    """The machine a rank runs on, whatever host HPVM_COMM_FORCE_REMOTE made it report."""
-    return host.split(_FORCED_HOST)[0]
-
-
 def _transport(kind: str, timeout: float) -> Transport:
     if kind == "mpi":
         try:
@@ -156,20 +150,12 @@ def init(timeout: float | None = None, device: str | None = None) -> World:
         return _world
 
 
-def _exchange(transport: Transport, obj: Any, timeout: float, step: str) -> list[Any]:
-    try:
-        return transport.exchange(obj, timeout)
-    except RanksMissing as exc:
-        raise HPVMTimeoutError(f"hpvm.distributed.init(): rank(s) {exc.ranks} did not reach {step} "
-                               f"within {timeout:g} s (HPVM_COMM_TIMEOUT)", rule="rank-arrival") from None
-
-
 def _join(transport: Transport, timeout: float, kind: str) -> World:
     rank, size = transport.rank, transport.size
-    host = socket.gethostname() + (f"{_FORCED_HOST}{rank}" if force_remote() else "")
+    host = socket.gethostname() + (f"{FORCED_HOST}{rank}" if force_remote() else "")
     mine = {"host": host, "heap": H.heap_bytes_from_env(), "token": uuid.uuid4().hex[:16],
             "device": kind}
-    everyone = _exchange(transport, mine, timeout, "the handshake")
+    everyone = exchange(transport, mine, timeout, "the handshake")
     for key, what in (("heap", "HPVM_HEAP_BYTES"), ("device", "the device kind (init(device=...), "
                                                                 "HPVM_DIST_DEVICE)")):
         if len({info[key] for info in everyone}) != 1:
@@ -186,7 +172,7 @@ def _join(transport: Transport, timeout: float, kind: str) -> World:
         maps[rank] = H.create_segment(own_path, size_bytes)
     except DistributedError as exc:
         error = exc.message
-    _check_all(_exchange(transport, error, timeout, "heap creation"), "create its heap")
+    check_all(exchange(transport, error, timeout, "heap creation"), "create its heap")
     try:
         for q in range(size):
             if q != rank and hosts[q] == host:
@@ -194,7 +180,7 @@ def _join(transport: Transport, timeout: float, kind: str) -> World:
     except DistributedError as exc:
         error = exc.message
     try:
-        _check_all(_exchange(transport, error, timeout, "heap mapping"), "map its peers' heaps")
+        check_all(exchange(transport, error, timeout, "heap mapping"), "map its peers' heaps")
     finally:
         if rank in maps:  # every peer has it mapped (or gave up): the name is no longer needed
             os.unlink(own_path)
@@ -202,19 +188,9 @@ def _join(transport: Transport, timeout: float, kind: str) -> World:
     if kind == "cpu":
         return World(rank=rank, size=size, hosts=hosts, transport=transport, heap=control,
                      timeout=timeout, job=job)
-    from .gpu.setup import join_gpu
-
     heap, engine = join_gpu(transport, timeout, hosts, heap_bytes, size)
     return World(rank=rank, size=size, hosts=hosts, transport=transport, heap=heap, timeout=timeout,
                  job=job, control=control, engine=engine)
-
-
-def _check_all(errors: list[str | None], what: str) -> None:
-    failed = [(q, e) for q, e in enumerate(errors) if e]
-    if failed:
-        detail = "; ".join(f"rank {q}: {e}" for q, e in failed)
-        raise DistributedError(f"hpvm.distributed.init(): rank(s) {[q for q, _ in failed]} could not "
-                               f"{what}: {detail}", rule="rank-setup")
 
 
 def finalize() -> None:

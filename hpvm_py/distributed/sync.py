@@ -22,15 +22,14 @@ from ..errors import HPVMTimeoutError
 from ..support.loc import Loc
 from .atomics import native
 from .heap import DESC_WORDS
+from .ranks import World
 from .waiting import RanksMissing, wait_until
 
 _SPIN_ROUNDS = 256  # native polls before the Python loop takes over (with its sleeps)
 
 
 class Communicator:
-    def __init__(self, world: "object") -> None:
-        from .ranks import World
-
+    def __init__(self, world: World) -> None:
         assert isinstance(world, World)
         self.world = world
         self.heap = world.control  # the host heap: the data heap itself on CPU ranks

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from ..errors import FrontendError, HPVMError
 from ..support.loc import Loc
-from ..types import Directed, PtrType, ScalarType, Type, resolve_scalar
+from ..types import Directed, PtrType, ScalarType, Type, f64, resolve_scalar
 
 
 @dataclass
@@ -110,8 +110,6 @@ def param_type(annotation: Any) -> tuple[Type, str | None] | None:
         return annotation, None
     scalar = resolve_scalar(annotation) if annotation is not float else None
     if annotation is float:
-        from ..types import f64
-
         scalar = f64
     if isinstance(scalar, ScalarType):
         return scalar, None

@@ -10,14 +10,16 @@ import threading
 import weakref
 from typing import Any, Iterator
 
+from ..backends import registry
 from ..errors import HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
-from ..pipeline import CompiledGraph, compile_graph, default_target
+from ..frontend.decorators import GraphDef
+from ..pipeline import TARGETS, CompiledGraph, compile_graph, default_target
 from ..support import stats as _stats
 from .args import bind_arguments, complete_arguments
 from .boundary import api_boundary
 from .executor import Executor
-from .placement import launch_devices
+from .launch_devices import launch_devices
 from .replay import Recorder, replay
 from .streaming import WAITED_TWICE, deadline_after, launch_stream
 from .tracker import MemoryTracker
@@ -58,8 +60,6 @@ def init(target: str | None = None) -> None:
     `with hpvm.runtime()`, another thread's) joins it when it names the same target or none, and
     is an error when it names another; each init() is matched by one cleanup(), and the last
     cleanup() stops it. A fresh start resets the stats() counters."""
-    from ..pipeline import TARGETS
-
     global _runtime
     if target is not None and target not in TARGETS:
         raise LaunchError(f"hpvm.init(): target {target!r} is not one of {', '.join(TARGETS)}",
@@ -82,8 +82,6 @@ def init(target: str | None = None) -> None:
 
 def _require_runnable(target: str) -> None:
     """A runtime needs its target's device here (compiling alone may not: see compile())."""
-    from ..backends import registry
-
     if not registry.available(target):
         raise LaunchError(f"hpvm.init({target!r}): target {target!r} cannot run here: "
                           f"{registry.why_unavailable(target)}", caller_loc(), rule="target-available")
@@ -191,8 +189,6 @@ def _shape_outputs(compiled: CompiledGraph, outputs: list[Any]) -> Any:
 
 
 def _output_shape(compiled: CompiledGraph) -> Any:
-    from ..frontend.decorators import GraphDef
-
     if not compiled.module.root_func.outputs:
         return "none"
     root = compiled.root

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..backends.base import BufferArg
+from ..device import selected
 from ..ir.context import MAX_INSTANCES
 from ..errors import ExecutionError, HPVMWarning, LaunchError, VerificationError
 from ..ir import dfg as D
@@ -74,8 +75,6 @@ def _selected(device: str) -> contextlib.AbstractContextManager[None]:
     """The node's GPU made current while its kernel launches (a no-op on the host)."""
     if device == HOST:
         return contextlib.nullcontext()
-    from ..device import selected
-
     return selected(device)
 
 

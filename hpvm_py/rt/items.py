@@ -37,7 +37,7 @@ import math
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -53,9 +53,7 @@ from .buffers import HOST, span
 from .executor import BoundBuffer, Executor, Slot, Stopped
 from .stage_launch import same_scalar
 from .stages import EOS, GPU_SLICE, POLL, EdgeItem, Scheduler, Stage, StageFailed
-
-if TYPE_CHECKING:
-    from .tracker import MemoryObject
+from .tracker import MemoryObject
 
 SLOTS = 4  # items in flight: one copied in, one computing, one copied out, one spare while the
 # host moves a completed item's results
@@ -122,7 +120,7 @@ class StageItem:
 @dataclass
 class Item:
     stages: list[StageItem]
-    objects: list["MemoryObject"]  # the item's distinct buffers
+    objects: list[MemoryObject]  # the item's distinct buffers
     reads: list[bool]  # per object: the first stage to use it reads it (copied in)
     writes: list[bool]  # per object: some stage writes it (copied out)
 
@@ -141,7 +139,7 @@ class Item:
         return False
 
 
-def _overlap(a: "MemoryObject", b: "MemoryObject") -> bool:
+def _overlap(a: MemoryObject, b: MemoryObject) -> bool:
     return a.address < b.address + b.nbytes and b.address < a.address + a.nbytes
 
 
@@ -238,7 +236,7 @@ class ItemSlot:
                 host_copy(host_bytes(obj.user), self.memory[j] if self.fake else self.pinned[j].numpy())
         copies.complete()
 
-    def _copy_in(self, j: int, obj: "MemoryObject") -> None:
+    def _copy_in(self, j: int, obj: MemoryObject) -> None:
         data = host_bytes(obj.user)
         if self.fake:
             self.memory[j][...] = data
@@ -358,7 +356,7 @@ class ItemRunner:
 
     def _item(self, env: list[Any]) -> Item | None:
         """The item as a whole, or None when it cannot run whole."""
-        objects: list["MemoryObject"] = []
+        objects: list[MemoryObject] = []
         where: dict[int, int] = {}
         reads: list[bool] = []
         writes: list[bool] = []

@@ -1,4 +1,4 @@
-"""Where each node runs (the placement policy) and the devices one launch touches.
+"""Where each node runs: the placement policy.
 
 The policy, decided once when a graph is compiled (docs/placement.md):
   1. the `python` runtime target runs every node as Python (the reference ignores placements);
@@ -14,16 +14,15 @@ fake:1 where CI stands in a fake device); without one it runs on the default GPU
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import CompileError, LaunchError
+from ..backends import registry
+from ..device import gpu_device
+from ..errors import CompileError
 from ..ir import dfg as D
 from ..ir import kernel as K
-from ..ir.targets import GPU_TARGETS, HINT_TARGETS, split_target
+from ..ir.targets import GPU_TARGETS, split_target
 from .buffers import HOST
-
-if TYPE_CHECKING:
-    from .plan import GraphPlan, NodePlan
 
 HINT, LEAF, RUNTIME, FALLBACK = "hint", "leaf", "runtime", "fallback"  # why a node runs where it does
 
@@ -58,8 +57,6 @@ def place(node: D.Node, func: Any, runtime_target: str, inherited: Placement | N
 def fallback(placement: Placement, error: CompileError) -> Placement | None:
     """Step 4's move: a leaf Triton cannot express runs on nvptx, if nothing pinned it to gpu and
     nvptx runs here."""
-    from ..backends import registry
-
     if placement.origin != RUNTIME or placement.target != "gpu" or error.rule != "gpu-supported":
         return None
     return Placement("nvptx", placement.index, FALLBACK) if registry.available("nvptx") else None
@@ -79,8 +76,6 @@ def origin_text(placement: Placement, node: D.Node, func: Any) -> str:
 def require_compilable(placement: Placement, node: D.Node, func: Any) -> None:
     """A hinted node whose target cannot even be compiled here: say where the hint is and what to
     do (the leaf-target and runtime cases are reported by the pipeline's compile step)."""
-    from ..backends import registry
-
     if placement.origin != HINT or registry.compilable(placement.target):
         return
     raise CompileError(f"node {node.name} is placed on {placement.spelled!r} by "
@@ -94,71 +89,7 @@ def device_of(target: str, index: int | None = None) -> str:
     """Where a node's kernels run: the host, or a GPU device (hpvm_py/device) for GPU targets."""
     if target in ("cpu", "python"):
         return HOST
-    from ..device import gpu_device
-
     return gpu_device(index)
-
-
-def launch_devices(plan: "GraphPlan") -> frozenset[str]:
-    """Every device a launch of `plan` runs nodes on; first checks that each GPU node's target runs
-    here and that its device exists (located errors that say what to do). Cached per default GPU."""
-    gpu_nodes = plan.gpu_nodes
-    if not gpu_nodes:
-        return frozenset((HOST,))
-    from ..device import gpu_device
-
-    default = gpu_device()
-    cached = plan.devices_for.get(default)
-    if cached is not None:
-        return cached
-    devices = {HOST}
-    for node in gpu_nodes:
-        _check_runnable(node)
-        devices.add(_node_device(node, default))
-    result = plan.devices_for[default] = frozenset(devices)
-    return result
-
-
-def _check_runnable(node: "NodePlan") -> None:
-    """A node on a target that cannot run here: a CompileError where the launch would compile its
-    kernels for the device (gpu without CUDA or the interpreter), else a LaunchError (nvptx's
-    kernels are compiled, only loading them needs the driver); at the line of the placement."""
-    from ..backends import registry
-
-    target = node.placement.target
-    if registry.available(target):
-        return
-    here = ", ".join(t for t in HINT_TARGETS if t not in ("any", target) and registry.available(t))
-    message = (f"node {node.name} runs on target {target!r} (placed there by "
-               f"{origin_text(node.placement, node.node, node.func)}), which cannot run here: "
-               f"{registry.why_unavailable(target)}. To run this graph here, place the node on a "
-               f"target that runs here (hint 'cpu', or 'any' for the runtime's target; available "
-               f"here: {here})")
-    error = CompileError if registry.compiles_at_launch(target) else LaunchError
-    raise error(message, _placement_loc(node), rule="target-available")
-
-
-def _placement_loc(node: "NodePlan") -> Any:
-    """Where the placement was written: the leaf's own target=, else the node (its hint)."""
-    return node.func.loc if node.placement.origin == LEAF else node.node.loc
-
-
-def _node_device(node: "NodePlan", default: str) -> str:
-    from ..device import device_count
-
-    index = node.placement.index
-    if index is None:
-        return default
-    kind = default.partition(":")[0]
-    count = device_count(kind)
-    if index >= count:
-        have = ", ".join(f"{kind}:{i}" for i in range(count)) or "none"
-        raise LaunchError(f"node {node.name} is placed on {node.placement.spelled!r} (by "
-                          f"{origin_text(node.placement, node.node, node.func)}), but there is no "
-                          f"GPU number {index} here (GPUs: {have}); use a GPU number below {count}"
-                          + (" or set HPVM_FAKE_DEVICES" if kind == "fake" else ""),
-                          node.node.loc, rule="target-available")
-    return f"{kind}:{index}"
 
 
 def is_gpu(target: str) -> bool:

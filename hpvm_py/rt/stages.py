@@ -27,19 +27,19 @@ with the items before f and end each stage at f (streaming.py's failure rule).
 from __future__ import annotations
 
 import functools
+import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..device.streams import ItemEvent, stage_stream
 from ..errors import HPVMError
 from ..ir import dfg as D
 from ..support import stats
-from .executor import Slot, Stopped, check_grids
+from .executor import Executor, Slot, Stopped, check_grids
+from .hazards import Hazards
+from .plan import GraphPlan
 from .stage_launch import DeviceStageRun, StageLauncher, StageRun
-
-if TYPE_CHECKING:
-    from .streaming import StreamHandle
 
 POLL = 0.05  # seconds between checks of the stop flag while blocked
 GPU_SLICE = 20e-6  # seconds between looks at the events of GPU items in flight
@@ -51,6 +51,31 @@ class EndOfStream:
 
 
 EOS = EndOfStream()
+
+
+class StreamState(Protocol):
+    """What the stages and their runners read and call on the handle of their stream
+    (streaming.py's StreamHandle)."""
+
+    plan: GraphPlan
+    executor: Executor
+    stop: threading.Event  # cleanup(): every runner ends
+    arrived: threading.Event  # set by push() and wait(): a scheduler has new items
+    hazards: Hazards
+    host_fifos: list[Any]  # per stage, the host's values
+    edge_fifos: dict[tuple[int, int], Any]  # (stage, port) -> the values of an edge
+    consumers: dict[tuple[int, int], list[tuple[int, int]]]  # (stage, port) -> its edges' ends
+    done: list[Any]  # per stage, its records of finished items
+
+    def bind_streams(self, index: int) -> list[bool]: ...
+
+    def get(self, fifo: Any, deadline: float | None, what: str, item: int) -> Any: ...
+
+    def fail(self, node: Any, exc: BaseException, item: int) -> None: ...
+
+    def cut_before(self, item: int) -> bool: ...
+
+    def check(self, item: int) -> None: ...
 
 
 @dataclass
@@ -70,7 +95,7 @@ class EdgeItem:
 
 
 class Stage:
-    def __init__(self, handle: "StreamHandle", index: int):
+    def __init__(self, handle: StreamState, index: int):
         self.handle = handle
         self.index = index
         self.node = handle.plan.nodes[index]

@@ -46,7 +46,7 @@ from ..support import stats
 from .args import bind_arguments
 from .executor import BoundBuffer, Executor, Stopped
 from .hazards import Hazards, Use
-from .placement import launch_devices
+from .launch_devices import launch_devices
 from .items import ItemRunner, plan_items
 from .library import first_library_node
 from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread

@@ -13,7 +13,8 @@ from shared_leaves import stencil
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, f32, f64, i16, i64, u8
 from hpvm_py.backends.base import NodeContext
-from hpvm_py.backends.cpu import CpuBackend, jit
+from hpvm_py.backends import jit
+from hpvm_py.backends.cpu import CpuBackend
 from hpvm_py.backends.cpu import kernel as kernel_module
 from hpvm_py.backends.cpu.backend import _analyse
 from hpvm_py.backends.cpu.nontemporal import SUPPORTED, nt_stores

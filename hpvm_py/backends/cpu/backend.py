@@ -21,7 +21,7 @@ from ...ir import kernel as K
 from ...support.version import VERSION
 from ...support import cache, stats
 from ..base import NodeContext
-from . import jit
+from .. import jit
 from .accesses import Access, privatizable, sites
 from .driver import build_drivers, build_nontemporal_driver
 from .kernel import CpuKernel, KernelInfo, LazyCode

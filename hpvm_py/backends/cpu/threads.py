@@ -35,7 +35,7 @@ from typing import Sequence
 import llvmlite.ir as ir
 
 from ...support.cores import default_threads
-from .jit import LoadedObject, emit_object, optimize
+from ..jit import LoadedObject, emit_object, optimize
 
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)

@@ -13,7 +13,7 @@ from ...ir import semantics as S
 from ..heapview import for_launch as remote_view
 from ...support import settings
 from ...support.loc import Loc
-from ...types import PtrType, bf16
+from ...types import SCALAR_TYPES, PtrType, bf16
 from ..base import BufferArg
 from ..bounds import bad_rank, out_of_bounds
 from . import ops
@@ -31,8 +31,6 @@ class _Group:
 
     def malloc(self, site: str, nbytes: Any, elem: str) -> ops.Buffer:
         if site not in self.blocks:
-            from ...types import SCALAR_TYPES
-
             t = SCALAR_TYPES[elem]
             if int(nbytes) < 0:  # as on the compiled targets
                 raise ValueError(f"could not allocate the malloc scratch: a negative size ({int(nbytes)})")
@@ -237,9 +235,7 @@ class PythonLeafKernel:
 def _to_bits(value: Any, out: np.ndarray) -> Any:
     """Output arrays of bf16 hold bit patterns."""
     if out.dtype == np.uint16 and np.asarray(value).dtype == np.float32:
-        from ...ir.semantics import bf16_to_bits
-
-        return bf16_to_bits(value)
+        return S.bf16_to_bits(value)
     return value
 
 

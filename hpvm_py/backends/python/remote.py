@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...ir import semantics as S
+from .. import jit
 from ..heapview import RemoteView
 from . import ops
 
@@ -100,8 +101,6 @@ _compiled: "_Native | None" = None
 
 class _Native:
     def __init__(self) -> None:
-        from ..cpu import jit
-
         self._object = jit.LoadedObject(jit.emit_object(jit.optimize(_IR)))  # owns the code
         types = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
         self.cas = {size: ctypes.CFUNCTYPE(t, ctypes.c_void_p, t, t)(

@@ -26,7 +26,7 @@ from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource, kernel_name as _
 from .dotmatch import DotLoop
 from .host_math import interpreting
 from .loader import load_kernel
-from .prepared import TritonLaunch, scalar_bits
+from .prepared import Layout, TritonLaunch, scalar_bits
 from .privatise import MAX_PRIVATE_ELEMENTS
 from .scratch import size_of
 
@@ -100,16 +100,6 @@ INTERPRETER_SPREAD = SpreadConfig(lanes=64, warps=1, programs=3)
 # Chosen on the H100 (docs/performance.md); the interpreter takes tl.dot's smallest blocks.
 GPU_DOT = DotConfig(bm=128, bn=128, bk=32, group=8, warps=8, stages=3)
 INTERPRETER_DOT = DotConfig(bm=16, bn=16, bk=16, group=2, warps=1, stages=1)
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a launch covers its instances: the kernel's constexpr options (BLOCK, warps, ...), the
-    grid of programs, and the blocks of lanes per parent instance (a kernel argument)."""
-
-    options: dict[str, Any]
-    grid: tuple[int, int, int]
-    blocks: int
 
 
 def on_gpu() -> bool:
@@ -251,7 +241,7 @@ class TritonKernel:
         return autotune.repeatable_leaf(self.leaf)
 
     def _layout(self, source: TritonSource, extents: list[tuple[int, ...]], P: int, L: int,
-                counts: dict[str, int], shape: autotune.Shape | None = None) -> "Layout":
+                counts: dict[str, int], shape: autotune.Shape | None = None) -> Layout:
         """Programs, lanes and warps of a launch: the kernel's layout (tl.dot blocks, grid tiles,
         one program per parent, privatised counts, or blocks of lanes); `shape` overrides the
         lanes and warps of the last two kinds' defaults (autotune.py)."""

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import struct
 import threading
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from ...errors import HPVMError
+from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import ScalarType, bf16
 from ..base import BufferArg
@@ -32,8 +34,25 @@ from ...device.outputs import DeviceLaunch, DeviceOutputs
 from .codegen import TritonSource
 from .host_math import fix_interpreter, interpreting
 
-if TYPE_CHECKING:
-    from .kernel import Layout, TritonKernel
+
+@dataclass(frozen=True)
+class Layout:
+    """How a launch covers its instances: the kernel's constexpr options (BLOCK, warps, ...), the
+    grid of programs, and the blocks of lanes per parent instance (a kernel argument)."""
+
+    options: dict[str, Any]
+    grid: tuple[int, int, int]
+    blocks: int
+
+
+class LaunchedKernel(Protocol):
+    """What a launch reads of its kernel (kernel.py's TritonKernel)."""
+
+    leaf: K.LeafFunc
+
+    def _failure(self, exc: Exception) -> HPVMError:
+        """The error to raise for an exception of Triton's compiler or interpreter."""
+
 
 # Triton's interpreter patches triton.language while a kernel runs: one kernel at a time.
 _INTERPRETER_LOCK = threading.Lock()
@@ -62,7 +81,7 @@ def specialisation(v: int) -> tuple[Any, ...]:
 
 
 class TritonLaunch(DeviceLaunch):
-    def __init__(self, kernel: "TritonKernel", source: TritonSource | None, jit: Any, call: list[Any],
+    def __init__(self, kernel: LaunchedKernel, source: TritonSource | None, jit: Any, call: list[Any],
                  options: dict[str, Any], grid: tuple[int, int, int], outputs: DeviceOutputs,
                  error: Any, scratch: list[Any], uniforms: dict[int, int], values: dict[int, int],
                  blocks_at: int, buffers: dict[int, int] | None = None, heap: bool = False):
@@ -85,7 +104,7 @@ class TritonLaunch(DeviceLaunch):
         self._args: list[Any] = []  # call and the constexprs, in the kernel's parameter order
         self._stream: Any = None
 
-    def relaid(self, layout: "Layout") -> "TritonLaunch":
+    def relaid(self, layout: Layout) -> "TritonLaunch":
         """The same launch over another layout of programs (autotune.py tries several)."""
         call = self._typed_call()
         call[self.blocks_at] = layout.blocks

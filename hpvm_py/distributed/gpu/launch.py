@@ -9,11 +9,14 @@ one-kernel graph (replay.py): that is what makes small collectives cheap for the
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from ...errors import DistributedError, HPVMTimeoutError
 from .. import chooser, ranks
+from ..arith import add_rmsnorm
 from ..call import OPS
 from .heap import MAX_BLOCKS, GpuHeap
 from .replay import Replays
@@ -39,6 +42,12 @@ TUNING = {
 }
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
 _replays = Replays()
+
+
+def _kernels() -> ModuleType:
+    """kernels.py, the Triton kernels: loaded by the first collective that launches one, as the
+    backends are (backends/registry.py), so that `import hpvm_py` does not import Triton."""
+    return importlib.import_module(f"{__package__}.kernels")
 
 
 def _run(key: tuple, launch: Any) -> None:
@@ -113,8 +122,7 @@ def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None) -> None:
 
 
 def _all_reduce(x: Any, op: str, algorithm: str) -> None:
-    from . import kernels as K
-
+    K = _kernels()
     world, heap = _heap()
     buf = _flat(heap, x, "x")
     if op not in OPS:
@@ -138,8 +146,7 @@ def all_gather(src: Any, dst: Any) -> None:
 
 
 def _all_gather(src: Any, dst: Any) -> None:
-    from . import kernels as K
-
+    K = _kernels()
     world, heap = _heap()
     s, d = _flat(heap, src, "src"), _flat(heap, dst, "dst")
     if d.numel() != world.size * s.numel() or s.dtype != d.dtype:
@@ -158,8 +165,7 @@ def reduce_scatter(src: Any, dst: Any, op: str = "sum") -> None:
 
 
 def _reduce_scatter(src: Any, dst: Any, op: str) -> None:
-    from . import kernels as K
-
+    K = _kernels()
     world, heap = _heap()
     s, d = _flat(heap, src, "src"), _flat(heap, dst, "dst")
     if s.numel() != world.size * d.numel() or s.dtype != d.dtype:
@@ -179,8 +185,7 @@ def broadcast(x: Any, root: int = 0) -> None:
 
 
 def _broadcast(x: Any, root: int) -> None:
-    from . import kernels as K
-
+    K = _kernels()
     world, heap = _heap()
     buf = _flat(heap, x, "x")
     if not 0 <= root < world.size:
@@ -205,8 +210,7 @@ def all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: flo
 def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float) -> None:
     import triton
 
-    from . import kernels as K
-
+    K = _kernels()
     world, heap = _heap()
     xs, rs = _flat(heap, x, "x"), _flat(heap, residual, "residual")
     w = _flat(heap, weight, "weight")
@@ -216,8 +220,6 @@ def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: fl
     if xs.numel() == 0:
         return
     if hidden > RMSNORM_MAX_HIDDEN:  # a row no longer fits one program: all-reduce, then normalise
-        from ..arith import add_rmsnorm
-
         all_reduce(xs, "sum")
         out, r = add_rmsnorm(xs.float() if _widen(xs) else xs, rs, w, hidden, eps)
         rs.copy_(r)

@@ -12,8 +12,8 @@ import threading
 
 from ...support import stats
 from .. import chooser, ranks
+from ..agreement import agree_on_heap, run_remote
 from ..call import Call, check_arguments
-from ..nodes import agree_on_heap, run_remote
 from . import launch
 
 _lock = threading.Lock()  # one collective at a time per rank: ranks must agree on the order

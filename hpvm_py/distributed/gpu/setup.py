@@ -6,15 +6,15 @@ from typing import Any
 
 from ...errors import DistributedError
 from ...support import settings
+from ..handshake import check_all, exchange, machine
 from ..transport import Transport
 from . import heap as G
+from .engine import NcclEngine
 
 
 def join_gpu(transport: Transport, timeout: float, hosts: list[str], heap_bytes: int,
              size: int) -> tuple[G.GpuHeap, Transport | None]:
     import torch
-
-    from ..ranks import _check_all, _exchange, machine
 
     rank = transport.rank
     local = [q for q in range(size) if hosts[q] == hosts[rank]]
@@ -31,15 +31,15 @@ def join_gpu(transport: Transport, timeout: float, hosts: list[str], heap_bytes:
                  f"torch sees {gpus} (HPVM_DIST_SHARE_GPUS=1 lets ranks share them: correct, not fast)")
     elif len(local) > G.MAX_WORLD:
         error = f"the GPU heap joins at most {G.MAX_WORLD} ranks on a host, not {len(local)}"
-    _check_all(_exchange(transport, error, timeout, "GPU selection"), "use a GPU of its own")
+    check_all(exchange(transport, error, timeout, "GPU selection"), "use a GPU of its own")
     torch.cuda.set_device(device)
     own, handle = None, None
     try:
         own, handle = G.create(rank, heap_bytes, device)
     except DistributedError as exc:
         error = exc.message
-    handles = _exchange(transport, (error, handle), timeout, "GPU heap creation")
-    _check_all([e for e, _ in handles], "create its GPU heap")
+    handles = exchange(transport, (error, handle), timeout, "GPU heap creation")
+    check_all([e for e, _ in handles], "create its GPU heap")
     peers: dict[int, Any] = {}
     try:
         for q in local:
@@ -47,11 +47,9 @@ def join_gpu(transport: Transport, timeout: float, hosts: list[str], heap_bytes:
                 peers[q] = G.open_peer(handles[q][1], device)
     except RuntimeError as exc:  # torch's message for a failed cudaIpcOpenMemHandle
         error = f"cannot map a peer's GPU heap: {exc}"
-    _check_all(_exchange(transport, error, timeout, "GPU heap mapping"), "map its peers' GPU heaps")
+    check_all(exchange(transport, error, timeout, "GPU heap mapping"), "map its peers' GPU heaps")
     heap = G.GpuHeap(rank, heap_bytes, device, own, peers, size)
     engine = None
     if len(local) < size:
-        from .engine import NcclEngine
-
         engine = NcclEngine(transport, timeout, device)
     return heap, engine

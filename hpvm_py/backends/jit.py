@@ -3,17 +3,21 @@
 Every kernel goes through object code, whether just compiled or read from the disk cache, so both
 paths run exactly the same machine code. MCJIT resolves the C library and libm symbols the object
 calls (malloc, expm1f, ...) in the running process.
+
+Shared by the cpu backend and the native atomics of the python backend's remote accesses and of
+the ranks' heap (distributed/atomics.py); llvmlite is imported on first use, not with hpvm_py.
 """
 from __future__ import annotations
 
 import ctypes
 import struct
 import threading
+from typing import TYPE_CHECKING
 
-import llvmlite
-import llvmlite.binding as llvm
+from ..errors import CompileError
 
-from ...errors import CompileError
+if TYPE_CHECKING:
+    import llvmlite.binding as llvm
 
 _lock = threading.Lock()
 _machine: llvm.TargetMachine | None = None
@@ -29,6 +33,8 @@ def target_machine() -> llvm.TargetMachine:
 
 
 def _new_machine() -> llvm.TargetMachine:
+    import llvmlite.binding as llvm
+
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple()
@@ -40,6 +46,9 @@ def _new_machine() -> llvm.TargetMachine:
 
 def host_signature() -> str:
     """What object code depends on besides the IR: code generator version and host CPU."""
+    import llvmlite
+    import llvmlite.binding as llvm
+
     target_machine()
     return (f"llvmlite={llvmlite.__version__};llvm={llvm.llvm_version_info};"
             f"cpu={llvm.get_host_cpu_name()};features={llvm.get_host_cpu_features().flatten()}")
@@ -47,6 +56,8 @@ def host_signature() -> str:
 
 def optimize(ir_text: str) -> llvm.ModuleRef:
     """Parse, verify and optimise at O3 (loop and SLP vectorisation, no fast-math anywhere)."""
+    import llvmlite.binding as llvm
+
     tm = target_machine()
     with _lock:
         module = llvm.parse_assembly(ir_text)
@@ -64,6 +75,8 @@ def optimize(ir_text: str) -> llvm.ModuleRef:
 
 def parse(ir_text: str) -> llvm.ModuleRef:
     """Parse and verify IR that is already optimised."""
+    import llvmlite.binding as llvm
+
     target_machine()  # initialises LLVM
     with _lock:
         module = llvm.parse_assembly(ir_text)
@@ -81,6 +94,8 @@ class LoadedObject:
     """Object code loaded into an execution engine; keep it alive while its functions are used."""
 
     def __init__(self, data: bytes):
+        import llvmlite.binding as llvm
+
         _check_symbols(data)
         target_machine()  # initialises LLVM
         with _lock:
