@@ -14,7 +14,7 @@ instances (abi.py has the calling convention). The pieces, in pipeline order:
   jit.py       target machine, O3 pipeline, object code, loading it
   kernel.py    launch: argument checks and packing, partitions over the pool, privatised atomics,
                errors recorded by checked builds
-  backend.py   CpuBackend with its memory and disk caches
+  backend.py   CpuBackend: build() and the disk-cache keys (the caches are backends/base.py's)
 """
 from .backend import CpuBackend
 
