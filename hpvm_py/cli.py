@@ -39,9 +39,18 @@ from .pipeline import LoadedGraph, compile_graph
 from .support import settings
 from .textio import from_text
 
-EMITS = ("ir", "triton", "llvm", "ptx", "dot")
-# generated code per leaf: emit kind -> (file suffix, the target that generates it)
-_LEAF_CODE = {"llvm": (".ll", "cpu"), "triton": (".triton.py", "gpu"), "ptx": (".ptx", "nvptx")}
+GRAPH_EMITS = ("ir", "dot")  # what a graph emits; its leaves' code is the targets' (Backend.emits)
+
+
+def _leaf_code() -> dict[str, tuple[str, str]]:
+    """Generated code per leaf: emit kind -> (file suffix, the first target that emits it), in the
+    targets table's order (its backends are imported to ask)."""
+    found: dict[str, tuple[str, str]] = {}
+    for target in registry.TARGETS:
+        backend = registry.get(target)
+        for kind, suffix in (backend.emits if backend is not None else {}).items():
+            found.setdefault(kind, (suffix, target))
+    return found
 
 
 class UsageError(Exception):
@@ -169,9 +178,11 @@ def _count_nodes(module: Module) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     emits = [e.strip() for e in args.emit.split(",") if e.strip()]
-    bad = [e for e in emits if e not in EMITS]
+    leaf_code = _leaf_code() if any(e not in GRAPH_EMITS for e in emits) else {}
+    bad = [e for e in emits if e not in GRAPH_EMITS and e not in leaf_code]
     if bad:
-        raise UsageError(f"--emit takes {', '.join(EMITS)}; got {', '.join(bad)}")
+        raise UsageError(f"--emit takes {', '.join(GRAPH_EMITS + tuple(leaf_code or _leaf_code()))}; "
+                         f"got {', '.join(bad)}")
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
     out_dir = Path(args.output) if args.output else None
     if out_dir is not None:
@@ -187,32 +198,27 @@ def cmd_compile(args: argparse.Namespace) -> int:
     module = graph.module()
     started = time.perf_counter()
     target = args.target
-    if "llvm" in emits and target is None:
-        target = "cpu"
-    if "triton" in emits and target is None:
-        target = "gpu"
-    if "ptx" in emits and target is None:
-        target = "nvptx"
+    for kind, (_, emitter) in leaf_code.items():
+        if kind in emits and target is None:
+            target = emitter
     compiled = compile_graph(graph, target or "cpu")
     _progress(f"compiled {name} for {compiled.target} in {time.perf_counter() - started:.2f} s")
     if "ir" in emits:
         write(f"{name}.hpvm", print_module(module))
     if "dot" in emits:
         write(f"{name}.dot", module_to_dot(module))
-    for kind, (suffix, wanted) in _LEAF_CODE.items():
+    for kind, (suffix, wanted) in leaf_code.items():
         if kind not in emits:
             continue
         if compiled.target != wanted:
             raise UsageError(f"--emit {kind} needs --target {wanted}")
         backend = registry.get(wanted)
-        show = getattr(backend, "generated_source", None)
-        if show is None:
-            raise UsageError(f"the {wanted} backend cannot show its generated code")
+        assert backend is not None  # it emits `kind`
         written: set[str] = set()
         for leaf, ctx, _ in compiled.leaf_kernels():
             if leaf.name not in written:  # a leaf used by several nodes: its first context
                 written.add(leaf.name)
-                write(f"{leaf.name}{suffix}", show(leaf, ctx))
+                write(f"{leaf.name}{suffix}", backend.emit(kind, leaf, ctx))
     return 0
 
 
@@ -300,12 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--graph", help="check only this graph")
     p = add("compile", "compile a graph and write its IR, generated code and picture", cmd_compile)
     p.add_argument("--graph", help="the root graph (when the file has several)")
-    p.add_argument("--target", choices=("cpu", "gpu", "nvptx", "python"), help="target of the generated code")
+    p.add_argument("--target", choices=tuple(registry.TARGETS), help="target of the generated code")
     p.add_argument("--emit", default="ir,dot", help="comma-separated: ir, triton, llvm, ptx, dot (default ir,dot)")
     p.add_argument("-o", "--output", metavar="DIR", help="write files to DIR (default: stdout)")
     p = add("run", "run a program's host code on a target, or launch one graph (--graph NAME or a "
                    ".hpvm FILE) with values from --set", cmd_run)
-    p.add_argument("--target", choices=("cpu", "gpu", "nvptx", "python"),
+    p.add_argument("--target", choices=tuple(registry.TARGETS),
                    help="the target (sets HPVM_TARGET for a program's host code)")
     p.add_argument("--graph", help="launch this graph of FILE once instead of running the host code")
     p.add_argument("--set", action="append", metavar="NAME=VALUE",

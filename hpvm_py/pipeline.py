@@ -21,11 +21,12 @@ from .ir.dfg import Module
 from .ir.targets import split_target
 from .ir.verify import DeferredGridCheck, verify_module
 from .passes import run_passes
+from .rt.placement import is_gpu
 from .rt.plan import GraphPlan, build_plan
 from .rt.replay import Replays
 from .support import settings, stats
 
-TARGETS = ("cpu", "gpu", "nvptx", "python")
+TARGETS = registry.TARGETS  # the one table of targets: name -> Backend subclass
 
 
 class LoadedGraph:
@@ -91,11 +92,12 @@ class CompiledGraph:
         leaves or internal nodes holding one leaf (NodePlan.recorded_leaf), all on one device: the
         host on cpu; on a GPU target, leaves of that target only (one kind of prepared launch)."""
         leaves = [n.recorded_leaf for n in self.plan.nodes]
-        if None in leaves:
+        backend = registry.get(self.target)
+        if None in leaves or backend is None or not backend.replays:
             return False
-        if self.target in ("gpu", "nvptx"):
+        if is_gpu(self.target):
             return all(n.target == self.target and n.placement.index is None for n in leaves)
-        return self.target == "cpu" and self.plan.host_only
+        return self.plan.host_only
 
     @property
     def name(self) -> str:
@@ -167,6 +169,5 @@ def _compile_leaf(leaf: K.LeafFunc, ctx: NodeContext, target: str, checked: bool
                            f"here: {registry.why_unavailable(target)}. {fix} on a target available "
                            f"here ({others})", leaf.loc, rule="target-available")
     backend = registry.get(target)
-    if target == "python":
-        return backend.compile_leaf(leaf, ctx)
+    assert backend is not None  # compilable
     return backend.compile_leaf(leaf, ctx, checked=checked)

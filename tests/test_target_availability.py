@@ -1,5 +1,5 @@
 """A leaf whose target cannot run here: the error names the leaf's line, says why the target is
-missing (from the backend's own import error or its why_unusable()) and what to do instead.
+missing (from the backend's own import error or its why_unavailable()) and what to do instead.
 The gpu backend's state is replaced for each test, so these hold whether or not it exists here."""
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def gpu_backend(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         if source is not None:
             (tmp_path / f"{module}.py").write_text(source)
             sys.modules.pop(module, None)
-        monkeypatch.setitem(registry._BACKENDS, "gpu", (module, cls))
+        monkeypatch.setitem(registry.TARGETS, "gpu", (module, cls))
 
     return use
 
@@ -73,8 +73,10 @@ def test_backend_needs_a_missing_package(gpu_backend) -> None:
 
 
 def test_backend_without_a_device_gives_its_own_reason(gpu_backend) -> None:
-    gpu_backend("fake_gpu_device", "class Backend:\n    def usable(self):\n        return False\n"
-                "    def why_unusable(self):\n        return 'no CUDA driver was found'\n")
+    gpu_backend("fake_gpu_device", "from hpvm_py.backends import base\n"
+                "class Backend(base.Backend):\n    name = 'gpu'\n"
+                "    def available(self):\n        return False\n"
+                "    def why_unavailable(self):\n        return 'no CUDA driver was found'\n")
     assert not registry.available("gpu")
     text = _error("cpu")
     assert "no CUDA driver was found" in text
@@ -91,10 +93,10 @@ from hpvm_py.backends.triton import TritonBackend
 class Backend(TritonBackend):
     """Triton is installed (source is generated) but no CUDA GPU and no interpreter are here."""
 
-    def usable(self):
+    def available(self):
         return False
 
-    def why_unusable(self):
+    def why_unavailable(self):
         return "target 'gpu' needs a CUDA GPU (none here)"
 '''
 

@@ -1,19 +1,27 @@
-"""The contract between the executor and a backend (cpu, gpu, python).
+"""The contract between the runtime and a backend (docs/backends.md, "The backend contract").
 
-The executor compiles one `LeafKernel` per (leaf function, NodeContext) and launches it once per
-firing of the node, for all its dynamic instances, including all instances of replicated ancestors.
+A target is a `Backend` subclass listed in `registry.TARGETS`. It compiles one `LeafKernel` per
+(leaf function, NodeContext, checked) through the caches every backend shares (in memory, and on
+disk for what is costly to make), and the executor launches that kernel once per firing of the
+node, for all its dynamic instances, including all instances of replicated ancestors.
 
 Where a leaf sits (its `NodeContext`: instance space and value layouts) is ir/context.py's.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import threading
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
 from ..ir.context import NodeContext
 from ..ir.kernel import LeafFunc
+from ..support import cache, stats
+from ..support.version import VERSION
 
 
 @dataclass
@@ -31,8 +39,32 @@ class BufferArg:
     array: np.ndarray | None
 
 
-class LeafKernel(Protocol):
-    """A leaf compiled for one NodeContext on one target."""
+class PreparedLaunch(Protocol):
+    """One launch of a kernel, packed: run() runs it; a replay (rt/replay.py) patches its scalars
+    and runs it again while `reusable`."""
+
+    reusable: bool
+
+    def run(self) -> None:
+        ...
+
+
+class LeafKernel:
+    """A leaf compiled for one NodeContext on one target.
+
+    A kernel that `prepares` packs a launch with prepare() and runs it with run(); launch() is
+    exactly that. One that does not (the python target's, a collective) overrides launch().
+    """
+
+    # prepare() is there: launches can be recorded and replayed, and streamed stages started
+    prepares: ClassVar[bool] = True
+    # where the executor hands this kernel its buffers; None: where its node's target runs
+    device: str | None = None
+
+    def prepare(self, args: list[Any], outputs: list[np.ndarray | None],
+                extents: list[tuple[int, ...]]) -> PreparedLaunch:
+        """Everything a launch needs, packed; run() may be called again with patched scalars."""
+        raise NotImplementedError(f"{type(self).__name__} launches without prepare()")
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
                extents: list[tuple[int, ...]]) -> None:
@@ -43,10 +75,119 @@ class LeafKernel(Protocol):
         of the output's dtype of length P (per_parent) or P * L (per_instance), or None (unused).
         extents: extents[k] is the tuple of extents of level k (len == level_dims[k]).
         """
+        self.prepare(args, outputs, extents).run()
 
 
-class Backend(Protocol):
-    name: str
+# (repr of the leaf's IR, the context's key, then the backend's variant: checked, ...)
+CacheKey = tuple[Any, ...]
 
-    def compile_leaf(self, leaf: LeafFunc, ctx: NodeContext) -> LeafKernel:
-        ...
+
+class Backend:
+    """A target. Subclasses set `name` and the properties below and implement build(); the
+    memory cache, the disk cache, availability and emit() have their shared form here."""
+
+    name: ClassVar[str]
+    # the kernel checks every access itself: no bounds proof, no checked variant (python)
+    checks_accesses: ClassVar[bool] = False
+    # kernels are built when they launch, for the device they run on (the gpu target: Triton's
+    # JIT): where the target cannot run, a launch cannot compile its leaves either
+    compiles_at_launch: ClassVar[bool] = False
+    # launches of a graph compiled for this target are recorded for replay (rt/replay.py)
+    replays: ClassVar[bool] = True
+    # what `hpvmc compile --emit KIND` writes for this target's leaves: KIND -> file suffix
+    emits: ClassVar[dict[str, str]] = {}
+    # the stats() counter of memory-cache hits (None: not counted)
+    memory_hits: ClassVar[str | None] = None
+    # the subpackages of backends/ whose source is part of every disk-cache key (code_version)
+    code_packages: ClassVar[tuple[str, ...]] = ()
+
+    # compiled kernels by CacheKey, one table per subclass (so per target)
+    _memory: ClassVar[dict[CacheKey, LeafKernel]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._memory = {}
+        cls._lock = threading.Lock()
+
+    # -- availability ------------------------------------------------------------------------
+
+    def available(self) -> bool:
+        """Whether its kernels can run here."""
+        return True
+
+    def why_unavailable(self) -> str:
+        """Why available() is false (what is missing, what to do)."""
+        return f"the {self.name} backend reports that it cannot run here"
+
+    def compilable(self) -> bool:
+        """Whether leaves can be compiled here (some toolchains work without their device)."""
+        return self.available()
+
+    # -- compiling ---------------------------------------------------------------------------
+
+    def compile_leaf(self, leaf: LeafFunc, ctx: NodeContext, checked: bool = False) -> LeafKernel:
+        """The kernel of `leaf` in `ctx`, from the memory cache or built (and kept)."""
+        key = (repr(leaf), ctx.key()) + self.variant(checked)
+        with self._lock:
+            kernel = self._memory.get(key)
+        if kernel is not None and self.reusable(kernel, leaf):
+            if self.memory_hits is not None:
+                stats.bump(self.memory_hits)
+            return self.for_leaf(kernel, leaf)
+        kernel = self.build(leaf, ctx, checked, key)
+        with self._lock:
+            found = self._memory.get(key)
+            if found is None or not self.reusable(found, leaf):
+                self._memory[key] = found = kernel
+            return found
+
+    def variant(self, checked: bool) -> tuple[Any, ...]:
+        """What else than the IR and the context a kernel depends on (part of its cache key)."""
+        return (checked,)
+
+    def build(self, leaf: LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> LeafKernel:
+        """Compile the kernel (the memory cache missed)."""
+        raise NotImplementedError
+
+    def reusable(self, kernel: LeafKernel, leaf: LeafFunc) -> bool:
+        """Whether a kernel built for IR equal to `leaf`'s serves `leaf` (through for_leaf)."""
+        return True
+
+    def for_leaf(self, kernel: LeafKernel, leaf: LeafFunc) -> LeafKernel:
+        """A cached kernel for `leaf`, whose IR equals the one it was built for (locations are
+        not part of the IR: a compiled kernel reports errors at its own leaf's lines)."""
+        return kernel
+
+    def disk_cached(self, parts: tuple[str, ...], suffix: str, make: Callable[[], bytes],
+                    counter: str) -> bytes:
+        """An artifact from the disk cache (support/cache.py) under the hash of `parts`, or made
+        by make(), counted in stats() as `counter`, and stored."""
+        key = cache.content_key(*parts)
+        data = cache.load(key, suffix)
+        if data is None:
+            data = make()
+            stats.bump(counter)
+            cache.store(key, suffix, data)
+        return data
+
+    def versions(self) -> tuple[str, str]:
+        """What a disk-cache key holds besides the content: the package's version and a hash of
+        this backend's code generators' source (objects built by other code never match)."""
+        return VERSION, _code_version(type(self).code_packages)
+
+    # -- emitting ----------------------------------------------------------------------------
+
+    def emit(self, kind: str, leaf: LeafFunc, ctx: NodeContext) -> str:
+        """The generated code `hpvmc compile --emit KIND` writes, for a KIND in `emits`."""
+        raise NotImplementedError(f"the {self.name} backend emits no {kind}")
+
+
+@functools.cache
+def _code_version(packages: tuple[str, ...]) -> str:
+    digest = hashlib.sha256()
+    here = Path(__file__).parent
+    for package in packages:
+        for path in sorted((here / package).glob("*.py")):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()

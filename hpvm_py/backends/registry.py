@@ -1,16 +1,22 @@
-"""Which backends exist on this machine; each is created once, on first use."""
+"""The targets: one table, name -> Backend subclass (docs/backends.md, "Adding a target").
+
+A row is the class itself, or (module, class name) for a backend imported on first use: its
+packages (llvmlite, triton, cuda-bindings) stay out of `import hpvm_py`, and a backend whose
+import fails is listed but unavailable, with the reason kept. Each backend is created once.
+"""
 from __future__ import annotations
 
 import importlib
 import threading
-from typing import Any
 
-# target -> (module, class); a backend whose import fails is unavailable, with the reason kept
-_BACKENDS = {
+from .base import Backend
+
+# the order is the one error messages list the targets in
+TARGETS: dict[str, type[Backend] | tuple[str, str]] = {
     "cpu": ("hpvm_py.backends.cpu", "CpuBackend"),
-    "python": ("hpvm_py.backends.python", "PythonBackend"),
     "gpu": ("hpvm_py.backends.triton", "TritonBackend"),
     "nvptx": ("hpvm_py.backends.nvptx", "NvptxBackend"),
+    "python": ("hpvm_py.backends.python", "PythonBackend"),
 }
 # a missing top-level package -> how to get it
 _INSTALL = {
@@ -19,21 +25,25 @@ _INSTALL = {
     "cuda": "pip install cuda-bindings (NVIDIA's CUDA Python bindings)",
     "llvmlite": "pip install llvmlite",
 }
-_instances: dict[str, Any] = {}
+_instances: dict[str, Backend] = {}
 _errors: dict[str, str] = {}
 _lock = threading.Lock()
 
 
-def get(target: str) -> Any | None:
+def get(target: str) -> Backend | None:
+    """The backend of `target`, or None where there is no such target or it failed to import."""
     with _lock:
         if target in _instances:
             return _instances[target]
-        if target in _errors or target not in _BACKENDS:
+        if target in _errors or target not in TARGETS:
             return None
-        module_name, class_name = _BACKENDS[target]
+        row = TARGETS[target]
+        if not isinstance(row, tuple):
+            backend = _instances[target] = row()
+            return backend
+        module_name, class_name = row
         try:
-            module = importlib.import_module(module_name)
-            backend = getattr(module, class_name)()
+            backend = getattr(importlib.import_module(module_name), class_name)()
         except ImportError as exc:
             _errors[target] = _import_failure(target, module_name, exc)
             return None
@@ -43,7 +53,7 @@ def get(target: str) -> Any | None:
 
 def _import_failure(target: str, module_name: str, exc: ImportError) -> str:
     """Why a backend's import failed, in terms of what to install."""
-    missing = getattr(exc, "name", None) or ""
+    missing = exc.name or ""
     if missing and (missing == module_name or module_name.startswith(missing + ".")
                     or missing.startswith(module_name + ".")):
         return f"this installation of hpvm-py has no {target} backend (module {module_name} is missing)"
@@ -56,37 +66,41 @@ def _import_failure(target: str, module_name: str, exc: ImportError) -> str:
 
 
 def available(target: str) -> bool:
+    """Whether `target`'s kernels can run here."""
     backend = get(target)
-    if backend is None:
-        return False
-    usable = getattr(backend, "usable", None)
-    return usable() if callable(usable) else True
+    return backend is not None and backend.available()
 
 
 def compilable(target: str) -> bool:
     """Whether leaves can be compiled for `target` here; a backend whose toolchain works without
-    its device (nvptx: llvmlite and ptxas) says so with can_compile(), others need to be usable."""
+    its device (nvptx: llvmlite and ptxas) says so with compilable(), others need to run here."""
     backend = get(target)
-    if backend is None:
-        return False
-    can_compile = getattr(backend, "can_compile", None)
-    return can_compile() if callable(can_compile) else available(target)
+    return backend is not None and backend.compilable()
 
 
 def compiles_at_launch(target: str) -> bool:
     """Whether `target`'s kernels are built when they launch, for the device they run on (the gpu
     target: Triton's JIT): where such a target cannot run, a launch cannot compile its leaves
     either, which is a CompileError rather than a LaunchError (docs/placement.md)."""
-    return bool(getattr(get(target), "compiles_at_launch", False))
+    backend = get(target)
+    return backend is not None and backend.compiles_at_launch
 
 
 def why_unavailable(target: str) -> str:
     """The reason `available(target)` is false: from the backend's own import error or its
-    `why_unusable()` (a missing driver or device)."""
-    if target not in _BACKENDS:
-        return f"there is no target {target!r} (targets: {', '.join(sorted(_BACKENDS))})"
+    why_unavailable() (a missing driver or device)."""
+    if target not in TARGETS:
+        return f"there is no target {target!r} (targets: {', '.join(sorted(TARGETS))})"
     backend = get(target)
     if backend is None:
         return _errors[target]
-    why = getattr(backend, "why_unusable", None)
-    return why() if callable(why) else f"the {target} backend reports that it cannot run here"
+    return backend.why_unavailable()
+
+
+def emitter(kind: str) -> str | None:
+    """The first target (in table order) whose backend emits `kind` (`hpvmc compile --emit`)."""
+    for target in TARGETS:
+        backend = get(target)
+        if backend is not None and kind in backend.emits:
+            return target
+    return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
+from ..backends.base import LeafKernel
 from ..errors import CompileError, DistributedError, FrontendError
 from ..frontend.decorators import unique_name
 from ..ir import dfg as D
@@ -123,8 +124,10 @@ def compile_library(func: D.LibraryFunc, node: D.Node, target: str, bound: list[
     return CollectiveKernel(func, dtype, options, node, bound, runner)
 
 
-class CollectiveKernel:
+class CollectiveKernel(LeafKernel):
     """A communication node, launched by the executor like a leaf kernel (one instance)."""
+
+    prepares = False
 
     def __init__(self, func: D.LibraryFunc, dtype: ScalarType, options: dict, node: D.Node,
                  bound: list[str | None], runner: Runner):

@@ -246,18 +246,16 @@ class Executor:
               ancestors: list[tuple[int, ...]], parents: int, count: int,
               slots_so_far: dict | None = None) -> list[Any]:
         # a collective takes its buffers where the symmetric heap lives, whatever the target
-        device = getattr(node.kernel, "device", None) or \
-            device_of(node.target, node.placement.index)
+        device = node.kernel.device or device_of(node.target, node.placement.index)
         extents = [ext] + ancestors
         copied_in = self.uncovered_outs(node, args, extents)
         call, outputs = self.leaf_call(node, args, device, parents, count, copied_in)
         kernel = node.kernel_for(call, extents)
         recorder = self._recorder
-        prepare = getattr(kernel, "prepare", None)
         with _selected(device):
-            if recorder is not None and prepare is not None and slots_so_far is not None and \
+            if recorder is not None and kernel.prepares and slots_so_far is not None and \
                     recorder.records(ancestors):
-                prepared = prepare(call, outputs, extents)
+                prepared = kernel.prepare(call, outputs, extents)
                 prepared.run()
                 recorder.leaf(node, prepared, slots_so_far, call, outputs, extents, device, copied_in)
             else:

@@ -87,7 +87,7 @@ def require_compilable(placement: Placement, node: D.Node, func: Any) -> None:
 
 def device_of(target: str, index: int | None = None) -> str:
     """Where a node's kernels run: the host, or a GPU device (hpvm_py/device) for GPU targets."""
-    if target in ("cpu", "python"):
+    if not is_gpu(target):
         return HOST
     return gpu_device(index)
 

@@ -15,7 +15,7 @@ from ..ir import kernel as K
 from ..ir.semantics import typed_value
 from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
-from ..backends import heapview
+from ..backends import heapview, registry
 from ..backends.base import LeafKernel, NodeContext
 from ..errors import CompileError
 from ..passes.bounds import BoundsProof
@@ -224,8 +224,8 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
             nplan.kernel = _compile_placed(nplan, compile_leaf)
             if any(p.direction == "out" for p in func.params):
                 nplan.coverage = OutCoverage(func, input_modes)
-            target = nplan.target
-            if target != "python":  # the python target checks every access itself
+            backend = registry.get(nplan.target)
+            if backend is not None and not backend.checks_accesses:  # else no checked variant
                 nplan.bounds = BoundsProof(func, ctx)
                 nplan._compile = compile_leaf
         elif isinstance(func, D.GraphFunc):

@@ -196,7 +196,7 @@ class Recorder:
         self.devices.add(device)
         if gpu:
             self._bind_device_values(node, prepared, slots)
-        if not getattr(prepared, "reusable", False):
+        if not prepared.reusable:
             self.usable = False
             return
         sources = node.inputs if self._lifted is None else self._lifted
@@ -230,7 +230,7 @@ class Recorder:
                                         node.input_modes[i] == "uniform" for i in coverage.relevant):
             self.usable = False  # which Out buffers are copied in depends on computed integers
             return
-        bounds = getattr(node, "bounds", None)
+        bounds = node.bounds
         if bounds is not None and any(sources[i].bind_port is None and node.input_modes[i] != "buffer"
                                       for i in bounds.relevant):
             if gpu:  # the other kernel's device outputs would not be those bound downstream
@@ -240,7 +240,7 @@ class Recorder:
             used = node.kernel_for(call, extents)  # the one that ran: the proof is cached
             other = node.checked_kernel() if used is node.kernel else node.kernel
             alternative = other.prepare(call, outputs, extents)
-            if not getattr(alternative, "reusable", False):
+            if not alternative.reusable:
                 self.usable = False
                 return
             sizes = [BufferArg(None, 0, a.nbytes, None) if isinstance(a, BufferArg) else a for a in call]

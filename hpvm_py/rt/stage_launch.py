@@ -55,7 +55,7 @@ class StageLauncher:
         self._pinned = PinnedPool()  # the staged copies' host buffers (a GPU stage's)
         simple = all(m in ("buffer", "uniform") or src.const is not None
                      for m, src in zip(node.input_modes, node.inputs))
-        self.eligible = simple and node.kernel is not None and hasattr(node.kernel, "prepare")
+        self.eligible = simple and node.kernel is not None and node.kernel.prepares
 
     def fire(self, env: list[Any], args: list[Any]) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Run the stage's node for one item: its extents and its output slots."""

@@ -11,10 +11,10 @@ instances (abi.py has the calling convention). The pieces, in pipeline order:
   nontemporal.py
                the driver variant for large outputs, with stores that skip the read-for-ownership
   codegen.py   expressions and statements (arith.py, mathfns.py, memory.py, lltypes.py below it)
-  jit.py       target machine, O3 pipeline, object code, loading it
+  ../jit.py    target machine, O3 pipeline, object code, loading it (shared with the atomics)
   kernel.py    launch: argument checks and packing, partitions over the pool, privatised atomics,
                errors recorded by checked builds
-  backend.py   CpuBackend with its memory and disk caches
+  backend.py   CpuBackend: build() and the disk-cache keys (the caches are backends/base.py's)
 """
 from .backend import CpuBackend
 

@@ -1,26 +1,20 @@
-"""CpuBackend: compile a leaf for one NodeContext to native code, through two caches.
+"""CpuBackend: compile a leaf for one NodeContext to native code, through the shared caches.
 
-In memory, kernels are kept by (leaf IR, context, checked). On disk (support/cache.py) the object code
-is kept under a hash of everything it depends on; a hit loads the object into an engine without
+In memory, kernels are kept by (leaf IR, context, checked) (backends/base.py). On disk the object
+code is kept under a hash of everything it depends on; a hit loads the object into an engine without
 generating or optimising any LLVM IR. The plan and site tables a launch needs are cheap analyses
 of the IR and are recomputed, never stored. The driver with non-temporal stores (nontemporal.py)
 is a second object, compiled (or loaded) when a launch of the kernel first wants it.
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import threading
-from pathlib import Path
 from typing import Callable
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...ir import kernel as K
-from ...support.version import VERSION
-from ...support import cache, stats
-from ..base import NodeContext
+from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from .. import jit
 from .accesses import Access, privatizable, sites
 from .driver import build_drivers, build_nontemporal_driver
@@ -33,36 +27,29 @@ from .prepare import localize_assigned_params
 _OBJECT_SUFFIX = ".cpu.o"
 
 
-class CpuBackend:
+class CpuBackend(Backend):
     name = "cpu"
+    emits = {"llvm": ".ll"}
+    memory_hits = "cpu_cache_memory_hits"
+    code_packages = ("cpu",)
 
-    _memory: dict[tuple[str, str, bool], CpuKernel] = {}
-    _lock = threading.Lock()
-
-    def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> CpuKernel:
-        key = (repr(leaf), ctx.key(), checked)
-        with self._lock:
-            kernel = self._memory.get(key)
-        if kernel is not None:
-            stats.bump("cpu_cache_memory_hits")
-            # Equal IR from elsewhere (locations are not part of it) shares the machine code but
-            # reports errors at its own lines.
-            return kernel if kernel.source is leaf else kernel.for_source(leaf, _sites_of(leaf))
+    def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> CpuKernel:
         prepared, plan = _analyse(leaf, ctx)
         info = _info(prepared, ctx, plan)
-        obj = _object(key, str(checked),
-                      lambda: jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
+        obj = self._object(key, str(checked),
+                           lambda: jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
         # checked launches are for finding bugs: they keep the plain driver
         nontemporal = None if checked or not info.nt_bytes else LazyCode(
-            lambda: jit.LoadedObject(_object(key, "nontemporal",
-                                             lambda: _nontemporal_module(prepared, ctx, plan))))
-        kernel = CpuKernel(leaf, prepared, ctx, checked, jit.LoadedObject(obj), info, nontemporal)
-        with self._lock:
-            self._memory.setdefault(key, kernel)
-            return self._memory[key]
+            lambda: jit.LoadedObject(self._object(key, "nontemporal",
+                                                  lambda: _nontemporal_module(prepared, ctx, plan))))
+        return CpuKernel(leaf, prepared, ctx, checked, jit.LoadedObject(obj), info, nontemporal)
 
-    def generated_source(self, leaf: K.LeafFunc, ctx: NodeContext) -> str:
-        """What `hpvmc compile --emit llvm` writes (every backend answers this for its own code)."""
+    def for_leaf(self, kernel: LeafKernel, leaf: K.LeafFunc) -> LeafKernel:
+        assert isinstance(kernel, CpuKernel)
+        return kernel if kernel.source is leaf else kernel.for_source(leaf, _sites_of(leaf))
+
+    def emit(self, kind: str, leaf: K.LeafFunc, ctx: NodeContext) -> str:
+        """`hpvmc compile --emit llvm`: the optimised LLVM IR of the leaf's drivers."""
         return self.llvm_ir(leaf, ctx)
 
     def llvm_ir(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False,
@@ -75,27 +62,10 @@ class CpuBackend:
             return str(_nontemporal_module(prepared, ctx, plan))
         return str(jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
 
-
-@functools.cache
-def _code_version() -> str:
-    """A hash of this backend's source: objects built by other code generators never match."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def _object(key: tuple[str, str, bool], variant: str,
-            optimized: Callable[[], llvm.ModuleRef]) -> bytes:
-    """The object code of one variant of a kernel, from the disk cache or compiled."""
-    disk_key = cache.content_key(key[0], key[1], variant, VERSION, _code_version(),
-                                 jit.host_signature())
-    obj = cache.load(disk_key, _OBJECT_SUFFIX)
-    if obj is None:
-        obj = jit.emit_object(optimized())
-        stats.bump("cpu_compiles")
-        cache.store(disk_key, _OBJECT_SUFFIX, obj)
-    return obj
+    def _object(self, key: CacheKey, variant: str, optimized: Callable[[], llvm.ModuleRef]) -> bytes:
+        """The object code of one variant of a kernel, from the disk cache or compiled."""
+        return self.disk_cached((key[0], key[1], variant, *self.versions(), jit.host_signature()),
+                                _OBJECT_SUFFIX, lambda: jit.emit_object(optimized()), "cpu_compiles")
 
 
 def _info(prepared: K.LeafFunc, ctx: NodeContext, plan: Plan) -> KernelInfo:

@@ -20,7 +20,7 @@ from ...ir.semantics import bf16_to_bits
 from .. import heapview
 from ...support import stats
 from ...types import PtrType, ScalarType
-from ..base import BufferArg
+from ..base import BufferArg, LeafKernel
 from ..bounds import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
@@ -95,7 +95,7 @@ class LazyCode:
             return self._code
 
 
-class CpuKernel:
+class CpuKernel(LeafKernel):
     def __init__(self, source: K.LeafFunc, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
                  code: LoadedObject, info: KernelInfo, nontemporal: LazyCode | None = None):
         self.source = source  # the leaf as given; `leaf` is its normalised form
@@ -125,10 +125,6 @@ class CpuKernel:
                          self._nontemporal)
 
     # -- launch ------------------------------------------------------------------------------
-
-    def launch(self, args: list[Any], outputs: list[np.ndarray | None],
-               extents: list[tuple[int, ...]]) -> None:
-        self.prepare(args, outputs, extents).run()
 
     def prepare(self, args: list[Any], outputs: list[np.ndarray | None],
                 extents: list[tuple[int, ...]]) -> "PreparedLaunch":

@@ -11,7 +11,7 @@ target's parts (libdevice math, relaxed atomics, block barriers), into an LLVM k
   toolchain.py LLVM IR -> PTX (libdevice linked) -> cubin (ptxas)
   device.py    the CUDA driver through cuda-bindings (imported on first use)
   launch.py    NvptxKernel: argument packing, grid and block, launch, checked-mode errors
-  backend.py   NvptxBackend with its memory and disk caches
+  backend.py   NvptxBackend: build() and the disk-cache keys (the caches are backends/base.py's)
 """
 from .backend import NvptxBackend
 

@@ -1,22 +1,16 @@
-"""NvptxBackend: compile a leaf for one NodeContext to a cubin, through two caches.
+"""NvptxBackend: compile a leaf for one NodeContext to a cubin, through the shared caches.
 
-In memory, kernels are kept by (leaf IR, context, checked). On disk (support/cache.py) the PTX is kept under
+In memory, kernels are kept by (leaf IR, context, checked) (backends/base.py). On disk the PTX is kept under
 a hash of everything it depends on, and the cubin under a hash of the PTX, the GPU architecture and
 the ptxas version. Compiling needs no GPU (CI assembles every example); loading and launching do.
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import threading
-from pathlib import Path
-
 from llvmlite import ir
 
 from ...ir import kernel as K
-from ...support.version import VERSION
-from ...support import cache, settings, stats
-from ..base import NodeContext
+from ...support import settings
+from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from ..cpu.accesses import sites
 from ..cpu.plan import check_compilable
 from ..cpu.prepare import localize_assigned_params
@@ -34,44 +28,41 @@ def checks_forced() -> bool:
     return settings.GPU_CHECK.on()
 
 
-class NvptxBackend:
+class NvptxBackend(Backend):
     name = "nvptx"
+    emits = {"ptx": ".ptx"}
+    memory_hits = "nvptx_cache_memory_hits"
+    code_packages = ("nvptx", "cpu")  # the shared lowering is the cpu target's
 
-    _memory: dict[tuple[str, str, bool], NvptxKernel] = {}
-    _lock = threading.Lock()
-
-    def usable(self) -> bool:
+    def available(self) -> bool:
         return device.unusable_reason() is None
 
-    def can_compile(self) -> bool:
+    def compilable(self) -> bool:
         """PTX and cubins are made without a GPU (llvmlite and the ptxas of the triton wheel)."""
         return toolchain.ptxas_path() is not None
 
-    def why_unusable(self) -> str:
+    def why_unavailable(self) -> str:
         return device.unusable_reason() or "usable"
 
-    def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> NvptxKernel:
-        checked = checked or checks_forced()
-        key = (repr(leaf), ctx.key(), checked)
-        with self._lock:
-            kernel = self._memory.get(key)
-        if kernel is not None:
-            stats.bump("nvptx_cache_memory_hits")
-            return kernel if kernel.source is leaf else kernel.for_source(leaf)
+    def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> LeafKernel:
+        return super().compile_leaf(leaf, ctx, checked or checks_forced())
+
+    def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> NvptxKernel:
         prepared = localize_assigned_params(leaf)
         check_compilable(prepared)
         arch = device.arch()
         ptx = self._ptx(prepared, ctx, checked, arch, key)
-        cubin = _cubin(ptx, arch, prepared)
+        cubin = self._cubin(ptx, arch, prepared)
         mapping = mapping_of(prepared)
         scratch = scratch_of(prepared, ctx) if mapping == GROUP else None
-        kernel = NvptxKernel(leaf, prepared, ctx, checked, cubin, mapping, scratch)
-        with self._lock:
-            self._memory.setdefault(key, kernel)
-            return self._memory[key]
+        return NvptxKernel(leaf, prepared, ctx, checked, cubin, mapping, scratch)
 
-    def generated_source(self, leaf: K.LeafFunc, ctx: NodeContext) -> str:
-        """What `hpvmc compile --emit ptx` writes."""
+    def for_leaf(self, kernel: LeafKernel, leaf: K.LeafFunc) -> LeafKernel:
+        assert isinstance(kernel, NvptxKernel)
+        return kernel if kernel.source is leaf else kernel.for_source(leaf)
+
+    def emit(self, kind: str, leaf: K.LeafFunc, ctx: NodeContext) -> str:
+        """`hpvmc compile --emit ptx`."""
         return self.ptx(leaf, ctx)
 
     def ptx(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
@@ -85,19 +76,17 @@ class NvptxBackend:
         check_compilable(prepared)
         return module_text(prepared, ctx, checked, device.arch())
 
-    @staticmethod
-    def _ptx(prepared: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
-             key: tuple[str, str, bool]) -> str:
-        disk_key = cache.content_key(key[0], key[1], str(checked), arch, VERSION,
-                                     _code_version())
-        cached = cache.load(disk_key, _PTX_SUFFIX)
-        if cached is not None:
-            return cached.decode()
-        text = module_text(prepared, ctx, checked, arch)
-        ptx = toolchain.to_ptx(text, prepared.name, arch, prepared.loc)
-        stats.bump("nvptx_compiles")
-        cache.store(disk_key, _PTX_SUFFIX, ptx.encode())
-        return ptx
+    def _ptx(self, prepared: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
+             key: CacheKey) -> str:
+        return self.disk_cached(
+            (key[0], key[1], str(checked), arch, *self.versions()), _PTX_SUFFIX,
+            lambda: toolchain.to_ptx(module_text(prepared, ctx, checked, arch), prepared.name, arch,
+                                     prepared.loc).encode(), "nvptx_compiles").decode()
+
+    def _cubin(self, ptx: str, arch: str, leaf: K.LeafFunc) -> bytes:
+        return self.disk_cached((ptx, arch, toolchain.ptxas_version()), _CUBIN_SUFFIX,
+                                lambda: toolchain.assemble(ptx, arch, leaf.name, leaf.loc),
+                                "nvptx_assembles")
 
 
 def module_text(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str) -> str:
@@ -108,22 +97,3 @@ def module_text(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str) ->
     build_kernel(module, leaf, ctx, checked, numbers)
     return str(module)
 
-
-def _cubin(ptx: str, arch: str, leaf: K.LeafFunc) -> bytes:
-    disk_key = cache.content_key(ptx, arch, toolchain.ptxas_version())
-    cubin = cache.load(disk_key, _CUBIN_SUFFIX)
-    if cubin is None:
-        cubin = toolchain.assemble(ptx, arch, leaf.name, leaf.loc)
-        stats.bump("nvptx_assembles")
-        cache.store(disk_key, _CUBIN_SUFFIX, cubin)
-    return cubin
-
-
-@functools.cache
-def _code_version() -> str:
-    """A hash of the code generators' source (this package and the shared cpu lowering)."""
-    digest = hashlib.sha256()
-    here = Path(__file__).parent
-    for path in sorted(here.glob("*.py")) + sorted((here.parent / "cpu").glob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()

@@ -18,7 +18,7 @@ import numpy as np
 from ...errors import LaunchError
 from ...ir import kernel as K
 from ...types import PtrType
-from ..base import BufferArg, NodeContext
+from ..base import BufferArg, LeafKernel, NodeContext
 from .. import heapview
 from ..bounds import recorded
 from ...device import faults
@@ -42,7 +42,7 @@ _GRID_YZ = 65535  # beyond it in y or z, a launch runs in chunks
 _SHAPES_KEPT = 64  # extents remembered per kernel
 
 
-class NvptxKernel:
+class NvptxKernel(LeafKernel):
     def __init__(self, source: K.LeafFunc, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
                  cubin: bytes, mapping: str, scratch: Scratch | None,
                  code: device.LoadedCubin | None = None):
@@ -66,10 +66,6 @@ class NvptxKernel:
         return kernel
 
     # -- launch ------------------------------------------------------------------------------
-
-    def launch(self, args: list[Any], outputs: list[np.ndarray | None],
-               extents: list[tuple[int, ...]]) -> None:
-        self.prepare(args, outputs, extents).run()
 
     def prepare(self, args: list[Any], outputs: list[np.ndarray | None],
                 extents: list[tuple[int, ...]]) -> "PreparedLaunch":

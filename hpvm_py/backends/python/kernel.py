@@ -14,7 +14,7 @@ from ..heapview import for_launch as remote_view
 from ...support import settings
 from ...support.loc import Loc
 from ...types import SCALAR_TYPES, PtrType, bf16
-from ..base import BufferArg
+from ..base import Backend, BufferArg, CacheKey, LeafKernel
 from ..bounds import bad_rank, out_of_bounds
 from . import ops
 from .codegen import GeneratedLeaf, generate, vector_eligible
@@ -54,7 +54,9 @@ def vector_allowed() -> bool:
     return settings.PYTHON_VECTOR.on()
 
 
-class PythonLeafKernel:
+class PythonLeafKernel(LeafKernel):
+    prepares = False  # launch() runs the instances; nothing is packed for a replay
+
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, allow_vector: bool = True):
         self.leaf = leaf
         self.ctx = ctx
@@ -239,16 +241,16 @@ def _to_bits(value: Any, out: np.ndarray) -> Any:
     return value
 
 
-class PythonBackend:
+class PythonBackend(Backend):
     name = "python"
+    # every access is checked by the generated code itself: no bounds proof, no checked variant
+    checks_accesses = True
+    # its kernels launch without prepare(): nothing to record for a replay
+    replays = False
 
-    def __init__(self) -> None:
-        self._kernels: dict[tuple[str, str], PythonLeafKernel] = {}
+    def variant(self, checked: bool) -> tuple[Any, ...]:
+        return (vector_allowed(),)  # one kernel checks every access: `checked` changes nothing
 
-    def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext) -> PythonLeafKernel:
-        vector = vector_allowed()
-        key = (repr(leaf), ctx.key(), vector)
-        kernel = self._kernels.get(key)
-        if kernel is None:
-            kernel = self._kernels[key] = PythonLeafKernel(leaf, ctx, vector)
-        return kernel
+    def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
+              key: CacheKey) -> PythonLeafKernel:
+        return PythonLeafKernel(leaf, ctx, key[-1])

@@ -2,53 +2,51 @@
 (hpvm_py/device), or on the fake device through Triton's interpreter (TRITON_INTERPRET=1)."""
 from __future__ import annotations
 
-import threading
+from typing import Any
 
 import triton  # noqa: F401 - an ImportError here makes the target unavailable
 
 from ...ir import kernel as K
-from ..base import NodeContext
+from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from ...device.devices import cuda_available
 from .codegen import generate
 from .host_math import interpreting
 from .kernel import TritonKernel
 
 
-class TritonBackend:
+class TritonBackend(Backend):
     name = "gpu"
+    emits = {"triton": ".triton.py"}
     # Triton's JIT builds a launch's kernels for its GPU (or its interpreter): without either, a
-    # launch cannot compile them, although their source can still be generated (can_compile)
+    # launch cannot compile them, although their source can still be generated (compilable)
     compiles_at_launch = True
 
-    _memory: dict[tuple[str, str, bool, bool], TritonKernel] = {}
-    _lock = threading.Lock()
-
-    def usable(self) -> bool:
+    def available(self) -> bool:
         return interpreting() or cuda_available()
 
-    def can_compile(self) -> bool:
+    def compilable(self) -> bool:
         """Triton source is generated, and kernels made with triton.jit, without a GPU (hpvmc
         compile --emit triton, and checks before a launch): the GPU is needed only to run them."""
         return True
 
-    def why_unusable(self) -> str:
+    def why_unavailable(self) -> str:
         return ("target 'gpu' needs a CUDA GPU (torch.cuda.is_available() is false here); set "
                 "TRITON_INTERPRET=1 to run it on the CPU through Triton's interpreter (slow), or use "
                 "target='cpu'")
 
-    def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> TritonKernel:
-        key = (repr(leaf), ctx.key(), checked, interpreting())
-        with self._lock:
-            kernel = self._memory.get(key)
-        if kernel is not None and kernel.leaf is leaf:
-            return kernel
-        interpreted = interpreting()
-        kernel = TritonKernel(leaf, ctx, lambda fixed_grid, optimised: generate(
-            leaf, ctx, checked, interpreted, fixed_grid, optimised))
-        with self._lock:
-            self._memory[key] = kernel
-        return kernel
+    def variant(self, checked: bool) -> tuple[Any, ...]:
+        return checked, interpreting()
 
-    def generated_source(self, leaf: K.LeafFunc, ctx: NodeContext) -> str:
-        """What `hpvmc compile --emit triton` writes: the unchecked kernel's file for the GPU."""
+    def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> TritonKernel:
+        interpreted = interpreting()
+        return TritonKernel(leaf, ctx, lambda fixed_grid, optimised: generate(
+            leaf, ctx, checked, interpreted, fixed_grid, optimised))
+
+    def reusable(self, kernel: LeafKernel, leaf: K.LeafFunc) -> bool:
+        """A kernel is kept for its own leaf only (its source names the leaf's lines)."""
+        assert isinstance(kernel, TritonKernel)
+        return kernel.leaf is leaf
+
+    def emit(self, kind: str, leaf: K.LeafFunc, ctx: NodeContext) -> str:
+        """`hpvmc compile --emit triton`: the unchecked kernel's file for the GPU."""
         return generate(leaf, ctx, False, interpreted=False).text

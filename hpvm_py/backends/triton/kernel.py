@@ -17,7 +17,7 @@ from ...ir import semantics as S
 from ...ir.context import NodeContext, instance_counts
 from .. import heapview
 from ...types import PtrType, ScalarType, bf16, f32
-from ..base import BufferArg
+from ..base import BufferArg, LeafKernel
 from ...device import gpu_device, typed_tensor
 from ...device.devices import torch_dtype
 from ...device.outputs import DeviceOutputs
@@ -111,7 +111,7 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-class TritonKernel:
+class TritonKernel(LeafKernel):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext,
                  make_source: Callable[[bool, bool], TritonSource]):
         self.leaf = leaf
@@ -134,10 +134,6 @@ class TritonKernel:
                 found = (source, load_kernel(source.text, source.digest, source.kernel))
                 self._variants[key] = found
             return found
-
-    def launch(self, args: list[Any], outputs: list[np.ndarray | None],
-               extents: list[tuple[int, ...]]) -> None:
-        self.prepare(args, outputs, extents).run()
 
     def prepare(self, args: list[Any], outputs: list[np.ndarray | None],
                 extents: list[tuple[int, ...]]) -> TritonLaunch:
