@@ -37,6 +37,7 @@ from .passes import run_passes
 from .passes.coverage import check_report
 from .pipeline import LoadedGraph, compile_graph
 from .support import settings
+from .support.version import VERSION
 from .textio import from_text
 
 GRAPH_EMITS = ("ir", "dot")  # what a graph emits; its leaves' code is the targets' (Backend.emits)
@@ -293,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hpvmc", description="The hpvm-py compiler driver.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Exit status: 0 ok, 1 error in the program, 2 usage error.")
+    parser.add_argument("--version", action="version", version=f"hpvmc (hpvm-py) {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help_text: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:

@@ -295,3 +295,8 @@ def test_viz_graph_draws_the_chosen_graph(two_graphs: Path, tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "g.dot").read_text()
     assert "negate" in text and "affine" not in text
+
+
+def test_version() -> None:
+    result = hpvmc("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"hpvmc (hpvm-py) {hpvm.__version__}"
