@@ -51,6 +51,9 @@ def uncovered(leaf: object, extents: list[tuple[int, ...]], **values: int) -> di
     (P.reversed_2d, [(6, 7)], dict(c=42, nx=6)),
     (P.chunked, [(9,)], dict(c=36, chunk=4)),
     (P.copy_1d, [(4,), (3,)], dict(c=4)),  # every parent instance writes the same elements
+    (P.by_operation, [(9,)], dict(c=9, op=0)),
+    (P.by_operation, [(9,)], dict(c=9, op=1)),  # the elif's branch: op != 0 holds for all
+    (P.by_operation, [(9,)], dict(c=9, op=7)),  # the else branch
 ])
 def test_proven_whole(leaf, extents, values) -> None:
     assert uncovered(leaf, extents, **values) == {}

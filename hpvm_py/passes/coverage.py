@@ -291,14 +291,14 @@ class _Launch:
             self.never = self.never or bool(cond.value) != truth
             return None
         op = (cond.op if truth else _NEGATE[cond.op]) if isinstance(cond, K.Compare) else None
-        if op is None or op == "ne" or not _is_int(cond.lhs.type):
-            raise NotAffine(cond.loc)  # a condition no interval of one atom describes
+        if op is None or not _is_int(cond.lhs.type):
+            raise NotAffine(cond.loc)
         terms, const = _sub(self.form(cond.lhs, scope), self.form(cond.rhs, scope))
-        if not terms:  # terms + const op 0, for every instance alike
+        if not terms:  # terms + const op 0, for every instance alike (an elif's op != 0 too)
             self.never = self.never or not _holds(const, op)
             return None
-        if len(terms) != 1:
-            raise NotAffine(cond.loc)
+        if len(terms) != 1 or op == "ne":
+            raise NotAffine(cond.loc)  # a condition no interval of one atom describes
         (atom, coef), = terms.items()
         lo, hi = self._range(atom)
         # coef * x + const op 0, solved for x

@@ -114,3 +114,14 @@ def stencil_graph(c0: f32, c1: f32, A0: In[Ptr[f32]], A0_bytes: i64, Anext: Out[
     """Parboil's stencil as a CUDA porter writes it: Anext declared Out, its boundary unwritten."""
     hpvm.node(stencil, grid=(nx, ny, nz), c0=c0, c1=c1, A0=A0, A0_bytes=A0_bytes, Anext=Anext,
               Anext_bytes=Anext_bytes, nx=nx, ny=ny, nz=nz)
+
+
+@hpvm.leaf
+def by_operation(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, op: i64):
+    i = hpvm.instance_id(0)
+    if op == 0:
+        c[i] = a[i] + 1.0
+    elif op == 1:
+        c[i] = a[i] * 2.0
+    else:
+        c[i] = a[i]
