@@ -26,7 +26,7 @@ def sites(body: K.Block) -> list[Access]:
     return found
 
 
-def privatizable(leaf: K.LeafFunc) -> dict[str, str]:
+def privatisable(leaf: K.LeafFunc) -> dict[str, str]:
     """Buffers used only by atomics of one merge class whose old value is unused.
 
     Such a buffer can be replaced, per thread, by a private copy starting at the class's identity

@@ -16,7 +16,7 @@ from llvmlite import ir
 from ...ir import kernel as K
 from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from .. import jit
-from .accesses import Access, privatizable, sites
+from .accesses import Access, privatisable, sites
 from .driver import build_drivers, build_nontemporal_driver
 from .kernel import CpuKernel, KernelInfo, LazyCode
 from .nontemporal import SUFFIX as NT_SUFFIX
@@ -70,7 +70,7 @@ class CpuBackend(Backend):
 
 def _info(prepared: K.LeafFunc, ctx: NodeContext, plan: Plan) -> KernelInfo:
     loops = any(isinstance(s, (K.For, K.While)) for s in K.walk_stmts(prepared.body))
-    return KernelInfo(splittable=plan.kind != "group", private=privatizable(prepared),
+    return KernelInfo(splittable=plan.kind != "group", private=privatisable(prepared),
                       sites=sites(prepared.body), loops=loops,
                       nt_bytes=nt_bytes(prepared, nt_stores(prepared, ctx, plan)))
 

@@ -27,7 +27,7 @@ from .lowering import HOST
 from .memory import Heap, Memory, Pointer, buffer_limit
 from .nontemporal import LINE_BYTES, NtStore, assume_line_start, nt_stores, store_fence
 from .parallel import mark_parallel
-from .privatize import MERGE_SUFFIX, build_merge
+from .privatise import MERGE_SUFFIX, build_merge
 from .storage import TILE_WIDTH, GroupStorage
 
 _DIM_NAMES = "xyz"

@@ -28,7 +28,7 @@ from ..jit import LoadedObject
 from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
-from .privatize import MERGE_SUFFIX, identity
+from .privatise import MERGE_SUFFIX, identity
 from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .threads import PoolJob, native_pool
 

@@ -1,7 +1,7 @@
 """Privatised counting atomics on the gpu target: the histogram leaf without global contention.
 
 A buffer that a leaf only updates by `atomic_add`/`atomic_sub` of a constant whose old value is
-unused (the cpu backend's `privatizable` rule, restricted to integer elements and constant
+unused (the cpu backend's `privatisable` rule, restricted to integer elements and constant
 amounts) is a count per index. Each program then keeps a private block of counts, one lane per
 element of the buffer (NB, a power of two, fixed at the launch), adds `tl.histogram` of each
 block of instances' indices to it, and after ITERS blocks of instances merges it into the buffer
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ...ir import kernel as K
 from ...passes.fold import fold_expr
 from ...types import PtrType, ScalarType
-from ..cpu.accesses import privatizable
+from ..cpu.accesses import privatisable
 from . import values as V
 
 # Buffers of at most this many elements are privatised (one register block of counts per program).
@@ -38,7 +38,7 @@ def private_counts(leaf: K.LeafFunc) -> list[PrivateCount]:
     found = []
     params = {p.name: p.type for p in leaf.params}
     atomics = [e for e in K.walk_all_exprs(leaf.body) if isinstance(e, K.Atomic)]
-    for name, kind in privatizable(leaf).items():
+    for name, kind in privatisable(leaf).items():
         t = params[name]
         assert isinstance(t, PtrType)
         mine = [a for a in atomics if a.ptr.name == name]
@@ -78,7 +78,7 @@ class PrivateCounts:
                   f"mask={m} & ({index}.to(tl.uint64, bitcast=True) < {name}__count))")
         counts = self._counts(e.ptr.name)
         self.emit(f"{counts} = {counts} + {hist}.to({V.reg(elem)}) * {V.constant(step, elem)}")
-        return "ZERO"  # the old value is unused (privatizable)
+        return "ZERO"  # the old value is unused (privatisable)
 
     def private_merge(self) -> None:
         for p in self.private:

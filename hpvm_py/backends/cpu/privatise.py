@@ -1,5 +1,5 @@
 """Privatised atomics: a buffer updated only by commutative atomics whose old values are unused
-(accesses.privatizable) gets one private copy per partition of a launch. The driver variant for it
+(accesses.privatisable) gets one private copy per partition of a launch. The driver variant for it
 updates the copy with plain loads and stores; afterwards each copy is merged into the real buffer
 with atomics, so that other launches updating the same buffer at the same time stay correct.
 """
