@@ -2,11 +2,7 @@
 the nvptx backend (device buffers as torch CUDA tensors) for test_nvptx_launch."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-import tempfile
 import textwrap
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -17,6 +13,7 @@ from hpvm_py.ir.context import NodeContext, instance_counts
 from hpvm_py.backends.cpu import CpuBackend
 from hpvm_py.backends.nvptx import NvptxBackend
 from hpvm_py.types import PtrType
+from differential.data import load
 
 
 def buffer(array: np.ndarray) -> BufferArg:
@@ -88,8 +85,6 @@ def run(leaf: Any, extents: list[tuple[int, ...]], *args: Any, modes: dict[str, 
 
 # -- leaves generated from source text (the front end compiles leaves from files) ------------------
 
-_module_dir: Path | None = None
-_module_count = 0
 
 HEADER = """\
 import math
@@ -100,19 +95,7 @@ from hpvm_py import In, Out, InOut, Ptr, i1, i8, i16, i32, i64, u8, u16, u32, u6
 
 def leaves_from_source(source: str) -> ModuleType:
     """Import `source` (the HEADER is prepended) as a module written to a real file."""
-    global _module_dir, _module_count
-    if _module_dir is None:
-        _module_dir = Path(tempfile.mkdtemp(prefix="hpvm-cpu-leaves-"))
-    _module_count += 1
-    name = f"cpu_generated_{_module_count}"
-    path = _module_dir / f"{name}.py"
-    path.write_text(HEADER + textwrap.dedent(source))
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load(HEADER + textwrap.dedent(source))
 
 
 # -- 16-bit floats and float comparison -------------------------------------------------------------
