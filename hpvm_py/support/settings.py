@@ -56,6 +56,9 @@ FAKE_DEVICES = _declare("HPVM_FAKE_DEVICES", "number", "2", "how many fake GPUs 
                         "when there is none (CI)")
 NUM_THREADS = _declare("HPVM_NUM_THREADS", "number", "", "worker threads of the cpu target "
                        "(default: every core this process may run on)")
+CPU_NONTEMPORAL = _declare("HPVM_CPU_NONTEMPORAL", "text", "auto", "cpu target's stores to large "
+                            "write-only outputs: auto (time both from 4 MiB written, keep the "
+                            "faster), on (whenever a store qualifies) or off")
 # compiling
 CACHE_DIR = _declare("HPVM_CACHE_DIR", "path", "", "the on-disk compile cache (default: "
                      "$XDG_CACHE_HOME/hpvm-py, else ~/.cache/hpvm-py)")

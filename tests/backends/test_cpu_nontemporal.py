@@ -16,6 +16,7 @@ from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends import jit
 from hpvm_py.backends.cpu import CpuBackend
 from hpvm_py.backends.cpu import kernel as kernel_module
+from hpvm_py.backends.cpu import storechoice
 from hpvm_py.backends.cpu.backend import _analyse
 from hpvm_py.backends.cpu.nontemporal import SUPPORTED, nt_stores
 from hpvm_py.backends.cpu.threads import native_pool
@@ -128,12 +129,9 @@ def test_which_stores_qualify():
 def _launch(leaf, extents, *args, nontemporal):
     """Run the leaf with or without non-temporal stores; returns whether they were used."""
     before = stats.snapshot().get("cpu_nontemporal_launches", 0)
-    threshold = 1 if nontemporal else 1 << 62
-    saved, kernel_module.NONTEMPORAL_BYTES = kernel_module.NONTEMPORAL_BYTES, threshold
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HPVM_CPU_NONTEMPORAL", "on" if nontemporal else "off")
         run(leaf, extents, *args)
-    finally:
-        kernel_module.NONTEMPORAL_BYTES = saved
     return stats.snapshot().get("cpu_nontemporal_launches", 0) > before
 
 
@@ -246,7 +244,7 @@ def test_after_a_barrier():
 def test_partitions_and_consecutive_launches(monkeypatch):
     """Several partitions on the native pool write one array; each launch then reads what the
     previous one wrote (the fence at the end of every partition makes it visible)."""
-    monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1)
+    monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "on")
     n = 1 << 20
     kernel = CpuBackend().compile_leaf(vadd.ir, _context(vadd, (1,)))
     if native_pool().threads > 1:
@@ -264,7 +262,7 @@ def test_partitions_and_consecutive_launches(monkeypatch):
 
 def test_concurrent_launches(monkeypatch):
     """Launches from several Python threads: one holds the pool, the others run on their own."""
-    monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1)
+    monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "on")
     n = 300_000
     inputs = [(_floats(n, np.float32), _floats(n, np.float32)) for _ in range(4)]
     outputs = [np.zeros(n, np.float32) for _ in inputs]
@@ -295,3 +293,50 @@ def test_aligned_vector_stores_in_the_code():
     assembly = jit.target_machine().emit_assembly(llvm.parse_assembly(text))
     assert "movntps" in assembly
     assert "!nontemporal" not in CpuBackend().llvm_ir(vadd.ir, ctx)
+
+
+def test_the_setting_forces_them_on_or_off(monkeypatch):
+    kernel = CpuBackend().compile_leaf(vadd.ir, _context(vadd, (1,)))
+
+    def uses_them(n):
+        a, b, c = (np.zeros(n, np.float32) for _ in range(3))
+        return kernel.prepare([buffer(a), a.nbytes, buffer(b), b.nbytes, buffer(c), c.nbytes],
+                              [], [(n,)]).nontemporal
+
+    monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "on")
+    assert uses_them(1 << 10)  # 4 KiB: far below the automatic threshold
+    monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "off")
+    monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1)
+    assert not uses_them(1 << 18)
+    monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "auto")
+    assert uses_them(1 << 18)
+    monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "sometimes")
+    with pytest.raises(hpvm.errors.LaunchError, match="HPVM_CPU_NONTEMPORAL='sometimes'"):
+        uses_them(1 << 10)
+
+
+def test_a_size_class_times_both_stores_then_keeps_the_faster(monkeypatch):
+    """auto: the first launches of a size class alternate the drivers (timed), then every launch of
+    the class, a prepared one run again included, uses the faster; results never change."""
+    monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1 << 16)
+    kernel = CpuBackend().compile_leaf(vadd.ir, _context(vadd, (1,)))
+    n = 1 << 16
+    a, b = _floats(n, np.float32), _floats(n, np.float32)
+    with np.errstate(invalid="ignore"):
+        want = a + b
+    c = np.zeros(n, np.float32)
+    args = [buffer(a), a.nbytes, buffer(b), b.nbytes, buffer(c), c.nbytes]
+    reused = kernel.prepare(args, [], [(n,)])
+    used = []
+    for _ in range(2 * storechoice.TRIAL_RUNS):
+        c[:] = 0
+        reused.run()
+        used.append(reused.nontemporal)
+        assert np.array_equal(c.view(np.uint32), want.view(np.uint32))
+    assert used[:2] == [True, False]  # alternating, non-temporal first
+    trial = kernel._store_trials[(n * 4).bit_length()]
+    assert trial.choice is not None and reused.trial is None
+    assert reused.nontemporal == trial.choice
+    assert kernel.prepare(args, [], [(n,)]).nontemporal == trial.choice
+    small = np.zeros(1 << 10, np.float32)  # another size class, below the threshold: normal stores
+    assert not kernel.prepare([buffer(small), small.nbytes] * 3, [], [(1 << 10,)]).nontemporal

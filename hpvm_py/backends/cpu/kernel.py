@@ -7,6 +7,7 @@ import functools
 import math
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -18,7 +19,7 @@ from ...ir import kernel as K
 from ...ir.context import MAX_INSTANCES, NodeContext
 from ...ir.semantics import bf16_to_bits
 from .. import heapview
-from ...support import stats
+from ...support import settings, stats
 from ...types import PtrType, ScalarType
 from ..base import BufferArg, LeafKernel
 from ..bounds import recorded
@@ -29,6 +30,7 @@ from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .privatise import MERGE_SUFFIX, identity
+from .storechoice import StoreTrial
 from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .threads import PoolJob, native_pool
 
@@ -41,12 +43,13 @@ _MERGE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64
 SERIAL_INSTANCES = 32 * 1024
 SERIAL_INSTANCES_WITH_LOOPS = 2 * 1024
 # Partitions per thread: a few, so that a slow thread does not hold the launch up.
-PARTS_PER_THREAD = 2
+PARTS_PER_THREAD = 4
 # Privatise a buffer (one copy per partition) only up to this size, and only when the copies take
 # at most this many bytes per instance of the launch.
 PRIVATE_MAX_BYTES = 1 << 20
 PRIVATE_BYTES_PER_INSTANCE = 4
 _SHAPES_KEPT = 64  # extents remembered per kernel
+_ALWAYS_NONTEMPORAL = StoreTrial.decided(True)
 
 
 @functools.cache
@@ -62,10 +65,10 @@ def last_level_cache_bytes() -> int:
     return max(sizes, default=32 << 20)
 
 
-# A launch uses non-temporal stores (nontemporal.py) when its qualifying stores write at least this
-# many bytes: with what the launch reads, its output then pushes itself out of the last-level cache
-# (vadd with a 32 MiB L3: 8 MiB of output and more gain 20-25%, 4 MiB lose 30%).
-NONTEMPORAL_BYTES = last_level_cache_bytes() // 2
+# Launches whose qualifying stores write at least this many bytes time non-temporal stores
+# (nontemporal.py) against normal ones and keep the faster (storechoice.py); smaller outputs stay
+# in the caches for their next reader (vadd with a 32 MiB L3: 4 MiB lose 30%, 8 MiB gain 20-25%).
+NONTEMPORAL_BYTES = min(4 << 20, last_level_cache_bytes() // 2)
 
 
 @dataclass
@@ -112,6 +115,7 @@ class CpuKernel(LeafKernel):
                          for name in info.private}
         self._nontemporal = nontemporal  # None when no store qualifies, or checked
         self._nt_driver: Any = None
+        self._store_trials: dict[int, StoreTrial] = {}  # size class (log2 bytes) -> its timing
         # extents -> (extents array, parents, leaves, partitions); read-only once made, so
         # concurrent launches share them
         self._shapes: dict[tuple, tuple[ctypes.Array, int, int, list]] = {}
@@ -150,7 +154,8 @@ class CpuKernel(LeafKernel):
                 heap.bases_address, heap.rank, heap.world_size
         error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
         privates = self._privates(args, len(parts), parents * leaves) if parts else {}
-        nontemporal = not privates and self._nontemporal_pays(args, parents * leaves)
+        trial = None if privates else self._store_trial(args, parents * leaves)
+        nontemporal = trial is not None and trial.next_variant()
         if privates:
             driver = self._private_driver
         elif nontemporal:
@@ -172,7 +177,7 @@ class CpuKernel(LeafKernel):
             tasks.append((driver_at, slots_at, ext_at, p0, p1, o0, o1, error_at))
         merge = (lambda: self._merge(args, privates)) if privates else None
         return PreparedLaunch(self, driver, slots, error, tasks, merge, keep, reusable=not privates,
-                              nontemporal=nontemporal)
+                              nontemporal=nontemporal, trial=trial)
 
     def _shape(self, extents: list[tuple[int, ...]]) -> tuple[ctypes.Array, int, int, list]:
         """The extents array the drivers read, the instance counts and the partitions."""
@@ -199,12 +204,26 @@ class CpuKernel(LeafKernel):
             return [(a, b, 0, outer) for a, b in _chunks(parents, target)]
         return [(0, parents, a, b) for a, b in _chunks(outer, target)]
 
-    def _nontemporal_pays(self, args: list[Any], instances: int) -> bool:
-        """Whether this launch's qualifying stores write enough for non-temporal stores to pay."""
+    def _store_trial(self, args: list[Any], instances: int) -> StoreTrial | None:
+        """The store choice of this launch's size class; None: normal stores, no choice to make
+        (no store qualifies, or they write too little to leave the caches)."""
         if self._nontemporal is None:
-            return False
+            return None
+        mode = settings.CPU_NONTEMPORAL.get()
+        if mode not in ("auto", "on", "off"):
+            raise LaunchError(f"HPVM_CPU_NONTEMPORAL={mode!r}: expected auto, on or off")
+        if mode == "off":
+            return None
         written = sum(min(args[i].nbytes, instances * n) for i, n in self.info.nt_bytes.items())
-        return written >= NONTEMPORAL_BYTES
+        if mode == "on":
+            return _ALWAYS_NONTEMPORAL
+        if written < NONTEMPORAL_BYTES:
+            return None
+        size_class = written.bit_length()
+        trial = self._store_trials.get(size_class)
+        if trial is None:
+            trial = self._store_trials.setdefault(size_class, StoreTrial(self.leaf.name, size_class))
+        return trial
 
     def _nontemporal_driver(self) -> Any:
         """The driver with non-temporal stores, compiled by the first launch that wants it."""
@@ -351,7 +370,7 @@ class PreparedLaunch:
 
     def __init__(self, kernel: CpuKernel, driver: Any, slots: ctypes.Array, error: ctypes.Array,
                  tasks: list[tuple[int, ...]], merge: Callable[[], None] | None, keep: list[Any],
-                 reusable: bool, nontemporal: bool):
+                 reusable: bool, nontemporal: bool, trial: StoreTrial | None = None):
         self.kernel = kernel
         self.driver = driver
         self.slots = slots
@@ -364,6 +383,7 @@ class PreparedLaunch:
         # through one: each launch must check such buffers on the heap (backends/heapview.py)
         self.repointable = reusable and not kernel.layout.remote
         self.nontemporal = nontemporal
+        self.trial = trial if trial is not None and trial.choice is None else None
 
     def set_uniform(self, i: int, value: Any) -> None:
         """Write a new value of uniform scalar parameter i (same type as at prepare time)."""
@@ -384,6 +404,9 @@ class PreparedLaunch:
                 self.slots[self.kernel.layout.output_slot(j)] = _address(out)
 
     def run(self) -> None:
+        if self.trial is not None:
+            self._timed_run(self.trial)
+            return
         tasks = self.tasks
         # one partition runs right here; several go to the native pool, which shares its workers
         # among the launches in flight (or run here in turn if it has no free job slot)
@@ -392,9 +415,39 @@ class PreparedLaunch:
         else:
             self._run_here()
 
+    def _timed_run(self, trial: StoreTrial) -> None:
+        """A launch while its size class times both kinds of stores: run with the kind the trial
+        asks for next, and tell it how long that took."""
+        self._use_stores(trial.next_variant())
+        start = time.perf_counter()
+        self.trial = None
+        try:
+            self.run()
+        finally:
+            self.trial = trial
+        trial.record(self.nontemporal, time.perf_counter() - start)
+        if trial.choice is not None:
+            self._use_stores(trial.choice)
+            self.trial = None
+
+    def _use_stores(self, nontemporal: bool) -> None:
+        if nontemporal == self.nontemporal:
+            return
+        kernel = self.kernel
+        self.driver = kernel._nontemporal_driver() if nontemporal else kernel._driver
+        driver_at = ctypes.cast(self.driver, ctypes.c_void_p).value
+        self.tasks = [(driver_at,) + task[1:] for task in self.tasks]
+        self.nontemporal = nontemporal
+        if nontemporal:
+            stats.bump("cpu_nontemporal_launches")
+
     def begin(self) -> PoolJob | None:
         """Begin the launch on the native pool's workers and return at once: finish(job) ends it.
-        None when it could not be handed over (no free job slot): then it ran here already."""
+        None when it could not be handed over (no free job slot): then it ran here already.
+        Launches begun this way are not timed: they may overlap others."""
+        if self.trial is not None and self.trial.choice is not None:
+            self._use_stores(self.trial.choice)
+            self.trial = None
         job = native_pool().start(self.tasks) if self.tasks else None
         if job is None:
             self._run_here()

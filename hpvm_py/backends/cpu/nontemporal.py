@@ -5,7 +5,8 @@ more than the last-level cache holds, the line leaves the cache before anything 
 that read is wasted: vadd moves 4 bytes for every 3 it needs. A non-temporal store sends whole lines
 to memory without reading them. For outputs that would stay in the cache it is a loss (their next
 reader must fetch them from memory), so the kernel compiles a second driver with such stores when a
-launch first needs it, and picks it per launch by the bytes those stores write (kernel.py).
+launch first needs it; launches that write enough time both drivers and keep the faster
+(storechoice.py).
 
 A store qualifies when it runs once per x instance, unconditionally, at an index that advances by
 one element per x instance, into a buffer parameter the leaf only ever stores to. The x loop of such
