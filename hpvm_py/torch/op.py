@@ -16,6 +16,7 @@ import torch
 from ..pipeline import CompiledGraph, LoadedGraph
 from ..frontend.decorators import GraphDef
 from ..rt import api
+from ..rt.boundary import api_boundary
 from ..types import ScalarType
 from .spec import build, fail, graph_name, graph_params
 
@@ -280,7 +281,8 @@ class TorchOp:
         tensors = [v for n, v in zip(sig.inputs, inputs) if n in sig.tensors] + results
         ctx.save_for_backward(*tensors)
         ctx.hpvm_names = [n for n in sig.inputs if n in sig.tensors] + sig.results()
-        ctx.hpvm_scalars = {n: v for n, v in zip(sig.inputs, inputs) if n not in sig.tensors}
+        values = sig.values(inputs)
+        ctx.hpvm_scalars = {n: values[n] for n in sig.scalars + list(sig.constants) + list(sig.derived)}
 
     def _backward(self, ctx: Any, *grads: Any) -> tuple[Any, ...]:
         sig = self.signature
@@ -305,7 +307,8 @@ def _backward_op(forward: TorchOp, graph: Any, shapes: dict[str, Any]) -> TorchO
     """The op of a backward graph. Its parameters are named after the forward's: its In pointers
     are forward inputs, results (`y`) and incoming gradients (`grad_y`), its Out pointers the
     gradients of forward inputs (`grad_x`, shaped like `x` unless `shapes` says otherwise), its
-    scalars forward scalars (constants and derived ones are recomputed the same way)."""
+    scalars forward scalars (those the caller passed, the constants and the derived ones, as the
+    forward computed them)."""
     fsig = forward.signature
     where = f"hpvm.torch.op({forward.name}): the backward graph"
     params = graph_params(graph)
@@ -313,15 +316,12 @@ def _backward_op(forward: TorchOp, graph: Any, shapes: dict[str, Any]) -> TorchO
     grads_in = {f"grad_{n}" for n in fsig.results()}
     grads_out = {f"grad_{n}" for n in fsig.tensors}
     shapes = dict(shapes)
-    scalars: dict[str, Any] = {}
+    scalar_names = fsig.scalars + list(fsig.constants) + list(fsig.derived)
     for name, direction in params:
-        if direction is None:  # a scalar
-            if name in fsig.constants:
-                scalars[name] = fsig.constants[name]
-            elif name in fsig.derived:
-                scalars[name] = fsig.derived[name].fn
-            elif name not in fsig.scalars:
-                raise fail(f"{where} has a scalar {name!r}, which is no scalar of the forward graph")
+        if direction is None:
+            if name not in scalar_names:
+                raise fail(f"{where} has a scalar {name!r}, which is no scalar of the forward "
+                           f"graph ({', '.join(scalar_names) or 'it has none'})")
         elif direction == "out":
             if name not in grads_out:
                 raise fail(f"{where} writes {name!r}; its Out pointers are gradients of the "
@@ -339,7 +339,7 @@ def _backward_op(forward: TorchOp, graph: Any, shapes: dict[str, Any]) -> TorchO
         elif direction == "inout":
             raise fail(f"{where} writes {name!r} in place (InOut[...]); a backward graph only "
                        "reads what the forward saved: declare it In")
-    return TorchOp(graph, name=f"{forward.name}_backward", shapes=shapes, scalars=scalars,
+    return TorchOp(graph, name=f"{forward.name}_backward", shapes=shapes,
                    target=forward.targets or None)
 
 
@@ -371,6 +371,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@api_boundary
 def op(graph: Any, *, name: str | None = None, shapes: dict[str, Any] | None = None,
        scalars: dict[str, Any] | None = None, target: str | dict[str, str] | None = None,
        backward: Any = None, backward_shapes: dict[str, Any] | None = None) -> TorchOp:
