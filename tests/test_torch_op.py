@@ -295,3 +295,76 @@ def test_example_trains(tmp_path) -> None:
     assert losses[-1] < 0.5 * losses[0]
     compiled = torch_layer.train(steps=3, target="cpu", compile=True)
     assert compiled[:3] == pytest.approx(losses[:3], rel=1e-4)
+
+
+# -- CUDA tensors (gpu and nvptx targets; skipped without a GPU: run by tests/run_device_tests.sh) --
+
+def _gpu_targets() -> list[str]:
+    from hpvm_py.backends import registry
+    from hpvm_py.device.devices import cuda_available
+
+    return [t for t in ("gpu", "nvptx") if cuda_available() and registry.available(t)]
+
+
+GPU_TARGETS = _gpu_targets()
+needs_gpu = pytest.mark.skipif(not GPU_TARGETS, reason="CUDA tensors need a real GPU")
+
+
+@needs_gpu
+@pytest.mark.parametrize("target", GPU_TARGETS)
+def test_cuda_forward_backward_on_the_current_stream(target: str) -> None:
+    op = _op("bias_relu", target)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # the op's kernels are queued on torch's current stream
+        x = torch.randn(300, 40, device="cuda", requires_grad=True)
+        b = torch.randn(40, device="cuda", requires_grad=True)
+        y = op(x, b)
+        (y * y).sum().backward()
+        expected = torch.relu(x.detach() + b.detach())
+        assert y.device.type == "cuda"
+        torch.testing.assert_close(y, expected)
+        torch.testing.assert_close(x.grad, 2 * expected)
+        torch.testing.assert_close(b.grad, (2 * expected).sum(0))
+    side.synchronize()
+    axpy_op = _op("axpy", target)
+    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    expected = 0.5 * x + y
+    axpy_op(x, y, 0.5)
+    torch.testing.assert_close(y, expected)
+
+
+@needs_gpu
+@pytest.mark.parametrize("target", GPU_TARGETS)
+def test_cuda_compile_and_opcheck(target: str) -> None:
+    op = _op("bias_relu", target)
+    x = torch.randn(64, 32, device="cuda", requires_grad=True)
+    b = torch.randn(32, device="cuda", requires_grad=True)
+    _one_graph(lambda x, b: op(x, b).sum(), x, b)
+    compiled = torch.compile(lambda x, b: (op(x, b) ** 2).sum(), fullgraph=True, backend="aot_eager")
+    compiled(x, b).backward()
+    x2, b2 = x.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    (torch.relu(x2 + b2) ** 2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(b.grad, b2.grad)
+    torch.library.opcheck(op.overload, (torch.randn(8, 4, device="cuda"), torch.randn(4, device="cuda")))
+    square = _op("square", target)
+    t = torch.randn(33, dtype=torch.float64, device="cuda", requires_grad=True)
+    assert torch.autograd.gradcheck(lambda v: square(v, 1.25), (t,))
+
+
+@needs_gpu
+def test_cuda_example_trains() -> None:
+    losses = torch_layer.train(steps=20, device="cuda")
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_the_running_runtime_chooses_the_target() -> None:
+    op = _op("bias_relu", "cpu")
+    assert op._target(torch.device("cpu")) == "cpu"
+    with hpvm.runtime("python"):
+        with pytest.raises(LaunchError, match="runs on target 'cpu' .* has target 'python'"):
+            op._target(torch.device("cpu"))  # one runtime per process
+        unpinned = hpvm.torch.op(square, name="hpvm_test::square_any", shapes={"y": "x"})
+        assert unpinned._target(torch.device("cpu")) == "python"  # else the running runtime's
+        with pytest.raises(LaunchError, match="tensors on cuda:0, but the runtime running"):
+            unpinned._target(torch.device("cuda:0"))

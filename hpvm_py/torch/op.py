@@ -209,17 +209,19 @@ class TorchOp:
     def _target(self, device: Any) -> str:
         kind = device.type
         chosen = self.targets.get(kind)
-        if chosen is None:
-            running = api._runtime
-            if running is not None and (kind == "cpu" or running.target in GPU_TARGETS):
-                chosen = running.target
-            else:
-                chosen = "gpu" if kind == "cuda" else "cpu"
-        if kind == "cuda" and chosen not in GPU_TARGETS:
-            raise fail(f"{self.name} got tensors on {device}, but the runtime running in this "
-                       f"process has target {chosen!r}, which runs on the host: run the op on CPU "
-                       "tensors, or start the runtime with target 'gpu' or 'nvptx'")
-        return chosen
+        running = api._runtime
+        if running is not None and chosen is not None and chosen != running.target:
+            raise fail(f"{self.name} runs on target {chosen!r} (its target=), but the runtime "
+                       f"running in this process has target {running.target!r}: there is one "
+                       "runtime per process; leave target= out to use the running one")
+        if running is not None:
+            if kind == "cuda" and running.target not in GPU_TARGETS:
+                raise fail(f"{self.name} got tensors on {device}, but the runtime running in this "
+                           f"process has target {running.target!r}, which runs on the host: run "
+                           "the op on CPU tensors, or start the runtime with target 'gpu' or "
+                           "'nvptx'")
+            return str(running.target)
+        return chosen or ("gpu" if kind == "cuda" else "cpu")
 
     def _impl(self, *args: Any) -> Any:
         sig = self.signature
