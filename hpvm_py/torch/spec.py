@@ -142,7 +142,8 @@ def build(graph: Any, name: str, shapes: dict[str, Any] | None, scalars: dict[st
     derived: dict[str, Derived] = {}
     for key, value in scalars.items():
         if callable(value):
-            derived[key] = _derived(where, f"scalars[{key!r}]", value, inputs + list(derived))
+            known = inputs + list(constants) + list(derived)
+            derived[key] = _derived(where, f"scalars[{key!r}]", value, known)
         elif isinstance(value, (bool, int, float)):
             constants[key] = value
         else:
