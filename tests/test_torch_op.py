@@ -212,6 +212,36 @@ def test_compile_mutating_op() -> None:
     torch.testing.assert_close(y, expected)
 
 
+def test_compile_dynamic_shapes_and_scalar_arguments() -> None:
+    """dynamic=True: sizes reach the op as SymInts (an int argument, derived scalars, shapes)."""
+    op = hpvm.torch.op(axpy, name="hpvm_test::axpy_n")  # n is an argument here
+    assert op.schema == "(Tensor x, Tensor(a!) y, float alpha, SymInt n) -> ()"
+
+    def step(x, y):
+        op(x, y, 2.0, x.shape[0])
+        return y + 1
+
+    compiled = torch.compile(step, fullgraph=True, dynamic=True, backend="aot_eager")
+    for n in (10, 17):
+        x, y = torch.randn(n), torch.randn(n)
+        expected = 2 * x + y + 1
+        torch.testing.assert_close(compiled(x, y), expected)
+    square_op = _op("square", "cpu")
+    grad = torch.compile(lambda x: square_op(x, 0.5).sum(), fullgraph=True, dynamic=True,
+                         backend="aot_eager")
+    for n in (4, 9):
+        x = torch.randn(n, dtype=torch.float64, requires_grad=True)
+        grad(x).backward()
+        torch.testing.assert_close(x.grad, x.detach())
+
+
+def test_a_graph_read_back_from_text() -> None:
+    op = hpvm.torch.op(hpvm.from_text(hpvm.to_text(square)), name="hpvm_test::square_text",
+                       shapes={"y": "x"}, scalars={"n": lambda x: x.numel()})
+    x = torch.randn(6, dtype=torch.float64)
+    torch.testing.assert_close(op(x, 2.0), 2.0 * x * x)
+
+
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                     reason="inductor's CPU code needs a C compiler, and none is here")
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import torch
 
-from ..pipeline import CompiledGraph, LoadedGraph
 from ..frontend.decorators import GraphDef
+from ..pipeline import CompiledGraph, LoadedGraph
 from ..rt import api
 from ..rt.boundary import api_boundary
 from ..types import ScalarType
