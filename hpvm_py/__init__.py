@@ -38,5 +38,11 @@ def __getattr__(name: str) -> object:
     if name == "torch":
         import importlib
 
-        return importlib.import_module(".torch", __name__)
+        try:
+            return importlib.import_module(".torch", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != "torch":
+                raise
+            raise ImportError("hpvm.torch needs PyTorch (pip install torch, or hpvm-py[gpu])",
+                              name="torch") from None
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
