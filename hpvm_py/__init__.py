@@ -31,3 +31,18 @@ from .textio import from_text, load, to_text
 from .types import (In, InOut, Out, Ptr, bf16, f16, f32, f64, i1, i8, i16, i32, i64, u8, u16, u32,
                     u64)
 
+
+
+def __getattr__(name: str) -> object:
+    """`hpvm.torch` (hpvm_py/torch/) is loaded on first use: it imports torch."""
+    if name == "torch":
+        import importlib
+
+        try:
+            return importlib.import_module(".torch", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != "torch":
+                raise
+            raise ImportError("hpvm.torch needs PyTorch (pip install torch, or hpvm-py[gpu])",
+                              name="torch") from None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,410 @@
+"""`hpvm.torch.op(graph, ...)`: a graph as a `torch.library.custom_op` (docs/torch.md).
+
+The op's arguments are the graph's In and InOut pointers (tensors) and the scalar parameters the
+caller passes, in parameter order; it allocates the Out pointers (their shapes from `shapes=`) and
+returns them, then the graph's own outputs as 0-d tensors. InOut pointers are mutated in place
+(`mutates_args`). The pointers' sizes are filled from the tensors. A fake implementation gives the
+results' shapes and dtypes, so `torch.compile(fullgraph=True)` traces through the op; `backward=`
+(a graph or a Python function) registers autograd.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ..frontend.decorators import GraphDef
+from ..pipeline import CompiledGraph, LoadedGraph
+from ..rt import api
+from ..rt.boundary import api_boundary
+from ..types import ScalarType
+from .spec import build, fail, graph_name, graph_params
+
+_DTYPES = {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32,
+           "i64": torch.int64, "u8": torch.uint8, "u16": torch.uint16, "u32": torch.uint32,
+           "u64": torch.uint64, "f16": torch.float16, "bf16": torch.bfloat16,
+           "f32": torch.float32, "f64": torch.float64}
+GPU_TARGETS = ("gpu", "nvptx")
+CPU_TARGETS = ("cpu", "python")
+
+
+def torch_dtype(t: ScalarType) -> Any:
+    return _DTYPES[t.name]
+
+
+def _schema_type(t: ScalarType) -> str:
+    if t.is_bool:
+        return "bool"
+    return "float" if t.is_float else "SymInt"
+
+
+def _is_graph(obj: Any) -> bool:
+    return isinstance(obj, (GraphDef, LoadedGraph, CompiledGraph))
+
+
+def _op_name(graph: Any, name: str | None) -> str:
+    if name is not None:
+        if "::" not in name:
+            name = f"hpvm::{name}"
+        namespace, _, opname = name.partition("::")
+        if not (namespace.isidentifier() and opname.isidentifier()):
+            raise fail(f"hpvm.torch.op: name {name!r} is not 'namespace::name' of identifiers")
+        return name
+    base = graph_name(graph)
+    opname, k = base, 1
+    while hasattr(torch.ops.hpvm, opname):  # one per process: a second op of the graph gets _2
+        k += 1
+        opname = f"{base}_{k}"
+    return f"hpvm::{opname}"
+
+
+class TorchOp:
+    """A graph as a torch op: call it like a function (by position or by parameter name).
+
+    Attributes: `custom_op` (the `torch.library.CustomOpDef`), `overload` (the
+    `torch.ops.<namespace>.<name>.default` that compiled graphs call: pass it to
+    `torch.library.opcheck`), `name`, `inputs` (the op's arguments), `results`, `mutated`,
+    `schema`, `backward_op` (the op of a backward graph, if any)."""
+
+    def __init__(self, graph: Any, *, name: str | None = None, shapes: dict[str, Any] | None = None,
+                 scalars: dict[str, Any] | None = None, target: str | dict[str, str] | None = None,
+                 backward: Any = None, backward_shapes: dict[str, Any] | None = None):
+        if not _is_graph(graph):
+            raise fail(f"hpvm.torch.op() takes an @hpvm.graph function (or a graph from "
+                       f"hpvm.from_text / hpvm.load), not {type(graph).__name__}")
+        self.name = _op_name(graph, name)
+        self.signature = sig = build(graph, self.name, shapes, scalars)
+        self.targets = _targets(self.name, target)
+        self.inputs = list(sig.inputs)
+        self.results = sig.results()
+        self.mutated = list(sig.mutated)
+        self.schema = self._schema()
+        self._arity = len(sig.inputs)
+        try:
+            self.custom_op = torch.library.custom_op(self.name, self._impl, mutates_args=tuple(sig.mutated),
+                                                     schema=self.schema)
+        except RuntimeError as exc:
+            raise fail(f"hpvm.torch.op: torch refused to define {self.name}: {exc}") from None
+        self.custom_op.register_fake(self._fake)
+        namespace, _, opname = self.name.partition("::")
+        self.overload = getattr(getattr(torch.ops, namespace), opname).default
+        self.backward_op: TorchOp | None = None
+        self._grad: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+        if backward is not None:
+            self._register_backward(backward, backward_shapes)
+        elif backward_shapes:
+            raise fail(f"hpvm.torch.op({self.name}): backward_shapes= without backward=")
+
+    def __repr__(self) -> str:
+        return f"<hpvm.torch.op {self.name}{self.schema}>"
+
+    # -- calling --------------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or len(args) != self._arity:
+            args = self._order(args, kwargs)
+        self._check_kinds(args)
+        return self.overload(*args)
+
+    def _order(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        names = self.inputs
+        if len(args) > len(names):
+            raise fail(f"{self.name} takes {len(names)} argument(s) ({', '.join(names)}), got "
+                       f"{len(args)}")
+        values = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise fail(f"{self.name} has no argument {key!r} (arguments: {', '.join(names)})")
+            if key in values:
+                raise fail(f"{self.name}: argument {key!r} given twice (by position and by name)")
+            values[key] = value
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise fail(f"{self.name} takes ({', '.join(names)}): missing {', '.join(missing)}")
+        return tuple(values[n] for n in names)
+
+    def _check_kinds(self, args: tuple[Any, ...]) -> None:
+        sig = self.signature
+        for name, value in zip(self.inputs, args):
+            if name in sig.tensors:
+                if not isinstance(value, torch.Tensor):
+                    raise fail(f"argument {name!r} of {self.name} is a pointer ({sig.elem(name)}): "
+                               f"pass a torch tensor, not {type(value).__name__}")
+                continue
+            t = sig.elem(name)
+            if isinstance(value, torch.Tensor):
+                raise fail(f"argument {name!r} of {self.name} is a scalar {t}: pass a number, not a "
+                           "tensor (use .item() for a 0-d tensor)")
+            if t.is_bool:
+                ok = isinstance(value, bool)
+            elif t.is_float:
+                ok = isinstance(value, (int, float, torch.SymInt, torch.SymFloat)) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool)
+            if not ok:
+                raise fail(f"argument {name!r} of {self.name} is a scalar {t}: got "
+                           f"{type(value).__name__}")
+
+    def _schema(self) -> str:
+        sig = self.signature
+        args, alias = [], iter("abcdefghijklmnopqrstuvwxyz")
+        for name in sig.inputs:
+            if name in sig.mutated:
+                args.append(f"Tensor({next(alias)}!) {name}")
+            elif name in sig.tensors:
+                args.append(f"Tensor {name}")
+            else:
+                args.append(f"{_schema_type(sig.elem(name))} {name}")
+        count = len(sig.results())
+        returns = "()" if count == 0 else "Tensor" if count == 1 else \
+            "(" + ", ".join(["Tensor"] * count) + ")"
+        return f"({', '.join(args)}) -> {returns}"
+
+    # -- checks shared by the real and the fake implementation ------------------------------------
+
+    def _check(self, values: dict[str, Any]) -> Any:
+        """The device of the call, after checking every tensor's dtype, device and shape."""
+        sig = self.signature
+        device, first = None, None
+        for name in sig.tensors:
+            t = values[name]
+            want = torch_dtype(sig.elem(name))
+            if t.dtype != want:
+                raise fail(f"argument {name!r} of {self.name} must be a {want} tensor "
+                           f"({sig.elem(name)} elements), got {t.dtype}")
+            if device is None:
+                device, first = t.device, name
+            elif t.device != device:
+                raise fail(f"argument {name!r} of {self.name} is on {t.device} but {first!r} is on "
+                           f"{device}: every tensor of one call lives on one device")
+            if name in sig.mutated and not t.is_contiguous():
+                raise fail(f"argument {name!r} of {self.name} is written in place (InOut[...]) and "
+                           "must be contiguous: pass tensor.contiguous() and use that tensor")
+            if name in sig.shapes:
+                expected = sig.shape(name, values)
+                if tuple(t.shape) != tuple(expected):
+                    raise fail(f"argument {name!r} of {self.name} must have shape "
+                               f"{tuple(expected)}, got {tuple(t.shape)}")
+        if device is None:  # outputs only: on the default device
+            device = torch.get_default_device()
+        if device.type not in ("cpu", "cuda", "meta"):
+            raise fail(f"{self.name}: tensors on {device} are not supported (cpu or cuda)")
+        return device
+
+    def _allocate(self, values: dict[str, Any], device: Any) -> list[Any]:
+        sig = self.signature
+        return [torch.empty(sig.shape(o, values), dtype=torch_dtype(sig.elem(o)), device=device)
+                for o in sig.outputs]
+
+    def _fake(self, *args: Any) -> Any:
+        sig = self.signature
+        values = sig.values(args)
+        device = self._check(values)
+        results = self._allocate(values, device)
+        results += [torch.empty((), dtype=torch_dtype(t), device=device) for _, t in sig.returns]
+        return _pack(results)
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _target(self, device: Any) -> str:
+        kind = device.type
+        chosen = self.targets.get(kind)
+        running = api._runtime
+        if running is not None and chosen is not None and chosen != running.target:
+            raise fail(f"{self.name} runs on target {chosen!r} (its target=), but the runtime "
+                       f"running in this process has target {running.target!r}: there is one "
+                       "runtime per process; leave target= out to use the running one")
+        if running is not None:
+            if kind == "cuda" and running.target not in GPU_TARGETS:
+                raise fail(f"{self.name} got tensors on {device}, but the runtime running in this "
+                           f"process has target {running.target!r}, which runs on the host: run "
+                           "the op on CPU tensors, or start the runtime with target 'gpu' or "
+                           "'nvptx'")
+            return str(running.target)
+        return chosen or ("gpu" if kind == "cuda" else "cpu")
+
+    def _impl(self, *args: Any) -> Any:
+        sig = self.signature
+        values = sig.values(args)
+        device = self._check(values)
+        results = self._allocate(values, device)
+        call: dict[str, Any] = {}
+        for name in sig.tensors:
+            t = values[name]
+            call[name] = t if t.is_contiguous() else t.contiguous()
+        call.update(zip(sig.outputs, results))
+        for name in sig.scalars + list(sig.constants) + list(sig.derived):
+            call[name] = _plain(values[name])
+        with api.runtime(self._target(device)):
+            returned = self._launch(call, [call[n] for n in sig.tensors + sig.outputs])
+        if sig.returns:
+            if len(sig.returns) == 1 and not isinstance(returned, tuple):
+                returned = (returned,)
+            results += [torch.tensor(_plain(v), dtype=torch_dtype(t), device=device)
+                        for v, (_, t) in zip(returned, sig.returns)]
+        return _pack(results)
+
+    def _launch(self, call: dict[str, Any], buffers: list[Any]) -> Any:
+        """Launch and wait; then let go of the tensors this call tracked (bringing their data
+        home), so that a training loop's fresh tensors are never held by the runtime."""
+        tracker = api._active().tracker
+        fresh = {id(b): b for b in buffers if tracker.lookup(b) is None}
+        try:
+            return api.wait(api.launch(self.signature.graph, **call))
+        finally:
+            for b in fresh.values():
+                if tracker.lookup(b) is not None:
+                    api.untrack_memory(b)
+
+    # -- autograd -------------------------------------------------------------------------------
+
+    def _register_backward(self, backward: Any, shapes: dict[str, Any] | None) -> None:
+        sig = self.signature
+        if sig.mutated:
+            raise fail(f"hpvm.torch.op({self.name}): backward= needs an op that mutates nothing, "
+                       f"but the graph writes {', '.join(sig.mutated)} in place (InOut[...]): make "
+                       "them Out parameters (the op then returns them)")
+        if _is_graph(backward):
+            self.backward_op = _backward_op(self, backward, shapes or {})
+            self._grad = self._graph_grad
+        elif callable(backward):
+            if shapes:
+                raise fail(f"hpvm.torch.op({self.name}): backward_shapes= goes with a backward graph")
+            self._grad = backward
+        else:
+            raise fail(f"hpvm.torch.op({self.name}): backward= takes a graph or a function "
+                       f"(saved, grads) -> {{input: gradient}}, not {type(backward).__name__}")
+        self.custom_op.register_autograd(self._backward, setup_context=self._setup_context)
+
+    def _setup_context(self, ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        sig = self.signature
+        results = list(output) if isinstance(output, (tuple, list)) else \
+            ([] if output is None else [output])
+        tensors = [v for n, v in zip(sig.inputs, inputs) if n in sig.tensors] + results
+        ctx.save_for_backward(*tensors)
+        ctx.hpvm_names = [n for n in sig.inputs if n in sig.tensors] + sig.results()
+        values = sig.values(inputs)
+        ctx.hpvm_scalars = {n: values[n] for n in sig.scalars + list(sig.constants) + list(sig.derived)}
+
+    def _backward(self, ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        sig = self.signature
+        saved = dict(zip(ctx.hpvm_names, ctx.saved_tensors))
+        saved.update(ctx.hpvm_scalars)
+        incoming = {}
+        for name, grad in zip(sig.results(), grads):
+            incoming[name] = torch.zeros_like(saved[name]) if grad is None else grad
+        got = self._grad(saved, incoming) or {}
+        return tuple(got.get(n) if n in sig.tensors else None for n in sig.inputs)
+
+    def _graph_grad(self, saved: dict[str, Any], grads: dict[str, Any]) -> dict[str, Any]:
+        bwd = self.backward_op
+        assert bwd is not None
+        values = {**saved, **{f"grad_{n}": g for n, g in grads.items()}}
+        out = bwd(*[values[n] for n in bwd.inputs])
+        out = list(out) if isinstance(out, tuple) else [out]
+        return {n.removeprefix("grad_"): g for n, g in zip(bwd.results, out)}
+
+
+def _backward_op(forward: TorchOp, graph: Any, shapes: dict[str, Any]) -> TorchOp:
+    """The op of a backward graph. Its parameters are named after the forward's: its In pointers
+    are forward inputs, results (`y`) and incoming gradients (`grad_y`), its Out pointers the
+    gradients of forward inputs (`grad_x`, shaped like `x` unless `shapes` says otherwise), its
+    scalars forward scalars (those the caller passed, the constants and the derived ones, as the
+    forward computed them)."""
+    fsig = forward.signature
+    where = f"hpvm.torch.op({forward.name}): the backward graph"
+    params = graph_params(graph)
+    tensors = set(fsig.tensors) | set(fsig.results())
+    grads_in = {f"grad_{n}" for n in fsig.results()}
+    grads_out = {f"grad_{n}" for n in fsig.tensors}
+    shapes = dict(shapes)
+    scalar_names = fsig.scalars + list(fsig.constants) + list(fsig.derived)
+    for name, direction in params:
+        if direction is None:
+            if name not in scalar_names:
+                raise fail(f"{where} has a scalar {name!r}, which is no scalar of the forward "
+                           f"graph ({', '.join(scalar_names) or 'it has none'})")
+        elif direction == "out":
+            if name not in grads_out:
+                raise fail(f"{where} writes {name!r}; its Out pointers are gradients of the "
+                           f"forward's tensor inputs: {', '.join(sorted(grads_out))}")
+            if name not in shapes:
+                like = name.removeprefix("grad_")
+                if like not in [n for n, _ in params]:
+                    raise fail(f"{where}: give {name!r} a shape in backward_shapes=, or take "
+                               f"{like!r} as an In parameter (its shape is then {name!r}'s)")
+                shapes[name] = like
+        elif name not in tensors and name not in grads_in:
+            raise fail(f"{where} reads {name!r}; its In pointers are the forward's tensors and "
+                       f"results ({', '.join(sorted(tensors))}) and their gradients "
+                       f"({', '.join(sorted(grads_in))})")
+        elif direction == "inout":
+            raise fail(f"{where} writes {name!r} in place (InOut[...]); a backward graph only "
+                       "reads what the forward saved: declare it In")
+    return TorchOp(graph, name=f"{forward.name}_backward", shapes=shapes,
+                   target=forward.targets or None)
+
+
+def _targets(name: str, target: str | dict[str, str] | None) -> dict[str, str]:
+    if target is None:
+        return {}
+    chosen = dict(target) if isinstance(target, dict) else \
+        {"cuda" if target in GPU_TARGETS else "cpu": target}
+    for kind, t in chosen.items():
+        allowed = GPU_TARGETS if kind == "cuda" else CPU_TARGETS if kind == "cpu" else ()
+        if t not in allowed:
+            raise fail(f"hpvm.torch.op({name}): target {t!r} for {kind} tensors: choose one of "
+                       f"{', '.join(allowed) or 'nothing (cpu or cuda tensors only)'}")
+    return chosen
+
+
+def _pack(results: list[Any]) -> Any:
+    if not results:
+        return None
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _plain(value: Any) -> Any:
+    """A launch argument from a value torch handed over (a SymInt is concrete by now)."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return value.node.hint if hasattr(value.node, "hint") else int(value)
+    if hasattr(value, "item") and not isinstance(value, torch.Tensor):
+        return value.item()
+    return value
+
+
+@api_boundary
+def op(graph: Any, *, name: str | None = None, shapes: dict[str, Any] | None = None,
+       scalars: dict[str, Any] | None = None, target: str | dict[str, str] | None = None,
+       backward: Any = None, backward_shapes: dict[str, Any] | None = None) -> TorchOp:
+    """A graph as a torch custom op (`torch.library.custom_op`); see docs/torch.md.
+
+    Args:
+        graph: an `@hpvm.graph` function (or a graph from `hpvm.from_text` / `hpvm.load`).
+        name: the op's name, "namespace::name" (default "hpvm::<graph name>", with a suffix when
+            taken).
+        shapes: parameter -> shape, for every Out pointer (the op allocates it; its dtype is the
+            pointer's element type) and, checked at each call, for any In/InOut pointer. A shape
+            is an input's name (that tensor's shape), a tuple of ints and scalar parameter names,
+            or a function whose parameters name the op's values (returns an int or a tuple).
+        scalars: scalar parameter -> a number (a constant) or a function of the op's values (by
+            parameter name: `lambda x: x.numel()`); these are not arguments of the op.
+        target: where the graph runs: a target name, or {"cpu": ..., "cuda": ...}. Default: the
+            running runtime's target when it fits the tensors' device, else "cpu" for CPU tensors
+            and "gpu" for CUDA tensors.
+        backward: a graph computing gradients (parameters named `x`, `y`, `grad_y`, `grad_x`:
+            docs/torch.md), or a function `(saved, grads) -> {input: gradient}` of dicts by
+            parameter name, which may call other ops; registers autograd.
+        backward_shapes: shapes of the backward graph's Out pointers (default: `grad_x` like `x`).
+
+    Returns:
+        A TorchOp: call it with the In/InOut tensors and the remaining scalars, by position or
+        by parameter name; it returns the Out tensors then the graph's outputs (one: the tensor;
+        none: None).
+
+    Raises:
+        LaunchError: a spec that does not fit the graph; at a call, a wrong dtype, device or
+            shape, or a non-contiguous InOut tensor. Launch errors as for `hpvm.launch`.
+    """
+    return TorchOp(graph, name=name, shapes=shapes, scalars=scalars, target=target,
+                   backward=backward, backward_shapes=backward_shapes)
