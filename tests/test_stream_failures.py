@@ -11,7 +11,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.errors import ExecutionError
-from hpvm_py.rt import streaming
+from hpvm_py.rt.stream import streaming
 from conftest import TARGETS
 from programs import stream_graphs as g
 
@@ -20,7 +20,7 @@ N = 8  # elements per buffer
 TIMEOUT = 120  # seconds for any one push, pop or wait (Triton's interpreter is slow)
 SCHEDULERS = ["threads", "scheduler", "items"]
 # the runners a target can use: python leaves always get a thread per stage, whole items are
-# the gpu target's (rt/items.py)
+# the gpu target's (rt/stream/items.py)
 USABLE = {"python": {"threads"}, "cpu": {"threads", "scheduler"}, "nvptx": {"threads", "scheduler"}}
 
 

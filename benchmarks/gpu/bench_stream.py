@@ -101,7 +101,7 @@ def profile_stream(target: str, frames: int, size: int, out: io.TextIOBase, grap
                    extra=lambda: []) -> None:
     """One stream of `graph` (the demo's arguments, `extra()` buffers before w, h, theta) with its
     scheduler thread under cProfile (after a warm-up)."""
-    from hpvm_py.rt import stages
+    from hpvm_py.rt.stream import stages
 
     rng = np.random.default_rng(1)
     gauss = ed.gaussian_filter()

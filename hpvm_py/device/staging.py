@@ -1,4 +1,4 @@
-"""Copies between host and GPU that do not block the host: a streaming GPU stage's (rt/stage_launch.py).
+"""Copies between host and GPU that do not block the host: a streaming GPU stage's (rt/stream/stage_launch.py).
 
 A plain copy between a NumPy array (pageable memory) and the GPU makes the calling thread wait
 until the copy is done, and a copy to the host also waits for every kernel queued before it. A

@@ -21,7 +21,7 @@ from .boundary import api_boundary
 from .executor import Executor
 from .launch_devices import launch_devices
 from .replay import Recorder, replay
-from .streaming import WAITED_TWICE, deadline_after, launch_stream
+from .stream.streaming import WAITED_TWICE, deadline_after, launch_stream
 from .tracker import MemoryTracker
 
 

@@ -99,7 +99,7 @@ class NodePlan:
 
     def reading_on_device(self, ports: tuple[int, ...]) -> tuple[LeafKernel, BoundsProof]:
         """The unchecked variant whose uniform inputs `ports` are read from device arrays (one
-        value per parent: rt/items.py hands it a producer's outputs), with its bounds proof, in
+        value per parent: rt/stream/items.py hands it a producer's outputs), with its bounds proof, in
         which those inputs are unknown (compiled on first need)."""
         found = self._reading.get(ports)
         if found is None:

@@ -52,7 +52,7 @@ from ..types import PtrType, ScalarType
 from .args import scalar_argument
 from .buffers import HOST, moved, why_not_writable
 from .executor import BoundBuffer
-from .streams import StreamPlan, assign_streams
+from .replay_streams import StreamPlan, assign_streams
 from .tracker import MemoryTracker
 
 _KEPT = 8  # recordings kept per compiled graph

@@ -1,5 +1,5 @@
 """Whole items of a GPU stream: every stage of one item queued at once, with no host work between
-stages (rt/streaming.py runs a stream this way when it can, else through stages.py).
+stages (rt/stream/streaming.py runs a stream this way when it can, else through stages.py).
 
 stages.py starts each stage of each item on its own: a few hundred microseconds of Python per stage
 item, about what the node costs launched alone, and a stage whose uniform input is another stage's
@@ -41,19 +41,19 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import BufferArg
-from ..device.devices import allocate, host_bytes, selected
-from ..device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
-from ..device.streams import ItemEvent, StageStream
-from ..errors import HPVMError
-from ..passes.bounds import BoundsProof
-from ..support import settings, stats
-from ..types import PtrType, bf16
-from .buffers import HOST, span
-from .executor import BoundBuffer, Executor, Slot, Stopped
+from ...backends.base import BufferArg
+from ...device.devices import allocate, host_bytes, selected
+from ...device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
+from ...device.streams import ItemEvent, StageStream
+from ...errors import HPVMError
+from ...passes.bounds import BoundsProof
+from ...support import settings, stats
+from ...types import PtrType, bf16
+from ..buffers import HOST, span
+from ..executor import BoundBuffer, Executor, Slot, Stopped
+from ..tracker import MemoryObject
 from .stage_launch import same_scalar
 from .stages import EOS, GPU_SLICE, POLL, EdgeItem, Scheduler, Stage, StageFailed
-from .tracker import MemoryObject
 
 SLOTS = 4  # items in flight: one copied in, one computing, one copied out, one spare while the
 # host moves a completed item's results

@@ -40,15 +40,15 @@ import threading
 import time
 from typing import Any, Iterator
 
-from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
-from ..frontend.callsite import caller_loc
-from ..support import stats
-from .args import bind_arguments
-from .executor import BoundBuffer, Executor, Stopped
+from ...errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
+from ...frontend.callsite import caller_loc
+from ...support import stats
+from ..args import bind_arguments
+from ..executor import BoundBuffer, Executor, Stopped
+from ..launch_devices import launch_devices
+from ..library import first_library_node
 from .hazards import Hazards, Use
-from .launch_devices import launch_devices
 from .items import ItemRunner, plan_items
-from .library import first_library_node
 from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread
 
 WAITED_TWICE = "wait() was already called on this launch handle"

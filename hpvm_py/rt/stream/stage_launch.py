@@ -31,13 +31,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..device.staging import PinnedPool, StagedCopies
-from ..device.streams import ItemEvent, StageStream
-from ..types import PtrType
-from .buffers import HOST
-from .executor import Executor, Slot
-from .placement import device_of
-from .plan import GraphPlan, NodePlan
+from ...device.staging import PinnedPool, StagedCopies
+from ...device.streams import ItemEvent, StageStream
+from ...types import PtrType
+from ..buffers import HOST
+from ..executor import Executor, Slot
+from ..placement import device_of
+from ..plan import GraphPlan, NodePlan
 
 _KEPT = 4  # packed launches kept per stage (one per combination of kernel, extents and sizes)
 

@@ -32,13 +32,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..device.streams import ItemEvent, stage_stream
-from ..errors import HPVMError
-from ..ir import dfg as D
-from ..support import stats
-from .executor import Executor, Slot, Stopped, check_grids
+from ...device.streams import ItemEvent, stage_stream
+from ...errors import HPVMError
+from ...ir import dfg as D
+from ...support import stats
+from ..executor import Executor, Slot, Stopped, check_grids
+from ..plan import GraphPlan
 from .hazards import Hazards
-from .plan import GraphPlan
 from .stage_launch import DeviceStageRun, StageLauncher, StageRun
 
 POLL = 0.05  # seconds between checks of the stop flag while blocked

@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from .tracker import MemoryObject
+from ..tracker import MemoryObject
 
 POLL = 0.05  # seconds between a waiting stage thread's checks of the stream's stop and failure
 
