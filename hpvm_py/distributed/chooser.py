@@ -1,7 +1,7 @@
 """Which algorithm runs a collective: by where the ranks are, the collective and its size.
 
 - Ranks on more than one host (or HPVM_COMM_FORCE_REMOTE=1, which gives every rank a host of its
-  own): "remote", the launcher's engine (remote.py).
+  own): "remote", the launcher's engine (engine_collectives.py).
 - all_reduce on one host: "one_shot" up to the threshold (one barrier less, each rank reads
   world x n bytes), "two_shot" above it (each rank reads about 2n bytes). The threshold is
   HPVM_COMM_ONESHOT_BYTES, else the measured default below.

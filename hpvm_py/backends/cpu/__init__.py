@@ -5,7 +5,7 @@ with the body inlined into the innermost (x) loop, so that LLVM's loop vectorise
 instances (abi.py has the calling convention). The pieces, in pipeline order:
 
   prepare.py   scalar parameters the body assigns become locals
-  plan.py      "SIMT to loops": barrier-free regions run as loops over a group's instances, with
+  loop_plan.py "SIMT to loops": barrier-free regions run as loops over a group's instances, with
                uniform loops interchanged with the instance loop (uniform.py decides uniformity)
   driver.py    the driver: parent, row and instance loops, per-instance storage, malloc scratch
   nontemporal.py

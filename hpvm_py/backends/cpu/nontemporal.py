@@ -35,7 +35,7 @@ from ...types import PtrType, ScalarType
 from ..base import NodeContext
 from .intrinsics import declare
 from .lltypes import I1, I64, VOID
-from .plan import Forall, Plan, x_coefficient
+from .loop_plan import Forall, Plan, x_coefficient
 
 LINE_BYTES = 64
 # sfence orders the stores; other targets keep normal stores

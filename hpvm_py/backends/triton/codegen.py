@@ -40,7 +40,7 @@ from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
 from .privatise import PrivateCount, PrivateCounts, private_counts
 from .reductions import ReductionLoop, reduction_loops, splittable, without
-from .remote import HEAP_ARGUMENTS, RemoteAccesses
+from .remote_access import HEAP_ARGUMENTS, RemoteAccesses
 from .scratch import Scratch, scratches
 from .spread import SpreadLoops
 
