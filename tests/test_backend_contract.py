@@ -12,7 +12,7 @@ from hpvm_py.errors import LaunchError
 from hpvm_py.backends import registry
 from hpvm_py.backends.base import Backend, LeafKernel
 from hpvm_py.backends.python import PythonBackend, PythonLeafKernel
-from hpvm_py.pipeline import compile_graph
+from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.support import stats
 
 

@@ -31,7 +31,7 @@ from hpvm_py.ir.parser import parse_module
 from hpvm_py.ir.printer import print_module
 from hpvm_py.ir.verify import verify_module
 from hpvm_py.passes.bounds import BoundsProof
-from hpvm_py.pipeline import compile_graph
+from hpvm_py.rt.compiler import compile_graph
 from test_distributed import PROGRAMS, _launch, _reports, needs_mpiexec
 
 N = 300

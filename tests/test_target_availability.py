@@ -13,7 +13,7 @@ import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, f32, i64
 from hpvm_py.backends import registry
 from hpvm_py.errors import CompileError
-from hpvm_py.pipeline import TARGETS
+from hpvm_py.rt.compiler import TARGETS
 
 LEAF_LINE = 22  # the line of `def doubled` below
 
