@@ -11,7 +11,8 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.errors import ExecutionError
-from hpvm_py.rt.stream import streaming
+from hpvm_py.rt.stream import stages, streaming
+from hpvm_py.rt.stream.scheduler import StreamScheduler
 from conftest import TARGETS
 from programs import stream_graphs as g
 
@@ -41,7 +42,7 @@ def _use_scheduler(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     if name != "items":
         monkeypatch.setenv("HPVM_STREAM_ITEMS", "0")
     if name == "threads":
-        monkeypatch.setattr(streaming, "can_schedule", lambda stages: False)
+        monkeypatch.setattr(streaming, "SCHEDULERS", (stages.StageThreads,))
 
 
 def _stage_threads() -> int:
@@ -167,3 +168,12 @@ def test_stages_sharing_an_accumulator_see_the_items_in_push_order(target: str, 
     for out, want in zip(outs, running):
         np.testing.assert_array_equal(out, want * 2)
     np.testing.assert_array_equal(total, running[-1])
+
+
+def test_every_way_of_running_stages_is_one_scheduler_interface() -> None:
+    """streaming.SCHEDULERS, chosen in order, each implement scheduler.StreamScheduler; the last
+    takes any stream."""
+    assert streaming.SCHEDULERS[-1] is stages.StageThreads
+    for kind in streaming.SCHEDULERS:
+        assert issubclass(kind, StreamScheduler) and not getattr(kind, "__abstractmethods__", None)
+    assert StreamScheduler.__abstractmethods__ == {"fit", "threads", "busy"}

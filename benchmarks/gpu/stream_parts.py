@@ -39,7 +39,7 @@ PARTS = [(stage_launch.StageLauncher, "start"), (stage_launch.StageLauncher, "_p
          (staging.StagedCopies, "to_device"), (staging.StagedCopies, "to_host"),
          (staging.StagedCopies, "complete"), (streams.StageStream, "record"),
          (streams.StageStream, "use"), (streams.StageStream, "wait"), (streams.ItemEvent, "done"),
-         (stages.Stage, "arguments"), (stages.Stage, "publish"), (stages.Scheduler, "_poll"),
+         (stages.Stage, "arguments"), (stages.Stage, "publish"), (stages.SchedulerThread, "_poll"),
          (items.ItemRunner, "_item"), (items.ItemRunner, "_start"),
          (items.ItemRunner, "_complete_oldest"), (items.ItemSlot, "build"),
          (items.ItemSlot, "issue"), (items.ItemSlot, "_copy_in"), (items.ItemSlot, "complete")]

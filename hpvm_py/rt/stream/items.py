@@ -53,7 +53,8 @@ from ..buffers import HOST, span
 from ..executor import BoundBuffer, Executor, Slot, Stopped
 from ..tracker import MemoryObject
 from .stage_launch import same_scalar
-from .stages import EOS, GPU_SLICE, POLL, EdgeItem, Scheduler, Stage, StageFailed
+from .scheduler import StreamScheduler
+from .stages import EOS, GPU_SLICE, POLL, EdgeItem, SchedulerThread, Stage, StageFailed
 
 SLOTS = 4  # items in flight: one copied in, one computing, one copied out, one spare while the
 # host moves a completed item's results
@@ -265,8 +266,9 @@ class _Flight:
     index: int  # the item's place in push order
 
 
-class ItemRunner:
-    """Runs a stream item by item (see the module's docstring), from one thread."""
+class ItemRunner(StreamScheduler):
+    """Runs a stream item by item (see the module's docstring), from one thread: takes streams
+    whose every stage is a `gpu` leaf on one device (plan_items)."""
 
     def __init__(self, stages: list[Stage], plans: list[StagePlan]):
         self.stages = stages
@@ -278,7 +280,15 @@ class ItemRunner:
         self.flight: deque[_Flight] = deque()
         self.started = 0  # items started whole (the next looks at slot started % limit first)
         self.index = 0  # the place in push order of the item being taken or started
-        self.scheduler: Scheduler | None = None  # stages.py's, once the stream went there
+        self.scheduler: SchedulerThread | None = None  # stages.py's, once the stream went there
+
+    @classmethod
+    def fit(cls, stages: list[Stage]) -> ItemRunner | None:
+        plans = plan_items(stages)
+        return None if plans is None else cls(stages, plans)
+
+    def threads(self) -> list[threading.Thread]:
+        return self.one_thread()
 
     def busy(self) -> list[str]:
         """The stages whose kernels are in flight."""
@@ -519,7 +529,7 @@ class ItemRunner:
         """Run the rest of the stream, from its first item on, with stages.py's scheduler."""
         for stage in self.stages:
             stage.env = env
-        self.scheduler = Scheduler(self.stages)
+        self.scheduler = SchedulerThread(self.stages)
         self.scheduler()
 
     def _drain(self) -> None:

@@ -39,6 +39,7 @@ from ...support import stats
 from ..executor import Executor, Slot, Stopped, check_grids
 from ..plan import GraphPlan
 from .hazards import Hazards
+from .scheduler import THREAD_PREFIX, StreamScheduler
 from .stage_launch import DeviceStageRun, StageLauncher, StageRun
 
 POLL = 0.05  # seconds between checks of the stop flag while blocked
@@ -196,6 +197,27 @@ class Stage:
         self.handle.fail(self.node, exc, item)
 
 
+class StageThreads(StreamScheduler):
+    """Runs every stage on a thread of its own: takes any stream."""
+
+    def __init__(self, stages: list[Stage]):
+        self.stages = stages
+        self._threads: list[threading.Thread] = []
+
+    @classmethod
+    def fit(cls, stages: list[Stage]) -> StageThreads:
+        return cls(stages)
+
+    def threads(self) -> list[threading.Thread]:
+        self._threads = [threading.Thread(target=run_stage_thread, args=(stage,), daemon=True,
+                                          name=f"{THREAD_PREFIX}{stage.name}")
+                         for stage in self.stages]
+        return self._threads
+
+    def busy(self) -> list[str]:
+        return [t.name.removeprefix(THREAD_PREFIX) for t in self._threads if t.is_alive()]
+
+
 def run_stage_thread(stage: Stage) -> None:
     """A stage on a thread of its own: block for each item's inputs (and for earlier items'
     conflicting uses of its buffers), run the node, publish."""
@@ -239,13 +261,21 @@ class StageFailed(Exception):
         self.item = item
 
 
-class Scheduler:
-    """Runs every stage of a stream from one thread (see the module's docstring)."""
+class SchedulerThread(StreamScheduler):
+    """Runs every stage of a stream from one thread (see the module's docstring): takes streams
+    whose every stage is a leaf started without waiting (can_schedule)."""
 
     def __init__(self, stages: list[Stage]):
         self.stages = stages
         self.handle = stages[0].handle
         self.running: deque[Stage] = deque()  # the stage of each item in flight, oldest first
+
+    @classmethod
+    def fit(cls, stages: list[Stage]) -> SchedulerThread | None:
+        return cls(stages) if can_schedule(stages) else None
+
+    def threads(self) -> list[threading.Thread]:
+        return self.one_thread()
 
     def busy(self) -> list[str]:
         """The stages whose kernel is in flight."""

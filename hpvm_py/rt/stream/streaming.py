@@ -48,11 +48,13 @@ from ..executor import BoundBuffer, Executor, Stopped
 from ..launch_devices import launch_devices
 from ..library import first_library_node
 from .hazards import Hazards, Use
-from .items import ItemRunner, plan_items
-from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread
+from .items import ItemRunner
+from .scheduler import THREAD_PREFIX, StreamScheduler
+from .stages import EOS, POLL, SchedulerThread, Stage, StageThreads
 
 WAITED_TWICE = "wait() was already called on this launch handle"
-_THREAD_PREFIX = "hpvm-stage-"  # a stage thread's name: the prefix, then its node's name
+# the ways to run a stream's stages (scheduler.py), in order of preference: the first that fits
+SCHEDULERS: tuple[type[StreamScheduler], ...] = (ItemRunner, SchedulerThread, StageThreads)
 
 
 class StreamHandle:
@@ -102,18 +104,8 @@ class StreamHandle:
         self.done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
         self._bind_streams = [self._streaming_binds(i) for i in range(len(nodes))]
         self._stages = stages = [Stage(self, i) for i in range(len(nodes))]
-        self._scheduler: Scheduler | ItemRunner | None = None
-        whole_items = plan_items(stages)
-        if whole_items is not None or can_schedule(stages):
-            self._scheduler = Scheduler(stages) if whole_items is None else \
-                ItemRunner(stages, whole_items)
-            names = ",".join(node.name for node in nodes)
-            self._threads = [threading.Thread(target=self._scheduler, daemon=True,
-                                              name=f"{_THREAD_PREFIX}{names}")]
-        else:
-            self._threads = [threading.Thread(target=run_stage_thread, args=(stage,), daemon=True,
-                                              name=f"{_THREAD_PREFIX}{stage.name}")
-                             for stage in stages]
+        self._scheduler = choose_scheduler(stages)
+        self._threads = self._scheduler.threads()
         for t in self._threads:
             t.start()
 
@@ -281,9 +273,7 @@ class StreamHandle:
         """The names of the stages still at work, given the threads still alive."""
         if not alive:
             return []
-        if self._scheduler is not None:
-            return self._scheduler.busy() or [t.name.removeprefix(_THREAD_PREFIX) for t in alive]
-        return [t.name.removeprefix(_THREAD_PREFIX) for t in alive]
+        return self._scheduler.busy() or [t.name.removeprefix(THREAD_PREFIX) for t in alive]
 
     def _still_running(self, timeout: float | None) -> HPVMTimeoutError:
         busy = ", ".join(self._busy_stages([t for t in self._threads if t.is_alive()]))
@@ -384,6 +374,15 @@ class StreamHandle:
             raise Stopped()
 
 
+
+
+def choose_scheduler(stages: list[Stage]) -> StreamScheduler:
+    """The first of SCHEDULERS that can run the stages (StageThreads runs any)."""
+    for kind in SCHEDULERS:
+        scheduler = kind.fit(stages)
+        if scheduler is not None:
+            return scheduler
+    raise AssertionError("StageThreads runs every stream")
 
 
 def deadline_after(timeout: float | None) -> float | None:
