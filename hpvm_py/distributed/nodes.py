@@ -19,6 +19,7 @@ from ..errors import CompileError, DistributedError, FrontendError
 from ..frontend.decorators import unique_name
 from ..ir import dfg as D
 from ..ir import kernel as K
+from ..ir.targets import TARGETS
 from ..support.loc import Loc
 from ..types import PtrType, ScalarType, i64, resolve_scalar
 from ..rt import library
@@ -217,6 +218,6 @@ def run_collective(world: ranks.World, call: Call) -> None:
         run_on_gpu(world, call)
 
 
-for _target in ("cpu", "python", "gpu", "nvptx"):
+for _target in TARGETS:
     register_target(_target, run_collective)
 library.register(compile_library)

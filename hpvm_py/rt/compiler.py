@@ -18,11 +18,10 @@ from ..frontend.callsite import caller_loc
 from ..frontend.decorators import GraphDef, LeafDef
 from ..ir import kernel as K
 from ..ir.dfg import Module
-from ..ir.targets import split_target
+from ..ir.targets import is_gpu, split_target
 from ..ir.verify import DeferredGridCheck, verify_module
 from ..passes import run_passes
 from ..support import settings, stats
-from .placement import is_gpu
 from .plan import GraphPlan, build_plan
 from .replay import Replays
 

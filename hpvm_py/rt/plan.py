@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.semantics import typed_value
+from ..ir.targets import is_gpu
 from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
 from ..backends import heapview, registry
@@ -22,7 +23,7 @@ from ..passes.bounds import BoundsProof
 from ..passes.coverage import OutCoverage
 from ..passes.uniform import check_barriers
 from .library import compile_library
-from .placement import HINT, Placement, fallback, is_gpu, place, require_compilable
+from .placement import HINT, Placement, fallback, place, require_compilable
 
 
 @dataclass
