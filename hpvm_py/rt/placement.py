@@ -1,17 +1,5 @@
 """Where each node runs: the placement policy.
-
-The policy, decided once when a graph is compiled (docs/placement.md):
-  1. a reference runtime target (`python`: Target.reference) runs every node, placements ignored;
-  2. a node's hint (`hpvm.hint`, `hpvm.node(..., hint=)`), unless it is "any"; a node without one
-     takes the hint of its nearest hinted enclosing internal node (a hint places a whole subgraph);
-  3. else its leaf's `@hpvm.leaf(target=...)`, unless it is "any";
-  4. else the runtime's target. There, a leaf the target cannot express moves to its fallback
-     (Target.fallback: a leaf Triton cannot express, `gpu`, moves to `nvptx` when nvptx runs
-     here: same device, same memory). A node placed by a hint
-     or a leaf target never moves: it compiles where it was asked to, or the error says why.
-A GPU placement may name a device, "gpu:1": GPU number 1 of the runtime's GPU kind (cuda:1, or
-fake:1 where CI stands in a fake device); without one it runs on the default GPU (gpu_device()).
-"""
+(docs/architecture.md, "Module notes": rt/placement.py)"""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,29 +1,7 @@
-"""The stages of a streaming launch, and two of the three ways they are run (the third, whole items
-of a stream of `gpu` leaves, is items.py's).
-
-A `Stage` turns what reached it for one item (the host's values, a value per incoming edge) into
-its node's arguments, and hands what the node produced to the stages downstream and to pop().
-
-- **One scheduler thread** (every stage a leaf whose launch can be started without waiting: `cpu`
-  leaves on the native pool, `gpu` and `nvptx` leaves on the stage's CUDA stream; see
-  stage_launch.py): the thread assembles each stage's next item as soon as its inputs are there,
-  starts its launch and goes on with the other stages. It finishes a launch once it is done (a
-  GPU item's event has passed), and when no stage can start it waits: helping the native pool's
-  workers with a host launch, else for a short slice or the next push. The host work of all stages
-  runs on one Python thread, instead of a thread per stage handing the interpreter to the others
-  after every kernel, a hand-off that cost more than the kernels of small frames. The host never
-  blocks on the GPU: it polls each GPU item's event and hands the item on once it has passed (a
-  consumer may read its scalar outputs); the consumer's stream waits for that event too, so the
-  order of the two stages' device work does not rest on the host's polling.
-- **One thread per stage** (any other graph: python leaves, internal nodes, per-instance scalar
-  inputs): each stage blocks on its FIFOs and runs its node, so stage k works on item i while
-  stage k+1 works on item i-1. A GPU stage issues its copies and kernels on its own CUDA stream and
-  waits for it before it hands the item on.
-
-Both start an item on a stage only once the item's earlier users of its buffers on other stages
-are done (hazards.py). A stage that fails on item f records it with the handle; the runners go on
-with the items before f and end each stage at f (streaming.py's failure rule).
-"""
+"""The stages of a streaming launch, and two of the three schedulers that run them: a thread per
+stage (StageThreads) and one scheduler thread for leaves started without waiting (SchedulerThread).
+The third, whole items of a stream of Triton leaves, is items.py's (docs/architecture.md,
+"Streaming")."""
 from __future__ import annotations
 
 import functools

@@ -1,37 +1,6 @@
-"""Streaming launches: every child of the root is a pipeline stage (items.py runs a stream of
-Triton leaves on one GPU item by item; stages.py runs the others: one scheduler thread for leaves
-started without waiting, cpu and GPU ones, else a thread per stage).
-
-Stages are joined by FIFOs: one bounded FIFO (depth items) per stage for the values the host
-pushes, and one per edge between stages. Stage k works on item i while stage k+1 works on item
-i-1. An item is everything one push sends (numbers and whole buffers, not 8-byte words), and each
-item can carry its own buffers, so stages never share an in-flight buffer unless the host passes
-the same one twice.
-
-Semantics inside a streaming graph (docs/streaming.md):
-- a streaming bind or edge carries a new value for every item;
-- a non-streaming bind takes its value from the first push and keeps it (later pushes must still
-  give every argument; the values of non-streaming parameters are ignored);
-- a non-streaming edge delivers the value its source produced for the first item, and orders only
-  that first item;
-- output binds deliver one value per item; pop() returns them as a tuple, in push order.
-Results wait in an unbounded queue until popped, so a host that pushes everything before popping
-never deadlocks; push() blocks only while the first stages are full.
-
-A stage that fails on item f records its error for that item (the earliest item's error wins):
-the items before f still run through every stage and pop() returns them; the pop() of item f, every
-later pop(), a later push() and wait() raise it with the node's name. Each stage ends at its first
-item from f on, and every blocking step of a stage or of pop() checks for that, so nothing hangs
-after a failure. cleanup() sets a stop flag, which ends everything at once; a stage checks it
-before each item and each node it runs.
-
-Items that share a buffer see each other in push order (hazards.py): a stage starts an item only
-once earlier items' conflicting uses of its buffers on other stages are done.
-
-wait() returns only once every stage thread has ended, so no stage writes a buffer after it. A
-wait() that times out changes nothing but the handle's closed state: the items in flight keep
-draining and a later wait() picks up where it stopped.
-"""
+"""Streaming launches: the handle of a stream (push, pop, wait, cleanup), its FIFOs between stages,
+failures surfaced at the failing item's pop, and the choice of the scheduler that runs its stages
+(SCHEDULERS). docs/architecture.md ("Streaming") and docs/streaming.md say how and why."""
 from __future__ import annotations
 
 import contextlib
