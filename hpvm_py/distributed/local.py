@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .arith import add_rmsnorm, reduce_all, torch_dtype
+from .reduction_arith import add_rmsnorm, reduce_all, torch_dtype
 from .call import Call
 from .sync import Communicator
 

@@ -26,7 +26,7 @@ from ..rt import library
 from ..support import stats
 from . import chooser, local, ranks
 from .agreement import agree_on_heap, run_remote
-from .arith import torch_dtype
+from .reduction_arith import torch_dtype
 from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
 from .gpu.runner import run_on_gpu
 

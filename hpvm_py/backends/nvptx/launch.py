@@ -20,7 +20,7 @@ from ...ir import kernel as K
 from ...types import PtrType
 from ..base import BufferArg, LeafKernel, NodeContext
 from .. import heapview
-from ..bounds import recorded
+from ..access_errors import recorded
 from ...device import faults
 from ...device.libcuda import launch_kernel
 from ...device.outputs import DeviceLaunch, DeviceOutputs

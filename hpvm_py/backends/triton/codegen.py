@@ -10,7 +10,7 @@ from ...ir import kernel as K
 from ...passes.uniform import Uniformity
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
-from ..bounds import Access
+from ..access_errors import Access
 from ..cpu.prepare import localize_assigned_params
 from . import values as V
 from .accesses import MemoryAccesses

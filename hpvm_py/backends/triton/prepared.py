@@ -14,7 +14,7 @@ from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import ScalarType, bf16
 from ..base import BufferArg
-from ..bounds import recorded
+from ..access_errors import recorded
 from ...device import faults, typed_tensor
 from ...device.outputs import DeviceLaunch, DeviceOutputs
 from .codegen import TritonSource
