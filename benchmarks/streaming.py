@@ -81,7 +81,7 @@ def edge_detection(target: str, reps: int, frames: int = 32, size: int = 256, gr
             hpvm.push(handle, *frame(i))
         hpvm.wait(handle)
 
-    def stage_by_stage() -> None:  # the same stream without whole items (rt/items.py)
+    def stage_by_stage() -> None:  # the same stream without whole items (rt/stream/items.py)
         kept = os.environ.get("HPVM_STREAM_ITEMS")
         os.environ["HPVM_STREAM_ITEMS"] = "0"
         try:

@@ -18,7 +18,7 @@ import sgemm  # noqa: E402
 import stencil  # noqa: E402
 import vadd  # noqa: E402
 import hpvm_py as hpvm  # noqa: E402
-from hpvm_py.pipeline import default_target  # noqa: E402
+from hpvm_py.rt.compiler import default_target  # noqa: E402
 
 
 def timed(label: str, fn) -> None:

@@ -13,6 +13,9 @@
         hpvm.wait(hpvm.launch(root, a, a.nbytes, ...))
 """
 from . import comm, distributed, errors, math, symmetric
+from .api.host import (cleanup, compile, init, launch, pop, push, request_memory, runtime,
+                       stats, track_memory, untrack_memory, wait)
+from .api.textio import from_text, load, to_text
 from .frontend.decorators import func, graph, leaf
 from .frontend.graph import (ALL_TO_ALL, ONE_TO_ONE, all_to_all, bind_input, bind_output,
                              create_node, create_node_1d, create_node_2d, create_node_3d, edge,
@@ -24,10 +27,7 @@ from .frontend.intrinsics import (atomic_add, atomic_and, atomic_max, atomic_min
                                   get_num_node_instances_y, get_num_node_instances_z,
                                   get_parent_node, instance_id, malloc, num_instances,
                                   remote_atomic_add, remote_load, remote_store)
-from .rt.api import (cleanup, compile, init, launch, pop, push, request_memory, runtime,
-                          stats, track_memory, untrack_memory, wait)
 from .support.version import VERSION as __version__
-from .textio import from_text, load, to_text
 from .types import (In, InOut, Out, Ptr, bf16, f16, f32, f64, i1, i8, i16, i32, i64, u8, u16, u32,
                     u64)
 

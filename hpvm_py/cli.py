@@ -25,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from .api.textio import from_text
 from .backends import registry
 from .cli_run import RunUsageError, run_graph
 from .errors import HPVMError, InternalError
@@ -35,10 +36,9 @@ from .ir.printer import print_module
 from .ir.verify import verify_module
 from .passes import run_passes
 from .passes.coverage import check_report
-from .pipeline import LoadedGraph, compile_graph
+from .rt.compiler import LoadedGraph, compile_graph
 from .support import settings
 from .support.version import VERSION
-from .textio import from_text
 
 GRAPH_EMITS = ("ir", "dot")  # what a graph emits; its leaves' code is the targets' (Backend.emits)
 

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from .distributed import ranks
-from .distributed.arith import torch_dtype
+from .distributed.reduction_arith import torch_dtype
 from .errors import DistributedError
 from .frontend.callsite import caller_loc
 from .rt.boundary import api_boundary

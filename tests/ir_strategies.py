@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 
 from hpvm_py import types as T
 from hpvm_py.ir import kernel as K
-from hpvm_py.ir.dfg import (ALL_TO_ALL, DIM_OPS, ONE_TO_ONE, TARGETS, ConstBind, DimBin, DimConst,
+from hpvm_py.ir.dfg import (ALL_TO_ALL, DIM_OPS, ONE_TO_ONE, ConstBind, DimBin, DimConst,
                             DimParam, Edge, GraphFunc, InputBind, LibraryFunc, Module, Node,
                             OutputBind)
 from hpvm_py.support.loc import UNKNOWN, Loc
 from hpvm_py.ir.printer import var_ref
+from hpvm_py.ir.targets import hint_targets
 
 SCALARS = list(T.SCALAR_TYPES.values())
 POINTERS = [T.PtrType(t) for t in SCALARS]
@@ -200,7 +201,7 @@ def graph_funcs(draw: st.DrawFn, name: str, funcs: list[str]) -> GraphFunc:
     node_names = draw(unique(names, max_size=5))
     nodes = [Node(name=n, func=draw(st.sampled_from(funcs)),
                   dims=draw(st.lists(dim_exprs(dim_params), max_size=3)),
-                  hint=draw(st.one_of(st.none(), st.sampled_from(TARGETS))), loc=draw(locs))
+                  hint=draw(st.one_of(st.none(), st.sampled_from(hint_targets()))), loc=draw(locs))
              for n in node_names]
     ports = st.integers(0, 12)
     flags = st.booleans()

@@ -1,6 +1,7 @@
 """The backend contract (backends/base.py, docs/backends.md "Adding a target"): a target is one
-Backend subclass and one row of registry.TARGETS, which the pipeline, the plan, the executor and
-the command line all read."""
+Backend subclass and one row of the targets table (ir/targets.py's TARGETS, registry.TARGETS),
+which the compiler, the placement policy, the plan, the executor, the streams and the command line
+all read: no module names a target to treat it apart."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,8 @@ from hpvm_py.errors import LaunchError
 from hpvm_py.backends import registry
 from hpvm_py.backends.base import Backend, LeafKernel
 from hpvm_py.backends.python import PythonBackend, PythonLeafKernel
-from hpvm_py.pipeline import compile_graph
+from hpvm_py.ir.targets import Target, hint_targets, leaf_targets
+from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.support import stats
 
 
@@ -47,7 +49,7 @@ class ToyBackend(PythonBackend):
 
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setitem(registry.TARGETS, "toy", ToyBackend)  # the one row
+    monkeypatch.setitem(registry.TARGETS, "toy", Target(ToyBackend))  # the one row
     monkeypatch.delitem(registry._instances, "toy", raising=False)
     return "toy"
 
@@ -66,6 +68,42 @@ def test_a_toy_target_is_one_subclass_and_one_row(toy: str) -> None:
     assert node.target == toy and isinstance(node.kernel, ToyKernel)
     assert node.bounds is None  # it checks every access itself, as the python target it extends
     assert not compiled.replayable
+
+
+@hpvm.graph
+def hinted(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32, n: i64):
+    hpvm.node(scaled, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, k=k, hint="cpu")
+
+
+class Reference(PythonBackend):
+    name = "reference"
+
+
+def test_the_python_target_is_one_subclass_and_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The python target's ways (every node runs on it whatever the hints; no leaf may ask for it;
+    no replays) come from its row and its class: the same row and a subclass under another name
+    make a target that behaves the same."""
+    python = registry.TARGETS["python"]
+    assert python.reference and not python.leaf and not python.gpu
+    monkeypatch.setitem(registry.TARGETS, "reference", Target(Reference, leaf=False, reference=True))
+    monkeypatch.delitem(registry._instances, "reference", raising=False)
+    assert "reference" in hint_targets() and "reference" not in leaf_targets()
+    for target in ("python", "reference"):
+        (node,) = compile_graph(hinted, target).plan.nodes
+        assert node.target == target and node.placement.origin == "runtime"
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros_like(x)
+    with hpvm.runtime("reference"):
+        hpvm.wait(hpvm.launch(hinted, x, x.nbytes, y, y.nbytes, np.float32(2), 8))
+    np.testing.assert_array_equal(y, 2 * x)
+    assert not compile_graph(hinted, "reference").replayable
+
+
+def test_the_gpu_targets_and_the_fallback_are_rows() -> None:
+    rows = registry.TARGETS
+    assert [t for t, row in rows.items() if row.gpu] == ["gpu", "nvptx"]
+    assert rows["gpu"].fallback == ("nvptx", "gpu-supported")
+    assert all(row.leaf for t, row in rows.items() if t != "python")
 
 
 def test_the_shared_memory_cache_counts_per_target(toy: str) -> None:

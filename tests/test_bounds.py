@@ -12,7 +12,7 @@ import stencil
 import vadd
 from hpvm_py.backends.base import BufferArg
 from hpvm_py.passes.bounds import BoundsProof
-from hpvm_py.pipeline import compile_graph
+from hpvm_py.rt.compiler import compile_graph
 
 
 def proofs_for(root, args: list) -> dict[str, bool]:

@@ -251,7 +251,7 @@ def test_a_real_kernel_fault_is_reported(gpu_target: str) -> None:
 def test_stream_assignment_of_a_diamond_and_a_wide_fan() -> None:
     from types import SimpleNamespace
 
-    from hpvm_py.rt.streams import MAX_STREAMS, assign_streams
+    from hpvm_py.rt.replay_streams import MAX_STREAMS, assign_streams
 
     def nodes(producers: list[list[int]]) -> list[SimpleNamespace]:
         return [SimpleNamespace(inputs=[SimpleNamespace(node=p) for p in ps] or [SimpleNamespace(node=None)])

@@ -1,10 +1,10 @@
-"""Streaming on the GPU targets: GPU stages run by the one scheduler thread (rt/stages.py), each
-item queued on its stage's CUDA stream up to an event (rt/stage_launch.py).
+"""Streaming on the GPU targets: GPU stages run by the one scheduler thread (rt/stream/stages.py), each
+item queued on its stage's CUDA stream up to an event (rt/stream/stage_launch.py).
 
 On CI the gpu target runs on the fake device through Triton's interpreter: the fake streams log
 what the CUDA streams would do (which stream waits for which item's event, where each kernel is
 queued), so the ordering is checked without a GPU; on a GPU the same tests check the results, the
-threads and the copies. Streams of Triton leaves alone run item by item by default (rt/items.py,
+threads and the copies. Streams of Triton leaves alone run item by item by default (rt/stream/items.py,
 tests/test_stream_items.py): here they run through the stage scheduler (HPVM_STREAM_ITEMS=0)."""
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def test_a_gpu_stage_queues_its_next_item_behind_the_one_in_flight(gpu_target: s
     """While no event has passed, the first stage has exactly GPU_DEPTH (2) items queued on its
     stream: the second is issued before the first ends (the GPU runs it next without waiting for
     the host), the third only once the first has ended. Results stay item by item."""
-    from hpvm_py.rt import stage_launch, stages
+    from hpvm_py.rt.stream import stage_launch, stages
 
     released = threading.Event()
     real_done, real_start = S.ItemEvent.done, stage_launch.StageLauncher.start

@@ -141,7 +141,7 @@ def run_three_stage(root, rng, n: int = 300, launches: int = 1):
 
 def tracked_copies(buf) -> set[str]:
     """The devices that hold a copy of a tracked buffer (the runtime's memory tracker)."""
-    from hpvm_py.rt import api
+    from hpvm_py.api import host as api
 
     return set(api._runtime.tracker.lookup(buf).copies)
 

@@ -31,7 +31,7 @@ from hpvm_py.ir.parser import parse_module
 from hpvm_py.ir.printer import print_module
 from hpvm_py.ir.verify import verify_module
 from hpvm_py.passes.bounds import BoundsProof
-from hpvm_py.pipeline import compile_graph
+from hpvm_py.rt.compiler import compile_graph
 from test_distributed import PROGRAMS, _launch, _reports, needs_mpiexec
 
 N = 300
@@ -295,7 +295,7 @@ def test_a_graph_launch_in_a_stand_in_world_checks_the_heap(target: str, stand_i
 
 @pytest.mark.parametrize("target", ["cpu", "python"])  # GPU targets: the backend-level tests
 def test_a_stream_checks_every_item_s_buffers_on_the_heap(target: str, stand_in_world: Any) -> None:
-    """A stream stage reuses its packed launch from item to item (rt/stage_launch.py); an item whose
+    """A stream stage reuses its packed launch from item to item (rt/stream/stage_launch.py); an item whose
     buffer behind a remote access is off the heap must still be refused, after items that were on it."""
     import torch
 

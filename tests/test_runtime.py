@@ -104,8 +104,11 @@ def test_checked_variant_reports_out_of_bounds_on_compiled_targets(compiled_targ
 
 
 def test_runtime_subpackage_and_context_manager_coexist() -> None:
-    """`hpvm.runtime` is the context manager; the runtime's modules live in `hpvm_py.rt`."""
-    import hpvm_py.rt.api
+    """`hpvm.runtime` is the context manager; the runtime's modules live in `hpvm_py.rt`, the host
+    API's in `hpvm_py.api`."""
+    import hpvm_py.api.host
+    import hpvm_py.rt.executor
 
-    assert hpvm.runtime is hpvm_py.rt.api.runtime
+    assert hpvm.runtime is hpvm_py.api.host.runtime
+    assert hpvm_py.rt.executor.Executor is not None
     assert callable(hpvm.runtime)

@@ -11,7 +11,8 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.errors import ExecutionError
-from hpvm_py.rt import streaming
+from hpvm_py.rt.stream import stages, streaming
+from hpvm_py.rt.stream.scheduler import StreamScheduler
 from conftest import TARGETS
 from programs import stream_graphs as g
 
@@ -20,7 +21,7 @@ N = 8  # elements per buffer
 TIMEOUT = 120  # seconds for any one push, pop or wait (Triton's interpreter is slow)
 SCHEDULERS = ["threads", "scheduler", "items"]
 # the runners a target can use: python leaves always get a thread per stage, whole items are
-# the gpu target's (rt/items.py)
+# the gpu target's (rt/stream/items.py)
 USABLE = {"python": {"threads"}, "cpu": {"threads", "scheduler"}, "nvptx": {"threads", "scheduler"}}
 
 
@@ -41,7 +42,7 @@ def _use_scheduler(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     if name != "items":
         monkeypatch.setenv("HPVM_STREAM_ITEMS", "0")
     if name == "threads":
-        monkeypatch.setattr(streaming, "can_schedule", lambda stages: False)
+        monkeypatch.setattr(streaming, "SCHEDULERS", (stages.StageThreads,))
 
 
 def _stage_threads() -> int:
@@ -167,3 +168,12 @@ def test_stages_sharing_an_accumulator_see_the_items_in_push_order(target: str, 
     for out, want in zip(outs, running):
         np.testing.assert_array_equal(out, want * 2)
     np.testing.assert_array_equal(total, running[-1])
+
+
+def test_every_way_of_running_stages_is_one_scheduler_interface() -> None:
+    """streaming.SCHEDULERS, chosen in order, each implement scheduler.StreamScheduler; the last
+    takes any stream."""
+    assert streaming.SCHEDULERS[-1] is stages.StageThreads
+    for kind in streaming.SCHEDULERS:
+        assert issubclass(kind, StreamScheduler) and not getattr(kind, "__abstractmethods__", None)
+    assert StreamScheduler.__abstractmethods__ == {"fit", "threads", "busy"}

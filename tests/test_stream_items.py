@@ -1,4 +1,4 @@
-"""Streams of Triton leaves run item by item (rt/items.py): every stage of an item queued at once on
+"""Streams of Triton leaves run item by item (rt/stream/items.py): every stage of an item queued at once on
 one of the stream's slots, scalars between stages read on the device.
 
 On CI the `gpu` target runs on the fake device through Triton's interpreter (its streams log what
@@ -17,7 +17,7 @@ import hpvm_py as hpvm
 from hpvm_py.device import gpu_device
 from hpvm_py.device import streams as S
 from hpvm_py.errors import ExecutionError
-from hpvm_py.rt import items as I
+from hpvm_py.rt.stream import items as I
 from programs import stream_graphs as g
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))

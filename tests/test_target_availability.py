@@ -3,6 +3,7 @@ missing (from the backend's own import error or its why_unavailable()) and what 
 The gpu backend's state is replaced for each test, so these hold whether or not it exists here."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -13,9 +14,9 @@ import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, f32, i64
 from hpvm_py.backends import registry
 from hpvm_py.errors import CompileError
-from hpvm_py.pipeline import TARGETS
+from hpvm_py.rt.compiler import TARGETS
 
-LEAF_LINE = 22  # the line of `def doubled` below
+LEAF_LINE = 23  # the line of `def doubled` below
 
 
 @hpvm.leaf(target="gpu")
@@ -40,7 +41,8 @@ def gpu_backend(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         if source is not None:
             (tmp_path / f"{module}.py").write_text(source)
             sys.modules.pop(module, None)
-        monkeypatch.setitem(registry.TARGETS, "gpu", (module, cls))
+        row = dataclasses.replace(registry.TARGETS["gpu"], backend=(module, cls))
+        monkeypatch.setitem(registry.TARGETS, "gpu", row)
 
     return use
 

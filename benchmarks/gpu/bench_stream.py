@@ -101,15 +101,15 @@ def profile_stream(target: str, frames: int, size: int, out: io.TextIOBase, grap
                    extra=lambda: []) -> None:
     """One stream of `graph` (the demo's arguments, `extra()` buffers before w, h, theta) with its
     scheduler thread under cProfile (after a warm-up)."""
-    from hpvm_py.rt import stages
+    from hpvm_py.rt.stream import stages
 
     rng = np.random.default_rng(1)
     gauss = ed.gaussian_filter()
     inputs = [ed.frame_buffers(ed.synthetic_frame(rng, size * 3 // 4, size)) for _ in range(frames)]
     profile = cProfile.Profile()
-    run = stages.Scheduler.__call__
+    run = stages.SchedulerThread.__call__
 
-    def profiled(self: stages.Scheduler) -> None:
+    def profiled(self: stages.SchedulerThread) -> None:
         profile.enable()
         try:
             run(self)
@@ -127,11 +127,11 @@ def profile_stream(target: str, frames: int, size: int, out: io.TextIOBase, grap
 
     with hpvm.runtime(target):
         stream()
-        stages.Scheduler.__call__ = profiled
+        stages.SchedulerThread.__call__ = profiled
         try:
             stream()
         finally:
-            stages.Scheduler.__call__ = run
+            stages.SchedulerThread.__call__ = run
     print(f"== {target}, {graph.__name__}: one stream of {frames} frames, profiled while its "
           "scheduler thread runs (Python 3.12's cProfile sees every thread)", file=out)
     stats = pstats.Stats(profile, stream=out)

@@ -1,5 +1,5 @@
 """Where a streaming GPU item's host time goes: the inclusive wall time per call of the parts of
-rt/items.py's whole items and of rt/stage_launch.py's stage items (each wrapped with a timer, no
+rt/stream/items.py's whole items and of rt/stream/stage_launch.py's stage items (each wrapped with a timer, no
 cProfile), for the demo pipeline and its parallel-max variant (bench_stream.py), streamed and
 launched one by one, twice each. (`gpu` streams run whole items; HPVM_STREAM_ITEMS=0 times the
 stage items.)
@@ -26,7 +26,8 @@ from streaming import ed  # noqa: E402
 import hpvm_py as hpvm  # noqa: E402
 from hpvm_py.device import outputs, staging, streams  # noqa: E402
 from hpvm_py.backends.triton import prepared  # noqa: E402
-from hpvm_py.rt import executor, items, stage_launch, stages, tracker  # noqa: E402
+from hpvm_py.rt import executor, tracker  # noqa: E402
+from hpvm_py.rt.stream import items, stage_launch, stages  # noqa: E402
 
 TOTALS: collections.defaultdict[str, float] = collections.defaultdict(float)
 CALLS: collections.Counter[str] = collections.Counter()
@@ -38,7 +39,7 @@ PARTS = [(stage_launch.StageLauncher, "start"), (stage_launch.StageLauncher, "_p
          (staging.StagedCopies, "to_device"), (staging.StagedCopies, "to_host"),
          (staging.StagedCopies, "complete"), (streams.StageStream, "record"),
          (streams.StageStream, "use"), (streams.StageStream, "wait"), (streams.ItemEvent, "done"),
-         (stages.Stage, "arguments"), (stages.Stage, "publish"), (stages.Scheduler, "_poll"),
+         (stages.Stage, "arguments"), (stages.Stage, "publish"), (stages.SchedulerThread, "_poll"),
          (items.ItemRunner, "_item"), (items.ItemRunner, "_start"),
          (items.ItemRunner, "_complete_oldest"), (items.ItemSlot, "build"),
          (items.ItemSlot, "issue"), (items.ItemSlot, "_copy_in"), (items.ItemSlot, "complete")]

@@ -94,6 +94,9 @@ class Backend:
     compiles_at_launch: ClassVar[bool] = False
     # launches of a graph compiled for this target are recorded for replay (rt/replay.py)
     replays: ClassVar[bool] = True
+    # a stream of its leaves on one device may run whole items (rt/stream/items.py): its kernels
+    # read a uniform input from a producer's device array, queued on a CUDA stream
+    whole_items: ClassVar[bool] = False
     # what `hpvmc compile --emit KIND` writes for this target's leaves: KIND -> file suffix
     emits: ClassVar[dict[str, str]] = {}
     # the stats() counter of memory-cache hits (None: not counted)

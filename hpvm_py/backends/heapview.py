@@ -1,20 +1,5 @@
 """The symmetric heap as a launch of a leaf with remote accesses sees it.
-
-Leaves that call remote_load / remote_store / remote_atomic_add get three hidden arguments: the
-heap bases of every rank (an int64 array where the kernel runs: host memory for cpu and python,
-the rank's GPU for gpu and nvptx), this process's rank and the world size. A backend asks
-`for_launch` once per launch; it also checks that every buffer a remote access goes through lies
-on this rank's heap (its twins on the other ranks then sit at the same offset), and that every
-rank's heap is mapped here (ranks on other hosts have none).
-
-The heap protocol (shared with the GPU heap): a heap exposes `rank`, `bases` (the address at which
-this process reaches each rank's heap), `contains(address, nbytes)`, and the bases where kernels
-run: `bases_array` (host) or `bases_tensor` (an int64 CUDA tensor on the rank's device).
-Translation is Iris's: `peer_address = bases[peer] + (address - bases[rank])`.
-
-Outside `hpvm.distributed.init()` the world is one rank with a base of 0: a remote access to
-rank 0 is a local access, and any buffer will do.
-"""
+(docs/architecture.md, "Module notes": backends/heapview.py)"""
 from __future__ import annotations
 
 import functools

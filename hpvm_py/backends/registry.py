@@ -1,23 +1,16 @@
-"""The targets: one table, name -> Backend subclass (docs/backends.md, "Adding a target").
+"""The backends of the targets table (ir/targets.py's TARGETS, docs/backends.md "Adding a target").
 
-A row is the class itself, or (module, class name) for a backend imported on first use: its
-packages (llvmlite, triton, cuda-bindings) stay out of `import hpvm_py`, and a backend whose
-import fails is listed but unavailable, with the reason kept. Each backend is created once.
+A row names the Backend subclass itself, or (module, class name) for a backend imported on first
+use: its packages (llvmlite, triton, cuda-bindings) stay out of `import hpvm_py`, and a backend
+whose import fails is listed but unavailable, with the reason kept. Each backend is created once.
 """
 from __future__ import annotations
 
 import importlib
 import threading
 
+from ..ir.targets import TARGETS, Target  # noqa: F401 - the one table, and its row
 from .base import Backend
-
-# the order is the one error messages list the targets in
-TARGETS: dict[str, type[Backend] | tuple[str, str]] = {
-    "cpu": ("hpvm_py.backends.cpu", "CpuBackend"),
-    "gpu": ("hpvm_py.backends.triton", "TritonBackend"),
-    "nvptx": ("hpvm_py.backends.nvptx", "NvptxBackend"),
-    "python": ("hpvm_py.backends.python", "PythonBackend"),
-}
 # a missing top-level package -> how to get it
 _INSTALL = {
     "triton": "pip install 'hpvm-py[gpu]' (Triton, with torch)",
@@ -37,7 +30,7 @@ def get(target: str) -> Backend | None:
             return _instances[target]
         if target in _errors or target not in TARGETS:
             return None
-        row = TARGETS[target]
+        row = TARGETS[target].backend
         if not isinstance(row, tuple):
             backend = _instances[target] = row()
             return backend

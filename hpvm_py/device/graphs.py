@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import faults
-from .driver import error_text, graph_launch
+from .libcuda import error_text, graph_launch
 
 
 class CapturedGraph:

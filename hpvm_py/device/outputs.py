@@ -5,7 +5,7 @@ A prepared GPU launch (`gpu` and `nvptx`) keeps one device array per used output
 host array the executor reads. The normal launch path fetches them right after the kernel; a
 replayed launch (rt/replay.py) fetches only the outputs the host reads (a uniform value for a later
 node, a root output) and lets a later kernel of the same device read the others where they are; a
-streaming stage (rt/stage_launch.py) fetches them once its item's event has passed.
+streaming stage (rt/stream/stage_launch.py) fetches them once its item's event has passed.
 """
 from __future__ import annotations
 

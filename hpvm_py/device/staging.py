@@ -1,23 +1,5 @@
-"""Copies between host and GPU that do not block the host: a streaming GPU stage's (rt/stage_launch.py).
-
-A plain copy between a NumPy array (pageable memory) and the GPU makes the calling thread wait
-until the copy is done, and a copy to the host also waits for every kernel queued before it. A
-stage queues its item's copies on its own stream instead, through pinned host memory that the
-DMA engine reads and writes by itself:
-
-- to the device: the host data goes into a pinned buffer (a memcpy on the host), and the
-  copy from there is queued on the current stream;
-- to the host: the copy into a pinned buffer is queued on the current stream (after the item's
-  kernel), and complete(), called once the item's event has passed, moves the bytes into the
-  destination (a memcpy).
-
-While `StagedCopies.active(...)` lasts, the tracker's transfer functions and the fetch of kernel
-outputs (devices.py, outputs.py) take this path. The pinned buffers come from the stage's
-`PinnedPool` and go back to it in complete(): the item's event has passed then, so every copy
-queued on them is done. (Torch's pinned allocator would do the same bookkeeping, but it asks the
-event of every pinned block in flight at each allocation: tens of microseconds per buffer with a
-stream's items in flight.)
-"""
+"""Copies between host and GPU that do not block the host: a streaming GPU stage's (rt/stream/stage_launch.py).
+(docs/architecture.md, "Module notes": device/staging.py)"""
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,4 @@
-"""CUDA streams: side streams and events of a replayed GPU launch (rt/streams.py decides their
+"""CUDA streams: side streams and events of a replayed GPU launch (rt/replay_streams.py decides their
 use), and a streaming stage's own stream with one event per item (StageStream).
 
 Stream 0 is the launch's own stream (the one it was recorded on, or a CUDA graph's capture
@@ -162,7 +162,7 @@ class StageStream:
 
 
 def stage_stream(stream: StageStream | None) -> Callable[[], None]:
-    """Make a stage thread's stream (rt/stages.py) current; returns what ends an item: waiting for
+    """Make a stage thread's stream (rt/stream/stages.py) current; returns what ends an item: waiting for
     the stream, so that the next stage (another stream) finds the item's buffers written. On the
     host: nothing to do."""
     if stream is None:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DistributedError
-from . import ranks, remote
+from . import engine_collectives, ranks
 from .call import BAD_ARGUMENT, NOT_ON_HEAP, OK, Call, agree, descriptor
 from .sync import Communicator
 
@@ -17,9 +17,9 @@ def run_remote(world: ranks.World, call: Call, mine: DistributedError | None) ->
     """Ranks on several hosts: descriptors and the collective over the world's engine."""
     status = OK if mine is None else BAD_ARGUMENT
     words = [int(w) for w in descriptor(call, status)]
-    everyone = remote.exchange(world.engine, call, words, world.timeout)
+    everyone = engine_collectives.exchange(world.engine, call, words, world.timeout)
     agree(call, list(range(world.size)), [_array(w) for w in everyone], mine, compare_offsets=False)
-    remote.run(world.engine, call, world.timeout)
+    engine_collectives.run(world.engine, call, world.timeout)
 
 
 def agree_on_heap(world: ranks.World, call: Call, mine: DistributedError | None) -> None:

@@ -1,19 +1,5 @@
 """Which algorithm runs a collective: by where the ranks are, the collective and its size.
-
-- Ranks on more than one host (or HPVM_COMM_FORCE_REMOTE=1, which gives every rank a host of its
-  own): "remote", the launcher's engine (remote.py).
-- all_reduce on one host: "one_shot" up to the threshold (one barrier less, each rank reads
-  world x n bytes), "two_shot" above it (each rank reads about 2n bytes). The threshold is
-  HPVM_COMM_ONESHOT_BYTES, else the measured default below.
-- Everything else on one host: "direct" (local.py has one algorithm for each).
-
-GPU ranks (`choose_gpu`) choose the same way between the kernels of gpu/kernels.py, with their own
-thresholds by world size: for two GPUs the one-shot kernel is YALI's bidirectional scheme, chosen
-up to 1 MiB.
-
-The decision must be the same on every rank: it depends only on the world (the same everywhere)
-and on sizes that the ranks have already agreed on.
-"""
+(docs/architecture.md, "Module notes": distributed/chooser.py)"""
 from __future__ import annotations
 
 from ..errors import DistributedError

@@ -1,20 +1,6 @@
 """The symmetric heap on the cpu target: one POSIX shared-memory segment per rank, mapped by every
 rank on the same host, with a bump allocator that every rank runs identically.
-
-Layout of each rank's segment:
-
-    [0, 4096)          control block: this rank's arrival counter and two descriptor slots (sync.py)
-    [4096, size)       user allocations, each aligned to 256 bytes
-
-Allocation, address checks and translation are allocator.py's (shared with the GPU heap);
-`bases` are the addresses at which this process mapped each segment. What ranks exchange at init
-is the segment names (the CPU analogue of CUDA IPC handles); each process maps them at its own
-addresses.
-
-Segments are created with posix_fallocate (a full /dev/shm fails at init with a clear message
-instead of a SIGBUS later) and unlinked as soon as every local rank has mapped them, so nothing is
-left behind in /dev/shm even if a rank is killed; the memory lives until the last rank unmaps it.
-"""
+(docs/architecture.md, "Module notes": distributed/heap.py)"""
 from __future__ import annotations
 
 import ctypes

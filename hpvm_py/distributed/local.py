@@ -1,25 +1,10 @@
 """The collectives between ranks on one host, over the shared-memory heap.
-
-Every rank reads its peers' buffers directly (at the same heap offset in their segments) and
-writes only its own. The phases of each algorithm are separated by the heap barriers of sync.py:
-
-  all_reduce, one-shot   read every rank's whole buffer and reduce it privately | barrier (no
-                         one reads my buffer any more) | write the result into my buffer
-  all_reduce, two-shot   reduce my 1/world slice from every rank into my buffer | barrier |
-                         copy every other slice from its owner | barrier
-  all_gather             copy every rank's src into my dst | barrier
-  reduce_scatter         reduce my block of every rank's src into my dst | barrier
-  broadcast              copy the root's buffer | barrier
-  all_reduce_rmsnorm     one-shot reduction of x | barrier | add the residual, normalise, write
-
-The barrier at the end of each is what lets the caller overwrite its buffers as soon as the node
-returns: no peer still reads them.
-"""
+(docs/architecture.md, "Module notes": distributed/local.py)"""
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from .arith import add_rmsnorm, reduce_all, torch_dtype
+from .reduction_arith import add_rmsnorm, reduce_all, torch_dtype
 from .call import Call
 from .sync import Communicator
 

@@ -19,13 +19,14 @@ from ..errors import CompileError, DistributedError, FrontendError
 from ..frontend.decorators import unique_name
 from ..ir import dfg as D
 from ..ir import kernel as K
+from ..ir.targets import TARGETS
 from ..support.loc import Loc
 from ..types import PtrType, ScalarType, i64, resolve_scalar
 from ..rt import library
 from ..support import stats
 from . import chooser, local, ranks
 from .agreement import agree_on_heap, run_remote
-from .arith import torch_dtype
+from .reduction_arith import torch_dtype
 from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
 from .gpu.runner import run_on_gpu
 
@@ -217,6 +218,6 @@ def run_collective(world: ranks.World, call: Call) -> None:
         run_on_gpu(world, call)
 
 
-for _target in ("cpu", "python", "gpu", "nvptx"):
+for _target in TARGETS:
     register_target(_target, run_collective)
 library.register(compile_library)

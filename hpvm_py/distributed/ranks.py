@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import DistributedError
 from ..device.devices import cuda_available
+from ..ir.targets import TARGETS
 from ..support import settings
 from ..support.world import publish
 from . import heap as H
@@ -30,8 +31,6 @@ _MPI_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_L
 
 
 DEVICES = ("cpu", "cuda")
-# a target name stands for the device its nodes run on (init(device=target) puts the heap there)
-TARGET_DEVICES = {"cpu": "cpu", "python": "cpu", "gpu": "cuda", "nvptx": "cuda"}
 _CONTROL_BYTES = 64 << 10  # the host segment of GPU ranks: control block and descriptors only
 
 
@@ -114,13 +113,13 @@ def device_kind(device: str | None) -> str:
     """"cpu" or "cuda": the argument, else $HPVM_DIST_DEVICE, else "cuda" when torch sees a GPU. A
     target name stands for where its nodes run: "gpu"/"nvptx" on the GPU if there is one."""
     chosen = device or settings.DIST_DEVICE.get()
-    if chosen in TARGET_DEVICES:  # the GPU targets run on the host without CUDA (Triton's interpreter)
-        return "cuda" if TARGET_DEVICES[chosen] == "cuda" and cuda_available() else "cpu"
+    if chosen in TARGETS:  # the GPU targets run on the host without CUDA (Triton's interpreter)
+        return "cuda" if TARGETS[chosen].gpu and cuda_available() else "cpu"
     if not chosen:
         return "cuda" if cuda_available() else "cpu"
     if chosen not in DEVICES:
         raise DistributedError(f"hpvm.distributed.init(): device={chosen!r} is not one of "
-                               f"{', '.join(DEVICES)}, nor a target ({', '.join(TARGET_DEVICES)})")
+                               f"{', '.join(DEVICES)}, nor a target ({', '.join(TARGETS)})")
     if chosen == "cuda":
         if not cuda_available():
             raise DistributedError("hpvm.distributed.init(): device='cuda', but torch sees no CUDA GPU")

@@ -1,17 +1,5 @@
 """Cross-rank ordering on the heap: arrival counters and descriptor slots, no host barriers.
-
-Each rank owns one 64-bit counter in its control block. A barrier increments the caller's own
-counter to the next phase number (a sequentially consistent store: everything written before it,
-data and descriptor, is visible to a rank that reads the counter) and waits until every local
-rank's counter has reached that number. Counters only grow, so there is nothing to reset and a
-rank can run at most one phase ahead of the slowest. Every wait has the world's timeout and names
-the ranks that did not arrive.
-
-A collective first posts its descriptor (what this rank is about to do) into one of two slots,
-alternating per call, then passes a barrier; every rank then reads all descriptors. Two slots are
-enough: a rank can only start call k+1 after every rank passed call k's first barrier, and a rank
-reads call k's slots before it arrives at call k's last barrier.
-"""
+(docs/architecture.md, "Module notes": distributed/sync.py)"""
 from __future__ import annotations
 
 from typing import Callable

@@ -3,7 +3,7 @@ torchrun). They carry the heap handshake at init and, for ranks on different hos
 collectives themselves. Every operation here is non-blocking underneath and polled with a deadline.
 
 Tensors passed to the collectives are contiguous CPU torch tensors of a type the engine reduces
-natively (f32, f64, integers); remote.py widens f16 and bf16 first.
+natively (f32, f64, integers); engine_collectives.py widens f16 and bf16 first.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from ..errors import FrontendError, LaunchError, VerificationError
 from ..ir import kernel as K
 from ..ir.dfg import GraphFunc, Module
-from ..ir.targets import LEAF_TARGETS, canonical_target, target_problem
+from ..ir.targets import canonical_target, target_problem
 from ..support.loc import Loc
 from .callsite import caller_loc
 from .defs import FRONTEND_LOCK, Definition, LibraryDef, NodeDef, unique_name
@@ -88,7 +88,7 @@ class LeafDef(_Lowerable, NodeDef):
 
     def __init__(self, func: Callable[..., Any], target: str = "any"):
         super().__init__(func)
-        problem = target_problem(target, LEAF_TARGETS)
+        problem = target_problem(target, leaf=True)
         if problem is not None:
             raise FrontendError(f"@hpvm.leaf(target={target!r}): {problem}", self.loc, rule="hint-target")
         self.target = canonical_target(target)

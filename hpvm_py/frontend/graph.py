@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from ..errors import FrontendError, HPVMError, VerificationError
 from ..ir import dfg as D
-from ..ir.targets import HINT_TARGETS, canonical_target, target_problem
+from ..ir.targets import canonical_target, target_problem
 from ..support.loc import Loc
 from .callsite import caller_loc
 from .constants import input_constant, is_constant
@@ -312,7 +312,7 @@ def hint(node: Any, target: str) -> None:
 
 
 def _set_hint(n: NodeRef, target: str) -> None:
-    problem = target_problem(target, HINT_TARGETS)
+    problem = target_problem(target, leaf=False)
     if problem is not None:
         raise VerificationError(f"hint for node {n.ir.name}: {problem}", caller_loc(), rule="hint-target")
     n.ir.hint = canonical_target(target)

@@ -12,13 +12,11 @@ from typing import Union
 
 from ..support.loc import UNKNOWN, Loc
 from .kernel import Const, HelperFunc, LeafFunc, OutputPort, Param
-from .targets import HINT_TARGETS
 
 _LOC = field(default=UNKNOWN, compare=False, repr=False)
 
 ONE_TO_ONE = "one_to_one"
 ALL_TO_ALL = "all_to_all"
-TARGETS = HINT_TARGETS  # what a node hint may name (ir/targets.py)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,16 +1,5 @@
 """Kernel IR: the typed, structured body of a leaf node (and of @hpvm.func helpers).
-
-Expressions are trees whose every node carries its result type; statements keep Python's structured
-control flow (if / for-range / while / break / continue / return), so that every backend (LLVM,
-Triton, the Python reference) lowers the same shapes. Every node has a `loc` that is ignored by
-equality, so IR built from Python and IR parsed back from text compare equal.
-
-Semantics fixed here and implemented identically by every backend (docs/language.md):
-- integer arithmetic wraps; `//` and `%` round toward negative infinity (Python), and a zero divisor
-  gives 0; shifts by a count outside [0, bits) give 0 (or -1 for `>>` of a negative signed value);
-- float to integer casts saturate, NaN gives 0;
-- `and`, `or` and conditional expressions evaluate lazily.
-"""
+(docs/architecture.md, "Module notes": ir/kernel.py)"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace

@@ -93,7 +93,7 @@ from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, Function
                   GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
 from ..support.loc import UNKNOWN, Loc, register_source
 from .operations import OPERATIONS
-from .targets import HINT_TARGETS, LEAF_TARGETS, canonical_target, target_problem
+from .targets import canonical_target, target_problem
 
 _PORT = re.compile(r"(.*)\.([0-9]+)")
 _LOC = re.compile(r"@([0-9]+):([0-9]+):([0-9]+)")
@@ -381,7 +381,7 @@ class _Builder(Transformer):
     def leaf_head(self, func: Token, params: list, outputs: list, target: tuple[str, Token],
                   loc: Token | None) -> _Head:
         spec, token = target
-        problem = target_problem(spec, LEAF_TARGETS)
+        problem = target_problem(spec, leaf=True)
         if problem is not None:
             raise self._fail(f"unknown leaf target {spec}: {problem}", token)
         return self._head(func, params, outputs, loc, extra=canonical_target(spec))
@@ -444,7 +444,7 @@ class _Builder(Transformer):
 
     def hint(self, target: tuple[str, Token]) -> str:
         spec, token = target
-        problem = target_problem(spec, HINT_TARGETS)
+        problem = target_problem(spec, leaf=False)
         if problem is not None:
             raise self._fail(f"unknown hint {spec}: {problem}", token)
         return canonical_target(spec)

@@ -15,7 +15,7 @@ from ..support.loc import Loc
 from ..types import PtrType, ScalarType, i64
 from . import dfg as D
 from . import kernel as K
-from .targets import HINT_TARGETS, LEAF_TARGETS, target_problem
+from .targets import target_problem
 
 RULES: dict[str, str] = {
     "dfg-acyclic": "the edges of a child graph form no cycle",
@@ -89,7 +89,7 @@ def verify_module(module: D.Module) -> list[DeferredGridCheck]:
             _check_node_params(fn.params, fn.name)
             _check_leaf_pointer_use(fn, module, helper_usage)
             _check_remote_accesses(fn)
-            problem = target_problem(fn.target, LEAF_TARGETS)
+            problem = target_problem(fn.target, leaf=True)
             if problem is not None:
                 raise _fail(f"leaf {fn.name}: {problem}", fn.loc, "hint-target")
         elif isinstance(fn, K.HelperFunc):
@@ -264,7 +264,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
                                 f"parameter of graph {g.name}", n.loc, "instance-counts")
             if isinstance(d, D.DimConst) and d.value < 0:
                 raise _fail(f"node {n.name} has a negative instance count", n.loc, "instance-counts")
-        problem = None if n.hint is None else target_problem(n.hint, HINT_TARGETS)
+        problem = None if n.hint is None else target_problem(n.hint, leaf=False)
         if problem is not None:
             raise _fail(f"node {n.name}: hint {problem}", n.loc, "hint-target")
 

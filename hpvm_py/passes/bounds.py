@@ -1,18 +1,5 @@
 """Analysis `bounds`: prove at launch that every memory access of a leaf stays in bounds.
-
-Compiled code that indexes out of bounds would read or corrupt memory, or crash the process. The
-backends therefore have a checked variant (every access tested, a failure reported at its line)
-and an unchecked one. Before a launch, BoundsProof runs the interval analysis of
-passes/bounds_analysis.py with the launch's concrete values (integer scalars, buffer sizes, grid
-extents, and the world size for remote accesses): only if every load, store and atomic index
-provably lies in [0, size), and every remote access's rank in [0, world size), does the unchecked
-code run.
-
-The proof depends on nothing else: buffer contents never enter it (loaded values are unknown),
-so it is keyed by the extents, the buffer sizes and the integer scalars (per-instance and
-per-parent arrays by their minimum and maximum), and a repeated launch costs a dict lookup.
-A replayed launch (rt/replay.py) asks again whenever one of those values may have changed.
-"""
+(docs/architecture.md, "Module notes": passes/bounds.py)"""
 from __future__ import annotations
 
 import threading

@@ -1,25 +1,5 @@
 """Abstract interpretation of a leaf body over intervals: is every access provably in bounds?
-
-Given the launch's concrete values (integer scalars as intervals, buffer element counts, grid
-extents), BoundsAnalysis walks the body once in program order with an abstract state
-(passes/intervals.py). Soundness rests on these rules:
-
-- every integer value is a mathematical integer within its type's range; an operation whose
-  exact result may leave the range wraps, so it yields the whole range;
-- loaded values, atomics' old values and float-to-int casts are their type's range;
-- conditions refine the variables they compare (`if i < n:`) and record relations between affine
-  sums (`if i + k < n:`) only when those sums are exact (no wrapping anywhere inside them);
-- `break`, `continue` and `return` end their path: break states join the loop's exit, continue
-  states its head; the code after them is unreachable on that path;
-- a loop head is a real fixpoint: states are joined, growing bounds are widened to their type's
-  limits after a few rounds, a few narrowing rounds recover precision, and the body is checked
-  once more with the final head. A head that is not stable after a bounded number of rounds
-  (each round must widen or drop something, so this cannot happen unless the analysis is wrong)
-  fails the proof.
-
-Any access that cannot be shown in [0, limit), or remote access whose rank cannot be shown in
-[0, world_size), fails the whole proof: the checked code runs.
-"""
+(docs/architecture.md, "Module notes": passes/bounds_analysis.py)"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,28 +1,5 @@
 """Analysis `coverage`: does a launch provably write every element of an `Out` buffer?
-
-The device targets copy an `Out` buffer to the device only when some element may stay unwritten
-(docs/language.md, "Out buffers"): skipping the copy of a buffer that a launch writes in part would
-leave device garbage where the host targets keep the old values. This analysis finds the launches
-where skipping it is safe.
-
-An `Out` parameter `p` is covered when one store `p[index] = ...` is executed by every instance
-that the guards on its path admit, and the indices those instances store to hold every element of
-the buffer. The store qualifies statically (once per leaf) when:
-
-- the statements before it on its path cannot end the instance (no `return` earlier in the body),
-  and no loop around it can be left early (no `break`, `continue` or `return` in their bodies);
-- it sits inside `if` branches and `for` loops only (a `while` loop has no known trip count);
-- its index, every guard on its path and the bounds of the loops around it are affine sums of
-  instance ids, loop counters and integers known at launch: scalars and locals assigned once on the
-  path (a local assigned twice, a loaded value, a narrowing cast or a product of two unknowns is
-  not affine).
-
-At launch, with the concrete scalars and extents, every instance id and loop counter becomes an
-interval (a guard `i < n - 1` narrows `i`'s), every intermediate sum is checked not to wrap in its
-type, and the store's image is computed: sorted by coefficient, the terms cover a contiguous
-range when each coefficient is at most one more than the reach of the smaller ones. The buffer is
-covered when that range holds [0, elements). Anything else is unproven: the buffer is copied in.
-"""
+(docs/architecture.md, "Module notes": passes/coverage.py)"""
 from __future__ import annotations
 
 import threading

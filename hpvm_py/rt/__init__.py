@@ -1,1 +1,2 @@
-"""Runtime: memory tracker, executor, streaming, worker pool, compile cache, devices."""
+"""The runtime layer: the compile path (compiler.py), plan, placement, executor, memory tracker,
+replay and streaming (stream/); docs/architecture.md, "Runtime"."""

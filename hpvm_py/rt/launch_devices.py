@@ -7,7 +7,7 @@ from typing import Any
 from ..backends import registry
 from ..device import device_count, gpu_device
 from ..errors import CompileError, LaunchError
-from ..ir.targets import HINT_TARGETS
+from ..ir.targets import hint_targets
 from .buffers import HOST
 from .placement import LEAF, origin_text
 from .plan import GraphPlan, NodePlan
@@ -38,7 +38,7 @@ def _check_runnable(node: NodePlan) -> None:
     target = node.placement.target
     if registry.available(target):
         return
-    here = ", ".join(t for t in HINT_TARGETS if t not in ("any", target) and registry.available(t))
+    here = ", ".join(t for t in hint_targets() if t not in ("any", target) and registry.available(t))
     message = (f"node {node.name} runs on target {target!r} (placed there by "
                f"{origin_text(node.placement, node.node, node.func)}), which cannot run here: "
                f"{registry.why_unavailable(target)}. To run this graph here, place the node on a "

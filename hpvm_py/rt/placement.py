@@ -1,16 +1,5 @@
 """Where each node runs: the placement policy.
-
-The policy, decided once when a graph is compiled (docs/placement.md):
-  1. the `python` runtime target runs every node as Python (the reference ignores placements);
-  2. a node's hint (`hpvm.hint`, `hpvm.node(..., hint=)`), unless it is "any"; a node without one
-     takes the hint of its nearest hinted enclosing internal node (a hint places a whole subgraph);
-  3. else its leaf's `@hpvm.leaf(target=...)`, unless it is "any";
-  4. else the runtime's target. There, a leaf that Triton cannot express (`gpu`) moves to `nvptx`,
-     the other GPU target, when nvptx runs here: same device, same memory. A node placed by a hint
-     or a leaf target never moves: it compiles where it was asked to, or the error says why.
-A GPU placement may name a device, "gpu:1": GPU number 1 of the runtime's GPU kind (cuda:1, or
-fake:1 where CI stands in a fake device); without one it runs on the default GPU (gpu_device()).
-"""
+(docs/architecture.md, "Module notes": rt/placement.py)"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,7 +10,7 @@ from ..device import gpu_device
 from ..errors import CompileError
 from ..ir import dfg as D
 from ..ir import kernel as K
-from ..ir.targets import GPU_TARGETS, split_target
+from ..ir.targets import TARGETS, is_gpu, split_target
 from .buffers import HOST
 
 HINT, LEAF, RUNTIME, FALLBACK = "hint", "leaf", "runtime", "fallback"  # why a node runs where it does
@@ -42,8 +31,9 @@ class Placement:
 def place(node: D.Node, func: Any, runtime_target: str, inherited: Placement | None = None) -> Placement:
     """Where `node` runs when its graph is compiled for `runtime_target`, inside internal nodes
     whose nearest hint is `inherited` (steps 1-3, and 4 before any fallback)."""
-    if runtime_target == "python":
-        return Placement("python", None, RUNTIME)
+    row = TARGETS.get(runtime_target)
+    if row is not None and row.reference:
+        return Placement(runtime_target, None, RUNTIME)
     if node.hint is not None and node.hint != "any":
         return Placement(*split_target(node.hint), HINT, node.name)
     if inherited is not None:
@@ -55,11 +45,15 @@ def place(node: D.Node, func: Any, runtime_target: str, inherited: Placement | N
 
 
 def fallback(placement: Placement, error: CompileError) -> Placement | None:
-    """Step 4's move: a leaf Triton cannot express runs on nvptx, if nothing pinned it to gpu and
-    nvptx runs here."""
-    if placement.origin != RUNTIME or placement.target != "gpu" or error.rule != "gpu-supported":
+    """Step 4's move: a leaf its target cannot express (the fallback's rule) runs on the target's
+    fallback, if nothing pinned it to its target and the fallback runs here."""
+    row = TARGETS.get(placement.target)
+    if placement.origin != RUNTIME or row is None or row.fallback is None:
         return None
-    return Placement("nvptx", placement.index, FALLBACK) if registry.available("nvptx") else None
+    target, rule = row.fallback
+    if error.rule != rule or not registry.available(target):
+        return None
+    return Placement(target, placement.index, FALLBACK)
 
 
 def origin_text(placement: Placement, node: D.Node, func: Any) -> str:
@@ -69,7 +63,10 @@ def origin_text(placement: Placement, node: D.Node, func: Any) -> str:
     if placement.origin == LEAF:
         return f"@hpvm.leaf(target={func.target!r}) of {func.name}"
     if placement.origin == FALLBACK:
-        return f"the fallback of {func.name} from gpu (which cannot express it) to nvptx"
+        source = next(name for name, row in TARGETS.items()
+                      if row.fallback is not None and row.fallback[0] == placement.target)
+        return (f"the fallback of {func.name} from {source} (which cannot express it) to "
+                f"{placement.target}")
     return "the runtime's target"
 
 
@@ -90,7 +87,3 @@ def device_of(target: str, index: int | None = None) -> str:
     if not is_gpu(target):
         return HOST
     return gpu_device(index)
-
-
-def is_gpu(target: str) -> bool:
-    return target in GPU_TARGETS

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.semantics import typed_value
+from ..ir.targets import is_gpu
 from ..ir.verify import DeferredGridCheck
 from ..types import PtrType
 from ..backends import heapview, registry
@@ -22,7 +23,7 @@ from ..passes.bounds import BoundsProof
 from ..passes.coverage import OutCoverage
 from ..passes.uniform import check_barriers
 from .library import compile_library
-from .placement import HINT, Placement, fallback, is_gpu, place, require_compilable
+from .placement import HINT, Placement, fallback, place, require_compilable
 
 
 @dataclass
@@ -99,7 +100,7 @@ class NodePlan:
 
     def reading_on_device(self, ports: tuple[int, ...]) -> tuple[LeafKernel, BoundsProof]:
         """The unchecked variant whose uniform inputs `ports` are read from device arrays (one
-        value per parent: rt/items.py hands it a producer's outputs), with its bounds proof, in
+        value per parent: rt/stream/items.py hands it a producer's outputs), with its bounds proof, in
         which those inputs are unknown (compiled on first need)."""
         found = self._reading.get(ports)
         if found is None:

@@ -1,37 +1,7 @@
-"""Replaying a launch: the fast path for a graph launched again with the same buffers.
-
-A first launch of a compiled graph records, for each leaf it ran, the kernel's prepared launch
-(packed arguments, extents, partitions, the checked/unchecked choice) and where each of its
-uniform scalars came from (a root argument, or a sibling's output). A later launch with the same
-buffer objects and the same integer arguments (instance counts, sizes and bounds proofs depend only
-on those) patches the scalars that may differ (float arguments, values computed by earlier nodes)
-and calls the drivers again: no argument re-checking, no plan walk, no allocation. A leaf whose
-bounds proof depends on integers computed by earlier nodes has both its kernels prepared when it is
-recorded; a replay asks the proof again (a cached lookup) and runs the checked kernel whenever the
-new values are not proven in bounds.
-
-Only graphs made of compiled leaves directly under the root are recorded, and only when every
-edge delivers the producer's own output array or a uniform value, so that nothing computed on the
-host between nodes could go stale. A root node may also be an internal node around one leaf (the
-Parboil block pattern: a replicated node whose child is a replicated leaf), when the node has no
-outputs and the leaf's inputs come from the root's arguments or constants through it: its launch
-is one kernel over both levels' extents, recorded as the root's leaves are. Everything else takes
-the normal path.
-
-On the GPU targets a replay also skips the host round trips of the normal path: a per-instance
-value on an edge is read by the consumer's kernel from the producer's device array (bound when
-recorded), and a kernel's scalar outputs are copied to the host only when the host reads them (a
-uniform input of a later node, a root output), so a graph whose edges stay per-instance queues its
-kernels without waiting for any. Before any kernel runs, a replay asks the memory tracker for every
-buffer as the normal path would (copies and valid bits alike) and takes the normal path when a
-buffer's device copy is not the one recorded. A GPU step whose checked/unchecked choice depends on
-computed values is not recorded. A GPU recording whose kernels need nothing from the host between
-them is captured into a CUDA graph once it repeats with the same scalars (device/graphs.py).
-
-A recording refers to its buffers only through weak references to their tracked objects: it never
-keeps a buffer alive, and it stops matching once a buffer is untracked or its runtime cleaned up
-(the next launch takes the normal path, tracking the buffer again).
-"""
+"""Replaying a launch: the fast path for a graph launched again with the same buffers and integers
+(the recorded prepared launches re-run with patched scalars; on the GPU targets, edges stay on the
+device and a repeat with the same scalars runs as one CUDA graph). docs/architecture.md
+("Replay") says what is recorded and when a replay falls back to the normal path."""
 from __future__ import annotations
 
 import math
@@ -52,7 +22,7 @@ from ..types import PtrType, ScalarType
 from .args import scalar_argument
 from .buffers import HOST, moved, why_not_writable
 from .executor import BoundBuffer
-from .streams import StreamPlan, assign_streams
+from .replay_streams import StreamPlan, assign_streams
 from .tracker import MemoryTracker
 
 _KEPT = 8  # recordings kept per compiled graph

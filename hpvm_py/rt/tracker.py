@@ -145,7 +145,7 @@ class MemoryTracker:
 
     def host_data(self, objects: list[MemoryObject]) -> None:
         """The user's buffers hold the data: device copies of untracked ones are stale. A stream
-        says so for a pushed buffer only when no earlier item in flight uses it (rt/hazards.py):
+        says so for a pushed buffer only when no earlier item in flight uses it (rt/stream/hazards.py):
         else its valid copies hold what that item writes, and its host copy may still be on its
         way back."""
         with self._lock:

@@ -14,8 +14,8 @@ from typing import Any, Callable
 import torch
 
 from ..frontend.decorators import GraphDef
-from ..pipeline import CompiledGraph, LoadedGraph
-from ..rt import api
+from ..rt.compiler import CompiledGraph, LoadedGraph
+from ..api import host as api
 from ..rt.boundary import api_boundary
 from ..types import ScalarType
 from .spec import build, fail, graph_name, graph_params

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..errors import LaunchError
 from ..ir import dfg as D
-from ..pipeline import module_of
+from ..rt.compiler import module_of
 from ..rt.args import size_companions
 from ..support.loc import Loc
 from ..types import PtrType, ScalarType

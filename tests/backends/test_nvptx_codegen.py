@@ -19,7 +19,7 @@ from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.nvptx import NvptxBackend, device, toolchain
 from hpvm_py.errors import CompileError
 from hpvm_py.frontend.decorators import GraphDef
-from hpvm_py.pipeline import compile_graph
+from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.support import stats
 from hpvm_py.types import PtrType
 

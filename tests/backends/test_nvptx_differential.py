@@ -21,7 +21,7 @@ from cpu_harness import buffer, device_buffer
 from differential.generator import Program, programs
 from hpvm_py import types as T
 from hpvm_py.backends.nvptx import device
-from hpvm_py.pipeline import compile_graph
+from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.types import PtrType
 
 pytestmark = pytest.mark.skipif(device.unusable_reason() is not None,

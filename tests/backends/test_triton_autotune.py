@@ -13,7 +13,7 @@ from hpvm_py import In, InOut, Out, Ptr, f32, i64
 from hpvm_py.backends import registry
 from hpvm_py.backends.triton import autotune as T
 from hpvm_py.errors import CompileError, ExecutionError
-from hpvm_py.pipeline import compile_graph
+from hpvm_py.rt.compiler import compile_graph
 
 pytestmark = pytest.mark.skipif(not registry.available("gpu"), reason="the gpu target (triton) is not here")
 

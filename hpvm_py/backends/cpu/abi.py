@@ -1,17 +1,5 @@
 """The calling convention between a launch (Python) and a generated driver function.
-
-    void driver(ptr args, ptr extents, i64 p_begin, i64 p_end, i64 o_begin, i64 o_end, ptr error)
-
-args: 8-byte slots: one per parameter (a buffer's address, a uniform scalar's value in its memory
-form, or the address of a per_parent / per_instance array), then one per output (the output
-array's address, null when unused), then the real size in bytes of each buffer parameter, then,
-for a leaf with remote accesses, the address of the heap bases (int64, one per rank), this
-process's rank and the world size (backends/heapview.py).
-extents: three i64 per level (x, y, z; 1 for missing dimensions), level 0 (the leaf) first.
-[p_begin, p_end) is the range of parent instances to run and [o_begin, o_end) the range of the
-leaf's outermost dimension (z, y or x); error points at the error slot (memory.ERROR_SLOT_WORDS).
-A driver is pure with respect to its arguments, so disjoint ranges run in parallel.
-"""
+(docs/architecture.md, "Module notes": backends/cpu/abi.py)"""
 from __future__ import annotations
 
 from dataclasses import dataclass

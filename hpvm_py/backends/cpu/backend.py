@@ -21,7 +21,7 @@ from .driver import build_drivers, build_nontemporal_driver
 from .kernel import CpuKernel, KernelInfo, LazyCode
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .nontemporal import mark_nontemporal, nt_bytes, nt_stores
-from .plan import Plan, make_plan
+from .loop_plan import Plan, make_plan
 from .prepare import localize_assigned_params
 
 _OBJECT_SUFFIX = ".cpu.o"

@@ -19,7 +19,7 @@ from llvmlite import ir
 from ...ir import kernel as K
 from ...types import PtrType
 from ..base import NodeContext
-from . import plan as P
+from . import loop_plan as P
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .codegen import Emitter, Frame, ancestor_ids
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type

@@ -22,7 +22,7 @@ from .. import heapview
 from ...support import settings, stats
 from ...types import PtrType, ScalarType
 from ..base import BufferArg, LeafKernel
-from ..bounds import recorded
+from ..access_errors import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
 from ..jit import LoadedObject

@@ -15,7 +15,7 @@ from ...errors import CompileError
 from ...ir import kernel as K
 from ...support.loc import UNKNOWN
 from ...types import PtrType, ScalarType, bf16
-from ..bounds import RANK_SITES
+from ..access_errors import RANK_SITES
 from . import arith, mathfns, nontemporal
 from .lltypes import I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero
 from .lowering import Lowering

@@ -1,27 +1,5 @@
 """Non-temporal stores, for launches that write far more than the caches hold.
-
-A normal store reads the cache line it writes first (read-for-ownership). When a launch writes much
-more than the last-level cache holds, the line leaves the cache before anything reads it again, so
-that read is wasted: vadd moves 4 bytes for every 3 it needs. A non-temporal store sends whole lines
-to memory without reading them. For outputs that would stay in the cache it is a loss (their next
-reader must fetch them from memory), so the kernel compiles a second driver with such stores when a
-launch first needs it; launches that write enough time both drivers and keep the faster
-(storechoice.py).
-
-A store qualifies when it runs once per x instance, unconditionally, at an index that advances by
-one element per x instance, into a buffer parameter the leaf only ever stores to. The x loop of such
-a store runs in three parts (driver.py): normal stores up to the first instance whose store address
-starts a cache line, non-temporal ones over whole lines, where the driver tells LLVM that the first
-address is line-aligned so that the vectorised stores use the aligned instructions (vmovntps), and
-normal stores for the rest of the last line. When the qualifying stores of one loop do not all
-start lines at the same instance, the whole loop stores normally.
-
-LLVM does not vectorise a loop whose scalar stores are `!nontemporal` with less than vector
-alignment. So the qualifying stores carry a marker through the optimiser (a `!noalias` scope that
-no access belongs to, which tells LLVM nothing) and the marked stores of the optimised IR become
-non-temporal (`mark_nontemporal`). Non-temporal stores are weakly ordered: the driver with them ends
-with a store fence, so that they are visible before the pool counts its task done.
-"""
+(docs/architecture.md, "Module notes": backends/cpu/nontemporal.py)"""
 from __future__ import annotations
 
 import platform
@@ -36,7 +14,7 @@ from ...types import PtrType, ScalarType
 from ..base import NodeContext
 from .intrinsics import declare
 from .lltypes import I1, I64, VOID
-from .plan import Forall, Plan, x_coefficient
+from .loop_plan import Forall, Plan, x_coefficient
 
 LINE_BYTES = 64
 # sfence orders the stores; other targets keep normal stores

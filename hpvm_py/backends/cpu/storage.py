@@ -8,7 +8,7 @@ from llvmlite import ir
 
 from ...ir import kernel as K
 from ...types import PtrType, ScalarType
-from . import plan as P
+from . import loop_plan as P
 from .intrinsics import declare
 from .lltypes import I8, I64, PTR, VOID
 from .memory import Pointer

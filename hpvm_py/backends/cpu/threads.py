@@ -1,27 +1,5 @@
 """A native work-sharing pool for kernel partitions, generated with llvmlite.
-
-Python threads that wait on locks wake up slowly (tens of microseconds on a VM, plus the GIL), and a
-launch of a millisecond kernel cannot afford that twice. Here the worker threads live in native
-code: each is a Python thread that calls `worker(state, first)` once and stays in it, with the GIL
-released, spinning briefly and then sleeping on a futex until a job is published. A launch writes
-its task records, publishes the job with one store, runs tasks itself, and waits (in native code,
-helping with other jobs meanwhile) until every task of its job is done.
-
-Several launches may be in flight at once (the stages of a stream launch concurrently): each
-publishes its job in a slot of its own, and every worker takes tasks from any slot. So a launch
-gets the workers that the others leave idle, the cores are never asked for twice, and a heavy
-stage is not held to a fixed share of them.
-
-State (an array of i64):
-  [0] wake-up counter (a futex word: bumped on every job and at shutdown)
-  [1] sleeping workers   [2] shutdown
-  slot s, at word _SLOT_BASE + _SLOT_WORDS * s:
-    [0] job word: tag << 40 | count << 20 | next task. A claim is a compare-and-swap of the whole
-        word, so it can never take a task of an earlier or later job of the same slot.
-    [1] tasks done   [2] address of the task records
-Task record (8 x i64): driver address, then its arguments: args, extents, p_begin, p_end,
-o_begin, o_end, error.
-"""
+(docs/architecture.md, "Module notes": backends/cpu/threads.py)"""
 from __future__ import annotations
 
 import atexit

@@ -1,19 +1,5 @@
 """The kernel parameters of a leaf compiled for nvptx, in order (shared by codegen and launch):
-
-    one per leaf parameter   a buffer's device address, a uniform scalar in its memory form, or
-                             the device address of a per_parent / per_instance array;
-    one per output           the device address of the output array (0 when unused);
-    one per buffer parameter the real size of the memory object in bytes (i64);
-    3 per level (x, y, z)    the extents (i64, 1 for missing dimensions), level 0 (the leaf) first;
-    y offset, zp offset      (flat mapping) where this launch's grid starts in y and in the (z,
-                             parent) range: launches whose grid exceeds the GPU's are split;
-    error                    the address of the error slot (cpu/memory.py: ERROR_SLOT_WORDS i64),
-                             0 in unchecked code;
-    bases, rank, world       (leaves with remote accesses) the device address of the heap bases
-                             (int64, one per rank), this process's rank and the world size.
-
-The launcher packs every parameter into an 8-byte slot (a narrower one in its low bytes).
-"""
+(docs/architecture.md, "Module notes": backends/nvptx/abi.py)"""
 from __future__ import annotations
 
 from dataclasses import dataclass

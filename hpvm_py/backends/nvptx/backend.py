@@ -12,7 +12,7 @@ from ...ir import kernel as K
 from ...support import settings
 from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from ..cpu.accesses import sites
-from ..cpu.plan import check_compilable
+from ..cpu.loop_plan import check_compilable
 from ..cpu.prepare import localize_assigned_params
 from . import device, toolchain
 from .launch import NvptxKernel

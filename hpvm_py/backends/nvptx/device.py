@@ -49,7 +49,7 @@ def unusable_reason() -> str | None:
 
 def error_name(err: Any) -> str:
     driver = cuda_driver()
-    if isinstance(err, int):  # a code returned through ctypes (device/driver.py)
+    if isinstance(err, int):  # a code returned through ctypes (device/libcuda.py)
         try:
             err = driver.CUresult(err)
         except ValueError:

@@ -20,9 +20,9 @@ from ...ir import kernel as K
 from ...types import PtrType
 from ..base import BufferArg, LeafKernel, NodeContext
 from .. import heapview
-from ..bounds import recorded
+from ..access_errors import recorded
 from ...device import faults
-from ...device.driver import launch_kernel
+from ...device.libcuda import launch_kernel
 from ...device.outputs import DeviceLaunch, DeviceOutputs
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites

@@ -1,21 +1,5 @@
 """The kernel of a leaf on nvptx: one GPU thread per dynamic instance (SIMT).
-
-The leaf body is lowered by the cpu target's shared lowering (cpu/codegen.py with this target's
-`Lowering`); this module is the other driver: where instance ids come from and how the instance
-space of backends/base.py maps onto grid × block.
-
-  group mapping (the leaf calls barrier() or malloc()): a group (the leaf's instances within one
-      parent instance) is one thread block: block = the leaf's extents (x, y, z), grid.x = the
-      parent instances. barrier() is the block barrier; malloc() scratch is shared memory,
-      zeroed by the block before the body runs.
-  flat mapping (neither): instances are independent. x = ctaid.x * ntid.x + tid.x, y = ctaid.y *
-      ntid.y + tid.y and the pair (z, parent) = ctaid.z * ntid.z + tid.z, each guarded (the tail
-      blocks). The launcher chooses the block shape, and splits a launch whose grid exceeds the
-      GPU's limits in y or z into several, each with its offsets (launch.py).
-
-A thread that returns early leaves the barriers to the others (PTX: exited threads release the
-barriers waiting for them).
-"""
+(docs/architecture.md, "Module notes": backends/nvptx/simt.py)"""
 from __future__ import annotations
 
 from typing import Callable

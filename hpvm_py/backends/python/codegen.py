@@ -24,7 +24,7 @@ from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import PtrType, ScalarType, Type, bf16
 from ..base import NodeContext
-from . import ops, remote
+from . import ops, remote_access
 
 _RUNTIME_NAMES = ("np", "hp_load", "hp_store", "hp_vload", "hp_vstore", "hp_atomic", "hp_vatomic",
                   "hp_range", "hp_where", "hp_rload", "hp_rstore", "hp_ratomic_add", "peers")
@@ -168,8 +168,8 @@ class _Generator:
         self.namespace: dict[str, Any] = {
             "np": np, "hp_load": ops.load, "hp_store": ops.store, "hp_vload": ops.vload,
             "hp_vstore": ops.vstore, "hp_atomic": ops.atomic, "hp_vatomic": ops.vatomic,
-            "hp_range": ops.py_range, "hp_where": np.where, "hp_rload": remote.rload,
-            "hp_rstore": remote.rstore, "hp_ratomic_add": remote.ratomic_add,
+            "hp_range": ops.py_range, "hp_where": np.where, "hp_rload": remote_access.rload,
+            "hp_rstore": remote_access.rstore, "hp_ratomic_add": remote_access.ratomic_add,
         }
         self.names: dict[str, str] = {}
         used = set()

@@ -15,10 +15,10 @@ from ...support import settings
 from ...support.loc import Loc
 from ...types import SCALAR_TYPES, PtrType, bf16
 from ..base import Backend, BufferArg, CacheKey, LeafKernel
-from ..bounds import bad_rank, out_of_bounds
+from ..access_errors import bad_rank, out_of_bounds
 from . import ops
 from .codegen import GeneratedLeaf, generate, vector_eligible
-from .remote import Peers, RankError
+from .remote_access import Peers, RankError
 
 _VECTOR_CHUNK = 1 << 20  # instances per vectorised step
 

@@ -20,6 +20,7 @@ class TritonBackend(Backend):
     # Triton's JIT builds a launch's kernels for its GPU (or its interpreter): without either, a
     # launch cannot compile them, although their source can still be generated (compilable)
     compiles_at_launch = True
+    whole_items = True
 
     def available(self) -> bool:
         return interpreting() or cuda_available()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...ir import kernel as K
 from ...types import PtrType, ScalarType
-from ..bounds import Access
+from ..access_errors import Access
 from . import values as V
 from .mathcalls import unsupported
 

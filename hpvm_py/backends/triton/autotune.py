@@ -1,22 +1,5 @@
 """Block shapes of large gpu launches, chosen by timing them (autotuning).
-
-The code generator's default shape (1,024 lanes per program in 4 warps; grid tiles of 512 lanes
-in 4 warps) suits memory-bound leaves; a leaf that does more work per instance, or little, may
-run faster with smaller programs or more warps. A launch of at least MIN_INSTANCES instances
-whose kernel takes the plain or the grid-tile layout therefore times a few shapes (lanes per
-program x warps) on its own buffers, once, and keeps the fastest. Kernels with other layouts
-keep theirs: tl.dot blocks and privatised counts were swept on the H100 (docs/performance.md),
-and a leaf with barrier() or malloc() needs all of a parent's instances in one program.
-
-Timing runs the kernel several times, so only launches that compute the same result every time
-are tuned: no atomics, no remote accesses, no InOut buffer (Out buffers are write-only), and no
-input buffer that overlaps an output buffer. Others keep the default shape.
-
-The choice is kept in memory and in the disk cache (support/cache.py, `.tune.json`), keyed by the
-kernel's source digest, the GPU's name, the layout, and the launch's size class (powers of two of
-the instances per parent and in all): a program tunes a shape class once, on its first launch of
-it, and later processes read the choice. `HPVM_AUTOTUNE=0` turns tuning off (default shapes).
-"""
+(docs/architecture.md, "Module notes": backends/triton/autotune.py)"""
 from __future__ import annotations
 
 import json

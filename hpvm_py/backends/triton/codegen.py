@@ -1,23 +1,5 @@
 """Kernel IR -> Triton source: one program runs a block of a leaf's dynamic instances.
-
-Mapping. Program `pid` covers leaf instances [lb * BLOCK, lb * BLOCK + BLOCK) of parent instance
-`pid // LB` (lb = pid % LB): leaf instances are lanes, parent instances are programs. A leaf with
-barrier() runs all its instances of one parent in one program (LB = 1), so a barrier is a barrier
-inside one program. Lane positions are i64, except in kernels with privatised counts launched with
-`LANES32` (every position fits in i32: kernel.py), whose ids are still widened to i64 for the leaf.
-
-Uniform values (passes/uniform.py: the same for every instance of one parent instance) are Triton
-scalars, everything else is a block of BLOCK lanes. Control flow that differs between lanes
-becomes masks: the mask of a statement is the conjunction of `m0` (lanes inside the grid), the
-conditions of the enclosing divergent ifs, `live` (lanes that have not returned) and, per
-enclosing loop, lanes that have not broken out or continued. Loops whose trip count differs per
-lane run to the block's maximum, lanes masked off when done. Uniform ifs and loops stay scalar
-control flow. Loads, stores and atomics are masked, so masked-off lanes never touch memory; the
-checked variant also masks every access to its buffer's bounds and records the first failure.
-In a leaf without replication dims (one instance per program), reduction loops run over the
-program's lanes instead (reductions.py, spread.py); a launch of few parent instances may split such
-a loop over SPLIT programs per parent instance (`part` numbers them; SPLIT = 1 when it does not).
-"""
+(docs/architecture.md, "Module notes": backends/triton/codegen.py)"""
 from __future__ import annotations
 
 import hashlib
@@ -28,7 +10,7 @@ from ...ir import kernel as K
 from ...passes.uniform import Uniformity
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
-from ..bounds import Access
+from ..access_errors import Access
 from ..cpu.prepare import localize_assigned_params
 from . import values as V
 from .accesses import MemoryAccesses
@@ -40,7 +22,7 @@ from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
 from .privatise import PrivateCount, PrivateCounts, private_counts
 from .reductions import ReductionLoop, reduction_loops, splittable, without
-from .remote import HEAP_ARGUMENTS, RemoteAccesses
+from .remote_access import HEAP_ARGUMENTS, RemoteAccesses
 from .scratch import Scratch, scratches
 from .spread import SpreadLoops
 

@@ -1,23 +1,5 @@
 """Recognising a matrix-product k-loop in a 2-D leaf, for the gpu target's tl.dot kernels.
-
-A leaf matches when one top-level `for` loop does nothing but `acc += X * Y` (acc an f32 local)
-over a k index kk in [start, stop), where X depends on the instance only through its coordinate
-along one grid dimension (the row) and Y only through the other (the column), and the statements
-before the loop store nothing, return nothing and have no atomics or barriers. Two forms:
-
-- per element: `for t in range(start, stop): acc += a[...t...] * b[...t...]`;
-- Parboil tiles: `for k0 in range(0, K, T):` store one element of A and of B per instance into two
-  malloc'ed T x T scratch tiles, barrier, `for t in range(T): acc += ta[..] * tb[..]`, barrier.
-  The value read from a tile is the one its writer stored; the writer is found by solving the
-  store index (a bijection of the T x T leaf instances) for the read index, then X is the store's
-  value at the writer's ids, with kk = k0 + t (k0 must cancel out of every index).
-
-The instance's coordinate along a dimension d is id1_d * E0_d + id0_d (or id0_d without replicated
-parents), so a dot kernel program can cover a BM x BN block of coordinates across many parent
-instances. Index expressions are compared as polynomials (polynomial.py): a near miss (a
-transposed operand, an extra term, a guard on the k index, a non-affine index) finds no match and
-the leaf keeps its literal translation. Only what is proven is matched.
-"""
+(docs/architecture.md, "Module notes": backends/triton/dotmatch.py)"""
 from __future__ import annotations
 
 from collections import Counter

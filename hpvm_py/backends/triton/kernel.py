@@ -337,7 +337,7 @@ class TritonKernel(LeafKernel):
     @staticmethod
     def _values(arg: Any, t: ScalarType, device: Any) -> Any:
         """Per-parent or per-instance scalars as a device array of their register values (a
-        device array already: a producer's outputs, which rt/items.py binds as they are)."""
+        device array already: a producer's outputs, which rt/stream/items.py binds as they are)."""
         import torch
 
         if isinstance(arg, torch.Tensor):

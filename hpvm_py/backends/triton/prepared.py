@@ -1,19 +1,5 @@
 """A packed launch of one generated Triton kernel (TritonKernel.prepare).
-
-The first run on a GPU goes through Triton's dispatch (`kernel[grid](...)`: binding, specialisation,
-compile-cache lookup), which hands back the compiled kernel; later runs call that compiled kernel's
-launcher (`CompiledKernel[grid]`, where Triton's dispatch ends too) with the packed arguments,
-skipping tens of microseconds of Python. That is valid while every integer argument keeps the
-specialisation Triton compiled for (triton 3.6 and 3.9 alike: an integer equal to 1 becomes a
-constant, one divisible by 16 is marked so, and its range picks i32, i64 or u64): set_uniform()
-compares a new value's class with the old one's and sends the next run through the dispatch again
-when it differs. Under TRITON_INTERPRET=1 every run goes through the interpreter.
-
-A stream's next item points the launch at other device buffers (set_buffer). The compiled
-launcher takes a pointer as a plain integer, so the fast path gets the buffer's address and the
-typed torch view that Triton's dispatch needs is made only if the launch dispatches again (a view
-costs more than the kernel's launch itself).
-"""
+(docs/architecture.md, "Module notes": backends/triton/prepared.py)"""
 from __future__ import annotations
 
 import struct
@@ -28,7 +14,7 @@ from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import ScalarType, bf16
 from ..base import BufferArg
-from ..bounds import recorded
+from ..access_errors import recorded
 from ...device import faults, typed_tensor
 from ...device.outputs import DeviceLaunch, DeviceOutputs
 from .codegen import TritonSource

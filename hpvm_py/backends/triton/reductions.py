@@ -1,28 +1,5 @@
 """Reduction loops that the Triton generator may spread over a program's lanes (spread.py emits them).
-
-A leaf without replication dims runs one instance per program: its lanes would all repeat the same
-scalar loop. A top-level `for` over a uniform range qualifies when its iterations can run in any
-grouping as long as each accumulator's elements are combined in a way that gives the sequential
-result bit for bit:
-
-- the body is assignments only: no store, atomic, barrier, malloc, call, nested loop, if, break,
-  continue or return (loads are fine);
-- every local the body reads back from an earlier iteration is an accumulator, assigned once as
-  `acc = max(acc, e)` / `min` (f32, f64, integers; either operand order), or `acc = acc + e`,
-  `&`, `|`, `^` (integers: wrapping, so any order gives the same bits), where no element `e`
-  reads an accumulator; every other local assigned in the body (a temporary) is assigned before
-  it is read in each iteration;
-- values from before the loop that the body reads are uniform: per lane, only the instance's lane
-  holds them (spread.py gives the lanes other iterations);
-- the loop variable and the temporaries are not read after the loop before being assigned again
-  (their values there would be the last iteration's).
-Float sums and products are not reassociable: such loops, and any other shape, stay literal.
-
-A leaf with exactly one such loop whose statements before it change nothing (no store, atomic,
-barrier, malloc, call or return) may also run it on several programs per parent instance
-(`splittable`, spread.py): every program recomputes what comes before the loop, and only one runs
-what comes after it.
-"""
+(docs/architecture.md, "Module notes": backends/triton/reductions.py)"""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

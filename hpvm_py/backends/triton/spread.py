@@ -1,37 +1,6 @@
 """The Triton generator's spread loops: a reduction loop (reductions.py) of a leaf without
 replication dims runs on all the lanes of its program instead of repeating in each.
-
-The iterations run in chunks of BLOCK consecutive ones, in order; lane j runs iteration c + j of
-chunk c. The loop variable and the body's temporaries are blocks; each accumulator keeps one
-partial result per lane, started at its operation's identity (0, all ones, the type's extreme
-value, an infinity). After the loop the lanes are combined (tl.sum, tl.max, tl.min, tl.reduce)
-and the leaf's own update folds the result into the accumulator's value from before the loop.
-
-Exactness. Integer +, &, |, ^, max and min are associative and commutative (+ wraps), so any
-grouping gives the sequential bits. `acc = max(acc, e)` on floats (`_fmax_numpy`: acc if acc > e
-or acc is NaN, else e) leaves the greatest element under an order in which a NaN is above every
-number, of two NaNs the earlier is greater, and of two equal numbers (+0.0 and -0.0) the later;
-`acc = max(e, acc)` the same with the later NaN and the earlier number; min the same with the
-smaller numbers. So the lanes keep (value, iteration) pairs, fold and combine them by the greatest
-under that order (associative and commutative: iterations are distinct), and the update folds the
-result into the start value, which precedes every iteration. The identity only ties with an equal
-infinity, whose bits are the same.
-
-Checked variant: a chunk's accesses record each lane's first failure in the body's order, and
-after the chunk `_report` keeps the lowest failing lane's: the first failing access in sequential
-order (an earlier chunk's report comes first).
-
-Split (unchecked kernels of `splittable` leaves, reductions.py): a launch of few parent instances
-runs each one's loop on SPLIT programs (the constexpr kernel.py chooses; 1 is the form above).
-Program `part` takes chunks part, part + SPLIT, ... and combines its lanes as above; the pairs keep
-the order-free combine exact across programs too. Then each program writes its partial results
-(a 64-bit word per value and per iteration) to its row of SPLIT_AREA, a per-launch array holding,
-per parent instance, a ticket counter and SPLIT rows, and draws a ticket with an acq_rel atomic
-add: the release publishes its row, and the program drawing the last ticket (SPLIT - 1) has
-acquired every other row when it reads them (volatile loads: past the L1). That program combines
-the rows like lanes, puts the counter back to zero for the next launch (so the area needs no
-memset per launch) and runs the rest of the leaf; the others stop there.
-"""
+(docs/architecture.md, "Module notes": backends/triton/spread.py)"""
 from __future__ import annotations
 
 from contextlib import contextmanager

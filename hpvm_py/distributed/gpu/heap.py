@@ -1,22 +1,6 @@
 """The symmetric heap on GPU ranks: one device allocation per rank, mapped into every local rank's
 address space through CUDA IPC handles.
-
-Each rank allocates `size` bytes on its device (torch's allocator: one cudaMalloc segment) and
-exchanges its IPC handle over the launcher's transport (torch.multiprocessing's CUDA sharing, the
-same handles YALI exchanges over MPI); each process opens its peers' handles and keeps the
-addresses it got in `bases` (device virtual addresses, one per rank) and on its device in
-`bases_tensor` (int64) for kernels. CUDA IPC needs no process group and no NVLink multicast, so it
-works the same under mpiexec and torchrun. The allocator and translation are allocator.py's.
-
-Layout of each rank's heap (int64 words of the control region):
-
-    [0, CONTROL_BYTES)     per-block sequence counters (written only by this rank's block b) and
-                           the flags flags[b * world + q] (written only by rank q's block b)
-    [CONTROL_BYTES, size)  user allocations, aligned to 256 bytes
-
-Kernels report a wait that timed out in `status`, a word of pinned host memory that the device
-writes through its mapped address, so the host reads it without synchronizing.
-"""
+(docs/architecture.md, "Module notes": distributed/gpu/heap.py)"""
 from __future__ import annotations
 
 from typing import Any

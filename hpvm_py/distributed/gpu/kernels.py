@@ -1,27 +1,5 @@
 """The collective kernels of GPU ranks on one host (Triton), on the flags of signals.py.
-
-Every kernel is persistent: program b handles chunks b, b + G, ... of BLOCK elements (G programs),
-and starts with an arrival step (every rank's buffers are ready) before it reads a peer. Peers are
-read and written in place through Iris's translation (`peer_delta`). Reductions combine the ranks
-in rank order in the accumulator type (f32 for f16/bf16), so every rank, and both all-reduce
-algorithms, produce bit-identical results.
-
-all_reduce_one_shot   every rank reads chunk c of every rank, reduces it, signals that it has read
-                      chunk c, reads its next chunk (the prefetch), waits until every peer has
-                      read its chunk c, then stores chunk c. For two GPUs this is YALI's
-                      bidirectional scheme: each GPU reads the whole peer buffer while the peer
-                      reads its own (both NVLink directions busy); the per-chunk acknowledgement
-                      is what makes it safe in place.
-all_reduce_two_shot   rank r owns slice r: it reduces chunk c of slice r from every rank and
-                      stores the result into every rank's buffer (a reduce-scatter and an
-                      all-gather in one pass: each rank reads and writes (n-1)/n of the buffer
-                      remotely). Only rank r touches slice r, so a final step is the only other
-                      synchronisation.
-all_gather, reduce_scatter, broadcast   pull what this rank needs, then a final step (no peer
-                      reads my source after the kernel returns).
-all_reduce_rmsnorm    one-shot reduction of a row (acknowledged as above), then residual add and
-                      RMSNorm in the accumulator type, stored into x and residual.
-"""
+(docs/architecture.md, "Module notes": distributed/gpu/kernels.py)"""
 import triton
 import triton.language as tl
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import DistributedError, HPVMTimeoutError
 from .. import chooser, ranks
-from ..arith import add_rmsnorm
+from ..reduction_arith import add_rmsnorm
 from ..call import OPS
 from .heap import MAX_BLOCKS, GpuHeap
 from .replay import Replays

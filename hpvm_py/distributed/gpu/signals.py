@@ -1,19 +1,5 @@
 """The flag protocol of the GPU collectives, as Triton device functions.
-
-Every program (block) b of a collective kernel owns, on its rank's heap, a sequence counter
-(read at the start, advanced at the end: the epoch, kept on the device so that back-to-back calls
-and CUDA graph replays need nothing from the host) and one flag per peer, flags[b * WORLD + q],
-written only by rank q's program b. A program signals step s by storing s into its flag on every
-peer (an atomic exchange with release semantics at system scope, after a block barrier: what every
-thread of the program read or wrote before is visible to, or done for, a peer that sees s), and
-waits for step s by polling its own flags with acquire loads until every peer has stored s or
-more. Ranks run the same grid over the same sizes, so program b of every rank counts the same
-steps. Flags only grow: nothing is reset between calls.
-
-Waits are bounded: after `timeout_ns` of the device's global timer a wait gives up, stores the
-missing rank + 1 into the status word (pinned host memory the host reads without a
-synchronization) and the kernel skips its remaining waits.
-"""
+(docs/architecture.md, "Module notes": distributed/gpu/signals.py)"""
 import triton
 import triton.language as tl
 

@@ -5,7 +5,7 @@ back to the buffer's pointer type; in the checked variant the rank is checked fi
 from __future__ import annotations
 
 from ...ir import kernel as K
-from ..bounds import RANK_SITES
+from ..access_errors import RANK_SITES
 
 HEAP_ARGUMENTS = {"HEAP_BASES": "*i64", "MY_RANK": "i64", "WORLD": "i64"}
 

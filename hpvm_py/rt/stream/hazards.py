@@ -1,22 +1,6 @@
-"""Push order for the items of a stream that share a buffer (docs/streaming.md).
-
-Each stage runs its items in push order, but different stages work on different items at once:
-stage 0 may start item i+1 while stage 1 still reads item i's buffers. Items that pass the same
-buffer (an accumulator pushed with every item) must still see each other in push order, on every
-target and scheduler. So every push registers, per stage, the buffers the item uses there and
-whether it writes them, and a stage starts item i only once every use of those buffers by an
-earlier item on another stage that conflicts with it (either of them writes) is done. A stage's own
-earlier items need no wait: it runs them in order (a GPU stage on one stream).
-
-The same record tells push() which of an item's buffers the user may have written since the
-stream last used them: only those that no earlier item in flight uses (the user does not write a
-buffer that the stream still uses). The tracker drops the device copies of those; the others keep
-their valid bits, so the item reads what the earlier items wrote, not a host copy that is still
-on its way back (rt/tracker.py: host_data).
-
-Buffers are matched as the tracker's objects: distinct buffers over common memory are not ordered
-(nor are they for the tracker's copies).
-"""
+"""Push order for the items of a stream that share a buffer: a stage starts an item once earlier
+items' conflicting uses of its buffers on other stages are done, and push() keeps the valid bits of
+a buffer an earlier item in flight still uses (docs/architecture.md, "Streaming")."""
 from __future__ import annotations
 
 import threading
@@ -24,7 +8,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from .tracker import MemoryObject
+from ..tracker import MemoryObject
 
 POLL = 0.05  # seconds between a waiting stage thread's checks of the stream's stop and failure
 

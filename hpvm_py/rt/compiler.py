@@ -11,20 +11,19 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from .backends import registry
-from .backends.base import LeafKernel, NodeContext
-from .errors import CompileError, LaunchError
-from .frontend.callsite import caller_loc
-from .frontend.decorators import GraphDef, LeafDef
-from .ir import kernel as K
-from .ir.dfg import Module
-from .ir.targets import split_target
-from .ir.verify import DeferredGridCheck, verify_module
-from .passes import run_passes
-from .rt.placement import is_gpu
-from .rt.plan import GraphPlan, build_plan
-from .rt.replay import Replays
-from .support import settings, stats
+from ..backends import registry
+from ..backends.base import LeafKernel, NodeContext
+from ..errors import CompileError, LaunchError
+from ..frontend.callsite import caller_loc
+from ..frontend.decorators import GraphDef, LeafDef
+from ..ir import kernel as K
+from ..ir.dfg import Module
+from ..ir.targets import is_gpu, split_target
+from ..ir.verify import DeferredGridCheck, verify_module
+from ..passes import run_passes
+from ..support import settings, stats
+from .plan import GraphPlan, build_plan
+from .replay import Replays
 
 TARGETS = registry.TARGETS  # the one table of targets: name -> Backend subclass
 

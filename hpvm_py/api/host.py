@@ -14,15 +14,15 @@ from ..backends import registry
 from ..errors import HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..frontend.decorators import GraphDef
-from ..pipeline import TARGETS, CompiledGraph, compile_graph, default_target
+from ..rt.compiler import TARGETS, CompiledGraph, compile_graph, default_target
+from ..rt.args import bind_arguments, complete_arguments
+from ..rt.boundary import api_boundary
+from ..rt.executor import Executor
+from ..rt.launch_devices import launch_devices
+from ..rt.replay import Recorder, replay
+from ..rt.stream.streaming import WAITED_TWICE, deadline_after, launch_stream
+from ..rt.tracker import MemoryTracker
 from ..support import stats as _stats
-from .args import bind_arguments, complete_arguments
-from .boundary import api_boundary
-from .executor import Executor
-from .launch_devices import launch_devices
-from .replay import Recorder, replay
-from .streaming import WAITED_TWICE, deadline_after, launch_stream
-from .tracker import MemoryTracker
 
 
 class Runtime:

@@ -1,35 +1,7 @@
-"""Whole items of a GPU stream: every stage of one item queued at once, with no host work between
-stages (rt/streaming.py runs a stream this way when it can, else through stages.py).
-
-stages.py starts each stage of each item on its own: a few hundred microseconds of Python per stage
-item, about what the node costs launched alone, and a stage whose uniform input is another stage's
-result waits for the host to see that result. When every stage is a Triton leaf (`gpu`) on one
-device whose inputs are buffers and uniform scalars, a whole item is queued at once instead:
-
-- a scalar one stage returns to another's uniform input stays on the device: the consumer is
-  compiled to read that input from the producer's output array (as a per-parent value, one
-  element at the root), so no stage waits for the host;
-- items take turns on SLOTS slots (fewer for items of more than SLOT_BYTES / SLOTS bytes; an item
-  whose slot cannot get its memory runs alone, as below). A slot owns a CUDA stream, device memory for each buffer of
-  the item, pinned host memory to stage their copies, and every stage's packed launch, pointed at
-  that memory when the slot is built (again only when extents or buffer sizes change);
-- per item, the host puts the item's input buffers into the slot's pinned memory and queues their
-  copies to the device, every stage's kernel in order, the copies of the written buffers and of
-  the root's outputs back, and an event; once the event has passed it moves the results into the
-  item's buffers and hands the item to pop(). Items on different slots overlap: one item's copies
-  in, another's kernels, a third's copies out.
-
-Only kernels proven in bounds run this way, with every scalar read on the device taken as unknown.
-An item that cannot run whole (a kernel not proven so, say an edge's integer that indexes a buffer;
-a buffer the user tracks or one on a device; buffers that overlap in part; an empty grid) sends
-the whole stream to stages.py's scheduler if it is the first, and else runs alone, stage after
-stage, once the items in flight are done. An item
-that shares memory with an item in flight, one of them writing it, waits for that item too.
-HPVM_STREAM_ITEMS=0 turns the whole-item path off.
-
-An item that fails (a stage's error while it is built, queued, run alone or completed) ends the
-stream at that item: the items in flight before it still complete and pop.
-"""
+"""Whole items of a GPU stream (ItemRunner, the third scheduler): every stage of one item queued at
+once on a slot's CUDA stream, with no host work between stages; an item that cannot run whole runs
+alone, and a first such item sends the stream to stages.py's scheduler thread
+(docs/architecture.md, "Streaming"). HPVM_STREAM_ITEMS=0 turns it off."""
 from __future__ import annotations
 
 import functools
@@ -41,19 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import BufferArg
-from ..device.devices import allocate, host_bytes, selected
-from ..device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
-from ..device.streams import ItemEvent, StageStream
-from ..errors import HPVMError
-from ..passes.bounds import BoundsProof
-from ..support import settings, stats
-from ..types import PtrType, bf16
-from .buffers import HOST, span
-from .executor import BoundBuffer, Executor, Slot, Stopped
+from ...backends import registry
+from ...backends.base import BufferArg
+from ...device.devices import allocate, host_bytes, selected
+from ...device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
+from ...device.streams import ItemEvent, StageStream
+from ...errors import HPVMError
+from ...passes.bounds import BoundsProof
+from ...support import settings, stats
+from ...types import PtrType, bf16
+from ..buffers import HOST, span
+from ..executor import BoundBuffer, Executor, Slot, Stopped
+from ..tracker import MemoryObject
 from .stage_launch import same_scalar
-from .stages import EOS, GPU_SLICE, POLL, EdgeItem, Scheduler, Stage, StageFailed
-from .tracker import MemoryObject
+from .scheduler import StreamScheduler
+from .stages import EOS, GPU_SLICE, POLL, EdgeItem, SchedulerThread, Stage, StageFailed
 
 SLOTS = 4  # items in flight: one copied in, one computing, one copied out, one spare while the
 # host moves a completed item's results
@@ -78,8 +52,8 @@ def plan_items(stages: list[Stage]) -> list[StagePlan] | None:
         return None
     launchers = [stage.launcher for stage in stages]
     if len({launcher.device for launcher in launchers}) != 1 or any(
-            not launcher.eligible or launcher.stream is None or launcher.node.target != "gpu"
-            for launcher in launchers):
+            not launcher.eligible or launcher.stream is None
+            or not _whole_items(launcher.node.target) for launcher in launchers):
         return None
     plan = stages[0].handle.plan
     host_ports: dict[int, set[int]] = {}
@@ -105,6 +79,11 @@ def plan_items(stages: list[Stage]) -> list[StagePlan] | None:
         plans.append(StagePlan(stage, kernel, proof, tuple(ports),
                                frozenset(host_ports.get(stage.index, ()))))
     return plans
+
+
+def _whole_items(target: str) -> bool:
+    backend = registry.get(target)
+    return backend is not None and backend.whole_items
 
 
 @dataclass
@@ -265,8 +244,9 @@ class _Flight:
     index: int  # the item's place in push order
 
 
-class ItemRunner:
-    """Runs a stream item by item (see the module's docstring), from one thread."""
+class ItemRunner(StreamScheduler):
+    """Runs a stream item by item (see the module's docstring), from one thread: takes streams
+    whose every stage is a `gpu` leaf on one device (plan_items)."""
 
     def __init__(self, stages: list[Stage], plans: list[StagePlan]):
         self.stages = stages
@@ -278,7 +258,15 @@ class ItemRunner:
         self.flight: deque[_Flight] = deque()
         self.started = 0  # items started whole (the next looks at slot started % limit first)
         self.index = 0  # the place in push order of the item being taken or started
-        self.scheduler: Scheduler | None = None  # stages.py's, once the stream went there
+        self.scheduler: SchedulerThread | None = None  # stages.py's, once the stream went there
+
+    @classmethod
+    def fit(cls, stages: list[Stage]) -> ItemRunner | None:
+        plans = plan_items(stages)
+        return None if plans is None else cls(stages, plans)
+
+    def threads(self) -> list[threading.Thread]:
+        return self.one_thread()
 
     def busy(self) -> list[str]:
         """The stages whose kernels are in flight."""
@@ -519,7 +507,7 @@ class ItemRunner:
         """Run the rest of the stream, from its first item on, with stages.py's scheduler."""
         for stage in self.stages:
             stage.env = env
-        self.scheduler = Scheduler(self.stages)
+        self.scheduler = SchedulerThread(self.stages)
         self.scheduler()
 
     def _drain(self) -> None:

@@ -1,29 +1,7 @@
-"""A streaming stage's leaf, launched item after item without repacking it.
-
-Every item of a stream carries its own buffers, so a stage cannot replay a launch by buffer identity
-as `replay.py` does. What stays the same from item to item is everything the packed launch depends
-on besides the addresses: the kernel chosen by the bounds proof (asked again for every item, a
-cached lookup), the extents, and the size of every buffer. A stage keeps the packed launch of each
-such combination it has seen and, for the next item that matches, points it at that item's buffers
-and fresh output arrays and writes the item's scalars; then it starts the launch and returns at
-once (the scheduler of stages.py finishes it later):
-
-- a host leaf (`cpu`) begins on the native pool's workers;
-- a GPU leaf (`gpu`, `nvptx`) is queued on the stage's own CUDA stream (StageStream): the item's
-  host-to-device copies (buffers whose device copy is not valid), a wait for the event of each
-  producer on another stage (the stream waits, not the host), the kernel, the copies to the host
-  of its scalar outputs and of the item's untracked buffers it wrote (one per buffer; their device
-  copies stay valid for the item's later stages), and an event that marks the item's end. The
-  copies go through pinned memory (device/staging.py), so none makes the host wait.
-  done() asks the event; finish() waits for it, reports the out-of-bounds accesses of a checked
-  kernel and moves the copied bytes into the host arrays.
-
-Only leaves whose backend can repoint a packed launch take this path, and only when every input is
-a buffer or a uniform scalar; anything else (internal nodes, python leaves, per-instance scalar
-inputs) fires through the executor on a thread of its own. A launch that cannot be repointed (cpu
-privatised atomics, a GPU kernel with bounds checks or malloc scratch sized by scalars) is packed
-afresh for every item, and still started without waiting.
-"""
+"""A streaming stage's leaf, launched item after item without repacking it: the packed launch of
+each (kernel, extents, buffer sizes) seen is pointed at the next item's buffers and started without
+waiting, on the native pool (cpu) or the stage's CUDA stream (gpu, nvptx); docs/architecture.md,
+"Streaming"."""
 from __future__ import annotations
 
 import math
@@ -31,13 +9,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..device.staging import PinnedPool, StagedCopies
-from ..device.streams import ItemEvent, StageStream
-from ..types import PtrType
-from .buffers import HOST
-from .executor import Executor, Slot
-from .placement import device_of
-from .plan import GraphPlan, NodePlan
+from ...device.staging import PinnedPool, StagedCopies
+from ...device.streams import ItemEvent, StageStream
+from ...types import PtrType
+from ..buffers import HOST
+from ..executor import Executor, Slot
+from ..placement import device_of
+from ..plan import GraphPlan, NodePlan
 
 _KEPT = 4  # packed launches kept per stage (one per combination of kernel, extents and sizes)
 

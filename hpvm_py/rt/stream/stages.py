@@ -1,29 +1,7 @@
-"""The stages of a streaming launch, and two of the three ways they are run (the third, whole items
-of a stream of `gpu` leaves, is items.py's).
-
-A `Stage` turns what reached it for one item (the host's values, a value per incoming edge) into
-its node's arguments, and hands what the node produced to the stages downstream and to pop().
-
-- **One scheduler thread** (every stage a leaf whose launch can be started without waiting: `cpu`
-  leaves on the native pool, `gpu` and `nvptx` leaves on the stage's CUDA stream; see
-  stage_launch.py): the thread assembles each stage's next item as soon as its inputs are there,
-  starts its launch and goes on with the other stages. It finishes a launch once it is done (a
-  GPU item's event has passed), and when no stage can start it waits: helping the native pool's
-  workers with a host launch, else for a short slice or the next push. The host work of all stages
-  runs on one Python thread, instead of a thread per stage handing the interpreter to the others
-  after every kernel, a hand-off that cost more than the kernels of small frames. The host never
-  blocks on the GPU: it polls each GPU item's event and hands the item on once it has passed (a
-  consumer may read its scalar outputs); the consumer's stream waits for that event too, so the
-  order of the two stages' device work does not rest on the host's polling.
-- **One thread per stage** (any other graph: python leaves, internal nodes, per-instance scalar
-  inputs): each stage blocks on its FIFOs and runs its node, so stage k works on item i while
-  stage k+1 works on item i-1. A GPU stage issues its copies and kernels on its own CUDA stream and
-  waits for it before it hands the item on.
-
-Both start an item on a stage only once the item's earlier users of its buffers on other stages
-are done (hazards.py). A stage that fails on item f records it with the handle; the runners go on
-with the items before f and end each stage at f (streaming.py's failure rule).
-"""
+"""The stages of a streaming launch, and two of the three schedulers that run them: a thread per
+stage (StageThreads) and one scheduler thread for leaves started without waiting (SchedulerThread).
+The third, whole items of a stream of Triton leaves, is items.py's (docs/architecture.md,
+"Streaming")."""
 from __future__ import annotations
 
 import functools
@@ -32,13 +10,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..device.streams import ItemEvent, stage_stream
-from ..errors import HPVMError
-from ..ir import dfg as D
-from ..support import stats
-from .executor import Executor, Slot, Stopped, check_grids
+from ...device.streams import ItemEvent, stage_stream
+from ...errors import HPVMError
+from ...ir import dfg as D
+from ...support import stats
+from ..executor import Executor, Slot, Stopped, check_grids
+from ..plan import GraphPlan
 from .hazards import Hazards
-from .plan import GraphPlan
+from .scheduler import THREAD_PREFIX, StreamScheduler
 from .stage_launch import DeviceStageRun, StageLauncher, StageRun
 
 POLL = 0.05  # seconds between checks of the stop flag while blocked
@@ -196,6 +175,27 @@ class Stage:
         self.handle.fail(self.node, exc, item)
 
 
+class StageThreads(StreamScheduler):
+    """Runs every stage on a thread of its own: takes any stream."""
+
+    def __init__(self, stages: list[Stage]):
+        self.stages = stages
+        self._threads: list[threading.Thread] = []
+
+    @classmethod
+    def fit(cls, stages: list[Stage]) -> StageThreads:
+        return cls(stages)
+
+    def threads(self) -> list[threading.Thread]:
+        self._threads = [threading.Thread(target=run_stage_thread, args=(stage,), daemon=True,
+                                          name=f"{THREAD_PREFIX}{stage.name}")
+                         for stage in self.stages]
+        return self._threads
+
+    def busy(self) -> list[str]:
+        return [t.name.removeprefix(THREAD_PREFIX) for t in self._threads if t.is_alive()]
+
+
 def run_stage_thread(stage: Stage) -> None:
     """A stage on a thread of its own: block for each item's inputs (and for earlier items'
     conflicting uses of its buffers), run the node, publish."""
@@ -239,13 +239,21 @@ class StageFailed(Exception):
         self.item = item
 
 
-class Scheduler:
-    """Runs every stage of a stream from one thread (see the module's docstring)."""
+class SchedulerThread(StreamScheduler):
+    """Runs every stage of a stream from one thread (see the module's docstring): takes streams
+    whose every stage is a leaf started without waiting (can_schedule)."""
 
     def __init__(self, stages: list[Stage]):
         self.stages = stages
         self.handle = stages[0].handle
         self.running: deque[Stage] = deque()  # the stage of each item in flight, oldest first
+
+    @classmethod
+    def fit(cls, stages: list[Stage]) -> SchedulerThread | None:
+        return cls(stages) if can_schedule(stages) else None
+
+    def threads(self) -> list[threading.Thread]:
+        return self.one_thread()
 
     def busy(self) -> list[str]:
         """The stages whose kernel is in flight."""

@@ -1,37 +1,6 @@
-"""Streaming launches: every child of the root is a pipeline stage (items.py runs a stream of
-Triton leaves on one GPU item by item; stages.py runs the others: one scheduler thread for leaves
-started without waiting, cpu and GPU ones, else a thread per stage).
-
-Stages are joined by FIFOs: one bounded FIFO (depth items) per stage for the values the host
-pushes, and one per edge between stages. Stage k works on item i while stage k+1 works on item
-i-1. An item is everything one push sends (numbers and whole buffers, not 8-byte words), and each
-item can carry its own buffers, so stages never share an in-flight buffer unless the host passes
-the same one twice.
-
-Semantics inside a streaming graph (docs/streaming.md):
-- a streaming bind or edge carries a new value for every item;
-- a non-streaming bind takes its value from the first push and keeps it (later pushes must still
-  give every argument; the values of non-streaming parameters are ignored);
-- a non-streaming edge delivers the value its source produced for the first item, and orders only
-  that first item;
-- output binds deliver one value per item; pop() returns them as a tuple, in push order.
-Results wait in an unbounded queue until popped, so a host that pushes everything before popping
-never deadlocks; push() blocks only while the first stages are full.
-
-A stage that fails on item f records its error for that item (the earliest item's error wins):
-the items before f still run through every stage and pop() returns them; the pop() of item f, every
-later pop(), a later push() and wait() raise it with the node's name. Each stage ends at its first
-item from f on, and every blocking step of a stage or of pop() checks for that, so nothing hangs
-after a failure. cleanup() sets a stop flag, which ends everything at once; a stage checks it
-before each item and each node it runs.
-
-Items that share a buffer see each other in push order (hazards.py): a stage starts an item only
-once earlier items' conflicting uses of its buffers on other stages are done.
-
-wait() returns only once every stage thread has ended, so no stage writes a buffer after it. A
-wait() that times out changes nothing but the handle's closed state: the items in flight keep
-draining and a later wait() picks up where it stopped.
-"""
+"""Streaming launches: the handle of a stream (push, pop, wait, cleanup), its FIFOs between stages,
+failures surfaced at the failing item's pop, and the choice of the scheduler that runs its stages
+(SCHEDULERS). docs/architecture.md ("Streaming") and docs/streaming.md say how and why."""
 from __future__ import annotations
 
 import contextlib
@@ -40,19 +9,21 @@ import threading
 import time
 from typing import Any, Iterator
 
-from ..errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
-from ..frontend.callsite import caller_loc
-from ..support import stats
-from .args import bind_arguments
-from .executor import BoundBuffer, Executor, Stopped
+from ...errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
+from ...frontend.callsite import caller_loc
+from ...support import stats
+from ..args import bind_arguments
+from ..executor import BoundBuffer, Executor, Stopped
+from ..launch_devices import launch_devices
+from ..library import first_library_node
 from .hazards import Hazards, Use
-from .launch_devices import launch_devices
-from .items import ItemRunner, plan_items
-from .library import first_library_node
-from .stages import EOS, POLL, Scheduler, Stage, can_schedule, run_stage_thread
+from .items import ItemRunner
+from .scheduler import THREAD_PREFIX, StreamScheduler
+from .stages import EOS, POLL, SchedulerThread, Stage, StageThreads
 
 WAITED_TWICE = "wait() was already called on this launch handle"
-_THREAD_PREFIX = "hpvm-stage-"  # a stage thread's name: the prefix, then its node's name
+# the ways to run a stream's stages (scheduler.py), in order of preference: the first that fits
+SCHEDULERS: tuple[type[StreamScheduler], ...] = (ItemRunner, SchedulerThread, StageThreads)
 
 
 class StreamHandle:
@@ -102,18 +73,8 @@ class StreamHandle:
         self.done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
         self._bind_streams = [self._streaming_binds(i) for i in range(len(nodes))]
         self._stages = stages = [Stage(self, i) for i in range(len(nodes))]
-        self._scheduler: Scheduler | ItemRunner | None = None
-        whole_items = plan_items(stages)
-        if whole_items is not None or can_schedule(stages):
-            self._scheduler = Scheduler(stages) if whole_items is None else \
-                ItemRunner(stages, whole_items)
-            names = ",".join(node.name for node in nodes)
-            self._threads = [threading.Thread(target=self._scheduler, daemon=True,
-                                              name=f"{_THREAD_PREFIX}{names}")]
-        else:
-            self._threads = [threading.Thread(target=run_stage_thread, args=(stage,), daemon=True,
-                                              name=f"{_THREAD_PREFIX}{stage.name}")
-                             for stage in stages]
+        self._scheduler = choose_scheduler(stages)
+        self._threads = self._scheduler.threads()
         for t in self._threads:
             t.start()
 
@@ -281,9 +242,7 @@ class StreamHandle:
         """The names of the stages still at work, given the threads still alive."""
         if not alive:
             return []
-        if self._scheduler is not None:
-            return self._scheduler.busy() or [t.name.removeprefix(_THREAD_PREFIX) for t in alive]
-        return [t.name.removeprefix(_THREAD_PREFIX) for t in alive]
+        return self._scheduler.busy() or [t.name.removeprefix(THREAD_PREFIX) for t in alive]
 
     def _still_running(self, timeout: float | None) -> HPVMTimeoutError:
         busy = ", ".join(self._busy_stages([t for t in self._threads if t.is_alive()]))
@@ -384,6 +343,15 @@ class StreamHandle:
             raise Stopped()
 
 
+
+
+def choose_scheduler(stages: list[Stage]) -> StreamScheduler:
+    """The first of SCHEDULERS that can run the stages (StageThreads runs any)."""
+    for kind in SCHEDULERS:
+        scheduler = kind.fit(stages)
+        if scheduler is not None:
+            return scheduler
+    raise AssertionError("StageThreads runs every stream")
 
 
 def deadline_after(timeout: float | None) -> float | None:

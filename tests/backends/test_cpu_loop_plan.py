@@ -6,7 +6,7 @@ import hpvm_py as hpvm
 from cpu_harness import run
 from hpvm_py import In, Out, Ptr, f32, i32, i64
 from hpvm_py.backends.base import NodeContext
-from hpvm_py.backends.cpu import plan as P
+from hpvm_py.backends.cpu import loop_plan as P
 from hpvm_py.backends.cpu.prepare import localize_assigned_params
 
 rng = np.random.default_rng(11)

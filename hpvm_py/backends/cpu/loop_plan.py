@@ -1,19 +1,5 @@
 """The execution plan of a leaf: how its body becomes loops over instances ("SIMT to loops").
-
-A plan is a list of items run once per group. `Forall` items run a barrier-free list of statements
-for every instance of the group; the other items run once for the whole group: the uniform control
-flow around barriers, and uniform `for` loops interchanged with the instance loop. Values that live
-from one `Forall` to another are kept in per-instance storage (arrays indexed by the instance's slot
-in the group). Splitting a forall, or interchanging a uniform loop with it, is legal because leaf
-instances may run in any order and interleaving: only barriers and edges order them.
-
-Kinds:
-  flat  - no barrier, malloc or profitable interchange: one forall, the body inlined in the x loop;
-  row   - no barrier or malloc: interchange uniform loops with the instance loop over a tile of
-          consecutive x in `rows` consecutive y rows, so LLVM vectorises over instances without
-          reassociating reductions (several rows share what a loop reads per x, as B in sgemm);
-  group - barriers or malloc: the group is every leaf instance of one parent instance.
-"""
+(docs/architecture.md, "Module notes": backends/cpu/loop_plan.py)"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

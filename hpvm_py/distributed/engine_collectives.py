@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import HPVMTimeoutError
-from .arith import accumulator_dtype, add_rmsnorm
+from .reduction_arith import accumulator_dtype, add_rmsnorm
 from .call import Call
 from .transport import Transport
 from .waiting import RanksMissing

@@ -4,12 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import LaunchError
-from .frontend.callsite import caller_loc
-from .ir.parser import parse_module
-from .ir.printer import print_module
-from .pipeline import LoadedGraph, module_of
-from .rt.boundary import api_boundary
+from ..errors import LaunchError
+from ..frontend.callsite import caller_loc
+from ..ir.parser import parse_module
+from ..ir.printer import print_module
+from ..rt.compiler import LoadedGraph, module_of
+from ..rt.boundary import api_boundary
 
 
 @api_boundary
