@@ -118,7 +118,7 @@ def test_graph_outputs_come_back_as_0d_tensors() -> None:
 def test_the_runtime_holds_no_tensor_after_a_call() -> None:
     op = _op("bias_relu", "cpu")
     with hpvm.runtime("cpu"):  # the op joins it
-        tracker = hpvm.rt.api._active().tracker
+        tracker = hpvm.api.host._active().tracker
         before = len(tracker._objects)
         for _ in range(3):
             op(torch.randn(4, 3), torch.randn(3))
