@@ -59,8 +59,7 @@ def parboil_close(out: np.ndarray, ref: np.ndarray, abs_tol: float, rel_tol: flo
         return f"{what}: {out.size} values, expected {ref.size}"
     diff = np.abs(ref - out)
     near = diff < abs_tol if strict_abs else diff <= abs_tol
-    ok = near | (diff < rel_tol * np.abs(ref))
-    ok &= ~np.isnan(out) | np.isnan(ref)
+    ok = near | (diff < rel_tol * np.abs(ref)) | (np.isnan(out) & np.isnan(ref))
     if ok.all():
         return None
     bad = np.flatnonzero(~ok)
