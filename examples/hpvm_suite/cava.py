@@ -585,11 +585,12 @@ def torch_program(inputs: dict, device: str):
         left, right = f[:, 1:-1, :-2], f[:, 1:-1, 2:]
         diag = (f[:, :-2, :-2] + f[:, :-2, 2:] + f[:, 2:, :-2] + f[:, 2:, 2:]) / 4
         cross = (up + down + left + right) / 2
-        r_even = (torch.arange(rows, device=raw.device) % 2 == 0)[:, None]
-        c_even = (torch.arange(cols, device=raw.device) % 2 == 0)[None, :]
+        r_par = (torch.arange(rows, device=raw.device) % 2)[:, None]
+        c_par = (torch.arange(cols, device=raw.device) % 2)[None, :]
+        r_even, c_even = r_par == 0, c_par == 0
         red = torch.where(r_even & c_even, (left[0] + right[0]) / 2,
                           torch.where(r_even, x[0], torch.where(c_even, diag[0], (up[0] + down[0]) / 2)))
-        green = torch.where(r_even == c_even, x[1] * 2, cross[1])
+        green = torch.where(r_par == c_par, x[1] * 2, cross[1])
         blue = torch.where(r_even & c_even, (up[2] + down[2]) / 2,
                            torch.where(r_even, diag[2], torch.where(c_even, x[2], (left[2] + right[2]) / 2)))
         dm = torch.stack([red, green, blue])
