@@ -106,3 +106,11 @@ def test_raw_image_and_camera_model_readers(tmp_path: Path) -> None:
     (model / "raw2jpg_transform.txt").write_text("1\n" * 10)
     with pytest.raises(SuiteInputError, match=r"raw2jpg_transform\.txt: truncated: expected white balance 6"):
         cava.read_camera_model(model)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_suite_module_passes_hpvmc_check(name: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "hpvm_py.cli", "check",
+                             str(ROOT / "examples" / "hpvm_suite" / f"{name}.py")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -58,7 +58,14 @@ import numpy as np
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Ptr, f32, i64, u8
 
-from ._common import SuiteInputError, rng_for
+try:
+    from ._common import SuiteInputError, rng_for
+except ImportError:  # loaded as a file (`hpvmc check examples/hpvm_suite/cava.py`)
+    import sys
+    from pathlib import Path as _Path
+
+    sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
+    from hpvm_suite._common import SuiteInputError, rng_for
 
 CHAN_SIZE = 3
 NUM_CTRL_PTS = 3702

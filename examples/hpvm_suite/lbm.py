@@ -51,7 +51,14 @@ import numpy as np
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Ptr, f32, i64
 
-from ._common import SuiteInputError, optional_numba, parboil_close, read_exact, rng_for
+try:
+    from ._common import SuiteInputError, optional_numba, parboil_close, read_exact, rng_for
+except ImportError:  # loaded as a file (`hpvmc check examples/hpvm_suite/lbm.py`)
+    import sys
+    from pathlib import Path as _Path
+
+    sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
+    from hpvm_suite._common import SuiteInputError, optional_numba, parboil_close, read_exact, rng_for
 
 OMEGA = 1.95
 DFL1 = 1.0 / 3.0

@@ -45,7 +45,14 @@ import numpy as np
 import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, f32, i64
 
-from ._common import rng_for
+try:
+    from ._common import rng_for
+except ImportError:  # loaded as a file (`hpvmc check examples/hpvm_suite/pipeline.py`)
+    import sys
+    from pathlib import Path as _Path
+
+    sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
+    from hpvm_suite._common import rng_for
 
 GAUSSIAN_SIZE = 7
 GAUSSIAN_RADIUS = 3

@@ -31,7 +31,14 @@ import numpy as np
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Ptr, f32, i32, i64
 
-from ._common import optional_numba, parboil_close, rng_for
+try:
+    from ._common import optional_numba, parboil_close, rng_for
+except ImportError:  # loaded as a file (`hpvmc check examples/hpvm_suite/stencil.py`)
+    import sys
+    from pathlib import Path as _Path
+
+    sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
+    from hpvm_suite._common import optional_numba, parboil_close, rng_for
 
 BLOCK_X = 256
 
