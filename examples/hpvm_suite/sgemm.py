@@ -177,4 +177,7 @@ def numba_program(inputs: dict, cuda: bool = False):
 
     c = np.zeros((m, n), np.float32)
     bt = np.ascontiguousarray(b)
-    return lambda: sgemm_omp(a, bt, c, m, n, k)
+    def go():
+        sgemm_omp(a, bt, c, m, n, k)
+        return c
+    return go
