@@ -13,8 +13,8 @@ and prints
 
 then a table of the times (ms) per target next to the peers measured in the same run:
 torch.compile (Inductor) of the same computation in torch on the CPU, and on CUDA when torch sees
-a GPU, and Numba parallel ports of Parboil's OpenMP kernels for sgemm, stencil, spmv and lbm
-(numba-cuda ports on a GPU). A peer that cannot run here (numba not installed, no GPU) prints
+a GPU, and Numba parallel versions shaped as Parboil's OpenMP ones (outer loop in parallel) for
+sgemm, stencil, spmv and lbm (numba-cuda versions on a GPU). A peer that cannot run here (numba not installed, no GPU) prints
 n/a. --peers auto (the default) measures peers at --size standard only: torch.compile alone takes
 minutes to compile the six programs on 2 cores.
 
