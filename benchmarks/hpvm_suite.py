@@ -14,9 +14,9 @@ and prints
 then a table of the times (ms) per target next to the peers measured in the same run:
 torch.compile (Inductor) of the same computation in torch on the CPU, and on CUDA when torch sees
 a GPU, and Numba parallel versions shaped as Parboil's OpenMP ones (outer loop in parallel) for
-sgemm, stencil, spmv and lbm (numba-cuda versions on a GPU). A peer that cannot run here (numba not installed, no GPU) prints
-n/a. --peers auto (the default) measures peers at --size standard only: torch.compile alone takes
-minutes to compile the six programs on 2 cores.
+sgemm, stencil, spmv and lbm (numba-cuda versions on a GPU). A peer that cannot run here (numba
+not installed, no GPU) prints n/a. --peers auto (the default) measures peers at --size standard
+only: torch.compile alone takes minutes to compile the six programs on 2 cores.
 
 The exit status is 1 when any hpvm-py result is wrong (or a run fails), else 0. Peers' results
 are not checked. An hpvm-py time covers the whole launch sequence of the original's host code
