@@ -444,7 +444,38 @@ def numba_program(inputs: dict, cuda: bool = False):
 
     if cuda:
         from numba import cuda as nc
-        dev_update = nc.jit(device=True)(cell_update)
+
+        @nc.jit(device=True)
+        def dev_update(src, dst, x, y, z, px, pxy, tot):
+            # cell_update with a per-thread array (np.empty does not exist on the device)
+            cell = 2 * pxy + x + y * px + z * pxy
+            t = nc.local.array(19, numba.float32)
+            for e in range(19):
+                t[e] = src[e * tot + cell + offs[e, 0] + offs[e, 1] * px + offs[e, 2] * pxy]
+            flags = int(src[FLAGS * tot + cell])
+            if flags & OBSTACLE:
+                for e in range(19):
+                    dst[e * tot + cell] = t[swap[e]]
+                return
+            rho = np.float32(0.0)
+            ux = np.float32(0.0)
+            uy = np.float32(0.0)
+            uz = np.float32(0.0)
+            for e in range(19):
+                rho += t[e]
+                ux += vel[e, 0] * t[e]
+                uy += vel[e, 1] * t[e]
+                uz += vel[e, 2] * t[e]
+            ux /= rho
+            uy /= rho
+            uz /= rho
+            if flags & ACCEL:
+                ux, uy, uz = np.float32(0.005), np.float32(0.002), np.float32(0.0)
+            u2 = np.float32(1.5) * (ux * ux + uy * uy + uz * uz) - np.float32(1.0)
+            for e in range(19):
+                u = vel[e, 0] * ux + vel[e, 1] * uy + vel[e, 2] * uz
+                w = weights[e] * omega * rho
+                dst[e * tot + cell] = (np.float32(1.0) - omega) * t[e] + w * (u * (np.float32(4.5) * u + np.float32(3.0)) - u2)
 
         @nc.jit
         def kernel(src, dst, nx, ny, nz):
