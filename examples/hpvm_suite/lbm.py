@@ -443,6 +443,7 @@ def numba_program(inputs: dict, cuda: bool = False):
             dst[e * tot + cell] = (np.float32(1.0) - omega) * t[e] + w * (u * (np.float32(4.5) * u + np.float32(3.0)) - u2)
 
     if cuda:
+        global nc  # a module global: the kernels see it as numba.cuda (and the simulator swaps it)
         from numba import cuda as nc
 
         @nc.jit(device=True)
@@ -486,11 +487,14 @@ def numba_program(inputs: dict, cuda: bool = False):
         a, b = nc.to_device(inputs["grid"]), nc.to_device(inputs["grid"])
 
         def go():
+            a.copy_to_device(inputs["grid"])  # from the initial grid every time
+            b.copy_to_device(inputs["grid"])
             s, d = a, b
             for _ in range(steps):
                 kernel[(1, ny, nz), (nx, 1, 1)](s, d, nx, ny, nz)
                 s, d = d, s
             nc.synchronize()
+            return s
         return go
 
     update = numba.njit(cell_update)

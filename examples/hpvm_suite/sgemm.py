@@ -147,6 +147,7 @@ def numba_program(inputs: dict, cuda: bool = False):
     a, b = inputs["a"], inputs["b"]
     m, k, n = inputs["m"], inputs["k"], inputs["n"]
     if cuda:
+        global nc  # a module global: the kernels see it as numba.cuda (and the simulator swaps it)
         from numba import cuda as nc
 
         @nc.jit
@@ -164,6 +165,7 @@ def numba_program(inputs: dict, cuda: bool = False):
         def go():
             kernel[((n + 15) // 16, (m + 15) // 16), (16, 16)](da, db, dc, m, n, k)
             nc.synchronize()
+            return dc
         return go
 
     @numba.njit(parallel=True, fastmath=False, cache=False)

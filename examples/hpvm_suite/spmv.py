@@ -344,6 +344,7 @@ def numba_program(inputs: dict, cuda: bool = False):
     iterations = inputs["iterations"]
     y = np.zeros(dim, np.float32)
     if cuda:
+        global nc  # a module global: the kernels see it as numba.cuda (and the simulator swaps it)
         from numba import cuda as nc
 
         @nc.jit
@@ -363,6 +364,7 @@ def numba_program(inputs: dict, cuda: bool = False):
             for _ in range(iterations):
                 kernel[(dim + 191) // 192, 192](dev[0], dev[1], dev[2], dev[3], dev[4], dim, dp, dz)
             nc.synchronize()
+            return dev[0]
         return go
 
     @numba.njit(parallel=True)

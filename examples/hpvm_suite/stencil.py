@@ -170,6 +170,7 @@ def numba_program(inputs: dict, cuda: bool = False):
     iterations = inputs["iterations"]
     c0, c1 = C0, C1
     if cuda:
+        global nc  # a module global: the kernels see it as numba.cuda (and the simulator swaps it)
         from numba import cuda as nc
 
         @nc.jit
@@ -186,11 +187,12 @@ def numba_program(inputs: dict, cuda: bool = False):
         da, db = nc.to_device(a0), nc.to_device(a0)
 
         def go():
-            x, y = da, db
+            x, y = nc.to_device(a0), nc.to_device(a0)
             for _ in range(iterations):
                 kernel[((nx + 125) // 128, ny - 2, nz - 2), (128, 1, 1)](x, y, nx, ny, nz)
                 x, y = y, x
             nc.synchronize()
+            return x
         return go
 
     @numba.njit(parallel=True)
