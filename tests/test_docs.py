@@ -69,6 +69,9 @@ def test_the_quickstart_runs(tmp_path: Path) -> None:
                             timeout=300, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert "c = a + b over 1000000 elements" in result.stdout
+    check = subprocess.run([sys.executable, "-m", "hpvm_py.cli", "check", str(program)],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert check.returncode == 0 and "ok (1 graph(s), 1 nodes)" in check.stdout, check.stderr
 
 
 def test_the_readme_starts_with_the_set_up_commands() -> None:
