@@ -51,6 +51,25 @@ def test_every_file_the_docs_name_exists() -> None:
                         "update the mention):\n" + "\n".join(missing)
 
 
+SHORT = re.compile(r"(?<![\w./-])([\w-]+(?:/[\w.-]+)+\.(?:py|md|sh|lark|json|toml|yml))\b")
+SKIP = {".git", ".venv", ".docs-venv", "site", "__pycache__", ".pytest_cache", ".hypothesis"}
+
+
+def test_every_file_named_by_a_partial_path_exists() -> None:
+    """`gpu/replay.py`, `backends/cpu/threads.py`: some file of the repository ends with it."""
+    files = []
+    for folder, subfolders, names in os.walk(ROOT):
+        subfolders[:] = [d for d in subfolders if d not in SKIP]
+        files += ["/" + str((Path(folder) / n).relative_to(ROOT)) for n in names]
+    missing = []
+    for page in PAGES:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for match in SHORT.finditer(line):
+                if not any(f.endswith("/" + match.group(1)) for f in files):
+                    missing.append(f"{page.relative_to(ROOT)}:{number}: {match.group(1)}")
+    assert not missing, "the docs name files that are not in the repository:\n" + "\n".join(missing)
+
+
 def quickstart(page: Path) -> str:
     text = page.read_text(encoding="utf-8")
     section = text.split("## Quickstart", 1)[1]
