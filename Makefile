@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= auto
 
-.PHONY: demo test bench device-test clean
+.PHONY: demo test bench docs device-test clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,5 +29,18 @@ bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/run_all.py
 
+# the documentation site (docs/, mkdocs.yml) into site/, strict: a warning (a broken link, a
+# docstring that does not parse) fails it. It needs only the `docs` extra, not .venv's GPU and test
+# packages: the API reference is read from the sources. (VENV=.docs-venv keeps it apart.)
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) site .pytest_cache .hypothesis build *.egg-info

@@ -4,7 +4,7 @@
     hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [-o DIR]
     hpvmc run FILE [--target cpu|gpu|nvptx|python] [ARGS...]        (a .py program's host code)
     hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR]  (one graph)
-    hpvmc viz FILE [--graph NAME] -o OUT.{dot,svg,png}
+    hpvmc viz FILE [--graph NAME] [--hide-scalars|--show-scalars] [--no-legend] -o OUT.{dot,svg,png}
     hpvmc config                                                      (the HPVM_* variables)
 
 FILE is a Python module or a textual .hpvm file. Exit status: 0 on success, 1 on an error in the
@@ -19,6 +19,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 import traceback
 from pathlib import Path
@@ -31,7 +32,7 @@ from .cli_run import RunUsageError, run_graph
 from .errors import HPVMError, InternalError
 from .frontend.decorators import GraphDef, HelperDef, LeafDef
 from .ir.dfg import Module
-from .ir.dot import module_to_dot
+from .ir.dot import HIDE_SCALARS_ABOVE, module_to_dot
 from .ir.printer import print_module
 from .ir.verify import verify_module
 from .passes import run_passes
@@ -40,18 +41,45 @@ from .rt.compiler import LoadedGraph, compile_graph
 from .support import settings
 from .support.version import VERSION
 
-GRAPH_EMITS = ("ir", "dot")  # what a graph emits; its leaves' code is the targets' (Backend.emits)
+# what `--emit` takes: kind -> (file suffix, the target whose code it is; None: the graph's own,
+# any target). The leaves' kinds are the backends' `emits` (a test holds the two together); known
+# here so that a wrong --emit, or one at odds with --target, is refused before anything compiles.
+EMITS: dict[str, tuple[str, str | None]] = {
+    "ir": (".hpvm", None),
+    "dot": (".dot", None),
+    "llvm": (".ll", "cpu"),
+    "triton": (".triton.py", "gpu"),
+    "ptx": (".ptx", "nvptx"),
+}
+GRAPH_EMITS = tuple(kind for kind, (_, target) in EMITS.items() if target is None)
 
 
-def _leaf_code() -> dict[str, tuple[str, str]]:
-    """Generated code per leaf: emit kind -> (file suffix, the first target that emits it), in the
-    targets table's order (its backends are imported to ask)."""
-    found: dict[str, tuple[str, str]] = {}
-    for target in registry.TARGETS:
-        backend = registry.get(target)
-        for kind, suffix in (backend.emits if backend is not None else {}).items():
-            found.setdefault(kind, (suffix, target))
-    return found
+def parse_emits(text: str) -> list[str]:
+    """`--emit`'s comma-separated kinds, checked when the command line is parsed (argparse type)."""
+    emits = list(dict.fromkeys(e.strip() for e in text.split(",") if e.strip()))
+    bad = [e for e in emits if e not in EMITS]
+    if bad or not emits:
+        raise argparse.ArgumentTypeError(f"takes a comma-separated list of {', '.join(EMITS)}; "
+                                         f"got {', '.join(bad) if bad else repr(text)}")
+    return emits
+
+
+def emit_target(emits: list[str], target: str | None) -> str | None:
+    """The target a compile for `emits` needs: the one whose code a leaf kind is (`--emit triton`
+    implies gpu, `llvm` cpu, `ptx` nvptx), else `target`. Raises UsageError where the kinds need
+    two targets or an explicit `target` is another."""
+    wanted = {kind: EMITS[kind][1] for kind in emits if EMITS[kind][1] is not None}
+    if len(set(wanted.values())) > 1:
+        raise UsageError(f"--emit {', '.join(wanted)}: these are the code of different targets "
+                         f"({', '.join(f'{k}: {t}' for k, t in wanted.items())}); run hpvmc compile "
+                         "once per target")
+    if not wanted:
+        return target
+    kind, needed = next(iter(wanted.items()))
+    if target is not None and target != needed:
+        raise UsageError(f"--emit {kind} writes the {needed} target's code, but --target is {target}: "
+                         f"leave --target out or give --target {needed}")
+    return needed
 
 
 class UsageError(Exception):
@@ -71,14 +99,39 @@ def _progress(message: str) -> None:
 # Loading programs
 
 
+def _program_module_name(path: Path) -> str:
+    """The private name a program is imported under: never a standard library module's or a
+    package's, whatever the file is called (`string.py`, `types.py`)."""
+    return "_hpvmc_program_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+
+
+def _add_program_dir(path: Path) -> None:
+    """Let a program import the modules next to it, after the standard library: a program named
+    like a standard module (`string.py`, `calendar.py`) must not stand in for it, in its own imports
+    or in those of numpy, llvmlite or Triton made later."""
+    folder = str(path.resolve().parent)
+    if folder in sys.path:
+        return
+    stdlib = {os.path.normpath(p) for p in (sysconfig.get_paths()["stdlib"],
+                                            sysconfig.get_paths()["platstdlib"])}
+    position = 0
+    for i, entry in enumerate(sys.path):
+        normal = os.path.normpath(entry) if entry else ""
+        if normal in stdlib or any(normal.startswith(s + os.sep) for s in stdlib) or \
+                normal.endswith(".zip"):
+            position = i + 1
+    sys.path.insert(position, folder)
+
+
 def _import_program(path: Path) -> ModuleType:
-    name = "hpvmc_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+    """Import a program from its path under a private name (`_program_module_name`)."""
+    name = _program_module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise UsageError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    sys.path.insert(0, str(path.parent))
+    _add_program_dir(path)
     try:
         spec.loader.exec_module(module)
     except HPVMError:
@@ -178,49 +231,50 @@ def _count_nodes(module: Module) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    emits = [e.strip() for e in args.emit.split(",") if e.strip()]
-    leaf_code = _leaf_code() if any(e not in GRAPH_EMITS for e in emits) else {}
-    bad = [e for e in emits if e not in GRAPH_EMITS and e not in leaf_code]
-    if bad:
-        raise UsageError(f"--emit takes {', '.join(GRAPH_EMITS + tuple(leaf_code or _leaf_code()))}; "
-                         f"got {', '.join(bad)}")
+    emits: list[str] = args.emit
+    target = emit_target(emits, args.target)  # before anything loads or compiles
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
     out_dir = Path(args.output) if args.output else None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
+    to_stdout: list[tuple[str, str, str]] = []  # (file name, kind, text)
 
-    def write(filename: str, text: str) -> None:
+    def write(filename: str, kind: str, text: str) -> None:
         if out_dir is None:
-            sys.stdout.write(text)
+            to_stdout.append((filename, kind, text))
         else:
             (out_dir / filename).write_text(text, encoding="utf-8")
             _progress(f"wrote {out_dir / filename}")
 
     module = graph.module()
     started = time.perf_counter()
-    target = args.target
-    for kind, (_, emitter) in leaf_code.items():
-        if kind in emits and target is None:
-            target = emitter
     compiled = compile_graph(graph, target or "cpu")
     _progress(f"compiled {name} for {compiled.target} in {time.perf_counter() - started:.2f} s")
-    if "ir" in emits:
-        write(f"{name}.hpvm", print_module(module))
-    if "dot" in emits:
-        write(f"{name}.dot", module_to_dot(module))
-    for kind, (suffix, wanted) in leaf_code.items():
-        if kind not in emits:
-            continue
-        if compiled.target != wanted:
-            raise UsageError(f"--emit {kind} needs --target {wanted}")
-        backend = registry.get(wanted)
-        assert backend is not None  # it emits `kind`
-        written: set[str] = set()
-        for leaf, ctx, _ in compiled.leaf_kernels():
-            if leaf.name not in written:  # a leaf used by several nodes: its first context
-                written.add(leaf.name)
-                write(f"{leaf.name}{suffix}", backend.emit(kind, leaf, ctx))
+    for kind in emits:
+        suffix, wanted = EMITS[kind]
+        if kind == "ir":
+            write(f"{name}{suffix}", kind, print_module(module))
+        elif kind == "dot":
+            write(f"{name}{suffix}", kind, module_to_dot(module))
+        else:
+            backend = registry.get(compiled.target)
+            assert backend is not None and compiled.target == wanted  # emit_target chose it
+            written: set[str] = set()
+            for leaf, ctx, _ in compiled.leaf_kernels():
+                if leaf.name not in written:  # a leaf used by several nodes: its first context
+                    written.add(leaf.name)
+                    write(f"{leaf.name}{suffix}", kind, backend.emit(kind, leaf, ctx))
+    _print_emitted(to_stdout)
     return 0
+
+
+def _print_emitted(files: list[tuple[str, str, str]]) -> None:
+    """What `compile` writes without -o: one file as it is; several, each after a header line
+    `==> NAME (KIND) <==` (as `head` and `tail` separate files), with a blank line between."""
+    for i, (filename, kind, text) in enumerate(files):
+        if len(files) > 1:
+            sys.stdout.write(("\n" if i else "") + f"==> {filename} ({kind}) <==\n")
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -235,7 +289,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: expected a .py program or a .hpvm file")
     if args.target:
         os.environ[settings.TARGET.name] = args.target
-    sys.path.insert(0, str(path.parent))
+    _add_program_dir(path)
     sys.argv = [str(path)] + list(args.program_args)
     try:
         runpy.run_path(str(path), run_name="__main__")
@@ -265,7 +319,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     if fmt not in ("dot", "svg", "png"):
         raise UsageError(f"viz writes .dot, .svg or .png, not {out.name}")
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
-    text = module_to_dot(graph.module())
+    text = module_to_dot(graph.module(), hide_scalars=args.hide_scalars, legend=args.legend)
     if fmt == "dot":
         out.write_text(text, encoding="utf-8")
     else:
@@ -309,7 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("compile", "compile a graph and write its IR, generated code and picture", cmd_compile)
     p.add_argument("--graph", help="the root graph (when the file has several)")
     p.add_argument("--target", choices=tuple(registry.TARGETS), help="target of the generated code")
-    p.add_argument("--emit", default="ir,dot", help="comma-separated: ir, triton, llvm, ptx, dot (default ir,dot)")
+    p.add_argument("--emit", default=["ir", "dot"], type=parse_emits, metavar="KIND[,KIND...]",
+                   help="comma-separated: ir (the graph's text), dot (its picture), llvm (cpu), "
+                        "triton (gpu), ptx (nvptx); a leaf kind implies its target (default ir,dot); "
+                        "without -o, several files go to stdout each after a '==> NAME (KIND) <==' line")
     p.add_argument("-o", "--output", metavar="DIR", help="write files to DIR (default: stdout)")
     p = add("run", "run a program's host code on a target, or launch one graph (--graph NAME or a "
                    ".hpvm FILE) with values from --set", cmd_run)
@@ -330,6 +387,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("viz", "draw the node hierarchy with Graphviz", cmd_viz)
     p.add_argument("--graph", help="the root graph (when the file has several)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="OUT.dot, OUT.svg or OUT.png")
+    scalars = p.add_mutually_exclusive_group()
+    scalars.add_argument("--hide-scalars", dest="hide_scalars", action="store_true", default=None,
+                         help="leave out the arrows of scalar and size inputs (a parent's non-pointer "
+                              "parameters, constants: written into the node instead); the default "
+                              f"for pictures of more than {HIDE_SCALARS_ABOVE} arrows")
+    scalars.add_argument("--show-scalars", dest="hide_scalars", action="store_false",
+                         help="draw every arrow, scalar and size inputs included")
+    p.add_argument("--no-legend", dest="legend", action="store_false",
+                   help="leave out the legend (node and arrow kinds)")
     return parser
 
 

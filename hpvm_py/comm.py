@@ -30,29 +30,93 @@ def _library(kind: str, dtype: Any, **options: Any) -> LibraryDef:
 
 @api_boundary
 def all_reduce(dtype: Any, op: str = "sum") -> LibraryDef:
-    """In place on every rank: buf = buf(rank 0) op buf(rank 1) op ... (op: sum, max, min)."""
+    """All-reduce, in place on every rank: buf = buf(rank 0) op buf(rank 1) op ...
+
+    Args:
+        dtype: the element type: an hpvm, NumPy or torch dtype.
+        op: "sum", "max" or "min".
+
+    Returns:
+        A library node for `hpvm.node` / `create_node`, with the parameters
+        `(buf: InOut[Ptr[T]], buf_bytes: i64)`.
+
+    Raises:
+        FrontendError: an element type or option the collective does not take.
+    """
     return _library("all_reduce", dtype, op=op)
 
 
 @api_boundary
 def all_gather(dtype: Any) -> LibraryDef:
-    """dst = concatenation of every rank's src, in rank order (dst holds world_size x src)."""
+    """All-gather: dst = every rank's src, concatenated in rank order (dst holds world_size x src).
+
+    Args:
+        dtype: the element type: an hpvm, NumPy or torch dtype.
+
+    Returns:
+        A library node for `hpvm.node` / `create_node`, with the parameters
+        `(src: In[Ptr[T]], src_bytes: i64, dst: Out[Ptr[T]], dst_bytes: i64)`.
+
+    Raises:
+        FrontendError: an element type or option the collective does not take.
+    """
     return _library("all_gather", dtype)
 
 
 @api_boundary
 def reduce_scatter(dtype: Any, op: str = "sum") -> LibraryDef:
-    """dst = block `rank` of (src(rank 0) op src(rank 1) op ...) (src holds world_size x dst)."""
+    """Reduce-scatter: dst = block `rank` of (src(rank 0) op src(rank 1) op ...).
+
+    src holds world_size x dst elements.
+
+    Args:
+        dtype: the element type: an hpvm, NumPy or torch dtype.
+        op: "sum", "max" or "min".
+
+    Returns:
+        A library node for `hpvm.node` / `create_node`, with the parameters
+        `(src: In[Ptr[T]], src_bytes: i64, dst: Out[Ptr[T]], dst_bytes: i64)`.
+
+    Raises:
+        FrontendError: an element type or option the collective does not take.
+    """
     return _library("reduce_scatter", dtype, op=op)
 
 
 @api_boundary
 def broadcast(dtype: Any, root: int = 0) -> LibraryDef:
-    """buf = root's buf on every rank."""
+    """Broadcast: buf = rank `root`'s buf, on every rank.
+
+    Args:
+        dtype: the element type: an hpvm, NumPy or torch dtype.
+        root: the rank whose buffer is sent.
+
+    Returns:
+        A library node for `hpvm.node` / `create_node`, with the parameters
+        `(buf: InOut[Ptr[T]], buf_bytes: i64)`.
+
+    Raises:
+        FrontendError: an element type or option the collective does not take.
+    """
     return _library("broadcast", dtype, root=root)
 
 
 @api_boundary
 def all_reduce_rmsnorm(dtype: Any, eps: float = 1e-6) -> LibraryDef:
-    """Fused: residual += all_reduce_sum(x); x = rmsnorm(residual) * weight, by rows of `hidden`."""
+    """Fused all-reduce and RMS norm: residual += all_reduce_sum(x); x = rmsnorm(residual) * weight.
+
+    The norm is taken over rows of `hidden` elements.
+
+    Args:
+        dtype: a floating-point element type.
+        eps: the epsilon added to the mean of squares.
+
+    Returns:
+        A library node for `hpvm.node` / `create_node`, with the parameters
+        `(x: InOut, x_bytes, residual: InOut, residual_bytes, weight: In,
+        weight_bytes, hidden: i64)`.
+
+    Raises:
+        FrontendError: an element type or option the collective does not take.
+    """
     return _library("all_reduce_rmsnorm", dtype, eps=eps)

@@ -27,8 +27,22 @@ def _heap() -> Any:
 
 @api_boundary
 def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
-    """A tensor of `shape` and `dtype` (an hpvm, NumPy or torch dtype) on this rank's heap.
-    Its contents are unspecified (fresh heap memory reads as zeros)."""
+    """A tensor on this rank's symmetric heap, at the same offset on every rank.
+
+    Call it in the same order, with the same shapes, on every rank. Its contents are unspecified
+    (fresh heap memory reads as zeros).
+
+    Args:
+        shape: an element count or a tuple of them.
+        dtype: an hpvm (`hpvm.f32`), NumPy or torch dtype.
+
+    Returns:
+        A torch tensor: on the rank's GPU on GPU ranks, in shared host memory on CPU ranks.
+
+    Raises:
+        DistributedError: `hpvm.distributed.init()` has not been called.
+        DistributedError: a bad shape or dtype, or a heap too small (`HPVM_HEAP_BYTES`).
+    """
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
         raise DistributedError(f"hpvm.symmetric.empty(): shape {shape!r} must be non-negative ints",
@@ -45,11 +59,29 @@ def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
 
 @api_boundary
 def zeros(shape: int | tuple[int, ...], dtype: Any) -> Any:
-    """empty(), filled with zeros."""
+    """`empty(shape, dtype)`, filled with zeros.
+
+    Args:
+        shape: an element count or a tuple of them.
+        dtype: an hpvm, NumPy or torch dtype.
+
+    Returns:
+        The tensor.
+
+    Raises:
+        DistributedError: as `empty` raises it.
+    """
     return empty(shape, dtype).zero_()
 
 
 @api_boundary
 def free_bytes() -> int:
-    """Bytes left on this rank's heap (HPVM_HEAP_BYTES sets its size)."""
+    """Bytes left on this rank's heap (`HPVM_HEAP_BYTES` sets its size).
+
+    Returns:
+        The count of free bytes.
+
+    Raises:
+        DistributedError: `hpvm.distributed.init()` has not been called.
+    """
     return _heap().free_bytes

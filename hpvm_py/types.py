@@ -189,9 +189,16 @@ class _DirectionFactory:
 
 
 Ptr = _PtrFactory()
+"""`Ptr[T]`: a buffer of elements of the scalar type T, e.g. `Ptr[f32]` (at launch: a NumPy array
+or torch tensor). A pointer parameter carries a direction, `In[Ptr[T]]`, and is followed by an
+`i64` parameter holding its size in bytes."""
 In = _DirectionFactory("in", "In")
+"""`In[Ptr[T]]`: a buffer parameter the node only reads."""
 Out = _DirectionFactory("out", "Out")
+"""`Out[Ptr[T]]`: a buffer parameter the node only writes (where a launch may write it only in
+part, the runtime copies it in like `InOut`, with a warning)."""
 InOut = _DirectionFactory("inout", "InOut")
+"""`InOut[Ptr[T]]`: a buffer parameter the node reads and writes."""
 
 
 def resolve_scalar(obj: Any) -> ScalarType | None:

@@ -53,13 +53,22 @@ def _active() -> Runtime:
 
 @api_boundary
 def init(target: str | None = None) -> None:
-    """Start the runtime, or join the one already running. target: "cpu", "gpu" or "python"
-    (default: $HPVM_TARGET, else gpu when one is usable, else cpu).
+    """Start the runtime, or join the one already running.
 
     The runtime is one per process and reference-counted: an init() while it runs (a nested
     `with hpvm.runtime()`, another thread's) joins it when it names the same target or none, and
     is an error when it names another; each init() is matched by one cleanup(), and the last
-    cleanup() stops it. A fresh start resets the stats() counters."""
+    cleanup() stops it. A fresh start resets the stats() counters.
+
+    Args:
+        target: where launches run: "cpu" (LLVM), "gpu" (Triton), "nvptx" (LLVM NVPTX) or
+            "python" (the reference). None: `$HPVM_TARGET`, else "gpu" when a CUDA GPU is
+            usable, else "cpu".
+
+    Raises:
+        LaunchError: the target cannot run here (its package, driver or device is missing: the
+            message says which), or the runtime is already running with another target.
+    """
     global _runtime
     if target is not None and target not in TARGETS:
         raise LaunchError(f"hpvm.init(): target {target!r} is not one of {', '.join(TARGETS)}",
@@ -89,9 +98,18 @@ def _require_runnable(target: str) -> None:
 
 @api_boundary
 def cleanup(timeout: float | None = CLEANUP_TIMEOUT) -> None:
-    """Match one init(). The last one stops the runtime: open streams are stopped (a stage
-    finishes the kernel it is running, waited for up to `timeout` seconds), tracked memory is
-    brought back to the host and let go. Harmless when the runtime is not running."""
+    """Match one init(). The last one stops the runtime.
+
+    Stopping it stops open streams (a stage finishes the kernel it is running), brings tracked
+    memory back to the host and lets go of it. Harmless when the runtime is not running.
+
+    Args:
+        timeout: seconds to wait for stream stages still running a kernel; None waits for ever.
+
+    Raises:
+        HPVMTimeoutError: a stage was still running a kernel after `timeout` (the runtime is
+            stopped all the same; that stage may still write its buffers).
+    """
     global _runtime
     with _runtime_lock:
         rt = _runtime
@@ -120,8 +138,17 @@ def _shutdown(rt: Runtime, timeout: float | None) -> None:
 
 @contextlib.contextmanager
 def runtime(target: str | None = None) -> Iterator[None]:
-    """`with hpvm.runtime("cpu"):` wraps init() and cleanup() (nested or per-thread blocks join
-    the running runtime: see init())."""
+    """`with hpvm.runtime("cpu"):` runs init(target) on entry and cleanup() on exit.
+
+    Nested blocks, a library's own block and other threads' blocks join the running runtime
+    (see `init`); only the last block to end stops it.
+
+    Args:
+        target: as for `init`.
+
+    Raises:
+        LaunchError: as `init` raises it.
+    """
     init(target)
     try:
         yield
@@ -131,25 +158,80 @@ def runtime(target: str | None = None) -> Iterator[None]:
 
 @api_boundary
 def track_memory(buf: Any) -> Any:
-    """Start tracking buf (a NumPy array or torch tensor); returns it."""
+    """Track a buffer, so that the runtime keeps its copies on devices valid between launches.
+
+    Buffers passed to `launch` and `push` are tracked implicitly; call this to start earlier.
+
+    Args:
+        buf: a NumPy array or a torch tensor (CPU or CUDA), contiguous.
+
+    Returns:
+        `buf` itself.
+
+    Raises:
+        LaunchError: no runtime is running.
+        MemoryTrackingError: the buffer cannot be tracked (not contiguous, not a buffer).
+    """
     _active().tracker.track(buf)
     return buf
 
 
 @api_boundary
 def untrack_memory(buf: Any) -> None:
+    """Stop tracking a buffer: its newest data is brought back to it, its device copies let go.
+
+    Untrack a buffer before resizing or freeing it. Launching it again tracks it again.
+
+    Args:
+        buf: a buffer tracked by `track_memory` or a launch.
+
+    Raises:
+        LaunchError: no runtime is running.
+        MemoryTrackingError: the buffer is not tracked.
+    """
     _active().tracker.untrack(buf)
 
 
 @api_boundary
 def request_memory(buf: Any) -> Any:
-    """Make buf hold the newest data (copying it back from a device if needed); returns it."""
+    """Make a buffer hold its newest data, copying it back from a device if a kernel wrote it there.
+
+    Needed on the GPU targets before the host reads an output that a launch has written, unless
+    the runtime is stopped first (`cleanup` brings every tracked buffer home).
+
+    Args:
+        buf: a tracked buffer (a NumPy array or torch tensor).
+
+    Returns:
+        `buf` itself, up to date.
+
+    Raises:
+        LaunchError: no runtime is running.
+        MemoryTrackingError: the buffer is not tracked, or was resized or freed while tracked.
+    """
     return _active().tracker.request(buf)
 
 
 @api_boundary
 def compile(root: Any, target: str | None = None) -> CompiledGraph:  # noqa: A001 - the contract's name
-    """Compile a graph for a target ahead of its first launch; launch() accepts the result."""
+    """Compile a graph ahead of its first launch (the launch then finds it in the cache).
+
+    Compiled code is cached in memory and on disk (`HPVM_CACHE_DIR`), keyed by the IR and target.
+
+    Args:
+        root: an `@hpvm.graph` function, or a graph from `from_text`/`load`.
+        target: "cpu", "gpu", "nvptx" or "python"; None: the running runtime's target, else the
+            default one (as for `init`). Compiling needs the target's toolchain, not its device
+            (`nvptx` compiles without a GPU).
+
+    Returns:
+        The compiled graph; `launch` accepts it in place of `root`.
+
+    Raises:
+        FrontendError: a construct hpvm-py does not support, or a type error, at its line.
+        VerificationError: a rule of the language broken (the message names the rule).
+        CompileError: the target cannot compile a leaf, or its toolchain is missing.
+    """
     if target is None and _runtime is not None:
         target = _runtime.target
     return compile_graph(root, target)
@@ -235,10 +317,12 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4, **kwargs
 
     Args:
         root: an `@hpvm.graph` function, a graph from `hpvm.from_text` or `hpvm.load`.
-        *args, **kwargs: the root's arguments, by position or by parameter name: NumPy arrays
-            or torch tensors for pointers, numbers for scalars. A pointer's size argument may be
-            left out (it is then the buffer's `nbytes`): by name, or positionally by leaving out
-            every size. Buffers not tracked yet are tracked for this launch.
+        *args: the root's arguments by position: NumPy arrays or torch tensors for pointers,
+            numbers for scalars. A pointer's size argument may be left out (it is then the
+            buffer's `nbytes`): positionally, by leaving out every size. Buffers not tracked yet
+            are tracked for this launch.
+        **kwargs: the root's arguments by parameter name (a size left out is the buffer's
+            `nbytes`).
         stream: start a stream instead: no arguments here; `push` feeds it, `pop` reads it.
         depth: a stream's items in flight at most (push blocks beyond it).
 
@@ -288,9 +372,26 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
 
 @api_boundary
 def wait(handle: Any, timeout: float | None = None) -> Any:
-    """Block until the launch is complete. Returns the root's outputs (non-streaming); for a
-    stream, closes it: no more pushes, items in flight drain, stages end. Once per handle. A stream
-    whose wait() timed out keeps draining; wait() may be called on it again."""
+    """Block until a launch is complete, once per handle.
+
+    For a stream, closes it: no more pushes, the items in flight drain, the stages end. A stream
+    whose wait() timed out keeps draining; wait() may be called on it again.
+
+    Args:
+        handle: what `launch` returned.
+        timeout: seconds to wait at most (streams); None waits for ever.
+
+    Returns:
+        The root's outputs, as its return annotation says: None, one value, a tuple or its
+        `NamedTuple` (a graph from `from_text`/`load`: a `NamedTuple` of the same field names).
+        None for a stream (its outputs come from `pop`).
+
+    Raises:
+        LaunchError: not a handle, a handle waited for twice, or the runtime cleaned up since.
+        ExecutionError: a leaf failed while the launch ran (GPU targets report it here).
+        StreamError: a stage of the stream failed.
+        HPVMTimeoutError: the stream did not drain within `timeout`.
+    """
     if isinstance(handle, Handle):
         return handle.result()
     close = getattr(handle, "close", None)
@@ -302,15 +403,43 @@ def wait(handle: Any, timeout: float | None = None) -> Any:
 
 @api_boundary
 def push(handle: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> None:
-    """Send the arguments of one execution to a streaming launch (blocks while it is full, at
-    most `timeout` seconds). Arguments as for `launch`: by position or name, sizes optional."""
+    """Send the arguments of one execution (an item) to a streaming launch.
+
+    Blocks while the stream holds `depth` items in flight. Arguments are given as for `launch`: by
+    position or by name, pointer sizes optional. A buffer pushed must not be written by the host
+    until the item's outputs are popped.
+
+    Args:
+        handle: what `launch(graph, stream=True)` returned.
+        *args: the root's arguments by position.
+        timeout: seconds to wait for room at most; None waits for ever.
+        **kwargs: the root's arguments by parameter name.
+
+    Raises:
+        StreamError: not a streaming handle, a closed stream, or a stage that failed.
+        LaunchError: arguments that do not fit the root's parameters.
+        HPVMTimeoutError: no room within `timeout`.
+    """
     stream = _stream_handle(handle, "push")
     stream.push(complete_arguments(stream.compiled.module.root_func, args, kwargs), timeout)
 
 
 @api_boundary
 def pop(handle: Any, timeout: float | None = None) -> tuple[Any, ...]:
-    """The outputs of the next execution of a streaming launch, in push order (blocks)."""
+    """The outputs of the next item of a streaming launch, in push order (blocks until ready).
+
+    Args:
+        handle: what `launch(graph, stream=True)` returned.
+        timeout: seconds to wait at most; None waits for ever.
+
+    Returns:
+        A tuple of the root's outputs for that item (empty when the root has none).
+
+    Raises:
+        StreamError: not a streaming handle, no item left to pop, or the item failed (the error
+            names the stage; later items are not lost).
+        HPVMTimeoutError: no item within `timeout`.
+    """
     return _stream_handle(handle, "pop").pop(timeout)
 
 
@@ -324,11 +453,19 @@ def _stream_handle(handle: Any, what: str) -> Any:
 
 
 def stats(reset: bool = False) -> dict[str, int]:
-    """Counters since the runtime started (or the last reset): launches (and how many were replays
-    of a recorded launch, and how many of those ran as one CUDA graph), nodes run and leaf kernels
-    launched (per launch or streamed item, each node of the hierarchy once, whatever its instance
-    count), copies and bytes per direction (h2d, d2h, d2d), compile-cache hits and misses,
-    compiles."""
+    """Counters since the runtime started (or the last reset).
+
+    Args:
+        reset: set every counter back to zero after reading them.
+
+    Returns:
+        A dict of counts: `launches` (and `replayed_launches`, the repeats of a recorded launch,
+        of which `cuda_graph_replays` ran as one CUDA graph), `nodes_run` and `kernel_launches`
+        (per launch or streamed item, each node of the hierarchy once, whatever its instance
+        count; kernels are the leaves among them), copies and bytes per direction
+        (`h2d_copies`, `h2d_bytes`, `d2h_*`, `d2d_*`), `graph_compiles`, `graph_cache_hits`,
+        `cache_disk_hits`, `cache_disk_misses`, `cpu_compiles` and `gpu_compiles`.
+    """
     keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",

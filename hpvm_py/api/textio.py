@@ -14,19 +14,57 @@ from ..rt.boundary import api_boundary
 
 @api_boundary
 def to_text(root: Any) -> str:
-    """The textual IR of a graph and everything it uses (parsed back by from_text)."""
+    """The textual IR of a graph and everything it uses (what `hpvmc compile --emit ir` writes).
+
+    Args:
+        root: an `@hpvm.graph`, or a graph from `from_text`/`load`.
+
+    Returns:
+        The text; `from_text` parses it back, and print → parse → print gives the same text.
+
+    Raises:
+        FrontendError: a leaf or helper that cannot be lowered.
+        VerificationError: a rule of the language broken.
+    """
     return print_module(module_of(root))
 
 
 @api_boundary
 def from_text(text: str, source_name: str = "<hpvm-text>") -> LoadedGraph:
-    """A graph from textual IR; it compiles and launches like the Python-defined one."""
+    """A graph from textual IR; it compiles and launches like the Python-defined one.
+
+    The text is parsed and verified, never executed as Python (docs/security.md).
+
+    Args:
+        text: the IR, as `to_text` or `hpvmc compile --emit ir` wrote it.
+        source_name: the file name that error messages give.
+
+    Returns:
+        The graph, for `launch`, `compile` and `to_text`; its outputs come back from `wait` as a
+        `NamedTuple` when the root names them.
+
+    Raises:
+        ParseError: text that does not parse (at its line and column).
+        VerificationError: a rule of the language broken.
+    """
     return LoadedGraph(parse_module(text, source_name), source_name)
 
 
 @api_boundary
 def load(directory: str | Path, graph: str | None = None) -> LoadedGraph:
-    """A graph compiled by `hpvmc compile -o DIR`, runnable without the leaves' Python source."""
+    """A graph written by `hpvmc compile -o DIR`, runnable without the leaves' Python source.
+
+    Args:
+        directory: the folder holding `<graph>.hpvm`.
+        graph: the graph's name, when the folder holds several.
+
+    Returns:
+        The graph, as `from_text` returns it.
+
+    Raises:
+        LaunchError: no `.hpvm` file there (or none of that name), or several and no `graph`.
+        ParseError: a file that does not parse.
+    """
     folder = Path(directory)
     files = sorted(folder.glob("*.hpvm")) if folder.is_dir() else []
     if graph is not None:

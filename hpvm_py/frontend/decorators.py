@@ -201,7 +201,27 @@ class GraphDef(NodeDef):
 
 
 def leaf(func: Callable[..., Any] | None = None, *, target: str = "any") -> Any:
-    """Mark a function as a leaf node: `@hpvm.leaf` or `@hpvm.leaf(target="cpu"|"gpu"|"any")`."""
+    """Mark a function as a leaf node: `@hpvm.leaf` or `@hpvm.leaf(target="cpu")`.
+
+    A leaf runs once per instance of the grid of each node that uses it. Its parameters are
+    typed by annotations (scalars, and `In`/`Out`/`InOut[Ptr[T]]` buffers each followed by an
+    `i64` size in bytes); its outputs are the return annotation (a scalar type, `tuple[...]` or a
+    `NamedTuple`). For the compiled targets the body is parsed from source, never run; the
+    `python` target calls the function itself. What a body may contain: docs/language.md.
+
+    Args:
+        func: the function (when used as `@hpvm.leaf` without arguments).
+        target: where the leaf may run: "any" (the runtime's target, the default), "cpu",
+            "gpu", "nvptx" or "python" (docs/placement.md).
+
+    Returns:
+        The leaf definition, used in `hpvm.node` / `create_node` (calling it from the host is
+        an error).
+
+    Raises:
+        FrontendError: `@hpvm.leaf("cpu")` (the target must be given by keyword). Errors in the
+            body (unsupported constructs, types) are raised when a graph using it is built.
+    """
     if func is None:
         return lambda f: LeafDef(f, target)
     if isinstance(func, str):
@@ -210,12 +230,35 @@ def leaf(func: Callable[..., Any] | None = None, *, target: str = "any") -> Any:
 
 
 def func(fn: Callable[..., Any]) -> HelperDef:
-    """Mark a function as a helper that leaves may call (it is inlined)."""
+    """Mark a function as a helper that leaves and other helpers may call (it is inlined).
+
+    Its body follows the rules of a leaf body; its parameters and return are typed by
+    annotations. It runs as Python when called from the host.
+
+    Args:
+        fn: the function.
+
+    Returns:
+        The helper definition.
+    """
     return HelperDef(fn)
 
 
 def graph(fn: Callable[..., Any]) -> GraphDef:
-    """Mark a function as an internal node whose body builds a child graph."""
+    """Mark a function as an internal node whose body builds a child graph.
+
+    The body runs once, when the graph is first needed (built, compiled or launched), with
+    symbolic parameters; it may only create structure: `hpvm.node` and the reference-form
+    builders, and `return` node outputs to bind them to the graph's outputs. Its parameters are
+    typed as a leaf's; it is the root of a launch (`hpvm.launch(graph, ...)`) or a node of
+    another graph.
+
+    Args:
+        fn: the function.
+
+    Returns:
+        The graph definition, for `hpvm.launch`, `hpvm.compile`, `hpvm.to_text` and as a node.
+    """
     return GraphDef(fn)
 
 

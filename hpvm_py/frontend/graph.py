@@ -25,7 +25,9 @@ from .source import read_function
 from .symbols import Sym, as_dim
 
 ONE_TO_ONE = D.ONE_TO_ONE
+"""`edge(..., repl=ONE_TO_ONE)`: source instance i feeds destination instance i (equal grids)."""
 ALL_TO_ALL = D.ALL_TO_ALL
+"""`edge(..., repl=ALL_TO_ALL)`: a barrier: every destination instance after every source one."""
 
 _local = threading.local()
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,7 +54,17 @@ class Connection:
 
 
 def all_to_all(value: Any) -> Connection:
-    """Connect a sibling's output with an all-to-all edge (a barrier between the two grids)."""
+    """Mark a sibling's output, given to `node`, as an all-to-all edge.
+
+    Every instance of the destination then starts after every instance of the source has ended
+    (a barrier between the two grids, which may differ).
+
+    Args:
+        value: a sibling node's output (`other.out.name`), possibly wrapped in `streaming`.
+
+    Returns:
+        The connection, to pass as an input of `node`.
+    """
     conn = _connection(value)
     if not isinstance(conn.source, OutRef):
         raise VerificationError("all_to_all() wraps a node output (node.out.x); binds are always "
@@ -61,7 +73,15 @@ def all_to_all(value: Any) -> Connection:
 
 
 def streaming(value: Any) -> Connection:
-    """Make an edge or bind streaming: a new item flows on every push of a streaming launch."""
+    """Mark an input given to `node` as streaming: a new value flows on every push of a stream.
+
+    Args:
+        value: a parameter of this graph (a streaming bind) or a sibling's output (a streaming
+            edge), possibly wrapped in `all_to_all`.
+
+    Returns:
+        The connection, to pass as an input of `node`.
+    """
     conn = _connection(value)
     return Connection(conn.source, conn.kind, True)
 
@@ -248,22 +268,70 @@ def _create(fn: Any, dims: tuple[Any, ...], name: str | None = None, loc: Loc | 
 
 
 def create_node(fn: Any) -> NodeRef:
-    """A node with one dynamic instance running fn."""
+    """Create a child node with one dynamic instance (reference form; `node` is the short one).
+
+    Args:
+        fn: an `@hpvm.leaf`, an `@hpvm.graph` (an internal node) or a library node
+            (`hpvm.comm.*`).
+
+    Returns:
+        The node, for `edge`, `bind_input`, `bind_output`, `hint` and `node.out`.
+
+    Raises:
+        VerificationError: outside an `@hpvm.graph` body, or a rule broken (named, at the line).
+    """
     return _create(fn, ())
 
 
 def create_node_1d(fn: Any, n1: Any) -> NodeRef:
-    """A node replicated n1 times in x."""
+    """Create a child node replicated `n1` times in x.
+
+    Args:
+        fn: the node's function, as for `create_node`.
+        n1: the instance count: an int, a parameter of this graph, or `+ - * // %` of them
+            (evaluated at launch).
+
+    Returns:
+        The node.
+
+    Raises:
+        VerificationError: outside an `@hpvm.graph` body, or a rule broken (named, at the line).
+    """
     return _create(fn, (n1,))
 
 
 def create_node_2d(fn: Any, n1: Any, n2: Any) -> NodeRef:
-    """A node replicated n1 × n2 times (x, y)."""
+    """Create a child node replicated `n1` × `n2` times (x, y).
+
+    Args:
+        fn: the node's function, as for `create_node`.
+        n1: the instance count in x (as for `create_node_1d`).
+        n2: the instance count in y.
+
+    Returns:
+        The node.
+
+    Raises:
+        VerificationError: outside an `@hpvm.graph` body, or a rule broken (named, at the line).
+    """
     return _create(fn, (n1, n2))
 
 
 def create_node_3d(fn: Any, n1: Any, n2: Any, n3: Any) -> NodeRef:
-    """A node replicated n1 × n2 × n3 times (x, y, z)."""
+    """Create a child node replicated `n1` × `n2` × `n3` times (x, y, z).
+
+    Args:
+        fn: the node's function, as for `create_node`.
+        n1: the instance count in x (as for `create_node_1d`).
+        n2: the instance count in y.
+        n3: the instance count in z.
+
+    Returns:
+        The node.
+
+    Raises:
+        VerificationError: outside an `@hpvm.graph` body, or a rule broken (named, at the line).
+    """
     return _create(fn, (n1, n2, n3))
 
 
@@ -277,7 +345,20 @@ def _repl_kind(repl: Any) -> str:
 
 
 def edge(src: Any, dst: Any, repl: Any, sp: int | str, dp: int | str, stream: bool = False) -> None:
-    """An edge from output sp of src to input dp of dst (siblings in this graph)."""
+    """Connect output `sp` of node `src` to input `dp` of node `dst`, two children of this graph.
+
+    Args:
+        src: the source node.
+        dst: the destination node.
+        repl: `hpvm.ONE_TO_ONE` (instance i feeds instance i: equal grids) or `hpvm.ALL_TO_ALL`
+            (a barrier: every destination instance after every source instance).
+        sp: the source's output, by index or name.
+        dp: the destination's input, by index or parameter name.
+        stream: a streaming edge: one value per item of a streaming launch.
+
+    Raises:
+        VerificationError: outside an `@hpvm.graph` body, or a rule broken (named, at the line).
+    """
     builder = current_builder("edge")
     s = builder.own(src, "edge source")
     d = builder.own(dst, "edge destination")
@@ -287,7 +368,17 @@ def edge(src: Any, dst: Any, repl: Any, sp: int | str, dp: int | str, stream: bo
 
 
 def bind_input(node: Any, ip: Any, ic: int | str, stream: bool = False) -> None:
-    """Bind input ip of this graph to input ic of child node."""
+    """Pass input `ip` of this graph to input `ic` of a child node.
+
+    Args:
+        node: the child node.
+        ip: this graph's parameter, by index or name (or the symbolic parameter itself).
+        ic: the child's input, by index or parameter name.
+        stream: a streaming bind: a new value on every push of a streaming launch.
+
+    Raises:
+        VerificationError: outside an `@hpvm.graph` body, or a rule broken (named, at the line).
+    """
     builder = current_builder("bind_input")
     n = builder.own(node, "bind_input node")
     builder.ir.input_binds.append(D.InputBind(parent_port=builder.parent_input(ip), dst=n.ir.name,
@@ -296,7 +387,17 @@ def bind_input(node: Any, ip: Any, ic: int | str, stream: bool = False) -> None:
 
 
 def bind_output(node: Any, oc: int | str, op: int | str, stream: bool = False) -> None:
-    """Bind output oc of child node to output op of this graph."""
+    """Make output `oc` of a child node output `op` of this graph.
+
+    Args:
+        node: the child node.
+        oc: the child's output, by index or name.
+        op: this graph's output, by index or name.
+        stream: a streaming bind: one value per item of a streaming launch.
+
+    Raises:
+        VerificationError: outside an `@hpvm.graph` body, or a rule broken (named, at the line).
+    """
     builder = current_builder("bind_output")
     n = builder.own(node, "bind_output node")
     builder.ir.output_binds.append(D.OutputBind(src=n.ir.name, src_port=n.output_port(oc),
@@ -305,8 +406,16 @@ def bind_output(node: Any, oc: int | str, op: int | str, stream: bool = False) -
 
 
 def hint(node: Any, target: str) -> None:
-    """Place node on target: "cpu", "gpu", "nvptx", "python", "any" (no preference), or a GPU
-    target with a device index, "gpu:1" (docs/placement.md)."""
+    """Place a child node on a target other than the runtime's (docs/placement.md).
+
+    Args:
+        node: the child node.
+        target: "cpu", "gpu", "nvptx", "python", "any" (no preference), or a GPU target with a
+            device index, "gpu:1".
+
+    Raises:
+        VerificationError: outside an `@hpvm.graph` body, or a rule broken (named, at the line).
+    """
     builder = current_builder("hint")
     _set_hint(builder.own(node, "hint node"), target)
 
@@ -324,13 +433,32 @@ def _set_hint(n: NodeRef, target: str) -> None:
 
 def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: str | None = None,
          **inputs: Any) -> NodeRef:
-    """Create a node and connect its inputs in one call.
+    """Create a child node and connect its inputs in one call.
 
-    `grid` is None (one instance), a count, or a tuple of up to 3 counts. Each input, given by
-    position or by parameter name, is a parameter of this graph (an input bind), a sibling's
-    output (a one-to-one edge; wrap it in hpvm.all_to_all(...) for an all-to-all edge, in
-    hpvm.streaming(...) for a streaming edge or bind), or a number for a scalar input (a constant
-    of the input's type).
+    `n = hpvm.node(vadd, grid=n, a=a, a_bytes=a_bytes, b=other.out.c, ...)`. Returning node
+    outputs from the graph function (`return n.out.c`) binds them to the graph's outputs.
+
+    Args:
+        fn: an `@hpvm.leaf`, an `@hpvm.graph` (an internal node) or a library node
+            (`hpvm.comm.*`).
+        *args: the node's inputs by position.
+        grid: None (one instance), an instance count, or a tuple of up to 3 counts (x, y, z); a
+            count is an int, a parameter of this graph, or `+ - * // %` of them.
+        name: the node's name in the IR and in errors (default: the function's name, numbered
+            when repeated).
+        hint: a target for this node, as for `hpvm.hint`.
+        **inputs: the node's inputs by parameter name. Each input is a parameter of this graph
+            (an input bind), a sibling's output, `other.out.name` or `other.out[i]` (a one-to-one
+            edge; wrap it in `hpvm.all_to_all(...)` for an all-to-all edge, in
+            `hpvm.streaming(...)` for a streaming edge or bind), or a number for a scalar input
+            (a constant of the input's type).
+
+    Returns:
+        The node: `n.out.name` / `n.out[i]` are its outputs.
+
+    Raises:
+        VerificationError: called outside an `@hpvm.graph` body, an input missing, unknown or
+            given twice, or another rule broken (named in the message, at the line).
     """
     if grid is None:
         dims: tuple[Any, ...] = ()

@@ -35,120 +35,378 @@ def _intrinsic(kind: str, detail: Any = None) -> Callable[[Callable[..., Any]], 
 
 @_intrinsic("get_node")
 def get_node() -> Any:
-    """Handle of the current leaf node."""
+    """The handle of the current leaf node (for the other `get_*` intrinsics).
+
+    Returns:
+        The node handle.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("get_parent_node")
 def get_parent_node(node: Any) -> Any:
-    """Handle of the parent of `node` in the hierarchy."""
+    """The handle of the parent of `node` in the hierarchy (the internal node that created it).
+
+    Args:
+        node: a node handle, from `get_node()` or `get_parent_node(...)`.
+
+    Returns:
+        The parent's handle.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("num_dims")
 def get_num_dims(node: Any) -> Any:
-    """Number of replication dimensions of `node` (i32)."""
+    """The number of replication dimensions of `node`, 0 to 3.
+
+    Args:
+        node: a node handle, from `get_node()` or `get_parent_node(...)`.
+
+    Returns:
+        The count, an i32.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("instance_id", 0)
 def get_node_instance_id_x(node: Any) -> Any:
-    """Index of the current dynamic instance of `node` in dimension x (i64)."""
+    """The index of the current dynamic instance of `node` in dimension x.
+
+    Args:
+        node: a node handle, from `get_node()` or `get_parent_node(...)`.
+
+    Returns:
+        The index, an i64 in [0, get_num_node_instances_x(node)).
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("instance_id", 1)
 def get_node_instance_id_y(node: Any) -> Any:
-    """Index of the current dynamic instance of `node` in dimension y (i64)."""
+    """The index of the current dynamic instance of `node` in dimension y.
+
+    Args:
+        node: a node handle, from `get_node()` or `get_parent_node(...)`.
+
+    Returns:
+        The index, an i64 in [0, get_num_node_instances_y(node)).
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("instance_id", 2)
 def get_node_instance_id_z(node: Any) -> Any:
-    """Index of the current dynamic instance of `node` in dimension z (i64)."""
+    """The index of the current dynamic instance of `node` in dimension z.
+
+    Args:
+        node: a node handle, from `get_node()` or `get_parent_node(...)`.
+
+    Returns:
+        The index, an i64 in [0, get_num_node_instances_z(node)).
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("num_instances", 0)
 def get_num_node_instances_x(node: Any) -> Any:
-    """Number of dynamic instances of `node` in dimension x (i64)."""
+    """The number of dynamic instances of `node` in dimension x.
+
+    Args:
+        node: a node handle, from `get_node()` or `get_parent_node(...)`.
+
+    Returns:
+        The count, an i64 (1 in a dimension the node is not replicated in).
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("num_instances", 1)
 def get_num_node_instances_y(node: Any) -> Any:
-    """Number of dynamic instances of `node` in dimension y (i64)."""
+    """The number of dynamic instances of `node` in dimension y.
+
+    Args:
+        node: a node handle, from `get_node()` or `get_parent_node(...)`.
+
+    Returns:
+        The count, an i64 (1 in a dimension the node is not replicated in).
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("num_instances", 2)
 def get_num_node_instances_z(node: Any) -> Any:
-    """Number of dynamic instances of `node` in dimension z (i64)."""
+    """The number of dynamic instances of `node` in dimension z.
+
+    Args:
+        node: a node handle, from `get_node()` or `get_parent_node(...)`.
+
+    Returns:
+        The count, an i64 (1 in a dimension the node is not replicated in).
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("instance_id_short")
 def instance_id(dim: int) -> Any:
-    """Short form of get_node_instance_id_{x,y,z}(get_node()): dim is 0, 1 or 2."""
+    """The current leaf instance's index in a dimension: `get_node_instance_id_{x,y,z}(get_node())`.
+
+    Args:
+        dim: 0 (x), 1 (y) or 2 (z), a constant.
+
+    Returns:
+        The index, an i64.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("num_instances_short")
 def num_instances(dim: int) -> Any:
-    """Short form of get_num_node_instances_{x,y,z}(get_node()): dim is 0, 1 or 2."""
+    """The current leaf's instance count in a dimension: `get_num_node_instances_{x,y,z}(get_node())`.
+
+    Args:
+        dim: 0 (x), 1 (y) or 2 (z), a constant.
+
+    Returns:
+        The count, an i64.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("malloc")
 def malloc(nbytes: int, dtype: Any = None) -> Any:
-    """Scratch memory shared by the instances of this leaf within one parent instance."""
+    """Zeroed scratch memory shared by the instances of this leaf within one parent instance.
+
+    Called at the top level of the leaf body, with a size that is the same for every instance
+    (docs/language.md, `malloc-uniform`).
+
+    Args:
+        nbytes: the size in bytes.
+        dtype: the element type (an hpvm scalar type); default u8.
+
+    Returns:
+        A pointer to the memory, indexed like a buffer parameter.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("barrier")
 def barrier() -> None:
-    """All instances of the current leaf (within one parent instance) reach it before any passes."""
+    """Wait until every instance of the current leaf within one parent instance has reached it.
+
+    Writes to scratch memory (`malloc`) and buffers before it are visible to all those instances
+    after it.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("atomic", "add")
 def atomic_add(ptr: Any, index: Any, value: Any) -> Any:
-    """Atomically ptr[index] += value; returns the old value."""
+    """Atomically `ptr[index] += value`.
+
+    Args:
+        ptr: a buffer parameter (`Out` or `InOut`) or scratch memory from `malloc`.
+        index: the element's index.
+        value: the operand, converted to the element type.
+
+    Returns:
+        The element's value before the operation.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("atomic", "sub")
 def atomic_sub(ptr: Any, index: Any, value: Any) -> Any:
-    """Atomically ptr[index] -= value; returns the old value."""
+    """Atomically `ptr[index] -= value`.
+
+    Args:
+        ptr: a buffer parameter (`Out` or `InOut`) or scratch memory from `malloc`.
+        index: the element's index.
+        value: the operand, converted to the element type.
+
+    Returns:
+        The element's value before the operation.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("atomic", "min")
 def atomic_min(ptr: Any, index: Any, value: Any) -> Any:
-    """Atomically ptr[index] = min(ptr[index], value); returns the old value."""
+    """Atomically `ptr[index] = min(ptr[index], value)`.
+
+    Args:
+        ptr: a buffer parameter (`Out` or `InOut`) or scratch memory from `malloc`.
+        index: the element's index.
+        value: the operand, converted to the element type.
+
+    Returns:
+        The element's value before the operation.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("atomic", "max")
 def atomic_max(ptr: Any, index: Any, value: Any) -> Any:
-    """Atomically ptr[index] = max(ptr[index], value); returns the old value."""
+    """Atomically `ptr[index] = max(ptr[index], value)`.
+
+    Args:
+        ptr: a buffer parameter (`Out` or `InOut`) or scratch memory from `malloc`.
+        index: the element's index.
+        value: the operand, converted to the element type.
+
+    Returns:
+        The element's value before the operation.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("atomic", "xchg")
 def atomic_xchg(ptr: Any, index: Any, value: Any) -> Any:
-    """Atomically ptr[index] = value; returns the old value."""
+    """Atomically `ptr[index] = value`.
+
+    Args:
+        ptr: a buffer parameter (`Out` or `InOut`) or scratch memory from `malloc`.
+        index: the element's index.
+        value: the operand, converted to the element type.
+
+    Returns:
+        The element's value before the operation.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("atomic", "and")
 def atomic_and(ptr: Any, index: Any, value: Any) -> Any:
-    """Atomically ptr[index] &= value; returns the old value."""
+    """Atomically `ptr[index] &= value`.
+
+    Args:
+        ptr: a buffer parameter (`Out` or `InOut`) or scratch memory from `malloc`.
+        index: the element's index.
+        value: the operand, converted to the element type.
+
+    Returns:
+        The element's value before the operation.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("atomic", "or")
 def atomic_or(ptr: Any, index: Any, value: Any) -> Any:
-    """Atomically ptr[index] |= value; returns the old value."""
+    """Atomically `ptr[index] |= value`.
+
+    Args:
+        ptr: a buffer parameter (`Out` or `InOut`) or scratch memory from `malloc`.
+        index: the element's index.
+        value: the operand, converted to the element type.
+
+    Returns:
+        The element's value before the operation.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("atomic", "xor")
 def atomic_xor(ptr: Any, index: Any, value: Any) -> Any:
-    """Atomically ptr[index] ^= value; returns the old value."""
+    """Atomically `ptr[index] ^= value`.
+
+    Args:
+        ptr: a buffer parameter (`Out` or `InOut`) or scratch memory from `malloc`.
+        index: the element's index.
+        value: the operand, converted to the element type.
+
+    Returns:
+        The element's value before the operation.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("remote", "load")
 def remote_load(ptr: Any, index: Any, rank: Any) -> Any:
-    """ptr[index] of rank `rank`'s copy of a symmetric-heap buffer (ptr: a pointer parameter)."""
+    """Read `ptr[index]` from rank `rank`'s copy of a buffer on the symmetric heap.
+
+    Args:
+        ptr: an `In` or `InOut` buffer parameter on the symmetric heap.
+        index: the element's index.
+        rank: the rank whose copy is accessed, 0 .. world_size - 1.
+
+    Returns:
+        The element's value.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("remote", "store")
 def remote_store(ptr: Any, index: Any, value: Any, rank: Any) -> None:
-    """ptr[index] = value in rank `rank`'s copy of a symmetric-heap buffer."""
+    """Write `ptr[index] = value` in rank `rank`'s copy of a buffer on the symmetric heap.
+
+    Args:
+        ptr: an `Out` or `InOut` buffer parameter on the symmetric heap.
+        index: the element's index.
+        value: the value, converted to the element type.
+        rank: the rank whose copy is accessed, 0 .. world_size - 1.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
 
 
 @_intrinsic("remote", "atomic_add")
 def remote_atomic_add(ptr: Any, index: Any, value: Any, rank: Any) -> Any:
-    """Atomically ptr[index] += value in rank `rank`'s copy of a symmetric-heap buffer; returns
-    the old value."""
+    """Atomically `ptr[index] += value` in rank `rank`'s copy of a buffer on the symmetric heap.
+
+    Args:
+        ptr: an `InOut` buffer parameter on the symmetric heap.
+        index: the element's index.
+        value: the operand, converted to the element type.
+        rank: the rank whose copy is accessed, 0 .. world_size - 1.
+
+    Returns:
+        The element's value before the addition.
+
+    Raises:
+        FrontendError: called outside a leaf body (from host code or a graph body).
+    """
