@@ -135,6 +135,10 @@ class SymmetricHeap(SymmetricAllocator):
                 self._views.pop(next(iter(self._views)))
         return view
 
+    def array(self, rank: int, offset: int, count: int, dtype: Any) -> np.ndarray:
+        """A NumPy view of `count` elements at `offset` of rank's heap (mapped here)."""
+        return np.frombuffer(self._maps[rank], dtype=dtype, count=count, offset=offset)
+
     # -- addresses --------------------------------------------------------------------------
 
     def flag_address(self, rank: int) -> int:

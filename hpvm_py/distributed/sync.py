@@ -7,13 +7,22 @@ rank's counter has reached that number. Counters only grow, so there is nothing 
 rank can run at most one phase ahead of the slowest. Every wait has the world's timeout and names
 the ranks that did not arrive.
 
-A collective first posts its descriptor (what this rank is about to do) into one of two slots,
-alternating per call, then passes a barrier; every rank then reads all descriptors. Two slots are
-enough: a rank can only start call k+1 after every rank passed call k's first barrier, and a rank
-reads call k's slots before it arrives at call k's last barrier.
+A collective first posts the fingerprint of its descriptor (what this rank is about to do: see
+agreement.py) into word 0 of one of two slots, alternating per call, then passes a barrier; every
+rank then reads all fingerprints. Only when they differ do the ranks post their whole descriptors,
+into the next slot, to say what differs. Two slots are enough: a rank can only start call k+1
+after every rank passed call k's first barrier, and a rank reads call k's slots before it arrives
+at call k's last barrier (or at the next call's first one).
+
+Waiting: the ranks usually arrive within microseconds of each other, so a barrier first polls
+natively, then keeps polling with sched_yield() between rounds (which lets a rank that shares the
+core run) for up to `SPIN_S`, and only then sleeps (`waiting.wait_until`): on Linux even
+`time.sleep(0)` costs tens of microseconds, more than a whole small collective.
 """
 from __future__ import annotations
 
+import os
+import time
 from typing import Callable
 
 import numpy as np
@@ -25,7 +34,8 @@ from .heap import DESC_WORDS
 from .ranks import World
 from .waiting import RanksMissing, wait_until
 
-_SPIN_ROUNDS = 256  # native polls before the Python loop takes over (with its sleeps)
+_SPIN_ROUNDS = 256  # native polls per round of the spin
+SPIN_S = 2e-3  # how long a barrier spins (with sched_yield) before it sleeps between polls
 
 
 class Communicator:
@@ -39,8 +49,11 @@ class Communicator:
         self._flags_address = self._flags.ctypes.data
         self._native = native()
         self._my_flag = self.heap.flag_address(self.rank)
+        self._me = self.ranks.index(self.rank)
         self.phase = self._native.load(self._my_flag)
         self.calls = 0
+        # word 0 of each descriptor slot of every local rank: where the fingerprints go
+        self._fingerprints = [[self.heap.descriptor(q, slot)[:1] for q in self.ranks] for slot in (0, 1)]
 
     def barrier(self, what: Callable[[], str], loc: Loc | None) -> None:
         """Arrive at the next phase and wait for every local rank; `what` names the collective
@@ -48,10 +61,14 @@ class Communicator:
         self.phase += 1
         target = self.phase
         self._native.store(self._my_flag, target)
-        behind = self._native.first_behind(self._flags_address, len(self.ranks), target,
-                                           _SPIN_ROUNDS)
-        if behind < 0:
+        first_behind, n = self._native.first_behind, len(self.ranks)
+        if first_behind(self._flags_address, n, target, _SPIN_ROUNDS) < 0:
             return
+        deadline = time.perf_counter() + SPIN_S
+        while time.perf_counter() < deadline:
+            os.sched_yield()
+            if first_behind(self._flags_address, n, target, _SPIN_ROUNDS) < 0:
+                return
         load = self._native.load
         timeout = self.world.timeout
         try:
@@ -63,6 +80,16 @@ class Communicator:
                 "failed, exited, or skipped this collective; the timeout is HPVM_COMM_TIMEOUT or "
                 "hpvm.distributed.init(timeout=...)); the ranks are out of step now: finalize",
                 loc, rule="rank-arrival") from None
+
+    def same_fingerprint(self, fingerprint: int, what: Callable[[], str], loc: Loc | None) -> bool:
+        """Publish this rank's fingerprint, pass a barrier, and say whether every local rank
+        published the same one (every rank gets the same answer)."""
+        slot = self.calls % 2
+        self.calls += 1
+        words = self._fingerprints[slot]
+        words[self._me][0] = fingerprint
+        self.barrier(what, loc)
+        return all(w[0] == fingerprint for w in words)
 
     def post(self, descriptor: np.ndarray, what: Callable[[], str], loc: Loc | None) -> list[np.ndarray]:
         """Publish this rank's descriptor, pass a barrier, return every local rank's (by rank
