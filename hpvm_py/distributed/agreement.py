@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DistributedError
+from ..support import stats
 from . import ranks, remote
 from .call import BAD_ARGUMENT, NOT_ON_HEAP, OK, Call, agree, check_arguments, descriptor, fingerprint
 from .sync import Communicator
@@ -57,17 +58,36 @@ def agreed_on_heap(world: ranks.World, call: Call, path: str, mine: DistributedE
     """Ranks on one host: make sure every rank runs the same call, or raise on every rank; return
     the call shape's agreement (with the heap offsets set on `call`'s buffers). `entry`: the one a
     prepared node kept (used when it still applies); `mine`: an error this rank already found."""
+    entry = agreement_of(world, call, path, mine, entry)
+    check(communicator(world), call, entry)
+    return entry
+
+
+def agreement_of(world: ranks.World, call: Call, path: str, mine: DistributedError | None = None,
+                 entry: Agreed | None = None) -> Agreed:
+    """The call shape's agreement as this rank sees it, made or found (nothing is exchanged); the
+    heap offsets are set on `call`'s buffers."""
     if entry is None or entry.world is not world or entry.path != path or mine is not None:
         entry = _entry(world, call, path, mine)
     for b, offset in zip(call.buffers, entry.offsets):
         b.offset = offset
+    return entry
+
+
+def communicator(world: ranks.World) -> Communicator:
     comm = world.comm
     if comm is None:
         comm = world.comm = Communicator(world)
+    return comm
+
+
+def check(comm: Communicator, call: Call, entry: Agreed) -> None:
+    """Exchange the fingerprints (one barrier); when they differ, or a rank failed, every rank
+    raises, naming what differs."""
     if comm.same_fingerprint(entry.fingerprint, call.what, call.loc):
         if entry.mine is not None:  # every rank made the same mistake: each raises its own
             raise entry.mine
-        return entry
+        return
     # a difference, or a failure on some rank: every rank sees it and says what it is
     everyone = comm.post(entry.words, call.what, call.loc)
     agree(call, comm.ranks, everyone, entry.mine, compare_offsets=True)
@@ -95,6 +115,7 @@ def _entry(world: ranks.World, call: Call, path: str, mine: DistributedError | N
     entry = Agreed(world, path, [-1 if b.offset is None else b.offset for b in call.buffers], words,
                    fingerprint(words), mine)
     if mine is None:
+        stats.bump("collective_agreements")  # hpvm.stats(): shapes agreed (relaunches agree none)
         _cache[key] = entry
         if len(_cache) > CACHE_LIMIT:
             _cache.popitem(last=False)

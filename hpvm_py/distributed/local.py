@@ -4,7 +4,10 @@ Every rank reads its peers' buffers directly (at the same heap offset in their s
 writes only its own. The phases of each algorithm are separated by the heap barriers of sync.py:
 
   all_reduce, one-shot   read every rank's whole buffer and reduce it privately | barrier (no
-                         one reads my buffer any more) | write the result into my buffer
+                         one reads my buffer any more) | write the result into my buffer;
+                         small sums are staged instead (stage()): copy my buffer into a staging
+                         slot before the agreement's barrier | add every rank's slot into my
+                         buffer (no barrier of its own)
   all_reduce, two-shot   reduce my 1/world slice from every rank into my buffer | barrier |
                          copy every other slice from its owner | barrier
   all_gather             copy every rank's src into my dst | barrier
@@ -28,18 +31,60 @@ from .sync import Communicator
 ALIGN_ELEMS = 64  # two-shot slices start at multiples of this many elements
 
 
-# element types whose sums NumPy computes exactly as torch does (no widening): the fast one-shot
+# element types whose sums NumPy computes exactly as torch does (no widening): the kept one-shot
 _NUMPY_SUMS = ("f32", "f64", "i8", "i16", "i32", "i64", "u8")
 
 
-def run(comm: Communicator, call: Call, algorithm: str, state: dict | None = None) -> None:
-    """Run `call` by `algorithm`; `state`: what a call shape keeps between calls (agreement.py's
-    Agreed.state), or None."""
-    if state is not None and algorithm == "one_shot" and call.kind == "all_reduce" and \
-            call.op == "sum" and call.dtype.name in _NUMPY_SUMS and call.buffers[0].size:
+def run(comm: Communicator, call: Call, algorithm: str, state: dict | None = None,
+        staged: list[Any] | None = None) -> None:
+    """Run `call` by `algorithm`, after the ranks agreed on it; `state`: what a call shape keeps
+    between calls (agreement.py's Agreed.state), or None; `staged`: what stage() returned."""
+    if staged is not None:
+        _reduce_staged(staged, state["staged"][1])
+        return
+    if state is not None and _kept_sum(call, algorithm):
         _all_reduce_one_shot_kept(comm, call, state)
         return
     _ALGORITHMS[(call.kind, algorithm)](comm, call)
+
+
+def _kept_sum(call: Call, algorithm: str) -> bool:
+    return algorithm == "one_shot" and call.kind == "all_reduce" and call.op == "sum" and \
+        call.dtype.name in _NUMPY_SUMS and call.buffers[0].size > 0
+
+
+def stage(comm: Communicator, call: Call, algorithm: str, state: dict) -> list[Any] | None:
+    """The staged one-shot sum, part 1, before the agreement's barrier: a sum small enough for a
+    staging slot (heap.py) copies this rank's input into the slot of this call's parity. Returns
+    every rank's slot (None: not staged).
+
+    After the barrier every rank adds the ranks' slots into its own buffer (run()), and no second
+    barrier is needed: peers never read the buffer itself, and a slot is written again two
+    collectives later, after the next collective's barrier, which no rank passes before every rank
+    has finished reading this one's slots."""
+    slot_bytes = comm.heap.stage_slot_bytes
+    if not _kept_sum(call, algorithm) or call.buffers[0].size > slot_bytes:
+        return None
+    kept = state.get("staged")
+    if kept is None:
+        count, dtype, heap = call.count(0), call.dtype.numpy_dtype, comm.heap
+        slots = [[heap.array(q, heap.stage_offset(p), count, dtype) for q in comm.ranks] for p in (0, 1)]
+        mine = heap.array(comm.rank, call.buffers[0].offset, count, dtype)
+        kept = state["staged"] = (slots, mine, comm.ranks.index(comm.rank))
+    slots, mine, me = kept
+    staged = slots[comm.next_slot]
+    np.copyto(staged[me], mine)
+    return staged
+
+
+def _reduce_staged(staged: list[Any], mine: Any) -> None:
+    """Part 2: the ranks' inputs added in rank order into this rank's buffer."""
+    if len(staged) == 1:
+        np.copyto(mine, staged[0])
+        return
+    np.add(staged[0], staged[1], out=mine)
+    for part in staged[2:]:
+        np.add(mine, part, out=mine)
 
 
 def _all_reduce_one_shot_kept(comm: Communicator, call: Call, state: dict) -> None:
@@ -53,12 +98,7 @@ def _all_reduce_one_shot_kept(comm: Communicator, call: Call, state: dict) -> No
         kept = state["one_shot"] = (views, np.empty(count, dtype=call.dtype.numpy_dtype),
                                     comm.ranks.index(comm.rank))
     views, acc, me = kept
-    if len(views) == 1:
-        np.copyto(acc, views[0])
-    else:
-        np.add(views[0], views[1], out=acc)
-        for v in views[2:]:
-            np.add(acc, v, out=acc)
+    _reduce_staged(views, acc)
     _barrier(comm, call)
     np.copyto(views[me], acc)
 

@@ -28,7 +28,7 @@ from ..types import PtrType, ScalarType, i64, resolve_scalar
 from ..rt import library
 from ..support import stats
 from . import chooser, local, ranks
-from .agreement import Agreed, agreed_on_heap, run_remote
+from .agreement import Agreed, agreement_of, check, communicator, run_remote
 from .arith import torch_dtype
 from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
 from .gpu.runner import run_on_gpu
@@ -240,8 +240,11 @@ def _run_on_host(world: ranks.World, call: Call, agreed: Agreed | None) -> Agree
     if path == "remote":
         run_remote(world, call, check_arguments(call, world.size))
         return None
-    agreed = agreed_on_heap(world, call, path, entry=agreed)
-    local.run(world.comm, call, path, agreed.state)
+    agreed = agreement_of(world, call, path, entry=agreed)
+    comm = communicator(world)
+    staged = local.stage(comm, call, path, agreed.state) if agreed.mine is None else None
+    check(comm, call, agreed)
+    local.run(comm, call, path, agreed.state, staged)
     return agreed
 
 

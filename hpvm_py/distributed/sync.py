@@ -81,6 +81,11 @@ class Communicator:
                 "hpvm.distributed.init(timeout=...)); the ranks are out of step now: finalize",
                 loc, rule="rank-arrival") from None
 
+    @property
+    def next_slot(self) -> int:
+        """The descriptor slot (and parity) of the next exchange."""
+        return self.calls % 2
+
     def same_fingerprint(self, fingerprint: int, what: Callable[[], str], loc: Loc | None) -> bool:
         """Publish this rank's fingerprint, pass a barrier, and say whether every local rank
         published the same one (every rank gets the same answer)."""
