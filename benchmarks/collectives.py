@@ -8,7 +8,7 @@ same collective without a graph) and MPI_Allreduce, on f32 buffers of the symmet
 and two-shot are forced with HPVM_COMM_ONESHOT_BYTES to compare the algorithms at every size.
 Times are the slowest rank's median of batches.
 
-    python benchmarks/collectives.py [--ranks 2] [--max-mib 64]     (starts mpiexec itself)
+    python benchmarks/collectives.py [--ranks 2] [--max-mib 64] [--sizes 8K,1M]   (starts mpiexec itself)
     python benchmarks/collectives.py --gpu [--max-mib 1024] [--sweep] [--launch] [--overlap]
         GPU ranks against NCCL (benchmarks/gpu/collectives_gpu.py; starts torchrun itself, one
         rank per GPU, NVLink multicast off)
@@ -36,12 +36,20 @@ def all_reduce(x: InOut[Ptr[f32]], x_bytes: i64):
     hpvm.node(SUM, buf=x, buf_bytes=x_bytes)
 
 
-def _launch(ranks: int, max_mib: int) -> None:
+def _launch(ranks: int, max_mib: int, sizes: str | None) -> None:
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     env = dict(os.environ, PYTHONPATH=ROOT, HPVM_HEAP_BYTES=f"{2 * max_mib + 16}M",
                HPVM_BENCH_CHILD="1")
+    extra = ["--sizes", sizes] if sizes else []
     sys.exit(subprocess.call([mpiexec, "-n", str(ranks), sys.executable, __file__,
-                              "--max-mib", str(max_mib)], env=env))
+                              "--max-mib", str(max_mib), *extra], env=env))
+
+
+def _sizes(text: str) -> list[int]:
+    """"8K,1M" -> [8192, 1048576]."""
+    scale = {"K": 1 << 10, "M": 1 << 20}
+    return [int(t[:-1]) * scale[t[-1].upper()] if t[-1].upper() in scale else int(t)
+            for t in text.split(",") if t]
 
 
 def _time_us(fns: dict, comm, reps: int, batches: int = 7) -> dict:  # noqa: ANN001
@@ -81,7 +89,7 @@ def _direct(x, nbytes: int):  # noqa: ANN001, ANN202
     return run
 
 
-def main(max_mib: int) -> None:
+def main(max_mib: int, only: list[int] | None = None) -> None:
     import numpy as np
     import torch
     from mpi4py import MPI
@@ -93,6 +101,8 @@ def main(max_mib: int) -> None:
     sizes = [8 << 10]
     while sizes[-1] * 4 <= max_mib << 20:
         sizes.append(sizes[-1] * 4)
+    if only:
+        sizes = sorted(only)
     biggest = hpvm.symmetric.empty(sizes[-1] // 4, torch.float32)
     plain = np.zeros(sizes[-1] // 4, dtype=np.float32)
     if rank == 0:
@@ -134,6 +144,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--max-mib", type=int, default=None, help="largest size (64 CPU, 1024 GPU)")
+    parser.add_argument("--sizes", default=None, help="CPU: these sizes only (e.g. 8K,1M)")
     parser.add_argument("--gpu", action="store_true", help="GPU ranks against NCCL")
     parser.add_argument("--sweep", action="store_true", help="GPU: time tuning variants too")
     parser.add_argument("--launch", action="store_true", help="GPU: time the whole node launch too")
@@ -149,6 +160,9 @@ if __name__ == "__main__":
         else:
             _launch_gpu(sys.argv[1:])
     elif os.environ.get("HPVM_BENCH_CHILD"):
-        main(options.max_mib or 64)
+        main(options.max_mib or 64, _sizes(options.sizes) if options.sizes else None)
     else:
-        _launch(options.ranks, options.max_mib or 64)
+        mib = options.max_mib or 64
+        if options.sizes:
+            mib = max(1, -(-max(_sizes(options.sizes)) >> 20))
+        _launch(options.ranks, mib, options.sizes)
