@@ -8,7 +8,8 @@ ok` on every rank:
   new agreement after the first launch;
 - another buffer set between launches is agreed again and correct, and the first set is still kept;
 - adversarial, on the kept path: one rank (FAULTY) launches with another size, another element
-  type, another buffer, or another graph while the others relaunch the kept one: every rank raises
+  type, another buffer, another graph or (its own HPVM_COMM_ONESHOT_BYTES) another algorithm while
+  the others relaunch the kept one: every rank raises
   DistributedError naming what differs (never a hang or a wrong sum), and the ranks are still in
   step (a correct relaunch follows).
 
@@ -161,6 +162,16 @@ if not REMOTE:
     disagree("buffer", lambda: run(sum_f32, twin), lambda: run(sum_f32, small),
              r"ranks disagree on the heap offset of 'x'")
     relaunch("in-step-after-buffer", sum_f32, small, times=2, new_agreements=None)
+if not REMOTE:
+    def two_shot() -> None:  # this rank's own threshold: another algorithm for the same call
+        os.environ["HPVM_COMM_ONESHOT_BYTES"] = "0"
+        try:
+            run(sum_f32, small)
+        finally:
+            del os.environ["HPVM_COMM_ONESHOT_BYTES"]
+
+    disagree("algorithm", two_shot, lambda: run(sum_f32, small), r"ranks disagree on the algorithm")
+    relaunch("in-step-after-algorithm", sum_f32, small, times=2, new_agreements=None)
 disagree("collective", lambda: run(max_f32, small), lambda: run(sum_f32, small),
          r"ranks disagree on the reduction")
 relaunch("in-step-after-collective", sum_f32, small, times=2, new_agreements=None)
