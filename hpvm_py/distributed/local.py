@@ -62,11 +62,10 @@ def stage(comm: Communicator, call: Call, algorithm: str, state: dict) -> list[A
     barrier is needed: peers never read the buffer itself, and a slot is written again two
     collectives later, after the next collective's barrier, which no rank passes before every rank
     has finished reading this one's slots."""
-    slot_bytes = comm.heap.stage_slot_bytes
-    if not _kept_sum(call, algorithm) or call.buffers[0].size > slot_bytes:
-        return None
-    kept = state.get("staged")
+    kept = state.get("staged")  # (the state is this call shape's, algorithm included)
     if kept is None:
+        if not _kept_sum(call, algorithm) or call.buffers[0].size > comm.heap.stage_slot_bytes:
+            return None
         count, dtype, heap = call.count(0), call.dtype.numpy_dtype, comm.heap
         slots = [[heap.array(q, heap.stage_offset(p), count, dtype) for q in comm.ranks] for p in (0, 1)]
         mine = heap.array(comm.rank, call.buffers[0].offset, count, dtype)

@@ -96,7 +96,10 @@ class Communicator:
         words = self._fingerprints[slot]
         words[self._me][0] = fingerprint
         self.barrier(what, loc)
-        return all(w[0] == fingerprint for w in words)
+        for w in words:
+            if w[0] != fingerprint:
+                return False
+        return True
 
     def post(self, descriptor: np.ndarray, what: Callable[[], str], loc: Loc | None) -> list[np.ndarray]:
         """Publish this rank's descriptor, pass a barrier, return every local rank's (by rank
