@@ -9,6 +9,7 @@ and two-shot are forced with HPVM_COMM_ONESHOT_BYTES to compare the algorithms a
 Times are the slowest rank's median of batches.
 
     python benchmarks/collectives.py [--ranks 2] [--max-mib 64] [--sizes 8K,1M]   (starts mpiexec itself)
+    python benchmarks/collectives.py --calls [--sizes 8K,1M]   (per-call percentiles, same rows)
     python benchmarks/collectives.py --gpu [--max-mib 1024] [--sweep] [--launch] [--overlap]
         GPU ranks against NCCL (benchmarks/gpu/collectives_gpu.py; starts torchrun itself, one
         rank per GPU, NVLink multicast off)
@@ -36,11 +37,11 @@ def all_reduce(x: InOut[Ptr[f32]], x_bytes: i64):
     hpvm.node(SUM, buf=x, buf_bytes=x_bytes)
 
 
-def _launch(ranks: int, max_mib: int, sizes: str | None) -> None:
+def _launch(ranks: int, max_mib: int, sizes: str | None, calls: bool = False) -> None:
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     env = dict(os.environ, PYTHONPATH=ROOT, HPVM_HEAP_BYTES=f"{2 * max_mib + 16}M",
                HPVM_BENCH_CHILD="1")
-    extra = ["--sizes", sizes] if sizes else []
+    extra = (["--sizes", sizes] if sizes else []) + (["--calls"] if calls else [])
     sys.exit(subprocess.call([mpiexec, "-n", str(ranks), sys.executable, __file__,
                               "--max-mib", str(max_mib), *extra], env=env))
 
@@ -130,6 +131,47 @@ def main(max_mib: int, only: list[int] | None = None) -> None:
                           f"{mpi_us / us:>6.2f}", flush=True)
 
 
+def calls_main(sizes: list[int]) -> None:
+    """--calls: each call timed alone (graph relaunch, direct, MPI interleaved by batch); p10, p50
+    and the mean of the slowest rank per call. On a shared machine the percentiles show what a call
+    costs when both ranks run, the mean what descheduling adds (the table's batch means)."""
+    import numpy as np
+    import torch
+    from mpi4py import MPI
+
+    hpvm.distributed.init()
+    comm = MPI.COMM_WORLD
+    big = hpvm.symmetric.empty(max(sizes) // 4, torch.float32)
+    plain = np.zeros(max(sizes) // 4, np.float32)
+    clock = time.perf_counter
+    if comm.rank == 0:
+        print(f"all_reduce f32, {comm.size} CPU ranks, us per call (slowest rank of each call)")
+        print(f"{'bytes':>10} {'path':>7} {'p10':>9} {'p50':>9} {'mean':>9}")
+    with hpvm.runtime("cpu"):
+        for nbytes in sizes:
+            x, buf = big[:nbytes // 4], plain[:nbytes // 4]
+            fns = {"graph": lambda: hpvm.wait(hpvm.launch(all_reduce, x, nbytes)),
+                   "direct": _direct(x, nbytes),
+                   "MPI": lambda: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)}
+            times: dict = {k: [] for k in fns}
+            for fn in fns.values():
+                for _ in range(20):
+                    fn()
+            per_batch = 40 if nbytes < 1 << 20 else 10
+            for _ in range(15):
+                for name, fn in fns.items():
+                    comm.Barrier()
+                    for _ in range(per_batch):
+                        start = clock()
+                        fn()
+                        times[name].append(clock() - start)
+            for name, t in times.items():
+                slowest = np.array(comm.allreduce(t, op=MPI.SUM)).reshape(comm.size, -1).max(axis=0) * 1e6
+                if comm.rank == 0:
+                    print(f"{nbytes:>10} {name:>7} {np.percentile(slowest, 10):>9.1f} "
+                          f"{np.percentile(slowest, 50):>9.1f} {slowest.mean():>9.1f}", flush=True)
+
+
 def _launch_gpu(argv: list[str]) -> None:
     """torchrun with one rank per GPU; NVLink multicast stays off in every rank's environment."""
     import torch
@@ -145,6 +187,7 @@ if __name__ == "__main__":
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--max-mib", type=int, default=None, help="largest size (64 CPU, 1024 GPU)")
     parser.add_argument("--sizes", default=None, help="CPU: these sizes only (e.g. 8K,1M)")
+    parser.add_argument("--calls", action="store_true", help="CPU: per-call percentiles (8K,1M by default)")
     parser.add_argument("--gpu", action="store_true", help="GPU ranks against NCCL")
     parser.add_argument("--sweep", action="store_true", help="GPU: time tuning variants too")
     parser.add_argument("--launch", action="store_true", help="GPU: time the whole node launch too")
@@ -160,9 +203,14 @@ if __name__ == "__main__":
         else:
             _launch_gpu(sys.argv[1:])
     elif os.environ.get("HPVM_BENCH_CHILD"):
-        main(options.max_mib or 64, _sizes(options.sizes) if options.sizes else None)
+        if options.calls:
+            calls_main(_sizes(options.sizes or "8K,1M"))
+        else:
+            main(options.max_mib or 64, _sizes(options.sizes) if options.sizes else None)
     else:
         mib = options.max_mib or 64
+        if options.calls and not options.sizes:
+            options.sizes = "8K,1M"
         if options.sizes:
             mib = max(1, -(-max(_sizes(options.sizes)) >> 20))
-        _launch(options.ranks, mib, options.sizes)
+        _launch(options.ranks, mib, options.sizes, options.calls)
