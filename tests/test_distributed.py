@@ -108,6 +108,29 @@ def test_rank_dying_mid_collective(ranks: int, remote: bool, tmp_path: Path) -> 
         assert lines == ["FAULT in-step ok", last], (r, output)
 
 
+RELAUNCH_CHECKS = ["small", "medium", "large", "bf16", "i32", "max", "new-set", "first-set-kept",
+                   "alternating", "alternating", "alternating", "size", "in-step-after-size", "dtype",
+                   "in-step-after-dtype", "buffer", "in-step-after-buffer", "algorithm",
+                   "in-step-after-algorithm", "collective",
+                   "in-step-after-collective"]
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks, target, remote", [(2, "cpu", False), (4, "cpu", False),
+                                                   (2, "cpu", True)], ids=["2-heap", "4-heap", "2-engine"])
+def test_relaunched_collectives_agree_once(ranks: int, target: str, remote: bool, seed: str,
+                                           tmp_path: Path) -> None:
+    """Issue 22: relaunched communication nodes are exact on fresh inputs, replayed, agreed once
+    per buffer set (again when the set changes); a rank that launches another size, element type,
+    buffer or collective on the kept path makes every rank raise, naming it, and the ranks stay in
+    step (tests/programs/dist_relaunch.py)."""
+    env = {"HPVM_COMM_FORCE_REMOTE": "1"} if remote else {}
+    output = _launch(ranks, PROGRAMS / "dist_relaunch.py", seed, target, env=env, out=tmp_path)
+    want = [c for c in RELAUNCH_CHECKS if not (remote and ("buffer" in c or "algorithm" in c))]
+    for r, lines in enumerate(_reports(tmp_path, ranks)):
+        assert lines == [f"RELAUNCH {c} ok" for c in want] + ["RELAUNCH done"], (r, output)
+
+
 @needs_mpiexec
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_init_faults(ranks: int, tmp_path: Path) -> None:

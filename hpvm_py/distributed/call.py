@@ -6,6 +6,7 @@ status) so that its peers raise instead of waiting for it.
 """
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass
 
@@ -20,8 +21,13 @@ OPS = ("sum", "max", "min")
 DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8")
 _DTYPE_ORDER = sorted(SCALAR_TYPES)
 
+# how a call runs (chooser.py); part of the descriptor, so that ranks whose choice differs (an
+# HPVM_COMM_ONESHOT_BYTES of their own) raise instead of running different algorithms
+ALGORITHMS = ("remote", "one_shot", "two_shot", "direct")
+
 OK, BAD_ARGUMENT, NOT_ON_HEAP = 0, 1, 2
-_FIXED = 8  # words before the per-buffer (bytes, heap offset) pairs
+_ALGORITHM = 8  # the word of the algorithm
+_FIXED = 9  # words before the per-buffer (bytes, heap offset) pairs
 
 
 @dataclass
@@ -96,13 +102,21 @@ def check_arguments(call: Call, world_size: int) -> DistributedError | None:
     return None
 
 
-def descriptor(call: Call, status: int) -> np.ndarray:
+def descriptor(call: Call, status: int, algorithm: str = "remote") -> np.ndarray:
     eps_bits, = struct.unpack("<q", struct.pack("<d", call.eps))
     words = [KINDS.index(call.kind), _DTYPE_ORDER.index(call.dtype.name), OPS.index(call.op), call.root,
-             call.hidden, eps_bits, status, len(call.buffers)]
+             call.hidden, eps_bits, status, len(call.buffers), ALGORITHMS.index(algorithm)]
     for b in call.buffers:
         words += [b.size, -1 if b.offset is None else b.offset]
     return np.array(words, dtype=np.int64)
+
+
+def fingerprint(words: np.ndarray) -> int:
+    """A 64-bit digest of a descriptor (never 0, the value of a slot no rank wrote): ranks whose
+    fingerprints are equal run the same call."""
+    digest = int.from_bytes(hashlib.blake2b(words.astype("<i8").tobytes(), digest_size=8).digest(),
+                            "little", signed=True)
+    return digest or 1
 
 
 def agree(call: Call, ranks: list[int], descriptors: list[np.ndarray], mine: DistributedError | None,
@@ -131,6 +145,8 @@ def agree(call: Call, ranks: list[int], descriptors: list[np.ndarray], mine: Dis
         if compare_offsets:
             fields.append((f"the heap offset of {b.name} (allocate symmetric buffers in the same "
                            "order on every rank)", _FIXED + 2 * i + 1, str))
+    fields.append(("the algorithm (HPVM_COMM_ONESHOT_BYTES must be the same on every rank)", _ALGORITHM,
+                   lambda v: ALGORITHMS[v] if 0 <= v < len(ALGORITHMS) else str(v)))
     for label, index, show in fields:
         values = [int(d[index]) for d in descriptors]
         if len(set(values)) > 1:

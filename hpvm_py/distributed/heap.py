@@ -19,6 +19,9 @@ DEFAULT_HEAP_BYTES = 128 << 20
 FLAG_OFFSET = 0  # i64 arrival counter
 DESC_OFFSETS = (64, 64 + 256)  # two slots of DESC_WORDS i64 each, used alternately
 DESC_WORDS = 32
+# after the control block of a CPU rank's data heap: two staging slots of at most this many bytes
+# (the small one-shot all-reduce copies its input there: local.py)
+STAGE_SLOT_BYTES = 64 << 10
 
 
 def heap_bytes_from_env() -> int:
@@ -91,10 +94,14 @@ class SymmetricHeap(SymmetricAllocator):
 
     device = "host"  # where the heap's memory lives (the GPU heap's is the rank's device)
 
-    def __init__(self, rank: int, size: int, mappings: dict[int, mmap.mmap], world_size: int):
+    def __init__(self, rank: int, size: int, mappings: dict[int, mmap.mmap], world_size: int,
+                 staging: bool = False):
         self.rank = rank
         self.size = size
-        self.header = HEADER_BYTES
+        # staging slots (the same on every rank: every rank has the same size), none in small heaps
+        slot = min(STAGE_SLOT_BYTES, size // 64 // ALIGN * ALIGN) if staging else 0
+        self.stage_slot_bytes = slot if slot >= 4096 else 0
+        self.header = HEADER_BYTES + 2 * self.stage_slot_bytes
         self._maps = mappings  # rank -> mapping, for this rank and its peers on the same host
         self.bases = np.zeros(world_size, dtype=np.int64)  # 0: not mapped here (another host)
         for q, m in mappings.items():
@@ -120,6 +127,14 @@ class SymmetricHeap(SymmetricAllocator):
             if len(self._views) > 4096:  # bounded: views of buffers no longer used go
                 self._views.pop(next(iter(self._views)))
         return view
+
+    def stage_offset(self, parity: int) -> int:
+        """The heap offset of staging slot `parity` (0 or 1)."""
+        return HEADER_BYTES + parity * self.stage_slot_bytes
+
+    def array(self, rank: int, offset: int, count: int, dtype: Any) -> np.ndarray:
+        """A NumPy view of `count` elements at `offset` of rank's heap (mapped here)."""
+        return np.frombuffer(self._maps[rank], dtype=dtype, count=count, offset=offset)
 
     # -- addresses --------------------------------------------------------------------------
 

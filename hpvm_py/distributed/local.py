@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from .reduction_arith import add_rmsnorm, reduce_all, torch_dtype
 from .call import Call
 from .sync import Communicator
@@ -11,8 +13,75 @@ from .sync import Communicator
 ALIGN_ELEMS = 64  # two-shot slices start at multiples of this many elements
 
 
-def run(comm: Communicator, call: Call, algorithm: str) -> None:
+# element types whose sums NumPy computes exactly as torch does (no widening): the kept one-shot
+_NUMPY_SUMS = ("f32", "f64", "i8", "i16", "i32", "i64", "u8")
+
+
+def run(comm: Communicator, call: Call, algorithm: str, state: dict | None = None,
+        staged: list[Any] | None = None) -> None:
+    """Run `call` by `algorithm`, after the ranks agreed on it; `state`: what a call shape keeps
+    between calls (agreement.py's Agreed.state), or None; `staged`: what stage() returned."""
+    if staged is not None:
+        _reduce_staged(staged, state["staged"][1])
+        return
+    if state is not None and _kept_sum(call, algorithm):
+        _all_reduce_one_shot_kept(comm, call, state)
+        return
     _ALGORITHMS[(call.kind, algorithm)](comm, call)
+
+
+def _kept_sum(call: Call, algorithm: str) -> bool:
+    return algorithm == "one_shot" and call.kind == "all_reduce" and call.op == "sum" and \
+        call.dtype.name in _NUMPY_SUMS and call.buffers[0].size > 0
+
+
+def stage(comm: Communicator, call: Call, algorithm: str, state: dict) -> list[Any] | None:
+    """The staged one-shot sum, part 1, before the agreement's barrier: a sum small enough for a
+    staging slot (heap.py) copies this rank's input into the slot of this call's parity. Returns
+    every rank's slot (None: not staged).
+
+    After the barrier every rank adds the ranks' slots into its own buffer (run()), and no second
+    barrier is needed: peers never read the buffer itself, and a slot is written again two
+    collectives later, after the next collective's barrier, which no rank passes before every rank
+    has finished reading this one's slots."""
+    kept = state.get("staged")  # (the state is this call shape's, algorithm included)
+    if kept is None:
+        if not _kept_sum(call, algorithm) or call.buffers[0].size > comm.heap.stage_slot_bytes:
+            return None
+        count, dtype, heap = call.count(0), call.dtype.numpy_dtype, comm.heap
+        slots = [[heap.array(q, heap.stage_offset(p), count, dtype) for q in comm.ranks] for p in (0, 1)]
+        mine = heap.array(comm.rank, call.buffers[0].offset, count, dtype)
+        kept = state["staged"] = (slots, mine, comm.ranks.index(comm.rank))
+    slots, mine, me = kept
+    staged = slots[comm.next_slot]
+    np.copyto(staged[me], mine)
+    return staged
+
+
+def _reduce_staged(staged: list[Any], mine: Any) -> None:
+    """Part 2: the ranks' inputs added in rank order into this rank's buffer."""
+    if len(staged) == 1:
+        np.copyto(mine, staged[0])
+        return
+    np.add(staged[0], staged[1], out=mine)
+    for part in staged[2:]:
+        np.add(mine, part, out=mine)
+
+
+def _all_reduce_one_shot_kept(comm: Communicator, call: Call, state: dict) -> None:
+    """The one-shot sum on NumPy views of every rank's buffer made once per call shape, into a
+    kept accumulator: the same additions in the same (rank) order as reduce_all, without the
+    allocations and the torch dispatch that dominate a small all-reduce."""
+    kept = state.get("one_shot")
+    if kept is None:
+        count, offset = call.count(0), call.buffers[0].offset
+        views = [comm.heap.array(q, offset, count, call.dtype.numpy_dtype) for q in comm.ranks]
+        kept = state["one_shot"] = (views, np.empty(count, dtype=call.dtype.numpy_dtype),
+                                    comm.ranks.index(comm.rank))
+    views, acc, me = kept
+    _reduce_staged(views, acc)
+    _barrier(comm, call)
+    np.copyto(views[me], acc)
 
 
 def _views(comm: Communicator, call: Call, i: int, count: int) -> list[Any]:

@@ -8,6 +8,10 @@ heap (ranks on one host) or through the launcher's engine (ranks on several host
 Targets plug in by `register_target`; every target has `run_collective`, which runs a call where
 the heap lives (host memory on CPU ranks, the rank's GPU on GPU ranks), so a graph's collectives
 work the same on any target and its leaves get their buffers through the memory tracker.
+
+A collective kernel prepares its launch like a compiled leaf, so a graph launched again with the
+same buffers is replayed (rt/replay.py) without walking the plan; the prepared launch keeps its
+call and the agreement of its shape (agreement.py), so a relaunch only exchanges the fingerprint.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from ..types import PtrType, ScalarType, i64, resolve_scalar
 from ..rt import library
 from ..support import stats
 from . import chooser, local, ranks
-from .agreement import agree_on_heap, run_remote
+from .agreement import Agreed, agreement_of, check, communicator, run_remote
 from .reduction_arith import torch_dtype
 from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
 from .gpu.runner import run_on_gpu
@@ -88,8 +92,9 @@ def _check_options(kind: str, options: dict, error: Callable[[str], Exception]) 
 
 # -- kernels -----------------------------------------------------------------------------------
 
-# target -> fn(world, call): how a target runs a call (host memory for cpu and python)
-Runner = Callable[[Any, Call], None]
+# target -> fn(world, call, agreed): how a target runs a call (host memory for cpu and python);
+# `agreed`: the agreement a prepared launch kept (or None); returns the one it used (or None)
+Runner = Callable[[Any, Call, "Agreed | None"], "Agreed | None"]
 _runners: dict[str, Runner] = {}
 
 
@@ -128,7 +133,7 @@ def compile_library(func: D.LibraryFunc, node: D.Node, target: str, bound: list[
 class CollectiveKernel(LeafKernel):
     """A communication node, launched by the executor like a leaf kernel (one instance)."""
 
-    prepares = False
+    prepares = True
 
     def __init__(self, func: D.LibraryFunc, dtype: ScalarType, options: dict, node: D.Node,
                  bound: list[str | None], runner: Runner):
@@ -145,12 +150,19 @@ class CollectiveKernel(LeafKernel):
         return "host" if world is None else world.device
 
     def launch(self, args: list[Any], outputs: list[Any], extents: list[tuple[int, ...]]) -> None:
+        self.runner(self._world(), self._call(args), None)
+
+    def prepare(self, args: list[Any], outputs: list[Any], extents: list[tuple[int, ...]]
+                ) -> "PreparedCollective":
+        return PreparedCollective(self, list(args))
+
+    def _world(self) -> ranks.World:
         world = ranks.current()
         if world is None:
             raise DistributedError(f"communication node {self.node.name} needs the ranks: call "
                                    "hpvm.distributed.init() before launching it", self.node.loc,
                                    rule="distributed-init")
-        self.runner(world, self._call(args))
+        return world
 
     def _tensor(self, arg: Any) -> Any:
         """A flat torch view of a buffer argument: the device tensor itself, or a view of a host
@@ -189,33 +201,60 @@ class CollectiveKernel(LeafKernel):
                     eps=float(self.options.get("eps", 0.0)))
 
 
+class PreparedCollective:
+    """A communication node's launch, packed (backends/base.py's PreparedLaunch): its Call is made
+    once, and the agreement of its shape is kept between runs; a replay that changes a size
+    (set_uniform) makes both again."""
+
+    reusable = True
+
+    def __init__(self, kernel: CollectiveKernel, args: list[Any]):
+        self.kernel, self.args = kernel, args
+        self._call: Call | None = None
+        self._agreed: Agreed | None = None
+
+    def set_uniform(self, i: int, value: Any) -> None:
+        if type(value) is not type(self.args[i]) or value != self.args[i]:
+            self.args[i] = value
+            self._call = self._agreed = None
+
+    def run(self) -> None:
+        kernel = self.kernel
+        call = self._call
+        if call is None:
+            call = self._call = kernel._call(self.args)
+        self._agreed = kernel.runner(kernel._world(), call, self._agreed)
+
+
 _host_lock = threading.Lock()  # one collective at a time per rank: ranks must agree on the order
 
 
-def run_on_host(world: ranks.World, call: Call) -> None:
+def run_on_host(world: ranks.World, call: Call, agreed: Agreed | None = None) -> Agreed | None:
     """cpu and python targets: the heap path on one host, the engine across hosts."""
     with _host_lock:
-        _run_on_host(world, call)
+        return _run_on_host(world, call, agreed)
 
 
-def _run_on_host(world: ranks.World, call: Call) -> None:
+def _run_on_host(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None:
     path = chooser.choose(world.single_host, call.kind, call.buffers[0].size)
     stats.bump(f"collectives_{path}")
-    mine = check_arguments(call, world.size)
     if path == "remote":
-        run_remote(world, call, mine)
-        return
-    agree_on_heap(world, call, mine)
-    local.run(world.comm, call, path)
+        run_remote(world, call, check_arguments(call, world.size))
+        return None
+    agreed = agreement_of(world, call, path, entry=agreed)
+    comm = communicator(world)
+    staged = local.stage(comm, call, path, agreed.state) if agreed.mine is None else None
+    check(comm, call, agreed)
+    local.run(comm, call, path, agreed.state, staged)
+    return agreed
 
 
-def run_collective(world: ranks.World, call: Call) -> None:
+def run_collective(world: ranks.World, call: Call, agreed: Agreed | None = None) -> Agreed | None:
     """Where the heap lives decides, whatever the target of the graph: the host algorithms on
     CPU ranks, the GPU kernels (gpu/runner.py) on GPU ranks."""
     if world.device == "host":
-        run_on_host(world, call)
-    else:
-        run_on_gpu(world, call)
+        return run_on_host(world, call, agreed)
+    return run_on_gpu(world, call, agreed)
 
 
 for _target in TARGETS:

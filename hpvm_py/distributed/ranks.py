@@ -183,7 +183,7 @@ def _join(transport: Transport, timeout: float, kind: str) -> World:
     finally:
         if rank in maps:  # every peer has it mapped (or gave up): the name is no longer needed
             os.unlink(own_path)
-    control = H.SymmetricHeap(rank, size_bytes, maps, size)
+    control = H.SymmetricHeap(rank, size_bytes, maps, size, staging=kind == "cpu")
     if kind == "cpu":
         return World(rank=rank, size=size, hosts=hosts, transport=transport, heap=control,
                      timeout=timeout, job=job)

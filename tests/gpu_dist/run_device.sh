@@ -3,7 +3,9 @@
 # the repository root: bash tests/gpu_dist/run_device.sh [OUTDIR]. Runs the direct-API checks, every
 # communication node on the gpu target (heap kernels, then NCCL with the ranks forced onto "two
 # hosts"), the faults (tests/programs/dist_faults.py: disagreements and a missing rank, then a rank
-# that dies mid-collective), tests/programs' tp_mlp example, then the benchmark against NCCL.
+# that dies mid-collective), relaunched nodes (tests/programs/dist_relaunch.py: kept agreements,
+# fingerprints, disagreements on the kept path), tests/programs' tp_mlp example, then the
+# benchmark against NCCL (BENCH_ARGS=--launch adds the graph relaunch against the direct API).
 # NRANKS=N runs every step on N ranks (default: one per GPU); run it with 2 and with 4.
 set -u
 OUTDIR=${1:-${OUT:-/tmp/gpu_dist}}
@@ -38,6 +40,9 @@ step faults 240 $MPI python3 tests/programs/dist_faults.py gpu missing
 cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
 export HPVM_TEST_OUT=$OUTDIR/faults-died; mkdir -p "$HPVM_TEST_OUT"
 step faults-died 240 $MPI python3 tests/programs/dist_faults.py gpu died
+cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+export HPVM_TEST_OUT=$OUTDIR/relaunch; mkdir -p "$HPVM_TEST_OUT"
+step relaunch 240 $MPI python3 tests/programs/dist_relaunch.py "$SEED" gpu
 cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
 step tp_mlp 120 $MPI python3 examples/tp_mlp.py --target gpu
 if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank
