@@ -90,6 +90,12 @@ class _DotWriter:
             const = f"{path}/const{i}"
             self.lines.append(f"{inner}{_q(const)} [shape=plaintext, label={_q(literal(c.value.value))}];")
             self.lines.append(f"{inner}{_q(const)} -> {_q(dst)}{port} [color=\"#888888\"];")
+        for i, x in enumerate(g.expr_binds):
+            dst = ends[x.dst][0]
+            port = f":p{x.dst_port}" if dst.endswith("/in") else ""
+            node = f"{path}/expr{i}"
+            self.lines.append(f"{inner}{_q(node)} [shape=plaintext, label={_q(D.dim_text(x.expr))}];")
+            self.lines.append(f"{inner}{_q(node)} -> {_q(dst)}{port} [color=\"#888888\"];")
         for b in g.output_binds:
             src = ends[b.src][1]
             port = f":p{b.src_port}" if src.endswith("/out") else ""
