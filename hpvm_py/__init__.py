@@ -23,7 +23,7 @@ from .frontend.intrinsics import (atomic_add, atomic_and, atomic_max, atomic_min
                                   get_node_instance_id_z, get_num_dims, get_num_node_instances_x,
                                   get_num_node_instances_y, get_num_node_instances_z,
                                   get_parent_node, instance_id, malloc, num_instances,
-                                  remote_atomic_add, remote_load, remote_store)
+                                  remote_atomic_add, remote_load, remote_store, view)
 from .rt.api import (cleanup, compile, init, launch, pop, push, request_memory, runtime,
                           stats, track_memory, untrack_memory, wait)
 from .support.version import VERSION as __version__

@@ -89,8 +89,15 @@ def num_instances(dim: int) -> Any:
 
 
 @_intrinsic("malloc")
-def malloc(nbytes: int, dtype: Any = None) -> Any:
-    """Scratch memory shared by the instances of this leaf within one parent instance."""
+def malloc(nbytes: int, dtype: Any = None, shape: Any = None) -> Any:
+    """Scratch memory shared by the instances of this leaf within one parent instance; with a
+    shape (`shape=(16, 16)`), indexed `tile[ty, tx]` (row-major)."""
+
+
+@_intrinsic("view")
+def view(ptr: Any, shape: Any) -> Any:
+    """ptr (a pointer parameter, scratch, or `p + k`) seen with a row-major shape of 1 to 3
+    extents: `m = hpvm.view(data, (rows, cols))`, then `m[i, j]` is `data[i * cols + j]`."""
 
 
 @_intrinsic("barrier")

@@ -50,6 +50,8 @@ RULES: dict[str, str] = {
     "supported-python": "leaves use the supported subset of Python",
     "leaf-returns-outputs": "a leaf returns one value per declared output on every path",
     "typing-narrowing": "narrowing conversions need an explicit cast",
+    "pointer-views": "a pointer variable (`p + k`, hpvm.view, a shaped malloc) keeps one base "
+                     "pointer; it is indexed with as many indices as its shape has extents",
     "malloc-uniform": "malloc() is called by every instance, at the top level, with a uniform size",
     "barrier-uniform": "barrier() is reached by every instance of a group (uniform control flow)",
     "memory-in-bounds": "every load, store and atomic stays within its buffer (checked as the graph runs)",
