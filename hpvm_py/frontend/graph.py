@@ -63,6 +63,12 @@ def all_to_all(value: Any) -> Connection:
 
 def streaming(value: Any) -> Connection:
     """Make an edge or bind streaming: a new item flows on every push of a streaming launch."""
+    if isinstance(value, DimSym):
+        raise VerificationError(f"streaming({D.dim_text(value.expr)}): an expression is computed from "
+                                "the graph's parameters when the node fires, not streamed (in a "
+                                "streaming launch it reads them as a non-streaming bind does)",
+                                caller_loc(),
+                                rule="node-inputs")
     conn = _connection(value)
     return Connection(conn.source, conn.kind, True)
 
@@ -297,8 +303,8 @@ def bind_input(node: Any, ip: Any, ic: int | str, stream: bool = False) -> None:
         loc = caller_loc()
         if stream:
             raise VerificationError(f"bind_input: an expression ({D.dim_text(ip.expr)}) is computed "
-                                    "from the graph's parameters, not streamed; stream the "
-                                    "parameters it uses", loc, rule="node-inputs")
+                                    "from the graph's parameters when the node fires, not streamed",
+                                    loc, rule="node-inputs")
         builder.ir.expr_binds.append(_expr_bind(builder, ip, n, dp, loc))
         return
     builder.ir.input_binds.append(D.InputBind(parent_port=builder.parent_input(ip), dst=n.ir.name,
