@@ -91,7 +91,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from ..errors import ParseError
 from ..types import ScalarType, Type, VoidType, parse_type
 from . import kernel as K
-from .dfg import (ConstBind, DimBin, ExprBind, DimConst, DimExpr, DimParam, Edge, Function,
+from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, ExprBind, Function,
                   GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
 from ..support.loc import UNKNOWN, Loc, register_source
 from .operations import OPERATIONS

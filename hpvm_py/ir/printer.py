@@ -20,8 +20,8 @@ from ..support.loc import UNKNOWN, Loc
 # printed as a string instead (tests/test_text_ir.py checks this list against grammar.lark).
 KEYWORDS = frozenset({
     "module", "file", "graph", "leaf", "func", "library", "local", "target", "kind", "options",
-    "in", "out", "inout", "node", "edge", "bind_in", "bind_out", "bind_const", "bind_expr", "hint", "stream", "one_to_one",
-    "all_to_all", "store", "on", "do", "if", "else", "for", "range", "while", "break", "continue",
+    "in", "out", "inout", "node", "edge", "bind_in", "bind_out", "bind_const", "bind_expr", "hint",
+    "stream", "one_to_one", "all_to_all", "store", "on", "do", "if", "else", "for", "range", "while", "break", "continue",
     "return", "barrier", "print", "breakpoint", "call", "inf", "nan", "true", "false",
 })
 
