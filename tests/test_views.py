@@ -91,17 +91,18 @@ def test_an_offset_into_scratch(target, rng):
 
 def test_the_bounds_proof_sees_flat_accesses():
     x = np.zeros((5, 7), np.float32)
-    assert proofs_for(P.row_scale_root, [x, x.nbytes, x, x.nbytes, 5, 7]) == {"row_scale": True}
-    assert proofs_for(P.row_scale_root, [x, x.nbytes, x, x.nbytes, 5, 8]) == {"row_scale": False}
+    assert proofs_for(P.row_scale_root, [x, x.nbytes, x, x.nbytes, 5, 7]) == {P.row_scale.name: True}
+    assert proofs_for(P.row_scale_root, [x, x.nbytes, x, x.nbytes, 5, 8]) == {P.row_scale.name: False}
     # a pointer moved in a loop (`p += cols`) is beyond the interval analysis: checked code runs
     y = np.zeros(5, np.float32)
-    assert proofs_for(P.row_sums_root, [x, x.nbytes, y, y.nbytes, 5, 7]) == {"row_sums": False}
+    assert proofs_for(P.row_sums_root, [x, x.nbytes, y, y.nbytes, 5, 7]) == {P.row_sums.name: False}
     a = np.zeros((16, 16), np.float32)
-    assert proofs_for(P.tile_root, [a, a.nbytes, a, a.nbytes, 16]) == {"tile_transpose": True}
-    assert proofs_for(P.tile_root, [a, a.nbytes, a, a.nbytes, 24]) == {"tile_transpose": False}
+    assert proofs_for(P.tile_root, [a, a.nbytes, a, a.nbytes, 16]) == {P.tile_transpose.name: True}
+    assert proofs_for(P.tile_root, [a, a.nbytes, a, a.nbytes, 24]) == {P.tile_transpose.name: False}
     a, b, c = np.zeros((4, 3), np.float32), np.zeros((3, 5), np.float32), np.zeros((4, 5), np.float32)
-    assert proofs_for(P.matmul_root, [a, a.nbytes, b, b.nbytes, c, c.nbytes, 4, 3, 5]) == {"matmul": True}
-    assert proofs_for(P.matmul_root, [a, a.nbytes, b, b.nbytes, c, c.nbytes, 4, 4, 5]) == {"matmul": False}
+    buffers = [a, a.nbytes, b, b.nbytes, c, c.nbytes]
+    assert proofs_for(P.matmul_root, buffers + [4, 3, 5]) == {P.matmul.name: True}
+    assert proofs_for(P.matmul_root, buffers + [4, 4, 5]) == {P.matmul.name: False}
 
 
 def test_an_access_past_the_end_through_an_offset_is_located(target):
