@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hpvm_py import types as T
 from hpvm_py.ir import kernel as K
-from hpvm_py.ir.dfg import (ALL_TO_ALL, DIM_OPS, ONE_TO_ONE, ConstBind, DimBin, DimConst,
+from hpvm_py.ir.dfg import (ALL_TO_ALL, DIM_OPS, ONE_TO_ONE, ConstBind, DimBin, DimConst, ExprBind,
                             DimParam, Edge, GraphFunc, InputBind, LibraryFunc, Module, Node,
                             OutputBind)
 from hpvm_py.support.loc import UNKNOWN, Loc
@@ -209,6 +209,7 @@ def graph_funcs(draw: st.DrawFn, name: str, funcs: list[str]) -> GraphFunc:
     input_binds: list[InputBind] = []
     output_binds: list[OutputBind] = []
     const_binds: list[ConstBind] = []
+    expr_binds: list[ExprBind] = []
     if node_names:
         node = st.sampled_from(node_names)
         edges = draw(st.lists(st.builds(
@@ -230,9 +231,12 @@ def graph_funcs(draw: st.DrawFn, name: str, funcs: list[str]) -> GraphFunc:
             lambda v, t, d, dp, loc: ConstBind(value=K.Const(value=v, type=t), dst=d, dst_port=dp,
                                                loc=loc),
             values, scalar_types, node, ports, locs), max_size=3))
+        expr_binds = draw(st.lists(st.builds(
+            lambda e, d, dp, loc: ExprBind(expr=e, dst=d, dst_port=dp, loc=loc),
+            dim_exprs(dim_params), node, ports, locs), max_size=2))
     return GraphFunc(name=name, params=params, outputs=draw(outputs), nodes=nodes, edges=edges,
                      input_binds=input_binds, output_binds=output_binds, const_binds=const_binds,
-                     loc=draw(locs))
+                     expr_binds=expr_binds, loc=draw(locs))
 
 
 option_values = st.one_of(st.text(max_size=8), ints, floats)

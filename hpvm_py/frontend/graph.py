@@ -17,12 +17,13 @@ from ..errors import FrontendError, HPVMError, VerificationError
 from ..ir import dfg as D
 from ..ir.targets import canonical_target, target_problem
 from ..support.loc import Loc
+from ..types import ScalarType
 from .callsite import caller_loc
 from .constants import input_constant, is_constant
 from .defs import Definition, NodeDef
 from .lower import Lowerer
 from .source import read_function
-from .symbols import Sym, as_dim
+from .symbols import DimSym, Sym, as_dim
 
 ONE_TO_ONE = D.ONE_TO_ONE
 """`edge(..., repl=ONE_TO_ONE)`: source instance i feeds destination instance i (equal grids)."""
@@ -82,6 +83,12 @@ def streaming(value: Any) -> Connection:
     Returns:
         The connection, to pass as an input of `node`.
     """
+    if isinstance(value, DimSym):
+        raise VerificationError(f"streaming({D.dim_text(value.expr)}): an expression is computed from "
+                                "the graph's parameters when the node fires, not streamed (in a "
+                                "streaming launch it reads them as a non-streaming bind does)",
+                                caller_loc(),
+                                rule="node-inputs")
     conn = _connection(value)
     return Connection(conn.source, conn.kind, True)
 
@@ -92,7 +99,8 @@ def _connection(value: Any) -> Connection:
     if isinstance(value, (OutRef, Sym)):
         return Connection(value)
     raise VerificationError(f"a node input is a graph parameter, a sibling's output "
-                            f"(node.out.name) or a number, not {type(value).__name__}", caller_loc(),
+                            f"(node.out.name), a number or an integer expression of graph parameters "
+                            f"(rows * cols), not {type(value).__name__}", caller_loc(),
                             rule="node-inputs")
 
 
@@ -381,6 +389,15 @@ def bind_input(node: Any, ip: Any, ic: int | str, stream: bool = False) -> None:
     """
     builder = current_builder("bind_input")
     n = builder.own(node, "bind_input node")
+    if isinstance(ip, DimSym):
+        dp = n.input_port(ic)
+        loc = caller_loc()
+        if stream:
+            raise VerificationError(f"bind_input: an expression ({D.dim_text(ip.expr)}) is computed "
+                                    "from the graph's parameters when the node fires, not streamed",
+                                    loc, rule="node-inputs")
+        builder.ir.expr_binds.append(_expr_bind(builder, ip, n, dp, loc))
+        return
     builder.ir.input_binds.append(D.InputBind(parent_port=builder.parent_input(ip), dst=n.ir.name,
                                               dst_port=n.input_port(ic), stream=bool(stream),
                                               loc=caller_loc()))
@@ -494,6 +511,9 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
             const = input_constant(value, created.params[dp], node_name, loc)
             builder.ir.const_binds.append(D.ConstBind(const, node_name, dp, loc))
             continue
+        if isinstance(value, DimSym):
+            builder.ir.expr_binds.append(_expr_bind(builder, value, created, dp, loc))
+            continue
         conn = _connection(value)
         if isinstance(conn.source, Sym):
             binds.append(D.InputBind(parent_port=builder.parent_input(conn.source), dst=node_name,
@@ -505,6 +525,26 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
     if hint is not None:
         _set_hint(created, hint)
     return created
+
+def _expr_bind(builder: GraphBuilder, value: DimSym, n: NodeRef, dp: int, loc: Loc) -> D.ExprBind:
+    """An expression of the graph's integer parameters feeding an integer input of n."""
+    param = n.params[dp]
+    t = param.type
+    text = D.dim_text(value.expr)
+    if value.builder is not builder:
+        raise VerificationError(f"input {param.name!r} of node {n.ir.name}: {text} uses parameters "
+                                "of another graph", loc, rule="edge-siblings")
+    if not isinstance(t, ScalarType):
+        raise VerificationError(f"input {param.name!r} of node {n.ir.name} is a {t}: an expression "
+                                f"({text}) feeds integer inputs only; bind a pointer parameter of the "
+                                "graph as it is (offset it inside the leaf: `row = data + k`)", loc,
+                                rule="node-inputs")
+    if not t.is_int or t.is_bool:
+        raise VerificationError(f"input {param.name!r} of node {n.ir.name} is a {t}: an expression "
+                                f"({text}) of integer parameters feeds integer inputs only; compute "
+                                "other values in a leaf", loc, rule="node-inputs")
+    return D.ExprBind(value.expr, n.ir.name, dp, loc)
+
 
 BUILDERS = {create_node, create_node_1d, create_node_2d, create_node_3d, edge, bind_input,
             bind_output, hint, node, all_to_all, streaming}

@@ -196,7 +196,7 @@ def num_instances(dim: int) -> Any:
 
 
 @_intrinsic("malloc")
-def malloc(nbytes: int, dtype: Any = None) -> Any:
+def malloc(nbytes: int, dtype: Any = None, shape: Any = None) -> Any:
     """Zeroed scratch memory shared by the instances of this leaf within one parent instance.
 
     Called at the top level of the leaf body, with a size that is the same for every instance
@@ -205,12 +205,31 @@ def malloc(nbytes: int, dtype: Any = None) -> Any:
     Args:
         nbytes: the size in bytes.
         dtype: the element type (an hpvm scalar type); default u8.
+        shape: 1 to 3 extents (`shape=(16, 16)`): the memory is then indexed `tile[ty, tx]`
+            (row-major; docs/language.md, "Pointer offsets and shapes").
 
     Returns:
         A pointer to the memory, indexed like a buffer parameter.
 
     Raises:
         FrontendError: called outside a leaf body (from host code or a graph body).
+    """
+
+
+@_intrinsic("view")
+def view(ptr: Any, shape: Any) -> Any:
+    """A pointer seen with a row-major shape: `m = hpvm.view(data, (rows, cols))`, then `m[i, j]`
+    is `data[i * cols + j]` and `m[i]` is row i.
+
+    Args:
+        ptr: a pointer parameter, malloc scratch, or an offset of one (`p + k`).
+        shape: 1 to 3 extents, integers or expressions of the leaf's scalars.
+
+    Returns:
+        The view, indexed with as many indices as the shape has extents.
+
+    Raises:
+        FrontendError: called outside a leaf body.
     """
 
 

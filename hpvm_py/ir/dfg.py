@@ -8,7 +8,9 @@ are parameter indices of the node's function, outputs index its outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
+
+import numpy as np
 
 from ..support.loc import UNKNOWN, Loc
 from .kernel import Const, HelperFunc, LeafFunc, OutputPort, Param
@@ -64,6 +66,26 @@ def eval_dim(expr: DimExpr, env: dict[str, int]) -> int:
     if rhs == 0:
         return 0  # the kernel language's rule for a zero divisor, kept here too
     return lhs // rhs if expr.op == "//" else lhs % rhs
+
+
+def eval_dim_array(expr: DimExpr, env: dict[str, Any]) -> Any:
+    """eval_dim where a parameter may hold one value per parent instance (a NumPy array of int64,
+    wrapping as the kernel language's i64 does): the result has the same shape."""
+    if isinstance(expr, DimConst):
+        return np.int64(expr.value)
+    if isinstance(expr, DimParam):
+        return np.asarray(env[expr.name]).astype(np.int64)
+    lhs, rhs = eval_dim_array(expr.lhs, env), eval_dim_array(expr.rhs, env)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        if expr.op == "+":
+            return lhs + rhs
+        if expr.op == "-":
+            return lhs - rhs
+        if expr.op == "*":
+            return lhs * rhs
+        safe = np.where(rhs == 0, 1, rhs)
+        value = lhs // safe if expr.op == "//" else lhs % safe
+        return np.where(rhs == 0, 0, value)
 
 
 def dim_params(expr: DimExpr) -> set[str]:
@@ -131,6 +153,17 @@ class ConstBind:
     loc: Loc = _LOC
 
 
+@dataclass(slots=True)
+class ExprBind:
+    """An integer expression of the parent's integer parameters (`+ - * // %`, as instance counts
+    take) feeds integer input `dst_port` of child `dst`; evaluated when the node fires."""
+
+    expr: "DimExpr"
+    dst: str
+    dst_port: int
+    loc: Loc = _LOC
+
+
 @dataclass(slots=True)  # positional too: graph builders create thousands
 class OutputBind:
     """Output `src_port` of child `src` becomes output `parent_port` of the parent."""
@@ -154,6 +187,7 @@ class GraphFunc:
     input_binds: list[InputBind] = field(default_factory=list)
     output_binds: list[OutputBind] = field(default_factory=list)
     const_binds: list[ConstBind] = field(default_factory=list)
+    expr_binds: list[ExprBind] = field(default_factory=list)
     loc: Loc = _LOC
 
     def node(self, name: str) -> Node:

@@ -53,7 +53,7 @@ def count_arrows(module: D.Module) -> int:
     """The arrows a full picture of `module` draws: edges, input, constant and output binds of
     every graph of the hierarchy (each graph once per node that instantiates it)."""
     def arrows(g: D.GraphFunc) -> int:
-        total = len(g.edges) + len(g.input_binds) + len(g.const_binds) + len(g.output_binds)
+        total = len(g.edges) + len(g.input_binds) + len(g.const_binds) + len(g.expr_binds) + len(g.output_binds)
         for child in g.nodes:
             fn = module.functions.get(child.func)
             if isinstance(fn, D.GraphFunc):
@@ -106,6 +106,9 @@ class _DotWriter:
             for c in g.const_binds:
                 folded.setdefault(c.dst, {})[c.dst_port] = literal(c.value.value)
                 self.hidden += 1
+            for x in g.expr_binds:
+                folded.setdefault(x.dst, {})[x.dst_port] = D.dim_text(x.expr)
+                self.hidden += 1
         ends: dict[str, tuple[str, str]] = {}
         for child in g.nodes:
             child_path = f"{path}/{child.name}"
@@ -153,6 +156,13 @@ class _DotWriter:
                 const = f"{path}/const{i}"
                 self.lines.append(f"{inner}{_q(const)} [shape=plaintext, label={_q(literal(c.value.value))}];")
                 self.lines.append(f"{inner}{_q(const)} -> {_q(dst)}{port} [{_BIND}];")
+            for i, x in enumerate(g.expr_binds):
+                self.kinds.add("constant")
+                dst = ends[x.dst][0]
+                port = f":p{x.dst_port}" if dst.endswith("/in") else ""
+                node = f"{path}/expr{i}"
+                self.lines.append(f"{inner}{_q(node)} [shape=plaintext, label={_q(D.dim_text(x.expr))}];")
+                self.lines.append(f"{inner}{_q(node)} -> {_q(dst)}{port} [{_BIND}];")
         for b in g.output_binds:
             self.kinds.add("bind")
             src = ends[b.src][1]

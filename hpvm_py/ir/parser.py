@@ -52,7 +52,9 @@ Layout is free: newlines are whitespace, `;` starts a comment, statements need n
   one and their instance counts in `[...]` (infix, as dfg.dim_text) when they have any.
 - `bind_in` names its parent input by parameter name (by index only when the index names no
   parameter: unverified IR still prints and reads back); `bind_out` gives the parent output index;
-  `bind_const VALUE:TYPE -> %node.N` feeds an input a constant (of the input's type).
+  `bind_const VALUE:TYPE -> %node.N` feeds an input a constant (of the input's type);
+  `bind_expr %rows * %cols -> %node.N` an integer expression of the graph's integer parameters
+  (infix, as instance counts are written), evaluated when the node fires.
 - Constants are `VALUE:TYPE`; floats use repr (so `inf`, `-inf`, `nan`, `-0.0` and every value
   round-trip exactly), i1 values print `true` / `false`. The literal's form, not its type,
   decides the Python value: `1` is an int, `1.0` a float, `true` a bool.
@@ -89,7 +91,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from ..errors import ParseError
 from ..types import ScalarType, Type, VoidType, parse_type
 from . import kernel as K
-from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, Function,
+from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, ExprBind, Function,
                   GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
 from ..support.loc import UNKNOWN, Loc, register_source
 from .operations import OPERATIONS
@@ -375,7 +377,8 @@ class _Builder(Transformer):
                        edges=[i for i in items if isinstance(i, Edge)],
                        input_binds=[i for i in items if isinstance(i, InputBind)],
                        output_binds=[i for i in items if isinstance(i, OutputBind)],
-                       const_binds=[i for i in items if isinstance(i, ConstBind)])
+                       const_binds=[i for i in items if isinstance(i, ConstBind)],
+                       expr_binds=[i for i in items if isinstance(i, ExprBind)])
         return self._define(head, fn)
 
     def leaf_head(self, func: Token, params: list, outputs: list, target: tuple[str, Token],
@@ -486,6 +489,10 @@ class _Builder(Transformer):
         bind_loc = self._loc(loc)
         return ConstBind(value=K.Const(value=value.value, type=value.type, loc=bind_loc), dst=node,
                          dst_port=port, loc=bind_loc)
+
+    def bind_expr(self, expr: DimExpr, dst: Token, loc: Token | None) -> ExprBind:
+        node, port = self._node_ref(dst)
+        return ExprBind(expr=expr, dst=node, dst_port=port, loc=self._loc(loc))
 
     def bind_out(self, src: Token, parent_port: Token, stream: Token | None,
                  loc: Token | None) -> OutputBind:

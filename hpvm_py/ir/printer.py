@@ -12,7 +12,7 @@ import re
 
 from ..types import Type
 from . import kernel as K
-from .dfg import (ConstBind, Edge, GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind,
+from .dfg import (ConstBind, Edge, ExprBind, GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind,
                   dim_text)
 from ..support.loc import UNKNOWN, Loc
 
@@ -20,8 +20,8 @@ from ..support.loc import UNKNOWN, Loc
 # printed as a string instead (tests/test_text_ir.py checks this list against grammar.lark).
 KEYWORDS = frozenset({
     "module", "file", "graph", "leaf", "func", "library", "local", "target", "kind", "options",
-    "in", "out", "inout", "node", "edge", "bind_in", "bind_out", "bind_const", "hint", "stream", "one_to_one",
-    "all_to_all", "store", "on", "do", "if", "else", "for", "range", "while", "break", "continue",
+    "in", "out", "inout", "node", "edge", "bind_in", "bind_out", "bind_const", "bind_expr", "hint",
+    "stream", "one_to_one", "all_to_all", "store", "on", "do", "if", "else", "for", "range", "while", "break", "continue",
     "return", "barrier", "print", "breakpoint", "call", "inf", "nan", "true", "false",
 })
 
@@ -137,6 +137,7 @@ class _Printer:
         param_names = [p.name for p in fn.params]
         lines += [_INDENT + self.input_bind(b, param_names) for b in fn.input_binds]
         lines += [_INDENT + self.const_bind(b) for b in fn.const_binds]
+        lines += [_INDENT + self.expr_bind(b) for b in fn.expr_binds]
         lines += [_INDENT + self.output_bind(b) for b in fn.output_binds]
         lines.append("}")
         return "\n".join(lines)
@@ -167,6 +168,9 @@ class _Printer:
 
     def const_bind(self, bind: ConstBind) -> str:
         return f"bind_const {expr(bind.value)} -> {port_ref(bind.dst, bind.dst_port)}{self.loc(bind.loc)}"
+
+    def expr_bind(self, bind: ExprBind) -> str:
+        return f"bind_expr {dim_text(bind.expr)} -> {port_ref(bind.dst, bind.dst_port)}{self.loc(bind.loc)}"
 
     def output_bind(self, bind: OutputBind) -> str:
         stream = " stream" if bind.stream else ""

@@ -16,6 +16,7 @@ from ..types import PtrType, ScalarType, i64
 from . import dfg as D
 from . import kernel as K
 from .targets import target_problem
+from .verify_binds import _check_const_bind, _check_expr_bind, _check_input_bind, _feeder
 
 RULES: dict[str, str] = {
     "dfg-acyclic": "the edges of a child graph form no cycle",
@@ -49,6 +50,8 @@ RULES: dict[str, str] = {
     "supported-python": "leaves use the supported subset of Python",
     "leaf-returns-outputs": "a leaf returns one value per declared output on every path",
     "typing-narrowing": "narrowing conversions need an explicit cast",
+    "pointer-views": "a pointer variable (`p + k`, hpvm.view, a shaped malloc) keeps one base "
+                     "pointer; it is indexed with as many indices as its shape has extents",
     "malloc-uniform": "malloc() is called by every instance, at the top level, with a uniform size",
     "barrier-uniform": "barrier() is reached by every instance of a group (uniform control flow)",
     "memory-in-bounds": "every load, store and atomic stays within its buffer (checked as the graph runs)",
@@ -328,6 +331,21 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
                         f"{_feeder(fed[key], g)}", c.loc, "input-single-source")
         fed[key] = c
 
+    for x in g.expr_binds:
+        if x.dst not in nodes:
+            raise _fail(f"an expression bind names node {x.dst!r}, which is not a child of graph "
+                        f"{g.name}", x.loc, "edge-siblings")
+        params = sigs[x.dst][0]
+        if not 0 <= x.dst_port < len(params):
+            raise _fail(f"an expression bind: node {x.dst} has {len(params)} input(s), not port "
+                        f"{x.dst_port}", x.loc, "ports-exist")
+        _check_expr_bind(g, x, params[x.dst_port], param_names)
+        key = (x.dst, x.dst_port)
+        if key in fed:
+            raise _fail(f"input {params[x.dst_port].name!r} of {x.dst} is already fed by "
+                        f"{_feeder(fed[key], g)}", x.loc, "input-single-source")
+        fed[key] = x
+
     # every key of `fed` is a distinct, valid (node, input): as many keys as inputs means all fed
     if len(fed) != sum(len(sig[0]) for sig in sigs.values()):
         for n in g.nodes:
@@ -385,52 +403,6 @@ def _check_edge_types(e: D.Edge, src_outs: list[K.OutputPort], dst_params: list[
     if out_t is not in_p.type and out_t != in_p.type:
         raise _fail(f"edge {e.src}.{e.src_port} -> {e.dst}.{in_p.name}: output type {out_t} does not "
                     f"match input type {in_p.type}", e.loc, "edge-types")
-
-
-def _check_input_bind(g: D.GraphFunc, b: D.InputBind, dst_params: list[K.Param]) -> None:
-    if not 0 <= b.parent_port < len(g.params):
-        raise _fail(f"bind_input: graph {g.name} has {len(g.params)} input(s), not port "
-                    f"{b.parent_port}", b.loc, "ports-exist")
-    if not 0 <= b.dst_port < len(dst_params):
-        raise _fail(f"bind_input: node {b.dst} has {len(dst_params)} input(s), not port {b.dst_port}",
-                    b.loc, "ports-exist")
-    parent_p, child_p = g.params[b.parent_port], dst_params[b.dst_port]
-    if parent_p.type is not child_p.type and parent_p.type != child_p.type:
-        raise _fail(f"bind_input {parent_p.name} -> {b.dst}.{child_p.name}: type {parent_p.type} "
-                    f"does not match {child_p.type}", b.loc, "bind-types")
-    if isinstance(child_p.type, PtrType) and child_p.direction in ("out", "inout") and \
-            parent_p.direction == "in":
-        raise _fail(f"bind_input {parent_p.name} -> {b.dst}.{child_p.name}: the child writes "
-                    f"({child_p.direction}) through a pointer the parent declares In", b.loc,
-                    "bind-direction")
-
-
-def _check_const_bind(c: D.ConstBind, param: K.Param) -> None:
-    where = f"constant {c.value.value!r} for input {param.name!r} of {c.dst}"
-    t = param.type
-    if not isinstance(t, ScalarType):
-        raise _fail(f"{where}: the input is a {t}; constants feed scalar inputs only", c.loc,
-                    "node-inputs")
-    if c.value.type != t:
-        raise _fail(f"{where}: the constant is a {c.value.type}, the input a {t}", c.loc, "bind-types")
-    value = c.value.value
-    if t.is_bool:
-        fits = isinstance(value, bool)
-    elif t.is_float:
-        fits = isinstance(value, float)
-    else:
-        fits = isinstance(value, int) and not isinstance(value, bool) and \
-            t.min_value() <= value <= t.max_value()
-    if not fits:
-        raise _fail(f"{where}: not a value of type {t}", c.loc, "node-inputs")
-
-
-def _feeder(source: Any, g: D.GraphFunc) -> str:
-    if isinstance(source, D.Edge):
-        return f"the edge from {source.src}"
-    if isinstance(source, D.ConstBind):
-        return "a constant"
-    return f"a bind of {g.params[source.parent_port].name!r}"
 
 
 def _check_grids(g: D.GraphFunc, src: D.Node, dst: D.Node, e: D.Edge) -> list[DeferredGridCheck]:

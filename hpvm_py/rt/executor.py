@@ -217,6 +217,8 @@ class Executor:
             return env[src.bind_port]
         if src.const is not None:
             return src.const
+        if src.expr is not None:
+            return src.expr.value(env)
         return self.deliver(node, port, src, slots[(src.node, src.port)])
 
     def deliver(self, node: NodePlan, port: int, src: Any, slot: Slot) -> Any:

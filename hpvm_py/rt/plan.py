@@ -10,15 +10,17 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.semantics import typed_value
 from ..ir.targets import is_gpu
 from ..ir.verify import DeferredGridCheck
-from ..types import PtrType
+from ..types import PtrType, ScalarType
 from ..backends import heapview, registry
 from ..backends.base import LeafKernel, NodeContext
-from ..errors import CompileError
+from ..errors import CompileError, ExecutionError
 from ..passes.bounds import BoundsProof
 from ..passes.coverage import OutCoverage
 from ..passes.uniform import check_barriers
@@ -26,13 +28,47 @@ from .library import compile_library
 from .placement import HINT, Placement, fallback, place, require_compilable
 
 
+@dataclass(frozen=True)
+class InputExpr:
+    """An integer expression of the parent's integer parameters feeding a node input (`hpvm.node(
+    f, size=rows * cols)`), evaluated from the parent's values when the node fires."""
+
+    expr: D.DimExpr
+    ports: tuple[tuple[str, int], ...]  # (parameter name, parent parameter index)
+    type: ScalarType  # the input's
+    node: str
+    input: str
+    loc: Any
+
+    def value(self, env: list[Any]) -> Any:
+        """The input's value: a NumPy scalar of its type, or one per parent instance when a
+        parameter it uses holds one (an array)."""
+        values = {name: env[port] for name, port in self.ports}
+        t = self.type
+        if all(type(v) is int or np.ndim(v) == 0 for v in values.values()):
+            result = D.eval_dim(self.expr, {k: int(v) for k, v in values.items()})
+            if not t.min_value() <= result <= t.max_value():
+                raise ExecutionError(f"input {self.input!r} of node {self.node} is "
+                                     f"{D.dim_text(self.expr)} = {result}, outside its type {t} "
+                                     f"[{t.min_value()}, {t.max_value()}]", self.loc,
+                                     rule="node-inputs")
+            return typed_value(result, t)
+        result = D.eval_dim_array(self.expr, values)
+        if np.any((result < t.min_value()) | (result > t.max_value())):
+            raise ExecutionError(f"input {self.input!r} of node {self.node} is "
+                                 f"{D.dim_text(self.expr)}, outside its type {t} in some parent "
+                                 "instance", self.loc, rule="node-inputs")
+        return result.astype(t.numpy_dtype)
+
+
 @dataclass
 class Source:
-    """Where one node input comes from: a parent parameter, a sibling's output over an edge, or a
-    constant."""
+    """Where one node input comes from: a parent parameter, a sibling's output over an edge, a
+    constant, or an expression of parent parameters."""
 
     bind_port: int | None = None  # parent parameter index
     const: Any = None  # the constant's NumPy value (not None: the input is a constant)
+    expr: InputExpr | None = None  # an expression of parent parameters
     node: int | None = None  # sibling index in GraphPlan.nodes
     port: int | None = None
     edge_kind: str | None = None
@@ -207,6 +243,12 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
         for c in g.const_binds:
             if c.dst == name:
                 sources[c.dst_port] = Source(const=typed_value(c.value.value, c.value.type))
+        for x in g.expr_binds:
+            if x.dst == name:
+                p = func.params[x.dst_port]
+                ports = tuple((pname, next(i for i, q in enumerate(g.params) if q.name == pname))
+                              for pname in sorted(D.dim_params(x.expr)))
+                sources[x.dst_port] = Source(expr=InputExpr(x.expr, ports, p.type, name, p.name, x.loc))
         input_modes = tuple(_input_mode(p, s, param_modes, plan.single_parent, len(node.dims))
                             for p, s in zip(func.params, sources))
         output_modes = tuple(_output_mode(consumers.get((name, port), []))
@@ -254,6 +296,9 @@ def _input_mode(param: K.Param, source: Source, parent_modes: tuple[str, ...], s
         return "buffer"
     if source.const is not None:
         return "uniform"
+    if source.expr is not None:  # as its parameters: per parent if any of them is
+        modes = {parent_modes[port] for _, port in source.expr.ports}
+        return "per_parent" if "per_parent" in modes else "uniform"
     if source.bind_port is not None:
         return parent_modes[source.bind_port]
     if source.edge_kind == D.ONE_TO_ONE and not (single_parent and ndims == 0):

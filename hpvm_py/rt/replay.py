@@ -178,6 +178,12 @@ class Recorder:
                 continue
             if src.const is not None:
                 continue  # a constant is already in the prepared launch, and never changes
+            if src.expr is not None:  # of root integer arguments (lifted sources have none): the
+                # recording's key fixes them, so its value is in the prepared launch too
+                if self._lifted is not None or mode != "uniform":
+                    self.usable = False
+                    return
+                continue
             if src.bind_port is not None:
                 if mode != "uniform":
                     self.usable = False
@@ -197,12 +203,13 @@ class Recorder:
         self.nodes.append(node)
         coverage = node.coverage
         if coverage is not None and any(sources[i].bind_port is None and sources[i].const is None and
+                                        sources[i].expr is None and
                                         node.input_modes[i] == "uniform" for i in coverage.relevant):
             self.usable = False  # which Out buffers are copied in depends on computed integers
             return
         bounds = node.bounds
-        if bounds is not None and any(sources[i].bind_port is None and node.input_modes[i] != "buffer"
-                                      for i in bounds.relevant):
+        if bounds is not None and any(sources[i].bind_port is None and sources[i].expr is None and
+                                      node.input_modes[i] != "buffer" for i in bounds.relevant):
             if gpu:  # the other kernel's device outputs would not be those bound downstream
                 self.usable = False
                 return

@@ -232,7 +232,7 @@ def bad_reassign_pointer(a: InOut[Ptr[f32]], a_bytes: i64, c: InOut[Ptr[f32]], c
 
 @hpvm.leaf
 def bad_pointer_arithmetic(a: InOut[Ptr[f32]], a_bytes: i64):
-    b = a + 1  # ERR:pointer-arithmetic
+    b = a * 2  # ERR:pointer-arithmetic (a + 1 is an offset pointer; a * 2 means nothing)
 
 
 @hpvm.leaf

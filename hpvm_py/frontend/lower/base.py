@@ -26,6 +26,7 @@ class LowererBase:
         self.params: dict[str, K.Param] = {}
         self.locals: dict[str, Type] = {}
         self.handles: dict[str, int] = {}
+        self.views: dict[str, Any] = {}  # pointer variables (lower/views.py)
         self.outputs: list[K.OutputPort] = []
         self.output_class: type | None = None
         self.result_type: ScalarType | None = None

@@ -15,7 +15,7 @@ from ...support.loc import Loc
 from ...types import PtrType, ScalarType
 from ..defs import Definition
 from ..intrinsics import INTRINSICS
-from .exprs import ExprLowering
+from .views import ViewLowering
 from .values import Handle, Value, Weak, hashable
 
 _MATH_OBJECTS: dict[Any, str] = {}
@@ -45,7 +45,7 @@ def _register_math() -> None:
 _register_math()
 
 
-class CallLowering(ExprLowering):
+class CallLowering(ViewLowering):
     """Calls in a leaf or helper body."""
 
     def call(self, node: ast.Call, loc: Loc) -> Value:
@@ -178,13 +178,13 @@ class CallLowering(ExprLowering):
             return cls(dim=int(dim.value), level=0, type=T.i64, loc=loc)
         if kind == "atomic":
             self._arity(node, 3, name)
-            target = self.expr(args[0])
-            if not (isinstance(target, K.Var) and isinstance(target.type, PtrType)):
+            if not self.is_pointer_expr(args[0]):
                 raise self.error(args[0], f"the first argument of {name}() is a pointer")
+            target, offset = self.pointer_arg(args[0], f"{name}()")
             elem = target.type.elem
             if elem.is_float and detail in ("and", "or", "xor"):
                 raise self.error(node, f"{name}() needs an integer element type, not {elem}")
-            index = self.integer_arg(args[1], "an index")
+            index = self.offset_index(offset, self.integer_arg(args[1], "an index"), loc)
             value = self.to_type(self.expr(args[2]), elem, args[2], explicit=True)
             return K.Atomic(op=detail, ptr=target, index=index, value=value, type=elem, loc=loc)
         if kind == "remote":
@@ -198,6 +198,9 @@ class CallLowering(ExprLowering):
                              "leaf body: `buf = hpvm.malloc(nbytes, hpvm.f32)`", rule="malloc-uniform")
         if kind == "barrier":
             raise self.error(node, "barrier() is a statement, not a value")
+        if kind == "view":
+            raise self.error(node, "hpvm.view() makes a pointer: assign it to a name "
+                             "(`t = hpvm.view(p, (rows, cols))`) or index it", rule="pointer-views")
         raise self.error(node, f"{name}() cannot be used here")
 
     def integer_arg(self, node: ast.expr, what: str) -> K.Expr:
@@ -216,7 +219,8 @@ class CallLowering(ExprLowering):
         self._no_intrinsics_in_helper(node, name)
         args = node.args
         self._arity(node, 3 if detail == "load" else 4, name)
-        target = self.expr(args[0])
+        target, offset = (self.pointer_arg(args[0], f"{name}()") if self.is_pointer_expr(args[0])
+                          else (self.expr(args[0]), None))
         if not (isinstance(target, K.Var) and isinstance(target.type, PtrType)
                 and target.name in self.params):
             raise self.verror(args[0], f"the first argument of {name}() is a pointer parameter of the "
@@ -225,7 +229,7 @@ class CallLowering(ExprLowering):
         elem = target.type.elem
         if detail == "atomic_add" and elem.is_bool:
             raise self.error(node, f"{name}() needs a numeric element type, not {elem}")
-        index = self.integer_arg(args[1], "an index")
+        index = self.offset_index(offset, self.integer_arg(args[1], "an index"), loc)
         rank = self.integer_arg(args[-1], "a rank")
         if detail == "load":
             return K.Load(ptr=target, index=index, rank=rank, type=elem, loc=loc)

@@ -82,7 +82,9 @@ class StmtLowering(CallLowering):
         if isinstance(target, ast.Tuple):
             return self.unpack(target, value_node, loc)
         if isinstance(target, ast.Name) and self._is_malloc(value_node):
-            return [self.malloc_assign(target, value_node, loc)]
+            return self.malloc_assign(target, value_node, loc)
+        if isinstance(target, ast.Name) and self.is_pointer_expr(value_node):
+            return self.assign_view(target, value_node, loc)
         value = self.expr(value_node)
         if isinstance(target, ast.Name):
             return self.assign_var(target.id, value, target, loc)
@@ -168,6 +170,13 @@ class StmtLowering(CallLowering):
         op = BINOPS.get(type(node.op))
         if op is None:
             raise self.error(node, f"operator {type(node.op).__name__} is not supported")
+        if isinstance(node.target, ast.Name) and self.is_pointer_expr(node.target):
+            if not isinstance(node.op, (ast.Add, ast.Sub)):
+                raise self.error(node, "a pointer moves by += or -= an integer", rule="pointer-views")
+            moved = ast.copy_location(ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()),
+                                                 op=node.op, right=node.value), node)
+            ast.fix_missing_locations(moved)
+            return self.assign_view(node.target, moved, loc)
         if isinstance(node.target, ast.Name):
             current = self.expr(ast.Name(id=node.target.id, ctx=ast.Load(), lineno=node.lineno,
                                          col_offset=node.col_offset))
@@ -193,7 +202,7 @@ class StmtLowering(CallLowering):
         obj = self.resolve_object(node.func)
         return obj is not None and intrinsic_kind(obj) == "malloc"
 
-    def malloc_assign(self, target: ast.Name, call: ast.Call, loc: Loc) -> K.Stmt:
+    def malloc_assign(self, target: ast.Name, call: ast.Call, loc: Loc) -> list[K.Stmt]:
         if self.kind == "helper":
             raise self.verror(call, "malloc() is an HPVM intrinsic; helpers may not use intrinsics",
                               "helper-no-intrinsics")
@@ -201,8 +210,10 @@ class StmtLowering(CallLowering):
             raise self.error(call, "malloc() must be called at the top level of the leaf body "
                              "(not inside if/for/while): every instance must reach it",
                              rule="malloc-uniform")
-        if call.keywords or not 1 <= len(call.args) <= 2:
-            raise self.error(call, "malloc(nbytes) or malloc(nbytes, dtype) expected")
+        shape_node = next((k.value for k in call.keywords if k.arg == "shape"), None)
+        if any(k.arg != "shape" for k in call.keywords) or not 1 <= len(call.args) <= 2:
+            raise self.error(call, "malloc(nbytes), malloc(nbytes, dtype) or malloc(nbytes, dtype, "
+                             "shape=(rows, cols)) expected")
         nbytes = self.uniform_size(call.args[0])
         elem = T.u8
         if len(call.args) == 2:
@@ -215,7 +226,11 @@ class StmtLowering(CallLowering):
             raise self.error(target, f"{name!r} is already defined; malloc() needs a fresh name")
         ptr_type = PtrType(elem)
         self.locals[name] = ptr_type
-        return K.Assign(target=name, value=K.Malloc(nbytes=nbytes, type=ptr_type, loc=loc), loc=loc)
+        out: list[K.Stmt] = [K.Assign(target=name, value=K.Malloc(nbytes=nbytes, type=ptr_type, loc=loc),
+                                      loc=loc)]
+        if shape_node is not None:
+            out += self.shape_scratch(name, ptr_type, nbytes, shape_node, loc)
+        return out
 
     def uniform_size(self, node: ast.expr) -> K.Expr:
         """A malloc size as the same expression for every instance, its locals replaced by the

@@ -366,7 +366,8 @@ class ItemRunner(StreamScheduler):
                 if src.node is not None:
                     proof_args.append(np.empty(0, param.type.numpy_dtype))  # unknown: on the device
                     continue
-                value = src.const if src.const is not None else item_env[src.bind_port]
+                value = src.const if src.const is not None else \
+                    src.expr.value(item_env) if src.expr is not None else item_env[src.bind_port]
                 if not isinstance(param.type, PtrType):
                     part.scalars.append((port, value))
                     proof_args.append(value)

@@ -126,6 +126,8 @@ class Stage:
                 args.append(item_env[src.bind_port])
             elif src.const is not None:
                 args.append(src.const)
+            elif src.expr is not None:
+                args.append(src.expr.value(item_env))
             elif port in self.kept_edges:
                 args.append(self.kept_edges[port])
             else:
