@@ -17,9 +17,9 @@ from .api.host import (cleanup, compile, init, launch, pop, push, request_memory
                        stats, track_memory, untrack_memory, wait)
 from .api.textio import from_text, load, to_text
 from .frontend.decorators import func, graph, leaf
-from .frontend.graph import (ALL_TO_ALL, ONE_TO_ONE, all_to_all, bind_input, bind_output,
-                             create_node, create_node_1d, create_node_2d, create_node_3d, edge,
-                             hint, node, streaming)
+from .frontend.connections import ALL_TO_ALL, ONE_TO_ONE, all_to_all, streaming
+from .frontend.graph import (bind_input, bind_output, create_node, create_node_1d, create_node_2d,
+                             create_node_3d, edge, hint, node)
 from .frontend.intrinsics import (atomic_add, atomic_and, atomic_max, atomic_min, atomic_or,
                                   atomic_sub, atomic_xchg, atomic_xor, barrier, get_node,
                                   get_node_instance_id_x, get_node_instance_id_y,
