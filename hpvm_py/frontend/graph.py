@@ -19,7 +19,7 @@ from ..ir.targets import canonical_target, target_problem
 from ..support.loc import Loc
 from ..types import ScalarType
 from .callsite import caller_loc
-from .connections import ALL_TO_ALL, ONE_TO_ONE, Connection, OutRef, connection
+from .connections import ALL_TO_ALL, ONE_TO_ONE, Connection, OutRef, all_to_all, connection, streaming
 from .constants import input_constant, is_constant
 from .defs import Definition, NodeDef
 from .lower import Lowerer
