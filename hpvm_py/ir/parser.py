@@ -67,7 +67,9 @@ Layout is free: newlines are whitespace, `;` starts a comment, statements need n
   `if c { } else { }`, `for %k = range(a, b, s) { }`, `while c { }`, `break`, `continue`,
   `return (e, ...)`, `barrier`, `print("text", e, ...)`, `breakpoint`. Leaf and helper bodies
   start with one `local %x: type` line per entry of their locals table; every `%x` must name a
-  parameter or a local.
+  parameter or a local. After its locals, a leaf that backend passes ran on lists their decisions,
+  `note NAME(key=value, ...)` (kernel.Note; a value is an expression, an integer, `true` / `false`
+  or a word).
 
 Every error (syntax, unknown name / type / function / operation, duplicate name, malformed
 number) raises ParseError at its position in the text.
@@ -386,11 +388,28 @@ class _Builder(Transformer):
             raise self._fail(f"unknown leaf target {spec}: {problem}", token)
         return self._head(func, params, outputs, loc, extra=canonical_target(spec))
 
-    def leaf_func(self, head: _Head, *items: K.Stmt | None) -> K.LeafFunc:
+    def leaf_func(self, head: _Head, *items: K.Stmt | K.Note | None) -> K.LeafFunc:
         fn = K.LeafFunc(name=head.name, params=head.params, outputs=head.outputs,
-                        locals=self.state.locals, body=[s for s in items if s is not None],
-                        target=head.extra, loc=head.loc)
+                        locals=self.state.locals,
+                        body=[s for s in items if isinstance(s, K.Stmt)],
+                        target=head.extra, loc=head.loc,
+                        notes=[n for n in items if isinstance(n, K.Note)])
         return self._define(head, fn)
+
+    def note_decl(self, name: Token, *items: tuple[str, K.NoteValue, Token]) -> K.Note:
+        args: dict[str, K.NoteValue] = {}
+        for key, value, token in items:
+            if key in args:
+                raise self._fail(f"duplicate note argument {key!r}", token)
+            args[key] = value
+        return K.Note(name=self._word_or_string(name), args=args)
+
+    def note_arg(self, key: Token, value: Any) -> tuple[str, K.NoteValue, Token]:
+        if isinstance(value, Token):  # a word or a string
+            value = self._word_or_string(value)
+        elif isinstance(value, float):
+            raise self._fail("a note's number is an integer", key)
+        return self._word_or_string(key), value, key
 
     def helper_head(self, func: Token, params: list, result: Type, loc: Token | None) -> _Head:
         if not isinstance(result, (ScalarType, VoidType)):
