@@ -2,6 +2,7 @@
 
     hpvmc check FILE [--graph NAME]
     hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [-o DIR]
+                  [--after PASS]  (--emit ir: each leaf's IR after that backend pass of the target)
     hpvmc run FILE [--target cpu|gpu|nvptx|python] [ARGS...]        (a .py program's host code)
     hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR]  (one graph)
     hpvmc viz FILE [--graph NAME] -o OUT.{dot,svg,png}
@@ -33,7 +34,7 @@ from .ir.dfg import Module
 from .ir.dot import module_to_dot
 from .ir.printer import print_module
 from .ir.verify import verify_module
-from .passes import run_passes
+from .passes import PIPELINES, leaf_module, run_passes
 from .passes.coverage import check_report
 from .pipeline import LoadedGraph, compile_graph
 from .support import settings
@@ -184,6 +185,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if bad:
         raise UsageError(f"--emit takes {', '.join(GRAPH_EMITS + tuple(leaf_code or _leaf_code()))}; "
                          f"got {', '.join(bad)}")
+    if args.after and "ir" not in emits:
+        raise UsageError("--after PASS shows the IR after a backend pass: use it with --emit ir")
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
     out_dir = Path(args.output) if args.output else None
     if out_dir is not None:
@@ -204,7 +207,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
             target = emitter
     compiled = compile_graph(graph, target or "cpu")
     _progress(f"compiled {name} for {compiled.target} in {time.perf_counter() - started:.2f} s")
-    if "ir" in emits:
+    if "ir" in emits and args.after:
+        _write_after(args.after, compiled, write)
+    elif "ir" in emits:
         write(f"{name}.hpvm", print_module(module))
     if "dot" in emits:
         write(f"{name}.dot", module_to_dot(module))
@@ -221,6 +226,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 written.add(leaf.name)
                 write(f"{leaf.name}{suffix}", backend.emit(kind, leaf, ctx))
     return 0
+
+
+def _write_after(stage: str, compiled: LoadedGraph, write: Callable[[str, str], None]) -> None:
+    """`--emit ir --after PASS`: each leaf (in its first context) after one of the compile
+    target's backend passes (passes.Pipeline), as a module of that leaf."""
+    pipeline = PIPELINES.get(compiled.target)
+    name = stage.split(".", 1)[1] if stage.startswith(f"{compiled.target}.") else stage
+    if pipeline is None or name not in pipeline.names:
+        known = ", ".join(pipeline.names) if pipeline is not None else "none"
+        raise UsageError(f"--after: the {compiled.target} target has no backend pass {stage!r} "
+                         f"(its passes: {known})")
+    written: set[str] = set()
+    for leaf, ctx, _ in compiled.leaf_kernels():
+        if leaf.name not in written:  # a leaf used by several nodes: its first context
+            written.add(leaf.name)
+            after = pipeline.run(leaf, ctx, upto=name)
+            write(f"{leaf.name}.{name}.hpvm", print_module(leaf_module(list(after.values())[-1])))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -311,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", choices=tuple(registry.TARGETS), help="target of the generated code")
     p.add_argument("--emit", default="ir,dot", help="comma-separated: ir, triton, llvm, ptx, dot (default ir,dot)")
     p.add_argument("-o", "--output", metavar="DIR", help="write files to DIR (default: stdout)")
+    p.add_argument("--after", metavar="PASS", help="with --emit ir: each leaf's IR after this "
+                   "backend pass of the target (docs/debugging.md lists them per target)")
     p = add("run", "run a program's host code on a target, or launch one graph (--graph NAME or a "
                    ".hpvm FILE) with values from --set", cmd_run)
     p.add_argument("--target", choices=tuple(registry.TARGETS),

@@ -10,7 +10,7 @@ stage.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..ir import kernel as K
@@ -98,6 +98,15 @@ class Pipeline:
               label: str = "") -> K.LeafFunc:
         after = self.run(leaf, ctx, skip, label=label)
         return list(after.values())[-1] if after else leaf
+
+
+def with_notes(leaf: K.LeafFunc, name: str, notes: list[K.Note]) -> K.LeafFunc:
+    """The leaf with the notes of pass `name` replaced by these (so that running a pass twice
+    notes its decision once); the same leaf when nothing changes."""
+    kept = [n for n in leaf.notes if n.name != name]
+    if not notes and len(kept) == len(leaf.notes):
+        return leaf
+    return replace(leaf, notes=kept + notes)
 
 
 # target -> its pipeline, filled as the backends are imported

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import kernel as K
-from ...passes import Pipeline
+from ...passes import Pipeline, with_notes
 from ...types import i64
 from ..base import NodeContext
 from .accesses import privatisable
@@ -38,7 +38,7 @@ def privatise(leaf: K.LeafFunc, ctx: NodeContext) -> K.LeafFunc:
     notes = [K.Note(name="privatise", args={"buffer": K.Var(name=name, type=params[name]),
                                             "op": kind})
              for name, kind in privatisable(leaf).items()]
-    return _with_notes(leaf, "privatise", notes)
+    return with_notes(leaf, "privatise", notes)
 
 
 def private_buffers(leaf: K.LeafFunc) -> dict[str, str]:
@@ -71,14 +71,6 @@ def clip_bounds(leaf: K.LeafFunc) -> list[Bound]:
         assert isinstance(dim, str) and isinstance(value, K.Expr) and value.type == i64
         bounds.append(Bound(_DIMS.index(dim), bool(lower), value, int(offset)))
     return bounds
-
-
-def _with_notes(leaf: K.LeafFunc, name: str, notes: list[K.Note]) -> K.LeafFunc:
-    """The leaf with this pass's notes replaced (running a pass twice notes its decision once)."""
-    kept = [n for n in leaf.notes if n.name != name]
-    if not notes and len(kept) == len(leaf.notes):
-        return leaf
-    return dataclasses.replace(leaf, notes=kept + notes)
 
 
 PASSES = Pipeline("cpu", (("localize", localize), ("privatise", privatise), ("clip", clip)))
