@@ -285,14 +285,14 @@ class OutputPort:
     loc: Loc = _LOC
 
 
-NoteValue = Union[Expr, bool, int, str]
+NoteValue = Union[Expr, bool, int, float, str]
 
 
 @dataclass(kw_only=True)
 class Note:
     """A backend pass's decision about a leaf, kept in the IR so that the textual form shows it:
     `note NAME(key=value, ...)` after the locals (values: expressions over the leaf's parameters,
-    integers, booleans, words). The pass that records it and the code generator that reads it
+    numbers, booleans, words). The pass that records it and the code generator that reads it
     agree on its keys (backends/*/passes.py); nothing before the backends' passes makes one."""
 
     name: str

@@ -59,17 +59,16 @@ Layout is free: newlines are whitespace, `;` starts a comment, statements need n
 - Operations are `name<type>(args)`: BINARY_OPS / UNARY_OPS names, `select`, `cast`, `load`
   (pointer first), `math.NAME`, `atomic.OP` (pointer, index, value), `malloc`, the remote
   accesses `remote_load` (pointer, index, rank) and `remote_atomic.add` (pointer, index, value,
-  rank), and
-  `call @helper<type>(args)`. Compares (`lt(a, b)`) and `land` / `lor` are always i1;
+  rank), and `call @helper<type>(args)`. Compares (`lt(a, b)`) and `land` / `lor` are always i1;
   `instance_id.x(LEVEL)` and `num_instances.y(LEVEL)` are i64 and `num_dims(LEVEL)` is i32, so
   their type is not written; their LEVEL is a bare integer.
-- Statements: `%x = e`, `store %p[i] = e` (`store %p[i] = e on r`: into rank r's copy), `do e` (an expression kept for its side effects),
-  `if c { } else { }`, `for %k = range(a, b, s) { }`, `while c { }`, `break`, `continue`,
-  `return (e, ...)`, `barrier`, `print("text", e, ...)`, `breakpoint`. Leaf and helper bodies
+- Statements: `%x = e`, `store %p[i] = e` (`store %p[i] = e on r`: into rank r's copy), `do e`
+  (an expression kept for its side effects), `if c { } else { }`, `for %k = range(a, b, s) { }`,
+  `while c { }`, `break`, `continue`, `return (e, ...)`, `barrier`, `print("text", e, ...)`,
+  `breakpoint`. Leaf and helper bodies
   start with one `local %x: type` line per entry of their locals table; every `%x` must name a
-  parameter or a local. After its locals, a leaf that backend passes ran on lists their decisions,
-  `note NAME(key=value, ...)` (kernel.Note; a value is an expression, an integer, `true` / `false`
-  or a word).
+  parameter or a local. After them, a leaf lists the backend passes' decisions, `note NAME(key=
+  value, ...)` (kernel.Note: an expression, a number, `true` / `false` or a word per key).
 
 Every error (syntax, unknown name / type / function / operation, duplicate name, malformed
 number) raises ParseError at its position in the text.
@@ -390,26 +389,14 @@ class _Builder(Transformer):
 
     def leaf_func(self, head: _Head, *items: K.Stmt | K.Note | None) -> K.LeafFunc:
         fn = K.LeafFunc(name=head.name, params=head.params, outputs=head.outputs,
-                        locals=self.state.locals,
-                        body=[s for s in items if isinstance(s, K.Stmt)],
+                        locals=self.state.locals, body=[s for s in items if isinstance(s, K.Stmt)],
                         target=head.extra, loc=head.loc,
                         notes=[n for n in items if isinstance(n, K.Note)])
         return self._define(head, fn)
 
     def note_decl(self, name: Token, *items: tuple[str, K.NoteValue, Token]) -> K.Note:
-        args: dict[str, K.NoteValue] = {}
-        for key, value, token in items:
-            if key in args:
-                raise self._fail(f"duplicate note argument {key!r}", token)
-            args[key] = value
-        return K.Note(name=self._word_or_string(name), args=args)
+        return K.Note(name=self._word_or_string(name), args=self.options(*items, what="note argument"))
 
-    def note_arg(self, key: Token, value: Any) -> tuple[str, K.NoteValue, Token]:
-        if isinstance(value, Token):  # a word or a string
-            value = self._word_or_string(value)
-        elif isinstance(value, float):
-            raise self._fail("a note's number is an integer", key)
-        return self._word_or_string(key), value, key
 
     def helper_head(self, func: Token, params: list, result: Type, loc: Token | None) -> _Head:
         if not isinstance(result, (ScalarType, VoidType)):
@@ -430,18 +417,20 @@ class _Builder(Transformer):
                          params=head.params, outputs=head.outputs, loc=head.loc)
         return self._define(head, fn)
 
-    def options(self, *items: tuple[str, Any, Token]) -> dict[str, Any]:
+    def options(self, *items: tuple[str, Any, Token], what: str = "option") -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key, value, token in items:
             if key in result:
-                raise self._fail(f"duplicate option {key!r}", token)
+                raise self._fail(f"duplicate {what} {key!r}", token)
             result[key] = value
         return result
 
     def option(self, key: Token, value: Any) -> tuple[str, Any, Token]:
-        if isinstance(value, Token):  # a string; numbers arrive converted
-            value = self._string(value)
+        if isinstance(value, Token):  # a string (or a note's word); numbers arrive converted
+            value = self._word_or_string(value)
         return self._word_or_string(key), value, key
+
+    note_arg = option  # key=value in a note; expressions arrive built
 
     def _word_or_string(self, token: Token) -> str:
         return self._string(token) if token.type == "STRING" else str(token)

@@ -288,7 +288,7 @@ def _note_value(value: K.NoteValue) -> str:
         return expr(value)
     if isinstance(value, str):
         return _word_or_string(value)
-    return literal(value)  # true / false, or an integer
+    return literal(value)  # true / false, or a number
 
 
 def _args(values: list[K.Expr]) -> str:

@@ -4,7 +4,8 @@ A leaf compiles, per NodeContext, to a driver function that loops over its dynam
 with the body inlined into the innermost (x) loop, so that LLVM's loop vectoriser works across
 instances (abi.py has the calling convention). The pieces, in pipeline order:
 
-  prepare.py   scalar parameters the body assigns become locals
+  passes.py    the backend passes, in order: localize (prepare.py: scalar parameters the body
+               assigns become locals), privatise (accesses.py), clip (clip.py)
   plan.py      "SIMT to loops": barrier-free regions run as loops over a group's instances, with
                uniform loops interchanged with the instance loop (uniform.py decides uniformity)
   driver.py    the driver: parent, row and instance loops, per-instance storage, malloc scratch
