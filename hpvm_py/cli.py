@@ -2,6 +2,7 @@
 
     hpvmc check FILE [--graph NAME]
     hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [-o DIR]
+                  [--after PASS]  (--emit ir: each leaf's IR after that backend pass of the target)
     hpvmc run FILE [--target cpu|gpu|nvptx|python] [ARGS...]        (a .py program's host code)
     hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR]  (one graph)
     hpvmc viz FILE [--graph NAME] [--hide-scalars|--show-scalars] [--no-legend] -o OUT.{dot,svg,png}
@@ -35,7 +36,7 @@ from .ir.dfg import Module
 from .ir.dot import HIDE_SCALARS_ABOVE, module_to_dot
 from .ir.printer import print_module
 from .ir.verify import verify_module
-from .passes import run_passes
+from .passes import PIPELINES, leaf_module, run_passes
 from .passes.coverage import check_report
 from .rt.compiler import LoadedGraph, compile_graph
 from .support import settings
@@ -233,6 +234,8 @@ def _count_nodes(module: Module) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     emits: list[str] = args.emit
     target = emit_target(emits, args.target)  # before anything loads or compiles
+    if args.after and "ir" not in emits:
+        raise UsageError("--after PASS shows the IR after a backend pass: use it with --emit ir")
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
     out_dir = Path(args.output) if args.output else None
     if out_dir is not None:
@@ -252,7 +255,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _progress(f"compiled {name} for {compiled.target} in {time.perf_counter() - started:.2f} s")
     for kind in emits:
         suffix, wanted = EMITS[kind]
-        if kind == "ir":
+        if kind == "ir" and args.after:
+            _write_after(args.after, compiled, write)
+        elif kind == "ir":
             write(f"{name}{suffix}", kind, print_module(module))
         elif kind == "dot":
             write(f"{name}{suffix}", kind, module_to_dot(module))
@@ -275,6 +280,23 @@ def _print_emitted(files: list[tuple[str, str, str]]) -> None:
         if len(files) > 1:
             sys.stdout.write(("\n" if i else "") + f"==> {filename} ({kind}) <==\n")
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def _write_after(stage: str, compiled: LoadedGraph, write: Callable[[str, str, str], None]) -> None:
+    """`--emit ir --after PASS`: each leaf (in its first context) after one of the compile
+    target's backend passes (passes.Pipeline), as a module of that leaf."""
+    pipeline = PIPELINES.get(compiled.target)
+    name = stage.split(".", 1)[1] if stage.startswith(f"{compiled.target}.") else stage
+    if pipeline is None or name not in pipeline.names:
+        known = ", ".join(pipeline.names) if pipeline is not None else "none"
+        raise UsageError(f"--after: the {compiled.target} target has no backend pass {stage!r} "
+                         f"(its passes: {known})")
+    written: set[str] = set()
+    for leaf, ctx, _ in compiled.leaf_kernels():
+        if leaf.name not in written:  # a leaf used by several nodes: its first context
+            written.add(leaf.name)
+            after = pipeline.run(leaf, ctx, upto=name)
+            write(f"{leaf.name}.{name}.hpvm", "ir", print_module(leaf_module(list(after.values())[-1])))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -368,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "triton (gpu), ptx (nvptx); a leaf kind implies its target (default ir,dot); "
                         "without -o, several files go to stdout each after a '==> NAME (KIND) <==' line")
     p.add_argument("-o", "--output", metavar="DIR", help="write files to DIR (default: stdout)")
+    p.add_argument("--after", metavar="PASS", help="with --emit ir: each leaf's IR after this "
+                   "backend pass of the target (docs/debugging.md lists them per target)")
     p = add("run", "run a program's host code on a target, or launch one graph (--graph NAME or a "
                    ".hpvm FILE) with values from --set", cmd_run)
     p.add_argument("--target", choices=tuple(registry.TARGETS),

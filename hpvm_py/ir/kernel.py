@@ -274,9 +274,24 @@ class OutputPort:
     loc: Loc = _LOC
 
 
+NoteValue = Union[Expr, bool, int, float, str]
+
+
+@dataclass(kw_only=True)
+class Note:
+    """A backend pass's decision about a leaf, kept in the IR so that the textual form shows it:
+    `note NAME(key=value, ...)` after the locals (values: expressions over the leaf's parameters,
+    numbers, booleans, words). The pass that records it and the code generator that reads it
+    agree on its keys (backends/*/passes.py); nothing before the backends' passes makes one."""
+
+    name: str
+    args: dict[str, NoteValue] = field(default_factory=dict)
+
+
 @dataclass(kw_only=True)
 class LeafFunc:
-    """The function of a leaf node: parameters, outputs, typed locals and the body."""
+    """The function of a leaf node: parameters, outputs, typed locals and the body; `notes`, the
+    decisions of the backend passes that ran on it (empty before them)."""
 
     name: str
     params: list[Param]
@@ -285,6 +300,11 @@ class LeafFunc:
     body: Block
     target: str = "any"  # "any" | "cpu" | "gpu"
     loc: Loc = _LOC
+    notes: list[Note] = field(default_factory=list)
+
+    def noted(self, name: str) -> list[Note]:
+        """The notes of one pass, in order."""
+        return [n for n in self.notes if n.name == name]
 
 
 @dataclass(kw_only=True)

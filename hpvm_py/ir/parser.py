@@ -61,15 +61,16 @@ Layout is free: newlines are whitespace, `;` starts a comment, statements need n
 - Operations are `name<type>(args)`: BINARY_OPS / UNARY_OPS names, `select`, `cast`, `load`
   (pointer first), `math.NAME`, `atomic.OP` (pointer, index, value), `malloc`, the remote
   accesses `remote_load` (pointer, index, rank) and `remote_atomic.add` (pointer, index, value,
-  rank), and
-  `call @helper<type>(args)`. Compares (`lt(a, b)`) and `land` / `lor` are always i1;
+  rank), and `call @helper<type>(args)`. Compares (`lt(a, b)`) and `land` / `lor` are always i1;
   `instance_id.x(LEVEL)` and `num_instances.y(LEVEL)` are i64 and `num_dims(LEVEL)` is i32, so
   their type is not written; their LEVEL is a bare integer.
-- Statements: `%x = e`, `store %p[i] = e` (`store %p[i] = e on r`: into rank r's copy), `do e` (an expression kept for its side effects),
-  `if c { } else { }`, `for %k = range(a, b, s) { }`, `while c { }`, `break`, `continue`,
-  `return (e, ...)`, `barrier`, `print("text", e, ...)`, `breakpoint`. Leaf and helper bodies
+- Statements: `%x = e`, `store %p[i] = e` (`store %p[i] = e on r`: into rank r's copy), `do e`
+  (an expression kept for its side effects), `if c { } else { }`, `for %k = range(a, b, s) { }`,
+  `while c { }`, `break`, `continue`, `return (e, ...)`, `barrier`, `print("text", e, ...)`,
+  `breakpoint`. Leaf and helper bodies
   start with one `local %x: type` line per entry of their locals table; every `%x` must name a
-  parameter or a local.
+  parameter or a local. After them, a leaf lists the backend passes' decisions, `note NAME(key=
+  value, ...)` (kernel.Note: an expression, a number, `true` / `false` or a word per key).
 
 Every error (syntax, unknown name / type / function / operation, duplicate name, malformed
 number) raises ParseError at its position in the text.
@@ -389,11 +390,16 @@ class _Builder(Transformer):
             raise self._fail(f"unknown leaf target {spec}: {problem}", token)
         return self._head(func, params, outputs, loc, extra=canonical_target(spec))
 
-    def leaf_func(self, head: _Head, *items: K.Stmt | None) -> K.LeafFunc:
+    def leaf_func(self, head: _Head, *items: K.Stmt | K.Note | None) -> K.LeafFunc:
         fn = K.LeafFunc(name=head.name, params=head.params, outputs=head.outputs,
-                        locals=self.state.locals, body=[s for s in items if s is not None],
-                        target=head.extra, loc=head.loc)
+                        locals=self.state.locals, body=[s for s in items if isinstance(s, K.Stmt)],
+                        target=head.extra, loc=head.loc,
+                        notes=[n for n in items if isinstance(n, K.Note)])
         return self._define(head, fn)
+
+    def note_decl(self, name: Token, *items: tuple[str, K.NoteValue, Token]) -> K.Note:
+        return K.Note(name=self._word_or_string(name), args=self.options(*items, what="note argument"))
+
 
     def helper_head(self, func: Token, params: list, result: Type, loc: Token | None) -> _Head:
         if not isinstance(result, (ScalarType, VoidType)):
@@ -414,18 +420,20 @@ class _Builder(Transformer):
                          params=head.params, outputs=head.outputs, loc=head.loc)
         return self._define(head, fn)
 
-    def options(self, *items: tuple[str, Any, Token]) -> dict[str, Any]:
+    def options(self, *items: tuple[str, Any, Token], what: str = "option") -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key, value, token in items:
             if key in result:
-                raise self._fail(f"duplicate option {key!r}", token)
+                raise self._fail(f"duplicate {what} {key!r}", token)
             result[key] = value
         return result
 
     def option(self, key: Token, value: Any) -> tuple[str, Any, Token]:
-        if isinstance(value, Token):  # a string; numbers arrive converted
-            value = self._string(value)
+        if isinstance(value, Token):  # a string (or a note's word); numbers arrive converted
+            value = self._word_or_string(value)
         return self._word_or_string(key), value, key
+
+    note_arg = option  # key=value in a note; expressions arrive built
 
     def _word_or_string(self, token: Token) -> str:
         return self._string(token) if token.type == "STRING" else str(token)

@@ -22,7 +22,7 @@ KEYWORDS = frozenset({
     "module", "file", "graph", "leaf", "func", "library", "local", "target", "kind", "options",
     "in", "out", "inout", "node", "edge", "bind_in", "bind_out", "bind_const", "bind_expr", "hint",
     "stream", "one_to_one", "all_to_all", "store", "on", "do", "if", "else", "for", "range", "while", "break", "continue",
-    "return", "barrier", "print", "breakpoint", "call", "inf", "nan", "true", "false",
+    "return", "barrier", "print", "breakpoint", "call", "inf", "nan", "true", "false", "note",
 })
 
 _PLAIN_NAME = re.compile(r"[^\W\d][\w.]*")
@@ -119,7 +119,7 @@ class _Printer:
         if isinstance(fn, K.LeafFunc):
             head = (f"leaf {func_ref(fn.name)}{_params(fn.params)} -> {_outputs(fn.outputs)} "
                     f"target({fn.target}){self.loc(fn.loc)} {{")
-            return self.body(head, fn.locals, fn.body)
+            return self.body(head, fn.locals, fn.body, fn.notes)
         if isinstance(fn, K.HelperFunc):
             result = fn.result.text() if fn.result is not None else "void"
             head = f"func {func_ref(fn.name)}{_params(fn.params)} -> {result}{self.loc(fn.loc)} {{"
@@ -179,9 +179,11 @@ class _Printer:
 
     # -- leaf and helper bodies -----------------------------------------------------------------
 
-    def body(self, head: str, locals_: dict[str, Type], body: K.Block) -> str:
+    def body(self, head: str, locals_: dict[str, Type], body: K.Block,
+             notes: list[K.Note] | None = None) -> str:
         lines = [head]
         lines += [f"{_INDENT}local {var_ref(name)}: {t.text()}" for name, t in locals_.items()]
+        lines += [_INDENT + note(n) for n in notes or ()]
         self.block(body, 1, lines)
         lines.append("}")
         return "\n".join(lines)
@@ -278,6 +280,19 @@ def expr(e: K.Expr) -> str:
     if isinstance(e, K.Malloc):
         return f"malloc<{t}>({expr(e.nbytes)})"
     raise TypeError(f"cannot print expression {type(e).__name__}")
+
+
+def note(n: K.Note) -> str:
+    """`note NAME(key=value, ...)`: a backend pass's decision (kernel.Note)."""
+    return f"note {_word_or_string(n.name)}({', '.join(f'{_word_or_string(key)}={_note_value(v)}' for key, v in n.args.items())})"
+
+
+def _note_value(value: K.NoteValue) -> str:
+    if isinstance(value, K.Expr):
+        return expr(value)
+    if isinstance(value, str):
+        return _word_or_string(value)
+    return literal(value)  # true / false, or a number
 
 
 def _args(values: list[K.Expr]) -> str:

@@ -84,7 +84,8 @@ POISON_OUT = _declare("HPVM_POISON_OUT", "flag", "0", "1 (read at import): fill 
 LOG = _declare("HPVM_LOG", "text", "", "info or debug (read on first use): print hpvm_py's log (progress such as "
                "autotuning) to stderr (default: quiet)")
 DUMP_IR = _declare("HPVM_DUMP_IR", "list", "", "print the IR after these stages to stderr: "
-                   "frontend, inline, fold, or all")
+                   "frontend, inline, fold, a backend pass (clip, or cpu.clip: "
+                   "docs/debugging.md lists them), or all")
 DEBUG = _declare("HPVM_DEBUG", "flag", "0", "1: an internal error keeps its traceback")
 QUIET = _declare("HPVMC_QUIET", "flag", "0", "1: hpvmc prints no progress messages")
 # ranks and collectives

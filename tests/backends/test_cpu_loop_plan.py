@@ -7,13 +7,14 @@ from cpu_harness import run
 from hpvm_py import In, Out, Ptr, f32, i32, i64
 from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.cpu import loop_plan as P
-from hpvm_py.backends.cpu.prepare import localize_assigned_params
+from hpvm_py.backends.cpu.passes import PASSES
 
 rng = np.random.default_rng(11)
 
 
 def _plan(leaf, dims, modes):
-    return P.make_plan(localize_assigned_params(leaf.ir), NodeContext(dims, modes, ()))
+    ctx = NodeContext(dims, modes, ())
+    return P.make_plan(PASSES.final(leaf.ir, ctx), ctx)
 
 
 @hpvm.leaf

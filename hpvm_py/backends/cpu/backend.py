@@ -16,12 +16,13 @@ from llvmlite import ir
 from ...ir import kernel as K
 from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from .. import jit
-from .accesses import Access, privatisable, sites
+from .accesses import Access, sites
 from .driver import build_drivers, build_nontemporal_driver
 from .kernel import CpuKernel, KernelInfo, LazyCode
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .nontemporal import mark_nontemporal, nt_bytes, nt_stores
 from .loop_plan import Plan, make_plan
+from .passes import PASSES, private_buffers
 from .prepare import localize_assigned_params
 
 _OBJECT_SUFFIX = ".cpu.o"
@@ -34,7 +35,7 @@ class CpuBackend(Backend):
     code_packages = ("cpu",)
 
     def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> CpuKernel:
-        prepared, plan = _analyse(leaf, ctx)
+        prepared, plan = _analyse(leaf, ctx, "checked" if checked else "unchecked")
         info = _info(prepared, ctx, plan)
         obj = self._object(key, str(checked),
                            lambda: jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
@@ -70,7 +71,7 @@ class CpuBackend(Backend):
 
 def _info(prepared: K.LeafFunc, ctx: NodeContext, plan: Plan) -> KernelInfo:
     loops = any(isinstance(s, (K.For, K.While)) for s in K.walk_stmts(prepared.body))
-    return KernelInfo(splittable=plan.kind != "group", private=privatisable(prepared),
+    return KernelInfo(splittable=plan.kind != "group", private=private_buffers(prepared),
                       sites=sites(prepared.body), loops=loops,
                       nt_bytes=nt_bytes(prepared, nt_stores(prepared, ctx, plan)))
 
@@ -79,9 +80,11 @@ def _sites_of(leaf: K.LeafFunc) -> list[Access]:
     return sites(localize_assigned_params(leaf).body)
 
 
-def _analyse(leaf: K.LeafFunc, ctx: NodeContext) -> tuple[K.LeafFunc, Plan]:
-    prepared = localize_assigned_params(leaf)
-    return prepared, make_plan(prepared, ctx)
+def _analyse(leaf: K.LeafFunc, ctx: NodeContext, label: str = "") -> tuple[K.LeafFunc, Plan]:
+    """The leaf before clipping, whose accesses the checked variant numbers (with the privatise
+    pass's notes), and the plan of the leaf after every pass (passes.py)."""
+    after = PASSES.run(leaf, ctx, label=label)
+    return after["privatise"], make_plan(after["clip"], ctx)
 
 
 def _module_text(leaf: K.LeafFunc, ctx: NodeContext, plan: Plan, info: KernelInfo,

@@ -8,7 +8,8 @@ from ...errors import CompileError
 from ...ir import kernel as K
 from ...types import PtrType
 from ..base import NodeContext
-from .clip import Bound, clip_instances
+from .clip import Bound
+from .passes import clip_bounds
 from ...passes.uniform import Uniformity, escaping_jump
 
 
@@ -97,6 +98,7 @@ def check_compilable(leaf: K.LeafFunc) -> None:
 
 
 def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
+    """The plan of a leaf that went through the cpu passes (passes.PASSES)."""
     check_compilable(leaf)
     mallocs = [s for s in leaf.body if isinstance(s, K.Assign) and isinstance(s.value, K.Malloc)]
     has_barrier = any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
@@ -106,7 +108,7 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
         kind = "group"
     else:
         kind = "row" if leaf_dims >= 1 else "flat"
-        leaf, bounds = clip_instances(leaf, ctx.input_modes)
+        bounds = clip_bounds(leaf)  # the clip pass (passes.py) took the guard out of the body
     body = [s for s in leaf.body if not any(s is m for m in mallocs)]
     rows = 1
     if kind == "row":

@@ -9,15 +9,19 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir import kernel as K
+from ...passes import Pipeline
 from ...support import settings
 from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from ..cpu.accesses import sites
 from ..cpu.loop_plan import check_compilable
-from ..cpu.prepare import localize_assigned_params
+from ..cpu.passes import localize
 from . import device, toolchain
 from .launch import NvptxKernel
 from .scratch import scratch_of
 from .simt import GROUP, build_kernel, mapping_of
+
+# its backend passes (HPVM_DUMP_IR=nvptx.localize): the SIMT kernel needs no other rewrite
+PASSES = Pipeline("nvptx", (("localize", localize),))
 
 _PTX_SUFFIX = ".ptx"
 _CUBIN_SUFFIX = ".cubin"
@@ -48,7 +52,7 @@ class NvptxBackend(Backend):
         return super().compile_leaf(leaf, ctx, checked or checks_forced())
 
     def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> NvptxKernel:
-        prepared = localize_assigned_params(leaf)
+        prepared = PASSES.final(leaf, ctx, label="checked" if checked else "unchecked")
         check_compilable(prepared)
         arch = device.arch()
         ptx = self._ptx(prepared, ctx, checked, arch, key)
@@ -66,13 +70,13 @@ class NvptxBackend(Backend):
         return self.ptx(leaf, ctx)
 
     def ptx(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
-        prepared = localize_assigned_params(leaf)
+        prepared = PASSES.final(leaf, ctx)
         check_compilable(prepared)
         return self._ptx(prepared, ctx, checked, device.arch(), (repr(leaf), ctx.key(), checked))
 
     def llvm_ir(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
         """The kernel's LLVM IR before optimisation and linking."""
-        prepared = localize_assigned_params(leaf)
+        prepared = PASSES.final(leaf, ctx)
         check_compilable(prepared)
         return module_text(prepared, ctx, checked, device.arch())
 

@@ -11,17 +11,18 @@ from ...passes.uniform import Uniformity
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
 from ..access_errors import Access
-from ..cpu.prepare import localize_assigned_params
 from . import values as V
 from .accesses import MemoryAccesses
 from .controlflow import ControlFlow, Loop
-from .dotmatch import DotLoop, find_dot_loop
+from .dotmatch import DotLoop
 from .dottiles import DotTiles
 from .gridtiles import GridTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
-from .privatise import PrivateCount, PrivateCounts, private_counts
-from .reductions import ReductionLoop, reduction_loops, splittable, without
+from .passes import (OPTIMISATIONS, PASSES, dot_loop, masked_in_loops, needs_live,
+                     private_buffers, spread_loops)
+from .privatise import PrivateCount, PrivateCounts
+from .reductions import ReductionLoop, without
 from .remote_access import HEAP_ARGUMENTS, RemoteAccesses
 from .scratch import Scratch, scratches
 from .spread import SpreadLoops
@@ -65,9 +66,12 @@ def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: boo
     combined grid (gridtiles.py). Never in the checked variant, which reports accesses one
     instance at a time; without `optimised`, the literal translation (what a launch falls back
     to when the optimised kernel does not suit it). Reduction loops of one-instance leaves are
-    spread over the lanes in every variant (spread.py)."""
-    return _Generator(localize_assigned_params(leaf), ctx, checked, interpreted, fixed_grid,
-                      optimised and not checked).run()
+    spread over the lanes in every variant (spread.py). Those decisions are the backend passes'
+    (passes.py), which run first and note them in the leaf."""
+    optimised = optimised and not checked
+    label = "checked" if checked else "optimised" if optimised else "literal"
+    ready = PASSES.final(leaf, ctx, skip=frozenset() if optimised else OPTIMISATIONS, label=label)
+    return _Generator(ready, ctx, checked, interpreted, fixed_grid).run()
 
 
 _TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
@@ -84,61 +88,40 @@ def kernel_name(name: str) -> str:
     return "v_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
-def _masked_in_loops(block: K.Block) -> frozenset[str]:
-    """Locals assigned in a loop that breaks or continues: those lanes keep their values while
-    the loop runs on (Triton loops cannot exit early), so the values are per lane."""
-    found: set[str] = set()
-    for stmt in K.walk_stmts(block):
-        if isinstance(stmt, (K.For, K.While)) and \
-                any(isinstance(s, (K.Break, K.Continue)) for s in K.walk_stmts(stmt.body)):
-            if isinstance(stmt, K.For):
-                found.add(stmt.var)
-            for s in K.walk_stmts(stmt.body):
-                if isinstance(s, K.Assign):
-                    found.add(s.target)
-                elif isinstance(s, K.For):
-                    found.add(s.var)
-    return frozenset(found)
-
-
 class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTiles, DotTiles,
                  PrivateCounts, SpreadLoops):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool, optimised: bool):
+                 fixed_grid: bool):
         self.interpreted = interpreted
         self.fixed_grid = fixed_grid
         self.leaf = leaf
         self.ctx = ctx
         self.checked = checked
-        self.dot = find_dot_loop(leaf, ctx.input_modes, ctx.level_dims) if optimised else None
+        self.dot = dot_loop(leaf, ctx)  # the backend passes' decisions (passes.py)
         self.zero = "ZERO"  # an int64 zero block of the shape of the lanes being generated
         self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
         self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
-        masked = _masked_in_loops(leaf.body)
+        masked = masked_in_loops(leaf.body)
         self.grouped = self.dot is None and (bool(self.scratch) or any(
             isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body)))
         if self.dot is not None:  # the loop that used the scratch tiles and barriers is replaced
             self.scratch = []
-        simple = optimised and not self.grouped and self.dot is None
-        self.private = private_counts(leaf) if simple else []
-        dims = ctx.level_dims
-        self.tiles = simple and not self.private and len(dims) == 2 and dims[1] > 0
+        self.private = private_buffers(leaf)
+        self.tiles = bool(leaf.noted("gridtiles"))
         if self.dot is not None or self.tiles:
             self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked, frozenset({0, 1}))
         else:
             self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), masked)
-        self.live = self._needs_live()
+        self.live = needs_live(leaf)
         # one instance per program, whose lanes are idle: reduction loops may use them (in every
         # variant: it suits any launch, and the checked one reports in sequential order)
-        idle = not (self.grouped or self.dot or self.private or self.tiles or self.live or
-                    (ctx.level_dims and ctx.level_dims[0]))
-        self.spread: list[ReductionLoop] = reduction_loops(leaf, self.uniform) if idle else []
+        self.spread, split = spread_loops(leaf, self.uniform)
         if self.spread:  # their loop variables and temporaries are per lane; the rest as before
             per_lane = frozenset().union(*(r.per_lane for r in self.spread))
             self.uniform = Uniformity(without(leaf, self.spread), ctx.input_modes, frozenset(),
                                       masked | per_lane)
         # the checked variant keeps one program per parent: its reports come in loop order
-        self.split = not checked and splittable(leaf, self.spread)
+        self.split = not checked and split
         self.combiners: dict[str, str] = {}  # the spread loops' helpers: name -> source
         self.types: dict[str, ScalarType | PtrType] = {p.name: p.type for p in leaf.params}
         self.types.update(leaf.locals)  # type: ignore[arg-type]
@@ -267,12 +250,6 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
                 by_cas = elem.is_float and (e.op in ("min", "max") or (elem.bits == 16 and native))
                 if not by_cas and (elem.name not in _ATOMIC_TYPES or (elem.is_float and not native)):
                     raise unsupported(f"atomic_{e.op} on a {elem} buffer", e.loc)
-
-    def _needs_live(self) -> bool:
-        """Whether some instance may return before the end (a `live` mask is then kept)."""
-        body = self.leaf.body
-        returns = [s for s in K.walk_stmts(body) if isinstance(s, K.Return)]
-        return bool(returns) and not (len(returns) == 1 and body and body[-1] is returns[0])
 
     # -- prologue / epilogue ------------------------------------------------------------------
 

@@ -42,14 +42,15 @@ class _Reject(Exception):
     """The leaf does not match exactly: it keeps its literal translation."""
 
 
-def find_dot_loop(leaf: K.LeafFunc, input_modes: tuple[str, ...],
-                  level_dims: tuple[int, ...]) -> DotLoop | None:
+def find_dot_loop(leaf: K.LeafFunc, input_modes: tuple[str, ...], level_dims: tuple[int, ...],
+                  only: int | None = None) -> DotLoop | None:
+    """The first top-level loop (or the one at position `only`) that matches."""
     if level_dims[:1] != (2,) or len(level_dims) > 2 or level_dims[1:] not in ((), (2,)):
         return None
     if _has_remote_access(leaf):  # tl.dot tiles read this rank's buffers only
         return None
     for index, stmt in enumerate(leaf.body):
-        if isinstance(stmt, K.For):
+        if isinstance(stmt, K.For) and only in (None, index):
             try:
                 return _Matcher(leaf, input_modes, len(level_dims), index).match()
             except _Reject:
