@@ -87,7 +87,7 @@ from importlib import resources
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedInput
 
 from ..errors import ParseError
 from ..types import ScalarType, Type, VoidType, parse_type
@@ -96,6 +96,7 @@ from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, ExprBind
                   GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
 from ..support.loc import UNKNOWN, Loc, register_source
 from .operations import OPERATIONS
+from .parse_errors import syntax_error, token_error
 from .targets import canonical_target, target_problem
 
 _PORT = re.compile(r"(.*)\.([0-9]+)")
@@ -114,7 +115,7 @@ def parse_module(text: str, source_name: str = "<hpvm-text>") -> Module:
         try:
             return parser.parse(text)
         except UnexpectedInput as exc:
-            raise _syntax_error(exc, text, source_name) from None
+            raise syntax_error(exc, text, source_name, _parser()[0]) from None
         finally:
             builder.state = _State(source_name)  # do not keep the module alive in the parser
 
@@ -133,49 +134,6 @@ def _parser() -> tuple[Lark, "_Builder"]:
 
 
 # ----------------------------------------------------------------------------------------------
-# Errors
-
-
-def _error(message: str, token: Token, source: str) -> ParseError:
-    return ParseError(message, Loc(source, token.line or 1, (token.column or 1) - 1))
-
-
-_TOKEN_NAMES = {
-    "VAR": "a %name", "FUNC": "an @name", "LOC": "a location @F:LINE:COL", "STRING": "a string",
-    "WORD": "a word", "NUMBER": "a number",
-    "$END": "the end of the text",  # lark's end marker, which is no terminal of the grammar
-}
-
-
-def _syntax_error(exc: UnexpectedInput, text: str, source: str) -> ParseError:
-    line, column = exc.line, exc.column
-    if isinstance(exc, UnexpectedCharacters):
-        return ParseError(f"unexpected character {text[exc.pos_in_stream]!r}",
-                          Loc(source, line, column - 1))
-    found = "end of the text"
-    if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
-        found = repr(str(exc.token))
-    else:  # lark places the end on the last token; point just past the text instead
-        line = text.count("\n") + 1
-        column = len(text) - (text.rfind("\n") + 1) + 1
-    message = f"unexpected {found}"
-    if isinstance(exc, UnexpectedToken):
-        expected = sorted(_describe_terminal(name) for name in exc.expected)
-        message += f"; expected {_one_of(expected)}"
-    return ParseError(message, Loc(source, line, column - 1))
-
-
-def _describe_terminal(name: str) -> str:
-    if name in _TOKEN_NAMES:
-        return _TOKEN_NAMES[name]
-    pattern = _parser()[0].get_terminal(name).pattern
-    return repr(pattern.value) if pattern.type == "str" else name.lower()
-
-
-def _one_of(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else "one of " + ", ".join(items)
-
-
 # ----------------------------------------------------------------------------------------------
 # Per-parse state
 
@@ -226,7 +184,7 @@ class _Builder(Transformer):
     # -- helpers --------------------------------------------------------------------------------
 
     def _fail(self, message: str, token: Token) -> ParseError:
-        return _error(message, token, self.state.source)
+        return token_error(message, token, self.state.source)
 
     def _name(self, token: Token, text: str | None = None) -> str:
         """The name in a %name or @name token (or in text, a part of that token)."""
