@@ -26,6 +26,7 @@ from .frontend.intrinsics import (atomic_add, atomic_and, atomic_max, atomic_min
                                   remote_atomic_add, remote_load, remote_store)
 from .rt.api import (cleanup, compile, init, launch, pop, push, request_memory, runtime,
                           stats, track_memory, untrack_memory, wait)
+from .support.profile import profile
 from .support.version import VERSION as __version__
 from .textio import from_text, load, to_text
 from .types import (In, InOut, Out, Ptr, bf16, f16, f32, f64, i1, i8, i16, i32, i64, u8, u16, u32,

@@ -24,7 +24,7 @@ from .passes import run_passes
 from .rt.placement import is_gpu
 from .rt.plan import GraphPlan, build_plan
 from .rt.replay import Replays
-from .support import settings, stats
+from .support import profile, settings, stats
 
 TARGETS = registry.TARGETS  # the one table of targets: name -> Backend subclass
 
@@ -136,6 +136,9 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
         cached = None
     if cached is not None:
         stats.bump("graph_cache_hits")
+        if profile.on:
+            profile.complete("cache", "graph cache hit", profile.now(), args={"graph": cached.name,
+                                                                             "target": target})
         return cached
     if target not in TARGETS:
         raise LaunchError(f"target {target!r} is not one of {', '.join(TARGETS)}", caller_loc())
@@ -144,7 +147,11 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
         cached = _compiled.get(root, {}).get(target)
         if cached is not None:
             return cached
-        compiled = _compile(root, module, target)
+        if profile.on:
+            with profile.span("compile", f"compile {module.root}", args={"target": target}):
+                compiled = _compile(root, module, target)
+        else:
+            compiled = _compile(root, module, target)
         _compiled.setdefault(root, {})[target] = compiled
         return compiled
 

@@ -22,7 +22,7 @@ from ..ir import kernel as K
 from ..support.loc import Loc
 from ..types import PtrType, ScalarType, i64, resolve_scalar
 from ..rt import library
-from ..support import stats
+from ..support import profile, stats
 from . import chooser, local, ranks
 from .agreement import agree_on_heap, run_remote
 from .arith import torch_dtype
@@ -211,10 +211,30 @@ def _run_on_host(world: ranks.World, call: Call) -> None:
 def run_collective(world: ranks.World, call: Call) -> None:
     """Where the heap lives decides, whatever the target of the graph: the host algorithms on
     CPU ranks, the GPU kernels (gpu/runner.py) on GPU ranks."""
-    if world.device == "host":
+    if profile.on:
+        _profiled(world, call)
+    elif world.device == "host":
         run_on_host(world, call)
     else:
         run_on_gpu(world, call)
+
+
+def _profiled(world: ranks.World, call: Call) -> None:
+    """A collective inside `hpvm.profile()`: a "collective" event on this rank (and its GPU time
+    on a GPU rank); the algorithm that ran is in its args."""
+    before = stats.snapshot()
+    info: dict[str, Any] = {"kind": call.kind, "node": call.node, "dtype": str(call.dtype),
+                            "bytes": call.buffers[0].size, "rank": world.rank, "ranks": world.size}
+    with profile.span("collective", f"{call.kind} {call.node}", args=info):
+        if world.device == "host":
+            run_on_host(world, call)
+        else:
+            timer = profile.gpu_begin(world.device)
+            run_on_gpu(world, call)
+            profile.gpu_end(timer, "gpu_kernel", f"{call.kind} {call.node}", world.device)
+        after = stats.snapshot()
+        info["path"] = ",".join(k.removeprefix("collectives_") for k in after
+                                if k.startswith("collectives_") and after[k] != before.get(k, 0))
 
 
 for _target in ("cpu", "python", "gpu", "nvptx"):

@@ -15,6 +15,7 @@ from ..errors import HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..frontend.decorators import GraphDef
 from ..pipeline import TARGETS, CompiledGraph, compile_graph, default_target
+from ..support import profile as _profile
 from ..support import stats as _stats
 from .args import bind_arguments, complete_arguments
 from .boundary import api_boundary
@@ -264,7 +265,18 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4, **kwargs
         rt.handles.add(handle)
         return handle
     args = complete_arguments(compiled.module.root_func, args, kwargs)
+    if _profile.on:
+        return _profiled_run(rt, compiled, args)
     return Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
+
+
+def _profiled_run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> Handle:
+    """A launch inside `hpvm.profile()`: one "launch" event around it (support/profile.py)."""
+    replays = _stats.snapshot().get("replayed_launches", 0)
+    with _profile.span("launch", compiled.name, args={"target": rt.target}) as info:
+        handle = Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
+        info["replayed"] = _stats.snapshot().get("replayed_launches", 0) > replays
+    return handle
 
 
 def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[Any]:
@@ -323,12 +335,14 @@ def _stream_handle(handle: Any, what: str) -> Any:
     return handle
 
 
-def stats(reset: bool = False) -> dict[str, int]:
+def stats(reset: bool = False) -> dict[str, Any]:
     """Counters since the runtime started (or the last reset): launches (and how many were replays
     of a recorded launch, and how many of those ran as one CUDA graph), nodes run and leaf kernels
     launched (per launch or streamed item, each node of the hierarchy once, whatever its instance
     count), copies and bytes per direction (h2d, d2h, d2d), compile-cache hits and misses,
-    compiles."""
+    compiles; and `times`: seconds per category (launch, node, kernel, copy, stage, collective,
+    compile, cache, gpu_kernel, gpu_copy) recorded while `hpvm.profile()` was open
+    (docs/profiling.md)."""
     keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",
@@ -336,6 +350,10 @@ def stats(reset: bool = False) -> dict[str, int]:
     snap = _stats.snapshot()
     result = {k: 0 for k in keys}
     result.update(snap)
+    if _profile.on:
+        _profile.settle()  # the GPU times recorded so far
+    times = _stats.times()
+    result["times"] = {c: times.get(c, 0.0) for c in _profile.CATEGORIES}
     if reset:
         _stats.reset()
     return result

@@ -47,7 +47,7 @@ from ..device.graphs import capture
 from ..device.outputs import DeviceLaunch
 from ..device.streams import DeviceStreams
 from ..ir import dfg as D
-from ..support import stats
+from ..support import profile, stats
 from ..types import PtrType, ScalarType
 from .args import scalar_argument
 from .buffers import HOST, moved, why_not_writable
@@ -437,10 +437,27 @@ def _launch_step(func: D.GraphFunc, step: _Step, args: tuple[Any, ...], stream: 
         prepared = step.launch_for(uniforms)
         for i, value in uniforms.items():
             prepared.set_uniform(i, value)
-    if isinstance(prepared, DeviceLaunch):
+    if profile.on:
+        profile_step(prepared, stream)
+    elif isinstance(prepared, DeviceLaunch):
         prepared.start(stream)  # GPU outputs: fetched where the host reads them
     else:
         prepared.run()
+
+
+def profile_step(prepared: Any, stream: Any) -> None:
+    """A replayed step inside `hpvm.profile()`: a "kernel" event (and its GPU time)."""
+    leaf = getattr(getattr(prepared, "kernel", None), "leaf", None)
+    name = getattr(leaf, "name", "kernel")
+    t0 = profile.now()
+    if isinstance(prepared, DeviceLaunch):
+        device = str(getattr(prepared, "device", "cuda"))
+        timer = profile.gpu_begin(device, stream)
+        prepared.start(stream)
+        profile.gpu_end(timer, "gpu_kernel", name, device, {"replayed": True})
+    else:
+        prepared.run()
+    profile.complete("kernel", name, t0, args={"replayed": True})
 
 
 def _zero_signs(key: tuple[Any, ...]) -> tuple[float, ...]:
