@@ -2,9 +2,9 @@
 
     hpvmc check FILE [--graph NAME]
     hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [-o DIR]
-    hpvmc run FILE [--target cpu|gpu|nvptx|python] [ARGS...]        (a .py program's host code)
-    hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR]  (one graph)
-    hpvmc viz FILE [--graph NAME] -o OUT.{dot,svg,png}
+    hpvmc run FILE [--target cpu|gpu|nvptx|python] [--trace T.json] [ARGS...]  (a .py program's host code)
+    hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR] [--trace T.json]  (one graph)
+    hpvmc viz FILE [--graph NAME] [--profile T.json] -o OUT.{dot,svg,png}
     hpvmc config                                                      (the HPVM_* variables)
 
 FILE is a Python module or a textual .hpvm file. Exit status: 0 on success, 1 on an error in the
@@ -37,6 +37,7 @@ from .passes import run_passes
 from .passes.coverage import check_report
 from .pipeline import LoadedGraph, compile_graph
 from .support import settings
+from .support.profile import load_summary, profile
 from .support.version import VERSION
 from .textio import from_text
 
@@ -224,6 +225,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if not args.trace:
+        return _cmd_run(args)
+    with profile(args.trace):  # written when the program ends, even when it fails
+        code = _cmd_run(args)
+    _progress(f"wrote the trace {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")
+    return code
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.exists():
         raise UsageError(f"{args.file}: no such file")
@@ -265,7 +275,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     if fmt not in ("dot", "svg", "png"):
         raise UsageError(f"viz writes .dot, .svg or .png, not {out.name}")
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
-    text = module_to_dot(graph.module())
+    text = module_to_dot(graph.module(), load_summary(args.profile) if args.profile else None)
     if fmt == "dot":
         out.write_text(text, encoding="utf-8")
     else:
@@ -321,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(buffer sizes in bytes are filled in); repeat for each parameter")
     p.add_argument("-o", "--output", metavar="DIR",
                    help="save the buffers the graph writes as DIR/NAME.npy (default: print a summary)")
+    p.add_argument("--trace", metavar="FILE",
+                   help="write a Chrome-trace/Perfetto JSON profile of the run to FILE "
+                        "(docs/profiling.md)")
     p.add_argument("program_args", nargs="*", metavar="ARGS",
                    help="arguments for the program's host code: any argument that is not one of "
                         "these options, and everything after --")
@@ -330,10 +343,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("viz", "draw the node hierarchy with Graphviz", cmd_viz)
     p.add_argument("--graph", help="the root graph (when the file has several)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="OUT.dot, OUT.svg or OUT.png")
+    p.add_argument("--profile", metavar="TRACE",
+                   help="a trace of the graph (hpvmc run --trace, hpvm.profile): nodes coloured by "
+                        "time, edges by bytes moved")
     return parser
 
 
-_RUN_OPTIONS_WITH_VALUE = ("--target", "--graph", "--set", "-o", "--output")
+_RUN_OPTIONS_WITH_VALUE = ("--target", "--graph", "--set", "-o", "--output", "--trace")
 
 
 def _split_run(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -3,6 +3,10 @@
 Internal nodes are nested clusters (their inputs and outputs as record nodes at the border), leaves
 are boxes labelled with their function and grid. Edges are styled by kind: one-to-one solid,
 all-to-all bold with a diamond head, streaming dashed; binds are thin grey arrows.
+
+With a profile's summary (support/profile.py's summary() of a trace: `hpvmc viz --profile`),
+nodes are coloured by the time they ran (white to red, the slowest red, the time in the label)
+and edges and binds into a node are drawn wider and bluer by the bytes they moved (labelled).
 """
 from __future__ import annotations
 
@@ -31,11 +35,52 @@ def _escape(text: str) -> str:
     return "".join("\\" + c if c in "{}|<>" else c for c in text)
 
 
+def _heat(fraction: float, cold: tuple[int, int, int], hot: tuple[int, int, int]) -> str:
+    f = min(1.0, max(0.0, fraction))
+    return "#" + "".join(f"{round(c + (h - c) * f):02x}" for c, h in zip(cold, hot))
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.3g} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+    return f"{n} B"
+
+
 class _DotWriter:
-    def __init__(self, module: D.Module):
+    def __init__(self, module: D.Module, profile: dict | None = None):
         self.module = module
         self.lines: list[str] = []
         self.counter = 0
+        self.times: dict = (profile or {}).get("times", {})
+        self.moved: dict = (profile or {}).get("bytes", {})
+        self.max_time = max(self.times.values(), default=0.0) or 1.0
+        self.max_bytes = max(self.moved.values(), default=0) or 1
+
+    def timed(self, g: D.GraphFunc, name: str) -> tuple[str, str]:
+        """A node's fill colour and label suffix from the profile ("" without one)."""
+        seconds = self.times.get((g.name, name))
+        if seconds is None:
+            return ("#dce9f7", "") if not self.times else ("#ffffff", "\\nnot run")
+        return _heat(seconds / self.max_time, (255, 255, 255), (215, 48, 31)), f"\\n{_seconds(seconds)}"
+
+    def carried(self, g: D.GraphFunc, node: str, port: int) -> str:
+        """Attributes of an edge or bind into input `port` of `node` by the bytes it moved."""
+        fn = self.module.functions.get(g.node(node).func)
+        params = getattr(fn, "params", [])
+        if not self.moved or port >= len(params):
+            return ""
+        nbytes = self.moved.get((g.name, node, params[port].name))
+        if not nbytes:
+            return ""
+        f = nbytes / self.max_bytes
+        return (f", penwidth={1 + 5 * f:.2f}, color=\"{_heat(f, (170, 170, 170), (20, 60, 200))}\", "
+                f"xlabel={_q(_bytes(nbytes))}")
 
     def run(self) -> str:
         root = self.module.root_func
@@ -56,6 +101,10 @@ class _DotWriter:
         self.lines.append(f"{indent}subgraph cluster_{self.counter} {{")
         inner = indent + "  "
         self.lines.append(f"{inner}label={_q(label)}; style=rounded; color=\"#555555\";")
+        if node is not None and self.times:  # an internal node: its time in its title
+            fill, note = self.timed(self.parent, node.name)
+            self.lines[-1] = self.lines[-1].replace(_q(label), _q(label + note.replace("\\n", ", ")))
+            self.lines.append(f"{inner}style=\"rounded,filled\"; fillcolor=\"{fill}\";")
         ins, outs = f"{path}/in", f"{path}/out"
         if g.params:
             self.lines.append(inner + _record(ins, "in", [p.name for p in g.params]))
@@ -66,23 +115,27 @@ class _DotWriter:
             child_path = f"{path}/{child.name}"
             fn = self.module.functions.get(child.func)
             if isinstance(fn, D.GraphFunc):
+                self.parent = g
                 ends[child.name] = self.graph(fn, child_path, inner, child)
             else:
                 kind = "library" if isinstance(fn, D.LibraryFunc) else "leaf"
                 hint = f"\\nhint: {child.hint}" if child.hint else ""
                 title = child.name if child.name == child.func else f"{child.name}: {child.func}"
-                text = f"{title}\\n{kind} {_grid(child)}{hint}"
+                fill, note = self.timed(g, child.name)
+                text = f"{title}\\n{kind} {_grid(child)}{hint}{note}"
                 shape = "box3d" if child.dims else "box"
                 self.lines.append(f"{inner}{_q(child_path)} [shape={shape}, style=filled, "
-                                  f"fillcolor=\"#dce9f7\", label=\"{text}\"];")
+                                  f"fillcolor=\"{fill}\", label=\"{text}\"];")
                 ends[child.name] = (child_path, child_path)
         for e in g.edges:
             self.lines.append(inner + self.arrow(ends[e.src][1], e.src_port, ends[e.dst][0], e.dst_port,
-                                                 g, e.src, e.dst, _edge_style(e)))
+                                                 g, e.src, e.dst, _edge_style(e) +
+                                                 self.carried(g, e.dst, e.dst_port)))
         for b in g.input_binds:
             dst = ends[b.dst][0]
             port = f":p{b.dst_port}" if dst.endswith("/in") else ""
             style = "color=\"#888888\", style=dashed" if b.stream else "color=\"#888888\""
+            style += self.carried(g, b.dst, b.dst_port)
             self.lines.append(f"{inner}{_q(ins)}:p{b.parent_port} -> {_q(dst)}{port} [{style}];")
         for i, c in enumerate(g.const_binds):
             dst = ends[c.dst][0]
@@ -117,5 +170,6 @@ def _edge_style(e: D.Edge) -> str:
     return ", ".join(parts)
 
 
-def module_to_dot(module: D.Module) -> str:
-    return _DotWriter(module).run()
+def module_to_dot(module: D.Module, profile: dict | None = None) -> str:
+    """The picture; `profile`: support/profile.py's summary() of a trace of the graph."""
+    return _DotWriter(module, profile).run()

@@ -270,7 +270,34 @@ def stop(prof: Profile) -> None:
         prof.trace = _write(prof)
 
 
+def _untangle(prof: Profile) -> None:
+    """Events of one track must nest (Chrome's and Perfetto's rule for a thread's slices): an
+    event that overlaps another in part (a GPU stage's next item started before the last ended,
+    copies of two threads on one engine's track) moves to a second lane of its track, "NAME (2)"."""
+    by_track: dict[int, list[dict[str, Any]]] = {}
+    for event in prof.events:
+        by_track.setdefault(event["tid"], []).append(event)
+    names = {tid: name for name, tid in prof.tracks.items()}
+    for tid, events in by_track.items():
+        events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        lanes: list[list[float]] = []  # per lane, the ends of its open events (a stack)
+        for event in events:
+            start, end = event["ts"], event["ts"] + event["dur"]
+            for k, stack in enumerate(lanes):
+                while stack and stack[-1] <= start:
+                    stack.pop()
+                if not stack or end <= stack[-1]:
+                    stack.append(end)
+                    break
+            else:
+                k = len(lanes)
+                lanes.append([end])
+            if k:
+                event["tid"] = prof.track(f"{names[tid]} ({k + 1})")
+
+
 def _trace(prof: Profile, rank: int, size: int) -> dict[str, Any]:
+    _untangle(prof)
     name = f"rank {rank}" if size > 1 else f"hpvm-py (pid {os.getpid()})"
     meta = [{"name": "process_name", "ph": "M", "ts": 0, "pid": rank, "tid": 0, "args": {"name": name}},
             {"name": "process_sort_index", "ph": "M", "ts": 0, "pid": rank, "tid": 0,
@@ -346,6 +373,40 @@ def _dump(path: Path, trace: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(trace))
     os.replace(tmp, path)
+
+
+# -- reading a trace back (hpvmc viz --profile) -----------------------------------------------
+
+
+def summary(trace: dict[str, Any]) -> dict[str, Any]:
+    """What a trace says per node: `times` {(graph, node): seconds in its "node" events}, `runs`
+    {(graph, node): events}, `bytes` {(graph, node, parameter): bytes its edges delivered and
+    bytes copied for its buffers}."""
+    times: dict[tuple[str, str], float] = {}
+    runs: dict[tuple[str, str], int] = {}
+    moved: dict[tuple[str, str, str], int] = {}
+    for event in trace.get("traceEvents", []) if isinstance(trace, dict) else trace:
+        if event.get("cat") != "node" or event.get("ph") != "X":
+            continue
+        args = event.get("args", {})
+        key = (str(args.get("graph", "")), str(event.get("name", "")))
+        times[key] = times.get(key, 0.0) + float(event.get("dur", 0)) / 1e6
+        runs[key] = runs.get(key, 0) + 1
+        for field in ("edge_bytes", "copied_bytes"):
+            for param, nbytes in args.get(field, {}).items():
+                moved[key + (param,)] = moved.get(key + (param,), 0) + int(nbytes)
+    return {"times": times, "runs": runs, "bytes": moved}
+
+
+def load_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """summary() of a trace file; an HPVMError names what is wrong with it."""
+    try:
+        trace = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise HPVMError(f"{path}: not a readable Chrome-trace JSON file ({exc})") from None
+    if not isinstance(trace, (dict, list)):
+        raise HPVMError(f"{path}: not a Chrome-trace JSON file (no traceEvents)")
+    return summary(trace)
 
 
 @contextlib.contextmanager
