@@ -11,6 +11,7 @@ and edges and binds into a node are drawn wider and bluer by the bytes they move
 from __future__ import annotations
 
 import json
+import re
 
 from . import dfg as D
 from . import kernel as K
@@ -52,6 +53,18 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _base(name: str) -> str:
+    return re.sub(r"_\d+$", "", name)
+
+
+def _loosely(table: dict) -> dict:
+    loose: dict = {}
+    for key, value in table.items():
+        short = (_base(key[0]), _base(key[1])) + tuple(key[2:])
+        loose[short] = loose.get(short, 0) + value
+    return loose
+
+
 class _DotWriter:
     def __init__(self, module: D.Module, profile: dict | None = None):
         self.module = module
@@ -59,12 +72,16 @@ class _DotWriter:
         self.counter = 0
         self.times: dict = (profile or {}).get("times", {})
         self.moved: dict = (profile or {}).get("bytes", {})
+        # IR names are unique per process (a program loaded twice: root, root_2): a trace of
+        # another process is matched on the names without that suffix when the exact one misses
+        self.loose_times = _loosely(self.times)
+        self.loose_moved = _loosely(self.moved)
         self.max_time = max(self.times.values(), default=0.0) or 1.0
         self.max_bytes = max(self.moved.values(), default=0) or 1
 
     def timed(self, g: D.GraphFunc, name: str) -> tuple[str, str]:
         """A node's fill colour and label suffix from the profile ("" without one)."""
-        seconds = self.times.get((g.name, name))
+        seconds = self.times.get((g.name, name), self.loose_times.get((_base(g.name), _base(name))))
         if seconds is None:
             return ("#dce9f7", "") if not self.times else ("#ffffff", "\\nnot run")
         return _heat(seconds / self.max_time, (255, 255, 255), (215, 48, 31)), f"\\n{_seconds(seconds)}"
@@ -75,7 +92,8 @@ class _DotWriter:
         params = getattr(fn, "params", [])
         if not self.moved or port >= len(params):
             return ""
-        nbytes = self.moved.get((g.name, node, params[port].name))
+        nbytes = self.moved.get((g.name, node, params[port].name),
+                                self.loose_moved.get((_base(g.name), _base(node), params[port].name)))
         if not nbytes:
             return ""
         f = nbytes / self.max_bytes
