@@ -185,6 +185,8 @@ def gpu_begin(device: str, stream: Any = None) -> Any:
     try:
         import torch  # noqa: PLC0415 - only on a GPU
 
+        if torch.cuda.is_current_stream_capturing():
+            return None  # a CUDA graph's capture (rt/replay.py): no timing events inside it
         if device not in prof.references:
             torch.cuda.synchronize(device)  # the reference marks a moment the host knows
             ref = torch.cuda.Event(enable_timing=True)
