@@ -79,7 +79,7 @@ class Profile:
     def add(self, cat: str, name: str, t0: int, t1: int, track: str | None,
             args: dict[str, Any] | None, counted: bool = True) -> None:
         event: dict[str, Any] = {"name": name, "cat": cat, "ph": "X", "ts": t0 / 1000,
-                                 "dur": max(0, t1 - t0) / 1000, "pid": _rank(),
+                                 "dur": max(0, t1 - t0) / 1000, "pid": 0,  # the rank: _trace()
                                  "tid": self.track(track or threading.current_thread().name)}
         if args:
             event["args"] = args
@@ -89,11 +89,6 @@ class Profile:
             with _lock:
                 self.times[cat] = self.times.get(cat, 0.0) + seconds
             stats.add_time(cat, seconds)
-
-
-def _rank() -> int:
-    joined = world.current()
-    return joined.rank if joined is not None else 0
 
 
 def _stack() -> list[str]:
@@ -299,7 +294,11 @@ def _untangle(prof: Profile) -> None:
 
 
 def _trace(prof: Profile, rank: int, size: int) -> dict[str, Any]:
+    """This process's trace: its events (every one this rank's, also those recorded before
+    hpvm.distributed.init() joined the ranks), its process and track names."""
     _untangle(prof)
+    for event in prof.events:
+        event["pid"] = rank
     name = f"rank {rank}" if size > 1 else f"hpvm-py (pid {os.getpid()})"
     meta = [{"name": "process_name", "ph": "M", "ts": 0, "pid": rank, "tid": 0, "args": {"name": name}},
             {"name": "process_sort_index", "ph": "M", "ts": 0, "pid": rank, "tid": 0,
