@@ -27,6 +27,11 @@ def copied(direction: str, nbytes: int) -> None:
     bump_all({f"{direction}_copies": 1, f"{direction}_bytes": nbytes})
 
 
+def count(name: str) -> int:
+    """One counter (0 when missing), without copying them all."""
+    return _counts.get(name, 0)
+
+
 def add_time(category: str, seconds: float) -> None:
     with _lock:
         _times[category] = _times.get(category, 0.0) + seconds
