@@ -333,3 +333,55 @@ def test_two_ranks_write_one_merged_trace(tmp_path: Path) -> None:
                e["args"]["ranks"] == 2 and e["args"]["rank"] == e["pid"] for e in collectives)
     assert set(trace["otherData"]["hpvm_times"]) == {"0", "1"}
     assert not list(tmp_path.glob("ranks.json.rank*"))  # the parts are merged and removed
+
+
+def _cuda() -> bool:
+    if not registry.available("gpu"):
+        return False
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU (runs on the GPU machines)")
+@pytest.mark.parametrize("target", ["gpu", "nvptx"])
+def test_gpu_times_from_cuda_events(target: str, tmp_path: Path) -> None:
+    """On a GPU: each kernel (also replayed ones) and each copy gets a device time from CUDA
+    events on the `gpu DEVICE` tracks, placed within the profile's host time; a stream's stages
+    have their tracks."""
+    if not registry.available(target):
+        pytest.skip(f"{target} is unavailable here")
+    path = tmp_path / "gpu.json"
+    n = 1 << 16
+    a = np.arange(n, dtype=np.float32)
+    b = np.zeros_like(a)
+    xs = [np.full(256, i, np.float32) for i in range(4)]
+    ys = [np.zeros(256, np.float32) for _ in range(4)]
+    with hpvm.profile(path):
+        with hpvm.runtime(target):
+            for _ in range(4):  # the first runs normally, the others replay (the last ones may
+                hpvm.wait(hpvm.launch(doubled, a, a.nbytes, b, b.nbytes, n))  # be a CUDA graph)
+                hpvm.request_memory(b)
+            handle = hpvm.launch(S.two_stages, stream=True)
+            for x, y in zip(xs, ys):
+                hpvm.push(handle, x, x.nbytes, y, y.nbytes, 2.0, 256)
+            hpvm.wait(handle)
+            times = hpvm.stats()["times"]
+    np.testing.assert_array_equal(b, a * 2)
+    trace = checked(path)
+    names = track_names(trace)
+    gpu_kernels = of(trace, "gpu_kernel")
+    assert gpu_kernels and all(names[(e["pid"], e["tid"])].startswith("gpu cuda") for e in gpu_kernels)
+    assert {"twice"} <= {e["name"] for e in gpu_kernels}
+    gpu_copies = of(trace, "gpu_copy")
+    assert gpu_copies and all(e["args"]["bytes"] > 0 for e in gpu_copies)
+    host = [e for e in trace["traceEvents"] if e["ph"] == "X" and not e["cat"].startswith("gpu_")]
+    start, end = min(e["ts"] for e in host), max(e["ts"] + e["dur"] for e in host)
+    for e in gpu_kernels + gpu_copies:  # on the host's timeline (within a millisecond)
+        assert start - 1000 <= e["ts"] and e["ts"] + e["dur"] <= end + 1000, e
+    assert times["gpu_kernel"] > 0 and times["gpu_copy"] > 0
+    stages = {names[(e["pid"], e["tid"])] for e in of(trace, "stage")}
+    assert {"stage scale", "stage add_one"} <= {s.split(" (")[0] for s in stages}
