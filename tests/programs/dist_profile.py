@@ -1,6 +1,6 @@
-"""Run under `mpiexec -n N python dist_profile.py TRACE`: every rank profiles the same block (an
-all-reduce graph launched twice) with the same path; rank 0 writes the merged trace
-(tests/test_profile.py checks it)."""
+"""Run under `mpiexec -n N python dist_profile.py TRACE [cpu|cuda]`: every rank profiles the same
+block (an all-reduce graph launched twice) with the same path; rank 0 writes the merged trace
+(tests/test_profile.py checks it on CPU ranks; `cuda`: GPU ranks, the gpu target)."""
 
 import sys
 
@@ -9,7 +9,8 @@ import torch
 import hpvm_py as hpvm
 from hpvm_py import InOut, Ptr, f32, i64
 
-hpvm.distributed.init(timeout=30, device="cpu")
+DEVICE = sys.argv[2] if len(sys.argv) > 2 else "cpu"
+hpvm.distributed.init(timeout=30, device=DEVICE)
 RANK, WORLD = hpvm.distributed.rank(), hpvm.distributed.world_size()
 node = hpvm.comm.all_reduce(f32)
 
@@ -21,7 +22,7 @@ def summed(x: InOut[Ptr[f32]], x_bytes: i64):
 
 buf = hpvm.symmetric.empty((256,), torch.float32)
 with hpvm.profile(sys.argv[1]):
-    with hpvm.runtime("cpu"):
+    with hpvm.runtime("cpu" if DEVICE == "cpu" else "gpu"):
         for _ in range(2):
             buf.fill_(RANK + 1)
             hpvm.wait(hpvm.launch(summed, buf, buf.nbytes))
