@@ -35,14 +35,14 @@ EPS = 0.002  # microseconds: timestamps are written with three decimals
 
 
 @hpvm.leaf
-def twice(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
+def profiled_twice(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
     i = hpvm.instance_id(0)
     b[i] = a[i] * 2.0
 
 
 @hpvm.graph
-def doubled(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64, n: i64):
-    hpvm.node(twice, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes)
+def profiled_doubled(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64, n: i64):
+    hpvm.node(profiled_twice, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes)
 
 
 def checked(path: Path) -> dict:
@@ -121,19 +121,21 @@ def test_trace_of_a_launch(target: str, tmp_path: Path) -> None:
         assert P.on
         with hpvm.runtime(target):
             for _ in range(3):
-                hpvm.wait(hpvm.launch(doubled, a, a.nbytes, b, b.nbytes, len(a)))
+                hpvm.wait(hpvm.launch(profiled_doubled, a, a.nbytes, b, b.nbytes, len(a)))
             times = hpvm.stats()["times"]
     assert not P.on and prof.trace is not None
     np.testing.assert_array_equal(b, a * 2)
     trace = checked(path)
     launches = of(trace, "launch")
-    assert [e["name"] for e in launches] == ["doubled"] * 3
+    graph = hpvm.compile(profiled_doubled, target)  # (IR names are unique per process)
+    (leaf,) = graph.plan.nodes
+    assert [e["name"] for e in launches] == [graph.name] * 3
     assert all(e["args"]["target"] == target for e in launches)
     nodes = of(trace, "node")
-    assert nodes and all(e["name"] == "twice" and e["args"]["instances"] == 64 and
-                         e["args"]["graph"] == "doubled" for e in nodes)
+    assert nodes and all(e["name"] == leaf.name and e["args"]["instances"] == 64 and
+                         e["args"]["graph"] == graph.name for e in nodes)
     kernels = of(trace, "kernel")
-    assert len(kernels) == 3 and {e["name"] for e in kernels} == {"twice"}
+    assert len(kernels) == 3 and {e["name"] for e in kernels} == {leaf.func.name}
     assert of(trace, "compile") and of(trace, "cache")  # the first launch compiles, the others hit
     if target == "cpu":
         assert any(e["args"].get("replayed") for e in launches)  # a repeat is replayed
@@ -151,7 +153,7 @@ def test_kernel_events_nest_inside_nodes_inside_launches(tmp_path: Path) -> None
     a = np.ones(16, np.float32)
     b = np.zeros_like(a)
     with hpvm.profile(path), hpvm.runtime("python"):
-        hpvm.wait(hpvm.launch(doubled, a, a.nbytes, b, b.nbytes, len(a)))
+        hpvm.wait(hpvm.launch(profiled_doubled, a, a.nbytes, b, b.nbytes, len(a)))
     trace = checked(path)
     (launch,), (node,), (kernel,) = of(trace, "launch"), of(trace, "node"), of(trace, "kernel")
     assert launch["tid"] == node["tid"] == kernel["tid"]
@@ -181,7 +183,8 @@ def test_two_stage_stream_has_a_track_per_stage(target: str, tmp_path: Path) -> 
     per_track: dict[str, list[int]] = {}
     for e in stages:
         per_track.setdefault(names[(e["pid"], e["tid"])], []).append(e["args"]["item"])
-    assert per_track.keys() == {"stage scale", "stage add_one"}
+    stage_names = {f"stage {node.name}" for node in hpvm.compile(S.two_stages, target).plan.nodes}
+    assert per_track.keys() == stage_names and len(stage_names) == 2
     assert all(sorted(v) == list(range(items)) for v in per_track.values())
     assert times["stage"] > 0
     assert times["stage"] == pytest.approx(sum(e["dur"] for e in stages) / 1e6, rel=1e-3, abs=1e-5)
@@ -223,7 +226,7 @@ def test_copies_carry_bytes_direction_and_device(tmp_path: Path) -> None:
     b = np.zeros_like(a)
     with hpvm.profile(path):
         with hpvm.runtime("gpu"):
-            hpvm.wait(hpvm.launch(doubled, a, a.nbytes, b, b.nbytes, len(a)))
+            hpvm.wait(hpvm.launch(profiled_doubled, a, a.nbytes, b, b.nbytes, len(a)))
             stats = hpvm.stats()
     np.testing.assert_array_equal(b, a * 2)
     trace = checked(path)
@@ -250,7 +253,7 @@ def test_profile_without_a_file_keeps_times_and_profiles_do_not_nest(tmp_path: P
     b = np.zeros_like(a)
     with hpvm.runtime("python"):
         with hpvm.profile() as prof:
-            hpvm.wait(hpvm.launch(doubled, a, a.nbytes, b, b.nbytes, len(a)))
+            hpvm.wait(hpvm.launch(profiled_doubled, a, a.nbytes, b, b.nbytes, len(a)))
             with pytest.raises(hpvm.errors.HPVMError, match="already being recorded"):
                 with hpvm.profile(tmp_path / "inner.json"):
                     pass
@@ -261,7 +264,7 @@ def test_profile_without_a_file_keeps_times_and_profiles_do_not_nest(tmp_path: P
     assert not (tmp_path / "inner.json").exists()
     # off: nothing is recorded
     with hpvm.runtime("python"):
-        hpvm.wait(hpvm.launch(doubled, a, a.nbytes, b, b.nbytes, len(a)))
+        hpvm.wait(hpvm.launch(profiled_doubled, a, a.nbytes, b, b.nbytes, len(a)))
         assert not any(hpvm.stats()["times"].values())
 
 
@@ -270,7 +273,7 @@ def test_trace_is_written_when_the_block_fails(tmp_path: Path) -> None:
     with pytest.raises(ZeroDivisionError):
         with hpvm.profile(path), hpvm.runtime("python"):
             a = np.ones(8, np.float32)
-            hpvm.wait(hpvm.launch(doubled, a, a.nbytes, np.zeros_like(a), a.nbytes, len(a)))
+            hpvm.wait(hpvm.launch(profiled_doubled, a, a.nbytes, np.zeros_like(a), a.nbytes, len(a)))
             1 / 0  # noqa: B018
     assert of(checked(path), "launch") and not P.on
 
@@ -308,8 +311,10 @@ def test_hpvmc_run_trace_and_viz_profile(tmp_path: Path, capsys: pytest.CaptureF
 def test_viz_colours_edges_by_bytes() -> None:
     from hpvm_py.ir.dot import module_to_dot
 
-    module = doubled.module()
-    summary = {"times": {("doubled", "twice"): 0.5}, "bytes": {("doubled", "twice", "a"): 4096}}
+    module = profiled_doubled.module()
+    root = module.root_func
+    key = (root.name, root.nodes[0].name)
+    summary = {"times": {key: 0.5}, "bytes": {key + ("a",): 4096}}
     text = module_to_dot(module, summary)
     assert 'xlabel="4 KB"' in text and "penwidth=6.00" in text and "500 ms" in text
     assert "xlabel" not in module_to_dot(module)
@@ -364,7 +369,7 @@ def test_gpu_times_from_cuda_events(target: str, tmp_path: Path) -> None:
     with hpvm.profile(path):
         with hpvm.runtime(target):
             for _ in range(4):  # the first runs normally, the others replay (the last ones may
-                hpvm.wait(hpvm.launch(doubled, a, a.nbytes, b, b.nbytes, n))  # be a CUDA graph)
+                hpvm.wait(hpvm.launch(profiled_doubled, a, a.nbytes, b, b.nbytes, n))  # be a CUDA graph)
                 hpvm.request_memory(b)
             handle = hpvm.launch(S.two_stages, stream=True)
             for x, y in zip(xs, ys):
@@ -376,7 +381,8 @@ def test_gpu_times_from_cuda_events(target: str, tmp_path: Path) -> None:
     names = track_names(trace)
     gpu_kernels = of(trace, "gpu_kernel")
     assert gpu_kernels and all(names[(e["pid"], e["tid"])].startswith("gpu cuda") for e in gpu_kernels)
-    assert {"twice"} <= {e["name"] for e in gpu_kernels}
+    (leaf,) = hpvm.compile(profiled_doubled, target).plan.nodes
+    assert {leaf.func.name} <= {e["name"] for e in gpu_kernels}
     gpu_copies = of(trace, "gpu_copy")
     assert gpu_copies and all(e["args"]["bytes"] > 0 for e in gpu_copies)
     host = [e for e in trace["traceEvents"] if e["ph"] == "X" and not e["cat"].startswith("gpu_")]
@@ -385,4 +391,5 @@ def test_gpu_times_from_cuda_events(target: str, tmp_path: Path) -> None:
         assert start - 1000 <= e["ts"] and e["ts"] + e["dur"] <= end + 1000, e
     assert times["gpu_kernel"] > 0 and times["gpu_copy"] > 0
     stages = {names[(e["pid"], e["tid"])] for e in of(trace, "stage")}
-    assert {"stage scale", "stage add_one"} <= {s.split(" (")[0] for s in stages}
+    names_of_stages = {f"stage {node.name}" for node in hpvm.compile(S.two_stages, target).plan.nodes}
+    assert names_of_stages <= {s.split(" (")[0] for s in stages}
