@@ -27,6 +27,7 @@ from .frontend.intrinsics import (atomic_add, atomic_and, atomic_max, atomic_min
                                   get_num_node_instances_y, get_num_node_instances_z,
                                   get_parent_node, instance_id, malloc, num_instances,
                                   remote_atomic_add, remote_load, remote_store, view)
+from .support.profile import profile
 from .support.version import VERSION as __version__
 from .types import (In, InOut, Out, Ptr, bf16, f16, f32, f64, i1, i8, i16, i32, i64, u8, u16, u32,
                     u64)

@@ -3,9 +3,10 @@
     hpvmc check FILE [--graph NAME]
     hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [-o DIR]
                   [--after PASS]  (--emit ir: each leaf's IR after that backend pass of the target)
-    hpvmc run FILE [--target cpu|gpu|nvptx|python] [ARGS...]        (a .py program's host code)
-    hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR]  (one graph)
-    hpvmc viz FILE [--graph NAME] [--hide-scalars|--show-scalars] [--no-legend] -o OUT.{dot,svg,png}
+    hpvmc run FILE [--target cpu|gpu|nvptx|python] [--trace T.json] [ARGS...]  (a .py program's host code)
+    hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR] [--trace T.json]  (one graph)
+    hpvmc viz FILE [--graph NAME] [--hide-scalars|--show-scalars] [--no-legend] [--profile T.json]
+              -o OUT.{dot,svg,png}
     hpvmc config                                                      (the HPVM_* variables)
 
 FILE is a Python module or a textual .hpvm file. Exit status: 0 on success, 1 on an error in the
@@ -40,6 +41,7 @@ from .passes import PIPELINES, leaf_module, run_passes
 from .passes.coverage import check_report
 from .rt.compiler import LoadedGraph, compile_graph
 from .support import settings
+from .support.profile import load_summary, profile
 from .support.version import VERSION
 
 # what `--emit` takes: kind -> (file suffix, the target whose code it is; None: the graph's own,
@@ -300,6 +302,15 @@ def _write_after(stage: str, compiled: LoadedGraph, write: Callable[[str, str, s
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if not args.trace:
+        return _cmd_run(args)
+    with profile(args.trace):  # written when the program ends, even when it fails
+        code = _cmd_run(args)
+    _progress(f"wrote the trace {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")
+    return code
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.exists():
         raise UsageError(f"{args.file}: no such file")
@@ -341,7 +352,8 @@ def cmd_viz(args: argparse.Namespace) -> int:
     if fmt not in ("dot", "svg", "png"):
         raise UsageError(f"viz writes .dot, .svg or .png, not {out.name}")
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
-    text = module_to_dot(graph.module(), hide_scalars=args.hide_scalars, legend=args.legend)
+    text = module_to_dot(graph.module(), hide_scalars=args.hide_scalars, legend=args.legend,
+                         profile=load_summary(args.profile) if args.profile else None)
     if fmt == "dot":
         out.write_text(text, encoding="utf-8")
     else:
@@ -402,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(buffer sizes in bytes are filled in); repeat for each parameter")
     p.add_argument("-o", "--output", metavar="DIR",
                    help="save the buffers the graph writes as DIR/NAME.npy (default: print a summary)")
+    p.add_argument("--trace", metavar="FILE",
+                   help="write a Chrome-trace/Perfetto JSON profile of the run to FILE "
+                        "(docs/profiling.md)")
     p.add_argument("program_args", nargs="*", metavar="ARGS",
                    help="arguments for the program's host code: any argument that is not one of "
                         "these options, and everything after --")
@@ -420,10 +435,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="draw every arrow, scalar and size inputs included")
     p.add_argument("--no-legend", dest="legend", action="store_false",
                    help="leave out the legend (node and arrow kinds)")
+    p.add_argument("--profile", metavar="TRACE",
+                   help="a trace of the graph (hpvmc run --trace, hpvm.profile): nodes coloured by "
+                        "time, edges by bytes moved")
     return parser
 
 
-_RUN_OPTIONS_WITH_VALUE = ("--target", "--graph", "--set", "-o", "--output")
+_RUN_OPTIONS_WITH_VALUE = ("--target", "--graph", "--set", "-o", "--output", "--trace")
 
 
 def _split_run(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -22,6 +22,7 @@ from ..rt.launch_devices import launch_devices
 from ..rt.replay import Recorder, replay
 from ..rt.stream.streaming import WAITED_TWICE, deadline_after, launch_stream
 from ..rt.tracker import MemoryTracker
+from ..support import profile as _profile
 from ..support import stats as _stats
 
 
@@ -348,7 +349,18 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4, **kwargs
         rt.handles.add(handle)
         return handle
     args = complete_arguments(compiled.module.root_func, args, kwargs)
+    if _profile.on:
+        return _profiled_run(rt, compiled, args)
     return Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
+
+
+def _profiled_run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> Handle:
+    """A launch inside `hpvm.profile()`: one "launch" event around it (support/profile.py)."""
+    replays = _stats.count("replayed_launches")
+    with _profile.span("launch", compiled.name, args={"target": rt.target}) as info:
+        handle = Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
+        info["replayed"] = _stats.count("replayed_launches") > replays
+    return handle
 
 
 def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[Any]:
@@ -452,7 +464,7 @@ def _stream_handle(handle: Any, what: str) -> Any:
     return handle
 
 
-def stats(reset: bool = False) -> dict[str, int]:
+def stats(reset: bool = False) -> dict[str, Any]:
     """Counters since the runtime started (or the last reset).
 
     Args:
@@ -464,7 +476,9 @@ def stats(reset: bool = False) -> dict[str, int]:
         (per launch or streamed item, each node of the hierarchy once, whatever its instance
         count; kernels are the leaves among them), copies and bytes per direction
         (`h2d_copies`, `h2d_bytes`, `d2h_*`, `d2d_*`), `graph_compiles`, `graph_cache_hits`,
-        `cache_disk_hits`, `cache_disk_misses`, `cpu_compiles` and `gpu_compiles`.
+        `cache_disk_hits`, `cache_disk_misses`, `cpu_compiles` and `gpu_compiles`; and `times`:
+        seconds per category (launch, node, kernel, copy, stage, collective, compile, cache,
+        gpu_kernel, gpu_copy) recorded while `hpvm.profile()` was open (docs/profiling.md).
     """
     keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
@@ -473,6 +487,10 @@ def stats(reset: bool = False) -> dict[str, int]:
     snap = _stats.snapshot()
     result = {k: 0 for k in keys}
     result.update(snap)
+    if _profile.on:
+        _profile.settle()  # the GPU times recorded so far
+    times = _stats.times()
+    result["times"] = {c: times.get(c, 0.0) for c in _profile.CATEGORIES}
     if reset:
         _stats.reset()
     return result

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir.context import NodeContext
 from ..ir.kernel import LeafFunc
-from ..support import cache, stats
+from ..support import cache, profile, stats
 from ..support.version import VERSION
 
 
@@ -137,8 +137,15 @@ class Backend:
         if kernel is not None and self.reusable(kernel, leaf):
             if self.memory_hits is not None:
                 stats.bump(self.memory_hits)
+            if profile.on:
+                profile.complete("cache", f"kernel cache hit {leaf.name}", profile.now(),
+                                 args={"target": self.name, "checked": checked})
             return self.for_leaf(kernel, leaf)
-        kernel = self.build(leaf, ctx, checked, key)
+        if profile.on:
+            with profile.span("compile", f"{self.name} {leaf.name}", args={"checked": checked}):
+                kernel = self.build(leaf, ctx, checked, key)
+        else:
+            kernel = self.build(leaf, ctx, checked, key)
         with self._lock:
             found = self._memory.get(key)
             if found is None or not self.reusable(found, leaf):
@@ -169,7 +176,11 @@ class Backend:
         key = cache.content_key(*parts)
         data = cache.load(key, suffix)
         if data is None:
-            data = make()
+            if profile.on:
+                with profile.span("compile", f"{counter} ({suffix})"):
+                    data = make()
+            else:
+                data = make()
             stats.bump(counter)
             cache.store(key, suffix, data)
         return data

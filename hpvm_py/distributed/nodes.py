@@ -27,7 +27,7 @@ from ..ir.targets import TARGETS
 from ..support.loc import Loc
 from ..types import PtrType, ScalarType, i64, resolve_scalar
 from ..rt import library
-from ..support import stats
+from ..support import profile, stats
 from . import chooser, local, ranks
 from .agreement import Agreed, agreement_of, check, communicator, run_remote
 from .reduction_arith import torch_dtype
@@ -252,9 +252,30 @@ def _run_on_host(world: ranks.World, call: Call, agreed: Agreed | None) -> Agree
 def run_collective(world: ranks.World, call: Call, agreed: Agreed | None = None) -> Agreed | None:
     """Where the heap lives decides, whatever the target of the graph: the host algorithms on
     CPU ranks, the GPU kernels (gpu/runner.py) on GPU ranks."""
+    if profile.on:
+        return _profiled(world, call, agreed)
     if world.device == "host":
         return run_on_host(world, call, agreed)
     return run_on_gpu(world, call, agreed)
+
+
+def _profiled(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None:
+    """A collective inside `hpvm.profile()`: a "collective" event on this rank (and its GPU time
+    on a GPU rank); the algorithm that ran is in its args."""
+    before = stats.snapshot()
+    info: dict[str, Any] = {"kind": call.kind, "node": call.node, "dtype": str(call.dtype),
+                            "bytes": call.buffers[0].size, "rank": world.rank, "ranks": world.size}
+    with profile.span("collective", f"{call.kind} {call.node}", args=info):
+        if world.device == "host":
+            agreed = run_on_host(world, call, agreed)
+        else:
+            timer = profile.gpu_begin(world.device)
+            agreed = run_on_gpu(world, call, agreed)
+            profile.gpu_end(timer, "gpu_kernel", f"{call.kind} {call.node}", world.device)
+        after = stats.snapshot()
+        info["path"] = ",".join(k.removeprefix("collectives_") for k in after
+                                if k.startswith("collectives_") and after[k] != before.get(k, 0))
+    return agreed
 
 
 for _target in TARGETS:

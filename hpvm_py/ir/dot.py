@@ -11,7 +11,8 @@ are most of the arrows of a real graph (an image pipeline passes its width and h
 buffer's byte size, to every stage). By default they are hidden in graphs with more than
 `HIDE_SCALARS_ABOVE` arrows; the parent's `in` record still names them, a constant moves into the
 label of the node it feeds, and the legend says how many arrows were hidden. Edges between
-sibling nodes are always drawn, whatever they carry.
+sibling nodes are always drawn, whatever they carry. With a profile (`hpvmc viz --profile`),
+dot_heat.py colours the nodes by time and the edges by bytes moved.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import json
 from ..types import PtrType
 from . import dfg as D
 from . import kernel as K
+from .dot_heat import Heat
 from .printer import literal
 
 HIDE_SCALARS_ABOVE = 20  # arrows in the whole picture: above it, scalar and size binds are hidden
@@ -63,8 +65,10 @@ def count_arrows(module: D.Module) -> int:
 
 
 class _DotWriter:
-    def __init__(self, module: D.Module, hide_scalars: bool, legend: bool):
+    def __init__(self, module: D.Module, hide_scalars: bool, legend: bool, profile: dict | None):
         self.module = module
+        self.heat = Heat(module, profile)
+        self.parent = module.root_func  # the graph holding the internal node drawn next
         self.hide_scalars = hide_scalars
         self.legend = legend
         self.hidden = 0
@@ -95,6 +99,10 @@ class _DotWriter:
         self.lines.append(f"{indent}subgraph cluster_{self.counter} {{")
         inner = indent + "  "
         self.lines.append(f"{inner}label={_q(label)}; style=rounded; color=\"#555555\";")
+        if node is not None and self.heat.times:  # an internal node: its time in its title
+            fill, note = self.heat.timed(self.parent, node.name)
+            self.lines[-1] = self.lines[-1].replace(_q(label), _q(label + note.replace("\\n", ", ")))
+            self.lines.append(f"{inner}style=\"rounded,filled\"; fillcolor=\"{fill}\";")
         ins, outs = f"{path}/in", f"{path}/out"
         if g.params:
             self.lines.append(inner + _record(ins, "in", [p.name + (f" = {consts[i]}" if i in consts else "")
@@ -115,6 +123,7 @@ class _DotWriter:
             fn = self.module.functions.get(child.func)
             if isinstance(fn, D.GraphFunc):
                 self.kinds.add("internal")
+                self.parent = g
                 ends[child.name] = self.graph(fn, child_path, inner, child, folded.get(child.name, {}))
             else:
                 library = isinstance(fn, D.LibraryFunc)
@@ -125,10 +134,12 @@ class _DotWriter:
                 params = fn.params if isinstance(fn, (K.LeafFunc, D.LibraryFunc)) else []
                 values = "".join(f"\\n{_escape_label(params[p].name if p < len(params) else str(p))} = "
                                  f"{_escape_label(v)}" for p, v in sorted(folded.get(child.name, {}).items()))
-                text = f"{_escape_label(title)}\\n{kind} {_grid(child)}{hint}{values}"
+                fill, note = self.heat.timed(g, child.name)
+                text = f"{_escape_label(title)}\\n{kind} {_grid(child)}{hint}{values}{note}"
                 shape = "box3d" if child.dims else "box"
-                style = f"shape=box, style=\"filled,rounded\", {_LIBRARY}" if library else \
-                    f"shape={shape}, style=filled, {_LEAF}"
+                colour = f"fillcolor=\"{fill}\"" if fill else _LIBRARY if library else _LEAF
+                style = f"shape=box, style=\"filled,rounded\", {colour}" if library else \
+                    f"shape={shape}, style=filled, {colour}"
                 self.lines.append(f"{inner}{_q(child_path)} [{style}, label=\"{text}\"];")
                 ends[child.name] = (child_path, child_path)
         for e in g.edges:
@@ -136,7 +147,8 @@ class _DotWriter:
             if e.stream:
                 self.kinds.add("streaming")
             self.lines.append(inner + self.arrow(ends[e.src][1], e.src_port, ends[e.dst][0], e.dst_port,
-                                                 g, e.src, e.dst, _edge_style(e)))
+                                                 g, e.src, e.dst,
+                                                 _edge_style(e) + self.heat.carried(g, e.dst, e.dst_port)))
         for b in g.input_binds:
             if self.hide_scalars and not isinstance(g.params[b.parent_port].type, PtrType):
                 self.hidden += 1
@@ -145,6 +157,7 @@ class _DotWriter:
             dst = ends[b.dst][0]
             port = f":p{b.dst_port}" if dst.endswith("/in") else ""
             style = f"{_BIND}, style=dashed" if b.stream else _BIND
+            style += self.heat.carried(g, b.dst, b.dst_port)
             if b.stream:
                 self.kinds.add("streaming")
             self.lines.append(f"{inner}{_q(ins)}:p{b.parent_port} -> {_q(dst)}{port} [{style}];")
@@ -235,7 +248,8 @@ def _edge_style(e: D.Edge) -> str:
     return ", ".join(parts)
 
 
-def module_to_dot(module: D.Module, hide_scalars: bool | None = None, legend: bool = True) -> str:
+def module_to_dot(module: D.Module, hide_scalars: bool | None = None, legend: bool = True,
+                  profile: dict | None = None) -> str:
     """The Graphviz text of `module`'s hierarchy.
 
     Args:
@@ -245,10 +259,12 @@ def module_to_dot(module: D.Module, hide_scalars: bool | None = None, legend: bo
             None (the default) hides them when the full picture has more than `HIDE_SCALARS_ABOVE`
             arrows.
         legend: draw a legend cluster (node and arrow kinds, how many arrows were hidden).
+        profile: support/profile.py's summary() of a trace of the graph (`hpvmc viz --profile`):
+            nodes coloured by time, edges into them by the bytes they moved (dot_heat.py).
 
     Returns:
         The text of a Graphviz `digraph`.
     """
     if hide_scalars is None:
         hide_scalars = count_arrows(module) > HIDE_SCALARS_ABOVE
-    return _DotWriter(module, hide_scalars, legend).run()
+    return _DotWriter(module, hide_scalars, legend, profile).run()

@@ -21,7 +21,7 @@ from ..ir.dfg import Module
 from ..ir.targets import is_gpu, split_target
 from ..ir.verify import DeferredGridCheck, verify_module
 from ..passes import run_passes
-from ..support import settings, stats
+from ..support import profile, settings, stats
 from .plan import GraphPlan, build_plan
 from .replay import Replays
 
@@ -135,6 +135,9 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
         cached = None
     if cached is not None:
         stats.bump("graph_cache_hits")
+        if profile.on:
+            profile.complete("cache", "graph cache hit", profile.now(), args={"graph": cached.name,
+                                                                             "target": target})
         return cached
     if target not in TARGETS:
         raise LaunchError(f"target {target!r} is not one of {', '.join(TARGETS)}", caller_loc())
@@ -143,7 +146,11 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
         cached = _compiled.get(root, {}).get(target)
         if cached is not None:
             return cached
-        compiled = _compile(root, module, target)
+        if profile.on:
+            with profile.span("compile", f"compile {module.root}", args={"target": target}):
+                compiled = _compile(root, module, target)
+        else:
+            compiled = _compile(root, module, target)
         _compiled.setdefault(root, {})[target] = compiled
         return compiled
 

@@ -23,7 +23,7 @@ from ..errors import ExecutionError, HPVMWarning, LaunchError, VerificationError
 from ..ir import dfg as D
 from ..ir import kernel as K
 from ..passes.coverage import OutCoverage, Uncovered, poison, warning_text
-from ..support import settings, stats
+from ..support import profile, settings, stats
 from ..types import PtrType, ScalarType
 from .buffers import HOST, describe, host_view, span
 from .placement import device_of
@@ -131,12 +131,13 @@ class Executor:
         slots: dict[tuple[int, int], Slot] = {}
         extents: list[tuple[int, ...]] = []
         stop = getattr(self._local, "stop", None)
+        fire = self.fire_profiled if profile.on else self.fire
         for i, node in enumerate(plan.nodes):
             if stop is not None and stop.is_set():
                 raise Stopped()
             args = [self.gather(node, port, src, env, slots)
                     for port, src in enumerate(node.inputs)]
-            ext, outs = self.fire(plan, node, env, args, ancestors, parents, slots)
+            ext, outs = fire(plan, node, env, args, ancestors, parents, slots)
             extents.append(ext)
             for src, dst, edge in plan.grid_checks:
                 if dst == i:
@@ -155,7 +156,28 @@ class Executor:
         host when it returns (pop() hands the item to the user), and stay valid on the device for
         the item's next stages."""
         with self._launch_scope(keep_device=True):
+            if profile.on:
+                return self.fire_profiled(plan, node, env, args, [], 1)
             return self.fire(plan, node, env, args, [], 1)
+
+    def fire_profiled(self, plan: GraphPlan, node: NodePlan, env: list[Any], args: list[Any],
+                      ancestors: list[tuple[int, ...]], parents: int,
+                      slots_so_far: dict | None = None) -> tuple[tuple[int, ...], list[Slot | None]]:
+        """fire() inside `hpvm.profile()`: a "node" event for the node's instances (the bytes its
+        edges deliver, and the bytes copied for its buffers, in the event's args)."""
+        kind = "leaf" if isinstance(node.func, K.LeafFunc) else \
+            "internal" if node.child is not None else "library"
+        info: dict[str, Any] = {"graph": plan.func.name, "kind": kind, "target": node.target}
+        params = node.func.params
+        edges = {params[port].name: int(np.asarray(args[port]).nbytes)
+                 for port, src in enumerate(node.inputs) if src.node is not None}
+        if edges:
+            info["edge_bytes"] = edges
+        with profile.node_span(node.name, info):
+            ext, slots = self.fire(plan, node, env, args, ancestors, parents, slots_so_far)
+            info["instances"] = parents * math.prod(ext)
+            info["extents"] = list(ext)
+        return ext, slots
 
     def fire(self, plan: GraphPlan, node: NodePlan, env: list[Any], args: list[Any],
              ancestors: list[tuple[int, ...]], parents: int,
@@ -254,7 +276,9 @@ class Executor:
         call, outputs = self.leaf_call(node, args, device, parents, count, copied_in)
         kernel = node.kernel_for(call, extents)
         recorder = self._recorder
+        t0 = profile.now() if profile.on else 0
         with _selected(device):
+            timer = profile.gpu_begin(device) if t0 else None
             if recorder is not None and kernel.prepares and slots_so_far is not None and \
                     recorder.records(ancestors):
                 prepared = kernel.prepare(call, outputs, extents)
@@ -264,6 +288,12 @@ class Executor:
                 if recorder is not None:
                     recorder.usable = False
                 kernel.launch(call, outputs, extents)
+            if t0:
+                profile.gpu_end(timer, "gpu_kernel", node.func.name, device, {"node": node.name})
+        if t0:
+            profile.complete("kernel", node.func.name, t0, args={
+                "node": node.name, "target": node.target, "device": device,
+                "instances": parents * count, "checked": kernel is not node.kernel})
         return outputs
 
     @staticmethod
@@ -313,6 +343,8 @@ class Executor:
         obj = value.obj
         reads = copied_in or param.direction in ("in", "inout")
         writes = param.direction in ("out", "inout")
+        if profile.on:
+            profile.note_param(param.name)  # the copies acquire() makes are for it
         buf = self.tracker.acquire(obj, device, reads, writes)
         if copied_in and device == HOST and POISON_OUT:
             poison(host_view(buf, param.type.elem))  # what a device would hold under the strict rule

@@ -17,7 +17,7 @@ from ..device.graphs import capture
 from ..device.outputs import DeviceLaunch
 from ..device.streams import DeviceStreams
 from ..ir import dfg as D
-from ..support import stats
+from ..support import profile, stats
 from ..types import PtrType, ScalarType
 from .args import scalar_argument
 from .buffers import HOST, moved, why_not_writable
@@ -383,11 +383,12 @@ def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
     """Every step's kernel, on stream `origin` (a handle; None: the recorded one) or spread over
     the recording's streams."""
     streams, plan = recording.streams, recording.stream_plan
+    launch_step = _profiled_step if profile.on else _launch_step
     if streams is None or plan is None:
         for step in recording.steps:
             for outputs in step.fetch_before:
                 outputs.fetch()
-            _launch_step(func, step, args, origin)
+            launch_step(func, step, args, origin)
         return
     origin = recording.origin if origin is None else origin
     events = recording.events
@@ -397,7 +398,7 @@ def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
         for producer in plan.waits[i]:
             streams.wait(k, events[producer], origin)
         streams.launched(step.prepared.kernel.leaf.name, k)
-        _launch_step(func, step, args, streams.handle(k, origin))
+        launch_step(func, step, args, streams.handle(k, origin))
         if i in events:
             streams.record(k, events[i], origin)
     streams.join(origin)
@@ -418,6 +419,20 @@ def _launch_step(func: D.GraphFunc, step: _Step, args: tuple[Any, ...], stream: 
         prepared.start(stream)  # GPU outputs: fetched where the host reads them
     else:
         prepared.run()
+
+
+def _profiled_step(func: D.GraphFunc, step: _Step, args: tuple[Any, ...], stream: Any = None) -> None:
+    """A replayed step inside `hpvm.profile()`: a "kernel" event (and its GPU time)."""
+    leaf = getattr(getattr(step.prepared, "kernel", None), "leaf", None)
+    name = getattr(leaf, "name", "kernel")
+    gpu = isinstance(step.prepared, DeviceLaunch)
+    t0 = profile.now()
+    timer = profile.gpu_begin(str(getattr(step.prepared, "device", "cuda")), stream) if gpu else None
+    _launch_step(func, step, args, stream)
+    if gpu:
+        profile.gpu_end(timer, "gpu_kernel", name, str(getattr(step.prepared, "device", "cuda")),
+                        {"replayed": True})
+    profile.complete("kernel", name, t0, args={"replayed": True})
 
 
 def _zero_signs(key: tuple[Any, ...]) -> tuple[float, ...]:

@@ -17,7 +17,7 @@ from typing import Any
 from ..device.devices import TRANSFERS
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
-from ..support import stats
+from ..support import profile, stats
 from .buffers import HOST, describe, is_buffer, moved
 
 def _kind(device: str) -> str:
@@ -175,13 +175,19 @@ class MemoryTracker:
         # prefer a peer device over the host as the source
         sources = sorted(obj.valid, key=lambda d: d == HOST)
         src = sources[0]
+        t0 = profile.now() if profile.on else 0
         fn = TRANSFERS.get((_kind(src), _kind(device)))
         if fn is None:
             raise MemoryTrackingError(f"no way to copy memory from {src} to {device}", caller_loc())
+        timer = profile.gpu_begin(device if src == HOST else src) if t0 else None
         obj.copies[device] = fn(obj.copies[src], device, obj.copies.get(device))
         obj.valid.add(device)
         direction = "h2d" if src == HOST else ("d2h" if device == HOST else "d2d")
         stats.copied(direction, obj.nbytes)
+        if t0:
+            profile.gpu_end(timer, "gpu_copy", direction, device if src == HOST else src,
+                            {"bytes": obj.nbytes, "src": src, "dst": device})
+            profile.copy(direction, obj.nbytes, src, device, t0)
 
     def _allocate_like(self, obj: MemoryObject, device: str) -> Any:
         fn = TRANSFERS.get(("alloc", _kind(device)))

@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import HPVMWarning
-from . import settings, stats
+from . import profile, settings, stats
 
 _SUM = ".sha256"  # beside each entry: the digest of its contents
 _refused: set[Path] = set()  # directories already warned about
@@ -63,6 +63,8 @@ def load(key: str, suffix: str) -> bytes | None:
         stats.bump("cache_disk_misses")
         return None
     stats.bump("cache_disk_hits")
+    if profile.on:
+        profile.complete("cache", f"disk cache hit ({suffix})", profile.now(), args={"key": key[:16]})
     return data
 
 

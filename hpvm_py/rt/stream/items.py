@@ -20,7 +20,7 @@ from ...device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
 from ...device.streams import ItemEvent, StageStream
 from ...errors import HPVMError
 from ...passes.bounds import BoundsProof
-from ...support import settings, stats
+from ...support import profile, settings, stats
 from ...types import PtrType, bf16
 from ..buffers import HOST, span
 from ..executor import BoundBuffer, Executor, Slot, Stopped
@@ -192,8 +192,11 @@ class ItemSlot:
                 part.outputs = _output_arrays(plan, part.extents)
                 launch.set_outputs(part.outputs)
             stream.launched(plan.stage.node.func.name)
+            timer = profile.gpu_begin(self.device, stream.handle) if profile.on else None
             try:
                 launch.issue(stream.handle)
+                if timer is not None:
+                    profile.gpu_end(timer, "gpu_kernel", plan.stage.node.func.name, self.device)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 raise StageFailed(plan.stage, exc) from None
         with copies.active():
@@ -204,6 +207,8 @@ class ItemSlot:
             if item.writes[j] and not self.fake:
                 self.pinned[j].copy_(self.memory[j], non_blocking=True)
                 stats.copied("d2h", obj.nbytes)
+                if profile.on:
+                    profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now(), queued=True)
         return stream.record()
 
     def complete(self, item: Item, copies: StagedCopies) -> None:
@@ -212,10 +217,13 @@ class ItemSlot:
             if item.writes[j]:
                 if self.fake:
                     stats.copied("d2h", obj.nbytes)
+                    if profile.on:
+                        profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now())
                 host_copy(host_bytes(obj.user), self.memory[j] if self.fake else self.pinned[j].numpy())
         copies.complete()
 
     def _copy_in(self, j: int, obj: MemoryObject) -> None:
+        t0 = profile.now() if profile.on else 0
         data = host_bytes(obj.user)
         if self.fake:
             self.memory[j][...] = data
@@ -223,6 +231,8 @@ class ItemSlot:
             host_copy(self.pinned[j].numpy(), data)
             self.memory[j].copy_(self.pinned[j], non_blocking=True)
         stats.copied("h2d", obj.nbytes)
+        if t0:
+            profile.copy("h2d", obj.nbytes, HOST, self.device, t0, queued=not self.fake)
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -423,6 +433,9 @@ class ItemRunner(StreamScheduler):
                         other.release()
                 return False
         copies = StagedCopies(slot.pool)
+        if profile.on:
+            for stage in self.stages:
+                stage.began(self.index)
         event = slot.issue(item, self.plans, copies, self.handle.stop)
         self.flight.append(_Flight(item, slot, copies, event, self.index))
         stats.bump("stream_whole_items")
@@ -497,6 +510,8 @@ class ItemRunner(StreamScheduler):
                 received = {port: EdgeItem(produced[src.node][1][src.port], produced[src.node][0])
                             for port, src in enumerate(stage.node.inputs) if src.node is not None}
                 item_env, args, src_extents = stage.arguments(env, received)
+                if profile.on:
+                    stage.began(self.index)
                 ext, outs = stage.launcher.fire(item_env, args)
                 stage.check_grids(ext, src_extents)
             except BaseException as exc:  # noqa: BLE001 - the stage's error

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...device.staging import PinnedPool, StagedCopies
 from ...device.streams import ItemEvent, StageStream
+from ...support import profile
 from ...types import PtrType
 from ..buffers import HOST
 from ..executor import Executor, Slot
@@ -62,7 +63,10 @@ class StageLauncher:
         for event in after:
             stream.wait(event)
         stream.launched(node.func.name)
+        timer = profile.gpu_begin(self.device, stream.handle) if profile.on else None
         packed.issue(stream.handle)
+        if timer is not None:
+            profile.gpu_end(timer, "gpu_kernel", node.func.name, self.device)
         with copies.active():  # after the kernel: its scalar outputs, the item's buffers it wrote
             packed.outputs.fetch()
             executor.tracker.finish_launch(list(acquired.values()), keep_device=True)

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ...device.streams import ItemEvent, stage_stream
 from ...errors import HPVMError
 from ...ir import dfg as D
-from ...support import stats
+from ...support import profile, stats
 from ..executor import Executor, Slot, Stopped, check_grids
 from ..plan import GraphPlan
 from .hazards import Hazards
@@ -92,6 +92,11 @@ class Stage:
         # order there), so the GPU starts it without waiting for the host to see the first end
         self.depth = 1 if self.launcher.stream is None else GPU_DEPTH
         self.ended = False
+        self.began_at: dict[int, int] = {}  # inside `hpvm.profile()`: item -> when it started
+
+    def began(self, item: int) -> None:
+        """Inside `hpvm.profile()`: the item starts on this stage (its event ends in finished())."""
+        self.began_at[item] = profile.now()
 
     @property
     def name(self) -> str:
@@ -165,6 +170,8 @@ class Stage:
         may use its buffers now."""
         stats.bump("kernel_launches", self.node.leaf_count)
         stats.bump("nodes_run", self.node.node_count)
+        if profile.on:
+            profile.stage_item(self.name, item, self.began_at.pop(item, None), self.node.target)
         self.handle.hazards.done(item, self.index)
         self.handle.done[self.index].put(outs)
 
@@ -215,6 +222,8 @@ def run_stage_thread(stage: Stage) -> None:
             handle.hazards.wait(item, stage.index, functools.partial(handle.check, item))
             item_env, args, src_extents = stage.arguments(env, received)
             handle.check(item)
+            if profile.on:
+                stage.began(item)
             ext, outs = stage.launcher.fire(item_env, args)
             end_item()  # the item's writes are done before the next stage reads them
             stage.publish(ext, outs, src_extents, item)
@@ -318,6 +327,8 @@ class SchedulerThread(StreamScheduler):
         stage.env, stage.received = None, {}
         stage.taken += 1
         after = [m.event for m in received.values() if m.event is not None]
+        if profile.on:
+            stage.began(item)
         try:
             item_env, args, src_extents = stage.arguments(env, received)
             run = stage.launcher.start(item_env, args, after)
