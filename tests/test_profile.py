@@ -315,7 +315,7 @@ def test_viz_colours_edges_by_bytes() -> None:
     root = module.root_func
     key = (root.name, root.nodes[0].name)
     summary = {"times": {key: 0.5}, "bytes": {key + ("a",): 4096}}
-    text = module_to_dot(module, summary)
+    text = module_to_dot(module, profile=summary)
     assert 'xlabel="4 KB"' in text and "penwidth=6.00" in text and "500 ms" in text
     assert "xlabel" not in module_to_dot(module)
 
