@@ -82,6 +82,9 @@ def optional_numba_cuda():
     numba = optional_numba()
     if numba is None:
         return None
+    if not hasattr(np, "row_stack"):
+        # numba-cuda 0.30 calls np.row_stack, which NumPy 2.5 removed (vstack is the same function)
+        np.row_stack = np.vstack
     try:
         from numba import cuda
         if not cuda.is_available():

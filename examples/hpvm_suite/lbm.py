@@ -351,6 +351,8 @@ def run(inputs: dict, target: str | None) -> dict:
     src = inputs["grid"].copy()
     dst = inputs["grid"].copy()
     with hpvm.runtime(target):
+        for buf in (src, dst):  # the original's llvm_hpvm_track_mem: the grids stay on the device
+            hpvm.track_memory(buf)
         for _ in range(inputs["steps"]):
             hpvm.wait(hpvm.launch(root, src, src.nbytes, dst, dst.nbytes, nx, ny, nz, nx, ny, nz))
             src, dst = dst, src

@@ -452,6 +452,10 @@ def run(inputs: dict, target: str | None) -> dict:
     edges = np.zeros(inputs["frames"].shape, bool)
     sizes = []
     with hpvm.runtime(target):
+        # tracked: the filters and the intermediate images stay on the device between frames; the
+        # frame, max_g and e are written or read by the host every frame, so they stay untracked
+        for buf in (gauss, struct, sobel_x, sobel_y, i_s, lap, s, g):
+            hpvm.track_memory(buf)
         handle = hpvm.launch(root, stream=True)
         for k, frame in enumerate(inputs["frames"]):
             src[...] = frame  # the next frame, decoded into the same buffer

@@ -282,6 +282,8 @@ def run(inputs: dict, target: str | None) -> dict:
     ax = np.zeros(dim, np.float32)
     block, grid = compute_active_thread(inputs["nzcnt_len"], PAD)
     with hpvm.runtime(target):
+        for buf in (ax, data, index, perm, x, jds_ptr, nzcnt):  # llvm_hpvm_track_mem, as the original
+            hpvm.track_memory(buf)
         for _ in range(inputs["iterations"]):
             hpvm.wait(hpvm.launch(root, ax, ax.nbytes, data, data.nbytes, index, index.nbytes,
                                   perm, perm[:dim].nbytes, x, x.nbytes, dim, jds_ptr,

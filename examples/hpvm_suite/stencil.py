@@ -112,6 +112,8 @@ def run(inputs: dict, target: str | None) -> dict:
     grid = ((nx - 2 + BLOCK_X - 1) // BLOCK_X * BLOCK_X, ny - 2, nz - 2)
     block = (BLOCK_X, 1, 1)
     with hpvm.runtime(target):
+        for buf in (h_a0, h_anext):  # the original's llvm_hpvm_track_mem: kept on the device
+            hpvm.track_memory(buf)
         for _ in range(inputs["iterations"]):
             hpvm.wait(hpvm.launch(root, float(C0), float(C1), h_a0, h_a0.nbytes, h_anext,
                                   h_anext.nbytes, nx, ny, nz, *block,
