@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from hpvm_py.backends.nvptx import toolchain
+from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.errors import ExecutionError, HPVMError, VerificationError
 from hpvm_py.ir.parser import parse_module
 from hpvm_py.ir.printer import print_module
@@ -172,8 +174,6 @@ def test_the_graph_picture_shows_expressions():
 @pytest.mark.parametrize("root", [P.expr_root, P.nested_root, P.per_parent_root], ids=lambda r: r.name)
 def test_expression_graphs_assemble_for_nvptx(root):
     """Without a GPU the nvptx target still compiles (ptxas assembles) the leaves such graphs run."""
-    from hpvm_py.backends.nvptx import toolchain
-    from hpvm_py.rt.compiler import compile_graph
 
     if toolchain.ptxas_path() is None:
         pytest.skip("ptxas is not installed (it comes with the triton wheel)")

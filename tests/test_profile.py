@@ -106,12 +106,6 @@ def outermost_seconds(trace: dict, cat: str) -> float:
     return total
 
 
-def host_target(request_target: str) -> str:
-    if request_target not in ("cpu", "python"):
-        pytest.skip("the host targets")
-    return request_target
-
-
 @pytest.mark.parametrize("target", ["cpu", "python"])
 def test_trace_of_a_launch(target: str, tmp_path: Path) -> None:
     path = tmp_path / "launch.json"

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from hpvm_py.backends.nvptx import toolchain
+from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.errors import ExecutionError, FrontendError, HPVMError, VerificationError
 from hpvm_py.ir.parser import parse_module
 from hpvm_py.ir.printer import print_module
@@ -166,7 +168,6 @@ def test_views_assemble_for_nvptx(root):
     """Without a GPU the nvptx target still compiles each leaf, checked and unchecked, and ptxas
     assembles it for sm_90 (with a GPU the tests above run it)."""
     from hpvm_py.backends.nvptx import NvptxBackend, toolchain
-    from hpvm_py.rt.compiler import compile_graph
 
     if toolchain.ptxas_path() is None:
         pytest.skip("ptxas is not installed (it comes with the triton wheel)")
