@@ -36,8 +36,6 @@ Check: Parboil's `tools/compare-output` for lbm on the velocity field: each comp
 Differences from the original:
 - SIZE_X, SIZE_Y, SIZE_Z are compile-time macros in C; here they are three `i64` inputs (nx, ny,
   nz) of every node, so one compiled graph serves both sizes.
-- The leaf shifts every index by MARGIN instead of shifting its pointers (`srcG += MARGIN`): the
-  front end has no pointer arithmetic.
 - FLAGS cells hold the flag bits as a float *value* (0.0, 1.0, 2.0) that the leaf converts with
   `int()`, where the original stores the bit pattern in the float's bits and reads it back with
   `*(unsigned *)&x`: the front end has no bit casts between float and integer.
@@ -84,28 +82,31 @@ def perform_stream_collide(src: In[Ptr[f32]], bytes_src: i64, dst: InOut[Ptr[f32
     px = nx + 8
     pxy = px * ny
     tot = pxy * (nz + 4)
-    cell = 2 * pxy + x + y * px + z * pxy  # MARGIN + CALC_INDEX(x, y, z, 0)
+    # the original's `srcG += MARGIN; dstG += MARGIN`: MARGIN is two z-planes
+    src_g = src + 2 * pxy
+    dst_g = dst + 2 * pxy
+    cell = x + y * px + z * pxy  # CALC_INDEX(x, y, z, 0)
     # gather: each distribution comes from the neighbour it streams out of
-    t_c = src[cell]
-    t_n = src[cell + N * tot - px]
-    t_s = src[cell + S * tot + px]
-    t_e = src[cell + E * tot - 1]
-    t_w = src[cell + W * tot + 1]
-    t_t = src[cell + T * tot - pxy]
-    t_b = src[cell + B * tot + pxy]
-    t_ne = src[cell + NE * tot - 1 - px]
-    t_nw = src[cell + NW * tot + 1 - px]
-    t_se = src[cell + SE * tot - 1 + px]
-    t_sw = src[cell + SW * tot + 1 + px]
-    t_nt = src[cell + NT * tot - px - pxy]
-    t_nb = src[cell + NB * tot - px + pxy]
-    t_st = src[cell + ST * tot + px - pxy]
-    t_sb = src[cell + SB * tot + px + pxy]
-    t_et = src[cell + ET * tot - 1 - pxy]
-    t_eb = src[cell + EB * tot - 1 + pxy]
-    t_wt = src[cell + WT * tot + 1 - pxy]
-    t_wb = src[cell + WB * tot + 1 + pxy]
-    flags = int(src[cell + FLAGS * tot])
+    t_c = src_g[cell]
+    t_n = src_g[cell + N * tot - px]
+    t_s = src_g[cell + S * tot + px]
+    t_e = src_g[cell + E * tot - 1]
+    t_w = src_g[cell + W * tot + 1]
+    t_t = src_g[cell + T * tot - pxy]
+    t_b = src_g[cell + B * tot + pxy]
+    t_ne = src_g[cell + NE * tot - 1 - px]
+    t_nw = src_g[cell + NW * tot + 1 - px]
+    t_se = src_g[cell + SE * tot - 1 + px]
+    t_sw = src_g[cell + SW * tot + 1 + px]
+    t_nt = src_g[cell + NT * tot - px - pxy]
+    t_nb = src_g[cell + NB * tot - px + pxy]
+    t_st = src_g[cell + ST * tot + px - pxy]
+    t_sb = src_g[cell + SB * tot + px + pxy]
+    t_et = src_g[cell + ET * tot - 1 - pxy]
+    t_eb = src_g[cell + EB * tot - 1 + pxy]
+    t_wt = src_g[cell + WT * tot + 1 - pxy]
+    t_wb = src_g[cell + WB * tot + 1 + pxy]
+    flags = int(src_g[cell + FLAGS * tot])
     if flags & OBSTACLE:
         # bounce back: reflect what flows in to where it came from
         t_n, t_s = t_s, t_n
@@ -155,25 +156,25 @@ def perform_stream_collide(src: In[Ptr[f32]], bytes_src: i64, dst: InOut[Ptr[f32
         t_sw = keep * t_sw + w3 * ((-ux - uy) * (4.5 * (-ux - uy) + 3.0) - u2)
         t_wt = keep * t_wt + w3 * ((-ux + uz) * (4.5 * (-ux + uz) + 3.0) - u2)
         t_wb = keep * t_wb + w3 * ((-ux - uz) * (4.5 * (-ux - uz) + 3.0) - u2)
-    dst[cell] = t_c
-    dst[cell + N * tot] = t_n
-    dst[cell + S * tot] = t_s
-    dst[cell + E * tot] = t_e
-    dst[cell + W * tot] = t_w
-    dst[cell + T * tot] = t_t
-    dst[cell + B * tot] = t_b
-    dst[cell + NE * tot] = t_ne
-    dst[cell + NW * tot] = t_nw
-    dst[cell + SE * tot] = t_se
-    dst[cell + SW * tot] = t_sw
-    dst[cell + NT * tot] = t_nt
-    dst[cell + NB * tot] = t_nb
-    dst[cell + ST * tot] = t_st
-    dst[cell + SB * tot] = t_sb
-    dst[cell + ET * tot] = t_et
-    dst[cell + EB * tot] = t_eb
-    dst[cell + WT * tot] = t_wt
-    dst[cell + WB * tot] = t_wb
+    dst_g[cell] = t_c
+    dst_g[cell + N * tot] = t_n
+    dst_g[cell + S * tot] = t_s
+    dst_g[cell + E * tot] = t_e
+    dst_g[cell + W * tot] = t_w
+    dst_g[cell + T * tot] = t_t
+    dst_g[cell + B * tot] = t_b
+    dst_g[cell + NE * tot] = t_ne
+    dst_g[cell + NW * tot] = t_nw
+    dst_g[cell + SE * tot] = t_se
+    dst_g[cell + SW * tot] = t_sw
+    dst_g[cell + NT * tot] = t_nt
+    dst_g[cell + NB * tot] = t_nb
+    dst_g[cell + ST * tot] = t_st
+    dst_g[cell + SB * tot] = t_sb
+    dst_g[cell + ET * tot] = t_et
+    dst_g[cell + EB * tot] = t_eb
+    dst_g[cell + WT * tot] = t_wt
+    dst_g[cell + WB * tot] = t_wb
 
 
 @hpvm.graph
