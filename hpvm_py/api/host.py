@@ -11,6 +11,7 @@ import weakref
 from typing import Any, Iterator
 
 from ..backends import registry
+from ..distributed.gpu.runner import settle as settle_collectives
 from ..errors import HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..frontend.decorators import GraphDef
@@ -254,6 +255,7 @@ class Handle:
         if self._waited:
             raise LaunchError(WAITED_TWICE, caller_loc())
         self._waited = True
+        settle_collectives()  # GPU ranks: the collectives' own checks report here
         return _shape_outputs(self.compiled, self._outputs)
 
 

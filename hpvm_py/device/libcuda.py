@@ -22,6 +22,8 @@ def _libcuda() -> Any:
     # CUresult cuGraphLaunch(CUgraphExec, CUstream)
     lib.cuGraphLaunch.restype = ctypes.c_int
     lib.cuGraphLaunch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.cuCtxSynchronize.restype = ctypes.c_int
+    lib.cuCtxSynchronize.argtypes = []
     return lib
 
 
@@ -44,3 +46,10 @@ def graph_launch() -> Any:
     """libcuda's cuGraphLaunch, or None."""
     lib = _libcuda()
     return None if lib is None else lib.cuGraphLaunch
+
+
+def context_synchronize() -> Any:
+    """libcuda's cuCtxSynchronize (waits for every stream of the calling thread's current
+    context), or None."""
+    lib = _libcuda()
+    return None if lib is None else lib.cuCtxSynchronize

@@ -1,6 +1,6 @@
-"""How the ranks agree on a collective call before running it, so that every rank raises the same
-error when they disagree: over the world's engine (ranks on several hosts, which then runs the
-call) or through the host control block of the heap (ranks on one host).
+"""How the ranks agree on a collective call, so that every rank raises the same error when they
+disagree: over the world's engine (ranks on several hosts, which then runs the call) or through
+the heap (ranks on one host).
 
 On one host the agreement is made once per call shape and kept (`Agreed`): the buffers' heap
 offsets, this rank's checks of its arguments, the descriptor (collective, element type, op, root,
@@ -8,11 +8,11 @@ hidden, eps, algorithm, every buffer's size and heap offset) and its 64-bit fing
 is keyed by everything the descriptor depends on (the collective and its options, the algorithm,
 every buffer's address, length and size argument), and a prepared communication node (nodes.py,
 which a replayed graph launch runs) keeps its entry, so a relaunch does not even look it up. Every
-call, cached or not, then exchanges only the fingerprint through the heap's control block
-(sync.Communicator.same_fingerprint: one word and one barrier, no host transport). When the
-fingerprints differ (or this rank's arguments are wrong), every rank sees it, and every rank then
-posts its whole descriptor, so every rank raises the same error naming what differs, and the ranks
-are still in step afterwards.
+call, cached or not, then compares only fingerprints: CPU ranks through the host control block
+(`check`: one word and one barrier, no host transport), GPU ranks inside the kernel itself
+(gpu/runner.py). When the fingerprints differ (or a rank's arguments are wrong), every rank sees
+it, and every rank then posts its whole descriptor, so every rank raises the same error naming
+what differs, and the ranks are still in step afterwards.
 """
 from __future__ import annotations
 
@@ -51,16 +51,6 @@ def shape_key(call: Call, path: str) -> tuple:
     """Everything an agreement depends on (the world aside)."""
     return (call.kind, call.dtype.name, call.op, call.root, call.hidden, call.eps, path,
             tuple((b.address, b.nbytes, b.size) for b in call.buffers))
-
-
-def agreed_on_heap(world: ranks.World, call: Call, path: str, mine: DistributedError | None = None,
-                   entry: Agreed | None = None) -> Agreed:
-    """Ranks on one host: make sure every rank runs the same call, or raise on every rank; return
-    the call shape's agreement (with the heap offsets set on `call`'s buffers). `entry`: the one a
-    prepared node kept (used when it still applies); `mine`: an error this rank already found."""
-    entry = agreement_of(world, call, path, mine, entry)
-    check(communicator(world), call, entry)
-    return entry
 
 
 def agreement_of(world: ranks.World, call: Call, path: str, mine: DistributedError | None = None,

@@ -23,6 +23,7 @@ import hpvm_py as hpvm
 from dist_report import report
 from hpvm_py import InOut, Out, In, Ptr, f32, i32, i64
 from hpvm_py.distributed import ranks
+from hpvm_py.distributed.gpu import launch as gpu_launch
 from hpvm_py.errors import DistributedError, HPVMTimeoutError
 
 TIMEOUT = 2.0  # for the rank that never arrives or dies; the other steps get a loaded machine's margin
@@ -161,13 +162,17 @@ class Died(BaseException):
 
 
 def die_after_agreement(world: ranks.World) -> None:
-    """Make this rank's next collective stop right after the ranks agreed on it: on the heap after
-    the descriptor barrier, on the engine before the engine's own collective."""
-    if REMOTE:
-        def never(*args: object) -> None:
-            raise Died
+    """Make this rank's next collective stop right after the ranks agreed on it: on the heap of
+    CPU ranks after the descriptor barrier, on the engine before the engine's own collective, on
+    GPU ranks (which agree inside the kernel) before the kernel is launched."""
+    def never(*args: object, **kwargs: object) -> None:
+        raise Died
 
+    if REMOTE:
         world.engine.all_reduce = never
+        return
+    if world.device != "host":
+        gpu_launch.all_reduce = never
         return
     agreed = world.comm.barrier  # the first barrier of a call is the descriptor exchange
 
@@ -201,10 +206,7 @@ def missing_or_died() -> None:
         time.sleep(TIMEOUT + 1 if END == "missing" else 2 * TIMEOUT + 1)
         return
     start = time.monotonic()
-    # a GPU kernel that gave up names the rank at this rank's next collective
     args = (xf, xf.nbytes)
-    if END == "died" and world.device != "host" and not REMOTE:
-        run(sum_f32, *args)
     expect(END, HPVMTimeoutError, "did not arrive within 2 s", "HPVM_COMM_TIMEOUT", graph=sum_f32, args=args,
            pattern=rf"rank(\(s\) \[| ){FAULTY}\]? did not")
     waited = time.monotonic() - start

@@ -10,8 +10,16 @@ from ..allocator import ALIGN, SymmetricAllocator
 
 MAX_BLOCKS = 1024  # programs a collective kernel may launch (each owns a counter and flags)
 MAX_WORLD = 8  # local ranks (flags per program)
-# MAX_BLOCKS counters, then MAX_BLOCKS * world flags (signals.FLAGS is the word index of flags[0])
-CONTROL_BYTES = -(-(8 * MAX_BLOCKS * (1 + MAX_WORLD)) // ALIGN) * ALIGN
+# The control block, in 64-bit words (signals.py names the offsets): MAX_BLOCKS counters, then
+# MAX_BLOCKS * MAX_WORLD flags, then as many fingerprint slots, then the word that says the ranks
+# disagreed on a call (set by the kernel that saw it, cleared by the host: runner.py).
+FLAGS_AT = MAX_BLOCKS
+FINGERPRINTS_AT = FLAGS_AT + MAX_BLOCKS * MAX_WORLD
+MISMATCH_AT = FINGERPRINTS_AT + MAX_BLOCKS * MAX_WORLD
+CONTROL_BYTES = -(-(8 * (MISMATCH_AT + 1)) // ALIGN) * ALIGN
+# the status word (pinned host memory) a kernel writes when a call fails: the missing rank + 1,
+# or MISMATCHED when the ranks' fingerprints of the call differ
+MISMATCHED = 1 << 20
 
 
 class GpuHeap(SymmetricAllocator):
@@ -34,6 +42,7 @@ class GpuHeap(SymmetricAllocator):
         self.bases_tensor = torch.tensor(self.bases, dtype=torch.int64, device=device)
         self.control = own[:CONTROL_BYTES].view(torch.int64)
         self.status = torch.zeros(1, dtype=torch.int64, pin_memory=True)
+        self._status_word = self.status.numpy()  # read without torch's indexing cost
         self._start_allocations()
 
     def tensor(self, rank: int, offset: int, count: int, dtype: Any) -> Any:
@@ -43,11 +52,24 @@ class GpuHeap(SymmetricAllocator):
 
     def failed_rank(self) -> int | None:
         """The rank a kernel's wait gave up on (the host's pinned copy; no synchronization)."""
-        code = int(self.status[0])
-        return None if code == 0 else code - 1
+        code = int(self._status_word[0])
+        return None if code == 0 or code >= MISMATCHED else code - 1
+
+    def failed(self) -> bool:
+        """Whether a kernel wrote the status word (no synchronization)."""
+        return bool(self._status_word[0])
+
+    def mismatched(self) -> bool:
+        """Whether a kernel found that the ranks' fingerprints of its call differ."""
+        return int(self._status_word[0]) >= MISMATCHED
 
     def clear_failure(self) -> None:
-        self.status.zero_()
+        self._status_word[0] = 0
+
+    def reset_control(self) -> None:
+        """Every counter, flag, fingerprint and the mismatch word back to zero (every rank at
+        once, with no kernel running anywhere: runner.py's recovery after a disagreement)."""
+        self.control.zero_()
 
 
 def create(rank: int, size: int, device: str) -> tuple[Any, Any]:

@@ -43,13 +43,15 @@ def _chunk(c, n, BLOCK: tl.constexpr):
     return offs, offs < n
 
 
-@triton.jit
-def all_reduce_one_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: tl.constexpr,
+@triton.jit(do_not_specialize=["fingerprint"])
+def all_reduce_one_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fingerprint, OP: tl.constexpr,
                         WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
                         BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
+                                            fingerprint, WORLD)
+    n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
     # the prefetch pipeline: chunk c + programs is read while the peers acknowledge chunk c
     offs, mask = _chunk(b, n, BLOCK)
     acc = _reduce_ranks(buf, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
@@ -64,13 +66,15 @@ def all_reduce_one_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: 
     finish(ctrl, b, step)
 
 
-@triton.jit
-def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: tl.constexpr,
+@triton.jit(do_not_specialize=["fingerprint"])
+def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fingerprint, OP: tl.constexpr,
                         WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
                         BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
+                                            fingerprint, WORLD)
+    n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
     part = tl.cdiv(tl.cdiv(n, WORLD), BLOCK) * BLOCK  # slice length, whole chunks
     first = rank * part
     end = tl.minimum(first + part, n)
@@ -85,12 +89,14 @@ def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, OP: 
     depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)
 
 
-@triton.jit
-def all_gather(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, WORLD: tl.constexpr,
+@triton.jit(do_not_specialize=["fingerprint"])
+def all_gather(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, fingerprint, WORLD: tl.constexpr,
                ELEM: tl.constexpr, BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
+                                            fingerprint, WORLD)
+    n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
     for c in range(b, tl.cdiv(n, BLOCK), programs):
         offs, mask = _chunk(c, n, BLOCK)
         for q in tl.static_range(WORLD):
@@ -99,13 +105,15 @@ def all_gather(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, WORLD: t
     depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)  # every src read
 
 
-@triton.jit
-def reduce_scatter(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, OP: tl.constexpr,
+@triton.jit(do_not_specialize=["fingerprint"])
+def reduce_scatter(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, fingerprint, OP: tl.constexpr,
                    WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
                    BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
+                                            fingerprint, WORLD)
+    n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
     for c in range(b, tl.cdiv(n, BLOCK), programs):
         offs, mask = _chunk(c, n, BLOCK)
         acc = _reduce_ranks(src + rank * n, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
@@ -113,12 +121,14 @@ def reduce_scatter(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, OP: 
     depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)
 
 
-@triton.jit
-def broadcast(buf, n, root, ctrl, bases, rank, status_addr, timeout_ns, WORLD: tl.constexpr,
+@triton.jit(do_not_specialize=["fingerprint"])
+def broadcast(buf, n, root, ctrl, bases, rank, status_addr, timeout_ns, fingerprint, WORLD: tl.constexpr,
               ELEM: tl.constexpr, BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
+                                            fingerprint, WORLD)
+    n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
     if rank != root:
         from_root = buf + peer_delta(bases, rank, root, ELEM)
         for c in range(b, tl.cdiv(n, BLOCK), programs):
@@ -128,13 +138,15 @@ def broadcast(buf, n, root, ctrl, bases, rank, status_addr, timeout_ns, WORLD: t
     depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["fingerprint"])
 def all_reduce_rmsnorm(x, residual, weight, rows, hidden, eps, ctrl, bases, rank, status_addr,
-                       timeout_ns, WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
+                       timeout_ns, fingerprint, WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
                        BLOCK: tl.constexpr):
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
+                                            fingerprint, WORLD)
+    rows = tl.where(failed == 0, rows, 0)  # the ranks disagree or one is missing: move no data
     cols = tl.arange(0, BLOCK)
     in_row = cols < hidden
     w = _widen(tl.load(weight + cols, mask=in_row), WIDEN)
@@ -150,3 +162,12 @@ def all_reduce_rmsnorm(x, residual, weight, rows, hidden, eps, ctrl, bases, rank
         tl.store(residual + offs, r.to(residual.dtype.element_ty), mask=in_row)
         tl.store(x + offs, (r * scale * w).to(x.dtype.element_ty), mask=in_row)
     finish(ctrl, b, step)
+
+
+@triton.jit(do_not_specialize=["fingerprint"])
+def announce(ctrl, bases, rank, status_addr, timeout_ns, fingerprint, WORLD: tl.constexpr):
+    """Program 0 of a call this rank cannot make: it arrives with the call's fingerprint (which
+    its peers' differs from, unless every rank made the same mistake) and moves nothing."""
+    step, deadline, failed, status = arrive(ctrl, bases, 0, rank, status_addr, timeout_ns,
+                                            fingerprint, WORLD)
+    finish(ctrl, 0, step)

@@ -12,14 +12,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
+from ...device.libcuda import context_synchronize
 from ...errors import DistributedError, HPVMTimeoutError
 from .. import chooser, ranks
 from ..reduction_arith import add_rmsnorm
 from ..call import OPS
 from .heap import MAX_BLOCKS, GpuHeap
-from .replay import Replays
+from .replay import Replay, Replays
 
 
 @dataclass(frozen=True)
@@ -50,21 +51,51 @@ def _kernels() -> ModuleType:
     return importlib.import_module(f"{__package__}.kernels")
 
 
-def _run(key: tuple, launch: Any) -> None:
+def _run(key: tuple, launch: Callable[[], None]) -> Replay | None:
     """Replay the graph of this call, or run it for the first time (the key holds everything
-    the launch depends on: the tensors' addresses and sizes, options, tuning and timeout)."""
+    the launch depends on: the tensors' addresses and sizes, options, tuning and timeout).
+    Returns the graph (None inside the user's own capture)."""
     import torch
 
     if torch.cuda.is_current_stream_capturing():  # the user's own graph: graphs do not nest
         launch()
-        return
+        return None
     world = ranks.current()
     key = (id(world), world.timeout if world else 0.0) + key
-    graph = _replays.lookup(key)
-    if graph is not None:
-        graph.replay()
-    else:
-        _replays.first(key, launch)
+    replay = _replays.lookup(key)
+    if replay is None:
+        return _replays.first(key, launch)
+    replay()
+    return replay
+
+
+class Bound:
+    """One call made again and again (a communication node's): its key is made once, and its
+    graph, once found, is replayed while the world and its timeout are those it was made in."""
+
+    def __init__(self, key: tuple, launch: Callable[[], None]):
+        import torch
+
+        self._key, self._launch = key, launch
+        self._capturing = torch.cuda.is_current_stream_capturing
+        self._replay: Replay | None = None
+        self._made_in: tuple[Any, float] | None = None
+
+    def __call__(self) -> None:
+        world = ranks.current()
+        if self._replay is not None and self._made_in == (world, world.timeout) and not self._capturing():
+            self._replay()
+            return
+        self._replay = _run(self._key, self._launch)
+        self._made_in = (world, world.timeout) if world is not None else None
+
+
+def _call(key: tuple, launch: Callable[[], None], bind: bool) -> Bound | None:
+    """Make the call now, or (bind) return it bound for later."""
+    if bind:
+        return Bound(key, launch)
+    _run(key, launch)
+    return None
 
 
 def _key(*tensors: Any) -> tuple:
@@ -105,23 +136,31 @@ def _grid(count: int, tuning: Tuning, esize: int) -> tuple[int, int]:
     return min(max(1, -(-count // block)), tuning.programs, MAX_BLOCKS), block
 
 
-def _common(world: Any, heap: GpuHeap) -> dict:
+def _common(world: Any, heap: GpuHeap, fingerprint: int) -> dict:
     return dict(ctrl=heap.control, bases=heap.bases_tensor, rank=world.rank,
                 status_addr=heap.status.data_ptr(), timeout_ns=int(world.timeout * 1e9),
-                WORLD=world.size)
+                fingerprint=_signed(fingerprint), WORLD=world.size)
 
 
-def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None) -> None:
+def _signed(word: int) -> int:
+    return word - (1 << 64) if word >= 1 << 63 else word
+
+
+def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None, *, fingerprint: int = 0,
+               bind: bool = False) -> Bound | None:
     """x = x(rank 0) op x(rank 1) op ..., in place (op: sum, max, min). algorithm: "one_shot" or
-    "two_shot"; None lets the chooser pick by size and world size."""
+    "two_shot"; None lets the chooser pick by size and world size. fingerprint: the call's, as
+    the ranks agreed on it (a communication node's; every rank must pass the same, else every
+    kernel moves nothing and reports the mismatch: runner.py). bind: return the call, bound to
+    be made later and again (every function here takes these two keywords)."""
     world = ranks.current()
     size = world.size if world is not None else 1
     algorithm = algorithm or chooser.choose_gpu("all_reduce", x.numel() * x.element_size(), size)
-    _run(("all_reduce", op, algorithm, TUNING.get(algorithm)) + _key(x),
-         lambda: _all_reduce(x, op, algorithm))
+    return _call(("all_reduce", op, algorithm, TUNING.get(algorithm), fingerprint) + _key(x),
+                 lambda: _all_reduce(x, op, algorithm, fingerprint), bind)
 
 
-def _all_reduce(x: Any, op: str, algorithm: str) -> None:
+def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
     K = _kernels()
     world, heap = _heap()
     buf = _flat(heap, x, "x")
@@ -130,6 +169,7 @@ def _all_reduce(x: Any, op: str, algorithm: str) -> None:
     if algorithm not in ("one_shot", "two_shot"):
         raise DistributedError(f"algorithm={algorithm!r} is not one_shot or two_shot")
     if buf.numel() == 0:
+        _announce(fingerprint)  # an empty call still meets its peers, and is checked
         return
     tuning = TUNING[algorithm]
     programs, block = _grid(buf.numel(), tuning, buf.element_size())
@@ -137,15 +177,16 @@ def _all_reduce(x: Any, op: str, algorithm: str) -> None:
     if algorithm == "two_shot":
         programs = min(programs, max(1, -(-buf.numel() // (world.size * block))))
     kernel[(programs,)](buf, buf.numel(), OP=OPS.index(op), WIDEN=_widen(buf), ELEM=buf.element_size(),
-                        BLOCK=block, num_warps=tuning.warps, **_common(world, heap))
+                        BLOCK=block, num_warps=tuning.warps, **_common(world, heap, fingerprint))
 
 
-def all_gather(src: Any, dst: Any) -> None:
+def all_gather(src: Any, dst: Any, *, fingerprint: int = 0, bind: bool = False) -> Bound | None:
     """dst = src(rank 0) ‖ src(rank 1) ‖ ... (dst holds world_size x src)."""
-    _run(("all_gather", TUNING["direct"]) + _key(src, dst), lambda: _all_gather(src, dst))
+    return _call(("all_gather", TUNING["direct"], fingerprint) + _key(src, dst),
+                 lambda: _all_gather(src, dst, fingerprint), bind)
 
 
-def _all_gather(src: Any, dst: Any) -> None:
+def _all_gather(src: Any, dst: Any, fingerprint: int) -> None:
     K = _kernels()
     world, heap = _heap()
     s, d = _flat(heap, src, "src"), _flat(heap, dst, "dst")
@@ -153,18 +194,21 @@ def _all_gather(src: Any, dst: Any) -> None:
         raise DistributedError(f"all_gather: dst must hold world_size ({world.size}) x src elements "
                                f"of src's type; src {s.numel()} {s.dtype}, dst {d.numel()} {d.dtype}")
     if s.numel() == 0:
+        _announce(fingerprint)  # an empty call still meets its peers, and is checked
         return
     programs, block = _grid(s.numel(), TUNING["direct"], s.element_size())
     K.all_gather[(programs,)](s, d, s.numel(), ELEM=s.element_size(), BLOCK=block,
-                              num_warps=TUNING["direct"].warps, **_common(world, heap))
+                              num_warps=TUNING["direct"].warps, **_common(world, heap, fingerprint))
 
 
-def reduce_scatter(src: Any, dst: Any, op: str = "sum") -> None:
+def reduce_scatter(src: Any, dst: Any, op: str = "sum", *, fingerprint: int = 0,
+                   bind: bool = False) -> Bound | None:
     """dst = block `rank` of (src(rank 0) op src(rank 1) op ...) (src holds world_size x dst)."""
-    _run(("reduce_scatter", op, TUNING["direct"]) + _key(src, dst), lambda: _reduce_scatter(src, dst, op))
+    return _call(("reduce_scatter", op, TUNING["direct"], fingerprint) + _key(src, dst),
+                 lambda: _reduce_scatter(src, dst, op, fingerprint), bind)
 
 
-def _reduce_scatter(src: Any, dst: Any, op: str) -> None:
+def _reduce_scatter(src: Any, dst: Any, op: str, fingerprint: int) -> None:
     K = _kernels()
     world, heap = _heap()
     s, d = _flat(heap, src, "src"), _flat(heap, dst, "dst")
@@ -172,42 +216,47 @@ def _reduce_scatter(src: Any, dst: Any, op: str) -> None:
         raise DistributedError(f"reduce_scatter: src must hold world_size ({world.size}) x dst "
                                f"elements of dst's type; src {s.numel()} {s.dtype}, dst {d.numel()} {d.dtype}")
     if d.numel() == 0:
+        _announce(fingerprint)  # an empty call still meets its peers, and is checked
         return
     programs, block = _grid(d.numel(), TUNING["direct"], d.element_size())
     K.reduce_scatter[(programs,)](s, d, d.numel(), OP=OPS.index(op), WIDEN=_widen(d),
                                   ELEM=d.element_size(), BLOCK=block, num_warps=TUNING["direct"].warps,
-                                  **_common(world, heap))
+                                  **_common(world, heap, fingerprint))
 
 
-def broadcast(x: Any, root: int = 0) -> None:
+def broadcast(x: Any, root: int = 0, *, fingerprint: int = 0, bind: bool = False) -> Bound | None:
     """x = x(root) on every rank."""
-    _run(("broadcast", root, TUNING["direct"]) + _key(x), lambda: _broadcast(x, root))
+    return _call(("broadcast", root, TUNING["direct"], fingerprint) + _key(x),
+                 lambda: _broadcast(x, root, fingerprint), bind)
 
 
-def _broadcast(x: Any, root: int) -> None:
+def _broadcast(x: Any, root: int, fingerprint: int) -> None:
     K = _kernels()
     world, heap = _heap()
     buf = _flat(heap, x, "x")
     if not 0 <= root < world.size:
         raise DistributedError(f"broadcast: root {root} is not a rank of this world of {world.size}")
     if buf.numel() == 0:
+        _announce(fingerprint)  # an empty call still meets its peers, and is checked
         return
     programs, block = _grid(buf.numel(), TUNING["direct"], buf.element_size())
     K.broadcast[(programs,)](buf, buf.numel(), root, ELEM=buf.element_size(), BLOCK=block,
-                             num_warps=TUNING["direct"].warps, **_common(world, heap))
+                             num_warps=TUNING["direct"].warps, **_common(world, heap, fingerprint))
 
 
 # rows of at most this many elements are normalised by one program (registers hold a row)
 RMSNORM_MAX_HIDDEN = 16384
 
 
-def all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float) -> None:
+def all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float, *,
+                       fingerprint: int = 0, bind: bool = False) -> Bound | None:
     """residual += all_reduce_sum(x); x = rmsnorm(residual) * weight, by rows of `hidden`."""
-    _run(("all_reduce_rmsnorm", hidden, eps, TUNING["one_shot"]) + _key(x, residual, weight),
-         lambda: _all_reduce_rmsnorm(x, residual, weight, hidden, eps))
+    return _call(("all_reduce_rmsnorm", hidden, eps, TUNING["one_shot"], fingerprint) + _key(x, residual, weight),
+                 lambda: _all_reduce_rmsnorm(x, residual, weight, hidden, eps, fingerprint), bind)
 
 
-def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float) -> None:
+def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float,
+                        fingerprint: int) -> None:
     import triton
 
     K = _kernels()
@@ -218,9 +267,10 @@ def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: fl
         raise DistributedError(f"all_reduce_rmsnorm: x and residual must hold whole rows of hidden = "
                                f"{hidden} elements and weight one row")
     if xs.numel() == 0:
+        _announce(fingerprint)  # an empty call still meets its peers, and is checked
         return
     if hidden > RMSNORM_MAX_HIDDEN:  # a row no longer fits one program: all-reduce, then normalise
-        all_reduce(xs, "sum")
+        all_reduce(xs, "sum", fingerprint=fingerprint)
         out, r = add_rmsnorm(xs.float() if _widen(xs) else xs, rs, w, hidden, eps)
         rs.copy_(r)
         xs.copy_(out)
@@ -230,7 +280,30 @@ def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: fl
     block = triton.next_power_of_2(hidden)
     K.all_reduce_rmsnorm[(programs,)](xs, rs, w, rows, hidden, float(eps), WIDEN=_widen(xs),
                                       ELEM=xs.element_size(), BLOCK=block,
-                                      num_warps=min(16, max(1, block // 512)), **_common(world, heap))
+                                      num_warps=min(16, max(1, block // 512)),
+                                      **_common(world, heap, fingerprint))
+
+
+def announce(fingerprint: int, *, bind: bool = False) -> Bound | None:
+    """Take part in a call without moving data (it is empty, or this rank's own arguments are
+    wrong): one program arrives with the call's fingerprint, so the peers' kernels see any
+    difference and move nothing; every rank then raises (runner.py)."""
+    return _call(("announce", fingerprint), lambda: _announce(fingerprint), bind)
+
+
+def _announce(fingerprint: int) -> None:
+    world, heap = _heap()
+    _kernels().announce[(1,)](num_warps=1, **_common(world, heap, fingerprint))
+
+
+def synchronize_device(heap: GpuHeap) -> None:
+    """Wait for every stream of this rank's GPU (the heap's; init made it the current device),
+    through libcuda where it loads: torch's synchronize costs the host a few microseconds more."""
+    sync = context_synchronize()
+    if sync is None or sync() != 0:  # an error shows again, and is raised, through torch
+        import torch
+
+        torch.cuda.synchronize(heap.device)
 
 
 def synchronize() -> None:

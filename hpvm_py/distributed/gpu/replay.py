@@ -5,16 +5,45 @@ lookup: 56 µs per direct all-reduce call measured on the H100 machine), more th
 collective takes on the device. A collective call is fully described by its key (buffers, sizes,
 types, options, tuning), and its kernel keeps its epochs on the device, so the graph of one call
 can be replayed for every later call with the same key; a replay costs the host a few
-microseconds. The first call with a key runs the kernel for real, then captures it (capture runs
-nothing). Inside a user's own capture the caller launches the kernel directly (graphs do not
-nest).
+microseconds (one cuGraphLaunch through libcuda on the caller's current stream, where torch
+exposes the executable graph). The first call with a key runs the kernel for real, then captures
+it (capture runs nothing). Inside a user's own capture the caller launches the kernel directly
+(graphs do not nest).
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
+from ...device import faults
+from ...device.libcuda import error_text, graph_launch
+
 LIMIT = 256  # graphs kept (least recently used go first)
+
+
+class Replay:
+    """One captured call, launched on the current stream of the caller's GPU."""
+
+    def __init__(self, graph: Any, device: int):
+        import torch
+
+        self.graph = graph  # keeps the executable graph alive
+        self._device = device
+        self._stream = torch._C._cuda_getCurrentRawStream  # what Triton's launcher reads too
+        self._launch, self._exec = graph_launch(), None
+        try:
+            self._exec = graph.raw_cuda_graph_exec()  # torch >= 2.7 (not every version has it)
+        except (AttributeError, RuntimeError):
+            self._launch = None
+
+    def __call__(self) -> None:
+        if self._launch is None:
+            self.graph.replay()
+            return
+        err = self._launch(self._exec, self._stream(self._device))
+        if err:
+            raise faults.reported(RuntimeError(f"launching a collective's CUDA graph failed: "
+                                               f"{error_text(err)}"))
 
 
 class Replays:
@@ -22,14 +51,14 @@ class Replays:
         self._graphs: OrderedDict[Hashable, Any] = OrderedDict()
         self._stream: Any = None
 
-    def lookup(self, key: Hashable) -> Any:
+    def lookup(self, key: Hashable) -> Replay | None:
         """The graph of this call, or None."""
         graph = self._graphs.get(key)
         if graph is not None:
             self._graphs.move_to_end(key)
         return graph
 
-    def first(self, key: Hashable, launch: Callable[[], None]) -> None:
+    def first(self, key: Hashable, launch: Callable[[], None]) -> Replay:
         """Run a call not seen before, and keep its graph for the next ones."""
         import torch
 
@@ -40,6 +69,7 @@ class Replays:
         self._stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.graph(graph, stream=self._stream, capture_error_mode="thread_local"):
             launch()
-        self._graphs[key] = graph
+        replay = self._graphs[key] = Replay(graph, torch.cuda.current_device())
         if len(self._graphs) > LIMIT:
             self._graphs.popitem(last=False)
+        return replay

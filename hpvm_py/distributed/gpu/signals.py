@@ -3,9 +3,12 @@
 import triton
 import triton.language as tl
 
-from .heap import MAX_BLOCKS
+from .heap import FINGERPRINTS_AT, FLAGS_AT, MISMATCH_AT, MISMATCHED
 
-FLAGS: tl.constexpr = tl.constexpr(MAX_BLOCKS)  # word index of flags[0]: after the counters
+FLAGS: tl.constexpr = tl.constexpr(FLAGS_AT)  # word index of flags[0]: after the counters
+FINGERPRINTS: tl.constexpr = tl.constexpr(FINGERPRINTS_AT)  # [program][rank] as the flags
+MISMATCH: tl.constexpr = tl.constexpr(MISMATCH_AT)  # nonzero: a call disagreed, nothing runs
+FAILED_MISMATCH: tl.constexpr = tl.constexpr(MISMATCHED)
 
 
 @triton.jit
@@ -37,7 +40,8 @@ def signal(ctrl, bases, b, rank, step, WORLD: tl.constexpr):
 @triton.jit
 def wait(ctrl, b, rank, step, deadline, failed, status, WORLD: tl.constexpr):
     """Until program b of every peer has reached `step` (or the deadline passed: then the missing
-    rank goes to the status word). Returns `failed` (0, or the first missing rank + 1)."""
+    rank goes to the status word; or a kernel found a disagreement: a peer's program b may not
+    exist then). Returns `failed` (0, the first missing rank + 1, or FAILED_MISMATCH)."""
     for q in tl.static_range(WORLD):
         if q != rank:
             flag = ctrl + FLAGS + b * WORLD + q
@@ -46,21 +50,48 @@ def wait(ctrl, b, rank, step, deadline, failed, status, WORLD: tl.constexpr):
                 if now_ns(step) > deadline:
                     failed = failed * 0 + (q + 1)
                     tl.atomic_xchg(status, q + 1, sem="relaxed", scope="sys")
+                if tl.load(ctrl + MISMATCH, volatile=True) != 0:
+                    failed = failed * 0 + FAILED_MISMATCH
+                    tl.atomic_xchg(status, FAILED_MISMATCH, sem="relaxed", scope="sys")
                 seen = tl.atomic_add(flag, 0, sem="acquire", scope="sys")
     tl.debug_barrier()
     return failed
 
 
 @triton.jit
-def arrive(ctrl, bases, b, rank, status_addr, timeout_ns, WORLD: tl.constexpr):
-    """The start of a call of program b: every peer's program b has reached it too. Returns the
-    step reached, the deadline of the call's waits, `failed` (see wait) and the status word."""
+def same_call(ctrl, bases, b, rank, fingerprint, failed, status, WORLD: tl.constexpr):
+    """After the arrival: whether every peer's program b published this call's fingerprint (and
+    no earlier call disagreed). When not, every rank is told (the mismatch word of each) and the
+    status word says so; the host names the difference (runner.py). Returns `failed`."""
+    differs = tl.load(ctrl + MISMATCH, volatile=True) != 0
+    for q in tl.static_range(WORLD):
+        if q != rank:
+            differs = differs | (tl.load(ctrl + FINGERPRINTS + b * WORLD + q, volatile=True) != fingerprint)
+    if differs & (failed == 0):
+        failed = failed * 0 + FAILED_MISMATCH
+        for q in tl.static_range(WORLD):
+            tl.atomic_xchg(ctrl + peer_delta(bases, rank, q, 8) + MISMATCH, 1, sem="relaxed", scope="sys")
+        tl.atomic_xchg(status, FAILED_MISMATCH, sem="relaxed", scope="sys")
+    return failed
+
+
+@triton.jit
+def arrive(ctrl, bases, b, rank, status_addr, timeout_ns, fingerprint, WORLD: tl.constexpr):
+    """The start of a call of program b: every peer's program b has reached it too, with the
+    same call (its fingerprint, published before the arrival's signal, as data is before its
+    flag). Returns the step reached, the deadline of the call's waits, `failed` (see wait; a
+    kernel moves no data when it is not 0) and the status word."""
     status = status_addr.to(tl.pointer_type(tl.int64))
     seq = tl.load(ctrl + b)  # this program's last step of the previous call
     deadline = now_ns(seq) + timeout_ns
     step = seq + 1
+    for q in tl.static_range(WORLD):
+        if q != rank:
+            tl.store(ctrl + peer_delta(bases, rank, q, 8) + FINGERPRINTS + b * WORLD + rank, fingerprint)
     signal(ctrl, bases, b, rank, step, WORLD)
     failed = wait(ctrl, b, rank, step, deadline, tl.full([], 0, tl.int32), status, WORLD)
+    # (a peer overwrites its slot only in its next call, which starts after this call's next wait)
+    failed = same_call(ctrl, bases, b, rank, fingerprint, failed, status, WORLD)
     return step, deadline, failed, status
 
 
