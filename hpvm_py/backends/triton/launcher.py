@@ -89,21 +89,25 @@ class OwnLauncher:
 
     def __init__(self, function: int, params: list[tuple[int, str]], args: Sequence[Any],
                  grid: tuple[int, int, int], num_warps: int, shared: int, ordinal: int, leaf: str,
-                 loc: Loc | None):
+                 loc: Loc | None, owner: Any = None):
         self.function = function
+        # what holds the function's module (the CompiledKernel: triton 3.9 unloads it when freed)
+        self.owner = owner
         self.kinds = dict(params)  # position -> Triton type
         self.slot_of = {position: i for i, (position, _) in enumerate(params)}
         self.params = ParamSlots(len(params) + SCRATCH_POINTERS)
         for position, kind in params:
             self.params.set(self.slot_of[position], slot_bits(kind, args[position]))
-        self.grid = grid
+        self._gx, self._gy, self._gz = (int(n) for n in grid)
+        self.grid = (self._gx, self._gy, self._gz)
         self.block = (WARP * num_warps, 1, 1)
+        self._bx = self.block[0]
         self.shared = shared
         self.ordinal = ordinal  # the device whose context holds the function
         self.leaf, self.loc = leaf, loc
         self._launch = launch_kernel()
         self._address = self.params.address
-        self._empty = grid[0] * grid[1] * grid[2] == 0  # Triton launches nothing then
+        self._empty = self._gx * self._gy * self._gz == 0  # Triton launches nothing then
 
     def set(self, position: int, value: Any) -> None:
         """Argument `position` (of the kernel's arguments) is now `value`; a constexpr's value is
@@ -115,9 +119,8 @@ class OwnLauncher:
     def __call__(self, stream: int) -> None:
         if self._empty:
             return
-        (gx, gy, gz), bx = self.grid, self.block[0]
-        err = self._launch(self.function, gx, gy, gz, bx, 1, 1, self.shared, stream, self._address,
-                           None)
+        err = self._launch(self.function, self._gx, self._gy, self._gz, self._bx, 1, 1, self.shared,
+                           stream, self._address, None)
         if err:
             self._retry(err, stream)
 
@@ -125,9 +128,8 @@ class OwnLauncher:
         """A thread with no CUDA context yet gets the device's (as Triton's launcher does), and
         the launch is tried again; any other failure is raised."""
         if err == CUDA_ERROR_INVALID_CONTEXT and make_current(self.ordinal):
-            (gx, gy, gz), bx = self.grid, self.block[0]
-            err = self._launch(self.function, gx, gy, gz, bx, 1, 1, self.shared, stream,
-                               self._address, None)
+            err = self._launch(self.function, self._gx, self._gy, self._gz, self._bx, 1, 1,
+                               self.shared, stream, self._address, None)
         if err:
             raise launch_failure(self.leaf, self.loc, self.grid, self.block, self.shared,
                                  error_text(err))
@@ -178,7 +180,9 @@ def own_launcher(compiled: Any, args: Sequence[Any], grid: tuple[int, int, int],
         raise Unsupported("libcuda cannot be loaded")
     if hooks_set():
         raise Unsupported("Triton's launch hooks are set")
-    metadata = compiled.metadata
+    metadata = getattr(compiled, "metadata", None)
+    if metadata is None:
+        raise Unsupported("no metadata")
     why = refusal(metadata)
     if why is not None:
         raise Unsupported(why)
@@ -189,7 +193,7 @@ def own_launcher(compiled: Any, args: Sequence[Any], grid: tuple[int, int, int],
     if not function:
         raise Unsupported("the kernel is not loaded")
     return OwnLauncher(int(function), parameters(signature), args, grid, int(metadata.num_warps),
-                       int(metadata.shared), ordinal, leaf, loc)
+                       int(metadata.shared), ordinal, leaf, loc, owner=compiled)
 
 
 def fast_launcher(compiled: Any, args: Sequence[Any], grid: tuple[int, int, int], ordinal: int,
