@@ -319,7 +319,9 @@ def test_the_triton_fast_path_reuses_the_compiled_launcher_within_a_class(monkey
     """What a replay on a GPU does with Triton (CI runs the interpreter, which has no compiled
     kernels): the first run goes through the dispatch, later runs call the compiled kernel's
     launcher with the same arguments plus the constexprs; a scalar of another class dispatches
-    again. Triton is stood in for by objects that record the calls."""
+    again. Triton is stood in for by objects that record the calls (a compiled kernel without
+    metadata: relaunched through Triton's launcher, not the own one; test_triton_launcher.py has
+    the own one)."""
     from hpvm_py.device.outputs import DeviceOutputs as Outputs
     from hpvm_py.backends.triton import prepared as P
     from hpvm_py.support.loc import Loc
@@ -345,6 +347,7 @@ def test_the_triton_fast_path_reuses_the_compiled_launcher_within_a_class(monkey
     kernel = type("K", (), {"leaf": leaf})()
     monkeypatch.setattr(P, "interpreting", lambda: False)
     monkeypatch.setattr(P, "current_stream", lambda: 7)
+    monkeypatch.setattr(P, "current_device", lambda: 0)
     launch = P.TritonLaunch(kernel, None, Jit(), [P.scalar_bits(2.0, f32), 64], {"BLOCK": 128},
                             (4, 1, 1), Outputs([], "scale", None), None, [], {0: 0, 1: 1}, {}, 1)
     launch.start()

@@ -10,12 +10,22 @@ y = x * k + c over 4,096 floats, on torch CUDA tensors, no root output. Measured
 and the peers: one hand-written Triton kernel launched through Triton's dispatch, three of them,
 and a torch CUDA-graph replay of those three kernels.
 
-Run: python benchmarks/gpu/bench_launch.py [--targets gpu,nvptx] [--profile]   (needs CUDA)
+With the gpu target, its two relaunchers of a compiled kernel (HPVM_TRITON_LAUNCHER, in one
+process): the hand-written kernel relaunched through Triton's launcher (`CompiledKernel[grid]`)
+against the own launcher (backends/triton/launcher.py: cuLaunchKernel on a packed block), and
+the chain's prepared relaunches (new scalars) under =triton against =own, alternated, each
+checked against torch.
+
+Run: python benchmarks/gpu/bench_launch.py [--targets gpu,nvptx] [--profile] [--no-launchers]
+(needs CUDA)
 """
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -28,6 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 import hpvm_py as hpvm  # noqa: E402
 from _timing import per_call_us  # noqa: E402
+from hpvm_py.backends.triton import launcher as L  # noqa: E402
 from programs import gpu_replay_graphs as g  # noqa: E402
 
 N = 4096
@@ -60,6 +71,70 @@ def peers(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
                "Triton dispatch, 3 kernels": per_call_us(three),
                "torch CUDA-graph replay, 3 kernels": per_call_us(graph.replay)}
     torch.cuda.synchronize()
+    return results
+
+
+def relaunchers(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+    """One compiled kernel relaunched through Triton's launcher and through the own one, after
+    checking that the own one computes the same."""
+    grid = (triton.cdiv(N, 1024), 1, 1)
+    compiled = axpb[grid](x, y, N, 2.0, 1.0, BLOCK=1024)
+    args = [x, y, N, 2.0, 1.0, 1024]
+    stream = torch.cuda.current_stream().cuda_stream
+    theirs = compiled[grid]
+    ours = L.own_launcher(compiled, args, grid, torch.cuda.current_device(), "axpb", None)
+    y.zero_()
+    ours(stream)
+    torch.testing.assert_close(y, x * 2.0 + 1.0, rtol=0, atol=0)
+    results: dict[str, float] = {}
+    for _ in range(2):  # alternated; the better of two rounds
+        for name, fn in (("1 kernel, Triton's launcher (CompiledKernel[grid])",
+                          lambda: theirs(*args, stream=stream)),
+                         ("1 kernel, own launcher (cuLaunchKernel)", lambda: ours(stream))):
+            results[name] = min(host_us(fn), results.get(name, float("inf")))
+    return results
+
+
+def host_us(fn, calls: int = 256, repeat: int = 21) -> float:
+    """Host microseconds per call, the GPU's queue drained before each batch (so that a batch of
+    tiny kernels never fills it and the host never waits for the GPU)."""
+    fn()
+    batches = []
+    for _ in range(repeat):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        batches.append((time.perf_counter() - start) / calls)
+    torch.cuda.synchronize()
+    return statistics.median(batches) * 1e6
+
+
+def prepared_by_launcher(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+    """The gpu target's prepared relaunches of the chain (3 kernels, new scalars each launch, so
+    no CUDA graph) under HPVM_TRITON_LAUNCHER=triton and =own, alternated, in this process."""
+    results: dict[str, float] = {}
+    before = os.environ.get("HPVM_TRITON_LAUNCHER")
+    try:
+        for mode in ("triton", "own", "triton", "own"):
+            os.environ["HPVM_TRITON_LAUNCHER"] = mode
+            with hpvm.runtime("gpu"):
+                compiled = hpvm.compile(g.chain)
+                hpvm.wait(hpvm.launch(compiled, x, N * 4, y, N * 4, N, 2.0, 0.0))
+                scalars = iter(range(10**9))
+                us = per_call_us(lambda: hpvm.wait(hpvm.launch(
+                    compiled, x, N * 4, y, N * 4, N, 2.0, float(next(scalars) % 7))))
+                torch.cuda.synchronize()
+                hpvm.wait(hpvm.launch(compiled, x, N * 4, y, N * 4, N, 3.0, 0.25))
+                torch.cuda.synchronize()
+                torch.testing.assert_close(y, x * 3.0 + 0.25, rtol=0, atol=0)
+            name = f"gpu: replay, new scalars, HPVM_TRITON_LAUNCHER={mode}"
+            results[name] = min(us, results.get(name, us))
+    finally:
+        if before is None:
+            os.environ.pop("HPVM_TRITON_LAUNCHER", None)
+        else:
+            os.environ["HPVM_TRITON_LAUNCHER"] = before
     return results
 
 
@@ -116,11 +191,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--targets", default="gpu,nvptx")
     parser.add_argument("--profile", action="store_true", help="also profile the replays")
+    parser.add_argument("--no-launchers", action="store_true",
+                        help="skip the gpu target's own launcher against Triton's")
     args = parser.parse_args()
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__)
     x = torch.rand(N, device="cuda")
     ys = [torch.zeros(N, device="cuda") for _ in range(9)]
     rows = list(peers(x, ys[0]).items())
+    if "gpu" in args.targets.split(",") and not args.no_launchers:
+        rows += list(relaunchers(x, ys[0]).items())
+        rows += list(prepared_by_launcher(x, ys[0]).items())
     for target in args.targets.split(","):
         rows += [(f"{target}: {name}", us) for name, us in measure(target, x, ys, args.profile).items()]
     print("host microseconds per launch (+ wait):")

@@ -24,7 +24,18 @@ def _libcuda() -> Any:
     lib.cuGraphLaunch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.cuCtxSynchronize.restype = ctypes.c_int
     lib.cuCtxSynchronize.argtypes = []
+    # CUresult cuDeviceGet(CUdevice *, int); cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+    # cuCtxSetCurrent(CUcontext)
+    lib.cuDeviceGet.restype = lib.cuDevicePrimaryCtxRetain.restype = ctypes.c_int
+    lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+    lib.cuCtxSetCurrent.restype = ctypes.c_int
+    lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
     return lib
+
+
+# CUresult of a call made with no context current in the calling thread
+CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 def error_text(code: int) -> str:
@@ -53,3 +64,22 @@ def context_synchronize() -> Any:
     context), or None."""
     lib = _libcuda()
     return None if lib is None else lib.cuCtxSynchronize
+
+
+_contexts: dict[int, int] = {}  # device ordinal -> its primary context, retained once
+
+
+def make_current(ordinal: int) -> bool:
+    """Make device `ordinal`'s primary context (the one torch and Triton use) current in this
+    thread, which may have none yet; False when that fails."""
+    lib = _libcuda()
+    if lib is None:
+        return False
+    context = _contexts.get(ordinal)
+    if context is None:
+        device, handle = ctypes.c_int(), ctypes.c_void_p()
+        if lib.cuDeviceGet(ctypes.byref(device), ordinal) != 0 or \
+                lib.cuDevicePrimaryCtxRetain(ctypes.byref(handle), device) != 0 or not handle.value:
+            return False
+        context = _contexts[ordinal] = handle.value
+    return lib.cuCtxSetCurrent(context) == 0

@@ -78,6 +78,10 @@ PYTHON_VECTOR = _declare("HPVM_PYTHON_VECTOR", "flag", "1", "0: the python targe
 # running
 STREAM_ITEMS = _declare("HPVM_STREAM_ITEMS", "flag", "1", "0: GPU streams never run whole items "
                         "as one unit")
+TRITON_LAUNCHER = _declare("HPVM_TRITON_LAUNCHER", "text", "own", "how the gpu target relaunches a "
+                            "compiled kernel: own (cuLaunchKernel on parameters packed once; "
+                            "Triton's launcher for kernels it cannot launch) or triton (Triton's "
+                            "launcher)")
 POISON_OUT = _declare("HPVM_POISON_OUT", "flag", "0", "1 (read at import): fill partly written Out "
                       "buffers with NaN or 0xAB bytes first on host targets")
 # diagnostics

@@ -5,10 +5,13 @@ usage: python triton_compile_check.py module:graph|semantics|launches:module ...
 ("semantics": the kernels of tests/test_semantics.py, every operator and cast helper;
 "launches:module": module.LAUNCHES, each leaf compiled as that launch would dispatch it on a GPU)
 Prints one line per compiled kernel; exits non-zero with the compiler's message on a failure.
+Every compiled kernel's parameters, as the gpu target's own launcher packs them
+(backends/triton/launcher.py), are checked against the kernel's PTX entry.
 """
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -24,8 +27,13 @@ import hpvm_py as hpvm
 from hpvm_py.backends.base import BufferArg
 from hpvm_py.backends.triton.codegen import generate, kernel_name
 from hpvm_py.backends.triton.kernel import GPU_DOT, GPU_SPREAD, TritonKernel
+from hpvm_py.backends.triton.launcher import OwnLauncher, parameters, refusal
 
 SM90 = GPUTarget("cuda", 90, 32)
+ENTRY = re.compile(r"\.entry\s+\w+\s*\(([^)]*)\)", re.S)
+PTX_TYPE = re.compile(r"\s*\.param\s+\.[busf](\d+)\b")
+TRITON_BYTES = {"i1": 1, "u1": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "fp16": 2, "bf16": 2,
+                "i32": 4, "u32": 4, "fp32": 4, "i64": 8, "u64": 8, "fp64": 8}
 
 
 def load(text: str, name: str):
@@ -36,6 +44,27 @@ def load(text: str, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def check_parameters(kernel, args: list) -> None:
+    """The own launcher's parameters (one 8-byte slot each, the value in its low bytes) against
+    the PTX entry's: as many, in order, each as wide as its Triton type, then the two scratch
+    pointers (global_scratch, profile_scratch), null; and the packing accepts every argument."""
+    params = parameters(kernel.src.signature)
+    entry = ENTRY.search(kernel.asm["ptx"]).group(1)
+    ptx = [int(PTX_TYPE.match(p).group(1)) // 8 for p in entry.split(",") if p.strip()]
+    ours = [8 if kind.startswith("*") else TRITON_BYTES[kind] for _, kind in params] + [8, 8]
+    assert ptx == ours, f"{kernel.name}: PTX parameters of {ptx} bytes, the own launcher packs {ours}"
+    assert refusal(kernel.metadata) is None, f"{kernel.name}: {refusal(kernel.metadata)}"
+    launcher = OwnLauncher(0, params, args, (1, 1, 1), kernel.metadata.num_warps,
+                           kernel.metadata.shared, 0, kernel.name, None)
+    assert launcher.params.count == len(ptx)
+
+
+def placeholders(signature: dict) -> list:
+    """Arguments of a kernel compiled without a launch (any value of each type)."""
+    return [0 if kind.startswith("*") else 0.5 if kind.startswith(("fp", "bf")) else 2
+            for kind in signature.values()]
 
 
 def constants(source) -> list[dict]:
@@ -96,8 +125,9 @@ def compile_launches(module_name: str) -> int:
                 bound, specialization, parsed = binder(*launch._typed_call(), **options)
                 parsed, signature, constexprs, attrs = jit._pack_args(backend, options, bound,
                                                                       specialization, parsed)
-                triton.compile(ASTSource(jit, signature, constexprs, attrs), target=SM90,
-                               options=parsed.__dict__)
+                compiled = triton.compile(ASTSource(jit, signature, constexprs, attrs), target=SM90,
+                                          options=parsed.__dict__)
+                check_parameters(compiled, list(bound.values()))
                 print(f"compiled {leaf.name} checked={checked} launch {extents}")
                 count += 1
     return count
@@ -128,6 +158,7 @@ def main(names: list[str]) -> None:
                             kernel = triton.compile(ast, target=SM90,
                                                     options={"enable_fp_fusion": source.dot is not None})
                             assert "cubin" in kernel.asm
+                            check_parameters(kernel, placeholders(source.arguments))
                             kind = "dot" if source.dot else "tiles" if source.tiles else \
                                 "private" if source.private else "spread" if source.spread else "literal"
                             split = f" SPLIT={constexprs['SPLIT']}" if "SPLIT" in constexprs else ""

@@ -22,6 +22,7 @@ from ..base import BufferArg, LeafKernel, NodeContext
 from .. import heapview
 from ..access_errors import recorded
 from ...device import faults
+from ...device.kernel_launch import ParamSlots, launch_failure
 from ...device.libcuda import launch_kernel
 from ...device.outputs import DeviceLaunch, DeviceOutputs
 from ..cpu.abi import DIMS_PER_LEVEL
@@ -82,7 +83,8 @@ class NvptxKernel(LeafKernel):
         checked, parents, leaves, block, chunks = shape
         ordinal = self._device(args)
         layout = self.layout
-        slots = (ctypes.c_uint64 * layout.count)()
+        params = ParamSlots(layout.count)
+        slots = params.slots
         keep: dict[int, Any] = {}
         cuda = torch.device("cuda", ordinal)
         self._pack_params(args, slots, parents, leaves, cuda, keep)
@@ -103,7 +105,7 @@ class NvptxKernel(LeafKernel):
             self.code.allow_shared(ordinal, shared)
         device.make_current(ordinal)
         stream = torch.cuda.current_stream(cuda).cuda_stream
-        return PreparedLaunch(self, fn, slots, block, chunks, shared, stream, error,
+        return PreparedLaunch(self, fn, params, block, chunks, shared, stream, error,
                               DeviceOutputs(device_outputs, self.leaf.name, self.leaf.loc), keep)
 
     def _shape(self, extents: list[tuple[int, ...]]) -> tuple:
@@ -258,12 +260,13 @@ class PreparedLaunch(DeviceLaunch):
     only (per-instance inputs copied from the host are, until bind_values() points them at a
     producer's device outputs)."""
 
-    def __init__(self, kernel: NvptxKernel, fn: Any, slots: ctypes.Array,
+    def __init__(self, kernel: NvptxKernel, fn: Any, params: ParamSlots,
                  block: tuple[int, int, int], chunks: list, shared: int, stream: int,
                  error: Any, outputs: DeviceOutputs, keep: dict[int, Any]):
         self.kernel = kernel
         self.fn = fn
-        self.slots = slots
+        self.params = params  # its slots and the array of their addresses
+        self.slots = params.slots
         self.block = block
         self.chunks = chunks
         self.shared = shared
@@ -272,10 +275,7 @@ class PreparedLaunch(DeviceLaunch):
         self.outputs = outputs
         self.keep = keep  # param -> its per-instance values on the device, alive with the launch
         self.stale = set(keep)  # those copied from the host for this launch only
-        base = ctypes.addressof(slots)
-        count = kernel.layout.count
-        self.params = (ctypes.c_void_p * count)(*[base + 8 * i for i in range(count)])
-        self._params_at = ctypes.addressof(self.params)
+        self._params_at = params.address
         self._launch = device.cuda_driver().cuLaunchKernel
         self._direct, self._fn_address = None, 0  # libcuda's own entry point, when loadable
         if fn is not None and launch_kernel() is not None:
@@ -334,10 +334,8 @@ class PreparedLaunch(DeviceLaunch):
                 err, = self._launch(self.fn, gx, gy, gz, bx, by, bz, self.shared, stream,
                                     self._params_at, 0)
             if err:
-                failure = LaunchError(f"launching leaf {leaf.name} (grid {(gx, gy, gz)}, block "
-                                      f"{self.block}, {self.shared} bytes of shared memory) failed: "
-                                      f"{device.error_name(err)}", leaf.loc)
-                raise faults.reported(failure, leaf.name, leaf.loc)
+                raise launch_failure(leaf.name, leaf.loc, (gx, gy, gz), self.block, self.shared,
+                                     device.error_name(err))
 
     def check(self) -> None:
         """A checked kernel's first out-of-bounds access, raised at its line (waits for it)."""

@@ -19,6 +19,7 @@ from ...device import faults, typed_tensor
 from ...device.outputs import DeviceLaunch, DeviceOutputs
 from .codegen import TritonSource
 from .host_math import fix_interpreter, interpreting
+from .launcher import OwnLauncher, TritonRunner, fast_launcher
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,8 @@ class TritonLaunch(DeviceLaunch):
         self.heap = heap  # it reaches other ranks' memory (checked per launch, backends/heapview.py)
         self.stale = set(values)  # those copied from the host for this launch only
         self.blocks_at = blocks_at  # position in call of the blocks of lanes per parent instance
-        self._fast: Any = None  # the compiled kernel's launcher, once Triton's dispatch gave it
-        self._args: list[Any] = []  # call and the constexprs, in the kernel's parameter order
+        # what relaunches the compiled kernel (launcher.py), once Triton's dispatch gave it
+        self._fast: OwnLauncher | TritonRunner | None = None
         self._stream: Any = None
 
     def relaid(self, layout: Layout) -> "TritonLaunch":
@@ -122,7 +123,7 @@ class TritonLaunch(DeviceLaunch):
             if (arg.address % 16 == 0) != (old_address % 16 == 0) or arg.obj.device != old_device:
                 self._fast = None  # Triton specialises pointers on 16-byte alignment: dispatch again
             else:
-                self._args[pos] = arg.address
+                self._fast.set(pos, arg.address)
 
     def _typed_call(self) -> list[Any]:
         """The call with every buffer as the typed torch view Triton's dispatch binds."""
@@ -140,7 +141,7 @@ class TritonLaunch(DeviceLaunch):
             if specialisation(bits) != specialisation(old):
                 self._fast = None  # compiled for another class of value: dispatch again
             else:
-                self._args[pos] = bits
+                self._fast.set(pos, bits)
 
     def bind_values(self, i: int, values: Any) -> bool:
         """Read per-instance input i from a device array (a producer's outputs): False when it
@@ -151,7 +152,7 @@ class TritonLaunch(DeviceLaunch):
             return False
         self.call[pos] = values
         if self._fast is not None:
-            self._args[pos] = values
+            self._fast.set(pos, values)
         self.stale.discard(i)
         return True
 
@@ -168,7 +169,7 @@ class TritonLaunch(DeviceLaunch):
         faults.launched(leaf.name, leaf.loc)
         try:
             if self._fast is not None:
-                self._fast(*self._args, stream=self._stream if stream is None else stream)
+                self._fast(self._stream if stream is None else stream)
             elif stream is None or interpreting():
                 self._dispatch()
             else:
@@ -209,9 +210,11 @@ class TritonLaunch(DeviceLaunch):
         compiled = fn(*self.call, **self.options)
         rest = self.jit.arg_names[len(self.call):]
         if compiled is not None and all(name in self.options for name in rest):
-            self._args = self.call + [self.options[name] for name in rest]
+            args = self.call + [self.options[name] for name in rest]  # the kernel's order
+            leaf = self.kernel.leaf
             self._stream = current_stream()
-            self._fast = compiled[self.grid]
+            self._fast = fast_launcher(compiled, args, self.grid, current_device(), leaf.name,
+                                       leaf.loc)
 
 
 def current_stream() -> int:
@@ -219,3 +222,10 @@ def current_stream() -> int:
     import torch  # noqa: PLC0415
 
     return torch.cuda.current_stream().cuda_stream
+
+
+def current_device() -> int:
+    """Torch's current CUDA device (where Triton's dispatch loaded the kernel)."""
+    import torch  # noqa: PLC0415
+
+    return torch.cuda.current_device()
