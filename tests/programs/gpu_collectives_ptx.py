@@ -12,7 +12,8 @@ from triton.compiler import ASTSource
 from hpvm_py.distributed.gpu import kernels as K
 
 SM90 = GPUTarget("cuda", 90, 32)
-COMMON = {"ctrl": "*i64", "bases": "*i64", "rank": "i32", "status_addr": "i64", "timeout_ns": "i64"}
+COMMON = {"ctrl": "*i64", "bases": "*i64", "rank": "i32", "status_addr": "i64", "timeout_ns": "i64",
+          "fingerprint": "i64"}
 CASES = [  # kernel, leading arguments, constexprs (every kernel for two and four ranks)
     (K.all_reduce_one_shot, {"buf": "*bf16", "n": "i32"}, {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 8192}),
     (K.all_reduce_two_shot, {"buf": "*fp32", "n": "i32"}, {"OP": 1, "WIDEN": False, "ELEM": 4, "BLOCK": 4096}),
