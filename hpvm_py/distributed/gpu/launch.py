@@ -18,6 +18,8 @@ from ...errors import DistributedError, HPVMTimeoutError
 from .. import chooser, ranks
 from ..reduction_arith import add_rmsnorm
 from ..call import OPS
+from ..quantize import BITS, MODES, PAD, QMAX, Layout
+from ..quantized import rows_fp8_torch
 from .heap import MAX_BLOCKS, GpuHeap
 from .replay import Replays
 
@@ -39,15 +41,18 @@ TUNING = {
     "one_shot": Tuning(block_bytes=16 << 10, warps=8, programs=264),
     "two_shot": Tuning(block_bytes=16 << 10, warps=8, programs=264),
     "direct": Tuning(block_bytes=16 << 10, warps=8, programs=264),
+    # provisional (not measured yet): chunks of 16 KiB of input, a divisor of quantize.PAD elements
+    "quantized": Tuning(block_bytes=16 << 10, warps=8, programs=264),
 }
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
 _replays = Replays()
 
 
-def _kernels() -> ModuleType:
-    """kernels.py, the Triton kernels: loaded by the first collective that launches one, as the
-    backends are (backends/registry.py), so that `import hpvm_py` does not import Triton."""
-    return importlib.import_module(f"{__package__}.kernels")
+def _kernels(name: str = "kernels") -> ModuleType:
+    """kernels.py (or quant_kernels.py), the Triton kernels: loaded by the first collective that
+    launches one, as the backends are (backends/registry.py), so that `import hpvm_py` does not
+    import Triton."""
+    return importlib.import_module(f"{__package__}.{name}")
 
 
 def _run(key: tuple, launch: Any) -> None:
@@ -140,6 +145,44 @@ def _all_reduce(x: Any, op: str, algorithm: str) -> None:
                         BLOCK=block, num_warps=tuning.warps, **_common(world, heap))
 
 
+def all_reduce_quantized(x: Any, quantize: str) -> None:
+    """x = the quantized sum of x over the ranks, in place (quantize: fp8, int8 or int4; x: f16,
+    bf16 or f32): each rank's x crosses as codes and per-32-element scales (docs/distributed.md,
+    "Quantized all-reduce"), whatever its size (the threshold is the communication node's)."""
+    _run(("all_reduce_quantized", quantize, TUNING["quantized"]) + _key(x),
+         lambda: _all_reduce_quantized(x, quantize))
+
+
+def _all_reduce_quantized(x: Any, mode: str) -> None:
+    import torch
+
+    K = _kernels("quant_kernels")
+    world, heap = _heap()
+    buf = _flat(heap, x, "x")
+    if mode not in MODES:
+        raise DistributedError(f"quantize={mode!r} is not one of {', '.join(MODES)}")
+    if not _widen(buf) and buf.dtype != torch.float32:
+        raise DistributedError(f"the quantized all-reduce takes float16, bfloat16 or float32, not {buf.dtype}")
+    if buf.numel() == 0:
+        return
+    layout = Layout(buf.numel(), mode)
+    offset = heap.reserve_workspace(layout.total)
+    if offset is None:
+        raise DistributedError(f"the quantized all-reduce needs {layout.total} bytes of workspace at "
+                               f"the end of the symmetric heap, and {heap.free_bytes} bytes are free "
+                               "(set HPVM_HEAP_BYTES larger)", rule="heap-capacity")
+    codes = heap.tensor(world.rank, offset, layout.code_bytes, torch.uint8)
+    scales = heap.tensor(world.rank, offset + layout.scales_offset, layout.groups, torch.float32)
+    tuning = TUNING["quantized"]
+    programs, block = _grid(buf.numel(), tuning, buf.element_size())
+    assert PAD % block == 0, "a chunk must divide the payload's padding"
+    # no FP fusion: a product fused into the next add would round differently from quantize.py
+    K.all_reduce_quantized[(programs,)](buf, buf.numel(), codes, scales, MODE=MODES.index(mode),
+                                        QMAX=QMAX[mode], CODE_BYTES=block * BITS[mode] // 8, BLOCK=block,
+                                        num_warps=tuning.warps, enable_fp_fusion=False,
+                                        **_common(world, heap))
+
+
 def all_gather(src: Any, dst: Any) -> None:
     """dst = src(rank 0) ‖ src(rank 1) ‖ ... (dst holds world_size x src)."""
     _run(("all_gather", TUNING["direct"]) + _key(src, dst), lambda: _all_gather(src, dst))
@@ -201,13 +244,21 @@ def _broadcast(x: Any, root: int) -> None:
 RMSNORM_MAX_HIDDEN = 16384
 
 
-def all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float) -> None:
-    """residual += all_reduce_sum(x); x = rmsnorm(residual) * weight, by rows of `hidden`."""
-    _run(("all_reduce_rmsnorm", hidden, eps, TUNING["one_shot"]) + _key(x, residual, weight),
-         lambda: _all_reduce_rmsnorm(x, residual, weight, hidden, eps))
+def all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float,
+                       out: Any = None, scales: Any = None) -> None:
+    """residual += all_reduce_sum(x); x = rmsnorm(residual) * weight, by rows of `hidden`; with
+    `out` (uint8, x's size) and `scales` (float32, one per row), also x's fp8 e4m3fn codes and
+    per-row scales (quantize.rows_fp8 of x as stored)."""
+    if (out is None) != (scales is None):
+        raise DistributedError("all_reduce_rmsnorm: out and scales go together (the fp8 copy of x)")
+    extra = () if out is None else _key(out, scales)
+    _run(("all_reduce_rmsnorm", hidden, eps, TUNING["one_shot"]) + _key(x, residual, weight) + extra,
+         lambda: _all_reduce_rmsnorm(x, residual, weight, hidden, eps, out, scales))
 
 
-def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float) -> None:
+def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float, out: Any,
+                        scales: Any) -> None:
+    import torch
     import triton
 
     K = _kernels()
@@ -217,18 +268,28 @@ def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: fl
     if hidden <= 0 or xs.numel() % hidden or rs.numel() != xs.numel() or w.numel() != hidden:
         raise DistributedError(f"all_reduce_rmsnorm: x and residual must hold whole rows of hidden = "
                                f"{hidden} elements and weight one row")
+    quant = out is not None
+    if quant:
+        out, scales = _flat(heap, out, "out"), _flat(heap, scales, "scales")
+        if out.dtype != torch.uint8 or out.numel() != xs.numel() or scales.dtype != torch.float32 \
+                or scales.numel() != xs.numel() // hidden:
+            raise DistributedError("all_reduce_rmsnorm: out must be uint8 with one byte per element "
+                                   "of x, scales float32 with one per row")
     if xs.numel() == 0:
         return
     if hidden > RMSNORM_MAX_HIDDEN:  # a row no longer fits one program: all-reduce, then normalise
         all_reduce(xs, "sum")
-        out, r = add_rmsnorm(xs.float() if _widen(xs) else xs, rs, w, hidden, eps)
+        normed, r = add_rmsnorm(xs.float() if _widen(xs) else xs, rs, w, hidden, eps)
         rs.copy_(r)
-        xs.copy_(out)
+        xs.copy_(normed)
+        if quant:
+            rows_fp8_torch(xs, hidden, out, scales)
         return
     rows = xs.numel() // hidden
     programs = min(rows, TUNING["one_shot"].programs, MAX_BLOCKS)
     block = triton.next_power_of_2(hidden)
-    K.all_reduce_rmsnorm[(programs,)](xs, rs, w, rows, hidden, float(eps), WIDEN=_widen(xs),
+    K.all_reduce_rmsnorm[(programs,)](xs, rs, w, out if quant else xs, scales if quant else xs, rows,
+                                      hidden, float(eps), QUANT=quant, WIDEN=_widen(xs),
                                       ELEM=xs.element_size(), BLOCK=block,
                                       num_warps=min(16, max(1, block // 512)), **_common(world, heap))
 

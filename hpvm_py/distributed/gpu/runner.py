@@ -33,13 +33,15 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
         stats.bump("collectives_remote")
         run_remote(world, call, check_arguments(call, world.size))
         return None
-    path = chooser.choose_gpu(call.kind, call.buffers[0].size, world.size)
+    path = chooser.choose_gpu(call.kind, call.buffers[0].size, world.size, call.quantize)
     stats.bump(f"collectives_{path}")
     agreed = agreed_on_heap(world, call, path, entry=agreed)
     sized = agreed.state.get("sized")
     if sized is None:  # the views of this shape's buffers (the heap's memory is never freed)
-        sized = agreed.state["sized"] = [b.tensor[:b.size // call.dtype.nbytes] for b in call.buffers]
-    if call.kind == "all_reduce":
+        sized = agreed.state["sized"] = [b.tensor[:call.count(i)] for i, b in enumerate(call.buffers)]
+    if path == "quantized":
+        launch.all_reduce_quantized(sized[0], call.quantize)
+    elif call.kind == "all_reduce":
         launch.all_reduce(sized[0], call.op, path)
     elif call.kind == "all_gather":
         launch.all_gather(sized[0], sized[1])
@@ -48,5 +50,5 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
     elif call.kind == "broadcast":
         launch.broadcast(sized[0], call.root)
     else:
-        launch.all_reduce_rmsnorm(sized[0], sized[1], sized[2], call.hidden, call.eps)
+        launch.all_reduce_rmsnorm(sized[0], sized[1], sized[2], call.hidden, call.eps, *sized[3:5])
     return agreed
