@@ -241,7 +241,8 @@ def check_rmsnorm_fp8() -> None:
         assert torch.allclose(x.cpu().double(), normed.view(-1), rtol=tol, atol=tol), "x"
         v = x.cpu().float().view(rows, hidden)  # the fp8 copy is of x as stored
         s = v.abs().amax(1) / torch.full((rows,), 448.0)
-        codes = (v / s[:, None]).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+        y = torch.where(s[:, None] > 0, v / torch.where(s > 0, s, 1)[:, None], torch.zeros_like(v))
+        codes = y.clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
         assert torch.equal(scales.cpu(), s), (dtype, scales.cpu(), s)
         assert torch.equal(out.cpu().view(rows, hidden), codes), dtype
         back = out.cpu().view(torch.float8_e4m3fn).float().view(rows, hidden) * scales.cpu()[:, None]
