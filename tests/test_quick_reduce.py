@@ -370,3 +370,24 @@ def test_quantized_collectives_on_cpu_ranks(ranks: int, remote: bool, tmp_path: 
     want = [f"QUICK {c} ok" for c in QUICK_CHECKS] + ([] if remote else ["QUICK workspace-full ok"]) + ["QUICK done"]
     for r in range(ranks):
         assert (tmp_path / f"rank{r}.txt").read_text().splitlines() == want, (r, output)
+
+
+@needs_mpiexec
+@pytest.mark.skipif(triton is None, reason="needs triton")
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_gpu_kernels_run_by_the_interpreter_on_cpu_ranks(ranks: int, tmp_path: Path) -> None:
+    """The quantized all-reduce kernel and the fused RMSNorm kernel with its fp8 output, the GPU
+    ranks' own Triton code, run by Triton's interpreter on CPU ranks whose heaps are shared memory
+    (tests/programs/dist_kernels_interpreted.py): flags, peer translation, workspace layout and
+    the codec against the host's, bit for bit (three ranks: the rank order of the f32 sum shows)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_COMM_")}
+    environment.update(PYTHONPATH=str(ROOT), HPVM_HEAP_BYTES="8M", HPVM_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                       HPVM_TEST_OUT=str(tmp_path), TRITON_INTERPRET="1")
+    seed = str(np.random.default_rng().integers(1 << 30))
+    command = [str(MPIEXEC), "-n", str(ranks), sys.executable, str(PROGRAMS / "dist_kernels_interpreted.py"), seed]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=environment)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    want = ["KERNEL quantized int8 ok", "KERNEL quantized int4 ok", "KERNEL rmsnorm-fp8 ok", "KERNEL done"]
+    for r in range(ranks):
+        assert (tmp_path / f"rank{r}.txt").read_text().splitlines() == want, (r, output)
