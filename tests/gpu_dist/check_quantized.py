@@ -88,13 +88,13 @@ def check(name: str, ok: bool) -> None:
 
 
 def formats() -> None:
+    global cursor
     salt = 0
     for mode in Q.MODES:
         for dtype in ("bf16", "f16", "f32"):
             sizes = (1, 1000, 70_003) + ((4 << 20) + 3,) * (dtype == "bf16")  # up to 8 MiB of bf16
             for n in sizes:
                 salt += 1
-                global cursor
                 cursor = 0
                 ps = parts(dtype, n, salt)
                 x = region(n, TYPES[dtype])
