@@ -13,6 +13,8 @@ Times are the slowest rank's median of batches.
     python benchmarks/collectives.py --gpu [--max-mib 1024] [--sweep] [--launch] [--overlap]
         GPU ranks against NCCL (benchmarks/gpu/collectives_gpu.py; starts torchrun itself, one
         rank per GPU, NVLink multicast off)
+    python benchmarks/collectives.py --gpu --quick [--max-mib 1024]
+        only the quantized all-reduce (fp8, int8, int4) against NCCL's bf16 all-reduce
 """
 from __future__ import annotations
 
@@ -192,14 +194,16 @@ if __name__ == "__main__":
     parser.add_argument("--sweep", action="store_true", help="GPU: time tuning variants too")
     parser.add_argument("--launch", action="store_true", help="GPU: time the whole node launch too")
     parser.add_argument("--overlap", action="store_true", help="GPU: the compute/comm overlap step")
+    parser.add_argument("--quick", action="store_true", help="GPU: only the quantized all-reduce")
     options = parser.parse_args()
     if options.gpu:
         if os.environ.get("HPVM_BENCH_CHILD"):
             from gpu.collectives_gpu import main as gpu_main
 
             mib = options.max_mib or 1024
-            os.environ.setdefault("HPVM_HEAP_BYTES", f"{mib + 16}M")
-            gpu_main(options.sweep, options.launch, options.overlap, mib << 20)
+            # --quick: room for the quantized workspace too (at most 5/8 of a bf16 buffer's bytes)
+            os.environ.setdefault("HPVM_HEAP_BYTES", f"{mib + 16 + (mib if options.quick else 0)}M")
+            gpu_main(options.sweep, options.launch, options.overlap, mib << 20, options.quick)
         else:
             _launch_gpu(sys.argv[1:])
     elif os.environ.get("HPVM_BENCH_CHILD"):

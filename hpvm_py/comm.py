@@ -22,19 +22,32 @@ _defs: dict[tuple, LibraryDef] = {}
 def _library(kind: str, dtype: Any, **options: Any) -> LibraryDef:
     elem = resolve_scalar(dtype)
     key = (kind, elem.name if elem is not None else repr(dtype), tuple(sorted(options.items())))
-    found = _defs.get(key)
+    try:
+        found = _defs.get(key)
+    except TypeError:  # an unhashable option value: library_func raises, naming it
+        return LibraryDef(library_func(kind, dtype, caller_loc(), **options))
     if found is None:
         found = _defs[key] = LibraryDef(library_func(kind, dtype, caller_loc(), **options))
     return found
 
 
+def _quantized(quantize: str | None) -> dict[str, str]:
+    """The quantize option as the library function holds it: absent when not quantized, so that
+    a plain node is the same function (and text) as before the option existed."""
+    return {} if quantize is None else {"quantize": quantize}
+
+
 @api_boundary
-def all_reduce(dtype: Any, op: str = "sum") -> LibraryDef:
+def all_reduce(dtype: Any, op: str = "sum", quantize: str | None = None) -> LibraryDef:
     """All-reduce, in place on every rank: buf = buf(rank 0) op buf(rank 1) op ...
 
     Args:
         dtype: the element type: an hpvm, NumPy or torch dtype.
         op: "sum", "max" or "min".
+        quantize: None (exact), or "fp8", "int8", "int4": a sum whose ranks' contributions
+            cross quantized, per block of 32 elements with an f32 scale (f16, bf16 and f32
+            only), from HPVM_COMM_QUANTIZE_BYTES on; semantics and error bound in
+            docs/distributed.md, "Quantized all-reduce".
 
     Returns:
         A library node for `hpvm.node` / `create_node`, with the parameters
@@ -43,7 +56,7 @@ def all_reduce(dtype: Any, op: str = "sum") -> LibraryDef:
     Raises:
         FrontendError: an element type or option the collective does not take.
     """
-    return _library("all_reduce", dtype, op=op)
+    return _library("all_reduce", dtype, op=op, **_quantized(quantize))
 
 
 @api_boundary
@@ -102,7 +115,7 @@ def broadcast(dtype: Any, root: int = 0) -> LibraryDef:
 
 
 @api_boundary
-def all_reduce_rmsnorm(dtype: Any, eps: float = 1e-6) -> LibraryDef:
+def all_reduce_rmsnorm(dtype: Any, eps: float = 1e-6, quantize: str | None = None) -> LibraryDef:
     """Fused all-reduce and RMS norm: residual += all_reduce_sum(x); x = rmsnorm(residual) * weight.
 
     The norm is taken over rows of `hidden` elements.
@@ -110,13 +123,17 @@ def all_reduce_rmsnorm(dtype: Any, eps: float = 1e-6) -> LibraryDef:
     Args:
         dtype: a floating-point element type.
         eps: the epsilon added to the mean of squares.
+        quantize: None, or "fp8": also write an fp8 (e4m3fn) copy of the new x with one f32
+            scale per row (f16, bf16 and f32 only): out = e4m3fn(x / scale), scale =
+            max|x| / 448 per row (docs/distributed.md).
 
     Returns:
         A library node for `hpvm.node` / `create_node`, with the parameters
         `(x: InOut, x_bytes, residual: InOut, residual_bytes, weight: In,
-        weight_bytes, hidden: i64)`.
+        weight_bytes, hidden: i64)`, and with quantize="fp8" then
+        `(out: Out[Ptr[u8]], out_bytes, scales: Out[Ptr[f32]], scales_bytes)`.
 
     Raises:
         FrontendError: an element type or option the collective does not take.
     """
-    return _library("all_reduce_rmsnorm", dtype, eps=eps)
+    return _library("all_reduce_rmsnorm", dtype, eps=eps, **_quantized(quantize))

@@ -10,7 +10,9 @@ CUDA graphs of 20 calls each (ours and NCCL's), which leave out the host's launc
 times tuning variants; --launch adds the whole communication-node launch (hpvm.launch + wait of a
 one-node graph); --overlap times a tensor-parallel step whose matmul is chunked, each chunk's
 all-reduce starting on a second stream as soon as its chunk is done, against matmul then
-all-reduce.
+all-reduce. --quick times only the quantized all-reduce (bf16 sent as fp8, int8 or int4 codes
+with per-32 scales) against NCCL's bf16 all-reduce and our exact one, with each format's error:
+where it overtakes the exact all-reduce sets chooser.QUANTIZE_BYTES.
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def _iters(nbytes: int) -> int:
     return max(5, min(300, (256 << 20) // max(nbytes, 1)))
 
 
-def main(sweep: bool, node: bool, overlap: bool, max_bytes: int) -> None:
+def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = False) -> None:
     import torch
     import torch.distributed as dist
 
@@ -95,6 +97,9 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int) -> None:
         sizes.append(sizes[-1] * 2)
     out(f"# {torch.cuda.get_device_name()} x {world}, torch {torch.__version__}; algbw = bytes / time, "
         "busbw = algbw * 2(n-1)/n; ratio = NCCL time / hpvm-py time (> 1: hpvm-py faster)")
+    if quick:
+        _quick(G, arena, plain, nccl, dev, line_up, out, max_bytes)
+        return
     for dtype in (torch.bfloat16, torch.float32):
         esize = torch.empty(0, dtype=dtype).element_size()
         out(f"\n## all_reduce sum {str(dtype).removeprefix('torch.')}, {world} GPUs")
@@ -154,6 +159,50 @@ def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
             out(f"{algorithm:>9} {f'{block >> 10}K/{warps}/{programs}':>16} "
                 + " ".join(f"{t:>10.1f}" for t in row))
         G.TUNING[algorithm] = saved[algorithm]
+
+
+def _quick(G, arena, plain, nccl, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
+    """The quantized all-reduce of bf16 (direct API) against NCCL's bf16 all-reduce and the exact
+    one the chooser picks, from 256 KiB up; `err`: the largest |result - exact sum| of one call on
+    fresh normal inputs, over the largest |exact sum| (the int8 bound is about 1/254 of each rank's
+    block maximum, summed over ranks)."""
+    import torch
+    import torch.distributed as dist
+
+    from hpvm_py.distributed import chooser
+
+    world = dist.get_world_size()
+    modes = ("fp8", "int8", "int4")
+    out(f"\n## quantized all-reduce, bf16, {world} GPUs, us; ratio = NCCL bf16 time / the format's "
+        "time; err = max |result - exact| / max |exact|")
+    out(f"{'bytes':>11} {'NCCL us':>9} {'exact us':>9} " + " ".join(f"{m + ' us':>9}" for m in modes)
+        + " " + " ".join(f"{m + ' ratio':>10}" for m in modes) + " " + " ".join(f"{m + ' err':>9}" for m in modes))
+    sizes = [256 << 10]
+    while sizes[-1] * 2 <= max_bytes:
+        sizes.append(sizes[-1] * 2)
+    for nbytes in sizes:
+        n = nbytes // 2
+        x = arena[:nbytes].view(torch.bfloat16)
+        y = plain[:nbytes].view(torch.bfloat16)
+        errors = {}
+        for mode in modes:  # one call on fresh inputs, against the exact sum of every rank's
+            g = torch.Generator(device=dev).manual_seed(1000 + dist.get_rank())
+            x.copy_(torch.randn(n, generator=g, device=dev).to(torch.bfloat16))
+            exact = x.double()
+            dist.all_reduce(exact, group=nccl)
+            G.all_reduce_quantized(x, mode)
+            torch.cuda.synchronize()
+            errors[mode] = float((x.double() - exact).abs().max() / exact.abs().max())
+        x.copy_(torch.randn(n, device=dev).to(torch.bfloat16) * 1e-3)  # sums grow: stay finite
+        y.copy_(x)
+        iters = _iters(nbytes)
+        nccl_us = time_us(lambda: dist.all_reduce(y, group=nccl), iters, line_up)
+        exact_us = time_us(lambda: G.all_reduce(x, "sum"), iters, line_up)
+        times = {m: time_us(lambda m=m: G.all_reduce_quantized(x, m), iters, line_up) for m in modes}
+        out(f"{nbytes:>11} {nccl_us:>9.1f} {exact_us:>9.1f} " + " ".join(f"{times[m]:>9.1f}" for m in modes)
+            + " " + " ".join(f"{nccl_us / times[m]:>10.2f}" for m in modes)
+            + " " + " ".join(f"{errors[m]:>9.2e}" for m in modes))
+    out(f"# chooser.QUANTIZE_BYTES now: {chooser.QUANTIZE_BYTES} (provisional)")
 
 
 SUM_BF16 = hpvm.comm.all_reduce(bf16)

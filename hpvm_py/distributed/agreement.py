@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import DistributedError
 from ..support import stats
-from . import engine_collectives, ranks
+from . import engine_collectives, quantize, ranks
 from .call import BAD_ARGUMENT, NOT_ON_HEAP, OK, Call, agree, check_arguments, descriptor, fingerprint
 from .sync import Communicator
 
@@ -49,7 +49,7 @@ _cache: OrderedDict[tuple, Agreed] = OrderedDict()
 
 def shape_key(call: Call, path: str) -> tuple:
     """Everything an agreement depends on (the world aside)."""
-    return (call.kind, call.dtype.name, call.op, call.root, call.hidden, call.eps, path,
+    return (call.kind, call.dtype.name, call.op, call.root, call.hidden, call.eps, path, call.quantize,
             tuple((b.address, b.nbytes, b.size) for b in call.buffers))
 
 
@@ -100,6 +100,8 @@ def _entry(world: ranks.World, call: Call, path: str, mine: DistributedError | N
             mine = call.fail(f"buffer {b.name} ({b.nbytes} bytes at {b.address:#x}) is not on the "
                              "symmetric heap: allocate it with hpvm.symmetric.empty(shape, dtype) on "
                              "every rank", rule="buffer-on-heap")
+    if mine is None and path == "quantized":
+        mine = _reserve_workspace(heap, call)
     status = OK if mine is None else (NOT_ON_HEAP if mine.rule == "buffer-on-heap" else BAD_ARGUMENT)
     words = descriptor(call, status, path)
     entry = Agreed(world, path, [-1 if b.offset is None else b.offset for b in call.buffers], words,
@@ -110,6 +112,23 @@ def _entry(world: ranks.World, call: Call, path: str, mine: DistributedError | N
         if len(_cache) > CACHE_LIMIT:
             _cache.popitem(last=False)
     return entry
+
+
+def workspace_bytes(call: Call) -> int:
+    """The heap workspace of a quantized all-reduce: one payload (quantize.Layout), at the same
+    offset of every rank's heap."""
+    return quantize.Layout(call.count(0), call.quantize).total
+
+
+def _reserve_workspace(heap: Any, call: Call) -> DistributedError | None:
+    """Reserve the quantized all-reduce's workspace at the end of the heap (allocator.py); the
+    error when user allocations leave no room for it (every rank then raises)."""
+    need = workspace_bytes(call)
+    if heap.reserve_workspace(need) is not None:
+        return None
+    return call.fail(f"the quantized all-reduce needs {need} bytes of workspace at the end of the "
+                     f"symmetric heap, and {heap.free_bytes} bytes are free (set HPVM_HEAP_BYTES "
+                     "larger)", rule="heap-capacity")
 
 
 def run_remote(world: ranks.World, call: Call, mine: DistributedError | None) -> None:

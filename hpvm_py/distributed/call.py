@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import DistributedError
 from ..support.loc import Loc
 from ..types import SCALAR_TYPES, ScalarType
+from . import chooser
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_reduce_rmsnorm")
 OPS = ("sum", "max", "min")
@@ -23,11 +24,14 @@ _DTYPE_ORDER = sorted(SCALAR_TYPES)
 
 # how a call runs (chooser.py); part of the descriptor, so that ranks whose choice differs (an
 # HPVM_COMM_ONESHOT_BYTES of their own) raise instead of running different algorithms
-ALGORITHMS = ("remote", "one_shot", "two_shot", "direct")
+ALGORITHMS = ("remote", "one_shot", "two_shot", "direct", "quantized")
+# the quantization a call applies (chooser.quantization), a word of the descriptor: "" for none
+QUANTIZATIONS = ("", "fp8", "int8", "int4")
 
 OK, BAD_ARGUMENT, NOT_ON_HEAP = 0, 1, 2
 _ALGORITHM = 8  # the word of the algorithm
-_FIXED = 9  # words before the per-buffer (bytes, heap offset) pairs
+_QUANTIZATION = 9  # the word of the quantization
+_FIXED = 10  # words before the per-buffer (bytes, heap offset) pairs
 
 
 @dataclass
@@ -39,6 +43,7 @@ class Buffer:
     nbytes: int  # the buffer's real size
     size: int  # the size argument the graph passed, in bytes
     offset: int | None = None  # on this rank's heap, when it lies there
+    elem: ScalarType | None = None  # its element type, when not the collective's
 
     @property
     def name(self) -> str:
@@ -58,13 +63,22 @@ class Call:
     root: int = 0
     hidden: int = 0
     eps: float = 0.0
+    quantize: str = ""  # the node's quantize= option ("" for none)
 
     def what(self) -> str:
         return f"{self.kind} node {self.node!r}"
 
+    def elem(self, i: int) -> ScalarType:
+        """Buffer i's element type."""
+        return self.buffers[i].elem or self.dtype
+
     def count(self, i: int) -> int:
         """Elements in buffer i's size argument."""
-        return self.buffers[i].size // self.dtype.nbytes
+        return self.buffers[i].size // self.elem(i).nbytes
+
+    def quantization(self) -> str:
+        """The quantization this call applies ("" for none; chooser.quantization)."""
+        return chooser.quantization(self.kind, self.quantize, self.buffers[0].size)
 
     def fail(self, message: str, rule: str = "collective-arguments") -> DistributedError:
         return DistributedError(f"{self.what()}: {message}", self.loc, rule=rule)
@@ -73,12 +87,12 @@ class Call:
 def check_arguments(call: Call, world_size: int) -> DistributedError | None:
     """This rank's own mistakes (independent of the other ranks), or None."""
     esize = call.dtype.nbytes
-    for b in call.buffers:
+    for i, b in enumerate(call.buffers):
         if b.size < 0 or b.size > b.nbytes:
             return call.fail(f"buffer {b.name} has {b.nbytes} bytes, but its size argument says {b.size}")
-        if b.size % esize:
+        if b.size % call.elem(i).nbytes:
             return call.fail(f"the size of {b.name}, {b.size} bytes, is not a multiple of the "
-                             f"{call.dtype} element size ({esize})")
+                             f"{call.elem(i)} element size ({call.elem(i).nbytes})")
     sizes = [b.size for b in call.buffers]
     if call.kind == "all_gather" and sizes[1] != world_size * sizes[0]:
         return call.fail(f"dst must be world_size ({world_size}) times src: src has {sizes[0]} bytes, "
@@ -89,7 +103,7 @@ def check_arguments(call: Call, world_size: int) -> DistributedError | None:
     if call.kind == "broadcast" and not 0 <= call.root < world_size:
         return call.fail(f"root {call.root} is not a rank of this world of {world_size}")
     if call.kind == "all_reduce_rmsnorm":
-        x, residual, weight = sizes
+        x, residual, weight = sizes[:3]
         if call.hidden <= 0:
             return call.fail(f"hidden is {call.hidden}; it must be positive")
         if residual != x:
@@ -99,13 +113,22 @@ def check_arguments(call: Call, world_size: int) -> DistributedError | None:
         if (x // esize) % call.hidden:
             return call.fail(f"x holds {x // esize} elements, not a whole number of rows of "
                              f"hidden = {call.hidden}")
+        if call.quantize:
+            rows = x // esize // call.hidden
+            if sizes[3] != rows * call.hidden:
+                return call.fail(f"out has {sizes[3]} bytes; it must hold one fp8 byte per element of "
+                                 f"x ({rows * call.hidden})")
+            if sizes[4] != 4 * rows:
+                return call.fail(f"scales has {sizes[4]} bytes; it must hold one f32 per row of x "
+                                 f"({rows} rows: {4 * rows} bytes)")
     return None
 
 
 def descriptor(call: Call, status: int, algorithm: str = "remote") -> np.ndarray:
     eps_bits, = struct.unpack("<q", struct.pack("<d", call.eps))
     words = [KINDS.index(call.kind), _DTYPE_ORDER.index(call.dtype.name), OPS.index(call.op), call.root,
-             call.hidden, eps_bits, status, len(call.buffers), ALGORITHMS.index(algorithm)]
+             call.hidden, eps_bits, status, len(call.buffers), ALGORITHMS.index(algorithm),
+             QUANTIZATIONS.index(call.quantization())]
     for b in call.buffers:
         words += [b.size, -1 if b.offset is None else b.offset]
     return np.array(words, dtype=np.int64)
@@ -145,6 +168,9 @@ def agree(call: Call, ranks: list[int], descriptors: list[np.ndarray], mine: Dis
         if compare_offsets:
             fields.append((f"the heap offset of {b.name} (allocate symmetric buffers in the same "
                            "order on every rank)", _FIXED + 2 * i + 1, str))
+    fields.append(("the quantization (the nodes' quantize= and HPVM_COMM_QUANTIZE_BYTES must be the "
+                   "same on every rank)", _QUANTIZATION,
+                   lambda v: (QUANTIZATIONS[v] or "none") if 0 <= v < len(QUANTIZATIONS) else str(v)))
     fields.append(("the algorithm (HPVM_COMM_ONESHOT_BYTES must be the same on every rank)", _ALGORITHM,
                    lambda v: ALGORITHMS[v] if 0 <= v < len(ALGORITHMS) else str(v)))
     for label, index, show in fields:

@@ -19,10 +19,38 @@ def oneshot_threshold() -> int:
     return int(text)
 
 
-def choose(single_host: bool, kind: str, nbytes: int) -> str:
-    """"remote", or the heap algorithm; nbytes: the size argument of the collective's first buffer."""
+# Provisional: the smallest all-reduce that a node with quantize= runs quantized. Below it the
+# exact all-reduce runs (its payload is latency-bound, so quantizing saves nothing); the GPU
+# measurement (benchmarks/collectives.py --gpu --quick) sets it, per world size if need be.
+QUANTIZE_BYTES = 2 << 20
+
+
+def quantize_threshold() -> int:
+    text = settings.COMM_QUANTIZE_BYTES.text()
+    if not text:
+        return QUANTIZE_BYTES
+    if not text.isdigit():
+        raise DistributedError(f"HPVM_COMM_QUANTIZE_BYTES={text!r} must be a number of bytes")
+    return int(text)
+
+
+def quantization(kind: str, quantize: str, nbytes: int) -> str:
+    """The quantization a call applies ("" for none): the all-reduce's payload format from the
+    threshold on; the fused RMSNorm's fp8 output always (it is an output, not a transport)."""
+    if not quantize:
+        return ""
+    if kind == "all_reduce":  # an empty buffer has nothing to quantize
+        return quantize if nbytes >= max(1, quantize_threshold()) else ""
+    return quantize
+
+
+def choose(single_host: bool, kind: str, nbytes: int, quantize: str = "") -> str:
+    """"remote", or the heap algorithm; nbytes: the size argument of the collective's first buffer;
+    quantize: the node's quantize= option ("" for none)."""
     if not single_host:
         return "remote"
+    if kind == "all_reduce" and quantization(kind, quantize, nbytes):
+        return "quantized"
     if kind == "all_reduce":
         return "one_shot" if nbytes <= oneshot_threshold() else "two_shot"
     return "direct"
@@ -37,9 +65,11 @@ def choose(single_host: bool, kind: str, nbytes: int) -> str:
 GPU_ONESHOT_BYTES = {2: 1 << 20, 4: 512 << 10}
 
 
-def choose_gpu(kind: str, nbytes: int, world_size: int) -> str:
+def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> str:
     """The GPU kernel for a collective of ranks on one host (HPVM_COMM_ONESHOT_BYTES overrides the
     all-reduce threshold)."""
+    if kind == "all_reduce" and quantization(kind, quantize, nbytes):
+        return "quantized"
     if kind != "all_reduce":
         return "direct"
     if settings.COMM_ONESHOT_BYTES.text():

@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import HPVMTimeoutError
 from .reduction_arith import accumulator_dtype, add_rmsnorm
 from .call import Call
+from .quantized import emit_fp8, engine_all_reduce
 from .transport import Transport
 from .waiting import RanksMissing
 
@@ -67,6 +68,9 @@ def _widened(t: Any, call: Call) -> Any:
 
 
 def _all_reduce(transport: Transport, call: Call, timeout: float) -> None:
+    if call.quantization():
+        engine_all_reduce(transport, call, timeout)
+        return
     buf = _flat(call, 0)
     work = _widened(buf, call)
     transport.all_reduce(work, call.op, timeout)
@@ -103,6 +107,8 @@ def _all_reduce_rmsnorm(transport: Transport, call: Call, timeout: float) -> Non
     out, r = add_rmsnorm(total, residual, _flat(call, 2), call.hidden, call.eps)
     residual.copy_(r)
     x.copy_(out)
+    if call.quantize:
+        emit_fp8(call, x, _flat(call, 3), _flat(call, 4))
 
 
 _RUN = {"all_reduce": _all_reduce, "all_gather": _all_gather, "reduce_scatter": _reduce_scatter,

@@ -8,6 +8,7 @@ import numpy as np
 
 from .reduction_arith import add_rmsnorm, reduce_all, torch_dtype
 from .call import Call
+from .quantized import emit_fp8, heap_all_reduce
 from .sync import Communicator
 
 ALIGN_ELEMS = 64  # two-shot slices start at multiples of this many elements
@@ -159,11 +160,16 @@ def _all_reduce_rmsnorm(comm: Communicator, call: Call) -> None:
     x, r = add_rmsnorm(total, residual, weight, call.hidden, call.eps)
     residual.copy_(r)
     xs[me].copy_(x)
+    if call.quantize:  # the fp8 copy of x as stored (quantized.emit_fp8)
+        out, scales = (comm.heap.tensor(comm.rank, call.buffers[i].offset, call.count(i),
+                                        torch_dtype(call.elem(i))) for i in (3, 4))
+        emit_fp8(call, xs[me], out, scales)
 
 
 _ALGORITHMS: dict[tuple[str, str], Callable[[Communicator, Call], None]] = {
     ("all_reduce", "one_shot"): _all_reduce_one_shot,
     ("all_reduce", "two_shot"): _all_reduce_two_shot,
+    ("all_reduce", "quantized"): heap_all_reduce,
     ("all_gather", "direct"): _all_gather,
     ("reduce_scatter", "direct"): _reduce_scatter,
     ("broadcast", "direct"): _broadcast,

@@ -25,16 +25,18 @@ from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.targets import TARGETS
 from ..support.loc import Loc
-from ..types import PtrType, ScalarType, i64, resolve_scalar
+from ..types import PtrType, ScalarType, f32, i64, resolve_scalar, u8
 from ..rt import library
 from ..support import profile, stats
-from . import chooser, local, ranks
+from . import chooser, local, quantize, ranks
 from .agreement import Agreed, agreement_of, check, communicator, run_remote
 from .reduction_arith import torch_dtype
 from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
 from .gpu.runner import run_on_gpu
 
 FLOAT_ONLY = ("all_reduce_rmsnorm",)
+QUANTIZED_TYPES = ("f16", "bf16", "f32")  # what a node with quantize= takes
+RMSNORM_QUANTIZE = ("fp8",)  # all_reduce_rmsnorm's output formats
 
 
 # -- signatures --------------------------------------------------------------------------------
@@ -45,15 +47,19 @@ def _ptr(name: str, t: ScalarType, direction: str) -> list[K.Param]:
             K.Param(name=f"{name}_bytes", type=i64)]
 
 
-def signature(kind: str, t: ScalarType) -> list[K.Param]:
-    """The parameters of a collective (DESIGN.md's signatures)."""
+def signature(kind: str, t: ScalarType, quantize: str | None = None) -> list[K.Param]:
+    """The parameters of a collective (DESIGN.md's signatures); all_reduce_rmsnorm with quantize=
+    also writes the fp8 codes and per-row scales of its output."""
     if kind in ("all_reduce", "broadcast"):
         return _ptr("buf", t, "inout")
     if kind in ("all_gather", "reduce_scatter"):
         return _ptr("src", t, "in") + _ptr("dst", t, "out")
     assert kind == "all_reduce_rmsnorm"
-    return (_ptr("x", t, "inout") + _ptr("residual", t, "inout") + _ptr("weight", t, "in")
-            + [K.Param(name="hidden", type=i64)])
+    params = (_ptr("x", t, "inout") + _ptr("residual", t, "inout") + _ptr("weight", t, "in")
+              + [K.Param(name="hidden", type=i64)])
+    if quantize:
+        params += _ptr("out", u8, "out") + _ptr("scales", f32, "out")
+    return params
 
 
 def library_func(kind: str, dtype: Any, loc: Loc, **options: str | int | float) -> D.LibraryFunc:
@@ -68,16 +74,24 @@ def library_func(kind: str, dtype: Any, loc: Loc, **options: str | int | float) 
                             rule="collective-type")
     _check_options(kind, options, lambda msg: FrontendError(f"hpvm.comm.{kind}(): {msg}", loc,
                                                             rule="collective-options"))
+    if options.get("quantize") and t.name not in QUANTIZED_TYPES:
+        raise FrontendError(f"hpvm.comm.{kind}(quantize={options['quantize']!r}): element type {t} is "
+                            f"not quantized (use one of {', '.join(QUANTIZED_TYPES)})", loc,
+                            rule="collective-type")
     suffix = "".join(f"_{options['op']}" if k == "op" else f"_root{v}" for k, v in options.items()
                      if k in ("op", "root"))
+    suffix += f"_q{options['quantize']}" if "quantize" in options else ""
     return D.LibraryFunc(name=unique_name(f"{kind}_{t.name}{suffix}"), kind=kind,
-                         options={"dtype": t.name, **options}, params=signature(kind, t), outputs=[],
-                         loc=loc)
+                         options={"dtype": t.name, **options},
+                         params=signature(kind, t, options.get("quantize")), outputs=[], loc=loc)
 
 
 def _check_options(kind: str, options: dict, error: Callable[[str], Exception]) -> None:
     expected = {"all_reduce": {"op"}, "reduce_scatter": {"op"}, "all_gather": set(),
                 "broadcast": {"root"}, "all_reduce_rmsnorm": {"eps"}}[kind]
+    if kind in ("all_reduce", "all_reduce_rmsnorm") and "quantize" in options:
+        expected = expected | {"quantize"}  # given only when the node quantizes
+        _check_quantize(kind, options, error)
     if set(options) != expected:
         raise error(f"options {sorted(options)} do not match {sorted(expected)}")
     if "op" in options and options["op"] not in OPS:
@@ -88,6 +102,16 @@ def _check_options(kind: str, options: dict, error: Callable[[str], Exception]) 
     eps = options.get("eps", 1.0)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
         raise error(f"eps={eps!r} must be a positive number")
+
+
+def _check_quantize(kind: str, options: dict, error: Callable[[str], Exception]) -> None:
+    mode = options["quantize"]
+    allowed = quantize.MODES if kind == "all_reduce" else RMSNORM_QUANTIZE
+    if mode not in allowed:
+        raise error(f"quantize={mode!r} is not one of {', '.join(allowed)} (or None: not quantized)")
+    if options.get("op", "sum") != "sum":
+        raise error(f"quantize={mode!r} needs op='sum' (the quantized all-reduce is a sum), not "
+                    f"op={options['op']!r}")
 
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -117,7 +141,9 @@ def compile_library(func: D.LibraryFunc, node: D.Node, target: str, bound: list[
     if dtype is None or dtype.name not in DTYPES:
         raise error(f"dtype {func.options.get('dtype')!r} is not one of {', '.join(DTYPES)}")
     _check_options(func.kind, options, error)
-    if func.params != signature(func.kind, dtype) or func.outputs:
+    if options.get("quantize") and dtype.name not in QUANTIZED_TYPES:
+        raise error(f"dtype {dtype} is not quantized (quantize= takes {', '.join(QUANTIZED_TYPES)})")
+    if func.params != signature(func.kind, dtype, options.get("quantize")) or func.outputs:
         raise error("its parameters do not match the collective's signature")
     if node.dims or replicated:
         raise CompileError(f"communication node {node.name} is replicated; a collective runs once "
@@ -164,22 +190,22 @@ class CollectiveKernel(LeafKernel):
                                    rule="distributed-init")
         return world
 
-    def _tensor(self, arg: Any) -> Any:
-        """A flat torch view of a buffer argument: the device tensor itself, or a view of a host
-        buffer's NumPy view (kept while the same array comes back)."""
+    def _tensor(self, arg: Any, elem: ScalarType) -> Any:
+        """A flat torch view of a buffer argument of element type `elem`: the device tensor
+        itself, or a view of a host buffer's NumPy view (kept while the same array comes back)."""
         import torch
 
         if arg.array is None:  # device memory: the tracker's tensor (the user's own for heap buffers)
             flat = arg.obj.reshape(-1)
-            want = torch_dtype(self.dtype)
+            want = torch_dtype(elem)
             return flat if flat.dtype == want else flat.view(torch.uint8).view(want)
         array = arg.array
         kept = self._tensors.get(id(array))
         if kept is not None and kept[0] is array:
             return kept[1]
         tensor = torch.from_numpy(array)
-        if self.dtype.name == "bf16":  # NumPy holds bf16 as uint16 bits
-            tensor = tensor.view(torch_dtype(self.dtype))
+        if elem.name == "bf16":  # NumPy holds bf16 as uint16 bits
+            tensor = tensor.view(torch_dtype(elem))
         if len(self._tensors) > 64:
             self._tensors.clear()
         self._tensors[id(array)] = (array, tensor)
@@ -191,14 +217,16 @@ class CollectiveKernel(LeafKernel):
         for i, p in enumerate(params):
             if isinstance(p.type, PtrType):
                 arg = args[i]
-                tensor = self._tensor(arg)
+                tensor = self._tensor(arg, p.type.elem)
                 buffers.append(Buffer(param=p.name, bound=self.bound[i], tensor=tensor,
-                                      address=arg.address, nbytes=arg.nbytes, size=int(args[i + 1])))
+                                      address=arg.address, nbytes=arg.nbytes, size=int(args[i + 1]),
+                                      elem=None if p.type.elem == self.dtype else p.type.elem))
         hidden = next((int(a) for p, a in zip(params, args) if p.name == "hidden"), 0)
         return Call(kind=self.func.kind, dtype=self.dtype, node=self.node.name, loc=self.node.loc,
                     buffers=buffers, op=str(self.options.get("op", "sum")),
                     root=int(self.options.get("root", 0)), hidden=hidden,
-                    eps=float(self.options.get("eps", 0.0)))
+                    eps=float(self.options.get("eps", 0.0)),
+                    quantize=str(self.options.get("quantize") or ""))
 
 
 class PreparedCollective:
@@ -236,7 +264,7 @@ def run_on_host(world: ranks.World, call: Call, agreed: Agreed | None = None) ->
 
 
 def _run_on_host(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None:
-    path = chooser.choose(world.single_host, call.kind, call.buffers[0].size)
+    path = chooser.choose(world.single_host, call.kind, call.buffers[0].size, call.quantize)
     stats.bump(f"collectives_{path}")
     if path == "remote":
         run_remote(world, call, check_arguments(call, world.size))

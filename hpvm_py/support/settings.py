@@ -107,6 +107,9 @@ COMM_TIMEOUT = _declare("HPVM_COMM_TIMEOUT", "seconds", "60", "how long any wait
                         "may take")
 COMM_ONESHOT_BYTES = _declare("HPVM_COMM_ONESHOT_BYTES", "bytes", "", "the largest all-reduce that "
                               "runs one-shot (default: measured per device and world size)")
+COMM_QUANTIZE_BYTES = _declare("HPVM_COMM_QUANTIZE_BYTES", "bytes", "", "the smallest all-reduce "
+                               "that a node with quantize= runs quantized (default: 2 MiB, "
+                               "provisional; smaller ones run exact)")
 COMM_FORCE_REMOTE = _declare("HPVM_COMM_FORCE_REMOTE", "flag", "0", "1: every rank counts as a "
                              "host of its own (tests the between-host collectives on one machine)")
 

@@ -5,7 +5,11 @@
 # hosts"), the faults (tests/programs/dist_faults.py: disagreements and a missing rank, then a rank
 # that dies mid-collective), relaunched nodes (tests/programs/dist_relaunch.py: kept agreements,
 # fingerprints, disagreements on the kept path), tests/programs' tp_mlp example, then the
-# benchmark against NCCL (BENCH_ARGS=--launch adds the graph relaunch against the direct API).
+# benchmark against NCCL (BENCH_ARGS=--launch adds the graph relaunch against the direct API;
+# BENCH_ARGS=--quick times the quantized all-reduce instead). The quantized all-reduce and the
+# fused RMSNorm's fp8 output: the steps quick (direct API), quick-nodes (communication nodes,
+# tests/programs/dist_quantized.py) and quick-remote (the engine path over NCCL); ONLY="quick
+# quick-nodes quick-remote" runs just those.
 # NRANKS=N runs every step on N ranks (default: one per GPU); run it with 2 and with 4.
 set -u
 OUTDIR=${1:-${OUT:-/tmp/gpu_dist}}
@@ -29,6 +33,10 @@ step() {  # name, timeout, command...; ONLY="name ..." runs just those steps
 }
 export HPVM_HEAP_BYTES=96M HPVM_TEST_OUT=$OUTDIR HPVM_COMM_FORCE_REMOTE=0
 step direct 240 $MPI python3 tests/gpu_dist/check_direct.py "$SEED"
+step quick 240 $MPI python3 tests/gpu_dist/check_quantized.py "$SEED"
+export HPVM_TEST_OUT=$OUTDIR/quick-nodes; mkdir -p "$HPVM_TEST_OUT"
+step quick-nodes 240 $MPI python3 tests/programs/dist_quantized.py "$SEED" gpu
+cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null | sort | uniq -c
 export HPVM_TEST_OUT=$OUTDIR/nodes; mkdir -p "$HPVM_TEST_OUT"
 step nodes 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" gpu
 cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
@@ -49,6 +57,9 @@ if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank
     export HPVM_TEST_OUT=$OUTDIR/remote HPVM_COMM_FORCE_REMOTE=1; mkdir -p "$HPVM_TEST_OUT"
     step remote 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" gpu
     cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+    export HPVM_TEST_OUT=$OUTDIR/quick-remote; mkdir -p "$HPVM_TEST_OUT"
+    step quick-remote 240 $MPI python3 tests/programs/dist_quantized.py "$SEED" gpu
+    cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null | sort | uniq -c
     export HPVM_TEST_OUT=$OUTDIR/remote-faults; mkdir -p "$HPVM_TEST_OUT"
     step remote-faults 240 $MPI python3 tests/programs/dist_faults.py gpu missing
     cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null

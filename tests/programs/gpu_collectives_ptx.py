@@ -20,8 +20,9 @@ CASES = [  # kernel, leading arguments, constexprs (every kernel for two and fou
     (K.all_gather, {"src": "*fp16", "dst": "*fp16", "n": "i32"}, {"ELEM": 2, "BLOCK": 8192}),
     (K.reduce_scatter, {"src": "*i32", "dst": "*i32", "n": "i32"}, {"OP": 2, "WIDEN": False, "ELEM": 4, "BLOCK": 4096}),
     (K.broadcast, {"buf": "*u8", "n": "i32", "root": "i32"}, {"ELEM": 1, "BLOCK": 16384}),
-    (K.all_reduce_rmsnorm, {"x": "*bf16", "residual": "*bf16", "weight": "*bf16", "rows": "i32",
-                            "hidden": "i32", "eps": "fp32"}, {"WIDEN": True, "ELEM": 2, "BLOCK": 4096}),
+    (K.all_reduce_rmsnorm, {"x": "*bf16", "residual": "*bf16", "weight": "*bf16", "out": "*u8",
+                            "scales": "*fp32", "rows": "i32", "hidden": "i32", "eps": "fp32"},
+     {"QUANT": False, "WIDEN": True, "ELEM": 2, "BLOCK": 4096}),
 ]
 
 for kernel, leading, constexprs in CASES:

@@ -3,6 +3,7 @@
 import triton
 import triton.language as tl
 
+from .quant_kernels import row_fp8
 from .signals import arrive, depart, finish, peer_delta, signal, wait
 
 SUM, MAX, MIN = 0, 1, 2
@@ -139,9 +140,11 @@ def broadcast(buf, n, root, ctrl, bases, rank, status_addr, timeout_ns, fingerpr
 
 
 @triton.jit(do_not_specialize=["fingerprint"])
-def all_reduce_rmsnorm(x, residual, weight, rows, hidden, eps, ctrl, bases, rank, status_addr,
-                       timeout_ns, fingerprint, WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
-                       BLOCK: tl.constexpr):
+def all_reduce_rmsnorm(x, residual, weight, out, scales, rows, hidden, eps, ctrl, bases, rank,
+                       status_addr, timeout_ns, fingerprint, QUANT: tl.constexpr, WIDEN: tl.constexpr,
+                       WORLD: tl.constexpr, ELEM: tl.constexpr, BLOCK: tl.constexpr):
+    """QUANT: also the fp8 codes of each new row of x (as stored) into out and its scale into
+    scales (quant_kernels.row_fp8); out and scales are not touched otherwise."""
     b = tl.program_id(0)
     programs = tl.num_programs(0)
     step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
@@ -160,7 +163,10 @@ def all_reduce_rmsnorm(x, residual, weight, rows, hidden, eps, ctrl, bases, rank
         mean_square = tl.sum(tl.where(in_row, r * r, 0.0), axis=0) / hidden
         scale = 1.0 / tl.sqrt(mean_square + eps)
         tl.store(residual + offs, r.to(residual.dtype.element_ty), mask=in_row)
-        tl.store(x + offs, (r * scale * w).to(x.dtype.element_ty), mask=in_row)
+        y = (r * scale * w).to(x.dtype.element_ty)
+        tl.store(x + offs, y, mask=in_row)
+        if QUANT:
+            row_fp8(y.to(tl.float32), in_row, out, scales, row, offs, BLOCK)
     finish(ctrl, b, step)
 
 

@@ -19,6 +19,8 @@ from ...errors import DistributedError, HPVMTimeoutError
 from .. import chooser, ranks
 from ..reduction_arith import add_rmsnorm
 from ..call import OPS
+from ..quantize import BITS, MODES, PAD, QMAX, Layout
+from ..quantized import rows_fp8_torch
 from .heap import MAX_BLOCKS, GpuHeap
 from .replay import Replay, Replays
 
@@ -40,15 +42,18 @@ TUNING = {
     "one_shot": Tuning(block_bytes=16 << 10, warps=8, programs=264),
     "two_shot": Tuning(block_bytes=16 << 10, warps=8, programs=264),
     "direct": Tuning(block_bytes=16 << 10, warps=8, programs=264),
+    # provisional (not measured yet): chunks of 16 KiB of input, a divisor of quantize.PAD elements
+    "quantized": Tuning(block_bytes=16 << 10, warps=8, programs=264),
 }
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
 _replays = Replays()
 
 
-def _kernels() -> ModuleType:
-    """kernels.py, the Triton kernels: loaded by the first collective that launches one, as the
-    backends are (backends/registry.py), so that `import hpvm_py` does not import Triton."""
-    return importlib.import_module(f"{__package__}.kernels")
+def _kernels(name: str = "kernels") -> ModuleType:
+    """kernels.py (or quant_kernels.py), the Triton kernels: loaded by the first collective that
+    launches one, as the backends are (backends/registry.py), so that `import hpvm_py` does not
+    import Triton."""
+    return importlib.import_module(f"{__package__}.{name}")
 
 
 def _run(key: tuple, launch: Callable[[], None]) -> Replay | None:
@@ -180,6 +185,46 @@ def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
                         BLOCK=block, num_warps=tuning.warps, **_common(world, heap, fingerprint))
 
 
+def all_reduce_quantized(x: Any, quantize: str, *, fingerprint: int = 0,
+                         bind: bool = False) -> Bound | None:
+    """x = the quantized sum of x over the ranks, in place (quantize: fp8, int8 or int4; x: f16,
+    bf16 or f32): each rank's x crosses as codes and per-32-element scales (docs/distributed.md,
+    "Quantized all-reduce"), whatever its size (the threshold is the communication node's)."""
+    return _call(("all_reduce_quantized", quantize, TUNING["quantized"], fingerprint) + _key(x),
+                 lambda: _all_reduce_quantized(x, quantize, fingerprint), bind)
+
+
+def _all_reduce_quantized(x: Any, mode: str, fingerprint: int) -> None:
+    import torch
+
+    K = _kernels("quant_kernels")
+    world, heap = _heap()
+    buf = _flat(heap, x, "x")
+    if mode not in MODES:
+        raise DistributedError(f"quantize={mode!r} is not one of {', '.join(MODES)}")
+    if not _widen(buf) and buf.dtype != torch.float32:
+        raise DistributedError(f"the quantized all-reduce takes float16, bfloat16 or float32, not {buf.dtype}")
+    if buf.numel() == 0:
+        _announce(fingerprint)  # an empty call still meets its peers, and is checked
+        return
+    layout = Layout(buf.numel(), mode)
+    offset = heap.reserve_workspace(layout.total)
+    if offset is None:
+        raise DistributedError(f"the quantized all-reduce needs {layout.total} bytes of workspace at "
+                               f"the end of the symmetric heap, and {heap.free_bytes} bytes are free "
+                               "(set HPVM_HEAP_BYTES larger)", rule="heap-capacity")
+    codes = heap.tensor(world.rank, offset, layout.code_bytes, torch.uint8)
+    scales = heap.tensor(world.rank, offset + layout.scales_offset, layout.groups, torch.float32)
+    tuning = TUNING["quantized"]
+    programs, block = _grid(buf.numel(), tuning, buf.element_size())
+    assert PAD % block == 0, "a chunk must divide the payload's padding"
+    # no FP fusion: a product fused into the next add would round differently from quantize.py
+    K.all_reduce_quantized[(programs,)](buf, buf.numel(), codes, scales, MODE=MODES.index(mode),
+                                        QMAX=QMAX[mode], CODE_BYTES=block * BITS[mode] // 8, BLOCK=block,
+                                        num_warps=tuning.warps, enable_fp_fusion=False,
+                                        **_common(world, heap, fingerprint))
+
+
 def all_gather(src: Any, dst: Any, *, fingerprint: int = 0, bind: bool = False) -> Bound | None:
     """dst = src(rank 0) ‖ src(rank 1) ‖ ... (dst holds world_size x src)."""
     return _call(("all_gather", TUNING["direct"], fingerprint) + _key(src, dst),
@@ -248,15 +293,23 @@ def _broadcast(x: Any, root: int, fingerprint: int) -> None:
 RMSNORM_MAX_HIDDEN = 16384
 
 
-def all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float, *,
-                       fingerprint: int = 0, bind: bool = False) -> Bound | None:
-    """residual += all_reduce_sum(x); x = rmsnorm(residual) * weight, by rows of `hidden`."""
-    return _call(("all_reduce_rmsnorm", hidden, eps, TUNING["one_shot"], fingerprint) + _key(x, residual, weight),
-                 lambda: _all_reduce_rmsnorm(x, residual, weight, hidden, eps, fingerprint), bind)
+def all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float,
+                       out: Any = None, scales: Any = None, *, fingerprint: int = 0,
+                       bind: bool = False) -> Bound | None:
+    """residual += all_reduce_sum(x); x = rmsnorm(residual) * weight, by rows of `hidden`; with
+    `out` (uint8, x's size) and `scales` (float32, one per row), also x's fp8 e4m3fn codes and
+    per-row scales (quantize.rows_fp8 of x as stored)."""
+    if (out is None) != (scales is None):
+        raise DistributedError("all_reduce_rmsnorm: out and scales go together (the fp8 copy of x)")
+    extra = () if out is None else _key(out, scales)
+    return _call(("all_reduce_rmsnorm", hidden, eps, TUNING["one_shot"], fingerprint)
+                 + _key(x, residual, weight) + extra,
+                 lambda: _all_reduce_rmsnorm(x, residual, weight, hidden, eps, out, scales, fingerprint), bind)
 
 
-def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float,
-                        fingerprint: int) -> None:
+def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: float, out: Any,
+                        scales: Any, fingerprint: int) -> None:
+    import torch
     import triton
 
     K = _kernels()
@@ -266,19 +319,29 @@ def _all_reduce_rmsnorm(x: Any, residual: Any, weight: Any, hidden: int, eps: fl
     if hidden <= 0 or xs.numel() % hidden or rs.numel() != xs.numel() or w.numel() != hidden:
         raise DistributedError(f"all_reduce_rmsnorm: x and residual must hold whole rows of hidden = "
                                f"{hidden} elements and weight one row")
+    quant = out is not None
+    if quant:
+        out, scales = _flat(heap, out, "out"), _flat(heap, scales, "scales")
+        if out.dtype != torch.uint8 or out.numel() != xs.numel() or scales.dtype != torch.float32 \
+                or scales.numel() != xs.numel() // hidden:
+            raise DistributedError("all_reduce_rmsnorm: out must be uint8 with one byte per element "
+                                   "of x, scales float32 with one per row")
     if xs.numel() == 0:
         _announce(fingerprint)  # an empty call still meets its peers, and is checked
         return
     if hidden > RMSNORM_MAX_HIDDEN:  # a row no longer fits one program: all-reduce, then normalise
         all_reduce(xs, "sum", fingerprint=fingerprint)
-        out, r = add_rmsnorm(xs.float() if _widen(xs) else xs, rs, w, hidden, eps)
+        normed, r = add_rmsnorm(xs.float() if _widen(xs) else xs, rs, w, hidden, eps)
         rs.copy_(r)
-        xs.copy_(out)
+        xs.copy_(normed)
+        if quant:
+            rows_fp8_torch(xs, hidden, out, scales)
         return
     rows = xs.numel() // hidden
     programs = min(rows, TUNING["one_shot"].programs, MAX_BLOCKS)
     block = triton.next_power_of_2(hidden)
-    K.all_reduce_rmsnorm[(programs,)](xs, rs, w, rows, hidden, float(eps), WIDEN=_widen(xs),
+    K.all_reduce_rmsnorm[(programs,)](xs, rs, w, out if quant else xs, scales if quant else xs, rows,
+                                      hidden, float(eps), QUANT=quant, WIDEN=_widen(xs),
                                       ELEM=xs.element_size(), BLOCK=block,
                                       num_warps=min(16, max(1, block // 512)),
                                       **_common(world, heap, fingerprint))

@@ -56,7 +56,7 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
         stats.bump("collectives_remote")
         run_remote(world, call, check_arguments(call, world.size))
         return None
-    path = chooser.choose_gpu(call.kind, call.buffers[0].size, world.size)
+    path = chooser.choose_gpu(call.kind, call.buffers[0].size, world.size, call.quantize)
     stats.bump(f"collectives_{path}")
     entry = agreement_of(world, call, path, entry=agreed)
     if len(_pending) < PENDING_LIMIT:
@@ -72,9 +72,11 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
 def _starter(call: Call, entry: Agreed) -> launch.Bound:
     """This call shape's kernel launch, bound once (on views of its buffers: the heap's memory is
     never freed); an empty call only meets its peers."""
-    sized = [b.tensor[:b.size // call.dtype.nbytes] for b in call.buffers]
+    sized = [b.tensor[:call.count(i)] for i, b in enumerate(call.buffers)]
     fp = entry.fingerprint
-    if call.kind == "all_reduce":
+    if entry.path == "quantized":
+        bound = launch.all_reduce_quantized(sized[0], call.quantize, fingerprint=fp, bind=True)
+    elif call.kind == "all_reduce":
         bound = launch.all_reduce(sized[0], call.op, entry.path, fingerprint=fp, bind=True)
     elif call.kind == "all_gather":
         bound = launch.all_gather(sized[0], sized[1], fingerprint=fp, bind=True)
@@ -84,7 +86,7 @@ def _starter(call: Call, entry: Agreed) -> launch.Bound:
         bound = launch.broadcast(sized[0], call.root, fingerprint=fp, bind=True)
     else:
         bound = launch.all_reduce_rmsnorm(sized[0], sized[1], sized[2], call.hidden, call.eps,
-                                          fingerprint=fp, bind=True)
+                                          *sized[3:5], fingerprint=fp, bind=True)
     assert bound is not None
     return bound
 

@@ -1,0 +1,133 @@
+"""Run under `mpiexec -n N python dist_kernels_interpreted.py SEED` (N >= 2, no GPU needed): the GPU
+kernels of the quantized all-reduce and of the fused all-reduce + RMSNorm with its fp8 output,
+run by Triton's interpreter on CPU ranks whose symmetric heaps are shared memory. The interpreter
+loads, stores and runs atomics on raw addresses, so each rank's kernel reaches its peers' heaps
+through Iris's translation and their flags as on GPUs; only the device clock of the bounded waits
+(inline PTX) is replaced by the host's.
+
+Checks, each reported as `KERNEL <name> ok`:
+- all_reduce_quantized, int8 and int4, f32 buffers, several chunks per program, called twice:
+  bit for bit the host codec (quantize.py) of every rank's input, added in rank order. (The
+  interpreter's own casts to bf16 and fp8 truncate where the GPU's round to nearest even, so the
+  16-bit element types and fp8 codes are left to tests/gpu_dist/check_quantized.py.)
+- all_reduce_rmsnorm with QUANT, f32: x and residual as NumPy's, the per-row scales bit for bit
+  max|x| / 448, each fp8 code at its place with the sign and binade of its element.
+"""
+import os
+import sys
+import time
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402, F401 - the interpreter wants it visible to host_clock
+
+import hpvm_py as hpvm  # noqa: E402
+from dist_report import report  # noqa: E402
+from hpvm_py.distributed import quantize as Q  # noqa: E402
+from hpvm_py.distributed import ranks  # noqa: E402
+from hpvm_py.distributed.agreement import communicator  # noqa: E402
+from hpvm_py.distributed.gpu import heap as gpu_heap  # noqa: E402
+from hpvm_py.distributed.gpu import kernels as K  # noqa: E402
+from hpvm_py.distributed.gpu import quant_kernels as QK  # noqa: E402
+from hpvm_py.distributed.gpu import signals  # noqa: E402
+from hpvm_py.distributed.quantized import sum_payloads  # noqa: E402
+
+
+@triton.jit
+def host_clock(dummy):
+    """The interpreter runs this as Python: the host's clock stands in for %globaltimer."""
+    return dummy * 0 + time.monotonic_ns()
+
+
+signals.now_ns = host_clock  # the waits look it up in signals' globals when they run
+
+SEED = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+hpvm.distributed.init(timeout=20, device="cpu")
+RANK, WORLD = hpvm.distributed.rank(), hpvm.distributed.world_size()
+WORLD_ = ranks.current()
+ctrl = hpvm.symmetric.zeros(gpu_heap.CONTROL_BYTES // 8, torch.int64)
+bases = torch.tensor(WORLD_.heap.bases, dtype=torch.int64)
+status = torch.zeros(1, dtype=torch.int64)
+COMMON = dict(ctrl=ctrl, bases=bases, rank=RANK, status_addr=status.data_ptr(), timeout_ns=30 * 10 ** 9,
+              fingerprint=-1234567890123, WORLD=WORLD)
+
+
+def line_up() -> None:
+    """Every rank has written its inputs (the kernels' arrival orders nothing on the host)."""
+    communicator(WORLD_).barrier(lambda: "line-up", None)
+
+
+def inputs(step: int, n: int) -> list[torch.Tensor]:
+    out = []
+    for q in range(WORLD):
+        rng = np.random.default_rng([SEED, step, q])
+        out.append(torch.from_numpy((rng.standard_normal(n) * np.exp(rng.uniform(-3, 3, n))).astype(np.float32)))
+    return out
+
+
+def host_semantics(parts: list[torch.Tensor], mode: str) -> torch.Tensor:
+    n = parts[0].numel()
+    layout = Q.Layout(n, mode)
+    payloads = []
+    for p in parts:
+        codes, scales = np.zeros(layout.code_bytes, np.uint8), np.zeros(layout.groups, np.float32)
+        Q.encode(p.numpy(), mode, codes, scales)
+        payloads.append((codes, scales))
+    return torch.from_numpy(sum_payloads(payloads, n, mode))
+
+
+def quantized_sum(mode: str) -> None:
+    n, block, programs = 20_001, 4096, 2  # 5 chunks: programs take 3 and 2
+    layout = Q.Layout(n, mode)
+    x = hpvm.symmetric.empty(n, torch.float32)
+    workspace = hpvm.symmetric.zeros(layout.total, torch.uint8)
+    codes, scales = workspace[:layout.code_bytes], workspace[layout.scales_offset:].view(torch.float32)
+    for call in range(2):
+        parts = inputs(call + 10 * Q.MODES.index(mode), n)
+        x.copy_(parts[RANK])
+        line_up()
+        QK.all_reduce_quantized[(programs,)](x, n, codes, scales, MODE=Q.MODES.index(mode), QMAX=Q.QMAX[mode],
+                                             CODE_BYTES=block * Q.BITS[mode] // 8, BLOCK=block, **COMMON)
+        assert int(status[0]) == 0, "a wait timed out"
+        assert torch.equal(x.view(torch.int32), host_semantics(parts, mode).view(torch.int32)), (mode, call)
+    report(RANK, f"KERNEL quantized {mode} ok")
+
+
+def rmsnorm_fp8() -> None:
+    rows, hidden, eps = 5, 96, 1e-5
+    parts = inputs(100, rows * hidden)
+    residual, weight = inputs(101, rows * hidden)[0], inputs(102, hidden)[0]
+    x, r = hpvm.symmetric.empty(rows * hidden, torch.float32), hpvm.symmetric.empty(rows * hidden, torch.float32)
+    w = hpvm.symmetric.empty(hidden, torch.float32)
+    out, scales = hpvm.symmetric.zeros(rows * hidden, torch.uint8), hpvm.symmetric.zeros(rows, torch.float32)
+    x.copy_(parts[RANK])
+    r.copy_(residual)
+    w.copy_(weight)
+    line_up()
+    K.all_reduce_rmsnorm[(2,)](x, r, w, out, scales, rows, hidden, eps, QUANT=True, WIDEN=False, ELEM=4,
+                               BLOCK=triton.next_power_of_2(hidden), **COMMON)
+    assert int(status[0]) == 0, "a wait timed out"
+    total = sum(p.double() for p in parts) + residual.double()
+    want = (total.view(rows, hidden) / torch.sqrt(total.view(rows, hidden).square().mean(1, keepdim=True) + eps)
+            * weight.double())
+    assert torch.allclose(r.double(), total, rtol=1e-5, atol=1e-5), "residual"
+    assert torch.allclose(x.double(), want.view(-1), rtol=1e-4, atol=1e-4), "x"
+    v = x.view(rows, hidden)
+    assert torch.equal(scales, v.abs().amax(1) / torch.full((rows,), 448.0)), "scales"
+    # the interpreter's f32 -> fp8 cast rounds halves up and loses the carry into the exponent
+    # (100 becomes 104, 7.9 becomes 4): only where each code lies, its sign and its size within a
+    # factor of two are checked here (the GPU suite checks the codes bit for bit)
+    back = out.view(torch.float8_e4m3fn).float().view(rows, hidden) * scales[:, None]
+    tiny = scales[:, None] / 64  # below the normal range of v / s
+    assert torch.all((back.abs() <= v.abs() * 1.125 + tiny) & (back.abs() >= v.abs() / 2 - tiny)), "codes"
+    assert torch.all((torch.sign(back) == torch.sign(v)) | (v.abs() < tiny)), "signs"
+    report(RANK, "KERNEL rmsnorm-fp8 ok")
+
+
+quantized_sum("int8")
+quantized_sum("int4")
+rmsnorm_fp8()
+report(RANK, "KERNEL done")
