@@ -13,6 +13,8 @@ Times are the slowest rank's median of batches.
     python benchmarks/collectives.py --gpu [--max-mib 1024] [--sweep] [--launch] [--overlap]
         GPU ranks against NCCL (benchmarks/gpu/collectives_gpu.py; starts torchrun itself, one
         rank per GPU, NVLink multicast off)
+    python benchmarks/collectives.py --gpu --moe
+        the mixture-of-experts dispatch and combine against torch.distributed.all_to_all_single
 """
 from __future__ import annotations
 
@@ -192,6 +194,8 @@ if __name__ == "__main__":
     parser.add_argument("--sweep", action="store_true", help="GPU: time tuning variants too")
     parser.add_argument("--launch", action="store_true", help="GPU: time the whole node launch too")
     parser.add_argument("--overlap", action="store_true", help="GPU: the compute/comm overlap step")
+    parser.add_argument("--moe", action="store_true",
+                        help="GPU: the mixture-of-experts dispatch/combine against all_to_all_single only")
     options = parser.parse_args()
     if options.gpu:
         if os.environ.get("HPVM_BENCH_CHILD"):
@@ -199,7 +203,7 @@ if __name__ == "__main__":
 
             mib = options.max_mib or 1024
             os.environ.setdefault("HPVM_HEAP_BYTES", f"{mib + 16}M")
-            gpu_main(options.sweep, options.launch, options.overlap, mib << 20)
+            gpu_main(options.sweep, options.launch, options.overlap, mib << 20, options.moe)
         else:
             _launch_gpu(sys.argv[1:])
     elif os.environ.get("HPVM_BENCH_CHILD"):

@@ -15,8 +15,9 @@ import numpy as np
 from ..errors import DistributedError
 from ..support.loc import Loc
 from ..types import SCALAR_TYPES, ScalarType
+from .moe_plan import MOE_KINDS, size_error
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_reduce_rmsnorm")
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_reduce_rmsnorm") + MOE_KINDS
 OPS = ("sum", "max", "min")
 DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8")
 _DTYPE_ORDER = sorted(SCALAR_TYPES)
@@ -39,6 +40,7 @@ class Buffer:
     nbytes: int  # the buffer's real size
     size: int  # the size argument the graph passed, in bytes
     offset: int | None = None  # on this rank's heap, when it lies there
+    elem: ScalarType | None = None  # its element type, when not the call's (moe's i32 and f32 arrays)
 
     @property
     def name(self) -> str:
@@ -58,13 +60,16 @@ class Call:
     root: int = 0
     hidden: int = 0
     eps: float = 0.0
+    experts: int = 0  # moe_dispatch / moe_combine
+    capacity: int = 0
 
     def what(self) -> str:
         return f"{self.kind} node {self.node!r}"
 
     def count(self, i: int) -> int:
         """Elements in buffer i's size argument."""
-        return self.buffers[i].size // self.dtype.nbytes
+        b = self.buffers[i]
+        return b.size // (b.elem or self.dtype).nbytes
 
     def fail(self, message: str, rule: str = "collective-arguments") -> DistributedError:
         return DistributedError(f"{self.what()}: {message}", self.loc, rule=rule)
@@ -74,12 +79,16 @@ def check_arguments(call: Call, world_size: int) -> DistributedError | None:
     """This rank's own mistakes (independent of the other ranks), or None."""
     esize = call.dtype.nbytes
     for b in call.buffers:
+        elem = b.elem or call.dtype
         if b.size < 0 or b.size > b.nbytes:
             return call.fail(f"buffer {b.name} has {b.nbytes} bytes, but its size argument says {b.size}")
-        if b.size % esize:
+        if b.size % elem.nbytes:
             return call.fail(f"the size of {b.name}, {b.size} bytes, is not a multiple of the "
-                             f"{call.dtype} element size ({esize})")
+                             f"{elem} element size ({elem.nbytes})")
     sizes = [b.size for b in call.buffers]
+    if call.kind in MOE_KINDS:
+        message = size_error(call.kind, sizes, esize, call.hidden, call.experts, call.capacity, world_size)
+        return None if message is None else call.fail(message)
     if call.kind == "all_gather" and sizes[1] != world_size * sizes[0]:
         return call.fail(f"dst must be world_size ({world_size}) times src: src has {sizes[0]} bytes, "
                          f"dst {sizes[1]}")
@@ -108,6 +117,7 @@ def descriptor(call: Call, status: int, algorithm: str = "remote") -> np.ndarray
              call.hidden, eps_bits, status, len(call.buffers), ALGORITHMS.index(algorithm)]
     for b in call.buffers:
         words += [b.size, -1 if b.offset is None else b.offset]
+    words += [call.experts, call.capacity]  # the options after the buffers
     return np.array(words, dtype=np.int64)
 
 
@@ -139,7 +149,9 @@ def agree(call: Call, ranks: list[int], descriptors: list[np.ndarray], mine: Dis
               ("the element type", 1, lambda v: _DTYPE_ORDER[v] if 0 <= v < len(_DTYPE_ORDER) else str(v)),
               ("the reduction", 2, lambda v: OPS[v] if 0 <= v < len(OPS) else str(v)),
               ("the root", 3, str), ("hidden", 4, str),
-              ("eps", 5, lambda v: repr(struct.unpack("<d", struct.pack("<q", v))[0]))]
+              ("eps", 5, lambda v: repr(struct.unpack("<d", struct.pack("<q", v))[0])),
+              ("experts", _FIXED + 2 * len(call.buffers), str),  # the options after the buffers
+              ("capacity", _FIXED + 2 * len(call.buffers) + 1, str)]
     for i, b in enumerate(call.buffers):
         fields.append((f"the size of {b.name} in bytes", _FIXED + 2 * i, str))
         if compare_offsets:

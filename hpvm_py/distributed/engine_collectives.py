@@ -11,6 +11,8 @@ from typing import Any
 from ..errors import HPVMTimeoutError
 from .reduction_arith import accumulator_dtype, add_rmsnorm
 from .call import Call
+from .moe_host import run_on_engine as _moe
+from .moe_plan import MOE_KINDS
 from .transport import Transport
 from .waiting import RanksMissing
 
@@ -35,7 +37,7 @@ _ENGINE_SILENT = ("every rank posted its descriptor and answered once the engine
 
 
 def run(transport: Transport, call: Call, timeout: float) -> None:
-    if call.buffers[0].size == 0:  # the ranks agreed on it: then every buffer is empty
+    if call.buffers[0].size == 0 and call.kind not in MOE_KINDS:  # agreed: every buffer is empty
         return
     try:
         _RUN[call.kind](transport, call, timeout)
@@ -106,4 +108,5 @@ def _all_reduce_rmsnorm(transport: Transport, call: Call, timeout: float) -> Non
 
 
 _RUN = {"all_reduce": _all_reduce, "all_gather": _all_gather, "reduce_scatter": _reduce_scatter,
-        "broadcast": _broadcast, "all_reduce_rmsnorm": _all_reduce_rmsnorm}
+        "broadcast": _broadcast, "all_reduce_rmsnorm": _all_reduce_rmsnorm,
+        "moe_dispatch": _moe, "moe_combine": _moe}

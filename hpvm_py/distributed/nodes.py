@@ -25,16 +25,17 @@ from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.targets import TARGETS
 from ..support.loc import Loc
-from ..types import PtrType, ScalarType, i64, resolve_scalar
+from ..types import PtrType, ScalarType, f32, i32, i64, resolve_scalar
 from ..rt import library
 from ..support import profile, stats
 from . import chooser, local, ranks
 from .agreement import Agreed, agreement_of, check, communicator, run_remote
 from .reduction_arith import torch_dtype
 from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
+from .moe_plan import MOE_KINDS, SLOT_LIMIT
 from .gpu.runner import run_on_gpu
 
-FLOAT_ONLY = ("all_reduce_rmsnorm",)
+FLOAT_ONLY = ("all_reduce_rmsnorm", "moe_combine")
 
 
 # -- signatures --------------------------------------------------------------------------------
@@ -51,6 +52,12 @@ def signature(kind: str, t: ScalarType) -> list[K.Param]:
         return _ptr("buf", t, "inout")
     if kind in ("all_gather", "reduce_scatter"):
         return _ptr("src", t, "in") + _ptr("dst", t, "out")
+    if kind == "moe_dispatch":
+        return (_ptr("tokens", t, "in") + _ptr("expert", i32, "in") + _ptr("recv", t, "out")
+                + _ptr("counts", i32, "out") + _ptr("origin", i32, "out") + _ptr("slot", i32, "out"))
+    if kind == "moe_combine":
+        return (_ptr("expert_out", t, "in") + _ptr("slot", i32, "in") + _ptr("gate", f32, "in")
+                + _ptr("out", t, "out"))
     assert kind == "all_reduce_rmsnorm"
     return (_ptr("x", t, "inout") + _ptr("residual", t, "inout") + _ptr("weight", t, "in")
             + [K.Param(name="hidden", type=i64)])
@@ -77,9 +84,12 @@ def library_func(kind: str, dtype: Any, loc: Loc, **options: str | int | float) 
 
 def _check_options(kind: str, options: dict, error: Callable[[str], Exception]) -> None:
     expected = {"all_reduce": {"op"}, "reduce_scatter": {"op"}, "all_gather": set(),
-                "broadcast": {"root"}, "all_reduce_rmsnorm": {"eps"}}[kind]
+                "broadcast": {"root"}, "all_reduce_rmsnorm": {"eps"},
+                **dict.fromkeys(MOE_KINDS, {"hidden", "experts", "capacity"})}[kind]
     if set(options) != expected:
         raise error(f"options {sorted(options)} do not match {sorted(expected)}")
+    if kind in MOE_KINDS:
+        check_moe_options(options, error)
     if "op" in options and options["op"] not in OPS:
         raise error(f"op={options['op']!r} is not one of {', '.join(OPS)}")
     root = options.get("root", 0)
@@ -88,6 +98,17 @@ def _check_options(kind: str, options: dict, error: Callable[[str], Exception]) 
     eps = options.get("eps", 1.0)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
         raise error(f"eps={eps!r} must be a positive number")
+
+
+def check_moe_options(options: dict, error: Callable[[str], Exception]) -> None:
+    """hidden, experts and capacity: positive ints, the slots within an i32."""
+    for name in ("hidden", "experts", "capacity"):
+        value = options[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise error(f"{name}={value!r} must be a positive int")
+    if options["experts"] * options["capacity"] >= SLOT_LIMIT or options["hidden"] >= SLOT_LIMIT:
+        raise error(f"experts x capacity = {options['experts'] * options['capacity']} and hidden = "
+                    f"{options['hidden']} must each be below 2**31 (slots are i32)")
 
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -140,7 +161,7 @@ class CollectiveKernel(LeafKernel):
         self.func, self.dtype, self.options, self.node = func, dtype, options, node
         self.bound = bound
         self.runner = runner
-        self._tensors: dict[int, tuple[Any, Any]] = {}  # id(host array) -> (array, torch view)
+        self._tensors: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(host array), type) -> (array, view)
 
     @property
     def device(self) -> str:
@@ -164,25 +185,25 @@ class CollectiveKernel(LeafKernel):
                                    rule="distributed-init")
         return world
 
-    def _tensor(self, arg: Any) -> Any:
-        """A flat torch view of a buffer argument: the device tensor itself, or a view of a host
-        buffer's NumPy view (kept while the same array comes back)."""
+    def _tensor(self, arg: Any, elem: ScalarType) -> Any:
+        """A flat torch view of a buffer argument of element type `elem`: the device tensor itself,
+        or a view of a host buffer's NumPy view (kept while the same array comes back)."""
         import torch
 
         if arg.array is None:  # device memory: the tracker's tensor (the user's own for heap buffers)
             flat = arg.obj.reshape(-1)
-            want = torch_dtype(self.dtype)
+            want = torch_dtype(elem)
             return flat if flat.dtype == want else flat.view(torch.uint8).view(want)
         array = arg.array
-        kept = self._tensors.get(id(array))
+        kept = self._tensors.get((id(array), elem.name))
         if kept is not None and kept[0] is array:
             return kept[1]
         tensor = torch.from_numpy(array)
-        if self.dtype.name == "bf16":  # NumPy holds bf16 as uint16 bits
-            tensor = tensor.view(torch_dtype(self.dtype))
+        if elem.name == "bf16":  # NumPy holds bf16 as uint16 bits
+            tensor = tensor.view(torch_dtype(elem))
         if len(self._tensors) > 64:
             self._tensors.clear()
-        self._tensors[id(array)] = (array, tensor)
+        self._tensors[(id(array), elem.name)] = (array, tensor)
         return tensor
 
     def _call(self, args: list[Any]) -> Call:
@@ -191,14 +212,19 @@ class CollectiveKernel(LeafKernel):
         for i, p in enumerate(params):
             if isinstance(p.type, PtrType):
                 arg = args[i]
-                tensor = self._tensor(arg)
+                elem = p.type.elem
+                tensor = self._tensor(arg, elem)
                 buffers.append(Buffer(param=p.name, bound=self.bound[i], tensor=tensor,
-                                      address=arg.address, nbytes=arg.nbytes, size=int(args[i + 1])))
-        hidden = next((int(a) for p, a in zip(params, args) if p.name == "hidden"), 0)
+                                      address=arg.address, nbytes=arg.nbytes, size=int(args[i + 1]),
+                                      elem=None if elem == self.dtype else elem))
+        hidden = next((int(a) for p, a in zip(params, args) if p.name == "hidden"),
+                      int(self.options.get("hidden", 0)))
         return Call(kind=self.func.kind, dtype=self.dtype, node=self.node.name, loc=self.node.loc,
                     buffers=buffers, op=str(self.options.get("op", "sum")),
                     root=int(self.options.get("root", 0)), hidden=hidden,
-                    eps=float(self.options.get("eps", 0.0)))
+                    eps=float(self.options.get("eps", 0.0)),
+                    experts=int(self.options.get("experts", 0)),
+                    capacity=int(self.options.get("capacity", 0)))
 
 
 class PreparedCollective:

@@ -41,6 +41,10 @@ TUNING = {
     "direct": Tuning(block_bytes=16 << 10, warps=8, programs=264),
 }
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
+# status words of kernels that met bad data (moe_launch.py); a wait that timed out writes its rank + 1
+BAD_ROUTE, BAD_SLOT = 1 << 20, (1 << 20) + 1
+_BAD_DATA = {BAD_ROUTE: "expert ids outside [-1, experts) (those rows were routed nowhere)",
+             BAD_SLOT: "slots outside [-1, experts x capacity), not moe_dispatch's (those rows are zero)"}
 _replays = Replays()
 
 
@@ -247,6 +251,9 @@ def raise_if_failed(world: Any, heap: GpuHeap, what: str = "a GPU collective", l
     missing = heap.failed_rank()
     if missing is not None:
         heap.clear_failure()
+        if missing + 1 in _BAD_DATA:
+            raise DistributedError(f"{what}: an earlier moe kernel on this rank met {_BAD_DATA[missing + 1]}",
+                                   loc, rule="moe-data")
         raise HPVMTimeoutError(f"{what}: rank {missing} did not arrive within {world.timeout:g} s (a "
                                "kernel's wait on the device gave up; a rank failed, exited, or skipped "
                                "a collective; the timeout is HPVM_COMM_TIMEOUT or hpvm.distributed.init("

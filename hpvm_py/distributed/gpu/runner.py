@@ -16,7 +16,7 @@ from ...support import stats
 from .. import chooser, ranks
 from ..agreement import Agreed, agreed_on_heap, run_remote
 from ..call import Call, check_arguments
-from . import launch
+from . import launch, moe_launch
 
 _lock = threading.Lock()  # one collective at a time per rank: ranks must agree on the order
 
@@ -38,7 +38,7 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
     agreed = agreed_on_heap(world, call, path, entry=agreed)
     sized = agreed.state.get("sized")
     if sized is None:  # the views of this shape's buffers (the heap's memory is never freed)
-        sized = agreed.state["sized"] = [b.tensor[:b.size // call.dtype.nbytes] for b in call.buffers]
+        sized = agreed.state["sized"] = [b.tensor[:call.count(i)] for i, b in enumerate(call.buffers)]
     if call.kind == "all_reduce":
         launch.all_reduce(sized[0], call.op, path)
     elif call.kind == "all_gather":
@@ -47,6 +47,11 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
         launch.reduce_scatter(sized[0], sized[1], call.op)
     elif call.kind == "broadcast":
         launch.broadcast(sized[0], call.root)
+    elif call.kind == "moe_dispatch":
+        moe_launch.moe_dispatch(*sized, call.hidden, call.experts, call.capacity)
+    elif call.kind == "moe_combine":
+        gate = sized[2] if call.buffers[2].size else None
+        moe_launch.moe_combine(sized[0], sized[1], gate, sized[3], call.hidden, call.experts, call.capacity)
     else:
         launch.all_reduce_rmsnorm(sized[0], sized[1], sized[2], call.hidden, call.eps)
     return agreed
