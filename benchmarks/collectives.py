@@ -195,9 +195,10 @@ if __name__ == "__main__":
     parser.add_argument("--launch", action="store_true", help="GPU: time the whole node launch too")
     parser.add_argument("--overlap", action="store_true", help="GPU: the compute/comm overlap step")
     parser.add_argument("--moe", action="store_true",
-                        help="GPU: the mixture-of-experts dispatch/combine against all_to_all_single only")
+                        help="GPU (implies --gpu): the mixture-of-experts dispatch/combine against "
+                        "all_to_all_single, instead of the all-reduce tables")
     options = parser.parse_args()
-    if options.gpu:
+    if options.gpu or options.moe:  # --moe runs on GPU ranks only
         if os.environ.get("HPVM_BENCH_CHILD"):
             from gpu.collectives_gpu import main as gpu_main
 

@@ -349,6 +349,7 @@ def _moe(nccl, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
             ("dispatch", ours_dispatch), ("nccl", nccl_dispatch), ("payload", nccl_dispatch_payload),
             ("combine", ours_combine), ("nccl_comb", nccl_combine), ("payload_comb", nccl_combine_payload))}
         gbs = tokens * hidden * 2 / t["dispatch"] / 1e3
-        out(f"{tokens:>7} {capacity:>8} {t['dispatch']:>9.1f} {gbs:>6.1f} {t['nccl']:>11.1f} {t['payload']:>12.1f} "
+        out(f"{tokens:>7} {capacity:>8} {t['dispatch']:>9.1f} {gbs:>6.1f} {t['nccl']:>11.1f} "
+            f"{t['payload']:>12.1f} "
             f"{t['nccl'] / t['dispatch']:>6.2f} {t['payload'] / t['dispatch']:>8.2f} {t['combine']:>9.1f} "
             f"{t['nccl_comb']:>9.1f} {t['payload_comb']:>12.1f} {t['nccl_comb'] / t['combine']:>6.2f}")

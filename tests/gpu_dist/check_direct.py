@@ -269,9 +269,11 @@ def moe() -> None:
             name = f"moe {dtype} {kind} T={tokens} H={hidden} E={experts} C={capacity} call {again}"
             received = torch.from_numpy(~np.isnan(want["recv"][RANK]).reshape(-1))
             got_recv = recv.double().cpu()
-            assert torch.equal(got_recv[received], torch.from_numpy(want["recv"][RANK].reshape(-1))[received]), name
+            wanted_recv = torch.from_numpy(want["recv"][RANK].reshape(-1))
+            assert torch.equal(got_recv[received], wanted_recv[received]), name
             assert np.array_equal(counts.cpu().numpy().reshape(WORLD, local), want["counts"][RANK]), name
-            assert np.array_equal(origin.cpu().numpy().reshape(local, capacity, 2), want["origin"][RANK]), name
+            pairs = origin.cpu().numpy().reshape(local, capacity, 2)
+            assert np.array_equal(pairs, want["origin"][RANK]), name
             assert np.array_equal(slot.cpu().numpy(), want["slot"][RANK]), name
             outs = [np.nan_to_num(r) for r in want["recv"]]
             combined = ref.combine(want["slot"], outs, experts, capacity, gates if gated else None)[RANK]

@@ -29,10 +29,14 @@ CASES = [  # kernel, label, arguments before the common ones, constexprs, takes 
     (K.moe_count, "i32", {"route": "*i32", "n_tokens": "i32", "per_program": "i32", "scratch": "*i32",
                           "experts": "i32", "status_addr": "i64"},
      {"BAD": 1 << 20, "BLOCK_T": 32, "BLOCK_E": 256}, False),
-    (K.moe_dispatch, "bf16", dispatch("bf16"), {"ELEM": 2, "BLOCK_T": 32, "BLOCK_E": 256, "BLOCK_H": 8192}, True),
-    (K.moe_dispatch, "u8", dispatch("u8"), {"ELEM": 1, "BLOCK_T": 128, "BLOCK_E": 16, "BLOCK_H": 4096}, True),
-    (K.moe_combine, "bf16", combine("bf16"), {"BAD": (1 << 20) + 1, "GATED": True, "ELEM": 2, "BLOCK_H": 8192}, True),
-    (K.moe_combine, "fp64", combine("fp64"), {"BAD": (1 << 20) + 1, "GATED": True, "ELEM": 8, "BLOCK_H": 2048}, True),
+    (K.moe_dispatch, "bf16", dispatch("bf16"),
+     {"ELEM": 2, "BLOCK_T": 32, "BLOCK_E": 256, "BLOCK_P": 32, "BLOCK_H": 8192}, True),
+    (K.moe_dispatch, "u8", dispatch("u8"),
+     {"ELEM": 1, "BLOCK_T": 128, "BLOCK_E": 16, "BLOCK_P": 512, "BLOCK_H": 4096}, True),
+    (K.moe_combine, "bf16", combine("bf16"),
+     {"BAD": (1 << 20) + 1, "GATED": True, "ELEM": 2, "BLOCK_H": 8192}, True),
+    (K.moe_combine, "fp64", combine("fp64"),
+     {"BAD": (1 << 20) + 1, "GATED": True, "ELEM": 8, "BLOCK_H": 2048}, True),
 ]
 
 for kernel, label, leading, constexprs, flags in CASES:

@@ -28,12 +28,12 @@ def moe_count(route, n_tokens, per_program, scratch, experts, status_addr, BAD: 
     expert, into scratch[b, :BLOCK_E]. Local: no peer is involved."""
     b = tl.program_id(0)
     start = b * per_program
-    end = tl.minimum(start + per_program, n_tokens)
+    end = start + per_program  # rows from n_tokens on are masked (loop bounds stay plain sums)
     hist = tl.zeros([BLOCK_E], dtype=tl.int32)
     bad = tl.zeros([BLOCK_T], dtype=tl.int32)
     for c in range(start, end, BLOCK_T):
         rows = c + tl.arange(0, BLOCK_T)
-        m = rows < end
+        m = (rows < end) & (rows < n_tokens)
         r = tl.load(route + rows, mask=m, other=-1)
         hist += tl.sum(_hot(r, m & (r >= 0) & (r < experts), BLOCK_E), axis=0)
         bad += (m & ((r < -1) | (r >= experts))).to(tl.int32)
@@ -45,7 +45,7 @@ def moe_count(route, n_tokens, per_program, scratch, experts, status_addr, BAD: 
 def moe_dispatch(tokens, route, recv, counts, origin, slot, scratch, n_tokens, per_program, hidden,
                  experts, capacity, ctrl, bases, rank, status_addr, timeout_ns, WORLD: tl.constexpr,
                  ELEM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_E: tl.constexpr,
-                 BLOCK_H: tl.constexpr):
+                 BLOCK_P: tl.constexpr, BLOCK_H: tl.constexpr):
     """Program b sends this rank's rows [b * per_program, ...) to their experts' ranks, after
     moe_count filled scratch. Steps: arrival; every rank's counts row into the counts matrix of
     every expert's rank; a step; positions (the rows of lower ranks first: a prefix sum of the
@@ -58,13 +58,15 @@ def moe_dispatch(tokens, route, recv, counts, origin, slot, scratch, n_tokens, p
     in_e = e < experts
     owner = tl.where(in_e, e // local, 0)
     column = e % local
-    # per expert: this rank's rows in all, and those of the programs before b
+    # per expert: this rank's rows in all, and those of the programs before b (scratch read in
+    # tiles of BLOCK_P programs' rows)
     total = tl.zeros([BLOCK_E], dtype=tl.int32)
     before = tl.zeros([BLOCK_E], dtype=tl.int32)
-    for p in range(0, programs):
-        part = tl.load(scratch + p * BLOCK_E + e)
-        total += part
-        before += tl.where(p < b, part, 0)
+    for tile in range(0, programs, BLOCK_P):
+        owners = tile + tl.arange(0, BLOCK_P)[:, None] + e[None, :] * 0  # [program, expert]
+        part = tl.load(scratch + owners * BLOCK_E + e[None, :], mask=owners < programs, other=0)
+        total += tl.sum(part, axis=0)
+        before += tl.sum(tl.where(owners < b, part, 0), axis=0)
     # the counts phase: row `rank` of the matrix on every expert's rank (every program writes it,
     # so that the signal of program b tells the peers' programs b that it is there)
     matrix = counts + peer_delta(bases, rank, owner, 4)
@@ -72,16 +74,17 @@ def moe_dispatch(tokens, route, recv, counts, origin, slot, scratch, n_tokens, p
     step += 1
     signal(ctrl, bases, b, rank, step, WORLD)
     failed = wait(ctrl, b, rank, step, deadline, failed, status, WORLD)
-    for lower in range(0, rank):  # the rows of lower ranks come first in every expert's block
-        before += tl.load(matrix + lower * local + column, mask=in_e, other=0)
+    for lower in tl.static_range(WORLD):  # the rows of lower ranks come first in every expert's block
+        row_of_lower = tl.load(matrix + lower * local + column, mask=in_e, other=0)
+        before += tl.where(lower < rank, row_of_lower, 0)
     # positions, slots and origins of this program's rows
     start = b * per_program
-    end = tl.minimum(start + per_program, n_tokens)
+    end = start + per_program
     i = tl.arange(0, BLOCK_T)
     earlier = i[None, :] < i[:, None]  # [row, other row]: the other row comes first
     for c in range(start, end, BLOCK_T):
         rows = c + i
-        m = rows < end
+        m = (rows < end) & (rows < n_tokens)
         r = tl.load(route + rows, mask=m, other=-1)
         valid = m & (r >= 0) & (r < experts)
         hot = _hot(r, valid, BLOCK_E)
@@ -92,14 +95,15 @@ def moe_dispatch(tokens, route, recv, counts, origin, slot, scratch, n_tokens, p
         r0 = tl.where(kept, r, 0)
         p0 = tl.where(kept, pos, 0)
         tl.store(slot + rows, tl.where(kept, r0 * capacity + p0, -1), mask=m)
-        at = origin + peer_delta(bases, rank, r0 // local, 4) + ((r0 % local) * capacity + p0).to(tl.int64) * 2
+        landed = ((r0 % local) * capacity + p0).to(tl.int64)  # the row in the expert's rank's recv
+        at = origin + peer_delta(bases, rank, r0 // local, 4) + landed * 2
         tl.store(at, tl.zeros([BLOCK_T], dtype=tl.int32) + rank, mask=kept)
         tl.store(at + 1, rows, mask=kept)
     tl.debug_barrier()  # the slots stored above are read below, by other threads of the program
     per_rank = local * capacity
     cols = tl.arange(0, BLOCK_H)
     for row in range(start, end):
-        s = tl.load(slot + row)
+        s = tl.load(slot + row, mask=row < n_tokens, other=-1)
         if s >= 0:
             dst = recv + peer_delta(bases, rank, s // per_rank, ELEM) + (s % per_rank).to(tl.int64) * hidden
             src = tokens + tl.cast(row, tl.int64) * hidden
@@ -140,7 +144,8 @@ def moe_combine(expert_out, slot, gate, out, n_tokens, hidden, experts, capacity
         ok = (s >= 0) & (s < top)
         bad += ((s < -1) | (s >= top)).to(tl.int32)
         s0 = tl.where(ok, s, 0)
-        src = expert_out + peer_delta(bases, rank, s0 // per_rank, ELEM) + (s0 % per_rank).to(tl.int64) * hidden
+        src = expert_out + peer_delta(bases, rank, s0 // per_rank, ELEM) \
+            + (s0 % per_rank).to(tl.int64) * hidden
         dst = out + tl.cast(row, tl.int64) * hidden
         readable = tl.where(ok, hidden, 0)  # a row routed nowhere reads nothing: zeros
         if GATED:

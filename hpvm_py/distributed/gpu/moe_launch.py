@@ -131,7 +131,8 @@ def launch_dispatch(common: dict, flat: list[Any], lay: Layout) -> None:
     K.moe_dispatch[(programs,)](tokens, expert, recv, counts, origin, slot, scratch, lay.tokens,
                                 per_program, lay.hidden, lay.experts, lay.capacity,
                                 ELEM=tokens.element_size(), BLOCK_T=block_t, BLOCK_E=block_e,
-                                BLOCK_H=block_h, num_warps=TUNING.warps, **common)
+                                BLOCK_P=max(1, min(_pow2(programs), 8192 // block_e)), BLOCK_H=block_h,
+                                num_warps=TUNING.warps, **common)
 
 
 def launch_combine(common: dict, flat: list[Any], lay: Layout) -> None:
