@@ -15,6 +15,8 @@ Times are the slowest rank's median of batches.
         rank per GPU, NVLink multicast off)
     python benchmarks/collectives.py --gpu --quick [--max-mib 1024]
         only the quantized all-reduce (fp8, int8, int4) against NCCL's bf16 all-reduce
+    python benchmarks/collectives.py --gpu --moe
+        the mixture-of-experts dispatch and combine against torch.distributed.all_to_all_single
 """
 from __future__ import annotations
 
@@ -195,15 +197,18 @@ if __name__ == "__main__":
     parser.add_argument("--launch", action="store_true", help="GPU: time the whole node launch too")
     parser.add_argument("--overlap", action="store_true", help="GPU: the compute/comm overlap step")
     parser.add_argument("--quick", action="store_true", help="GPU: only the quantized all-reduce")
+    parser.add_argument("--moe", action="store_true",
+                        help="GPU (implies --gpu): the mixture-of-experts dispatch/combine against "
+                        "all_to_all_single, instead of the all-reduce tables")
     options = parser.parse_args()
-    if options.gpu:
+    if options.gpu or options.moe:  # --moe runs on GPU ranks only
         if os.environ.get("HPVM_BENCH_CHILD"):
             from gpu.collectives_gpu import main as gpu_main
 
             mib = options.max_mib or 1024
             # --quick: room for the quantized workspace too (at most 5/8 of a bf16 buffer's bytes)
             os.environ.setdefault("HPVM_HEAP_BYTES", f"{mib + 16 + (mib if options.quick else 0)}M")
-            gpu_main(options.sweep, options.launch, options.overlap, mib << 20, options.quick)
+            gpu_main(options.sweep, options.launch, options.overlap, mib << 20, options.quick, options.moe)
         else:
             _launch_gpu(sys.argv[1:])
     elif os.environ.get("HPVM_BENCH_CHILD"):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .distributed.nodes import library_func
+from .distributed.nodes import check_moe_options, library_func
+from .errors import FrontendError
 from .frontend.callsite import caller_loc
 from .frontend.decorators import LibraryDef
 from .rt.boundary import api_boundary
@@ -137,3 +138,67 @@ def all_reduce_rmsnorm(dtype: Any, eps: float = 1e-6, quantize: str | None = Non
         FrontendError: an element type or option the collective does not take.
     """
     return _library("all_reduce_rmsnorm", dtype, eps=eps, **_quantized(quantize))
+
+
+@api_boundary
+def moe_dispatch(dtype: Any, hidden: int, experts: int, capacity: int) -> LibraryDef:
+    """Mixture-of-experts dispatch (top-1): every token row goes to the rank of its expert.
+
+    Each rank holds T rows of `hidden` elements and one expert id per row (-1: the row goes
+    nowhere); expert e lives on rank e // (experts / world_size). Each rank receives the rows
+    routed to its experts, grouped by local expert and ordered by (source rank, source row), at
+    most `capacity` rows per expert (later rows are dropped; see docs/distributed.md).
+
+    Args:
+        dtype: the element type of the rows (any collective element type; moved bit for bit).
+        hidden: elements per row.
+        experts: experts in the whole world (a multiple of the world size).
+        capacity: rows each expert can receive.
+
+    Returns:
+        A library node for `hpvm.node` / `create_node`, with the parameters
+        `(tokens: In[Ptr[T]], tokens_bytes, expert: In[Ptr[i32]], expert_bytes,
+        recv: Out[Ptr[T]], recv_bytes, counts: Out[Ptr[i32]], counts_bytes,
+        origin: Out[Ptr[i32]], origin_bytes, slot: Out[Ptr[i32]], slot_bytes)`: recv holds
+        experts_per_rank x capacity rows, counts[s, e] the rows rank s routed to local expert e
+        (world_size x experts_per_rank), origin the (source rank, source row) of each received
+        row ((-1, -1) where none), slot where each of this rank's rows went (expert x capacity +
+        position, or -1).
+
+    Raises:
+        FrontendError: an element type or option the collective does not take.
+    """
+    return _moe("moe_dispatch", dtype, hidden, experts, capacity)
+
+
+@api_boundary
+def moe_combine(dtype: Any, hidden: int, experts: int, capacity: int) -> LibraryDef:
+    """Mixture-of-experts combine, the inverse of moe_dispatch: every rank gets its rows back.
+
+    out[i] = gate[i] x (the expert's output row at slot[i], on the expert's rank), and 0 for rows
+    whose slot is -1 (routed nowhere or dropped). With gate_bytes = 0 there is no gate (x 1).
+
+    Args:
+        dtype: a floating-point element type (the rows').
+        hidden: elements per row.
+        experts: experts in the whole world (a multiple of the world size).
+        capacity: rows each expert can receive.
+
+    Returns:
+        A library node for `hpvm.node` / `create_node`, with the parameters
+        `(expert_out: In[Ptr[T]], expert_out_bytes, slot: In[Ptr[i32]], slot_bytes,
+        gate: In[Ptr[f32]], gate_bytes, out: Out[Ptr[T]], out_bytes)`: expert_out laid out as
+        moe_dispatch's recv (it may be recv itself), slot as moe_dispatch wrote it.
+
+    Raises:
+        FrontendError: an element type or option the collective does not take.
+    """
+    return _moe("moe_combine", dtype, hidden, experts, capacity)
+
+
+def _moe(kind: str, dtype: Any, hidden: Any, experts: Any, capacity: Any) -> LibraryDef:
+    options = {"hidden": hidden, "experts": experts, "capacity": capacity}
+    loc = caller_loc()
+    check_moe_options(options, lambda msg: FrontendError(f"hpvm.comm.{kind}(): {msg}", loc,
+                                                         rule="collective-options"))
+    return _library(kind, dtype, **options)

@@ -12,7 +12,9 @@ one-node graph); --overlap times a tensor-parallel step whose matmul is chunked,
 all-reduce starting on a second stream as soon as its chunk is done, against matmul then
 all-reduce. --quick times only the quantized all-reduce (bf16 sent as fp8, int8 or int4 codes
 with per-32 scales) against NCCL's bf16 all-reduce and our exact one, with each format's error:
-where it overtakes the exact all-reduce sets chooser.QUANTIZE_BYTES.
+where it overtakes the exact all-reduce sets chooser.QUANTIZE_BYTES. --moe times the
+mixture-of-experts dispatch and combine instead of the all-reduce tables, against
+torch.distributed.all_to_all_single (see _moe).
 """
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ def _iters(nbytes: int) -> int:
     return max(5, min(300, (256 << 20) // max(nbytes, 1)))
 
 
-def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = False) -> None:
+def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = False,
+         moe: bool = False) -> None:
     import torch
     import torch.distributed as dist
 
@@ -82,8 +85,6 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
     rank, world = hpvm.distributed.rank(), hpvm.distributed.world_size()
     nccl = dist.new_group(backend="nccl")
     dev = torch.device("cuda", torch.cuda.current_device())
-    arena = hpvm.symmetric.empty(max_bytes, torch.uint8)
-    plain = torch.empty(max_bytes, dtype=torch.uint8, device=dev)
 
     def line_up() -> None:
         dist.barrier()
@@ -91,6 +92,12 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
     def out(text: str) -> None:
         if rank == 0:
             print(text, flush=True)
+
+    if moe:
+        _moe(nccl, dev, line_up, out, max_bytes)
+        return
+    arena = hpvm.symmetric.empty(max_bytes, torch.uint8)
+    plain = torch.empty(max_bytes, dtype=torch.uint8, device=dev)
 
     sizes = [8 << 10]
     while sizes[-1] * 2 <= max_bytes:
@@ -282,3 +289,118 @@ def _overlap(G, arena, dev, line_up, out) -> None:  # noqa: ANN001
             out(f"{f'{m}x{k}x{n}':>20} {chunks:>6} {programs:>8} {base:>9.1f} {fast:>9.1f} "
                 f"{base / fast:>7.2f}")
     G.TUNING.update(saved)
+
+
+MOE_HIDDEN = 7168  # DeepSeek-V3's hidden size: bf16 rows of 14 KiB
+MOE_EXPERTS_PER_RANK = 8
+
+
+def _moe(nccl, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
+    """Expert-parallel token exchange: top-1, bf16 rows of MOE_HIDDEN elements, uniform random
+    routing over MOE_EXPERTS_PER_RANK x world experts, capacity = the busiest expert's load (nothing
+    dropped: all_to_all drops nothing). hpvm-py: the direct API of gpu/moe_launch.py, dispatch
+    (every row into its expert's slot on the expert's rank) and combine (every row back, times its
+    gate). NCCL: torch.distributed.all_to_all_single as an MoE layer uses it. Dispatch: the rows
+    sorted by expert (so by rank), the split sizes exchanged (an all_to_all_single of the counts,
+    brought to the host: the payload call needs them as lists), then the rows; "payload" times the
+    rows' all_to_all_single alone, its splits known. Combine: the rows sent back with the
+    dispatch's splits, put back in token order and scaled by the gates ("payload": the
+    all_to_all_single alone). Times in us, rank 0's median of batches; GB/s: the rows' bytes per
+    rank (tokens x hidden x 2) / time."""
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+
+    from hpvm_py.distributed.gpu import moe_launch as M
+
+    rank, world = hpvm.distributed.rank(), hpvm.distributed.world_size()
+    local, hidden = MOE_EXPERTS_PER_RANK, MOE_HIDDEN
+    experts = local * world
+    arena = hpvm.symmetric.empty(max_bytes, torch.uint8)
+    out(f"# {torch.cuda.get_device_name()} x {world}, torch {torch.__version__}")
+    out(f"\n## moe dispatch + combine, bf16 rows of {hidden}, {experts} experts on {world} GPUs, top-1 "
+        "uniform; us (ratio = NCCL time / hpvm-py time, > 1: hpvm-py faster)")
+    out(f"{'tokens':>7} {'capacity':>8} {'dispatch':>9} {'GB/s':>6} {'NCCL+splits':>11} {'NCCL payload':>12} "
+        f"{'ratio':>6} {'ratio pl':>8} {'combine':>9} {'NCCL comb':>9} {'NCCL payload':>12} {'ratio':>6}")
+    for tokens in (128, 512, 2048, 4096):
+        rng = np.random.default_rng(1000 + tokens)  # every rank draws every rank's routing
+        routes = [rng.integers(0, experts, tokens) for _ in range(world)]
+        capacity = int(sum(np.bincount(r, minlength=experts) for r in routes).max())
+        rows = local * capacity
+        cursor = [0]
+
+        def take(n: int, dtype: torch.dtype) -> torch.Tensor:
+            start = -(-cursor[0] // 256) * 256
+            cursor[0] = start + n * torch.empty(0, dtype=dtype).element_size()
+            if cursor[0] > arena.numel():
+                raise MemoryError(f"tokens={tokens}: the arena of {arena.numel()} bytes is too small")
+            return arena[start:cursor[0]].view(dtype)
+
+        try:
+            x, expert = take(tokens * hidden, torch.bfloat16), take(tokens, torch.int32)
+            recv, counts = take(rows * hidden, torch.bfloat16), take(experts, torch.int32)
+            origin, slot = take(2 * rows, torch.int32), take(tokens, torch.int32)
+            gate, y = take(tokens, torch.float32), take(tokens * hidden, torch.bfloat16)
+        except MemoryError as exc:
+            out(f"{tokens:>7} skipped: {exc} (--max-mib larger)")
+            continue
+        x.copy_(torch.randn(tokens * hidden, device=dev).to(torch.bfloat16))
+        expert.copy_(torch.from_numpy(routes[rank]).to(torch.int32))
+        gate.copy_(torch.rand(tokens, device=dev))
+        route = expert.long()
+
+        def ours_dispatch() -> None:
+            M.moe_dispatch(x, expert, recv, counts, origin, slot, hidden, experts, capacity)
+
+        def ours_combine() -> None:
+            M.moe_combine(recv, slot, gate, y, hidden, experts, capacity)
+
+        ours_dispatch()
+        ours_combine()
+        torch.cuda.synchronize()
+        want = (x.view(tokens, hidden).float() * gate[:, None]).to(torch.bfloat16)
+        assert torch.equal(y.view(tokens, hidden), want), "moe dispatch + combine is not exact"
+
+        rows_in = x.view(tokens, hidden)
+        send_counts = torch.zeros(world, dtype=torch.int64, device=dev)
+        send_counts.scatter_add_(0, route // local, torch.ones_like(route))
+        recv_counts = torch.empty_like(send_counts)
+        dist.all_to_all_single(recv_counts, send_counts, group=nccl)
+        splits_in, splits_out = send_counts.tolist(), recv_counts.tolist()
+        order = torch.argsort(route, stable=True)
+        sent = rows_in.index_select(0, order)
+        got = torch.empty(sum(splits_out), hidden, dtype=torch.bfloat16, device=dev)
+        back = torch.empty_like(sent)
+        combined = torch.empty_like(rows_in)
+
+        def nccl_dispatch() -> None:  # what a layer does when the routing is new
+            order = torch.argsort(route, stable=True)
+            permuted = rows_in.index_select(0, order)
+            mine = torch.zeros(world, dtype=torch.int64, device=dev)
+            mine.scatter_add_(0, route // local, torch.ones_like(route))
+            theirs = torch.empty_like(mine)
+            dist.all_to_all_single(theirs, mine, group=nccl)
+            ins, outs = mine.tolist(), theirs.tolist()
+            landed = torch.empty(sum(outs), hidden, dtype=torch.bfloat16, device=dev)
+            dist.all_to_all_single(landed, permuted, outs, ins, group=nccl)
+
+        def nccl_dispatch_payload() -> None:
+            dist.all_to_all_single(got, sent, splits_out, splits_in, group=nccl)
+
+        def nccl_combine() -> None:
+            dist.all_to_all_single(back, got, splits_in, splits_out, group=nccl)
+            combined.index_copy_(0, order, back)
+            combined.mul_(gate[:, None].to(torch.bfloat16))
+
+        def nccl_combine_payload() -> None:
+            dist.all_to_all_single(back, got, splits_in, splits_out, group=nccl)
+
+        iters = 50 if tokens <= 512 else 20
+        t = {name: time_us(fn, iters, line_up) for name, fn in (
+            ("dispatch", ours_dispatch), ("nccl", nccl_dispatch), ("payload", nccl_dispatch_payload),
+            ("combine", ours_combine), ("nccl_comb", nccl_combine), ("payload_comb", nccl_combine_payload))}
+        gbs = tokens * hidden * 2 / t["dispatch"] / 1e3
+        out(f"{tokens:>7} {capacity:>8} {t['dispatch']:>9.1f} {gbs:>6.1f} {t['nccl']:>11.1f} "
+            f"{t['payload']:>12.1f} "
+            f"{t['nccl'] / t['dispatch']:>6.2f} {t['payload'] / t['dispatch']:>8.2f} {t['combine']:>9.1f} "
+            f"{t['nccl_comb']:>9.1f} {t['payload_comb']:>12.1f} {t['nccl_comb'] / t['combine']:>6.2f}")

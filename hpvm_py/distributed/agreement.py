@@ -50,7 +50,7 @@ _cache: OrderedDict[tuple, Agreed] = OrderedDict()
 def shape_key(call: Call, path: str) -> tuple:
     """Everything an agreement depends on (the world aside)."""
     return (call.kind, call.dtype.name, call.op, call.root, call.hidden, call.eps, path, call.quantize,
-            tuple((b.address, b.nbytes, b.size) for b in call.buffers))
+            tuple((b.address, b.nbytes, b.size) for b in call.buffers), call.experts, call.capacity)
 
 
 def agreement_of(world: ranks.World, call: Call, path: str, mine: DistributedError | None = None,

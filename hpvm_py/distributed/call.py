@@ -16,8 +16,9 @@ from ..errors import DistributedError
 from ..support.loc import Loc
 from ..types import SCALAR_TYPES, ScalarType
 from . import chooser
+from .moe_plan import MOE_KINDS, size_error
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_reduce_rmsnorm")
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_reduce_rmsnorm") + MOE_KINDS
 OPS = ("sum", "max", "min")
 DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8")
 _DTYPE_ORDER = sorted(SCALAR_TYPES)
@@ -64,6 +65,8 @@ class Call:
     hidden: int = 0
     eps: float = 0.0
     quantize: str = ""  # the node's quantize= option ("" for none)
+    experts: int = 0  # moe_dispatch / moe_combine
+    capacity: int = 0
 
     def what(self) -> str:
         return f"{self.kind} node {self.node!r}"
@@ -94,6 +97,9 @@ def check_arguments(call: Call, world_size: int) -> DistributedError | None:
             return call.fail(f"the size of {b.name}, {b.size} bytes, is not a multiple of the "
                              f"{call.elem(i)} element size ({call.elem(i).nbytes})")
     sizes = [b.size for b in call.buffers]
+    if call.kind in MOE_KINDS:
+        message = size_error(call.kind, sizes, esize, call.hidden, call.experts, call.capacity, world_size)
+        return None if message is None else call.fail(message)
     if call.kind == "all_gather" and sizes[1] != world_size * sizes[0]:
         return call.fail(f"dst must be world_size ({world_size}) times src: src has {sizes[0]} bytes, "
                          f"dst {sizes[1]}")
@@ -131,6 +137,7 @@ def descriptor(call: Call, status: int, algorithm: str = "remote") -> np.ndarray
              QUANTIZATIONS.index(call.quantization())]
     for b in call.buffers:
         words += [b.size, -1 if b.offset is None else b.offset]
+    words += [call.experts, call.capacity]  # the options after the buffers
     return np.array(words, dtype=np.int64)
 
 
@@ -162,7 +169,9 @@ def agree(call: Call, ranks: list[int], descriptors: list[np.ndarray], mine: Dis
               ("the element type", 1, lambda v: _DTYPE_ORDER[v] if 0 <= v < len(_DTYPE_ORDER) else str(v)),
               ("the reduction", 2, lambda v: OPS[v] if 0 <= v < len(OPS) else str(v)),
               ("the root", 3, str), ("hidden", 4, str),
-              ("eps", 5, lambda v: repr(struct.unpack("<d", struct.pack("<q", v))[0]))]
+              ("eps", 5, lambda v: repr(struct.unpack("<d", struct.pack("<q", v))[0])),
+              ("experts", _FIXED + 2 * len(call.buffers), str),  # the options after the buffers
+              ("capacity", _FIXED + 2 * len(call.buffers) + 1, str)]
     for i, b in enumerate(call.buffers):
         fields.append((f"the size of {b.name} in bytes", _FIXED + 2 * i, str))
         if compare_offsets:

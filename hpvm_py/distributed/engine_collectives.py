@@ -12,6 +12,8 @@ from ..errors import HPVMTimeoutError
 from .reduction_arith import accumulator_dtype, add_rmsnorm
 from .call import Call
 from .quantized import emit_fp8, engine_all_reduce
+from .moe_host import run_on_engine as _moe
+from .moe_plan import MOE_KINDS
 from .transport import Transport
 from .waiting import RanksMissing
 
@@ -36,7 +38,7 @@ _ENGINE_SILENT = ("every rank posted its descriptor and answered once the engine
 
 
 def run(transport: Transport, call: Call, timeout: float) -> None:
-    if call.buffers[0].size == 0:  # the ranks agreed on it: then every buffer is empty
+    if call.buffers[0].size == 0 and call.kind not in MOE_KINDS:  # agreed: every buffer is empty
         return
     try:
         _RUN[call.kind](transport, call, timeout)
@@ -112,4 +114,5 @@ def _all_reduce_rmsnorm(transport: Transport, call: Call, timeout: float) -> Non
 
 
 _RUN = {"all_reduce": _all_reduce, "all_gather": _all_gather, "reduce_scatter": _reduce_scatter,
-        "broadcast": _broadcast, "all_reduce_rmsnorm": _all_reduce_rmsnorm}
+        "broadcast": _broadcast, "all_reduce_rmsnorm": _all_reduce_rmsnorm,
+        "moe_dispatch": _moe, "moe_combine": _moe}

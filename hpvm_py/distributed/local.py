@@ -9,6 +9,7 @@ import numpy as np
 from .reduction_arith import add_rmsnorm, reduce_all, torch_dtype
 from .call import Call
 from .quantized import emit_fp8, heap_all_reduce
+from .moe_host import run_on_heap as _moe
 from .sync import Communicator
 
 ALIGN_ELEMS = 64  # two-shot slices start at multiples of this many elements
@@ -174,4 +175,6 @@ _ALGORITHMS: dict[tuple[str, str], Callable[[Communicator, Call], None]] = {
     ("reduce_scatter", "direct"): _reduce_scatter,
     ("broadcast", "direct"): _broadcast,
     ("all_reduce_rmsnorm", "direct"): _all_reduce_rmsnorm,
+    ("moe_dispatch", "direct"): _moe,
+    ("moe_combine", "direct"): _moe,
 }

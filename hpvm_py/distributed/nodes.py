@@ -25,16 +25,17 @@ from ..ir import dfg as D
 from ..ir import kernel as K
 from ..ir.targets import TARGETS
 from ..support.loc import Loc
-from ..types import PtrType, ScalarType, f32, i64, resolve_scalar, u8
+from ..types import PtrType, ScalarType, f32, i32, i64, resolve_scalar, u8
 from ..rt import library
 from ..support import profile, stats
 from . import chooser, local, quantize, ranks
 from .agreement import Agreed, agreement_of, check, communicator, run_remote
 from .reduction_arith import torch_dtype
 from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
+from .moe_plan import MOE_KINDS, SLOT_LIMIT
 from .gpu.runner import run_on_gpu
 
-FLOAT_ONLY = ("all_reduce_rmsnorm",)
+FLOAT_ONLY = ("all_reduce_rmsnorm", "moe_combine")
 QUANTIZED_TYPES = ("f16", "bf16", "f32")  # what a node with quantize= takes
 RMSNORM_QUANTIZE = ("fp8",)  # all_reduce_rmsnorm's output formats
 
@@ -54,6 +55,12 @@ def signature(kind: str, t: ScalarType, quantize: str | None = None) -> list[K.P
         return _ptr("buf", t, "inout")
     if kind in ("all_gather", "reduce_scatter"):
         return _ptr("src", t, "in") + _ptr("dst", t, "out")
+    if kind == "moe_dispatch":
+        return (_ptr("tokens", t, "in") + _ptr("expert", i32, "in") + _ptr("recv", t, "out")
+                + _ptr("counts", i32, "out") + _ptr("origin", i32, "out") + _ptr("slot", i32, "out"))
+    if kind == "moe_combine":
+        return (_ptr("expert_out", t, "in") + _ptr("slot", i32, "in") + _ptr("gate", f32, "in")
+                + _ptr("out", t, "out"))
     assert kind == "all_reduce_rmsnorm"
     params = (_ptr("x", t, "inout") + _ptr("residual", t, "inout") + _ptr("weight", t, "in")
               + [K.Param(name="hidden", type=i64)])
@@ -88,12 +95,15 @@ def library_func(kind: str, dtype: Any, loc: Loc, **options: str | int | float) 
 
 def _check_options(kind: str, options: dict, error: Callable[[str], Exception]) -> None:
     expected = {"all_reduce": {"op"}, "reduce_scatter": {"op"}, "all_gather": set(),
-                "broadcast": {"root"}, "all_reduce_rmsnorm": {"eps"}}[kind]
+                "broadcast": {"root"}, "all_reduce_rmsnorm": {"eps"},
+                **dict.fromkeys(MOE_KINDS, {"hidden", "experts", "capacity"})}[kind]
     if kind in ("all_reduce", "all_reduce_rmsnorm") and "quantize" in options:
         expected = expected | {"quantize"}  # given only when the node quantizes
         _check_quantize(kind, options, error)
     if set(options) != expected:
         raise error(f"options {sorted(options)} do not match {sorted(expected)}")
+    if kind in MOE_KINDS:
+        check_moe_options(options, error)
     if "op" in options and options["op"] not in OPS:
         raise error(f"op={options['op']!r} is not one of {', '.join(OPS)}")
     root = options.get("root", 0)
@@ -112,6 +122,15 @@ def _check_quantize(kind: str, options: dict, error: Callable[[str], Exception])
     if options.get("op", "sum") != "sum":
         raise error(f"quantize={mode!r} needs op='sum' (the quantized all-reduce is a sum), not "
                     f"op={options['op']!r}")
+def check_moe_options(options: dict, error: Callable[[str], Exception]) -> None:
+    """hidden, experts and capacity: positive ints, the slots within an i32."""
+    for name in ("hidden", "experts", "capacity"):
+        value = options[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise error(f"{name}={value!r} must be a positive int")
+    if options["experts"] * options["capacity"] >= SLOT_LIMIT or options["hidden"] >= SLOT_LIMIT:
+        raise error(f"experts x capacity = {options['experts'] * options['capacity']} and hidden = "
+                    f"{options['hidden']} must each be below 2**31 (slots are i32)")
 
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -166,7 +185,7 @@ class CollectiveKernel(LeafKernel):
         self.func, self.dtype, self.options, self.node = func, dtype, options, node
         self.bound = bound
         self.runner = runner
-        self._tensors: dict[int, tuple[Any, Any]] = {}  # id(host array) -> (array, torch view)
+        self._tensors: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(host array), type) -> (array, view)
 
     @property
     def device(self) -> str:
@@ -200,7 +219,7 @@ class CollectiveKernel(LeafKernel):
             want = torch_dtype(elem)
             return flat if flat.dtype == want else flat.view(torch.uint8).view(want)
         array = arg.array
-        kept = self._tensors.get(id(array))
+        kept = self._tensors.get((id(array), elem.name))
         if kept is not None and kept[0] is array:
             return kept[1]
         tensor = torch.from_numpy(array)
@@ -208,7 +227,7 @@ class CollectiveKernel(LeafKernel):
             tensor = tensor.view(torch_dtype(elem))
         if len(self._tensors) > 64:
             self._tensors.clear()
-        self._tensors[id(array)] = (array, tensor)
+        self._tensors[(id(array), elem.name)] = (array, tensor)
         return tensor
 
     def _call(self, args: list[Any]) -> Call:
@@ -217,16 +236,20 @@ class CollectiveKernel(LeafKernel):
         for i, p in enumerate(params):
             if isinstance(p.type, PtrType):
                 arg = args[i]
-                tensor = self._tensor(arg, p.type.elem)
+                elem = p.type.elem
+                tensor = self._tensor(arg, elem)
                 buffers.append(Buffer(param=p.name, bound=self.bound[i], tensor=tensor,
                                       address=arg.address, nbytes=arg.nbytes, size=int(args[i + 1]),
-                                      elem=None if p.type.elem == self.dtype else p.type.elem))
-        hidden = next((int(a) for p, a in zip(params, args) if p.name == "hidden"), 0)
+                                      elem=None if elem == self.dtype else elem))
+        hidden = next((int(a) for p, a in zip(params, args) if p.name == "hidden"),
+                      int(self.options.get("hidden", 0)))
         return Call(kind=self.func.kind, dtype=self.dtype, node=self.node.name, loc=self.node.loc,
                     buffers=buffers, op=str(self.options.get("op", "sum")),
                     root=int(self.options.get("root", 0)), hidden=hidden,
                     eps=float(self.options.get("eps", 0.0)),
-                    quantize=str(self.options.get("quantize") or ""))
+                    quantize=str(self.options.get("quantize") or ""),
+                    experts=int(self.options.get("experts", 0)),
+                    capacity=int(self.options.get("capacity", 0)))
 
 
 class PreparedCollective:

@@ -1,8 +1,9 @@
 """GPU ranks, the direct API of hpvm_py.distributed.gpu.launch, against torch references on fresh
 random inputs: every collective, dtype and reduction, both all-reduce algorithms at sizes from one
 element to 64 MiB; back-to-back calls without host synchronisation (the device epochs); a CUDA
-graph of collectives replayed; and last, a rank that skips a call (the device wait times out and
-names it). Run on 2+ GPUs: `mpirun -n 2 python tests/gpu_dist/check_direct.py SEED`.
+graph of collectives replayed; the mixture-of-experts dispatch and combine (gpu/moe_launch.py);
+and last, a rank that skips a call (the device wait times out and names it). Run on 2+ GPUs:
+`mpirun -n 2 python tests/gpu_dist/check_direct.py SEED`.
 Prints `rank R: N checks ok` and, for the fault, `rank R: FAULT missing ok` on the waiting rank.
 """
 import sys
@@ -230,6 +231,73 @@ def bad_buffers() -> None:
         raise AssertionError(f"rank {RANK}: a tensor {name} was accepted")
 
 
+def moe() -> None:
+    """moe_dispatch and moe_combine against the reference of the whole world (moe_reference.py):
+    random routing and everything to one rank (drops), bf16 and f32, gated or not; each call made
+    twice with fresh inputs in the same buffers (the second replays the call's CUDA graph); then a
+    bad expert id on the middle rank, which its next synchronize() reports."""
+    import numpy as np
+
+    from hpvm_py.distributed.gpu import moe_launch as M
+    from hpvm_py.errors import DistributedError
+    from tests.programs import moe_reference as ref
+
+    global checks
+    cases = [("bf16", 1024, 512, 8 * WORLD, 256, "uniform"), ("bf16", 4096, 256, 4 * WORLD, 64, "skewed"),
+             ("f32", 333, 96, 2 * WORLD, 1000, "uniform"), ("bf16", 0, 64, 2 * WORLD, 4, "uniform")]
+    for k, (dtype, tokens, hidden, experts, capacity, kind) in enumerate(cases):
+        reset()
+        local, t = experts // WORLD, TYPES[dtype]
+        x, expert = region(tokens * hidden, t), region(tokens, torch.int32)
+        recv, counts = region(local * capacity * hidden, t), region(experts, torch.int32)
+        origin, slot = region(2 * local * capacity, torch.int32), region(tokens, torch.int32)
+        gate, out = region(tokens, torch.float32), region(tokens * hidden, t)
+        for again in range(2):
+            rng = np.random.default_rng(SEED * 31 + 2 * k + again)
+            routes = ref.routes(rng, WORLD, tokens, experts, kind)
+            rows = [torch.from_numpy(rng.standard_normal((tokens, hidden))).to(t).double().numpy()
+                    for _ in range(WORLD)]
+            gates = [rng.random(tokens).astype(np.float32) for _ in range(WORLD)]
+            x.copy_(torch.from_numpy(rows[RANK].reshape(-1)).to(t))
+            expert.copy_(torch.from_numpy(routes[RANK]))
+            gate.copy_(torch.from_numpy(gates[RANK]))
+            gated = (k + again) % 2 == 0
+            M.moe_dispatch(x, expert, recv, counts, origin, slot, hidden, experts, capacity)
+            M.moe_combine(recv, slot, gate if gated else None, out, hidden, experts, capacity)
+            G.synchronize()
+            want = ref.dispatch(routes, rows, experts, capacity)
+            name = f"moe {dtype} {kind} T={tokens} H={hidden} E={experts} C={capacity} call {again}"
+            received = torch.from_numpy(~np.isnan(want["recv"][RANK]).reshape(-1))
+            got_recv = recv.double().cpu()
+            wanted_recv = torch.from_numpy(want["recv"][RANK].reshape(-1))
+            assert torch.equal(got_recv[received], wanted_recv[received]), name
+            assert np.array_equal(counts.cpu().numpy().reshape(WORLD, local), want["counts"][RANK]), name
+            pairs = origin.cpu().numpy().reshape(local, capacity, 2)
+            assert np.array_equal(pairs, want["origin"][RANK]), name
+            assert np.array_equal(slot.cpu().numpy(), want["slot"][RANK]), name
+            outs = [np.nan_to_num(r) for r in want["recv"]]
+            combined = ref.combine(want["slot"], outs, experts, capacity, gates if gated else None)[RANK]
+            wanted = torch.from_numpy(combined.reshape(-1)).float().to(t)
+            check(f"{name} combine", out, wanted.to(DEV), dtype)
+            assert torch.equal(out.cpu(), wanted), f"{name}: combine is not exact"
+    reset()
+    x, expert = region(64 * 32, torch.bfloat16), region(64, torch.int32)
+    recv, counts = region(2 * 16 * 32, torch.bfloat16), region(2 * WORLD, torch.int32)
+    origin, slot = region(2 * 2 * 16, torch.int32), region(64, torch.int32)
+    expert.fill_(0)
+    if RANK == WORLD // 2:
+        expert[5] = 2 * WORLD  # not an expert
+    M.moe_dispatch(x, expert, recv, counts, origin, slot, 32, 2 * WORLD, 16)
+    try:
+        G.synchronize()
+    except DistributedError as exc:
+        assert RANK == WORLD // 2 and exc.rule == "moe-data" and "expert ids outside" in str(exc), str(exc)
+        checks += 1
+    else:
+        assert RANK != WORLD // 2, "a bad expert id was not reported"
+    assert int(slot[5]) == -1 or RANK != WORLD // 2
+
+
 def missing_rank() -> None:
     """The middle rank (the last of two) skips a call: the others' kernels give up after the
     timeout and name it."""
@@ -261,5 +329,6 @@ rmsnorm()
 back_to_back()
 cuda_graph()
 bad_buffers()
+moe()
 print(f"rank {RANK}: {checks} checks ok", flush=True)
 missing_rank()

@@ -4,9 +4,11 @@
 # communication node on the gpu target (heap kernels, then NCCL with the ranks forced onto "two
 # hosts"), the faults (tests/programs/dist_faults.py: disagreements and a missing rank, then a rank
 # that dies mid-collective), relaunched nodes (tests/programs/dist_relaunch.py: kept agreements,
-# fingerprints, disagreements on the kept path), tests/programs' tp_mlp example, then the
-# benchmark against NCCL (BENCH_ARGS=--launch adds the graph relaunch against the direct API;
-# BENCH_ARGS=--quick times the quantized all-reduce instead). The quantized all-reduce and the
+# fingerprints, disagreements on the kept path), tests/programs' tp_mlp example, the
+# mixture-of-experts nodes (tests/programs/dist_moe.py, heap kernels then NCCL) and the moe_layer
+# example, then the benchmark against NCCL (BENCH_ARGS=--launch adds the graph relaunch against
+# the direct API; BENCH_ARGS=--quick times the quantized all-reduce instead) and the moe one
+# against torch.distributed.all_to_all_single (step moe-bench). The quantized all-reduce and the
 # fused RMSNorm's fp8 output: the steps quick (direct API), quick-nodes (communication nodes,
 # tests/programs/dist_quantized.py) and quick-remote (the engine path over NCCL); ONLY="quick
 # quick-nodes quick-remote" runs just those.
@@ -53,6 +55,10 @@ export HPVM_TEST_OUT=$OUTDIR/relaunch; mkdir -p "$HPVM_TEST_OUT"
 step relaunch 240 $MPI python3 tests/programs/dist_relaunch.py "$SEED" gpu
 cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
 step tp_mlp 120 $MPI python3 examples/tp_mlp.py --target gpu
+export HPVM_TEST_OUT=$OUTDIR/moe; mkdir -p "$HPVM_TEST_OUT"
+step moe 240 $MPI python3 tests/programs/dist_moe.py "$SEED" gpu
+cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
+step moe_layer 120 $MPI python3 examples/moe_layer.py --target gpu --capacity 5
 if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank
     export HPVM_TEST_OUT=$OUTDIR/remote HPVM_COMM_FORCE_REMOTE=1; mkdir -p "$HPVM_TEST_OUT"
     step remote 240 $MPI python3 tests/programs/dist_collectives.py "$SEED" gpu
@@ -60,6 +66,9 @@ if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank
     export HPVM_TEST_OUT=$OUTDIR/quick-remote; mkdir -p "$HPVM_TEST_OUT"
     step quick-remote 240 $MPI python3 tests/programs/dist_quantized.py "$SEED" gpu
     cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null | sort | uniq -c
+    export HPVM_TEST_OUT=$OUTDIR/moe-remote; mkdir -p "$HPVM_TEST_OUT"
+    step moe-remote 240 $MPI python3 tests/programs/dist_moe.py "$SEED" gpu
+    cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
     export HPVM_TEST_OUT=$OUTDIR/remote-faults; mkdir -p "$HPVM_TEST_OUT"
     step remote-faults 240 $MPI python3 tests/programs/dist_faults.py gpu missing
     cat "$HPVM_TEST_OUT"/rank*.txt 2>/dev/null
@@ -78,4 +87,6 @@ if [ "$HPVM_DIST_SHARE_GPUS" = 0 ]; then  # NCCL wants a GPU per rank
     unset HPVM_HEAP_BYTES
     step bench 300 python3 benchmarks/collectives.py --gpu ${BENCH_ARGS:-}
     cat "$OUTDIR/bench.log" 2>/dev/null
+    step moe-bench 300 python3 benchmarks/collectives.py --gpu --moe
+    cat "$OUTDIR/moe-bench.log" 2>/dev/null
 fi

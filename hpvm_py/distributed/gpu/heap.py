@@ -18,7 +18,8 @@ FINGERPRINTS_AT = FLAGS_AT + MAX_BLOCKS * MAX_WORLD
 MISMATCH_AT = FINGERPRINTS_AT + MAX_BLOCKS * MAX_WORLD
 CONTROL_BYTES = -(-(8 * (MISMATCH_AT + 1)) // ALIGN) * ALIGN
 # the status word (pinned host memory) a kernel writes when a call fails: the missing rank + 1,
-# or MISMATCHED when the ranks' fingerprints of the call differ
+# MISMATCHED when the ranks' fingerprints of the call differ, or a code just above it for bad data
+# (launch.py's _BAD_DATA)
 MISMATCHED = 1 << 20
 
 
@@ -50,6 +51,10 @@ class GpuHeap(SymmetricAllocator):
         as mapped here)."""
         return self._memory[rank][offset:offset + count * dtype.itemsize].view(dtype)
 
+    def status_code(self) -> int:
+        """The status word as a kernel wrote it (0: nothing to report)."""
+        return int(self._status_word[0])
+
     def failed_rank(self) -> int | None:
         """The rank a kernel's wait gave up on (the host's pinned copy; no synchronization)."""
         code = int(self._status_word[0])
@@ -61,7 +66,7 @@ class GpuHeap(SymmetricAllocator):
 
     def mismatched(self) -> bool:
         """Whether a kernel found that the ranks' fingerprints of its call differ."""
-        return int(self._status_word[0]) >= MISMATCHED
+        return int(self._status_word[0]) == MISMATCHED
 
     def clear_failure(self) -> None:
         self._status_word[0] = 0

@@ -21,7 +21,7 @@ from ..reduction_arith import add_rmsnorm
 from ..call import OPS
 from ..quantize import BITS, MODES, PAD, QMAX, Layout
 from ..quantized import rows_fp8_torch
-from .heap import MAX_BLOCKS, GpuHeap
+from .heap import MAX_BLOCKS, MISMATCHED, GpuHeap
 from .replay import Replay, Replays
 
 
@@ -46,6 +46,10 @@ TUNING = {
     "quantized": Tuning(block_bytes=16 << 10, warps=8, programs=264),
 }
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
+# status words of kernels that met bad data (moe_launch.py); a wait that timed out writes its rank + 1
+BAD_ROUTE, BAD_SLOT = MISMATCHED + 1, MISMATCHED + 2
+_BAD_DATA = {BAD_ROUTE: "expert ids outside [-1, experts) (those rows were routed nowhere)",
+             BAD_SLOT: "slots outside [-1, experts x capacity), not moe_dispatch's (those rows are zero)"}
 _replays = Replays()
 
 
@@ -380,6 +384,11 @@ def synchronize() -> None:
 
 
 def raise_if_failed(world: Any, heap: GpuHeap, what: str = "a GPU collective", loc: Any = None) -> None:
+    code = heap.status_code()
+    if code in _BAD_DATA:
+        heap.clear_failure()
+        raise DistributedError(f"{what}: an earlier moe kernel on this rank met {_BAD_DATA[code]}",
+                               loc, rule="moe-data")
     missing = heap.failed_rank()
     if missing is not None:
         heap.clear_failure()

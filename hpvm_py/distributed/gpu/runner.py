@@ -23,7 +23,7 @@ from ...support import stats
 from .. import chooser, ranks
 from ..agreement import Agreed, agreement_of, communicator, run_remote
 from ..call import Call, agree, check_arguments
-from . import launch
+from . import launch, moe_launch
 
 _lock = threading.Lock()  # one collective at a time per rank: ranks must agree on the order
 PENDING_LIMIT = 64  # unsettled calls remembered (for their errors) between two waits
@@ -84,6 +84,13 @@ def _starter(call: Call, entry: Agreed) -> launch.Bound:
         bound = launch.reduce_scatter(sized[0], sized[1], call.op, fingerprint=fp, bind=True)
     elif call.kind == "broadcast":
         bound = launch.broadcast(sized[0], call.root, fingerprint=fp, bind=True)
+    elif call.kind == "moe_dispatch":
+        bound = moe_launch.moe_dispatch(*sized, call.hidden, call.experts, call.capacity,
+                                        fingerprint=fp, bind=True)
+    elif call.kind == "moe_combine":
+        gate = sized[2] if call.buffers[2].size else None
+        bound = moe_launch.moe_combine(sized[0], sized[1], gate, sized[3], call.hidden, call.experts,
+                                       call.capacity, fingerprint=fp, bind=True)
     else:
         bound = launch.all_reduce_rmsnorm(sized[0], sized[1], sized[2], call.hidden, call.eps,
                                           *sized[3:5], fingerprint=fp, bind=True)
