@@ -86,6 +86,11 @@ def layer(hidden: int, experts: int, capacity: int):  # noqa: ANN201 - a graph
     return moe
 
 
+# the layer main() builds with its default sizes on two ranks, at module level so that the
+# example's leaves are compiled by the tests that compile every example graph
+DEFAULT_LAYER = layer(hidden=16, experts=4, capacity=32)
+
+
 def reference(xs: list[np.ndarray], wr: np.ndarray, w: np.ndarray, capacity: int, rank: int) -> np.ndarray:
     """This rank's out, from every rank's tokens, in float64: top-1 routing, rows past an expert's
     capacity (in (source rank, source row) order) dropped."""

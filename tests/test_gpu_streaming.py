@@ -279,6 +279,7 @@ def test_a_kept_triton_launch_is_repointed_and_dispatched_again_for_another_alig
     kernel = type("K", (), {"leaf": leaf})()
     monkeypatch.setattr(P, "interpreting", lambda: False)
     monkeypatch.setattr(P, "current_stream", lambda: 7)
+    monkeypatch.setattr(P, "current_device", lambda: 0)
     space = np.zeros(64 + 4, np.uint8)
     start = (-space.ctypes.data) % 16
     aligned = [space[start:start + 32], space[start + 32:start + 64]]
