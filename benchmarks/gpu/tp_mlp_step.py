@@ -2,6 +2,7 @@
 same step in torch + NCCL, in the same processes (issue 22's target: the graph >= 1.2x).
 
     torchrun --nproc-per-node 2 benchmarks/gpu/tp_mlp_step.py [--rows 256] [--d-model 1024] [--d-ff 4096]
+        [--profile TRACE.json]
 
 Both steps are f32: h = relu(x @ w1[:, shard]); p = h @ w2[shard, :]; residual += all_reduce(p);
 out = rmsnorm(residual) * gamma. hpvm-py runs `mlp_fused` (two matmul leaves and the fused
@@ -9,11 +10,13 @@ all-reduce + RMSNorm node) with `hpvm.launch` + `wait`; torch runs cuBLAS matmul
 `torch.distributed.all_reduce` on an NCCL group and the RMSNorm in eager ops. Each step is timed
 on the host clock and synchronised (as a training or serving loop sees it), interleaved, the
 ranks lined up before every step; rank 0 prints the medians. The first step of each is checked
-against the other.
+against the other. --profile then records 10 graph steps with hpvm.profile() and prints where
+their time went, per event (kernels by their CUDA-event times).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -31,7 +34,7 @@ import hpvm_py as hpvm  # noqa: E402
 from tp_mlp import EPS, mlp_fused  # noqa: E402
 
 
-def main(rows: int, d_model: int, d_ff: int, steps: int) -> None:
+def main(rows: int, d_model: int, d_ff: int, steps: int, trace: str | None = None) -> None:
     hpvm.distributed.init(device="cuda")
     rank, world = hpvm.distributed.rank(), hpvm.distributed.world_size()
     nccl = dist.new_group(backend="nccl")
@@ -87,6 +90,13 @@ def main(rows: int, d_model: int, d_ff: int, steps: int) -> None:
                 step()
                 torch.cuda.synchronize()
                 times[name].append((time.perf_counter() - start) * 1e6)
+        if trace:
+            with hpvm.profile(trace):
+                for _ in range(10):
+                    hpvm_step()
+                torch.cuda.synchronize()
+    if rank == 0 and trace:
+        _print_profile(trace)
     if rank == 0:
         medians = {k: statistics.median(v[steps // 5:]) for k, v in times.items()}
         print(f"tensor-parallel MLP step, f32, {world} GPUs, rows {rows}, d_model {d_model}, d_ff {d_ff} "
@@ -97,11 +107,25 @@ def main(rows: int, d_model: int, d_ff: int, steps: int) -> None:
     hpvm.distributed.finalize()
 
 
+def _print_profile(trace: str) -> None:
+    """Total and count per (category, name) of the trace's complete events, largest first."""
+    totals: dict[tuple[str, str], list[float]] = {}
+    for event in json.loads(open(trace).read())["traceEvents"]:
+        if event.get("ph") == "X":
+            entry = totals.setdefault((event.get("cat", ""), event.get("name", "")), [0.0, 0])
+            entry[0] += float(event.get("dur", 0))
+            entry[1] += 1
+    print("profile of 10 graph steps (rank 0): category, name, total us, events")
+    for (cat, name), (total, count) in sorted(totals.items(), key=lambda kv: -kv[1][0])[:16]:
+        print(f"  {cat:>12} {name[:48]:<48} {total:10.1f} {count:5d}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=256)
     parser.add_argument("--d-model", type=int, default=1024)
     parser.add_argument("--d-ff", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--profile", metavar="TRACE", help="also profile 10 graph steps into TRACE")
     options = parser.parse_args()
-    main(options.rows, options.d_model, options.d_ff, options.steps)
+    main(options.rows, options.d_model, options.d_ff, options.steps, options.profile)

@@ -98,3 +98,22 @@ def test_parboil_leaf_on_another_leaf_grid_falls_back_to_the_literal_kernel(rng)
     np.testing.assert_allclose(literal, run("cpu", D.sized_root, a, b, c, 1.0, 0.0, 8),
                                rtol=1e-6, atol=1e-6)
     assert not np.allclose(literal, exact, atol=1e-3)  # a different function indeed
+
+
+def test_small_dot_outputs_take_smaller_blocks_that_fill_the_gpu() -> None:
+    """A tl.dot kernel's blocks: the default 128 x 128 where they cover the multiprocessors, else
+    the largest smaller shape that does (the tensor-parallel MLP's 256 x 2048 output on 132 SMs),
+    else the smallest; the blocks of the choice never leave more than a tenth of the SMs idle."""
+    from hpvm_py.backends.triton.kernel import GPU_DOT, SMALLER_DOTS, dot_config
+
+    assert dot_config(4096, 4096, 132) == GPU_DOT
+    chosen = dot_config(256, 2048, 132)
+    assert (chosen.bm, chosen.bn) == (64, 64)
+    assert dot_config(256, 1024, 132) == SMALLER_DOTS[-1]
+    assert dot_config(16, 16, 132) == SMALLER_DOTS[-1]
+    for rows, cols in ((1024, 1024), (512, 4096), (2048, 256), (1000, 1000)):
+        config = dot_config(rows, cols, 132)
+        blocks = -(-rows // config.bm) * -(-cols // config.bn)
+        assert blocks * 10 >= 132 * 9, (rows, cols, config)
+        bigger = [c for c in (GPU_DOT,) + SMALLER_DOTS if c.bm * c.bn > config.bm * config.bn]
+        assert all(-(-rows // c.bm) * -(-cols // c.bn) * 10 < 132 * 9 for c in bigger), (rows, cols)

@@ -26,7 +26,7 @@ from triton.runtime.jit import create_function_from_signature
 import hpvm_py as hpvm
 from hpvm_py.backends.base import BufferArg
 from hpvm_py.backends.triton.codegen import generate, kernel_name
-from hpvm_py.backends.triton.kernel import GPU_DOT, GPU_SPREAD, TritonKernel
+from hpvm_py.backends.triton.kernel import GPU_DOT, GPU_SPREAD, SMALLER_DOTS, TritonKernel
 from hpvm_py.backends.triton.launcher import OwnLauncher, parameters, refusal
 
 SM90 = GPUTarget("cuda", 90, 32)
@@ -79,8 +79,8 @@ def constants(source) -> list[dict]:
     if source.dot is None:
         private = {"LANES32": True} if source.private else {}
         return [{"BLOCK": 128, **private, **{f"NB_{kernel_name(p.name)}": 256 for p in source.private}}]
-    dot = GPU_DOT
-    return [{"BLOCK": dot.bm * dot.bn, "BM": dot.bm, "BN": dot.bn, "BK": dot.bk, "GROUP": dot.group}]
+    return [{"BLOCK": dot.bm * dot.bn, "BM": dot.bm, "BN": dot.bn, "BK": dot.bk, "GROUP": dot.group}
+            for dot in (GPU_DOT,) + SMALLER_DOTS]
 
 
 def semantic_graphs() -> list:

@@ -2,6 +2,8 @@
 (docs/architecture.md, "Module notes": backends/triton/autotune.py)"""
 from __future__ import annotations
 
+import functools
+
 import json
 import math
 import threading
@@ -118,6 +120,20 @@ def device_name(device: Any) -> str:
     if getattr(device, "type", device) != "cuda":
         return str(device)
     return torch.cuda.get_device_name(device)
+
+
+@functools.cache
+def _multiprocessors(device: int) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def multiprocessors() -> int:
+    """The current GPU's multiprocessors (SMs)."""
+    import torch
+
+    return _multiprocessors(torch.cuda.current_device())
 
 
 def time_launch(launch: Any) -> float:

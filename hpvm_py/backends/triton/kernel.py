@@ -100,6 +100,21 @@ INTERPRETER_SPREAD = SpreadConfig(lanes=64, warps=1, programs=3)
 # Chosen on the H100 (docs/performance.md); the interpreter takes tl.dot's smallest blocks.
 GPU_DOT = DotConfig(bm=128, bn=128, bk=32, group=8, warps=8, stages=3)
 INTERPRETER_DOT = DotConfig(bm=16, bn=16, bk=16, group=2, warps=1, stages=1)
+# Smaller blocks for outputs that GPU_DOT's blocks do not spread over the multiprocessors: the
+# tensor-parallel MLP's 256 x 2048 output is 32 blocks of 128 x 128 for the 132 multiprocessors of
+# an H100/H200, which left three quarters of the GPU idle (benchmarks/RESULTS.md).
+SMALLER_DOTS = (DotConfig(bm=128, bn=64, bk=32, group=8, warps=4, stages=3),
+                DotConfig(bm=64, bn=64, bk=32, group=8, warps=4, stages=3),
+                DotConfig(bm=64, bn=32, bk=32, group=8, warps=4, stages=3))
+
+
+def dot_config(rows: int, cols: int, multiprocessors: int) -> DotConfig:
+    """The largest block shape (GPU_DOT first) whose blocks of a rows x cols output give every
+    multiprocessor one (nine in ten is enough), else the smallest."""
+    for config in (GPU_DOT,) + SMALLER_DOTS:
+        if -(-rows // config.bm) * -(-cols // config.bn) * 10 >= multiprocessors * 9:
+            return config
+    return SMALLER_DOTS[-1]
 
 
 def on_gpu() -> bool:
@@ -244,8 +259,8 @@ class TritonKernel(LeafKernel):
         options: dict[str, Any] = dict(enable_fp_fusion=False)
         combined = _combined(extents)
         if source.dot is not None:
-            dot = GPU_DOT if not interpreting() else INTERPRETER_DOT
             rows, cols = _dot_extents(source.dot, extents)
+            dot = INTERPRETER_DOT if interpreting() else dot_config(rows, cols, autotune.multiprocessors())
             # fused multiply-adds inside tl.dot (without them its products are rounded twice)
             options.update(BLOCK=dot.bm * dot.bn, BM=dot.bm, BN=dot.bn, BK=dot.bk, GROUP=dot.group,
                            num_warps=dot.warps, num_stages=dot.stages, enable_fp_fusion=True)
