@@ -173,9 +173,10 @@ def test_quantized_kernels_compile_without_fused_products() -> None:
 
 def test_quantization_from_the_threshold_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HPVM_COMM_QUANTIZE_BYTES", raising=False)
-    limit = chooser.QUANTIZE_BYTES
-    assert chooser.quantization("all_reduce", "int8", limit) == "int8"
-    assert chooser.quantization("all_reduce", "int8", limit - 1) == ""
+    limit = chooser.QUANTIZE_BYTES["int4"]
+    for mode, threshold in chooser.QUANTIZE_BYTES.items():
+        assert chooser.quantization("all_reduce", mode, threshold) == mode
+        assert chooser.quantization("all_reduce", mode, threshold - 1) == ""
     assert chooser.quantization("all_reduce", "", 1 << 30) == ""
     assert chooser.quantization("all_reduce_rmsnorm", "fp8", 8) == "fp8"  # an output: any size
     assert chooser.choose(True, "all_reduce", limit, "int4") == "quantized"

@@ -19,16 +19,18 @@ def oneshot_threshold() -> int:
     return int(text)
 
 
-# Provisional: the smallest all-reduce that a node with quantize= runs quantized. Below it the
-# exact all-reduce runs (its payload is latency-bound, so quantizing saves nothing); the GPU
-# measurement (benchmarks/collectives.py --gpu --quick) sets it, per world size if need be.
-QUANTIZE_BYTES = 2 << 20
+# Per format, the smallest all-reduce that a node with quantize= runs quantized; below it the exact
+# all-reduce runs, which was as fast or faster there. Measured on 2 x H200, bf16 (benchmarks/
+# collectives.py --gpu --quick, benchmarks/RESULTS.md): fp8 first beat the exact all-reduce at
+# 16 MiB (54.9 against 63.1 µs), int8 at 32 MiB, int4 at 128 MiB.
+QUANTIZE_BYTES = {"fp8": 16 << 20, "int8": 32 << 20, "int4": 128 << 20}
 
 
-def quantize_threshold() -> int:
+def quantize_threshold(mode: str) -> int:
+    """The threshold of a format (HPVM_COMM_QUANTIZE_BYTES, when set, for every format)."""
     text = settings.COMM_QUANTIZE_BYTES.text()
     if not text:
-        return QUANTIZE_BYTES
+        return QUANTIZE_BYTES[mode]
     if not text.isdigit():
         raise DistributedError(f"HPVM_COMM_QUANTIZE_BYTES={text!r} must be a number of bytes")
     return int(text)
@@ -40,7 +42,7 @@ def quantization(kind: str, quantize: str, nbytes: int) -> str:
     if not quantize:
         return ""
     if kind == "all_reduce":  # an empty buffer has nothing to quantize
-        return quantize if nbytes >= max(1, quantize_threshold()) else ""
+        return quantize if nbytes >= max(1, quantize_threshold(quantize)) else ""
     return quantize
 
 

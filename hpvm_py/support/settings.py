@@ -108,8 +108,8 @@ COMM_TIMEOUT = _declare("HPVM_COMM_TIMEOUT", "seconds", "60", "how long any wait
 COMM_ONESHOT_BYTES = _declare("HPVM_COMM_ONESHOT_BYTES", "bytes", "", "the largest all-reduce that "
                               "runs one-shot (default: measured per device and world size)")
 COMM_QUANTIZE_BYTES = _declare("HPVM_COMM_QUANTIZE_BYTES", "bytes", "", "the smallest all-reduce "
-                               "that a node with quantize= runs quantized (default: 2 MiB, "
-                               "provisional; smaller ones run exact)")
+                               "that a node with quantize= runs quantized, for every format (default: measured "
+                               "per format, 16 MiB fp8, 32 MiB int8, 128 MiB int4; smaller ones run exact)")
 COMM_FORCE_REMOTE = _declare("HPVM_COMM_FORCE_REMOTE", "flag", "0", "1: every rank counts as a "
                              "host of its own (tests the between-host collectives on one machine)")
 

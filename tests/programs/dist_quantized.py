@@ -183,7 +183,7 @@ def check_formats() -> None:
 
 
 def check_threshold() -> None:
-    """Below the threshold (the default 2 MiB here) the node runs the exact all-reduce."""
+    """Below the threshold (the format's default, 128 MiB for int4) the node runs the exact all-reduce."""
     global step
     del os.environ["HPVM_COMM_QUANTIZE_BYTES"]
     try:
