@@ -5,6 +5,9 @@ in µs on the host clock (median of interleaved calls, each followed by torch.cu
 the direct all-reduce, the graph relaunch (hpvm.launch + wait), the launch and the wait of the
 relaunch timed apart, a one-leaf gpu graph with no collective (the runtime's own launch cost),
 the fingerprint barrier alone, and then a cProfile of relaunches (top functions by own time).
+"until done" rows time what a program needs before it reads the result: the direct call and
+torch.cuda.synchronize(), or hpvm.launch + wait of the graph (wait returns once the device has
+finished a graph's collectives: no synchronize after it).
 """
 from __future__ import annotations
 
@@ -71,8 +74,16 @@ def main() -> None:
         "fingerprint barrier": lambda: comm.same_fingerprint(12345, lambda: "bench", None),
         "host barrier": lambda: comm.barrier(lambda: "bench", None),
     }
+    def until_done(name: str, call) -> None:  # noqa: ANN001
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        call()
+        times.setdefault(name, []).append((time.perf_counter() - start) * 1e6)
+
     with hpvm.runtime("gpu"):
         for _ in range(400):
+            until_done("until done: direct + sync", lambda: (G.all_reduce(x), torch.cuda.synchronize()))
+            until_done("until done: graph launch + wait", lambda: hpvm.wait(hpvm.launch(one_all_reduce, x, nbytes)))
             for name, call in calls.items():
                 torch.cuda.synchronize()
                 start = time.perf_counter()
@@ -89,7 +100,7 @@ def main() -> None:
         print(f"{nbytes} bytes, {hpvm.distributed.world_size()} ranks; µs, host clock (p50 / p10)")
         for name, values in times.items():
             values = values[50:]
-            print(f"{name:>28} {statistics.median(values):8.1f} {sorted(values)[len(values) // 10]:8.1f}")
+            print(f"{name:>32} {statistics.median(values):8.1f} {sorted(values)[len(values) // 10]:8.1f}")
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
         print(text.getvalue())
