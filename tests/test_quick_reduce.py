@@ -380,7 +380,8 @@ def test_gpu_kernels_run_by_the_interpreter_on_cpu_ranks(ranks: int, tmp_path: P
     """The quantized all-reduce kernel and the fused RMSNorm kernel with its fp8 output, the GPU
     ranks' own Triton code, run by Triton's interpreter on CPU ranks whose heaps are shared memory
     (tests/programs/dist_kernels_interpreted.py): flags, peer translation, workspace layout and
-    the codec against the host's, bit for bit (three ranks: the rank order of the f32 sum shows)."""
+    the codec against the host's, bit for bit (three ranks: the rank order of the f32 sum shows);
+    then the kernels' own agreement check against a rank whose call differs."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_COMM_")}
     environment.update(PYTHONPATH=str(ROOT), HPVM_HEAP_BYTES="8M", HPVM_NUM_THREADS="1", OMP_NUM_THREADS="1",
                        HPVM_TEST_OUT=str(tmp_path), TRITON_INTERPRET="1")
@@ -389,6 +390,8 @@ def test_gpu_kernels_run_by_the_interpreter_on_cpu_ranks(ranks: int, tmp_path: P
     result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=environment)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    want = ["KERNEL quantized int8 ok", "KERNEL quantized int4 ok", "KERNEL rmsnorm-fp8 ok", "KERNEL done"]
+    want = ["KERNEL quantized int8 ok", "KERNEL quantized int4 ok", "KERNEL rmsnorm-fp8 ok",
+            "KERNEL mismatch-fingerprint ok", "KERNEL mismatch-programs ok", "KERNEL in-step-after-mismatch ok",
+            "KERNEL done"]
     for r in range(ranks):
         assert (tmp_path / f"rank{r}.txt").read_text().splitlines() == want, (r, output)

@@ -12,6 +12,11 @@ Checks, each reported as `KERNEL <name> ok`:
   16-bit element types and fp8 codes are left to tests/gpu_dist/check_quantized.py.)
 - all_reduce_rmsnorm with QUANT, f32: x and residual as NumPy's, the per-row scales bit for bit
   max|x| / 448, each fp8 code at its place with the sign and binade of its element.
+- the agreement inside the kernels (signals.same_call), adversarially: one rank's call has another
+  fingerprint (with as many programs as its peers, or more: a call of another size): every
+  rank's kernel ends without waiting out its timeout, reports the mismatch, moves no data, and
+  leaves the mismatch word set, so that a later call that agrees moves nothing either until the
+  control blocks are cleared; after that the ranks are in step (an exact sum).
 """
 import os
 import sys
@@ -127,7 +132,57 @@ def rmsnorm_fp8() -> None:
     report(RANK, "KERNEL rmsnorm-fp8 ok")
 
 
+def one_shot(x: torch.Tensor, n: int, programs: int, fingerprint: int) -> None:
+    K.all_reduce_one_shot[(programs,)](x, n, OP=0, WIDEN=False, ELEM=4, BLOCK=1024,
+                                       **{**COMMON, "fingerprint": fingerprint})
+
+
+def disagreements() -> None:
+    n = 3000  # three chunks of 1024
+    faulty = WORLD - 1
+    parts = inputs(200, n)
+    total = sum(p.double() for p in parts).float()
+    x = hpvm.symmetric.empty(n, torch.float32)
+
+    def fresh() -> None:
+        x.copy_(parts[RANK])
+        line_up()
+
+    def clear() -> None:  # what runner.py's recovery does, between two barriers
+        line_up()
+        ctrl.zero_()
+        status.zero_()
+        line_up()
+
+    def mismatched(what: str) -> None:
+        assert int(status[0]) == gpu_heap.MISMATCHED, (what, int(status[0]))
+        assert torch.equal(x, parts[RANK]), f"{what}: a disagreeing call moved data"
+        assert int(ctrl[gpu_heap.MISMATCH_AT]) != 0, f"{what}: the mismatch word is not set"
+
+    fresh()
+    one_shot(x, n, 3, 77)
+    assert int(status[0]) == 0 and torch.allclose(x, total, rtol=1e-6, atol=1e-5), "agreeing call"
+    for what, programs, fingerprint in (("fingerprint", 3, 78), ("programs", 1, 79)):
+        fresh()
+        start = time.monotonic()
+        one_shot(x, n, programs if RANK == faulty else 3, fingerprint if RANK == faulty else 77)
+        assert time.monotonic() - start < 20, f"{what}: a kernel waited for its timeout"
+        mismatched(what)
+        report(RANK, f"KERNEL mismatch-{what} ok")
+        line_up()
+        status.zero_()  # the host saw it; the control block is not cleared yet: the word stays
+        fresh()
+        one_shot(x, n, 3, 77)
+        mismatched(f"{what}, sticky")
+        clear()
+        fresh()
+        one_shot(x, n, 3, 77)
+        assert int(status[0]) == 0 and torch.allclose(x, total, rtol=1e-6, atol=1e-5), f"{what}: in step after"
+    report(RANK, "KERNEL in-step-after-mismatch ok")
+
+
 quantized_sum("int8")
 quantized_sum("int4")
 rmsnorm_fp8()
+disagreements()
 report(RANK, "KERNEL done")
