@@ -109,6 +109,19 @@ def test_the_fastest_shape_is_chosen_once_and_read_back_from_disk(fresh_choices,
     assert T.choose("k1", shapes, lambda s: 1.0 if s == T.Shape(256, 2) else 2.0, "leafy") == T.Shape(256, 2)
 
 
+def test_dot_block_shapes_are_tuned_and_read_back_from_disk(fresh_choices, monkeypatch) -> None:
+    """A tl.dot kernel's candidates are DotConfigs (kernel.py): the fastest is kept, written to
+    disk and read back as a DotConfig by a new process."""
+    from hpvm_py.backends.triton.kernel import GPU_DOT, SMALLER_DOTS
+
+    shapes = [GPU_DOT, *SMALLER_DOTS]
+    fastest = SMALLER_DOTS[1]
+    assert T.choose("dot-k", shapes, lambda s: 1.0 if s == fastest else 2.0, "mm") == fastest
+    monkeypatch.setattr(T, "_chosen", {})
+    found = T.choose("dot-k", shapes, lambda s: pytest.fail("timed again"), "mm")
+    assert found == fastest and type(found) is type(fastest)
+
+
 def test_an_error_of_a_run_ends_the_tuning(fresh_choices) -> None:
     def faulting(shape):
         raise ExecutionError("leaf x faulted")

@@ -31,7 +31,7 @@ class Shape:
 
 
 _log = log.logger("autotune")
-_chosen: dict[str, Shape] = {}
+_chosen: dict[str, Any] = {}
 _lock = threading.Lock()
 
 
@@ -71,17 +71,18 @@ def size_class(parents: int, leaf_instances: int) -> str:
     return f"{log2(leaf_instances)}/{log2(parents * leaf_instances)}"
 
 
-def choose(key: str, shapes: list[Shape], time_one: Callable[[Shape], float], leaf: str) -> Shape:
-    """The fastest of `shapes` (timed by time_one, in seconds; a shape that fails to compile
-    counts as infinitely slow), remembered under `key` in memory and on disk. Errors of the
-    kernel's runs (a fault, an out-of-bounds access) end the tuning and reach the launch."""
+def choose(key: str, shapes: list[Any], time_one: Callable[[Any], float], leaf: str) -> Any:
+    """The fastest of `shapes` (frozen dataclasses of one type: Shape, or a tl.dot kernel's
+    DotConfig; timed by time_one, in seconds; a shape that fails to compile counts as infinitely
+    slow), remembered under `key` in memory and on disk. Errors of the kernel's runs (a fault, an
+    out-of-bounds access) end the tuning and reach the launch."""
     with _lock:
         if key in _chosen:
             return _chosen[key]
         stored = cache.load(key, ".tune.json")
         if stored is not None:
             try:
-                found = Shape(**json.loads(stored))
+                found = type(shapes[0])(**json.loads(stored))
             except (ValueError, TypeError):
                 found = None
             if found in shapes:

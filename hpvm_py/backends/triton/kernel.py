@@ -134,7 +134,7 @@ class TritonKernel(LeafKernel):
         self._make_source = make_source
         self.source = make_source(False, True)  # compile errors surface when the graph is compiled
         self._variants: dict[tuple[bool, bool], tuple[TritonSource, Any]] = {}
-        self._shapes: dict[tuple[str, str, str, str], autotune.Shape] = {}  # tuned block shapes
+        self._shapes: dict[tuple[str, str, str, str], Any] = {}  # tuned block shapes (or DotConfigs)
         self._lock = threading.Lock()
 
     def _variant(self, fixed_grid: bool, optimised: bool) -> tuple[TritonSource, Any]:
@@ -217,8 +217,8 @@ class TritonKernel(LeafKernel):
         launch = TritonLaunch(self, source, kernel, call, layout.options, layout.grid,
                               self._outputs(results), err, scratch, uniforms, values, blocks_at,
                               buffers, heap)
-        tunable = "tiles" if source.tiles else "plain" if not (source.dot or source.private or source.grouped) \
-            else None
+        tunable = "tiles" if source.tiles else "dot" if source.dot is not None \
+            else "plain" if not (source.private or source.grouped) else None
         if tunable and P * L >= autotune.MIN_INSTANCES and self._repeatable and autotune.enabled() and \
                 on_gpu():
             shape = self._tuned(source, tunable, device, extents, P, L, counts, args, launch)
@@ -228,15 +228,22 @@ class TritonKernel(LeafKernel):
 
     def _tuned(self, source: TritonSource, tunable: str, device: Any, extents: list[tuple[int, ...]],
                P: int, L: int, counts: dict[str, int], args: list[Any],
-               launch: TritonLaunch) -> "autotune.Shape | None":
-        """The launch's tuned block shape (autotune.py), or None to keep the default; remembered
-        per size class, so that a relaunch asks a dict."""
+               launch: TritonLaunch) -> "autotune.Shape | DotConfig | None":
+        """The launch's tuned block shape (autotune.py; a tl.dot kernel's DotConfig), or None to
+        keep the default; remembered per size class, so that a relaunch asks a dict."""
+        shapes: list[Any]
+        if tunable == "dot":  # its class: the output's rows and columns, each to a power of two
+            rows, cols = _dot_extents(source.dot, extents)
+            tunable = f"dot {rows.bit_length()}x{cols.bit_length()}"
+            shapes = list(dict.fromkeys((dot_config(rows, cols, autotune.multiprocessors()), GPU_DOT)
+                                        + SMALLER_DOTS))
+        else:
+            wanted = GRID_TILES.lanes * 2 if source.tiles else max(MIN_BLOCK, _next_pow2(L))
+            shapes = autotune.candidates(min(wanted, MAX_BLOCK))
         known = (source.digest, tunable, str(device), autotune.size_class(P, L))
         shape = self._shapes.get(known)
         if shape is not None or not autotune.repeatable(self.leaf, args):
             return shape
-        wanted = GRID_TILES.lanes * 2 if source.tiles else max(MIN_BLOCK, _next_pow2(L))
-        shapes = autotune.candidates(min(wanted, MAX_BLOCK))
         if not shapes:
             return None  # programs of fewer lanes than any shape tried: the default fits them
         key = autotune.tuning_key(source.digest, tunable, autotune.device_name(device), P, L)
@@ -252,15 +259,16 @@ class TritonKernel(LeafKernel):
         return autotune.repeatable_leaf(self.leaf)
 
     def _layout(self, source: TritonSource, extents: list[tuple[int, ...]], P: int, L: int,
-                counts: dict[str, int], shape: autotune.Shape | None = None) -> Layout:
+                counts: dict[str, int], shape: "autotune.Shape | DotConfig | None" = None) -> Layout:
         """Programs, lanes and warps of a launch: the kernel's layout (tl.dot blocks, grid tiles,
         one program per parent, privatised counts, or blocks of lanes); `shape` overrides the
-        lanes and warps of the last two kinds' defaults (autotune.py)."""
+        tl.dot blocks or the lanes and warps of the last two kinds' defaults (autotune.py)."""
         options: dict[str, Any] = dict(enable_fp_fusion=False)
         combined = _combined(extents)
         if source.dot is not None:
             rows, cols = _dot_extents(source.dot, extents)
-            dot = INTERPRETER_DOT if interpreting() else dot_config(rows, cols, autotune.multiprocessors())
+            dot = shape if isinstance(shape, DotConfig) else INTERPRETER_DOT if interpreting() \
+                else dot_config(rows, cols, autotune.multiprocessors())
             # fused multiply-adds inside tl.dot (without them its products are rounded twice)
             options.update(BLOCK=dot.bm * dot.bn, BM=dot.bm, BN=dot.bn, BK=dot.bk, GROUP=dot.group,
                            num_warps=dot.warps, num_stages=dot.stages, enable_fp_fusion=True)
