@@ -28,21 +28,28 @@ def test_collective_kernels_compile_with_ordered_flags() -> None:
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert len(lines) == 12, result.stdout
+    assert len(lines) == 13, result.stdout  # six kernels for two and four ranks, stream for two
     for line in lines:
         name, *fields = line.split()
         counts = {k: int(v) for k, v in (f.split("=") for f in fields)}
-        world = int(name.split("/")[1])
+        kernel, world = name.split("/")[0], int(name.split("/")[1])
         # the arrival and the final (or per-chunk) step signal every peer with a release exchange,
         # and poll with acquire loads; the bounded waits read the global timer
         assert counts["release"] >= 2 * (world - 1), line
         assert counts["acquire"] >= 2 * (world - 1), line
         assert counts["timer"] >= 2, line
         assert counts["v4"] >= 1, line  # data moves in 16-byte vectors
+        if kernel == "all_reduce_stream":
+            # the arrival, a slot's sequence number and its acknowledgement: each published with a
+            # release exchange, each polled (with the bounded wait's clock) by acquire loads; the
+            # chunk goes into the peer's slot and the sum into the buffer as 16-byte stores
+            assert counts["release"] >= 3 and counts["acquire"] >= 3 and counts["timer"] >= 3, line
+            assert counts["st4"] >= 2, line
 
 
 def test_gpu_chooser_by_size_and_world(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HPVM_COMM_ONESHOT_BYTES", raising=False)
+    monkeypatch.delenv("HPVM_COMM_STREAM_BYTES", raising=False)
     for world, limit in chooser.GPU_ONESHOT_BYTES.items():
         assert chooser.choose_gpu("all_reduce", min(limit, 1 << 30), world) == "one_shot"
         if limit < 1 << 40:

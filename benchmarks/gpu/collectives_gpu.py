@@ -1,5 +1,8 @@
 """All-reduce on GPU ranks, nccl-tests style, against NCCL measured in the same run: bytes, time,
-algbw, busbw and the ratio NCCL time / hpvm-py time, for bf16 and f32 from 8 KiB to 1 GiB.
+algbw, busbw and the ratio NCCL time / hpvm-py time, for bf16 and f32 from 8 KiB to 1 GiB. On two
+GPUs the table also times the stream kernel (forced) and, from 1 MiB, the copy engine's pull of the
+same bytes from the peer (both ranks at once: the link's ceiling, `CE bus`) with the stream
+kernel's busbw as a share of it (`str/CE`; issue 22's target: 95% from 256 MiB).
 
 Started by `python benchmarks/collectives.py --gpu` (which runs torchrun with one rank per GPU).
 Each row times back-to-back calls with CUDA events (rank 0's median of 5 batches, the ranks lined
@@ -46,6 +49,19 @@ def time_us(fn, iters: int, line_up) -> float:  # noqa: ANN001
         end.synchronize()
         batches.append(start.elapsed_time(end) * 1e3 / iters)
     return statistics.median(batches)
+
+
+def copy_engine_us(src, dst, iters: int, line_up) -> float:  # noqa: ANN001
+    """The copy engine's pull of src's twin on the other rank of two into dst (torch copy_, every
+    rank at once): what the link carries each way, the stream all-reduce's ceiling."""
+    from hpvm_py.distributed import ranks
+
+    heap = ranks.current().heap
+    peer = heap.tensor(1 - heap.rank, src.data_ptr() - heap.my_base, src.numel(), src.dtype)
+    return time_us(lambda: dst.copy_(peer), iters, line_up)
+
+
+CE_MIN_BYTES = 1 << 20  # below it the copy's launch, not the link, sets its time
 
 
 def _graphed(fn, calls: int = 20):  # noqa: ANN001, ANN202
@@ -111,8 +127,8 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
         esize = torch.empty(0, dtype=dtype).element_size()
         out(f"\n## all_reduce sum {str(dtype).removeprefix('torch.')}, {world} GPUs")
         out(f"{'bytes':>11} {'chosen':>8} {'us':>9} {'algbw':>7} {'busbw':>7} {'one_shot':>9} "
-            f"{'two_shot':>9} {'NCCL us':>9} {'NCCL bus':>8} {'ratio':>6} {'graph us':>9} "
-            f"{'NCCL gr':>8} {'ratio':>6}")
+            f"{'two_shot':>9} {'stream':>9} {'NCCL us':>9} {'NCCL bus':>8} {'ratio':>6} {'CE bus':>7} "
+            f"{'str/CE':>6} {'graph us':>9} {'NCCL gr':>8} {'ratio':>6}")
         for nbytes in sizes:
             n = nbytes // esize
             x = arena[:nbytes].view(dtype)
@@ -121,11 +137,16 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
             y.copy_(x)
             iters = _iters(nbytes)
             nccl_us = time_us(lambda: dist.all_reduce(y, group=nccl), iters, line_up)
-            times = {a: time_us(lambda a=a: G.all_reduce(x, "sum", a), iters, line_up)
-                     for a in ("one_shot", "two_shot")}
+            algorithms = ("one_shot", "two_shot") + (("stream",) if world == 2 else ())
+            times = {a: time_us(lambda a=a: G.all_reduce(x, "sum", a), iters, line_up) for a in algorithms}
             chosen = chooser.choose_gpu("all_reduce", nbytes, world)
             us = times[chosen]
             bus = 2 * (world - 1) / world
+            ceiling = f"{'-':>7} {'-':>6}"
+            if world == 2 and nbytes >= CE_MIN_BYTES:
+                ce_us = copy_engine_us(x, y, iters, line_up)
+                ceiling = f"{nbytes / ce_us / 1e3:>7.1f} {ce_us / times['stream']:>6.0%}"
+            streamed = f"{times['stream']:>9.1f}" if "stream" in times else f"{'-':>9}"
             graphs = ""
             if nbytes <= GRAPH_MAX_BYTES:
                 ours = time_us(_graphed(lambda: G.all_reduce(x, "sum")), iters, line_up) / GRAPH_CALLS
@@ -134,7 +155,8 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
                 graphs = f" {ours:>9.1f} {theirs:>8.1f} {theirs / ours:>6.2f}"
             out(f"{nbytes:>11} {chosen:>8} {us:>9.1f} {nbytes / us / 1e3:>7.1f} "
                 f"{nbytes / us / 1e3 * bus:>7.1f} {times['one_shot']:>9.1f} {times['two_shot']:>9.1f} "
-                f"{nccl_us:>9.1f} {nbytes / nccl_us / 1e3 * bus:>8.1f} {nccl_us / us:>6.2f}{graphs}")
+                f"{streamed} {nccl_us:>9.1f} {nbytes / nccl_us / 1e3 * bus:>8.1f} {nccl_us / us:>6.2f} "
+                f"{ceiling}{graphs}")
     extras = [(sweep, lambda: _sweep(G, arena, dev, line_up, out, max_bytes)),
               (node, lambda: _node(hpvm, arena, out)), (overlap, lambda: _overlap(G, arena, dev, line_up, out))]
     for wanted, run in extras:
@@ -156,9 +178,10 @@ def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
     sizes = [s for s in (64 << 10, 1 << 20, 16 << 20, 256 << 20) if s <= max_bytes]
     out(f"{'algorithm':>9} {'variant':>16} " + " ".join(f"{s:>10}" for s in sizes))
     saved = dict(G.TUNING)
-    for algorithm in ("one_shot", "two_shot"):
-        for block, warps, programs in variants:
-            G.TUNING[algorithm] = G.Tuning(block, warps, programs)
+    world = hpvm.distributed.world_size()
+    for algorithm in ("one_shot", "two_shot") + (("stream",) if world == 2 else ()):
+        for block, warps, programs in variants:  # the stream kernel keeps its slots per lane
+            G.TUNING[algorithm] = G.Tuning(block, warps, programs, saved[algorithm].slots)
             row = []
             for nbytes in sizes:
                 x = arena[:nbytes].view(torch.bfloat16)
@@ -285,6 +308,7 @@ def _overlap(G, arena, dev, line_up, out) -> None:  # noqa: ANN001
     for chunks in (2, 4, 8):
         for programs in (32, 66, 132):  # fewer programs leave more SMs to the matmul
             G.TUNING["one_shot"] = G.TUNING["two_shot"] = G.Tuning(16 << 10, 8, programs)
+            G.TUNING["stream"] = G.Tuning(16 << 10, 8, programs, saved["stream"].slots)
             fast = time_us(lambda: chunked(chunks), 10, line_up)
             out(f"{f'{m}x{k}x{n}':>20} {chunks:>6} {programs:>8} {base:>9.1f} {fast:>9.1f} "
                 f"{base / fast:>7.2f}")

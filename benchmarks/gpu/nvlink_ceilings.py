@@ -3,9 +3,11 @@
 Every rank at once, 256 MiB and 1 GiB per rank: a copy engine's pull (torch `copy_` from the
 peer's heap), a Triton kernel's pull (loads of the peer's heap, stores here) and push (loads here,
 stores to the peer's heap) over a few grid shapes, then the heap all-reduce's one-shot and two-shot
-kernels over chunk / warps / programs shapes (bf16, busbw). Each time: median of 5 batches
-(collectives_gpu.time_us, as in the table against NCCL).
-The all-reduce cannot move its bytes faster than the better of the kernel's pull and push.
+kernels over chunk / warps / programs shapes and the stream kernel over chunk / warps / lanes /
+slots shapes (bf16, busbw, and for the stream kernel its share of the copy engine's pull: issue
+22's target is 95%). Each time: median of 5 batches (collectives_gpu.time_us, as in the table
+against NCCL). The all-reduce cannot move its bytes faster than the better of the kernel's pull
+and push.
 
 Run on a machine of two GPUs (one rank per GPU, NVLink multicast off):
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 HPVM_HEAP_BYTES=1100M \\
@@ -25,11 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import hpvm_py as hpvm  # noqa: E402
 from hpvm_py.distributed import ranks  # noqa: E402
 from hpvm_py.distributed.gpu import launch as G  # noqa: E402
-from collectives_gpu import time_us  # noqa: E402 - this folder: the same timing as the NCCL table
+from collectives_gpu import copy_engine_us, time_us  # noqa: E402 - this folder: the NCCL table's timing
 
 GRIDS = ((4096, 8, 264), (4096, 4, 528), (8192, 8, 528), (2048, 4, 1056), (8192, 16, 264))
 TUNINGS = ((16 << 10, 8, 264), (16 << 10, 4, 528), (32 << 10, 4, 528), (8 << 10, 4, 1024),
            (16 << 10, 8, 528), (32 << 10, 8, 528), (16 << 10, 4, 1024))
+# the stream kernel: chunk bytes, warps, lanes, slots per lane (rings of 4 to 33 MiB)
+STREAM_TUNINGS = ((16 << 10, 8, 264, 4), (16 << 10, 8, 132, 4), (32 << 10, 8, 132, 4), (16 << 10, 8, 264, 2),
+                  (16 << 10, 8, 264, 8), (64 << 10, 16, 132, 2), (8 << 10, 4, 528, 4), (32 << 10, 8, 264, 4),
+                  (16 << 10, 4, 528, 4), (8 << 10, 4, 132, 4))
 
 
 @triton.jit
@@ -70,9 +76,8 @@ def main() -> None:
     for nbytes in (256 << 20, largest):
         n, mib = nbytes // 4, nbytes >> 20
         x, y = arena[:nbytes].view(torch.float32), local[:nbytes].view(torch.float32)
-        peer = heap.tensor(1 - rank, x.data_ptr() - heap.my_base, n, torch.float32)
-        us = time_us(lambda: y.copy_(peer), 10, dist.barrier)
-        out(f"{mib} MiB copy engine pull (torch copy_): {nbytes / us / 1e3:.0f}")
+        ce_us = copy_engine_us(x, y, 10, dist.barrier)
+        out(f"{mib} MiB copy engine pull (torch copy_): {nbytes / ce_us / 1e3:.0f}")
         for block, warps, programs in GRIDS:
             pulled = time_us(lambda: pull[(programs,)](y, x, delta, n, BLOCK=block, num_warps=warps),
                              10, dist.barrier)
@@ -89,6 +94,11 @@ def main() -> None:
                 us = time_us(lambda: G.all_reduce(values, "sum", algorithm), 5, dist.barrier)
                 out(f"{mib} MiB all_reduce {algorithm} {chunk >> 10}K/{warps}/{programs}: {us:.0f} us, "
                     f"busbw {nbytes / us / 1e3:.0f}")
+        for chunk, warps, lanes, slots in STREAM_TUNINGS:
+            G.TUNING["stream"] = G.Tuning(chunk, warps, lanes, slots)
+            us = time_us(lambda: G.all_reduce(values, "sum", "stream"), 5, dist.barrier)
+            out(f"{mib} MiB all_reduce stream {chunk >> 10}K/{warps}/{lanes}/{slots}: {us:.0f} us, "
+                f"busbw {nbytes / us / 1e3:.0f}, {ce_us / us:.0%} of the copy engine")
         G.TUNING.update(saved)
 
 

@@ -25,7 +25,7 @@ _DTYPE_ORDER = sorted(SCALAR_TYPES)
 
 # how a call runs (chooser.py); part of the descriptor, so that ranks whose choice differs (an
 # HPVM_COMM_ONESHOT_BYTES of their own) raise instead of running different algorithms
-ALGORITHMS = ("remote", "one_shot", "two_shot", "direct", "quantized")
+ALGORITHMS = ("remote", "one_shot", "two_shot", "direct", "quantized", "stream")
 # the quantization a call applies (chooser.quantization), a word of the descriptor: "" for none
 QUANTIZATIONS = ("", "fp8", "int8", "int4")
 
@@ -180,7 +180,8 @@ def agree(call: Call, ranks: list[int], descriptors: list[np.ndarray], mine: Dis
     fields.append(("the quantization (the nodes' quantize= and HPVM_COMM_QUANTIZE_BYTES must be the "
                    "same on every rank)", _QUANTIZATION,
                    lambda v: (QUANTIZATIONS[v] or "none") if 0 <= v < len(QUANTIZATIONS) else str(v)))
-    fields.append(("the algorithm (HPVM_COMM_ONESHOT_BYTES must be the same on every rank)", _ALGORITHM,
+    fields.append(("the algorithm (HPVM_COMM_ONESHOT_BYTES and HPVM_COMM_STREAM_BYTES must be the same on "
+                   "every rank)", _ALGORITHM,
                    lambda v: ALGORITHMS[v] if 0 <= v < len(ALGORITHMS) else str(v)))
     for label, index, show in fields:
         values = [int(d[index]) for d in descriptors]

@@ -67,9 +67,25 @@ def choose(single_host: bool, kind: str, nbytes: int, quantize: str = "") -> str
 GPU_ONESHOT_BYTES = {2: 1 << 20, 4: 512 << 10}
 
 
+# Provisional (YALI's switch-over; not measured here yet): two GPU ranks run all-reduces larger than
+# this with the stream kernel (gpu/stream_kernels.py). The GPU sweep sets it
+# (benchmarks/collectives.py --gpu: the stream column against two-shot).
+GPU_STREAM_BYTES = 64 << 20
+
+
+def stream_threshold() -> int:
+    text = settings.COMM_STREAM_BYTES.text()
+    if not text:
+        return GPU_STREAM_BYTES
+    if not text.isdigit():
+        raise DistributedError(f"HPVM_COMM_STREAM_BYTES={text!r} must be a number of bytes")
+    return int(text)
+
+
 def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> str:
     """The GPU kernel for a collective of ranks on one host (HPVM_COMM_ONESHOT_BYTES overrides the
-    all-reduce threshold)."""
+    all-reduce's one-shot threshold, HPVM_COMM_STREAM_BYTES the stream kernel's; one-shot wins
+    where both apply)."""
     if kind == "all_reduce" and quantization(kind, quantize, nbytes):
         return "quantized"
     if kind != "all_reduce":
@@ -78,4 +94,6 @@ def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> s
         limit = oneshot_threshold()
     else:
         limit = GPU_ONESHOT_BYTES.get(world_size, GPU_ONESHOT_BYTES[max(GPU_ONESHOT_BYTES)])
-    return "one_shot" if nbytes <= limit else "two_shot"
+    if nbytes <= limit:
+        return "one_shot"
+    return "stream" if world_size == 2 and nbytes > stream_threshold() else "two_shot"

@@ -110,6 +110,8 @@ COMM_ONESHOT_BYTES = _declare("HPVM_COMM_ONESHOT_BYTES", "bytes", "", "the large
 COMM_QUANTIZE_BYTES = _declare("HPVM_COMM_QUANTIZE_BYTES", "bytes", "", "the smallest all-reduce "
                                "that a node with quantize= runs quantized, for every format (default: measured "
                                "per format, 16 MiB fp8, 32 MiB int8, 128 MiB int4; smaller ones run exact)")
+COMM_STREAM_BYTES = _declare("HPVM_COMM_STREAM_BYTES", "bytes", "", "two GPU ranks run all-reduces "
+                             "larger than this with the stream kernel (default: 64 MiB, provisional)")
 COMM_FORCE_REMOTE = _declare("HPVM_COMM_FORCE_REMOTE", "flag", "0", "1: every rank counts as a "
                              "host of its own (tests the between-host collectives on one machine)")
 

@@ -1,8 +1,10 @@
 """GPU ranks, the direct API of hpvm_py.distributed.gpu.launch, against torch references on fresh
-random inputs: every collective, dtype and reduction, both all-reduce algorithms at sizes from one
-element to 64 MiB; back-to-back calls without host synchronisation (the device epochs); a CUDA
-graph of collectives replayed; the mixture-of-experts dispatch and combine (gpu/moe_launch.py);
-and last, a rank that skips a call (the device wait times out and names it). Run on 2+ GPUs:
+random inputs: every collective, dtype and reduction, every all-reduce algorithm (stream: two
+ranks) at sizes from one element to 64 MiB, all bit for bit alike; the stream kernel's ring
+wrapped hundreds of times; back-to-back calls without host synchronisation (the device epochs); a
+CUDA graph of collectives replayed; the mixture-of-experts dispatch and combine
+(gpu/moe_launch.py); and last, a rank that skips a call (the device wait times out and names it).
+Run on 2+ GPUs:
 `mpirun -n 2 python tests/gpu_dist/check_direct.py SEED`.
 Prints `rank R: N checks ok` and, for the fault, `rank R: FAULT missing ok` on the waiting rank.
 """
@@ -21,6 +23,8 @@ DEV = torch.device("cuda", torch.cuda.current_device())
 TYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64,
          "i32": torch.int32, "u8": torch.uint8, "i64": torch.int64}
 TOL = {"f32": 1e-5, "f64": 1e-12, "f16": 2e-3, "bf16": 1.6e-2}
+# every all-reduce algorithm this world has (the stream kernel is for two ranks)
+ALGORITHMS = ("one_shot", "two_shot") + (("stream",) if WORLD == 2 else ())
 checks = 0
 heap = hpvm.symmetric.empty((64 << 20) + (8 << 20), torch.uint8)  # one arena, views reused
 cursor = 0
@@ -82,7 +86,7 @@ def all_reduce_cases() -> None:
     for dtype, op in cases:
         if True:
             for n in (1, 1000, 70_003):
-                for algorithm in ("one_shot", "two_shot"):
+                for algorithm in ALGORITHMS:
                     salt += 1
                     reset()
                     ps = parts(dtype, n, salt)
@@ -91,7 +95,7 @@ def all_reduce_cases() -> None:
                     G.all_reduce(x, op, algorithm)
                     check(f"all_reduce {dtype} {op} n={n} {algorithm}", x, reduce_ref(ps, op, dtype), dtype)
     for n in (1 << 20, (16 << 20) + 5, 32 << 20):  # bf16 elements: 2 MiB to 64 MiB
-        for algorithm in ("one_shot", "two_shot"):
+        for algorithm in ALGORITHMS:
             salt += 1
             reset()
             ps = parts("bf16", n, salt)
@@ -102,20 +106,22 @@ def all_reduce_cases() -> None:
 
 
 def bit_identity() -> None:
-    """Both algorithms and every rank give the same bits (rank-order combination in f32)."""
+    """Every algorithm and every rank give the same bits (rank-order combination in f32)."""
     global checks
     reset()
     n = 300_001
     ps = parts("bf16", n, 999)
-    one, two = region(n, torch.bfloat16), region(n, torch.bfloat16)
-    one.copy_(ps[RANK])
-    two.copy_(ps[RANK])
-    G.all_reduce(one, "sum", "one_shot")
-    G.all_reduce(two, "sum", "two_shot")
+    results = {}
+    for algorithm in ALGORITHMS:
+        x = results[algorithm] = region(n, torch.bfloat16)
+        x.copy_(ps[RANK])
+        G.all_reduce(x, "sum", algorithm)
+    one = results["one_shot"]
     everyone = region(n * WORLD, torch.bfloat16)
     G.all_gather(one, everyone)
     torch.cuda.synchronize()
-    assert torch.equal(one.view(torch.int16), two.view(torch.int16)), "one-shot and two-shot differ"
+    for algorithm, x in results.items():
+        assert torch.equal(one.view(torch.int16), x.view(torch.int16)), f"one-shot and {algorithm} differ"
     for q in range(WORLD):
         assert torch.equal(everyone[q * n:(q + 1) * n].view(torch.int16), one.view(torch.int16)), q
     checks += 1
@@ -180,30 +186,65 @@ def back_to_back() -> None:
         wants.append(reduce_ref(ps, "sum", "f32"))
     torch.cuda.synchronize()
     for k, x in enumerate(bufs):
-        G.all_reduce(x, "sum", "one_shot" if k % 2 else "two_shot")
+        G.all_reduce(x, "sum", ALGORITHMS[k % len(ALGORITHMS)])
         if k < 4:
             G.all_reduce(x, "sum")  # again, in place: WORLD x the sum
     for k, x in enumerate(bufs):
         check(f"back-to-back {k}", x, wants[k] * (WORLD if k < 4 else 1), "f32")
 
 
+def stream_ring() -> None:
+    """Two ranks: the stream kernel in a small ring (16 lanes of 2 slots of 4 KiB: each slot
+    refilled hundreds of times per call) and in the default one, on sizes that are not whole
+    chunks, twice in a row on the same buffers: bit for bit one-shot's result."""
+    global checks
+    if WORLD != 2:
+        return
+    saved = G.TUNING["stream"]
+    for tuning in (G.Tuning(block_bytes=4 << 10, warps=4, programs=16, slots=2), saved):
+        G.TUNING["stream"] = tuning
+        for k, n in enumerate(((8 << 20) + 3, (16 << 20) + 1001)):  # bf16: 16 and 32 MiB
+            reset()
+            ps = parts("bf16", n, 40_000 + k)
+            x, want = region(n, torch.bfloat16), region(n, torch.bfloat16)
+            x.copy_(ps[RANK])
+            want.copy_(ps[RANK])
+            G.all_reduce(want, "sum", "one_shot")
+            G.all_reduce(x, "sum", "stream")
+            G.all_reduce(want, "sum", "one_shot")  # again, queued behind the first: 2 x the sum
+            G.all_reduce(x, "sum", "stream")
+            torch.cuda.synchronize()
+            name = f"stream {tuning.programs} lanes x {tuning.slots} slots, n={n}"
+            assert torch.equal(x.view(torch.int16), want.view(torch.int16)), f"rank {RANK}: {name}"
+            checks += 1
+    G.TUNING["stream"] = saved
+
+
 def cuda_graph() -> None:
-    """Collectives captured in a CUDA graph and replayed with fresh inputs."""
+    """Collectives captured in a CUDA graph and replayed with fresh inputs (two ranks: the stream
+    all-reduce too, bit for bit the chosen one's)."""
+    global checks
     reset()
     n = 100_000
     x, y = region(n, torch.bfloat16), region(n * WORLD, torch.bfloat16)
+    z = region(n, torch.bfloat16)
     src = torch.empty(n, dtype=torch.bfloat16, device=DEV)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         G.all_reduce(x, "sum")  # compile outside the capture
         G.all_gather(x, y)
+        if WORLD == 2:
+            G.all_reduce(z, "sum", "stream")
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
             x.copy_(src)
+            z.copy_(src)
             G.all_reduce(x, "sum")
             G.all_gather(x, y)
+            if WORLD == 2:
+                G.all_reduce(z, "sum", "stream")
     for k in range(5):
         ps = parts("bf16", n, 30_000 + k)
         src.copy_(ps[RANK])
@@ -211,6 +252,9 @@ def cuda_graph() -> None:
         want = reduce_ref(ps, "sum", "bf16").to(torch.bfloat16)
         check(f"cuda graph replay {k} all_reduce", x, want, "bf16")
         check(f"cuda graph replay {k} all_gather", y, want.repeat(WORLD), "bf16")
+        if WORLD == 2:
+            assert torch.equal(z.view(torch.int16), x.view(torch.int16)), f"cuda graph replay {k}: stream"
+            checks += 1
 
 
 def bad_buffers() -> None:
@@ -324,6 +368,7 @@ def missing_rank() -> None:
 
 all_reduce_cases()
 bit_identity()
+stream_ring()
 other_collectives()
 rmsnorm()
 back_to_back()

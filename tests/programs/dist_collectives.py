@@ -191,16 +191,17 @@ def check_graph_with_compute() -> None:
 
 
 def check_bit_identical() -> None:
-    """One-shot and two-shot give the same bits, and so does every rank (bf16: rounding matters)."""
+    """One-shot, two-shot and (two GPU ranks) the stream kernel give the same bits, and so does
+    every rank (bf16: rounding matters)."""
     global checks
     n = 50_001
     parts = inputs("bf16", n, 500)
-    one, two = on_heap(parts[RANK]), on_heap(parts[RANK])
+    one, two, three = on_heap(parts[RANK]), on_heap(parts[RANK]), on_heap(parts[RANK])
     graph = all_reduce_graph("bf16", "sum")
-    for buf, threshold in ((one, str(1 << 62)), (two, "0")):
-        os.environ["HPVM_COMM_ONESHOT_BYTES"] = threshold
+    for buf, oneshot, stream in ((one, str(1 << 62), str(1 << 62)), (two, "0", str(1 << 62)), (three, "0", "0")):
+        os.environ["HPVM_COMM_ONESHOT_BYTES"], os.environ["HPVM_COMM_STREAM_BYTES"] = oneshot, stream
         run(graph, buf, buf.nbytes)
-    del os.environ["HPVM_COMM_ONESHOT_BYTES"]
+    del os.environ["HPVM_COMM_ONESHOT_BYTES"], os.environ["HPVM_COMM_STREAM_BYTES"]
     gather = hpvm.comm.all_gather(hpvm.bf16)
 
     @hpvm.graph
@@ -210,6 +211,7 @@ def check_bit_identical() -> None:
     everyone = hpvm.symmetric.empty(n * WORLD, torch.bfloat16)
     run(g, one, one.nbytes, everyone, everyone.nbytes)
     assert torch.equal(one.view(torch.int16), two.view(torch.int16)), "one-shot and two-shot differ"
+    assert torch.equal(one.view(torch.int16), three.view(torch.int16)), "one-shot and stream differ"
     for q in range(WORLD):
         assert torch.equal(everyone[q * n:(q + 1) * n].view(torch.int16), one.view(torch.int16)), q
     checks += 1

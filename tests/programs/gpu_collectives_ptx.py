@@ -3,18 +3,20 @@ ptxas run on the CPU) and print what the tests check in the PTX: the flags' orde
 exchanges and acquire loads at system scope), the bounded wait's clock, and 16-byte peer loads.
 Run without TRITON_INTERPRET (which would make triton.jit interpret).
 
-Prints `KERNEL release=N acquire=N timer=N v4=N` for each kernel.
+Prints `KERNEL/WORLD release=N acquire=N timer=N v4=N st4=N` for each kernel (st4: 16-byte
+stores).
 """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from hpvm_py.distributed.gpu import kernels as K
+from hpvm_py.distributed.gpu import stream_kernels as S
 
 SM90 = GPUTarget("cuda", 90, 32)
 COMMON = {"ctrl": "*i64", "bases": "*i64", "rank": "i32", "status_addr": "i64", "timeout_ns": "i64",
           "fingerprint": "i64"}
-CASES = [  # kernel, leading arguments, constexprs (every kernel for two and four ranks)
+CASES = [  # kernel, leading arguments, constexprs (every kernel for two and four ranks but stream)
     (K.all_reduce_one_shot, {"buf": "*bf16", "n": "i32"}, {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 8192}),
     (K.all_reduce_two_shot, {"buf": "*fp32", "n": "i32"}, {"OP": 1, "WIDEN": False, "ELEM": 4, "BLOCK": 4096}),
     (K.all_gather, {"src": "*fp16", "dst": "*fp16", "n": "i32"}, {"ELEM": 2, "BLOCK": 8192}),
@@ -23,10 +25,13 @@ CASES = [  # kernel, leading arguments, constexprs (every kernel for two and fou
     (K.all_reduce_rmsnorm, {"x": "*bf16", "residual": "*bf16", "weight": "*bf16", "out": "*u8",
                             "scales": "*fp32", "rows": "i32", "hidden": "i32", "eps": "fp32"},
      {"QUANT": False, "WIDEN": True, "ELEM": 2, "BLOCK": 4096}),
+    (S.all_reduce_stream, {"buf": "*bf16", "n": "i32", "ring": "*bf16"},
+     {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 8192, "SLOTS": 4}),
 ]
+WORLDS = {"all_reduce_stream": (2,)}  # the stream kernel is for two ranks only
 
 for kernel, leading, constexprs in CASES:
-    for world in (2, 4):
+    for world in WORLDS.get(kernel.__name__, (2, 4)):
         consts = {**constexprs, "WORLD": world}
         signature = {**leading, **COMMON, **{name: "constexpr" for name in consts}}
         # what the launcher's specialisation gives: 16-byte aligned pointers, sizes divisible by 16
@@ -36,4 +41,4 @@ for kernel, leading, constexprs in CASES:
                              target=SM90).asm["ptx"]
         print(f"{kernel.__name__}/{world} release={ptx.count('atom.global.sys.release.exch.b64')} "
               f"acquire={ptx.count('ld.global.sys.acquire.b64')} timer={ptx.count('%globaltimer')} "
-              f"v4={ptx.count('ld.global.v4')}", flush=True)
+              f"v4={ptx.count('ld.global.v4')} st4={ptx.count('st.global.v4')}", flush=True)

@@ -10,13 +10,19 @@ from ..allocator import ALIGN, SymmetricAllocator
 
 MAX_BLOCKS = 1024  # programs a collective kernel may launch (each owns a counter and flags)
 MAX_WORLD = 8  # local ranks (flags per program)
+MAX_SLOTS = 8  # ring slots per lane of the stream all-reduce (stream_kernels.py)
 # The control block, in 64-bit words (signals.py names the offsets): MAX_BLOCKS counters, then
 # MAX_BLOCKS * MAX_WORLD flags, then as many fingerprint slots, then the word that says the ranks
-# disagreed on a call (set by the kernel that saw it, cleared by the host: runner.py).
+# disagreed on a call (set by the kernel that saw it, cleared by the host: runner.py), then the
+# stream all-reduce's ring words: per lane MAX_SLOTS sequence words and one acknowledgement, all
+# written by the peer. They live here, not in the ring's workspace, so that the host's recovery
+# clears them with the counters whose steps they hold.
 FLAGS_AT = MAX_BLOCKS
 FINGERPRINTS_AT = FLAGS_AT + MAX_BLOCKS * MAX_WORLD
 MISMATCH_AT = FINGERPRINTS_AT + MAX_BLOCKS * MAX_WORLD
-CONTROL_BYTES = -(-(8 * (MISMATCH_AT + 1)) // ALIGN) * ALIGN
+RING_AT = MISMATCH_AT + 1
+LANE_WORDS = MAX_SLOTS + 1
+CONTROL_BYTES = -(-(8 * (RING_AT + MAX_BLOCKS * LANE_WORDS)) // ALIGN) * ALIGN
 # the status word (pinned host memory) a kernel writes when a call fails: the missing rank + 1,
 # MISMATCHED when the ranks' fingerprints of the call differ, or a code just above it for bad data
 # (launch.py's _BAD_DATA)

@@ -21,17 +21,19 @@ from ..reduction_arith import add_rmsnorm
 from ..call import OPS
 from ..quantize import BITS, MODES, PAD, QMAX, Layout
 from ..quantized import rows_fp8_torch
-from .heap import MAX_BLOCKS, MISMATCHED, GpuHeap
+from .heap import MAX_BLOCKS, MAX_SLOTS, MISMATCHED, GpuHeap
 from .replay import Replay, Replays
 
 
 @dataclass(frozen=True)
 class Tuning:
-    """Chunk size, warps per program and the most programs of one kernel."""
+    """Chunk size, warps per program and the most programs of one kernel (and for the stream
+    all-reduce, the ring slots per lane)."""
 
     block_bytes: int
     warps: int
     programs: int
+    slots: int = 0
 
 
 # 16 KiB chunks keep 2 programs of 8 warps per SM with about 4 MiB in flight per GPU. On 2 x H200
@@ -44,6 +46,9 @@ TUNING = {
     "direct": Tuning(block_bytes=16 << 10, warps=8, programs=264),
     # provisional (not measured yet): chunks of 16 KiB of input, a divisor of quantize.PAD elements
     "quantized": Tuning(block_bytes=16 << 10, warps=8, programs=264),
+    # provisional (benchmarks/gpu/nvlink_ceilings.py sweeps it): 264 lanes of 4 slots of 16 KiB,
+    # a ring workspace of 16.5 MiB (stream_kernels.py)
+    "stream": Tuning(block_bytes=16 << 10, warps=8, programs=264, slots=4),
 }
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
 # status words of kernels that met bad data (moe_launch.py); a wait that timed out writes its rank + 1
@@ -157,16 +162,37 @@ def _signed(word: int) -> int:
 
 def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None, *, fingerprint: int = 0,
                bind: bool = False) -> Bound | None:
-    """x = x(rank 0) op x(rank 1) op ..., in place (op: sum, max, min). algorithm: "one_shot" or
-    "two_shot"; None lets the chooser pick by size and world size. fingerprint: the call's, as
-    the ranks agreed on it (a communication node's; every rank must pass the same, else every
-    kernel moves nothing and reports the mismatch: runner.py). bind: return the call, bound to
-    be made later and again (every function here takes these two keywords)."""
-    world = ranks.current()
-    size = world.size if world is not None else 1
-    algorithm = algorithm or chooser.choose_gpu("all_reduce", x.numel() * x.element_size(), size)
+    """x = x(rank 0) op x(rank 1) op ..., in place (op: sum, max, min). algorithm: "one_shot",
+    "two_shot" or (two ranks) "stream"; None lets the chooser pick by size and world size
+    (`choose`). fingerprint: the call's, as the ranks agreed on it (a communication node's; every
+    rank must pass the same, else every kernel moves nothing and reports the mismatch:
+    runner.py). bind: return the call, bound to be made later and again (every function here
+    takes these two keywords)."""
+    algorithm = algorithm or choose("all_reduce", x.numel() * x.element_size(), ranks.current())
     return _call(("all_reduce", op, algorithm, TUNING.get(algorithm), fingerprint) + _key(x),
                  lambda: _all_reduce(x, op, algorithm, fingerprint), bind)
+
+
+def choose(kind: str, nbytes: int, world: Any, quantize: str = "") -> str:
+    """chooser.choose_gpu's pick for this world, with the stream all-reduce's ring reserved at the
+    end of the heap; two-shot instead where user allocations leave the ring no room (every rank's
+    heap holds the same allocations, so every rank picks the same)."""
+    path = chooser.choose_gpu(kind, nbytes, world.size if world is not None else 1, quantize)
+    if path == "stream" and reserve_ring(world.heap) is None:
+        return "two_shot"
+    return path
+
+
+def ring_bytes(tuning: Tuning) -> int:
+    """The stream all-reduce's workspace: a ring of `slots` chunks per lane (a chunk holds at least
+    16 elements, so at most max(block_bytes, 128) bytes)."""
+    return tuning.programs * tuning.slots * max(tuning.block_bytes, 128)
+
+
+def reserve_ring(heap: Any) -> int | None:
+    """The heap offset of the stream all-reduce's rings (reserved at the end of the heap), or None
+    where user allocations stand."""
+    return heap.reserve_workspace(ring_bytes(TUNING["stream"]))
 
 
 def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
@@ -175,10 +201,15 @@ def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
     buf = _flat(heap, x, "x")
     if op not in OPS:
         raise DistributedError(f"op={op!r} is not one of {', '.join(OPS)}")
-    if algorithm not in ("one_shot", "two_shot"):
-        raise DistributedError(f"algorithm={algorithm!r} is not one_shot or two_shot")
+    if algorithm not in ("one_shot", "two_shot", "stream"):
+        raise DistributedError(f"algorithm={algorithm!r} is not one_shot, two_shot or stream")
+    if algorithm == "stream" and world.size != 2:
+        raise DistributedError(f"algorithm='stream' is for two ranks, and this world has {world.size}")
     if buf.numel() == 0:
         _announce(fingerprint)  # an empty call still meets its peers, and is checked
+        return
+    if algorithm == "stream":
+        _all_reduce_stream(world, heap, buf, op, fingerprint)
         return
     tuning = TUNING[algorithm]
     programs, block = _grid(buf.numel(), tuning, buf.element_size())
@@ -187,6 +218,23 @@ def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
         programs = min(programs, max(1, -(-buf.numel() // (world.size * block))))
     kernel[(programs,)](buf, buf.numel(), OP=OPS.index(op), WIDEN=_widen(buf), ELEM=buf.element_size(),
                         BLOCK=block, num_warps=tuning.warps, **_common(world, heap, fingerprint))
+
+
+def _all_reduce_stream(world: Any, heap: GpuHeap, buf: Any, op: str, fingerprint: int) -> None:
+    """Two ranks: each pushes its buffer through rings in its peer's workspace (stream_kernels.py)."""
+    tuning = TUNING["stream"]
+    if not 2 <= tuning.slots <= MAX_SLOTS:
+        raise DistributedError(f"TUNING['stream'].slots = {tuning.slots}: 2 to {MAX_SLOTS} ring slots per lane")
+    offset = reserve_ring(heap)
+    if offset is None:
+        raise DistributedError(f"the stream all-reduce needs {ring_bytes(tuning)} bytes of workspace at "
+                               f"the end of the symmetric heap, and {heap.free_bytes} bytes are free "
+                               "(set HPVM_HEAP_BYTES larger)", rule="heap-capacity")
+    programs, block = _grid(buf.numel(), tuning, buf.element_size())
+    ring = heap.tensor(world.rank, offset, programs * tuning.slots * block, buf.dtype)
+    _kernels("stream_kernels").all_reduce_stream[(programs,)](
+        buf, buf.numel(), ring, OP=OPS.index(op), WIDEN=_widen(buf), ELEM=buf.element_size(), BLOCK=block,
+        SLOTS=tuning.slots, num_warps=tuning.warps, **_common(world, heap, fingerprint))
 
 
 def all_reduce_quantized(x: Any, quantize: str, *, fingerprint: int = 0,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...support import stats
-from .. import chooser, ranks
+from .. import ranks
 from ..agreement import Agreed, agreement_of, communicator, run_remote
 from ..call import Call, agree, check_arguments
 from . import launch, moe_launch
@@ -56,7 +56,7 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
         stats.bump("collectives_remote")
         run_remote(world, call, check_arguments(call, world.size))
         return None
-    path = chooser.choose_gpu(call.kind, call.buffers[0].size, world.size, call.quantize)
+    path = launch.choose(call.kind, call.buffers[0].size, world, call.quantize)
     stats.bump(f"collectives_{path}")
     entry = agreement_of(world, call, path, entry=agreed)
     if len(_pending) < PENDING_LIMIT:

@@ -38,22 +38,39 @@ def signal(ctrl, bases, b, rank, step, WORLD: tl.constexpr):
 
 
 @triton.jit
+def wait_word(ctrl, word, target, q, deadline, failed, status):
+    """Until the word that rank q writes here reaches `target` (an acquire: what q wrote before
+    it released that value is visible to this thread; the caller's block barrier shows it to the
+    others), or the deadline passed (then q + 1 goes to the status word), or a kernel found a
+    disagreement (FAILED_MISMATCH). Returns `failed`; waits for nothing once it is not 0."""
+    seen = tl.atomic_add(word, 0, sem="acquire", scope="sys")
+    while (seen < target) & (failed == 0):
+        if now_ns(target) > deadline:
+            failed = failed * 0 + (q + 1)
+            tl.atomic_xchg(status, q + 1, sem="relaxed", scope="sys")
+        if tl.load(ctrl + MISMATCH, volatile=True) != 0:
+            failed = failed * 0 + FAILED_MISMATCH
+            tl.atomic_xchg(status, FAILED_MISMATCH, sem="relaxed", scope="sys")
+        seen = tl.atomic_add(word, 0, sem="acquire", scope="sys")
+    return failed
+
+
+@triton.jit
+def publish(word, value):
+    """Write `value` into a word a peer polls (wait_word), after everything this program wrote
+    or read before: a block barrier, then a release exchange at system scope."""
+    tl.debug_barrier()
+    tl.atomic_xchg(word, value, sem="release", scope="sys")
+
+
+@triton.jit
 def wait(ctrl, b, rank, step, deadline, failed, status, WORLD: tl.constexpr):
     """Until program b of every peer has reached `step` (or the deadline passed: then the missing
     rank goes to the status word; or a kernel found a disagreement: a peer's program b may not
     exist then). Returns `failed` (0, the first missing rank + 1, or FAILED_MISMATCH)."""
     for q in tl.static_range(WORLD):
         if q != rank:
-            flag = ctrl + FLAGS + b * WORLD + q
-            seen = tl.atomic_add(flag, 0, sem="acquire", scope="sys")
-            while (seen < step) & (failed == 0):
-                if now_ns(step) > deadline:
-                    failed = failed * 0 + (q + 1)
-                    tl.atomic_xchg(status, q + 1, sem="relaxed", scope="sys")
-                if tl.load(ctrl + MISMATCH, volatile=True) != 0:
-                    failed = failed * 0 + FAILED_MISMATCH
-                    tl.atomic_xchg(status, FAILED_MISMATCH, sem="relaxed", scope="sys")
-                seen = tl.atomic_add(flag, 0, sem="acquire", scope="sys")
+            failed = wait_word(ctrl, ctrl + FLAGS + b * WORLD + q, step, q, deadline, failed, status)
     tl.debug_barrier()
     return failed
 

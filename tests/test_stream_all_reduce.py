@@ -1,0 +1,117 @@
+"""The stream all-reduce of two GPU ranks (gpu/stream_kernels.py; docs/distributed.md, "GPU
+ranks"): the kernel itself under Triton's interpreter on two CPU ranks whose heaps are shared
+memory (tests/programs/dist_stream_interpreted.py), the chooser's threshold and its override, the
+ring's workspace at the end of the heap (two-shot where it has no room) and the ring's words in
+the control block. Its sm_90 PTX is checked with the other kernels' (test_gpu_collectives.py); on
+GPUs, tests/gpu_dist/check_direct.py."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpvm_py.distributed import chooser
+from hpvm_py.distributed.allocator import ALIGN, SymmetricAllocator
+from hpvm_py.distributed.call import ALGORITHMS
+from hpvm_py.distributed.gpu import heap as gpu_heap
+from hpvm_py.distributed.gpu import launch
+from hpvm_py.errors import DistributedError
+
+ROOT = Path(__file__).resolve().parent.parent
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+MIB = 1 << 20
+
+
+@pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}")
+def test_stream_kernel_under_the_interpreter_on_two_cpu_ranks(tmp_path: Path) -> None:
+    """Bit for bit NumPy's rank-order sum and one_shot's result (f32, bf16, i32, max), sizes that
+    are not whole chunks, rings of 2 to 8 slots wrapped many times, back-to-back calls, a call the
+    ranks disagree on, a rank that never pushes; every publication after a random pause."""
+    triton = pytest.importorskip("triton")
+    if tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 9):
+        pytest.skip(f"Triton {triton.__version__}'s interpreter cannot take loop bounds computed from "
+                    "arguments (3.9's can)")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_COMM_")}
+    environment.update(PYTHONPATH=str(ROOT), HPVM_HEAP_BYTES="8M", HPVM_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                       HPVM_TEST_OUT=str(tmp_path), TRITON_INTERPRET="1")
+    seed = str(np.random.default_rng().integers(1 << 30))
+    program = ROOT / "tests" / "programs" / "dist_stream_interpreted.py"
+    command = [str(MPIEXEC), "-n", "2", sys.executable, str(program), seed]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    want = [f"STREAM {name} ok" for name in ("sizes", "bf16", "ops", "back-to-back", "mismatch", "missing")]
+    for r in range(2):
+        assert (tmp_path / f"rank{r}.txt").read_text().splitlines() == want + ["STREAM done"], (r, output)
+
+
+def test_chooser_picks_stream_for_two_gpus_above_the_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HPVM_COMM_ONESHOT_BYTES", raising=False)
+    monkeypatch.delenv("HPVM_COMM_STREAM_BYTES", raising=False)
+    limit = chooser.GPU_STREAM_BYTES
+    assert chooser.choose_gpu("all_reduce", limit, 2) == "two_shot"
+    assert chooser.choose_gpu("all_reduce", limit + 1, 2) == "stream"
+    assert chooser.choose_gpu("all_reduce", 1 << 40, 4) == "two_shot"  # two ranks only
+    assert chooser.choose_gpu("all_gather", 1 << 40, 2) == "direct"
+    assert chooser.choose_gpu("all_reduce", 1 << 40, 2, "int8") == "quantized"
+    assert chooser.choose(True, "all_reduce", 1 << 40) == "two_shot"  # CPU ranks: no stream kernel
+    monkeypatch.setenv("HPVM_COMM_STREAM_BYTES", "4096")
+    assert chooser.choose_gpu("all_reduce", 2 * MIB, 2) == "stream"
+    assert chooser.choose_gpu("all_reduce", 4097, 2) == "one_shot"  # one-shot's threshold comes first
+    monkeypatch.setenv("HPVM_COMM_ONESHOT_BYTES", "100")
+    assert chooser.choose_gpu("all_reduce", 4097, 2) == "stream"
+    assert chooser.choose_gpu("all_reduce", 4096, 2) == "two_shot"
+    assert chooser.choose_gpu("all_reduce", 100, 2) == "one_shot"
+    monkeypatch.setenv("HPVM_COMM_STREAM_BYTES", "64M")
+    with pytest.raises(DistributedError, match="HPVM_COMM_STREAM_BYTES='64M' must be a number of bytes"):
+        chooser.choose_gpu("all_reduce", 1 << 30, 2)
+    assert "stream" in ALGORITHMS  # a word of the descriptor: ranks that choose differently raise
+
+
+class _Heap(SymmetricAllocator):
+    """A heap's allocator alone (the ring's reservation needs no memory)."""
+
+    def __init__(self, size: int):
+        self.rank, self.size, self.header, self.bases, self.my_base = 0, size, ALIGN, [0, 0], 0
+        self._start_allocations()
+
+
+def test_the_ring_is_reserved_at_the_end_of_the_heap_or_two_shot_runs(monkeypatch: pytest.MonkeyPatch
+                                                                     ) -> None:
+    monkeypatch.delenv("HPVM_COMM_ONESHOT_BYTES", raising=False)
+    monkeypatch.delenv("HPVM_COMM_STREAM_BYTES", raising=False)
+    tuning = launch.TUNING["stream"]
+    ring = launch.ring_bytes(tuning)
+    assert ring == tuning.programs * tuning.slots * tuning.block_bytes
+    assert 2 <= tuning.slots <= gpu_heap.MAX_SLOTS and tuning.programs <= gpu_heap.MAX_BLOCKS
+    big = chooser.GPU_STREAM_BYTES + 1
+    roomy = _Heap(big + ring + 4 * MIB)
+    roomy.allocate(big)
+    world = types.SimpleNamespace(size=2, heap=roomy)
+    assert launch.choose("all_reduce", big, world) == "stream"
+    assert roomy.limit == roomy.size - ring  # reserved: user allocations stop before the ring
+    with pytest.raises(DistributedError, match="heap exhausted"):
+        roomy.allocate(roomy.free_bytes + 1)
+    full = _Heap(big + ring // 2)
+    full.allocate(big)
+    world = types.SimpleNamespace(size=2, heap=full)
+    assert launch.choose("all_reduce", big, world) == "two_shot"  # the same on every rank
+    assert full.limit == full.size  # nothing reserved
+    # a smaller ring (another tuning) lies inside the reserved one, at the end of the heap
+    monkeypatch.setitem(launch.TUNING, "stream", launch.Tuning(4 << 10, 4, 16, slots=2))
+    assert launch.reserve_ring(roomy) == roomy.size - 16 * 2 * (4 << 10)
+    assert roomy.limit == roomy.size - ring
+
+
+def test_the_rings_words_live_in_the_control_block() -> None:
+    """Per lane MAX_SLOTS sequence words and an acknowledgement, after the mismatch word and inside
+    CONTROL_BYTES (the host's recovery clears them with the step counters they continue)."""
+    assert gpu_heap.RING_AT > gpu_heap.MISMATCH_AT
+    assert gpu_heap.LANE_WORDS == gpu_heap.MAX_SLOTS + 1
+    end = 8 * (gpu_heap.RING_AT + gpu_heap.MAX_BLOCKS * gpu_heap.LANE_WORDS)
+    assert end <= gpu_heap.CONTROL_BYTES < end + ALIGN and gpu_heap.CONTROL_BYTES % ALIGN == 0
