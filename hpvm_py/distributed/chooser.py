@@ -67,10 +67,11 @@ def choose(single_host: bool, kind: str, nbytes: int, quantize: str = "") -> str
 GPU_ONESHOT_BYTES = {2: 1 << 20, 4: 512 << 10}
 
 
-# Provisional (YALI's switch-over; not measured here yet): two GPU ranks run all-reduces larger than
-# this with the stream kernel (gpu/stream_kernels.py). The GPU sweep sets it
-# (benchmarks/collectives.py --gpu: the stream column against two-shot).
-GPU_STREAM_BYTES = 64 << 20
+# Two GPU ranks run all-reduces larger than this with the stream kernel (gpu/stream_kernels.py).
+# Measured on 2 x H200 (benchmarks/collectives.py --gpu, benchmarks/RESULTS.md): two-shot was
+# faster at every size up to 256 MiB (808 against 898 µs at 256 MiB, bf16), so the stream kernel
+# runs only where HPVM_COMM_STREAM_BYTES asks for it until its tuning wins somewhere.
+GPU_STREAM_BYTES = 1 << 62
 
 
 def stream_threshold() -> int:
