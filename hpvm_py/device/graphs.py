@@ -26,12 +26,13 @@ class CapturedGraph:
         except (AttributeError, RuntimeError):
             self._launch = None
 
-    def replay(self) -> None:
+    def replay(self, stream: int | None = None) -> None:
+        """Launch it (on `stream`, a CUDA stream handle, when given)."""
         try:
             if self._launch is None:
                 self.graph.replay()
                 return
-            err = self._launch(self._exec, self._stream)
+            err = self._launch(self._exec, self._stream if stream is None else stream)
         except Exception as exc:  # noqa: BLE001 - a kernel fault shows at the next launch
             raise faults.reported(exc) from None
         if err:

@@ -10,13 +10,18 @@ from ..support import settings
 ONESHOT_BYTES = 512 << 10
 
 
-def oneshot_threshold() -> int:
-    text = settings.COMM_ONESHOT_BYTES.text()
+def _bytes(setting: settings.Setting, default: int) -> int:
+    """A threshold in bytes: the setting when it is set, else the default."""
+    text = setting.text()
     if not text:
-        return ONESHOT_BYTES
+        return default
     if not text.isdigit():
-        raise DistributedError(f"HPVM_COMM_ONESHOT_BYTES={text!r} must be a number of bytes")
+        raise DistributedError(f"{setting.name}={text!r} must be a number of bytes")
     return int(text)
+
+
+def oneshot_threshold() -> int:
+    return _bytes(settings.COMM_ONESHOT_BYTES, ONESHOT_BYTES)
 
 
 # Per format, the smallest all-reduce that a node with quantize= runs quantized; below it the exact
@@ -28,12 +33,7 @@ QUANTIZE_BYTES = {"fp8": 16 << 20, "int8": 32 << 20, "int4": 128 << 20}
 
 def quantize_threshold(mode: str) -> int:
     """The threshold of a format (HPVM_COMM_QUANTIZE_BYTES, when set, for every format)."""
-    text = settings.COMM_QUANTIZE_BYTES.text()
-    if not text:
-        return QUANTIZE_BYTES[mode]
-    if not text.isdigit():
-        raise DistributedError(f"HPVM_COMM_QUANTIZE_BYTES={text!r} must be a number of bytes")
-    return int(text)
+    return _bytes(settings.COMM_QUANTIZE_BYTES, QUANTIZE_BYTES[mode])
 
 
 def quantization(kind: str, quantize: str, nbytes: int) -> str:
@@ -75,12 +75,7 @@ GPU_STREAM_BYTES = 1 << 62
 
 
 def stream_threshold() -> int:
-    text = settings.COMM_STREAM_BYTES.text()
-    if not text:
-        return GPU_STREAM_BYTES
-    if not text.isdigit():
-        raise DistributedError(f"HPVM_COMM_STREAM_BYTES={text!r} must be a number of bytes")
-    return int(text)
+    return _bytes(settings.COMM_STREAM_BYTES, GPU_STREAM_BYTES)
 
 
 def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> str:

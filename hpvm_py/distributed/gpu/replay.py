@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
-from ...device import faults
-from ...device.libcuda import error_text, graph_launch
+from ...device.graphs import CapturedGraph
 
 LIMIT = 256  # graphs kept (least recently used go first)
 
@@ -27,23 +26,12 @@ class Replay:
     def __init__(self, graph: Any, device: int):
         import torch
 
-        self.graph = graph  # keeps the executable graph alive
+        self._graph = CapturedGraph(graph, 0)
         self._device = device
         self._stream = torch._C._cuda_getCurrentRawStream  # what Triton's launcher reads too
-        self._launch, self._exec = graph_launch(), None
-        try:
-            self._exec = graph.raw_cuda_graph_exec()  # torch >= 2.7 (not every version has it)
-        except (AttributeError, RuntimeError):
-            self._launch = None
 
     def __call__(self) -> None:
-        if self._launch is None:
-            self.graph.replay()
-            return
-        err = self._launch(self._exec, self._stream(self._device))
-        if err:
-            raise faults.reported(RuntimeError(f"launching a collective's CUDA graph failed: "
-                                               f"{error_text(err)}"))
+        self._graph.replay(self._stream(self._device))
 
 
 class Replays:
