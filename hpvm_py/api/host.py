@@ -403,8 +403,12 @@ def wait(handle: Any, timeout: float | None = None) -> Any:
     Raises:
         LaunchError: not a handle, a handle waited for twice, or the runtime cleaned up since.
         ExecutionError: a leaf failed while the launch ran (GPU targets report it here).
+        DistributedError: on GPU ranks, the ranks disagreed on a communication node of the launch
+            (every rank raises it here; wait returns only once the device has finished the
+            launch's collectives).
         StreamError: a stage of the stream failed.
-        HPVMTimeoutError: the stream did not drain within `timeout`.
+        HPVMTimeoutError: the stream did not drain within `timeout`; on GPU ranks, a rank did not
+            arrive at a collective of the launch within the world's timeout.
     """
     if isinstance(handle, Handle):
         return handle.result()
