@@ -482,14 +482,17 @@ def stats(reset: bool = False) -> dict[str, Any]:
         (per launch or streamed item, each node of the hierarchy once, whatever its instance
         count; kernels are the leaves among them), copies and bytes per direction
         (`h2d_copies`, `h2d_bytes`, `d2h_*`, `d2d_*`), `graph_compiles`, `graph_cache_hits`,
-        `cache_disk_hits`, `cache_disk_misses`, `cpu_compiles` and `gpu_compiles`; and `times`:
+        `cache_disk_hits`, `cache_disk_misses`, `cpu_compiles` and `gpu_compiles`; the choice of
+        GPU lowering (docs/runtime.md): `lowering_timed`, `lowering_disk_hits`,
+        `lowering_kept_triton`, `lowering_kept_nvptx` and `lowering_fallbacks`; and `times`:
         seconds per category (launch, node, kernel, copy, stage, collective, compile, cache,
         gpu_kernel, gpu_copy) recorded while `hpvm.profile()` was open (docs/profiling.md).
     """
     keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",
-            "replayed_launches", "cuda_graph_replays")
+            "replayed_launches", "cuda_graph_replays", "lowering_timed", "lowering_disk_hits",
+            "lowering_kept_triton", "lowering_kept_nvptx", "lowering_fallbacks")
     snap = _stats.snapshot()
     result = {k: 0 for k in keys}
     result.update(snap)

@@ -188,7 +188,7 @@ class Backend:
     def versions(self) -> tuple[str, str]:
         """What a disk-cache key holds besides the content: the package's version and a hash of
         this backend's code generators' source (objects built by other code never match)."""
-        return VERSION, _code_version(type(self).code_packages)
+        return VERSION, code_version(type(self).code_packages)
 
     # -- emitting ----------------------------------------------------------------------------
 
@@ -198,7 +198,9 @@ class Backend:
 
 
 @functools.cache
-def _code_version(packages: tuple[str, ...]) -> str:
+def code_version(packages: tuple[str, ...]) -> str:
+    """A hash of the source of these subpackages of backends/ (what a cached artifact made by
+    their code depends on)."""
     digest = hashlib.sha256()
     here = Path(__file__).parent
     for package in packages:

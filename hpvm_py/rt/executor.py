@@ -275,9 +275,12 @@ class Executor:
         copied_in = self.uncovered_outs(node, args, extents)
         call, outputs = self.leaf_call(node, args, device, parents, count, copied_in)
         kernel = node.kernel_for(call, extents)
+        checked = kernel is not node.kernel
         recorder = self._recorder
         t0 = profile.now() if profile.on else 0
         with _selected(device):
+            if node.lowering is not None:  # a GPU leaf may run the other GPU target's lowering
+                kernel = node.lowering.kernel_for(kernel, checked, call, outputs, extents, device)
             timer = profile.gpu_begin(device) if t0 else None
             if recorder is not None and kernel.prepares and slots_so_far is not None and \
                     recorder.records(ancestors):
@@ -293,7 +296,7 @@ class Executor:
         if t0:
             profile.complete("kernel", node.func.name, t0, args={
                 "node": node.name, "target": node.target, "device": device,
-                "instances": parents * count, "checked": kernel is not node.kernel})
+                "instances": parents * count, "checked": checked})
         return outputs
 
     @staticmethod

@@ -25,6 +25,7 @@ from ..passes.bounds import BoundsProof
 from ..passes.coverage import OutCoverage
 from ..passes.uniform import check_barriers
 from .library import compile_library
+from .lowering_choice import LoweringChoice, choice_for
 from .placement import HINT, Placement, fallback, place, require_compilable
 
 
@@ -87,6 +88,7 @@ class NodePlan:
     kernel: LeafKernel | None = None  # compiled code; unchecked when `bounds` is set
     bounds: BoundsProof | None = None  # when set: unchecked code runs only where it is proven safe
     coverage: OutCoverage | None = None  # for a leaf with Out buffers: which a launch writes whole
+    lowering: LoweringChoice | None = None  # a GPU leaf's choice of lowering (rt/lowering_choice.py)
     child: "GraphPlan | None" = None
     # the parent parameters its instance counts use: (name, parameter index), set with the plan
     dim_ports: tuple[tuple[str, int], ...] = ()
@@ -265,6 +267,7 @@ def _plan_graph(module: D.Module, g: D.GraphFunc, param_modes: tuple[str, ...],
                               output_modes=output_modes)
             nplan.ctx = ctx
             nplan.kernel = _compile_placed(nplan, compile_leaf)
+            nplan.lowering = choice_for(nplan.placement, func, ctx, compile_leaf)
             if any(p.direction == "out" for p in func.params):
                 nplan.coverage = OutCoverage(func, input_modes)
             backend = registry.get(nplan.target)
