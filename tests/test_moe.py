@@ -83,8 +83,9 @@ def test_moe_kernels_compile_for_sm90_with_ordered_flags() -> None:
         kernel, world, label = name.split("/")
         counts = {k: int(v) for k, v in (f.split("=") for f in fields)}
         peers = int(world) - 1
-        # each step signals every peer with a release exchange and polls with acquire loads
-        assert counts["release"] >= steps[kernel] * peers, line
+        # each step signals every peer with a release exchange (one vector exchange: a thread per
+        # peer) and polls each peer's flag with acquire loads
+        assert counts["release"] >= steps[kernel], line
         assert counts["acquire"] >= steps[kernel] * peers, line
         assert counts["timer"] >= steps[kernel], line  # every wait is bounded
         if label in ("bf16", "u8"):

@@ -161,7 +161,9 @@ def test_quantized_kernels_compile_without_fused_products() -> None:
         name, *fields = line.split()
         counts = {k: int(v) for k, v in (f.split("=") for f in fields)}
         kernel, mode, _, world = name.split("/")
-        assert counts["release"] >= 2 * (int(world) - 1) and counts["acquire"] >= 2 * (int(world) - 1), line
+        # every signal releases to all peers in one vector exchange (signals.signal); every wait
+        # acquires each peer's flag
+        assert counts["release"] >= 2 and counts["acquire"] >= 2 * (int(world) - 1), line
         assert counts["div_rn"] > 0, line  # the scales and v / s are correctly rounded divisions
         assert (counts["e4m3"] > 0) == (mode == "fp8"), line
         if kernel == "all_reduce_quantized":

@@ -3,12 +3,13 @@
 import triton
 import triton.language as tl
 
-from .heap import FINGERPRINTS_AT, FLAGS_AT, MISMATCH_AT, MISMATCHED
+from .heap import FINGERPRINTS_AT, FLAGS_AT, MAX_WORLD, MISMATCH_AT, MISMATCHED
 
 FLAGS: tl.constexpr = tl.constexpr(FLAGS_AT)  # word index of flags[0]: after the counters
 FINGERPRINTS: tl.constexpr = tl.constexpr(FINGERPRINTS_AT)  # [program][rank] as the flags
 MISMATCH: tl.constexpr = tl.constexpr(MISMATCH_AT)  # nonzero: a call disagreed, nothing runs
 FAILED_MISMATCH: tl.constexpr = tl.constexpr(MISMATCHED)
+RANKS: tl.constexpr = tl.constexpr(MAX_WORLD)  # lanes of the per-peer vectors: one per local rank
 
 
 @triton.jit
@@ -28,13 +29,23 @@ def peer_delta(bases, rank, q, ELEM: tl.constexpr):
 
 
 @triton.jit
+def peers(bases, rank, WORLD: tl.constexpr):
+    """Every peer at once, one lane per rank: the lanes' ranks, which lanes are peers, and the
+    word offset from a word of this rank's heap to its twin on each (peer_delta's, for words)."""
+    q = tl.arange(0, RANKS)
+    is_peer = (q < WORLD) & (q != rank)
+    delta = (tl.load(bases + q, mask=is_peer, other=0) - tl.load(bases + rank)) // 128
+    return q, is_peer, delta * 16
+
+
+@triton.jit
 def signal(ctrl, bases, b, rank, step, WORLD: tl.constexpr):
-    """Program b of this rank has reached `step`: tell every peer."""
+    """Program b of this rank has reached `step`: tell every peer. One thread per peer, so the
+    release exchanges' round trips over the links overlap: issued one after another, each
+    release waited for the one before (a thread's release orders its earlier atomics too)."""
     tl.debug_barrier()
-    for q in tl.static_range(WORLD):
-        if q != rank:
-            flag = ctrl + peer_delta(bases, rank, q, 8) + FLAGS + b * WORLD + rank
-            tl.atomic_xchg(flag, step, sem="release", scope="sys")
+    q, is_peer, delta = peers(bases, rank, WORLD)
+    tl.atomic_xchg(ctrl + delta + FLAGS + b * WORLD + rank, step, mask=is_peer, sem="release", scope="sys")
 
 
 @triton.jit
@@ -86,8 +97,9 @@ def same_call(ctrl, bases, b, rank, fingerprint, failed, status, WORLD: tl.const
             differs = differs | (tl.load(ctrl + FINGERPRINTS + b * WORLD + q, volatile=True) != fingerprint)
     if differs & (failed == 0):
         failed = failed * 0 + FAILED_MISMATCH
-        for q in tl.static_range(WORLD):
-            tl.atomic_xchg(ctrl + peer_delta(bases, rank, q, 8) + MISMATCH, 1, sem="relaxed", scope="sys")
+        lane, is_peer, delta = peers(bases, rank, WORLD)  # and this rank's own word
+        tl.atomic_xchg(ctrl + tl.where(is_peer, delta, 0) + MISMATCH, 1, mask=lane < WORLD, sem="relaxed",
+                       scope="sys")
         tl.atomic_xchg(status, FAILED_MISMATCH, sem="relaxed", scope="sys")
     return failed
 
@@ -102,9 +114,8 @@ def arrive(ctrl, bases, b, rank, status_addr, timeout_ns, fingerprint, WORLD: tl
     seq = tl.load(ctrl + b)  # this program's last step of the previous call
     deadline = now_ns(seq) + timeout_ns
     step = seq + 1
-    for q in tl.static_range(WORLD):
-        if q != rank:
-            tl.store(ctrl + peer_delta(bases, rank, q, 8) + FINGERPRINTS + b * WORLD + rank, fingerprint)
+    q, is_peer, delta = peers(bases, rank, WORLD)
+    tl.store(ctrl + delta + FINGERPRINTS + b * WORLD + rank, fingerprint, mask=is_peer)
     signal(ctrl, bases, b, rank, step, WORLD)
     failed = wait(ctrl, b, rank, step, deadline, tl.full([], 0, tl.int32), status, WORLD)
     # (a peer overwrites its slot only in its next call, which starts after this call's next wait)
