@@ -206,9 +206,10 @@ if __name__ == "__main__":
             from gpu.collectives_gpu import main as gpu_main
 
             mib = options.max_mib or 1024
-            # room for the stream all-reduce's rings (up to 33 MiB in the sweep) and, with --quick,
-            # the quantized workspace (at most 5/8 of a bf16 buffer's bytes)
-            os.environ.setdefault("HPVM_HEAP_BYTES", f"{mib + 48 + (mib if options.quick else 0)}M")
+            # room for the stream all-reduce's rings (up to 33 MiB in the sweep), two-shot by
+            # stores' scratch (66 MiB on 4 GPUs in the sweep) and, with --quick, the quantized
+            # workspace (at most 5/8 of a bf16 buffer's bytes)
+            os.environ.setdefault("HPVM_HEAP_BYTES", f"{mib + 80 + (mib if options.quick else 0)}M")
             gpu_main(options.sweep, options.launch, options.overlap, mib << 20, options.quick, options.moe)
         else:
             _launch_gpu(sys.argv[1:])

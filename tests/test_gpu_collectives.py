@@ -28,14 +28,15 @@ def test_collective_kernels_compile_with_ordered_flags() -> None:
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert len(lines) == 13, result.stdout  # six kernels for two and four ranks, stream for two
+    assert len(lines) == 15, result.stdout  # seven kernels for two and four ranks, stream for two
     for line in lines:
         name, *fields = line.split()
         counts = {k: int(v) for k, v in (f.split("=") for f in fields)}
         kernel, world = name.split("/")[0], int(name.split("/")[1])
-        # the arrival and the final (or per-chunk) step signal every peer with a release exchange,
-        # and poll with acquire loads; the bounded waits read the global timer
-        assert counts["release"] >= 2 * (world - 1), line
+        # the arrival and the final (or per-chunk) step signal every peer with a release exchange
+        # (one vector exchange, a thread per peer), and poll each peer's flag with acquire loads;
+        # the bounded waits read the global timer
+        assert counts["release"] >= 2, line
         assert counts["acquire"] >= 2 * (world - 1), line
         assert counts["timer"] >= 2, line
         assert counts["v4"] >= 1, line  # data moves in 16-byte vectors
@@ -45,6 +46,8 @@ def test_collective_kernels_compile_with_ordered_flags() -> None:
             # chunk goes into the peer's slot and the sum into the buffer as 16-byte stores
             assert counts["release"] >= 3 and counts["acquire"] >= 3 and counts["timer"] >= 3, line
             assert counts["st4"] >= 2, line
+        if kernel == "all_reduce_push":  # the chunks to the peers' scratch and the sums: 16-byte stores
+            assert counts["st4"] >= 2 * world, line
 
 
 def test_gpu_chooser_by_size_and_world(monkeypatch: pytest.MonkeyPatch) -> None:

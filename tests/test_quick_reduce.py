@@ -379,7 +379,8 @@ def test_quantized_collectives_on_cpu_ranks(ranks: int, remote: bool, tmp_path: 
 @pytest.mark.skipif(triton is None, reason="needs triton")
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_gpu_kernels_run_by_the_interpreter_on_cpu_ranks(ranks: int, tmp_path: Path) -> None:
-    """The quantized all-reduce kernel and the fused RMSNorm kernel with its fp8 output, the GPU
+    """The quantized all-reduce kernel, the fused RMSNorm kernel with its fp8 output and two-shot by
+    stores, the GPU
     ranks' own Triton code, run by Triton's interpreter on CPU ranks whose heaps are shared memory
     (tests/programs/dist_kernels_interpreted.py): flags, peer translation, workspace layout and
     the codec against the host's, bit for bit (three ranks: the rank order of the f32 sum shows);
@@ -392,7 +393,7 @@ def test_gpu_kernels_run_by_the_interpreter_on_cpu_ranks(ranks: int, tmp_path: P
     result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=environment)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    want = ["KERNEL quantized int8 ok", "KERNEL quantized int4 ok", "KERNEL rmsnorm-fp8 ok",
+    want = ["KERNEL quantized int8 ok", "KERNEL quantized int4 ok", "KERNEL rmsnorm-fp8 ok", "KERNEL push ok",
             "KERNEL mismatch-fingerprint ok", "KERNEL mismatch-programs ok", "KERNEL in-step-after-mismatch ok",
             "KERNEL done"]
     for r in range(ranks):

@@ -1,5 +1,6 @@
 """The stream all-reduce of two GPU ranks (gpu/stream_kernels.py; docs/distributed.md, "GPU
-ranks"): the kernel itself under Triton's interpreter on two CPU ranks whose heaps are shared
+ranks") and the other all-reduce with a workspace at the end of the heap, two-shot by stores
+(its kernel runs under the interpreter in test_quick_reduce.py): the stream kernel itself under Triton's interpreter on two CPU ranks whose heaps are shared
 memory (tests/programs/dist_stream_interpreted.py), the chooser's threshold and its override, the
 ring's workspace at the end of the heap (two-shot where it has no room) and the ring's words in
 the control block. Its sm_90 PTX is checked with the other kernels' (test_gpu_collectives.py); on
@@ -58,7 +59,7 @@ def test_chooser_picks_stream_for_two_gpus_above_the_threshold(monkeypatch: pyte
     limit = chooser.GPU_STREAM_BYTES
     assert chooser.choose_gpu("all_reduce", limit, 2) == "two_shot"
     assert chooser.choose_gpu("all_reduce", limit + 1, 2) == "stream"
-    assert chooser.choose_gpu("all_reduce", 1 << 40, 4) == "two_shot"  # two ranks only
+    assert chooser.choose_gpu("all_reduce", 1 << 40, 4) != "stream"  # two ranks only
     assert chooser.choose_gpu("all_gather", 1 << 40, 2) == "direct"
     assert chooser.choose_gpu("all_reduce", 1 << 40, 2, "int8") == "quantized"
     assert chooser.choose(True, "all_reduce", 1 << 40) == "two_shot"  # CPU ranks: no stream kernel
@@ -109,6 +110,33 @@ def test_the_ring_is_reserved_at_the_end_of_the_heap_or_two_shot_runs(monkeypatc
     monkeypatch.setitem(launch.TUNING, "stream", launch.Tuning(4 << 10, 4, 16, slots=2))
     assert launch.reserve_ring(roomy) == roomy.size - 16 * 2 * (4 << 10)
     assert roomy.limit == roomy.size - ring
+
+
+def test_push_two_shot_by_world_size_and_its_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two-shot by stores from its measured threshold on, for the world sizes it was measured on;
+    HPVM_COMM_PUSH_BYTES moves the threshold for every world size; where user allocations leave
+    its scratch no room at the end of the heap, two-shot runs (the same pick on every rank)."""
+    for name in ("HPVM_COMM_ONESHOT_BYTES", "HPVM_COMM_STREAM_BYTES", "HPVM_COMM_PUSH_BYTES"):
+        monkeypatch.delenv(name, raising=False)
+    for world, limit in chooser.GPU_PUSH_BYTES.items():
+        assert chooser.choose_gpu("all_reduce", limit, world) in ("one_shot", "two_shot")
+        assert chooser.choose_gpu("all_reduce", limit + 1, world) == "push"
+    assert chooser.choose_gpu("all_reduce", 1 << 40, 3) == "two_shot"  # not measured on three
+    monkeypatch.setenv("HPVM_COMM_PUSH_BYTES", str(4 << 20))
+    assert chooser.choose_gpu("all_reduce", (4 << 20) + 1, 3) == "push"
+    assert chooser.choose_gpu("all_reduce", 4 << 20, 3) == "two_shot"
+    monkeypatch.setenv("HPVM_COMM_PUSH_BYTES", "8M")
+    with pytest.raises(DistributedError, match="HPVM_COMM_PUSH_BYTES='8M' must be a number of bytes"):
+        chooser.choose_gpu("all_reduce", 1 << 30, 4)
+    monkeypatch.delenv("HPVM_COMM_PUSH_BYTES")
+    need = launch.scratch_bytes(launch.TUNING["push"], 4)
+    big = max(chooser.GPU_PUSH_BYTES.values()) + 1
+    for room, pick in ((need + MIB, "push"), (need - MIB, "two_shot")):
+        heap = _Heap(64 * MIB + room)
+        heap.allocate(64 * MIB)
+        assert launch.choose("all_reduce", big, types.SimpleNamespace(size=4, heap=heap)) == pick, room
+        assert heap.limit == heap.size - (need if pick == "push" else 0)  # reserved, or nothing
+    assert "push" in ALGORITHMS  # a word of the descriptor: ranks that choose differently raise
 
 
 def test_the_rings_words_live_in_the_control_block() -> None:

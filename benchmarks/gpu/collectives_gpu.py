@@ -127,7 +127,7 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
         esize = torch.empty(0, dtype=dtype).element_size()
         out(f"\n## all_reduce sum {str(dtype).removeprefix('torch.')}, {world} GPUs")
         out(f"{'bytes':>11} {'chosen':>8} {'us':>9} {'algbw':>7} {'busbw':>7} {'one_shot':>9} "
-            f"{'two_shot':>9} {'stream':>9} {'NCCL us':>9} {'NCCL bus':>8} {'ratio':>6} {'CE bus':>7} "
+            f"{'two_shot':>9} {'push':>9} {'stream':>9} {'NCCL us':>9} {'NCCL bus':>8} {'ratio':>6} {'CE bus':>7} "
             f"{'str/CE':>6} {'graph us':>9} {'NCCL gr':>8} {'ratio':>6}")
         for nbytes in sizes:
             n = nbytes // esize
@@ -137,7 +137,7 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
             y.copy_(x)
             iters = _iters(nbytes)
             nccl_us = time_us(lambda: dist.all_reduce(y, group=nccl), iters, line_up)
-            algorithms = ("one_shot", "two_shot") + (("stream",) if world == 2 else ())
+            algorithms = ("one_shot", "two_shot", "push") + (("stream",) if world == 2 else ())
             times = {a: time_us(lambda a=a: G.all_reduce(x, "sum", a), iters, line_up) for a in algorithms}
             chosen = chooser.choose_gpu("all_reduce", nbytes, world)
             us = times[chosen]
@@ -155,7 +155,7 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
                 graphs = f" {ours:>9.1f} {theirs:>8.1f} {theirs / ours:>6.2f}"
             out(f"{nbytes:>11} {chosen:>8} {us:>9.1f} {nbytes / us / 1e3:>7.1f} "
                 f"{nbytes / us / 1e3 * bus:>7.1f} {times['one_shot']:>9.1f} {times['two_shot']:>9.1f} "
-                f"{streamed} {nccl_us:>9.1f} {nbytes / nccl_us / 1e3 * bus:>8.1f} {nccl_us / us:>6.2f} "
+                f"{times['push']:>9.1f} {streamed} {nccl_us:>9.1f} {nbytes / nccl_us / 1e3 * bus:>8.1f} {nccl_us / us:>6.2f} "
                 f"{ceiling}{graphs}")
     extras = [(sweep, lambda: _sweep(G, arena, dev, line_up, out, max_bytes)),
               (node, lambda: _node(hpvm, arena, out)), (overlap, lambda: _overlap(G, arena, dev, line_up, out))]
@@ -179,7 +179,7 @@ def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
     out(f"{'algorithm':>9} {'variant':>16} " + " ".join(f"{s:>10}" for s in sizes))
     saved = dict(G.TUNING)
     world = hpvm.distributed.world_size()
-    for algorithm in ("one_shot", "two_shot") + (("stream",) if world == 2 else ()):
+    for algorithm in ("one_shot", "two_shot", "push") + (("stream",) if world == 2 else ()):
         for block, warps, programs in variants:  # the stream kernel keeps its slots per lane
             G.TUNING[algorithm] = G.Tuning(block, warps, programs, saved[algorithm].slots)
             row = []

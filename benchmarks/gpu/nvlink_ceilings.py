@@ -4,14 +4,15 @@ Every rank at once, 256 MiB and 1 GiB per rank, each rank's bytes split evenly o
 peer on two GPUs, three on four): the copy engines' pull (torch `copy_` from each peer's heap, one
 stream per peer), a Triton kernel's pull (loads of the peers' heaps, stores here; chunk c from
 peer c mod (world - 1)) and push (loads here, stores to the peers' heaps) over a few grid shapes,
-then the heap all-reduce's one-shot and two-shot kernels over chunk / warps / programs shapes and,
+then the heap all-reduce's one-shot, two-shot and push (two-shot by stores) kernels over chunk /
+warps / programs shapes (push: those whose scratch fits in HPVM_HEAP_BYTES beside the 1 GiB) and,
 on two GPUs, the stream kernel over chunk / warps / lanes / slots shapes (bf16, busbw, and for the
 stream kernel its share of the copy engine's pull: issue 22's target is 95%). Each time: median of
 5 batches (collectives_gpu.time_us, as in the table against NCCL). The all-reduce's busbw cannot
 exceed what one GPU's links carry each way, the better of the kernel's pull and push.
 
 Run on a machine of two or four GPUs (one rank per GPU, NVLink multicast off):
-    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 HPVM_HEAP_BYTES=1100M \\
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 HPVM_HEAP_BYTES=1200M \\
         python -m torch.distributed.run --nproc-per-node 4 benchmarks/gpu/nvlink_ceilings.py
 """
 from __future__ import annotations
@@ -126,9 +127,11 @@ def main() -> None:
         values = arena[:nbytes].view(torch.bfloat16)
         values.copy_(torch.randn(nbytes // 2, device=device).to(torch.bfloat16))
         saved = dict(G.TUNING)
-        for algorithm in ("one_shot", "two_shot"):
+        for algorithm in ("one_shot", "two_shot", "push"):
             for chunk, warps, programs in TUNINGS:
                 G.TUNING[algorithm] = G.Tuning(chunk, warps, programs)
+                if algorithm == "push" and G.reserve_scratch(heap, size) is None:
+                    continue
                 us = time_us(lambda: G.all_reduce(values, "sum", algorithm), 5, dist.barrier)
                 out(f"{mib} MiB all_reduce {algorithm} {chunk >> 10}K/{warps}/{programs}: {us:.0f} us, "
                     f"busbw {nbytes / us / 1e3 * bus:.0f}")

@@ -78,10 +78,20 @@ def stream_threshold() -> int:
     return _bytes(settings.COMM_STREAM_BYTES, GPU_STREAM_BYTES)
 
 
+# GPU ranks, by world size: all-reduces larger than this run two-shot by stores (gpu/kernels.py's
+# all_reduce_push) instead of two-shot; world sizes not listed never do. PROVISIONAL, to be measured.
+GPU_PUSH_BYTES = {4: 8 << 20}
+
+
+def push_threshold(world_size: int) -> int:
+    return _bytes(settings.COMM_PUSH_BYTES, GPU_PUSH_BYTES.get(world_size, 1 << 62))
+
+
 def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> str:
     """The GPU kernel for a collective of ranks on one host (HPVM_COMM_ONESHOT_BYTES overrides the
-    all-reduce's one-shot threshold, HPVM_COMM_STREAM_BYTES the stream kernel's; one-shot wins
-    where both apply)."""
+    all-reduce's one-shot threshold, HPVM_COMM_STREAM_BYTES the stream kernel's,
+    HPVM_COMM_PUSH_BYTES two-shot by stores'; one-shot wins where several apply, then the stream
+    kernel)."""
     if kind == "all_reduce" and quantization(kind, quantize, nbytes):
         return "quantized"
     if kind != "all_reduce":
@@ -92,4 +102,6 @@ def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> s
         limit = GPU_ONESHOT_BYTES.get(world_size, GPU_ONESHOT_BYTES[max(GPU_ONESHOT_BYTES)])
     if nbytes <= limit:
         return "one_shot"
-    return "stream" if world_size == 2 and nbytes > stream_threshold() else "two_shot"
+    if world_size == 2 and nbytes > stream_threshold():
+        return "stream"
+    return "push" if nbytes > push_threshold(world_size) else "two_shot"

@@ -1,6 +1,6 @@
 """GPU ranks, the direct API of hpvm_py.distributed.gpu.launch, against torch references on fresh
-random inputs: every collective, dtype and reduction, every all-reduce algorithm (stream: two
-ranks) at sizes from one element to 64 MiB, all bit for bit alike; the stream kernel's ring
+random inputs: every collective, dtype and reduction, every all-reduce algorithm (push: two-shot by
+stores; stream: two ranks) at sizes from one element to 64 MiB, all bit for bit alike; the stream kernel's ring
 wrapped hundreds of times; back-to-back calls without host synchronisation (the device epochs); a
 CUDA graph of collectives replayed; the mixture-of-experts dispatch and combine
 (gpu/moe_launch.py); and last, a rank that skips a call (the device wait times out and names it).
@@ -24,7 +24,7 @@ TYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f6
          "i32": torch.int32, "u8": torch.uint8, "i64": torch.int64}
 TOL = {"f32": 1e-5, "f64": 1e-12, "f16": 2e-3, "bf16": 1.6e-2}
 # every all-reduce algorithm this world has (the stream kernel is for two ranks)
-ALGORITHMS = ("one_shot", "two_shot") + (("stream",) if WORLD == 2 else ())
+ALGORITHMS = ("one_shot", "two_shot", "push") + (("stream",) if WORLD == 2 else ())
 checks = 0
 heap = hpvm.symmetric.empty((64 << 20) + (8 << 20), torch.uint8)  # one arena, views reused
 cursor = 0

@@ -33,7 +33,8 @@ step() {  # name, timeout, command...; ONLY="name ..." runs just those steps
     timeout "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
     echo "exit $?"; grep -E "checks ok|FAULT|Error|error" "$OUTDIR/$name.log" | head -20
 }
-export HPVM_HEAP_BYTES=96M HPVM_TEST_OUT=$OUTDIR HPVM_COMM_FORCE_REMOTE=0
+# a heap with room for push's scratch (33 MiB on 4 ranks) beside the checks' arenas
+export HPVM_HEAP_BYTES=128M HPVM_TEST_OUT=$OUTDIR HPVM_COMM_FORCE_REMOTE=0
 step direct 240 $MPI python3 tests/gpu_dist/check_direct.py "$SEED"
 step quick 240 $MPI python3 tests/gpu_dist/check_quantized.py "$SEED"
 export HPVM_TEST_OUT=$OUTDIR/quick-nodes; mkdir -p "$HPVM_TEST_OUT"

@@ -12,6 +12,9 @@ Checks, each reported as `KERNEL <name> ok`:
   16-bit element types and fp8 codes are left to tests/gpu_dist/check_quantized.py.)
 - all_reduce_rmsnorm with QUANT, f32: x and residual as NumPy's, the per-row scales bit for bit
   max|x| / 448, each fp8 code at its place with the sign and binade of its element.
+- all_reduce_push (two-shot by stores), f32 sum and max and i32 sum: sizes that are not whole
+  chunks, slices of fewer chunks than programs and of many (each scratch slot reused), calls
+  back to back with no host barrier: bit for bit NumPy's rank-order reduction and one_shot's.
 - the agreement inside the kernels (signals.same_call), adversarially: one rank's call has another
   fingerprint (with as many programs as its peers, or more: a call of another size): every
   rank's kernel ends without waiting out its timeout, reports the mismatch, moves no data, and
@@ -137,6 +140,43 @@ def one_shot(x: torch.Tensor, n: int, programs: int, fingerprint: int) -> None:
                                        **{**COMMON, "fingerprint": fingerprint})
 
 
+PUSH_BLOCK, PUSH_PROGRAMS = 64, 2
+
+
+def push_sum() -> None:
+    scratch = hpvm.symmetric.zeros(PUSH_PROGRAMS * 2 * WORLD * PUSH_BLOCK, torch.float32)
+
+    def push(x: torch.Tensor, op: int) -> None:
+        n = x.numel()
+        programs = max(1, min(PUSH_PROGRAMS, -(-n // (WORLD * PUSH_BLOCK))))
+        K.all_reduce_push[(programs,)](x, n, scratch.view(x.dtype), OP=op, WIDEN=False, ELEM=4,
+                                       BLOCK=PUSH_BLOCK, **COMMON)
+
+    cases = []  # (n, dtype, op): 1 element; under a chunk per slice; whole chunks; many per program
+    for k, (n, dtype, op) in enumerate(((1, torch.float32, 0), (WORLD * PUSH_BLOCK - 5, torch.float32, 1),
+                                        (4 * WORLD * PUSH_BLOCK, torch.int32, 0),
+                                        (11 * WORLD * PUSH_BLOCK + 7, torch.float32, 0))):
+        parts = [p if dtype == torch.float32 else (p * 1000).to(torch.int32) for p in inputs(300 + k, n)]
+        x, y = hpvm.symmetric.empty(n, dtype), hpvm.symmetric.empty(n, dtype)
+        x.copy_(parts[RANK])
+        y.copy_(parts[RANK])
+        cases.append((parts, x, y, op))
+    line_up()
+    for parts, x, y, op in cases:  # back to back: no barrier between the calls
+        push(x, op)
+    for parts, x, y, op in cases:
+        K.all_reduce_one_shot[(PUSH_PROGRAMS,)](y, y.numel(), OP=op, WIDEN=False, ELEM=4, BLOCK=PUSH_BLOCK,
+                                                **COMMON)
+    assert int(status[0]) == 0, "a wait timed out"
+    for parts, x, y, op in cases:
+        want = parts[0].numpy().copy()
+        for p in parts[1:]:  # rank order, in the element type
+            want = want + p.numpy() if op == 0 else np.maximum(want, p.numpy())
+        assert np.array_equal(x.numpy().view(np.int32), want.view(np.int32)), (x.numel(), op, "numpy")
+        assert torch.equal(x.view(torch.int32), y.view(torch.int32)), (x.numel(), op, "one_shot")
+    report(RANK, "KERNEL push ok")
+
+
 def disagreements() -> None:
     n = 3000  # three chunks of 1024
     faulty = WORLD - 1
@@ -184,5 +224,6 @@ def disagreements() -> None:
 quantized_sum("int8")
 quantized_sum("int4")
 rmsnorm_fp8()
+push_sum()
 disagreements()
 report(RANK, "KERNEL done")

@@ -91,6 +91,54 @@ def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fing
 
 
 @triton.jit(do_not_specialize=["fingerprint"])
+def all_reduce_push(buf, n, scratch, ctrl, bases, rank, status_addr, timeout_ns, fingerprint,
+                    OP: tl.constexpr, WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    """Two-shot whose traffic over the links is stores only (the links carry stores faster than
+    the replies of loads: benchmarks/gpu/nvlink_ceilings.py). Slice j of the buffer (whole chunks)
+    is rank j's to reduce. Program b, for its k-th chunk c of a slice: store chunk c of every
+    peer's slice into that peer's scratch (slot k % 2, the row of my rank) | signal | wait for
+    every peer | reduce chunk c of my slice from my buffer and the rows the peers stored, in rank
+    order (one_shot's order and rounding) | store the result into every rank's buffer.
+
+    scratch: per program two slots of WORLD rows of BLOCK elements. A peer stores into a slot
+    again two chunks later, after this rank's next signal, which comes after its reads of the
+    slot. A result lands in a peer's slice j chunk c after that peer's signal for chunk c, so
+    after its own read of that chunk. The final step: every peer's results have landed here."""
+    b = tl.program_id(0)
+    programs = tl.num_programs(0)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
+                                            fingerprint, WORLD)
+    n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
+    part = tl.cdiv(tl.cdiv(n, WORLD), BLOCK) * BLOCK  # slice length, whole chunks
+    cols = tl.arange(0, BLOCK)
+    rows = scratch + b * (2 * WORLD * BLOCK)
+    k = 0
+    for c in range(b, tl.cdiv(part, BLOCK), programs):
+        slot = rows + (k % 2) * (WORLD * BLOCK)
+        for q in tl.static_range(WORLD):
+            if q != rank:
+                offs = q * part + c * BLOCK + cols
+                v = tl.load(buf + offs, mask=offs < n)
+                tl.store(slot + peer_delta(bases, rank, q, ELEM) + rank * BLOCK + cols, v, mask=offs < n)
+        step += 1
+        signal(ctrl, bases, b, rank, step, WORLD)
+        failed = wait(ctrl, b, rank, step, deadline, failed, status, WORLD)
+        offs = rank * part + c * BLOCK + cols
+        mask = offs < n
+        acc = _widen(tl.load(tl.where(rank == 0, buf + offs, slot + cols), mask=mask), WIDEN)
+        for q in tl.static_range(1, WORLD):
+            v = tl.load(tl.where(rank == q, buf + offs, slot + q * BLOCK + cols), mask=mask)
+            acc = _combine(acc, _widen(v, WIDEN), OP)
+        out = acc.to(buf.dtype.element_ty)
+        for q in tl.static_range(WORLD):
+            tl.store(buf + peer_delta(bases, rank, q, ELEM) + offs, out, mask=mask)
+        k += 1
+    # my slice is in every buffer once every rank departs
+    depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)
+
+
+@triton.jit(do_not_specialize=["fingerprint"])
 def all_gather(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, fingerprint, WORLD: tl.constexpr,
                ELEM: tl.constexpr, BLOCK: tl.constexpr):
     b = tl.program_id(0)

@@ -49,6 +49,9 @@ TUNING = {
     # provisional (benchmarks/gpu/nvlink_ceilings.py sweeps it): 264 lanes of 4 slots of 16 KiB,
     # a ring workspace of 16.5 MiB (stream_kernels.py)
     "stream": Tuning(block_bytes=16 << 10, warps=8, programs=264, slots=4),
+    # two-shot by stores (kernels.all_reduce_push): as two-shot; its scratch holds two slots of
+    # a chunk per rank for each program (33 MiB on 4 ranks)
+    "push": Tuning(block_bytes=16 << 10, warps=8, programs=264),
 }
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
 # status words of kernels that met bad data (moe_launch.py); a wait that timed out writes its rank + 1
@@ -163,7 +166,7 @@ def _signed(word: int) -> int:
 def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None, *, fingerprint: int = 0,
                bind: bool = False) -> Bound | None:
     """x = x(rank 0) op x(rank 1) op ..., in place (op: sum, max, min). algorithm: "one_shot",
-    "two_shot" or (two ranks) "stream"; None lets the chooser pick by size and world size
+    "two_shot", "push" (two-shot by stores) or (two ranks) "stream"; None lets the chooser pick by size and world size
     (`choose`). fingerprint: the call's, as the ranks agreed on it (a communication node's; every
     rank must pass the same, else every kernel moves nothing and reports the mismatch:
     runner.py). bind: return the call, bound to be made later and again (every function here
@@ -174,11 +177,14 @@ def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None, *, fingerp
 
 
 def choose(kind: str, nbytes: int, world: Any, quantize: str = "") -> str:
-    """chooser.choose_gpu's pick for this world, with the stream all-reduce's ring reserved at the
-    end of the heap; two-shot instead where user allocations leave the ring no room (every rank's
-    heap holds the same allocations, so every rank picks the same)."""
+    """chooser.choose_gpu's pick for this world, with the stream all-reduce's ring or the push
+    all-reduce's scratch reserved at the end of the heap; two-shot instead where user allocations
+    leave them no room (every rank's heap holds the same allocations, so every rank picks the
+    same)."""
     path = chooser.choose_gpu(kind, nbytes, world.size if world is not None else 1, quantize)
     if path == "stream" and reserve_ring(world.heap) is None:
+        return "two_shot"
+    if path == "push" and reserve_scratch(world.heap, world.size) is None:
         return "two_shot"
     return path
 
@@ -195,14 +201,26 @@ def reserve_ring(heap: Any) -> int | None:
     return heap.reserve_workspace(ring_bytes(TUNING["stream"]))
 
 
+def scratch_bytes(tuning: Tuning, world_size: int) -> int:
+    """The push all-reduce's scratch: per program two slots of a chunk per rank."""
+    return tuning.programs * 2 * world_size * max(tuning.block_bytes, 128)
+
+
+def reserve_scratch(heap: Any, world_size: int) -> int | None:
+    """The heap offset of the push all-reduce's scratch (reserved at the end of the heap, where
+    the stream all-reduce's rings go: they never run at once), or None where user allocations
+    stand."""
+    return heap.reserve_workspace(scratch_bytes(TUNING["push"], world_size))
+
+
 def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
     K = _kernels()
     world, heap = _heap()
     buf = _flat(heap, x, "x")
     if op not in OPS:
         raise DistributedError(f"op={op!r} is not one of {', '.join(OPS)}")
-    if algorithm not in ("one_shot", "two_shot", "stream"):
-        raise DistributedError(f"algorithm={algorithm!r} is not one_shot, two_shot or stream")
+    if algorithm not in ("one_shot", "two_shot", "stream", "push"):
+        raise DistributedError(f"algorithm={algorithm!r} is not one_shot, two_shot, push or stream")
     if algorithm == "stream" and world.size != 2:
         raise DistributedError(f"algorithm='stream' is for two ranks, and this world has {world.size}")
     if buf.numel() == 0:
@@ -210,6 +228,9 @@ def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
         return
     if algorithm == "stream":
         _all_reduce_stream(world, heap, buf, op, fingerprint)
+        return
+    if algorithm == "push":
+        _all_reduce_push(world, heap, buf, op, fingerprint)
         return
     tuning = TUNING[algorithm]
     programs, block = _grid(buf.numel(), tuning, buf.element_size())
@@ -235,6 +256,23 @@ def _all_reduce_stream(world: Any, heap: GpuHeap, buf: Any, op: str, fingerprint
     _kernels("stream_kernels").all_reduce_stream[(programs,)](
         buf, buf.numel(), ring, OP=OPS.index(op), WIDEN=_widen(buf), ELEM=buf.element_size(), BLOCK=block,
         SLOTS=tuning.slots, num_warps=tuning.warps, **_common(world, heap, fingerprint))
+
+
+def _all_reduce_push(world: Any, heap: GpuHeap, buf: Any, op: str, fingerprint: int) -> None:
+    """Two-shot by stores: every rank stores its copy of each peer's slice into that peer's
+    scratch, reduces its own slice there and stores the result into every buffer (kernels.py)."""
+    tuning = TUNING["push"]
+    offset = reserve_scratch(heap, world.size)
+    if offset is None:
+        raise DistributedError(f"the push all-reduce needs {scratch_bytes(tuning, world.size)} bytes of "
+                               f"workspace at the end of the symmetric heap, and {heap.free_bytes} bytes are "
+                               "free (set HPVM_HEAP_BYTES larger)", rule="heap-capacity")
+    programs, block = _grid(buf.numel(), tuning, buf.element_size())
+    programs = min(programs, max(1, -(-buf.numel() // (world.size * block))))  # chunks of a slice
+    scratch = heap.tensor(world.rank, offset, programs * 2 * world.size * block, buf.dtype)
+    _kernels().all_reduce_push[(programs,)](
+        buf, buf.numel(), scratch, OP=OPS.index(op), WIDEN=_widen(buf), ELEM=buf.element_size(), BLOCK=block,
+        num_warps=tuning.warps, **_common(world, heap, fingerprint))
 
 
 def all_reduce_quantized(x: Any, quantize: str, *, fingerprint: int = 0,
