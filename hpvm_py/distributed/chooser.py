@@ -61,10 +61,11 @@ def choose(single_host: bool, kind: str, nbytes: int, quantize: str = "") -> str
 # GPU ranks, by world size: the largest all-reduce (bytes) that runs one-shot; world sizes not
 # listed use the last entry. Two GPUs: measured on 2 x H200 over NVLink (benchmarks/collectives.py
 # --gpu, docs/performance.md): one-shot is ahead up to 1 MiB, two-shot from 2 MiB on (its pushes
-# are faster than one-shot's pulls over NVLink: 341 against 324 GB/s busbw at 1 GiB). Four and
-# more ranks: not measured (no such machine lent); one-shot reads world x n bytes per rank, so
-# two-shot takes over early.
-GPU_ONESHOT_BYTES = {2: 1 << 20, 4: 512 << 10}
+# are faster than one-shot's pulls over NVLink: 341 against 324 GB/s busbw at 1 GiB). Four GPUs:
+# measured on 4 x H200 (two runs, bf16 and f32): one-shot ahead up to 256 KiB, the two within
+# 1 µs at 512 KiB (two-shot ahead in 3 of 4 rows), two-shot from 1 MiB. More ranks: the last entry
+# (one-shot reads world x n bytes per rank, so two-shot takes over early).
+GPU_ONESHOT_BYTES = {2: 1 << 20, 4: 256 << 10}
 
 
 # Two GPU ranks run all-reduces larger than this with the stream kernel (gpu/stream_kernels.py).
@@ -79,8 +80,12 @@ def stream_threshold() -> int:
 
 
 # GPU ranks, by world size: all-reduces larger than this run two-shot by stores (gpu/kernels.py's
-# all_reduce_push) instead of two-shot; world sizes not listed never do. PROVISIONAL, to be measured.
-GPU_PUSH_BYTES = {4: 8 << 20}
+# all_reduce_push) instead of two-shot; world sizes not listed never do. Measured on 2 and 4 x H200
+# (benchmarks/collectives.py --gpu, benchmarks/RESULTS.md), bf16: on two GPUs push was ahead from
+# 8 MiB (36.2 against 40.0 µs; 768.8 against 808.4 at 256 MiB), two-shot at 4 MiB; on four from
+# 32 MiB (188.0 against 209.2 µs; 4650 against 5099 at 1 GiB), the two within 2% at 16 MiB (f32:
+# push 20% ahead there). The links carry stores faster than the replies of loads.
+GPU_PUSH_BYTES = {2: 4 << 20, 4: 16 << 20}
 
 
 def push_threshold(world_size: int) -> int:
