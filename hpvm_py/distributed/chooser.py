@@ -83,9 +83,9 @@ def stream_threshold() -> int:
 # all_reduce_push) instead of two-shot; world sizes not listed never do. Measured on 2 and 4 x H200
 # (benchmarks/collectives.py --gpu, benchmarks/RESULTS.md), bf16: on two GPUs push was ahead from
 # 8 MiB (36.2 against 40.0 µs; 768.8 against 808.4 at 256 MiB), two-shot at 4 MiB; on four from
-# 32 MiB (188.0 against 209.2 µs; 4650 against 5099 at 1 GiB), the two within 2% at 16 MiB (f32:
-# push 20% ahead there). The links carry stores faster than the replies of loads.
-GPU_PUSH_BYTES = {2: 4 << 20, 4: 16 << 20}
+# 16 MiB in 528 programs (99.0 against 106.9 µs; 4667 against 5092 at 1 GiB), the two split by
+# dtype at 8 MiB. The links carry stores faster than the replies of loads.
+GPU_PUSH_BYTES = {2: 4 << 20, 4: 8 << 20}
 
 
 def push_threshold(world_size: int) -> int:
