@@ -96,6 +96,7 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
 
     from hpvm_py.distributed import chooser
     from hpvm_py.distributed.gpu import launch as G
+    from hpvm_py.distributed.gpu.heap import ONE_SHOT_PUSH_BYTES
 
     hpvm.distributed.init(device="cuda")
     rank, world = hpvm.distributed.rank(), hpvm.distributed.world_size()
@@ -128,7 +129,7 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
         out(f"\n## all_reduce sum {str(dtype).removeprefix('torch.')}, {world} GPUs")
         out(f"{'bytes':>11} {'chosen':>8} {'us':>9} {'algbw':>7} {'busbw':>7} {'one_shot':>9} "
             f"{'two_shot':>9} {'push':>9} {'stream':>9} {'NCCL us':>9} {'NCCL bus':>8} {'ratio':>6} {'CE bus':>7} "
-            f"{'str/CE':>6} {'graph us':>9} {'NCCL gr':>8} {'ratio':>6}")
+            f"{'str/CE':>6} {'graph us':>9} {'NCCL gr':>8} {'ratio':>6} {'os_push':>8} {'osp gr':>7}")
         for nbytes in sizes:
             n = nbytes // esize
             x = arena[:nbytes].view(dtype)
@@ -138,6 +139,8 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
             iters = _iters(nbytes)
             nccl_us = time_us(lambda: dist.all_reduce(y, group=nccl), iters, line_up)
             algorithms = ("one_shot", "two_shot", "push") + (("stream",) if world == 2 else ())
+            small = nbytes <= ONE_SHOT_PUSH_BYTES
+            algorithms += ("one_shot_push",) if small else ()
             times = {a: time_us(lambda a=a: G.all_reduce(x, "sum", a), iters, line_up) for a in algorithms}
             chosen = chooser.choose_gpu("all_reduce", nbytes, world)
             us = times[chosen]
@@ -153,6 +156,10 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
                 theirs = time_us(_graphed(lambda: dist.all_reduce(y, group=nccl)), iters,
                                   line_up) / GRAPH_CALLS
                 graphs = f" {ours:>9.1f} {theirs:>8.1f} {theirs / ours:>6.2f}"
+                if small:  # one-shot by stores, forced: eager and as graphs
+                    by_stores = time_us(_graphed(lambda: G.all_reduce(x, "sum", "one_shot_push")), iters,
+                                        line_up) / GRAPH_CALLS
+                    graphs += f" {times['one_shot_push']:>8.1f} {by_stores:>7.1f}"
             out(f"{nbytes:>11} {chosen:>8} {us:>9.1f} {nbytes / us / 1e3:>7.1f} "
                 f"{nbytes / us / 1e3 * bus:>7.1f} {times['one_shot']:>9.1f} {times['two_shot']:>9.1f} "
                 f"{times['push']:>9.1f} {streamed} {nccl_us:>9.1f} {nbytes / nccl_us / 1e3 * bus:>8.1f} {nccl_us / us:>6.2f} "

@@ -25,7 +25,7 @@ _DTYPE_ORDER = sorted(SCALAR_TYPES)
 
 # how a call runs (chooser.py); part of the descriptor, so that ranks whose choice differs (an
 # HPVM_COMM_ONESHOT_BYTES of their own) raise instead of running different algorithms
-ALGORITHMS = ("remote", "one_shot", "two_shot", "direct", "quantized", "stream", "push")
+ALGORITHMS = ("remote", "one_shot", "two_shot", "direct", "quantized", "stream", "push", "one_shot_push")
 # the quantization a call applies (chooser.quantization), a word of the descriptor: "" for none
 QUANTIZATIONS = ("", "fp8", "int8", "int4")
 

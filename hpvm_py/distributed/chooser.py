@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import DistributedError
 from ..support import settings
+from .gpu.heap import ONE_SHOT_PUSH_BYTES
 
 # Measured with benchmarks/collectives.py on 2 CPU ranks of the 2-core development machine, f32:
 # one-shot was faster up to 512 KiB in every run (docs/performance.md).
@@ -88,6 +89,18 @@ def stream_threshold() -> int:
 GPU_PUSH_BYTES = {2: 4 << 20, 4: 8 << 20}
 
 
+# GPU ranks, by world size: the largest all-reduce that runs one-shot by stores (gpu/kernels.py's
+# all_reduce_one_shot_push: one round trip instead of one-shot's two; at most gpu/heap.py's
+# ONE_SHOT_PUSH_BYTES); world sizes not listed never do. PROVISIONAL: not measured yet.
+GPU_ONE_SHOT_PUSH_BYTES: dict[int, int] = {}
+
+
+def one_shot_push_threshold(world_size: int) -> int:
+    """HPVM_COMM_ONE_SHOT_PUSH_BYTES, else the measured one; never above what its rows hold."""
+    limit = _bytes(settings.COMM_ONE_SHOT_PUSH_BYTES, GPU_ONE_SHOT_PUSH_BYTES.get(world_size, 0))
+    return min(limit, ONE_SHOT_PUSH_BYTES)
+
+
 def push_threshold(world_size: int) -> int:
     return _bytes(settings.COMM_PUSH_BYTES, GPU_PUSH_BYTES.get(world_size, 1 << 62))
 
@@ -106,7 +119,7 @@ def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> s
     else:
         limit = GPU_ONESHOT_BYTES.get(world_size, GPU_ONESHOT_BYTES[max(GPU_ONESHOT_BYTES)])
     if nbytes <= limit:
-        return "one_shot"
+        return "one_shot_push" if nbytes <= one_shot_push_threshold(world_size) else "one_shot"
     if world_size == 2 and nbytes > stream_threshold():
         return "stream"
     return "push" if nbytes > push_threshold(world_size) else "two_shot"

@@ -116,6 +116,9 @@ COMM_QUANTIZE_BYTES = _declare("HPVM_COMM_QUANTIZE_BYTES", "bytes", "", "the sma
                                "per format, 16 MiB fp8, 32 MiB int8, 128 MiB int4; smaller ones run exact)")
 COMM_STREAM_BYTES = _declare("HPVM_COMM_STREAM_BYTES", "bytes", "", "two GPU ranks run all-reduces "
                              "larger than this with the stream kernel (default: none; two-shot was faster at every size measured)")
+COMM_ONE_SHOT_PUSH_BYTES = _declare("HPVM_COMM_ONE_SHOT_PUSH_BYTES", "bytes", "", "GPU ranks on one host run "
+                                    "all-reduces up to this size (at most 512 KiB) one-shot by stores (default: "
+                                    "measured per world size)")
 COMM_PUSH_BYTES = _declare("HPVM_COMM_PUSH_BYTES", "bytes", "", "GPU ranks on one host run all-reduces "
                            "larger than this with two-shot by stores (default: measured per world size)")
 COMM_FORCE_REMOTE = _declare("HPVM_COMM_FORCE_REMOTE", "flag", "0", "1: every rank counts as a "

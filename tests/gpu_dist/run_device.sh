@@ -13,6 +13,7 @@
 # tests/programs/dist_quantized.py) and quick-remote (the engine path over NCCL); ONLY="quick
 # quick-nodes quick-remote" runs just those.
 # NRANKS=N runs every step on N ranks (default: one per GPU); run it with 2 and with 4.
+# HPVM_COMM_ONE_SHOT_PUSH_BYTES=524288 makes the nodes take one-shot by stores up to 512 KiB.
 set -u
 OUTDIR=${1:-${OUT:-/tmp/gpu_dist}}
 mkdir -p "$OUTDIR"
@@ -23,7 +24,8 @@ N=${NRANKS:-$GPUS}  # NRANKS=2 on one GPU: the ranks share it (HPVM_DIST_SHARE_G
 export HPVM_DIST_SHARE_GPUS=$(( N > GPUS ))
 MPI="mpirun --allow-run-as-root --oversubscribe -n $N -x PYTHONPATH -x NCCL_NVLS_ENABLE
      -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x PYTHONUNBUFFERED -x MASTER_ADDR -x HPVM_HEAP_BYTES
-     -x HPVM_TEST_OUT -x HPVM_COMM_FORCE_REMOTE -x HPVM_DIST_SHARE_GPUS"
+     -x HPVM_TEST_OUT -x HPVM_COMM_FORCE_REMOTE -x HPVM_DIST_SHARE_GPUS
+     -x HPVM_COMM_ONE_SHOT_PUSH_BYTES=${HPVM_COMM_ONE_SHOT_PUSH_BYTES:-}"
 SEED=${SEED:-$RANDOM}
 echo "seed $SEED, $N GPUs"
 step() {  # name, timeout, command...; ONLY="name ..." runs just those steps

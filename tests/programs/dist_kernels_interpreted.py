@@ -15,6 +15,12 @@ Checks, each reported as `KERNEL <name> ok`:
 - all_reduce_push (two-shot by stores), f32 sum and max and i32 sum: sizes that are not whole
   chunks, slices of fewer chunks than programs and of many (each scratch slot reused), calls
   back to back with no host barrier: bit for bit NumPy's rank-order reduction and one_shot's.
+- all_reduce_one_shot_push (one-shot by stores, no final step), f32 sum and max and i32 sum, one
+  chunk per program: calls back to back with no host barrier, in between calls of one-shot and
+  push (so the steps' parities, which pick the rows, come from every kind of kernel): bit for bit
+  NumPy's rank-order reduction; a call whose fingerprint differs on one rank moves no data on any
+  rank, and the ranks are in step after the host's recovery; calls back to back while one rank
+  dawdles after each arrival (a mutant whose calls all use one set of rows fails).
 - the agreement inside the kernels (signals.same_call), adversarially: one rank's call has another
   fingerprint (with as many programs as its peers, or more: a call of another size): every
   rank's kernel ends without waiting out its timeout, reports the mismatch, moves no data, and
@@ -177,6 +183,92 @@ def push_sum() -> None:
     report(RANK, "KERNEL push ok")
 
 
+ROWS_PROGRAMS = 4
+SLOW = WORLD - 1  # the rank whose reductions dawdle in one_shot_push
+
+
+@triton.jit
+def dawdling_same_call(ctrl, bases, b, rank, fingerprint, failed, status, WORLD: tl.constexpr):
+    """signals.same_call, the end of the arrival, after a pause of 20 ms on rank SLOW (the
+    interpreter runs this as Python): its peers run ahead into their next call, whose stores
+    would land in the rows it is about to read if a call did not switch to the other set."""
+    if RANK == SLOW:
+        time.sleep(0.02)
+    return SAME_CALL(ctrl, bases, b, rank, fingerprint, failed, status, WORLD)
+
+
+SAME_CALL = signals.same_call
+
+
+def one_shot_push() -> None:
+    rows = hpvm.symmetric.zeros(2 * ROWS_PROGRAMS * WORLD * PUSH_BLOCK, torch.float32)
+    scratch = hpvm.symmetric.zeros(PUSH_PROGRAMS * 2 * WORLD * PUSH_BLOCK, torch.float32)
+
+    def by_stores(x: torch.Tensor, op: int, fingerprint: int = COMMON["fingerprint"]) -> None:
+        K.all_reduce_one_shot_push[(-(-x.numel() // PUSH_BLOCK),)](
+            x, x.numel(), rows.view(x.dtype), OP=op, WIDEN=False, ELEM=4, BLOCK=PUSH_BLOCK, PROGRAMS=ROWS_PROGRAMS,
+            **{**COMMON, "fingerprint": fingerprint})
+
+    others = {  # kernels between the calls: they advance the programs' steps too
+        "one_shot": lambda x: K.all_reduce_one_shot[(2,)](x, x.numel(), OP=0, WIDEN=False, ELEM=4, BLOCK=PUSH_BLOCK,
+                                                          **COMMON),
+        "push": lambda x: K.all_reduce_push[(1,)](x, x.numel(), scratch, OP=0, WIDEN=False, ELEM=4,
+                                                  BLOCK=PUSH_BLOCK, **COMMON)}
+    cases = []
+    for k, (n, dtype, op) in enumerate(((1, torch.float32, 0), (PUSH_BLOCK - 3, torch.float32, 1),
+                                        (ROWS_PROGRAMS * PUSH_BLOCK, torch.int32, 0),
+                                        (3 * PUSH_BLOCK + 7, torch.float32, 0), (2 * PUSH_BLOCK, torch.float32, 1))):
+        parts = [p if dtype == torch.float32 else (p * 1000).to(torch.int32) for p in inputs(400 + k, n)]
+        x = hpvm.symmetric.empty(n, dtype)
+        x.copy_(parts[RANK])
+        cases.append((parts, x, op))
+    between = [hpvm.symmetric.zeros(3 * PUSH_BLOCK, torch.float32) for _ in cases]
+    # one program each: the interpreter runs a call's programs in turn, so with a second program
+    # the fast rank could not leave the call before the slow one had read its rows
+    back_to_back = [hpvm.symmetric.empty(PUSH_BLOCK - 5, torch.float32) for _ in range(4)]
+    chained = [inputs(420 + k, PUSH_BLOCK - 5) for k in range(4)]
+    for x, parts in zip(back_to_back, chained):
+        x.copy_(parts[RANK])
+    line_up()
+    for (parts, x, op), other, name in zip(cases, between, ("one_shot", "push", "one_shot", "push", "push")):
+        by_stores(x, op)  # no barrier between the calls
+        others[name](other)  # zeros: the sum stays zero
+    signals.same_call = dawdling_same_call  # arrive looks it up in its module's globals
+    for x in back_to_back:  # one-shot by stores only: the steps' parities alternate
+        by_stores(x, 0)
+    signals.same_call = SAME_CALL
+    assert int(status[0]) == 0, "a wait timed out"
+    for x, parts in zip(back_to_back, chained):
+        assert torch.equal(x, _rank_order(parts)), "back to back"
+    for parts, x, op in cases:
+        want = parts[0].numpy().copy()
+        for p in parts[1:]:  # rank order, in the element type
+            want = want + p.numpy() if op == 0 else np.maximum(want, p.numpy())
+        assert np.array_equal(x.numpy().view(np.int32), want.view(np.int32)), (x.numel(), op)
+    assert all(not torch.any(b) for b in between)
+    parts = inputs(450, 2 * PUSH_BLOCK + 1)
+    x = hpvm.symmetric.empty(parts[0].numel(), torch.float32)
+    x.copy_(parts[RANK])
+    line_up()
+    by_stores(x, 0, fingerprint=5 if RANK == WORLD - 1 else 6)
+    assert int(status[0]) == gpu_heap.MISMATCHED, int(status[0])
+    assert torch.equal(x, parts[RANK]), "a disagreeing call moved data"
+    line_up()  # the host's recovery (runner.py): control blocks cleared between two barriers
+    ctrl.zero_()
+    status.zero_()
+    line_up()
+    by_stores(x, 0)
+    assert int(status[0]) == 0 and torch.equal(x, sum(p.double() for p in parts).float() * 0 + _rank_order(parts))
+    report(RANK, "KERNEL one-shot-push ok")
+
+
+def _rank_order(parts: list[torch.Tensor]) -> torch.Tensor:
+    total = parts[0].clone()
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
 def disagreements() -> None:
     n = 3000  # three chunks of 1024
     faulty = WORLD - 1
@@ -225,5 +317,6 @@ quantized_sum("int8")
 quantized_sum("int4")
 rmsnorm_fp8()
 push_sum()
+one_shot_push()
 disagreements()
 report(RANK, "KERNEL done")

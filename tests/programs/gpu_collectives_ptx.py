@@ -21,6 +21,8 @@ CASES = [  # kernel, leading arguments, constexprs (every kernel for two and fou
     (K.all_reduce_two_shot, {"buf": "*fp32", "n": "i32"}, {"OP": 1, "WIDEN": False, "ELEM": 4, "BLOCK": 4096}),
     (K.all_reduce_push, {"buf": "*bf16", "n": "i32", "scratch": "*bf16"},
      {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 8192}),
+    (K.all_reduce_one_shot_push, {"buf": "*bf16", "n": "i32", "rows": "*bf16"},
+     {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 2048, "PROGRAMS": 128}),
     (K.all_gather, {"src": "*fp16", "dst": "*fp16", "n": "i32"}, {"ELEM": 2, "BLOCK": 8192}),
     (K.reduce_scatter, {"src": "*i32", "dst": "*i32", "n": "i32"}, {"OP": 2, "WIDEN": False, "ELEM": 4, "BLOCK": 4096}),
     (K.broadcast, {"buf": "*u8", "n": "i32", "root": "i32"}, {"ELEM": 1, "BLOCK": 16384}),

@@ -23,6 +23,20 @@ MISMATCH_AT = FINGERPRINTS_AT + MAX_BLOCKS * MAX_WORLD
 RING_AT = MISMATCH_AT + 1
 LANE_WORDS = MAX_SLOTS + 1
 CONTROL_BYTES = -(-(8 * (RING_AT + MAX_BLOCKS * LANE_WORDS)) // ALIGN) * ALIGN
+# One-shot by stores (kernels.all_reduce_one_shot_push) keeps its rows right after the control
+# block, in the heap's header, not in the workspace at the end of the heap: it stores into a
+# peer's rows before its arrival, when the peer may still be in a kernel that uses the workspace.
+# Two sets (by the parity of a program's step) of ONE_SHOT_PUSH_PROGRAMS programs x world ranks
+# x ONE_SHOT_PUSH_CHUNK bytes: calls up to 512 KiB, 4 MiB of rows on 4 ranks.
+ONE_SHOT_PUSH_CHUNK = 4 << 10
+ONE_SHOT_PUSH_PROGRAMS = 128
+ONE_SHOT_PUSH_BYTES = ONE_SHOT_PUSH_CHUNK * ONE_SHOT_PUSH_PROGRAMS  # the largest call
+
+
+def one_shot_push_rows_bytes(world_size: int) -> int:
+    return 2 * ONE_SHOT_PUSH_PROGRAMS * world_size * ONE_SHOT_PUSH_CHUNK
+
+
 # the status word (pinned host memory) a kernel writes when a call fails: the missing rank + 1,
 # MISMATCHED when the ranks' fingerprints of the call differ, or a code just above it for bad data
 # (launch.py's _BAD_DATA)
@@ -38,7 +52,8 @@ class GpuHeap(SymmetricAllocator):
 
         self.rank = rank
         self.size = size
-        self.header = CONTROL_BYTES
+        self.rows_offset = CONTROL_BYTES  # one-shot by stores' rows, then user allocations
+        self.header = CONTROL_BYTES + one_shot_push_rows_bytes(world_size)
         self.device = device
         self._memory = {rank: own, **peers}  # rank -> uint8 tensor (kept alive: peers map it)
         self.bases = [0] * world_size  # 0: not mapped here (another host)

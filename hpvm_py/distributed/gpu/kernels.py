@@ -68,6 +68,44 @@ def all_reduce_one_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fing
 
 
 @triton.jit(do_not_specialize=["fingerprint"])
+def all_reduce_one_shot_push(buf, n, rows, ctrl, bases, rank, status_addr, timeout_ns, fingerprint,
+                             OP: tl.constexpr, WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
+                             BLOCK: tl.constexpr, PROGRAMS: tl.constexpr):
+    """One-shot by stores, one round trip: program b owns chunk b (BLOCK elements). It stores its
+    chunk into row `rank` of its rows on every peer, then arrives (the arrival's release covers
+    those stores, so a peer past the arrival sees them), reduces the chunk from its own values and
+    the rows its peers stored here, in rank order (one_shot's order and rounding), and stores it
+    in place. No final step: no peer reads this rank's buffer.
+
+    rows (heap.py, in the heap's header): two sets by the parity of the program's step,
+    [parity][program][rank][BLOCK]. A peer stores into a set again two steps later, after this
+    rank's signal of the step between, which follows its reads (every kernel's program b waits
+    for its peers at its last step, so the steps of program b advance in lockstep). A stored row
+    is scratch: when the ranks disagree, nothing is read from it."""
+    b = tl.program_id(0)
+    parity = (tl.load(ctrl + b) + 1) % 2  # of the step the arrival below reaches
+    mine = rows + parity * (PROGRAMS * WORLD * BLOCK) + b * (WORLD * BLOCK)
+    cols = tl.arange(0, BLOCK)
+    offs = b * BLOCK + cols
+    mask = offs < n
+    v = tl.load(buf + offs, mask=mask)
+    for q in tl.static_range(WORLD):
+        if q != rank:
+            tl.store(mine + peer_delta(bases, rank, q, ELEM) + rank * BLOCK + cols, v, mask=mask)
+    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
+                                            fingerprint, WORLD)
+    n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
+    mask = offs < n
+    row = cols * 0  # a vector of row numbers: the rank's own row is not read
+    acc = _widen(tl.where(rank == 0, v, tl.load(mine + cols, mask=mask & (row != rank))), WIDEN)
+    for q in tl.static_range(1, WORLD):
+        theirs = tl.load(mine + q * BLOCK + cols, mask=mask & (row + q != rank))
+        acc = _combine(acc, _widen(tl.where(rank == q, v, theirs), WIDEN), OP)
+    tl.store(buf + offs, acc.to(buf.dtype.element_ty), mask=mask)
+    finish(ctrl, b, step)
+
+
+@triton.jit(do_not_specialize=["fingerprint"])
 def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fingerprint, OP: tl.constexpr,
                         WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
                         BLOCK: tl.constexpr):

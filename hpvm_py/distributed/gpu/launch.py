@@ -21,7 +21,8 @@ from ..reduction_arith import add_rmsnorm
 from ..call import OPS
 from ..quantize import BITS, MODES, PAD, QMAX, Layout
 from ..quantized import rows_fp8_torch
-from .heap import MAX_BLOCKS, MAX_SLOTS, MISMATCHED, GpuHeap
+from .heap import (MAX_BLOCKS, MAX_SLOTS, MISMATCHED, ONE_SHOT_PUSH_BYTES, ONE_SHOT_PUSH_CHUNK,
+                   ONE_SHOT_PUSH_PROGRAMS, GpuHeap)
 from .replay import Replay, Replays
 
 
@@ -55,6 +56,7 @@ TUNING = {
     # for 264 of 16 KiB
     "push": Tuning(block_bytes=8 << 10, warps=8, programs=528),
 }
+ALL_REDUCE_ALGORITHMS = ("one_shot", "one_shot_push", "two_shot", "push", "stream")
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
 # status words of kernels that met bad data (moe_launch.py); a wait that timed out writes its rank + 1
 BAD_ROUTE, BAD_SLOT = MISMATCHED + 1, MISMATCHED + 2
@@ -168,7 +170,8 @@ def _signed(word: int) -> int:
 def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None, *, fingerprint: int = 0,
                bind: bool = False) -> Bound | None:
     """x = x(rank 0) op x(rank 1) op ..., in place (op: sum, max, min). algorithm: "one_shot",
-    "two_shot", "push" (two-shot by stores) or (two ranks) "stream"; None lets the chooser pick by size and world size
+    "one_shot_push" (one-shot by stores, up to 512 KiB), "two_shot", "push" (two-shot by stores)
+    or (two ranks) "stream"; None lets the chooser pick by size and world size
     (`choose`). fingerprint: the call's, as the ranks agreed on it (a communication node's; every
     rank must pass the same, else every kernel moves nothing and reports the mismatch:
     runner.py). bind: return the call, bound to be made later and again (every function here
@@ -221,8 +224,8 @@ def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
     buf = _flat(heap, x, "x")
     if op not in OPS:
         raise DistributedError(f"op={op!r} is not one of {', '.join(OPS)}")
-    if algorithm not in ("one_shot", "two_shot", "stream", "push"):
-        raise DistributedError(f"algorithm={algorithm!r} is not one_shot, two_shot, push or stream")
+    if algorithm not in ALL_REDUCE_ALGORITHMS:
+        raise DistributedError(f"algorithm={algorithm!r} is not one of {', '.join(ALL_REDUCE_ALGORITHMS)}")
     if algorithm == "stream" and world.size != 2:
         raise DistributedError(f"algorithm='stream' is for two ranks, and this world has {world.size}")
     if buf.numel() == 0:
@@ -233,6 +236,9 @@ def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
         return
     if algorithm == "push":
         _all_reduce_push(world, heap, buf, op, fingerprint)
+        return
+    if algorithm == "one_shot_push":
+        _all_reduce_one_shot_push(world, heap, buf, op, fingerprint)
         return
     tuning = TUNING[algorithm]
     programs, block = _grid(buf.numel(), tuning, buf.element_size())
@@ -258,6 +264,18 @@ def _all_reduce_stream(world: Any, heap: GpuHeap, buf: Any, op: str, fingerprint
     _kernels("stream_kernels").all_reduce_stream[(programs,)](
         buf, buf.numel(), ring, OP=OPS.index(op), WIDEN=_widen(buf), ELEM=buf.element_size(), BLOCK=block,
         SLOTS=tuning.slots, num_warps=tuning.warps, **_common(world, heap, fingerprint))
+
+
+def _all_reduce_one_shot_push(world: Any, heap: GpuHeap, buf: Any, op: str, fingerprint: int) -> None:
+    """One-shot by stores: a chunk of 4 KiB per program, into the rows in the heap's header."""
+    nbytes = buf.numel() * buf.element_size()
+    if nbytes > ONE_SHOT_PUSH_BYTES:
+        raise DistributedError(f"algorithm='one_shot_push' takes at most {ONE_SHOT_PUSH_BYTES} bytes, not {nbytes}")
+    block = ONE_SHOT_PUSH_CHUNK // buf.element_size()
+    rows = heap.tensor(world.rank, heap.rows_offset, 2 * ONE_SHOT_PUSH_PROGRAMS * world.size * block, buf.dtype)
+    _kernels().all_reduce_one_shot_push[(-(-buf.numel() // block),)](
+        buf, buf.numel(), rows, OP=OPS.index(op), WIDEN=_widen(buf), ELEM=buf.element_size(), BLOCK=block,
+        PROGRAMS=ONE_SHOT_PUSH_PROGRAMS, num_warps=4, **_common(world, heap, fingerprint))
 
 
 def _all_reduce_push(world: Any, heap: GpuHeap, buf: Any, op: str, fingerprint: int) -> None:
