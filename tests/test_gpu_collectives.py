@@ -53,16 +53,29 @@ def test_collective_kernels_compile_with_ordered_flags() -> None:
 
 
 def test_gpu_chooser_by_size_and_world(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("HPVM_COMM_ONESHOT_BYTES", raising=False)
-    monkeypatch.delenv("HPVM_COMM_STREAM_BYTES", raising=False)
+    """One-shot by stores up to its threshold, one-shot to its own, two-shot above both (push
+    from its threshold: test_stream_all_reduce.py); HPVM_COMM_ONESHOT_BYTES bounds both one-shot
+    kernels, HPVM_COMM_ONE_SHOT_PUSH_BYTES the one by stores (never above what its rows hold)."""
+    from hpvm_py.distributed.gpu.heap import ONE_SHOT_PUSH_BYTES
+
+    for name in ("HPVM_COMM_ONESHOT_BYTES", "HPVM_COMM_STREAM_BYTES", "HPVM_COMM_ONE_SHOT_PUSH_BYTES"):
+        monkeypatch.delenv(name, raising=False)
     for world, limit in chooser.GPU_ONESHOT_BYTES.items():
-        assert chooser.choose_gpu("all_reduce", min(limit, 1 << 30), world) == "one_shot"
-        if limit < 1 << 40:
-            assert chooser.choose_gpu("all_reduce", limit + 1, world) == "two_shot"
+        by_stores = chooser.GPU_ONE_SHOT_PUSH_BYTES.get(world, 0)
+        assert chooser.choose_gpu("all_reduce", by_stores, world) == ("one_shot_push" if by_stores else "one_shot")
+        top = max(limit, by_stores)
+        assert chooser.choose_gpu("all_reduce", top, world) == ("one_shot" if limit > by_stores else "one_shot_push")
+        assert chooser.choose_gpu("all_reduce", top + 1, world) == "two_shot"
     assert chooser.choose_gpu("all_gather", 1 << 30, 2) == "direct"
     monkeypatch.setenv("HPVM_COMM_ONESHOT_BYTES", "4096")
-    assert chooser.choose_gpu("all_reduce", 4096, 2) == "one_shot"
+    assert chooser.choose_gpu("all_reduce", 4096, 2) == "one_shot_push"
     assert chooser.choose_gpu("all_reduce", 4097, 2) == "two_shot"
+    monkeypatch.setenv("HPVM_COMM_ONESHOT_BYTES", str(1 << 20))
+    monkeypatch.setenv("HPVM_COMM_ONE_SHOT_PUSH_BYTES", "0")
+    assert chooser.choose_gpu("all_reduce", 8192, 4) == "one_shot"
+    monkeypatch.setenv("HPVM_COMM_ONE_SHOT_PUSH_BYTES", str(64 << 20))
+    assert chooser.choose_gpu("all_reduce", ONE_SHOT_PUSH_BYTES, 4) == "one_shot_push"
+    assert chooser.choose_gpu("all_reduce", ONE_SHOT_PUSH_BYTES + 1, 4) == "one_shot"  # its rows are full
 
 
 def test_init_device_choice(monkeypatch: pytest.MonkeyPatch) -> None:

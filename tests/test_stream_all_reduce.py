@@ -66,11 +66,11 @@ def test_chooser_picks_stream_for_two_gpus_above_the_threshold(monkeypatch: pyte
     assert chooser.choose(True, "all_reduce", 1 << 40) == "two_shot"  # CPU ranks: no stream kernel
     monkeypatch.setenv("HPVM_COMM_STREAM_BYTES", "4096")
     assert chooser.choose_gpu("all_reduce", 2 * MIB, 2) == "stream"
-    assert chooser.choose_gpu("all_reduce", 4097, 2) == "one_shot"  # one-shot's threshold comes first
+    assert chooser.choose_gpu("all_reduce", 4097, 2) == "one_shot_push"  # one-shot's threshold comes first
     monkeypatch.setenv("HPVM_COMM_ONESHOT_BYTES", "100")
     assert chooser.choose_gpu("all_reduce", 4097, 2) == "stream"
     assert chooser.choose_gpu("all_reduce", 4096, 2) == "two_shot"
-    assert chooser.choose_gpu("all_reduce", 100, 2) == "one_shot"
+    assert chooser.choose_gpu("all_reduce", 100, 2) == "one_shot_push"
     monkeypatch.setenv("HPVM_COMM_STREAM_BYTES", "64M")
     with pytest.raises(DistributedError, match="HPVM_COMM_STREAM_BYTES='64M' must be a number of bytes"):
         chooser.choose_gpu("all_reduce", 1 << 30, 2)

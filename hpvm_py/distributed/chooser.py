@@ -91,8 +91,11 @@ GPU_PUSH_BYTES = {2: 4 << 20, 4: 8 << 20}
 
 # GPU ranks, by world size: the largest all-reduce that runs one-shot by stores (gpu/kernels.py's
 # all_reduce_one_shot_push: one round trip instead of one-shot's two; at most gpu/heap.py's
-# ONE_SHOT_PUSH_BYTES); world sizes not listed never do. PROVISIONAL: not measured yet.
-GPU_ONE_SHOT_PUSH_BYTES: dict[int, int] = {}
+# ONE_SHOT_PUSH_BYTES); world sizes not listed never do. Measured on 2 and 4 x H200
+# (benchmarks/collectives.py --gpu, benchmarks/RESULTS.md): ahead of one-shot and two-shot at
+# every size to 512 KiB, bf16 and f32, eager and as CUDA graphs (4 GPUs, graphs: 5.8 against
+# 8.7 µs at 8 KiB, 12.6 against 15.7 at 512 KiB).
+GPU_ONE_SHOT_PUSH_BYTES = {2: 512 << 10, 4: 512 << 10}
 
 
 def one_shot_push_threshold(world_size: int) -> int:
@@ -106,10 +109,11 @@ def push_threshold(world_size: int) -> int:
 
 
 def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> str:
-    """The GPU kernel for a collective of ranks on one host (HPVM_COMM_ONESHOT_BYTES overrides the
-    all-reduce's one-shot threshold, HPVM_COMM_STREAM_BYTES the stream kernel's,
-    HPVM_COMM_PUSH_BYTES two-shot by stores'; one-shot wins where several apply, then the stream
-    kernel)."""
+    """The GPU kernel for a collective of ranks on one host. An all-reduce up to the one-shot
+    kernels' limit (HPVM_COMM_ONESHOT_BYTES, else the larger of the measured thresholds of
+    one-shot and one-shot by stores) runs one-shot by stores up to its own threshold
+    (HPVM_COMM_ONE_SHOT_PUSH_BYTES), else one-shot; above it, the stream kernel
+    (HPVM_COMM_STREAM_BYTES), then two-shot by stores (HPVM_COMM_PUSH_BYTES), else two-shot."""
     if kind == "all_reduce" and quantization(kind, quantize, nbytes):
         return "quantized"
     if kind != "all_reduce":
@@ -117,7 +121,8 @@ def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> s
     if settings.COMM_ONESHOT_BYTES.text():
         limit = oneshot_threshold()
     else:
-        limit = GPU_ONESHOT_BYTES.get(world_size, GPU_ONESHOT_BYTES[max(GPU_ONESHOT_BYTES)])
+        limit = max(GPU_ONESHOT_BYTES.get(world_size, GPU_ONESHOT_BYTES[max(GPU_ONESHOT_BYTES)]),
+                    GPU_ONE_SHOT_PUSH_BYTES.get(world_size, 0))
     if nbytes <= limit:
         return "one_shot_push" if nbytes <= one_shot_push_threshold(world_size) else "one_shot"
     if world_size == 2 and nbytes > stream_threshold():
