@@ -155,3 +155,20 @@ def test_large_vadd_and_stencil_run_vectorised() -> None:
         assert kernels and all(kernel.code.vector for _, _, kernel in kernels), root
     vadd.main("python", n=100_000)  # each checks its result against NumPy
     stencil.main("python", nx=70, ny=20, nz=12)
+
+
+def test_locals_named_like_generated_names(target: str, rng) -> None:
+    """A leaf whose locals are called group, lanes, id_0x, n_0x, _t1 and np (names the python
+    target generates or imports) sums blocks through scratch memory and barriers on every target
+    as NumPy does (it once broke malloc on the python target)."""
+    import hpvm_py as hpvm
+
+    n, block = 1000, kernels.CLASH_BLOCK
+    blocks = -(-n // block)
+    x = rng.standard_normal(n).astype(np.float32)
+    partial = np.zeros(blocks, np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(kernels.clashing_root, x, x.nbytes, partial, partial.nbytes, n, blocks))
+    padded = np.zeros(blocks * block, np.float32)
+    padded[:n] = x
+    np.testing.assert_allclose(partial, padded.reshape(blocks, block).sum(1), rtol=1e-5, atol=1e-5)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import keyword
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +27,12 @@ from ...types import PtrType, ScalarType, Type, bf16
 from ..base import NodeContext
 from . import ops, remote_access
 
+# names the generated code defines itself: the runtime's helpers and the extra parameters (the
+# malloc group, vector lanes, remote peers); instance queries (id_0x, n_1y) and temporaries (_t3)
+# follow the patterns of _GENERATED; a user's name of either kind gets a prefix
 _RUNTIME_NAMES = ("np", "hp_load", "hp_store", "hp_vload", "hp_vstore", "hp_atomic", "hp_vatomic",
-                  "hp_range", "hp_where", "hp_rload", "hp_rstore", "hp_ratomic_add", "peers")
+                  "hp_range", "hp_where", "hp_rload", "hp_rstore", "hp_ratomic_add", "peers", "group", "lanes")
+_GENERATED = re.compile(r"(id|n)_\d+[xyz]|_.*")
 
 
 @dataclass
@@ -152,7 +157,8 @@ def expr_varies(e: K.Expr, varying: set[str]) -> bool:
 
 def _identifier(name: str) -> str:
     ident = name.replace(".", "__")
-    if not ident.isidentifier() or keyword.iskeyword(ident) or ident in _RUNTIME_NAMES:
+    if (not ident.isidentifier() or keyword.iskeyword(ident) or ident in _RUNTIME_NAMES
+            or _GENERATED.fullmatch(ident)):
         ident = f"v_{ident}" if ident.isidentifier() else "v_" + "".join(
             c if c.isalnum() else "_" for c in ident)
     return ident
