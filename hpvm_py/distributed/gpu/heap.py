@@ -37,6 +37,11 @@ def one_shot_push_rows_bytes(world_size: int) -> int:
     return 2 * ONE_SHOT_PUSH_PROGRAMS * world_size * ONE_SHOT_PUSH_CHUNK
 
 
+def header_bytes(world_size: int) -> int:
+    """The control block and one-shot by stores' rows: where user allocations start."""
+    return CONTROL_BYTES + one_shot_push_rows_bytes(world_size)
+
+
 # the status word (pinned host memory) a kernel writes when a call fails: the missing rank + 1,
 # MISMATCHED when the ranks' fingerprints of the call differ, or a code just above it for bad data
 # (launch.py's _BAD_DATA)
@@ -53,7 +58,7 @@ class GpuHeap(SymmetricAllocator):
         self.rank = rank
         self.size = size
         self.rows_offset = CONTROL_BYTES  # one-shot by stores' rows, then user allocations
-        self.header = CONTROL_BYTES + one_shot_push_rows_bytes(world_size)
+        self.header = header_bytes(world_size)
         self.device = device
         self._memory = {rank: own, **peers}  # rank -> uint8 tensor (kept alive: peers map it)
         self.bases = [0] * world_size  # 0: not mapped here (another host)

@@ -31,6 +31,9 @@ def join_gpu(transport: Transport, timeout: float, hosts: list[str], heap_bytes:
                  f"torch sees {gpus} (HPVM_DIST_SHARE_GPUS=1 lets ranks share them: correct, not fast)")
     elif len(local) > G.MAX_WORLD:
         error = f"the GPU heap joins at most {G.MAX_WORLD} ranks on a host, not {len(local)}"
+    elif heap_bytes <= G.header_bytes(size):
+        error = (f"HPVM_HEAP_BYTES={heap_bytes} leaves no room after the GPU heap's header of "
+                 f"{G.header_bytes(size)} bytes (its control block and one-shot rows for {size} ranks)")
     check_all(exchange(transport, error, timeout, "GPU selection"), "use a GPU of its own")
     torch.cuda.set_device(device)
     own, handle = None, None
