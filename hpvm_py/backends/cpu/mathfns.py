@@ -101,8 +101,16 @@ def _float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value, bits: bo
     take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
     if not bits:
         return b.select(take_x, x, y)
-    it = ir.IntType(32 if x.type == F32 else 64)
-    return b.bitcast(b.select(take_x, b.bitcast(x, it), b.bitcast(y, it)), x.type)
+    width = 32 if x.type == F32 else 64
+    it = ir.IntType(width)
+    # The operands' bits pass through an identity LLVM cannot look into (a PTX move, which ptxas
+    # drops): InstCombine folds bitcast(select(c, bitcast x, bitcast y)) back into a float select,
+    # then rewrites `x > 0 ? 0 : x` as `x >= 0 ? 0 : x`, which turns a -0.0 into +0.0.
+    move = ir.FunctionType(it, [it])
+    reg = "r" if width == 32 else "l"
+    xb, yb = (b.asm(move, f"mov.b{width} $0, $1;", f"={reg},{reg}", [b.bitcast(v, it)], False)
+              for v in (x, y))
+    return b.bitcast(b.select(take_x, xb, yb), x.type)
 
 
 def _copysign(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
