@@ -144,3 +144,26 @@ def test_forced_remote_ranks_keep_their_machine() -> None:
 
     assert machine("node7#rank3") == "node7"
     assert machine("node7") == "node7"
+
+
+def test_a_heap_too_small_for_its_header_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HPVM_HEAP_BYTES at or below the GPU heap's header (control block and one-shot rows, which
+    grow with the world) stops init on every rank with the sizes, before any memory is taken."""
+    import torch
+
+    from hpvm_py.distributed.gpu import heap as gpu_heap
+    from hpvm_py.distributed.gpu import setup
+
+    class OneRank:  # the launcher's transport of a world of one: every exchange returns our own
+        rank = 0
+
+        def exchange(self, obj, timeout):  # noqa: ANN001, ANN201
+            return [obj]
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(gpu_heap, "create", lambda *a: pytest.fail("the heap was allocated"))
+    header = gpu_heap.header_bytes(4)
+    assert header > gpu_heap.header_bytes(2) > gpu_heap.CONTROL_BYTES
+    with pytest.raises(DistributedError, match=rf"HPVM_HEAP_BYTES={header} leaves no room after the "
+                                               rf"GPU heap's header of {header} bytes"):
+        setup.join_gpu(OneRank(), 5.0, ["host"] * 4, header, 4)
