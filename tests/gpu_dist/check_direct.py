@@ -14,6 +14,7 @@ import torch
 
 import hpvm_py as hpvm
 from hpvm_py.distributed.gpu import launch as G
+from hpvm_py.distributed.gpu.heap import ONE_SHOT_PUSH_BYTES
 from hpvm_py.errors import HPVMTimeoutError
 
 SEED = int(sys.argv[1])
@@ -25,7 +26,7 @@ TYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f6
 TOL = {"f32": 1e-5, "f64": 1e-12, "f16": 2e-3, "bf16": 1.6e-2}
 # every all-reduce algorithm this world has (the stream kernel is for two ranks)
 ALGORITHMS = ("one_shot", "one_shot_push", "two_shot", "push") + (("stream",) if WORLD == 2 else ())
-SMALL_ONLY = {"one_shot_push": 512 << 10}  # the largest call of an algorithm, in bytes
+SMALL_ONLY = {"one_shot_push": ONE_SHOT_PUSH_BYTES}  # the largest call of an algorithm, in bytes
 
 
 def algorithms(n: int, dtype: torch.dtype) -> list[str]:

@@ -82,6 +82,14 @@ def inputs(step: int, n: int) -> list[torch.Tensor]:
     return out
 
 
+def rank_order(parts: list[torch.Tensor], op: int = 0) -> np.ndarray:
+    """Rank 0 op rank 1 op ..., in the element type (op 0: sum, 1: max)."""
+    want = parts[0].numpy().copy()
+    for p in parts[1:]:
+        want = want + p.numpy() if op == 0 else np.maximum(want, p.numpy())
+    return want
+
+
 def host_semantics(parts: list[torch.Tensor], mode: str) -> torch.Tensor:
     n = parts[0].numel()
     layout = Q.Layout(n, mode)
@@ -175,9 +183,7 @@ def push_sum() -> None:
                                                 **COMMON)
     assert int(status[0]) == 0, "a wait timed out"
     for parts, x, y, op in cases:
-        want = parts[0].numpy().copy()
-        for p in parts[1:]:  # rank order, in the element type
-            want = want + p.numpy() if op == 0 else np.maximum(want, p.numpy())
+        want = rank_order(parts, op)
         assert np.array_equal(x.numpy().view(np.int32), want.view(np.int32)), (x.numel(), op, "numpy")
         assert torch.equal(x.view(torch.int32), y.view(torch.int32)), (x.numel(), op, "one_shot")
     report(RANK, "KERNEL push ok")
@@ -239,11 +245,9 @@ def one_shot_push() -> None:
     signals.same_call = SAME_CALL
     assert int(status[0]) == 0, "a wait timed out"
     for x, parts in zip(back_to_back, chained):
-        assert torch.equal(x, _rank_order(parts)), "back to back"
+        assert np.array_equal(x.numpy(), rank_order(parts)), "back to back"
     for parts, x, op in cases:
-        want = parts[0].numpy().copy()
-        for p in parts[1:]:  # rank order, in the element type
-            want = want + p.numpy() if op == 0 else np.maximum(want, p.numpy())
+        want = rank_order(parts, op)
         assert np.array_equal(x.numpy().view(np.int32), want.view(np.int32)), (x.numel(), op)
     assert all(not torch.any(b) for b in between)
     parts = inputs(450, 2 * PUSH_BLOCK + 1)
@@ -258,15 +262,9 @@ def one_shot_push() -> None:
     status.zero_()
     line_up()
     by_stores(x, 0)
-    assert int(status[0]) == 0 and torch.equal(x, sum(p.double() for p in parts).float() * 0 + _rank_order(parts))
+    assert int(status[0]) == 0 and np.array_equal(x.numpy(), rank_order(parts)), "the call after the recovery"
     report(RANK, "KERNEL one-shot-push ok")
 
-
-def _rank_order(parts: list[torch.Tensor]) -> torch.Tensor:
-    total = parts[0].clone()
-    for p in parts[1:]:
-        total = total + p
-    return total
 
 
 def disagreements() -> None:
