@@ -1,4 +1,5 @@
-"""Host overhead of launching an already compiled 3-node graph (issue target: under 20 us).
+"""Host overhead of launching an already compiled 3-node graph (issue target: under 20 us), and of
+a one-leaf graph launched with the same buffers and with other buffers each time.
 
 The graph has three single-instance leaves chained by edges; each does almost nothing, so the
 time is the runtime's: argument checks, plan walk, value delivery, kernel calls, wait.
@@ -24,7 +25,7 @@ import numpy as np  # noqa: E402
 
 import hpvm_py as hpvm  # noqa: E402
 from _timing import per_call_us  # noqa: E402
-from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
+from hpvm_py import In, InOut, Ptr, f32, i64  # noqa: E402
 
 
 @hpvm.leaf
@@ -43,6 +44,38 @@ def middle(v: f32, buf: InOut[Ptr[f32]], buf_bytes: i64) -> f32:
 def last(v: f32, buf: InOut[Ptr[f32]], buf_bytes: i64) -> f32:
     buf[2] = v
     return v + 1.0
+
+
+@hpvm.leaf
+def axpy(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, k: f32):
+    i = hpvm.instance_id(0)
+    y[i] = y[i] + x[i] * k
+
+
+@hpvm.graph
+def update(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, n: i64, k: f32):
+    hpvm.node(axpy, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, k=k)
+
+
+def other_buffers(clock) -> dict[str, float]:  # noqa: ANN001
+    """A one-leaf graph launched with the same buffers, and with another of 9 output buffers each
+    launch: rebound (the recorded launch copied and pointed at it) and with HPVM_REBIND=0."""
+    x = np.ones(256, np.float32)
+    ys = [np.zeros(256, np.float32) for _ in range(9)]
+    turn = iter(range(10**9))
+
+    def another() -> None:
+        hpvm.wait(hpvm.launch(update, x, x.nbytes, ys[next(turn) % 9], 1024, 256, 1.0))
+
+    rows = {"same buffers (replay)": per_call_us(
+        lambda: hpvm.wait(hpvm.launch(update, x, x.nbytes, ys[0], 1024, 256, 1.0)), clock=clock),
+        "another buffer each launch (rebound)": per_call_us(another, clock=clock)}
+    os.environ["HPVM_REBIND"] = "0"
+    try:
+        rows["another buffer each launch, HPVM_REBIND=0"] = per_call_us(another, clock=clock)
+    finally:
+        del os.environ["HPVM_REBIND"]
+    return rows
 
 
 @hpvm.graph
@@ -71,8 +104,11 @@ def main() -> None:
             with hpvm.profile():
                 profiled = per_call_us(lambda: hpvm.wait(hpvm.launch(compiled, buf, buf.nbytes, 1.0)),
                                        clock=clock)
+        rows = other_buffers(clock)
     print(f"launch + wait of a compiled 3-node graph on {args.target}: {us:.1f} us "
           f"(target < 20 us: {'met' if us < 20 else 'NOT met'})")
+    for name, value in rows.items():
+        print(f"launch + wait of a one-leaf graph on {args.target}, {name}: {value:.1f} us")
     if profiled is not None:
         print(f"the same inside hpvm.profile() on {args.target}: {profiled:.1f} us")
 

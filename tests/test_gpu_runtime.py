@@ -54,15 +54,18 @@ def test_replays_read_new_data_in_the_same_buffers(gpu_target: str, rng) -> None
             k, c = float(rng.uniform(0.5, 2)), float(rng.uniform(-1, 1))
             hpvm.wait(hpvm.launch(g.chain, y, y.nbytes, x, x.nbytes, n, k, c))
             expected = expected * np.float32(k) + np.float32(c)
-        replays = _replays()
+        replays, rebound = _replays(), hpvm.stats()["rebound_launches"]
         hpvm.request_memory(x)
         copies = hpvm.stats()
     np.testing.assert_array_equal(x, expected)
-    assert replays == 4  # each direction recorded once, then replayed
+    # x -> y recorded; y -> x runs its launches, copied and pointed at the swapped buffers; each
+    # replayed from then on
+    assert replays == 5 and rebound == 1
     assert copies["h2d_copies"] == 1 and copies["d2h_copies"] == 1  # x in once (y is Out), x back once
 
 
-def test_a_changed_buffer_or_count_takes_the_full_path(gpu_target: str, rng) -> None:
+def test_a_changed_buffer_is_rebound_and_a_changed_count_takes_the_full_path(gpu_target: str,
+                                                                              rng) -> None:
     n = 64
     x = rng.random(n, dtype=np.float32)
     y, other = np.zeros(n, np.float32), np.zeros(n, np.float32)
@@ -71,8 +74,9 @@ def test_a_changed_buffer_or_count_takes_the_full_path(gpu_target: str, rng) -> 
             hpvm.track_memory(buf)
         hpvm.wait(hpvm.launch(g.chain, x, x.nbytes, y, y.nbytes, n, 2.0, 1.0))
         hpvm.wait(hpvm.launch(g.chain, x, x.nbytes, other, other.nbytes, n, 3.0, 0.0))
+        assert _replays() == 1 and hpvm.stats()["rebound_launches"] == 1  # same sizes
         hpvm.wait(hpvm.launch(g.chain, x, x.nbytes, y, y.nbytes, n // 2, 4.0, 0.0))
-        assert _replays() == 0
+        assert _replays() == 1  # another count: the full path
         for buf in (y, other):
             hpvm.request_memory(buf)
     np.testing.assert_array_equal(other, x * np.float32(3))
@@ -384,6 +388,7 @@ def test_a_block_graph_is_replayed_with_the_copies_of_a_fresh_launch(gpu_target:
         hpvm.request_memory(a)
         counts = hpvm.stats()
     np.testing.assert_allclose(a, expected, rtol=2e-5, atol=1e-6)
-    assert replays == 18  # each direction recorded once
+    # recorded once, the other direction rebound from it, then each replayed
+    assert replays == 19 and counts["rebound_launches"] == 1
     assert counts["h2d_copies"] == 2 and counts["d2h_copies"] == 1
     assert counts["kernel_launches"] == 20 and counts["nodes_run"] == 40

@@ -3,7 +3,9 @@
 The graph (tests/programs/gpu_replay_graphs.py `chain`): three leaves joined by one-to-one edges,
 y = x * k + c over 4,096 floats, on torch CUDA tensors, no root output. Measured per launch + wait
 (host time; the GPU work is queued, not waited for):
-  - full path: each launch with another of 9 output buffers (more than the 8 recordings kept);
+  - full path: each launch with another of 9 output buffers (more than the 8 recordings kept),
+    with HPVM_REBIND=0;
+  - rebound: the same, as it runs by default (the recorded launches copied, pointed at the buffer);
   - replay, new scalars each launch (prepared launches, Triton's compiled launcher called directly);
   - replay, same scalars (the launch runs as one captured CUDA graph);
   - broadcast (a uniform edge and a root output): launch + wait returns a value, so it waits;
@@ -160,9 +162,16 @@ def measure(target: str, x: torch.Tensor, ys: list[torch.Tensor], profiled: bool
         for i, out in enumerate(ys):
             hpvm.wait(hpvm.launch(compiled, x, N * 4, out, N * 4, N, 2.0, float(i)))
         turn = iter(range(10**9))
-        results["full path (new buffer each launch)"] = per_call_us(
-            lambda: hpvm.wait(hpvm.launch(compiled, x, N * 4, ys[next(turn) % len(ys)], N * 4, N, 2.0, 1.0)),
-            calls=200)
+        os.environ["HPVM_REBIND"] = "0"
+        try:
+            results["full path (new buffer each launch)"] = per_call_us(
+                lambda: hpvm.wait(hpvm.launch(compiled, x, N * 4, ys[next(turn) % len(ys)], N * 4, N,
+                                              2.0, 1.0)), calls=200)
+        finally:
+            del os.environ["HPVM_REBIND"]
+        results["rebound (new buffer each launch: recorded launches copied)"] = per_call_us(
+            lambda: hpvm.wait(hpvm.launch(compiled, x, N * 4, ys[next(turn) % len(ys)], N * 4, N,
+                                          2.0, 1.0)), calls=200)
         scalars = iter(range(10**9))
         results["replay, new scalars (prepared launches)"] = per_call_us(
             lambda: hpvm.wait(hpvm.launch(compiled, x, N * 4, y, N * 4, N, 2.0, float(next(scalars) % 7))))

@@ -24,6 +24,7 @@ from ..rt.replay import Recorder, replay
 from ..rt.stream.streaming import WAITED_TWICE, deadline_after, launch_stream
 from ..rt.tracker import MemoryTracker
 from ..support import profile as _profile
+from ..support import settings as _settings
 from ..support import stats as _stats
 
 
@@ -374,6 +375,13 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
         if outputs is not None:
             return outputs
     env = bind_arguments(func, args, rt.tracker, launch_devices(compiled.plan))
+    if compiled.replayable and _settings.REBIND.on():  # other buffers of a recorded launch's
+        # sizes: its launches, copied
+        recording = compiled.replays.rebind(args, env, rt.executor)
+        if recording is not None:
+            outputs = replay(func, recording, args, rt.tracker)
+            if outputs is not None:
+                return outputs
     recorder = Recorder(func, args, env) if compiled.replayable else None
     outputs = rt.executor.run(compiled.plan, env, recorder)
     _stats.bump("launches")
@@ -478,7 +486,8 @@ def stats(reset: bool = False) -> dict[str, Any]:
 
     Returns:
         A dict of counts: `launches` (and `replayed_launches`, the repeats of a recorded launch,
-        of which `cuda_graph_replays` ran as one CUDA graph), `nodes_run` and `kernel_launches`
+        of which `cuda_graph_replays` ran as one CUDA graph and `rebound_launches` ran on other
+        buffers of the recorded sizes), `nodes_run` and `kernel_launches`
         (per launch or streamed item, each node of the hierarchy once, whatever its instance
         count; kernels are the leaves among them), copies and bytes per direction
         (`h2d_copies`, `h2d_bytes`, `d2h_*`, `d2d_*`), `graph_compiles`, `graph_cache_hits`,
@@ -491,7 +500,7 @@ def stats(reset: bool = False) -> dict[str, Any]:
     keys = ("launches", "kernel_launches", "nodes_run", "h2d_copies", "h2d_bytes", "d2h_copies",
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",
-            "replayed_launches", "cuda_graph_replays", "lowering_timed", "lowering_disk_hits",
+            "replayed_launches", "rebound_launches", "cuda_graph_replays", "lowering_timed", "lowering_disk_hits",
             "lowering_kept_triton", "lowering_kept_nvptx", "lowering_fallbacks")
     snap = _stats.snapshot()
     result = {k: 0 for k in keys}

@@ -41,11 +41,23 @@ class BufferArg:
 
 class PreparedLaunch(Protocol):
     """One launch of a kernel, packed: run() runs it; a replay (rt/replay.py) patches its scalars
-    and runs it again while `reusable`."""
+    (set_uniform) and runs it again while `reusable`. A `copyable` one also gives copy(): the same
+    launch on its own packed parameters, whose buffers set_buffer() points elsewhere (a
+    recording's launches for other buffers of the same sizes)."""
 
     reusable: bool
+    copyable: bool
 
     def run(self) -> None:
+        ...
+
+    def set_uniform(self, i: int, value: Any) -> None:
+        ...
+
+    def set_buffer(self, i: int, arg: BufferArg) -> None:
+        ...
+
+    def copy(self) -> "PreparedLaunch":
         ...
 
 

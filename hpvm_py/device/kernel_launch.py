@@ -34,6 +34,12 @@ class ParamSlots:
         """Slot i holds `bits` (an integer: a negative one as its two's complement)."""
         self.slots[i] = bits & _MASK
 
+    def copy(self) -> "ParamSlots":
+        """Other slots holding the same parameters (patching either leaves the other as it is)."""
+        twin = ParamSlots(self.count)
+        ctypes.memmove(twin.slots, self.slots, SLOT_BYTES * self.count)
+        return twin
+
     def raw(self) -> bytes:
         """The slots' bytes, in order."""
         return bytes(self.slots)

@@ -101,3 +101,16 @@ class DeviceLaunch:
 
     def set_outputs(self, outputs: list[np.ndarray | None]) -> None:
         self.outputs.rebind(outputs)
+
+    @property
+    def copyable(self) -> bool:
+        """copy() may be called: nothing packed depends on a buffer but its size, and nothing was
+        copied from the host for this launch alone."""
+        return False
+
+    def copy(self) -> "DeviceLaunch":
+        """The same launch on its own packed parameters, so that set_buffer() and set_uniform() on
+        either leave the other as it is (rt/replay.py: a recording's launches for other buffers).
+        Its per-instance inputs (producers' device arrays) and its outputs' device arrays are
+        shared: the replays of one graph's recordings run in order on one stream."""
+        raise NotImplementedError

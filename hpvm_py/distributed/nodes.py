@@ -258,6 +258,7 @@ class PreparedCollective:
     (set_uniform) makes both again."""
 
     reusable = True
+    copyable = False  # its agreement is of its buffers' heap offsets: other buffers agree anew
 
     def __init__(self, kernel: CollectiveKernel, args: list[Any]):
         self.kernel, self.args = kernel, args
@@ -288,7 +289,7 @@ def run_on_host(world: ranks.World, call: Call, agreed: Agreed | None = None) ->
 
 def _run_on_host(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None:
     path = chooser.choose(world.single_host, call.kind, call.buffers[0].size, call.quantize)
-    stats.bump(f"collectives_{path}")
+    stats.bump_one(f"collectives_{path}")
     if path == "remote":
         run_remote(world, call, check_arguments(call, world.size))
         return None

@@ -46,6 +46,28 @@ class _Step:
     from_outputs: list[tuple[int, np.ndarray]]  # (param index, producer's output array)
     redecide: _Redecide | None = None
     fetch_before: list[Any] = field(default_factory=list)  # GPU outputs the host reads first
+    has_outputs: bool = False  # the leaf's outputs are used (by the host or a later kernel)
+
+    def launches(self) -> list[Any]:
+        """Its prepared launches: the recorded one, and the other kernel's where it may choose."""
+        return [self.prepared] if self.redecide is None else list(self.redecide.prepared.values())
+
+    def copy(self) -> "_Step | None":
+        """The same step on copies of its launches (of a rebindable recording); None when one
+        can no longer be copied."""
+        launches = self.launches()
+        if not all(p.copyable for p in launches):
+            return None
+        twins = {id(p): p.copy() for p in launches}
+        redecide = self.redecide
+        if redecide is not None:
+            redecide = _Redecide(redecide.node, redecide.call, redecide.extents,
+                                 {k: twins[id(p)] for k, p in redecide.prepared.items()})
+        return _Step(twins[id(self.prepared)], list(self.from_args), [], redecide)
+
+    def set_buffer(self, i: int, arg: BufferArg) -> None:
+        for prepared in self.launches():
+            prepared.set_buffer(i, arg)
 
     def launch_for(self, uniforms: dict[int, Any]) -> Any:
         """The prepared launch to run with these uniform values: the recorded one, or, when the
@@ -68,6 +90,11 @@ class _Acquire:
     reads: bool
     writes: bool
     buf: weakref.ref  # the copy the kernel was prepared on
+    step: int  # which step's kernel, its pointer parameter, and the root argument bound to it
+    param: int
+    port: int
+    spec: Any  # the leaf's parameter (K.Param)
+    copied_in: bool  # an Out buffer read as InOut (rt/executor.py's uncovered_outs)
 
 
 @dataclass
@@ -92,11 +119,22 @@ class Recording:
     events: dict[int, int] = field(default_factory=dict)  # step -> its event, where waited for
     dropped: bool = False  # a buffer it used was released: it matches nothing
     internal_nodes: int = 0  # root nodes that hold the recorded leaves (counted as nodes run)
+    rebindable: bool = False  # rebound() may serve other buffers with copies of its launches
 
     def __post_init__(self) -> None:
+        steps = len(self.steps)  # one kernel per leaf
+        # what a replay counts, without and with its CUDA graph (made once: stats.bump_all)
+        self.counts = tuple({"launches": 1, "kernel_launches": steps,
+                             "nodes_run": steps + self.internal_nodes, "replayed_launches": 1,
+                             "cuda_graph_replays": graphed} for graphed in (0, 1))
         keys = [(i, self.args[i]) for i in self.key_positions]
         self._buffers = [(i, b) for i, b in keys if isinstance(b, weakref.ref)]
         self._values = [(i, b) for i, b in keys if not isinstance(b, weakref.ref)]
+        objects = [b() for _, b in self._buffers]
+        self._aliases = _aliases(objects)
+        # the identities of the buffer arguments: Replays.find passes over recordings of other
+        # buffers by comparing them alone
+        self.buffer_ids = tuple(id(obj.user) for obj in objects)
 
     def drop(self) -> None:
         """A buffer it uses was released: let go of its launches (and their device memory)."""
@@ -111,11 +149,74 @@ class Recording:
             a, obj = args[i], ref()
             if obj is None or obj.released or obj.user is not a or moved(a, obj.address, obj.nbytes):
                 return False  # the normal path tracks it again, or says what went wrong
+        return self._same_values(args)
+
+    def _same_values(self, args: tuple[Any, ...]) -> bool:
+        """The integer arguments are the recorded ones (of the same Python type)."""
         for i, b in self._values:
             a = args[i]
             if type(a) is not type(b) or a != b:
                 return False
         return True
+
+    def rebound(self, args: tuple[Any, ...], env: list[Any], executor: Any) -> "Recording | None":
+        """This recording for other buffers (`env`: the launch's bound arguments) of the same sizes,
+        homes and aliasing, with the same integer arguments: its launches copied and pointed at
+        them, each buffer acquired from the tracker as the normal path would. None when it
+        cannot serve them (then the normal path runs and records them)."""
+        if not self.rebindable or self.dropped or len(args) != len(self.args) or \
+                not self._same_values(args):
+            return None
+        for i, ref in self._buffers:
+            old, new = ref(), env[i].obj
+            if old is None or new.nbytes != old.nbytes or new.home != old.home:
+                return None
+        if _aliases([env[i].obj for i, _ in self._buffers]) != self._aliases:
+            return None
+        for need in self.acquires:
+            obj = env[need.port].obj
+            if obj.implicit and obj.home != need.device:
+                return None  # it goes back to the host after each launch: the normal path
+        with self.lock:
+            if self.dropped:
+                return None
+            steps = [step.copy() for step in self.steps]
+        if None in steps:
+            return None
+        acquires = []
+        for need in self.acquires:
+            bound = env[need.port]
+            arg = executor.buffer_arg(bound, need.spec, need.device, need.copied_in)
+            steps[need.step].set_buffer(need.param, arg)
+            acquires.append(_Acquire(weakref.ref(bound.obj), need.device, need.reads, need.writes,
+                                     weakref.ref(arg.obj), need.step, need.param, need.port,
+                                     need.spec, need.copied_in))
+        # every field as here (a shallow copy: a dataclass's constructor costs several times
+        # more), then those that name the buffers or belong to one recording
+        twin = object.__new__(Recording)
+        twin.__dict__.update(self.__dict__)
+        new_args = list(args)
+        for i, _ in self._buffers:
+            new_args[i] = weakref.ref(env[i].obj)
+        twin.args = tuple(new_args)
+        twin._buffers = [(i, new_args[i]) for i, _ in self._buffers]
+        twin.buffer_ids = tuple(id(args[i]) for i, _ in self._buffers)
+        twin.steps, twin.acquires, twin.lock = steps, acquires, threading.Lock()
+        twin.graph = twin.graph_key = twin.graph_zeros = twin.last_key = None
+        if self.streams is not None:  # its own events: replays of the two may interleave
+            twin.streams = DeviceStreams(self.graph_device, self.stream_plan.used, len(self.events),
+                                         self.origin)
+        twin.register()
+        stats.bump_one("rebound_launches")
+        return twin
+
+    def register(self) -> None:
+        """Let each tracked object it uses drop it when released."""
+        for need in self.acquires:
+            obj = need.obj()
+            if obj is not None:  # (dead references of recordings evicted since go first)
+                obj.recordings[:] = [r for r in obj.recordings if r() is not None]
+                obj.recordings.append(weakref.ref(self))
 
     def still_writable(self, args: tuple[Any, ...]) -> bool:
         """The buffers the graph writes still accept writes (not made read-only, no
@@ -199,7 +300,8 @@ class Recorder:
             elif src.edge_kind != D.ONE_TO_ONE:
                 self.usable = False  # a per-parent copy made on the host would go stale
                 return
-        step = _Step(prepared, from_args, from_outputs, fetch_before=fetch_before)
+        step = _Step(prepared, from_args, from_outputs, fetch_before=fetch_before,
+                     has_outputs=any(out is not None for out in outputs))
         self.nodes.append(node)
         coverage = node.coverage
         if coverage is not None and any(sources[i].bind_port is None and sources[i].const is None and
@@ -246,9 +348,11 @@ class Recorder:
             # an untracked host buffer goes back to the host after each launch: the normal path
             self.usable = False
             return False
-        direction = node.func.params[i].direction
+        spec = node.func.params[i]
+        direction = spec.direction
         self.acquires.append(_Acquire(weakref.ref(obj), device, copied_in or direction in ("in", "inout"),
-                                      direction in ("out", "inout"), weakref.ref(arg.obj)))
+                                      direction in ("out", "inout"), weakref.ref(arg.obj),
+                                      len(self.steps), i, src.bind_port, spec, copied_in))
         return True
 
     def finish(self) -> Recording | None:
@@ -275,18 +379,23 @@ class Recorder:
             step.from_args = [(i, port, t) for i, port, t in step.from_args if port not in keyed]
         graphable = all(isinstance(s.prepared, DeviceLaunch) and not s.from_outputs and not s.fetch_before
                         and s.redecide is None and s.prepared.on_any_stream for s in self.steps)
+        # other buffers of the same sizes can take copies of the launches when nothing but the
+        # buffers' addresses ties them to this launch: the host reads no output, and outputs
+        # stay on a device (copies share them there: their replays run in order on one stream;
+        # host arrays would be shared by concurrent launches)
+        rebindable = not outputs and all(
+            not s.from_outputs and not s.fetch_before and
+            all(p.copyable and (not s.has_outputs or isinstance(p, DeviceLaunch))
+                for p in s.launches()) for s in self.steps)
         recording = Recording(args, positions, self.steps, list(outputs), written=written,
                               acquires=self.acquires, fetch_at_end=fetch_at_end,
                               internal_nodes=self.internal_nodes,
                               graph_device=device if graphable and self.steps else None,
-                              scalar_ports=[port for s in self.steps for _, port, _ in s.from_args])
+                              scalar_ports=[port for s in self.steps for _, port, _ in s.from_args],
+                              rebindable=rebindable)
         if recording.graph_device is not None:
             self._spread(recording, recording.graph_device)
-        for need in self.acquires:
-            obj = need.obj()
-            if obj is not None:  # (dead references of recordings evicted since go first)
-                obj.recordings[:] = [r for r in obj.recordings if r() is not None]
-                obj.recordings.append(weakref.ref(recording))
+        recording.register()
         return recording
 
     def _spread(self, recording: Recording, device: str) -> None:
@@ -301,6 +410,14 @@ class Recorder:
         recording.events = {node: i for i, node in enumerate(sorted(plan.recorded))}
         recording.streams = DeviceStreams(device, plan.used, len(recording.events), recording.origin)
         recording.stream_plan = plan
+
+
+def _aliases(objects: list[Any]) -> tuple[int, ...] | None:
+    """Which buffer arguments name one buffer (a launch's copies and valid bits depend on it):
+    for each, the position of the first that is the same object; None when all differ."""
+    if len({id(obj) for obj in objects}) == len(objects):
+        return None
+    return tuple(next(k for k, other in enumerate(objects) if other is obj) for obj in objects)
 
 
 def lifted_sources(node: Any) -> list[Any] | None:
@@ -338,12 +455,28 @@ class Replays:
             if first.matches(args):
                 return first if first.still_writable(args) else None
         with self._lock:
+            ids = None  # the arguments' identities where the recordings have buffers (the same
+            # positions in every recording of a graph)
             for i, recording in enumerate(self._recordings):
+                if ids is None:
+                    ids = tuple(id(args[k]) for k, _ in recording._buffers)
+                if ids != recording.buffer_ids:
+                    continue
                 if recording.matches(args):
                     if i:  # most recently used first: a loop over one launch finds it at once
                         self._recordings.insert(0, self._recordings.pop(i))
                     # a buffer made read-only since (or set to require grad): the normal path says so
                     return recording if recording.still_writable(args) else None
+        return None
+
+    def rebind(self, args: tuple[Any, ...], env: list[Any], executor: Any) -> Recording | None:
+        """A new recording for these (bound) arguments, made from a kept one that differs only in
+        its buffers (Recording.rebound), and kept; None when none fits."""
+        for recording in list(self._recordings):
+            new = recording.rebound(args, env, executor)
+            if new is not None:
+                self.add(new)
+                return new
         return None
 
     def add(self, recording: Recording) -> None:
@@ -369,10 +502,7 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
             _launch_all(func, recording, args)
         for outputs in recording.fetch_at_end:
             outputs.fetch()
-        steps = len(recording.steps)  # one kernel per leaf
-        stats.bump_all({"launches": 1, "kernel_launches": steps,
-                        "nodes_run": steps + recording.internal_nodes,
-                        "replayed_launches": 1, "cuda_graph_replays": int(graphed)})
+        stats.bump_all(recording.counts[graphed])
         return [o[0] for o in recording.outputs]
     finally:
         recording.lock.release()

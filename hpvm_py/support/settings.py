@@ -82,6 +82,9 @@ PYTHON_VECTOR = _declare("HPVM_PYTHON_VECTOR", "flag", "1", "0: the python targe
 # running
 STREAM_ITEMS = _declare("HPVM_STREAM_ITEMS", "flag", "1", "0: GPU streams never run whole items "
                         "as one unit")
+REBIND = _declare("HPVM_REBIND", "flag", "1", "0: a launch whose buffers differ from every "
+                  "recorded launch's takes the normal path (no copies of recorded launches pointed "
+                  "at its buffers)")
 TRITON_LAUNCHER = _declare("HPVM_TRITON_LAUNCHER", "text", "own", "how the gpu target relaunches a "
                             "compiled kernel: own (cuLaunchKernel on parameters packed once; "
                             "Triton's launcher for kernels it cannot launch) or triton (Triton's "

@@ -28,6 +28,17 @@ def bump_all(counts: dict[str, int]) -> None:
             _fold()
 
 
+_ONES: dict[str, dict[str, int]] = {}  # name -> {name: 1}, made once (bump_all keeps it)
+
+
+def bump_one(name: str) -> None:
+    """One more of `name`, without the lock (a hot path's bump)."""
+    counts = _ONES.get(name)
+    if counts is None:
+        counts = _ONES.setdefault(name, {name: 1})
+    bump_all(counts)
+
+
 def _fold() -> None:
     """Add the pending counts in (the lock held)."""
     while _pending:

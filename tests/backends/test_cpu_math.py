@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -207,3 +208,34 @@ def test_integer_abs_min_max(tname):
         assert np.array_equal(o_abs, np.abs(a))  # abs(INT_MIN) wraps to INT_MIN, as in NumPy
     assert np.array_equal(o_min, np.minimum(a, b))
     assert np.array_equal(o_max, np.maximum(a, b))
+
+
+def test_fmin_fmax_are_compares_and_selects_not_llvm_minimumnum() -> None:
+    """LLVM 22 lowers a scalar maximumnum on AVX-512 CPUs, where it knows one operand is never NaN,
+    to a vmaxss that returns the other operand's NaN: fmax(inf, 0/0) gave NaN on the GPU
+    machines' CPUs (tests/differential/reproducers/mixed-239505244.json; an AVX2 machine gave inf).
+    The cpu backend spells fmin/fmax out as compares and selects, which every x86 lowers right."""
+    from hpvm_py.backends.cpu.backend import CpuBackend
+    from hpvm_py.ir.context import NodeContext
+
+    module = leaves_from_source('''
+        @hpvm.leaf
+        def number_minmax(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64):
+            i = hpvm.instance_id(0)
+            v = -f32(i * 3 + 1)  # never NaN: LLVM knows it
+            y[2 * i] = hpvm.math.fmax(v, x[i] / x[i])
+            y[2 * i + 1] = hpvm.math.fmin(v, x[i] / x[i])
+    ''')
+    leaf = module.number_minmax.ir
+    ctx = NodeContext(level_dims=(1,), input_modes=("buffer",) * 2 + ("uniform",) * 2,
+                      output_modes=())
+    text = CpuBackend().llvm_ir(leaf, ctx)
+    assert not re.search(r"llvm\.(minimum|maximum)num", text), text
+    x = np.array([0.0, 2.0, np.inf, 0.0], np.float32)
+    y = np.zeros(8, np.float32)
+    run(module.number_minmax, [(4,)], x, x.nbytes, y, y.nbytes)
+    v = -(np.arange(4, dtype=np.float32) * 3 + 1)
+    with np.errstate(invalid="ignore"):
+        ratio = x / x  # NaN, 1, NaN, NaN
+    np.testing.assert_array_equal(y[0::2], np.fmax(v, ratio))
+    np.testing.assert_array_equal(y[1::2], np.fmin(v, ratio))

@@ -396,6 +396,20 @@ class PreparedLaunch:
         """Point buffer parameter i at another buffer of the same size as at prepare time."""
         self.slots[i] = arg.address
 
+    @property
+    def copyable(self) -> bool:
+        return self.repointable
+
+    def copy(self) -> "PreparedLaunch":
+        """The same launch on its own parameter slots and error word, so that set_buffer() and
+        set_uniform() on either leave the other as it is (its output arrays are shared)."""
+        slots = type(self.slots).from_buffer_copy(self.slots)
+        error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
+        slots_at, error_at = ctypes.addressof(slots), ctypes.addressof(error)
+        tasks = [task[:1] + (slots_at,) + task[2:7] + (error_at,) for task in self.tasks]
+        return PreparedLaunch(self.kernel, self.driver, slots, error, tasks, self.merge, self.keep,
+                              self.reusable, self.nontemporal, self.trial)
+
     def set_outputs(self, outputs: list[np.ndarray | None]) -> None:
         """Write the used outputs into other arrays of the dtypes and sizes they had at prepare
         time (None: an unused output)."""

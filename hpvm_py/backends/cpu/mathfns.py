@@ -92,9 +92,12 @@ def _float_function(b: ir.IRBuilder, name: str, args: list[ir.Value],
 def _float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value, bits: bool) -> ir.Value:
     """min/max: `x if x < y or isnan(x) else y` (NumPy's minimum: a NaN operand gives NaN; a tie
     of zeros gives y), one compare-and-select that maps to vminps/vmaxps.
-    fmin/fmax: IEEE-754 minimumNumber/maximumNumber (a NaN operand is ignored, -0 < +0), which
-    are LLVM's minimumnum/maximumnum (llvm.minnum leaves the sign of a zero result open)."""
+    fmin/fmax: IEEE-754 minimumNumber/maximumNumber (a NaN operand is ignored, -0 < +0): LLVM's
+    minimumnum/maximumnum on a GPU (one min.f32/max.f32), compares and selects on the CPU
+    (_number_minmax says why; llvm.minnum leaves the sign of a zero result open)."""
     if name in ("fmin", "fmax"):
+        if not bits:
+            return _number_minmax(b, name, x, y)
         intrinsic = "llvm.minimumnum" if name == "fmin" else "llvm.maximumnum"
         return b.call(overloaded(b.module, intrinsic, x.type, [x.type, x.type]), [x, y])
     pred = "<" if name == "min" else ">"
@@ -111,6 +114,19 @@ def _float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value, bits: bo
     xb, yb = (b.asm(move, f"mov.b{width} $0, $1;", f"={reg},{reg}", [b.bitcast(v, it)], False)
               for v in (x, y))
     return b.bitcast(b.select(take_x, xb, yb), x.type)
+
+
+def _number_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """fmin/fmax as compares and selects. LLVM 22 lowers a scalar maximumnum on AVX-512 CPUs,
+    where it knows one operand is never NaN, to a vmaxss that returns the other operand's NaN
+    (tests/differential/reproducers/mixed-239505244.json: fmax(inf, 0/0) gave NaN)."""
+    better = b.fcmp_ordered("<" if name == "fmin" else ">", x, y)
+    pick = b.select(b.fcmp_unordered("uno", y, y), x, b.select(better, x, y))
+    # equal operands have equal bits but for a tie of zeros: -0 < +0 decides its sign
+    it = ir.IntType(32 if x.type == F32 else 64)
+    xb, yb = b.bitcast(x, it), b.bitcast(y, it)
+    tie = b.bitcast(b.or_(xb, yb) if name == "fmin" else b.and_(xb, yb), x.type)
+    return b.select(b.fcmp_ordered("==", x, y), tie, pick)
 
 
 def _copysign(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:

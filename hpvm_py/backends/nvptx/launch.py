@@ -299,6 +299,19 @@ class PreparedLaunch(DeviceLaunch):
         self.slots[i] = arg.address
         self.slots[self.kernel.layout.nbytes(i)] = arg.nbytes
 
+    @property
+    def copyable(self) -> bool:
+        scratch = self.kernel.scratch
+        return self.fn is not None and self.error is None and not self.stale and \
+            not self.kernel.layout.remote and (scratch is None or not scratch.dynamic)
+
+    def copy(self) -> "PreparedLaunch":
+        assert self.copyable
+        twin = PreparedLaunch(self.kernel, self.fn, self.params.copy(), self.block, self.chunks,
+                              self.shared, self.stream, self.error, self.outputs, dict(self.keep))
+        twin.stale = set()  # its per-instance inputs are the producers' arrays, as here
+        return twin
+
     def set_uniform(self, i: int, value: Any) -> None:
         param = self.kernel.leaf.params[i]
         pack_scalar(self.slots, 8 * i, param.type, value)

@@ -116,6 +116,14 @@ class OwnLauncher:
         if slot is not None:
             self.params.set(slot, slot_bits(self.kinds[position], value))
 
+    def copy(self) -> "OwnLauncher":
+        """The same launch on its own parameter block (set() on either leaves the other as is)."""
+        twin = object.__new__(OwnLauncher)
+        twin.__dict__.update(self.__dict__)  # (copy.copy costs several times more)
+        twin.params = self.params.copy()
+        twin._address = twin.params.address
+        return twin
+
     def __call__(self, stream: int) -> None:
         if self._empty:
             return
@@ -145,6 +153,9 @@ class TritonRunner:
 
     def set(self, position: int, value: Any) -> None:
         self.args[position] = value
+
+    def copy(self) -> "TritonRunner":
+        return TritonRunner(self.runner, self.args)
 
     def __call__(self, stream: int) -> None:
         self.runner(*self.args, stream=stream)

@@ -115,15 +115,27 @@ class TritonLaunch(DeviceLaunch):
         """Point buffer parameter i at `arg` (a BufferArg of a device copy): the call keeps the
         BufferArg (it holds the device copy alive) until a dispatch needs its typed view."""
         pos = self.buffers[i]
-        old = self.call[pos]
-        old_address, old_device = (old.address, old.obj.device) if isinstance(old, BufferArg) \
-            else (old.data_ptr(), old.device)
-        self.call[pos] = arg
+        old, self.call[pos] = self.call[pos], arg
         if self._fast is not None:
+            old_address, old_device = (old.address, old.obj.device) \
+                if isinstance(old, BufferArg) else (old.data_ptr(), old.device)
             if (arg.address % 16 == 0) != (old_address % 16 == 0) or arg.obj.device != old_device:
                 self._fast = None  # Triton specialises pointers on 16-byte alignment: dispatch again
             else:
                 self._fast.set(pos, arg.address)
+
+    @property
+    def copyable(self) -> bool:
+        return self.jit is not None and self.error is None and not self.scratch and \
+            not self.heap and not self.stale
+
+    def copy(self) -> "TritonLaunch":
+        assert self.copyable
+        twin = object.__new__(TritonLaunch)
+        twin.__dict__.update(self.__dict__)  # every field shared but these (a relaunch's cost)
+        twin.call, twin.stale = list(self.call), set()
+        twin._fast = None if self._fast is None else self._fast.copy()
+        return twin
 
     def _typed_call(self) -> list[Any]:
         """The call with every buffer as the typed torch view Triton's dispatch binds."""

@@ -1,0 +1,195 @@
+"""A launch with other buffers of a recorded launch's sizes runs copies of the recorded launches
+pointed at them (rt/replay.py, Recording.rebound): it must compute what a fresh launch computes,
+with the same copies, write-backs and errors. Random sequences of launches over pools of buffers
+(tracked and not, the same buffer twice, other sizes, other counts) try to break that."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py.errors import ExecutionError, LaunchError
+from programs import rebind_graphs as g
+
+REBINDING = [t for t in __import__("conftest").TARGETS if t in ("cpu", "gpu", "nvptx")]
+pytestmark = pytest.mark.skipif(not REBINDING, reason="no compiled target here")
+
+
+@pytest.fixture(params=REBINDING)
+def rebind_target(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def _count(name: str) -> int:
+    return hpvm.stats()[name]
+
+
+def test_random_launch_sequences_compute_what_numpy_computes(rebind_target: str,
+                                                            rng: np.random.Generator) -> None:
+    n, short = 48, 40
+    pool = [rng.standard_normal(n).astype(np.float32) for _ in range(5)]
+    pool.append(rng.standard_normal(short).astype(np.float32))  # another size: never rebound to
+    tracked = set(rng.choice(len(pool), 3, replace=False).tolist())
+    mirror = [buf.copy() for buf in pool]
+    with hpvm.runtime(rebind_target):
+        for i in tracked:
+            hpvm.track_memory(pool[i])
+        for _ in range(40):
+            xi, yi = (int(v) for v in rng.integers(0, len(pool), 2))
+            if rng.random() < 0.15:
+                yi = xi  # one buffer for both: another aliasing than the recorded launches'
+            count = min(pool[xi].size, pool[yi].size) - int(rng.integers(0, 2)) * 8
+            k = float(rng.uniform(-2, 2))
+            hpvm.wait(hpvm.launch(g.update, pool[xi], pool[xi].nbytes, pool[yi], pool[yi].nbytes,
+                                  count, k))
+            mirror[yi][:count] += mirror[xi][:count] * np.float32(k)
+            if yi not in tracked:  # the user's own buffer holds the result right after wait
+                np.testing.assert_allclose(pool[yi], mirror[yi], rtol=1e-5, atol=1e-5)
+        # and for certain: three tracked buffers of one size, each pair launched in turn
+        for i in (0, 1, 2):
+            hpvm.track_memory(pool[i])
+        tracked |= {0, 1, 2}
+        before = _count("rebound_launches")
+        for xi, yi in ((0, 1), (0, 1), (1, 2), (2, 0), (0, 1)):
+            hpvm.wait(hpvm.launch(g.update, pool[xi], pool[xi].nbytes, pool[yi], pool[yi].nbytes,
+                                  n, 0.5))
+            mirror[yi] += mirror[xi] * np.float32(0.5)
+        rebound = _count("rebound_launches") - before
+        for i in tracked:
+            hpvm.request_memory(pool[i])
+    for buf, expected in zip(pool, mirror):
+        np.testing.assert_allclose(buf, expected, rtol=1e-5, atol=1e-5)
+    assert rebound >= 2  # (1, 2) from the recording of (0, 1), (2, 0) from that of (1, 2)
+
+
+def test_other_aliasing_sizes_or_counts_are_not_rebound(rebind_target: str) -> None:
+    a, b, c = (np.full(32, v, np.float32) for v in (1.0, 2.0, 3.0))
+    longer = np.zeros(40, np.float32)
+    with hpvm.runtime(rebind_target):
+        for buf in (a, b, c, longer):
+            hpvm.track_memory(buf)
+        hpvm.wait(hpvm.launch(g.update, a, a.nbytes, b, b.nbytes, 32, 1.0))
+        hpvm.wait(hpvm.launch(g.update, c, c.nbytes, c, c.nbytes, 32, 1.0))  # c += c
+        hpvm.wait(hpvm.launch(g.update, a, a.nbytes, longer, longer.nbytes, 32, 1.0))
+        hpvm.wait(hpvm.launch(g.update, b, b.nbytes, a, a.nbytes, 16, 1.0))
+        assert _count("rebound_launches") == 0
+        hpvm.wait(hpvm.launch(g.update, b, b.nbytes, a, a.nbytes, 32, 0.5))
+        assert _count("rebound_launches") == 1  # the first launch's sizes and count
+        for buf in (a, b, c, longer):
+            hpvm.request_memory(buf)
+    np.testing.assert_array_equal(b, np.full(32, 3.0))
+    np.testing.assert_array_equal(c, np.full(32, 6.0))
+    np.testing.assert_array_equal(longer, np.r_[np.ones(32), np.zeros(8)].astype(np.float32))
+    np.testing.assert_array_equal(a, np.r_[np.full(16, 5.5), np.full(16, 2.5)].astype(np.float32))
+
+
+def test_a_rebound_launch_counts_and_copies_as_a_fresh_one(rebind_target: str,
+                                                          rng: np.random.Generator) -> None:
+    xs = [rng.standard_normal(64).astype(np.float32) for _ in range(3)]
+    ys = [np.zeros(64, np.float32) for _ in range(3)]
+    with hpvm.runtime(rebind_target):
+        for buf in xs + ys:
+            hpvm.track_memory(buf)
+        hpvm.wait(hpvm.launch(g.two_kernels, xs[0], xs[0].nbytes, ys[0], ys[0].nbytes, 64, 2.0))
+        before = hpvm.stats()
+        for x, y in zip(xs[1:], ys[1:]):
+            hpvm.wait(hpvm.launch(g.two_kernels, x, x.nbytes, y, y.nbytes, 64, 3.0))
+        after = hpvm.stats()
+        for y in ys:
+            hpvm.request_memory(y)
+    for key in ("launches", "kernel_launches", "nodes_run", "h2d_copies", "d2h_copies"):
+        fresh = before[key]  # what the first (recorded) launch counted
+        assert after[key] - before[key] == 2 * fresh, key
+    np.testing.assert_array_equal(ys[0], xs[0] * np.float32(2) + np.float32(1))
+    for x, y in zip(xs[1:], ys[1:]):
+        np.testing.assert_array_equal(y, x * np.float32(3) + np.float32(1))
+    # on the cpu target the edge's values are host arrays: two launches must not share them
+    rebound = after["rebound_launches"] - before["rebound_launches"]
+    assert rebound == (0 if rebind_target == "cpu" else 2)
+
+
+def test_indices_from_data_are_checked_in_rebound_launches(rebind_target: str,
+                                                          rng: np.random.Generator) -> None:
+    x = rng.standard_normal(20).astype(np.float32)
+    y = np.zeros(16, np.float32)
+    with hpvm.runtime(rebind_target):
+        good = rng.integers(0, 20, 16)
+        hpvm.wait(hpvm.launch(g.gather_scaled, x, x.nbytes, good, good.nbytes, y, y.nbytes, 16, 2.0))
+        np.testing.assert_array_equal(y, x[good] * np.float32(2))
+        for bad in (20, -1, 2**40):
+            at, out = rng.integers(0, 20, 16), np.zeros(16, np.float32)  # never seen before
+            at[rng.integers(0, 16)] = bad
+            with pytest.raises(ExecutionError, match="out-of-bounds"):
+                hpvm.wait(hpvm.launch(g.gather_scaled, x, x.nbytes, at, at.nbytes, out, out.nbytes,
+                                      16, 2.0))
+        at, out = rng.integers(0, 20, 16), np.zeros(16, np.float32)
+        hpvm.wait(hpvm.launch(g.gather_scaled, x, x.nbytes, at, at.nbytes, out, out.nbytes, 16, 1.5))
+    np.testing.assert_array_equal(out, x[at] * np.float32(1.5))
+
+
+def test_a_read_only_buffer_is_refused_though_a_recording_fits(rebind_target: str) -> None:
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    frozen = np.zeros(8, np.float32)
+    frozen.flags.writeable = False
+    with hpvm.runtime(rebind_target):
+        hpvm.wait(hpvm.launch(g.update, x, x.nbytes, y, y.nbytes, 8, 1.0))
+        with pytest.raises(LaunchError, match="read-only"):
+            hpvm.wait(hpvm.launch(g.update, x, x.nbytes, frozen, frozen.nbytes, 8, 1.0))
+    assert not frozen.any()
+
+
+def test_released_buffers_drop_the_recordings_made_for_them(rebind_target: str) -> None:
+    x, y, z = np.ones(8, np.float32), np.zeros(8, np.float32), np.zeros(8, np.float32)
+    with hpvm.runtime(rebind_target):
+        for buf in (x, y, z):
+            hpvm.track_memory(buf)
+        hpvm.wait(hpvm.launch(g.update, x, x.nbytes, y, y.nbytes, 8, 1.0))
+        hpvm.wait(hpvm.launch(g.update, x, x.nbytes, z, z.nbytes, 8, 2.0))  # rebound
+        hpvm.untrack_memory(z)  # its data comes home; the recording that uses it is dropped
+        np.testing.assert_array_equal(z, np.full(8, 2.0))
+        z[:] = 10.0
+        replays = _count("replayed_launches")
+        hpvm.wait(hpvm.launch(g.update, x, x.nbytes, z, z.nbytes, 8, 1.0))  # z untracked now
+        np.testing.assert_array_equal(z, np.full(8, 11.0))  # read after the launch, not stale
+        if rebind_target == "cpu":  # (on a GPU an untracked host buffer takes the normal path)
+            assert _count("replayed_launches") == replays + 1
+        hpvm.untrack_memory(y)
+        hpvm.wait(hpvm.launch(g.update, x, x.nbytes, y, y.nbytes, 8, 1.0))
+        np.testing.assert_array_equal(y, np.full(8, 2.0))
+
+
+def test_threads_launching_with_their_own_buffers(rebind_target: str, rng: np.random.Generator) -> None:
+    xs = [rng.standard_normal(64).astype(np.float32) for _ in range(4)]
+    ys = [np.zeros(64, np.float32) for _ in range(4)]
+    errors: list[BaseException] = []
+    launches = 30 if rebind_target == "cpu" else 6
+    with hpvm.runtime(rebind_target):
+        hpvm.wait(hpvm.launch(g.update, xs[0], xs[0].nbytes, np.zeros(64, np.float32), 256, 64, 1.0))
+
+        def worker(x: np.ndarray, y: np.ndarray) -> None:
+            try:
+                for _ in range(launches):
+                    hpvm.wait(hpvm.launch(g.update, x, x.nbytes, y, y.nbytes, 64, 1.0))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=pair) for pair in zip(xs, ys)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    assert not errors, errors[0]
+    for x, y in zip(xs, ys):
+        np.testing.assert_allclose(y, x * launches, rtol=1e-5)
+
+
+def test_hpvm_rebind_0_takes_the_normal_path(rebind_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    x, y, z = np.ones(8, np.float32), np.zeros(8, np.float32), np.zeros(8, np.float32)
+    monkeypatch.setenv("HPVM_REBIND", "0")
+    with hpvm.runtime(rebind_target):
+        hpvm.wait(hpvm.launch(g.update, x, x.nbytes, y, y.nbytes, 8, 1.0))
+        hpvm.wait(hpvm.launch(g.update, x, x.nbytes, z, z.nbytes, 8, 2.0))
+        assert _count("rebound_launches") == 0 and _count("replayed_launches") == 0
+    np.testing.assert_array_equal(z, np.full(8, 2.0))
