@@ -8,6 +8,7 @@ bytes sits in the low bytes of its slot (little-endian), the other bytes zero.
 """
 from __future__ import annotations
 
+import array
 import ctypes
 
 from ..errors import HPVMError, LaunchError
@@ -23,11 +24,13 @@ class ParamSlots:
     array of their addresses: cuLaunchKernel's kernelParams. Patching a slot changes the next
     launch; nothing is rebuilt."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, slots: ctypes.Array | None = None):
         self.count = count
-        self.slots = (ctypes.c_uint64 * count)()
+        self.slots = (ctypes.c_uint64 * count)() if slots is None else slots
         base = ctypes.addressof(self.slots)
-        self.pointers = (ctypes.c_void_p * count)(*[base + SLOT_BYTES * i for i in range(count)])
+        # (from an array of the addresses: a ctypes constructor of many arguments is slow)
+        self.pointers = (ctypes.c_void_p * count).from_buffer_copy(
+            array.array("Q", range(base, base + SLOT_BYTES * count, SLOT_BYTES)))
         self.address = ctypes.addressof(self.pointers)
 
     def set(self, i: int, bits: int) -> None:
@@ -36,9 +39,7 @@ class ParamSlots:
 
     def copy(self) -> "ParamSlots":
         """Other slots holding the same parameters (patching either leaves the other as it is)."""
-        twin = ParamSlots(self.count)
-        ctypes.memmove(twin.slots, self.slots, SLOT_BYTES * self.count)
-        return twin
+        return ParamSlots(self.count, type(self.slots).from_buffer_copy(self.slots))
 
     def raw(self) -> bytes:
         """The slots' bytes, in order."""
