@@ -107,6 +107,13 @@ def zero_ties(x: InOut[Ptr[f64]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64
 def rounded_zero_tie(x: InOut[Ptr[f16]], x_bytes: i64):
     i = hpvm.instance_id(0)
     x[i] = math.copysign(x[i + 1], min(f16(0.0), x[i]))
+
+
+@hpvm.leaf
+def shifts_by_data(x: InOut[Ptr[i64]], x_bytes: i64, y: InOut[Ptr[u64]], y_bytes: i64):
+    i = hpvm.instance_id(0)
+    x[i] = (x[i] << x[i]) + (x[i] >> x[i + 1])
+    y[i] = y[i] >> x[i]
 ''')
 
 
@@ -138,6 +145,22 @@ def test_min_of_zero_keeps_a_negative_zero_through_rounding() -> None:
     assert re.search(r"setp\.gt\.f(16|32)", text), text
     assert not re.search(r"setp\.ge\.f(16|32)", text), text
     assert re.search(r"selp\.b32", text), text
+
+
+def test_shift_counts_from_data_are_masked_before_ptx_truncates_them() -> None:
+    """A 64-bit shift count of 2**32 + 63 shifted by 63 (a mismatch the GPU differential runner
+    found, tests/differential/reproducers/pingpong-1652447988.json): NVPTX folded the select of
+    an in-range shift into one shl.b64, whose count it truncates to 32 bits. Every shift's count
+    is masked to the width now, and the out-of-range result still comes from a select."""
+    text = ptx(LEAVES.shifts_by_data, (1,))
+    shifts = re.findall(r"\b(shl|shr)\.[bsu]64\s+%rd\d+, %rd\d+, (%r\d+);", text)
+    assert len(shifts) == 3, text
+    for _, count in shifts:  # masked, or truncated from a count that min.u64 bounded
+        masked = re.search(rf"and\.b32\s+{count}, %r\d+, 63;", text)
+        source = re.search(rf"cvt\.u32\.u64\s+{count}, (%rd\d+);", text)
+        bounded = source and re.search(rf"min\.u64\s+{source.group(1)}, %rd\d+, 63;", text)
+        assert masked or bounded, (count, text)
+    assert len(re.findall(r"setp\.lt\.u64", text)) >= 2, text  # shl and shr.u: 0 out of range
 
 
 def test_barrier_and_static_shared_memory_of_a_group() -> None:

@@ -131,15 +131,19 @@ def _unsigned_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, which: str, name
 
 def _shift(b: ir.IRBuilder, op: str, t: ScalarType, x: ir.Value, count: ir.Value,
            name: str) -> ir.Value:
-    """Shifts whose count is compared unsigned with the width: out-of-range counts never reach LLVM."""
+    """Shifts whose count is compared unsigned with the width: out-of-range counts never reach LLVM.
+    The count is also masked to the width: without the mask NVPTX folds the select of an
+    in-range shift into one shl.b64, whose count it truncates to 32 bits, so a count of 2**32 + 63
+    shifted by 63 (tests/differential/reproducers/pingpong-1652447988.json)."""
     it = x.type
     width = ir.Constant(it, t.bits)
+    mask = ir.Constant(it, t.bits - 1)
     in_range = b.icmp_unsigned("<", count, width)
     if op == "shr" and t.is_signed:
         # Shifting by width-1 gives exactly the out-of-range result: -1 for negatives, else 0.
-        safe = b.select(in_range, count, ir.Constant(it, t.bits - 1))
+        safe = b.and_(b.select(in_range, count, mask), mask)
         return b.ashr(x, safe, name=name)
-    safe = b.select(in_range, count, ir.Constant(it, 0))
+    safe = b.and_(count, mask)
     shifted = b.shl(x, safe) if op == "shl" else b.lshr(x, safe)
     return b.select(in_range, shifted, ir.Constant(it, 0), name=name)
 
