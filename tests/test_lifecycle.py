@@ -310,6 +310,28 @@ def test_buffers_are_freed_after_cleanup(target):
     assert alive == 0, f"{alive} arrays are still held after cleanup()"
 
 
+def test_buffers_a_launch_tracked_are_let_go_once_the_user_drops_them(target, rng):
+    """A loop that launches on fresh arrays without tracking them (a new output each step) must
+    not keep them all alive until cleanup: the tracker forgets the ones only it still holds
+    (their data is home after each launch), while a buffer the user keeps stays tracked."""
+    kept = np.zeros(16, np.int64)
+    with hpvm.runtime(target):
+        _add_index(kept)
+        refs = []
+        for _ in range(300):
+            a = np.full(16, int(rng.integers(-9, 9)), np.int64)
+            start = a.copy()
+            _add_index(a)
+            np.testing.assert_array_equal(a, start + np.arange(16))  # home right after wait
+            refs.append(weakref.ref(a))
+        del a
+        gc.collect()
+        alive = sum(r() is not None for r in refs)
+        _add_index(kept)
+    np.testing.assert_array_equal(kept, 2 * np.arange(16))
+    assert alive <= 150, f"{alive} of 300 dropped arrays are still held"
+
+
 def test_pushed_buffers_are_freed_when_the_stream_ends(target, rng):
     with hpvm.runtime(target):
         waited = hpvm.launch(g.slow_pipeline, stream=True)

@@ -10,6 +10,7 @@ Copies between devices are done by the device layer's functions per (source, des
 """
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,10 +50,26 @@ def _release(obj: MemoryObject) -> None:
     obj.recordings.clear()
 
 
+SWEEP_AT_LEAST = 64  # implicit objects before the first sweep (then twice those left by the last)
+
+
+def _held_only_here(obj: MemoryObject) -> bool:
+    """Whether nothing but the tracker refers to the user's buffer: its object, its home copy,
+    the cached host arguments (and their views, whose base it is). A launch in flight, a stream's
+    item, a kept recording's packed arguments or the user holding it count more references."""
+    buf = obj.user
+    ours = 1 + (obj.copies.get(obj.home) is buf)
+    for arg in obj.host_args.values():
+        ours += (arg.obj is buf) + (getattr(arg.array, "base", None) is buf)
+    return sys.getrefcount(buf) - 2 <= ours  # (getrefcount's argument and `buf`)
+
+
 class MemoryTracker:
     def __init__(self) -> None:
         self._objects: dict[int, MemoryObject] = {}
         self._lock = threading.RLock()
+        self._implicit = 0  # implicit objects tracked since the last sweep
+        self._sweep_at = SWEEP_AT_LEAST
 
     def track(self, buf: Any, implicit: bool = False) -> MemoryObject:
         if not is_buffer(buf):
@@ -70,7 +87,26 @@ class MemoryTracker:
                                copies={info.device: buf}, valid={info.device}, implicit=implicit)
             self._objects[id(buf)] = obj
             stats.bump("tracked_objects")
+            if implicit:
+                self._implicit += 1
+                if self._implicit >= self._sweep_at:
+                    self._sweep()
             return obj
+
+    def _sweep(self) -> None:
+        """Forget the buffers a launch tracked that the user has dropped since: their data is home
+        after every launch (finish_launch), so forgetting loses nothing, and a program that
+        launches on fresh buffers does not keep them all alive (nor their device copies)."""
+        left = 0
+        for obj in list(self._objects.values()):
+            if not obj.implicit:
+                continue
+            if obj.valid == {obj.home} and _held_only_here(obj):
+                self._forget(obj)
+            else:
+                left += 1
+        self._implicit = 0
+        self._sweep_at = max(SWEEP_AT_LEAST, 2 * left)
 
     def lookup(self, buf: Any) -> MemoryObject | None:
         """The tracked object of buf. A buffer the user tracked that was resized or freed since is

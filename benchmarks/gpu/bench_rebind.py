@@ -1,0 +1,98 @@
+"""Host cost of launching a compiled one-leaf graph on buffers it has not run on, on the GPU targets.
+
+The graph: y[0] += k over one instance, on torch CUDA tensors of 1,024 floats. Per target, host
+microseconds per launch + wait (median of batches, the GPU's queue drained before each batch):
+  - same buffer: a replay (one captured CUDA graph);
+  - same buffer, new scalar each launch: prepared launches, no graph;
+  - another of 64 live buffers each launch: the recorded launch copied and pointed at it
+    ("rebound", the default), and the same with HPVM_REBIND=0 (the normal path: arguments bound,
+    the plan walked, the kernel packed and launched through Triton's dispatch or cuda-bindings);
+  - a tensor never seen before each launch (a fresh output per step, rebound).
+Each row is checked against torch at the end.
+
+Run: python benchmarks/gpu/bench_rebind.py [--targets gpu,nvptx] (needs CUDA)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import hpvm_py as hpvm  # noqa: E402
+from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
+
+
+@hpvm.leaf
+def bump(x: InOut[Ptr[f32]], x_bytes: i64, k: f32):
+    x[0] = x[0] + k
+
+
+@hpvm.graph
+def one_leaf(x: InOut[Ptr[f32]], x_bytes: i64, k: f32):
+    hpvm.node(bump, x=x, x_bytes=x_bytes, k=k)
+
+
+def host_us(fn: Callable[[], object], calls: int = 64, repeat: int = 11) -> float:
+    fn()
+    batches = []
+    for _ in range(repeat):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        batches.append((time.perf_counter() - start) / calls * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(batches)
+
+
+def measure(target: str) -> dict[str, float]:
+    pool = [torch.zeros(1024, device="cuda") for _ in range(64)]
+    turn = iter(range(10**9))
+    rows = {}
+    with hpvm.runtime(target):
+        compiled = hpvm.compile(one_leaf)
+
+        def launch(x: torch.Tensor, k: float = 1.0) -> None:
+            hpvm.wait(hpvm.launch(compiled, x, 4096, k))
+
+        for x in pool:
+            launch(x)
+        rows["same buffer (CUDA graph)"] = host_us(lambda: launch(pool[0]))
+        rows["same buffer, new scalar"] = host_us(lambda: launch(pool[0], float(next(turn) % 7)))
+        rows["another of 64 buffers (rebound)"] = host_us(lambda: launch(pool[next(turn) % 64]))
+        os.environ["HPVM_REBIND"] = "0"
+        try:
+            rows["another of 64 buffers, HPVM_REBIND=0"] = host_us(lambda: launch(pool[next(turn) % 64]))
+        finally:
+            del os.environ["HPVM_REBIND"]
+        fresh = iter([torch.zeros(1024, device="cuda") for _ in range(64 * 12)])
+        rows["a tensor never seen before (rebound)"] = host_us(lambda: launch(next(fresh)))
+        torch.cuda.synchronize()
+        check = torch.zeros(1024, device="cuda")
+        for k in (2.0, 0.5):
+            launch(check, k)
+        torch.cuda.synchronize()
+        assert check[0].item() == 2.5 and not check[1:].any()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--targets", default="gpu,nvptx")
+    args = parser.parse_args()
+    print(torch.cuda.get_device_name(), "torch", torch.__version__)
+    print("host microseconds per launch + wait of a one-leaf graph:")
+    for target in args.targets.split(","):
+        for name, us in measure(target).items():
+            print(f"  {target:6s} {name:40s} {us:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
