@@ -20,12 +20,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 import numpy as np  # noqa: E402
 
 import hpvm_py as hpvm  # noqa: E402
 from _timing import per_call_us  # noqa: E402
-from hpvm_py import In, InOut, Ptr, f32, i64  # noqa: E402
+from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
+from programs.rebind_graphs import update  # noqa: E402
 
 
 @hpvm.leaf
@@ -44,17 +46,6 @@ def middle(v: f32, buf: InOut[Ptr[f32]], buf_bytes: i64) -> f32:
 def last(v: f32, buf: InOut[Ptr[f32]], buf_bytes: i64) -> f32:
     buf[2] = v
     return v + 1.0
-
-
-@hpvm.leaf
-def axpy(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, k: f32):
-    i = hpvm.instance_id(0)
-    y[i] = y[i] + x[i] * k
-
-
-@hpvm.graph
-def update(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, n: i64, k: f32):
-    hpvm.node(axpy, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, k=k)
 
 
 def other_buffers(clock) -> dict[str, float]:  # noqa: ANN001

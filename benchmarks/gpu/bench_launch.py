@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -97,19 +95,9 @@ def relaunchers(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
     return results
 
 
-def host_us(fn, calls: int = 256, repeat: int = 21) -> float:
-    """Host microseconds per call, the GPU's queue drained before each batch (so that a batch of
-    tiny kernels never fills it and the host never waits for the GPU)."""
-    fn()
-    batches = []
-    for _ in range(repeat):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        batches.append((time.perf_counter() - start) / calls)
-    torch.cuda.synchronize()
-    return statistics.median(batches) * 1e6
+def host_us(fn) -> float:  # noqa: ANN001
+    """Host microseconds per call, the GPU's queue drained before each batch."""
+    return per_call_us(fn, calls=256, repeat=21, drain=torch.cuda.synchronize)
 
 
 def prepared_by_launcher(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:

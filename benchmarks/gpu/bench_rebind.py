@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import hpvm_py as hpvm  # noqa: E402
+from _timing import per_call_us  # noqa: E402
 from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
 
 
@@ -39,17 +39,9 @@ def one_leaf(x: InOut[Ptr[f32]], x_bytes: i64, k: f32):
     hpvm.node(bump, x=x, x_bytes=x_bytes, k=k)
 
 
-def host_us(fn: Callable[[], object], calls: int = 64, repeat: int = 11) -> float:
-    fn()
-    batches = []
-    for _ in range(repeat):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        batches.append((time.perf_counter() - start) / calls * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(batches)
+def host_us(fn: Callable[[], object]) -> float:
+    """Host microseconds per launch + wait, the GPU's queue drained before each batch."""
+    return per_call_us(fn, calls=64, repeat=11, drain=torch.cuda.synchronize)
 
 
 def measure(target: str) -> dict[str, float]:
