@@ -193,3 +193,18 @@ def test_hpvm_rebind_0_takes_the_normal_path(rebind_target: str, monkeypatch: py
         hpvm.wait(hpvm.launch(g.update, x, x.nbytes, z, z.nbytes, 8, 2.0))
         assert _count("rebound_launches") == 0 and _count("replayed_launches") == 0
     np.testing.assert_array_equal(z, np.full(8, 2.0))
+
+
+def test_a_replay_writes_every_scalar_that_differs_from_its_last_run(rebind_target: str) -> None:
+    """A replay leaves the scalars that equal its last run's as they are packed: -0.0 after 0.0,
+    a NaN after a NaN, an int after an equal float must still reach the kernel with their bits."""
+    y = np.zeros(8, np.float32)
+    sequence = [1.0, 1.0, 0.0, -0.0, -0.0, 0.0, float("nan"), float("nan"), 2, 2.0, 2.5, 1.0]
+    with hpvm.runtime(rebind_target):
+        hpvm.track_memory(y)
+        for k in sequence:
+            hpvm.wait(hpvm.launch(g.fill, y, y.nbytes, 8, k))
+            hpvm.request_memory(y)
+            want = np.full(8, k, np.float32)
+            np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32), err_msg=str(k))
+        assert _count("replayed_launches") >= len(sequence) - 2

@@ -1,6 +1,7 @@
 """Check and convert the host's arguments to a graph's parameters, before anything runs."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -178,3 +179,12 @@ def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> An
         raise LaunchError(f"{where} is a {t}: {arg} is out of its range [{t.min_value()}, "
                           f"{t.max_value()}]", caller_loc())
     return t.numpy_dtype.type(arg)
+
+
+def same_scalar(value: Any, last: Any) -> bool:
+    """Whether a scalar argument has the bits it had in a launch's last run (a stream's item, a
+    replay): then the packed launch need not be written again."""
+    if type(value) is not type(last) or not value == last:
+        return False  # (NaN: never the same)
+    return value != 0 or not isinstance(value, (float, np.floating)) or \
+        math.copysign(1.0, value) == math.copysign(1.0, last)

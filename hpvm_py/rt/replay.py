@@ -19,7 +19,7 @@ from ..device.streams import DeviceStreams
 from ..ir import dfg as D
 from ..support import profile, stats
 from ..types import PtrType, ScalarType
-from .args import scalar_argument
+from .args import same_scalar, scalar_argument
 from .buffers import HOST, moved, why_not_writable
 from .executor import BoundBuffer
 from .replay_streams import StreamPlan, assign_streams
@@ -47,6 +47,7 @@ class _Step:
     redecide: _Redecide | None = None
     fetch_before: list[Any] = field(default_factory=list)  # GPU outputs the host reads first
     has_outputs: bool = False  # the leaf's outputs are used (by the host or a later kernel)
+    last_args: tuple[Any, ...] | None = None  # the from_args values of the last run
 
     def launches(self) -> list[Any]:
         """Its prepared launches: the recorded one, and the other kernel's where it may choose."""
@@ -536,7 +537,16 @@ def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
 
 def _launch_step(func: D.GraphFunc, step: _Step, args: tuple[Any, ...], stream: Any = None) -> None:
     prepared = step.prepared
-    if step.from_args or step.from_outputs or step.redecide is not None:
+    if step.from_args and not step.from_outputs and step.redecide is None:
+        # a loop's scalars are often those of its last run: only the others are converted and
+        # written (the recording's lock is held, so `last_args` is this replay's)
+        last = step.last_args
+        for k, (i, port, t) in enumerate(step.from_args):
+            value = args[port]
+            if last is None or not same_scalar(value, last[k]):
+                prepared.set_uniform(i, scalar_argument(func, func.params[port].name, t, value))
+        step.last_args = tuple(args[port] for _, port, _ in step.from_args)
+    elif step.from_args or step.from_outputs or step.redecide is not None:
         params = func.params
         uniforms = {i: scalar_argument(func, params[port].name, t, args[port])
                     for i, port, t in step.from_args}

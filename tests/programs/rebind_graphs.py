@@ -46,3 +46,14 @@ def two_kernels(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n
     """y = x * k + 1 over two kernels joined by a one-to-one edge (on a GPU the values stay there)."""
     a = hpvm.node(scaled, grid=n, x=x, x_bytes=x_bytes, k=k)
     hpvm.node(put, grid=n, v=a.out[0], y=y, y_bytes=y_bytes)
+
+
+@hpvm.leaf
+def put_scalar(y: Out[Ptr[f32]], y_bytes: i64, k: f32):
+    y[hpvm.instance_id(0)] = k
+
+
+@hpvm.graph
+def fill(y: Out[Ptr[f32]], y_bytes: i64, n: i64, k: f32):
+    """y[:n] = k: the scalar's own bits reach memory (-0.0 and NaN included)."""
+    hpvm.node(put_scalar, grid=n, y=y, y_bytes=y_bytes, k=k)

@@ -25,7 +25,7 @@ from ...types import PtrType, bf16
 from ..buffers import HOST, span
 from ..executor import BoundBuffer, Executor, Slot, Stopped
 from ..tracker import MemoryObject
-from .stage_launch import same_scalar
+from ..args import same_scalar
 from .scheduler import StreamScheduler
 from .stages import EOS, GPU_SLICE, POLL, EdgeItem, SchedulerThread, Stage, StageFailed
 

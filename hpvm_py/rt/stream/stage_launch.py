@@ -4,16 +4,15 @@ waiting, on the native pool (cpu) or the stage's CUDA stream (gpu, nvptx); docs/
 "Streaming"."""
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
-import numpy as np
 
 from ...device.staging import PinnedPool, StagedCopies
 from ...device.streams import ItemEvent, StageStream
 from ...support import profile
 from ...types import PtrType
 from ..buffers import HOST
+from ..args import same_scalar
 from ..executor import Executor, Slot
 from ..placement import device_of
 from ..plan import GraphPlan, NodePlan
@@ -104,15 +103,6 @@ class StageLauncher:
         modes = self.node.output_modes
         return [Slot(out, modes[port] == "per_instance", count) if out is not None else None
                 for port, out in enumerate(outputs)]
-
-
-def same_scalar(value: Any, last: Any) -> bool:
-    """Whether a uniform scalar has the bits it had in the launch's last item (sizes and
-    constants of a stream usually do): then it need not be written again."""
-    if type(value) is not type(last) or not value == last:
-        return False  # (NaN: never the same)
-    return value != 0 or not isinstance(value, (float, np.floating)) or \
-        math.copysign(1.0, value) == math.copysign(1.0, last)
 
 
 class StageRun:
