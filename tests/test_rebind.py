@@ -1,5 +1,5 @@
 """A launch with other buffers of a recorded launch's sizes runs copies of the recorded launches
-pointed at them (rt/replay.py, Recording.rebound): it must compute what a fresh launch computes,
+pointed at them (rt/recording.py, Recording.rebound): it must compute what a fresh launch computes,
 with the same copies, write-backs and errors. Random sequences of launches over pools of buffers
 (tracked and not, the same buffer twice, other sizes, other counts) try to break that."""
 from __future__ import annotations

@@ -110,7 +110,7 @@ class DeviceLaunch:
 
     def copy(self) -> "DeviceLaunch":
         """The same launch on its own packed parameters, so that set_buffer() and set_uniform() on
-        either leave the other as it is (rt/replay.py: a recording's launches for other buffers).
+        either leave the other as it is (rt/recording.py: a recording's launches for other buffers).
         Its per-instance inputs (producers' device arrays) and its outputs' device arrays are
         shared: the replays of one graph's recordings run in order on one stream."""
         raise NotImplementedError

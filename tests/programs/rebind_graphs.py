@@ -1,5 +1,5 @@
 """Graphs for tests/test_rebind.py: launched with ever other buffers of the same sizes, a recorded
-launch is copied and pointed at them (rt/replay.py, Recording.rebound)."""
+launch is copied and pointed at them (rt/recording.py, Recording.rebound)."""
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, f32, i64
 

@@ -1,0 +1,224 @@
+"""What a recorded launch keeps (rt/replay.py records and replays it): per leaf its prepared
+launch and where its scalars come from, the buffers as the tracker gave them, the CUDA graph of a
+repeat; and the same launch pointed at other buffers of the same sizes (Recording.rebound).
+docs/architecture.md, "Replay"."""
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import BufferArg
+from ..device.streams import DeviceStreams
+from ..support import stats
+from ..types import ScalarType
+from .buffers import moved, why_not_writable
+from .replay_streams import StreamPlan
+
+
+@dataclass
+class Redecide:
+    """What a step needs to choose checked or unchecked code again, as a fresh launch would: the
+    leaf's bounds proof depends on integers computed by earlier nodes, which a replay changes."""
+
+    node: Any  # the NodePlan: its kernel_for() asks the (cached) proof
+    call: list[Any]  # the launch's arguments, buffers by size only (no reference to the user's)
+    extents: list[tuple[int, ...]]
+    prepared: dict[Any, Any]  # kernel (unchecked, checked) -> its prepared launch
+
+
+@dataclass
+class Step:
+    prepared: Any  # a backend's prepared launch: run() and set_uniform(i, value)
+    from_args: list[tuple[int, int, ScalarType]]  # (param index, root argument index, type)
+    from_outputs: list[tuple[int, np.ndarray]]  # (param index, producer's output array)
+    redecide: Redecide | None = None
+    fetch_before: list[Any] = field(default_factory=list)  # GPU outputs the host reads first
+    has_outputs: bool = False  # the leaf's outputs are used (by the host or a later kernel)
+    last_args: tuple[Any, ...] | None = None  # the from_args values of the last run
+
+    def launches(self) -> list[Any]:
+        """Its prepared launches: the recorded one, and the other kernel's where it may choose."""
+        return [self.prepared] if self.redecide is None else list(self.redecide.prepared.values())
+
+    def copy(self) -> "Step | None":
+        """The same step on copies of its launches (of a rebindable recording); None when one
+        can no longer be copied."""
+        launches = self.launches()
+        if not all(p.copyable for p in launches):
+            return None
+        twins = {id(p): p.copy() for p in launches}
+        redecide = self.redecide
+        if redecide is not None:
+            redecide = Redecide(redecide.node, redecide.call, redecide.extents,
+                                 {k: twins[id(p)] for k, p in redecide.prepared.items()})
+        return Step(twins[id(self.prepared)], list(self.from_args), [], redecide)
+
+    def set_buffer(self, i: int, arg: BufferArg) -> None:
+        for prepared in self.launches():
+            prepared.set_buffer(i, arg)
+
+    def launch_for(self, uniforms: dict[int, Any]) -> Any:
+        """The prepared launch to run with these uniform values: the recorded one, or, when the
+        proof depends on computed values, the one for the kernel a fresh launch would choose."""
+        again = self.redecide
+        if again is None:
+            return self.prepared
+        call = list(again.call)
+        for i, value in uniforms.items():
+            call[i] = value
+        return again.prepared[again.node.kernel_for(call, again.extents)]
+
+
+@dataclass
+class Acquire:
+    """A buffer the step's kernel uses, as the tracker gave it when recorded."""
+
+    obj: weakref.ref  # the tracked MemoryObject
+    device: str
+    reads: bool
+    writes: bool
+    buf: weakref.ref  # the copy the kernel was prepared on
+    step: int  # which step's kernel, its pointer parameter, and the root argument bound to it
+    param: int
+    port: int
+    spec: Any  # the leaf's parameter (K.Param)
+    copied_in: bool  # an Out buffer read as InOut (rt/executor.py's uncovered_outs)
+
+
+@dataclass
+class Recording:
+    args: tuple[Any, ...]  # the root arguments; a buffer as a weak reference to its tracked object
+    key_positions: list[int]  # root arguments that must be identical (buffers) or equal (integers)
+    steps: list[Step] = field(default_factory=list)
+    outputs: list[np.ndarray] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    written: list[int] = field(default_factory=list)  # root arguments the graph writes
+    acquires: list[Acquire] = field(default_factory=list)  # in launch order
+    fetch_at_end: list[Any] = field(default_factory=list)  # GPU outputs that are root outputs
+    graph_device: str | None = None  # set when the kernels may be captured in a CUDA graph
+    graph: Any = None  # the CUDA graph of the launches with the scalars `graph_key`
+    graph_key: Any = None
+    graph_zeros: Any = None  # the signs of graph_key's float zeros (-0.0 == 0.0 as numbers)
+    last_key: Any = None  # the scalars of the last replay: a repeat captures a graph
+    scalar_ports: list[int] = field(default_factory=list)  # root arguments the kernels take
+    origin: Any = None  # the CUDA stream handle the launch was recorded on
+    streams: Any = None  # DeviceStreams when independent kernels run on several streams
+    stream_plan: StreamPlan | None = None
+    events: dict[int, int] = field(default_factory=dict)  # step -> its event, where waited for
+    dropped: bool = False  # a buffer it used was released: it matches nothing
+    internal_nodes: int = 0  # root nodes that hold the recorded leaves (counted as nodes run)
+    rebindable: bool = False  # rebound() may serve other buffers with copies of its launches
+
+    def __post_init__(self) -> None:
+        steps = len(self.steps)  # one kernel per leaf
+        # what a replay counts, without and with its CUDA graph (made once: stats.bump_all)
+        self.counts = tuple({"launches": 1, "kernel_launches": steps,
+                             "nodes_run": steps + self.internal_nodes, "replayed_launches": 1,
+                             "cuda_graph_replays": graphed} for graphed in (0, 1))
+        keys = [(i, self.args[i]) for i in self.key_positions]
+        self._buffers = [(i, b) for i, b in keys if isinstance(b, weakref.ref)]
+        self._values = [(i, b) for i, b in keys if not isinstance(b, weakref.ref)]
+        objects = [b() for _, b in self._buffers]
+        self._aliases = _aliases(objects)
+        # the identities of the buffer arguments: Replays.find passes over recordings of other
+        # buffers by comparing them alone
+        self.buffer_ids = tuple(id(obj.user) for obj in objects)
+
+    def drop(self) -> None:
+        """A buffer it uses was released: let go of its launches (and their device memory)."""
+        self.steps, self.acquires, self.outputs, self.fetch_at_end = [], [], [], []
+        self.graph = self.streams = None
+        self.dropped = True
+
+    def matches(self, args: tuple[Any, ...]) -> bool:
+        if self.dropped or len(args) != len(self.args):
+            return False
+        for i, ref in self._buffers:
+            a, obj = args[i], ref()
+            if obj is None or obj.released or obj.user is not a or moved(a, obj.address, obj.nbytes):
+                return False  # the normal path tracks it again, or says what went wrong
+        return self._same_values(args)
+
+    def _same_values(self, args: tuple[Any, ...]) -> bool:
+        """The integer arguments are the recorded ones (of the same Python type)."""
+        for i, b in self._values:
+            a = args[i]
+            if type(a) is not type(b) or a != b:
+                return False
+        return True
+
+    def rebound(self, args: tuple[Any, ...], env: list[Any], executor: Any) -> "Recording | None":
+        """This recording for other buffers (`env`: the launch's bound arguments) of the same sizes,
+        homes and aliasing, with the same integer arguments: its launches copied and pointed at
+        them, each buffer acquired from the tracker as the normal path would. None when it
+        cannot serve them (then the normal path runs and records them)."""
+        if not self.rebindable or self.dropped or len(args) != len(self.args) or \
+                not self._same_values(args):
+            return None
+        for i, ref in self._buffers:
+            old, new = ref(), env[i].obj
+            if old is None or new.nbytes != old.nbytes or new.home != old.home:
+                return None
+        if _aliases([env[i].obj for i, _ in self._buffers]) != self._aliases:
+            return None
+        for need in self.acquires:
+            obj = env[need.port].obj
+            if obj.implicit and obj.home != need.device:
+                return None  # it goes back to the host after each launch: the normal path
+        with self.lock:
+            if self.dropped:
+                return None
+            steps = [step.copy() for step in self.steps]
+        if None in steps:
+            return None
+        acquires = []
+        for need in self.acquires:
+            bound = env[need.port]
+            arg = executor.buffer_arg(bound, need.spec, need.device, need.copied_in)
+            steps[need.step].set_buffer(need.param, arg)
+            acquires.append(Acquire(weakref.ref(bound.obj), need.device, need.reads, need.writes,
+                                     weakref.ref(arg.obj), need.step, need.param, need.port,
+                                     need.spec, need.copied_in))
+        # every field as here (a shallow copy: a dataclass's constructor costs several times
+        # more), then those that name the buffers or belong to one recording
+        twin = object.__new__(Recording)
+        twin.__dict__.update(self.__dict__)
+        new_args = list(args)
+        for i, _ in self._buffers:
+            new_args[i] = weakref.ref(env[i].obj)
+        twin.args = tuple(new_args)
+        twin._buffers = [(i, new_args[i]) for i, _ in self._buffers]
+        twin.buffer_ids = tuple(id(args[i]) for i, _ in self._buffers)
+        twin.steps, twin.acquires, twin.lock = steps, acquires, threading.Lock()
+        twin.graph = twin.graph_key = twin.graph_zeros = twin.last_key = None
+        if self.streams is not None:  # its own events: replays of the two may interleave
+            twin.streams = DeviceStreams(self.graph_device, self.stream_plan.used, len(self.events),
+                                         self.origin)
+        twin.register()
+        stats.bump_one("rebound_launches")
+        return twin
+
+    def register(self) -> None:
+        """Let each tracked object it uses drop it when released."""
+        for need in self.acquires:
+            obj = need.obj()
+            if obj is not None:  # (dead references of recordings evicted since go first)
+                obj.recordings[:] = [r for r in obj.recordings if r() is not None]
+                obj.recordings.append(weakref.ref(self))
+
+    def still_writable(self, args: tuple[Any, ...]) -> bool:
+        """The buffers the graph writes still accept writes (not made read-only, no
+        requires_grad_() since): else the normal path says why."""
+        return all(why_not_writable(args[i]) is None for i in self.written)
+
+
+def _aliases(objects: list[Any]) -> tuple[int, ...] | None:
+    """Which buffer arguments name one buffer (a launch's copies and valid bits depend on it):
+    for each, the position of the first that is the same object; None when all differ."""
+    if len({id(obj) for obj in objects}) == len(objects):
+        return None
+    return tuple(next(k for k, other in enumerate(objects) if other is obj) for obj in objects)
