@@ -134,7 +134,7 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
                           f"runs there (its nodes run on {where}): {move}, or place a node that uses "
                           f"it on that GPU (hint 'gpu:{index}'); between the devices a graph runs "
                           "on, the runtime moves data itself", caller_loc(), rule="buffer-device")
-    obj = tracker.lookup(arg) or tracker.track(arg, implicit=True)
+    obj = tracker.lookup(arg) or tracker.track(arg, implicit=True, info=info)
     return BoundBuffer(obj)
 
 

@@ -19,7 +19,7 @@ from ..device.devices import TRANSFERS
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
 from ..support import profile, stats
-from .buffers import HOST, describe, is_buffer, moved
+from .buffers import HOST, BufferInfo, describe, is_buffer, moved
 
 def _kind(device: str) -> str:
     return device.split(":")[0]
@@ -71,7 +71,9 @@ class MemoryTracker:
         self._implicit = 0  # implicit objects tracked since the last sweep
         self._sweep_at = SWEEP_AT_LEAST
 
-    def track(self, buf: Any, implicit: bool = False) -> MemoryObject:
+    def track(self, buf: Any, implicit: bool = False, info: BufferInfo | None = None) -> MemoryObject:
+        """The buffer's tracked object, made if new (`info`: describe(buf), when the caller has
+        it already)."""
         if not is_buffer(buf):
             raise MemoryTrackingError(f"track_memory() takes a NumPy array or a torch tensor, not "
                                       f"{type(buf).__name__}", caller_loc())
@@ -82,7 +84,7 @@ class MemoryTracker:
             elif obj is not None:
                 obj.implicit = obj.implicit and implicit
                 return obj
-            info = describe(buf)
+            info = info or describe(buf)
             obj = MemoryObject(user=buf, nbytes=info.nbytes, home=info.device, address=info.address,
                                copies={info.device: buf}, valid={info.device}, implicit=implicit)
             self._objects[id(buf)] = obj
