@@ -134,7 +134,7 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
     except TypeError:  # not a key a graph could be (module_of says what it is)
         cached = None
     if cached is not None:
-        stats.bump("graph_cache_hits")
+        stats.bump_one("graph_cache_hits")
         if profile.on:
             profile.complete("cache", "graph cache hit", profile.now(), args={"graph": cached.name,
                                                                              "target": target})
