@@ -123,6 +123,12 @@ def test_push_two_shot_by_world_size_and_its_scratch(monkeypatch: pytest.MonkeyP
         assert chooser.choose_gpu("all_reduce", limit, world) in ("one_shot", "two_shot")
         assert chooser.choose_gpu("all_reduce", limit + 1, world) == "push"
     assert chooser.choose_gpu("all_reduce", 1 << 40, 3) == "two_shot"  # not measured on three
+    for world, limit in chooser.GPU_PUSH_BYTES_WIDE.items():  # 4-byte elements cross over first
+        assert limit < chooser.GPU_PUSH_BYTES[world]
+        assert chooser.choose_gpu("all_reduce", limit + 1, world, elem_bytes=4) == "push"
+        assert chooser.choose_gpu("all_reduce", limit + 1, world, elem_bytes=2) == "two_shot"
+        assert chooser.choose_gpu("all_reduce", limit, world, elem_bytes=4) == "two_shot"
+    assert chooser.choose_gpu("all_reduce", 8 << 20, 4, elem_bytes=4) == "push"  # f32 at 8 MiB
     monkeypatch.setenv("HPVM_COMM_PUSH_BYTES", str(4 << 20))
     assert chooser.choose_gpu("all_reduce", (4 << 20) + 1, 3) == "push"
     assert chooser.choose_gpu("all_reduce", 4 << 20, 3) == "two_shot"

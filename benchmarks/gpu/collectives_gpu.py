@@ -142,7 +142,7 @@ def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = F
             small = nbytes <= ONE_SHOT_PUSH_BYTES
             algorithms += ("one_shot_push",) if small else ()
             times = {a: time_us(lambda a=a: G.all_reduce(x, "sum", a), iters, line_up) for a in algorithms}
-            chosen = chooser.choose_gpu("all_reduce", nbytes, world)
+            chosen = chooser.choose_gpu("all_reduce", nbytes, world, elem_bytes=x.element_size())
             us = times[chosen]
             bus = 2 * (world - 1) / world
             ceiling = f"{'-':>7} {'-':>6}"

@@ -87,6 +87,10 @@ def stream_threshold() -> int:
 # 16 MiB in 528 programs (99.0 against 106.9 µs; 4667 against 5092 at 1 GiB), the two split by
 # dtype at 8 MiB. The links carry stores faster than the replies of loads.
 GPU_PUSH_BYTES = {2: 4 << 20, 4: 8 << 20}
+# The same for 4-byte elements where they cross over earlier: on four GPUs f32 at 8 MiB ran push
+# in 63.8 µs against two-shot's 70.0 (NCCL 64.1), where bf16 kept two-shot ahead (57.3 against
+# 61.4); at 4 MiB two-shot led in both.
+GPU_PUSH_BYTES_WIDE = {4: 6 << 20}
 
 
 # GPU ranks, by world size: the largest all-reduce that runs one-shot by stores (gpu/kernels.py's
@@ -104,11 +108,13 @@ def one_shot_push_threshold(world_size: int) -> int:
     return min(limit, ONE_SHOT_PUSH_BYTES)
 
 
-def push_threshold(world_size: int) -> int:
-    return _bytes(settings.COMM_PUSH_BYTES, GPU_PUSH_BYTES.get(world_size, 1 << 62))
+def push_threshold(world_size: int, elem_bytes: int = 2) -> int:
+    """HPVM_COMM_PUSH_BYTES, else the measured one for this world size and element width."""
+    measured = GPU_PUSH_BYTES_WIDE.get(world_size) if elem_bytes >= 4 else None
+    return _bytes(settings.COMM_PUSH_BYTES, measured or GPU_PUSH_BYTES.get(world_size, 1 << 62))
 
 
-def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> str:
+def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "", elem_bytes: int = 2) -> str:
     """The GPU kernel for a collective of ranks on one host. An all-reduce up to the one-shot
     kernels' limit (HPVM_COMM_ONESHOT_BYTES, else the larger of the measured thresholds of
     one-shot and one-shot by stores) runs one-shot by stores up to its own threshold
@@ -127,4 +133,4 @@ def choose_gpu(kind: str, nbytes: int, world_size: int, quantize: str = "") -> s
         return "one_shot_push" if nbytes <= one_shot_push_threshold(world_size) else "one_shot"
     if world_size == 2 and nbytes > stream_threshold():
         return "stream"
-    return "push" if nbytes > push_threshold(world_size) else "two_shot"
+    return "push" if nbytes > push_threshold(world_size, elem_bytes) else "two_shot"

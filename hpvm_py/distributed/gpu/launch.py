@@ -176,17 +176,19 @@ def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None, *, fingerp
     rank must pass the same, else every kernel moves nothing and reports the mismatch:
     runner.py). bind: return the call, bound to be made later and again (every function here
     takes these two keywords)."""
-    algorithm = algorithm or choose("all_reduce", x.numel() * x.element_size(), ranks.current())
+    algorithm = algorithm or choose("all_reduce", x.numel() * x.element_size(), ranks.current(),
+                                    elem_bytes=x.element_size())
     return _call(("all_reduce", op, algorithm, TUNING.get(algorithm), fingerprint) + _key(x),
                  lambda: _all_reduce(x, op, algorithm, fingerprint), bind)
 
 
-def choose(kind: str, nbytes: int, world: Any, quantize: str = "") -> str:
+def choose(kind: str, nbytes: int, world: Any, quantize: str = "", elem_bytes: int = 2) -> str:
     """chooser.choose_gpu's pick for this world, with the stream all-reduce's ring or the push
     all-reduce's scratch reserved at the end of the heap; two-shot instead where user allocations
     leave them no room (every rank's heap holds the same allocations, so every rank picks the
     same)."""
-    path = chooser.choose_gpu(kind, nbytes, world.size if world is not None else 1, quantize)
+    path = chooser.choose_gpu(kind, nbytes, world.size if world is not None else 1, quantize,
+                              elem_bytes)
     if path == "stream" and reserve_ring(world.heap) is None:
         return "two_shot"
     if path == "push" and reserve_scratch(world.heap, world.size) is None:

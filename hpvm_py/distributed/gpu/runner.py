@@ -56,7 +56,7 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
         stats.bump("collectives_remote")
         run_remote(world, call, check_arguments(call, world.size))
         return None
-    path = launch.choose(call.kind, call.buffers[0].size, world, call.quantize)
+    path = launch.choose(call.kind, call.buffers[0].size, world, call.quantize, call.dtype.nbytes)
     stats.bump_one(f"collectives_{path}")
     entry = agreement_of(world, call, path, entry=agreed)
     if len(_pending) < PENDING_LIMIT:
