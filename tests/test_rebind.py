@@ -208,3 +208,39 @@ def test_a_replay_writes_every_scalar_that_differs_from_its_last_run(rebind_targ
             want = np.full(8, k, np.float32)
             np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32), err_msg=str(k))
         assert _count("replayed_launches") >= len(sequence) - 2
+
+
+GPU_TARGETS = [t for t in REBINDING if t != "cpu"]
+
+
+@pytest.mark.skipif(not GPU_TARGETS, reason="no GPU target here (gpu needs triton)")
+def test_a_rebound_launch_of_independent_siblings_runs_them_on_its_own_streams(rng) -> None:
+    """A recording that spreads independent kernels over CUDA streams: its copy for other buffers
+    gets streams and events of its own (replays of the two may interleave), and computes what a
+    fresh launch computes; on the fake device its operations are logged."""
+    from hpvm_py.device import gpu_device
+    from hpvm_py.device.streams import FAKE_LOG
+    from programs import gpu_replay_graphs as replay_graphs
+
+    n = 64
+    xs = [rng.random(n, dtype=np.float32) for _ in range(3)]
+    ys = [np.zeros(n, np.float32) for _ in range(3)]
+    with hpvm.runtime(GPU_TARGETS[0]):
+        fake = gpu_device().startswith("fake")
+        for buf in xs + ys:
+            hpvm.track_memory(buf)
+        hpvm.wait(hpvm.launch(replay_graphs.fan_in, xs[0], xs[0].nbytes, ys[0], ys[0].nbytes, n,
+                              2.0, 3.0))
+        FAKE_LOG.clear()
+        for x, y in zip(xs[1:], ys[1:]):
+            hpvm.wait(hpvm.launch(replay_graphs.fan_in, x, x.nbytes, y, y.nbytes, n, 1.5, -1.0))
+        rebound = _count("rebound_launches")
+        for y in ys:
+            hpvm.request_memory(y)
+    np.testing.assert_array_equal(ys[0], xs[0] * np.float32(2) + xs[0] * np.float32(3))
+    for x, y in zip(xs[1:], ys[1:]):
+        np.testing.assert_array_equal(y, x * np.float32(1.5) + x * np.float32(-1.0))
+    assert rebound == 2
+    if fake:  # each copy forked its side stream and joined it back
+        assert sum(op[0] == "launch" and op[2] == 1 for op in FAKE_LOG) == 2
+        assert FAKE_LOG.count(("wait", 0, ("join", 1))) == 2
