@@ -6,6 +6,7 @@ called from host code it converts a Python number to the matching NumPy scalar.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,14 @@ class ScalarType(Type):
     def numpy_dtype(self) -> np.dtype:
         """NumPy has no bfloat16: bf16 buffers hold its bits as uint16."""
         return _DTYPES[self.name]
+
+    @functools.cached_property
+    def host_value(self) -> tuple[type, int, int]:
+        """How a host argument of this type is made (rt/args.py's scalar_argument, per launch):
+        the NumPy scalar type its values are computed in (bf16: float32) and, for integers, the
+        range of values it holds."""
+        scalar = np.float32 if self.name == "bf16" else _DTYPES[self.name].type
+        return scalar, self.min_value(), self.max_value()
 
     def min_value(self) -> int:
         if self.kind == "int":

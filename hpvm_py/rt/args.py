@@ -75,8 +75,8 @@ def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTrac
 
     devices: where the graph's leaves run; a buffer on any other device is rejected.
     """
-    names = ", ".join(p.name for p in func.params)
     if len(args) != len(func.params):
+        names = ", ".join(p.name for p in func.params)
         raise LaunchError(f"graph {func.name} takes {len(func.params)} argument(s) ({names}), "
                           f"got {len(args)}", caller_loc())
     env: list[Any] = []
@@ -150,10 +150,11 @@ def _check_size(func: D.GraphFunc, ptr_name: str, buf: BoundBuffer, size_name: s
 def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> Any:
     """A host value for scalar parameter `name`, checked and converted to t."""
     kind = type(arg)
-    if kind is float and t.is_float and t != bf16:  # the common cases first (replayed launches)
-        return S.value_dtype(t).type(arg)
-    if kind is int and t.is_int and not t.is_bool and t.min_value() <= arg <= t.max_value():
-        return t.numpy_dtype.type(arg)
+    scalar, low, high = t.host_value  # the common cases first (launches, replays)
+    if kind is float and t.kind == "float" and t.name != "bf16":
+        return scalar(arg)
+    if kind is int and t.kind in ("int", "uint") and low <= arg <= high:
+        return scalar(arg)
     where = f"argument {name!r} of {func.name}"
     if is_buffer(arg):
         if len(arg.shape) != 0:

@@ -88,7 +88,7 @@ class MemoryTracker:
             obj = MemoryObject(user=buf, nbytes=info.nbytes, home=info.device, address=info.address,
                                copies={info.device: buf}, valid={info.device}, implicit=implicit)
             self._objects[id(buf)] = obj
-            stats.bump("tracked_objects")
+            stats.bump_one("tracked_objects")
             if implicit:
                 self._implicit += 1
                 if self._implicit >= self._sweep_at:
