@@ -375,8 +375,8 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
         if outputs is not None:
             return outputs
     env = bind_arguments(func, args, rt.tracker, launch_devices(compiled.plan))
-    if compiled.replayable and _settings.REBIND.on():  # other buffers of a recorded launch's
-        # sizes: its launches, copied
+    if compiled.replayable and _settings.REBIND.on():
+        # other buffers of a recorded launch's sizes: copies of its launches (rt/recording.py)
         recording = compiled.replays.rebind(args, env, rt.executor)
         if recording is not None:
             outputs = replay(func, recording, args, rt.tracker)

@@ -124,8 +124,9 @@ class Recording:
         self._values = [(i, b) for i, b in keys if not isinstance(b, weakref.ref)]
         objects = [b() for _, b in self._buffers]
         self._aliases = _aliases(objects)
-        # the identities of the buffer arguments: Replays.find passes over recordings of other
-        # buffers by comparing them alone
+        # where the buffer arguments are (the same in every recording of a graph) and what they
+        # are: Replays.find passes over recordings of other buffers by comparing these alone
+        self.buffer_positions = tuple(i for i, _ in self._buffers)
         self.buffer_ids = tuple(id(obj.user) for obj in objects)
 
     def drop(self) -> None:
@@ -191,8 +192,8 @@ class Recording:
         for i, _ in self._buffers:
             new_args[i] = weakref.ref(env[i].obj)
         twin.args = tuple(new_args)
-        twin._buffers = [(i, new_args[i]) for i, _ in self._buffers]
-        twin.buffer_ids = tuple(id(args[i]) for i, _ in self._buffers)
+        twin._buffers = [(i, new_args[i]) for i in self.buffer_positions]
+        twin.buffer_ids = tuple(id(args[i]) for i in self.buffer_positions)
         twin.steps, twin.acquires, twin.lock = steps, acquires, threading.Lock()
         twin.graph = twin.graph_key = twin.graph_zeros = twin.last_key = None
         if self.streams is not None:  # its own events: replays of the two may interleave

@@ -253,11 +253,10 @@ class Replays:
             if first.matches(args):
                 return first if first.still_writable(args) else None
         with self._lock:
-            ids = None  # the arguments' identities where the recordings have buffers (the same
-            # positions in every recording of a graph)
+            ids = None  # the arguments' identities where the recordings have buffers
             for i, recording in enumerate(self._recordings):
                 if ids is None:
-                    ids = tuple(id(args[k]) for k, _ in recording._buffers)
+                    ids = tuple(id(args[k]) for k in recording.buffer_positions)
                 if ids != recording.buffer_ids:
                     continue
                 if recording.matches(args):
