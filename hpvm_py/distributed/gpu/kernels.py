@@ -105,6 +105,14 @@ def all_reduce_one_shot_push(buf, n, rows, ctrl, bases, rank, status_addr, timeo
     finish(ctrl, b, step)
 
 
+@triton.jit
+def _slices(n, failed, WORLD: tl.constexpr, BLOCK: tl.constexpr):
+    """What the two-shot kernels move: n elements (none when the ranks disagree or one is
+    missing), and the length of each rank's slice of them, in whole chunks of BLOCK."""
+    n = tl.where(failed == 0, n, 0)
+    return n, tl.cdiv(tl.cdiv(n, WORLD), BLOCK) * BLOCK
+
+
 @triton.jit(do_not_specialize=["fingerprint"])
 def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fingerprint, OP: tl.constexpr,
                         WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
@@ -113,8 +121,7 @@ def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fing
     programs = tl.num_programs(0)
     step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
                                             fingerprint, WORLD)
-    n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
-    part = tl.cdiv(tl.cdiv(n, WORLD), BLOCK) * BLOCK  # slice length, whole chunks
+    n, part = _slices(n, failed, WORLD, BLOCK)
     first = rank * part
     end = tl.minimum(first + part, n)
     for c in range(b, tl.cdiv(part, BLOCK), programs):
@@ -147,8 +154,7 @@ def all_reduce_push(buf, n, scratch, ctrl, bases, rank, status_addr, timeout_ns,
     programs = tl.num_programs(0)
     step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
                                             fingerprint, WORLD)
-    n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
-    part = tl.cdiv(tl.cdiv(n, WORLD), BLOCK) * BLOCK  # slice length, whole chunks
+    n, part = _slices(n, failed, WORLD, BLOCK)
     cols = tl.arange(0, BLOCK)
     rows = scratch + b * (2 * WORLD * BLOCK)
     k = 0
