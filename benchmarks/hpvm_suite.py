@@ -9,7 +9,7 @@ sequence once to compile and check it against the NumPy reference (the original'
 then times it again (the median of --repeat runs; the python target is timed on its checked run),
 and prints
 
-    NAME TARGET ok|FAIL SECONDS
+    NAME TARGET ok|FAIL SECONDS [resident SECONDS]
 
 then a table of the times (ms) per target next to the peers measured in the same run:
 torch.compile (Inductor) of the same computation in torch on the CPU, and on CUDA when torch sees
@@ -19,9 +19,13 @@ not installed, no GPU) prints n/a. --peers auto (the default) measures peers at 
 only: torch.compile alone takes minutes to compile the six programs on 2 cores.
 
 The exit status is 1 when any hpvm-py result is wrong (or a run fails), else 0. Peers' results
-are not checked. An hpvm-py time covers the whole launch sequence of the original's host code
-(every iteration, time step or frame, and the copies it implies on a GPU); a peer's time covers
-the same computation with its inputs already on its device.
+are not checked. Two hpvm-py times: the program (SECONDS: the whole host code of the original, a
+runtime started, the inputs copied to a GPU and the results back) and `resident`: the launch
+sequence again inside the same runtime once its tracked buffers are on the device (`Passes` in
+examples/hpvm_suite/_common.py), which is what a peer's time covers (its inputs already on its
+device). The ratios against peers use the resident times. --breakdown profiles one resident pass
+per target (`hpvm.profile`) and prints its GPU kernel, copy and host-launch seconds and its
+slowest kernels.
 """
 from __future__ import annotations
 
@@ -40,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
 from hpvm_suite import BENCHMARKS  # noqa: E402
-from hpvm_suite._common import optional_numba, optional_numba_cuda  # noqa: E402
+from hpvm_suite._common import Passes, optional_numba, optional_numba_cuda  # noqa: E402
 
 PEERS = ("inductor-cpu", "inductor-cuda", "numba-cpu", "numba-cuda")
 
@@ -78,7 +82,30 @@ def timed(fn, repeat: int, sync=None) -> float:
     return statistics.median(times)
 
 
-def run_target(mod, inputs: dict, expected: dict, target: str, repeat: int) -> tuple[bool, float | None, str]:
+class ProfiledPass(Passes):
+    """One timed pass of the launch sequence inside `hpvm.profile`: where its time goes."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.times: dict[str, float] = {}
+        self.kernels: dict[str, float] = {}
+
+    def __iter__(self):
+        import hpvm_py as hpvm
+        yield 0
+        with hpvm.profile(None) as prof:
+            start = time.perf_counter()
+            yield 1
+            self.seconds.append(time.perf_counter() - start)
+        for event in prof.events:
+            if event.get("cat") == "gpu_kernel":
+                self.kernels[event["name"]] = self.kernels.get(event["name"], 0.0) + event["dur"] / 1e6
+        self.times = dict(prof.times)
+
+
+def run_target(mod, inputs: dict, expected: dict, target: str,
+               repeat: int) -> tuple[bool, float | None, float | None, str]:
+    """(ok, program seconds, resident seconds, what went wrong)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # HPVMWarning: Out buffers copied in (cava's edges)
@@ -87,13 +114,30 @@ def run_target(mod, inputs: dict, expected: dict, target: str, repeat: int) -> t
             first = time.perf_counter() - start
             problem = mod.check(outputs, expected)
             if problem is not None:
-                return False, first, problem
+                return False, first, None, problem
             if target == "python":
-                return True, first, ""
-            return True, timed(lambda: mod.run(inputs, target), repeat), ""
+                return True, first, None, ""
+            program = timed(lambda: mod.run(inputs, target), repeat)
+            passes = Passes(repeat)
+            mod.run(inputs, target, passes)
+            return True, program, passes.median(), ""
     except Exception as exc:  # noqa: BLE001 - a failing run is a FAIL line, not a crash
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return False, None, detail
+        return False, None, None, detail
+
+
+def breakdown(mod, inputs: dict, target: str) -> str:
+    """Where one resident pass's time goes: GPU kernels, copies, host launch; the top kernels."""
+    profiled = ProfiledPass()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mod.run(inputs, target, profiled)
+    t = profiled.times
+    top = sorted(profiled.kernels.items(), key=lambda kv: -kv[1])[:4]
+    kernels = ", ".join(f"{name} {sec * 1e3:.2f}" for name, sec in top)
+    return (f"pass {profiled.median() * 1e3:.1f} ms: gpu kernels {t.get('gpu_kernel', 0) * 1e3:.1f}, "
+            f"gpu copies {t.get('gpu_copy', 0) * 1e3:.1f}, host copies {t.get('copy', 0) * 1e3:.1f}, "
+            f"launch {t.get('launch', 0) * 1e3:.1f}; kernels (ms): {kernels}")
 
 
 def run_peer(mod, inputs: dict, peer: str, repeat: int) -> tuple[float | None, str]:
@@ -134,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
                              "at standard, plus gpu,nvptx where a GPU is usable)")
     parser.add_argument("--size", choices=("small", "standard"), default="small")
     parser.add_argument("--only", default=None, help="comma-separated benchmarks (default: all)")
-    parser.add_argument("--peers", choices=("auto", "all", "none"), default="auto")
+    parser.add_argument("--peers", default="auto",
+                        help=f"auto, all, none or a comma-separated list of {', '.join(PEERS)}")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="profile one resident pass per target: GPU kernels, copies, launches")
     parser.add_argument("--repeat", type=int, default=None,
                         help="timed runs per target and peer (default 1 small, 3 standard)")
     args = parser.parse_args(argv)
@@ -150,7 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         targets = args.targets.split(",")
     repeat = args.repeat or (1 if args.size == "small" else 3)
-    peers = [] if args.peers == "none" or (args.peers == "auto" and args.size == "small") else list(PEERS)
+    if args.peers in ("auto", "all", "none"):
+        peers = [] if args.peers == "none" or (args.peers == "auto" and args.size == "small") \
+            else list(PEERS)
+    else:
+        peers = args.peers.split(",")
+        if any(p not in PEERS for p in peers):
+            parser.error(f"unknown peer(s) in {args.peers}; known: {', '.join(PEERS)}")
 
     print(f"# hpvm_suite --size {args.size} targets {','.join(targets)}; {os.cpu_count()} CPU cores"
           f"{'; CUDA ' + __import__('torch').cuda.get_device_name() if cuda_available() else ''}",
@@ -168,13 +221,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} {target} skip (not available here)", flush=True)
                 row[target] = None
                 continue
-            ok, seconds, detail = run_target(mod, inputs, expected, target, repeat)
+            ok, seconds, resident, detail = run_target(mod, inputs, expected, target, repeat)
             failures += not ok
             print(f"{name} {target} {'ok' if ok else 'FAIL'} "
-                  f"{'-' if seconds is None else f'{seconds:.3f}s'}", flush=True)
+                  f"{'-' if seconds is None else f'{seconds:.3f}s'}"
+                  f"{'' if resident is None else f' resident {resident:.4f}s'}", flush=True)
             if detail:
                 print(f"    {detail}", flush=True)
             row[target] = seconds if ok else None
+            row[f"{target} resident"] = resident if ok else None
+            if ok and args.breakdown and target != "python":
+                print(f"    {breakdown(mod, inputs, target)}", flush=True)
         for peer in peers:
             seconds, why = run_peer(mod, inputs, peer, repeat)
             row[peer] = seconds
@@ -182,14 +239,16 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append(f"{name} {peer}: {why}")
             print(f"{name} {peer} {'n/a' if seconds is None else f'{seconds:.3f}s'}", flush=True)
 
-    columns = targets + list(PEERS)
+    columns = targets + [f"{t} resident" for t in targets if t != "python"] + list(PEERS)
     print()
-    print(f"times in ms (--size {args.size}); peer/hpvm > 1 means hpvm-py is faster")
+    print(f"times in ms (--size {args.size}); peer/hpvm > 1 means hpvm-py is faster; the ratios "
+          f"use the resident times")
     header = ["benchmark"] + columns + ["cpu vs inductor", "cpu vs numba", "gpu best vs inductor"]
     print(" | ".join(header))
     for name, row in table.items():
         def ratio(peer: str, mine: list[str]) -> str:
-            best = min((row[t] for t in mine if row.get(t)), default=None)
+            best = min((row[f"{t} resident"] for t in mine if row.get(f"{t} resident")),
+                       default=None)
             other = row.get(peer)
             return "n/a" if best is None or other is None else f"{other / best:.2f}x"
         cells = [name] + [fmt(row.get(c)) for c in columns]

@@ -4,8 +4,10 @@ Every benchmark module of this package has the same face, which `benchmarks/hpvm
 
 - `SIZES`: `{"small": {...}, "standard": {...}}`, keyword arguments of `make_inputs`;
 - `make_inputs(**size) -> dict`: the inputs, generated with a fixed seed (`SEED`);
-- `run(inputs, target) -> dict`: the HPVM launch sequence of the original's host code, inside
-  `hpvm.runtime(target)`; returns the output buffers;
+- `run(inputs, target, passes=None) -> dict`: the HPVM launch sequence of the original's host
+  code, inside `hpvm.runtime(target)`; returns the output buffers. With `passes` (a `Passes`)
+  the sequence runs once untimed and then once per timed pass, in the same runtime: the timed
+  passes find the tracked buffers already on the device, as the peers find theirs;
 - `reference(inputs) -> dict`: the same computation in NumPy;
 - `check(outputs, expected) -> str | None`: None when the outputs pass the original's own
   comparison (Parboil's `tools/compare-output` tolerances), else what differs;
@@ -16,13 +18,42 @@ Every benchmark module of this package has the same face, which `benchmarks/hpvm
 """
 from __future__ import annotations
 
+import statistics
+import time
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from hpvm_py.errors import HPVMError
 
 SEED = 20240611  # every generated input of the suite comes from this seed (and the benchmark's name)
+
+
+class Passes:
+    """How many times `run` repeats its launch sequence inside one runtime, and how long each took.
+
+    `for _ in passes or ONCE:` around the launch sequence: without `passes` it runs once; with
+    `Passes(n)`, once to warm up (compiling, copying the tracked inputs to the device) and then n
+    times timed. The sequence ends with a `hpvm.wait` (or a `pop`), so a pass's time is the work
+    it launched. The outputs of a timed run are not checked: the runner checks a plain run."""
+
+    def __init__(self, timed: int) -> None:
+        self.timed = timed
+        self.seconds: list[float] = []
+
+    def __iter__(self) -> Iterator[int]:
+        yield 0
+        for index in range(1, self.timed + 1):
+            start = time.perf_counter()
+            yield index
+            self.seconds.append(time.perf_counter() - start)
+
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+ONCE = (0,)  # the launch sequence of a plain run: one untimed pass
 
 
 class SuiteInputError(HPVMError):

@@ -59,13 +59,13 @@ import hpvm_py as hpvm
 from hpvm_py import In, InOut, Ptr, f32, i64, u8
 
 try:
-    from ._common import SuiteInputError, rng_for
+    from ._common import ONCE, Passes, SuiteInputError, rng_for
 except ImportError:  # loaded as a file (`hpvmc check examples/hpvm_suite/cava.py`)
     import sys
     from pathlib import Path as _Path
 
     sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
-    from hpvm_suite._common import SuiteInputError, rng_for
+    from hpvm_suite._common import ONCE, Passes, SuiteInputError, rng_for
 
 CHAN_SIZE = 3
 NUM_CTRL_PTS = 3702
@@ -441,7 +441,7 @@ def make_inputs(rows: int, cols: int, raw: str | None = None, cam_model: str | N
     return {"rows": image.shape[0], "cols": image.shape[1], "raw_hwc": image, **model}
 
 
-def run(inputs: dict, target: str | None) -> dict:
+def run(inputs: dict, target: str | None, passes: Passes | None = None) -> dict:
     rows, cols = inputs["rows"], inputs["cols"]
     chw = np.ascontiguousarray(inputs["raw_hwc"].transpose(2, 0, 1)).reshape(-1)
     result = np.zeros_like(chw)
@@ -453,14 +453,18 @@ def run(inputs: dict, target: str | None) -> dict:
          ("ts_tw", "ctrl_pts", "weights", "coefs", "tone_map")}
     p = planes
     with hpvm.runtime(target):
-        hpvm.wait(hpvm.launch(
-            root, chw, chw.nbytes, result, result.nbytes, p["input_scaled"], p["input_scaled"].nbytes,
-            p["result_scaled"], p["result_scaled"].nbytes, p["demosaic_out"],
-            p["demosaic_out"].nbytes, p["denoise_out"], p["denoise_out"].nbytes,
-            p["transform_out"], p["transform_out"].nbytes, p["gamut_out"], p["gamut_out"].nbytes,
-            m["ts_tw"], m["ts_tw"].nbytes, m["ctrl_pts"], m["ctrl_pts"].nbytes, m["weights"],
-            m["weights"].nbytes, m["coefs"], m["coefs"].nbytes, l2_dist, l2_dist.nbytes,
-            m["tone_map"], m["tone_map"].nbytes, rows, cols))
+        for buf in (chw, result, l2_dist, *planes.values(), *m.values()):  # llvm_hpvm_track_mem
+            hpvm.track_memory(buf)
+        for _ in passes or ONCE:
+            hpvm.wait(hpvm.launch(
+                root, chw, chw.nbytes, result, result.nbytes, p["input_scaled"],
+                p["input_scaled"].nbytes, p["result_scaled"], p["result_scaled"].nbytes,
+                p["demosaic_out"], p["demosaic_out"].nbytes, p["denoise_out"],
+                p["denoise_out"].nbytes, p["transform_out"], p["transform_out"].nbytes,
+                p["gamut_out"], p["gamut_out"].nbytes, m["ts_tw"], m["ts_tw"].nbytes,
+                m["ctrl_pts"], m["ctrl_pts"].nbytes, m["weights"], m["weights"].nbytes,
+                m["coefs"], m["coefs"].nbytes, l2_dist, l2_dist.nbytes, m["tone_map"],
+                m["tone_map"].nbytes, rows, cols))
         for buf in (result, *planes.values()):
             hpvm.request_memory(buf)
         for buf in (chw, result, l2_dist, *planes.values(), *m.values()):

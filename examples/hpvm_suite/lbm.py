@@ -50,13 +50,13 @@ import hpvm_py as hpvm
 from hpvm_py import In, InOut, Ptr, f32, i64
 
 try:
-    from ._common import SuiteInputError, optional_numba, parboil_close, read_exact, rng_for
+    from ._common import ONCE, Passes, SuiteInputError, optional_numba, parboil_close, read_exact, rng_for
 except ImportError:  # loaded as a file (`hpvmc check examples/hpvm_suite/lbm.py`)
     import sys
     from pathlib import Path as _Path
 
     sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
-    from hpvm_suite._common import SuiteInputError, optional_numba, parboil_close, read_exact, rng_for
+    from hpvm_suite._common import ONCE, Passes, SuiteInputError, optional_numba, parboil_close, read_exact, rng_for
 
 OMEGA = 1.95
 DFL1 = 1.0 / 3.0
@@ -347,16 +347,18 @@ def step_numpy(src: np.ndarray, dst: np.ndarray, nx: int, ny: int, nz: int) -> N
         v[e, 2:nz + 2, :, :nx] = new[e][:, :, :nx]
 
 
-def run(inputs: dict, target: str | None) -> dict:
+def run(inputs: dict, target: str | None, passes: Passes | None = None) -> dict:
     nx, ny, nz = inputs["nx"], inputs["ny"], inputs["nz"]
     src = inputs["grid"].copy()
     dst = inputs["grid"].copy()
     with hpvm.runtime(target):
         for buf in (src, dst):  # the original's llvm_hpvm_track_mem: the grids stay on the device
             hpvm.track_memory(buf)
-        for _ in range(inputs["steps"]):
-            hpvm.wait(hpvm.launch(root, src, src.nbytes, dst, dst.nbytes, nx, ny, nz, nx, ny, nz))
-            src, dst = dst, src
+        for _ in passes or ONCE:
+            for _ in range(inputs["steps"]):
+                hpvm.wait(hpvm.launch(root, src, src.nbytes, dst, dst.nbytes, nx, ny, nz, nx, ny,
+                                      nz))
+                src, dst = dst, src
         hpvm.request_memory(src)
         hpvm.untrack_memory(src)
         hpvm.untrack_memory(dst)
@@ -487,11 +489,12 @@ def numba_program(inputs: dict, cuda: bool = False):
             if x < nx and y < ny and z < nz:
                 dev_update(src, dst, x, y, z, nx + 8, (nx + 8) * ny, (nx + 8) * ny * (nz + 4))
 
-        a, b = nc.to_device(inputs["grid"]), nc.to_device(inputs["grid"])
+        initial = nc.to_device(inputs["grid"])
+        a, b = nc.device_array_like(initial), nc.device_array_like(initial)
 
-        def go():
-            a.copy_to_device(inputs["grid"])  # from the initial grid every time
-            b.copy_to_device(inputs["grid"])
+        def go():  # from the initial grid every time, copied on the device (as hpvm-py's resident runs)
+            a.copy_to_device(initial)
+            b.copy_to_device(initial)
             s, d = a, b
             for _ in range(steps):
                 kernel[(1, ny, nz), (nx, 1, 1)](s, d, nx, ny, nz)

@@ -33,13 +33,13 @@ import hpvm_py as hpvm
 from hpvm_py import In, InOut, Ptr, f32, i32, i64
 
 try:
-    from ._common import optional_numba, parboil_close, rng_for
+    from ._common import ONCE, Passes, optional_numba, parboil_close, rng_for
 except ImportError:  # loaded as a file (`hpvmc check examples/hpvm_suite/sgemm.py`)
     import sys
     from pathlib import Path as _Path
 
     sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
-    from hpvm_suite._common import optional_numba, parboil_close, rng_for
+    from hpvm_suite._common import ONCE, Passes, optional_numba, parboil_close, rng_for
 
 TILE_SZ = 16
 
@@ -103,15 +103,19 @@ def make_inputs(m: int, k: int, n: int) -> dict:
     return {"m": m, "k": k, "n": n, "a": a, "b": b}
 
 
-def run(inputs: dict, target: str | None) -> dict:
+def run(inputs: dict, target: str | None, passes: Passes | None = None) -> dict:
     m, k, n = inputs["m"], inputs["k"], inputs["n"]
     # column-major A (m x k) is row-major A^T; column-major B^T (n x k) is row-major B
     a_cm = np.ascontiguousarray(inputs["a"].T)
     bt_cm = np.ascontiguousarray(inputs["b"])
     c_cm = np.zeros((n, m), np.float32)  # column-major m x n
     with hpvm.runtime(target):
-        hpvm.wait(hpvm.launch(root, a_cm, a_cm.nbytes, m, bt_cm, bt_cm.nbytes, n, c_cm, c_cm.nbytes,
-                              m, k, 1.0, 0.0, TILE_SZ, TILE_SZ, m // TILE_SZ, n // TILE_SZ))
+        for buf in (a_cm, bt_cm, c_cm):  # tracked as the original's llvm_hpvm_track_mem
+            hpvm.track_memory(buf)
+        for _ in passes or ONCE:
+            hpvm.wait(hpvm.launch(root, a_cm, a_cm.nbytes, m, bt_cm, bt_cm.nbytes, n, c_cm,
+                                  c_cm.nbytes, m, k, 1.0, 0.0, TILE_SZ, TILE_SZ, m // TILE_SZ,
+                                  n // TILE_SZ))
         hpvm.request_memory(c_cm)
         for buf in (a_cm, bt_cm, c_cm):
             hpvm.untrack_memory(buf)

@@ -51,13 +51,13 @@ import hpvm_py as hpvm
 from hpvm_py import In, InOut, Ptr, f32, i32, i64
 
 try:
-    from ._common import SuiteInputError, optional_numba, parboil_close, rng_for
+    from ._common import ONCE, Passes, SuiteInputError, optional_numba, parboil_close, rng_for
 except ImportError:  # loaded as a file (`hpvmc check examples/hpvm_suite/spmv.py`)
     import sys
     from pathlib import Path as _Path
 
     sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
-    from hpvm_suite._common import SuiteInputError, optional_numba, parboil_close, rng_for
+    from hpvm_suite._common import ONCE, Passes, SuiteInputError, optional_numba, parboil_close, rng_for
 
 WARP_BITS = 5
 PAD = 32
@@ -275,7 +275,7 @@ def make_inputs(dim: int, band: int, iterations: int, matrix: str | None = None)
     return jds
 
 
-def run(inputs: dict, target: str | None) -> dict:
+def run(inputs: dict, target: str | None, passes: Passes | None = None) -> dict:
     dim = inputs["dim"]
     data, index, perm = inputs["data"], inputs["index"], inputs["perm"]
     x, jds_ptr, nzcnt = inputs["x"], inputs["jds_ptr"], inputs["nzcnt"]
@@ -284,10 +284,11 @@ def run(inputs: dict, target: str | None) -> dict:
     with hpvm.runtime(target):
         for buf in (ax, data, index, perm, x, jds_ptr, nzcnt):  # llvm_hpvm_track_mem, as the original
             hpvm.track_memory(buf)
-        for _ in range(inputs["iterations"]):
-            hpvm.wait(hpvm.launch(root, ax, ax.nbytes, data, data.nbytes, index, index.nbytes,
-                                  perm, perm[:dim].nbytes, x, x.nbytes, dim, jds_ptr,
-                                  jds_ptr.nbytes, nzcnt, nzcnt.nbytes, block, grid // block))
+        for _ in passes or ONCE:
+            for _ in range(inputs["iterations"]):
+                hpvm.wait(hpvm.launch(root, ax, ax.nbytes, data, data.nbytes, index, index.nbytes,
+                                      perm, perm[:dim].nbytes, x, x.nbytes, dim, jds_ptr,
+                                      jds_ptr.nbytes, nzcnt, nzcnt.nbytes, block, grid // block))
         hpvm.request_memory(ax)
         for buf in (ax, data, index, perm, x, jds_ptr, nzcnt):
             hpvm.untrack_memory(buf)

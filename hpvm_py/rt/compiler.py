@@ -88,8 +88,9 @@ class CompiledGraph:
     @functools.cached_property
     def replayable(self) -> bool:
         """Launches are recorded for replay on compiled targets, for graphs whose root nodes are
-        leaves or internal nodes holding one leaf (NodePlan.recorded_leaf), all on one device: the
-        host on cpu; on a GPU target, leaves of that target only (one kind of prepared launch)."""
+        leaves or internal nodes holding a chain down to one leaf (NodePlan.recorded_leaf), all on
+        one device: the host on cpu; on a GPU target, leaves of that target only (one kind of
+        prepared launch)."""
         leaves = [n.recorded_leaf for n in self.plan.nodes]
         backend = registry.get(self.target)
         if None in leaves or backend is None or not backend.replays:

@@ -106,14 +106,24 @@ class NodePlan:
 
     @property
     def recorded_leaf(self) -> "NodePlan | None":
-        """The leaf a replay records for this node (rt/replay.py): itself if it is a leaf, the
-        leaf of an internal node whose child graph is that one leaf, else None."""
-        if self.kernel is not None:
-            return self
-        child = self.child
-        if child is not None and len(child.nodes) == 1 and child.nodes[0].kernel is not None:
-            return child.nodes[0]
-        return None
+        """The leaf a replay records for this node (rt/replay.py): itself if it is a leaf; the
+        leaf at the bottom of a chain of internal nodes whose child graphs each hold one node
+        (HPVM-C's usual nesting: a wrapper, a grid of thread blocks, the leaf); else None."""
+        node = self
+        while node.kernel is None:
+            child = node.child
+            if child is None or len(child.nodes) != 1:
+                return None
+            node = child.nodes[0]
+        return node
+
+    def chain_to_leaf(self) -> "list[NodePlan]":
+        """The internal nodes from this one down to recorded_leaf's parent (empty for a leaf)."""
+        chain, node = [], self
+        while node.kernel is None and node.child is not None:
+            chain.append(node)
+            node = node.child.nodes[0]
+        return chain
 
     @property
     def leaf_count(self) -> int:

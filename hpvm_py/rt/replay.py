@@ -48,22 +48,28 @@ class Recorder:
         self._lifted: list[Any] | None = None  # inside a root internal node: its leaf's inputs'
         # sources at the root
         self.internal_nodes = 0
+        self._depth = 0  # internal nodes entered and not left
 
     def enter(self, node: Any, at_root: bool) -> None:
-        """An internal node starts: its leaf is recorded if the node is one leaf (see the module's
-        docstring), its inputs' sources lifted to the root's; otherwise the launch is not."""
-        self._lifted = lifted_sources(node) if at_root else None
-        if self._lifted is None:
-            self.usable = False
+        """An internal node starts. At the root: its leaf is recorded if the node is a chain down
+        to one leaf (lifted_sources), its inputs' sources lifted to the root's; otherwise the
+        launch is not. Below the root it is a level of that chain (or the launch is unusable)."""
+        if at_root:
+            self._lifted = lifted_sources(node)
+            if self._lifted is None:
+                self.usable = False
+        self._depth += 1
         self.internal_nodes += 1
 
     def leave(self) -> None:
-        self._lifted = None
+        self._depth -= 1
+        if not self._depth:
+            self._lifted = None
 
     def records(self, ancestors: list[tuple[int, ...]]) -> bool:
-        """Whether the leaf about to run is recorded: a root leaf, or the leaf of a root internal
-        node that enter() accepted."""
-        return not ancestors or (len(ancestors) == 1 and self._lifted is not None)
+        """Whether the leaf about to run is recorded: a root leaf, or the leaf at the bottom of a
+        root internal node that enter() accepted."""
+        return not ancestors or self._lifted is not None
 
     def leaf(self, node: Any, prepared: Any, slots: dict, call: list[Any], outputs: list[Any],
              extents: list[tuple[int, ...]], device: str, copied_in: frozenset[int]) -> None:
@@ -219,22 +225,27 @@ class Recorder:
 
 
 def lifted_sources(node: Any) -> list[Any] | None:
-    """For an internal node of the root that holds one leaf and has no outputs: where each of the
-    leaf's inputs comes from at the root (a root argument or a constant). None when another shape,
-    or when an input comes from a sibling or is spread per parent instance on the host."""
+    """For an internal node of the root that holds a chain of single-node graphs down to one leaf
+    (NodePlan.recorded_leaf), none of them with outputs: where each of the leaf's inputs comes
+    from at the root (a root argument or a constant). None when another shape, or when an input
+    comes from a sibling or from an expression of an inner level. (What the chain's levels bind
+    from the root stays uniform all the way down: only edges make values per parent instance.)"""
     leaf = node.recorded_leaf
-    if leaf is None or leaf is node or node.child.outputs:
+    if leaf is None or leaf is node:
+        return None
+    chain = node.chain_to_leaf()
+    if any(level.child.outputs for level in chain):
         return None
     lifted = []
     for src in leaf.inputs:
-        if src.const is None:
+        for level in reversed(chain):  # from the leaf's parent up to the root's node
+            if src.const is not None:
+                break
             if src.bind_port is None:
                 return None
-            outer = node.inputs[src.bind_port]
-            if node.input_modes[src.bind_port] == "per_parent" or \
-                    (outer.bind_port is None and outer.const is None):
-                return None
-            src = outer
+            src = level.inputs[src.bind_port]
+        if src.bind_port is None and src.const is None:
+            return None
         lifted.append(src)
     return lifted
 
