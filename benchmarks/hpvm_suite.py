@@ -23,7 +23,8 @@ are not checked. Two hpvm-py times: the program (SECONDS: the whole host code of
 runtime started, the inputs copied to a GPU and the results back) and `resident`: the launch
 sequence again inside the same runtime once its tracked buffers are on the device (`Passes` in
 examples/hpvm_suite/_common.py), which is what a peer's time covers (its inputs already on its
-device). The ratios against peers use the resident times. --breakdown profiles one resident pass
+device). Both end with `torch.cuda.synchronize()` on a GPU target: `hpvm.wait` returns while
+kernels that write only tracked buffers may still run. The ratios against peers use the resident times. --breakdown profiles one resident pass
 per target (`hpvm.profile`) and prints its GPU kernel, copy and host-launch seconds and its
 slowest kernels.
 """
@@ -71,6 +72,14 @@ def cuda_available() -> bool:
         return False
 
 
+def device_sync(target: str):
+    """What waits for a GPU target's queued kernels (hpvm.wait returns once they are queued)."""
+    if target in ("gpu", "nvptx") and cuda_available():
+        import torch
+        return torch.cuda.synchronize
+    return None
+
+
 def timed(fn, repeat: int, sync=None) -> float:
     times = []
     for _ in range(repeat):
@@ -85,17 +94,21 @@ def timed(fn, repeat: int, sync=None) -> float:
 class ProfiledPass(Passes):
     """One timed pass of the launch sequence inside `hpvm.profile`: where its time goes."""
 
-    def __init__(self) -> None:
-        super().__init__(1)
+    def __init__(self, sync=None) -> None:
+        super().__init__(1, sync)
         self.times: dict[str, float] = {}
         self.kernels: dict[str, float] = {}
 
     def __iter__(self):
         import hpvm_py as hpvm
         yield 0
+        if self.sync is not None:
+            self.sync()
         with hpvm.profile(None) as prof:
             start = time.perf_counter()
             yield 1
+            if self.sync is not None:
+                self.sync()
             self.seconds.append(time.perf_counter() - start)
         for event in prof.events:
             if event.get("cat") == "gpu_kernel":
@@ -117,8 +130,8 @@ def run_target(mod, inputs: dict, expected: dict, target: str,
                 return False, first, None, problem
             if target == "python":
                 return True, first, None, ""
-            program = timed(lambda: mod.run(inputs, target), repeat)
-            passes = Passes(repeat)
+            program = timed(lambda: mod.run(inputs, target), repeat, device_sync(target))
+            passes = Passes(repeat, device_sync(target))
             mod.run(inputs, target, passes)
             return True, program, passes.median(), ""
     except Exception as exc:  # noqa: BLE001 - a failing run is a FAIL line, not a crash
@@ -128,7 +141,7 @@ def run_target(mod, inputs: dict, expected: dict, target: str,
 
 def breakdown(mod, inputs: dict, target: str) -> str:
     """Where one resident pass's time goes: GPU kernels, copies, host launch; the top kernels."""
-    profiled = ProfiledPass()
+    profiled = ProfiledPass(device_sync(target))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mod.run(inputs, target, profiled)

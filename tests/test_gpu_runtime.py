@@ -392,3 +392,27 @@ def test_a_block_graph_is_replayed_with_the_copies_of_a_fresh_launch(gpu_target:
     assert replays == 19 and counts["rebound_launches"] == 1
     assert counts["h2d_copies"] == 2 and counts["d2h_copies"] == 1
     assert counts["kernel_launches"] == 20 and counts["nodes_run"] == 40
+
+
+@needs_cuda
+def test_a_cuda_graph_replay_inside_a_profile_reports_its_gpu_time(gpu_target: str, rng) -> None:
+    """Repeats with the same scalars run as one CUDA graph; a profile still times them on the GPU
+    (one "kernel" event per graph launch, named after its leaves) and they still compute."""
+    n = 1 << 16
+    x = rng.random(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    with hpvm.runtime(gpu_target):
+        hpvm.track_memory(x)
+        hpvm.track_memory(y)
+        for _ in range(3):  # recorded, replayed, captured
+            hpvm.wait(hpvm.launch(g.chain, x, x.nbytes, y, y.nbytes, n, 2.0, 1.0))
+        graphs = hpvm.stats()["cuda_graph_replays"]
+        with hpvm.profile(None) as prof:
+            for _ in range(4):
+                hpvm.wait(hpvm.launch(g.chain, x, x.nbytes, y, y.nbytes, n, 2.0, 1.0))
+        assert hpvm.stats()["cuda_graph_replays"] - graphs == 4
+        hpvm.request_memory(y)
+    timed = [e for e in prof.events if e["cat"] == "gpu_kernel" and e["name"].startswith("cuda graph")]
+    assert len(timed) == 4 and all(e["dur"] > 0 for e in timed)
+    assert prof.times["gpu_kernel"] > 0
+    np.testing.assert_allclose(y, x * np.float32(2) + np.float32(1), rtol=1e-6)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -35,18 +35,25 @@ class Passes:
 
     `for _ in passes or ONCE:` around the launch sequence: without `passes` it runs once; with
     `Passes(n)`, once to warm up (compiling, copying the tracked inputs to the device) and then n
-    times timed. The sequence ends with a `hpvm.wait` (or a `pop`), so a pass's time is the work
-    it launched. The outputs of a timed run are not checked: the runner checks a plain run."""
+    times timed. On a GPU `wait` returns once the kernels are queued (as torch's calls do: the
+    tracked buffers' later uses are ordered after them), so `sync` (e.g. torch.cuda.synchronize)
+    ends each timed pass: its time is the work it launched. The outputs of a timed run are not
+    checked: the runner checks a plain run."""
 
-    def __init__(self, timed: int) -> None:
+    def __init__(self, timed: int, sync: Callable[[], Any] | None = None) -> None:
         self.timed = timed
+        self.sync = sync
         self.seconds: list[float] = []
 
     def __iter__(self) -> Iterator[int]:
         yield 0
+        if self.sync is not None:
+            self.sync()
         for index in range(1, self.timed + 1):
             start = time.perf_counter()
             yield index
+            if self.sync is not None:
+                self.sync()
             self.seconds.append(time.perf_counter() - start)
 
     def median(self) -> float:

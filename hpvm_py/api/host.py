@@ -396,6 +396,12 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
 def wait(handle: Any, timeout: float | None = None) -> Any:
     """Block until a launch is complete, once per handle.
 
+    On `gpu` and `nvptx`, complete means its outputs and errors are known: the root's outputs are
+    fetched and the checked kernels' error words read, and the buffers that were not tracked are
+    back on the host; the kernels that write tracked buffers may still be running on the device,
+    as after a torch call (later launches, `request_memory` and torch work on the stream are
+    ordered after them). To time device work, synchronize the device (`torch.cuda.synchronize()`).
+
     For a stream, closes it: no more pushes, the items in flight drain, the stages end. A stream
     whose wait() timed out keeps draining; wait() may be called on it again.
 
