@@ -26,11 +26,6 @@ class CapturedGraph:
         except (AttributeError, RuntimeError):
             self._launch = None
 
-    @property
-    def stream(self) -> int:
-        """The stream handle it launches on by default (current when it was captured)."""
-        return self._stream
-
     def replay(self, stream: int | None = None) -> None:
         """Launch it (on `stream`, a CUDA stream handle, when given)."""
         try:
