@@ -499,7 +499,9 @@ def stats(reset: bool = False) -> dict[str, Any]:
         (`h2d_copies`, `h2d_bytes`, `d2h_*`, `d2d_*`), `graph_compiles`, `graph_cache_hits`,
         `cache_disk_hits`, `cache_disk_misses`, `cpu_compiles` and `gpu_compiles`; the choice of
         GPU lowering (docs/runtime.md): `lowering_timed`, `lowering_disk_hits`,
-        `lowering_kept_triton`, `lowering_kept_nvptx` and `lowering_fallbacks`; and `times`:
+        `lowering_kept_triton`, `lowering_kept_nvptx` and `lowering_fallbacks`; `lane_splits`:
+        nvptx launches prepared to split a leaf's loop over the threads of each instance
+        (docs/backends.md, "Lanes"; a replay reuses its prepared launch); and `times`:
         seconds per category (launch, node, kernel, copy, stage, collective, compile, cache,
         gpu_kernel, gpu_copy) recorded while `hpvm.profile()` was open (docs/profiling.md).
     """
@@ -507,7 +509,7 @@ def stats(reset: bool = False) -> dict[str, Any]:
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",
             "replayed_launches", "rebound_launches", "cuda_graph_replays", "lowering_timed", "lowering_disk_hits",
-            "lowering_kept_triton", "lowering_kept_nvptx", "lowering_fallbacks")
+            "lowering_kept_triton", "lowering_kept_nvptx", "lowering_fallbacks", "lane_splits")
     snap = _stats.snapshot()
     result = {k: 0 for k in keys}
     result.update(snap)

@@ -10,6 +10,7 @@ from llvmlite import ir
 
 from ...ir import kernel as K
 from ...passes import Pipeline
+from ...passes.lanes import LaneLoop, lane_loop
 from ...support import settings
 from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from ..cpu.accesses import sites
@@ -18,7 +19,7 @@ from ..cpu.passes import localize
 from . import device, toolchain
 from .launch import NvptxKernel
 from .scratch import scratch_of
-from .simt import GROUP, build_kernel, mapping_of
+from .simt import FLAT, GROUP, build_kernel, lanes_name, mapping_of
 
 # its backend passes (HPVM_DUMP_IR=nvptx.localize): the SIMT kernel needs no other rewrite
 PASSES = Pipeline("nvptx", (("localize", localize),))
@@ -55,11 +56,12 @@ class NvptxBackend(Backend):
         prepared = PASSES.final(leaf, ctx, label="checked" if checked else "unchecked")
         check_compilable(prepared)
         arch = device.arch()
-        ptx = self._ptx(prepared, ctx, checked, arch, key)
-        cubin = self._cubin(ptx, arch, prepared)
         mapping = mapping_of(prepared)
+        lanes = lane_loop(prepared, ctx.input_modes) if mapping == FLAT else None
+        ptx = self._ptx(prepared, ctx, checked, arch, key, lanes)
+        cubin = self._cubin(ptx, arch, prepared)
         scratch = scratch_of(prepared, ctx) if mapping == GROUP else None
-        return NvptxKernel(leaf, prepared, ctx, checked, cubin, mapping, scratch)
+        return NvptxKernel(leaf, prepared, ctx, checked, cubin, mapping, scratch, lanes=lanes)
 
     def for_leaf(self, kernel: LeafKernel, leaf: K.LeafFunc) -> LeafKernel:
         assert isinstance(kernel, NvptxKernel)
@@ -72,20 +74,24 @@ class NvptxBackend(Backend):
     def ptx(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
         prepared = PASSES.final(leaf, ctx)
         check_compilable(prepared)
-        return self._ptx(prepared, ctx, checked, device.arch(), (repr(leaf), ctx.key(), checked))
+        lanes = lane_loop(prepared, ctx.input_modes) if mapping_of(prepared) == FLAT else None
+        return self._ptx(prepared, ctx, checked, device.arch(), (repr(leaf), ctx.key(), checked),
+                         lanes)
 
     def llvm_ir(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
         """The kernel's LLVM IR before optimisation and linking."""
         prepared = PASSES.final(leaf, ctx)
         check_compilable(prepared)
-        return module_text(prepared, ctx, checked, device.arch())
+        lanes = lane_loop(prepared, ctx.input_modes) if mapping_of(prepared) == FLAT else None
+        return module_text(prepared, ctx, checked, device.arch(), lanes)
 
     def _ptx(self, prepared: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
-             key: CacheKey) -> str:
+             key: CacheKey, lanes: LaneLoop | None) -> str:
         return self.disk_cached(
-            (key[0], key[1], str(checked), arch, *self.versions()), _PTX_SUFFIX,
-            lambda: toolchain.to_ptx(module_text(prepared, ctx, checked, arch), prepared.name, arch,
-                                     prepared.loc).encode(), "nvptx_compiles").decode()
+            (key[0], key[1], str(checked), arch, repr(lanes), *self.versions()), _PTX_SUFFIX,
+            lambda: toolchain.to_ptx(module_text(prepared, ctx, checked, arch, lanes),
+                                     (prepared.name,) + ((lanes_name(prepared),) if lanes else ()),
+                                     arch, prepared.loc).encode(), "nvptx_compiles").decode()
 
     def _cubin(self, ptx: str, arch: str, leaf: K.LeafFunc) -> bytes:
         return self.disk_cached((ptx, arch, toolchain.ptxas_version()), _CUBIN_SUFFIX,
@@ -93,11 +99,12 @@ class NvptxBackend(Backend):
                                 "nvptx_assembles")
 
 
-def module_text(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str) -> str:
+def module_text(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
+                lanes: LaneLoop | None = None) -> str:
     module = ir.Module(name=leaf.name)
     module.triple = toolchain.TRIPLE
     module.data_layout = toolchain.data_layout(arch)
     numbers = {id(node): i for i, node in enumerate(sites(leaf.body))}
-    build_kernel(module, leaf, ctx, checked, numbers)
+    build_kernel(module, leaf, ctx, checked, numbers, lanes)
     return str(module)
 

@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from ...errors import LaunchError
+from ...support import stats
 from ...ir import kernel as K
+from ...passes.lanes import LaneLoop, atom_values
 from ...types import PtrType
 from ..base import BufferArg, LeafKernel, NodeContext
 from .. import heapview
@@ -33,9 +35,12 @@ from ..cpu.prepare import localize_assigned_params
 from . import device
 from .abi import KernelLayout
 from .scratch import Scratch, host_bytes
-from .simt import GROUP
+from .simt import GROUP, lanes_name
 
 BLOCK_THREADS = 256  # threads per block of the flat mapping
+LANES_MAX_INSTANCES = 1 << 16  # lanes (one block per instance) for launches of at most these,
+LANES_MIN_TRIPS = 32  # whose split loop runs at least this many times,
+LANES_MAX_WIDTH = 256  # on up to this many threads per instance
 BLOCK_X_2D = 128  # x width of those blocks for leaves of 2 or 3 dimensions
 BLOCK_Y_MAX = 1024  # y height at most: what the y dimension leaves goes to (z, parent)
 _GRID_X = (1 << 31) - 1
@@ -46,7 +51,8 @@ _SHAPES_KEPT = 64  # extents remembered per kernel
 class NvptxKernel(LeafKernel):
     def __init__(self, source: K.LeafFunc, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
                  cubin: bytes, mapping: str, scratch: Scratch | None,
-                 code: device.LoadedCubin | None = None):
+                 code: device.LoadedCubin | None = None, lanes: LaneLoop | None = None,
+                 lanes_code: device.LoadedCubin | None = None):
         self.source = source  # the leaf as given; `leaf` is its normalised form
         self.leaf = leaf
         self.ctx = ctx
@@ -57,12 +63,15 @@ class NvptxKernel(LeafKernel):
         self.layout = KernelLayout.of(leaf, ctx)
         self.sites = sites(leaf.body)
         self.code = code or device.LoadedCubin(cubin, leaf.name, leaf.loc)
+        self.lanes = lanes  # the loop the lanes kernel splits (passes/lanes.py), if it has one
+        self.lanes_code = lanes_code or (device.LoadedCubin(cubin, lanes_name(leaf), leaf.loc)
+                                         if lanes is not None else None)
         self._shapes: dict[tuple, tuple] = {}
 
     def for_source(self, source: K.LeafFunc) -> "NvptxKernel":
         """This kernel's code for another leaf with equal IR (its own source locations)."""
         kernel = NvptxKernel(source, self.leaf, self.ctx, self.checked, self.cubin, self.mapping,
-                             self.scratch, self.code)
+                             self.scratch, self.code, self.lanes, self.lanes_code)
         kernel.sites = sites(localize_assigned_params(source).body)
         return kernel
 
@@ -105,8 +114,33 @@ class NvptxKernel(LeafKernel):
             self.code.allow_shared(ordinal, shared)
         device.make_current(ordinal)
         stream = torch.cuda.current_stream(cuda).cuda_stream
-        return PreparedLaunch(self, fn, params, block, chunks, shared, stream, error,
-                              DeviceOutputs(device_outputs, self.leaf.name, self.leaf.loc), keep)
+        launch = PreparedLaunch(self, fn, params, block, chunks, shared, stream, error,
+                                DeviceOutputs(device_outputs, self.leaf.name, self.leaf.loc), keep)
+        width = self._lane_width(args, checked, parents * leaves)
+        if width:
+            launch.split(self.lanes_code.function(ordinal), width, parents * leaves)
+            stats.bump_one("lane_splits")
+        return launch
+
+    def _lane_width(self, args: list[Any], extents: list[tuple[int, ...]], instances: int) -> int:
+        """The threads per instance of the lanes kernel for this launch, or 0 for the plain one:
+        lanes run when few instances would leave the GPU idle, the loop is long enough to share,
+        no two of its iterations store to one element (LaneLoop.holds) and the buffers it
+        stores to overlap no other buffer argument."""
+        lanes = self.lanes
+        if lanes is None or not 0 < instances <= LANES_MAX_INSTANCES:
+            return 0
+        params = {p.name: a for p, a in zip(self.leaf.params, args) if not isinstance(p.type, PtrType)}
+        value = atom_values(params, extents)
+        trips = lanes.trips(value)
+        if trips < LANES_MIN_TRIPS or not lanes.holds(value):
+            return 0
+        buffers = {p.name: a for p, a in zip(self.leaf.params, args) if isinstance(a, BufferArg)}
+        for name in lanes.written:
+            mine = buffers.get(name)
+            if mine is None or any(_overlap(mine, other) for key, other in buffers.items() if key != name):
+                return 0
+        return min(LANES_MAX_WIDTH, max(LANES_MIN_TRIPS, _pow2_at_least(trips)))
 
     def _shape(self, extents: list[tuple[int, ...]]) -> tuple:
         """What depends only on the extents: (extents, parents, leaves, block, chunks), a chunk
@@ -280,6 +314,8 @@ class PreparedLaunch(DeviceLaunch):
         self._direct, self._fn_address = None, 0  # libcuda's own entry point, when loadable
         if fn is not None and launch_kernel() is not None:
             self._direct, self._fn_address = launch_kernel(), int(fn)
+        self.plain: tuple | None = None  # (fn, block, chunks) of the plain kernel while split
+        self.lane_params: set[int] = set()
 
     @property
     def on_any_stream(self) -> bool:
@@ -292,8 +328,8 @@ class PreparedLaunch(DeviceLaunch):
         size (a checked kernel's error word, malloc scratch sized by scalars, remote accesses and
         per-instance inputs are per launch)."""
         scratch = self.kernel.scratch
-        return self.fn is not None and self.error is None and not self.keep and \
-            not self.kernel.layout.remote and (scratch is None or not scratch.dynamic)
+        return self.fn is not None and self.error is None and not self.keep and self.plain is None \
+            and not self.kernel.layout.remote and (scratch is None or not scratch.dynamic)
 
     def set_buffer(self, i: int, arg: Any) -> None:
         self.slots[i] = arg.address
@@ -301,9 +337,9 @@ class PreparedLaunch(DeviceLaunch):
 
     @property
     def copyable(self) -> bool:
-        scratch = self.kernel.scratch
-        return self.fn is not None and self.error is None and not self.stale and \
-            not self.kernel.layout.remote and (scratch is None or not scratch.dynamic)
+        scratch = self.kernel.scratch  # (split: its buffers' overlap was checked for these)
+        return self.fn is not None and self.error is None and not self.stale and self.plain is None \
+            and not self.kernel.layout.remote and (scratch is None or not scratch.dynamic)
 
     def copy(self) -> "PreparedLaunch":
         assert self.copyable
@@ -312,9 +348,22 @@ class PreparedLaunch(DeviceLaunch):
         twin.stale = set()  # its per-instance inputs are the producers' arrays, as here
         return twin
 
+    def split(self, fn: Any, width: int, instances: int) -> None:
+        """Run as the lanes kernel: a block of `width` threads per instance. Patching a scalar
+        the choice read takes the plain kernel back (it is right for every value)."""
+        self.plain = (self.fn, self.block, self.chunks)
+        self.fn, self.block, self.chunks = fn, (width, 1, 1), [((instances, 1, 1), 0, 0)]
+        self._fn_address = int(fn) if self._direct is not None else 0
+        names = self.kernel.lanes.params() if self.kernel.lanes is not None else set()
+        self.lane_params = {i for i, p in enumerate(self.kernel.leaf.params) if p.name in names}
+
     def set_uniform(self, i: int, value: Any) -> None:
         param = self.kernel.leaf.params[i]
         pack_scalar(self.slots, 8 * i, param.type, value)
+        if self.plain is not None and i in self.lane_params:
+            self.fn, self.block, self.chunks = self.plain
+            self._fn_address = int(self.fn) if self._direct is not None else 0
+            self.plain = None
 
     def bind_values(self, i: int, values: Any) -> bool:
         """Read per-instance input i from a device array of its memory form (a producer's
@@ -372,6 +421,11 @@ def flat_block(dims: int, own: tuple[int, int, int], parents: int) -> tuple[int,
     by = min(BLOCK_THREADS // bx, _pow2_at_least(ny), BLOCK_Y_MAX)
     bz = min(64, BLOCK_THREADS // (bx * by), _pow2_at_least(nz * parents))
     return bx, by, bz
+
+
+def _overlap(a: BufferArg, b: BufferArg) -> bool:
+    return a.nbytes > 0 and b.nbytes > 0 and a.address < b.address + b.nbytes and \
+        b.address < a.address + a.nbytes
 
 
 def _round_up(n: int, multiple: int) -> int:

@@ -2,12 +2,14 @@
 (docs/architecture.md, "Module notes": backends/nvptx/simt.py)"""
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from llvmlite import ir
 
 from ...ir import kernel as K
-from ...types import PtrType, ScalarType
+from ...passes.lanes import LaneLoop
+from ...types import PtrType, ScalarType, i64
 from ..base import NodeContext
 from ..cpu.codegen import Emitter, Frame, ancestor_ids
 from ..cpu.intrinsics import declare
@@ -47,10 +49,33 @@ NVPTX_LOWERING = Lowering(math=LibdeviceMath(), atomic_ordering="monotonic", bar
                           remote_base=global_remote_base)
 
 
+LANE, LANES = "hpvm.lane", "hpvm.lanes"  # the lanes kernel's own locals (no Python name has a dot)
+
+
+def lanes_name(leaf: K.LeafFunc) -> str:
+    """The lanes kernel's function name, beside the leaf's own in one module."""
+    return f"{leaf.name}__lanes"
+
+
 def build_kernel(module: ir.Module, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
-                 sites: dict[int, int]) -> None:
-    """The kernel function `leaf.name` (marked as a kernel) in module."""
+                 sites: dict[int, int], lanes: LaneLoop | None = None) -> None:
+    """The kernel function `leaf.name` (marked as a kernel) in module, and with `lanes` also the
+    kernel `lanes_name(leaf)` that splits that loop over the threads of a block per instance."""
     SimtBuilder(module, leaf, ctx, checked, sites).build()
+    if lanes is not None:
+        loop = leaf.body[lanes.index]
+        assert isinstance(loop, K.For)
+        lane, width = K.Var(name=LANE, type=i64), K.Var(name=LANES, type=i64)
+        step = loop.step
+        split = dataclasses.replace(
+            loop, start=K.BinOp(op="add", lhs=loop.start, rhs=K.BinOp(op="mul", lhs=lane, rhs=step,
+                                                                        type=i64), type=i64),
+            step=K.BinOp(op="mul", lhs=step, rhs=width, type=i64))
+        body = list(leaf.body)
+        body[lanes.index] = split
+        twin = dataclasses.replace(leaf, name=lanes_name(leaf), body=body,
+                                   locals={**leaf.locals, LANE: i64, LANES: i64})
+        SimtBuilder(module, twin, ctx, checked, sites).build_lanes()
 
 
 class SimtBuilder:
@@ -92,6 +117,31 @@ class SimtBuilder:
             self._group()
         else:
             self._flat()
+
+    def build_lanes(self) -> None:
+        """One block per instance (x fastest, then y, z, the parents); the block's threads split
+        the loop that passes/lanes.py cleared: lane t starts at iteration t and steps by the
+        block's width. Every lane runs the statements around the loop (the same values)."""
+        for name, t in self.leaf.locals.items():
+            if not isinstance(t, PtrType):
+                self.em.slots[name] = self.b.alloca(reg_type(t), name=name)
+        self._extents()
+        self._params()
+        b = self.b
+        rest = _sreg(b, "ctaid.x")
+        ids = []
+        for d in range(self.dims):
+            n = self.em.counts[(0, d)]
+            ids.append(b.urem(rest, n, name=f"{_DIM_NAMES[d]}.lane"))
+            rest = b.udiv(rest, n)
+        lane, width = _sreg(b, "tid.x"), _sreg(b, "ntid.x")
+
+        def start(_lin: ir.Value) -> None:
+            b.store(lane, self.em.slots[LANE])
+            b.store(width, self.em.slots[LANES])
+
+        self._instance(ids, rest, start)
+        b.ret_void()
 
     def _arg(self, index: int, name: str) -> ir.Value:
         arg = self.fn.args[index]

@@ -81,8 +81,8 @@ def _libdevice_bitcode() -> bytes | None:
     return path.read_bytes() if path is not None else None
 
 
-def to_ptx(module_text: str, kernel: str, arch: str, loc: Loc) -> str:
-    """Optimised PTX of an LLVM module whose one kernel is `kernel`; `__nv_*` math functions are
+def to_ptx(module_text: str, kernels: tuple[str, ...], arch: str, loc: Loc) -> str:
+    """Optimised PTX of an LLVM module whose kernels are `kernels`; `__nv_*` math functions are
     resolved from libdevice (NVVM reflection: no flush to zero, precise division and sqrt)."""
     with _lock:
         tm = target_machine(arch)
@@ -97,9 +97,9 @@ def to_ptx(module_text: str, kernel: str, arch: str, loc: Loc) -> str:
             libdevice.triple = TRIPLE
             libdevice.data_layout = module.data_layout
             module.link_in(libdevice)
-            # Only the kernel is visible: unused library functions are dropped by the optimiser.
+            # Only the kernels are visible: unused library functions are dropped by the optimiser.
             for fn in module.functions:
-                if not fn.is_declaration and fn.name != kernel:
+                if not fn.is_declaration and fn.name not in kernels:
                     fn.linkage = "internal"
         options = llvm.create_pipeline_tuning_options(speed_level=3)
         builder = llvm.create_pass_builder(tm, options)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ...ir import kernel as K
 from ...types import PtrType, ScalarType, f32, i64
-from . import polynomial as P
+from ...ir import polynomial as P
 
 KK = "__kk"  # the k index of the dot, as a variable of the element expressions
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from ...ir import kernel as K
-from ...types import i64
+from . import kernel as K
+from ..types import i64
 
 Atom = tuple  # ("id", level, dim) | ("count", level, dim) | ("var", name)
 Monomial = tuple[Atom, ...]  # sorted atoms; () is the constant term
