@@ -171,7 +171,7 @@ def test_a_buffer_passed_twice_is_not_split(rng: np.random.Generator) -> None:
 
 @pytest.mark.skipif(not NVPTX, reason="a GPU (the nvptx target)")
 def test_replays_of_a_split_launch_and_short_loops(rng: np.random.Generator) -> None:
-    rows, width = 40, 128
+    rows, width = 40, 256  # (each row stores up to column 2 * cols - 1)
     x = rng.standard_normal(rows * width).astype(np.float32)
     with hpvm.runtime("nvptx"):
         for cols in (100, 100, 100, 8, 100):  # recorded, replayed (as a graph), a short loop
