@@ -29,12 +29,21 @@ def holds(loop, **params) -> bool:
 
 def test_a_row_loop_is_split_when_no_two_iterations_store_one_element() -> None:
     loop = analysed(g.window_sums)
-    assert loop is not None and loop.var == "col" and loop.written == ("y",)
+    assert loop is not None and [r.var for r in loop.loops] == ["col"] and loop.written == ("y",)
     for shift in (0, 40, 41, -40, -100, 1000):  # same element in one iteration, or out of reach
         assert holds(loop, cols=40, width=200, shift=shift), shift
     for shift in (1, 39, -1, -39, 20):  # iteration col + shift stores col + shift again
         assert not holds(loop, cols=40, width=200, shift=shift), shift
     assert loop.trips(atom_values({"cols": 40, "width": 1, "shift": 0}, [(1,)])) == 40
+
+
+def test_the_inner_loop_of_a_nest_is_split_when_the_planes_do_not_overlap() -> None:
+    loop = analysed(g.planes)
+    assert loop is not None and [r.var for r in loop.loops] == ["chan", "col"]
+    assert holds(loop, cols=64, plane=64) and holds(loop, cols=64, plane=1000)
+    assert not holds(loop, cols=64, plane=63) and not holds(loop, cols=64, plane=1)
+    assert not holds(loop, cols=64, plane=0)  # every channel on the same elements
+    assert holds(loop, cols=1, plane=0) is False  # (one column: not worth splitting anyway)
 
 
 def test_a_loop_carried_sum_is_never_split() -> None:
@@ -190,3 +199,21 @@ def test_replays_of_a_split_launch_and_short_loops(rng: np.random.Generator) -> 
     np.testing.assert_allclose(y.reshape(rows, width)[:, :100], np.cumsum(rows_x, axis=1,
                                                                           dtype=np.float32),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not NVPTX, reason="a GPU (the nvptx target)")
+def test_nested_planes_match_sequential_numpy(rng: np.random.Generator) -> None:
+    rows, cols = 30, 80
+    with hpvm.runtime("nvptx"):
+        for plane, splits in ((80, True), (100, True), (79, False), (40, False), (0, False)):
+            x = rng.standard_normal(rows * cols).astype(np.float32)
+            y = rng.standard_normal(rows * (2 * plane + cols)).astype(np.float32)
+            expected = y.copy()
+            for row in range(rows):
+                for chan in range(3):
+                    at = row * (2 * plane + cols) + chan * plane + np.arange(cols)
+                    expected[at] = x[row * cols:(row + 1) * cols] * np.float32(1.5) + np.float32(chan)
+            before = hpvm.stats()["lane_splits"]
+            hpvm.wait(hpvm.launch(g.channels, x, x.nbytes, y, y.nbytes, rows, cols, plane, 1.5))
+            assert (hpvm.stats()["lane_splits"] > before) == splits, plane
+            np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6, err_msg=f"plane {plane}")

@@ -2,30 +2,34 @@
 
 HPVM-C programs often replicate a leaf over rows only and loop over the columns inside it (CAVA's
 stages: 480 instances, each looping over 640 columns). On a GPU such a launch fills a few warps.
-If the iterations of a top-level loop are independent, an instance's iterations may run on T
-threads (lane t takes iterations t, t + T, ...), which is what nvptx's lanes mapping does
-(backends/nvptx/simt.py). `lane_loop` proves at compile time what it can and leaves the rest to a
-condition on the launch's integers and buffers (`LaneLoop.holds`), checked when a launch is
-prepared; nothing here guesses.
+If the iterations of a loop nest are independent, an instance's iterations of its innermost loop
+may run on T threads (lane t takes iterations t, t + T, ... of every pass of the outer loops),
+which is what nvptx's lanes mapping does (backends/nvptx/simt.py). `lane_loop` proves at compile
+time what it can and leaves the rest to a condition on the launch's integers (`LaneLoop.holds`),
+checked when a launch is prepared, with the buffers' addresses; nothing here guesses.
 
-A leaf qualifies when its body is `pre; for v in range(start, stop, step): body; post` with:
+A leaf qualifies when its body is `pre; <nest>; post`, the nest being a top-level loop and the
+loops perfectly nested in it (`for chan in range(3): for col in range(cols): ...`), with:
 
 - pre: assignments only (no stores, no atomics): every lane computes the same values;
 - post: nothing, or a `return` of values that no iteration assigns (every lane returns the same);
-- start, stop: integers of uniform parameters, counts and constants; step a positive constant;
-- the body: no `break` of this loop, no return, barrier, atomic, malloc or remote access; every
-  scalar it assigns (and v) is written in each iteration before it is read, and read nowhere
-  after the loop, so no value travels from one iteration to another;
-- memory: no buffer the body stores to is loaded anywhere in the leaf; every store's index is
-  `c * v + r`, with c the same polynomial of uniform parameters and counts for every store to the
-  buffer and r free of values the iterations compute (instance ids, counts, parameters and
-  `pre`'s values are fine).
+- every loop of the nest: `range(start, stop, step)` with start and stop integers of uniform
+  parameters, counts and constants, and step a positive constant;
+- the innermost loop's body: no `break` of it, no return, barrier, atomic, malloc, print or remote
+  access; every scalar it assigns is written before it is read in each iteration, and read
+  nowhere after the nest, and no loop variable of the nest is assigned, so no value travels from
+  one iteration to another;
+- memory: no pointer locals (views), no buffer the nest stores to is loaded anywhere in the leaf,
+  and every store's index is `sum of c_k * v_k + r` over the nest's variables v_k, with each c_k
+  the same polynomial of uniform parameters and counts for every store to the buffer and r free
+  of values the iterations compute (instance ids, counts, parameters and `pre`'s values are fine).
 
-At a launch (`holds`): c is not zero, and for every two stores to a buffer the difference of their
-r (which must reduce to uniform parameters and counts) is never c * step times a trip distance
-within the loop, so no two iterations write the same element; and the buffers stored to overlap
-no other buffer argument of the launch (nvptx checks that part: it has the addresses). Indices are
-compared as polynomials, which wrap as i64 arithmetic does (ir/polynomial.py).
+At a launch (`holds`): the strides c_k * step_k nest like digits (sorted, each beyond what the
+smaller ones reach over their trips), so different iterations store to different elements of a
+buffer, and for every two stores to it the difference of their r (which must reduce to uniform
+parameters and counts) is no nonzero combination of strides within the trips; nvptx also checks
+that the buffers stored to overlap no other buffer argument. Indices are compared as polynomials,
+which wrap as i64 arithmetic does (ir/polynomial.py).
 """
 from __future__ import annotations
 
@@ -41,38 +45,85 @@ _LIMIT = 1 << 62  # |c * step| * trips below it: the trip distances do not wrap
 
 
 @dataclass(frozen=True)
-class LaneLoop:
-    """The loop at body position `index` may be split when `holds` says so."""
+class Range:
+    """One loop of the nest: `for var in range(start, stop, step)`, step a positive constant."""
 
-    index: int
     var: str
     start: P.Poly  # of launch atoms: ("var", uniform parameter) and ("count", level, dim)
     stop: P.Poly
     step: int
-    stores: tuple[tuple[str, P.Poly, tuple[P.Poly, ...]], ...]  # buffer, c, the differences of r
-    written: tuple[str, ...]  # the buffers stored to
 
     def trips(self, value: Callable[[P.Atom], int]) -> int:
         start, stop = evaluate(self.start, value), evaluate(self.stop, value)
         return max(0, -(-(stop - start) // self.step))
 
+
+@dataclass(frozen=True)
+class LaneLoop:
+    """The nest at body position `index`: `loops` from the outermost to the one split (each
+    lane runs the outer ones whole); it may be split when `holds` says so."""
+
+    index: int
+    loops: tuple[Range, ...]
+    stores: tuple[tuple[str, tuple[P.Poly, ...], tuple[P.Poly, ...]], ...]
+    # per buffer stored to: the coefficient of each loop's variable in its indices, and the
+    # differences of the rest of every two of its stores' indices
+
+    @property
+    def split(self) -> Range:
+        return self.loops[-1]
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        return tuple(name for name, _, _ in self.stores)
+
+    def trips(self, value: Callable[[P.Atom], int]) -> int:
+        """Iterations of the loop that is split."""
+        return self.split.trips(value)
+
     def holds(self, value: Callable[[P.Atom], int]) -> bool:
-        """Whether no two iterations store to one element, given the launch's atom values."""
-        trips = self.trips(value)
-        for _, coefficient, differences in self.stores:
-            stride = _signed(evaluate(coefficient, value) * self.step)
-            if stride == 0 or abs(stride) * max(trips, 1) >= _LIMIT:
-                return False
-            for difference in differences:
-                d = _signed(evaluate(difference, value))  # (0: the same element in the
-                if d % stride == 0 and 0 < abs(d // stride) < trips:  # same iteration: one lane)
+        """Whether no two iterations of the nest store to one element, given the launch's atom
+        values: the loops' strides through each buffer nest like digits (each beyond what the
+        smaller ones reach, so the map from iterations to elements is one to one), and no two
+        stores are a nonzero digit combination apart."""
+        trips = [r.trips(value) for r in self.loops]
+        if 0 in trips:
+            return False
+        for _, coefficients, differences in self.stores:
+            digits = []
+            for c, r, t in zip(coefficients, self.loops, trips):
+                stride = abs(_signed(evaluate(c, value) * r.step))
+                if t > 1:
+                    digits.append((stride, t))
+            digits.sort()
+            reach = 0
+            for stride, t in digits:
+                if stride <= reach:
+                    return False
+                reach += stride * (t - 1)
+                if reach >= _LIMIT:
+                    return False
+            for difference in differences:  # 0: the same element in the same iteration
+                d = _signed(evaluate(difference, value))
+                if d and _reachable(d, digits[::-1]):
                     return False
         return True
 
     def params(self) -> set[str]:
         """The parameters `holds` reads."""
-        polys = [self.start, self.stop] + [p for _, c, ds in self.stores for p in (c, *ds)]
+        polys = [p for r in self.loops for p in (r.start, r.stop)]
+        polys += [p for _, cs, ds in self.stores for p in (*cs, *ds)]
         return {atom[1] for p in polys for atom in P.atoms(p) if atom[0] == "var"}
+
+
+def _reachable(d: int, digits: list[tuple[int, int]]) -> bool:
+    """Whether d = sum of stride * delta with |delta| < trips, over `digits` (largest first,
+    each stride beyond what the smaller ones reach: at most two candidates per digit)."""
+    if not digits:
+        return d == 0
+    (stride, trips), rest = digits[0], digits[1:]
+    q = d // stride
+    return any(abs(delta) < trips and _reachable(d - delta * stride, rest) for delta in (q, q + 1))
 
 
 def evaluate(poly: P.Poly, value: Callable[[P.Atom], int]) -> int:
@@ -121,19 +172,24 @@ class _Analysis:
         self.in_loop = {s.target for s in K.walk_stmts(self.loop.body) if isinstance(s, K.Assign)}
         self.in_loop |= {s.var for s in K.walk_stmts(self.loop.body) if isinstance(s, K.For)}
         self.in_loop.add(self.loop.var)
+        # the perfect nest from this loop down: each loop's body is the next loop alone
+        self.nest = [self.loop]
+        while len(self.nest[-1].body) == 1 and isinstance(self.nest[-1].body[0], K.For):
+            self.nest.append(self.nest[-1].body[0])
+        self.inner = self.nest[-1]  # the loop the lanes share
         self.lets = self._lets()
 
     def run(self) -> LaneLoop:
-        loop = self.loop
         self._shape()
         self._private()
-        step = loop.step.value if isinstance(loop.step, K.Const) else None
-        if not isinstance(step, int) or step <= 0 or self.leaf.locals.get(loop.var) != i64:
-            raise _Reject
-        start, stop = self._launch_poly(loop.start), self._launch_poly(loop.stop)
-        stores = self._stores()
-        return LaneLoop(index=self.index, var=loop.var, start=start, stop=stop, step=step,
-                        stores=stores, written=tuple(name for name, _, _ in stores))
+        loops = []
+        for loop in self.nest:
+            step = loop.step.value if isinstance(loop.step, K.Const) else None
+            if not isinstance(step, int) or step <= 0 or self.leaf.locals.get(loop.var) != i64:
+                raise _Reject
+            loops.append(Range(loop.var, self._launch_poly(loop.start),
+                               self._launch_poly(loop.stop), step))
+        return LaneLoop(index=self.index, loops=tuple(loops), stores=self._stores())
 
     # -- shape and scalars -----------------------------------------------------------------------
 
@@ -154,16 +210,21 @@ class _Analysis:
         for s in K.walk_stmts(self.loop.body):
             if isinstance(s, K.Return):
                 raise _Reject
-        if _breaks_out(self.loop.body):
+        if _breaks_out(self.inner.body):
             raise _Reject
         for s in self.post:  # every lane returns the same values
             if self._reads(s) & self.in_loop:
                 raise _Reject
 
     def _private(self) -> None:
-        """Every scalar the body assigns is written before it is read in each iteration."""
-        defined = {self.loop.var}
-        self._block_defines(self.loop.body, defined)
+        """Every scalar the shared loop's body assigns is written before it is read in each
+        iteration; the nest's variables are not assigned in it."""
+        variables = {loop.var for loop in self.nest}
+        assigned = {s.target for s in K.walk_stmts(self.inner.body) if isinstance(s, K.Assign)}
+        assigned |= {s.var for s in K.walk_stmts(self.inner.body) if isinstance(s, K.For)}
+        if assigned & variables:
+            raise _Reject
+        self._block_defines(self.inner.body, set(variables))
 
     def _block_defines(self, block: K.Block, defined: set[str]) -> None:
         for s in block:
@@ -197,7 +258,7 @@ class _Analysis:
         """Locals assigned once, at the top level of `pre` or of the loop body, from expressions
         without loads: an index may be read through them."""
         lets = {}
-        for s in list(self.pre) + list(self.loop.body):
+        for s in list(self.pre) + list(self.inner.body):
             if isinstance(s, K.Assign) and self.assigned[s.target] == 1 and \
                     not any(isinstance(e, (K.Load, K.Atomic)) for e in K.walk_exprs(s.value)):
                 lets[s.target] = s.value
@@ -224,13 +285,13 @@ class _Analysis:
             raise _Reject
         if any(not isinstance(self._type(name), PtrType) or name not in self.fixed for name in written):
             raise _Reject  # a pointer the leaf computes: its target is not known here
-        var = ("var", self.loop.var)
+        variables = [("var", loop.var) for loop in self.nest]
         out = []
         for name in sorted(written):
-            parts = [self._split(self._poly(s.index), var) for s in stores if s.ptr.name == name]
-            coefficient = parts[0][0]
-            if any(c != coefficient for c, _ in parts) or \
-                    not all(_launch_atom(a, self.uniform) for a in P.atoms(coefficient)):
+            parts = [self._split(self._poly(s.index), variables) for s in stores if s.ptr.name == name]
+            coefficients = parts[0][0]
+            if any(cs != coefficients for cs, _ in parts) or \
+                    not all(_launch_atom(a, self.uniform) for c in coefficients for a in P.atoms(c)):
                 raise _Reject
             differences = []
             for i in range(len(parts)):
@@ -239,26 +300,28 @@ class _Analysis:
                     if not all(_launch_atom(a, self.uniform) for a in P.atoms(d)):
                         raise _Reject
                     differences.append(d)
-            out.append((name, coefficient, tuple(differences)))
+            out.append((name, coefficients, tuple(differences)))
         return tuple(out)
 
-    def _split(self, poly: P.Poly, var: P.Atom) -> tuple[P.Poly, P.Poly]:
-        """(c, r) with poly = c * var + r; r may hold only values every iteration shares."""
-        c: P.Poly = {}
+    def _split(self, poly: P.Poly, variables: list[P.Atom]) -> tuple[tuple[P.Poly, ...], P.Poly]:
+        """(c, r) with poly = sum of c[k] * variables[k] + r; r may hold only values every
+        iteration shares."""
+        c: list[P.Poly] = [{} for _ in variables]
         r: P.Poly = {}
         for monomial, coefficient in poly.items():
-            count = monomial.count(var)
-            if count > 1:
-                raise _Reject
-            if count:
+            found = [k for k, var in enumerate(variables) for a in monomial if a == var]
+            if len(found) > 1:
+                raise _Reject  # a product of loop variables: not a stride
+            if found:
+                var = variables[found[0]]
                 rest = tuple(a for a in monomial if a != var)
-                c[rest] = c.get(rest, 0) + coefficient
+                c[found[0]][rest] = c[found[0]].get(rest, 0) + coefficient
             else:
                 r[monomial] = coefficient
         for atom in P.atoms(r):
             if atom[0] == "var" and atom[1] not in self.fixed:
                 raise _Reject  # a local no `let` explains: it may change between iterations
-        return c, r
+        return tuple(c), r
 
     def _type(self, name: str) -> object:
         for p in self.leaf.params:

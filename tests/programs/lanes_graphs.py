@@ -44,3 +44,21 @@ def prefix(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, rows
            width: i64):
     hpvm.node(running_sums, grid=rows, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, cols=cols,
               width=width)
+
+
+@hpvm.leaf
+def planes(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, cols: i64,
+           plane: i64, k: f32):
+    """Three planes per row, `plane` elements apart in the row's own span of 2 * plane + cols:
+    planes overlap when plane < cols, and then the channel stored last wins, as in order."""
+    row = hpvm.get_node_instance_id_x(hpvm.get_node())
+    for chan in range(3):
+        for col in range(cols):
+            y[row * (2 * plane + cols) + chan * plane + col] = x[row * cols + col] * k + chan
+
+
+@hpvm.graph
+def channels(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, rows: i64,
+             cols: i64, plane: i64, k: f32):
+    hpvm.node(planes, grid=rows, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes, cols=cols,
+              plane=plane, k=k)

@@ -63,19 +63,25 @@ def build_kernel(module: ir.Module, leaf: K.LeafFunc, ctx: NodeContext, checked:
     kernel `lanes_name(leaf)` that splits that loop over the threads of a block per instance."""
     SimtBuilder(module, leaf, ctx, checked, sites).build()
     if lanes is not None:
-        loop = leaf.body[lanes.index]
-        assert isinstance(loop, K.For)
-        lane, width = K.Var(name=LANE, type=i64), K.Var(name=LANES, type=i64)
-        step = loop.step
-        split = dataclasses.replace(
-            loop, start=K.BinOp(op="add", lhs=loop.start, rhs=K.BinOp(op="mul", lhs=lane, rhs=step,
-                                                                        type=i64), type=i64),
-            step=K.BinOp(op="mul", lhs=step, rhs=width, type=i64))
         body = list(leaf.body)
-        body[lanes.index] = split
+        body[lanes.index] = _split_nest(leaf.body[lanes.index], len(lanes.loops))
         twin = dataclasses.replace(leaf, name=lanes_name(leaf), body=body,
                                    locals={**leaf.locals, LANE: i64, LANES: i64})
         SimtBuilder(module, twin, ctx, checked, sites).build_lanes()
+
+
+def _split_nest(loop: K.Stmt, depth: int) -> K.For:
+    """The nest with its innermost loop (`depth` loops down) starting at the lane's iteration and
+    stepping by the block's width times its step; the outer loops as they were."""
+    assert isinstance(loop, K.For)
+    if depth > 1:
+        return dataclasses.replace(loop, body=[_split_nest(loop.body[0], depth - 1)])
+    lane, width = K.Var(name=LANE, type=i64), K.Var(name=LANES, type=i64)
+    step = loop.step
+    return dataclasses.replace(
+        loop, start=K.BinOp(op="add", lhs=loop.start,
+                            rhs=K.BinOp(op="mul", lhs=lane, rhs=step, type=i64), type=i64),
+        step=K.BinOp(op="mul", lhs=step, rhs=width, type=i64))
 
 
 class SimtBuilder:
