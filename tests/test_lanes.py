@@ -217,3 +217,38 @@ def test_nested_planes_match_sequential_numpy(rng: np.random.Generator) -> None:
             hpvm.wait(hpvm.launch(g.channels, x, x.nbytes, y, y.nbytes, rows, cols, plane, 1.5))
             assert (hpvm.stats()["lane_splits"] > before) == splits, plane
             np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6, err_msg=f"plane {plane}")
+
+
+def test_holds_never_admits_two_iterations_on_one_element(rng: np.random.Generator) -> None:
+    """Random nests of 1 to 3 loops, strides and store offsets: whenever `holds` admits a split,
+    brute force finds no two different iterations storing to one element."""
+    from hpvm_py.passes.lanes import LaneLoop, Range
+
+    admitted = refused = 0
+    for _ in range(3000):
+        depth = int(rng.integers(1, 4))
+        loops = tuple(Range(f"v{k}", {(): int(rng.integers(-3, 3))},
+                            {(): int(rng.integers(-3, 9))}, int(rng.integers(1, 4)))
+                      for k in range(depth))
+        coefficients = tuple({(): int(rng.integers(-12, 13))} for _ in range(depth))
+        offsets = [int(rng.integers(-40, 41)) for _ in range(int(rng.integers(1, 4)))]
+        differences = tuple({(): offsets[i] - offsets[j]}
+                            for i in range(len(offsets)) for j in range(i + 1, len(offsets)))
+        loop = LaneLoop(index=0, loops=loops, stores=(("y", coefficients, differences),))
+        ok = loop.holds(lambda atom: 0)
+        ranges = [range(r.start[()] if () in r.start else 0, r.stop[()] if () in r.stop else 0,
+                        r.step) for r in loops]
+        seen: dict[int, tuple] = {}
+        clash = False
+        for point in np.ndindex(*[len(r) for r in ranges]):
+            values = [r[i] for r, i in zip(ranges, point)]
+            base = sum(c[()] * v if () in c else 0 for c, v in zip(coefficients, values))
+            for offset in offsets:
+                other = seen.setdefault(base + offset, point)
+                clash |= other != point
+        if ok:
+            admitted += 1
+            assert not clash, (loops, coefficients, offsets)
+        else:
+            refused += 1
+    assert admitted > 300 and refused > 300  # both sides exercised
