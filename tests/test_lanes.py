@@ -10,6 +10,7 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Ptr, f32, i64
 from hpvm_py.api.host import compile_graph
+from hpvm_py.backends.nvptx import NvptxBackend, toolchain
 from hpvm_py.passes.lanes import atom_values, lane_loop
 from hpvm_py.types import PtrType
 from programs import lanes_graphs as g
@@ -110,11 +111,9 @@ def test_loops_whose_iterations_may_depend_on_each_other_are_not_split(leaf) -> 
     assert analysed(leaf) is None
 
 
+@pytest.mark.skipif(toolchain.ptxas_path() is None,
+                    reason="ptxas is not installed (it comes with the triton wheel)")
 def test_the_lanes_kernel_assembles_beside_the_plain_one() -> None:
-    from hpvm_py.backends.nvptx import NvptxBackend, toolchain
-
-    if toolchain.ptxas_path() is None:
-        pytest.skip("ptxas is not installed (it comes with the triton wheel)")
     compiled = compile_graph(g.windows, "nvptx")
     [(leaf, ctx, kernel)] = compiled.leaf_kernels()
     ptx = NvptxBackend().ptx(leaf, ctx)

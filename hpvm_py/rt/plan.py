@@ -109,18 +109,19 @@ class NodePlan:
         """The leaf a replay records for this node (rt/replay.py): itself if it is a leaf; the
         leaf at the bottom of a chain of internal nodes whose child graphs each hold one node
         (HPVM-C's usual nesting: a wrapper, a grid of thread blocks, the leaf); else None."""
+        chain = self.chain_to_leaf()
+        if chain is None:
+            return None
+        return chain[-1].child.nodes[0] if chain else self
+
+    def chain_to_leaf(self) -> "list[NodePlan] | None":
+        """The internal nodes from this one down to recorded_leaf's parent (empty for a leaf), or
+        None when some child graph on the way holds other than one node."""
+        chain: list[NodePlan] = []
         node = self
         while node.kernel is None:
-            child = node.child
-            if child is None or len(child.nodes) != 1:
+            if node.child is None or len(node.child.nodes) != 1:
                 return None
-            node = child.nodes[0]
-        return node
-
-    def chain_to_leaf(self) -> "list[NodePlan]":
-        """The internal nodes from this one down to recorded_leaf's parent (empty for a leaf)."""
-        chain, node = [], self
-        while node.kernel is None and node.child is not None:
             chain.append(node)
             node = node.child.nodes[0]
         return chain

@@ -230,12 +230,10 @@ def lifted_sources(node: Any) -> list[Any] | None:
     from at the root (a root argument or a constant). None when another shape, or when an input
     comes from a sibling or from an expression of an inner level. (What the chain's levels bind
     from the root stays uniform all the way down: only edges make values per parent instance.)"""
-    leaf = node.recorded_leaf
-    if leaf is None or leaf is node:
-        return None
     chain = node.chain_to_leaf()
-    if any(level.child.outputs for level in chain):
+    if not chain or any(level.child.outputs for level in chain):
         return None
+    leaf = node.recorded_leaf
     lifted = []
     for src in leaf.inputs:
         for level in reversed(chain):  # from the leaf's parent up to the root's node

@@ -57,7 +57,7 @@ class NvptxBackend(Backend):
         check_compilable(prepared)
         arch = device.arch()
         mapping = mapping_of(prepared)
-        lanes = lane_loop(prepared, ctx.input_modes) if mapping == FLAT else None
+        lanes = lanes_of(prepared, ctx)
         ptx = self._ptx(prepared, ctx, checked, arch, key, lanes)
         cubin = self._cubin(ptx, arch, prepared)
         scratch = scratch_of(prepared, ctx) if mapping == GROUP else None
@@ -74,16 +74,14 @@ class NvptxBackend(Backend):
     def ptx(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
         prepared = PASSES.final(leaf, ctx)
         check_compilable(prepared)
-        lanes = lane_loop(prepared, ctx.input_modes) if mapping_of(prepared) == FLAT else None
         return self._ptx(prepared, ctx, checked, device.arch(), (repr(leaf), ctx.key(), checked),
-                         lanes)
+                         lanes_of(prepared, ctx))
 
     def llvm_ir(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
         """The kernel's LLVM IR before optimisation and linking."""
         prepared = PASSES.final(leaf, ctx)
         check_compilable(prepared)
-        lanes = lane_loop(prepared, ctx.input_modes) if mapping_of(prepared) == FLAT else None
-        return module_text(prepared, ctx, checked, device.arch(), lanes)
+        return module_text(prepared, ctx, checked, device.arch(), lanes_of(prepared, ctx))
 
     def _ptx(self, prepared: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
              key: CacheKey, lanes: LaneLoop | None) -> str:
@@ -97,6 +95,12 @@ class NvptxBackend(Backend):
         return self.disk_cached((ptx, arch, toolchain.ptxas_version()), _CUBIN_SUFFIX,
                                 lambda: toolchain.assemble(ptx, arch, leaf.name, leaf.loc),
                                 "nvptx_assembles")
+
+
+def lanes_of(leaf: K.LeafFunc, ctx: NodeContext) -> LaneLoop | None:
+    """The loop nest a lanes kernel beside the leaf's own would share (flat mapping only: a group
+    already is a block per parent instance)."""
+    return lane_loop(leaf, ctx.input_modes) if mapping_of(leaf) == FLAT else None
 
 
 def module_text(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
