@@ -130,7 +130,8 @@ class NvptxKernel(LeafKernel):
         lanes = self.lanes
         if lanes is None or not 0 < instances <= LANES_MAX_INSTANCES:
             return 0
-        params = {p.name: a for p, a in zip(self.leaf.params, args) if not isinstance(p.type, PtrType)}
+        params = {p.name: a for p, a in zip(self.leaf.params, args)
+                  if not isinstance(p.type, PtrType)}
         value = atom_values(params, extents)
         trips = lanes.trips(value)
         if trips < LANES_MIN_TRIPS or not lanes.holds(value):
@@ -138,7 +139,8 @@ class NvptxKernel(LeafKernel):
         buffers = {p.name: a for p, a in zip(self.leaf.params, args) if isinstance(a, BufferArg)}
         for name in lanes.written:
             mine = buffers.get(name)
-            if mine is None or any(_overlap(mine, other) for key, other in buffers.items() if key != name):
+            if mine is None or any(_overlap(mine, other)
+                                   for key, other in buffers.items() if key != name):
                 return 0
         return min(LANES_MAX_WIDTH, max(LANES_MIN_TRIPS, _pow2_at_least(trips)))
 
