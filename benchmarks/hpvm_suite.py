@@ -11,7 +11,8 @@ and prints
 
     NAME TARGET ok|FAIL SECONDS [resident SECONDS]
 
-then a table of the times (ms) per target next to the peers measured in the same run:
+then a table of the times (ms) per target next to the peers measured in the same run (and the
+geometric mean of each ratio column):
 torch.compile (Inductor) of the same computation in torch on the CPU, and on CUDA when torch sees
 a GPU, and Numba parallel versions shaped as Parboil's OpenMP ones (outer loop in parallel) for
 sgemm, stencil, spmv and lbm (numba-cuda versions on a GPU). A peer that cannot run here (numba
@@ -258,16 +259,23 @@ def main(argv: list[str] | None = None) -> int:
           f"use the resident times")
     header = ["benchmark"] + columns + ["cpu vs inductor", "cpu vs numba", "gpu best vs inductor"]
     print(" | ".join(header))
+    ratios: dict[str, list[float]] = {}  # per ratio column: the benchmarks' ratios
     for name, row in table.items():
         def ratio(peer: str, mine: list[str]) -> str:
             best = min((row[f"{t} resident"] for t in mine if row.get(f"{t} resident")),
                        default=None)
             other = row.get(peer)
-            return "n/a" if best is None or other is None else f"{other / best:.2f}x"
+            if best is None or other is None:
+                return "n/a"
+            ratios.setdefault(peer, []).append(other / best)
+            return f"{other / best:.2f}x"
         cells = [name] + [fmt(row.get(c)) for c in columns]
         cells += [ratio("inductor-cpu", ["cpu"]), ratio("numba-cpu", ["cpu"]),
                   ratio("inductor-cuda", ["gpu", "nvptx"])]
         print(" | ".join(cells))
+    for peer, values in ratios.items():  # a suite-wide target is stated as this mean
+        mean = statistics.geometric_mean(values)
+        print(f"geometric mean against {peer} over {len(values)} benchmark(s): {mean:.2f}x")
     for note in notes:
         print(f"  n/a: {note}")
     if failures:
