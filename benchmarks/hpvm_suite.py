@@ -11,9 +11,8 @@ and prints
 
     NAME TARGET ok|FAIL SECONDS [resident SECONDS]
 
-then a table of the times (ms) per target next to the peers measured in the same run (and the
-geometric mean of each ratio column):
-torch.compile (Inductor) of the same computation in torch on the CPU, and on CUDA when torch sees
+then a table of the times (ms) per target next to the peers measured in the same run, and the
+geometric mean of each ratio column. The peers: torch.compile (Inductor) of the same computation in torch on the CPU, and on CUDA when torch sees
 a GPU, and Numba parallel versions shaped as Parboil's OpenMP ones (outer loop in parallel) for
 sgemm, stencil, spmv and lbm (numba-cuda versions on a GPU). A peer that cannot run here (numba
 not installed, no GPU) prints n/a. --peers auto (the default) measures peers at --size standard
