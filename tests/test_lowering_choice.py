@@ -47,8 +47,8 @@ def standing_in(monkeypatch, **seconds: float) -> S.StandIns:
 
 
 def choose(stand_ins: S.StandIns, n: int = C.MIN_INSTANCES, target: str = "gpu",
-           device: str = "cuda:0") -> S.StandInKernel:
-    choice = C.LoweringChoice(S.bump.ir, S.CTX, target, stand_ins.compile)
+           device: str = "cuda:0", leaf=S.bump) -> S.StandInKernel:
+    choice = C.LoweringChoice(leaf.ir, S.CTX, target, stand_ins.compile)
     call, _ = S.launch_args(n)
     return choice.kernel_for(stand_ins.own(target), False, call, [], [(n,)], device)
 
@@ -98,6 +98,15 @@ def test_small_launches_and_the_fake_device_keep_their_target(fresh, monkeypatch
     assert stand_ins.compiled == [] and stand_ins.clocked == []  # not even compiled
     monkeypatch.setattr(C, "MIN_BYTES", 4096)  # few instances, but buffers large enough
     assert choose(stand_ins, n=1024) is stand_ins.own("nvptx")
+
+
+def test_a_leaf_whose_loop_lanes_may_share_is_timed_at_any_size(fresh, monkeypatch) -> None:
+    """Few instances, small buffers: bump is left alone, bump_rows (a loop nvptx may share
+    between the threads of each instance) is timed and keeps the faster lowering."""
+    stand_ins = standing_in(monkeypatch, gpu=2.0, nvptx=1.0)
+    assert choose(stand_ins, n=1000) is stand_ins.own()
+    assert choose(stand_ins, n=1000, leaf=S.bump_rows) is stand_ins.own("nvptx")
+    assert choose(stand_ins, n=1000, leaf=S.bump_rows, device="fake:0") is stand_ins.own()
 
 
 def test_timing_runs_on_copies_put_back_before_each_run(fresh, monkeypatch) -> None:

@@ -31,6 +31,14 @@ def bump(x: InOut[Ptr[i32]], x_bytes: i64, y: In[Ptr[i32]], y_bytes: i64):
     x[i] = x[i] + y[i]
 
 
+@hpvm.leaf
+def bump_rows(x: InOut[Ptr[i32]], x_bytes: i64, y: In[Ptr[i32]], y_bytes: i64):
+    """bump over 32 columns per instance: a loop nvptx may share between threads (lanes)."""
+    row = hpvm.instance_id(0)
+    for col in range(32):
+        x[row * 32 + col] = y[row * 32 + col] + 1
+
+
 CTX = NodeContext(level_dims=(1,), input_modes=("buffer", "uniform", "buffer", "uniform"),
                   output_modes=())
 
