@@ -78,7 +78,7 @@ def program(rng: np.random.Generator) -> tuple[list[str], list[str], str]:
                 pre.append("acc: f32 = 0.0")
                 carried = True
             body.append(f"acc = acc + x[{load_at}]")
-            body.append(f"y[base + MARGIN + col] = acc")
+            body.append("y[base + MARGIN + col] = acc")
         elif kind == "load-written":
             name = f"t{len(temps)}"
             body.append(f"{name} = y[base + MARGIN + col + {int(rng.integers(-2, 3))}]")
@@ -92,7 +92,7 @@ def program(rng: np.random.Generator) -> tuple[list[str], list[str], str]:
         elif kind == "stale-temp":  # read before it is written: the last iteration's value
             if "tc: f32 = 0.0" not in pre:
                 pre.append("tc: f32 = 0.0")
-            body.append(f"z[base + MARGIN + col] = tc")
+            body.append("z[base + MARGIN + col] = tc")
             body.append(f"tc = x[{load_at}]")
     if not body:
         body.append("y[base + MARGIN + col] = 1.0")
