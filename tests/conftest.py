@@ -32,6 +32,22 @@ def available_targets() -> list[str]:
 TARGETS = available_targets()
 
 
+def _triton_version() -> tuple[int, ...] | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return tuple(int(v) for v in triton.__version__.split(".")[:2])
+
+
+TRITON = _triton_version()
+# Triton's interpreter takes loop bounds computed from arguments from 3.9 on (3.6's cannot: checked)
+needs_interpreter_loop_bounds = pytest.mark.skipif(
+    TRITON is None or TRITON < (3, 9),
+    reason=f"Triton {TRITON}'s interpreter cannot take loop bounds computed from arguments "
+           "(3.9's can)")
+
+
 @pytest.fixture(params=TARGETS)
 def target(request: pytest.FixtureRequest) -> str:
     return request.param

@@ -171,10 +171,9 @@ def test_the_graph_picture_shows_expressions():
     assert 'label="%rows * %cols"' in dot
 
 
+@pytest.mark.skipif(toolchain.ptxas_path() is None,
+                    reason="ptxas is not installed (it comes with the triton wheel)")
 @pytest.mark.parametrize("root", [P.expr_root, P.nested_root, P.per_parent_root], ids=lambda r: r.name)
 def test_expression_graphs_assemble_for_nvptx(root):
     """Without a GPU the nvptx target still compiles (ptxas assembles) the leaves such graphs run."""
-
-    if toolchain.ptxas_path() is None:
-        pytest.skip("ptxas is not installed (it comes with the triton wheel)")
     assert all(kernel.cubin for _, _, kernel in compile_graph(root, "nvptx").leaf_kernels())

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import needs_interpreter_loop_bounds
 
 import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, f32, i32, i64
@@ -23,13 +24,6 @@ from test_distributed import PROGRAMS, ROOT, _launch, _reports, needs_mpiexec
 @pytest.fixture
 def seed() -> str:
     return str(np.random.default_rng().integers(1 << 30))
-
-
-def _skip_old_interpreter() -> None:
-    triton = pytest.importorskip("triton")
-    if tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 9):  # 3.6's cannot (checked)
-        pytest.skip(f"Triton {triton.__version__}'s interpreter cannot take loop bounds computed from "
-                    "arguments (3.9's can)")
 
 
 # -- real ranks -------------------------------------------------------------------------------
@@ -55,11 +49,11 @@ def test_moe_nodes_match_numpy(ranks: int, target: str, remote: bool, paths: str
 
 
 @needs_mpiexec
+@needs_interpreter_loop_bounds
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_moe_gpu_kernels_under_the_interpreter(ranks: int, seed: str, tmp_path) -> None:  # noqa: ANN001
     """The Triton kernels of GPU ranks, interpreted on CPU ranks over the CPU heap: exact against
     the reference, back to back, bad data reported on its rank only, a missing rank named."""
-    _skip_old_interpreter()
     output = _launch(ranks, PROGRAMS / "dist_moe_kernels.py", seed, env={"TRITON_INTERPRET": "1"},
                      out=tmp_path)
     bad = ranks // 2
@@ -249,6 +243,9 @@ def test_positions_follow_source_rank_then_row() -> None:
     assert P.slots(routes[1], np.array([2, 3, 1, 4]), 4).tolist() == [6, 7, 1, -1]
 
 
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="the stand-in heap is host memory: Triton's interpreter only")
+@needs_interpreter_loop_bounds
 def test_gpu_direct_api_on_one_rank_through_the_interpreter(world: None, rng,  # noqa: ANN001
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """gpu/moe_launch.py's direct API (what the runner of GPU ranks calls), its checks and its
@@ -262,10 +259,6 @@ def test_gpu_direct_api_on_one_rank_through_the_interpreter(world: None, rng,  #
     from hpvm_py.distributed.gpu import moe_launch as M
     from hpvm_py.distributed.gpu import signals
     from hpvm_py.distributed.gpu.heap import CONTROL_BYTES
-
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("the stand-in heap is host memory: Triton's interpreter only")
-    _skip_old_interpreter()
     from tests.programs import host_clock
 
     here = ranks.current()

@@ -347,13 +347,13 @@ def _cuda() -> bool:
 
 
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU (runs on the GPU machines)")
-@pytest.mark.parametrize("target", ["gpu", "nvptx"])
+@pytest.mark.parametrize("target", [
+    pytest.param(t, marks=pytest.mark.skipif(not registry.available(t), reason=f"{t} is unavailable"))
+    for t in ("gpu", "nvptx")])
 def test_gpu_times_from_cuda_events(target: str, tmp_path: Path) -> None:
     """On a GPU: each kernel (also replayed ones) and each copy gets a device time from CUDA
     events on the `gpu DEVICE` tracks, placed within the profile's host time; a stream's stages
     have their tracks."""
-    if not registry.available(target):
-        pytest.skip(f"{target} is unavailable here")
     path = tmp_path / "gpu.json"
     n = 1 << 16
     a = np.arange(n, dtype=np.float32)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needs_interpreter_loop_bounds
 
 from hpvm_py.distributed import chooser
 from hpvm_py.distributed.allocator import ALIGN, SymmetricAllocator
@@ -29,14 +30,11 @@ MIB = 1 << 20
 
 
 @pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}")
+@needs_interpreter_loop_bounds
 def test_stream_kernel_under_the_interpreter_on_two_cpu_ranks(tmp_path: Path) -> None:
     """Bit for bit NumPy's rank-order sum and one_shot's result (f32, bf16, i32, max), sizes that
     are not whole chunks, rings of 2 to 8 slots wrapped many times, back-to-back calls, a call the
     ranks disagree on, a rank that never pushes; every publication after a random pause."""
-    triton = pytest.importorskip("triton")
-    if tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 9):
-        pytest.skip(f"Triton {triton.__version__}'s interpreter cannot take loop bounds computed from "
-                    "arguments (3.9's can)")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("HPVM_COMM_")}
     environment.update(PYTHONPATH=str(ROOT), HPVM_HEAP_BYTES="8M", HPVM_NUM_THREADS="1", OMP_NUM_THREADS="1",
                        HPVM_TEST_OUT=str(tmp_path), TRITON_INTERPRET="1")
