@@ -31,6 +31,7 @@ slowest kernels.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import statistics
@@ -99,17 +100,11 @@ class ProfiledPass(Passes):
         self.times: dict[str, float] = {}
         self.kernels: dict[str, float] = {}
 
-    def __iter__(self):
+    @contextlib.contextmanager
+    def around(self):
         import hpvm_py as hpvm
-        yield 0
-        if self.sync is not None:
-            self.sync()
         with hpvm.profile(None) as prof:
-            start = time.perf_counter()
-            yield 1
-            if self.sync is not None:
-                self.sync()
-            self.seconds.append(time.perf_counter() - start)
+            yield
         for event in prof.events:
             if event.get("cat") == "gpu_kernel":
                 self.kernels[event["name"]] = self.kernels.get(event["name"], 0.0) + event["dur"] / 1e6

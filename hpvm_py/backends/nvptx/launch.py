@@ -64,6 +64,8 @@ class NvptxKernel(LeafKernel):
         self.sites = sites(leaf.body)
         self.code = code or device.LoadedCubin(cubin, leaf.name, leaf.loc)
         self.lanes = lanes  # the loop the lanes kernel splits (passes/lanes.py), if it has one
+        names = lanes.params() if lanes is not None else set()
+        self.lane_params = frozenset(i for i, p in enumerate(leaf.params) if p.name in names)
         self.lanes_code = lanes_code or (device.LoadedCubin(cubin, lanes_name(leaf), leaf.loc)
                                          if lanes is not None else None)
         self._shapes: dict[tuple, tuple] = {}
@@ -317,7 +319,6 @@ class PreparedLaunch(DeviceLaunch):
         if fn is not None and launch_kernel() is not None:
             self._direct, self._fn_address = launch_kernel(), int(fn)
         self.plain: tuple | None = None  # (fn, block, chunks) of the plain kernel while split
-        self.lane_params: set[int] = set()
 
     @property
     def on_any_stream(self) -> bool:
@@ -356,13 +357,11 @@ class PreparedLaunch(DeviceLaunch):
         self.plain = (self.fn, self.block, self.chunks)
         self.fn, self.block, self.chunks = fn, (width, 1, 1), [((instances, 1, 1), 0, 0)]
         self._fn_address = int(fn) if self._direct is not None else 0
-        names = self.kernel.lanes.params() if self.kernel.lanes is not None else set()
-        self.lane_params = {i for i, p in enumerate(self.kernel.leaf.params) if p.name in names}
 
     def set_uniform(self, i: int, value: Any) -> None:
         param = self.kernel.leaf.params[i]
         pack_scalar(self.slots, 8 * i, param.type, value)
-        if self.plain is not None and i in self.lane_params:
+        if self.plain is not None and i in self.kernel.lane_params:
             self.fn, self.block, self.chunks = self.plain
             self._fn_address = int(self.fn) if self._direct is not None else 0
             self.plain = None
