@@ -100,13 +100,15 @@ def test_small_launches_and_the_fake_device_keep_their_target(fresh, monkeypatch
     assert choose(stand_ins, n=1024) is stand_ins.own("nvptx")
 
 
-def test_a_leaf_whose_loop_lanes_may_share_is_timed_at_any_size(fresh, monkeypatch) -> None:
-    """Few instances, small buffers: bump is left alone, bump_rows (a loop nvptx may share
-    between the threads of each instance) is timed and keeps the faster lowering."""
+@pytest.mark.parametrize("leaf", ["bump_rows", "sum_rows"])
+def test_a_leaf_with_a_loop_is_timed_at_any_size(fresh, monkeypatch, leaf: str) -> None:
+    """Few instances, small buffers: bump is left alone; a leaf with a loop (bump_rows: one nvptx
+    may share between the threads of each instance; sum_rows: a reduction) is timed and keeps
+    the faster lowering."""
     stand_ins = standing_in(monkeypatch, gpu=2.0, nvptx=1.0)
     assert choose(stand_ins, n=1000) is stand_ins.own()
-    assert choose(stand_ins, n=1000, leaf=S.bump_rows) is stand_ins.own("nvptx")
-    assert choose(stand_ins, n=1000, leaf=S.bump_rows, device="fake:0") is stand_ins.own()
+    assert choose(stand_ins, n=1000, leaf=getattr(S, leaf)) is stand_ins.own("nvptx")
+    assert choose(stand_ins, n=1000, leaf=getattr(S, leaf), device="fake:0") is stand_ins.own()
 
 
 def test_timing_runs_on_copies_put_back_before_each_run(fresh, monkeypatch) -> None:

@@ -17,7 +17,6 @@ from ..backends.base import BufferArg, LeafKernel, code_version
 from ..errors import CompileError, HPVMError, HPVMWarning, LaunchError
 from ..ir import kernel as K
 from ..ir.context import NodeContext, instance_counts
-from ..passes.lanes import lane_loop
 from ..support import cache, log, settings, stats
 from ..support.version import VERSION
 from . import lowering_trial as trial
@@ -85,9 +84,10 @@ class LoweringChoice:
         self._compile = compile_leaf
         self._others: dict[bool, LeafKernel | CompileError] = {}  # checked -> kernel, or why not
         self._classes: dict[tuple[bool, str], str] = {}  # (checked, size class) -> target kept
-        # a loop nvptx may share between the threads of each instance (passes/lanes.py): the
-        # lowerings may differ 200x on few instances (the HPVM suite's CAVA), so any size is timed
-        self.shares_loop = lane_loop(leaf, ctx.input_modes) is not None
+        # a leaf with a loop: on few instances the lowerings may differ 200x (the HPVM suite's
+        # CAVA, whose loops nvptx shares between the threads of each instance: passes/lanes.py)
+        # or 12x (its pipeline's one block reducing a whole image), so any size is timed
+        self.loops = any(isinstance(s, K.For) for s in K.walk_stmts(leaf.body))
 
     def kernel_for(self, own: LeafKernel, checked: bool, call: list[Any],
                    outputs: list[np.ndarray | None], extents: list[tuple[int, ...]],
@@ -95,7 +95,7 @@ class LoweringChoice:
         """The kernel a launch runs: `own` (its target's, checked or not, as the bounds proof
         chose) or the other target's of the same variant, as HPVM_GPU_LOWERING says; `auto`
         times both on the first launch of a size class worth it (on a CUDA GPU: MIN_INSTANCES
-        or MIN_BYTES, or any size for a leaf with a loop nvptx may share between threads), on
+        or MIN_BYTES, or any size for a leaf with a loop), on
         copies of what it writes, and keeps the faster."""
         how = mode()
         if how == "off" or how == LOWERINGS[self.target]:
@@ -105,7 +105,7 @@ class LoweringChoice:
         parents, leaves = instance_counts(extents)
         instances = parents * leaves
         if not instances or not measurable(device) or (
-                instances < MIN_INSTANCES and not self.shares_loop and
+                instances < MIN_INSTANCES and not self.loops and
                 sum(a.nbytes for a in call if isinstance(a, BufferArg)) < MIN_BYTES):
             return own
         size = size_class(parents, leaves, call)

@@ -65,6 +65,29 @@ def test_per_element_k_loops_become_tl_dot_and_match_numpy(name: str, tmp_path: 
     assert np.all(np.abs(got - exact) <= reordered_sum_bound(a, b) + 2.0 ** -23 * np.abs(exact))
 
 
+@pytest.mark.parametrize("name", sorted(D.MATCHED_OTHER))
+def test_other_element_functions_become_tl_dot_and_match_the_literal_kernel(
+        name: str, tmp_path: Path, rng) -> None:
+    """Operands that are any function of (row, k) and (k, column): an i32 loop counter, an i32
+    product that wraps (`wrapping_k` reads other columns if the kernel computes it in i64), a
+    remainder. The cpu target's literal loop and the tl.dot kernel both sum the same products,
+    each within the reordered-sum bound of the exact sum."""
+    graph, extra = D.MATCHED_OTHER[name]
+    text = emitted(tmp_path, ROOT / "tests" / "programs" / "dot_leaves.py", f"{name}_root")
+    assert "tl.dot(" in text
+    a, b, c = operands(rng)
+    got, literal = (run(target, graph, a, b, c, *extra) for target in ("gpu", "cpu"))
+    bound = 2 * reordered_sum_bound(a, b) + 2.0 ** -22 * np.abs(literal)
+    assert np.all(np.abs(got - literal) <= bound)
+    if name == "wrapping_k":  # the columns read are the wrapped ones: not those of an i64 product
+        t = np.arange(K, dtype=np.int64)
+        wide = ((t * extra[0]) >> 28) & 31
+        wrapped = ((t * extra[0] + 2**31) % 2**32 - 2**31) >> 28 & 31
+        assert not np.array_equal(wide, wrapped)
+        exact = a[:, wrapped].astype(np.float64) @ b
+        assert np.all(np.abs(got - exact) <= reordered_sum_bound(a, b) + 2.0 ** -23 * np.abs(exact))
+
+
 @pytest.mark.parametrize("name", sorted(D.NEAR_MISSES))
 def test_near_misses_keep_the_literal_translation(name: str, tmp_path: Path, rng) -> None:
     text = emitted(tmp_path, ROOT / "tests" / "programs" / "dot_leaves.py", f"{name}_root")

@@ -7,7 +7,7 @@ naive_rows_on_x: m x n); a is m x k, b is k x n, c is m x n, all row-major f32.
 from __future__ import annotations
 
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Ptr, f32, i64
+from hpvm_py import In, InOut, Ptr, f32, i32, i64
 
 TILE = 16
 
@@ -51,6 +51,59 @@ def naive_rows_on_x_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes
               c_bytes=c_bytes, m=m, n=n, k=k)
 
 
+# -- forms that match and compute another function of (row, k) than a plain product: compared
+# with the literal translation on the cpu target
+
+@hpvm.leaf
+def c_int_k(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: InOut[Ptr[f32]],
+            c_bytes: i64, m: i64, n: i64, k: i32):
+    """C's `int` counter (HPVM-C's Parboil sgemm): the loop variable is i32."""
+    j = hpvm.get_node_instance_id_x(hpvm.get_node())
+    i = hpvm.get_node_instance_id_y(hpvm.get_node())
+    acc = 0.0
+    for t in range(k):
+        acc += a[i * k + t] * b[t * n + j]
+    c[i * n + j] = acc
+
+
+@hpvm.leaf
+def wrapping_k(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: InOut[Ptr[f32]],
+               c_bytes: i64, m: i64, n: i64, k: i32, w: i32):
+    """A's column from an i32 product that wraps (t * w passes 2**31 for large t): the kernel
+    must wrap where the literal translation does, or it reads other columns."""
+    j = hpvm.get_node_instance_id_x(hpvm.get_node())
+    i = hpvm.get_node_instance_id_y(hpvm.get_node())
+    acc = 0.0
+    for t in range(k):
+        acc += a[i * k + (((t * w) >> 28) & 31)] * b[t * n + j]
+    c[i * n + j] = acc
+
+
+@hpvm.leaf
+def non_affine(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: InOut[Ptr[f32]],
+               c_bytes: i64, m: i64, n: i64, k: i64):
+    j = hpvm.get_node_instance_id_x(hpvm.get_node())
+    i = hpvm.get_node_instance_id_y(hpvm.get_node())
+    acc = 0.0
+    for t in range(k):
+        acc += a[i * k + (t * 7) % k] * b[t * n + j]
+    c[i * n + j] = acc
+
+
+@hpvm.graph
+def c_int_k_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64,
+                 c: InOut[Ptr[f32]], c_bytes: i64, m: i64, n: i64, k: i32):
+    hpvm.node(c_int_k, grid=(n, m), a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c,
+              c_bytes=c_bytes, m=m, n=n, k=k)
+
+
+@hpvm.graph
+def wrapping_k_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64,
+                    c: InOut[Ptr[f32]], c_bytes: i64, m: i64, n: i64, k: i32, w: i32):
+    hpvm.node(wrapping_k, grid=(n, m), a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c,
+              c_bytes=c_bytes, m=m, n=n, k=k, w=w)
+
+
 # -- near misses: each must keep the literal translation ----------------------------------------
 
 @hpvm.leaf
@@ -85,17 +138,6 @@ def guarded_k(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: I
     for t in range(k):
         if t != j:
             acc += a[i * k + t] * b[t * n + j]
-    c[i * n + j] = acc
-
-
-@hpvm.leaf
-def non_affine(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: InOut[Ptr[f32]],
-               c_bytes: i64, m: i64, n: i64, k: i64):
-    j = hpvm.get_node_instance_id_x(hpvm.get_node())
-    i = hpvm.get_node_instance_id_y(hpvm.get_node())
-    acc = 0.0
-    for t in range(k):
-        acc += a[i * k + (t * 7) % k] * b[t * n + j]
     c[i * n + j] = acc
 
 
@@ -226,8 +268,11 @@ def remote_rows_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i6
 
 
 MATCHED = {"naive": naive_root, "naive_rows_on_x": naive_rows_on_x_root}
+# graph and the arguments after (m, n, k)
+MATCHED_OTHER = {"c_int_k": (c_int_k_root, ()), "wrapping_k": (wrapping_k_root, ((1 << 27) + 1,)),
+                 "non_affine": (non_affine_root, ())}
 NEAR_MISSES = {"same_dim": same_dim_root, "extra_term": extra_term_root,
-               "guarded_k": guarded_k_root, "non_affine": non_affine_root,
+               "guarded_k": guarded_k_root,
                "counter_kept": counter_kept_root, "store_before": store_before_root,
                "parboil_transposed": parboil_transposed_root, "remote_rows": remote_rows_root}
 

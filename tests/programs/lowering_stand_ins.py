@@ -39,6 +39,17 @@ def bump_rows(x: InOut[Ptr[i32]], x_bytes: i64, y: In[Ptr[i32]], y_bytes: i64):
         x[row * 32 + col] = y[row * 32 + col] + 1
 
 
+@hpvm.leaf
+def sum_rows(x: InOut[Ptr[i32]], x_bytes: i64, y: In[Ptr[i32]], y_bytes: i64):
+    """A row's sum per instance: a loop whose iterations carry a value (no lanes), like the
+    pipeline's one block reducing a whole image."""
+    row = hpvm.instance_id(0)
+    total = 0
+    for col in range(32):
+        total += y[row * 32 + col]
+    x[row * 32] = total
+
+
 CTX = NodeContext(level_dims=(1,), input_modes=("buffer", "uniform", "buffer", "uniform"),
                   output_modes=())
 

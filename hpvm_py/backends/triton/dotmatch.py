@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ...ir import kernel as K
-from ...types import PtrType, ScalarType, f32, i64
+from ...types import PtrType, ScalarType, f32, i32, i64
 from ...ir import polynomial as P
 
 KK = "__kk"  # the k index of the dot, as a variable of the element expressions
@@ -15,6 +15,13 @@ KK = "__kk"  # the k index of the dot, as a variable of the element expressions
 def coordinate_id(level: int, dim: int) -> str:
     """The variable standing for instance id (level, dim) in an element expression."""
     return f"__id{level}_{dim}"
+
+
+def combined_id(dim: int) -> str:
+    """The variable standing for the coordinate along `dim` of the combined grid of a leaf and
+    its replicated parent: id1 * E0 + id0, which an element expression uses as one value (so
+    that Triton sees a tile's rows as contiguous, not as a division and a remainder)."""
+    return f"__idc_{dim}"
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,7 @@ class _Reject(Exception):
 def find_dot_loop(leaf: K.LeafFunc, input_modes: tuple[str, ...], level_dims: tuple[int, ...],
                   only: int | None = None) -> DotLoop | None:
     """The first top-level loop (or the one at position `only`) that matches."""
+    level_dims = replicated_levels(level_dims)
     if level_dims[:1] != (2,) or len(level_dims) > 2 or level_dims[1:] not in ((), (2,)):
         return None
     if _has_remote_access(leaf):  # tl.dot tiles read this rank's buffers only
@@ -56,6 +64,16 @@ def find_dot_loop(leaf: K.LeafFunc, input_modes: tuple[str, ...], level_dims: tu
             except _Reject:
                 continue
     return None
+
+
+def replicated_levels(level_dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The dims of the leaf's levels without the single-instance ancestors above the last
+    replicated one (HPVM-C wraps every grid in one: root -> wrapper -> grid -> leaf): their ids
+    are all 0, so a kernel over the lower levels' grid covers the launch."""
+    end = len(level_dims)
+    while end > 1 and level_dims[end - 1] == 0:
+        end -= 1
+    return level_dims[:end]
 
 
 def _has_remote_access(leaf: K.LeafFunc) -> bool:
@@ -96,7 +114,7 @@ class _Matcher:
 
     def _per_element(self) -> DotLoop:
         loop = self.loop
-        if not _is_const(loop.step, 1) or self.types(loop.var) != i64:
+        if not _is_const(loop.step, 1) or self.types(loop.var) not in (i64, i32):
             raise _Reject
         acc, x, y = self._accumulation(loop.body)
         self._private_vars([loop.var])
@@ -237,8 +255,11 @@ class _Matcher:
         return e
 
     def _element(self, e: K.Expr, kk: dict, inlined: bool = False) -> K.Expr:
-        """An operand as a function of instance ids and KK: loop variables occur only in i64
-        polynomials in which they turn into KK."""
+        """An operand as a function of instance ids and KK: a loop variable turns into KK in the
+        i64 polynomials it occurs in, and elsewhere into KK's value in its own type (Parboil's
+        C `int` k-loop: `a[row + i * lda]` keeps its i32 product, which wraps as the literal
+        kernel's does; the value cast is exact, KK being in the loop's range where a load is not
+        masked off)."""
         e = e if inlined else self._inline(e)
         loop_vars = {atom[1] for atom in kk} | {self.loop.var}
         loop_atoms = {("var", v) for v in loop_vars}
@@ -249,14 +270,18 @@ class _Matcher:
         def canon(x: K.Expr) -> K.Expr:
             if not mentions_loop(x):
                 return x
-            if x.type == i64 and not isinstance(x, K.Load):
-                p = P.poly_of(x, lambda name: None)
-                if p is None:
-                    raise _Reject
+            p = P.poly_of(x, lambda name: None) if not isinstance(x, K.Load) else None
+            if p is not None:
                 p = P.substitute(p, kk)
                 if P.atoms(p) & loop_atoms:
                     raise _Reject
                 return P.to_expr(p, _atom_expr)
+            if isinstance(x, K.Var):
+                if ("var", x.name) not in kk or not isinstance(x.type, ScalarType) or \
+                        x.type not in (i64, i32):
+                    raise _Reject
+                value = P.to_expr(kk[("var", x.name)], _atom_expr)
+                return value if x.type == i64 else K.Cast(value=value, type=x.type)
             if isinstance(x, K.Load):
                 return K.rebuild(x, [x.ptr, canon(x.index)])
             return K.rebuild(x, [canon(c) for c in K.child_exprs(x)])
@@ -268,7 +293,30 @@ class _Matcher:
                 raise _Reject
             if isinstance(sub, K.InstanceId) and (sub.type != i64 or sub.level >= self.levels):
                 raise _Reject
-        return _ids_to_vars(e)
+        return _ids_to_vars(self._combined(e))
+
+    def _combined(self, e: K.Expr) -> K.Expr:
+        """e with every i64 polynomial's id1_d * E0_d + id0_d (the same coefficient on both
+        terms) written with the combined coordinate."""
+        if self.levels != 2 or isinstance(e, (K.Const, K.Load)):
+            return K.rebuild(e, [self._combined(c) for c in K.child_exprs(e)])
+        p = P.poly_of(e, lambda name: None)
+        if p is None:
+            return K.rebuild(e, [self._combined(c) for c in K.child_exprs(e)])
+        merged = dict(p)
+        for monomial, coefficient in p.items():
+            for atom in monomial:
+                if atom[0] != "id" or atom[1] != 0:
+                    continue
+                rest = list(monomial)
+                rest.remove(atom)
+                wide = tuple(sorted(rest + [("id", 1, atom[2]), ("count", 0, atom[2])]))
+                if merged.get(monomial) == coefficient and merged.get(wide) == coefficient:
+                    del merged[monomial], merged[wide]
+                    whole = tuple(sorted(rest + [("var", combined_id(atom[2]))]))
+                    merged[whole] = coefficient
+                    break
+        return e if merged == p else P.to_expr(merged, _atom_expr)
 
     def _writer(self, store_index: K.Expr, read_index: K.Expr, t: str,
                 tile: int) -> dict[tuple[int, int], K.Expr]:

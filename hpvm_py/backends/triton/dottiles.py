@@ -16,7 +16,7 @@ import math
 
 from ...ir import kernel as K
 from ...types import i64
-from .dotmatch import KK, DotLoop, coordinate_id
+from .dotmatch import KK, DotLoop, combined_id, coordinate_id
 
 
 class DotTiles:
@@ -90,17 +90,17 @@ class DotTiles:
         e("kk_b = kb + k_lanes[:, None]")
         e("m_a = row_ok & (kk_a < k_stop)")
         e("m_b = (kk_b < k_stop) & col_ok")
-        op_a = self._operand(d.a_elem, parts[0], "m_a", "kk_a", "z_a", "a_id", d.row_dim)
-        op_b = self._operand(d.b_elem, parts[1], "m_b", "kk_b", "z_b", "b_id", d.col_dim)
+        op_a = self._operand(d.a_elem, parts[0], "m_a", "kk_a", "z_a", "a_id", d.row_dim, "rows_a")
+        op_b = self._operand(d.b_elem, parts[1], "m_b", "kk_b", "z_b", "b_id", d.col_dim, "cols_b")
         e(f"acc_t = tl.dot({op_a}, {op_b}, acc_t, input_precision=\"ieee\")")
         self.indent -= 1
 
     def _operand(self, elem: K.Expr, guarded: tuple[K.Load | None, list[K.Expr]], mask: str,
-                 kk: str, zero: str, prefix: str, dim: int) -> str:
-        """One operand block: the element expression on 2-D blocks of ids and kk; `guarded`: it
-        as a load under guards (_guarded_load), when it is one."""
-        bound = {KK: kk, **{coordinate_id(level, dim): f"{prefix}{level}"
-                            for level in range(self.dot.levels)}}
+                 kk: str, zero: str, prefix: str, dim: int, coordinate: str) -> str:
+        """One operand block: the element expression on 2-D blocks of ids, the combined
+        coordinate and kk; `guarded`: it as a load under guards (_guarded_load), when it is one."""
+        bound = {KK: kk, combined_id(dim): coordinate,
+                 **{coordinate_id(level, dim): f"{prefix}{level}" for level in range(self.dot.levels)}}
         saved = {name: self.names.get(name) for name in bound}
         self.names.update(bound)
         self.zero = zero

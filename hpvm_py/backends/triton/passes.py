@@ -28,7 +28,7 @@ from ...passes.uniform import Uniformity
 from ...types import PtrType
 from ..base import NodeContext
 from ..cpu.passes import localize
-from .dotmatch import DotLoop, find_dot_loop
+from .dotmatch import DotLoop, find_dot_loop, replicated_levels
 from .privatise import PrivateCount, private_counts
 from .reductions import ReductionLoop, reduction_loops, splittable
 
@@ -87,7 +87,7 @@ def private_buffers(leaf: K.LeafFunc) -> list[PrivateCount]:
 def gridtiles(leaf: K.LeafFunc, ctx: NodeContext) -> K.LeafFunc:
     """Notes that programs cover tiles of the combined grid of the leaf and its replicated parent
     (gridtiles.py): a kernel of the plain layout under a parent with dims."""
-    dims = ctx.level_dims
+    dims = replicated_levels(ctx.level_dims)
     tiles = not (leaf.noted("dotmatch") or leaf.noted("privatise") or grouped(leaf)) and \
         len(dims) == 2 and dims[1] > 0
     return with_notes(leaf, "gridtiles", [K.Note(name="gridtiles")] if tiles else [])

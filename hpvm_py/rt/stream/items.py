@@ -52,7 +52,7 @@ def plan_items(stages: list[Stage]) -> list[StagePlan] | None:
         return None
     launchers = [stage.launcher for stage in stages]
     if len({launcher.device for launcher in launchers}) != 1 or any(
-            not launcher.eligible or launcher.stream is None
+            not launcher.eligible or launcher.levels or launcher.stream is None
             or not _whole_items(launcher.node.target) for launcher in launchers):
         return None
     plan = stages[0].handle.plan

@@ -1,11 +1,13 @@
 """A streaming stage's leaf, launched item after item without repacking it: the packed launch of
 each (kernel, extents, buffer sizes) seen is pointed at the next item's buffers and started without
 waiting, on the native pool (cpu) or the stage's CUDA stream (gpu, nvptx); docs/architecture.md,
-"Streaming"."""
+"Streaming". A stage that is a chain of internal nodes down to one leaf (HPVM-C's wrapper, grid
+of thread blocks, leaf) launches that leaf the same way, its levels' instance counts as the
+leaf's ancestors' and its outputs bound up through every level."""
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
-
 
 from ...device.staging import PinnedPool, StagedCopies
 from ...device.streams import ItemEvent, StageStream
@@ -25,15 +27,26 @@ class StageLauncher:
         self.executor = executor
         self.plan = plan
         self.node = node
+        chain = node.chain_to_leaf()
+        # the internal nodes from the stage's down to the leaf's parent (none: the stage is a leaf)
+        self.levels: list[NodePlan] = chain or []
+        self.leaf = leaf = node.recorded_leaf if chain is not None else node
         self._packed: dict[tuple, Any] = {}
-        self._pointers = [isinstance(p.type, PtrType) for p in node.func.params]  # per leaf input
-        self.device = device_of(node.target, node.placement.index)
+        self._pointers = [isinstance(p.type, PtrType) for p in leaf.func.params]  # per leaf input
+        self.device = device_of(leaf.target, leaf.placement.index)
         # a GPU stage's stream, also when the stage runs on a thread of its own
         self.stream = StageStream(self.device, node.name) if self.device != HOST else None
         self._pinned = PinnedPool()  # the staged copies' host buffers (a GPU stage's)
-        simple = all(m in ("buffer", "uniform") or src.const is not None
-                     for m, src in zip(node.input_modes, node.inputs))
-        self.eligible = simple and node.kernel is not None and node.kernel.prepares
+        # per stage output: the leaf output it is (each level binds its one child's outputs)
+        self._outputs = list(range(len(node.func.outputs)))
+        for level in self.levels:
+            assert level.child is not None
+            self._outputs = [level.child.outputs[port][1] for port in self._outputs]
+        # every level's inputs are the same for all its instances (no per-instance edge values)
+        simple = chain is not None and all(
+            m in ("buffer", "uniform") or src.const is not None
+            for level in [*self.levels, leaf] for m, src in zip(level.input_modes, level.inputs))
+        self.eligible = simple and leaf.kernel is not None and leaf.kernel.prepares
 
     def fire(self, env: list[Any], args: list[Any]) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Run the stage's node for one item: its extents and its output slots."""
@@ -45,40 +58,62 @@ class StageLauncher:
               ) -> "StageRun | DeviceStageRun":
         """Begin the stage's leaf for one item (eligible stages only); a GPU stage's stream first
         waits for the events `after` (the item's producers on other streams)."""
-        node, executor = self.node, self.executor
-        ext = executor.extents_of(node, env)
-        count = executor.check_instance_count(node, ext, 1)
+        leaf, executor = self.leaf, self.executor
+        args, extents, parents = self._descend(env, args)
+        count = math.prod(extents[0])
         stream = self.stream
-        copied_in = executor.uncovered_outs(node, args, [ext])
+        copied_in = executor.uncovered_outs(leaf, args, extents)
         if stream is None:
-            call, outputs = executor.leaf_call(node, args, HOST, 1, count, copied_in)
-            packed = self._packed_for(call, outputs, ext)
-            return StageRun(ext, self._slots(outputs, count), packed, packed.begin())
+            call, outputs = executor.leaf_call(leaf, args, HOST, parents, count, copied_in)
+            packed = self._packed_for(call, outputs, extents)
+            return StageRun(extents[-1], self._slots(outputs, extents, parents), packed,
+                            packed.begin())
         stream.use()
         copies = StagedCopies(self._pinned)
         with executor.device_buffers() as acquired, copies.active():  # copies in: queued
-            call, outputs = executor.leaf_call(node, args, self.device, 1, count, copied_in)
-        packed = self._packed_for(call, outputs, ext)
+            call, outputs = executor.leaf_call(leaf, args, self.device, parents, count, copied_in)
+        packed = self._packed_for(call, outputs, extents)
         for event in after:
             stream.wait(event)
-        stream.launched(node.func.name)
+        stream.launched(leaf.func.name)
         timer = profile.gpu_begin(self.device, stream.handle) if profile.on else None
         packed.issue(stream.handle)
         if timer is not None:
-            profile.gpu_end(timer, "gpu_kernel", node.func.name, self.device)
+            profile.gpu_end(timer, "gpu_kernel", leaf.func.name, self.device)
         with copies.active():  # after the kernel: its scalar outputs, the item's buffers it wrote
             packed.outputs.fetch()
             executor.tracker.finish_launch(list(acquired.values()), keep_device=True)
-        return DeviceStageRun(ext, self._slots(outputs, count), packed, stream, stream.record(),
-                              copies)
+        return DeviceStageRun(extents[-1], self._slots(outputs, extents, parents), packed, stream,
+                              stream.record(), copies)
 
-    def _packed_for(self, call: list[Any], outputs: list[Any], ext: tuple[int, ...]) -> Any:
+    def _descend(self, env: list[Any], args: list[Any]
+                 ) -> tuple[list[Any], list[tuple[int, ...]], int]:
+        """The leaf's arguments, the extents of the leaf and of each level above it up to the
+        stage's node (the leaf's first), and the instances of the leaf's parent level in all."""
+        executor = self.executor
+        node, parent_env, extents, parents = self.node, env, [], 1
+        for child in [*self.levels[1:], self.leaf] if self.levels else []:
+            ext = executor.extents_of(node, parent_env)
+            parents *= executor.check_instance_count(node, ext, parents)
+            extents.insert(0, ext)
+            parent_env = args  # the level's child graph sees the level's inputs
+            args = [executor.gather(child, port, src, parent_env, {})
+                    for port, src in enumerate(child.inputs)]
+            node = child
+        ext = executor.extents_of(node, parent_env)
+        executor.check_instance_count(node, ext, parents)
+        return args, [ext, *extents], parents
+
+    def _packed_for(self, call: list[Any], outputs: list[Any],
+                    extents: list[tuple[int, ...]]) -> Any:
         """The stage's packed launch for this item: a kept one pointed at the item's buffers,
         outputs and scalars, or a new one."""
-        node, pointers = self.node, self._pointers
-        extents = [ext]
+        node, pointers = self.leaf, self._pointers
         kernel = node.kernel_for(call, extents)
-        key = (kernel, ext, tuple(a.nbytes for a, ptr in zip(call, pointers) if ptr))
+        if node.lowering is not None:  # a GPU leaf may run the other GPU target's lowering
+            kernel = node.lowering.kernel_for(kernel, kernel is not node.kernel, call, outputs,
+                                              extents, self.device)
+        key = (kernel, tuple(extents), tuple(a.nbytes for a, ptr in zip(call, pointers) if ptr))
         # the item's scalars, to compare with the next item's (its buffers: never kept here)
         scalars = [None if ptr else value for value, ptr in zip(call, pointers)]
         kept = self._packed.get(key)
@@ -99,10 +134,28 @@ class StageLauncher:
         self._packed[key] = (packed, scalars)
         return packed
 
-    def _slots(self, outputs: list[Any], count: int) -> list[Slot | None]:
-        modes = self.node.output_modes
-        return [Slot(out, modes[port] == "per_instance", count) if out is not None else None
-                for port, out in enumerate(outputs)]
+    def _slots(self, outputs: list[Any], extents: list[tuple[int, ...]],
+               parents: int) -> list[Slot | None]:
+        """The stage's output slots: a leaf stage's outputs, or a chain's, each the value of the
+        first leaf instance under each instance of the stage's node (what binds up through a
+        replicated level carry: docs/language.md)."""
+        modes = self.leaf.output_modes
+        if not self.levels:
+            count = math.prod(extents[0])
+            return [Slot(out, modes[port] == "per_instance", count) if out is not None else None
+                    for port, out in enumerate(outputs)]
+        stage_count = math.prod(extents[-1])
+        below = parents // stage_count if stage_count else 0  # leaf parents per stage instance
+        slots: list[Slot | None] = []
+        for port in self._outputs:
+            out = outputs[port]
+            if out is None:
+                slots.append(None)
+                continue
+            # a view, not a copy: a GPU stage's outputs are filled when its run finishes
+            step = below * (math.prod(extents[0]) if modes[port] == "per_instance" else 1)
+            slots.append(Slot(out[::max(step, 1)], True, stage_count))
+        return slots
 
 
 class StageRun:
