@@ -59,7 +59,7 @@ def _leaf(leaf_def):
     return leaf
 
 
-@pytest.mark.parametrize("leaf_def, repeatable", [(scaled, True), (scaled_in_place, False), (counted, False)])
+@pytest.mark.parametrize("leaf_def, repeatable", [(scaled, True), (scaled_in_place, True), (counted, False)])
 def test_only_launches_that_repeat_their_result_are_timed(leaf_def, repeatable: bool) -> None:
     x, y = np.ones(64, np.float32), np.zeros(64, np.float32)
     leaf = _leaf(leaf_def)
@@ -138,7 +138,8 @@ def test_a_tuned_launch_uses_the_chosen_shape_and_computes_the_same(fresh_choice
 
     seen = []
 
-    def fake_clock(launch):  # favours 256 lanes in 2 warps; runs each shape for real
+    def fake_clock(launch, restore):  # favours 256 lanes in 2 warps; runs each shape for real
+        restore()
         launch.run()
         seen.append((launch.options["BLOCK"], launch.options["num_warps"], launch.grid))
         return 1.0 if (launch.options["BLOCK"], launch.options["num_warps"]) == (256, 2) else 2.0
@@ -173,7 +174,7 @@ def test_programs_narrower_than_every_shape_keep_the_default(fresh_choices, monk
 
     monkeypatch.setattr(TK, "on_gpu", lambda: True)
     monkeypatch.setattr(T, "MIN_INSTANCES", 1)
-    monkeypatch.setattr(T, "time_launch", lambda launch: pytest.fail("timed"))
+    monkeypatch.setattr(T, "time_launch", lambda launch, restore=None: pytest.fail("timed"))
     x = rng.standard_normal(100).astype(np.float32)
     y = np.zeros(100, np.float32)
     with hpvm.runtime("gpu"):  # one block of 128 lanes: no shape of 256 or more to try
@@ -186,10 +187,38 @@ def test_tuning_can_be_turned_off(fresh_choices, monkeypatch, rng) -> None:
 
     monkeypatch.setattr(TK, "on_gpu", lambda: True)
     monkeypatch.setattr(T, "MIN_INSTANCES", 1)
-    monkeypatch.setattr(T, "time_launch", lambda launch: pytest.fail("timed"))
+    monkeypatch.setattr(T, "time_launch", lambda launch, restore=None: pytest.fail("timed"))
     monkeypatch.setenv("HPVM_AUTOTUNE", "0")
     x = rng.standard_normal(300).astype(np.float32)
     y = np.zeros(300, np.float32)
     with hpvm.runtime("gpu"):
         hpvm.wait(hpvm.launch(graph_of(scaled), x, x.nbytes, y, y.nbytes, 2.0, 300))
     np.testing.assert_array_equal(y, x * np.float32(2.0))
+
+
+def test_a_leaf_with_inout_buffers_is_tuned_on_copies(fresh_choices, monkeypatch, rng) -> None:
+    """scaled_in_place multiplies x in place: each shape runs three times (as the tuner's clock
+    does), on copies put back before every run, and the launch itself then runs once on x."""
+    from hpvm_py.backends.triton import kernel as TK
+
+    runs = []
+
+    def fake_clock(launch, restore):
+        for _ in range(3):
+            restore()
+            launch.run()
+        runs.append(launch.options["BLOCK"])
+        return 1.0 / launch.options["BLOCK"]  # favours the widest
+
+    monkeypatch.setattr(TK, "on_gpu", lambda: True)
+    monkeypatch.setattr(T, "MIN_INSTANCES", 1)
+    monkeypatch.setattr(T, "time_launch", fake_clock)
+    n = 3000
+    x = rng.standard_normal(n).astype(np.float32)
+    before = x.copy()
+    y = np.zeros(n, np.float32)
+    with hpvm.runtime("gpu"):
+        hpvm.wait(hpvm.launch(graph_of(scaled_in_place), x, x.nbytes, y, y.nbytes, 2.0, n))
+    assert len(runs) == len(T.candidates(1024))
+    np.testing.assert_array_equal(x, before * np.float32(2.0))  # once, not 3 x 9 times more
+    np.testing.assert_array_equal(y, x)

@@ -40,12 +40,11 @@ def enabled() -> bool:
 
 
 def repeatable_leaf(leaf: K.LeafFunc) -> bool:
-    """Whether the leaf's code lets a launch run again with the same result (see the docstring);
-    asked once per kernel."""
+    """Whether the leaf's code lets a launch run again with the same result, its InOut buffers
+    put back between runs (the tuner runs those on copies); asked once per kernel."""
     body = leaf.body
-    if any(isinstance(e, K.Atomic) for e in K.walk_all_exprs(body)) or next(K.remote_accesses(body), None):
-        return False
-    return not any(p.direction == "inout" for p in leaf.params)  # (Out buffers are write-only)
+    return not (any(isinstance(e, K.Atomic) for e in K.walk_all_exprs(body))
+                or next(K.remote_accesses(body), None))
 
 
 def repeatable(leaf: K.LeafFunc, args: list[Any]) -> bool:
@@ -137,17 +136,20 @@ def multiprocessors() -> int:
     return _multiprocessors(torch.cuda.current_device())
 
 
-def time_launch(launch: Any) -> float:
-    """Seconds one run of a prepared launch takes on the GPU (the fastest of a few). A fault of
+def time_launch(launch: Any, restore: Callable[[], Any] = lambda: None) -> float:
+    """Seconds one run of a prepared launch takes on the GPU (the fastest of a few; `restore`
+    runs before each, outside the timed events: it puts back what a run changed). A fault of
     the kernel is reported as at any launch (device/faults.py)."""
     import torch
 
     leaf = launch.kernel.leaf
     best = math.inf
     try:
+        restore()
         launch.start()  # compiles this shape
         torch.cuda.synchronize()
         for _ in range(_REPEATS):
+            restore()
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             begin.record()
             launch.start()

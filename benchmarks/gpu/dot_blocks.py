@@ -1,0 +1,67 @@
+"""tl.dot block shapes for the HPVM suite's sgemm on this GPU: the resident time of its launch
+(median of 20, the gpu target's Triton lowering, autotuning off) in each DotConfig, and torch's
+fp32 `a @ b` (cuBLAS) on the same operands beside them. Every result is checked with Parboil's
+tolerance. Needs a CUDA GPU.
+
+    python benchmarks/gpu/dot_blocks.py [--size standard|small]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
+os.environ.setdefault("HPVM_GPU_LOWERING", "triton")
+os.environ["HPVM_AUTOTUNE"] = "0"  # each shape as given, not the tuner's choice
+
+import torch  # noqa: E402
+
+from hpvm_py.backends.triton import kernel as triton_kernel  # noqa: E402
+from hpvm_py.backends.triton.kernel import DotConfig  # noqa: E402
+from hpvm_suite import sgemm  # noqa: E402
+from hpvm_suite._common import Passes  # noqa: E402
+
+SHAPES = [(128, 128, 32, 8, 3), (128, 64, 32, 4, 3), (64, 64, 32, 4, 3), (64, 32, 32, 4, 3),
+          (64, 64, 32, 4, 4), (64, 64, 16, 4, 4), (32, 64, 32, 4, 3), (64, 32, 32, 2, 3),
+          (32, 32, 32, 2, 3), (64, 64, 64, 4, 3), (128, 64, 16, 4, 4), (64, 128, 32, 4, 3)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="standard", choices=sorted(sgemm.SIZES))
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("dot_blocks: needs a CUDA GPU")
+        return 2
+    inputs = sgemm.make_inputs(**sgemm.SIZES[args.size])
+    expected = sgemm.reference(inputs)
+    print(f"# sgemm {args.size} on {torch.cuda.get_device_name()}: m x k x n = "
+          f"{inputs['m']} x {inputs['k']} x {inputs['n']}")
+    failed = False
+    for bm, bn, bk, warps, stages in SHAPES:
+        config = DotConfig(bm, bn, bk, group=8, warps=warps, stages=stages)
+        triton_kernel.dot_config = lambda rows, cols, sms, config=config: config
+        passes = Passes(20, torch.cuda.synchronize)
+        problem = sgemm.check(sgemm.run(inputs, "gpu", passes), expected)
+        failed |= problem is not None
+        print(f"{bm:4d} x {bn:<4d} bk {bk:3d} warps {warps} stages {stages}: "
+              f"{passes.median() * 1e3:.3f} ms {'ok' if problem is None else problem}", flush=True)
+    a, b = (torch.from_numpy(inputs[name]).cuda() for name in ("a", "b"))
+    times = []
+    for _ in range(30):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        a @ b
+        end.record()
+        end.synchronize()
+        times.append(begin.elapsed_time(end))
+    print(f"torch a @ b (cuBLAS, fp32): {statistics.median(times):.3f} ms")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
