@@ -148,14 +148,19 @@ def breakdown(mod, inputs: dict, target: str) -> str:
             f"launch {t.get('launch', 0) * 1e3:.1f}; kernels (ms): {kernels}")
 
 
-def run_peer(mod, inputs: dict, peer: str, repeat: int) -> tuple[float | None, str]:
+def run_peer(mod, inputs: dict, peer: str, repeat: int,
+             copies: bool = False) -> tuple[float | None, str]:
+    """Seconds of one peer's run (None and why when it cannot run); `copies`: the Inductor
+    program moving its data to and from the host as the original's host loop does (modules
+    with PEER_WITH_COPIES)."""
     try:
         if peer.startswith("inductor"):
             import torch
             device = "cuda" if peer.endswith("cuda") else "cpu"
             if device == "cuda" and not torch.cuda.is_available():
                 return None, "no CUDA device"
-            kernel, driver = mod.torch_program(inputs, device)
+            kernel, driver = mod.torch_program(inputs, device, copies=True) if copies else \
+                mod.torch_program(inputs, device)
             compiled = torch.compile(kernel)
             sync = torch.cuda.synchronize if device == "cuda" else None
             with torch.no_grad():
@@ -244,8 +249,13 @@ def main(argv: list[str] | None = None) -> int:
             seconds, why = run_peer(mod, inputs, peer, repeat)
             row[peer] = seconds
             if why:
-                notes.append(f"{name} {peer}: {why}")
+                notes.append(f"n/a: {name} {peer}: {why}")
             print(f"{name} {peer} {'n/a' if seconds is None else f'{seconds:.3f}s'}", flush=True)
+            if peer == "inductor-cuda" and seconds is not None and getattr(mod, "PEER_WITH_COPIES", False):
+                moved, _ = run_peer(mod, inputs, peer, repeat, copies=True)
+                if moved is not None:
+                    notes.append(f"{name} {peer} with the original's host transfers: {moved * 1e3:.1f} ms")
+                    print(f"{name} {peer} with the original's host transfers {moved:.3f}s", flush=True)
 
     columns = targets + [f"{t} resident" for t in targets if t != "python"] + list(PEERS)
     print()
@@ -271,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         mean = statistics.geometric_mean(values)
         print(f"geometric mean against {peer} over {len(values)} benchmark(s): {mean:.2f}x")
     for note in notes:
-        print(f"  n/a: {note}")
+        print(f"  {note}")
     if failures:
         print(f"{failures} wrong or failed result(s)", file=sys.stderr)
     return 1 if failures else 0

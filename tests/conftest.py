@@ -15,6 +15,9 @@ import pytest
 # Without an NVIDIA GPU, the gpu target runs through Triton's interpreter (set before triton loads).
 if "TRITON_INTERPRET" not in os.environ and not Path("/dev/nvidia0").exists():
     os.environ["TRITON_INTERPRET"] = "1"
+# Each GPU lowering is tested as the target that names it (`gpu`: Triton, `nvptx`: LLVM NVPTX);
+# the runtime's choice between them is test_lowering_choice.py's (which sets its own mode).
+os.environ.setdefault("HPVM_GPU_LOWERING", "off")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -569,11 +569,19 @@ def check(outputs: dict, expected: dict) -> str | None:
     return None
 
 
-def torch_program(inputs: dict, device: str):
+PEER_WITH_COPIES = True  # torch_program(..., copies=True): the original host loop's transfers
+
+
+def torch_program(inputs: dict, device: str, copies: bool = False):
+    """The pipeline in torch; `copies`: each frame goes from host memory to the device and its
+    edges back, as the original's host loop moves them (push the decoded frame, read the edges),
+    instead of every frame starting on the device."""
     import torch
     import torch.nn.functional as F
 
-    frames = torch.from_numpy(inputs["frames"]).to(device)
+    frames = torch.from_numpy(inputs["frames"])
+    if not copies:
+        frames = frames.to(device)
     gauss = torch.from_numpy(GAUSS.reshape(1, 1, 7, 7)).to(device)
     sob = torch.from_numpy(np.stack([SOBEL_X, SOBEL_Y]).reshape(2, 1, 3, 3)).to(device)
 
@@ -591,6 +599,8 @@ def torch_program(inputs: dict, device: str):
         return ((zc > 0) & (grad > THETA * grad.max())).to(torch.float32)[0, 0]
 
     def driver(kernel):
+        if copies:
+            return [kernel(f.to(device)).cpu() for f in frames]
         return [kernel(f) for f in frames]
 
     return frame_edges, driver

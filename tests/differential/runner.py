@@ -39,6 +39,9 @@ sys.path[:0] = [str(TESTS.parent), str(TESTS)]
 # Without an NVIDIA GPU, the gpu target runs through Triton's interpreter (as in tests/conftest.py).
 if "TRITON_INTERPRET" not in os.environ and not Path("/dev/nvidia0").exists():
     os.environ["TRITON_INTERPRET"] = "1"
+# each GPU target runs its own lowering: a graph checks Triton's code on `gpu` and NVPTX's on
+# `nvptx` (the runtime's choice between them would mix the two: HPVM_GPU_LOWERING, docs/runtime.md)
+os.environ.setdefault("HPVM_GPU_LOWERING", "off")
 
 import numpy as np  # noqa: E402
 
@@ -47,6 +50,7 @@ from hpvm_py.errors import ExecutionError, HPVMError  # noqa: E402
 from differential import generator as gen  # noqa: E402
 from differential.choices import RandomChoices  # noqa: E402
 from differential.data import load, pattern, same, scalar, values  # noqa: E402
+
 
 CATEGORIES = ("plain", "partial", "pingpong", "stream", "mixed")
 TIMEOUT = 30.0  # seconds for any wait, push or pop: a hang is a mismatch, not a stuck run
