@@ -114,3 +114,16 @@ def test_suite_module_passes_hpvmc_check(name: str) -> None:
                              str(ROOT / "examples" / "hpvm_suite" / f"{name}.py")],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_timed_passes_follow_the_warm_up_passes() -> None:
+    """Passes(n): WARMUP untimed passes (compiling, recording, capturing the replay's CUDA graph),
+    then n timed ones, each synchronised before its clock stops."""
+    from hpvm_suite._common import WARMUP, Passes
+
+    synced = []
+    passes = Passes(4, lambda: synced.append(len(passes.seconds)))
+    indices = list(passes)
+    assert indices == list(range(WARMUP + 4)) and WARMUP >= 2
+    assert len(passes.seconds) == 4 and all(s >= 0 for s in passes.seconds)
+    assert synced == [0, 0, 1, 2, 3]  # after the warm-up, then at the end of every timed pass

@@ -31,12 +31,17 @@ from hpvm_py.errors import HPVMError
 SEED = 20240611  # every generated input of the suite comes from this seed (and the benchmark's name)
 
 
+WARMUP = 3  # untimed passes before the timed ones (see Passes)
+
+
 class Passes:
     """How many times `run` repeats its launch sequence inside one runtime, and how long each took.
 
     `for _ in passes or ONCE:` around the launch sequence: without `passes` it runs once; with
-    `Passes(n)`, once to warm up (compiling, copying the tracked inputs to the device) and then n
-    times timed. On a GPU `wait` returns once the kernels are queued (as torch's calls do: the
+    `Passes(n)`, WARMUP times untimed and then n times timed. The untimed passes compile, copy
+    the tracked inputs to the device, record the launches and capture their replay as a CUDA
+    graph (a replay with the recorded scalars is captured on its second run), so the timed
+    passes see the steady state that a peer's time, taken after its own warm-up, also covers. On a GPU `wait` returns once the kernels are queued (as torch's calls do: the
     tracked buffers' later uses are ordered after them), so `sync` (e.g. torch.cuda.synchronize)
     ends each timed pass: its time is the work it launched. The outputs of a timed run are not
     checked: the runner checks a plain run."""
@@ -47,10 +52,10 @@ class Passes:
         self.seconds: list[float] = []
 
     def __iter__(self) -> Iterator[int]:
-        yield 0
+        yield from range(WARMUP)
         if self.sync is not None:
             self.sync()
-        for index in range(1, self.timed + 1):
+        for index in range(WARMUP, WARMUP + self.timed):
             with self.around():
                 start = time.perf_counter()
                 yield index
