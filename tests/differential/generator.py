@@ -309,34 +309,72 @@ def pingpong_program(c: Choices) -> Program:
 def stream_program(c: Choices) -> Program:
     """A two-stage stream: `body` (grid n) loads `a[i + k]` and writes `out`; `tail` (one
     instance) returns `out[m]` and a `hist` count as an i64. Per item, k = 0 and m = n - 1 stay in
-    range; another k or m makes that item fail in that stage."""
+    range; another k or m makes that item fail in that stage. Either stage may sit at the bottom
+    of a chain of internal nodes, as HPVM-C nests every leaf: a wrapper, and for `body` possibly
+    a grid of blocks of a few lanes under it (i = block * lanes + lane, guarded by i < n), which
+    the stream launches as the leaf itself (rt/stream/stage_launch.py)."""
     a_t, b_t, s_t, out_t = (c.pick(TYPES) for _ in range(4))
+    shape = c.pick(["leaf", "wrapper", "blocks"])
+    tail_wrapped = c.flag()
+    lanes = c.integer(1, 5)
     scope = _Scope(variables={"i": "i64", "n": "i64", "x0": a_t, "x1": b_t, "s": s_t})
     body = _Builder(c, scope)
-    body.emit(1, "i = hpvm.instance_id(0)")
-    body.emit(1, "x0 = a[i + k]")
-    body.emit(1, "x1 = b[(i * 7 + 3) % n]")
-    body.block(1, c.integer(1, 3), False)
-    body.emit(1, f"out[i] = hpvm.{out_t}({body.expr(out_t, 3)})")
-    body.emit(1, "return hpvm.i64(1)")
+    inner = 1
+    if shape == "blocks":
+        body.emit(1, "me = hpvm.get_node()")
+        body.emit(1, "i = hpvm.get_node_instance_id_x(hpvm.get_parent_node(me)) * "
+                     "hpvm.get_num_node_instances_x(me) + hpvm.get_node_instance_id_x(me)")
+        body.emit(1, "if i < n:")
+        inner = 2
+    else:
+        body.emit(1, "i = hpvm.instance_id(0)")
+    body.emit(inner, "x0 = a[i + k]")
+    body.emit(inner, "x1 = b[(i * 7 + 3) % n]")
+    body.block(inner, c.integer(1, 3), False)
+    body.emit(inner, f"out[i] = hpvm.{out_t}({body.expr(out_t, 3)})")
+    # 1 from the first instance: what a chain's levels bind up (another instance's value is not)
+    body.emit(1, "return i + 1")
     buffers = (f"a: In[Ptr[{a_t}]], a_bytes: i64, b: In[Ptr[{b_t}]], b_bytes: i64, out: InOut[Ptr[{out_t}]], "
                f"out_bytes: i64, hist: InOut[Ptr[i32]], hist_bytes: i64")
+    body_params = f"{buffers.replace('out: InOut', 'out: Out')}, s: {s_t}, k: i64, n: i64"
+    body_args = ("a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, out=out, out_bytes=out_bytes, hist=hist, "
+                 "hist_bytes=hist_bytes, s=s, k=k, n=n")
+    tail_params = (f"ready: i64, out: In[Ptr[{out_t}]], out_bytes: i64, hist: In[Ptr[i32]], hist_bytes: i64, "
+                   "m: i64")
     lines = HEADER + [
-        "@hpvm.leaf",
-        f"def body({buffers.replace('out: InOut', 'out: Out')}, s: {s_t}, k: i64, n: i64) -> i64:",
-        *body.lines, "", "",
-        "@hpvm.leaf",
-        f"def tail(ready: i64, out: In[Ptr[{out_t}]], out_bytes: i64, hist: In[Ptr[i32]], hist_bytes: i64, "
-        "m: i64) -> i64:",
+        "@hpvm.leaf", f"def body({body_params}) -> i64:", *body.lines, "", "",
+        "@hpvm.leaf", f"def tail({tail_params}) -> i64:",
         "    return hpvm.i64(out[m]) + hpvm.i64(hist[(m + 16) % 16]) + ready", "", "",
+    ]
+    first_stage = "body"
+    if shape == "blocks":
+        lines += ["@hpvm.graph", f"def blocks({body_params}) -> i64:",
+                  f"    b0 = hpvm.node(body, grid={lanes}, {body_args})", "    return b0.out[0]", "", "",
+                  "@hpvm.graph", f"def body_wrapper({body_params}) -> i64:",
+                  f"    w = hpvm.node(blocks, grid=(n + {lanes - 1}) // {lanes}, {body_args})",
+                  "    return w.out[0]", "", ""]
+        first_stage = "body_wrapper"
+    elif shape == "wrapper":
+        lines += ["@hpvm.graph", f"def body_wrapper({body_params}) -> i64:",
+                  f"    w = hpvm.node(body, grid=n, {body_args})", "    return w.out[0]", "", ""]
+        first_stage = "body_wrapper"
+    last_stage = "tail"
+    if tail_wrapped:
+        lines += ["@hpvm.graph", f"def tail_wrapper({tail_params}) -> i64:",
+                  "    t = hpvm.node(tail, ready=ready, out=out, out_bytes=out_bytes, hist=hist, "
+                  "hist_bytes=hist_bytes, m=m)", "    return t.out[0]", "", ""]
+        last_stage = "tail_wrapper"
+    grid = "" if first_stage != "body" else "grid=n, "
+    lines += [
         "@hpvm.graph",
         f"def root({buffers}, s: {s_t}, k: i64, m: i64, n: i64) -> i64:",
         "    st = hpvm.streaming",
-        "    first = hpvm.node(body, grid=n, a=st(a), a_bytes=st(a_bytes), b=st(b), b_bytes=st(b_bytes), "
-        "out=st(out), out_bytes=st(out_bytes), hist=st(hist), hist_bytes=st(hist_bytes), s=st(s), k=st(k), "
-        "n=st(n))",
-        "    last = hpvm.node(tail, ready=st(hpvm.all_to_all(first.out[0])), out=st(out), "
+        f"    first = hpvm.node({first_stage}, {grid}a=st(a), a_bytes=st(a_bytes), b=st(b), "
+        "b_bytes=st(b_bytes), out=st(out), out_bytes=st(out_bytes), hist=st(hist), "
+        "hist_bytes=st(hist_bytes), s=st(s), k=st(k), n=st(n))",
+        f"    last = hpvm.node({last_stage}, ready=st(hpvm.all_to_all(first.out[0])), out=st(out), "
         "out_bytes=st(out_bytes), hist=st(hist), hist_bytes=st(hist_bytes), m=st(m))",
         "    return last.out[0]", "",
     ]
-    return Program("\n".join(lines), (a_t, b_t, s_t), out_t, False, True)
+    return Program("\n".join(lines), (a_t, b_t, s_t), out_t, False, True,
+                   f"body: {shape}, tail: {'wrapper' if tail_wrapped else 'leaf'}")
