@@ -95,8 +95,8 @@ class LoweringChoice:
         """The kernel a launch runs: `own` (its target's, checked or not, as the bounds proof
         chose) or the other target's of the same variant, as HPVM_GPU_LOWERING says; `auto`
         times both on the first launch of a size class worth it (on a CUDA GPU: MIN_INSTANCES
-        or MIN_BYTES, or any size for a leaf with a loop), on
-        copies of what it writes, and keeps the faster."""
+        or MIN_BYTES, or any size for a leaf with a loop), on copies of what it writes, and
+        keeps the faster."""
         how = mode()
         if how == "off" or how == LOWERINGS[self.target]:
             return own
