@@ -47,12 +47,17 @@ def test_random_launch_sequences_compute_what_numpy_computes(rebind_target: str,
             mirror[yi][:count] += mirror[xi][:count] * np.float32(k)
             if yi not in tracked:  # the user's own buffer holds the result right after wait
                 np.testing.assert_allclose(pool[yi], mirror[yi], rtol=1e-5, atol=1e-5)
-        # and for certain: three tracked buffers of one size, each pair launched in turn
-        for i in (0, 1, 2):
+        # and for certain: three fresh tracked buffers of one size (no recording holds them,
+        # whatever the random launches recorded), each pair launched in turn
+        base = len(pool)
+        pool += [rng.standard_normal(n).astype(np.float32) for _ in range(3)]
+        mirror += [buf.copy() for buf in pool[base:]]
+        for i in range(base, base + 3):
             hpvm.track_memory(pool[i])
-        tracked |= {0, 1, 2}
+            tracked.add(i)
         before = _count("rebound_launches")
         for xi, yi in ((0, 1), (0, 1), (1, 2), (2, 0), (0, 1)):
+            xi, yi = base + xi, base + yi
             hpvm.wait(hpvm.launch(g.update, pool[xi], pool[xi].nbytes, pool[yi], pool[yi].nbytes,
                                   n, 0.5))
             mirror[yi] += mirror[xi] * np.float32(0.5)
