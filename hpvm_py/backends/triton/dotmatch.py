@@ -94,6 +94,9 @@ class _Matcher:
         self.written = {s.ptr.name for s in K.walk_stmts(leaf.body) if isinstance(s, K.Store)}
         self.written |= {e.ptr.name for e in K.walk_all_exprs(leaf.body) if isinstance(e, K.Atomic)}
         self.lets = self._lets()
+        # the Parboil form's tile side: its launches have tile x tile leaf instances (_dot_fits),
+        # so there id1 * tile + id0 is the combined coordinate too
+        self.tile: int | None = None
 
     # -- the shapes ---------------------------------------------------------------------------
 
@@ -147,6 +150,7 @@ class _Matcher:
         self._private_vars([outer.var, inner.var])
         for name in stores:
             self._scratch(name, tile)
+        self.tile = tile
         kk = {("var", inner.var): {(("var", KK),): 1, (("var", outer.var),): -1}}
         elems = []
         for read in reads:
@@ -297,7 +301,8 @@ class _Matcher:
 
     def _combined(self, e: K.Expr) -> K.Expr:
         """e with every i64 polynomial's id1_d * E0_d + id0_d (the same coefficient on both
-        terms) written with the combined coordinate."""
+        terms; in the Parboil form also id1_d * tile + id0_d) written with the combined
+        coordinate."""
         if self.levels != 2 or isinstance(e, (K.Const, K.Load)):
             return K.rebuild(e, [self._combined(c) for c in K.child_exprs(e)])
         p = P.poly_of(e, lambda name: None)
@@ -310,12 +315,16 @@ class _Matcher:
                     continue
                 rest = list(monomial)
                 rest.remove(atom)
-                wide = tuple(sorted(rest + [("id", 1, atom[2]), ("count", 0, atom[2])]))
-                if merged.get(monomial) == coefficient and merged.get(wide) == coefficient:
-                    del merged[monomial], merged[wide]
-                    whole = tuple(sorted(rest + [("var", combined_id(atom[2]))]))
-                    merged[whole] = coefficient
-                    break
+                forms = [(tuple(sorted(rest + [("id", 1, atom[2]), ("count", 0, atom[2])])), 1)]
+                if self.tile is not None:
+                    forms.append((tuple(sorted(rest + [("id", 1, atom[2])])), self.tile))
+                for wide, factor in forms:
+                    if merged.get(monomial) == coefficient and \
+                            merged.get(wide) == coefficient * factor:
+                        del merged[monomial], merged[wide]
+                        whole = tuple(sorted(rest + [("var", combined_id(atom[2]))]))
+                        merged[whole] = coefficient
+                        break
         return e if merged == p else P.to_expr(merged, _atom_expr)
 
     def _writer(self, store_index: K.Expr, read_index: K.Expr, t: str,

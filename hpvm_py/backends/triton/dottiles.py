@@ -66,8 +66,12 @@ class DotTiles:
         # contiguity from Triton, which then loads 4 bytes at a time instead of 16
         e("row_ok = rows_a < R")
         e("col_ok = cols_b < C")
-        for prefix, coordinate, dim in (("a_id", "rows_a", d.row_dim), ("b_id", "cols_b", d.col_dim)):
+        for prefix, coordinate, dim, elem in (("a_id", "rows_a", d.row_dim, d.a_elem),
+                                              ("b_id", "cols_b", d.col_dim, d.b_elem)):
+            used = {x.name for x in K.walk_exprs(elem) if isinstance(x, K.Var)}
             for level in range(d.levels):
+                if coordinate_id(level, dim) not in used:
+                    continue  # the element uses the combined coordinate (or not this level)
                 e(f"{prefix}{level} = {coordinate}" if d.levels == 1 else
                   f"{prefix}{level} = {coordinate} {'%' if level == 0 else '//'} E0_{dim}")
         e(f"k_start = ({self.expr(d.start, 'm0')}).to(tl.int64)")
