@@ -21,12 +21,15 @@ only: torch.compile alone takes minutes to compile the six programs on 2 cores.
 The exit status is 1 when any hpvm-py result is wrong (or a run fails), else 0. Peers' results
 are not checked. Two hpvm-py times: the program (SECONDS: the whole host code of the original, a
 runtime started, the inputs copied to a GPU and the results back) and `resident`: the launch
-sequence again inside the same runtime once its tracked buffers are on the device (`Passes` in
+sequence again inside the same runtime once its tracked buffers are on the device, timed after
+three untimed passes have compiled, recorded and captured it (`Passes` in
 examples/hpvm_suite/_common.py), which is what a peer's time covers (its inputs already on its
-device). Both end with `torch.cuda.synchronize()` on a GPU target: `hpvm.wait` returns while
-kernels that write only tracked buffers may still run. The ratios against peers use the resident times. --breakdown profiles one resident pass
-per target (`hpvm.profile`) and prints its GPU kernel, copy and host-launch seconds and its
-slowest kernels.
+device, after its own warm-up). Both end with `torch.cuda.synchronize()` on a GPU target:
+`hpvm.wait` returns while kernels that write only tracked buffers may still run. The ratios
+against peers use the resident times. A module with PEER_WITH_COPIES (the pipeline) also has its
+Inductor program timed moving its data to and from the host as the original's host loop does,
+printed on a line of its own. --breakdown profiles one resident pass per target
+(`hpvm.profile`) and prints its GPU kernel, copy and host-launch seconds and its slowest kernels.
 """
 from __future__ import annotations
 
