@@ -17,6 +17,7 @@ import hpvm_py as hpvm
 from hpvm_py.device import gpu_device
 from hpvm_py.device import streams as S
 from hpvm_py.errors import ExecutionError
+from hpvm_py.rt.stream import item_slots
 from hpvm_py.rt.stream import items as I
 from programs import stream_graphs as g
 
@@ -145,10 +146,10 @@ def test_items_in_flight_fill_the_slots_before_any_completes(room: int | None, r
         np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
 
 
-def test_an_item_with_a_tracked_buffer_runs_alone_in_its_place(rng) -> None:
-    """The third item's output is tracked by the user (the tracker moves it): that item runs
-    stage by stage after the two before it, the others whole, results in push order."""
-    assert _normalised_with_one_tracked(rng, tracked=2, k=2.0) == 5 - 1
+def test_an_item_with_a_tracked_buffer_runs_whole_on_the_trackers_copy(rng) -> None:
+    """The third item's output is tracked by the user: that item runs whole too, writing the
+    tracker's device copy in place (request_memory() brings it back), results in push order."""
+    assert _normalised_with_one_tracked(rng, tracked=2, k=2.0) == 5
 
 
 def _normalised_with_one_tracked(rng, tracked: int, k: float, n: int = 24, count: int = 5) -> int:
@@ -236,9 +237,23 @@ def test_the_switch_turns_whole_items_off(rng, monkeypatch) -> None:
 
 
 def test_a_first_item_that_cannot_run_whole_sends_the_stream_to_the_stage_scheduler(rng) -> None:
-    """The first item's output is tracked by the user: the whole stream runs stage by stage, every
+    """The first item has an empty grid (n = 0): the whole stream runs stage by stage, every
     later item too, and the results are the same."""
-    assert _normalised_with_one_tracked(rng, tracked=0, k=3.0, n=20, count=4) == 0
+    sizes = [0, 12, 7]  # (x_bytes binds without streaming: the first item's size serves all)
+    cases = [(rng.random(12, dtype=np.float32) + 1, np.zeros(12, np.float32), n) for n in sizes]
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True)
+        for x, y, n in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 3.0, n, timeout=60)
+        popped = [hpvm.pop(handle, timeout=300) for _ in cases]
+        hpvm.wait(handle, timeout=60)
+        assert _whole(before, hpvm.stats()) == 0
+    for (x, y, n), (result,) in zip(cases[1:], popped[1:]):
+        np.testing.assert_allclose(y[:n], x[:n] / x[:n].max() * np.float32(3.0), rtol=1e-6)
+        assert not y[n:].any()
+        assert result == pytest.approx(float(x[:n].max() * np.float32(3.0)), rel=1e-6)
+    assert popped[0] == (0,) and not cases[0][1].any()
 
 
 def test_an_item_with_an_empty_grid_runs_alone_between_whole_items(rng) -> None:
@@ -316,7 +331,7 @@ def test_items_that_cannot_get_slot_memory_run_alone(rng, monkeypatch) -> None:
     def no_memory(nbytes: int, device: str):
         raise MemoryError("out of memory (a stand-in for CUDA's)")
 
-    monkeypatch.setattr(I, "allocate", no_memory)
+    monkeypatch.setattr(item_slots, "allocate", no_memory)
     n, count = 16, 3
     cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
     with hpvm.runtime("gpu"):

@@ -78,6 +78,11 @@ class DeviceLaunch:
     def repointable(self) -> bool:
         raise NotImplementedError
 
+    @property
+    def patchable(self) -> bool:
+        """set_uniform() may give a scalar any value: no malloc scratch is sized by scalars."""
+        raise NotImplementedError
+
     def run(self) -> None:
         self.start()
         self.outputs.fetch()

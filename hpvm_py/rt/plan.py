@@ -23,6 +23,7 @@ from ..backends.base import LeafKernel, NodeContext
 from ..errors import CompileError, ExecutionError
 from ..passes.bounds import BoundsProof
 from ..passes.coverage import OutCoverage
+from ..passes.passthrough import forwarded_outputs
 from ..passes.uniform import check_barriers
 from .library import compile_library
 from .lowering_choice import LoweringChoice, choice_for
@@ -125,6 +126,33 @@ class NodePlan:
             chain.append(node)
             node = node.child.nodes[0]
         return chain
+
+    @functools.cached_property
+    def forwarded(self) -> dict[int, int]:
+        """Output port -> the uniform input port whose value it always is (passes/passthrough.py):
+        a leaf's, or a chain's (each level binds its one child's outputs up and its inputs down);
+        empty for other nodes."""
+        chain = self.chain_to_leaf()
+        leaf = self.recorded_leaf
+        if chain is None or leaf is None or not isinstance(leaf.func, K.LeafFunc):
+            return {}
+        below = forwarded_outputs(leaf.func)  # leaf output -> leaf input
+        found: dict[int, int] = {}
+        for port in range(len(self.func.outputs)):
+            out = port
+            for level in chain:
+                assert level.child is not None
+                out = level.child.outputs[out][1]
+            source = below.get(out)
+            node = leaf
+            for level in reversed(chain):  # from the leaf's input up to this node's
+                if source is None or node.input_modes[source] != "uniform":
+                    source = None
+                    break
+                source, node = node.inputs[source].bind_port, level
+            if source is not None and self.input_modes[source] == "uniform":
+                found[port] = source
+        return found
 
     @property
     def leaf_count(self) -> int:

@@ -108,3 +108,66 @@ def replicated_stages(x: In[Ptr[f32]], x_bytes: i64, z: Out[Ptr[f32]], z_bytes: 
     p = hpvm.node(per_instance_level, grid=n, token=st(c.out[0]), z=st(z),
                   z_bytes=st(z_bytes), n=st(n))
     return p.out[0]
+
+
+# -- whole items of chain stages (tests/test_stream_items_chains.py) ------------------------------
+
+
+@hpvm.leaf
+def gather_scaled(x: In[Ptr[f32]], x_bytes: i64, idx: In[Ptr[i64]], idx_bytes: i64,
+                  t: InOut[Ptr[f32]], t_bytes: i64, k: f32, n: i64) -> i64:
+    """t[i] = x[idx[i]] * k over blocks of 4: the index comes from the data, so only the
+    checked kernel may run it. Returns the size it was given (forwarded to the next stage)."""
+    me = hpvm.get_node()
+    i = hpvm.get_node_instance_id_x(hpvm.get_parent_node(me)) * 4 + hpvm.get_node_instance_id_x(me)
+    if i < n:
+        t[i] = x[idx[i]] * k
+    return t_bytes
+
+
+@hpvm.graph
+def gather_blocks(x: In[Ptr[f32]], x_bytes: i64, idx: In[Ptr[i64]], idx_bytes: i64,
+                  t: InOut[Ptr[f32]], t_bytes: i64, k: f32, n: i64) -> i64:
+    g = hpvm.node(gather_scaled, grid=4, x=x, x_bytes=x_bytes, idx=idx, idx_bytes=idx_bytes, t=t,
+                  t_bytes=t_bytes, k=k, n=n)
+    return g.out[0]
+
+
+@hpvm.graph
+def gather_wrapper(x: In[Ptr[f32]], x_bytes: i64, idx: In[Ptr[i64]], idx_bytes: i64,
+                   t: InOut[Ptr[f32]], t_bytes: i64, k: f32, n: i64) -> i64:
+    b = hpvm.node(gather_blocks, grid=(n + 3) // 4, x=x, x_bytes=x_bytes, idx=idx,
+                  idx_bytes=idx_bytes, t=t, t_bytes=t_bytes, k=k, n=n)
+    return b.out[0]
+
+
+@hpvm.leaf
+def neighbours(t: In[Ptr[f32]], t_bytes: i64, z: InOut[Ptr[f32]], z_bytes: i64, n: i64) -> i64:
+    """z[i] = t[i] + t[i + 1] (the last: t[i]); returns z's size."""
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    right: f32 = 0.0
+    if i + 1 < n:
+        right = t[i + 1]
+    z[i] = t[i] + right
+    return z_bytes
+
+
+@hpvm.graph
+def neighbours_wrapper(t: In[Ptr[f32]], t_bytes: i64, z: InOut[Ptr[f32]], z_bytes: i64,
+                       n: i64) -> i64:
+    a = hpvm.node(neighbours, grid=n, t=t, t_bytes=t_bytes, z=z, z_bytes=z_bytes, n=n)
+    return a.out[0]
+
+
+@hpvm.graph
+def sized_chains(x: In[Ptr[f32]], x_bytes: i64, idx: In[Ptr[i64]], idx_bytes: i64,
+                 t: InOut[Ptr[f32]], t_bytes: i64, z: InOut[Ptr[f32]], z_bytes: i64, k: f32,
+                 n: i64) -> i64:
+    """HPVM-C's shape: each stage returns a size it was given, and the edge carrying it into the
+    next stage's size port only orders the two (whole items: known on the host)."""
+    st = hpvm.streaming
+    g = hpvm.node(gather_wrapper, x=st(x), x_bytes=st(x_bytes), idx=st(idx),
+                  idx_bytes=st(idx_bytes), t=st(t), t_bytes=st(t_bytes), k=st(k), n=st(n))
+    a = hpvm.node(neighbours_wrapper, t=st(t), t_bytes=st(hpvm.all_to_all(g.out[0])), z=st(z),
+                  z_bytes=st(z_bytes), n=st(n))
+    return a.out[0]

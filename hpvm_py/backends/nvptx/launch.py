@@ -334,6 +334,11 @@ class PreparedLaunch(DeviceLaunch):
         return self.fn is not None and self.error is None and not self.keep and self.plain is None \
             and not self.kernel.layout.remote and (scratch is None or not scratch.dynamic)
 
+    @property
+    def patchable(self) -> bool:
+        scratch = self.kernel.scratch
+        return scratch is None or not scratch.dynamic
+
     def set_buffer(self, i: int, arg: Any) -> None:
         self.slots[i] = arg.address
         self.slots[self.kernel.layout.nbytes(i)] = arg.nbytes

@@ -111,6 +111,10 @@ class TritonLaunch(DeviceLaunch):
         return self.jit is not None and self.error is None and not self.scratch and \
             not self.values and not self.heap
 
+    @property
+    def patchable(self) -> bool:
+        return not self.scratch
+
     def set_buffer(self, i: int, arg: Any) -> None:
         """Point buffer parameter i at `arg` (a BufferArg of a device copy): the call keeps the
         BufferArg (it holds the device copy alive) until a dispatch needs its typed view."""

@@ -1,31 +1,33 @@
 """Whole items of a GPU stream (ItemRunner, the third scheduler): every stage of one item queued at
 once on a slot's CUDA stream, with no host work between stages; an item that cannot run whole runs
 alone, and a first such item sends the stream to stages.py's scheduler thread
-(docs/architecture.md, "Streaming"). HPVM_STREAM_ITEMS=0 turns it off."""
+(docs/architecture.md, "Streaming"). A stage may be a leaf or a chain down to one (HPVM-C's
+wrapper, grid, leaf); a scalar an edge carries is known on the host when its producer forwards one
+of its inputs (passes/passthrough.py), else a Triton leaf reads it on the device. Buffers the user
+tracked stay where the tracker keeps them; the others are copied through the slot's memory.
+HPVM_STREAM_ITEMS=0 turns it off."""
 from __future__ import annotations
 
-import functools
 import math
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...backends import registry
 from ...backends.base import BufferArg
-from ...device.devices import allocate, host_bytes, selected
-from ...device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
-from ...device.streams import ItemEvent, StageStream
+from ...device.devices import selected
+from ...device.staging import StagedCopies
+from ...device.streams import ItemEvent
 from ...errors import HPVMError
-from ...passes.bounds import BoundsProof
 from ...support import profile, settings, stats
 from ...types import PtrType, bf16
-from ..buffers import HOST, span
-from ..executor import BoundBuffer, Executor, Slot, Stopped
+from ..buffers import HOST
+from ..executor import BoundBuffer, Slot, Stopped
 from ..tracker import MemoryObject
-from ..args import same_scalar
+from .item_slots import Item, ItemSlot, StageItem, StagePlan, overlap
 from .scheduler import StreamScheduler
 from .stages import EOS, GPU_SLICE, POLL, EdgeItem, SchedulerThread, Stage, StageFailed
 
@@ -35,48 +37,46 @@ SLOT_BYTES = 1 << 30  # the most memory (on the device, and pinned) the slots in
 # their items' buffers: an item of more than a quarter of it gets fewer slots
 
 
-@dataclass
-class StagePlan:
-    """How one stage runs inside a whole item."""
-
-    stage: Stage
-    kernel: Any  # the stage's Triton kernel, reading `device_ports` from device arrays
-    proof: BoundsProof | None
-    device_ports: tuple[int, ...]  # inputs fed by an earlier stage's output, read on the device
-    host_ports: frozenset[int]  # outputs pop() returns (copied to the host)
-
-
 def plan_items(stages: list[Stage]) -> list[StagePlan] | None:
     """The stages' plans for whole items, or None when the stream cannot run that way."""
     if not settings.STREAM_ITEMS.on() or not stages:
         return None
     launchers = [stage.launcher for stage in stages]
     if len({launcher.device for launcher in launchers}) != 1 or any(
-            not launcher.eligible or launcher.levels or launcher.stream is None
-            or not _whole_items(launcher.node.target) for launcher in launchers):
+            not launcher.eligible or launcher.stream is None for launcher in launchers):
         return None
     plan = stages[0].handle.plan
     host_ports: dict[int, set[int]] = {}
     for index, port in plan.outputs:
         host_ports.setdefault(index, set()).add(port)
-    plans = []
+    plans: list[StagePlan] = []
     for stage in stages:
         node = stage.node
-        ports = []
+        ports: list[int] = []
+        forwarded: dict[int, tuple[int, int]] = {}
         for port, src in enumerate(node.inputs):
             if src.node is None:
                 continue
+            if src.node >= len(plans):
+                return None  # (the stages are in the graph's order: producers first)
             kind = plan.nodes[src.node].func.outputs[src.port].type
-            if not src.stream or kind != node.func.params[port].type or kind == bf16:
-                return None  # a kept edge (the first item's value), or bf16 (stored widened)
-            ports.append(port)
-        kernel, proof = node.kernel, node.bounds
+            if not src.stream or kind != node.func.params[port].type:
+                return None  # a kept edge (the first item's value), or a conversion
+            source = plan.nodes[src.node].forwarded.get(src.port)
+            if source is not None and source not in plans[src.node].device_ports:
+                forwarded[port] = (src.node, source)
+            elif kind == bf16 or stage.launcher.levels or plans[src.node].stage.launcher.levels \
+                    or not _whole_items(node.target):
+                return None  # read on the device: only a Triton leaf's, from a leaf's outputs
+            else:
+                ports.append(port)
+        kernel, proof = None, None
         if ports:
             try:
                 kernel, proof = node.reading_on_device(tuple(ports))
             except HPVMError:
                 return None
-        plans.append(StagePlan(stage, kernel, proof, tuple(ports),
+        plans.append(StagePlan(stage, kernel, proof, tuple(ports), forwarded,
                                frozenset(host_ports.get(stage.index, ()))))
     return plans
 
@@ -86,163 +86,9 @@ def _whole_items(target: str) -> bool:
     return backend is not None and backend.whole_items
 
 
-@dataclass
-class StageItem:
-    """One stage's part of an item: its extents, buffers and host scalars."""
-
-    extents: tuple[int, ...]
-    buffers: list[tuple[int, int]]  # (input port, index in Item.objects)
-    scalars: list[tuple[int, Any]]  # (input port, value): binds and constants
-    outputs: list[np.ndarray | None] = field(default_factory=list)  # host arrays pop() reads
-
-
-@dataclass
-class Item:
-    stages: list[StageItem]
-    objects: list[MemoryObject]  # the item's distinct buffers
-    reads: list[bool]  # per object: the first stage to use it reads it (copied in)
-    writes: list[bool]  # per object: some stage writes it (copied out)
-
-    @functools.cached_property
-    def key(self) -> tuple:
-        """What a slot's launches depend on besides scalars: extents, sizes, which buffer where."""
-        return (tuple(s.extents for s in self.stages), tuple(o.nbytes for o in self.objects),
-                tuple(tuple(s.buffers) for s in self.stages))
-
-    def shares_memory(self, other: "Item") -> bool:
-        """Whether the two items touch common memory and either writes it."""
-        for a, wa in zip(self.objects, self.writes):
-            for b, wb in zip(other.objects, other.writes):
-                if (wa or wb) and _overlap(a, b):
-                    return True
-        return False
-
-
-def _overlap(a: MemoryObject, b: MemoryObject) -> bool:
-    return a.address < b.address + b.nbytes and b.address < a.address + a.nbytes
-
-
-class ItemSlot:
-    """A stream, device memory, pinned staging and packed launches for one item at a time."""
-
-    def __init__(self, name: str, device: str):
-        self.device = device
-        self.stream = StageStream(device, name)
-        self.fake = self.stream.fake
-        self.key: tuple | None = None
-        self.memory: list[Any] = []  # per object: its device bytes
-        self.pinned: list[Any] = []  # per object: its pinned host bytes (a CUDA device's)
-        self.launches: list[Any] = []  # per stage
-        self.scalars: list[dict[int, Any]] = []  # per stage: the uniform values it holds
-        self.pool = PinnedPool()  # the staged copies of the root's scalar outputs
-
-    def build(self, item: Item, plans: list[StagePlan]) -> None:
-        """Memory and launches for items of this one's key."""
-        self.release()
-        self.stream.use()  # the memory belongs to the slot's stream in torch's caching allocator
-        self.memory = [allocate(obj.nbytes, self.device) for obj in item.objects]
-        self.pinned = [] if self.fake else \
-            [pinned_bytes(obj.nbytes) for obj in item.objects]
-        args = [BufferArg(obj=mem, address=span(mem)[0], nbytes=obj.nbytes, array=None)
-                for mem, obj in zip(self.memory, item.objects)]
-        outputs: list[list[np.ndarray | None]] = []
-        with selected(self.device):
-            for plan, part in zip(plans, item.stages):
-                node = plan.stage.node
-                call: list[Any] = [None] * len(node.func.params)
-                for port, j in part.buffers:
-                    call[port] = args[j]
-                for port, value in part.scalars:
-                    call[port] = value
-                for port in plan.device_ports:
-                    src = node.inputs[port]
-                    call[port] = self.launches[src.node].outputs.device_twin(outputs[src.node][src.port])
-                outs = _output_arrays(plan, part.extents)
-                try:
-                    self.launches.append(plan.kernel.prepare(call, outs, [part.extents]))
-                except BaseException as exc:  # noqa: BLE001 - the stage's error
-                    raise StageFailed(plan.stage, exc) from None
-                self.scalars.append(dict(part.scalars))
-                outputs.append(outs)
-        self.key = item.key
-
-    def release(self) -> None:
-        """Give the slot's memory back to torch's caches (the next stream takes it from there:
-        pinned memory costs milliseconds per megabyte to allocate afresh)."""
-        self.key = None
-        self.memory, self.pinned, self.launches, self.scalars = [], [], [], []
-
-    def issue(self, item: Item, plans: list[StagePlan], copies: StagedCopies,
-              stop: threading.Event) -> ItemEvent:
-        """Queue the item on the slot's stream: copies in, kernels, copies out; its end event.
-        Once `stop` is set no further kernel is queued (the item's results are dropped)."""
-        stream = self.stream
-        stream.use()
-        for j, obj in enumerate(item.objects):
-            if item.reads[j]:
-                self._copy_in(j, obj)
-        for plan, part, launch, held in zip(plans, item.stages, self.launches, self.scalars):
-            if stop.is_set():  # (a fake device runs each kernel as it is queued)
-                return stream.record()
-            for port, value in part.scalars:
-                if not same_scalar(value, held[port]):
-                    launch.set_uniform(port, value)
-                    held[port] = value
-            if plan.host_ports:
-                part.outputs = _output_arrays(plan, part.extents)
-                launch.set_outputs(part.outputs)
-            stream.launched(plan.stage.node.func.name)
-            timer = profile.gpu_begin(self.device, stream.handle) if profile.on else None
-            try:
-                launch.issue(stream.handle)
-                if timer is not None:
-                    profile.gpu_end(timer, "gpu_kernel", plan.stage.node.func.name, self.device)
-            except BaseException as exc:  # noqa: BLE001 - the stage's error
-                raise StageFailed(plan.stage, exc) from None
-        with copies.active():
-            for plan, launch in zip(plans, self.launches):
-                if plan.host_ports:
-                    launch.outputs.fetch()
-        for j, obj in enumerate(item.objects):
-            if item.writes[j] and not self.fake:
-                self.pinned[j].copy_(self.memory[j], non_blocking=True)
-                stats.copied("d2h", obj.nbytes)
-                if profile.on:
-                    profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now(), queued=True)
-        return stream.record()
-
-    def complete(self, item: Item, copies: StagedCopies) -> None:
-        """Once the item's event has passed: its written buffers and scalar outputs on the host."""
-        for j, obj in enumerate(item.objects):
-            if item.writes[j]:
-                if self.fake:
-                    stats.copied("d2h", obj.nbytes)
-                    if profile.on:
-                        profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now())
-                host_copy(host_bytes(obj.user), self.memory[j] if self.fake else self.pinned[j].numpy())
-        copies.complete()
-
-    def _copy_in(self, j: int, obj: MemoryObject) -> None:
-        t0 = profile.now() if profile.on else 0
-        data = host_bytes(obj.user)
-        if self.fake:
-            self.memory[j][...] = data
-        else:
-            host_copy(self.pinned[j].numpy(), data)
-            self.memory[j].copy_(self.pinned[j], non_blocking=True)
-        stats.copied("h2d", obj.nbytes)
-        if t0:
-            profile.copy("h2d", obj.nbytes, HOST, self.device, t0, queued=not self.fake)
-
-
 def _out_of_memory(exc: BaseException) -> bool:
     """Whether an allocation failed for want of device or pinned memory (torch's and CUDA's words)."""
     return isinstance(exc, MemoryError) or "out of memory" in str(exc)
-
-
-def _output_arrays(plan: StagePlan, extents: tuple[int, ...]) -> list[np.ndarray | None]:
-    """Fresh host arrays for a stage's used outputs (a stage at the root: one parent)."""
-    return Executor.output_arrays(plan.stage.node, 1, math.prod(extents))
 
 
 @dataclass
@@ -358,34 +204,41 @@ class ItemRunner(StreamScheduler):
         where: dict[int, int] = {}
         reads: list[bool] = []
         writes: list[bool] = []
+        tracked: list[bool] = []
         first: list[int] = []  # per object: the first stage that uses it
         parts = []
+        stage_args: list[list[Any]] = []  # per stage: its node's arguments (None: on the device)
+        device = self.stages[0].launcher.device
         for plan in self.plans:
-            stage, node = plan.stage, plan.stage.node
+            stage, node, launcher = plan.stage, plan.stage.node, plan.stage.launcher
             try:
                 item_env = stage.item_env(env)
-                ext = self.executor.extents_of(node, item_env)
-                self.executor.check_instance_count(node, ext, 1)
+                args = [self._argument(plan, port, src, item_env, stage_args)
+                        for port, src in enumerate(node.inputs)]
+                leaf_args, extents, parents = launcher.descend(item_env, args)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 raise StageFailed(stage, exc) from None
-            if math.prod(ext) == 0:
+            stage_args.append(args)
+            if any(math.prod(ext) == 0 for ext in extents):
                 return None  # no kernel to hold its outputs on the device
-            part = StageItem(ext, [], [])
+            leaf = launcher.leaf
+            forwarded = {port: args[source] for port, source in node.forwarded.items()
+                         if port in plan.host_ports and source not in plan.device_ports}
+            part = StageItem(tuple(extents), parents, None, [], [], forwarded)
             proof_args: list[Any] = []
-            for port, (src, param) in enumerate(zip(node.inputs, node.func.params)):
-                if src.node is not None:
+            for port, (value, param) in enumerate(zip(leaf_args, leaf.func.params)):
+                if port in plan.device_ports:  # (a leaf stage's: its ports are its leaf's)
                     proof_args.append(np.empty(0, param.type.numpy_dtype))  # unknown: on the device
                     continue
-                value = src.const if src.const is not None else \
-                    src.expr.value(item_env) if src.expr is not None else item_env[src.bind_port]
                 if not isinstance(param.type, PtrType):
                     part.scalars.append((port, value))
                     proof_args.append(value)
                     continue
                 assert isinstance(value, BoundBuffer)
                 obj = value.obj
-                if not obj.implicit or obj.home != HOST or obj.released:
-                    return None  # the tracker's to move: tracked by the user, or on a device
+                on_device = not obj.implicit or obj.home == device  # the tracker's to keep
+                if obj.released or not (on_device or obj.home == HOST):
+                    return None
                 j = where.get(id(obj))
                 if j is None:
                     j = where[id(obj)] = len(objects)
@@ -393,24 +246,46 @@ class ItemRunner(StreamScheduler):
                     first.append(stage.index)
                     reads.append(False)
                     writes.append(False)
+                    tracked.append(on_device)
                 writes[j] = writes[j] or param.direction in ("out", "inout")
                 part.buffers.append((port, j))
                 proof_args.append(BufferArg(obj=None, address=obj.address, nbytes=obj.nbytes,
                                             array=None))
-            if plan.proof is not None and not plan.proof.holds(proof_args, [ext]):
+            if plan.kernel is None:  # the leaf's kernel where the proof holds, else the checked one
+                part.kernel = leaf.kernel_for(proof_args, extents)
+            elif plan.proof is not None and not plan.proof.holds(proof_args, extents):
                 return None
-            copied_in = self.executor.uncovered_outs(node, proof_args, [ext])
+            else:
+                part.kernel = plan.kernel
+            copied_in = self.executor.uncovered_outs(leaf, proof_args, extents)
             for port, j in part.buffers:
                 # copied in when the first stage to use it reads it (later ones see its writes),
                 # an Out buffer it may write in part included
-                direction = node.func.params[port].direction
+                direction = leaf.func.params[port].direction
                 reads[j] = reads[j] or (first[j] == stage.index and
                                         (direction in ("in", "inout") or port in copied_in))
             parts.append(part)
         ordered = sorted(objects, key=lambda o: o.address)
-        if any(_overlap(a, b) for a, b in zip(ordered, ordered[1:])):
+        if any(overlap(a, b) for a, b in zip(ordered, ordered[1:])):
             return None  # distinct buffers over common memory: the tracker's semantics
-        return Item(parts, objects, reads, writes)
+        return Item(parts, objects, reads, writes, tracked)
+
+    @staticmethod
+    def _argument(plan: StagePlan, port: int, src: Any, item_env: list[Any],
+                  stage_args: list[list[Any]]) -> Any:
+        """A stage input's value for the item: a bind's, a constant, an expression's, an earlier
+        stage's forwarded input; None when it is read on the device."""
+        if src.bind_port is not None:
+            return item_env[src.bind_port]
+        if src.const is not None:
+            return src.const
+        if src.expr is not None:
+            return src.expr.value(item_env)
+        forwarded = plan.forwarded_ports.get(port)
+        if forwarded is None:
+            return None
+        producer, source = forwarded
+        return stage_args[producer][source]
 
     def _start(self, item: Item) -> bool:
         """Queue the item on a slot; False when no slot could get its memory."""
@@ -418,10 +293,17 @@ class ItemRunner(StreamScheduler):
             while self.flight:  # its data is another item's in flight
                 self._complete_oldest()
         slot = self._free_slot(item)
-        if slot.key != item.key:
+        copies = StagedCopies(slot.pool)
+        slot.stream.use()  # a tracked buffer's copy to the device goes before the kernels
+        try:
+            with copies.active(), selected(slot.device):
+                on_device = self._acquire(item, slot.device)
+        except BaseException as exc:  # noqa: BLE001 - the tracker's error
+            raise StageFailed(self.stages[0], exc) from None
+        if not slot.serves(item, on_device):
             self._check_grids(item)
             try:
-                slot.build(item, self.plans)
+                slot.build(item, self.plans, on_device)
             except StageFailed:
                 raise
             except Exception as exc:  # noqa: BLE001 - device or pinned memory, else the stream's error
@@ -431,8 +313,8 @@ class ItemRunner(StreamScheduler):
                 for other in self.slots:
                     if other not in busy:
                         other.release()
+                copies.complete()
                 return False
-        copies = StagedCopies(slot.pool)
         if profile.on:
             for stage in self.stages:
                 stage.began(self.index)
@@ -440,6 +322,14 @@ class ItemRunner(StreamScheduler):
         self.flight.append(_Flight(item, slot, copies, event, self.index))
         stats.bump("stream_whole_items")
         return True
+
+    def _acquire(self, item: Item, device: str) -> list[Any]:
+        """The tracker's device copies of the item's tracked buffers, brought up to date and
+        marked as the item uses them (None for the others)."""
+        tracker = self.executor.tracker
+        return [tracker.acquire(obj, device, reads, writes) if on_device else None
+                for obj, reads, writes, on_device in zip(item.objects, item.reads, item.writes,
+                                                          item.tracked)]
 
     def _free_slot(self, item: Item) -> ItemSlot:
         """The next slot in turn that no item in flight holds, among as many as the item's size
@@ -484,18 +374,37 @@ class ItemRunner(StreamScheduler):
         self.flight.popleft()
         try:
             flight.event.wait()
+        except BaseException as exc:  # noqa: BLE001
+            raise StageFailed(self.stages[-1], exc, flight.index) from None
+        for stage, launch in zip(self.stages, flight.slot.launches):
+            try:
+                launch.check()  # a checked kernel's first out-of-bounds access, at its line
+            except BaseException as exc:  # noqa: BLE001 - the stage's error
+                flight.copies.complete()
+                raise StageFailed(stage, exc, flight.index) from None
+        try:
             flight.slot.complete(flight.item, flight.copies)
         except BaseException as exc:  # noqa: BLE001
             raise StageFailed(self.stages[-1], exc, flight.index) from None
         # the user's buffers hold the item's results: the tracker's device copies are stale
         self.executor.tracker.host_data(flight.item.objects)
         for stage, plan, part in zip(self.stages, self.plans, flight.item.stages):
-            modes = stage.node.output_modes
-            count = math.prod(part.extents)
-            outputs = part.outputs or [None] * len(modes)
-            stage.finished([Slot(out, modes[port] == "per_instance", count)
-                            if port in plan.host_ports else None for port, out in enumerate(outputs)],
-                           flight.index)
+            stage.finished(self._host_slots(stage, plan, part), flight.index)
+
+    @staticmethod
+    def _host_slots(stage: Stage, plan: StagePlan, part: StageItem) -> list[Slot | None]:
+        """The stage's slots of the outputs pop() reads: forwarded values, or what its leaf's
+        outputs bind up to the stage (stage_launch.py's)."""
+        fetched = stage.launcher.output_slots(part.outputs, list(part.extents), part.parents) \
+            if part.outputs else []
+        slots: list[Slot | None] = []
+        for port, out in enumerate(stage.node.func.outputs):
+            if port in part.forwarded:
+                value = np.full(part.count, part.forwarded[port], dtype=out.type.numpy_dtype)
+                slots.append(Slot(value, True, part.count))
+            else:
+                slots.append(fetched[port] if port in plan.host_ports else None)
+        return slots
 
     def _run_alone(self, env: list[Any]) -> None:
         """An item that cannot run whole: once the items in flight are done, its stages one after

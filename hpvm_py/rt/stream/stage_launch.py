@@ -59,14 +59,14 @@ class StageLauncher:
         """Begin the stage's leaf for one item (eligible stages only); a GPU stage's stream first
         waits for the events `after` (the item's producers on other streams)."""
         leaf, executor = self.leaf, self.executor
-        args, extents, parents = self._descend(env, args)
+        args, extents, parents = self.descend(env, args)
         count = math.prod(extents[0])
         stream = self.stream
         copied_in = executor.uncovered_outs(leaf, args, extents)
         if stream is None:
             call, outputs = executor.leaf_call(leaf, args, HOST, parents, count, copied_in)
             packed = self._packed_for(call, outputs, extents)
-            return StageRun(extents[-1], self._slots(outputs, extents, parents), packed,
+            return StageRun(extents[-1], self.output_slots(outputs, extents, parents), packed,
                             packed.begin())
         stream.use()
         copies = StagedCopies(self._pinned)
@@ -83,10 +83,11 @@ class StageLauncher:
         with copies.active():  # after the kernel: its scalar outputs, the item's buffers it wrote
             packed.outputs.fetch()
             executor.tracker.finish_launch(list(acquired.values()), keep_device=True)
-        return DeviceStageRun(extents[-1], self._slots(outputs, extents, parents), packed, stream,
+        return DeviceStageRun(extents[-1], self.output_slots(outputs, extents, parents), packed,
+                              stream,
                               stream.record(), copies)
 
-    def _descend(self, env: list[Any], args: list[Any]
+    def descend(self, env: list[Any], args: list[Any]
                  ) -> tuple[list[Any], list[tuple[int, ...]], int]:
         """The leaf's arguments, the extents of the leaf and of each level above it up to the
         stage's node (the leaf's first), and the instances of the leaf's parent level in all."""
@@ -134,7 +135,7 @@ class StageLauncher:
         self._packed[key] = (packed, scalars)
         return packed
 
-    def _slots(self, outputs: list[Any], extents: list[tuple[int, ...]],
+    def output_slots(self, outputs: list[Any], extents: list[tuple[int, ...]],
                parents: int) -> list[Slot | None]:
         """The stage's output slots: a leaf stage's outputs, or a chain's, each the value of the
         first leaf instance under each instance of the stage's node (what binds up through a

@@ -1,0 +1,224 @@
+"""One whole item of a GPU stream and the slot that runs it (rt/stream/items.py's ItemRunner): the
+item's stages, buffers and scalars, and a slot's CUDA stream, device memory, pinned staging and
+packed launches, built once per item shape and issued item after item."""
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...backends.base import BufferArg
+from ...device.devices import allocate, host_bytes, selected
+from ...device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
+from ...device.streams import ItemEvent, StageStream
+from ...passes.bounds import BoundsProof
+from ...support import profile, stats
+from ..args import same_scalar
+from ..buffers import HOST, span
+from ..executor import Executor
+from ..tracker import MemoryObject
+from .stages import Stage, StageFailed
+
+
+@dataclass
+class StagePlan:
+    """How one stage runs inside a whole item."""
+
+    stage: Stage
+    kernel: Any  # with device_ports: the Triton kernel reading them from device arrays; else None
+    # (each item's bounds proof chooses the leaf's kernel or its checked variant)
+    proof: BoundsProof | None  # the device-port kernel's
+    device_ports: tuple[int, ...]  # inputs fed by an earlier stage's output, read on the device
+    forwarded_ports: dict[int, tuple[int, int]]  # inputs fed by an earlier stage's output that
+    # is one of its inputs: port -> (that stage, its input port), known on the host
+    host_ports: frozenset[int]  # outputs pop() returns (copied to the host)
+
+
+@dataclass
+class StageItem:
+    """One stage's part of an item: the extents of its leaf and of each level above it (the
+    leaf's first), its leaf's parent instances, kernel, buffers and host scalars."""
+
+    extents: tuple[tuple[int, ...], ...]
+    parents: int
+    kernel: Any
+    buffers: list[tuple[int, int]]  # (leaf input port, index in Item.objects)
+    scalars: list[tuple[int, Any]]  # (leaf input port, value): binds, constants, forwarded edges
+    forwarded: dict[int, Any]  # host output port -> its value, known on the host
+    outputs: list[np.ndarray | None] = field(default_factory=list)  # leaf output arrays pop() reads
+
+    @property
+    def count(self) -> int:
+        """Instances of the stage's node."""
+        return math.prod(self.extents[-1])
+
+
+@dataclass
+class Item:
+    stages: list[StageItem]
+    objects: list[MemoryObject]  # the item's distinct buffers
+    reads: list[bool]  # per object: the first stage to use it reads it (copied in)
+    writes: list[bool]  # per object: some stage writes it (copied out)
+    tracked: list[bool]  # per object: the tracker keeps it (the user tracked it, or it lives on
+    # the device): its device copy is used in place, never copied through the slot
+
+    @functools.cached_property
+    def key(self) -> tuple:
+        """What a slot's launches depend on besides scalars: extents, kernels, sizes, which
+        buffer where."""
+        return (tuple(s.extents for s in self.stages), tuple(id(s.kernel) for s in self.stages),
+                tuple(o.nbytes for o in self.objects), tuple(self.tracked),
+                tuple(tuple(s.buffers) for s in self.stages))
+
+    def shares_memory(self, other: "Item") -> bool:
+        """Whether the two items touch common memory and either writes it."""
+        for a, wa in zip(self.objects, self.writes):
+            for b, wb in zip(other.objects, other.writes):
+                if (wa or wb) and overlap(a, b):
+                    return True
+        return False
+
+
+def overlap(a: MemoryObject, b: MemoryObject) -> bool:
+    return a.address < b.address + b.nbytes and b.address < a.address + a.nbytes
+
+
+class ItemSlot:
+    """A stream, device memory, pinned staging and packed launches for one item at a time."""
+
+    def __init__(self, name: str, device: str):
+        self.device = device
+        self.stream = StageStream(device, name)
+        self.fake = self.stream.fake
+        self.key: tuple | None = None
+        self.memory: list[Any] = []  # per object: its device bytes (a tracked one's device copy)
+        self.pinned: list[Any] = []  # per object: its pinned host bytes (a CUDA device's; None
+        # for a tracked one)
+        self.launches: list[Any] = []  # per stage
+        self.scalars: list[dict[int, Any]] = []  # per stage: the uniform values it holds
+        self.pool = PinnedPool()  # the staged copies of the root's scalar outputs
+
+    def serves(self, item: Item, copies: list[Any]) -> bool:
+        """Whether the slot's launches run the item: built for its key and the tracker's device
+        copies, and any launch that cannot take new scalars (one with scratch sized by them)
+        holds the item's."""
+        if self.key != item.key or any(a is not b for a, b in zip(self.memory, copies) if b is not None):
+            return False
+        return all(launch.patchable or all(same_scalar(value, held[port]) for port, value in part.scalars)
+                   for part, launch, held in zip(item.stages, self.launches, self.scalars))
+
+    def build(self, item: Item, plans: list[StagePlan], copies: list[Any]) -> None:
+        """Memory and launches for items of this one's key; `copies`: per object, the tracker's
+        device copy of a tracked one (None for the others)."""
+        self.release()
+        self.stream.use()  # the memory belongs to the slot's stream in torch's caching allocator
+        self.memory = [copy if copy is not None else allocate(obj.nbytes, self.device)
+                       for obj, copy in zip(item.objects, copies)]
+        self.pinned = [] if self.fake else \
+            [None if copy is not None else pinned_bytes(obj.nbytes)
+             for obj, copy in zip(item.objects, copies)]
+        args = [BufferArg(obj=mem, address=span(mem)[0], nbytes=obj.nbytes, array=None)
+                for mem, obj in zip(self.memory, item.objects)]
+        outputs: list[list[np.ndarray | None]] = []
+        with selected(self.device):
+            for plan, part in zip(plans, item.stages):
+                leaf = plan.stage.launcher.leaf
+                call: list[Any] = [None] * len(leaf.func.params)
+                for port, j in part.buffers:
+                    call[port] = args[j]
+                for port, value in part.scalars:
+                    call[port] = value
+                for port in plan.device_ports:
+                    src = leaf.inputs[port]
+                    call[port] = self.launches[src.node].outputs.device_twin(outputs[src.node][src.port])
+                outs = _output_arrays(plan, part)
+                extents = list(part.extents)
+                try:
+                    kernel = part.kernel
+                    if plan.kernel is None and leaf.lowering is not None:
+                        kernel = leaf.lowering.kernel_for(kernel, kernel is not leaf.kernel, call,
+                                                          outs, extents, self.device)
+                    self.launches.append(kernel.prepare(call, outs, extents))
+                except BaseException as exc:  # noqa: BLE001 - the stage's error
+                    raise StageFailed(plan.stage, exc) from None
+                self.scalars.append(dict(part.scalars))
+                outputs.append(outs)
+        self.key = item.key
+
+    def release(self) -> None:
+        """Give the slot's memory back to torch's caches (the next stream takes it from there:
+        pinned memory costs milliseconds per megabyte to allocate afresh)."""
+        self.key = None
+        self.memory, self.pinned, self.launches, self.scalars = [], [], [], []
+
+    def issue(self, item: Item, plans: list[StagePlan], copies: StagedCopies,
+              stop: threading.Event) -> ItemEvent:
+        """Queue the item on the slot's stream: copies in, kernels, copies out; its end event.
+        Once `stop` is set no further kernel is queued (the item's results are dropped)."""
+        stream = self.stream
+        stream.use()
+        for j, obj in enumerate(item.objects):
+            if item.reads[j] and not item.tracked[j]:
+                self._copy_in(j, obj)
+        fetched = []
+        for plan, part, launch, held in zip(plans, item.stages, self.launches, self.scalars):
+            if stop.is_set():  # (a fake device runs each kernel as it is queued)
+                return stream.record()
+            for port, value in part.scalars:
+                if not same_scalar(value, held[port]):
+                    launch.set_uniform(port, value)
+                    held[port] = value
+            if plan.host_ports - part.forwarded.keys():
+                part.outputs = _output_arrays(plan, part)
+                launch.set_outputs(part.outputs)
+                fetched.append(launch)
+            stream.launched(plan.stage.node.func.name)
+            timer = profile.gpu_begin(self.device, stream.handle) if profile.on else None
+            try:
+                launch.issue(stream.handle)
+                if timer is not None:
+                    profile.gpu_end(timer, "gpu_kernel", plan.stage.node.func.name, self.device)
+            except BaseException as exc:  # noqa: BLE001 - the stage's error
+                raise StageFailed(plan.stage, exc) from None
+        with copies.active():
+            for launch in fetched:
+                launch.outputs.fetch()
+        for j, obj in enumerate(item.objects):
+            if item.writes[j] and not item.tracked[j] and not self.fake:
+                self.pinned[j].copy_(self.memory[j], non_blocking=True)
+                stats.copied("d2h", obj.nbytes)
+                if profile.on:
+                    profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now(), queued=True)
+        return stream.record()
+
+    def complete(self, item: Item, copies: StagedCopies) -> None:
+        """Once the item's event has passed: its written buffers and scalar outputs on the host."""
+        for j, obj in enumerate(item.objects):
+            if item.writes[j] and not item.tracked[j]:
+                if self.fake:
+                    stats.copied("d2h", obj.nbytes)
+                    if profile.on:
+                        profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now())
+                host_copy(host_bytes(obj.user), self.memory[j] if self.fake else self.pinned[j].numpy())
+        copies.complete()
+
+    def _copy_in(self, j: int, obj: MemoryObject) -> None:
+        t0 = profile.now() if profile.on else 0
+        data = host_bytes(obj.user)
+        if self.fake:
+            self.memory[j][...] = data
+        else:
+            host_copy(self.pinned[j].numpy(), data)
+            self.memory[j].copy_(self.pinned[j], non_blocking=True)
+        stats.copied("h2d", obj.nbytes)
+        if t0:
+            profile.copy("h2d", obj.nbytes, HOST, self.device, t0, queued=not self.fake)
+
+
+def _output_arrays(plan: StagePlan, part: StageItem) -> list[np.ndarray | None]:
+    """Fresh host arrays for the used outputs of a stage's leaf."""
+    return Executor.output_arrays(plan.stage.launcher.leaf, part.parents, math.prod(part.extents[0]))
