@@ -83,3 +83,28 @@ def test_an_index_out_of_bounds_inside_a_whole_item_fails_its_stage_at_its_line(
         hpvm.untrack_memory(t)
     for x, idx, z, k, n in items[:2]:
         np.testing.assert_array_equal(z[:n], _expected(x, idx, k, n)[1])
+
+
+def test_a_host_loop_refilling_the_same_buffers_runs_each_item_afresh(target: str, rng) -> None:
+    """As the suite's pipeline does: every push passes the same buffers, refilled by the host in
+    between (the runner makes the item once and reuses it), and a changed scalar is a new item."""
+    size = 20
+    x = np.zeros(size + 3, np.float32)
+    idx = np.zeros(size, np.int64)
+    t, z = np.zeros(size, np.float32), np.zeros(size, np.float32)
+    ks = [np.float32(2), np.float32(2), np.float32(-1), np.float32(-1), np.float32(2)]
+    with hpvm.runtime(target):
+        hpvm.track_memory(t)
+        before = hpvm.stats()
+        handle = hpvm.launch(C.sized_chains, stream=True)
+        for k in ks:
+            x[...] = rng.standard_normal(size + 3).astype(np.float32)
+            idx[...] = rng.integers(0, size + 3, size)
+            hpvm.push(handle, x, x.nbytes, idx, idx.nbytes, t, t.nbytes, z, z.nbytes, k, size,
+                      timeout=60)
+            assert hpvm.pop(handle, timeout=300) == (z.nbytes,)
+            np.testing.assert_array_equal(z, _expected(x, idx, k, size)[1])
+        hpvm.wait(handle, timeout=300)
+        whole = hpvm.stats().get("stream_whole_items", 0) - before.get("stream_whole_items", 0)
+        hpvm.untrack_memory(t)
+    assert whole == (len(ks) if is_gpu(target) else 0)

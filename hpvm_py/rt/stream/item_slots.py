@@ -3,6 +3,7 @@ item's stages, buffers and scalars, and a slot's CUDA stream, device memory, pin
 packed launches, built once per item shape and issued item after item."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
@@ -73,6 +74,11 @@ class Item:
         return (tuple(s.extents for s in self.stages), tuple(id(s.kernel) for s in self.stages),
                 tuple(o.nbytes for o in self.objects), tuple(self.tracked),
                 tuple(tuple(s.buffers) for s in self.stages))
+
+    def again(self) -> "Item":
+        """The same item pushed again: what issue() fills per item starts afresh."""
+        return Item([dataclasses.replace(s, outputs=[]) for s in self.stages], self.objects,
+                    self.reads, self.writes, self.tracked)
 
     def shares_memory(self, other: "Item") -> bool:
         """Whether the two items touch common memory and either writes it."""
