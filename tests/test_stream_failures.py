@@ -107,9 +107,10 @@ def test_items_before_a_failing_item_pop_with_their_values(target: str, schedule
         with pytest.raises(ExecutionError, match="stage shifted_copy"):
             hpvm.wait(handle, timeout=TIMEOUT)
         if scheduler == "items":  # every item up to the failing one ran whole (its checked
-            # kernel reported the read inside the item)
+            # kernel reported the read inside the item; on a GPU, later items may have been
+            # queued before that report: their results are dropped)
             assert hpvm.stats().get("stream_whole_items", 0) - \
-                before.get("stream_whole_items", 0) == failing + 1
+                before.get("stream_whole_items", 0) >= failing + 1
         # the runtime goes on: a new stream of good items
         again = [Item(rng, 0) for _ in range(2)]
         handle = hpvm.launch(g.three_stages, stream=True, depth=depth)

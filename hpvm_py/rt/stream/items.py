@@ -155,6 +155,7 @@ class ItemRunner(StreamScheduler):
         except BaseException as exc:  # noqa: BLE001 - no one stage's (a copy, an event): the first's
             self._failed(StageFailed(self.stages[0], exc))
         self._drain()
+        self._last = None  # it holds the last item's buffers
         for slot in self.slots:
             slot.release()
 
