@@ -74,6 +74,10 @@ GPU_LOWERING = _declare("HPVM_GPU_LOWERING", "text", "auto", "which lowering run
 CACHE_DIR = _declare("HPVM_CACHE_DIR", "path", "", "the on-disk compile cache (default: "
                      "$XDG_CACHE_HOME/hpvm-py, else ~/.cache/hpvm-py)")
 NO_CACHE = _declare("HPVM_NO_CACHE", "flag", "0", "1: neither read nor write the disk cache")
+DOT_PRECISION = _declare("HPVM_DOT_PRECISION", "text", "ieee", "how the gpu target's tl.dot kernels "
+                         "multiply f32: ieee (FMA units, IEEE products: the default) or tf32x3 "
+                         "(three TF32 tensor-core products per pair, about f32's accuracy but "
+                         "not its rounding: opt in)")
 AUTOTUNE = _declare("HPVM_AUTOTUNE", "flag", "1", "0: the gpu target does not time block shapes "
                     "of large launches")
 GPU_CHECK = _declare("HPVM_GPU_CHECK", "flag", "0", "1: every nvptx kernel is bounds-checked, "

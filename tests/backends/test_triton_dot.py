@@ -140,3 +140,55 @@ def test_small_dot_outputs_take_smaller_blocks_that_fill_the_gpu() -> None:
         assert blocks * 10 >= 132 * 9, (rows, cols, config)
         bigger = [c for c in (GPU_DOT,) + SMALLER_DOTS if c.bm * c.bn > config.bm * config.bn]
         assert all(-(-rows // c.bm) * -(-cols // c.bn) * 10 < 132 * 9 for c in bigger), (rows, cols)
+
+
+def test_tf32x3_is_opt_in_and_named_in_the_kernel(tmp_path: Path, monkeypatch) -> None:
+    program = ROOT / "tests" / "programs" / "dot_leaves.py"
+    assert 'input_precision="ieee"' in emitted(tmp_path / "default", program, "naive_root")
+    monkeypatch.setenv("HPVM_DOT_PRECISION", "tf32x3")
+    text = emitted(tmp_path / "opted", program, "naive_root")
+    assert 'input_precision="tf32x3"' in text and '"ieee"' not in text
+
+
+def test_an_unknown_dot_precision_is_refused_naming_the_setting(monkeypatch) -> None:
+    from hpvm_py.backends.triton.codegen import dot_precision
+    from hpvm_py.errors import CompileError
+
+    monkeypatch.setenv("HPVM_DOT_PRECISION", "tf32")  # one TF32 product: far from f32's accuracy
+    with pytest.raises(CompileError, match="HPVM_DOT_PRECISION='tf32': expected one of ieee, tf32x3"):
+        dot_precision()
+
+
+TF32X3_CHECK = """
+import sys
+import numpy as np
+import hpvm_py as hpvm
+sys.path[:0] = ["tests", "examples"]
+from programs import dot_leaves as D
+rng = np.random.default_rng(int(sys.argv[1]))
+m, n, k = 40, 24, 35
+a = rng.standard_normal((m, k)).astype(np.float32)
+b = rng.standard_normal((k, n)).astype(np.float32)
+c = np.zeros((m, n), np.float32)
+with hpvm.runtime("gpu"):
+    hpvm.wait(hpvm.launch(D.naive_root, a, a.nbytes, b, b.nbytes, c, c.nbytes, m, n, k))
+    hpvm.request_memory(c)
+exact = a.astype(np.float64) @ b
+# three TF32 products drop lo(a) * lo(b) (2**-22 of a product) and round each split to TF32
+bound = k * 2.0 ** -20 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 2.0 ** -22 * np.abs(exact)
+print(float(np.max(np.abs(c - exact) / bound)))
+"""
+
+
+def test_tf32x3_products_stay_within_a_bound_of_f32s(rng) -> None:
+    """A process of its own (the setting is read when a graph is first compiled for gpu): on a
+    GPU, three TF32 tensor-core products per pair; through the interpreter, its own arithmetic."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, HPVM_DOT_PRECISION="tf32x3")
+    out = subprocess.run([sys.executable, "-c", TF32X3_CHECK, str(int(rng.integers(1 << 30)))],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.split()[-1]) <= 1.0

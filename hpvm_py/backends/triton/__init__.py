@@ -9,7 +9,7 @@ import triton  # noqa: F401 - an ImportError here makes the target unavailable
 from ...ir import kernel as K
 from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from ...device.devices import cuda_available
-from .codegen import generate
+from .codegen import dot_precision, generate
 from .host_math import interpreting
 from .kernel import TritonKernel
 
@@ -36,12 +36,12 @@ class TritonBackend(Backend):
                 "target='cpu'")
 
     def variant(self, checked: bool) -> tuple[Any, ...]:
-        return checked, interpreting()
+        return checked, interpreting(), dot_precision()
 
     def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> TritonKernel:
-        interpreted = interpreting()
+        interpreted, precision = interpreting(), key[-1]
         return TritonKernel(leaf, ctx, lambda fixed_grid, optimised: generate(
-            leaf, ctx, checked, interpreted, fixed_grid, optimised))
+            leaf, ctx, checked, interpreted, fixed_grid, optimised, precision))
 
     def reusable(self, kernel: LeafKernel, leaf: K.LeafFunc) -> bool:
         """A kernel is kept for its own leaf only (its source names the leaf's lines)."""
@@ -50,4 +50,4 @@ class TritonBackend(Backend):
 
     def emit(self, kind: str, leaf: K.LeafFunc, ctx: NodeContext) -> str:
         """`hpvmc compile --emit triton`: the unchecked kernel's file for the GPU."""
-        return generate(leaf, ctx, False, interpreted=False).text
+        return generate(leaf, ctx, False, interpreted=False, precision=dot_precision()).text

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ...errors import CompileError
 from ...ir import kernel as K
 from ...passes.uniform import Uniformity
+from ...support import settings
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import NodeContext
 from ..access_errors import Access
@@ -56,8 +57,20 @@ class TritonSource:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
+DOT_PRECISIONS = ("ieee", "tf32x3")  # HPVM_DOT_PRECISION's values: tl.dot's input_precision
+
+
+def dot_precision() -> str:
+    """HPVM_DOT_PRECISION: how tl.dot kernels multiply f32 (docs/backends.md)."""
+    value = settings.DOT_PRECISION.get()
+    if value not in DOT_PRECISIONS:
+        raise CompileError(f"HPVM_DOT_PRECISION={value!r}: expected one of {', '.join(DOT_PRECISIONS)}")
+    return value
+
+
 def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-             fixed_grid: bool = False, optimised: bool = True) -> TritonSource:
+             fixed_grid: bool = False, optimised: bool = True,
+             precision: str = "ieee") -> TritonSource:
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
     the per-lane ids cost shifts and masks rather than divisions); `optimised`, the first that
@@ -67,11 +80,12 @@ def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: boo
     instance at a time; without `optimised`, the literal translation (what a launch falls back
     to when the optimised kernel does not suit it). Reduction loops of one-instance leaves are
     spread over the lanes in every variant (spread.py). Those decisions are the backend passes'
-    (passes.py), which run first and note them in the leaf."""
+    (passes.py), which run first and note them in the leaf. `precision`: tl.dot's input_precision
+    (HPVM_DOT_PRECISION)."""
     optimised = optimised and not checked
     label = "checked" if checked else "optimised" if optimised else "literal"
     ready = PASSES.final(leaf, ctx, skip=frozenset() if optimised else OPTIMISATIONS, label=label)
-    return _Generator(ready, ctx, checked, interpreted, fixed_grid).run()
+    return _Generator(ready, ctx, checked, interpreted, fixed_grid, precision).run()
 
 
 _TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
@@ -91,8 +105,9 @@ def kernel_name(name: str) -> str:
 class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTiles, DotTiles,
                  PrivateCounts, SpreadLoops):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool):
+                 fixed_grid: bool, precision: str):
         self.interpreted = interpreted
+        self.precision = precision
         self.fixed_grid = fixed_grid
         self.leaf = leaf
         self.ctx = ctx

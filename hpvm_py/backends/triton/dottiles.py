@@ -24,6 +24,7 @@ class DotTiles:
     _prologue_values, and sets its zero."""
 
     dot: DotLoop
+    precision: str  # tl.dot's input_precision (HPVM_DOT_PRECISION)
 
     def dot_kernel_body(self) -> None:
         """The loop first, then the lanes' ids and the statements before it: the per-lane values
@@ -96,7 +97,7 @@ class DotTiles:
         e("m_b = (kk_b < k_stop) & col_ok")
         op_a = self._operand(d.a_elem, parts[0], "m_a", "kk_a", "z_a", "a_id", d.row_dim, "rows_a")
         op_b = self._operand(d.b_elem, parts[1], "m_b", "kk_b", "z_b", "b_id", d.col_dim, "cols_b")
-        e(f"acc_t = tl.dot({op_a}, {op_b}, acc_t, input_precision=\"ieee\")")
+        e(f"acc_t = tl.dot({op_a}, {op_b}, acc_t, input_precision=\"{self.precision}\")")
         self.indent -= 1
 
     def _operand(self, elem: K.Expr, guarded: tuple[K.Load | None, list[K.Expr]], mask: str,
