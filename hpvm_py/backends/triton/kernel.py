@@ -108,8 +108,11 @@ SMALLER_DOTS = (DotConfig(bm=128, bn=64, bk=32, group=8, warps=4, stages=3),
                 DotConfig(bm=64, bn=32, bk=32, group=8, warps=4, stages=3))
 # Tried by the autotuner only: IEEE fp32 tl.dot runs on FMA units, where more programs per
 # multiprocessor hide latency better than larger blocks. The HPVM suite's sgemm (1024 x 1056 x
-# 992, one H100): 0.089 ms in these blocks, 0.140 in dot_config's 128 x 64, cuBLAS 0.096.
-TUNED_DOTS = SMALLER_DOTS + (DotConfig(bm=64, bn=32, bk=32, group=8, warps=2, stages=3),)
+# 992, one H100): 0.089 ms in 64 x 32 (2 warps), 0.140 in dot_config's 128 x 64, cuBLAS 0.096.
+# With HPVM_DOT_PRECISION=tf32x3, examples/sgemm.py at 4096^3 takes 2.57 ms in 256 x 64 (8 warps)
+# and 3.0 to 8.0 in the others (cuBLAS fp32: 2.65; benchmarks/gpu/dot_blocks.py --parboil 4096).
+TUNED_DOTS = SMALLER_DOTS + (DotConfig(bm=64, bn=32, bk=32, group=8, warps=2, stages=3),
+                             DotConfig(bm=256, bn=64, bk=32, group=8, warps=8, stages=3))
 
 
 def dot_config(rows: int, cols: int, multiprocessors: int) -> DotConfig:
