@@ -47,9 +47,9 @@ def test_a_lost_stream_item_breaks_the_rule() -> None:
     assert len(runner.stream_rule(case, lost)) == 3
 
 
-def _stage_shapes(source: str) -> tuple[str, str]:
+def _stage_shapes(source: str) -> tuple[str, str, bool]:
     body = "blocks" if "def blocks(" in source else "wrapper" if "def body_wrapper(" in source else "leaf"
-    return body, "wrapper" if "def tail_wrapper(" in source else "leaf"
+    return body, "wrapper" if "def tail_wrapper(" in source else "leaf", "    return k\n" in source
 
 
 @pytest.mark.skipif(not COMPILED, reason="no compiled target here")
@@ -57,12 +57,13 @@ def test_streams_of_chain_stages_match_python(tmp_path: Path) -> None:
     """12 stream graphs whose stages are leaves, wrappers around them, or wrappers around grids
     of blocks (launched as the leaf: rt/stream/stage_launch.py), some items failing; the body
     returns its instance's id + 1, so a chain that bound up another instance's value than the
-    first's would differ from python."""
+    first's would differ from python, or its input k, which a gpu stream then runs whole."""
     seed, graphs = 31, 12
     shapes = {_stage_shapes(runner.make_case("stream", s, COMPILED).source)
               for s in runner.graph_seeds(seed, graphs)}
-    assert {body for body, _ in shapes} == {"leaf", "wrapper", "blocks"}
-    assert {tail for _, tail in shapes} == {"leaf", "wrapper"}
+    assert {body for body, _, _ in shapes} == {"leaf", "wrapper", "blocks"}
+    assert {tail for _, tail, _ in shapes} == {"leaf", "wrapper"}
+    assert {forwards for body, _, forwards in shapes if body != "leaf"} == {True, False}
     done = subprocess.run([sys.executable, str(RUNNER), "--graphs", str(graphs), "--categories", "stream",
                            "--targets", ",".join(COMPILED), "--seed", str(seed), "--save-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=540)

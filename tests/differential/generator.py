@@ -312,11 +312,15 @@ def stream_program(c: Choices) -> Program:
     range; another k or m makes that item fail in that stage. Either stage may sit at the bottom
     of a chain of internal nodes, as HPVM-C nests every leaf: a wrapper, and for `body` possibly
     a grid of blocks of a few lanes under it (i = block * lanes + lane, guarded by i < n), which
-    the stream launches as the leaf itself (rt/stream/stage_launch.py)."""
+    the stream launches as the leaf itself (rt/stream/stage_launch.py). `body` returns its
+    instance's id + 1, or its input k unchanged: a forwarded output (passes/passthrough.py), which
+    a GPU stream then knows on the host and runs whole, chains and checked kernels included
+    (rt/stream/items.py)."""
     a_t, b_t, s_t, out_t = (c.pick(TYPES) for _ in range(4))
     shape = c.pick(["leaf", "wrapper", "blocks"])
     tail_wrapped = c.flag()
     lanes = c.integer(1, 5)
+    forwards = c.flag()
     scope = _Scope(variables={"i": "i64", "n": "i64", "x0": a_t, "x1": b_t, "s": s_t})
     body = _Builder(c, scope)
     inner = 1
@@ -332,8 +336,10 @@ def stream_program(c: Choices) -> Program:
     body.emit(inner, "x1 = b[(i * 7 + 3) % n]")
     body.block(inner, c.integer(1, 3), False)
     body.emit(inner, f"out[i] = hpvm.{out_t}({body.expr(out_t, 3)})")
-    # 1 from the first instance: what a chain's levels bind up (another instance's value is not)
-    body.emit(1, "return i + 1")
+    if forwards:
+        body.emit(1, "return k")
+    else:  # 1 from the first instance: what a chain's levels bind up (another instance's is not)
+        body.emit(1, "return i + 1")
     buffers = (f"a: In[Ptr[{a_t}]], a_bytes: i64, b: In[Ptr[{b_t}]], b_bytes: i64, out: InOut[Ptr[{out_t}]], "
                f"out_bytes: i64, hist: InOut[Ptr[i32]], hist_bytes: i64")
     body_params = f"{buffers.replace('out: InOut', 'out: Out')}, s: {s_t}, k: i64, n: i64"
@@ -377,4 +383,5 @@ def stream_program(c: Choices) -> Program:
         "    return last.out[0]", "",
     ]
     return Program("\n".join(lines), (a_t, b_t, s_t), out_t, False, True,
-                   f"body: {shape}, tail: {'wrapper' if tail_wrapped else 'leaf'}")
+                   f"body: {shape}{' returning k' if forwards else ''}, "
+                   f"tail: {'wrapper' if tail_wrapped else 'leaf'}")
