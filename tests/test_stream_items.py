@@ -236,19 +236,25 @@ def test_the_switch_turns_whole_items_off(rng, monkeypatch) -> None:
     np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
 
 
+def _stream_normalised(cases: list, k: float) -> tuple[list, int]:
+    """Stream (x, y, n) items through `normalised` on gpu: what pop() returned, items run whole."""
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True)
+        for x, y, n in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, k, n, timeout=60)
+        popped = [hpvm.pop(handle, timeout=300) for _ in cases]
+        hpvm.wait(handle, timeout=60)
+        return popped, _whole(before, hpvm.stats())
+
+
 def test_a_first_item_that_cannot_run_whole_sends_the_stream_to_the_stage_scheduler(rng) -> None:
     """The first item has an empty grid (n = 0): the whole stream runs stage by stage, every
     later item too, and the results are the same."""
     sizes = [0, 12, 7]  # (x_bytes binds without streaming: the first item's size serves all)
     cases = [(rng.random(12, dtype=np.float32) + 1, np.zeros(12, np.float32), n) for n in sizes]
-    with hpvm.runtime("gpu"):
-        before = hpvm.stats()
-        handle = hpvm.launch(g.normalised, stream=True)
-        for x, y, n in cases:
-            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 3.0, n, timeout=60)
-        popped = [hpvm.pop(handle, timeout=300) for _ in cases]
-        hpvm.wait(handle, timeout=60)
-        assert _whole(before, hpvm.stats()) == 0
+    popped, whole = _stream_normalised(cases, 3.0)
+    assert whole == 0
     for (x, y, n), (result,) in zip(cases[1:], popped[1:]):
         np.testing.assert_allclose(y[:n], x[:n] / x[:n].max() * np.float32(3.0), rtol=1e-6)
         assert not y[n:].any()
@@ -262,14 +268,8 @@ def test_an_item_with_an_empty_grid_runs_alone_between_whole_items(rng) -> None:
     sizes = [12, 12, 0, 12, 9]
     cases = [(rng.random(max(n, 1), dtype=np.float32) + 1, np.zeros(max(n, 1), np.float32), n)
              for n in sizes]
-    with hpvm.runtime("gpu"):
-        before = hpvm.stats()
-        handle = hpvm.launch(g.normalised, stream=True)
-        for x, y, n in cases:
-            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
-        popped = [hpvm.pop(handle, timeout=300) for _ in cases]
-        hpvm.wait(handle, timeout=60)
-        assert _whole(before, hpvm.stats()) == len(sizes) - 1
+    popped, whole = _stream_normalised(cases, 1.0)
+    assert whole == len(sizes) - 1
     for (x, y, n), (result,) in zip(cases, popped):
         if n:
             np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)

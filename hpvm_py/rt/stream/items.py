@@ -296,17 +296,12 @@ class ItemRunner(StreamScheduler):
             return None  # distinct buffers over common memory: the tracker's semantics
         return Item(parts, objects, reads, writes, tracked)
 
-    @staticmethod
-    def _argument(plan: StagePlan, port: int, src: Any, item_env: list[Any],
+    def _argument(self, plan: StagePlan, port: int, src: Any, item_env: list[Any],
                   stage_args: list[list[Any]]) -> Any:
-        """A stage input's value for the item: a bind's, a constant, an expression's, an earlier
-        stage's forwarded input; None when it is read on the device."""
-        if src.bind_port is not None:
-            return item_env[src.bind_port]
-        if src.const is not None:
-            return src.const
-        if src.expr is not None:
-            return src.expr.value(item_env)
+        """A stage input's value for the item: an earlier stage's forwarded input, None when it is
+        read on the device, else what the executor gathers (a bind's, a constant, an expression's)."""
+        if src.node is None:
+            return self.executor.gather(plan.stage.node, port, src, item_env, {})
         forwarded = plan.forwarded_ports.get(port)
         if forwarded is None:
             return None
