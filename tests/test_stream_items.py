@@ -362,3 +362,23 @@ def test_an_error_outside_the_stages_work_fails_the_stream_instead_of_hanging(rn
             hpvm.pop(handle, timeout=120)
         with pytest.raises(ExecutionError):
             hpvm.wait(handle, timeout=60)
+
+
+def test_a_launch_with_scratch_sized_by_a_scalar_is_rebuilt_when_it_changes(rng) -> None:
+    """Items of the same buffers whose m grows: the slot's kept launch holds scratch for the m it
+    was built with, so it is rebuilt (not patched) for a larger one; every item reversed right."""
+    size = 40
+    ms = [5, 5, 40, 12, 40]
+    cases = [(rng.random(size, dtype=np.float32), np.zeros(size, np.float32), m) for m in ms]
+    with hpvm.runtime("gpu"):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.scratch_sized_by_m, stream=True, depth=1)
+        for x, y, m in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, m, timeout=60)
+        popped = [hpvm.pop(handle, timeout=300) for _ in cases]
+        hpvm.wait(handle, timeout=60)
+        assert _whole(before, hpvm.stats()) == len(ms)
+    for (x, y, m), result in zip(cases, popped):
+        assert result == (m,)
+        np.testing.assert_array_equal(y[:m], x[:m][::-1])
+        assert not y[m:].any()

@@ -289,3 +289,25 @@ def accumulated(acc: InOut[Ptr[f32]], acc_bytes: i64, v: f32, n: i64):
     """acc += v: pushed with the same acc every time, the items must apply in push order."""
     s = hpvm.streaming
     hpvm.node(add_to, grid=n, acc=s(acc), acc_bytes=acc_bytes, v=s(v))
+
+
+@hpvm.leaf
+def reversed_through_scratch(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64,
+                             m: i64) -> i64:
+    """y[:m] = x[:m] reversed, through scratch of m elements (sized by a scalar, not the grid):
+    one instance, so the grid stays the same while m changes."""
+    tmp = hpvm.malloc(m * 4, f32)
+    for i in range(m):
+        tmp[i] = x[i]
+    for i in range(m):
+        y[i] = tmp[m - 1 - i]
+    return m
+
+
+@hpvm.graph
+def scratch_sized_by_m(x: In[Ptr[f32]], x_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64,
+                       m: i64) -> i64:
+    s = hpvm.streaming
+    r = hpvm.node(reversed_through_scratch, x=s(x), x_bytes=s(x_bytes), y=s(y), y_bytes=s(y_bytes),
+                  m=s(m))
+    return r.out[0]
