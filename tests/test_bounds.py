@@ -100,3 +100,21 @@ def test_a_proven_launch_really_stays_in_bounds(n: int) -> None:
     with hpvm.runtime("python"):
         hpvm.wait(hpvm.launch(histogram.root, d, d.nbytes, bins, bins.nbytes, 16, n))
     assert bins.sum() == n
+
+
+def test_a_proof_depends_on_buffers_their_sizes_and_the_integers_read() -> None:
+    """An integer the body never reads (an edge that only orders the node) cannot change a proof:
+    a replay need not bring it to the host to decide; a buffer's size argument can, read or not."""
+    from hpvm_py.ir.context import NodeContext
+    from programs import gpu_replay_graphs as g
+
+    leaf = g.add_after.ir
+    ctx = NodeContext(level_dims=(1,), input_modes=("uniform", "buffer", "uniform", "buffer", "uniform",
+                                                    "uniform"), output_modes=())
+    proof = BoundsProof(leaf, ctx)
+    assert [leaf.params[i].name for i in proof.relevant] == ["h", "h_bytes", "y", "y_bytes"]
+    args = [np.int64(7), BufferArg(None, 0, 64, None), np.int64(64), BufferArg(None, 0, 64, None),
+            np.int64(64), np.float32(1)]
+    assert proof.holds(args, [(16,)]) and not proof.holds(args, [(17,)])
+    args[2] = np.int64(60)  # h's size argument: 15 elements
+    assert not proof.holds(args, [(16,)])

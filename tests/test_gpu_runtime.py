@@ -102,6 +102,31 @@ def test_a_uniform_edge_and_a_root_output_come_to_the_host(gpu_target: str, rng)
         assert _replays() == 5
 
 
+def test_an_edge_that_only_orders_is_replayed_without_reading_it(gpu_target: str, rng,
+                                                                 monkeypatch) -> None:
+    """The second node never reads the value on its edge (it only has to run after the first):
+    replays neither bring that value to the host nor fall back to the normal path."""
+    n = 72
+    x = rng.random(n, dtype=np.float32)
+    h, y = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    fetches = []
+    fetch = DeviceOutputs.fetch
+    monkeypatch.setattr(DeviceOutputs, "fetch", lambda self: (fetches.append(self), fetch(self)))
+    with hpvm.runtime(gpu_target):
+        for buf in (x, h, y):
+            hpvm.track_memory(buf)
+        before = _replays()
+        for step in range(4):
+            k, c = float(rng.uniform(0.5, 2)), float(rng.uniform(-1, 1))
+            if step == 1:
+                fetches.clear()  # the first launch records (and reads every output)
+            hpvm.wait(hpvm.launch(g.ordered, x, x.nbytes, h, h.nbytes, y, y.nbytes, n, k, c))
+            hpvm.request_memory(y)
+            np.testing.assert_array_equal(y, x * np.float32(k) + np.float32(c))
+        assert _replays() - before == 3
+    assert fetches == []
+
+
 def test_untracked_host_buffers_are_copied_every_launch(gpu_target: str, rng) -> None:
     """A buffer the user did not track comes back after each launch; the user may then change it,
     so such launches are never replayed from stale device copies."""

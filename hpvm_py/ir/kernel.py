@@ -423,6 +423,12 @@ def walk_all_exprs(block: Block) -> Iterator[Expr]:
             yield from walk_exprs(e)
 
 
+def names_read(block: Block) -> set[str]:
+    """The variables a body reads anywhere (its parameters among them): a parameter outside this
+    set cannot change what the body does."""
+    return {e.name for e in walk_all_exprs(block) if isinstance(e, Var)}
+
+
 def remote_accesses(block: Block) -> Iterator[Load | Store | Atomic]:
     """The remote loads, stores and atomics of a body (those with a rank)."""
     for stmt in walk_stmts(block):

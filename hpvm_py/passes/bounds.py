@@ -27,9 +27,14 @@ class BoundsProof:
         self.remote = any(K.remote_accesses(leaf.body))  # ranks are checked against the world
         self._cache: dict[tuple, bool] = {}
         self._lock = threading.Lock()
-        # the parameters whose values can change a proof: buffers and integer scalars
-        self.relevant = [i for i, p in enumerate(leaf.params)
-                         if isinstance(p.type, PtrType) or _is_int(p.type)]
+        # the parameters whose values can change a proof: buffers, their size arguments (the
+        # integer after each) and the integer scalars the body reads (an unread one, such as an
+        # input that only orders the node after another, changes nothing)
+        read = K.names_read(leaf.body)
+        params = leaf.params
+        self.relevant = [i for i, p in enumerate(params)
+                         if isinstance(p.type, PtrType) or _is_int(p.type) and (
+                             p.name in read or i and isinstance(params[i - 1].type, PtrType))]
 
     def holds(self, args: list[Any], extents: list[tuple[int, ...]], world_size: int = 1) -> bool:
         """True when every access of this launch is provably in bounds (and every remote access

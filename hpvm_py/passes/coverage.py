@@ -93,7 +93,7 @@ class OutCoverage:
                     self.static[i] = reasons.get(i) or Uncovered(
                         i, leaf.loc, "no store to it runs in every instance")
         # what a decision depends on: the Out buffers' sizes and the integer scalars the body uses
-        used = {e.name for e in K.walk_all_exprs(leaf.body) if isinstance(e, K.Var)}
+        used = K.names_read(leaf.body)
         self.relevant = [i for i, p in enumerate(leaf.params)
                          if i in self.sites or (_is_int(p.type) and p.name in used)]
 

@@ -128,6 +128,15 @@ class NodePlan:
         return chain
 
     @functools.cached_property
+    def unread_inputs(self) -> frozenset[int]:
+        """A leaf's input ports its body never reads (an edge that only orders it after another
+        node): their values need not reach it. Empty for other nodes."""
+        if not isinstance(self.func, K.LeafFunc):
+            return frozenset()
+        read = K.names_read(self.func.body)
+        return frozenset(i for i, p in enumerate(self.func.params) if p.name not in read)
+
+    @functools.cached_property
     def forwarded(self) -> dict[int, int]:
         """Output port -> the uniform input port whose value it always is (passes/passthrough.py):
         a leaf's, or a chain's (each level binds its one child's outputs up and its inputs down);

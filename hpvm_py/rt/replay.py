@@ -103,6 +103,8 @@ class Recorder:
                     return
                 from_args.append((i, src.bind_port, node.func.params[i].type))
                 continue
+            if i in node.unread_inputs:
+                continue  # it only orders the leaf after its producer: the value is not needed
             value = slots[(src.node, src.port)].value
             if mode == "uniform":
                 from_outputs.append((i, value))

@@ -2,7 +2,7 @@
 edges carry per-instance values (they stay on the device in a replay) or a uniform value (read
 on the host)."""
 import hpvm_py as hpvm
-from hpvm_py import In, Out, Ptr, f32, i64
+from hpvm_py import In, InOut, Out, Ptr, f32, i64
 
 
 @hpvm.leaf
@@ -65,3 +65,26 @@ def fan_in(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, n: i64
     a = hpvm.node(load_scaled, grid=n, x=x, x_bytes=x_bytes, k=k)
     b = hpvm.node(load_scaled, grid=n, x=x, x_bytes=x_bytes, k=c)
     hpvm.node(add_into, grid=n, u=a.out[0], v=b.out[0], y=y, y_bytes=y_bytes)
+
+
+@hpvm.leaf
+def scale_into(x: In[Ptr[f32]], x_bytes: i64, h: Out[Ptr[f32]], h_bytes: i64, k: f32) -> i64:
+    i = hpvm.instance_id(0)
+    h[i] = x[i] * k
+    return 1
+
+
+@hpvm.leaf
+def add_after(ready: i64, h: In[Ptr[f32]], h_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, c: f32):
+    i = hpvm.instance_id(0)
+    y[i] = h[i] + c
+
+
+@hpvm.graph
+def ordered(x: In[Ptr[f32]], x_bytes: i64, h: InOut[Ptr[f32]], h_bytes: i64, y: Out[Ptr[f32]],
+            y_bytes: i64, n: i64, k: f32, c: f32):
+    """y = x * k + c through h; the second node reads h after the first wrote it, ordered by an
+    edge whose value it never reads (examples/tp_mlp.py's matmuls are joined so)."""
+    a = hpvm.node(scale_into, grid=n, x=x, x_bytes=x_bytes, h=h, h_bytes=h_bytes, k=k)
+    hpvm.node(add_after, grid=n, ready=hpvm.all_to_all(a.out[0]), h=h, h_bytes=h_bytes, y=y,
+              y_bytes=y_bytes, c=c)
