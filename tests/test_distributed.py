@@ -110,7 +110,7 @@ def test_rank_dying_mid_collective(ranks: int, remote: bool, tmp_path: Path) -> 
 
 RELAUNCH_CHECKS = ["small", "medium", "large", "bf16", "i32", "max", "new-set", "first-set-kept",
                    "alternating", "alternating", "alternating", "size", "in-step-after-size", "dtype",
-                   "in-step-after-dtype", "buffer", "in-step-after-buffer", "algorithm",
+                   "in-step-after-dtype", "buffer", "in-step-after-buffer", "kept-algorithm", "algorithm",
                    "in-step-after-algorithm", "collective",
                    "in-step-after-collective"]
 

@@ -288,7 +288,10 @@ def run_on_host(world: ranks.World, call: Call, agreed: Agreed | None = None) ->
 
 
 def _run_on_host(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None:
-    path = chooser.choose(world.single_host, call.kind, call.buffers[0].size, call.quantize)
+    if agreed is not None and agreed.world is world:
+        path = agreed.path  # a prepared node's relaunch keeps the algorithm its ranks agreed on
+    else:
+        path = chooser.choose(world.single_host, call.kind, call.buffers[0].size, call.quantize)
     stats.bump_one(f"collectives_{path}")
     if path == "remote":
         run_remote(world, call, check_arguments(call, world.size))

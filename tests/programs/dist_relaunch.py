@@ -8,8 +8,8 @@ ok` on every rank:
   new agreement after the first launch;
 - another buffer set between launches is agreed again and correct, and the first set is still kept;
 - adversarial, on the kept path: one rank (FAULTY) launches with another size, another element
-  type, another buffer, another graph or (its own HPVM_COMM_ONESHOT_BYTES) another algorithm while
-  the others relaunch the kept one: every rank raises
+  type, another buffer or another graph while the others relaunch the kept one, or (its own
+  HPVM_COMM_ONESHOT_BYTES) chooses another algorithm for a new buffer: every rank raises
   DistributedError naming what differs (never a hang or a wrong sum), and the ranks are still in
   step (a correct relaunch follows).
 
@@ -154,14 +154,18 @@ if not REMOTE:
              r"ranks disagree on the heap offset of 'x'")
     relaunch("in-step-after-buffer", sum_f32, small, times=2, new_agreements=None)
 if not REMOTE:
-    def two_shot() -> None:  # this rank's own threshold: another algorithm for the same call
+    # FAULTY's own threshold (another algorithm for the same call): a kept call shape keeps the
+    # algorithm its ranks agreed on, so its relaunches stay exact; a new shape (a buffer new to
+    # every rank) is chosen anew, and the ranks disagree on it
+    if RANK == FAULTY:
         os.environ["HPVM_COMM_ONESHOT_BYTES"] = "0"
-        try:
-            run(sum_f32, small)
-        finally:
-            del os.environ["HPVM_COMM_ONESHOT_BYTES"]
-
-    disagree("algorithm", two_shot, lambda: run(sum_f32, small), r"ranks disagree on the algorithm")
+    try:
+        relaunch("kept-algorithm", sum_f32, small, times=3, new_agreements=0)
+        fresh = hpvm.symmetric.zeros(2048, torch.float32)
+        disagree("algorithm", lambda: run(sum_f32, fresh), lambda: run(sum_f32, fresh),
+                 r"ranks disagree on the algorithm")
+    finally:
+        os.environ.pop("HPVM_COMM_ONESHOT_BYTES", None)
     relaunch("in-step-after-algorithm", sum_f32, small, times=2, new_agreements=None)
 disagree("collective", lambda: run(max_f32, small), lambda: run(sum_f32, small),
          r"ranks disagree on the reduction")

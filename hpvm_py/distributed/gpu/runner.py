@@ -56,11 +56,17 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
         stats.bump("collectives_remote")
         run_remote(world, call, check_arguments(call, world.size))
         return None
-    path = launch.choose(call.kind, call.buffers[0].size, world, call.quantize, call.dtype.nbytes)
+    if agreed is not None and agreed.world is world:
+        path = agreed.path  # a prepared node's relaunch keeps the algorithm its ranks agreed on
+    else:
+        path = launch.choose(call.kind, call.buffers[0].size, world, call.quantize, call.dtype.nbytes)
     stats.bump_one(f"collectives_{path}")
     entry = agreement_of(world, call, path, entry=agreed)
     if len(_pending) < PENDING_LIMIT:
-        _pending.append(Pending(world, call, entry))
+        pending = entry.state.get("pending")  # made once per call shape and node
+        if pending is None or pending.call is not call or pending.world is not world:
+            pending = entry.state["pending"] = Pending(world, call, entry)
+        _pending.append(pending)
     start = entry.state.get("start")
     if start is None:
         start = entry.state["start"] = launch.announce(entry.fingerprint, bind=True) \
@@ -116,6 +122,8 @@ def _settle() -> None:
     first = pending[0]
     world, heap = first.world, first.world.heap
     launch.synchronize_device(heap)
+    if not heap.failed() and all(p.entry.mine is None for p in pending):
+        return  # the common case: every kernel met its peers and agreed
     if heap.mismatched():
         _recover(world, first)
     launch.raise_if_failed(world, heap, first.call.what(), first.call.loc)
