@@ -115,17 +115,54 @@ def test_indices_from_data_are_checked_in_every_nested_replay(compiled_target: s
 
 def test_an_inner_expression_or_output_takes_the_normal_path(compiled_target: str,
                                                              rng: np.random.Generator) -> None:
-    """A size computed one level down, and a leaf output carried up two levels: not recorded, and
-    still right on every launch."""
+    """A size computed one level down: not recorded, and still right on every launch. A leaf
+    output carried up two levels that forwards an input (the leaf returns its y_bytes) is known to
+    the replays: recorded, and right on every launch."""
     with hpvm.runtime(compiled_target):
         for rows, cols in ((3, 8), (5, 4), (3, 8), (3, 8)):
             x = rng.standard_normal(rows * cols).astype(np.float32)
             y = np.zeros(rows * cols, np.float32)
             hpvm.wait(hpvm.launch(g.scale_nested_expr, x, x.nbytes, y, y.nbytes, rows, cols, 0.5))
             np.testing.assert_array_equal(y, x * np.float32(0.5))
+        assert _count("replayed_launches") == 0
         y = np.zeros(16, np.float32)
+        hpvm.track_memory(y)  # (an untracked buffer goes back to the host: never replayed on a GPU)
         for k in (1.5, -2.0, 1.5):
             written = hpvm.wait(hpvm.launch(g.fill_nested_output, y, y.nbytes, 16, k))
+            hpvm.request_memory(y)
             np.testing.assert_array_equal(y, np.full(16, k, np.float32))
             assert int(np.asarray(written).reshape(-1)[0]) == y.nbytes
-        assert _count("replayed_launches") == 0
+        assert _count("replayed_launches") == 2
+
+
+def test_sizes_carried_on_edges_are_known_to_replays(compiled_target: str, rng: np.random.Generator,
+                                                     monkeypatch) -> None:
+    """HPVM-C's stages return the size they were given and pass it on an edge: a replay takes it
+    from the root's argument (passes/passthrough.py), so the launch is replayed, and on a GPU no
+    stage's output comes back to the host in between."""
+    from hpvm_py.device.outputs import DeviceOutputs
+
+    n = 40
+    x = rng.standard_normal(n).astype(np.float32)
+    h, y = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    fetches = []
+    fetch = DeviceOutputs.fetch
+    monkeypatch.setattr(DeviceOutputs, "fetch", lambda self: (fetches.append(self), fetch(self)))
+    with hpvm.runtime(compiled_target):
+        for buf in (x, h, y):
+            hpvm.track_memory(buf)
+        before = _count("replayed_launches")
+        for step in range(4):
+            hpvm.request_memory(x)
+            start = x.copy()
+            k, c = float(rng.uniform(0.5, 2)), float(rng.uniform(-1, 1))
+            if step == 1:
+                fetches.clear()  # the first launch records (and reads every output)
+            hpvm.wait(hpvm.launch(g.sized_stages, x, x.nbytes, h, h.nbytes, y, y.nbytes, n, k, c))
+            for buf in (x, y):
+                hpvm.request_memory(buf)
+            want = start * np.float32(k) + np.float32(c)
+            np.testing.assert_array_equal(y, want)
+            np.testing.assert_array_equal(x, want)  # the third stage copies y back into x
+        assert _count("replayed_launches") - before == 3
+    assert fetches == []

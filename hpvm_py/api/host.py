@@ -382,7 +382,7 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
             outputs = replay(func, recording, args, rt.tracker)
             if outputs is not None:
                 return outputs
-    recorder = Recorder(func, args, env) if compiled.replayable else None
+    recorder = Recorder(func, args, env, compiled.plan) if compiled.replayable else None
     outputs = rt.executor.run(compiled.plan, env, recorder)
     _stats.bump("launches")
     if recorder is not None:

@@ -228,6 +228,18 @@ class GraphPlan:
                 found.extend(node.child.gpu_nodes)
         return found
 
+    def host_source(self, src: Source) -> Source:
+        """Where a uniform input's value is known on the host: an edge from a node that forwards
+        one of its uniform inputs (NodePlan.forwarded) carries that input's value, so its source is
+        that input's source, followed through every such producer; other sources as they are."""
+        while src.node is not None:
+            producer = self.nodes[src.node]
+            port = producer.forwarded.get(src.port)
+            if port is None:
+                return src
+            src = producer.inputs[port]
+        return src
+
     @property
     def host_only(self) -> bool:
         """Every node, at any depth, runs on the host (cpu or python)."""

@@ -33,8 +33,9 @@ _KEPT = 8  # recordings kept per compiled graph
 class Recorder:
     """Collects the steps of one launch while the executor runs it normally."""
 
-    def __init__(self, func: D.GraphFunc, args: tuple[Any, ...], env: list[Any]):
+    def __init__(self, func: D.GraphFunc, args: tuple[Any, ...], env: list[Any], root: Any):
         self.func = func
+        self.root = root  # the root's GraphPlan: edges whose values are known on the host
         self.args = args
         self.env = env  # the bound arguments: a buffer's tracked object
         self.steps: list[Step] = []
@@ -47,6 +48,7 @@ class Recorder:
         # its device array, the GPU outputs holding it)
         self._lifted: list[Any] | None = None  # inside a root internal node: its leaf's inputs'
         # sources at the root
+        self._produced: set[int] = set()  # the output arrays of the recorded leaves
         self.internal_nodes = 0
         self._depth = 0  # internal nodes entered and not left
 
@@ -55,7 +57,7 @@ class Recorder:
         to one leaf (lifted_sources), its inputs' sources lifted to the root's; otherwise the
         launch is not. Below the root it is a level of that chain (or the launch is unusable)."""
         if at_root:
-            self._lifted = lifted_sources(node)
+            self._lifted = lifted_sources(node, self.root)
             if self._lifted is None:
                 self.usable = False
         self._depth += 1
@@ -82,7 +84,14 @@ class Recorder:
         if not prepared.reusable:
             self.usable = False
             return
-        sources = node.inputs if self._lifted is None else self._lifted
+        sources = self._lifted
+        if sources is None:  # a root leaf: an edge that carries a forwarded input is that input
+            sources = [self.root.host_source(src) if mode == "uniform" else src
+                       for src, mode in zip(node.inputs, node.input_modes)]
+            if any(src.node is not None and self.root.nodes[src.node].kernel is None for src in sources):
+                self.usable = False  # an internal node's output: a replay would not refresh it
+                return
+        self._produced.update(id(out) for out in outputs if out is not None)
         from_args, from_outputs, fetch_before = [], [], []
         for i, (src, mode) in enumerate(zip(sources, node.input_modes)):
             if mode == "buffer":
@@ -173,8 +182,9 @@ class Recorder:
         outputs = self.outputs
         # (nodes on several devices: the tracker's copies between them must happen between the
         # kernels, and the host would read device outputs it was not given)
-        if not self.usable or len(self.devices) > 1 or not all(isinstance(o, np.ndarray) for o in outputs):
-            return None
+        if not self.usable or len(self.devices) > 1 or \
+                not all(isinstance(o, np.ndarray) and id(o) in self._produced for o in outputs):
+            return None  # (a root output of an internal node is made anew by each launch)
         device = next(iter(self.devices), HOST)
         positions = [i for i, p in enumerate(self.func.params)
                      if isinstance(p.type, PtrType) or (isinstance(p.type, ScalarType) and p.type.is_int)]
@@ -226,24 +236,30 @@ class Recorder:
         recording.stream_plan = plan
 
 
-def lifted_sources(node: Any) -> list[Any] | None:
+def lifted_sources(node: Any, root: Any) -> list[Any] | None:
     """For an internal node of the root that holds a chain of single-node graphs down to one leaf
     (NodePlan.recorded_leaf), none of them with outputs: where each of the leaf's inputs comes
-    from at the root (a root argument or a constant). None when another shape, or when an input
-    comes from a sibling or from an expression of an inner level. (What the chain's levels bind
-    from the root stays uniform all the way down: only edges make values per parent instance.)"""
+    from at the root (a root argument or a constant, or a sibling's output that forwards one:
+    GraphPlan.host_source). None when another shape, or when an input comes from another output
+    of a sibling or from an expression of an inner level. (What the chain's levels bind from the
+    root stays uniform all the way down: only edges make values per parent instance.)"""
     chain = node.chain_to_leaf()
-    if not chain or any(level.child.outputs for level in chain):
-        return None
+    if not chain or (any(level.child.outputs for level in chain) and
+                     len(node.forwarded) < len(node.func.outputs)):
+        return None  # an output computed below would not be refreshed by a replay
     leaf = node.recorded_leaf
     lifted = []
     for src in leaf.inputs:
+        port = None
         for level in reversed(chain):  # from the leaf's parent up to the root's node
             if src.const is not None:
                 break
             if src.bind_port is None:
                 return None
-            src = level.inputs[src.bind_port]
+            port = src.bind_port
+            src = level.inputs[port]
+        if src.node is not None and node.input_modes[port] == "uniform":  # an edge to the node
+            src = root.host_source(src)
         if src.bind_port is None and src.const is None:
             return None
         lifted.append(src)

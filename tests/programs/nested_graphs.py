@@ -93,3 +93,39 @@ def set_index(at: InOut[Ptr[i64]], at_bytes: i64, j: i64, v: i64):
 def poke(at: InOut[Ptr[i64]], at_bytes: i64, j: i64, v: i64):
     """at[j] = v on the launch's target: data a tracked buffer holds where the kernels run."""
     hpvm.node(set_index, at=at, at_bytes=at_bytes, j=j, v=v)
+
+
+@hpvm.leaf
+def scale_sized(x: In[Ptr[f32]], x_bytes: i64, h: InOut[Ptr[f32]], h_bytes: i64, k: f32) -> i64:
+    i = hpvm.instance_id(0)
+    if i * 4 < h_bytes and i * 4 < x_bytes:
+        h[i] = x[i] * k
+    return h_bytes
+
+
+@hpvm.graph
+def scale_stage(x: In[Ptr[f32]], x_bytes: i64, h: InOut[Ptr[f32]], h_bytes: i64, n: i64,
+                k: f32) -> i64:
+    stage = hpvm.node(scale_sized, grid=n, x=x, x_bytes=x_bytes, h=h, h_bytes=h_bytes, k=k)
+    return stage.out[0]
+
+
+@hpvm.leaf
+def offset_sized(h: In[Ptr[f32]], h_bytes: i64, y: InOut[Ptr[f32]], y_bytes: i64, c: f32) -> i64:
+    i = hpvm.instance_id(0)
+    if i * 4 < h_bytes and i * 4 < y_bytes:
+        y[i] = h[i] + c
+    return y_bytes
+
+
+@hpvm.graph
+def sized_stages(x: InOut[Ptr[f32]], x_bytes: i64, h: InOut[Ptr[f32]], h_bytes: i64,
+                 y: InOut[Ptr[f32]], y_bytes: i64, n: i64, k: f32, c: f32):
+    """y = x * k + c in two stages, as HPVM-C writes them: each returns the size it was given, and
+    the next takes its buffer's size from that edge (a wrapper, then a root leaf; the second
+    stage's size also bounds its accesses)."""
+    first = hpvm.node(scale_stage, x=x, x_bytes=x_bytes, h=h, h_bytes=h_bytes, n=n, k=k)
+    second = hpvm.node(offset_sized, grid=n, h=h, h_bytes=hpvm.all_to_all(first.out[0]), y=y,
+                       y_bytes=y_bytes, c=c)
+    hpvm.node(scale_stage, x=y, x_bytes=hpvm.all_to_all(second.out[0]), h=x, h_bytes=x_bytes,
+              n=n, k=1.0)
