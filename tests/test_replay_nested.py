@@ -165,4 +165,9 @@ def test_sizes_carried_on_edges_are_known_to_replays(compiled_target: str, rng: 
             np.testing.assert_array_equal(y, want)
             np.testing.assert_array_equal(x, want)  # the third stage copies y back into x
         assert _count("replayed_launches") - before == 3
+        # the stages are joined by edges (at the root: a chain's node, not its leaf): one stream
+        recording = hpvm.compile(g.sized_stages, compiled_target).replays.find(
+            (x, x.nbytes, h, h.nbytes, y, y.nbytes, n, 1.0, 0.0))
+        assert recording is not None
+        assert recording.stream_plan is None or set(recording.stream_plan.stream_of) == {0}
     assert fetches == []

@@ -51,6 +51,7 @@ class Recorder:
         self._produced: set[int] = set()  # the output arrays of the recorded leaves
         self.internal_nodes = 0
         self._depth = 0  # internal nodes entered and not left
+        self._root_node: Any = None  # the root's internal node being entered
 
     def enter(self, node: Any, at_root: bool) -> None:
         """An internal node starts. At the root: its leaf is recorded if the node is a chain down
@@ -58,6 +59,7 @@ class Recorder:
         launch is not. Below the root it is a level of that chain (or the launch is unusable)."""
         if at_root:
             self._lifted = lifted_sources(node, self.root)
+            self._root_node = node
             if self._lifted is None:
                 self.usable = False
         self._depth += 1
@@ -125,7 +127,8 @@ class Recorder:
                 return
         step = Step(prepared, from_args, from_outputs, fetch_before=fetch_before,
                      has_outputs=any(out is not None for out in outputs))
-        self.nodes.append(node)
+        # the root's node (a chain's, not its leaf's): its edges order the steps (_spread)
+        self.nodes.append(node if self._lifted is None else self._root_node)
         coverage = node.coverage
         if coverage is not None and any(sources[i].bind_port is None and sources[i].const is None and
                                         sources[i].expr is None and
