@@ -222,3 +222,47 @@ def test_a_leaf_with_inout_buffers_is_tuned_on_copies(fresh_choices, monkeypatch
     assert len(runs) == len(T.candidates(1024))
     np.testing.assert_array_equal(x, before * np.float32(2.0))  # once, not 3 x 9 times more
     np.testing.assert_array_equal(y, x)
+
+
+def test_dot_launches_are_tuned_from_fewer_outputs(fresh_choices, monkeypatch, rng) -> None:
+    """Each output of a tl.dot kernel is a whole loop over k: such a launch is tuned from
+    MIN_DOT_OUTPUTS outputs, where a plain one of as many instances keeps its default."""
+    import sys
+    from pathlib import Path
+
+    from hpvm_py.backends.triton import kernel as TK
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from programs import dot_leaves as D
+
+    timed = []
+
+    def fake_clock(launch, restore):  # favours 32 x 32 blocks
+        restore()
+        launch.run()
+        timed.append((launch.options["BM"], launch.options["BN"]))
+        return 1.0 if timed[-1] == (32, 32) else 2.0
+
+    monkeypatch.setattr(TK, "on_gpu", lambda: True)
+    monkeypatch.setattr(T, "MIN_INSTANCES", 1 << 40)
+    monkeypatch.setattr(T, "MIN_DOT_OUTPUTS", 256)
+    monkeypatch.setattr(T, "multiprocessors", lambda: 132)
+    monkeypatch.setattr(T, "time_launch", fake_clock)
+    m, n, k = 16, 24, 8
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.zeros((m, n), np.float32)
+    x, y = rng.standard_normal(m * n).astype(np.float32), np.zeros(m * n, np.float32)
+    with hpvm.runtime("gpu"):
+        hpvm.wait(hpvm.launch(graph_of(scaled), x, x.nbytes, y, y.nbytes, 2.0, m * n))
+        assert timed == []  # a plain launch of 384 instances: not tuned
+        for buf in (a, b, c):
+            hpvm.track_memory(buf)
+        hpvm.wait(hpvm.launch(D.naive_root, a, a.nbytes, b, b.nbytes, c, c.nbytes, m, n, k))
+        assert (32, 32) in timed and len(timed) == len(TK.TUNED_DOTS) + 1  # every shape, once
+        (recording,) = compile_graph(D.naive_root, "gpu").replays._recordings
+        used = recording.steps[0].prepared
+        assert (used.options["BM"], used.options["BN"]) == (32, 32)
+        hpvm.request_memory(c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(y, x * np.float32(2.0))

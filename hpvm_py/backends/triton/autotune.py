@@ -17,6 +17,9 @@ from ..base import BufferArg
 from ...device import faults
 
 MIN_INSTANCES = 1 << 20  # smaller launches take microseconds: not worth a tuning pass
+# a tl.dot launch's outputs each take a whole loop over k: from this many, its time is worth it (the
+# tensor-parallel MLP's 256 x 1024 output with k = 2048 took 60 µs in dot_config's blocks)
+MIN_DOT_OUTPUTS = 1 << 16
 LANES = (256, 512, 1024)
 WARPS = (2, 4, 8)
 _REPEATS = 3  # timed runs per shape (the fastest counts), after one warm-up run

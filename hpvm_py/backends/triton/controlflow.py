@@ -38,6 +38,10 @@ class ControlFlow:
     def if_(self, s: K.If) -> None:
         if self.uniform.expr(s.cond):
             cond = self.expr(s.cond, "m0")
+            if _accesses_memory(s.then + s.orelse):
+                # as in while_: a condition that Triton 3.6 folds to false late (`u8(s) != u8(s)`)
+                # leaves dead memory accesses that its TritonGPUCoalesce pass fails on
+                cond = f"({cond}) | {NEVER}"
             self.emit(f"if {cond}:")
             self.indent += 1
             self.block(s.then)
@@ -182,3 +186,9 @@ class ControlFlow:
         self.emit(f"{w} = {w} & {self.expr(s.cond, w)}")
         self.terms = saved
         self.indent -= 1
+
+
+def _accesses_memory(block: K.Block) -> bool:
+    """Whether a block loads, stores or updates memory (nested statements included)."""
+    return any(isinstance(st, K.Store) for st in K.walk_stmts(block)) or \
+        any(isinstance(e, (K.Load, K.Atomic)) for e in K.walk_all_exprs(block))

@@ -111,8 +111,11 @@ SMALLER_DOTS = (DotConfig(bm=128, bn=64, bk=32, group=8, warps=4, stages=3),
 # 992, one H100): 0.089 ms in 64 x 32 (2 warps), 0.140 in dot_config's 128 x 64, cuBLAS 0.096.
 # With HPVM_DOT_PRECISION=tf32x3, examples/sgemm.py at 4096^3 takes 2.57 ms in 256 x 64 (8 warps)
 # and 3.0 to 8.0 in the others (cuBLAS fp32: 2.65; benchmarks/gpu/dot_blocks.py --parboil 4096).
+# 32 x 32 in 2 warps: outputs of a few hundred rows with a long k (a tensor-parallel matmul's
+# 256 x 1024 from k = 2048) in twice as many programs as 64 x 32.
 TUNED_DOTS = SMALLER_DOTS + (DotConfig(bm=64, bn=32, bk=32, group=8, warps=2, stages=3),
-                             DotConfig(bm=256, bn=64, bk=32, group=8, warps=8, stages=3))
+                             DotConfig(bm=256, bn=64, bk=32, group=8, warps=8, stages=3),
+                             DotConfig(bm=32, bn=32, bk=32, group=8, warps=2, stages=3))
 
 
 def dot_config(rows: int, cols: int, multiprocessors: int) -> DotConfig:
@@ -226,8 +229,8 @@ class TritonKernel(LeafKernel):
                               buffers, heap)
         tunable = "tiles" if source.tiles else "dot" if source.dot is not None \
             else "plain" if not (source.private or source.grouped) else None
-        if tunable and P * L >= autotune.MIN_INSTANCES and self._repeatable and autotune.enabled() and \
-                on_gpu():
+        least = autotune.MIN_DOT_OUTPUTS if tunable == "dot" else autotune.MIN_INSTANCES
+        if tunable and P * L >= least and self._repeatable and autotune.enabled() and on_gpu():
             shape = self._tuned(source, tunable, device, extents, P, L, counts, args, launch)
             if shape is not None:
                 launch = launch.relaid(self._layout(source, extents, P, L, counts, shape))
