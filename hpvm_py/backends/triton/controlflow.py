@@ -38,9 +38,11 @@ class ControlFlow:
     def if_(self, s: K.If) -> None:
         if self.uniform.expr(s.cond):
             cond = self.expr(s.cond, "m0")
-            if _accesses_memory(s.then + s.orelse):
-                # as in while_: a condition that Triton 3.6 folds to false late (`u8(s) != u8(s)`)
-                # leaves dead memory accesses that its TritonGPUCoalesce pass fails on
+            if _accesses_memory(s.then + s.orelse) and not self._constant(s.cond):
+                # as in while_: a condition of runtime values that Triton 3.6 folds to false late
+                # (`u8(s) != u8(s)`) leaves dead memory accesses that its TritonGPUCoalesce pass
+                # fails on. A condition of constants it folds early, and with NEVER added its
+                # ConvertTritonGPUToLLVM failed on a loop in the dead branch: left as it is.
                 cond = f"({cond}) | {NEVER}"
             self.emit(f"if {cond}:")
             self.indent += 1
@@ -64,6 +66,13 @@ class ControlFlow:
             self.terms.append(f"~{c}")
             self.block(s.orelse)
             self.terms.pop()
+
+    def _constant(self, e: K.Expr) -> bool:
+        """Whether e is built from constants and locals assigned once from such expressions."""
+        names = getattr(self, "_constant_names", None)
+        if names is None:
+            names = self._constant_names = constant_locals(self.leaf)
+        return _built_from(e, names)
 
     def _loop_state(self, body: K.Block) -> Loop:
         jumps = [st for st in K.walk_stmts(body) if isinstance(st, (K.Break, K.Continue))
@@ -192,3 +201,31 @@ def _accesses_memory(block: K.Block) -> bool:
     """Whether a block loads, stores or updates memory (nested statements included)."""
     return any(isinstance(st, K.Store) for st in K.walk_stmts(block)) or \
         any(isinstance(e, (K.Load, K.Atomic)) for e in K.walk_all_exprs(block))
+
+
+def constant_locals(leaf: K.LeafFunc) -> set[str]:
+    """The locals assigned exactly once, from constants and other such locals (never a parameter,
+    a loop variable, an instance id or count, or memory)."""
+    values: dict[str, list[K.Expr]] = {}
+    loop_vars = set()
+    for st in K.walk_stmts(leaf.body):
+        if isinstance(st, K.Assign):
+            values.setdefault(st.target, []).append(st.value)
+        elif isinstance(st, K.For):
+            loop_vars.add(st.var)
+    params = {p.name for p in leaf.params}
+    names = {n for n, vs in values.items() if len(vs) == 1 and n not in params and n not in loop_vars}
+    while True:
+        kept = {n for n in names if _built_from(values[n][0], names)}
+        if kept == names:
+            return names
+        names = kept
+
+
+def _built_from(e: K.Expr, constant_names: set[str]) -> bool:
+    for sub in K.walk_exprs(e):
+        if isinstance(sub, (K.Load, K.Atomic, K.CallHelper, K.InstanceId, K.NumInstances, K.Malloc)):
+            return False
+        if isinstance(sub, K.Var) and sub.name not in constant_names:
+            return False
+    return True
