@@ -33,7 +33,7 @@ from .agreement import Agreed, agreement_of, check, communicator, run_remote
 from .reduction_arith import torch_dtype
 from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
 from .moe_plan import MOE_KINDS, SLOT_LIMIT
-from .gpu.runner import run_on_gpu
+from .gpu.runner import note_replayed, run_on_gpu
 
 FLOAT_ONLY = ("all_reduce_rmsnorm", "moe_combine")
 QUANTIZED_TYPES = ("f16", "bf16", "f32")  # what a node with quantize= takes
@@ -276,6 +276,20 @@ class PreparedCollective:
         if call is None:
             call = self._call = kernel._call(self.args)
         self._agreed = kernel.runner(kernel._world(), call, self._agreed)
+
+    @property
+    def capturable(self) -> bool:
+        """Its launch may go into a replayed launch's CUDA graph (rt/replay.py): GPU ranks of one
+        host that agreed on the call (its kernel keeps its epochs on the device, and checks the
+        peers' fingerprints itself)."""
+        agreed, world = self._agreed, ranks.current()
+        return agreed is not None and agreed.mine is None and world is not None and \
+            agreed.world is world and world.device.startswith("cuda") and world.single_host
+
+    def replayed(self) -> None:
+        """Its kernel ran in a replayed CUDA graph: `wait` checks what it found, as after run()."""
+        assert self._agreed is not None and self._call is not None
+        note_replayed(self._agreed.world, self._call, self._agreed)
 
 
 _host_lock = threading.Lock()  # one collective at a time per rank: ranks must agree on the order

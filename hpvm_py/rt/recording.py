@@ -100,6 +100,7 @@ class Recording:
     acquires: list[Acquire] = field(default_factory=list)  # in launch order
     fetch_at_end: list[Any] = field(default_factory=list)  # GPU outputs that are root outputs
     graph_device: str | None = None  # set when the kernels may be captured in a CUDA graph
+    collectives: list[Any] = field(default_factory=list)  # communication nodes in that graph
     graph: Any = None  # the CUDA graph of the launches with the scalars `graph_key`
     graph_key: Any = None
     graph_zeros: Any = None  # the signs of graph_key's float zeros (-0.0 == 0.0 as numbers)

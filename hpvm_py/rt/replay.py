@@ -204,8 +204,12 @@ class Recorder:
         keyed = set(positions)
         for step in self.steps:  # integer arguments match the recorded ones: already packed
             step.from_args = [(i, port, t) for i, port, t in step.from_args if port not in keyed]
-        graphable = all(isinstance(s.prepared, DeviceLaunch) and not s.from_outputs and not s.fetch_before
-                        and s.redecide is None and s.prepared.on_any_stream for s in self.steps)
+        # (a communication node's kernel too, on GPU ranks: it checks its peers itself, and wait
+        # settles it as after any launch)
+        collectives = [s.prepared for s in self.steps if getattr(s.prepared, "capturable", False)]
+        graphable = all((isinstance(s.prepared, DeviceLaunch) and s.prepared.on_any_stream or
+                         s.prepared in collectives) and not s.from_outputs and not s.fetch_before
+                        and s.redecide is None for s in self.steps)
         # other buffers of the same sizes can take copies of the launches when nothing but the
         # buffers' addresses ties them to this launch: the host reads no output, and outputs
         # stay on a device (copies share them there: their replays run in order on one stream;
@@ -221,7 +225,9 @@ class Recorder:
                               scalar_ports=[port for s in self.steps for _, port, _ in s.from_args],
                               rebindable=rebindable)
         if recording.graph_device is not None:
-            self._spread(recording, recording.graph_device)
+            recording.collectives = collectives
+            if not collectives:  # (a collective runs on the current stream)
+                self._spread(recording, recording.graph_device)
         recording.register()
         return recording
 
@@ -418,6 +424,8 @@ def _run_graphed(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...])
     if recording.graph is not None and key == recording.graph_key and \
             (not recording.graph_zeros or _zero_signs(key) == recording.graph_zeros):
         recording.graph.replay()
+        for collective in recording.collectives:
+            collective.replayed()
         return True
     _launch_all(func, recording, args)
     if key != recording.last_key:

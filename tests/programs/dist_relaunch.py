@@ -97,6 +97,7 @@ def relaunch(name: str, graph, x: torch.Tensor, op: str = "sum", times: int = 12
     """Launch `graph` on x `times` times with fresh inputs; every result exact."""
     global step
     before, replayed = counter("collective_agreements"), counter("replayed_launches")
+    graphed = counter("cuda_graph_replays")
     for _ in range(times):
         step += 1
         parts = inputs(step, x.numel(), x.dtype)
@@ -112,6 +113,9 @@ def relaunch(name: str, graph, x: torch.Tensor, op: str = "sum", times: int = 12
             (name, counter("collective_agreements") - before)
     if TARGET == "cpu":  # (the python target records no launches)
         assert counter("replayed_launches") - replayed >= times - 1, name
+    if TARGET in ("gpu", "nvptx") and not REMOTE and times >= 4:
+        # GPU ranks: from the third launch with the same scalars, one CUDA graph holds the node
+        assert counter("cuda_graph_replays") - graphed >= times - 3, (name, counter("cuda_graph_replays") - graphed)
     report(RANK, f"RELAUNCH {name} ok")
 
 

@@ -62,17 +62,30 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
         path = launch.choose(call.kind, call.buffers[0].size, world, call.quantize, call.dtype.nbytes)
     stats.bump_one(f"collectives_{path}")
     entry = agreement_of(world, call, path, entry=agreed)
-    if len(_pending) < PENDING_LIMIT:
-        pending = entry.state.get("pending")  # made once per call shape and node
-        if pending is None or pending.call is not call or pending.world is not world:
-            pending = entry.state["pending"] = Pending(world, call, entry)
-        _pending.append(pending)
+    _remember(world, call, entry)
     start = entry.state.get("start")
     if start is None:
         start = entry.state["start"] = launch.announce(entry.fingerprint, bind=True) \
             if entry.mine is not None else _starter(call, entry)
     start()
     return entry
+
+
+def _remember(world: ranks.World, call: Call, entry: Agreed) -> None:
+    """Keep a launched call for `settle` (its Pending made once per call shape and node)."""
+    if len(_pending) < PENDING_LIMIT:
+        pending = entry.state.get("pending")
+        if pending is None or pending.call is not call or pending.world is not world:
+            pending = entry.state["pending"] = Pending(world, call, entry)
+        _pending.append(pending)
+
+
+def note_replayed(world: ranks.World, call: Call, entry: Agreed) -> None:
+    """A call whose kernel a replayed launch's CUDA graph ran (rt/replay.py): `settle` checks it
+    as it checks one launched here."""
+    with _lock:
+        stats.bump_one(f"collectives_{entry.path}")
+        _remember(world, call, entry)
 
 
 def _starter(call: Call, entry: Agreed) -> launch.Bound:
