@@ -73,3 +73,16 @@ def rng():
     import numpy as np
 
     return np.random.default_rng()
+
+
+@pytest.fixture
+def output_fetches(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every DeviceOutputs.fetch() of the test (a GPU kernel's scalar outputs brought to the host),
+    in order: what a replay that needs nothing from the host between kernels must not do."""
+    from hpvm_py.device.outputs import DeviceOutputs
+
+    fetches: list = []
+    fetch = DeviceOutputs.fetch
+    monkeypatch.setattr(DeviceOutputs, "fetch", lambda self: (fetches.append(self), fetch(self)))
+    return fetches
+

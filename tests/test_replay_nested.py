@@ -136,18 +136,14 @@ def test_an_inner_expression_or_output_takes_the_normal_path(compiled_target: st
 
 
 def test_sizes_carried_on_edges_are_known_to_replays(compiled_target: str, rng: np.random.Generator,
-                                                     monkeypatch) -> None:
+                                                     output_fetches: list) -> None:
     """HPVM-C's stages return the size they were given and pass it on an edge: a replay takes it
     from the root's argument (passes/passthrough.py), so the launch is replayed, and on a GPU no
     stage's output comes back to the host in between."""
-    from hpvm_py.device.outputs import DeviceOutputs
-
     n = 40
     x = rng.standard_normal(n).astype(np.float32)
     h, y = np.zeros(n, np.float32), np.zeros(n, np.float32)
-    fetches = []
-    fetch = DeviceOutputs.fetch
-    monkeypatch.setattr(DeviceOutputs, "fetch", lambda self: (fetches.append(self), fetch(self)))
+    fetches = output_fetches
     with hpvm.runtime(compiled_target):
         for buf in (x, h, y):
             hpvm.track_memory(buf)
