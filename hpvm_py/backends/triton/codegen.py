@@ -23,7 +23,7 @@ from .prelude import HEADER, INTERPRETER_IMPORT, library_helper
 from .passes import (OPTIMISATIONS, PASSES, dot_loop, masked_in_loops, needs_live,
                      private_buffers, spread_loops)
 from .privatise import PrivateCount, PrivateCounts
-from .reductions import ReductionLoop, without
+from .reductions import without
 from .remote_access import HEAP_ARGUMENTS, RemoteAccesses
 from .scratch import Scratch, scratches
 from .spread import SpreadLoops

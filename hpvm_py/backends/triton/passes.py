@@ -19,7 +19,6 @@ and literal variants skip them (`OPTIMISATIONS`). Each pass sees the notes of th
 """
 from __future__ import annotations
 
-import dataclasses
 
 from ...ir import kernel as K
 from ...ir.printer import expr as expr_text

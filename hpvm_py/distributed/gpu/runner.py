@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable
 
 from ...support import stats
 from .. import ranks
