@@ -90,7 +90,8 @@ class Recorder:
         if sources is None:  # a root leaf: an edge that carries a forwarded input is that input
             sources = [self.root.host_source(src) if mode == "uniform" else src
                        for src, mode in zip(node.inputs, node.input_modes)]
-            if any(src.node is not None and self.root.nodes[src.node].kernel is None for src in sources):
+            if any(src.node is not None and self.root.nodes[src.node].kernel is None
+                   for i, src in enumerate(sources) if i not in node.unread_inputs):
                 self.usable = False  # an internal node's output: a replay would not refresh it
                 return
         self._produced.update(id(out) for out in outputs if out is not None)
@@ -247,7 +248,7 @@ class Recorder:
 
 def lifted_sources(node: Any, root: Any) -> list[Any] | None:
     """For an internal node of the root that holds a chain of single-node graphs down to one leaf
-    (NodePlan.recorded_leaf), none of them with outputs: where each of the leaf's inputs comes
+    (NodePlan.recorded_leaf), with no outputs but forwarded ones: where each of the leaf's inputs comes
     from at the root (a root argument or a constant, or a sibling's output that forwards one:
     GraphPlan.host_source). None when another shape, or when an input comes from another output
     of a sibling or from an expression of an inner level. (What the chain's levels bind from the
