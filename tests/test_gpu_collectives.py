@@ -167,3 +167,32 @@ def test_a_heap_too_small_for_its_header_is_refused(monkeypatch: pytest.MonkeyPa
     with pytest.raises(DistributedError, match=rf"HPVM_HEAP_BYTES={header} leaves no room after the "
                                                rf"GPU heap's header of {header} bytes"):
         setup.join_gpu(OneRank(), 5.0, ["host"] * 4, header, 4)
+
+
+def test_a_communication_node_joins_a_cuda_graph_only_in_the_world_it_agreed_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """rt/replay.py captures a prepared communication node into the launch's CUDA graph, and
+    replays that graph, only while the ranks are GPU ranks of one host in the world (and with the
+    timeout) of the node's last run, and only for a call the ranks agreed on."""
+    from types import SimpleNamespace
+
+    from hpvm_py.distributed import nodes, ranks
+
+    world = SimpleNamespace(device="cuda:0", single_host=True, timeout=60.0)
+    monkeypatch.setattr(ranks, "current", lambda: world)
+    prepared = nodes.PreparedCollective.__new__(nodes.PreparedCollective)
+    prepared._agreed, prepared._timeout = None, 60.0
+    assert not prepared.capturable  # not run yet: nothing agreed
+    prepared._agreed = SimpleNamespace(world=world, mine=None)
+    assert prepared.capturable
+    world.timeout = 5.0  # the kernel's waits were captured with the old timeout
+    assert not prepared.capturable
+    world.timeout = 60.0
+    prepared._agreed = SimpleNamespace(world=world, mine=DistributedError("this rank's own mistake"))
+    assert not prepared.capturable
+    prepared._agreed = SimpleNamespace(world=SimpleNamespace(), mine=None)  # finalize, init again
+    assert not prepared.capturable
+    for device, single in (("host", True), ("cuda:0", False)):  # CPU ranks; ranks on several hosts
+        world.device, world.single_host = device, single
+        prepared._agreed = SimpleNamespace(world=world, mine=None)
+        assert not prepared.capturable

@@ -264,6 +264,7 @@ class PreparedCollective:
         self.kernel, self.args = kernel, args
         self._call: Call | None = None
         self._agreed: Agreed | None = None
+        self._timeout: float | None = None
 
     def set_uniform(self, i: int, value: Any) -> None:
         if type(value) is not type(self.args[i]) or value != self.args[i]:
@@ -275,16 +276,20 @@ class PreparedCollective:
         call = self._call
         if call is None:
             call = self._call = kernel._call(self.args)
-        self._agreed = kernel.runner(kernel._world(), call, self._agreed)
+        world = kernel._world()
+        self._agreed = kernel.runner(world, call, self._agreed)
+        self._timeout = world.timeout  # what its kernel was launched (or captured) with
 
     @property
     def capturable(self) -> bool:
-        """Its launch may go into a replayed launch's CUDA graph (rt/replay.py): GPU ranks of one
-        host that agreed on the call (its kernel keeps its epochs on the device, and checks the
-        peers' fingerprints itself)."""
+        """Its launch may go into a replayed launch's CUDA graph (rt/replay.py), or a graph that
+        holds it may be replayed: GPU ranks of one host that agreed on the call, in the world and
+        with the timeout of its last run (its kernel keeps its epochs on the device, and checks
+        the peers' fingerprints itself)."""
         agreed, world = self._agreed, ranks.current()
         return agreed is not None and agreed.mine is None and world is not None and \
-            agreed.world is world and world.device.startswith("cuda") and world.single_host
+            agreed.world is world and world.timeout == self._timeout and \
+            world.device.startswith("cuda") and world.single_host
 
     def replayed(self) -> None:
         """Its kernel ran in a replayed CUDA graph: `wait` checks what it found, as after run()."""

@@ -422,6 +422,8 @@ def _run_graphed(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...])
         _launch_all(func, recording, args)
         return False
     key = tuple(map(args.__getitem__, recording.scalar_ports))
+    if recording.collectives and not all(c.capturable for c in recording.collectives):
+        recording.graph = None  # another world (or timeout) since the capture: launched anew
     if recording.graph is not None and key == recording.graph_key and \
             (not recording.graph_zeros or _zero_signs(key) == recording.graph_zeros):
         recording.graph.replay()
