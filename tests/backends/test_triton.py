@@ -264,6 +264,19 @@ def test_skinny_scratch_leaves_compile_for_an_h100_as_launched() -> None:
     assert result.stdout.count("compiled row_and_column_sums") == 2 * len(skinny.GRIDS)
 
 
+def test_random_graphs_compile_for_an_h100() -> None:
+    """The differential runner's random graphs, every kernel compiled for sm_90 with this Triton
+    (triton_compile_fuzz.py; with Triton 3.6 first on the path it found the two failures of
+    tests/differential/reproducers/ that the GPU machines' Triton met)."""
+    pytest.importorskip("triton.backends.nvidia")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (ROOT, ROOT / "tests"))
+    result = subprocess.run([sys.executable, str(Path(__file__).parent / "triton_compile_fuzz.py"),
+                             "20261127", "30"], capture_output=True, text=True, timeout=900, env=env)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "30 graphs (seed 20261127), 0 failed to compile" in result.stdout
+
+
 def test_a_uniform_while_loop_is_never_a_constant_false_loop_to_triton() -> None:
     """What keeps Triton 3.6 compiling the loops above (3.9 compiles them either way)."""
     leaf, ctx, _ = hpvm.compile(skinny.root, target="cpu").leaf_kernels()[0]
