@@ -53,6 +53,12 @@ def shape_key(call: Call, path: str) -> tuple:
             tuple((b.address, b.nbytes, b.size) for b in call.buffers), call.experts, call.capacity)
 
 
+def kept_path(entry: Agreed | None, world: ranks.World) -> str | None:
+    """The algorithm a prepared node's ranks agreed on in this world, which its relaunches keep
+    (the chooser is not asked again); None when there is none yet."""
+    return entry.path if entry is not None and entry.world is world else None
+
+
 def agreement_of(world: ranks.World, call: Call, path: str, mine: DistributedError | None = None,
                  entry: Agreed | None = None) -> Agreed:
     """The call shape's agreement as this rank sees it, made or found (nothing is exchanged); the

@@ -29,7 +29,7 @@ from ..types import PtrType, ScalarType, f32, i32, i64, resolve_scalar, u8
 from ..rt import library
 from ..support import profile, stats
 from . import chooser, local, quantize, ranks
-from .agreement import Agreed, agreement_of, check, communicator, run_remote
+from .agreement import Agreed, agreement_of, check, communicator, kept_path, run_remote
 from .reduction_arith import torch_dtype
 from .call import DTYPES, KINDS, OPS, Buffer, Call, check_arguments
 from .moe_plan import MOE_KINDS, SLOT_LIMIT
@@ -307,10 +307,8 @@ def run_on_host(world: ranks.World, call: Call, agreed: Agreed | None = None) ->
 
 
 def _run_on_host(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None:
-    if agreed is not None and agreed.world is world:
-        path = agreed.path  # a prepared node's relaunch keeps the algorithm its ranks agreed on
-    else:
-        path = chooser.choose(world.single_host, call.kind, call.buffers[0].size, call.quantize)
+    path = kept_path(agreed, world) or chooser.choose(world.single_host, call.kind,
+                                                      call.buffers[0].size, call.quantize)
     stats.bump_one(f"collectives_{path}")
     if path == "remote":
         run_remote(world, call, check_arguments(call, world.size))

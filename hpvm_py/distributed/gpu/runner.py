@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ...support import stats
 from .. import ranks
-from ..agreement import Agreed, agreement_of, communicator, run_remote
+from ..agreement import Agreed, agreement_of, communicator, kept_path, run_remote
 from ..call import Call, agree, check_arguments
 from . import launch, moe_launch
 
@@ -55,10 +55,8 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
         stats.bump("collectives_remote")
         run_remote(world, call, check_arguments(call, world.size))
         return None
-    if agreed is not None and agreed.world is world:
-        path = agreed.path  # a prepared node's relaunch keeps the algorithm its ranks agreed on
-    else:
-        path = launch.choose(call.kind, call.buffers[0].size, world, call.quantize, call.dtype.nbytes)
+    path = kept_path(agreed, world) or launch.choose(call.kind, call.buffers[0].size, world,
+                                                     call.quantize, call.dtype.nbytes)
     stats.bump_one(f"collectives_{path}")
     entry = agreement_of(world, call, path, entry=agreed)
     _remember(world, call, entry)
