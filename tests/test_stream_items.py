@@ -1,8 +1,9 @@
-"""Streams of Triton leaves run item by item (rt/stream/items.py): every stage of an item queued at once on
-one of the stream's slots, scalars between stages read on the device.
+"""Streams of GPU leaves run item by item (rt/stream/items.py): every stage of an item queued at
+once on one of the stream's slots, scalars between stages read on the device.
 
 On CI the `gpu` target runs on the fake device through Triton's interpreter (its streams log what
-CUDA's would do); on a GPU the same tests check the results and the copies. Every result is
+CUDA's would do); on a GPU the same tests check the results and the copies, on `gpu` and
+`nvptx`. Every result is
 compared with NumPy on fresh random inputs."""
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ pytestmark = pytest.mark.skipif("gpu" not in __import__("conftest").TARGETS,
                                 reason="the gpu target needs triton")
 
 
+@pytest.fixture(params=[t for t in ("gpu", "nvptx") if t in __import__("conftest").TARGETS])
+def item_target(request) -> str:
+    """The targets whose streams run whole items: `gpu` (on the fake device on CI) and, on a
+    machine with a GPU, `nvptx`."""
+    return request.param
+
+
 def _whole(before: dict, after: dict) -> int:
     return after.get("stream_whole_items", 0) - before.get("stream_whole_items", 0)
 
@@ -36,7 +44,8 @@ def _delta(before: dict, after: dict, key: str) -> int:
     return after.get(key, 0) - before.get(key, 0)
 
 
-def test_the_demo_runs_whole_items_with_its_scalars_on_the_device(rng) -> None:
+def test_the_demo_runs_whole_items_with_its_scalars_on_the_device(rng,
+                                                                  item_target: str) -> None:
     """The edge-detection pipeline: every frame runs whole, its maximum gradient (a float one
     stage returns to the next's uniform input) never leaves the device, and only the frame and
     the filter go in, only the five written buffers come out."""
@@ -44,7 +53,7 @@ def test_the_demo_runs_whole_items_with_its_scalars_on_the_device(rng) -> None:
     gauss = ed.gaussian_filter()
     bufs = [ed.frame_buffers(ed.synthetic_frame(rng, h, w)) for _ in range(frames)]
     S.FAKE_LOG.clear()
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(ed.pipeline, stream=True)
         for frame in bufs:
@@ -64,14 +73,15 @@ def test_the_demo_runs_whole_items_with_its_scalars_on_the_device(rng) -> None:
         assert streams == [f"items-{i % I.SLOTS}" for i in range(frames) for _ in range(6)]
 
 
-def test_a_float_result_feeds_the_next_stage_and_pop_returns_the_items_in_order(rng) -> None:
+def test_a_float_result_feeds_the_next_stage_and_pop_returns_the_items_in_order(
+        rng, item_target: str) -> None:
     """`largest` returns the maximum of the item's data; the next stage divides by it (read on
     the device) and returns it times k, which pop() hands back item by item; k and n change
     between items, so the slots point their launches at new scalars and are rebuilt."""
     cases = [(rng.random(n, dtype=np.float32) * 10 + 1, np.float32(rng.random() + 0.5), n)
              for n in (40, 40, 40, 23, 23, 40, 40)]
     outs = [np.zeros(n, np.float32) for _, _, n in cases]
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(g.normalised, stream=True, depth=2)
         for (x, k, n), y in zip(cases, outs):
@@ -86,7 +96,8 @@ def test_a_float_result_feeds_the_next_stage_and_pop_returns_the_items_in_order(
         assert result == pytest.approx(float(top * k), rel=1e-6)
 
 
-def test_items_that_share_a_written_buffer_wait_for_each_other(rng, monkeypatch) -> None:
+def test_items_that_share_a_written_buffer_wait_for_each_other(rng, monkeypatch,
+                                                                item_target: str) -> None:
     """Every item adds its x into the same `total`: while events say 'not yet', items that share
     nothing fill the three slots, but each of these must wait for the one before (it reads what
     that one writes), or the sum would miss items."""
@@ -101,7 +112,7 @@ def test_items_that_share_a_written_buffer_wait_for_each_other(rng, monkeypatch)
     xs = [rng.random(n, dtype=np.float32) for _ in range(count)]
     total = np.zeros(n, np.float32)
     outs = [np.zeros(n, np.float32) for _ in range(count)]
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         handle = hpvm.launch(g.running_total, stream=True)
         for x, out in zip(xs, outs):
             hpvm.push(handle, x, x.nbytes, total, total.nbytes, out, out.nbytes, n, timeout=60)
@@ -114,8 +125,8 @@ def test_items_that_share_a_written_buffer_wait_for_each_other(rng, monkeypatch)
 
 
 @pytest.mark.parametrize("room", [None, 2])
-def test_items_in_flight_fill_the_slots_before_any_completes(room: int | None, rng,
-                                                             monkeypatch) -> None:
+def test_items_in_flight_fill_the_slots_before_any_completes(room: int | None, rng, monkeypatch,
+                                                             item_target: str) -> None:
     """While no event has passed, exactly SLOTS items are queued, each on its own slot (or two,
     when the slots may hold only two items' buffers); the next starts only once the oldest has
     completed."""
@@ -127,7 +138,7 @@ def test_items_in_flight_fill_the_slots_before_any_completes(room: int | None, r
         monkeypatch.setattr(I, "SLOT_BYTES", room * 2 * n * 4)  # an item: x and y, n floats each
     in_flight = room or I.SLOTS
     cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(g.normalised, stream=True, depth=8)
         for x, y in cases:
@@ -146,17 +157,19 @@ def test_items_in_flight_fill_the_slots_before_any_completes(room: int | None, r
         np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
 
 
-def test_an_item_with_a_tracked_buffer_runs_whole_on_the_trackers_copy(rng) -> None:
+def test_an_item_with_a_tracked_buffer_runs_whole_on_the_trackers_copy(rng,
+                                                                       item_target: str) -> None:
     """The third item's output is tracked by the user: that item runs whole too, writing the
     tracker's device copy in place (request_memory() brings it back), results in push order."""
-    assert _normalised_with_one_tracked(rng, tracked=2, k=2.0) == 5
+    assert _normalised_with_one_tracked(item_target, rng, tracked=2, k=2.0) == 5
 
 
-def _normalised_with_one_tracked(rng, tracked: int, k: float, n: int = 24, count: int = 5) -> int:
+def _normalised_with_one_tracked(item_target: str, rng, tracked: int, k: float, n: int = 24,
+                                 count: int = 5) -> int:
     """Stream `count` items through `normalised`, the output of item `tracked` tracked by the
     user; checks every result and returns the number of items run whole."""
     cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         hpvm.track_memory(cases[tracked][1])
         before = hpvm.stats()
         handle = hpvm.launch(g.normalised, stream=True)
@@ -172,12 +185,13 @@ def _normalised_with_one_tracked(rng, tracked: int, k: float, n: int = 24, count
     return _whole(before, after)
 
 
-def test_an_out_of_bounds_item_runs_checked_alone_and_fails_its_stage(rng) -> None:
+def test_an_out_of_bounds_item_runs_checked_alone_and_fails_its_stage(rng,
+                                                                      item_target: str) -> None:
     """`bad` comes from the host: items whose reads are proven in bounds run whole; the one that
     reads past x runs alone on the checked kernel, whose error names the stage and the line."""
     x = np.arange(16, dtype=np.int32)
     ys = [np.zeros(16, np.int32) for _ in range(3)]
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(g.may_fail, stream=True, depth=3)
         for y in ys[:2]:
@@ -195,7 +209,7 @@ def test_an_out_of_bounds_item_runs_checked_alone_and_fails_its_stage(rng) -> No
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_an_offset_from_the_data_on_an_edge_is_never_trusted(seed: int) -> None:
+def test_an_offset_from_the_data_on_an_edge_is_never_trusted(seed: int, item_target: str) -> None:
     """Generated items whose index offset is read from their data and passed over an edge (read
     on the device, unknown to the proof): the stream leaves whole items to the stage scheduler's
     checked kernels, so an offset past the buffer is reported, never read."""
@@ -208,7 +222,7 @@ def test_an_offset_from_the_data_on_an_edge_is_never_trusted(seed: int) -> None:
         x[0] = offset
         xs.append(x)
     ys = [np.zeros(n, np.int32) for _ in xs]
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(g.offset_from_data, stream=True, depth=4)
         for x, y in zip(xs, ys):
@@ -223,11 +237,11 @@ def test_an_offset_from_the_data_on_an_edge_is_never_trusted(seed: int) -> None:
         assert _whole(before, hpvm.stats()) == 0
 
 
-def test_the_switch_turns_whole_items_off(rng, monkeypatch) -> None:
+def test_the_switch_turns_whole_items_off(rng, monkeypatch, item_target: str) -> None:
     monkeypatch.setenv("HPVM_STREAM_ITEMS", "0")
     n = 16
     x, y = rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(g.normalised, stream=True)
         hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
@@ -236,9 +250,9 @@ def test_the_switch_turns_whole_items_off(rng, monkeypatch) -> None:
     np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
 
 
-def _stream_normalised(cases: list, k: float) -> tuple[list, int]:
-    """Stream (x, y, n) items through `normalised` on gpu: what pop() returned, items run whole."""
-    with hpvm.runtime("gpu"):
+def _stream_normalised(item_target: str, cases: list, k: float) -> tuple[list, int]:
+    """Stream (x, y, n) items through `normalised`: what pop() returned, items run whole."""
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(g.normalised, stream=True)
         for x, y, n in cases:
@@ -248,12 +262,13 @@ def _stream_normalised(cases: list, k: float) -> tuple[list, int]:
         return popped, _whole(before, hpvm.stats())
 
 
-def test_a_first_item_that_cannot_run_whole_sends_the_stream_to_the_stage_scheduler(rng) -> None:
+def test_a_first_item_that_cannot_run_whole_sends_the_stream_to_the_stage_scheduler(
+        rng, item_target: str) -> None:
     """The first item has an empty grid (n = 0): the whole stream runs stage by stage, every
     later item too, and the results are the same."""
     sizes = [0, 12, 7]  # (x_bytes binds without streaming: the first item's size serves all)
     cases = [(rng.random(12, dtype=np.float32) + 1, np.zeros(12, np.float32), n) for n in sizes]
-    popped, whole = _stream_normalised(cases, 3.0)
+    popped, whole = _stream_normalised(item_target, cases, 3.0)
     assert whole == 0
     for (x, y, n), (result,) in zip(cases[1:], popped[1:]):
         np.testing.assert_allclose(y[:n], x[:n] / x[:n].max() * np.float32(3.0), rtol=1e-6)
@@ -262,13 +277,14 @@ def test_a_first_item_that_cannot_run_whole_sends_the_stream_to_the_stage_schedu
     assert popped[0] == (0,) and not cases[0][1].any()
 
 
-def test_an_item_with_an_empty_grid_runs_alone_between_whole_items(rng) -> None:
+def test_an_item_with_an_empty_grid_runs_alone_between_whole_items(rng,
+                                                                   item_target: str) -> None:
     """n = 0 for the third item: its divide stage has no instance (nothing to hold the maximum on
     the device), so it runs alone; pop() still returns its (zero) result in its place."""
     sizes = [12, 12, 0, 12, 9]
     cases = [(rng.random(max(n, 1), dtype=np.float32) + 1, np.zeros(max(n, 1), np.float32), n)
              for n in sizes]
-    popped, whole = _stream_normalised(cases, 1.0)
+    popped, whole = _stream_normalised(item_target, cases, 1.0)
     assert whole == len(sizes) - 1
     for (x, y, n), (result,) in zip(cases, popped):
         if n:
@@ -279,8 +295,8 @@ def test_an_item_with_an_empty_grid_runs_alone_between_whole_items(rng) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(seed: int,
-                                                                            monkeypatch) -> None:
+def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(
+        seed: int, monkeypatch, item_target: str) -> None:
     """Generated pushes whose buffers come from a pool of three arrays and two read-only views of
     one base (so items share what they write, and an item may pass one array as two of its
     buffers), with every event saying 'not yet' at first so items pile up in flight: the popped
@@ -312,7 +328,7 @@ def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(seed
         b_ += a_ * k
         c_ += b_ * (k + np.float32(1))
         expected.append(c_[0])
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(g.chained_updates, stream=True, depth=8)
         for a, b, c, k in pushes:
@@ -325,7 +341,8 @@ def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(seed
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
-def test_items_that_cannot_get_slot_memory_run_alone(rng, monkeypatch) -> None:
+def test_items_that_cannot_get_slot_memory_run_alone(rng, monkeypatch,
+                                                     item_target: str) -> None:
     """Every allocation of slot memory fails for want of memory: each item runs alone, stage by
     stage, with the same results (the stream does not fail)."""
     def no_memory(nbytes: int, device: str):
@@ -334,7 +351,7 @@ def test_items_that_cannot_get_slot_memory_run_alone(rng, monkeypatch) -> None:
     monkeypatch.setattr(item_slots, "allocate", no_memory)
     n, count = 16, 3
     cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(count)]
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(g.normalised, stream=True)
         for x, y in cases:
@@ -345,8 +362,8 @@ def test_items_that_cannot_get_slot_memory_run_alone(rng, monkeypatch) -> None:
         np.testing.assert_allclose(y, x / x.max(), rtol=1e-6)
 
 
-def test_an_error_outside_the_stages_work_fails_the_stream_instead_of_hanging(rng,
-                                                                            monkeypatch) -> None:
+def test_an_error_outside_the_stages_work_fails_the_stream_instead_of_hanging(
+        rng, monkeypatch, item_target: str) -> None:
     """A copy into a slot fails (a stand-in for a broken device): pop() and wait() raise it with
     the first stage's name, within their timeouts."""
     def broken(self, j, obj) -> None:
@@ -355,7 +372,7 @@ def test_an_error_outside_the_stages_work_fails_the_stream_instead_of_hanging(rn
     monkeypatch.setattr(I.ItemSlot, "_copy_in", broken)
     n = 16
     x, y = rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         handle = hpvm.launch(g.normalised, stream=True)
         hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
         with pytest.raises(ExecutionError, match="stage largest.*the copy failed"):
@@ -364,13 +381,14 @@ def test_an_error_outside_the_stages_work_fails_the_stream_instead_of_hanging(rn
             hpvm.wait(handle, timeout=60)
 
 
-def test_a_launch_with_scratch_sized_by_a_scalar_is_rebuilt_when_it_changes(rng) -> None:
+def test_a_launch_with_scratch_sized_by_a_scalar_is_rebuilt_when_it_changes(
+        rng, item_target: str) -> None:
     """Items of the same buffers whose m grows: the slot's kept launch holds scratch for the m it
     was built with, so it is rebuilt (not patched) for a larger one; every item reversed right."""
     size = 40
     ms = [5, 5, 40, 12, 40]
     cases = [(rng.random(size, dtype=np.float32), np.zeros(size, np.float32), m) for m in ms]
-    with hpvm.runtime("gpu"):
+    with hpvm.runtime(item_target):
         before = hpvm.stats()
         handle = hpvm.launch(g.scratch_sized_by_m, stream=True, depth=1)
         for x, y, m in cases:

@@ -37,6 +37,7 @@ class NvptxBackend(Backend):
     name = "nvptx"
     emits = {"ptx": ".ptx"}
     memory_hits = "nvptx_cache_memory_hits"
+    whole_items = True
     code_packages = ("nvptx", "cpu")  # the shared lowering is the cpu target's
 
     def available(self) -> bool:

@@ -30,7 +30,7 @@ class StagePlan:
     """How one stage runs inside a whole item."""
 
     stage: Stage
-    kernel: Any  # with device_ports: the Triton kernel reading them from device arrays; else None
+    kernel: Any  # with device_ports: the kernel reading them from device arrays; else None
     # (each item's bounds proof chooses the leaf's kernel or its checked variant)
     proof: BoundsProof | None  # the device-port kernel's
     device_ports: tuple[int, ...]  # inputs fed by an earlier stage's output, read on the device

@@ -3,8 +3,9 @@ once on a slot's CUDA stream, with no host work between stages; an item that can
 alone, and a first such item sends the stream to stages.py's scheduler thread
 (docs/architecture.md, "Streaming"). A stage may be a leaf or a chain down to one (HPVM-C's
 wrapper, grid, leaf); a scalar an edge carries is known on the host when its producer forwards one
-of its inputs (passes/passthrough.py), else a Triton leaf reads it on the device. Buffers the user
-tracked stay where the tracker keeps them; the others are copied through the slot's memory.
+of its inputs (passes/passthrough.py), else a `gpu` or `nvptx` leaf reads it on the device.
+Buffers the user tracked stay where the tracker keeps them; the others are copied through the
+slot's memory.
 HPVM_STREAM_ITEMS=0 turns it off."""
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def plan_items(stages: list[Stage]) -> list[StagePlan] | None:
                 forwarded[port] = (src.node, source)
             elif kind == bf16 or stage.launcher.levels or plans[src.node].stage.launcher.levels \
                     or not _whole_items(node.target):
-                return None  # read on the device: only a Triton leaf's, from a leaf's outputs
+                return None  # read on the device: only by a leaf of Backend.whole_items, from a
+                # leaf's outputs
             else:
                 ports.append(port)
         kernel, proof = None, None
@@ -116,7 +118,7 @@ class _Flight:
 
 class ItemRunner(StreamScheduler):
     """Runs a stream item by item (see the module's docstring), from one thread: takes streams
-    whose every stage is a `gpu` leaf on one device (plan_items)."""
+    whose every stage is a `gpu` or `nvptx` leaf on one device (plan_items)."""
 
     def __init__(self, stages: list[Stage], plans: list[StagePlan]):
         self.stages = stages
