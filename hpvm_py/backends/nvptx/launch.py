@@ -270,7 +270,9 @@ class NvptxKernel(LeafKernel):
             if not ok or not out.flags.c_contiguous or out.size < needed:
                 raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a "
                                   f"contiguous array of {needed} element(s)", port.loc)
-            dev = torch.empty(needed * itemsize, dtype=torch.uint8, device=cuda)
+            # with no instance no kernel writes it: the output is zero, as on every target
+            dev = (torch.empty if leaves else torch.zeros)(needed * itemsize, dtype=torch.uint8,
+                                                            device=cuda)
             slots[self.layout.output(j)] = dev.data_ptr()
             pairs.append((out, dev))
         return pairs
