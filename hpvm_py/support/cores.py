@@ -1,7 +1,10 @@
-"""How many threads kernels use: HPVM_NUM_THREADS, else every core this process may run on."""
+"""How many threads kernels use: HPVM_NUM_THREADS, else every core this process may run on; and
+which CPU this is (decisions timed on one machine are kept for that machine only)."""
 from __future__ import annotations
 
+import functools
 import os
+import platform
 
 from . import settings
 
@@ -14,3 +17,16 @@ def default_threads() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo's on Linux), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"

@@ -65,7 +65,8 @@ NUM_THREADS = _declare("HPVM_NUM_THREADS", "number", "", "worker threads of the 
                        "(default: every core this process may run on)")
 CPU_NONTEMPORAL = _declare("HPVM_CPU_NONTEMPORAL", "text", "auto", "cpu target's stores to large "
                             "write-only outputs: auto (time both from 4 MiB written, keep the "
-                            "faster), on (whenever a store qualifies) or off")
+                            "faster, remembered in the disk cache for this CPU and thread count), "
+                            "on (whenever a store qualifies) or off")
 GPU_LOWERING = _declare("HPVM_GPU_LOWERING", "text", "auto", "which lowering runs a leaf placed "
                         "on gpu or nvptx by the runtime's target (not by a hint or its target=): "
                         "auto (time Triton's and NVPTX's on the first large launch of each size "

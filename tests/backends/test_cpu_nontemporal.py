@@ -340,3 +340,30 @@ def test_a_size_class_times_both_stores_then_keeps_the_faster(monkeypatch):
     assert kernel.prepare(args, [], [(n,)]).nontemporal == trial.choice
     small = np.zeros(1 << 10, np.float32)  # another size class, below the threshold: normal stores
     assert not kernel.prepare([buffer(small), small.nbytes] * 3, [], [(1 << 10,)]).nontemporal
+
+
+def test_a_later_process_takes_the_size_class_choice_from_the_disk_cache(monkeypatch):
+    """The decision is kept on disk: a kernel that has not timed the class yet (a later process,
+    here the same kernel with its trials forgotten) starts with it, no launch alternating; an
+    entry that is not a choice is ignored and the class is timed again."""
+    monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1 << 16)
+    kernel = CpuBackend().compile_leaf(vadd.ir, _context(vadd, (1,)))
+    n = 1 << 17
+    a, b, c = (np.ones(n, np.float32) for _ in range(3))
+    args = [buffer(a), a.nbytes, buffer(b), b.nbytes, buffer(c), c.nbytes]
+    launch = kernel.prepare(args, [], [(n,)])
+    for _ in range(2 * storechoice.TRIAL_RUNS):
+        launch.run()
+    size_class = (n * 4).bit_length()
+    decided = kernel._store_trials[size_class].choice
+    assert decided is not None
+    kernel._store_trials.clear()
+    before = stats.count("store_choice_disk_hits")
+    again = kernel.prepare(args, [], [(n,)])
+    assert again.nontemporal == decided and again.trial is None  # no timing: the kept choice
+    assert stats.count("store_choice_disk_hits") == before + 1
+    np.testing.assert_array_equal(c, a + b)
+    key = kernel._store_trials[size_class]._key
+    storechoice.cache.store(key, storechoice.SUFFIX, b'{"nontemporal": "yes"}')
+    kernel._store_trials.clear()
+    assert kernel.prepare(args, [], [(n,)]).trial is not None  # timed afresh

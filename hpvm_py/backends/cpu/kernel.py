@@ -19,9 +19,11 @@ from ...ir import kernel as K
 from ...ir.context import MAX_INSTANCES, NodeContext
 from ...ir.semantics import bf16_to_bits
 from .. import heapview
-from ...support import settings, stats
+from ...support import cache, settings, stats
+from ...support.cores import cpu_model
+from ...support.version import VERSION
 from ...types import PtrType, ScalarType
-from ..base import BufferArg, LeafKernel
+from ..base import BufferArg, LeafKernel, code_version
 from ..access_errors import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
@@ -222,7 +224,11 @@ class CpuKernel(LeafKernel):
         size_class = written.bit_length()
         trial = self._store_trials.get(size_class)
         if trial is None:
-            trial = self._store_trials.setdefault(size_class, StoreTrial(self.leaf.name, size_class))
+            key = cache.content_key("stores", repr(self.leaf), self.ctx.key(), str(size_class),
+                                    str(native_pool().threads), cpu_model(), VERSION,
+                                    code_version(("cpu",)))
+            trial = self._store_trials.setdefault(size_class,
+                                                  StoreTrial(self.leaf.name, size_class, key))
         return trial
 
     def _nontemporal_driver(self) -> Any:
