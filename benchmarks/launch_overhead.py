@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import numpy as np  # noqa: E402
 
 import hpvm_py as hpvm  # noqa: E402
+from hpvm_py.rt import replay  # noqa: E402
 from _timing import per_call_us  # noqa: E402
 from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
 from programs.rebind_graphs import update  # noqa: E402
@@ -49,17 +50,20 @@ def last(v: f32, buf: InOut[Ptr[f32]], buf_bytes: i64) -> f32:
 
 
 def other_buffers(clock) -> dict[str, float]:  # noqa: ANN001
-    """A one-leaf graph launched with the same buffers, and with another of 9 output buffers each
-    launch: rebound (the recorded launch copied and pointed at it) and with HPVM_REBIND=0."""
+    """A one-leaf graph launched with the same buffers; with a ring of 9 output buffers (each
+    buffer's recording kept: replays); and with another of more output buffers than the recordings
+    kept each launch: rebound (the recorded launch copied and pointed at it) and with
+    HPVM_REBIND=0."""
     x = np.ones(256, np.float32)
-    ys = [np.zeros(256, np.float32) for _ in range(9)]
+    ys = [np.zeros(256, np.float32) for _ in range(replay._KEPT + 1)]
     turn = iter(range(10**9))
 
-    def another() -> None:
-        hpvm.wait(hpvm.launch(update, x, x.nbytes, ys[next(turn) % 9], 1024, 256, 1.0))
+    def another(ring: int = len(ys)) -> None:
+        hpvm.wait(hpvm.launch(update, x, x.nbytes, ys[next(turn) % ring], 1024, 256, 1.0))
 
     rows = {"same buffers (replay)": per_call_us(
         lambda: hpvm.wait(hpvm.launch(update, x, x.nbytes, ys[0], 1024, 256, 1.0)), clock=clock),
+        "a ring of 9 buffers (each replays)": per_call_us(lambda: another(9), clock=clock),
         "another buffer each launch (rebound)": per_call_us(another, clock=clock)}
     os.environ["HPVM_REBIND"] = "0"
     try:

@@ -249,3 +249,44 @@ def test_a_rebound_launch_of_independent_siblings_runs_them_on_its_own_streams(r
     if fake:  # each copy forked its side stream and joined it back
         assert sum(op[0] == "launch" and op[2] == 1 for op in FAKE_LOG) == 2
         assert FAKE_LOG.count(("wait", 0, ("join", 1))) == 2
+
+
+def test_a_ring_of_buffer_sets_replays_each_and_only_the_oldest_is_let_go(
+        rebind_target: str, rng: np.random.Generator) -> None:
+    """A host loop turning over a ring of output buffers: with as many sets as recordings kept,
+    every launch after the first round replays its set's recording (none is rebound or run
+    afresh); one set more, and each launch finds its recording evicted (rebound instead). Every
+    result equals NumPy's, and the index by buffers holds exactly the recordings kept."""
+    from hpvm_py.rt import replay
+
+    n = 32
+    x = rng.standard_normal(n).astype(np.float32)
+    ring = [np.zeros(n, np.float32) for _ in range(replay._KEPT + 1)]
+    with hpvm.runtime(rebind_target):
+        for buf in [x, *ring]:  # (on a GPU an untracked buffer goes home after each launch)
+            hpvm.track_memory(buf)
+        compiled = hpvm.compile(g.update)
+
+        def turn(sets: int, rounds: int) -> None:
+            for r in range(rounds):
+                for y in ring[:sets]:
+                    hpvm.wait(hpvm.launch(compiled, x, x.nbytes, y, y.nbytes, n, 1.0))
+
+        turn(replay._KEPT, 1)
+        replayed, rebound = _count("replayed_launches"), _count("rebound_launches")
+        turn(replay._KEPT, 2)
+        assert _count("replayed_launches") - replayed == 2 * replay._KEPT
+        assert _count("rebound_launches") == rebound
+        turn(replay._KEPT + 1, 1)  # the one more set evicts the least recently used
+        rebound = _count("rebound_launches")
+        turn(replay._KEPT + 1, 1)  # and now each set evicts, in turn, the one needed next
+        assert _count("rebound_launches") - rebound == replay._KEPT + 1
+        kept = compiled.replays._recordings
+        assert len(kept) == replay._KEPT
+        assert sorted(map(id, kept)) == sorted(
+            id(r) for same in compiled.replays._by_buffers.values() for r in same)
+        for y in ring:
+            hpvm.request_memory(y)
+    for k, y in enumerate(ring):
+        launches = 1 + 2 + 2 if k < replay._KEPT else 2
+        np.testing.assert_allclose(y, x * launches, rtol=1e-6)

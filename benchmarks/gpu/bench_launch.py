@@ -3,7 +3,7 @@
 The graph (tests/programs/gpu_replay_graphs.py `chain`): three leaves joined by one-to-one edges,
 y = x * k + c over 4,096 floats, on torch CUDA tensors, no root output. Measured per launch + wait
 (host time; the GPU work is queued, not waited for):
-  - full path: each launch with another of 9 output buffers (more than the 8 recordings kept),
+  - full path: each launch with another of 65 output buffers (more than the 64 recordings kept),
     with HPVM_REBIND=0;
   - rebound: the same, as it runs by default (the recorded launches copied, pointed at the buffer);
   - replay, new scalars each launch (prepared launches, Triton's compiled launcher called directly);
@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 import hpvm_py as hpvm  # noqa: E402
+from hpvm_py.rt import replay  # noqa: E402
 from _timing import per_call_us  # noqa: E402
 from hpvm_py.backends.triton import launcher as L  # noqa: E402
 from programs import gpu_replay_graphs as g  # noqa: E402
@@ -193,7 +194,7 @@ def main() -> None:
     args = parser.parse_args()
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__)
     x = torch.rand(N, device="cuda")
-    ys = [torch.zeros(N, device="cuda") for _ in range(9)]
+    ys = [torch.zeros(N, device="cuda") for _ in range(replay._KEPT + 1)]  # more than kept: rebound
     rows = list(peers(x, ys[0]).items())
     if "gpu" in args.targets.split(",") and not args.no_launchers:
         rows += list(relaunchers(x, ys[0]).items())

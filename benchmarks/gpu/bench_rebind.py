@@ -4,9 +4,11 @@ The graph: y[0] += k over one instance, on torch CUDA tensors of 1,024 floats. P
 microseconds per launch + wait (median of batches, the GPU's queue drained before each batch):
   - same buffer: a replay (one captured CUDA graph);
   - same buffer, new scalar each launch: prepared launches, no graph;
-  - another of 64 live buffers each launch: the recorded launch copied and pointed at it
-    ("rebound", the default), and the same with HPVM_REBIND=0 (the normal path: arguments bound,
-    the plan walked, the kernel packed and launched through Triton's dispatch or cuda-bindings);
+  - a ring of 9 buffers, another each launch: each buffer's recording is kept, so each replays;
+  - another of 65 live buffers each launch (more than the 64 recordings kept): the recorded launch
+    copied and pointed at it ("rebound", the default), and the same with HPVM_REBIND=0 (the normal
+    path: arguments bound, the plan walked, the kernel packed and launched through Triton's
+    dispatch or cuda-bindings);
   - a tensor never seen before each launch (a fresh output per step, rebound).
 Each row is checked against torch at the end.
 
@@ -25,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import hpvm_py as hpvm  # noqa: E402
+from hpvm_py.rt import replay  # noqa: E402
 from _timing import per_call_us  # noqa: E402
 from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
 
@@ -45,7 +48,8 @@ def host_us(fn: Callable[[], object]) -> float:
 
 
 def measure(target: str) -> dict[str, float]:
-    pool = [torch.zeros(1024, device="cuda") for _ in range(64)]
+    pool = [torch.zeros(1024, device="cuda") for _ in range(replay._KEPT + 1)]  # more than kept
+    size = len(pool)
     turn = iter(range(10**9))
     rows = {}
     with hpvm.runtime(target):
@@ -58,13 +62,15 @@ def measure(target: str) -> dict[str, float]:
             launch(x)
         rows["same buffer (CUDA graph)"] = host_us(lambda: launch(pool[0]))
         rows["same buffer, new scalar"] = host_us(lambda: launch(pool[0], float(next(turn) % 7)))
-        rows["another of 64 buffers (rebound)"] = host_us(lambda: launch(pool[next(turn) % 64]))
+        rows["a ring of 9 buffers (each replays)"] = host_us(lambda: launch(pool[next(turn) % 9]))
+        rows[f"another of {size} buffers (rebound)"] = host_us(lambda: launch(pool[next(turn) % size]))
         os.environ["HPVM_REBIND"] = "0"
         try:
-            rows["another of 64 buffers, HPVM_REBIND=0"] = host_us(lambda: launch(pool[next(turn) % 64]))
+            rows[f"another of {size} buffers, HPVM_REBIND=0"] = host_us(
+                lambda: launch(pool[next(turn) % size]))
         finally:
             del os.environ["HPVM_REBIND"]
-        fresh = iter([torch.zeros(1024, device="cuda") for _ in range(64 * 12)])
+        fresh = iter([torch.zeros(1024, device="cuda") for _ in range(size * 12)])
         rows["a tensor never seen before (rebound)"] = host_us(lambda: launch(next(fresh)))
         torch.cuda.synchronize()
         check = torch.zeros(1024, device="cuda")

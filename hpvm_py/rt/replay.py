@@ -27,7 +27,9 @@ from .recording import Acquire, Recording, Redecide, Step
 from .replay_streams import assign_streams
 from .tracker import MemoryTracker
 
-_KEPT = 8  # recordings kept per compiled graph
+# recordings kept per compiled graph: a host loop that turns over a ring of buffer sets (double
+# buffering, a pool of frames) replays each set as long as the ring has at most this many
+_KEPT = 64
 
 
 class Recorder:
@@ -277,10 +279,12 @@ def lifted_sources(node: Any, root: Any) -> list[Any] | None:
 
 
 class Replays:
-    """The recordings of one compiled graph (a few, most recent first)."""
+    """The recordings of one compiled graph (up to _KEPT, most recent first), indexed by the
+    identities of their buffer arguments."""
 
     def __init__(self) -> None:
         self._recordings: list[Recording] = []
+        self._by_buffers: dict[tuple[int, ...], list[Recording]] = {}
         self._lock = threading.Lock()
 
     def find(self, args: tuple[Any, ...]) -> Recording | None:
@@ -290,15 +294,15 @@ class Replays:
             if first.matches(args):
                 return first if first.still_writable(args) else None
         with self._lock:
-            ids = None  # the arguments' identities where the recordings have buffers
-            for i, recording in enumerate(self._recordings):
-                if ids is None:
-                    ids = tuple(id(args[k]) for k in recording.buffer_positions)
-                if ids != recording.buffer_ids:
-                    continue
+            if not self._recordings:
+                return None
+            # (every recording of one graph has its buffers at the same argument positions)
+            ids = tuple(id(args[k]) for k in self._recordings[0].buffer_positions)
+            for recording in self._by_buffers.get(ids, ()):
                 if recording.matches(args):
-                    if i:  # most recently used first: a loop over one launch finds it at once
-                        self._recordings.insert(0, self._recordings.pop(i))
+                    # most recently used first: a loop over one launch finds it at once
+                    kept = self._recordings
+                    kept.insert(0, kept.pop(next(i for i, r in enumerate(kept) if r is recording)))
                     # a buffer made read-only since (or set to require grad): the normal path says so
                     return recording if recording.still_writable(args) else None
         return None
@@ -315,7 +319,18 @@ class Replays:
 
     def add(self, recording: Recording) -> None:
         with self._lock:
-            self._recordings[:] = [recording] + [r for r in self._recordings if not r.dropped][:_KEPT - 1]
+            kept = [recording]
+            gone = []
+            for old in self._recordings:
+                (gone if old.dropped or len(kept) == _KEPT else kept).append(old)
+            self._recordings[:] = kept
+            index = self._by_buffers
+            index.setdefault(recording.buffer_ids, []).insert(0, recording)
+            for old in gone:
+                same = index.get(old.buffer_ids, [])
+                same[:] = [r for r in same if r is not old]
+                if not same:
+                    index.pop(old.buffer_ids, None)
 
 
 def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
