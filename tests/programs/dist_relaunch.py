@@ -89,6 +89,11 @@ def counter(name: str) -> int:
     return stats.snapshot().get(name, 0)
 
 
+def collectives_run() -> int:
+    """Collectives counted, whatever their path (a graph replay counts the node it holds)."""
+    return sum(v for k, v in stats.snapshot().items() if k.startswith("collectives_"))
+
+
 step = 0
 
 
@@ -97,7 +102,7 @@ def relaunch(name: str, graph, x: torch.Tensor, op: str = "sum", times: int = 12
     """Launch `graph` on x `times` times with fresh inputs; every result exact."""
     global step
     before, replayed = counter("collective_agreements"), counter("replayed_launches")
-    graphed = counter("cuda_graph_replays")
+    graphed, counted = counter("cuda_graph_replays"), collectives_run()
     for _ in range(times):
         step += 1
         parts = inputs(step, x.numel(), x.dtype)
@@ -116,6 +121,8 @@ def relaunch(name: str, graph, x: torch.Tensor, op: str = "sum", times: int = 12
     if TARGET in ("gpu", "nvptx") and not REMOTE and times >= 4:
         # GPU ranks: from the third launch with the same scalars, one CUDA graph holds the node
         assert counter("cuda_graph_replays") - graphed >= times - 3, (name, counter("cuda_graph_replays") - graphed)
+    # one communication node per launch: a launch counts it once, a graph's capture not at all
+    assert collectives_run() - counted == times, (name, collectives_run() - counted)
     report(RANK, f"RELAUNCH {name} ok")
 
 

@@ -72,13 +72,21 @@ def _kernels(name: str = "kernels") -> ModuleType:
     return importlib.import_module(f"{__package__}.{name}")
 
 
+def capturing() -> bool:
+    """Whether this thread's CUDA stream is being captured into a graph (a replayed launch's,
+    rt/replay.py, or the user's own): a kernel queued now runs only when the graph does."""
+    import torch
+
+    return torch.cuda.is_current_stream_capturing()
+
+
 def _run(key: tuple, launch: Callable[[], None]) -> Replay | None:
     """Replay the graph of this call, or run it for the first time (the key holds everything
     the launch depends on: the tensors' addresses and sizes, options, tuning and timeout).
     Returns the graph (None inside the user's own capture)."""
     import torch
 
-    if torch.cuda.is_current_stream_capturing():  # the user's own graph: graphs do not nest
+    if capturing():  # the user's own graph: graphs do not nest
         launch()
         return None
     world = ranks.current()
@@ -95,16 +103,13 @@ class Bound:
     graph, once found, is replayed while the world and its timeout are those it was made in."""
 
     def __init__(self, key: tuple, launch: Callable[[], None]):
-        import torch
-
         self._key, self._launch = key, launch
-        self._capturing = torch.cuda.is_current_stream_capturing
         self._replay: Replay | None = None
         self._made_in: tuple[Any, float] | None = None
 
     def __call__(self) -> None:
         world = ranks.current()
-        if self._replay is not None and self._made_in == (world, world.timeout) and not self._capturing():
+        if self._replay is not None and self._made_in == (world, world.timeout) and not capturing():
             self._replay()
             return
         self._replay = _run(self._key, self._launch)

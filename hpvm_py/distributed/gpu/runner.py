@@ -57,9 +57,14 @@ def _run(world: ranks.World, call: Call, agreed: Agreed | None) -> Agreed | None
         return None
     path = kept_path(agreed, world) or launch.choose(call.kind, call.buffers[0].size, world,
                                                      call.quantize, call.dtype.nbytes)
-    stats.bump_one(f"collectives_{path}")
+    # queued into a replayed launch's graph being captured, the kernel runs only when the graph
+    # does: each replay counts it and leaves it to `settle` then (note_replayed)
+    captured = launch.capturing()
+    if not captured:
+        stats.bump_one(f"collectives_{path}")
     entry = agreement_of(world, call, path, entry=agreed)
-    _remember(world, call, entry)
+    if not captured:
+        _remember(world, call, entry)
     start = entry.state.get("start")
     if start is None:
         start = entry.state["start"] = launch.announce(entry.fingerprint, bind=True) \
