@@ -5,7 +5,6 @@ placed (nothing pinned them) and that both could run, chosen by timing both.
 from __future__ import annotations
 
 import functools
-import json
 import threading
 import warnings
 from typing import Any, Callable
@@ -202,7 +201,7 @@ class LoweringChoice:
                   kept)
         stats.bump("lowering_timed")
         _remember(key, kept)
-        cache.store(key, SUFFIX, json.dumps({"kept": kept, "seconds": seconds}).encode())
+        cache.store_json(key, SUFFIX, {"kept": kept, "seconds": seconds})
         return kept
 
     def _fell_back(self, target: str, error: HPVMError) -> None:
@@ -236,14 +235,9 @@ def _remember(key: str, kept: str) -> None:
 
 def _stored(key: str) -> str | None:
     """A decision an earlier process stored, or None."""
-    data = cache.load(key, SUFFIX)
-    if data is None:
-        return None
-    try:
-        kept = json.loads(data)["kept"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if kept not in LOWERINGS:
+    found = cache.load_json(key, SUFFIX)
+    kept = None if found is None else found.get("kept")
+    if not isinstance(kept, str) or kept not in LOWERINGS:
         return None
     stats.bump("lowering_disk_hits")
     _remember(key, kept)

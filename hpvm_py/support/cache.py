@@ -13,11 +13,13 @@ beside it, before it is used (docs/security.md).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 from ..errors import HPVMWarning
 from . import profile, settings, stats
@@ -66,6 +68,23 @@ def load(key: str, suffix: str) -> bytes | None:
     if profile.on:
         profile.complete("cache", f"disk cache hit ({suffix})", profile.now(), args={"key": key[:16]})
     return data
+
+
+def load_json(key: str, suffix: str) -> dict[str, Any] | None:
+    """A decision kept by store_json() (a JSON object), or None: a miss, or an entry that is not
+    one (its reader then decides again)."""
+    data = load(key, suffix)
+    if data is None:
+        return None
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def store_json(key: str, suffix: str, value: dict[str, Any]) -> Path | None:
+    return store(key, suffix, json.dumps(value).encode())
 
 
 def store(key: str, suffix: str, data: bytes) -> Path | None:

@@ -11,7 +11,6 @@ stores).
 """
 from __future__ import annotations
 
-import json
 import threading
 
 from ...support import cache, log, stats
@@ -57,7 +56,7 @@ class StoreTrial:
                 best = {variant: min(times) for variant, times in self._times.items()}
                 self.choice = best[True] < best[False]
                 if self._key is not None:
-                    cache.store(self._key, SUFFIX, json.dumps({"nontemporal": self.choice}).encode())
+                    cache.store_json(self._key, SUFFIX, {"nontemporal": self.choice})
                 _log.info("%s: launches writing about 2**%d bytes use %s stores (%.3f ms "
                             "non-temporal, %.3f ms normal)", self._name, self._size_class,
                             "non-temporal" if self.choice else "normal", best[True] * 1e3,
@@ -66,13 +65,8 @@ class StoreTrial:
 
 def _stored(key: str) -> bool | None:
     """The choice an earlier process kept on disk, or None."""
-    data = cache.load(key, SUFFIX)
-    if data is None:
-        return None
-    try:
-        choice = json.loads(data)["nontemporal"]
-    except (ValueError, KeyError, TypeError):
-        return None
+    found = cache.load_json(key, SUFFIX)
+    choice = None if found is None else found.get("nontemporal")
     if not isinstance(choice, bool):
         return None
     stats.bump("store_choice_disk_hits")

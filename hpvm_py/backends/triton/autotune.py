@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 
-import json
 import math
 import threading
 from dataclasses import dataclass
@@ -81,10 +80,10 @@ def choose(key: str, shapes: list[Any], time_one: Callable[[Any], float], leaf: 
     with _lock:
         if key in _chosen:
             return _chosen[key]
-        stored = cache.load(key, ".tune.json")
+        stored = cache.load_json(key, ".tune.json")
         if stored is not None:
             try:
-                found = type(shapes[0])(**json.loads(stored))
+                found = type(shapes[0])(**stored)
             except (ValueError, TypeError):
                 found = None
             if found in shapes:
@@ -105,7 +104,7 @@ def choose(key: str, shapes: list[Any], time_one: Callable[[Any], float], leaf: 
             assert failure is not None
             raise failure
         _chosen[key] = best
-        cache.store(key, ".tune.json", json.dumps(best.__dict__).encode())
+        cache.store_json(key, ".tune.json", best.__dict__)
         return best
 
 
