@@ -89,7 +89,7 @@ class Acquire:
     copied_in: bool  # an Out buffer read as InOut (rt/executor.py's uncovered_outs)
 
 
-@dataclass
+@dataclass(eq=False)  # one recording is equal only to itself (Replays finds it by identity)
 class Recording:
     args: tuple[Any, ...]  # the root arguments; a buffer as a weak reference to its tracked object
     key_positions: list[int]  # root arguments that must be identical (buffers) or equal (integers)

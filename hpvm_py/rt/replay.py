@@ -301,8 +301,8 @@ class Replays:
             for recording in self._by_buffers.get(ids, ()):
                 if recording.matches(args):
                     # most recently used first: a loop over one launch finds it at once
-                    kept = self._recordings
-                    kept.insert(0, kept.pop(next(i for i, r in enumerate(kept) if r is recording)))
+                    self._recordings.remove(recording)
+                    self._recordings.insert(0, recording)
                     # a buffer made read-only since (or set to require grad): the normal path says so
                     return recording if recording.still_writable(args) else None
         return None
@@ -318,19 +318,18 @@ class Replays:
         return None
 
     def add(self, recording: Recording) -> None:
+        """Keep a new recording first; the least recently used beyond _KEPT is let go (a dropped
+        one, which matches nothing and holds no launches, waits for its turn)."""
         with self._lock:
-            kept = [recording]
-            gone = []
-            for old in self._recordings:
-                (gone if old.dropped or len(kept) == _KEPT else kept).append(old)
-            self._recordings[:] = kept
-            index = self._by_buffers
+            kept, index = self._recordings, self._by_buffers
+            kept.insert(0, recording)
             index.setdefault(recording.buffer_ids, []).insert(0, recording)
-            for old in gone:
-                same = index.get(old.buffer_ids, [])
-                same[:] = [r for r in same if r is not old]
+            while len(kept) > _KEPT:
+                old = kept.pop()
+                same = index[old.buffer_ids]
+                same.remove(old)
                 if not same:
-                    index.pop(old.buffer_ids, None)
+                    del index[old.buffer_ids]
 
 
 def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
