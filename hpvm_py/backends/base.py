@@ -83,7 +83,8 @@ class LeafKernel:
         """Run every dynamic instance.
 
         args: one per parameter: BufferArg for pointers, a NumPy scalar for uniform scalars, a
-        NumPy array for per_parent / per_instance scalars. outputs: one per output port, an array
+        NumPy array for per_parent / per_instance scalars (on the GPU targets also a CUDA tensor
+        of their memory form, read in place). outputs: one per output port, an array
         of the output's dtype of length P (per_parent) or P * L (per_instance), or None (unused).
         extents: extents[k] is the tuple of extents of level k (len == level_dims[k]).
         """
