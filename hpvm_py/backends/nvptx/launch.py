@@ -190,7 +190,6 @@ class NvptxKernel(LeafKernel):
         import torch  # noqa: PLC0415
 
         bound: set[int] = set()
-
         leaf, layout = self.leaf, self.layout
         if len(args) != layout.n_params:
             raise LaunchError(f"{leaf.name} takes {layout.n_params} argument(s), got {len(args)}",
@@ -227,7 +226,7 @@ class NvptxKernel(LeafKernel):
                     slots[i] = value.data_ptr()
                     continue
                 if isinstance(value, torch.Tensor):
-                    value = value.numpy()
+                    value = value.cpu().numpy()
                 try:
                     array = scalar_array(param.type, value, needed, what, param.loc)
                 except (TypeError, ValueError, OverflowError) as exc:
