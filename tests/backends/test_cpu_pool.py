@@ -8,15 +8,17 @@ import ctypes
 import threading
 from collections import Counter
 
+import numpy as np
+
 from hpvm_py.backends.cpu.threads import SLOTS, NativePool
 
 DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 
 
-def _tasks(driver_address: int, job: int, count: int) -> list[list[int]]:
+def _tasks(driver_address: int, job: int, count: int) -> np.ndarray:
     # (driver, args, extents, p_begin, p_end, o_begin, o_end, error): the test's job and task ids
-    return [[driver_address, 0, 0, job, i, 0, 0, 0] for i in range(count)]
+    return np.array([[driver_address, 0, 0, job, i, 0, 0, 0] for i in range(count)], np.int64)
 
 
 def test_every_task_runs_once_with_many_launches_in_flight():
@@ -40,7 +42,7 @@ def test_every_task_runs_once_with_many_launches_in_flight():
             if not pool.run(tasks):  # no free slot: the caller runs them, as kernels do
                 inline.append(job)
                 for t in tasks:
-                    record(None, None, t[3], t[4], 0, 0, None)
+                    record(None, None, int(t[3]), int(t[4]), 0, 0, None)
             with lock:
                 expected.update((job, i) for i in range(count))
 

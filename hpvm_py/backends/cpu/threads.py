@@ -8,9 +8,9 @@ import functools
 import platform
 import threading
 from dataclasses import dataclass
-from typing import Sequence
 
 import llvmlite.ir as ir
+import numpy as np
 
 from ...support.cores import default_threads
 from ..jit import LoadedObject, emit_object, optimize
@@ -18,7 +18,7 @@ from ..jit import LoadedObject, emit_object, optimize
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)
 PTR = ir.PointerType()
-_TASK_WORDS = 8
+TASK_WORDS = 8  # a task record: the driver's address and its 7 arguments
 SLOTS = 8  # jobs in flight at once; a launch that finds none free runs its tasks itself
 _SLOT_BASE, _SLOT_WORDS = 8, 4
 _FIELD_BITS = 20  # count and next task; the tag takes the top 24 bits
@@ -89,9 +89,9 @@ def _build_work(module: ir.Module) -> ir.Function:
     b.position_at_end(call)
     # the job cannot finish before this task does, so its records stay in place meanwhile
     tasks = b.inttoptr(b.load_atomic(_slot_word(b, state, slot, 2), "acquire", 8, typ=I64), PTR)
-    record = b.gep(tasks, [b.mul(index, ir.Constant(I64, _TASK_WORDS))], source_etype=I64)
+    record = b.gep(tasks, [b.mul(index, ir.Constant(I64, TASK_WORDS))], source_etype=I64)
     fields = [b.load(b.gep(record, [ir.Constant(I64, k)], source_etype=I64), typ=I64)
-              for k in range(_TASK_WORDS)]
+              for k in range(TASK_WORDS)]
     # a typed function pointer lets llvmlite emit the indirect call (LLVM reads it as `ptr`)
     driver = b.inttoptr(fields[0], ir.PointerType(_DRIVER))
     b.call(driver, [b.inttoptr(fields[1], PTR), b.inttoptr(fields[2], PTR), fields[3], fields[4],
@@ -243,7 +243,7 @@ class PoolJob:
 
     slot: int
     count: int
-    records: ctypes.Array
+    records: np.ndarray
 
 
 class NativePool:
@@ -270,38 +270,40 @@ class NativePool:
             t.start()
         atexit.register(self.shutdown)
 
-    def run(self, tasks: Sequence[Sequence[int]]) -> bool:
-        """Run every task (driver address and its 7 arguments); False when every job slot is
-        taken by other launches (the caller then runs its tasks itself)."""
-        job = self.start(tasks)
+    def run(self, records: np.ndarray) -> bool:
+        """Run every task of `records` (int64, one row of TASK_WORDS per task: the driver's
+        address and its 7 arguments); False when every job slot is taken by other launches (the
+        caller then runs its tasks itself)."""
+        job = self.start(records)
         if job is None:
             return False
         self.wait(job)
         return True
 
-    def start(self, tasks: Sequence[Sequence[int]]) -> "PoolJob | None":
+    def start(self, records: np.ndarray) -> "PoolJob | None":
         """Publish the tasks as a job for the workers and return at once; wait() ends it. None
-        when every job slot is taken (or there are too many tasks): nothing was published."""
-        if len(tasks) > MAX_TASKS:
+        when every job slot is taken (or there are too many tasks): nothing was published. The
+        records are read in place: they must not change before the job ends."""
+        count = len(records)
+        if count > MAX_TASKS:
             return None
+        assert records.dtype == np.int64 and records.flags.c_contiguous and \
+            records.shape[1:] == (TASK_WORDS,)
         with self._lock:
             if not self._free:
                 return None
             slot = self._free.pop()
             self._tag = (self._tag + 1) & 0xFFFFFF
             tag = self._tag
-        records = (ctypes.c_int64 * (_TASK_WORDS * len(tasks)))()
-        for i, task in enumerate(tasks):
-            records[i * _TASK_WORDS:(i + 1) * _TASK_WORDS] = task
         base = _SLOT_BASE + _SLOT_WORDS * slot
         state = self._state
         state[base + 1] = 0
-        state[base + 2] = ctypes.addressof(records)
+        state[base + 2] = records.ctypes.data
         # publish last: x86 keeps stores in order, so a worker that sees the new job word
         # also sees the task records and the cleared count written above
-        state[base] = (tag << 40) | (len(tasks) << _FIELD_BITS)
+        state[base] = (tag << 40) | (count << _FIELD_BITS)
         self._wake(self._state_at)
-        return PoolJob(slot, len(tasks), records)
+        return PoolJob(slot, count, records)
 
     def done(self, job: "PoolJob") -> bool:
         """Whether every task of the job has ended (the workers count them after running them)."""
