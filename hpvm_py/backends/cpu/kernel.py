@@ -387,6 +387,7 @@ class PreparedLaunch:
         self.slots = slots
         self.error = error
         self.records = records  # the native pool's task records, one row per partition
+        self._rows: list[list[int]] | None = None  # the same as Python ints, to run them here
         self.merge = merge
         self.keep = keep  # ctypes arrays and NumPy arrays the drivers read
         self.reusable = reusable
@@ -462,6 +463,7 @@ class PreparedLaunch:
         self.driver = kernel._nontemporal_driver() if nontemporal else kernel._driver
         self.records = self.records.copy()  # (a copy: a job begun with the others may still read them)
         self.records[:, 0] = ctypes.cast(self.driver, ctypes.c_void_p).value
+        self._rows = None
         self.nontemporal = nontemporal
         if nontemporal:
             stats.bump("cpu_nontemporal_launches")
@@ -489,8 +491,10 @@ class PreparedLaunch:
             self._finish()
 
     def _run_here(self) -> None:
-        driver = self.driver
-        for task in self.records.tolist():
+        driver, rows = self.driver, self._rows
+        if rows is None:
+            rows = self._rows = self.records.tolist()
+        for task in rows:
             driver(*task[1:])
         self._finish()
 
