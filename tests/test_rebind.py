@@ -290,3 +290,58 @@ def test_a_ring_of_buffer_sets_replays_each_and_only_the_oldest_is_let_go(
     for k, y in enumerate(ring):
         launches = 1 + 2 + 2 if k < replay._KEPT else 2
         np.testing.assert_allclose(y, x * launches, rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_generated_loops_over_more_buffer_sets_than_kept(rebind_target: str, seed: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """With only 3 recordings kept, random launches over a pool of 7 buffers (tracked, untracked
+    and tracked again, untracked ones replaced by arrays of another size, one buffer passed
+    twice) evict and
+    replay recordings in every order: every result equals NumPy's, and the index by buffers holds
+    exactly the recordings kept."""
+    from hpvm_py.rt import replay
+
+    monkeypatch.setattr(replay, "_KEPT", 3)
+    rng = np.random.default_rng(900 + seed)
+    n = 24
+    pool = [rng.standard_normal(n).astype(np.float32) for _ in range(7)]
+    mirror = [buf.copy() for buf in pool]
+    tracked: set[int] = set(range(len(pool)))  # (on a GPU only tracked buffers replay)
+    with hpvm.runtime(rebind_target):
+        for buf in pool:
+            hpvm.track_memory(buf)
+        compiled = hpvm.compile(g.update)
+        replayed, rebound = _count("replayed_launches"), _count("rebound_launches")
+        for _ in range(60):
+            roll = rng.random()
+            i = int(rng.integers(0, len(pool)))
+            if roll < 0.1 and i not in tracked:
+                hpvm.track_memory(pool[i])
+                tracked.add(i)
+            elif roll < 0.2 and i in tracked:
+                hpvm.untrack_memory(pool[i])  # its data comes home
+                tracked.discard(i)
+            elif roll < 0.25 and i not in tracked:  # a new array in its place, of another size
+                size = n + 8 * int(rng.integers(-1, 2))
+                pool[i] = rng.standard_normal(size).astype(np.float32)
+                mirror[i] = pool[i].copy()
+            xi, yi = (int(v) for v in rng.integers(0, len(pool), 2))
+            if rng.random() < 0.1:
+                yi = xi
+            count = min(pool[xi].size, pool[yi].size)
+            k = float(rng.uniform(-1, 1))
+            hpvm.wait(hpvm.launch(compiled, pool[xi], pool[xi].nbytes, pool[yi], pool[yi].nbytes,
+                                  count, k))
+            mirror[yi][:count] += mirror[xi][:count] * np.float32(k)
+        # (not vacuous: recordings were evicted and replayed, rebound ones included)
+        assert _count("replayed_launches") - replayed >= 10
+        assert _count("rebound_launches") - rebound >= 5
+        kept = compiled.replays._recordings
+        assert len(kept) <= replay._KEPT
+        assert sorted(map(id, kept)) == sorted(
+            id(r) for same in compiled.replays._by_buffers.values() for r in same)
+        for i in tracked:
+            hpvm.request_memory(pool[i])
+    for got, want in zip(pool, mirror):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
