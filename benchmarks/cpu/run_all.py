@@ -1,6 +1,4 @@
 """Run every cpu benchmark and print the summary of ratios (peer time / hpvm-py time)."""
-import platform
-
 import numba
 import numpy as np
 
@@ -9,12 +7,13 @@ import bench_sgemm
 import bench_stencil
 import bench_vadd
 from common import default_threads
+from hpvm_py.support.cores import cpu_model
 
 import llvmlite
 
 
 def main() -> None:
-    print(f"{platform.processor() or platform.machine()}, {default_threads()} threads; numpy "
+    print(f"{cpu_model()}, {default_threads()} threads; numpy "
           f"{np.__version__}, numba {numba.__version__}, llvmlite {llvmlite.__version__}\n")
     ratios = {}
     for bench in (bench_vadd, bench_stencil, bench_sgemm, bench_histogram):
