@@ -47,3 +47,27 @@ def test_a_failing_benchmark_is_reported(tmp_path: Path, monkeypatch) -> None:
     assert results["fine.py"].status == "ok" and results["fine.py"].note.endswith("vadd: 1.5x")
     table = runner.table(list(results.values()))
     assert "FAILED" in table and "vadd: 1.5x" in table
+
+
+def test_cpu_benchmark_rounds_run_every_candidate_in_turn(tmp_path: Path) -> None:
+    """BENCH_ROUNDS=3: each candidate is timed in three processes of its own, and the report
+    gives the median round and the ratio of every round."""
+    import os
+    import subprocess
+
+    script = tmp_path / "bench_rounds.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(BENCHMARKS / 'cpu')!r})\n"
+        "from common import measure, report\n"
+        "results = measure({'hpvm-cpu': lambda: time.sleep(0.002), "
+        "'peer': lambda: time.sleep(0.004)}, reps=3)\n"
+        "report('sleeps', results, 'peer')\n")
+    env = {**os.environ, "BENCH_ROUNDS": "3"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "median of 3 rounds" in out.stdout
+    line = next(x for x in out.stdout.splitlines() if "ratio per round" in x)
+    ratios = [float(r.rstrip("x")) for r in line.split(":")[1].split(";")[0].split(", ")]
+    assert len(ratios) == 3 and all(1.3 < r < 3.0 for r in ratios), line

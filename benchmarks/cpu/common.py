@@ -18,7 +18,11 @@ from hpvm_py.support.cores import default_threads  # noqa: E402
 from hpvm_py.types import PtrType  # noqa: E402
 
 REPS = int(os.environ.get("BENCH_REPS", "11"))
+# rounds of the candidates' processes, in turn (every other round in reverse order): on a shared
+# VM a round's ratio is steadier than any one time, since its candidates ran minutes apart at most
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1"))
 _calls: dict[str, int] = {}  # benchmark script -> measure() calls it made so far
+_rounds: list[dict[str, float]] = []  # the last measure()'s times, per round
 
 
 def buffer(array: np.ndarray) -> BufferArg:
@@ -46,6 +50,8 @@ def measure(candidates: dict[str, Callable[[], None]], reps: int = REPS) -> dict
     BENCH_ONLY naming it and BENCH_CALL numbering the measure() call of the script (one script may
     time several benchmarks with the same candidate names), and each child times just that one
     (after a warm-up call). BENCH_SHARED_PROCESS=1 times them all in this process instead.
+    BENCH_ROUNDS=N runs the children N times in turn and returns each candidate's median round;
+    report() then prints every round's ratio too.
     """
     script = _calling_script()
     call = _calls[script] = _calls.get(script, 0) + 1
@@ -63,18 +69,29 @@ def measure(candidates: dict[str, Callable[[], None]], reps: int = REPS) -> dict
             times.append(time.perf_counter() - start)
         print(f"BENCH_RESULT {sorted(times)[len(times) // 2] * 1e3!r}", flush=True)
         os._exit(0)  # the child's job is done: skip the rest of the script
+    _rounds.clear()
     if os.environ.get("BENCH_SHARED_PROCESS"):
         return _measure_shared(candidates, reps)
-    results = {}
-    for name in candidates:
-        env = {**os.environ, "BENCH_ONLY": name, "BENCH_REPS": str(reps), "BENCH_CALL": str(call)}
-        out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env,
-                             timeout=600, cwd=os.path.dirname(script))
-        lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH_RESULT ")]
-        if out.returncode != 0 or not lines:
-            raise RuntimeError(f"timing {name} failed:\n{out.stderr[-2000:]}")
-        results[name] = float(lines[-1].split()[1])
-    return results
+    names = list(candidates)
+    for r in range(max(1, ROUNDS)):
+        times = {name: _child(script, call, name, reps) for name in (names[::-1] if r % 2 else names)}
+        _rounds.append({name: times[name] for name in names})
+    return {name: _median([times[name] for times in _rounds]) for name in names}
+
+
+def _child(script: str, call: int, name: str, reps: int) -> float:
+    """The median milliseconds of one candidate, timed in a process of its own."""
+    env = {**os.environ, "BENCH_ONLY": name, "BENCH_REPS": str(reps), "BENCH_CALL": str(call)}
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env,
+                         timeout=600, cwd=os.path.dirname(script))
+    lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH_RESULT ")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"timing {name} failed:\n{out.stderr[-2000:]}")
+    return float(lines[-1].split()[1])
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def _calling_script() -> str:
@@ -100,15 +117,20 @@ def _measure_shared(candidates: dict[str, Callable[[], None]], reps: int) -> dic
                 start = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - start)
-    return {name: sorted(ts)[len(ts) // 2] * 1e3 for name, ts in times.items()}
+    return {name: _median(ts) * 1e3 for name, ts in times.items()}
 
 
 def report(title: str, results: dict[str, float], peer: str, ours: str = "hpvm-cpu",
            reps: int = REPS) -> float:
     """Print one table row per candidate and the ratio peer/ours (> 1: hpvm-py is faster)."""
     ratio = results[peer] / results[ours]
-    print(f"{title}  (threads: {default_threads()}, median of {reps})")
+    rounds = f", median of {len(_rounds)} rounds" if len(_rounds) > 1 else ""
+    print(f"{title}  (threads: {default_threads()}, median of {reps}{rounds})")
     for name, ms in results.items():
         print(f"  {name:<22} {ms:9.3f} ms")
     print(f"  ratio {peer} / {ours}: {ratio:.2f}x")
+    if len(_rounds) > 1:
+        each = [times[peer] / times[ours] for times in _rounds]
+        print(f"  ratio per round: {', '.join(f'{r:.2f}x' for r in each)}; median "
+              f"{_median(each):.2f}x")
     return ratio
