@@ -28,11 +28,11 @@ def test_collective_kernels_compile_with_ordered_flags() -> None:
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert len(lines) == 17, result.stdout  # eight kernels for two and four ranks, stream for two
+    assert len(lines) == 19, result.stdout  # nine kernels (push both ways) for 2 and 4 ranks, stream for 2
     for line in lines:
         name, *fields = line.split()
         counts = {k: int(v) for k, v in (f.split("=") for f in fields)}
-        kernel, world = name.split("/")[0], int(name.split("/")[1])
+        kernel, world = name.split("/")[0].removesuffix("-early"), int(name.split("/")[1])
         # the arrival and the final (or per-chunk) step signal every peer with a release exchange
         # (one vector exchange, a thread per peer), and poll each peer's flag with acquire loads;
         # the bounded waits read the global timer
@@ -65,7 +65,8 @@ def test_gpu_chooser_by_size_and_world(monkeypatch: pytest.MonkeyPatch) -> None:
         assert chooser.choose_gpu("all_reduce", by_stores, world) == ("one_shot_push" if by_stores else "one_shot")
         top = max(limit, by_stores)
         assert chooser.choose_gpu("all_reduce", top, world) == ("one_shot" if limit > by_stores else "one_shot_push")
-        assert chooser.choose_gpu("all_reduce", top + 1, world) == "two_shot"
+        above = "push" if top + 1 > chooser.GPU_PUSH_BYTES.get(world, 1 << 62) else "two_shot"
+        assert chooser.choose_gpu("all_reduce", top + 1, world) == above
     assert chooser.choose_gpu("all_gather", 1 << 30, 2) == "direct"
     monkeypatch.setenv("HPVM_COMM_ONESHOT_BYTES", "4096")
     assert chooser.choose_gpu("all_reduce", 4096, 2) == "one_shot_push"

@@ -394,8 +394,9 @@ def test_gpu_kernels_run_by_the_interpreter_on_cpu_ranks(ranks: int, tmp_path: P
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     want = ["KERNEL quantized int8 ok", "KERNEL quantized int4 ok", "KERNEL rmsnorm-fp8 ok", "KERNEL push ok",
-            "KERNEL one-shot-push ok",
-            "KERNEL mismatch-fingerprint ok", "KERNEL mismatch-programs ok", "KERNEL in-step-after-mismatch ok",
+            "KERNEL push early ok", "KERNEL one-shot-push ok",
+            *(f"KERNEL {kernel} {check} ok" for kernel in ("one_shot", "push", "push early")
+              for check in ("mismatch-fingerprint", "mismatch-programs", "in-step-after-mismatch")),
             "KERNEL done"]
     for r in range(ranks):
         assert (tmp_path / f"rank{r}.txt").read_text().splitlines() == want, (r, output)

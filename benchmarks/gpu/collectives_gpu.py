@@ -181,10 +181,12 @@ def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
 
     out("\n## tuning sweep, bf16 all_reduce, us (block bytes / warps / programs)")
     variants = [(8 << 10, 4, 264), (16 << 10, 8, 132), (16 << 10, 8, 264), (32 << 10, 8, 264),
-                (32 << 10, 16, 132), (16 << 10, 4, 528), (64 << 10, 16, 132), (8 << 10, 8, 528)]
+                (32 << 10, 16, 132), (16 << 10, 4, 528), (64 << 10, 16, 132), (8 << 10, 8, 528),
+                (16 << 10, 8, 512)]
     sizes = [s for s in (64 << 10, 1 << 20, 16 << 20, 256 << 20) if s <= max_bytes]
     out(f"{'algorithm':>9} {'variant':>16} " + " ".join(f"{s:>10}" for s in sizes))
-    saved = dict(G.TUNING)
+    saved, by_world = dict(G.TUNING), dict(G.TUNING_BY_WORLD)
+    G.TUNING_BY_WORLD.clear()  # the variants apply at every world size
     world = hpvm.distributed.world_size()
     for algorithm in ("one_shot", "two_shot", "push") + (("stream",) if world == 2 else ()):
         for block, warps, programs in variants:  # the stream kernel keeps its slots per lane
@@ -196,6 +198,7 @@ def _sweep(G, arena, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001
             out(f"{algorithm:>9} {f'{block >> 10}K/{warps}/{programs}':>16} "
                 + " ".join(f"{t:>10.1f}" for t in row))
         G.TUNING[algorithm] = saved[algorithm]
+    G.TUNING_BY_WORLD.update(by_world)
 
 
 def _quick(G, arena, plain, nccl, dev, line_up, out, max_bytes: int) -> None:  # noqa: ANN001

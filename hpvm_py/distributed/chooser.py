@@ -82,11 +82,13 @@ def stream_threshold() -> int:
 
 # GPU ranks, by world size: all-reduces larger than this run two-shot by stores (gpu/kernels.py's
 # all_reduce_push) instead of two-shot; world sizes not listed never do. Measured on 2 and 4 x H200
-# (benchmarks/collectives.py --gpu, benchmarks/RESULTS.md), bf16: on two GPUs push was ahead from
-# 8 MiB (36.2 against 40.0 µs; 768.8 against 808.4 at 256 MiB), two-shot at 4 MiB; on four from
+# (benchmarks/collectives.py --gpu, benchmarks/RESULTS.md), bf16: on four GPUs push was ahead from
 # 16 MiB in 528 programs (99.0 against 106.9 µs; 4667 against 5092 at 1 GiB), the two split by
-# dtype at 8 MiB. The links carry stores faster than the replies of loads.
-GPU_PUSH_BYTES = {2: 4 << 20, 4: 8 << 20}
+# dtype at 8 MiB. On two, since its first chunk goes with the arrival (gpu/launch.py's shapes),
+# push is ahead from 2 MiB (2026-11-27: 15.1 against 15.6 µs at 2 MiB, 21.5 against 21.8 at 4 MiB,
+# bf16; f32 15.6 / 15.8 and 21.9 / 23.0; 760.5 against 807.8 at 256 MiB). The links carry stores
+# faster than the replies of loads.
+GPU_PUSH_BYTES = {2: 1 << 20, 4: 8 << 20}
 # The same for 4-byte elements where they cross over earlier: on four GPUs f32 at 8 MiB ran push
 # in 63.8 µs against two-shot's 70.0 (NCCL 64.1), where bf16 kept two-shot ahead (57.3 against
 # 61.4); at 4 MiB two-shot led in both.

@@ -157,14 +157,22 @@ def one_shot(x: torch.Tensor, n: int, programs: int, fingerprint: int) -> None:
 PUSH_BLOCK, PUSH_PROGRAMS = 64, 2
 
 
-def push_sum() -> None:
+def push_call(scratch: torch.Tensor, early: bool):  # noqa: ANN201
+    """A call of two-shot by stores on x, in 128-element chunks, with this scratch."""
+    def push(x: torch.Tensor, n: int, programs: int, fingerprint: int) -> None:
+        K.all_reduce_push[(programs,)](x, n, scratch, OP=0, WIDEN=False, ELEM=4, BLOCK=128, EARLY=early,
+                                       **{**COMMON, "fingerprint": fingerprint})
+    return push
+
+
+def push_sum(early: bool) -> None:
     scratch = hpvm.symmetric.zeros(PUSH_PROGRAMS * 2 * WORLD * PUSH_BLOCK, torch.float32)
 
     def push(x: torch.Tensor, op: int) -> None:
         n = x.numel()
         programs = max(1, min(PUSH_PROGRAMS, -(-n // (WORLD * PUSH_BLOCK))))
         K.all_reduce_push[(programs,)](x, n, scratch.view(x.dtype), OP=op, WIDEN=False, ELEM=4,
-                                       BLOCK=PUSH_BLOCK, **COMMON)
+                                       BLOCK=PUSH_BLOCK, EARLY=early, **COMMON)
 
     cases = []  # (n, dtype, op): 1 element; under a chunk per slice; whole chunks; many per program
     for k, (n, dtype, op) in enumerate(((1, torch.float32, 0), (WORLD * PUSH_BLOCK - 5, torch.float32, 1),
@@ -186,7 +194,7 @@ def push_sum() -> None:
         want = rank_order(parts, op)
         assert np.array_equal(x.numpy().view(np.int32), want.view(np.int32)), (x.numel(), op, "numpy")
         assert torch.equal(x.view(torch.int32), y.view(torch.int32)), (x.numel(), op, "one_shot")
-    report(RANK, "KERNEL push ok")
+    report(RANK, f"KERNEL push{' early' if early else ''} ok")
 
 
 ROWS_PROGRAMS = 4
@@ -219,7 +227,7 @@ def one_shot_push() -> None:
         "one_shot": lambda x: K.all_reduce_one_shot[(2,)](x, x.numel(), OP=0, WIDEN=False, ELEM=4, BLOCK=PUSH_BLOCK,
                                                           **COMMON),
         "push": lambda x: K.all_reduce_push[(1,)](x, x.numel(), scratch, OP=0, WIDEN=False, ELEM=4,
-                                                  BLOCK=PUSH_BLOCK, **COMMON)}
+                                                  BLOCK=PUSH_BLOCK, EARLY=True, **COMMON)}
     cases = []
     for k, (n, dtype, op) in enumerate(((1, torch.float32, 0), (PUSH_BLOCK - 3, torch.float32, 1),
                                         (ROWS_PROGRAMS * PUSH_BLOCK, torch.int32, 0),
@@ -267,8 +275,10 @@ def one_shot_push() -> None:
 
 
 
-def disagreements() -> None:
-    n = 3000  # three chunks of 1024
+def disagreements(name: str, call) -> None:  # noqa: ANN001
+    """`call(x, n, programs, fingerprint)`: one_shot (three chunks of 1024) or push, whose first
+    chunk goes into the peers' scratch before the fingerprints are compared."""
+    n = 3000
     faulty = WORLD - 1
     parts = inputs(200, n)
     total = sum(p.double() for p in parts).float()
@@ -290,31 +300,35 @@ def disagreements() -> None:
         assert int(ctrl[gpu_heap.MISMATCH_AT]) != 0, f"{what}: the mismatch word is not set"
 
     fresh()
-    one_shot(x, n, 3, 77)
+    call(x, n, 3, 77)
     assert int(status[0]) == 0 and torch.allclose(x, total, rtol=1e-6, atol=1e-5), "agreeing call"
     for what, programs, fingerprint in (("fingerprint", 3, 78), ("programs", 1, 79)):
         fresh()
         start = time.monotonic()
-        one_shot(x, n, programs if RANK == faulty else 3, fingerprint if RANK == faulty else 77)
+        call(x, n, programs if RANK == faulty else 3, fingerprint if RANK == faulty else 77)
         assert time.monotonic() - start < 20, f"{what}: a kernel waited for its timeout"
         mismatched(what)
-        report(RANK, f"KERNEL mismatch-{what} ok")
+        report(RANK, f"KERNEL {name} mismatch-{what} ok")
         line_up()
         status.zero_()  # the host saw it; the control block is not cleared yet: the word stays
         fresh()
-        one_shot(x, n, 3, 77)
+        call(x, n, 3, 77)
         mismatched(f"{what}, sticky")
         clear()
         fresh()
-        one_shot(x, n, 3, 77)
+        call(x, n, 3, 77)
         assert int(status[0]) == 0 and torch.allclose(x, total, rtol=1e-6, atol=1e-5), f"{what}: in step after"
-    report(RANK, "KERNEL in-step-after-mismatch ok")
+    report(RANK, f"KERNEL {name} in-step-after-mismatch ok")
 
 
 quantized_sum("int8")
 quantized_sum("int4")
 rmsnorm_fp8()
-push_sum()
+push_sum(False)
+push_sum(True)
 one_shot_push()
-disagreements()
+disagreements("one_shot", one_shot)
+for first_early in (False, True):
+    disagreements("push early" if first_early else "push",
+                  push_call(hpvm.symmetric.zeros(3 * 2 * WORLD * 128, torch.float32), first_early))
 report(RANK, "KERNEL done")

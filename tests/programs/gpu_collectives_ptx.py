@@ -4,7 +4,7 @@ exchanges and acquire loads at system scope), the bounded wait's clock, and 16-b
 Run without TRITON_INTERPRET (which would make triton.jit interpret).
 
 Prints `KERNEL/WORLD release=N acquire=N timer=N v4=N st4=N` for each kernel (st4: 16-byte
-stores).
+stores; push twice: KERNEL-early for its first chunk sent with the arrival).
 """
 import triton
 from triton.backends.compiler import GPUTarget
@@ -20,7 +20,9 @@ CASES = [  # kernel, leading arguments, constexprs (every kernel for two and fou
     (K.all_reduce_one_shot, {"buf": "*bf16", "n": "i32"}, {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 8192}),
     (K.all_reduce_two_shot, {"buf": "*fp32", "n": "i32"}, {"OP": 1, "WIDEN": False, "ELEM": 4, "BLOCK": 4096}),
     (K.all_reduce_push, {"buf": "*bf16", "n": "i32", "scratch": "*bf16"},
-     {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 8192}),
+     {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 8192, "EARLY": False}),
+    (K.all_reduce_push, {"buf": "*bf16", "n": "i32", "scratch": "*bf16"},
+     {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 8192, "EARLY": True}),
     (K.all_reduce_one_shot_push, {"buf": "*bf16", "n": "i32", "rows": "*bf16"},
      {"OP": 0, "WIDEN": True, "ELEM": 2, "BLOCK": 2048, "PROGRAMS": 128}),
     (K.all_gather, {"src": "*fp16", "dst": "*fp16", "n": "i32"}, {"ELEM": 2, "BLOCK": 8192}),
@@ -43,6 +45,7 @@ for kernel, leading, constexprs in CASES:
                    if t.startswith("*") or name in ("n", "hidden")}
         ptx = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=consts, attrs=aligned),
                              target=SM90).asm["ptx"]
-        print(f"{kernel.__name__}/{world} release={ptx.count('atom.global.sys.release.exch.b64')} "
+        name = kernel.__name__ + ("-early" if consts.get("EARLY") else "")
+        print(f"{name}/{world} release={ptx.count('atom.global.sys.release.exch.b64')} "
               f"acquire={ptx.count('ld.global.sys.acquire.b64')} timer={ptx.count('%globaltimer')} "
               f"v4={ptx.count('ld.global.v4')} st4={ptx.count('st.global.v4')}", flush=True)

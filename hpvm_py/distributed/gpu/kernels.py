@@ -4,7 +4,7 @@ import triton
 import triton.language as tl
 
 from .quant_kernels import row_fp8
-from .signals import arrive, depart, finish, peer_delta, signal, wait
+from .signals import arrive, begin_arrival, depart, end_arrival, finish, peer_delta, signal, wait
 
 SUM, MAX, MIN = 0, 1, 2
 
@@ -135,16 +135,31 @@ def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fing
     depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)
 
 
+@triton.jit
+def _push_chunk(buf, n, part, slot, c, bases, rank, WORLD: tl.constexpr, ELEM: tl.constexpr,
+                BLOCK: tl.constexpr):
+    """Chunk c of every peer's slice, from my buffer into that peer's scratch slot (my row)."""
+    cols = tl.arange(0, BLOCK)
+    for q in tl.static_range(WORLD):
+        if q != rank:
+            offs = q * part + c * BLOCK + cols
+            v = tl.load(buf + offs, mask=offs < n)
+            tl.store(slot + peer_delta(bases, rank, q, ELEM) + rank * BLOCK + cols, v, mask=offs < n)
+
+
 @triton.jit(do_not_specialize=["fingerprint"])
 def all_reduce_push(buf, n, scratch, ctrl, bases, rank, status_addr, timeout_ns, fingerprint,
                     OP: tl.constexpr, WIDEN: tl.constexpr, WORLD: tl.constexpr, ELEM: tl.constexpr,
-                    BLOCK: tl.constexpr):
+                    BLOCK: tl.constexpr, EARLY: tl.constexpr):
     """Two-shot whose traffic over the links is stores only (the links carry stores faster than
     the replies of loads: benchmarks/gpu/nvlink_ceilings.py). Slice j of the buffer (whole chunks)
     is rank j's to reduce. Program b, for its k-th chunk c of a slice: store chunk c of every
     peer's slice into that peer's scratch (slot k % 2, the row of my rank) | signal | wait for
     every peer | reduce chunk c of my slice from my buffer and the rows the peers stored, in rank
-    order (one_shot's order and rounding) | store the result into every rank's buffer.
+    order (one_shot's order and rounding) | store the result into every rank's buffer. EARLY: the
+    first chunk's stores go out between the halves of the arrival, so its signal is the arrival's,
+    one round trip less per call (into scratch only: the buffers wait for the fingerprints'
+    agreement); launch.py's shapes say where that was measured faster.
 
     scratch: per program two slots of WORLD rows of BLOCK elements. A peer stores into a slot
     again two chunks later, after this rank's next signal, which comes after its reads of the
@@ -152,22 +167,28 @@ def all_reduce_push(buf, n, scratch, ctrl, bases, rank, status_addr, timeout_ns,
     after its own read of that chunk. The final step: every peer's results have landed here."""
     b = tl.program_id(0)
     programs = tl.num_programs(0)
-    step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
-                                            fingerprint, WORLD)
-    n, part = _slices(n, failed, WORLD, BLOCK)
     cols = tl.arange(0, BLOCK)
     rows = scratch + b * (2 * WORLD * BLOCK)
+    if EARLY:
+        first, deadline, status = begin_arrival(ctrl, bases, b, rank, status_addr, timeout_ns, fingerprint,
+                                                WORLD)
+        part = tl.cdiv(tl.cdiv(n, WORLD), BLOCK) * BLOCK  # _slices', before the agreement
+        if b < tl.cdiv(part, BLOCK):
+            _push_chunk(buf, n, part, rows, b, bases, rank, WORLD, ELEM, BLOCK)
+        failed = end_arrival(ctrl, bases, b, rank, first, deadline, fingerprint, status, WORLD)
+    else:
+        first, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
+                                                 fingerprint, WORLD)
+    n, part = _slices(n, failed, WORLD, BLOCK)
+    step = first
     k = 0
     for c in range(b, tl.cdiv(part, BLOCK), programs):
         slot = rows + (k % 2) * (WORLD * BLOCK)
-        for q in tl.static_range(WORLD):
-            if q != rank:
-                offs = q * part + c * BLOCK + cols
-                v = tl.load(buf + offs, mask=offs < n)
-                tl.store(slot + peer_delta(bases, rank, q, ELEM) + rank * BLOCK + cols, v, mask=offs < n)
-        step += 1
-        signal(ctrl, bases, b, rank, step, WORLD)
-        failed = wait(ctrl, b, rank, step, deadline, failed, status, WORLD)
+        if not EARLY or k > 0:  # (EARLY: chunk 0 went with the arrival)
+            _push_chunk(buf, n, part, slot, c, bases, rank, WORLD, ELEM, BLOCK)
+            step += 1
+            signal(ctrl, bases, b, rank, step, WORLD)
+            failed = wait(ctrl, b, rank, step, deadline, failed, status, WORLD)
         offs = rank * part + c * BLOCK + cols
         mask = offs < n
         acc = _widen(tl.load(tl.where(rank == 0, buf + offs, slot + cols), mask=mask), WIDEN)

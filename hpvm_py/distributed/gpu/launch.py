@@ -29,12 +29,14 @@ from .replay import Replay, Replays
 @dataclass(frozen=True)
 class Tuning:
     """Chunk size, warps per program and the most programs of one kernel (and for the stream
-    all-reduce, the ring slots per lane)."""
+    all-reduce, the ring slots per lane; for push, whether the first chunk goes with the arrival:
+    kernels.all_reduce_push's EARLY)."""
 
     block_bytes: int
     warps: int
     programs: int
     slots: int = 0
+    early: bool = False
 
 
 # 16 KiB chunks keep 2 programs of 8 warps per SM with about 4 MiB in flight per GPU. On 2 x H200
@@ -56,6 +58,20 @@ TUNING = {
     # for 264 of 16 KiB
     "push": Tuning(block_bytes=8 << 10, warps=8, programs=528),
 }
+# Where a world size has its own measured shape. Two GPUs, push: on 2 x H200 (2026-11-27, six
+# sweeps of 4-10 shapes, 1 MiB - 1 GiB, against NCCL in the same run: docs/performance.md) 512
+# programs of 16 KiB chunks were 1-2% faster than 528 of 8 KiB from 16 MiB on, and the first chunk
+# sent with the arrival saved 2-3 µs at every size (64 MiB: 199.6 µs against 205.0 for the two
+# changes together; 1 MiB: 11.7 against 14.2). On 4 x H200 the same day the early chunk was
+# slower at 16 MiB (109.2 against 101.4 µs; with 16 KiB chunks too, 114.1) and no faster from
+# 64 MiB: four GPUs keep TUNING["push"].
+TUNING_BY_WORLD = {("push", 2): Tuning(block_bytes=16 << 10, warps=8, programs=512, early=True)}
+
+
+def shape_for(algorithm: str, world_size: int) -> Tuning | None:
+    """The shape an algorithm runs in on this many ranks."""
+    return TUNING_BY_WORLD.get((algorithm, world_size), TUNING.get(algorithm))
+
 ALL_REDUCE_ALGORITHMS = ("one_shot", "one_shot_push", "two_shot", "push", "stream")
 _MAX_ELEMENTS = (1 << 31) - 1  # kernel offsets are 32-bit
 # status words of kernels that met bad data (moe_launch.py); a wait that timed out writes its rank + 1
@@ -183,7 +199,8 @@ def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None, *, fingerp
     takes these two keywords)."""
     algorithm = algorithm or choose("all_reduce", x.numel() * x.element_size(), ranks.current(),
                                     elem_bytes=x.element_size())
-    return _call(("all_reduce", op, algorithm, TUNING.get(algorithm), fingerprint) + _key(x),
+    world_size = getattr(ranks.current(), "size", 1)
+    return _call(("all_reduce", op, algorithm, shape_for(algorithm, world_size), fingerprint) + _key(x),
                  lambda: _all_reduce(x, op, algorithm, fingerprint), bind)
 
 
@@ -222,7 +239,7 @@ def reserve_scratch(heap: Any, world_size: int) -> int | None:
     """The heap offset of the push all-reduce's scratch (reserved at the end of the heap, where
     the stream all-reduce's rings go: they never run at once), or None where user allocations
     stand."""
-    return heap.reserve_workspace(scratch_bytes(TUNING["push"], world_size))
+    return heap.reserve_workspace(scratch_bytes(shape_for("push", world_size), world_size))
 
 
 def _all_reduce(x: Any, op: str, algorithm: str, fingerprint: int) -> None:
@@ -288,18 +305,18 @@ def _all_reduce_one_shot_push(world: Any, heap: GpuHeap, buf: Any, op: str, fing
 def _all_reduce_push(world: Any, heap: GpuHeap, buf: Any, op: str, fingerprint: int) -> None:
     """Two-shot by stores: every rank stores its copy of each peer's slice into that peer's
     scratch, reduces its own slice there and stores the result into every buffer (kernels.py)."""
-    tuning = TUNING["push"]
+    shape = shape_for("push", world.size)
     offset = reserve_scratch(heap, world.size)
     if offset is None:
-        raise DistributedError(f"the push all-reduce needs {scratch_bytes(tuning, world.size)} bytes of "
+        raise DistributedError(f"the push all-reduce needs {scratch_bytes(shape, world.size)} bytes of "
                                f"workspace at the end of the symmetric heap, and {heap.free_bytes} bytes are "
                                "free (set HPVM_HEAP_BYTES larger)", rule="heap-capacity")
-    programs, block = _grid(buf.numel(), tuning, buf.element_size())
+    programs, block = _grid(buf.numel(), shape, buf.element_size())
     programs = min(programs, max(1, -(-buf.numel() // (world.size * block))))  # chunks of a slice
     scratch = heap.tensor(world.rank, offset, programs * 2 * world.size * block, buf.dtype)
     _kernels().all_reduce_push[(programs,)](
         buf, buf.numel(), scratch, OP=OPS.index(op), WIDEN=_widen(buf), ELEM=buf.element_size(), BLOCK=block,
-        num_warps=tuning.warps, **_common(world, heap, fingerprint))
+        EARLY=shape.early, num_warps=shape.warps, **_common(world, heap, fingerprint))
 
 
 def all_reduce_quantized(x: Any, quantize: str, *, fingerprint: int = 0,

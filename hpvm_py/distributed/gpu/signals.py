@@ -110,17 +110,32 @@ def arrive(ctrl, bases, b, rank, status_addr, timeout_ns, fingerprint, WORLD: tl
     same call (its fingerprint, published before the arrival's signal, as data is before its
     flag). Returns the step reached, the deadline of the call's waits, `failed` (see wait; a
     kernel moves no data when it is not 0) and the status word."""
+    step, deadline, status = begin_arrival(ctrl, bases, b, rank, status_addr, timeout_ns, fingerprint, WORLD)
+    failed = end_arrival(ctrl, bases, b, rank, step, deadline, fingerprint, status, WORLD)
+    return step, deadline, failed, status
+
+
+@triton.jit
+def begin_arrival(ctrl, bases, b, rank, status_addr, timeout_ns, fingerprint, WORLD: tl.constexpr):
+    """The first half of `arrive`: this call's fingerprint published to every peer. Returns the
+    arrival's step, the deadline of the call's waits and the status word. A kernel may store into
+    its peers' workspace between the two halves (never into their buffers: the call may differ)."""
     status = status_addr.to(tl.pointer_type(tl.int64))
     seq = tl.load(ctrl + b)  # this program's last step of the previous call
     deadline = now_ns(seq) + timeout_ns
-    step = seq + 1
     q, is_peer, delta = peers(bases, rank, WORLD)
     tl.store(ctrl + delta + FINGERPRINTS + b * WORLD + rank, fingerprint, mask=is_peer)
+    return seq + 1, deadline, status
+
+
+@triton.jit
+def end_arrival(ctrl, bases, b, rank, step, deadline, fingerprint, status, WORLD: tl.constexpr):
+    """The second half of `arrive`: signal the arrival's step, wait for every peer's, compare the
+    fingerprints. Returns `failed`."""
     signal(ctrl, bases, b, rank, step, WORLD)
     failed = wait(ctrl, b, rank, step, deadline, tl.full([], 0, tl.int32), status, WORLD)
     # (a peer overwrites its slot only in its next call, which starts after this call's next wait)
-    failed = same_call(ctrl, bases, b, rank, fingerprint, failed, status, WORLD)
-    return step, deadline, failed, status
+    return same_call(ctrl, bases, b, rank, fingerprint, failed, status, WORLD)
 
 
 @triton.jit
