@@ -208,9 +208,8 @@ class Recording:
         """Let each tracked object it uses drop it when released."""
         for need in self.acquires:
             obj = need.obj()
-            if obj is not None:  # (dead references of recordings evicted since go first)
-                obj.recordings[:] = [r for r in obj.recordings if r() is not None]
-                obj.recordings.append(weakref.ref(self))
+            if obj is not None:
+                obj.recordings.add(self)
 
     def still_writable(self, args: tuple[Any, ...]) -> bool:
         """The buffers the graph writes still accept writes (not made read-only, no

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,17 +37,16 @@ class MemoryObject:
     host_args: dict[Any, Any] = field(default_factory=dict)  # element type -> BufferArg of `user`
     checked_for: dict[int, Any] = field(default_factory=dict)  # launch checks passed (rt/args.py)
     released: bool = False  # untracked, or its runtime cleaned up: recordings of it are stale
-    recordings: list[Any] = field(default_factory=list)  # weak references to recorded launches
-    # that use it: dropped on release, so none keeps a device view of the buffer alive
+    # the recorded launches that use it (weakly held: an evicted one leaves by itself), dropped on
+    # release, so none keeps a device view of the buffer alive
+    recordings: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
     implicit: bool = False  # tracked by a launch, not by the user: device copies last one launch
 
 
 def _release(obj: MemoryObject) -> None:
     obj.released = True
-    for ref in obj.recordings:
-        recording = ref()
-        if recording is not None:
-            recording.drop()
+    for recording in list(obj.recordings):
+        recording.drop()
     obj.recordings.clear()
 
 
