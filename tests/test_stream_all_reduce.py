@@ -134,14 +134,26 @@ def test_push_two_shot_by_world_size_and_its_scratch(monkeypatch: pytest.MonkeyP
     with pytest.raises(DistributedError, match="HPVM_COMM_PUSH_BYTES='8M' must be a number of bytes"):
         chooser.choose_gpu("all_reduce", 1 << 30, 4)
     monkeypatch.delenv("HPVM_COMM_PUSH_BYTES")
-    need = launch.scratch_bytes(launch.TUNING["push"], 4)
     big = max(chooser.GPU_PUSH_BYTES.values()) + 1
-    for room, pick in ((need + MIB, "push"), (need - MIB, "two_shot")):
-        heap = _Heap(64 * MIB + room)
-        heap.allocate(64 * MIB)
-        assert launch.choose("all_reduce", big, types.SimpleNamespace(size=4, heap=heap)) == pick, room
-        assert heap.limit == heap.size - (need if pick == "push" else 0)  # reserved, or nothing
+    for world in (2, 4):  # each world size reserves the scratch of its own shape
+        need = launch.scratch_bytes(launch.shape_for("push", world), world)
+        for room, pick in ((need + MIB, "push"), (need - MIB, "two_shot")):
+            heap = _Heap(64 * MIB + room)
+            heap.allocate(64 * MIB)
+            assert launch.choose("all_reduce", big, types.SimpleNamespace(size=world, heap=heap)) == pick, room
+            assert heap.limit == heap.size - (need if pick == "push" else 0)  # reserved, or nothing
     assert "push" in ALGORITHMS  # a word of the descriptor: ranks that choose differently raise
+
+
+def test_push_shapes_by_world_size() -> None:
+    """Two GPUs run push in their measured shape (16 KiB chunks, the first with the arrival);
+    other world sizes the default one, without it; a world's shape overrides only its own."""
+    two, four = launch.shape_for("push", 2), launch.shape_for("push", 4)
+    assert two.early and two.block_bytes == 16 << 10 and two.programs <= gpu_heap.MAX_BLOCKS
+    assert four is launch.TUNING["push"] and not four.early
+    assert launch.shape_for("push", 3) is launch.TUNING["push"]
+    assert launch.shape_for("two_shot", 2) is launch.TUNING["two_shot"]
+    assert launch.scratch_bytes(two, 2) == two.programs * 2 * 2 * two.block_bytes
 
 
 def test_the_rings_words_live_in_the_control_block() -> None:
