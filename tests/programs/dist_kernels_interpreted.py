@@ -12,9 +12,11 @@ Checks, each reported as `KERNEL <name> ok`:
   16-bit element types and fp8 codes are left to tests/gpu_dist/check_quantized.py.)
 - all_reduce_rmsnorm with QUANT, f32: x and residual as NumPy's, the per-row scales bit for bit
   max|x| / 448, each fp8 code at its place with the sign and binade of its element.
-- all_reduce_push (two-shot by stores), f32 sum and max and i32 sum: sizes that are not whole
-  chunks, slices of fewer chunks than programs and of many (each scratch slot reused), calls
-  back to back with no host barrier: bit for bit NumPy's rank-order reduction and one_shot's.
+- all_reduce_push (two-shot by stores), with its first chunk sent apart from the arrival and with
+  it (EARLY), f32 sum and max and i32 sum: sizes that are not whole chunks, slices of fewer chunks
+  than programs and of many (each scratch slot reused), calls back to back with no host barrier:
+  bit for bit NumPy's rank-order reduction and one_shot's; then one rank pausing after each wait
+  (a mutant with one scratch slot per program fails).
 - all_reduce_one_shot_push (one-shot by stores, no final step), f32 sum and max and i32 sum, one
   chunk per program: calls back to back with no host barrier, in between calls of one-shot and
   push (so the steps' parities, which pick the rows, come from every kind of kernel): bit for bit
@@ -194,6 +196,21 @@ def push_sum(early: bool) -> None:
         want = rank_order(parts, op)
         assert np.array_equal(x.numpy().view(np.int32), want.view(np.int32)), (x.numel(), op, "numpy")
         assert torch.equal(x.view(torch.int32), y.view(torch.int32)), (x.numel(), op, "one_shot")
+    # rank SLOW pauses after each chunk's wait, before it reads the rows its peers stored: a peer
+    # free to store its next chunk into the slot still to be read would change the sum (a mutant
+    # with one slot fails here); one program, so the peers run ahead as far as the steps let them
+    parts = inputs(350, 6 * WORLD * PUSH_BLOCK + 3)
+    x = hpvm.symmetric.empty(parts[0].numel(), torch.float32)
+    x.copy_(parts[RANK])
+    line_up()
+    K.wait = dawdling_wait  # the push loop looks it up in its module's globals
+    try:
+        K.all_reduce_push[(1,)](x, x.numel(), scratch, OP=0, WIDEN=False, ELEM=4, BLOCK=PUSH_BLOCK,
+                                EARLY=early, **COMMON)
+    finally:
+        K.wait = WAIT
+    assert int(status[0]) == 0, "a wait timed out"
+    assert np.array_equal(x.numpy(), rank_order(parts)), "a slot was overwritten before it was read"
     report(RANK, f"KERNEL push{' early' if early else ''} ok")
 
 
@@ -212,6 +229,19 @@ def dawdling_same_call(ctrl, bases, b, rank, fingerprint, failed, status, WORLD:
 
 
 SAME_CALL = signals.same_call
+
+
+@triton.jit
+def dawdling_wait(ctrl, b, rank, step, deadline, failed, status, WORLD: tl.constexpr):
+    """signals.wait, then a pause of 20 ms on rank SLOW before its caller goes on (the interpreter
+    runs this as Python)."""
+    failed = WAIT(ctrl, b, rank, step, deadline, failed, status, WORLD)
+    if RANK == SLOW:
+        time.sleep(0.02)
+    return failed
+
+
+WAIT = signals.wait
 
 
 def one_shot_push() -> None:
