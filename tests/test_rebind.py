@@ -1,5 +1,6 @@
 """A launch with other buffers of a recorded launch's sizes runs copies of the recorded launches
-pointed at them (rt/recording.py, Recording.rebound): it must compute what a fresh launch computes,
+pointed at them (rt/recording.py, Recording.rebound), or, with every place taken, the least
+recently used recording pointed at them (Recording.retarget): it must compute what a fresh launch computes,
 with the same copies, write-backs and errors. Random sequences of launches over pools of buffers
 (tracked and not, the same buffer twice, other sizes, other counts) try to break that."""
 from __future__ import annotations
@@ -190,6 +191,58 @@ def test_threads_launching_with_their_own_buffers(rebind_target: str, rng: np.ra
         np.testing.assert_allclose(y, x * launches, rtol=1e-5)
 
 
+def test_threads_taking_turns_with_fewer_recordings_kept_than_threads(
+        rebind_target: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four threads launch on their own buffers in turn with 2 recordings kept: each launch finds
+    its recording taken by another thread's buffers and points the least recently used one at its
+    own (Recording.retarget), from another thread than the one that made it. Every sum must
+    still be its own."""
+    from hpvm_py.rt import replay
+
+    monkeypatch.setattr(replay, "_KEPT", 2)
+    xs = [rng.standard_normal(64).astype(np.float32) for _ in range(4)]
+    ys = [np.zeros(64, np.float32) for _ in range(4)]
+    errors: list[BaseException] = []
+    launches = 12 if rebind_target == "cpu" else 4
+    turn = threading.Condition()
+    state = {"next": 0}
+    with hpvm.runtime(rebind_target):
+        for buf in [*xs, *ys]:  # (on a GPU an untracked buffer goes home after each launch)
+            hpvm.track_memory(buf)
+        compiled = hpvm.compile(g.update)
+        hpvm.wait(hpvm.launch(compiled, xs[0], xs[0].nbytes, np.zeros(64, np.float32), 256, 64, 1.0))
+
+        def worker(me: int) -> None:
+            try:
+                for _ in range(launches):
+                    with turn:
+                        if not turn.wait_for(lambda: state["next"] == me, 60):
+                            raise TimeoutError(f"thread {me} never got its turn")
+                    hpvm.wait(hpvm.launch(compiled, xs[me], xs[me].nbytes, ys[me], ys[me].nbytes, 64, 1.0))
+                    with turn:
+                        state["next"] = (me + 1) % len(xs)
+                        turn.notify_all()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+                with turn:
+                    state["next"] = (me + 1) % len(xs)
+                    turn.notify_all()
+
+        rebound = _count("rebound_launches")
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(xs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors[0]
+        # every launch but each thread's first rebinds (not vacuous: the recordings turned over)
+        assert _count("rebound_launches") - rebound >= len(xs) * (launches - 1)
+        for y in ys:
+            hpvm.request_memory(y)
+    for x, y in zip(xs, ys):
+        np.testing.assert_allclose(y, x * launches, rtol=1e-5)
+
+
 def test_hpvm_rebind_0_takes_the_normal_path(rebind_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
     x, y, z = np.ones(8, np.float32), np.zeros(8, np.float32), np.zeros(8, np.float32)
     monkeypatch.setenv("HPVM_REBIND", "0")
@@ -345,3 +398,56 @@ def test_generated_loops_over_more_buffer_sets_than_kept(rebind_target: str, see
             hpvm.request_memory(pool[i])
     for got, want in zip(pool, mirror):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_full_set_points_its_least_recently_used_recording_at_new_buffers(
+        rebind_target: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every place taken, a launch on buffers no recording has takes the least recently
+    used recording itself (Recording.retarget, no copy): it is kept first, indexed by the new
+    buffers only, and the old buffers no longer hold it; the old buffers' next launch is served
+    afresh. While another thread holds that recording, a copy is made instead. Every result
+    equals NumPy's."""
+    from hpvm_py.rt import replay
+
+    monkeypatch.setattr(replay, "_KEPT", 3)
+    n = 16
+    x = rng.standard_normal(n).astype(np.float32)
+    ys = [np.zeros(n, np.float32) for _ in range(6)]
+    done = [0] * len(ys)
+    with hpvm.runtime(rebind_target):
+        from hpvm_py.api.host import _active
+
+        tracker = _active().tracker
+        for buf in [x, *ys]:
+            hpvm.track_memory(buf)
+        compiled = hpvm.compile(g.update)
+        kept = compiled.replays._recordings
+
+        def launch(i: int) -> None:
+            hpvm.wait(hpvm.launch(compiled, x, x.nbytes, ys[i], ys[i].nbytes, n, 1.0))
+            done[i] += 1
+
+        for i in range(3):
+            launch(i)
+        oldest = kept[-1]
+        old_obj = tracker.lookup(ys[0])
+        assert oldest in old_obj.recordings
+        launch(3)
+        assert kept[0] is oldest and len(kept) == 3  # the same object, now for ys[3]
+        assert oldest not in old_obj.recordings and oldest in tracker.lookup(ys[3]).recordings
+        assert oldest.buffer_ids == tuple(id(a) for a in (x, ys[3]))
+        assert [oldest] == compiled.replays._by_buffers[oldest.buffer_ids]
+        assert all(r.buffer_ids != (id(x), id(ys[0])) for r in kept)
+        launch(0)  # its recording went to ys[3]: served anew
+        held = kept[-1]
+        with held.lock:  # another thread is replaying it: a copy for ys[4]
+            launch(4)
+        assert held not in kept and kept[0] is not held
+        assert sorted(map(id, kept)) == sorted(
+            id(r) for same in compiled.replays._by_buffers.values() for r in same)
+        for i in (5, 3, 1, 4):
+            launch(i)
+        for y in ys:
+            hpvm.request_memory(y)
+    for i, y in enumerate(ys):
+        np.testing.assert_allclose(y, x * done[i], rtol=1e-6)

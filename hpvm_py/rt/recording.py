@@ -1,6 +1,7 @@
 """What a recorded launch keeps (rt/replay.py records and replays it): per leaf its prepared
 launch and where its scalars come from, the buffers as the tracker gave them, the CUDA graph of a
-repeat; and the same launch pointed at other buffers of the same sizes (Recording.rebound).
+repeat; and the same launch pointed at other buffers of the same sizes (Recording.rebound, a
+copy; Recording.retarget, in place).
 docs/architecture.md, "Replay"."""
 from __future__ import annotations
 
@@ -158,25 +159,72 @@ class Recording:
         homes and aliasing, with the same integer arguments: its launches copied and pointed at
         them, each buffer acquired from the tracker as the normal path would. None when it
         cannot serve them (then the normal path runs and records them)."""
-        if not self.rebindable or self.dropped or len(args) != len(self.args) or \
-                not self._same_values(args):
+        if not self._fits(args, env):
             return None
-        for i, ref in self._buffers:
-            old, new = ref(), env[i].obj
-            if old is None or new.nbytes != old.nbytes or new.home != old.home:
-                return None
-        if _aliases([env[i].obj for i, _ in self._buffers]) != self._aliases:
-            return None
-        for need in self.acquires:
-            obj = env[need.port].obj
-            if obj.implicit and obj.home != need.device:
-                return None  # it goes back to the host after each launch: the normal path
         with self.lock:
             if self.dropped:
                 return None
             steps = [step.copy() for step in self.steps]
         if None in steps:
             return None
+        acquires = self._point_at(env, executor, steps)
+        # every field as here (a shallow copy: a dataclass's constructor costs several times
+        # more), then those that name the buffers or belong to one recording
+        twin = object.__new__(Recording)
+        twin.__dict__.update(self.__dict__)
+        twin.steps, twin.acquires, twin.lock = steps, acquires, threading.Lock()
+        twin._name_buffers(args, env)
+        if self.streams is not None:  # its own events: replays of the two may interleave
+            twin.streams = DeviceStreams(self.graph_device, self.stream_plan.used, len(self.events),
+                                         self.origin)
+        twin.register()
+        stats.bump_one("rebound_launches")
+        return twin
+
+    def retarget(self, args: tuple[Any, ...], env: list[Any], executor: Any) -> bool:
+        """What rebound() makes, in this recording itself: its launches pointed at the other
+        buffers, for a recording that would be let go to keep a copy (the least recently used of
+        a full set). False, unchanged, when it cannot serve them or another thread holds it."""
+        if not self._fits(args, env) or not all(p.copyable for s in self.steps for p in s.launches()):
+            return False
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if self.dropped:
+                return False
+            for need in self.acquires:  # it stops using these
+                obj = need.obj()
+                if obj is not None:
+                    obj.recordings.discard(self)
+            self.acquires = self._point_at(env, executor, self.steps)
+            self._name_buffers(args, env)
+            self.register()
+        finally:
+            self.lock.release()
+        stats.bump_one("rebound_launches")
+        return True
+
+    def _fits(self, args: tuple[Any, ...], env: list[Any]) -> bool:
+        """Whether rebound() / retarget() can serve these buffers: the same integer arguments, and
+        buffers of the same sizes, homes and aliasing as the recorded ones."""
+        if not self.rebindable or self.dropped or len(args) != len(self.args) or \
+                not self._same_values(args):
+            return False
+        for i, ref in self._buffers:
+            old, new = ref(), env[i].obj
+            if old is None or new.nbytes != old.nbytes or new.home != old.home:
+                return False
+        if _aliases([env[i].obj for i, _ in self._buffers]) != self._aliases:
+            return False
+        for need in self.acquires:
+            obj = env[need.port].obj
+            if obj.implicit and obj.home != need.device:
+                return False  # it goes back to the host after each launch: the normal path
+        return True
+
+    def _point_at(self, env: list[Any], executor: Any, steps: list[Step]) -> list[Acquire]:
+        """The steps' launches pointed at the bound buffers, each acquired from the tracker as the
+        normal path would; the acquires that say so."""
         acquires = []
         for need in self.acquires:
             bound = env[need.port]
@@ -185,24 +233,17 @@ class Recording:
             acquires.append(Acquire(weakref.ref(bound.obj), need.device, need.reads, need.writes,
                                      weakref.ref(arg.obj), need.step, need.param, need.port,
                                      need.spec, need.copied_in))
-        # every field as here (a shallow copy: a dataclass's constructor costs several times
-        # more), then those that name the buffers or belong to one recording
-        twin = object.__new__(Recording)
-        twin.__dict__.update(self.__dict__)
+        return acquires
+
+    def _name_buffers(self, args: tuple[Any, ...], env: list[Any]) -> None:
+        """The fields that name the buffers, for these; no CUDA graph (it holds the old addresses)."""
         new_args = list(args)
         for i, _ in self._buffers:
             new_args[i] = weakref.ref(env[i].obj)
-        twin.args = tuple(new_args)
-        twin._buffers = [(i, new_args[i]) for i in self.buffer_positions]
-        twin.buffer_ids = tuple(id(args[i]) for i in self.buffer_positions)
-        twin.steps, twin.acquires, twin.lock = steps, acquires, threading.Lock()
-        twin.graph = twin.graph_key = twin.graph_zeros = twin.last_key = None
-        if self.streams is not None:  # its own events: replays of the two may interleave
-            twin.streams = DeviceStreams(self.graph_device, self.stream_plan.used, len(self.events),
-                                         self.origin)
-        twin.register()
-        stats.bump_one("rebound_launches")
-        return twin
+        self.args = tuple(new_args)
+        self._buffers = [(i, new_args[i]) for i in self.buffer_positions]
+        self.buffer_ids = tuple(id(args[i]) for i in self.buffer_positions)
+        self.graph = self.graph_key = self.graph_zeros = self.last_key = None
 
     def register(self) -> None:
         """Let each tracked object it uses drop it when released."""

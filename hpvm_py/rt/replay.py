@@ -308,8 +308,21 @@ class Replays:
         return None
 
     def rebind(self, args: tuple[Any, ...], env: list[Any], executor: Any) -> Recording | None:
-        """A new recording for these (bound) arguments, made from a kept one that differs only in
-        its buffers (Recording.rebound), and kept; None when none fits."""
+        """A recording for these (bound) arguments, made from a kept one that differs only in its
+        buffers, and kept first; None when none fits. With every place taken, the least recently
+        used one, which keeping another would let go, is pointed at them itself
+        (Recording.retarget); else a copy is made (Recording.rebound)."""
+        with self._lock:  # (no thread evicts or finds it meanwhile)
+            kept = self._recordings
+            if len(kept) >= _KEPT:
+                last = kept[-1]
+                ids = last.buffer_ids
+                if last.retarget(args, env, executor):
+                    self._unindex(last, ids)
+                    kept.pop()
+                    kept.insert(0, last)
+                    self._index(last)
+                    return last
         for recording in list(self._recordings):
             new = recording.rebound(args, env, executor)
             if new is not None:
@@ -317,19 +330,25 @@ class Replays:
                 return new
         return None
 
+    def _index(self, recording: Recording) -> None:
+        self._by_buffers.setdefault(recording.buffer_ids, []).insert(0, recording)
+
+    def _unindex(self, recording: Recording, ids: tuple[int, ...]) -> None:
+        same = self._by_buffers[ids]
+        same.remove(recording)
+        if not same:
+            del self._by_buffers[ids]
+
     def add(self, recording: Recording) -> None:
         """Keep a new recording first; the least recently used beyond _KEPT is let go (a dropped
         one, which matches nothing and holds no launches, waits for its turn)."""
         with self._lock:
-            kept, index = self._recordings, self._by_buffers
+            kept = self._recordings
             kept.insert(0, recording)
-            index.setdefault(recording.buffer_ids, []).insert(0, recording)
+            self._index(recording)
             while len(kept) > _KEPT:
                 old = kept.pop()
-                same = index[old.buffer_ids]
-                same.remove(old)
-                if not same:
-                    del index[old.buffer_ids]
+                self._unindex(old, old.buffer_ids)
 
 
 def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
