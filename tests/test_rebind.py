@@ -451,3 +451,33 @@ def test_a_full_set_points_its_least_recently_used_recording_at_new_buffers(
             hpvm.request_memory(y)
     for i, y in enumerate(ys):
         np.testing.assert_allclose(y, x * done[i], rtol=1e-6)
+
+
+def test_a_fresh_output_each_step_reuses_the_last_steps_recording(rng: np.random.Generator) -> None:
+    """cpu target: a loop that writes a fresh output each step and drops the last one. The last
+    step's recording, whose output only the runtime still holds, is pointed at the new output
+    (Recording.retarget) rather than copied, every step but those after the tracker forgot the
+    dropped buffers; the recording of a buffer the user still holds is never taken. Every output
+    equals NumPy's. (On a GPU target an untracked host buffer takes the normal path.)"""
+    n = 32
+    x = rng.standard_normal(n).astype(np.float32)
+    kept_y = np.zeros(n, np.float32)
+    outputs = []
+    with hpvm.runtime("cpu"):
+        compiled = hpvm.compile(g.update)
+        hpvm.wait(hpvm.launch(compiled, x, x.nbytes, kept_y, kept_y.nbytes, n, 1.0))
+        held = compiled.replays._recordings[0]
+        reused = 0
+        for step in range(40):
+            y = np.zeros(n, np.float32)
+            before = compiled.replays._recordings[0]
+            hpvm.wait(hpvm.launch(compiled, x, x.nbytes, y, y.nbytes, n, float(step % 3)))
+            reused += compiled.replays._recordings[0] is before and before is not held
+            outputs.append((step % 3, y.copy()))
+            del y
+        assert not held.dropped and held.buffer_ids == (id(x), id(kept_y))
+        hpvm.wait(hpvm.launch(compiled, x, x.nbytes, kept_y, kept_y.nbytes, n, 1.0))
+        assert reused >= 30, reused
+    for k, y in outputs:
+        np.testing.assert_allclose(y, x * np.float32(k), rtol=1e-6)
+    np.testing.assert_allclose(kept_y, x * 2, rtol=1e-6)

@@ -18,6 +18,7 @@ from ..support import stats
 from ..types import ScalarType
 from .buffers import moved, why_not_writable
 from .replay_streams import StreamPlan
+from .tracker import held_only_here
 
 
 @dataclass
@@ -203,6 +204,16 @@ class Recording:
             self.lock.release()
         stats.bump_one("rebound_launches")
         return True
+
+    def abandoned(self) -> bool:
+        """Whether the user has let go of one of its buffers (only the runtime still refers to it,
+        as after a step that writes a fresh output and drops the last one): it cannot match a
+        launch again, and may serve other buffers (retarget)."""
+        for _, ref in self._buffers:
+            obj = ref()
+            if obj is not None and not obj.released and held_only_here(obj):
+                return True
+        return False
 
     def _fits(self, args: tuple[Any, ...], env: list[Any]) -> bool:
         """Whether rebound() / retarget() can serve these buffers: the same integer arguments, and

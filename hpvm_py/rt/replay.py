@@ -309,20 +309,24 @@ class Replays:
 
     def rebind(self, args: tuple[Any, ...], env: list[Any], executor: Any) -> Recording | None:
         """A recording for these (bound) arguments, made from a kept one that differs only in its
-        buffers, and kept first; None when none fits. With every place taken, the least recently
-        used one, which keeping another would let go, is pointed at them itself
-        (Recording.retarget); else a copy is made (Recording.rebound)."""
-        with self._lock:  # (no thread evicts or finds it meanwhile)
+        buffers, and kept first; None when none fits. A recording that can serve no launch again
+        is pointed at them itself (Recording.retarget): the most recent one when the user let go
+        of one of its buffers (a fresh output each step), else, with every place taken, the least
+        recently used, which keeping another would let go. Otherwise a copy is made
+        (Recording.rebound)."""
+        with self._lock:  # (no thread evicts or finds them meanwhile)
             kept = self._recordings
-            if len(kept) >= _KEPT:
-                last = kept[-1]
-                ids = last.buffer_ids
-                if last.retarget(args, env, executor):
-                    self._unindex(last, ids)
-                    kept.pop()
-                    kept.insert(0, last)
-                    self._index(last)
-                    return last
+            spare = [kept[0]] if kept and kept[0].abandoned() else []
+            if len(kept) >= _KEPT and kept[-1] not in spare:
+                spare.append(kept[-1])
+            for old in spare:
+                ids = old.buffer_ids
+                if old.retarget(args, env, executor):
+                    self._unindex(old, ids)
+                    kept.remove(old)
+                    kept.insert(0, old)
+                    self._index(old)
+                    return old
         for recording in list(self._recordings):
             new = recording.rebound(args, env, executor)
             if new is not None:

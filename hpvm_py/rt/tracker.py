@@ -53,7 +53,7 @@ def _release(obj: MemoryObject) -> None:
 SWEEP_AT_LEAST = 64  # implicit objects before the first sweep (then twice those left by the last)
 
 
-def _held_only_here(obj: MemoryObject) -> bool:
+def held_only_here(obj: MemoryObject) -> bool:
     """Whether nothing but the tracker refers to the user's buffer: its object, its home copy,
     the cached host arguments (and their views, whose base it is). A launch in flight, a stream's
     item, a kept recording's packed arguments or the user holding it count more references."""
@@ -103,7 +103,7 @@ class MemoryTracker:
         for obj in list(self._objects.values()):
             if not obj.implicit:
                 continue
-            if obj.valid == {obj.home} and _held_only_here(obj):
+            if obj.valid == {obj.home} and held_only_here(obj):
                 self._forget(obj)
             else:
                 left += 1
