@@ -172,7 +172,7 @@ def all_reduce_push(buf, n, scratch, ctrl, bases, rank, status_addr, timeout_ns,
     if EARLY:
         first, deadline, status = begin_arrival(ctrl, bases, b, rank, status_addr, timeout_ns, fingerprint,
                                                 WORLD)
-        part = tl.cdiv(tl.cdiv(n, WORLD), BLOCK) * BLOCK  # _slices', before the agreement
+        _, part = _slices(n, 0, WORLD, BLOCK)  # (before the agreement: the call as given)
         if b < tl.cdiv(part, BLOCK):
             _push_chunk(buf, n, part, rows, b, bases, rank, WORLD, ELEM, BLOCK)
         failed = end_arrival(ctrl, bases, b, rank, first, deadline, fingerprint, status, WORLD)
