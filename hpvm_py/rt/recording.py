@@ -184,8 +184,9 @@ class Recording:
 
     def retarget(self, args: tuple[Any, ...], env: list[Any], executor: Any) -> bool:
         """What rebound() makes, in this recording itself: its launches pointed at the other
-        buffers, for a recording that would be let go to keep a copy (the least recently used of
-        a full set). False, unchanged, when it cannot serve them or another thread holds it."""
+        buffers, for a recording that can serve no launch again (Replays.rebind picks it: one
+        whose buffer the user let go, or the one a full set would let go). False, unchanged, when
+        it cannot serve them or another thread holds it."""
         if not self._fits(args, env) or not all(p.copyable for s in self.steps for p in s.launches()):
             return False
         if not self.lock.acquire(blocking=False):
