@@ -60,8 +60,8 @@ def test_cpu_benchmark_rounds_run_every_candidate_in_turn(tmp_path: Path) -> Non
         "import sys, time\n"
         f"sys.path.insert(0, {str(BENCHMARKS / 'cpu')!r})\n"
         "from common import measure, report\n"
-        "results = measure({'hpvm-cpu': lambda: time.sleep(0.002), "
-        "'peer': lambda: time.sleep(0.004)}, reps=3)\n"
+        "results = measure({'hpvm-cpu': lambda: time.sleep(0.001), "
+        "'peer': lambda: time.sleep(0.02)}, reps=3)\n"
         "report('sleeps', results, 'peer')\n")
     env = {**os.environ, "BENCH_ROUNDS": "3"}
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
@@ -70,4 +70,6 @@ def test_cpu_benchmark_rounds_run_every_candidate_in_turn(tmp_path: Path) -> Non
     assert "median of 3 rounds" in out.stdout
     line = next(x for x in out.stdout.splitlines() if "ratio per round" in x)
     ratios = [float(r.rstrip("x")) for r in line.split(":")[1].split(";")[0].split(", ")]
-    assert len(ratios) == 3 and all(1.3 < r < 3.0 for r in ratios), line
+    # (which way each round leans, with a 20x margin: a loaded machine stretches the short
+    # sleeps, so no finer figure is asserted)
+    assert len(ratios) == 3 and all(r > 1.0 for r in ratios), line
