@@ -46,12 +46,17 @@ class Step:
         """Its prepared launches: the recorded one, and the other kernel's where it may choose."""
         return [self.prepared] if self.redecide is None else list(self.redecide.prepared.values())
 
+    @property
+    def copyable(self) -> bool:
+        """Whether its launches can be copied and pointed at other buffers (set_buffer)."""
+        return all(p.copyable for p in self.launches())
+
     def copy(self) -> "Step | None":
         """The same step on copies of its launches (of a rebindable recording); None when one
         can no longer be copied."""
-        launches = self.launches()
-        if not all(p.copyable for p in launches):
+        if not self.copyable:
             return None
+        launches = self.launches()
         twins = {id(p): p.copy() for p in launches}
         redecide = self.redecide
         if redecide is not None:
@@ -187,7 +192,7 @@ class Recording:
         buffers, for a recording that can serve no launch again (Replays.rebind picks it: one
         whose buffer the user let go, or the one a full set would let go). False, unchanged, when
         it cannot serve them or another thread holds it."""
-        if not self._fits(args, env) or not all(p.copyable for s in self.steps for p in s.launches()):
+        if not self._fits(args, env) or not all(step.copyable for step in self.steps):
             return False
         if not self.lock.acquire(blocking=False):
             return False

@@ -300,9 +300,7 @@ class Replays:
             ids = tuple(id(args[k]) for k in self._recordings[0].buffer_positions)
             for recording in self._by_buffers.get(ids, ()):
                 if recording.matches(args):
-                    # most recently used first: a loop over one launch finds it at once
-                    self._recordings.remove(recording)
-                    self._recordings.insert(0, recording)
+                    self._first(recording)
                     # a buffer made read-only since (or set to require grad): the normal path says so
                     return recording if recording.still_writable(args) else None
         return None
@@ -323,9 +321,8 @@ class Replays:
                 ids = old.buffer_ids
                 if old.retarget(args, env, executor):
                     self._unindex(old, ids)
-                    kept.remove(old)
-                    kept.insert(0, old)
-                    self._index(old)
+                    self._index(old)  # under its new buffers
+                    self._first(old)
                     return old
         for recording in list(self._recordings):
             new = recording.rebound(args, env, executor)
@@ -333,6 +330,11 @@ class Replays:
                 self.add(new)
                 return new
         return None
+
+    def _first(self, recording: Recording) -> None:
+        """Most recently used first (the lock held): a loop over one launch finds it at once."""
+        self._recordings.remove(recording)
+        self._recordings.insert(0, recording)
 
     def _index(self, recording: Recording) -> None:
         self._by_buffers.setdefault(recording.buffer_ids, []).insert(0, recording)

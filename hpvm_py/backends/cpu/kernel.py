@@ -145,7 +145,7 @@ class CpuKernel(LeafKernel):
             if len(self._shapes) >= _SHAPES_KEPT:
                 self._shapes.clear()
             shape = self._shapes[key] = self._shape(extents)
-        ext, parents, leaves, parts = shape
+        ext, parents, leaves, template = shape  # template: one task record per partition
         keep: list[Any] = [ext]
         slots = self._pack(args, outputs, parents, leaves, keep)
         if self.layout.remote:
@@ -155,7 +155,7 @@ class CpuKernel(LeafKernel):
             slots[first], slots[first + 1], slots[first + 2] = \
                 heap.bases_address, heap.rank, heap.world_size
         error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
-        privates = self._privates(args, len(parts), parents * leaves) if len(parts) else {}
+        privates = self._privates(args, len(template), parents * leaves) if len(template) else {}
         trial = None if privates else self._store_trial(args, parents * leaves)
         nontemporal = trial is not None and trial.next_variant()
         if privates:
@@ -168,11 +168,11 @@ class CpuKernel(LeafKernel):
         # the task records the native pool reads: the driver, its slots, extents, the partition's
         # ranges and the error word (built with NumPy: one Python step per partition cost 115 µs
         # a launch at 64 threads' 256 partitions)
-        records = parts.copy()
+        records = template.copy()
         records[:, :3] = (ctypes.cast(driver, ctypes.c_void_p).value, ctypes.addressof(slots),
                           ctypes.addressof(ext))
         records[:, 7] = ctypes.addressof(error)
-        for i in range(len(parts) if privates else 0):
+        for i in range(len(template) if privates else 0):
             part_slots = type(slots).from_buffer_copy(slots)
             for index, copies in privates.items():
                 part_slots[index] = _address(copies[i])
