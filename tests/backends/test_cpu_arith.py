@@ -1,11 +1,17 @@
 """cpu backend: operators, comparisons and casts against exact Python/NumPy references."""
 from __future__ import annotations
 
+import ctypes
+from typing import Any
+
 import numpy as np
 import pytest
+from llvmlite import ir
 
 from cpu_harness import assert_floats, bf16_to_f32, f32_to_bf16, leaves_from_source, run
 from hpvm_py import types as T
+from hpvm_py.backends import jit
+from hpvm_py.backends.cpu import arith
 
 INT_TYPES = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
 FLOAT_TYPES = ["f16", "bf16", "f32", "f64"]
@@ -76,6 +82,47 @@ def test_integer_operators_exact(tname):
         bad = np.flatnonzero(got != want)
         assert bad.size == 0, f"{tname} {op}: {a[bad[0]]} {op} {b[bad[0]]} = {got[bad[0]]}, " \
                               f"want {want[bad[0]]}"
+
+
+def _divisor_functions(t: T.ScalarType) -> dict[str, Any]:
+    """floordiv(x, y), mod(x, y) by a power of two and is_pow2(y), as the nvptx target emits them
+    (arith.power_of_two_divmod, arith.is_power_of_two), compiled for the host."""
+    it = ir.IntType(t.bits)
+    module = ir.Module(name=f"pow2_{t.name}")
+    module.triple = jit.target_machine().triple
+    for which in ("floordiv", "mod"):
+        fn = ir.Function(module, ir.FunctionType(it, [it, it]), name=which)
+        b = ir.IRBuilder(fn.append_basic_block())
+        b.ret(arith.power_of_two_divmod(b, fn.args[0], fn.args[1], which, t))
+    fn = ir.Function(module, ir.FunctionType(ir.IntType(8), [it]), name="is_pow2")
+    b = ir.IRBuilder(fn.append_basic_block())
+    b.ret(b.zext(arith.is_power_of_two(b, fn.args[0], t), ir.IntType(8)))
+    loaded = jit.LoadedObject(jit.emit_object(jit.optimize(str(module))))
+    c_int = getattr(ctypes, f"c_{'' if t.is_signed else 'u'}int{t.bits}")
+    binary, unary = ctypes.CFUNCTYPE(c_int, c_int, c_int), ctypes.CFUNCTYPE(ctypes.c_int8, c_int)
+    return {"loaded": loaded, "floordiv": binary(loaded.address("floordiv")),
+            "mod": binary(loaded.address("mod")), "is_pow2": unary(loaded.address("is_pow2"))}
+
+
+@pytest.mark.parametrize("tname", INT_TYPES)
+def test_power_of_two_divisors_as_shifts_and_masks(tname):
+    """The nvptx target runs a leaf's // and % by a launch-wide divisor as a shift and a mask
+    when the divisor is a power of two: exactly floor division and Python's modulo for every
+    dividend (negative ones, INT_MIN and the top bit included), and the test that picks that
+    version is true for 2**k alone (0, negative values and INT_MIN are not, unsigned 2**(bits-1)
+    is)."""
+    t = T.SCALAR_TYPES[tname]
+    fns = _divisor_functions(t)
+    a, _ = _int_inputs(t, 200)
+    for k in range(t.bits - (1 if t.is_signed else 0)):
+        for x in (int(v) for v in a):
+            for op in ("floordiv", "mod"):
+                got, want = fns[op](x, 1 << k), _int_reference(op, x, 1 << k, t)
+                assert got == want, f"{tname}: {x} {op} {1 << k} = {got}, want {want}"
+    lo, hi = t.min_value(), t.max_value()
+    for y in (y for y in (0, 1, 2, 3, 6, 64, 96, lo, hi, lo + 1, hi - 1, -1, -2, -64) if lo <= y <= hi):
+        want = y > 0 and y & (y - 1) == 0
+        assert fns["is_pow2"](y) == want, f"{tname}: is_pow2({y})"
 
 
 def test_int_min_floordiv_minus_one_does_not_trap():

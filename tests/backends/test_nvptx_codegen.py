@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from hpvm_py.backends import registry
 from hpvm_py.backends.base import NodeContext
+from hpvm_py.backends.cpu.codegen import uniform_divisors
 from hpvm_py.backends.nvptx import NvptxBackend, device, toolchain
 from hpvm_py.errors import CompileError
 from hpvm_py.frontend.decorators import GraphDef
@@ -114,6 +115,20 @@ def shifts_by_data(x: InOut[Ptr[i64]], x_bytes: i64, y: InOut[Ptr[u64]], y_bytes
     i = hpvm.instance_id(0)
     x[i] = (x[i] << x[i]) + (x[i] >> x[i + 1])
     y[i] = y[i] >> x[i]
+
+
+@hpvm.leaf
+def strided_bins(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bins_bytes: i64,
+                 nbins: i32, n: i64):
+    for j in range(hpvm.instance_id(0), n, 1024):
+        hpvm.atomic_add(bins, data[j] % nbins, 1)
+
+
+@hpvm.leaf
+def divisors(x: InOut[Ptr[i64]], x_bytes: i64, width: i64, step: i64, scale: f32, rows: i64):
+    i = hpvm.instance_id(0)
+    step = step + 1
+    x[i] = i // width + i % step + i % x[0] + i64(f32(i) % scale) + i // 4 + rows
 ''')
 
 
@@ -161,6 +176,34 @@ def test_shift_counts_from_data_are_masked_before_ptx_truncates_them() -> None:
         bounded = source and re.search(rf"min\.u64\s+{source.group(1)}, %rd\d+, 63;", text)
         assert masked or bounded, (count, text)
     assert len(re.findall(r"setp\.lt\.u64", text)) >= 2, text  # shl and shr.u: 0 out of range
+
+
+def _blocks(text: str) -> list[str]:
+    return re.split(r"\n\$L__BB\d+_\d+:", text)
+
+
+def test_a_loop_by_a_power_of_two_divisor_runs_without_the_division() -> None:
+    """`data[j] % nbins` with nbins the same for the whole launch: the body is emitted twice,
+    behind one test of nbins, and the power-of-two version's loop has a mask where the other has
+    the division (whose branches and tens of instructions kept the loads from being issued
+    ahead: the 64M histogram took 0.171 ms by the division, 0.137 by the mask, on an H100)."""
+    text = ptx(LEAVES.strided_bins, (1,))
+    loops = [b for b in _blocks(text) if "ld.global" in b and "atom.global.add" in b]
+    assert any("rem." not in b and "and.b32" in b for b in loops), text
+    assert any("rem.s32" in b for b in loops), text
+    assert "nbins.pow2" in NvptxBackend().llvm_ir(LEAVES.strided_bins.ir,
+                                                        context(LEAVES.strided_bins.ir, (1,)))
+
+
+def test_only_launch_wide_integer_divisors_are_tested() -> None:
+    """The parameter passed once per launch that the body divides by and never assigns: not a
+    reassigned one, a float, a divisor read from memory, a constant, or a value per instance."""
+    leaf = LEAVES.divisors.ir
+    modes = context(leaf, (1,)).input_modes
+    assert uniform_divisors(leaf, modes) == {"width"}
+    per_instance = tuple("per_instance" if p.name == "width" else m
+                         for p, m in zip(leaf.params, modes))
+    assert uniform_divisors(leaf, per_instance) == set()
 
 
 def test_barrier_and_static_shared_memory_of_a_group() -> None:

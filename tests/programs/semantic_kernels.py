@@ -101,6 +101,24 @@ def make_float_only(T):
     return floats
 
 
+def make_by_divisor(T):
+    """a // d and a % d by one divisor d for the whole launch (the nvptx and cpu targets emit such
+    a body twice: shifts and masks where d is a power of two)."""
+    @hpvm.leaf
+    def by_divisor(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: Out[Ptr[T]],
+                   r_bytes: i64, d: T):
+        i = hpvm.instance_id(0)
+        q[i] = a[i] // d
+        r[i] = a[i] % d
+
+    @hpvm.graph
+    def divide(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: Out[Ptr[T]],
+               r_bytes: i64, d: T, n: i64):
+        hpvm.node(by_divisor, grid=n, a=a, a_bytes=a_bytes, q=q, q_bytes=q_bytes, r=r,
+                  r_bytes=r_bytes, d=d)
+    return divide
+
+
 def make_cast(S, D):
     @hpvm.leaf
     def cast(a: In[Ptr[S]], a_bytes: i64, c: Out[Ptr[D]], c_bytes: i64):

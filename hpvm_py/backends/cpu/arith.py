@@ -98,6 +98,24 @@ def _int_binop(b: ir.IRBuilder, op: str, t: ScalarType, x: ir.Value, y: ir.Value
                        "division and `**` a chain of multiplications)", loc)
 
 
+def power_of_two_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, which: str, t: ScalarType,
+                        name: str = "") -> ir.Value:
+    """x // y or x % y for a y known to be a positive power of two: a shift or a mask, exactly
+    floor division and Python's modulo in two's complement, negative x included."""
+    if which == "mod":
+        return b.and_(x, b.sub(y, ir.Constant(x.type, 1)), name=name)
+    shift = b.call(overloaded(b.module, "llvm.cttz", x.type, [x.type, I1]), [y, ir.Constant(I1, 1)])
+    return b.ashr(x, shift, name=name) if t.is_signed else b.lshr(x, shift, name=name)
+
+
+def is_power_of_two(b: ir.IRBuilder, y: ir.Value, t: ScalarType, name: str = "") -> ir.Value:
+    """y > 0 (signed) or y != 0 (unsigned), with a single bit set."""
+    zero = ir.Constant(y.type, 0)
+    positive = b.icmp_signed(">", y, zero) if t.is_signed else b.icmp_unsigned("!=", y, zero)
+    single_bit = b.icmp_unsigned("==", b.and_(y, b.sub(y, ir.Constant(y.type, 1))), zero)
+    return b.and_(positive, single_bit, name=f"{name}.pow2" if name else "")
+
+
 def _signed_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, which: str, name: str) -> ir.Value:
     """Floor division / modulo rounding toward -inf; a zero divisor gives 0, INT_MIN // -1 wraps."""
     it = x.type

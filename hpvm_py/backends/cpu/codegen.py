@@ -7,6 +7,7 @@ variables they hold so that the generated IR reads like the leaf.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -32,6 +33,17 @@ class Frame:
     done: ir.Value | None  # this instance's "returned" flag, when later foralls must skip it
 
 
+def uniform_divisors(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> frozenset[str]:
+    """The integer parameters passed once for the whole launch that a // or % of the body divides
+    by (and that the body never assigns): what Emitter.block_by_divisors tests."""
+    uniform = {p.name for p, mode in zip(leaf.params, input_modes)
+               if mode == "uniform" and isinstance(p.type, ScalarType) and not p.type.is_float}
+    assigned = {s.target for s in K.walk_stmts(leaf.body) if isinstance(s, K.Assign)}
+    return frozenset(e.rhs.name for e in K.walk_all_exprs(leaf.body)
+                     if isinstance(e, K.BinOp) and e.op in ("floordiv", "mod")
+                     and isinstance(e.rhs, K.Var) and e.rhs.name in uniform - assigned)
+
+
 class Emitter:
     def __init__(self, b: ir.IRBuilder, leaf: K.LeafFunc, level_dims: tuple[int, ...],
                  output_modes: tuple[str, ...], memory: Memory, lowering: Lowering):
@@ -51,6 +63,7 @@ class Emitter:
         self.frame: Frame | None = None
         self.loops: list[tuple[ir.Block, ir.Block]] = []  # (continue target, break target)
         self.local_types = leaf.locals
+        self.powers_of_two: frozenset[str] = frozenset()  # scalar parameters known to be 2**k
 
     # -- expressions -------------------------------------------------------------------------
 
@@ -70,6 +83,10 @@ class Emitter:
 
     def _BinOp(self, e: K.BinOp, name: str) -> ir.Value:
         x, y = self.expr(e.lhs), self.expr(e.rhs)
+        if isinstance(e.rhs, K.Var) and e.rhs.name in self.powers_of_two \
+                and e.op in ("floordiv", "mod"):
+            assert isinstance(e.type, ScalarType)
+            return arith.power_of_two_divmod(self.b, x, y, e.op, e.type, name)
         return arith.binop(self.b, e.op, e.type, x, y, e.loc, self.lowering.math, name)
 
     def _UnaryOp(self, e: K.UnaryOp, name: str) -> ir.Value:
@@ -233,6 +250,27 @@ class Emitter:
         if self.lowering.barrier is None:
             raise CompileError("internal: barrier() left inside a forall", s.loc)
         self.lowering.barrier(self.b)
+
+    def by_divisors(self, divisors: frozenset[str], emit: Callable[[], None]) -> None:
+        """emit() twice: where every parameter in `divisors` is a power of two, with their // and
+        % as shifts and masks; elsewhere as written. An integer division is tens of instructions
+        (emulated on a GPU, 20-90 cycles on x86, never vectorised), and on a GPU its branches
+        keep a loop's loads from being issued ahead; a bin count or a row width is often 2**k.
+        The test runs once, ahead of the code, on values the whole launch shares."""
+        if not divisors:
+            emit()
+            return
+        types = {p.name: p.type for p in self.leaf.params}
+        cond = functools.reduce(self.b.and_, [
+            arith.is_power_of_two(self.b, self.scalars[name], types[name], name)
+            for name in sorted(divisors)])
+
+        def with_shifts() -> None:
+            self.powers_of_two = divisors
+            emit()
+            self.powers_of_two = frozenset()
+
+        self.if_then_else(cond, with_shifts, emit)
 
     # -- control flow shared by statements and the group-level items --------------------------
 

@@ -21,7 +21,7 @@ from ...types import PtrType
 from ..base import NodeContext
 from . import loop_plan as P
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
-from .codegen import Emitter, Frame, ancestor_ids
+from .codegen import Emitter, Frame, ancestor_ids, uniform_divisors
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
 from .lowering import HOST
 from .memory import Heap, Memory, Pointer, buffer_limit
@@ -73,7 +73,8 @@ class DriverBuilder(GroupStorage):
         self._load_params()
         p_begin, p_end, o_begin, o_end = self.fn.args[2:6]
         storage = self._allocate_arrays()
-        self.counted_loop(p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end))
+        self.em.by_divisors(uniform_divisors(self.leaf, self.ctx.input_modes), lambda: self.counted_loop(
+            p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end)))
         if storage is not None:
             b.call(self._libc("free"), [storage])
         if self.nontemporal:

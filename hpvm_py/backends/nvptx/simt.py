@@ -11,7 +11,7 @@ from ...ir import kernel as K
 from ...passes.lanes import LaneLoop
 from ...types import PtrType, ScalarType, i64
 from ..base import NodeContext
-from ..cpu.codegen import Emitter, Frame, ancestor_ids
+from ..cpu.codegen import Emitter, Frame, ancestor_ids, uniform_divisors
 from ..cpu.intrinsics import declare
 from ..cpu.lltypes import I32, I64, I8, PTR, VOID, from_mem, load, mem_type, reg_type
 from ..cpu.lowering import Lowering
@@ -110,6 +110,7 @@ class SimtBuilder:
         self.parents: ir.Value = ir.Constant(I64, 1)
         self.leaf_count: ir.Value = ir.Constant(I64, 1)
         self.body = [s for s in leaf.body if not any(s is m for m in self.scratch.mallocs)]
+        self.divisors = uniform_divisors(leaf, ctx.input_modes)
 
     # -- the function ------------------------------------------------------------------------
 
@@ -276,7 +277,7 @@ class SimtBuilder:
             setup(lin)
         end = self.fn.append_basic_block("instance.end")
         em.frame = Frame(slot=lin, lin=lin, flat=flat, exit=end, done=None)
-        em.block(self.body)
+        em.by_divisors(self.divisors, lambda: em.block(self.body))
         em.frame = None
         if not b.block.is_terminated:
             b.branch(end)
