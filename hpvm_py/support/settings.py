@@ -63,6 +63,9 @@ FAKE_DEVICES = _declare("HPVM_FAKE_DEVICES", "number", "2", "how many fake GPUs 
                         "when there is none (CI)")
 NUM_THREADS = _declare("HPVM_NUM_THREADS", "number", "", "worker threads of the cpu target "
                        "(default: every core this process may run on)")
+CPU_SPINS = _declare("HPVM_CPU_SPINS", "number", "", "pause-loop iterations an idle worker of the "
+                     "cpu target's pool spins before it sleeps, read when the pool starts "
+                     "(default: 20000, about 0.5-1 ms, for up to 32 threads; 2000 above)")
 CPU_NONTEMPORAL = _declare("HPVM_CPU_NONTEMPORAL", "text", "auto", "cpu target's stores to large "
                             "write-only outputs: auto (time both from 4 MiB written, keep the "
                             "faster, remembered in the disk cache for this CPU and thread count), "

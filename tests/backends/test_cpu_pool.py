@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from collections import Counter
 
 import numpy as np
+import pytest
 
-from hpvm_py.backends.cpu.threads import SLOTS, NativePool
+from hpvm_py.backends.cpu.threads import (IDLE_SPINS, LARGE_POOL, LARGE_POOL_SPINS, SLOTS,
+                                          NativePool, idle_spins)
+from hpvm_py.errors import LaunchError
 
 DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
@@ -80,3 +84,38 @@ def test_a_launch_without_a_free_slot_runs_its_tasks_itself():
         t.join(60)
     assert pool.run(_tasks(address, 100, 3)) is True  # the slots are free again
     pool.shutdown()
+
+
+def test_workers_that_sleep_after_every_job_lose_no_task():
+    """A pool whose idle workers never spin (HPVM_CPU_SPINS=0): every job wakes sleeping
+    workers, and each task still runs exactly once."""
+    pool = NativePool(4, spins=0)
+    ran: Counter = Counter()
+    lock = threading.Lock()
+
+    @DRIVER
+    def record(args, extents, job, task, o_begin, o_end, error):
+        with lock:
+            ran[(job, task)] += 1
+
+    address = ctypes.cast(record, ctypes.c_void_p).value
+    expected: Counter = Counter()
+    for job in range(300):
+        count = 1 + job % 23
+        assert pool.run(_tasks(address, job, count))
+        expected.update((job, i) for i in range(count))
+        if job % 50 == 0:
+            time.sleep(0.01)  # long enough for every worker to be asleep
+    assert ran == expected
+    pool.shutdown()
+
+
+def test_idle_spins_by_pool_size_and_setting(monkeypatch):
+    monkeypatch.delenv("HPVM_CPU_SPINS", raising=False)
+    assert idle_spins(16) == idle_spins(LARGE_POOL) == IDLE_SPINS
+    assert idle_spins(64) == LARGE_POOL_SPINS < IDLE_SPINS
+    monkeypatch.setenv("HPVM_CPU_SPINS", "0")
+    assert idle_spins(64) == 0
+    monkeypatch.setenv("HPVM_CPU_SPINS", "lots")
+    with pytest.raises(LaunchError, match="HPVM_CPU_SPINS='lots'"):
+        idle_spins(8)

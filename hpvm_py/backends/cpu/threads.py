@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 import numpy as np
 
+from ...errors import LaunchError
+from ...support import settings
 from ...support.cores import default_threads
 from ..jit import LoadedObject, emit_object, optimize
 
@@ -23,7 +25,12 @@ SLOTS = 8  # jobs in flight at once; a launch that finds none free runs its task
 _SLOT_BASE, _SLOT_WORDS = 8, 4
 _FIELD_BITS = 20  # count and next task; the tag takes the top 24 bits
 MAX_TASKS = (1 << _FIELD_BITS) - 1
-_SPINS = 20000  # idle pause-loop iterations of a worker before it sleeps (about 0.5-1 ms)
+# idle pause-loop iterations of a worker before it sleeps: about 0.5-1 ms, so that a host loop's
+# next launch finds the workers awake. Above LARGE_POOL threads, less: on a 64-vCPU VM, 63 workers
+# spinning between launches had the hypervisor take 6-26% of the vCPUs' time (steal), and a
+# launch waited for the descheduled ones (its median 4x its minimum); spinning 2000 iterations
+# took the steal to 0-1% and the median to within 1.1-1.3x of the minimum.
+IDLE_SPINS, LARGE_POOL_SPINS, LARGE_POOL = 20000, 2000, 32
 _OWNER_SPINS = 2000  # pauses of a launch waiting for its last tasks before it yields its core
 _SYS_FUTEX, _SYS_SCHED_YIELD = 202, 24  # x86-64 Linux
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
@@ -129,8 +136,9 @@ def _build_scan(module: ir.Module, work: ir.Function) -> ir.Function:
     return scan
 
 
-def _build_worker(module: ir.Module, scan: ir.Function, syscall: ir.Function) -> None:
-    """worker(state, first): take tasks from any job until shutdown; spin, then sleep, when idle."""
+def _build_worker(module: ir.Module, scan: ir.Function, syscall: ir.Function, spins: int) -> None:
+    """worker(state, first): take tasks from any job until shutdown; spin `spins` pauses, then
+    sleep, when idle."""
     worker = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), "hpvm_pool_worker")
     state, first = worker.args
     entry = worker.append_basic_block("entry")
@@ -143,8 +151,8 @@ def _build_worker(module: ir.Module, scan: ir.Function, syscall: ir.Function) ->
     b = ir.IRBuilder(entry)
     b.branch(wait)
     b.position_at_end(wait)
-    spins = b.phi(I64, name="spins")
-    spins.add_incoming(ir.Constant(I64, 0), entry)
+    spun = b.phi(I64, name="spun")
+    spun.add_incoming(ir.Constant(I64, 0), entry)
     stop = b.load_atomic(_word(b, state, 2), "acquire", 8, typ=I64)
     b.cbranch(b.icmp_unsigned("!=", stop, ir.Constant(I64, 0)), leave, look)
     b.position_at_end(look)
@@ -153,13 +161,13 @@ def _build_worker(module: ir.Module, scan: ir.Function, syscall: ir.Function) ->
     ran = b.call(scan, [state, first])
     now = b.load_atomic(_word(b, state, 0), "seq_cst", 8, typ=I64)
     busy = b.or_(b.icmp_unsigned("!=", ran, ir.Constant(I64, 0)), b.icmp_unsigned("!=", now, seen))
-    spins.add_incoming(ir.Constant(I64, 0), look)
+    spun.add_incoming(ir.Constant(I64, 0), look)
     b.cbranch(busy, wait, idle)
     b.position_at_end(idle)
-    b.cbranch(b.icmp_unsigned(">=", spins, ir.Constant(I64, _SPINS)), nap, pause)
+    b.cbranch(b.icmp_unsigned(">=", spun, ir.Constant(I64, spins)), nap, pause)
     b.position_at_end(pause)
     _pause(b, module)
-    spins.add_incoming(b.add(spins, ir.Constant(I64, 1)), pause)
+    spun.add_incoming(b.add(spun, ir.Constant(I64, 1)), pause)
     b.branch(wait)
     b.position_at_end(nap)
     # count ourselves as a sleeper, then sleep only if no job was published since `seen`
@@ -173,7 +181,7 @@ def _build_worker(module: ir.Module, scan: ir.Function, syscall: ir.Function) ->
                          ir.Constant(I32, _FUTEX_WAIT_PRIVATE), b.trunc(seen, I32),
                          ir.Constant(PTR, None)])
     b.atomic_rmw("sub", _word(b, state, 1), ir.Constant(I64, 1), "seq_cst")
-    spins.add_incoming(ir.Constant(I64, 0), b.block)
+    spun.add_incoming(ir.Constant(I64, 0), b.block)
     b.branch(wait)
     b.position_at_end(leave)
     b.ret_void()
@@ -217,12 +225,12 @@ def _build_runner(module: ir.Module, work: ir.Function, scan: ir.Function,
     b.ret_void()
 
 
-def _build_module() -> str:
+def _build_module(spins: int) -> str:
     module = ir.Module(name="hpvm_pool")
     syscall = ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
     work = _build_work(module)
     scan = _build_scan(module, work)
-    _build_worker(module, scan, syscall)
+    _build_worker(module, scan, syscall, spins)
     _build_runner(module, work, scan, syscall)
     waker = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), "hpvm_pool_wake")
     b = ir.IRBuilder(waker.append_basic_block("entry"))
@@ -232,9 +240,21 @@ def _build_module() -> str:
 
 
 @functools.cache
-def _pool_code() -> LoadedObject:
-    """The pool's functions, compiled once (they take the pool's state as an argument)."""
-    return LoadedObject(emit_object(optimize(_build_module())))
+def _pool_code(spins: int) -> LoadedObject:
+    """The pool's functions, compiled once per spin count (they take the pool's state as an
+    argument)."""
+    return LoadedObject(emit_object(optimize(_build_module(spins))))
+
+
+def idle_spins(threads: int) -> int:
+    """How long an idle worker of a pool of `threads` spins before it sleeps (HPVM_CPU_SPINS)."""
+    text = settings.CPU_SPINS.text()
+    if text is not None:
+        if not text.isdigit():
+            raise LaunchError(f"HPVM_CPU_SPINS={text!r}: a number of pause iterations "
+                                     "(0 or more) is expected")
+        return int(text)
+    return IDLE_SPINS if threads <= LARGE_POOL else LARGE_POOL_SPINS
 
 
 @dataclass
@@ -250,9 +270,10 @@ class NativePool:
     """Runs task records on `threads` threads: the launching threads and threads - 1 native
     workers shared by every launch in flight."""
 
-    def __init__(self, threads: int):
+    def __init__(self, threads: int, spins: int | None = None):
         self.threads = threads
-        self._code = _pool_code()
+        self.spins = idle_spins(threads) if spins is None else spins
+        self._code = _pool_code(self.spins)
         self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
             self._code.address("hpvm_pool_run"))
         worker = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
