@@ -25,28 +25,37 @@ def _tasks(driver_address: int, job: int, count: int) -> np.ndarray:
     return np.array([[driver_address, 0, 0, job, i, 0, 0, 0] for i in range(count)], np.int64)
 
 
+class TaskLog:
+    """A driver that counts the (job, task) pairs it ran, and its address for task records."""
+
+    def __init__(self) -> None:
+        self.ran: Counter = Counter()
+        lock = threading.Lock()
+
+        @DRIVER
+        def record(args, extents, job, task, o_begin, o_end, error):
+            with lock:
+                self.ran[(job, task)] += 1
+
+        self.driver = record  # the pool calls it through its address: keep it alive
+        self.address = ctypes.cast(record, ctypes.c_void_p).value
+
+
 def test_every_task_runs_once_with_many_launches_in_flight():
     pool = NativePool(4)
-    ran: Counter = Counter()
+    log = TaskLog()
     lock = threading.Lock()
-
-    @DRIVER
-    def record(args, extents, job, task, o_begin, o_end, error):
-        with lock:
-            ran[(job, task)] += 1
-
-    address = ctypes.cast(record, ctypes.c_void_p).value
     expected: Counter = Counter()
     inline: list[int] = []
 
     def launcher(thread: int) -> None:
         for k in range(60):
             job, count = thread * 1000 + k, 1 + (thread * 7 + k * 5) % 37
-            tasks = _tasks(address, job, count)
+            tasks = _tasks(log.address, job, count)
             if not pool.run(tasks):  # no free slot: the caller runs them, as kernels do
                 inline.append(job)
                 for t in tasks:
-                    record(None, None, int(t[3]), int(t[4]), 0, 0, None)
+                    log.driver(None, None, int(t[3]), int(t[4]), 0, 0, None)
             with lock:
                 expected.update((job, i) for i in range(count))
 
@@ -56,7 +65,7 @@ def test_every_task_runs_once_with_many_launches_in_flight():
     for t in threads:
         t.join(120)
     assert not any(t.is_alive() for t in threads)
-    assert ran == expected  # each task exactly once, none lost, none invented
+    assert log.ran == expected  # each task exactly once, none lost, none invented
     pool.shutdown()
 
 
@@ -90,23 +99,15 @@ def test_workers_that_sleep_after_every_job_lose_no_task():
     """A pool whose idle workers never spin (HPVM_CPU_SPINS=0): every job wakes sleeping
     workers, and each task still runs exactly once."""
     pool = NativePool(4, spins=0)
-    ran: Counter = Counter()
-    lock = threading.Lock()
-
-    @DRIVER
-    def record(args, extents, job, task, o_begin, o_end, error):
-        with lock:
-            ran[(job, task)] += 1
-
-    address = ctypes.cast(record, ctypes.c_void_p).value
+    log = TaskLog()
     expected: Counter = Counter()
     for job in range(300):
         count = 1 + job % 23
-        assert pool.run(_tasks(address, job, count))
+        assert pool.run(_tasks(log.address, job, count))
         expected.update((job, i) for i in range(count))
         if job % 50 == 0:
             time.sleep(0.01)  # long enough for every worker to be asleep
-    assert ran == expected
+    assert log.ran == expected
     pool.shutdown()
 
 
