@@ -35,7 +35,7 @@ class Frame:
 
 def uniform_divisors(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> frozenset[str]:
     """The integer parameters passed once for the whole launch that a // or % of the body divides
-    by (and that the body never assigns): what Emitter.block_by_divisors tests."""
+    by (and that the body never assigns): what Emitter.by_divisors tests."""
     uniform = {p.name for p, mode in zip(leaf.params, input_modes)
                if mode == "uniform" and isinstance(p.type, ScalarType) and not p.type.is_float}
     assigned = {s.target for s in K.walk_stmts(leaf.body) if isinstance(s, K.Assign)}

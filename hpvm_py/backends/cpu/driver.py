@@ -73,7 +73,8 @@ class DriverBuilder(GroupStorage):
         self._load_params()
         p_begin, p_end, o_begin, o_end = self.fn.args[2:6]
         storage = self._allocate_arrays()
-        self.em.by_divisors(uniform_divisors(self.leaf, self.ctx.input_modes), lambda: self.counted_loop(
+        divisors = uniform_divisors(self.leaf, self.ctx.input_modes)
+        self.em.by_divisors(divisors, lambda: self.counted_loop(
             p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end)))
         if storage is not None:
             b.call(self._libc("free"), [storage])

@@ -28,8 +28,8 @@ MAX_TASKS = (1 << _FIELD_BITS) - 1
 # idle pause-loop iterations of a worker before it sleeps: about 0.5-1 ms, so that a host loop's
 # next launch finds the workers awake. Above LARGE_POOL threads, less: on a 64-vCPU VM, 63 workers
 # spinning between launches had the hypervisor take 6-26% of the vCPUs' time (steal), and a
-# launch waited for the descheduled ones (its median 4x its minimum); spinning 2000 iterations
-# took the steal to 0-1% and the median to within 1.1-1.3x of the minimum.
+# launch waited for the descheduled ones (its median 4x its minimum); with 2000 iterations the
+# median was 2.3-4.5x lower on two such VMs (docs/architecture.md, "backends/cpu/threads.py").
 IDLE_SPINS, LARGE_POOL_SPINS, LARGE_POOL = 20000, 2000, 32
 _OWNER_SPINS = 2000  # pauses of a launch waiting for its last tasks before it yields its core
 _SYS_FUTEX, _SYS_SCHED_YIELD = 202, 24  # x86-64 Linux
@@ -252,7 +252,7 @@ def idle_spins(threads: int) -> int:
     if text is not None:
         if not text.isdigit():
             raise LaunchError(f"HPVM_CPU_SPINS={text!r}: a number of pause iterations "
-                                     "(0 or more) is expected")
+                              "(0 or more) is expected")
         return int(text)
     return IDLE_SPINS if threads <= LARGE_POOL else LARGE_POOL_SPINS
 
