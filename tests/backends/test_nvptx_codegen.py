@@ -125,10 +125,13 @@ def strided_bins(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bin
 
 
 @hpvm.leaf
-def divisors(x: InOut[Ptr[i64]], x_bytes: i64, width: i64, step: i64, scale: f32, rows: i64):
+def divisors(x: InOut[Ptr[i64]], x_bytes: i64, width: i64, step: i64, scale: f32, rows: i64,
+             cols: i64):
     i = hpvm.instance_id(0)
     step = step + 1
     x[i] = i // width + i % step + i % x[0] + i64(f32(i) % scale) + i // 4 + rows
+    for cols in range(1, 3):
+        x[i] += i % cols
 ''')
 
 
@@ -197,7 +200,8 @@ def test_a_loop_by_a_power_of_two_divisor_runs_without_the_division() -> None:
 
 def test_only_launch_wide_integer_divisors_are_tested() -> None:
     """The parameter passed once per launch that the body divides by and never assigns: not a
-    reassigned one, a float, a divisor read from memory, a constant, or a value per instance."""
+    reassigned one, a loop's variable, a float, a divisor read from memory, a constant, or a
+    value per instance."""
     leaf = LEAVES.divisors.ir
     modes = context(leaf, (1,)).input_modes
     assert uniform_divisors(leaf, modes) == {"width"}

@@ -35,10 +35,11 @@ class Frame:
 
 def uniform_divisors(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> frozenset[str]:
     """The integer parameters passed once for the whole launch that a // or % of the body divides
-    by (and that the body never assigns): what Emitter.by_divisors tests."""
+    by (and that the body never assigns, nor loops over): what Emitter.by_divisors tests."""
     uniform = {p.name for p, mode in zip(leaf.params, input_modes)
                if mode == "uniform" and isinstance(p.type, ScalarType) and not p.type.is_float}
-    assigned = {s.target for s in K.walk_stmts(leaf.body) if isinstance(s, K.Assign)}
+    assigned = {s.target if isinstance(s, K.Assign) else s.var for s in K.walk_stmts(leaf.body)
+                if isinstance(s, (K.Assign, K.For))}
     return frozenset(e.rhs.name for e in K.walk_all_exprs(leaf.body)
                      if isinstance(e, K.BinOp) and e.op in ("floordiv", "mod")
                      and isinstance(e.rhs, K.Var) and e.rhs.name in uniform - assigned)
