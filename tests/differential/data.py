@@ -46,8 +46,11 @@ def values(t: str, n: int, rng: np.random.Generator) -> np.ndarray:
         with np.errstate(over="ignore"):
             return data.astype(st_.numpy_dtype)
     lo, hi = st_.min_value(), st_.max_value()
-    pool = np.array([0, 1, 2, 3, 7, lo, hi, lo + 1, hi - 1] + ([-1, -2, -7] if st_.is_signed else []),
-                    dtype=object)
+    # powers of two up to the top bit: a scalar divisor that is one runs the shift-and-mask copy
+    # of a body on cpu and nvptx (the top bit is lo when signed)
+    powers = [4, 64, 1 << (st_.bits - 2)] + ([] if st_.is_signed else [1 << (st_.bits - 1)])
+    pool = np.array([0, 1, 2, 3, 7, lo, hi, lo + 1, hi - 1] + powers
+                    + ([-1, -2, -7] if st_.is_signed else []), dtype=object)
     randoms = rng.integers(lo, hi, n, dtype=st_.numpy_dtype, endpoint=True)
     picks = rng.choice(pool, n).astype(st_.numpy_dtype)
     return np.where(rng.random(n) < 0.4, picks, randoms).astype(st_.numpy_dtype)

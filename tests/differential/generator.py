@@ -96,6 +96,9 @@ class _Builder:
             ops = ["+", "-", "*", "//", "%"]
             ops += ["&", "|", "^", "<<", ">>"] if t in INT_TYPES else ["/"]
             op = self.c.pick(ops)
+            if op in ("//", "%") and self.scope.variables.get("s") == t and self.c.flag():
+                # by the launch's scalar: cpu and nvptx test it once for a power of two
+                return f"({self.expr(t, depth - 1)} {op} s)"
             return f"({self.expr(t, depth - 1)} {op} {self.expr(t, depth - 1)})"
         if kind == "unary":
             if t in INT_TYPES and self.c.flag():
