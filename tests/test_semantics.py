@@ -103,8 +103,9 @@ def test_bitwise_and_shifts(target: str, t, op: int, rng) -> None:
 
 @pytest.mark.parametrize("t", INT_TYPES, ids=str)
 def test_division_by_one_divisor_for_the_launch(target: str, t, rng) -> None:
-    """// and % by a scalar parameter: powers of two (run as shifts and masks on cpu and nvptx),
-    the top bit (INT_MIN when signed), other values, zero and negative divisors."""
+    """// and % by a scalar parameter, and // by an expression of it (d * 4, which wraps): powers
+    of two (run as shifts and masks on cpu and nvptx), the top bit (INT_MIN when signed), other
+    values, zero and negative divisors."""
     if ("divide", t) not in _cache:
         _cache[("divide", t)] = K.make_by_divisor(t)
     a = edge_values(t, rng, 300)
@@ -114,11 +115,14 @@ def test_division_by_one_divisor_for_the_launch(target: str, t, rng) -> None:
         divisors += [-1, -2, -8, info.min + 1]
     for d in divisors:
         d = t.numpy_dtype.type(d if d <= info.max else d - (1 << t.bits))  # 2**(bits-1): INT_MIN
-        q, r = np.zeros_like(a), np.zeros_like(a)
-        run(target, _cache[("divide", t)], a, a.nbytes, q, q.nbytes, r, r.nbytes, d, len(a))
+        q, r, q4 = np.zeros_like(a), np.zeros_like(a), np.zeros_like(a)
+        run(target, _cache[("divide", t)], a, a.nbytes, q, q.nbytes, r, r.nbytes, q4, q4.nbytes, d,
+            len(a))
         with np.errstate(all="ignore"):
             np.testing.assert_array_equal(q, np.floor_divide(a, d), err_msg=f"// {d}")
             np.testing.assert_array_equal(r, np.remainder(a, d), err_msg=f"% {d}")
+            np.testing.assert_array_equal(q4, np.floor_divide(a, d * t.numpy_dtype.type(4)),
+                                          err_msg=f"// ({d} * 4)")
 
 
 @pytest.mark.parametrize("t", FLOAT_TYPES, ids=str)

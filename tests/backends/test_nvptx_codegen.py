@@ -20,9 +20,10 @@ from hpvm_py.backends.cpu.codegen import uniform_divisors
 from hpvm_py.backends.nvptx import NvptxBackend, device, toolchain
 from hpvm_py.errors import CompileError
 from hpvm_py.frontend.decorators import GraphDef
+from hpvm_py.ir import kernel as K
 from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.support import stats
-from hpvm_py.types import PtrType
+from hpvm_py.types import PtrType, i64
 
 ROOT = Path(__file__).resolve().parents[2]
 # every example that defines graphs (demo.py only runs the others)
@@ -130,6 +131,7 @@ def divisors(x: InOut[Ptr[i64]], x_bytes: i64, width: i64, step: i64, scale: f32
     i = hpvm.instance_id(0)
     step = step + 1
     x[i] = i // width + i % step + i % x[0] + i64(f32(i) % scale) + i // 4 + rows
+    x[i] += i % (width * 2) + i // (width + x[1]) + i % (rows + i)
     for cols in range(1, 3):
         x[i] += i % cols
 ''')
@@ -199,15 +201,17 @@ def test_a_loop_by_a_power_of_two_divisor_runs_without_the_division() -> None:
 
 
 def test_only_launch_wide_integer_divisors_are_tested() -> None:
-    """The parameter passed once per launch that the body divides by and never assigns: not a
-    reassigned one, a loop's variable, a float, a divisor read from memory, a constant, or a
-    value per instance."""
+    """Divisors of parameters passed once per launch that the body never assigns (and constants):
+    not a reassigned parameter, a loop's variable, a float, a divisor read from memory, one with
+    an instance id, a constant alone, or a value per instance."""
     leaf = LEAVES.divisors.ir
     modes = context(leaf, (1,)).input_modes
-    assert uniform_divisors(leaf, modes) == {"width"}
+    width = K.Var(type=i64, name="width")
+    assert uniform_divisors(leaf, modes) == [width, K.BinOp(type=i64, op="mul", lhs=width,
+                                                            rhs=K.Const(type=i64, value=2))]
     per_instance = tuple("per_instance" if p.name == "width" else m
                          for p, m in zip(leaf.params, modes))
-    assert uniform_divisors(leaf, per_instance) == set()
+    assert uniform_divisors(leaf, per_instance) == []
 
 
 def test_barrier_and_static_shared_memory_of_a_group() -> None:

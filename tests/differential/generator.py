@@ -97,8 +97,10 @@ class _Builder:
             ops += ["&", "|", "^", "<<", ">>"] if t in INT_TYPES else ["/"]
             op = self.c.pick(ops)
             if op in ("//", "%") and self.scope.variables.get("s") == t and self.c.flag():
-                # by the launch's scalar: cpu and nvptx test it once for a power of two
-                return f"({self.expr(t, depth - 1)} {op} s)"
+                # by the launch's scalar, or an expression of it: cpu and nvptx test it once for a
+                # power of two
+                divisor = self.c.pick(["s", "(s * 2)", "(s << 3)", "(s + 1)"])
+                return f"({self.expr(t, depth - 1)} {op} {divisor})"
             return f"({self.expr(t, depth - 1)} {op} {self.expr(t, depth - 1)})"
         if kind == "unary":
             if t in INT_TYPES and self.c.flag():

@@ -102,20 +102,21 @@ def make_float_only(T):
 
 
 def make_by_divisor(T):
-    """a // d and a % d by one divisor d for the whole launch (the nvptx and cpu targets emit such
-    a body twice: shifts and masks where d is a power of two)."""
+    """a // d and a % d by one divisor d for the whole launch, and a // (d * 4) (the nvptx and cpu
+    targets emit such a body twice: shifts and masks where the divisors are powers of two)."""
     @hpvm.leaf
     def by_divisor(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: Out[Ptr[T]],
-                   r_bytes: i64, d: T):
+                   r_bytes: i64, q4: Out[Ptr[T]], q4_bytes: i64, d: T):
         i = hpvm.instance_id(0)
         q[i] = a[i] // d
         r[i] = a[i] % d
+        q4[i] = a[i] // (d * 4)
 
     @hpvm.graph
     def divide(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: Out[Ptr[T]],
-               r_bytes: i64, d: T, n: i64):
+               r_bytes: i64, q4: Out[Ptr[T]], q4_bytes: i64, d: T, n: i64):
         hpvm.node(by_divisor, grid=n, a=a, a_bytes=a_bytes, q=q, q_bytes=q_bytes, r=r,
-                  r_bytes=r_bytes, d=d)
+                  r_bytes=r_bytes, q4=q4, q4_bytes=q4_bytes, d=d)
     return divide
 
 

@@ -33,16 +33,30 @@ class Frame:
     done: ir.Value | None  # this instance's "returned" flag, when later foralls must skip it
 
 
-def uniform_divisors(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> frozenset[str]:
-    """The integer parameters passed once for the whole launch that a // or % of the body divides
-    by (and that the body never assigns, nor loops over): what Emitter.by_divisors tests."""
-    uniform = {p.name for p, mode in zip(leaf.params, input_modes)
-               if mode == "uniform" and isinstance(p.type, ScalarType) and not p.type.is_float}
+_LAUNCH_WIDE_NODES = (K.Var, K.Const, K.BinOp, K.UnaryOp, K.Cast)
+
+
+def uniform_divisors(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> list[K.Expr]:
+    """The divisors of the body's integer // and % that the whole launch shares: expressions of
+    constants and of integer parameters passed once for the launch that the body never assigns
+    nor loops over (`nbins`, `nx * ny`). What Emitter.by_divisors tests, each listed once."""
     assigned = {s.target if isinstance(s, K.Assign) else s.var for s in K.walk_stmts(leaf.body)
                 if isinstance(s, (K.Assign, K.For))}
-    return frozenset(e.rhs.name for e in K.walk_all_exprs(leaf.body)
-                     if isinstance(e, K.BinOp) and e.op in ("floordiv", "mod")
-                     and isinstance(e.rhs, K.Var) and e.rhs.name in uniform - assigned)
+    fixed = {p.name for p, mode in zip(leaf.params, input_modes)
+             if mode == "uniform" and isinstance(p.type, ScalarType) and not p.type.is_float
+             and p.name not in assigned}
+
+    def launch_wide(e: K.Expr) -> bool:
+        parts = list(K.walk_exprs(e))
+        return all(isinstance(x, _LAUNCH_WIDE_NODES) and (not isinstance(x, K.Var) or x.name in fixed)
+                   for x in parts) and any(isinstance(x, K.Var) for x in parts)
+
+    found: list[K.Expr] = []
+    for e in K.walk_all_exprs(leaf.body):
+        if isinstance(e, K.BinOp) and e.op in ("floordiv", "mod") and isinstance(e.type, ScalarType) \
+                and not e.type.is_float and launch_wide(e.rhs) and e.rhs not in found:
+            found.append(e.rhs)  # expressions compare by structure (their locations aside)
+    return found
 
 
 class Emitter:
@@ -64,7 +78,7 @@ class Emitter:
         self.frame: Frame | None = None
         self.loops: list[tuple[ir.Block, ir.Block]] = []  # (continue target, break target)
         self.local_types = leaf.locals
-        self.powers_of_two: frozenset[str] = frozenset()  # scalar parameters known to be 2**k
+        self.powers_of_two: list[K.Expr] = []  # launch-wide divisors known to be 2**k
 
     # -- expressions -------------------------------------------------------------------------
 
@@ -84,8 +98,7 @@ class Emitter:
 
     def _BinOp(self, e: K.BinOp, name: str) -> ir.Value:
         x, y = self.expr(e.lhs), self.expr(e.rhs)
-        if isinstance(e.rhs, K.Var) and e.rhs.name in self.powers_of_two \
-                and e.op in ("floordiv", "mod"):
+        if e.op in ("floordiv", "mod") and self.powers_of_two and e.rhs in self.powers_of_two:
             assert isinstance(e.type, ScalarType)
             return arith.power_of_two_divmod(self.b, x, y, e.op, e.type, name)
         return arith.binop(self.b, e.op, e.type, x, y, e.loc, self.lowering.math, name)
@@ -252,24 +265,26 @@ class Emitter:
             raise CompileError("internal: barrier() left inside a forall", s.loc)
         self.lowering.barrier(self.b)
 
-    def by_divisors(self, divisors: frozenset[str], emit: Callable[[], None]) -> None:
-        """emit() twice: where every parameter in `divisors` is a power of two, with their // and
-        % as shifts and masks; elsewhere as written. An integer division is tens of instructions
+    def by_divisors(self, divisors: list[K.Expr], emit: Callable[[], None]) -> None:
+        """emit() twice: where every one of `divisors` (uniform_divisors) is a power of two, with
+        the // and % by them as shifts and masks; elsewhere as written. An integer division is tens of instructions
         (emulated on a GPU, 20-90 cycles on x86, never vectorised), and on a GPU its branches
         keep a loop's loads from being issued ahead; a bin count or a row width is often 2**k.
         The test runs once, ahead of the code, on values the whole launch shares."""
         if not divisors:
             emit()
             return
-        types = {p.name: p.type for p in self.leaf.params}
-        cond = functools.reduce(self.b.and_, [
-            arith.is_power_of_two(self.b, self.scalars[name], types[name], name)
-            for name in sorted(divisors)])
+        tests = []
+        for k, d in enumerate(divisors):
+            assert isinstance(d.type, ScalarType)
+            name = d.name if isinstance(d, K.Var) else f"divisor{k}"
+            tests.append(arith.is_power_of_two(self.b, self.expr(d), d.type, name))
+        cond = functools.reduce(self.b.and_, tests)
 
         def with_shifts() -> None:
             self.powers_of_two = divisors
             emit()
-            self.powers_of_two = frozenset()
+            self.powers_of_two = []
 
         self.if_then_else(cond, with_shifts, emit)
 
