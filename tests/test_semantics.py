@@ -125,6 +125,25 @@ def test_division_by_one_divisor_for_the_launch(target: str, t, rng) -> None:
                                           err_msg=f"// ({d} * 4)")
 
 
+@pytest.mark.parametrize("t", [T.i8, T.i16, T.i32, T.i64], ids=str)
+def test_abs_of_the_minimum_feeds_later_operations(target: str, t, rng) -> None:
+    """abs(INT_MIN) is INT_MIN, also for what uses it next: on nvptx an i16 abs became abs.s16,
+    whose result ptxas's shr.s16 then shifted as +32768
+    (tests/differential/reproducers/pingpong-1158526871.json)."""
+    if ("abs", t) not in _cache:
+        _cache[("abs", t)] = K.make_abs_uses(t)
+    a = edge_values(t, rng, 100)
+    for k in (1, t.bits - 1):
+        shifted, negative = np.zeros_like(a), np.zeros_like(a)
+        wide = np.zeros(a.size, np.int64)
+        run(target, _cache[("abs", t)], a, a.nbytes, shifted, shifted.nbytes, negative,
+            negative.nbytes, wide, wide.nbytes, t.numpy_dtype.type(k), len(a))
+        absolute = np.abs(a)  # wraps: abs(INT_MIN) == INT_MIN
+        np.testing.assert_array_equal(shifted, absolute >> k, err_msg=f">> {k}")
+        np.testing.assert_array_equal(negative, (absolute < 0).astype(a.dtype))
+        np.testing.assert_array_equal(wide, absolute.astype(np.int64))
+
+
 @pytest.mark.parametrize("t", FLOAT_TYPES, ids=str)
 @pytest.mark.parametrize("op", list(range(10)))
 def test_float_functions(target: str, t, op: int, rng) -> None:

@@ -99,7 +99,8 @@ class _Builder:
             if op in ("//", "%") and self.scope.variables.get("s") == t and self.c.flag():
                 # by the launch's scalar, or an expression of it: cpu and nvptx test it once for a
                 # power of two
-                divisor = self.c.pick(["s", "(s * 2)", "(s << 3)", "(s + 1)"])
+                divisor = self.c.pick(["s", "(s * 2)", "(s + 1)"]
+                                      + (["(s << 3)"] if t in INT_TYPES else []))
                 return f"({self.expr(t, depth - 1)} {op} {divisor})"
             return f"({self.expr(t, depth - 1)} {op} {self.expr(t, depth - 1)})"
         if kind == "unary":

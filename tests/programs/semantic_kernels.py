@@ -120,6 +120,28 @@ def make_by_divisor(T):
     return divide
 
 
+def make_abs_uses(T):
+    """abs(a) used by later operations (a shift, a compare, a widening cast): abs(INT_MIN) wraps to
+    INT_MIN, and what follows must see that value."""
+    @hpvm.leaf
+    def abs_uses(a: In[Ptr[T]], a_bytes: i64, shifted: Out[Ptr[T]], shifted_bytes: i64,
+                 negative: Out[Ptr[T]], negative_bytes: i64, wide: Out[Ptr[i64]], wide_bytes: i64,
+                 k: T):
+        i = hpvm.instance_id(0)
+        shifted[i] = abs(a[i]) >> k
+        negative[i] = T(abs(a[i]) < 0)
+        wide[i] = i64(abs(a[i]))
+
+    @hpvm.graph
+    def run_abs(a: In[Ptr[T]], a_bytes: i64, shifted: Out[Ptr[T]], shifted_bytes: i64,
+                negative: Out[Ptr[T]], negative_bytes: i64, wide: Out[Ptr[i64]], wide_bytes: i64,
+                k: T, n: i64):
+        hpvm.node(abs_uses, grid=n, a=a, a_bytes=a_bytes, shifted=shifted,
+                  shifted_bytes=shifted_bytes, negative=negative, negative_bytes=negative_bytes,
+                  wide=wide, wide_bytes=wide_bytes, k=k)
+    return run_abs
+
+
 def make_cast(S, D):
     @hpvm.leaf
     def cast(a: In[Ptr[S]], a_bytes: i64, c: Out[Ptr[D]], c_bytes: i64):

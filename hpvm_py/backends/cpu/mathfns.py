@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from ...types import ScalarType
 from .intrinsics import declare, overloaded
-from .lltypes import F32, I1, round_to
+from .lltypes import F32, I1, I32, round_to
 
 # Exact on every target (correctly rounded or exact by definition): LLVM intrinsics everywhere.
 EXACT_INTRINSICS = {
@@ -40,6 +40,10 @@ class MathLibrary(Protocol):
     # min/max select on the operands' bits: NVPTX turns a float select of a compare of the same
     # operands into max.f64 / min.f32, whose choice between -0.0 and +0.0 is not the language's
     selects_bits: bool
+    # abs of i8 and i16 computes in i32 on a value LLVM cannot see is narrow (an identity):
+    # LLVM narrows any form of it back to NVPTX's abs.s16, after which ptxas's shr.s16 of
+    # abs(-32768) shifted +32768 (tests/differential/reproducers/pingpong-1158526871.json)
+    wide_abs: bool
 
     def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
         """name(args) on f32 or f64 register values: a transcendental function, pow or fmod."""
@@ -49,6 +53,7 @@ class HostMath:
     """The host CPU's math: LLVM intrinsics, C libm, and `frem` (which is C fmod)."""
 
     selects_bits = False  # x86's maxps/minps pick the second operand on ties, as min/max do
+    wide_abs = False
 
     def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
         ft = args[0].type
@@ -67,7 +72,7 @@ def call(b: ir.IRBuilder, name: str, t: ScalarType, args: list[ir.Value],
     if name in ("isnan", "isinf", "isfinite"):
         return _predicate(b, name, args[0], result_name)
     if name in ("abs", "min", "max") and not arg_type.is_float:
-        return _int_function(b, name, arg_type, args, result_name)
+        return _int_function(b, name, arg_type, args, result_name, lib.wide_abs)
     return round_to(b, _float_function(b, name, args, lib), t, result_name)
 
 
@@ -104,16 +109,20 @@ def _float_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value, bits: bo
     take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
     if not bits:
         return b.select(take_x, x, y)
-    width = 32 if x.type == F32 else 64
-    it = ir.IntType(width)
-    # The operands' bits pass through an identity LLVM cannot look into (a PTX move, which ptxas
-    # drops): InstCombine folds bitcast(select(c, bitcast x, bitcast y)) back into a float select,
-    # then rewrites `x > 0 ? 0 : x` as `x >= 0 ? 0 : x`, which turns a -0.0 into +0.0.
-    move = ir.FunctionType(it, [it])
-    reg = "r" if width == 32 else "l"
-    xb, yb = (b.asm(move, f"mov.b{width} $0, $1;", f"={reg},{reg}", [b.bitcast(v, it)], False)
-              for v in (x, y))
+    it = ir.IntType(32 if x.type == F32 else 64)
+    # The operands' bits pass through an identity LLVM cannot look into: InstCombine folds
+    # bitcast(select(c, bitcast x, bitcast y)) back into a float select, then rewrites
+    # `x > 0 ? 0 : x` as `x >= 0 ? 0 : x`, which turns a -0.0 into +0.0.
+    xb, yb = (_ptx_identity(b, b.bitcast(v, it)) for v in (x, y))
     return b.bitcast(b.select(take_x, xb, yb), x.type)
+
+
+def _ptx_identity(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """v (i32 or i64) through a PTX move, which ptxas drops and LLVM cannot see through."""
+    width = v.type.width
+    move = ir.FunctionType(v.type, [v.type])
+    reg = "r" if width == 32 else "l"
+    return b.asm(move, f"mov.b{width} $0, $1;", f"={reg},{reg}", [v], False)
 
 
 def _number_minmax(b: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -138,14 +147,17 @@ def _copysign(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 
 
 def _int_function(b: ir.IRBuilder, name: str, t: ScalarType, args: list[ir.Value],
-                  result_name: str) -> ir.Value:
+                  result_name: str, wide_abs: bool) -> ir.Value:
     x = args[0]
     if name == "abs":
         if not t.is_signed:
             return x
+        wide = wide_abs and t.bits < 32
+        value = _ptx_identity(b, b.sext(x, I32)) if wide else x
         # is_int_min_poison = false: abs(INT_MIN) wraps to INT_MIN
-        fn = overloaded(b.module, "llvm.abs", x.type, [x.type, I1])
-        return b.call(fn, [x, ir.Constant(I1, 0)], name=result_name)
+        fn = overloaded(b.module, "llvm.abs", value.type, [value.type, I1])
+        result = b.call(fn, [value, ir.Constant(I1, 0)], name="" if wide else result_name)
+        return b.trunc(result, x.type, name=result_name) if wide else result
     pred = "<" if name == "min" else ">"
     cmp = b.icmp_signed if t.is_signed else b.icmp_unsigned
     return b.select(cmp(pred, x, args[1]), x, args[1], name=result_name)

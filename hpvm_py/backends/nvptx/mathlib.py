@@ -19,6 +19,7 @@ LIBDEVICE_FUNCTIONS = frozenset((
 
 class LibdeviceMath:
     selects_bits = True  # (MathLibrary says why)
+    wide_abs = True
 
     def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
         assert name in LIBDEVICE_FUNCTIONS, name

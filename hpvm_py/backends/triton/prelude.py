@@ -270,8 +270,22 @@ _ARITY = {"pow": 2, "atan2": 2, "hypot": 2, "fmod": 2}
 INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n"
 
 
+# abs of i8 and i16 on a GPU computes in i32 on a value LLVM cannot see is narrow (a PTX move):
+# LLVM narrows any form of it to abs.s16, whose result for -32768 ptxas then widened and shifted
+# as +32768 (tests/test_semantics.py, test_abs_of_the_minimum_feeds_later_operations)
+_ABS_NARROW = {False: """
+    wide = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x0.to(tl.int32)], dtype=tl.int32,
+                                     is_pure=True, pack=1)
+    return tl.where(wide < 0, -wide, wide).to(x0.dtype)
+""", True: """
+    return tl.where(x0 < 0, -x0, x0)
+"""}
+
+
 def library_helper(name: str, interpreted: bool) -> str:
-    """The helper `_m_<name>` for one library function."""
+    """The helper `_m_<name>` for one library function (abs_narrow: abs of i8 and i16)."""
+    if name == "abs_narrow":
+        return f"\n\n@triton.jit\ndef _m_abs_narrow(x0):{_ABS_NARROW[interpreted]}"
     args = ", ".join(f"x{i}" for i in range(_ARITY.get(name, 1)))
     call = f'_host.call("{name}", {args})' if interpreted else \
         f"libdevice.{_LIBDEVICE_NAME.get(name, name)}({args})"
