@@ -188,17 +188,6 @@ def _fmod_py(x, y):
 
 
 @triton.jit
-def _fmin_numpy(x, y):
-    """min() on floats: a NaN in either operand gives NaN."""
-    return tl.where((x < y) | (x != x), x, y)
-
-
-@triton.jit
-def _fmax_numpy(x, y):
-    return tl.where((x > y) | (x != x), x, y)
-
-
-@triton.jit
 def _minnum(x, y):
     """fmin(), IEEE minimumNumber: a NaN operand is ignored; -0.0 < 0.0."""
     lower = (x < y) | ((x == y) & _signbit(x))
@@ -268,6 +257,54 @@ LIBRARY_FUNCTIONS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "s
 _LIBDEVICE_NAME = {"round": "rint"}
 _ARITY = {"pow": 2, "atan2": 2, "hypot": 2, "fmod": 2}
 INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n"
+
+
+# min() and max() on floats: a NaN in either operand gives NaN; a tie of zeros gives y. On a GPU
+# the select is on the operands' bits, passed through a PTX move LLVM cannot see through: a float
+# select of a compare of the same operands becomes min.f32 / max.f32, whose choice between -0.0
+# and +0.0 is not the language's (min(-0.0, +0.0) gave -0.0: the GPU differential runner,
+# stream-352666369). The interpreter selects the values themselves.
+_FLOAT_MINMAX = {True: """
+
+@triton.jit
+def _fmin_numpy(x, y):
+    return tl.where((x < y) | (x != x), x, y)
+
+
+@triton.jit
+def _fmax_numpy(x, y):
+    return tl.where((x > y) | (x != x), x, y)
+""", False: """
+
+@triton.jit
+def _bits_select(take_x, x, y):
+    if x.dtype.primitive_bitwidth == 64:
+        xb = tl.inline_asm_elementwise("mov.b64 $0, $1;", "=l,l", [x.to(tl.int64, bitcast=True)],
+                                       dtype=tl.int64, is_pure=True, pack=1)
+        yb = tl.inline_asm_elementwise("mov.b64 $0, $1;", "=l,l", [y.to(tl.int64, bitcast=True)],
+                                       dtype=tl.int64, is_pure=True, pack=1)
+    else:
+        xb = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x.to(tl.int32, bitcast=True)],
+                                       dtype=tl.int32, is_pure=True, pack=1)
+        yb = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [y.to(tl.int32, bitcast=True)],
+                                       dtype=tl.int32, is_pure=True, pack=1)
+    return tl.where(take_x, xb, yb).to(x.dtype, bitcast=True)
+
+
+@triton.jit
+def _fmin_numpy(x, y):
+    return _bits_select((x < y) | (x != x), x, y)
+
+
+@triton.jit
+def _fmax_numpy(x, y):
+    return _bits_select((x > y) | (x != x), x, y)
+"""}
+
+
+def float_minmax_helpers(interpreted: bool) -> str:
+    """_fmin_numpy and _fmax_numpy, the language's min() and max() on floats."""
+    return _FLOAT_MINMAX[interpreted]
 
 
 # abs of i8 and i16 on a GPU computes in i32 on a value LLVM cannot see is narrow (a PTX move):
