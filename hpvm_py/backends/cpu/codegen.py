@@ -267,10 +267,10 @@ class Emitter:
 
     def by_divisors(self, divisors: list[K.Expr], emit: Callable[[], None]) -> None:
         """emit() twice: where every one of `divisors` (uniform_divisors) is a power of two, with
-        the // and % by them as shifts and masks; elsewhere as written. An integer division is tens of instructions
-        (emulated on a GPU, 20-90 cycles on x86, never vectorised), and on a GPU its branches
-        keep a loop's loads from being issued ahead; a bin count or a row width is often 2**k.
-        The test runs once, ahead of the code, on values the whole launch shares."""
+        the // and % by them as shifts and masks; elsewhere as written. An integer division is
+        tens of instructions (emulated on a GPU, 20-90 cycles on x86, never vectorised), and on a
+        GPU its branches keep a loop's loads from being issued ahead; a bin count or a row width
+        is often 2**k. The test runs once, ahead of the code, on values the whole launch shares."""
         if not divisors:
             emit()
             return

@@ -19,7 +19,7 @@ from .dotmatch import DotLoop
 from .dottiles import DotTiles
 from .gridtiles import GridTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
-from .prelude import HEADER, INTERPRETER_IMPORT, float_minmax_helpers, library_helper
+from .prelude import HEADER, INTERPRETER_IMPORT, gpu_identity_helpers, library_helper
 from .passes import (OPTIMISATIONS, PASSES, dot_loop, masked_in_loops, needs_live,
                      private_buffers, spread_loops)
 from .privatise import PrivateCount, PrivateCounts
@@ -178,7 +178,7 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             self.private_merge()
         body = self.lines[body_start:]
         self.lines = self.lines[:body_start]
-        header = [HEADER + float_minmax_helpers(self.interpreted)
+        header = [HEADER + gpu_identity_helpers(self.interpreted)
                   + (INTERPRETER_IMPORT if self.interpreted else "")]
         for name in sorted(self.library | self._library_in_helpers(body)):
             header.append(library_helper(name, self.interpreted))

@@ -35,8 +35,7 @@ class MathCalls:
         if not arg_t.is_float and name in ("abs", "min", "max"):
             x = args[0]
             if name == "abs" and arg_t.is_signed and arg_t.bits < 32:
-                self.library.add("abs_narrow")
-                return f"_m_abs_narrow({x})"
+                return f"_narrow_abs({x})"  # (prelude.py says why)
             if name == "abs":
                 return f"tl.where({x} < 0, -{x}, {x})" if arg_t.is_signed else x
             return f"tl.where({x} {'<' if name == 'min' else '>'} {args[1]}, {x}, {args[1]})"

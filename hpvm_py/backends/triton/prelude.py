@@ -188,6 +188,17 @@ def _fmod_py(x, y):
 
 
 @triton.jit
+def _fmin_numpy(x, y):
+    """min() on floats: a NaN in either operand gives NaN; a tie of zeros gives y."""
+    return _select_bits((x < y) | (x != x), x, y)
+
+
+@triton.jit
+def _fmax_numpy(x, y):
+    return _select_bits((x > y) | (x != x), x, y)
+
+
+@triton.jit
 def _minnum(x, y):
     """fmin(), IEEE minimumNumber: a NaN operand is ignored; -0.0 < 0.0."""
     lower = (x < y) | ((x == y) & _signbit(x))
@@ -259,70 +270,62 @@ _ARITY = {"pow": 2, "atan2": 2, "hypot": 2, "fmod": 2}
 INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n"
 
 
-# min() and max() on floats: a NaN in either operand gives NaN; a tie of zeros gives y. On a GPU
-# the select is on the operands' bits, passed through a PTX move LLVM cannot see through: a float
-# select of a compare of the same operands becomes min.f32 / max.f32, whose choice between -0.0
-# and +0.0 is not the language's (min(-0.0, +0.0) gave -0.0: the GPU differential runner,
-# stream-352666369). The interpreter selects the values themselves.
-_FLOAT_MINMAX = {True: """
+# Helpers that hide a value from LLVM behind a PTX move (which ptxas drops) on the GPU, and are
+# plain in the interpreter, which runs no PTX:
+# - _select_bits, for min() and max() on floats (a NaN gives NaN, a tie of zeros gives y): LLVM
+#   makes a float select of a compare of the same operands a min.f32 / max.f32, whose choice
+#   between -0.0 and +0.0 is not the language's (tests/differential/reproducers/stream-352666369);
+# - _narrow_abs, abs of i8 and i16 in i32: LLVM narrows any form of it to abs.s16, whose result
+#   for -32768 ptxas widened as +32768 (tests/differential/reproducers/pingpong-1158526871).
+_GPU_IDENTITIES = {True: """
 
 @triton.jit
-def _fmin_numpy(x, y):
-    return tl.where((x < y) | (x != x), x, y)
+def _select_bits(take_x, x, y):
+    return tl.where(take_x, x, y)
 
 
 @triton.jit
-def _fmax_numpy(x, y):
-    return tl.where((x > y) | (x != x), x, y)
+def _narrow_abs(x):
+    return tl.where(x < 0, -x, x)
 """, False: """
 
 @triton.jit
-def _bits_select(take_x, x, y):
+def _move32(bits):
+    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [bits], dtype=tl.int32,
+                                     is_pure=True, pack=1)
+
+
+@triton.jit
+def _move64(bits):
+    return tl.inline_asm_elementwise("mov.b64 $0, $1;", "=l,l", [bits], dtype=tl.int64,
+                                     is_pure=True, pack=1)
+
+
+@triton.jit
+def _select_bits(take_x, x, y):
     if x.dtype.primitive_bitwidth == 64:
-        xb = tl.inline_asm_elementwise("mov.b64 $0, $1;", "=l,l", [x.to(tl.int64, bitcast=True)],
-                                       dtype=tl.int64, is_pure=True, pack=1)
-        yb = tl.inline_asm_elementwise("mov.b64 $0, $1;", "=l,l", [y.to(tl.int64, bitcast=True)],
-                                       dtype=tl.int64, is_pure=True, pack=1)
+        xb = _move64(x.to(tl.int64, bitcast=True))
+        yb = _move64(y.to(tl.int64, bitcast=True))
     else:
-        xb = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x.to(tl.int32, bitcast=True)],
-                                       dtype=tl.int32, is_pure=True, pack=1)
-        yb = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [y.to(tl.int32, bitcast=True)],
-                                       dtype=tl.int32, is_pure=True, pack=1)
+        xb = _move32(x.to(tl.int32, bitcast=True))
+        yb = _move32(y.to(tl.int32, bitcast=True))
     return tl.where(take_x, xb, yb).to(x.dtype, bitcast=True)
 
 
 @triton.jit
-def _fmin_numpy(x, y):
-    return _bits_select((x < y) | (x != x), x, y)
-
-
-@triton.jit
-def _fmax_numpy(x, y):
-    return _bits_select((x > y) | (x != x), x, y)
+def _narrow_abs(x):
+    wide = _move32(x.to(tl.int32))
+    return tl.where(wide < 0, -wide, wide).to(x.dtype)
 """}
 
 
-def float_minmax_helpers(interpreted: bool) -> str:
-    """_fmin_numpy and _fmax_numpy, the language's min() and max() on floats."""
-    return _FLOAT_MINMAX[interpreted]
-
-
-# abs of i8 and i16 on a GPU computes in i32 on a value LLVM cannot see is narrow (a PTX move):
-# LLVM narrows any form of it to abs.s16, whose result for -32768 ptxas then widened and shifted
-# as +32768 (tests/test_semantics.py, test_abs_of_the_minimum_feeds_later_operations)
-_ABS_NARROW = {False: """
-    wide = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x0.to(tl.int32)], dtype=tl.int32,
-                                     is_pure=True, pack=1)
-    return tl.where(wide < 0, -wide, wide).to(x0.dtype)
-""", True: """
-    return tl.where(x0 < 0, -x0, x0)
-"""}
+def gpu_identity_helpers(interpreted: bool) -> str:
+    """_select_bits and _narrow_abs, for the interpreter or for the GPU."""
+    return _GPU_IDENTITIES[interpreted]
 
 
 def library_helper(name: str, interpreted: bool) -> str:
-    """The helper `_m_<name>` for one library function (abs_narrow: abs of i8 and i16)."""
-    if name == "abs_narrow":
-        return f"\n\n@triton.jit\ndef _m_abs_narrow(x0):{_ABS_NARROW[interpreted]}"
+    """The helper `_m_<name>` for one library function."""
     args = ", ".join(f"x{i}" for i in range(_ARITY.get(name, 1)))
     call = f'_host.call("{name}", {args})' if interpreted else \
         f"libdevice.{_LIBDEVICE_NAME.get(name, name)}({args})"
