@@ -144,6 +144,29 @@ def test_abs_of_the_minimum_feeds_later_operations(target: str, t, rng) -> None:
         np.testing.assert_array_equal(wide, absolute.astype(np.int64))
 
 
+@pytest.mark.parametrize("t", [T.i8, T.i16, T.i32, T.i64], ids=str)
+def test_negation_inside_nested_min_max(target: str, t, rng) -> None:
+    """min(min(s * t, -x), t) and its kin keep the negation: ptxas folded a `neg` into a
+    three-way min and dropped its sign on nvptx and gpu
+    (tests/differential/reproducers/plain-1820096542.json)."""
+    if ("negations", t) not in _cache:
+        _cache[("negations", t)] = K.make_negations_in_min_max(t)
+    a = edge_values(t, rng, 200)
+    info = np.iinfo(t.numpy_dtype)
+    for s, u in [(3, -3), (-7, 11), (0, info.min), (1, info.max), (info.max, 2)]:
+        s, u = t.numpy_dtype.type(s), t.numpy_dtype.type(u)
+        lo, hi, low_abs = np.zeros_like(a), np.zeros_like(a), np.zeros_like(a)
+        run(target, _cache[("negations", t)], a, a.nbytes, lo, lo.nbytes, hi, hi.nbytes, low_abs,
+            low_abs.nbytes, s, u, len(a))
+        with np.errstate(all="ignore"):
+            product = s * u  # wraps, as the leaf's does
+            negated = np.negative(a)
+            np.testing.assert_array_equal(lo, np.minimum(np.minimum(product, negated), u))
+            np.testing.assert_array_equal(hi, np.maximum(np.maximum(product, negated), u))
+            np.testing.assert_array_equal(
+                low_abs, np.minimum(np.minimum(product, np.negative(np.abs(a))), u))
+
+
 @pytest.mark.parametrize("t", FLOAT_TYPES, ids=str)
 @pytest.mark.parametrize("op", list(range(10)))
 def test_float_functions(target: str, t, op: int, rng) -> None:

@@ -6,6 +6,7 @@ import importlib
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from hpvm_py.frontend.decorators import GraphDef
 from hpvm_py.ir import kernel as K
 from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.support import stats
+from hpvm_py.support.loc import Loc
 from hpvm_py.types import PtrType, i64
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +73,7 @@ def test_fuzzer_programs_assemble(program) -> None:
 
 # -- structure of the PTX -----------------------------------------------------------------------
 
+LOC = Loc("test_nvptx_codegen.py", 1, 0)
 LEAVES = leaves_from_source('''
 @hpvm.leaf
 def shared_hist(data: In[Ptr[u32]], data_bytes: i64, bins: InOut[Ptr[u32]], bins_bytes: i64):
@@ -123,6 +126,13 @@ def strided_bins(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bin
                  nbins: i32, n: i64):
     for j in range(hpvm.instance_id(0), n, 1024):
         hpvm.atomic_add(bins, data[j] % nbins, 1)
+
+
+@hpvm.leaf
+def negated_in_min(a: In[Ptr[i32]], a_bytes: i64, out: Out[Ptr[i32]], out_bytes: i64, s: i32,
+                   t: i32):
+    i = hpvm.instance_id(0)
+    out[i] = min(min(s * t, -a[i]), t)
 
 
 @hpvm.leaf
@@ -181,6 +191,33 @@ def test_shift_counts_from_data_are_masked_before_ptx_truncates_them() -> None:
         bounded = source and re.search(rf"min\.u64\s+{source.group(1)}, %rd\d+, 63;", text)
         assert masked or bounded, (count, text)
     assert len(re.findall(r"setp\.lt\.u64", text)) >= 2, text  # shl and shr.u: 0 out of range
+
+
+def _sass(ptx_text: str) -> list[str]:
+    """The instructions ptxas makes of a PTX module for sm_90 (cuobjdump of the triton wheel)."""
+    cubin = toolchain.assemble(ptx_text, "sm_90", "k", LOC)
+    cuobjdump = toolchain.ptxas_path().with_name("cuobjdump")
+    if not cuobjdump.exists():
+        pytest.skip("cuobjdump is not beside ptxas")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        listing = subprocess.run([str(cuobjdump), "-sass", str(path)], capture_output=True,
+                                 text=True, check=True).stdout
+    return re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]+);", listing)
+
+
+def test_negations_reach_ptxas_as_not_and_add() -> None:
+    """min(min(s * t, -x), t): ptxas folds a `neg.s32` into the three-way VIMNMX3 and drops its
+    sign, making the same machine code as min(min(s * t, x), t) (a mismatch the GPU differential
+    runner found, tests/differential/reproducers/plain-1820096542.json). The PTX negates as
+    `not` and `add 1`, and the machine code differs from the unnegated one's."""
+    text = ptx(LEAVES.negated_in_min, (1,))
+    assert not re.search(r"\bneg\.s(16|32)\b", text), text
+    spelled = re.search(r"not\.b32\s+(%r\d+), (%r\d+);\s*add\.s32\s+\1, \1, 1;", text)
+    assert spelled, text
+    unnegated = text.replace(spelled.group(0), f"mov.b32 {spelled[1]}, {spelled[2]};")
+    assert _sass(text) != _sass(unnegated)
 
 
 def _blocks(text: str) -> list[str]:

@@ -18,8 +18,9 @@ import hpvm_py as hpvm
 from hpvm_py.backends import registry
 from hpvm_py.backends.triton.codegen import generate
 from hpvm_py.backends.triton.kernel import GPU_SPREAD
-from hpvm_py import InOut, Ptr, cli, i32, i64
+from hpvm_py import InOut, Ptr, cli, i8, i32, i64
 from hpvm_py.errors import CompileError, ExecutionError, HPVMError
+from programs import semantic_kernels as semantic
 from programs import skinny_scratch as skinny
 from programs import tiled_cholesky as chol
 
@@ -309,6 +310,21 @@ def test_a_uniform_if_around_memory_accesses_is_never_a_constant_false_if_to_tri
     ifs = [line.strip() for line in text.splitlines() if line.strip().startswith("if ") and "v_s" in line]
     assert len(ifs) == 2
     assert ifs[0].endswith("| (tl.program_id(0) < 0):") and "program_id" not in ifs[1]
+
+
+@pytest.mark.parametrize("t", [i8, i32, i64])
+def test_integer_negations_reach_the_gpu_through_ineg(t) -> None:
+    """`-x`, `x * -1` and `0 - abs(x)` negate through _ineg, which hides `~x` from LLVM up to 32
+    bits: ptxas folded LLVM's `neg` into a three-way min and dropped its sign
+    (tests/differential/reproducers/plain-1820096542.json)."""
+    leaf, ctx, _ = hpvm.compile(semantic.make_negations_in_min_max(t), target="cpu").leaf_kernels()[0]
+    text = generate(leaf, ctx, False, interpreted=False).text
+    body = text[text.rindex("@triton.jit"):]
+    assert "_ineg(v_x)" in body
+    assert "_ineg(_narrow_abs(v_x))" in body or "_ineg(tl.where(v_x < 0" in body
+    assert "* -1" not in body and "0 - " not in body and "(-v_x)" not in body
+    helper = text[text.index("def _ineg("):].split("\n\n\n")[0]
+    assert "_move32((~x)" in helper
 
 
 @pytest.mark.parametrize("target", ["gpu", "python"])

@@ -142,6 +142,28 @@ def make_abs_uses(T):
     return run_abs
 
 
+def make_negations_in_min_max(T):
+    """A negation (written, `0 - x`, `x * -1`, of an abs) inside two nested min or max: ptxas folded
+    such a `neg` into a three-way min and dropped its sign
+    (tests/differential/reproducers/plain-1820096542.json)."""
+    @hpvm.leaf
+    def negations(a: In[Ptr[T]], a_bytes: i64, lo: Out[Ptr[T]], lo_bytes: i64, hi: Out[Ptr[T]],
+                  hi_bytes: i64, low_abs: Out[Ptr[T]], low_abs_bytes: i64, s: T, t: T):
+        i = hpvm.instance_id(0)
+        x = a[i]
+        lo[i] = min(min(s * t, -x), t)
+        hi[i] = max(max(s * t, x * -1), t)
+        low_abs[i] = min(min(s * t, 0 - abs(x)), t)
+
+    @hpvm.graph
+    def run_negations(a: In[Ptr[T]], a_bytes: i64, lo: Out[Ptr[T]], lo_bytes: i64,
+                      hi: Out[Ptr[T]], hi_bytes: i64, low_abs: Out[Ptr[T]], low_abs_bytes: i64,
+                      s: T, t: T, n: i64):
+        hpvm.node(negations, grid=n, a=a, a_bytes=a_bytes, lo=lo, lo_bytes=lo_bytes, hi=hi,
+                  hi_bytes=hi_bytes, low_abs=low_abs, low_abs_bytes=low_abs_bytes, s=s, t=t)
+    return run_negations
+
+
 def make_cast(S, D):
     @hpvm.leaf
     def cast(a: In[Ptr[S]], a_bytes: i64, c: Out[Ptr[D]], c_bytes: i64):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 import subprocess
 import tempfile
 import threading
@@ -104,7 +105,20 @@ def to_ptx(module_text: str, kernels: tuple[str, ...], arch: str, loc: Loc) -> s
         options = llvm.create_pipeline_tuning_options(speed_level=3)
         builder = llvm.create_pass_builder(tm, options)
         builder.getModulePassManager().run(module, builder)
-        return tm.emit_assembly(module)
+        return spell_out_negations(tm.emit_assembly(module))
+
+
+# ptxas (12.8 of triton 3.6's wheel, 12.9 of 3.9's) folds a 16- or 32-bit integer negation into
+# an operand of a three-way VIMNMX3 min/max for sm_90 and drops the sign: min(min(s, -x), t)
+# became min(s, x, t) (tests/differential/reproducers/plain-1820096542). Negating as ~x + 1
+# keeps it out of that fold; ptxas then uses VIADDMNMX, which adds the 1.
+_NEGATION = re.compile(r"^(\s*)neg\.s(16|32)\s+(%\w+),\s*(%\w+);", re.MULTILINE)
+
+
+def spell_out_negations(ptx: str) -> str:
+    """Every 16- and 32-bit integer `neg` of a PTX module rewritten as `not` and `add 1`."""
+    return _NEGATION.sub(lambda m: f"{m[1]}not.b{m[2]} {m[3]}, {m[4]};\n"
+                                   f"{m[1]}add.s{m[2]} {m[3]}, {m[3]}, 1;", ptx)
 
 
 @functools.cache

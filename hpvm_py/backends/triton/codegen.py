@@ -97,6 +97,20 @@ def _pointer(elem: ScalarType) -> str:
     return "*" + _TRITON_TYPE[elem.name]
 
 
+def _negation_operand(e: K.BinOp) -> K.Expr | None:
+    """y of an integer `0 - y`, `y * -1` or `-1 * y`: LLVM makes each a negation, which goes
+    through _ineg as a written one does (prelude.py says why)."""
+    if e.type.is_float:
+        return None
+    if e.op == "sub" and isinstance(e.lhs, K.Const) and e.lhs.value == 0:
+        return e.rhs
+    if e.op == "mul":
+        for minus_one, other in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+            if isinstance(minus_one, K.Const) and minus_one.value == -1:
+                return other
+    return None
+
+
 def kernel_name(name: str) -> str:
     """The generated code's name of a leaf parameter or local."""
     return "v_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
@@ -454,6 +468,9 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         t = e.type
         if isinstance(e, K.BinOp):
             assert isinstance(t, ScalarType)
+            negated = _negation_operand(e)
+            if negated is not None:
+                return V.unary("neg", t, self.expr(negated, m))
             return V.binop(e.op, t, self.expr(e.lhs, m), self.expr(e.rhs, m), e.loc,
                            scalar_divisor=self.uniform.expr(e.rhs))
         if isinstance(e, K.UnaryOp):

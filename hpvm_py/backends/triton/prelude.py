@@ -276,7 +276,10 @@ INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n
 #   makes a float select of a compare of the same operands a min.f32 / max.f32, whose choice
 #   between -0.0 and +0.0 is not the language's (tests/differential/reproducers/stream-352666369);
 # - _narrow_abs, abs of i8 and i16 in i32: LLVM narrows any form of it to abs.s16, whose result
-#   for -32768 ptxas widened as +32768 (tests/differential/reproducers/pingpong-1158526871).
+#   for -32768 ptxas widened as +32768 (tests/differential/reproducers/pingpong-1158526871);
+# - _ineg, integer negation up to 32 bits as ~x + 1: ptxas folds a `neg` into a three-way min/max
+#   and drops its sign (tests/differential/reproducers/plain-1820096542; the nvptx target rewrites
+#   its PTX for the same reason: backends/nvptx/toolchain.py).
 _GPU_IDENTITIES = {True: """
 
 @triton.jit
@@ -287,6 +290,11 @@ def _select_bits(take_x, x, y):
 @triton.jit
 def _narrow_abs(x):
     return tl.where(x < 0, -x, x)
+
+
+@triton.jit
+def _ineg(x):
+    return -x
 """, False: """
 
 @triton.jit
@@ -316,11 +324,20 @@ def _select_bits(take_x, x, y):
 def _narrow_abs(x):
     wide = _move32(x.to(tl.int32))
     return tl.where(wide < 0, -wide, wide).to(x.dtype)
+
+
+@triton.jit
+def _ineg(x):
+    if x.dtype.primitive_bitwidth == 64:
+        negated = -x
+    else:
+        negated = _move32((~x).to(tl.int32)).to(x.dtype) + 1
+    return negated
 """}
 
 
 def gpu_identity_helpers(interpreted: bool) -> str:
-    """_select_bits and _narrow_abs, for the interpreter or for the GPU."""
+    """_select_bits, _narrow_abs and _ineg, for the interpreter or for the GPU."""
     return _GPU_IDENTITIES[interpreted]
 
 

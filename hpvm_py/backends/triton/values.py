@@ -109,7 +109,7 @@ def unary(op: str, t: ScalarType, x: str) -> str:
         return f"({x} == 0)"
     if op == "neg":
         # Triton negates as 0 - x, which makes +0.0 from +0.0: a float negation flips the sign
-        return f"({x} * -1.0)" if t.is_float else f"(-{x})"
+        return f"({x} * -1.0)" if t.is_float else f"_ineg({x})"
     return f"(~{x})"
 
 
