@@ -2,6 +2,7 @@
 import numba
 import numpy as np
 
+import bench_division
 import bench_histogram
 import bench_sgemm
 import bench_stencil
@@ -16,7 +17,7 @@ def main() -> None:
     print(f"{cpu_model()}, {default_threads()} threads; numpy "
           f"{np.__version__}, numba {numba.__version__}, llvmlite {llvmlite.__version__}\n")
     ratios = {}
-    for bench in (bench_vadd, bench_stencil, bench_sgemm, bench_histogram):
+    for bench in (bench_vadd, bench_stencil, bench_sgemm, bench_histogram, bench_division):
         ratios.update(bench.main())
         print()
     print("summary: peer time / hpvm-cpu time (> 1 means hpvm-cpu is faster)")

@@ -125,6 +125,71 @@ def test_power_of_two_divisors_as_shifts_and_masks(tname):
         assert fns["is_pow2"](y) == want, f"{tname}: is_pow2({y})"
 
 
+def _reciprocal_loop(t: T.ScalarType) -> tuple[Any, Any]:
+    """divide(x, q, r, n, d): q[k], r[k] = x[k] // d, x[k] % d by d's arith.Reciprocal, made once
+    ahead of the loop as the cpu driver makes it (LLVM may vectorise the loop), for the host."""
+    it, i64 = ir.IntType(t.bits), ir.IntType(64)
+    ptr = it.as_pointer()
+    module = ir.Module(name=f"reciprocal_{t.name}")
+    module.triple = jit.target_machine().triple
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, i64, it]), name="divide")
+    x, q, r, n, d = fn.args
+    entry, loop, done = (fn.append_basic_block(name) for name in ("entry", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    recip = arith.reciprocal(b, d, t, "d")
+    b.cbranch(b.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
+    b.position_at_end(loop)
+    k = b.phi(i64)
+    k.add_incoming(ir.Constant(i64, 0), entry)
+    value = b.load(b.gep(x, [k]))
+    b.store(arith.reciprocal_divmod(b, value, recip, "floordiv", t), b.gep(q, [k]))
+    b.store(arith.reciprocal_divmod(b, value, recip, "mod", t), b.gep(r, [k]))
+    following = b.add(k, ir.Constant(i64, 1))
+    k.add_incoming(following, loop)
+    b.cbranch(b.icmp_signed("<", following, n), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    loaded = jit.LoadedObject(jit.emit_object(jit.optimize(str(module))))
+    c_int = getattr(ctypes, f"c_{'' if t.is_signed else 'u'}int{t.bits}")
+    c_ptr = ctypes.c_void_p
+    return loaded, ctypes.CFUNCTYPE(None, c_ptr, c_ptr, c_ptr, ctypes.c_int64, c_int)(
+        loaded.address("divide"))
+
+
+@pytest.mark.parametrize("tname", ["i8", "u8", "i16", "u16", "i32", "u32"])
+def test_division_by_a_reciprocal_is_floor_division(tname):
+    """The cpu target divides by a launch-wide divisor of at most 32 bits that is not a power of
+    two through its reciprocal (arith.reciprocal_divmod): exactly Python's // and % (a zero
+    divisor gives 0, INT_MIN // -1 wraps) for every dividend of 8 and 16 bits, and for the edges
+    and random values of 32 bits, by edge, power-of-two-neighbour and random divisors."""
+    t = T.SCALAR_TYPES[tname]
+    loaded, divide = _reciprocal_loop(t)  # (the code lives as long as `loaded`)
+    dtype = t.numpy_dtype
+    lo, hi = t.min_value(), t.max_value()
+    if t.bits <= 16:
+        x = np.arange(lo, hi + 1, dtype=np.int64).astype(dtype)
+    else:
+        x, _ = _int_inputs(t, 20000)
+        x = np.concatenate([x, np.array([lo, lo + 1, hi, hi - 1, 0, 1], dtype=dtype)])
+    near_powers = {s * ((1 << k) + e) for k in range(1, t.bits) for e in (-1, 1) for s in (1, -1)}
+    randoms = {int(v) for v in rng.integers(lo, hi, 64, endpoint=True)}
+    divisors = sorted(v for v in {0, 1, -1, 2, 3, 7, -7, 10, 255, 1000, lo, hi, lo + 1, hi - 1}
+                      | near_powers | randoms if lo <= v <= hi)
+    if t.bits == 8:
+        divisors = list(range(lo, hi + 1))
+    wide = x.astype(np.int64)
+    for d in divisors:
+        q, r = np.zeros_like(x), np.zeros_like(x)
+        divide(x.ctypes.data, q.ctypes.data, r.ctypes.data, x.size, d)
+        if d == 0:
+            want_q = want_r = np.zeros_like(x)
+        else:
+            want_q = (wide // d).astype(dtype)  # wraps: INT_MIN // -1 is INT_MIN
+            want_r = (wide % d).astype(dtype)
+        np.testing.assert_array_equal(q, want_q, err_msg=f"{tname} // {d}")
+        np.testing.assert_array_equal(r, want_r, err_msg=f"{tname} % {d}")
+
+
 def test_int_min_floordiv_minus_one_does_not_trap():
     for tname in ("i32", "i64", "i8"):
         t = T.SCALAR_TYPES[tname]

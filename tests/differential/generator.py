@@ -96,11 +96,15 @@ class _Builder:
             ops = ["+", "-", "*", "//", "%"]
             ops += ["&", "|", "^", "<<", ">>"] if t in INT_TYPES else ["/"]
             op = self.c.pick(ops)
-            if op in ("//", "%") and self.scope.variables.get("s") == t and self.c.flag():
-                # by the launch's scalar, or an expression of it: cpu and nvptx test it once for a
-                # power of two
+            s_type = self.scope.variables.get("s")
+            if op in ("//", "%") and (s_type == t or t in INT_TYPES and s_type in INT_TYPES) \
+                    and self.c.flag():
+                # by the launch's scalar, or an expression of it (cast to t): cpu and nvptx test
+                # it once for a power of two, and cpu divides by others through a reciprocal
                 divisor = self.c.pick(["s", "(s * 2)", "(s + 1)"]
-                                      + (["(s << 3)"] if t in INT_TYPES else []))
+                                      + (["(s << 3)"] if s_type in INT_TYPES else []))
+                if s_type != t:
+                    divisor = f"hpvm.{t}({divisor})"
                 return f"({self.expr(t, depth - 1)} {op} {divisor})"
             return f"({self.expr(t, depth - 1)} {op} {self.expr(t, depth - 1)})"
         if kind == "unary":
@@ -149,7 +153,9 @@ class _Builder:
         if kind == "assign" or (kind == "reassign" and not self.scope.variables):
             t = self.c.pick(TYPES)
             name = self.scope.fresh("v")
-            self.emit(indent, f"{name} = {self.expr(t, 2)}")
+            # deeper now and then: ptxas fuses chains of three operations (VIMNMX3, IADD3, LOP3),
+            # and its fold of a negation into VIMNMX3 dropped the sign (reproducers/plain-1820096542)
+            self.emit(indent, f"{name} = {self.expr(t, self.c.pick([2, 2, 3]))}")
             self.scope.variables[name] = t
         elif kind == "reassign":
             name, t = self.c.pick(sorted(self.scope.variables.items()))

@@ -6,6 +6,8 @@ fast-math flags are used: results must be bitwise reproducible.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llvmlite import ir
 
 from ...errors import CompileError
@@ -114,6 +116,78 @@ def is_power_of_two(b: ir.IRBuilder, y: ir.Value, t: ScalarType, name: str = "")
     positive = b.icmp_signed(">", y, zero) if t.is_signed else b.icmp_unsigned("!=", y, zero)
     single_bit = b.icmp_unsigned("==", b.and_(y, b.sub(y, ir.Constant(y.type, 1))), zero)
     return b.and_(positive, single_bit, name=f"{name}.pow2" if name else "")
+
+
+@dataclass(frozen=True)
+class Reciprocal:
+    """What `x // d` and `x % d` by one divisor of at most 32 bits need, computed once ahead of
+    the code that divides by it (reciprocal_divmod): x86 divides one value at a time, tens of
+    cycles each, and a loop that divides is never vectorised; by the reciprocal it is two
+    32 x 32 -> 64-bit multiplies per value, which vectorise."""
+
+    divisor: ir.Value      # d, in its register type
+    wide: ir.Value         # d sign- or zero-extended to i64
+    magnitude: ir.Value    # |d| as i64 (1 for a zero divisor)
+    multiplier: ir.Value   # ceil(2**64 / |d|) as i64; it wraps to 0 for |d| == 1
+    unit: ir.Value         # |d| == 1: the quotient is |x| itself
+    negative: ir.Value | None  # d < 0 (signed types)
+    zero: ir.Value         # d == 0: both results are 0
+
+
+_I64 = ir.IntType(64)
+_LOW32 = ir.Constant(_I64, 0xFFFFFFFF)
+_THIRTY_TWO = ir.Constant(_I64, 32)
+
+
+def _magnitude64(b: ir.IRBuilder, x: ir.Value, t: ScalarType) -> tuple[ir.Value, ir.Value | None]:
+    """|x| as i64 and x < 0, for a value of at most 32 bits (|INT_MIN| is 2**(bits-1))."""
+    if not t.is_signed:
+        return b.zext(x, _I64), None
+    x32 = b.sext(x, I32) if t.bits < 32 else x
+    negative = b.icmp_signed("<", x32, ir.Constant(I32, 0))
+    absolute = b.select(negative, b.sub(ir.Constant(I32, 0), x32), x32)
+    return b.zext(absolute, _I64), negative
+
+
+def reciprocal(b: ir.IRBuilder, d: ir.Value, t: ScalarType, name: str = "") -> Reciprocal:
+    """The Reciprocal of divisor d (of at most 32 bits): one 64-bit division, where it is."""
+    magnitude, negative = _magnitude64(b, d, t)
+    one = ir.Constant(_I64, 1)
+    zero = b.icmp_unsigned("==", magnitude, ir.Constant(_I64, 0))
+    magnitude = b.select(zero, one, magnitude, name=f"{name}.magnitude")
+    multiplier = b.add(b.udiv(ir.Constant(_I64, -1), magnitude), one, name=f"{name}.reciprocal")
+    wide = b.sext(d, _I64) if t.is_signed else b.zext(d, _I64)
+    return Reciprocal(d, wide, magnitude, multiplier, b.icmp_unsigned("==", magnitude, one),
+                      negative, zero)
+
+
+def reciprocal_divmod(b: ir.IRBuilder, x: ir.Value, r: Reciprocal, which: str, t: ScalarType,
+                      name: str = "") -> ir.Value:
+    """x // d or x % d with Python's floor semantics (a zero divisor gives 0, INT_MIN // -1 wraps),
+    for d of at most 32 bits, from its Reciprocal: floor(|x| / |d|) is the top 64 bits of
+    |x| * ceil(2**64 / |d|) for every |x| < 2**32 (Lemire, Kaser and Kurz, "Faster remainder by
+    direct computation", 2019, theorem 1), then the signs as _signed_divmod fixes them."""
+    ax, x_negative = _magnitude64(b, x, t)
+    low = b.mul(b.and_(r.multiplier, _LOW32), ax)
+    high = b.mul(b.lshr(r.multiplier, _THIRTY_TWO), ax)
+    quotient = b.lshr(b.add(high, b.lshr(low, _THIRTY_TWO)), _THIRTY_TWO)
+    quotient = b.select(r.unit, ax, quotient)
+    remainder = b.sub(ax, b.mul(quotient, r.magnitude))
+    if t.is_signed:
+        assert x_negative is not None and r.negative is not None
+        zero64 = ir.Constant(_I64, 0)
+        signs_differ = b.xor(x_negative, r.negative)
+        inexact = b.icmp_unsigned("!=", remainder, zero64)
+        if which == "floordiv":  # -(q + 1) where the truncated quotient is negative and inexact
+            stepped = b.add(quotient, b.zext(inexact, _I64))
+            result = b.select(signs_differ, b.sub(zero64, stepped), quotient)
+        else:
+            truncated = b.select(x_negative, b.sub(zero64, remainder), remainder)
+            result = b.select(b.and_(signs_differ, inexact), b.add(truncated, r.wide), truncated)
+    else:
+        result = quotient if which == "floordiv" else remainder
+    narrowed = b.trunc(result, x.type) if x.type.width < 64 else result
+    return b.select(r.zero, ir.Constant(x.type, 0), narrowed, name=name)
 
 
 def _signed_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, which: str, name: str) -> ir.Value:

@@ -36,6 +36,11 @@ class Frame:
 _LAUNCH_WIDE_NODES = (K.Var, K.Const, K.BinOp, K.UnaryOp, K.Cast)
 
 
+def _divisor_names(divisors: list[K.Expr]) -> list[str]:
+    """LLVM value names for launch-wide divisors: the parameter's, else divisor<k>."""
+    return [d.name if isinstance(d, K.Var) else f"divisor{k}" for k, d in enumerate(divisors)]
+
+
 def uniform_divisors(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> list[K.Expr]:
     """The divisors of the body's integer // and % that the whole launch shares: expressions of
     constants and of integer parameters passed once for the launch that the body never assigns
@@ -79,6 +84,7 @@ class Emitter:
         self.loops: list[tuple[ir.Block, ir.Block]] = []  # (continue target, break target)
         self.local_types = leaf.locals
         self.powers_of_two: list[K.Expr] = []  # launch-wide divisors known to be 2**k
+        self.reciprocals: list[tuple[K.Expr, arith.Reciprocal]] = []  # others, by_divisors'
 
     # -- expressions -------------------------------------------------------------------------
 
@@ -98,9 +104,13 @@ class Emitter:
 
     def _BinOp(self, e: K.BinOp, name: str) -> ir.Value:
         x, y = self.expr(e.lhs), self.expr(e.rhs)
-        if e.op in ("floordiv", "mod") and self.powers_of_two and e.rhs in self.powers_of_two:
+        if e.op in ("floordiv", "mod"):
             assert isinstance(e.type, ScalarType)
-            return arith.power_of_two_divmod(self.b, x, y, e.op, e.type, name)
+            if self.powers_of_two and e.rhs in self.powers_of_two:
+                return arith.power_of_two_divmod(self.b, x, y, e.op, e.type, name)
+            for divisor, r in self.reciprocals:
+                if e.rhs == divisor:
+                    return arith.reciprocal_divmod(self.b, x, r, e.op, e.type, name)
         return arith.binop(self.b, e.op, e.type, x, y, e.loc, self.lowering.math, name)
 
     def _UnaryOp(self, e: K.UnaryOp, name: str) -> ir.Value:
@@ -265,19 +275,21 @@ class Emitter:
             raise CompileError("internal: barrier() left inside a forall", s.loc)
         self.lowering.barrier(self.b)
 
-    def by_divisors(self, divisors: list[K.Expr], emit: Callable[[], None]) -> None:
+    def by_divisors(self, divisors: list[K.Expr], emit: Callable[[], None],
+                    reciprocals: bool = False) -> None:
         """emit() twice: where every one of `divisors` (uniform_divisors) is a power of two, with
-        the // and % by them as shifts and masks; elsewhere as written. An integer division is
-        tens of instructions (emulated on a GPU, 20-90 cycles on x86, never vectorised), and on a
-        GPU its branches keep a loop's loads from being issued ahead; a bin count or a row width
-        is often 2**k. The test runs once, ahead of the code, on values the whole launch shares."""
+        the // and % by them as shifts and masks; elsewhere as written, or, with `reciprocals`,
+        by those of at most 32 bits through their arith.Reciprocal, computed there once. An
+        integer division is tens of instructions (emulated on a GPU, 20-90 cycles on x86, never
+        vectorised), and on a GPU its branches keep a loop's loads from being issued ahead; a bin
+        count or a row width is often 2**k. The test runs once, ahead of the code, on values the
+        whole launch shares."""
         if not divisors:
             emit()
             return
         tests = []
-        for k, d in enumerate(divisors):
+        for d, name in zip(divisors, _divisor_names(divisors)):
             assert isinstance(d.type, ScalarType)
-            name = d.name if isinstance(d, K.Var) else f"divisor{k}"
             tests.append(arith.is_power_of_two(self.b, self.expr(d), d.type, name))
         cond = functools.reduce(self.b.and_, tests)
 
@@ -286,7 +298,16 @@ class Emitter:
             emit()
             self.powers_of_two = []
 
-        self.if_then_else(cond, with_shifts, emit)
+        def as_written() -> None:
+            if reciprocals:
+                self.reciprocals = [
+                    (d, arith.reciprocal(self.b, self.expr(d), d.type, name))
+                    for d, name in zip(divisors, _divisor_names(divisors))
+                    if isinstance(d.type, ScalarType) and d.type.bits <= 32]
+            emit()
+            self.reciprocals = []
+
+        self.if_then_else(cond, with_shifts, as_written)
 
     # -- control flow shared by statements and the group-level items --------------------------
 

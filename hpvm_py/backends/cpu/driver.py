@@ -75,7 +75,7 @@ class DriverBuilder(GroupStorage):
         storage = self._allocate_arrays()
         divisors = uniform_divisors(self.leaf, self.ctx.input_modes)
         self.em.by_divisors(divisors, lambda: self.counted_loop(
-            p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end)))
+            p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end)), reciprocals=True)
         if storage is not None:
             b.call(self._libc("free"), [storage])
         if self.nontemporal:
