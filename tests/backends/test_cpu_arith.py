@@ -125,9 +125,18 @@ def test_power_of_two_divisors_as_shifts_and_masks(tname):
         assert fns["is_pow2"](y) == want, f"{tname}: is_pow2({y})"
 
 
-def _reciprocal_loop(t: T.ScalarType) -> tuple[Any, Any]:
+def _host_high_product(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """The top half of a 32 x 32-bit product on the host, standing in for nvptx's mul.hi.u32."""
+    i64 = ir.IntType(64)
+    product = b.mul(b.zext(x, i64), b.zext(y, i64))
+    return b.trunc(b.lshr(product, ir.Constant(i64, 32)), ir.IntType(32))
+
+
+def _reciprocal_loop(t: T.ScalarType, high_product: Any) -> tuple[Any, Any]:
     """divide(x, q, r, n, d): q[k], r[k] = x[k] // d, x[k] % d by d's arith.Reciprocal, made once
-    ahead of the loop as the cpu driver makes it (LLVM may vectorise the loop), for the host."""
+    ahead of the loop as the cpu driver makes it (LLVM may vectorise the loop), for the host;
+    the quotient from 64-bit products (high_product None, the cpu target's) or from 32-bit ones
+    (nvptx's)."""
     it, i64 = ir.IntType(t.bits), ir.IntType(64)
     ptr = it.as_pointer()
     module = ir.Module(name=f"reciprocal_{t.name}")
@@ -142,8 +151,8 @@ def _reciprocal_loop(t: T.ScalarType) -> tuple[Any, Any]:
     k = b.phi(i64)
     k.add_incoming(ir.Constant(i64, 0), entry)
     value = b.load(b.gep(x, [k]))
-    b.store(arith.reciprocal_divmod(b, value, recip, "floordiv", t), b.gep(q, [k]))
-    b.store(arith.reciprocal_divmod(b, value, recip, "mod", t), b.gep(r, [k]))
+    for which, out in (("floordiv", q), ("mod", r)):
+        b.store(arith.reciprocal_divmod(b, value, recip, which, t, high_product), b.gep(out, [k]))
     following = b.add(k, ir.Constant(i64, 1))
     k.add_incoming(following, loop)
     b.cbranch(b.icmp_signed("<", following, n), loop, done)
@@ -156,14 +165,15 @@ def _reciprocal_loop(t: T.ScalarType) -> tuple[Any, Any]:
         loaded.address("divide"))
 
 
+@pytest.mark.parametrize("high_product", [None, _host_high_product], ids=["wide", "halves"])
 @pytest.mark.parametrize("tname", ["i8", "u8", "i16", "u16", "i32", "u32"])
-def test_division_by_a_reciprocal_is_floor_division(tname):
-    """The cpu target divides by a launch-wide divisor of at most 32 bits that is not a power of
-    two through its reciprocal (arith.reciprocal_divmod): exactly Python's // and % (a zero
+def test_division_by_a_reciprocal_is_floor_division(tname, high_product):
+    """The cpu and nvptx targets divide by a launch-wide divisor of at most 32 bits that is not a
+    power of two through its reciprocal (arith.reciprocal_divmod): exactly Python's // and % (a zero
     divisor gives 0, INT_MIN // -1 wraps) for every dividend of 8 and 16 bits, and for the edges
     and random values of 32 bits, by edge, power-of-two-neighbour and random divisors."""
     t = T.SCALAR_TYPES[tname]
-    loaded, divide = _reciprocal_loop(t)  # (the code lives as long as `loaded`)
+    loaded, divide = _reciprocal_loop(t, high_product)  # (the code lives as long as `loaded`)
     dtype = t.numpy_dtype
     lo, hi = t.min_value(), t.max_value()
     if t.bits <= 16:

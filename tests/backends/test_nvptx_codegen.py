@@ -129,6 +129,12 @@ def strided_bins(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bin
 
 
 @hpvm.leaf
+def one_bin(data: In[Ptr[i32]], data_bytes: i64, bins: InOut[Ptr[i32]], bins_bytes: i64,
+            nbins: i32):
+    hpvm.atomic_add(bins, data[hpvm.instance_id(0)] % nbins, 1)
+
+
+@hpvm.leaf
 def negated_in_min(a: In[Ptr[i32]], a_bytes: i64, out: Out[Ptr[i32]], out_bytes: i64, s: i32,
                    t: i32):
     i = hpvm.instance_id(0)
@@ -224,17 +230,29 @@ def _blocks(text: str) -> list[str]:
     return re.split(r"\n\$L__BB\d+_\d+:", text)
 
 
-def test_a_loop_by_a_power_of_two_divisor_runs_without_the_division() -> None:
+def test_a_loop_by_a_launch_wide_divisor_runs_without_the_division() -> None:
     """`data[j] % nbins` with nbins the same for the whole launch: the body is emitted twice,
-    behind one test of nbins, and the power-of-two version's loop has a mask where the other has
-    the division (whose branches and tens of instructions kept the loads from being issued
-    ahead: the 64M histogram took 0.171 ms by the division, 0.137 by the mask, on an H100)."""
+    behind one test of nbins; the power-of-two version's loop has a mask, the other multiplies
+    by nbins' reciprocal (mul.hi.u32), made once before the loop. A division's branches and tens
+    of instructions kept the loads from being issued ahead: the 64M histogram took 0.171 ms by
+    the division, 0.137 by a mask behind a branch, on an H100."""
     text = ptx(LEAVES.strided_bins, (1,))
     loops = [b for b in _blocks(text) if "ld.global" in b and "atom.global.add" in b]
-    assert any("rem." not in b and "and.b32" in b for b in loops), text
-    assert any("rem.s32" in b for b in loops), text
+    assert not any(re.search(r"\b(rem|div)\.", b) for b in loops), text
+    assert any("and.b32" in b and "mul.hi" not in b for b in loops), text
+    assert any(b.count("mul.hi.u32") >= 2 and "bra" not in b.split("atom.global.add")[0]
+               for b in loops), text
+    assert text.count("div.u64") == 1, text  # the reciprocal, once
     assert "nbins.pow2" in NvptxBackend().llvm_ir(LEAVES.strided_bins.ir,
                                                         context(LEAVES.strided_bins.ir, (1,)))
+
+
+def test_a_division_outside_loops_stays_a_division() -> None:
+    """One division per instance: each thread would make the reciprocal (a 64-bit division) for
+    one use, so the body divides as written where the divisor is not a power of two."""
+    text = ptx(LEAVES.one_bin, (1,))
+    assert "mul.hi.u32" not in text and "div.u64" not in text, text
+    assert re.search(r"\brem\.s32", text), text
 
 
 def test_only_launch_wide_integer_divisors_are_tested() -> None:

@@ -7,7 +7,7 @@ variable T, which must be evaluated when each function is defined.
 import math
 
 import hpvm_py as hpvm
-from hpvm_py import In, Out, Ptr, i32, i64
+from hpvm_py import In, InOut, Out, Ptr, i32, i64
 
 INT_OPS = ["add", "sub", "mul", "floordiv", "mod", "and", "or", "xor", "shl", "shr", "min", "max",
            "eq", "lt", "ge", "neg", "invert", "abs"]
@@ -103,17 +103,19 @@ def make_float_only(T):
 
 def make_by_divisor(T):
     """a // d and a % d by one divisor d for the whole launch, and a // (d * 4) (the nvptx and cpu
-    targets emit such a body twice: shifts and masks where the divisors are powers of two)."""
+    targets emit such a body twice: shifts and masks where the divisors are powers of two, and
+    elsewhere, on cpu and in nvptx's loops, a multiply by the reciprocal of a 32-bit one)."""
     @hpvm.leaf
-    def by_divisor(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: Out[Ptr[T]],
+    def by_divisor(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: InOut[Ptr[T]],
                    r_bytes: i64, q4: Out[Ptr[T]], q4_bytes: i64, d: T):
         i = hpvm.instance_id(0)
         q[i] = a[i] // d
-        r[i] = a[i] % d
+        for k in range(i % 2, 2):  # a loop, run once or twice
+            r[i] = a[i] % d
         q4[i] = a[i] // (d * 4)
 
     @hpvm.graph
-    def divide(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: Out[Ptr[T]],
+    def divide(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: InOut[Ptr[T]],
                r_bytes: i64, q4: Out[Ptr[T]], q4_bytes: i64, d: T, n: i64):
         hpvm.node(by_divisor, grid=n, a=a, a_bytes=a_bytes, q=q, q_bytes=q_bytes, r=r,
                   r_bytes=r_bytes, q4=q4, q4_bytes=q4_bytes, d=d)

@@ -7,6 +7,7 @@ fast-math flags are used: results must be bitwise reproducible.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from llvmlite import ir
 
@@ -122,71 +123,85 @@ def is_power_of_two(b: ir.IRBuilder, y: ir.Value, t: ScalarType, name: str = "")
 class Reciprocal:
     """What `x // d` and `x % d` by one divisor of at most 32 bits need, computed once ahead of
     the code that divides by it (reciprocal_divmod): x86 divides one value at a time, tens of
-    cycles each, and a loop that divides is never vectorised; by the reciprocal it is two
-    32 x 32 -> 64-bit multiplies per value, which vectorise."""
+    cycles each, and a loop that divides is never vectorised; a GPU's division is an emulated
+    sequence with branches. By the reciprocal it is two 32 x 32 -> 64-bit multiplies per value
+    (`vpmuludq`, `mul.wide.u32`), which vectorise."""
 
-    divisor: ir.Value      # d, in its register type
-    wide: ir.Value         # d sign- or zero-extended to i64
-    magnitude: ir.Value    # |d| as i64 (1 for a zero divisor)
-    multiplier: ir.Value   # ceil(2**64 / |d|) as i64; it wraps to 0 for |d| == 1
+    divisor: ir.Value      # d, sign- or zero-extended to i32
+    magnitude: ir.Value    # |d| as i32 bits (1 for a zero divisor)
+    low: ir.Value          # ceil(2**64 / |d|): its low and high 32 bits (it wraps to 0 for
+    high: ir.Value         # |d| == 1)
     unit: ir.Value         # |d| == 1: the quotient is |x| itself
     negative: ir.Value | None  # d < 0 (signed types)
     zero: ir.Value         # d == 0: both results are 0
 
 
 _I64 = ir.IntType(64)
-_LOW32 = ir.Constant(_I64, 0xFFFFFFFF)
 _THIRTY_TWO = ir.Constant(_I64, 32)
 
 
-def _magnitude64(b: ir.IRBuilder, x: ir.Value, t: ScalarType) -> tuple[ir.Value, ir.Value | None]:
-    """|x| as i64 and x < 0, for a value of at most 32 bits (|INT_MIN| is 2**(bits-1))."""
+def _magnitude32(b: ir.IRBuilder, x: ir.Value, t: ScalarType) -> tuple[ir.Value, ir.Value | None]:
+    """|x| as the bits of an unsigned i32 and x < 0, for a value of at most 32 bits (|INT_MIN| is
+    2**(bits-1))."""
     if not t.is_signed:
-        return b.zext(x, _I64), None
+        return (b.zext(x, I32) if t.bits < 32 else x), None
     x32 = b.sext(x, I32) if t.bits < 32 else x
     negative = b.icmp_signed("<", x32, ir.Constant(I32, 0))
-    absolute = b.select(negative, b.sub(ir.Constant(I32, 0), x32), x32)
-    return b.zext(absolute, _I64), negative
+    return b.select(negative, b.sub(ir.Constant(I32, 0), x32), x32), negative
 
 
 def reciprocal(b: ir.IRBuilder, d: ir.Value, t: ScalarType, name: str = "") -> Reciprocal:
     """The Reciprocal of divisor d (of at most 32 bits): one 64-bit division, where it is."""
-    magnitude, negative = _magnitude64(b, d, t)
-    one = ir.Constant(_I64, 1)
-    zero = b.icmp_unsigned("==", magnitude, ir.Constant(_I64, 0))
+    magnitude, negative = _magnitude32(b, d, t)
+    one = ir.Constant(I32, 1)
+    zero = b.icmp_unsigned("==", magnitude, ir.Constant(I32, 0))
     magnitude = b.select(zero, one, magnitude, name=f"{name}.magnitude")
-    multiplier = b.add(b.udiv(ir.Constant(_I64, -1), magnitude), one, name=f"{name}.reciprocal")
-    wide = b.sext(d, _I64) if t.is_signed else b.zext(d, _I64)
-    return Reciprocal(d, wide, magnitude, multiplier, b.icmp_unsigned("==", magnitude, one),
-                      negative, zero)
+    multiplier = b.add(b.udiv(ir.Constant(_I64, -1), b.zext(magnitude, _I64)),
+                       ir.Constant(_I64, 1), name=f"{name}.reciprocal")
+    wide = (b.sext(d, I32) if t.is_signed else b.zext(d, I32)) if t.bits < 32 else d
+    return Reciprocal(wide, magnitude, b.trunc(multiplier, I32),
+                      b.trunc(b.lshr(multiplier, _THIRTY_TWO), I32),
+                      b.icmp_unsigned("==", magnitude, one), negative, zero)
 
 
 def reciprocal_divmod(b: ir.IRBuilder, x: ir.Value, r: Reciprocal, which: str, t: ScalarType,
+                      high_product: Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value] | None,
                       name: str = "") -> ir.Value:
     """x // d or x % d with Python's floor semantics (a zero divisor gives 0, INT_MIN // -1 wraps),
     for d of at most 32 bits, from its Reciprocal: floor(|x| / |d|) is the top 64 bits of
     |x| * ceil(2**64 / |d|) for every |x| < 2**32 (Lemire, Kaser and Kurz, "Faster remainder by
-    direct computation", 2019, theorem 1), then the signs as _signed_divmod fixes them."""
-    ax, x_negative = _magnitude64(b, x, t)
-    low = b.mul(b.and_(r.multiplier, _LOW32), ax)
-    high = b.mul(b.lshr(r.multiplier, _THIRTY_TWO), ax)
-    quotient = b.lshr(b.add(high, b.lshr(low, _THIRTY_TWO)), _THIRTY_TWO)
+    direct computation", 2019, theorem 1), then the signs as _signed_divmod fixes them. The rest
+    is i32 arithmetic, which wraps as the narrower result does. `high_product` (the target's
+    Lowering.high_product) makes that top half from 32-bit products; without it, from two
+    64-bit ones."""
+    ax, x_negative = _magnitude32(b, x, t)
+    if high_product is None:
+        wide = b.zext(ax, _I64)
+        low = b.mul(b.zext(r.low, _I64), wide)
+        high = b.mul(b.zext(r.high, _I64), wide)
+        quotient = b.trunc(b.lshr(b.add(high, b.lshr(low, _THIRTY_TWO)), _THIRTY_TWO), I32)
+    else:  # high * 2**64 + (middle + carried) * 2**32 + ...: the top half gains the carry
+        middle = b.mul(r.high, ax)
+        carried = b.add(middle, high_product(b, r.low, ax))
+        carry = b.zext(b.icmp_unsigned("<", carried, middle), I32)
+        quotient = b.add(high_product(b, r.high, ax), carry)
     quotient = b.select(r.unit, ax, quotient)
     remainder = b.sub(ax, b.mul(quotient, r.magnitude))
     if t.is_signed:
         assert x_negative is not None and r.negative is not None
-        zero64 = ir.Constant(_I64, 0)
+        zero32 = ir.Constant(I32, 0)
         signs_differ = b.xor(x_negative, r.negative)
-        inexact = b.icmp_unsigned("!=", remainder, zero64)
+        inexact = b.icmp_unsigned("!=", remainder, zero32)
         if which == "floordiv":  # -(q + 1) where the truncated quotient is negative and inexact
-            stepped = b.add(quotient, b.zext(inexact, _I64))
-            result = b.select(signs_differ, b.sub(zero64, stepped), quotient)
+            stepped = b.add(quotient, b.zext(inexact, I32))
+            result = b.select(signs_differ, b.sub(zero32, stepped), quotient)
         else:
-            truncated = b.select(x_negative, b.sub(zero64, remainder), remainder)
-            result = b.select(b.and_(signs_differ, inexact), b.add(truncated, r.wide), truncated)
+            truncated = b.select(x_negative, b.sub(zero32, remainder), remainder)
+            result = b.select(b.and_(signs_differ, inexact), b.add(truncated, r.divisor),
+                              truncated)
     else:
         result = quotient if which == "floordiv" else remainder
-    narrowed = b.trunc(result, x.type) if x.type.width < 64 else result
+    narrowed = b.trunc(result, x.type) if x.type.width < 32 else result
     return b.select(r.zero, ir.Constant(x.type, 0), narrowed, name=name)
 
 

@@ -8,6 +8,7 @@ variables they hold so that the generated IR reads like the leaf.
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -64,6 +65,21 @@ def uniform_divisors(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> list[K.E
     return found
 
 
+def divided_in_loops(leaf: K.LeafFunc, divisors: list[K.Expr]) -> bool:
+    """Whether a loop of the body divides by one of `divisors` of at most 32 bits: there a
+    reciprocal made once per instance pays for itself (nvptx, whose threads each make theirs with
+    a 64-bit division, for a grid-stride loop's many values)."""
+    for s in K.walk_stmts(leaf.body):
+        if isinstance(s, (K.For, K.While)):
+            exprs = K.walk_all_exprs(s.body)
+            for e in itertools.chain(exprs, K.walk_exprs(s.cond)) if isinstance(s, K.While) \
+                    else exprs:
+                if isinstance(e, K.BinOp) and e.op in ("floordiv", "mod") and e.rhs in divisors \
+                        and isinstance(e.type, ScalarType) and e.type.bits <= 32:
+                    return True
+    return False
+
+
 class Emitter:
     def __init__(self, b: ir.IRBuilder, leaf: K.LeafFunc, level_dims: tuple[int, ...],
                  output_modes: tuple[str, ...], memory: Memory, lowering: Lowering):
@@ -110,7 +126,8 @@ class Emitter:
                 return arith.power_of_two_divmod(self.b, x, y, e.op, e.type, name)
             for divisor, r in self.reciprocals:
                 if e.rhs == divisor:
-                    return arith.reciprocal_divmod(self.b, x, r, e.op, e.type, name)
+                    return arith.reciprocal_divmod(self.b, x, r, e.op, e.type,
+                                                   self.lowering.high_product, name)
         return arith.binop(self.b, e.op, e.type, x, y, e.loc, self.lowering.math, name)
 
     def _UnaryOp(self, e: K.UnaryOp, name: str) -> ir.Value:

@@ -32,6 +32,9 @@ class Lowering:
     barrier: Callable[[ir.IRBuilder], None] | None
     # (builder, buffer base, byte offset to a peer's heap) -> the base of the peer's twin
     remote_base: Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value] = host_remote_base
+    # (builder, a, b) -> the top 32 bits of the unsigned product of two i32, for division by a
+    # reciprocal (arith.reciprocal_divmod); None: 64-bit products, which the host vectorises
+    high_product: Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value] | None = None
 
 
 HOST = Lowering(math=HostMath(), atomic_ordering="seq_cst", barrier=None)

@@ -11,7 +11,7 @@ from ...ir import kernel as K
 from ...passes.lanes import LaneLoop
 from ...types import PtrType, ScalarType, i64
 from ..base import NodeContext
-from ..cpu.codegen import Emitter, Frame, ancestor_ids, uniform_divisors
+from ..cpu.codegen import Emitter, Frame, ancestor_ids, divided_in_loops, uniform_divisors
 from ..cpu.intrinsics import declare
 from ..cpu.lltypes import I32, I64, I8, PTR, VOID, from_mem, load, mem_type, reg_type
 from ..cpu.lowering import Lowering
@@ -45,8 +45,17 @@ def global_remote_base(b: ir.IRBuilder, base: ir.Value, offset: ir.Value) -> ir.
     return b.addrspacecast(peer, PTR, name=f"{base.name}.peer")
 
 
+def high_product(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """mul.hi.u32 of two i32. Written as a 64-bit product, a loop-invariant operand's zero
+    extension is hoisted out of the loop, and instruction selection, which sees one block at a
+    time, then makes a 64-bit multiply (several instructions) instead of mul.wide."""
+    i32 = ir.IntType(32)
+    return b.asm(ir.FunctionType(i32, [i32, i32]), "mul.hi.u32 $0, $1, $2;", "=r,r,r", [x, y],
+                 False)
+
+
 NVPTX_LOWERING = Lowering(math=LibdeviceMath(), atomic_ordering="monotonic", barrier=nvvm_barrier,
-                          remote_base=global_remote_base)
+                          remote_base=global_remote_base, high_product=high_product)
 
 
 LANE, LANES = "hpvm.lane", "hpvm.lanes"  # the lanes kernel's own locals (no Python name has a dot)
@@ -277,7 +286,8 @@ class SimtBuilder:
             setup(lin)
         end = self.fn.append_basic_block("instance.end")
         em.frame = Frame(slot=lin, lin=lin, flat=flat, exit=end, done=None)
-        em.by_divisors(self.divisors, lambda: em.block(self.body))
+        em.by_divisors(self.divisors, lambda: em.block(self.body),
+                       reciprocals=divided_in_loops(self.leaf, self.divisors))
         em.frame = None
         if not b.block.is_terminated:
             b.branch(end)
