@@ -94,6 +94,8 @@ def semantic_graphs() -> list:
     graphs += [K.make_graph(K.make_float_only(t), 3) for t in floats]
     casts = [T.i1, T.i8, T.u64, T.f16, T.bf16, T.f64]
     graphs += [K.make_graph(K.make_cast(a, b), 2) for a in casts for b in casts if a != b]
+    graphs += [K.make_by_divisor(t) for t in ints + [T.i16, T.u16]]  # masks, reciprocals
+    graphs += [K.make_negations_in_min_max(t) for t in (T.i8, T.i16, T.i32, T.i64)]  # _ineg
     return graphs
 
 
