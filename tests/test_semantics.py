@@ -167,6 +167,41 @@ def test_negation_inside_nested_min_max(target: str, t, rng) -> None:
                 low_abs, np.minimum(np.minimum(product, np.negative(np.abs(a))), u))
 
 
+@pytest.mark.parametrize("t", [T.i8, T.u8, T.i16, T.u16, T.i32], ids=str)
+def test_narrow_min_max_compared_with_an_operand(target: str, t, rng) -> None:
+    """1 // d and 1 % d by a divisor from a scalar, and min(d, k) == k: on nvptx and gpu, ptxas
+    made a 16-bit min/max compared with one of its operands (the zero-divisor guard max(d, 1),
+    which LLVM compares with 1 for `1 // d`) a VIMNMX.U16x2 whose predicate it read wrongly
+    (tests/differential/reproducers/plain-2409086397.json)."""
+    if ("guards", t) not in _cache:
+        _cache[("guards", t)] = K.make_narrow_guards(t)
+    a = edge_values(t, rng, 300)
+    info = np.iinfo(t.numpy_dtype)
+    wide = a.astype(np.int64)
+
+    def floor_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:  # a zero divisor gives 0
+        return np.where(y == 0, 0, x // np.where(y == 0, 1, y))
+
+    def floor_mod(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.where(y == 0, 0, x % np.where(y == 0, 1, y))
+
+    def narrow(v: np.ndarray) -> np.ndarray:
+        return np.asarray(v, np.int64).astype(a.dtype)  # wraps to the type
+
+    for k, s in ((0, -1661203862), (1, 1), (64, 0), (info.max, 32), (info.min, -7)):
+        k = t.numpy_dtype.type(k)
+        q, r, capped = np.zeros_like(a), np.zeros_like(a), np.zeros_like(a)
+        run(target, _cache[("guards", t)], a, a.nbytes, q, q.nbytes, r, r.nbytes, capped,
+            capped.nbytes, k, np.int32(s), len(a))
+        shifted, doubled = narrow((s * 8) & 0xFFFFFFFF), narrow((s * 2) & 0xFFFFFFFF)
+        want_q = np.minimum(narrow(floor_div(1, shifted.astype(np.int64))), a)
+        want_r = narrow(floor_mod(1, doubled.astype(np.int64)) + floor_div(1, wide))
+        np.testing.assert_array_equal(q, want_q, err_msg=f"s = {s}")
+        np.testing.assert_array_equal(r, want_r, err_msg=f"s = {s}")
+        want = (np.minimum(a, k) == k).astype(np.int64) + (np.maximum(a, k) == k)
+        np.testing.assert_array_equal(capped, narrow(want), err_msg=f"k = {k}")
+
+
 @pytest.mark.parametrize("t", FLOAT_TYPES, ids=str)
 @pytest.mark.parametrize("op", list(range(10)))
 def test_float_functions(target: str, t, op: int, rng) -> None:

@@ -14,6 +14,7 @@ from cpu_harness import leaves_from_source
 from differential import data
 from differential.generator import programs
 from hypothesis import HealthCheck, given, settings
+from programs import semantic_kernels
 
 from hpvm_py.backends import registry
 from hpvm_py.backends.base import NodeContext
@@ -25,7 +26,7 @@ from hpvm_py.ir import kernel as K
 from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.support import stats
 from hpvm_py.support.loc import Loc
-from hpvm_py.types import PtrType, i64
+from hpvm_py.types import PtrType, i64, u8
 
 ROOT = Path(__file__).resolve().parents[2]
 # every example that defines graphs (demo.py only runs the others)
@@ -224,6 +225,25 @@ def test_negations_reach_ptxas_as_not_and_add() -> None:
     assert spelled, text
     unnegated = text.replace(spelled.group(0), f"mov.b32 {spelled[1]}, {spelled[2]};")
     assert _sass(text) != _sass(unnegated)
+
+
+def test_narrow_min_max_reach_ptxas_in_32_bits() -> None:
+    """A 16-bit min/max compared with one of its operands became one VIMNMX.U16x2 whose two
+    predicates ptxas wrote to one register (`1 // d` of a u8 gave 1 for d = 80: a mismatch the
+    GPU differential runner found, tests/differential/reproducers/plain-2409086397.json). The
+    PTX computes 16-bit min/max in 32 bits; a 16-bit immediate, which LLVM prints signed, is
+    widened as the operation's sign says (a first version took -7931 of a max.u16 as a 32-bit
+    -7931, not 57605: reproducers/partial-3010963633.json)."""
+    text = "\tmax.u16 \t%rs2, %rs1, -7931;\n\tmin.s16 \t%rs3, %rs1, -7931;\n"
+    widened = toolchain.in_ptxas_safe_forms(text)
+    assert "mov.b32 %hpvm_w1, 57605;" in widened and "max.u32" in widened
+    assert "mov.b32 %hpvm_w1, -7931;" in widened and "min.s32" in widened
+    assert not re.search(r"\b(min|max)\.[us]16\b", widened)
+    graph = semantic_kernels.make_narrow_guards(u8)
+    leaf, ctx, _ = compile_graph(graph, "cpu").leaf_kernels()[0]
+    sass = _sass(NvptxBackend().ptx(leaf, ctx))
+    assert any("MNMX" in line for line in sass)
+    assert not [line for line in sass if re.match(r"VIMNMX\.[US]16x2 R\d+, P\d+", line)], sass
 
 
 def _blocks(text: str) -> list[str]:

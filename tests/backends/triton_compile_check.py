@@ -96,6 +96,7 @@ def semantic_graphs() -> list:
     graphs += [K.make_graph(K.make_cast(a, b), 2) for a in casts for b in casts if a != b]
     graphs += [K.make_by_divisor(t) for t in ints + [T.i16, T.u16]]  # masks, reciprocals
     graphs += [K.make_negations_in_min_max(t) for t in (T.i8, T.i16, T.i32, T.i64)]  # _ineg
+    graphs += [K.make_narrow_guards(t) for t in (T.i8, T.u8, T.i16, T.u16, T.i32)]  # _narrow_*
     return graphs
 
 

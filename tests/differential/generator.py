@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 
 from differential.choices import Choices, HypothesisChoices
 
-INT_TYPES = ["i8", "i16", "i32", "i64", "u8", "u32", "u64"]
+INT_TYPES = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
 FLOAT_TYPES = ["f16", "f32", "f64", "bf16"]
 TYPES = INT_TYPES + FLOAT_TYPES
 RANGES = {"i8": (-128, 127), "i16": (-2**15, 2**15 - 1), "i32": (-2**31, 2**31 - 1),
-          "i64": (-2**63, 2**63 - 1), "u8": (0, 255), "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1)}
+          "i64": (-2**63, 2**63 - 1), "u8": (0, 255), "u16": (0, 2**16 - 1), "u32": (0, 2**32 - 1),
+          "u64": (0, 2**64 - 1)}
 FLOAT_LITERALS = ["0.0", "-0.0", "1.5", "-2.25", "3.0", "0.1", "1e30", "-1e-30", "65504.0", "70000.0",
                   "1e300", "-7.5"]
 ATOMICS = ["atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_or", "atomic_and", "atomic_xor"]
@@ -76,8 +77,7 @@ class _Builder:
         choices = ["literal", "var", "cast"]
         if depth > 0:
             choices += ["binary", "binary", "unary", "minmax", "select"]
-            if t in FLOAT_TYPES:
-                choices.append("math")
+            choices.append("math" if t in FLOAT_TYPES else "bits")
         kind = self.c.pick(choices)
         same = [v for v, vt in self.scope.variables.items() if vt == t]
         if kind == "var" and same:
@@ -118,11 +118,30 @@ class _Builder:
             return f"{fn}({self.expr(t, depth - 1)}, {self.expr(t, depth - 1)})"
         if kind == "select":
             return f"({self.expr(t, depth - 1)} if {self.cond(depth - 1)} else {self.expr(t, depth - 1)})"
+        if kind == "bits":
+            return self.bit_trick(t, depth)
         fn = self.c.pick(["math.sqrt(abs({}))", "math.floor({})", "math.ceil({})",
                                         "hpvm.math.fmin({}, {})", "hpvm.math.fmax({}, {})",
                                         "math.copysign({}, {})", "hpvm.math.round({})"])
         args = [self.expr(t, depth - 1) for _ in range(fn.count("{}"))]
         return fn.format(*args)
+
+    def bit_trick(self, t: str, depth: int) -> str:
+        """An integer idiom a backend rewrites into one machine instruction (a rotate becomes a
+        funnel shift, an average a halving add, a product's top half a mul.hi), by a literal
+        count or one from the launch's scalar: where such rewrites go wrong, the targets
+        differ."""
+        bits = (RANGES[t][1] - RANGES[t][0] + 1).bit_length() - 1
+        a, b = self.expr(t, depth - 1), self.expr(t, depth - 1)
+        s_type = self.scope.variables.get("s")
+        counts = [str(k) for k in (1, 3, bits // 2, bits - 1)] + (["s"] if s_type in INT_TYPES else [])
+        k = f"hpvm.{t}({self.c.pick(counts)})"
+        return self.c.pick([
+            f"(({a} << {k}) | ({a} >> (hpvm.{t}({bits}) - {k})))",  # rotate
+            f"({a} & (hpvm.{t}(0) - {a}))",  # the lowest set bit
+            f"(({a} + {b}) >> hpvm.{t}(1))",  # average (wraps)
+            f"({a} ^ ({a} >> hpvm.{t}({bits - 1})))",  # by the sign
+            f"(({a} * {b}) >> hpvm.{t}({bits // 2}))"])  # a product's upper half
 
     def cond(self, depth: int) -> str:
         kind = self.c.pick(["compare", "compare", "compare", "and", "or", "not"]

@@ -166,6 +166,27 @@ def make_negations_in_min_max(T):
     return run_negations
 
 
+def make_narrow_guards(T):
+    """1 // d and 1 % d (LLVM makes them a compare of d's zero-divisor guard, max(d, 1), with 1),
+    and min(d, k) == k: for 8- and 16-bit d, ptxas made such a min/max and compare one
+    VIMNMX.U16x2 whose predicate it read wrongly (tests/differential/reproducers/plain-2409086397)."""
+    @hpvm.leaf
+    def guards(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: Out[Ptr[T]],
+               r_bytes: i64, capped: Out[Ptr[T]], capped_bytes: i64, k: T, s: i32):
+        i = hpvm.instance_id(0)
+        d = a[i]
+        q[i] = min(T(1) // T(s << 3), d)
+        r[i] = T(1) % T(s * 2) + T(1) // d
+        capped[i] = T(min(d, k) == k) + T(max(d, k) == k)
+
+    @hpvm.graph
+    def run_guards(a: In[Ptr[T]], a_bytes: i64, q: Out[Ptr[T]], q_bytes: i64, r: Out[Ptr[T]],
+                   r_bytes: i64, capped: Out[Ptr[T]], capped_bytes: i64, k: T, s: i32, n: i64):
+        hpvm.node(guards, grid=n, a=a, a_bytes=a_bytes, q=q, q_bytes=q_bytes, r=r, r_bytes=r_bytes,
+                  capped=capped, capped_bytes=capped_bytes, k=k, s=s)
+    return run_guards
+
+
 def make_cast(S, D):
     @hpvm.leaf
     def cast(a: In[Ptr[S]], a_bytes: i64, c: Out[Ptr[D]], c_bytes: i64):

@@ -105,7 +105,7 @@ def to_ptx(module_text: str, kernels: tuple[str, ...], arch: str, loc: Loc) -> s
         options = llvm.create_pipeline_tuning_options(speed_level=3)
         builder = llvm.create_pass_builder(tm, options)
         builder.getModulePassManager().run(module, builder)
-        return spell_out_negations(tm.emit_assembly(module))
+        return in_ptxas_safe_forms(tm.emit_assembly(module))
 
 
 # ptxas (12.8 of triton 3.6's wheel, 12.9 of 3.9's) folds a 16- or 32-bit integer negation into
@@ -119,6 +119,37 @@ def spell_out_negations(ptx: str) -> str:
     """Every 16- and 32-bit integer `neg` of a PTX module rewritten as `not` and `add 1`."""
     return _NEGATION.sub(lambda m: f"{m[1]}not.b{m[2]} {m[3]}, {m[4]};\n"
                                    f"{m[1]}add.s{m[2]} {m[3]}, {m[3]}, 1;", ptx)
+
+
+# ptxas makes a 16-bit min/max whose result is compared with one of its operands (`max.u16 d, y,
+# 1; setp.eq d, 1`, as LLVM makes `1 // y` with a zero divisor's guard) one VIMNMX.U16x2 that
+# writes both halves' predicates to one register, and the upper half's, from whatever the
+# register's top 16 bits hold, decides (tests/differential/reproducers/plain-2409086397). In 32
+# bits it is a plain VIMNMX and a compare.
+_NARROW_MIN_MAX = re.compile(r"^(\s*)(min|max)\.([us])16\s+(%\w+),\s*(%\w+|-?\w+),\s*(%\w+|-?\w+);",
+                             re.MULTILINE)
+
+
+def _widened_min_max(m: re.Match) -> str:
+    indent, op, sign, result, x, y = m.groups()
+    widen = f"cvt.{sign}32.{sign}16"
+    operands = [f"{widen} %hpvm_w{k}, {v};" if v.startswith("%") else
+                f"mov.b32 %hpvm_w{k}, {_widened_immediate(v, sign)};" for k, v in enumerate((x, y))]
+    return (f"{indent}{{ .reg .b32 %hpvm_w<3>; {' '.join(operands)} {op}.{sign}32 %hpvm_w2, "
+            f"%hpvm_w0, %hpvm_w1; cvt.u16.u32 {result}, %hpvm_w2; }}")
+
+
+def _widened_immediate(text: str, sign: str) -> int:
+    """A 16-bit operand's immediate as its 32-bit value: LLVM prints 16-bit constants signed
+    (65535 as -1), so an unsigned one is taken modulo 2**16, a signed one sign-extended."""
+    bits = int(text, 0) & 0xFFFF
+    return bits - 0x10000 if sign == "s" and bits & 0x8000 else bits
+
+
+def in_ptxas_safe_forms(ptx: str) -> str:
+    """A PTX module with the instructions ptxas mishandles rewritten: integer negations
+    (spell_out_negations) and 16-bit min/max, computed in 32 bits."""
+    return _NARROW_MIN_MAX.sub(_widened_min_max, spell_out_negations(ptx))
 
 
 @functools.cache

@@ -38,6 +38,8 @@ class MathCalls:
                 return f"_narrow_abs({x})"  # (prelude.py says why)
             if name == "abs":
                 return f"tl.where({x} < 0, -{x}, {x})" if arg_t.is_signed else x
+            if arg_t.bits < 32:
+                return f"_narrow_{name}({x}, {args[1]})"  # (prelude.py says why)
             return f"tl.where({x} {'<' if name == 'min' else '>'} {args[1]}, {x}, {args[1]})"
         simple = {"abs": "tl.abs", "fabs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil",
                   "sqrt": "_sqrt", "fma": "tl.fma", "min": "_fmin_numpy", "max": "_fmax_numpy",

@@ -65,12 +65,12 @@ def _smod(x, y, int_min):
 
 @triton.jit
 def _ufloordiv(x, y):
-    return tl.where(y == 0, 0, x // tl.where(y == 0, 1, y))
+    return tl.where(y == 0, 0, x // _nonzero(y))
 
 
 @triton.jit
 def _umod(x, y):
-    return tl.where(y == 0, 0, x % tl.where(y == 0, 1, y))
+    return tl.where(y == 0, 0, x % _nonzero(y))
 
 
 @triton.jit
@@ -279,7 +279,11 @@ INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n
 #   for -32768 ptxas widened as +32768 (tests/differential/reproducers/pingpong-1158526871);
 # - _ineg, integer negation up to 32 bits as ~x + 1: ptxas folds a `neg` into a three-way min/max
 #   and drops its sign (tests/differential/reproducers/plain-1820096542; the nvptx target rewrites
-#   its PTX for the same reason: backends/nvptx/toolchain.py).
+#   its PTX for the same reason: backends/nvptx/toolchain.py);
+# - _nonzero (a divisor's guard) and _narrow_min/_narrow_max, for 8- and 16-bit integers: ptxas
+#   makes a 16-bit min/max compared with one of its operands a VIMNMX.U16x2 whose two halves'
+#   predicates land in one register, the upper half's from the register's other 16 bits
+#   (tests/differential/reproducers/plain-2409086397; nvptx rewrites those in its PTX too).
 _GPU_IDENTITIES = {True: """
 
 @triton.jit
@@ -295,6 +299,21 @@ def _narrow_abs(x):
 @triton.jit
 def _ineg(x):
     return -x
+
+
+@triton.jit
+def _nonzero(y):
+    return tl.where(y == 0, 1, y)
+
+
+@triton.jit
+def _narrow_min(x, y):
+    return tl.where(x < y, x, y)
+
+
+@triton.jit
+def _narrow_max(x, y):
+    return tl.where(x > y, x, y)
 """, False: """
 
 @triton.jit
@@ -333,11 +352,33 @@ def _ineg(x):
     else:
         negated = _move32((~x).to(tl.int32)).to(x.dtype) + 1
     return negated
+
+
+@triton.jit
+def _nonzero(y):
+    if y.dtype.primitive_bitwidth < 32:
+        safe = tl.where(y == 0, 1, _move32(y.to(tl.int32)).to(y.dtype))
+    else:
+        safe = tl.where(y == 0, 1, y)
+    return safe
+
+
+@triton.jit
+def _narrow_min(x, y):
+    wide = _move32(x.to(tl.int32))
+    return tl.where(wide < y.to(tl.int32), wide, y.to(tl.int32)).to(x.dtype)
+
+
+@triton.jit
+def _narrow_max(x, y):
+    wide = _move32(x.to(tl.int32))
+    return tl.where(wide > y.to(tl.int32), wide, y.to(tl.int32)).to(x.dtype)
 """}
 
 
 def gpu_identity_helpers(interpreted: bool) -> str:
-    """_select_bits, _narrow_abs and _ineg, for the interpreter or for the GPU."""
+    """_select_bits, _narrow_abs, _ineg, _nonzero and _narrow_min/_max, for the interpreter or for
+    the GPU."""
     return _GPU_IDENTITIES[interpreted]
 
 
