@@ -124,8 +124,9 @@ class Reciprocal:
     """What `x // d` and `x % d` by one divisor of at most 32 bits need, computed once ahead of
     the code that divides by it (reciprocal_divmod): x86 divides one value at a time, tens of
     cycles each, and a loop that divides is never vectorised; a GPU's division is an emulated
-    sequence with branches. By the reciprocal it is two 32 x 32 -> 64-bit multiplies per value
-    (`vpmuludq`, `mul.wide.u32`), which vectorise."""
+    sequence with branches. By the reciprocal it is a few multiplies per value, without a branch:
+    two 32 x 32 -> 64-bit ones on the host (`vpmuludq`, which vectorises), three 32-bit ones
+    with `mul.hi.u32` on nvptx."""
 
     divisor: ir.Value      # d, sign- or zero-extended to i32
     magnitude: ir.Value    # |d| as i32 bits (1 for a zero divisor)

@@ -70,13 +70,13 @@ def divided_in_loops(leaf: K.LeafFunc, divisors: list[K.Expr]) -> bool:
     reciprocal made once per instance pays for itself (nvptx, whose threads each make theirs with
     a 64-bit division, for a grid-stride loop's many values)."""
     for s in K.walk_stmts(leaf.body):
-        if isinstance(s, (K.For, K.While)):
-            exprs = K.walk_all_exprs(s.body)
-            for e in itertools.chain(exprs, K.walk_exprs(s.cond)) if isinstance(s, K.While) \
-                    else exprs:
-                if isinstance(e, K.BinOp) and e.op in ("floordiv", "mod") and e.rhs in divisors \
-                        and isinstance(e.type, ScalarType) and e.type.bits <= 32:
-                    return True
+        if not isinstance(s, (K.For, K.While)):
+            continue
+        condition = K.walk_exprs(s.cond) if isinstance(s, K.While) else ()
+        for e in itertools.chain(K.walk_all_exprs(s.body), condition):
+            if isinstance(e, K.BinOp) and e.op in ("floordiv", "mod") and e.rhs in divisors \
+                    and isinstance(e.type, ScalarType) and e.type.bits <= 32:
+                return True
     return False
 
 

@@ -123,9 +123,9 @@ def spell_out_negations(ptx: str) -> str:
 
 # ptxas makes a 16-bit min/max whose result is compared with one of its operands (`max.u16 d, y,
 # 1; setp.eq d, 1`, as LLVM makes `1 // y` with a zero divisor's guard) one VIMNMX.U16x2 that
-# writes both halves' predicates to one register, and the upper half's, from whatever the
-# register's top 16 bits hold, decides (tests/differential/reproducers/plain-2409086397). In 32
-# bits it is a plain VIMNMX and a compare.
+# writes the predicates of both 16-bit halves to one register, and the compare came out wrong:
+# `u8(1) // u8(80)` gave 1 (tests/differential/reproducers/plain-2409086397). In 32 bits it is
+# a plain VIMNMX and a compare.
 _NARROW_MIN_MAX = re.compile(r"^(\s*)(min|max)\.([us])16\s+(%\w+),\s*(%\w+|-?\w+),\s*(%\w+|-?\w+);",
                              re.MULTILINE)
 

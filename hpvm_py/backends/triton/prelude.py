@@ -281,8 +281,8 @@ INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n
 #   and drops its sign (tests/differential/reproducers/plain-1820096542; the nvptx target rewrites
 #   its PTX for the same reason: backends/nvptx/toolchain.py);
 # - _nonzero (a divisor's guard) and _narrow_min/_narrow_max, for 8- and 16-bit integers: ptxas
-#   makes a 16-bit min/max compared with one of its operands a VIMNMX.U16x2 whose two halves'
-#   predicates land in one register, the upper half's from the register's other 16 bits
+#   makes a 16-bit min/max compared with one of its operands a VIMNMX.U16x2 that writes both
+#   halves' predicates to one register, and the compare came out wrong
 #   (tests/differential/reproducers/plain-2409086397; nvptx rewrites those in its PTX too).
 _GPU_IDENTITIES = {True: """
 
