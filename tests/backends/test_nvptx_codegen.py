@@ -200,20 +200,24 @@ def test_shift_counts_from_data_are_masked_before_ptx_truncates_them() -> None:
     assert len(re.findall(r"setp\.lt\.u64", text)) >= 2, text  # shl and shr.u: 0 out of range
 
 
+# the disassembler beside the triton wheel's ptxas (the machine-code tests need it)
+CUOBJDUMP = toolchain.ptxas_path().with_name("cuobjdump") if toolchain.ptxas_path() else None
+needs_cuobjdump = pytest.mark.skipif(CUOBJDUMP is None or not CUOBJDUMP.exists(),
+                                     reason="cuobjdump is not beside ptxas")
+
+
 def _sass(ptx_text: str) -> list[str]:
     """The instructions ptxas makes of a PTX module for sm_90 (cuobjdump of the triton wheel)."""
     cubin = toolchain.assemble(ptx_text, "sm_90", "k", LOC)
-    cuobjdump = toolchain.ptxas_path().with_name("cuobjdump")
-    if not cuobjdump.exists():
-        pytest.skip("cuobjdump is not beside ptxas")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "k.cubin"
         path.write_bytes(cubin)
-        listing = subprocess.run([str(cuobjdump), "-sass", str(path)], capture_output=True,
+        listing = subprocess.run([str(CUOBJDUMP), "-sass", str(path)], capture_output=True,
                                  text=True, check=True).stdout
     return re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]+);", listing)
 
 
+@needs_cuobjdump
 def test_negations_reach_ptxas_as_not_and_add() -> None:
     """min(min(s * t, -x), t): ptxas folds a `neg.s32` into the three-way VIMNMX3 and drops its
     sign, making the same machine code as min(min(s * t, x), t) (a mismatch the GPU differential
@@ -227,6 +231,7 @@ def test_negations_reach_ptxas_as_not_and_add() -> None:
     assert _sass(text) != _sass(unnegated)
 
 
+@needs_cuobjdump
 def test_narrow_min_max_reach_ptxas_in_32_bits() -> None:
     """A 16-bit min/max compared with one of its operands became one VIMNMX.U16x2 whose two
     predicates ptxas wrote to one register (`1 // d` of a u8 gave 1 for d = 80: a mismatch the
