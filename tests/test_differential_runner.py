@@ -18,13 +18,13 @@ COMPILED = [t for t in TARGETS if t != "python"]
 
 @pytest.mark.skipif(not COMPILED, reason="no compiled target here")
 def test_runner_finds_no_mismatch(tmp_path: Path) -> None:
-    """20 graphs: every category (plain, partial Out, ping-pong, failing streams, mixed targets)
-    four times, on cpu and on gpu (Triton's interpreter on CI)."""
-    done = subprocess.run([sys.executable, str(RUNNER), "--graphs", "20", "--targets", ",".join(COMPILED),
+    """24 graphs: every category (plain, partial Out, ping-pong, failing streams, mixed targets,
+    tiles) four times, on cpu and on gpu (Triton's interpreter on CI)."""
+    done = subprocess.run([sys.executable, str(RUNNER), "--graphs", "24", "--targets", ",".join(COMPILED),
                            "--seed", "20", "--save-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=540)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    assert summary.startswith(f"differential: 20 graphs, targets {','.join(COMPILED)}: "), done.stdout + done.stderr
+    assert summary.startswith(f"differential: 24 graphs, targets {','.join(COMPILED)}: "), done.stdout + done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
     assert not list(tmp_path.iterdir())
 
@@ -65,6 +65,29 @@ def test_streams_of_chain_stages_match_python(tmp_path: Path) -> None:
     assert {tail for _, tail, _ in shapes} == {"leaf", "wrapper"}
     assert {forwards for body, _, forwards in shapes if body != "leaf"} == {True, False}
     done = subprocess.run([sys.executable, str(RUNNER), "--graphs", str(graphs), "--categories", "stream",
+                           "--targets", ",".join(COMPILED), "--seed", str(seed), "--save-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0 and " 0 mismatches" in done.stdout, done.stdout + done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def _tile_shapes(source: str) -> tuple[int, str, str]:
+    dims = 3 if "instance_id(2)" in source else 2 if "instance_id(1)" in source else 1
+    walk = "down" if "p -= " in source else "break" if "break\n        p += " in source else "loop"
+    exchange = "reduce" if "while stride" in source else "rounds" if "for r in range" in source else "neighbour"
+    return dims, walk, exchange
+
+
+@pytest.mark.skipif(not COMPILED, reason="no compiled target here")
+def test_tiles_match_python(tmp_path: Path) -> None:
+    """16 tile graphs: 1-, 2- and 3-D blocks, pointers walked by loops, left by break or counted
+    down, and the scratch tile read at a neighbour, reduced or passed around between barriers."""
+    seed, graphs = 5, 16
+    shapes = [_tile_shapes(runner.make_case("tiles", s, COMPILED).source) for s in runner.graph_seeds(seed, graphs)]
+    assert {dims for dims, _, _ in shapes} == {1, 2, 3}
+    assert {walk for _, walk, _ in shapes} == {"loop", "break", "down"}
+    assert {exchange for _, _, exchange in shapes} == {"neighbour", "reduce", "rounds"}
+    done = subprocess.run([sys.executable, str(RUNNER), "--graphs", str(graphs), "--categories", "tiles",
                            "--targets", ",".join(COMPILED), "--seed", str(seed), "--save-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=540)
     assert done.returncode == 0 and " 0 mismatches" in done.stdout, done.stdout + done.stderr

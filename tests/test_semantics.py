@@ -167,6 +167,46 @@ def test_negation_inside_nested_min_max(target: str, t, rng) -> None:
                 low_abs, np.minimum(np.minimum(product, np.negative(np.abs(a))), u))
 
 
+@pytest.mark.parametrize("t", [T.i8, T.i16, T.i32, T.i64], ids=str)
+def test_negated_arithmetic_shifts(target: str, t, rng) -> None:
+    """-((ty - 1) >> 1) over 8 x 8 blocks and -((a - 1) >> k): on gpu under triton 3.6, ptxas
+    took LLVM's ((-ty) >> 1) + 1 for -(ty >> 1) + 1 on odd ty (reproducers/tiles-3646318069)."""
+    if ("negated_shifts", t) not in _cache:
+        _cache[("negated_shifts", t)] = K.make_negated_shifts(t)
+    blocks = 2
+    a = edge_values(t, rng, 64 * blocks)[:64 * blocks]
+    ty = np.arange(64 * blocks) % 64 // 8
+    with np.errstate(all="ignore"):
+        want_id = np.negative((ty.astype(t.numpy_dtype) - t.numpy_dtype.type(1)) >> 1)
+        for k in (1, 3, t.bits - 1):
+            by_id, by_value = np.zeros_like(a), np.zeros_like(a)
+            run(target, _cache[("negated_shifts", t)], a, a.nbytes, by_id, by_id.nbytes, by_value,
+                by_value.nbytes, t.numpy_dtype.type(k), blocks)
+            np.testing.assert_array_equal(by_id, want_id)
+            np.testing.assert_array_equal(by_value, np.negative((a - t.numpy_dtype.type(1)) >> k))
+
+
+@pytest.mark.parametrize("signed,unsigned", [(T.i8, T.u64), (T.i16, T.u64), (T.i32, T.u64),
+                                             (T.i64, T.u64), (T.i8, T.u32), (T.i8, T.u16)], ids=str)
+@pytest.mark.parametrize("f", [T.f32, T.f64], ids=str)
+def test_unsigned_conversions_of_sign_extended_values(target: str, signed, unsigned, f, rng) -> None:
+    """F(U(S(x))) for negative x is near 2**bits(U): LLVM's SLP vectoriser narrowed such a
+    `uitofp (sext x)` on cpu and gave 2**32 - k for u64 (reproducers/mixed-645014325). Six and
+    nine instances: the loop's vector body and its remainder."""
+    key = ("unsigned_conversions", signed, unsigned, f)
+    if key not in _cache:
+        _cache[key] = K.make_unsigned_conversions(signed, unsigned, f)
+    for n in (6, 9, 64):
+        a = np.concatenate([rng.integers(-2**63, 2**63 - 1, n - 4, dtype=np.int64, endpoint=True),
+                            np.array([-5, -1, 2**62 + 2**40 + 1, -2**63], np.int64)])
+        out, capped = np.zeros(n, f.numpy_dtype), np.zeros(n, f.numpy_dtype)
+        run(target, _cache[key], a, a.nbytes, out, out.nbytes, capped, capped.nbytes, n)
+        x = a[(np.arange(n) * 7 + 3) % n].astype(signed.numpy_dtype)
+        np.testing.assert_array_equal(out, x.astype(unsigned.numpy_dtype).astype(f.numpy_dtype))
+        low = np.minimum(x, signed.numpy_dtype.type(82))
+        np.testing.assert_array_equal(capped, low.astype(unsigned.numpy_dtype).astype(f.numpy_dtype))
+
+
 @pytest.mark.parametrize("t", [T.i8, T.u8, T.i16, T.u16, T.i32], ids=str)
 def test_narrow_min_max_compared_with_an_operand(target: str, t, rng) -> None:
     """1 // d and 1 % d by a divisor from a scalar, and min(d, k) == k: on nvptx and gpu, ptxas

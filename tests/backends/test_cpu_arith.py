@@ -336,7 +336,8 @@ def _cast_reference(value: float | int | bool, src: T.ScalarType, dst: T.ScalarT
     return _wrap(int(value), dst)
 
 
-@pytest.mark.parametrize("src", ["i1", "i8", "i32", "i64", "u8", "u64", "f16", "bf16", "f32", "f64"])
+@pytest.mark.parametrize("src", ["i1", "i8", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32",
+                                 "f64"])
 def test_casts(src):
     s = T.SCALAR_TYPES[src]
     if s.is_bool:

@@ -37,12 +37,15 @@ class Program:
     hierarchical: bool
     chained: bool
     description: str = ""
+    block: tuple[int, ...] = ()  # tiles_program's block extents (x, y, z)
 
 
 @dataclass
 class _Scope:
     variables: dict[str, str] = field(default_factory=dict)  # name -> type
     counter: int = 0
+    # indices the body relies on later (instance ids, coordinates): never reassigned
+    fixed: set[str] = field(default_factory=lambda: {"i", "n"})
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -179,7 +182,7 @@ class _Builder:
         elif kind == "reassign":
             name, t = self.c.pick(sorted(self.scope.variables.items()))
             value = self.expr(t, 2)
-            if name in ("i", "n") or name.startswith("w"):  # indices and loop counters stay intact
+            if name in self.scope.fixed or name.startswith("w"):  # indices and loop counters stay intact
                 name = self.scope.fresh("v")
                 self.scope.variables[name] = t
             self.emit(indent, f"{name} = hpvm.{t}({value})")
@@ -416,3 +419,123 @@ def stream_program(c: Choices) -> Program:
     return Program("\n".join(lines), (a_t, b_t, s_t), out_t, False, True,
                    f"body: {shape}{' returning k' if forwards else ''}, "
                    f"tail: {'wrapper' if tail_wrapped else 'leaf'}")
+
+
+BYTES = {t: int(t[1:]) // 8 if t[1:].isdigit() else 2 for t in TYPES}  # bf16: 2
+
+
+def tiles_program(c: Choices) -> Program:
+    """CUDA-style memory access in a 1-, 2- or 3-D leaf under a grid of blocks: the inputs seen
+    through `hpvm.view` (indexed `A[z, y, x]` or `A[z][y][x]`), a row pointer `b + offset`, an
+    index loaded from data, a pointer walked by `+=` in a loop (possibly left by `break`) or
+    counted down by `-=`, atomics through an offset pointer, and a shaped scratch tile shared by
+    the block: written, then after `barrier()` read at a neighbour, reduced along x in a uniform
+    `while` with a barrier per step, or passed around in rounds between barriers. Every index
+    stays in bounds, so the targets must agree bit for bit. The launch passes
+    (s, depth, rows, cols); the leaf also gets `plane = rows * cols`, a node input computed by
+    the internal node."""
+    a_t, b_t, s_t, out_t, tile_t = (c.pick(TYPES) for _ in range(5))
+    dims = c.pick([1, 2, 2, 3])
+    block = [c.pick([1, 2, 4, 8]), c.pick([1, 2, 4]), c.pick([1, 2])][:dims]
+    lanes, coords = ["tx", "ty", "tz"][:dims], ["x", "y", "z"][:dims]
+    extents = ["cols", "rows", "depth"][:dims]
+    # row-major (depth, rows, cols): the last index is x
+    shape = ", ".join(reversed(extents))
+    flat_lower = {1: "0", 2: "x", 3: "y * cols + x"}[dims]  # the element within the outermost row
+    outer, outer_extent = coords[-1], extents[-1]
+    row_length = {1: "1", 2: "cols", 3: "plane"}[dims]
+    scope = _Scope(variables={"s": s_t}, fixed={"i", "n", "g", *lanes, *coords})
+    body = _Builder(c, scope)
+
+    def at(index: list[str]) -> str:  # index in x, y, z order -> an access of a view
+        index = list(reversed(index))
+        return f"[{', '.join(index)}]" if c.flag() else "".join(f"[{k}]" for k in index)
+
+    for d, (lane, coord, size) in enumerate(zip(lanes, coords, block)):
+        body.emit(1, f"{lane} = hpvm.instance_id({d})")
+    body.emit(1, "parent = hpvm.get_parent_node(hpvm.get_node())")
+    for lane, coord, size, axis in zip(lanes, coords, block, "xyz"):
+        body.emit(1, f"{coord} = hpvm.get_node_instance_id_{axis}(parent) * {size} + {lane}")
+        scope.variables[lane] = scope.variables[coord] = "i64"
+    body.emit(1, f"A = hpvm.view(a, ({shape},))" if dims == 1 else f"A = hpvm.view(a, ({shape}))")
+    body.emit(1, f"O = hpvm.view(out, ({shape},))" if dims == 1 else f"O = hpvm.view(out, ({shape}))")
+    row_start = {1: "0", 2: "y * cols", 3: "z * plane + y * cols"}[dims]
+    body.emit(1, f"brow = b + {row_start}")
+    body.emit(1, f"x0 = A{at(coords)}")
+    body.emit(1, "x1 = brow[(x * 7 + 3) % cols]")
+    scope.variables.update(x0=a_t, x1=b_t)
+    gathered = c.integer(0, dims - 1)  # an index loaded from data, in range by a floor modulo
+    body.emit(1, f"g = hpvm.i64(x1) % {extents[gathered]}")
+    body.emit(1, f"x2 = A{at([('g' if k == gathered else v) for k, v in enumerate(coords)])}")
+    scope.variables.update(g="i64", x2=a_t)
+    walk = c.pick(["loop", "break", "down"])
+    if walk == "down":  # the element mirrored through the whole array
+        body.emit(1, "p = a + (depth * rows * cols - 1)")
+        body.emit(1, f"p -= {outer} * {row_length} + {flat_lower}")
+        body.emit(1, "x3 = p[0]")
+    else:
+        body.emit(1, "p = a + 0")
+        if walk == "loop":
+            body.emit(1, f"for k in range({outer}):")
+        else:
+            body.emit(1, f"for k in range({outer_extent}):")
+            body.emit(2, f"if k == {outer}:")
+            body.emit(3, "break")
+        body.emit(2, f"p += {row_length}")
+        body.emit(1, f"x3 = p[{flat_lower}]")
+    scope.variables["x3"] = a_t
+    body.emit(1, f"hpvm.{body.atomic}(hist + 8, hpvm.i64({body.expr(c.pick(INT_TYPES), 1)}) % 8, "
+                 f"{body.expr('i32', 1)})")
+    tile_shape = ", ".join(str(k) for k in reversed(block))
+    count = 1
+    for k in block:
+        count *= k
+    body.emit(1, f"tile = hpvm.malloc({count * BYTES[tile_t]}, hpvm.{tile_t}, shape=({tile_shape},))")
+    body.block(1, c.integer(1, 3), False)
+    mine = at(lanes)
+    body.emit(1, f"tile{mine} = hpvm.{tile_t}({body.expr(tile_t, 2)})")
+    body.emit(1, "hpvm.barrier()")
+    exchange = c.pick(["neighbour", "reduce", "rounds"])
+    shifted = [f"({lane} + {c.integer(0, size)}) % {size}" for lane, size in zip(lanes, block)]
+    if exchange == "neighbour":
+        body.emit(1, f"n0 = tile{at(shifted)}")
+    elif exchange == "reduce":  # a tree along x: every step's condition is the same in the block
+        body.emit(1, f"stride = {block[0] // 2}")
+        body.emit(1, "while stride > 0:")
+        body.emit(2, "if tx < stride:")
+        body.emit(3, f"tile{mine} = hpvm.{tile_t}(tile{mine} + tile{at(['tx + stride', *lanes[1:]])})")
+        body.emit(2, "hpvm.barrier()")
+        body.emit(2, "stride = stride // 2")
+        body.emit(1, f"n0 = tile{at(['0', *lanes[1:]])}")
+    else:
+        body.emit(1, f"for r in range({c.integer(1, 3)}):")
+        body.emit(2, f"n0 = tile{at(shifted)}")
+        body.emit(2, "hpvm.barrier()")
+        scope.variables["n0"] = tile_t
+        body.emit(2, f"tile{mine} = hpvm.{tile_t}(n0 + {body.expr(tile_t, 1)})")
+        body.emit(2, "hpvm.barrier()")
+    scope.variables["n0"] = tile_t
+    body.block(1, c.integer(1, 3), False)
+    body.emit(1, f"O{at(coords)} = hpvm.{out_t}({body.expr(out_t, 3)})")
+    if c.flag():  # read back and bumped through a pointer to the same element
+        body.emit(1, f"q = out + ({outer} * {row_length} + {flat_lower})")
+        body.emit(1, f"q[0] = hpvm.{out_t}(q[0] + hpvm.{out_t}({body.expr(out_t, 1)}))")
+    buffers = (f"a: In[Ptr[{a_t}]], a_bytes: i64, b: In[Ptr[{b_t}]], b_bytes: i64, "
+               f"out: InOut[Ptr[{out_t}]], out_bytes: i64, hist: InOut[Ptr[i32]], hist_bytes: i64")
+    sizes = "depth: i64, rows: i64, cols: i64"
+    passed = ("a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, out=out, out_bytes=out_bytes, hist=hist, "
+              "hist_bytes=hist_bytes, s=s, depth=depth, rows=rows, cols=cols")
+
+    def grid(items: list[str]) -> str:
+        return items[0] if dims == 1 else f"({', '.join(items)})"
+
+    lines = HEADER + [
+        "@hpvm.leaf", f"def body({buffers}, s: {s_t}, {sizes}, plane: i64):", *body.lines, "", "",
+        "@hpvm.graph", f"def blocks({buffers}, s: {s_t}, {sizes}):",
+        f"    hpvm.node(body, grid={grid([str(k) for k in block])}, {passed}, plane=rows * cols)", "", "",
+        "@hpvm.graph", f"def root({buffers}, s: {s_t}, {sizes}):",
+        f"    hpvm.node(blocks, grid={grid([f'{e} // {k}' for e, k in zip(extents, block)])}, {passed})", "",
+    ]
+    return Program("\n".join(lines), (a_t, b_t, s_t), out_t, True, False,
+                   f"{dims}-D blocks of {'x'.join(map(str, block))}, walk: {walk}, tile: {exchange}",
+                   tuple(block))

@@ -166,6 +166,53 @@ def make_negations_in_min_max(T):
     return run_negations
 
 
+def make_unsigned_conversions(S, U, F):
+    """Values of the signed type S, gathered and sign-extended to the unsigned type U, then made
+    floats of type F: LLVM's SLP vectoriser narrowed `uitofp (sext x)` to a narrower `uitofp`, so
+    u64(i8(-5)) became 2**32 - 5 on cpu (tests/differential/reproducers/mixed-645014325.json)."""
+    @hpvm.leaf
+    def conversions(a: In[Ptr[i64]], a_bytes: i64, out: Out[Ptr[F]], out_bytes: i64,
+                    capped: Out[Ptr[F]], capped_bytes: i64, n: i64):
+        i = hpvm.instance_id(0)
+        x = a[(i * 7 + 3) % n]
+        out[i] = F(U(S(x)))
+        capped[i] = F(F(U(min(S(x), S(82)))))
+
+    @hpvm.graph
+    def run_conversions(a: In[Ptr[i64]], a_bytes: i64, out: Out[Ptr[F]], out_bytes: i64,
+                        capped: Out[Ptr[F]], capped_bytes: i64, n: i64):
+        hpvm.node(conversions, grid=n, a=a, a_bytes=a_bytes, out=out, out_bytes=out_bytes,
+                  capped=capped, capped_bytes=capped_bytes, n=n)
+    return run_conversions
+
+
+def make_negated_shifts(T):
+    """-((ty - 1) >> 1) over 8 x 8 blocks, and the same of loaded values: LLVM makes it
+    ((-ty) >> 1) + 1, which ptxas 12.8 (triton 3.6) assembled as if the negation came after the
+    shift (tests/differential/reproducers/tiles-3646318069.json)."""
+    @hpvm.leaf
+    def negated(a: In[Ptr[T]], a_bytes: i64, by_id: Out[Ptr[T]], by_id_bytes: i64,
+                by_value: Out[Ptr[T]], by_value_bytes: i64, k: T):
+        tx = hpvm.instance_id(0)
+        ty = hpvm.instance_id(1)
+        i = hpvm.get_node_instance_id_x(hpvm.get_parent_node(hpvm.get_node())) * 64 + ty * 8 + tx
+        by_id[i] = -((T(-1) + T(ty)) >> T(1))
+        by_value[i] = -((a[i] - T(1)) >> k)
+
+    @hpvm.graph
+    def blocks(a: In[Ptr[T]], a_bytes: i64, by_id: Out[Ptr[T]], by_id_bytes: i64,
+               by_value: Out[Ptr[T]], by_value_bytes: i64, k: T):
+        hpvm.node(negated, grid=(8, 8), a=a, a_bytes=a_bytes, by_id=by_id, by_id_bytes=by_id_bytes,
+                  by_value=by_value, by_value_bytes=by_value_bytes, k=k)
+
+    @hpvm.graph
+    def run_negated(a: In[Ptr[T]], a_bytes: i64, by_id: Out[Ptr[T]], by_id_bytes: i64,
+                    by_value: Out[Ptr[T]], by_value_bytes: i64, k: T, n: i64):
+        hpvm.node(blocks, grid=n, a=a, a_bytes=a_bytes, by_id=by_id, by_id_bytes=by_id_bytes,
+                  by_value=by_value, by_value_bytes=by_value_bytes, k=k)
+    return run_negated
+
+
 def make_narrow_guards(T):
     """1 // d and 1 % d (LLVM makes them a compare of d's zero-divisor guard, max(d, 1), with 1),
     and min(d, k) == k: for 8- and 16-bit d, ptxas made such a min/max and compare one

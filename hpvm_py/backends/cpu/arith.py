@@ -303,13 +303,34 @@ def cast(b: ir.IRBuilder, v: ir.Value, src: ScalarType, dst: ScalarType, name: s
 
 def _int_to_float(b: ir.IRBuilder, v: ir.Value, src: ScalarType, dst: ScalarType,
                   name: str) -> ir.Value:
-    convert = b.sitofp if src.is_signed else b.uitofp
+    def convert(value: ir.Value, to: ir.Type, name: str = "") -> ir.Value:
+        if src.is_signed:
+            return b.sitofp(value, to, name=name)
+        return _unsigned_to_float(b, value, to, name)
+
     if dst.name == "f16":
         # Exact through f32 below 2^24, and anything larger becomes inf in half either way.
         return b.fpext(b.fptrunc(convert(v, F32), F16), F32, name=name)
     if dst.name == "bf16":
         return round_bf16(b, convert(v, F32), name)
     return convert(v, reg_type(dst), name=name)
+
+
+def _unsigned_to_float(b: ir.IRBuilder, v: ir.Value, to: ir.Type, name: str) -> ir.Value:
+    """An unsigned integer to a float without `uitofp`. LLVM 22's SLP vectoriser narrows a
+    `uitofp` whose operand has many sign bits (`uitofp (sext i8 x to i64)`) to a narrower
+    `uitofp`, which is wrong for a negative x: u64(i8(-5)) became 2**32 - 5 in f32
+    (tests/differential/reproducers/mixed-645014325). `sitofp` of a non-negative value is what
+    it narrows correctly: narrower integers are zero-extended first; a 64-bit one at or above
+    2**63 is halved keeping its last bit (so it rounds alike) and doubled back."""
+    width = v.type.width
+    if width < 64:
+        return b.sitofp(b.zext(v, ir.IntType(2 * width if width >= 16 else 32)), to, name=name)
+    one = ir.Constant(v.type, 1)
+    halved = b.or_(b.lshr(v, one), b.and_(v, one))
+    twice = b.sitofp(halved, to)
+    large = b.fadd(twice, twice)
+    return b.select(b.icmp_signed("<", v, ir.Constant(v.type, 0)), large, b.sitofp(v, to), name=name)
 
 
 def _float_to_float(b: ir.IRBuilder, v: ir.Value, src: ScalarType, dst: ScalarType,

@@ -107,12 +107,6 @@ def _lshr(x, n, BITS: tl.constexpr):
 
 
 @triton.jit
-def _ashr(x, n, BITS: tl.constexpr):
-    ok = (n >= 0) & (n < BITS)
-    return x >> tl.where(ok, n, BITS - 1)
-
-
-@triton.jit
 def _fdiv(x, y):
     """Correctly rounded division (Triton's `/` is approximate for f32 on NVIDIA GPUs)."""
     if x.dtype == tl.float64:
@@ -283,8 +277,17 @@ INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n
 # - _nonzero (a divisor's guard) and _narrow_min/_narrow_max, for 8- and 16-bit integers: ptxas
 #   makes a 16-bit min/max compared with one of its operands a VIMNMX.U16x2 that writes both
 #   halves' predicates to one register, and the compare came out wrong
-#   (tests/differential/reproducers/plain-2409086397; nvptx rewrites those in its PTX too).
+#   (tests/differential/reproducers/plain-2409086397; nvptx rewrites those in its PTX too);
+# - _ashr, an arithmetic shift right whose result is hidden: LLVM makes -(x >> 1) into
+#   ((~x) >> 1) + 1, and ptxas 12.8 (triton 3.6) assembled that neg, shift and add as if the
+#   negation came after the shift (tests/differential/reproducers/tiles-3646318069).
 _GPU_IDENTITIES = {True: """
+
+@triton.jit
+def _ashr(x, n, BITS: tl.constexpr):
+    ok = (n >= 0) & (n < BITS)
+    return x >> tl.where(ok, n, BITS - 1)
+
 
 @triton.jit
 def _select_bits(take_x, x, y):
@@ -315,6 +318,17 @@ def _narrow_min(x, y):
 def _narrow_max(x, y):
     return tl.where(x > y, x, y)
 """, False: """
+
+@triton.jit
+def _ashr(x, n, BITS: tl.constexpr):
+    ok = (n >= 0) & (n < BITS)
+    shifted = x >> tl.where(ok, n, BITS - 1)
+    if BITS == 64:
+        hidden = _move64(shifted.to(tl.int64, bitcast=True)).to(x.dtype, bitcast=True)
+    else:
+        hidden = _move32(shifted.to(tl.int32)).to(x.dtype)
+    return hidden
+
 
 @triton.jit
 def _move32(bits):
