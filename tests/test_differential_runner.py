@@ -74,19 +74,21 @@ def test_streams_of_chain_stages_match_python(tmp_path: Path) -> None:
 def _tile_shapes(source: str) -> tuple[int, str, str]:
     dims = 3 if "instance_id(2)" in source else 2 if "instance_id(1)" in source else 1
     walk = "down" if "p -= " in source else "break" if "break\n        p += " in source else "loop"
-    exchange = "reduce" if "while stride" in source else "rounds" if "for r in range" in source else "neighbour"
+    exchange = "reduce" if "while stride" in source else "rounds" if "for r in range" in source else \
+        "global" if "(O[" in source else "neighbour"
     return dims, walk, exchange
 
 
 @pytest.mark.skipif(not COMPILED, reason="no compiled target here")
 def test_tiles_match_python(tmp_path: Path) -> None:
     """16 tile graphs: 1-, 2- and 3-D blocks, pointers walked by loops, left by break or counted
-    down, and the scratch tile read at a neighbour, reduced or passed around between barriers."""
+    down, and the scratch tile read at a neighbour, reduced, passed around between barriers or
+    exchanged through the output."""
     seed, graphs = 5, 16
     shapes = [_tile_shapes(runner.make_case("tiles", s, COMPILED).source) for s in runner.graph_seeds(seed, graphs)]
     assert {dims for dims, _, _ in shapes} == {1, 2, 3}
     assert {walk for _, walk, _ in shapes} == {"loop", "break", "down"}
-    assert {exchange for _, _, exchange in shapes} == {"neighbour", "reduce", "rounds"}
+    assert {exchange for _, _, exchange in shapes} == {"neighbour", "reduce", "rounds", "global"}
     done = subprocess.run([sys.executable, str(RUNNER), "--graphs", str(graphs), "--categories", "tiles",
                            "--targets", ",".join(COMPILED), "--seed", str(seed), "--save-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=540)

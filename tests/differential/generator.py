@@ -430,7 +430,8 @@ def tiles_program(c: Choices) -> Program:
     index loaded from data, a pointer walked by `+=` in a loop (possibly left by `break`) or
     counted down by `-=`, atomics through an offset pointer, and a shaped scratch tile shared by
     the block: written, then after `barrier()` read at a neighbour, reduced along x in a uniform
-    `while` with a barrier per step, or passed around in rounds between barriers. Every index
+    `while` with a barrier per step, passed around in rounds between barriers (a round may be
+    left by a uniform `break` or `continue`), or exchanged through `out` itself. Every index
     stays in bounds, so the targets must agree bit for bit. The launch passes
     (s, depth, rows, cols); the leaf also gets `plane = rows * cols`, a node input computed by
     the internal node."""
@@ -495,7 +496,7 @@ def tiles_program(c: Choices) -> Program:
     mine = at(lanes)
     body.emit(1, f"tile{mine} = hpvm.{tile_t}({body.expr(tile_t, 2)})")
     body.emit(1, "hpvm.barrier()")
-    exchange = c.pick(["neighbour", "reduce", "rounds"])
+    exchange = c.pick(["neighbour", "reduce", "rounds", "global"])
     shifted = [f"({lane} + {c.integer(0, size)}) % {size}" for lane, size in zip(lanes, block)]
     if exchange == "neighbour":
         body.emit(1, f"n0 = tile{at(shifted)}")
@@ -507,8 +508,18 @@ def tiles_program(c: Choices) -> Program:
         body.emit(2, "hpvm.barrier()")
         body.emit(2, "stride = stride // 2")
         body.emit(1, f"n0 = tile{at(['0', *lanes[1:]])}")
+    elif exchange == "global":  # through `out`: the barrier orders global memory too
+        neighbour = [f"{coord} - {lane} + {shift}" for coord, lane, shift in zip(coords, lanes, shifted)]
+        body.emit(1, f"O{at(coords)} = hpvm.{out_t}(tile{mine} + {body.expr(tile_t, 1)})")
+        body.emit(1, "hpvm.barrier()")
+        body.emit(1, f"n0 = hpvm.{tile_t}(O{at(neighbour)})")
+        body.emit(1, "hpvm.barrier()")  # before any instance writes its element again
     else:
         body.emit(1, f"for r in range({c.integer(1, 3)}):")
+        leave = c.pick([None, "break", "continue"])
+        if leave:  # a condition of the loop counter and the launch's sizes: the same in the block
+            body.emit(2, f"if r == rows % 3:")
+            body.emit(3, leave)
         body.emit(2, f"n0 = tile{at(shifted)}")
         body.emit(2, "hpvm.barrier()")
         scope.variables["n0"] = tile_t
