@@ -15,43 +15,82 @@ import threading
 from typing import TYPE_CHECKING
 
 from ..errors import CompileError
+from ..support import settings
 
 if TYPE_CHECKING:
     import llvmlite.binding as llvm
 
 _lock = threading.Lock()
-_machine: llvm.TargetMachine | None = None
+_machines: dict[tuple[str, str], llvm.TargetMachine] = {}  # by (CPU name, features)
+
+# The x86-64 psABI's micro-architecture levels that HPVM_CPU_LEVEL may name, each with the features,
+# in LLVM's names, it adds to the one before (v3 also those of v2): code for a level runs on every
+# CPU that has them. The levels below v3 lack F16C, without which LLVM converts f16 by calling
+# compiler-rt, which this process does not have.
+LEVELS: dict[str, tuple[str, ...]] = {
+    "x86-64-v3": ("cx16", "sahf", "popcnt", "sse3", "sse4.1", "sse4.2", "ssse3",
+                  "avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave"),
+    "x86-64-v4": ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
+}
 
 
 def target_machine() -> llvm.TargetMachine:
-    """The host's target machine for optimising and emitting code, created once."""
-    global _machine
+    """The target machine for optimising and emitting code (for this CPU, or HPVM_CPU_LEVEL's),
+    created once per CPU."""
+    cpu = code_cpu()
     with _lock:
-        if _machine is None:
-            _machine = _new_machine()
-        return _machine
+        if cpu not in _machines:
+            _machines[cpu] = _new_machine(cpu)
+        return _machines[cpu]
 
 
-def _new_machine() -> llvm.TargetMachine:
+def code_cpu() -> tuple[str, str]:
+    """The CPU name and features code is generated for: this CPU's, or the level HPVM_CPU_LEVEL
+    names, which this CPU must run (CI may get an AVX2 machine where a developer has AVX-512:
+    x86-64-v3 makes here the code it runs)."""
+    import llvmlite.binding as llvm
+
+    _initialise()
+    level = settings.CPU_LEVEL.text()
+    if level is None:
+        return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    if level not in LEVELS:
+        raise CompileError(f"HPVM_CPU_LEVEL={level!r}: expected one of {', '.join(LEVELS)}, or unset "
+                           "for this CPU")
+    host = llvm.get_host_cpu_features()
+    names = list(LEVELS)
+    needed = [f for name in names[:names.index(level) + 1] for f in LEVELS[name]]
+    missing = [f for f in needed if not host.get(f, False)]
+    if missing:
+        raise CompileError(f"HPVM_CPU_LEVEL={level}: this CPU ({llvm.get_host_cpu_name()}) lacks "
+                           f"{', '.join(missing)}, so code for that level could not run here")
+    return level, ""
+
+
+def _initialise() -> None:
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+
+
+def _new_machine(cpu: tuple[str, str]) -> llvm.TargetMachine:
+    import llvmlite.binding as llvm
+
+    _initialise()
     target = llvm.Target.from_default_triple()
     # jitdefault picks the large code model: the object can sit anywhere relative to libc.
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-        opt=3, codemodel="jitdefault", jit=True)
+    return target.create_target_machine(cpu=cpu[0], features=cpu[1], opt=3, codemodel="jitdefault",
+                                        jit=True)
 
 
 def host_signature() -> str:
-    """What object code depends on besides the IR: code generator version and host CPU."""
+    """What object code depends on besides the IR: code generator version and the CPU it is for."""
     import llvmlite
     import llvmlite.binding as llvm
 
-    target_machine()
-    return (f"llvmlite={llvmlite.__version__};llvm={llvm.llvm_version_info};"
-            f"cpu={llvm.get_host_cpu_name()};features={llvm.get_host_cpu_features().flatten()}")
+    name, features = code_cpu()
+    return f"llvmlite={llvmlite.__version__};llvm={llvm.llvm_version_info};cpu={name};features={features}"
 
 
 def optimize(ir_text: str) -> llvm.ModuleRef:
@@ -99,7 +138,7 @@ class LoadedObject:
         _check_symbols(data)
         target_machine()  # initialises LLVM
         with _lock:
-            tm = _new_machine()  # an engine owns (and deletes) its target machine
+            tm = _new_machine(code_cpu())  # an engine owns (and deletes) its target machine
             empty = llvm.parse_assembly("")
             empty.triple = tm.triple
             self._engine = llvm.create_mcjit_compiler(empty, tm)
