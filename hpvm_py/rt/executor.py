@@ -25,7 +25,7 @@ from ..ir import kernel as K
 from ..passes.coverage import OutCoverage, Uncovered, poison, warning_text
 from ..support import profile, settings, stats
 from ..types import PtrType, ScalarType
-from .buffers import HOST, describe, host_view, span
+from .buffers import HOST, host_view, span
 from .placement import device_of
 from .plan import GraphPlan, NodePlan
 from .tracker import MemoryObject, MemoryTracker
@@ -358,11 +358,12 @@ class Executor:
             # the user's own host buffer: its view is made once (a tensor's storage may move)
             elem = param.type.elem
             cached = obj.host_args.get(elem)
-            if cached is not None and (cached.address == obj.address or
-                                       cached.address == describe(buf).address):
+            if cached is not None and cached.address == obj.address:
                 return cached
-            info = describe(buf)
-            arg = BufferArg(obj=buf, address=info.address, nbytes=info.nbytes, array=host_view(buf, elem))
+            address, nbytes = span(buf)  # (a tensor's storage may have moved since it was tracked)
+            if cached is not None and cached.address == address:
+                return cached
+            arg = BufferArg(obj=buf, address=address, nbytes=nbytes, array=host_view(buf, elem))
             obj.host_args[elem] = arg
             return arg
         address, nbytes = span(buf)
