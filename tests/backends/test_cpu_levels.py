@@ -42,6 +42,14 @@ def _supported() -> list[str]:
             if all(host.get(f, False) for level in names[:k + 1] for f in jit.LEVELS[level])]
 
 
+SUPPORTED = _supported()
+
+
+def _level(name: str):  # noqa: ANN202
+    return pytest.param(name, marks=pytest.mark.skipif(name not in SUPPORTED,
+                                                       reason=f"this CPU cannot run {name} code"))
+
+
 def test_an_unknown_level_is_refused(monkeypatch):
     monkeypatch.setenv("HPVM_CPU_LEVEL", "skylake")
     with pytest.raises(CompileError, match=r"HPVM_CPU_LEVEL='skylake': expected one of x86-64-v3, "):
@@ -66,11 +74,10 @@ def test_a_level_beyond_this_cpu_is_refused(monkeypatch):
         jit.code_cpu()
 
 
+@pytest.mark.skipif("x86-64-v3" not in SUPPORTED, reason="this CPU has no AVX2")
 def test_the_level_decides_the_vector_registers(monkeypatch):
     """x86-64-v3 vectorises with AVX2's ymm registers and never AVX-512's zmm; the cache key names
     the level."""
-    if "x86-64-v3" not in _supported():
-        pytest.skip("this CPU has no AVX2")
     monkeypatch.setenv("HPVM_CPU_LEVEL", "x86-64-v3")
     assembly = jit.target_machine().emit_assembly(jit.optimize(VECTOR_IR))
     at_level = jit.host_signature()
@@ -79,12 +86,10 @@ def test_the_level_decides_the_vector_registers(monkeypatch):
     assert "cpu=x86-64-v3;" in at_level and at_level != jit.host_signature()
 
 
-@pytest.mark.parametrize("level", ["x86-64-v3", "x86-64-v4"])
+@pytest.mark.parametrize("level", [_level("x86-64-v3"), _level("x86-64-v4")])
 def test_the_differential_runner_agrees_at_a_level(level, tmp_path):
     """A few random graphs of every category, compiled for the level, against the python target
     (the runner itself is run at the levels on more graphs: docs/debugging.md)."""
-    if level not in _supported():
-        pytest.skip(f"this CPU cannot run {level} code")
     env = dict(os.environ, HPVM_CPU_LEVEL=level, HPVM_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, str(RUNNER), "--graphs", "12", "--targets", "cpu", "--seed", "12",
                            "--save-dir", str(tmp_path / "saved")], capture_output=True, text=True, timeout=400,
