@@ -431,7 +431,8 @@ def tiles_program(c: Choices) -> Program:
     counted down by `-=`, atomics through an offset pointer, and a shaped scratch tile shared by
     the block: written, then after `barrier()` read at a neighbour, reduced along x in a uniform
     `while` with a barrier per step, passed around in rounds between barriers (a round may be
-    left by a uniform `break` or `continue`), or exchanged through `out` itself. Every index
+    left by a uniform `break` or `continue`), or exchanged through `out` itself; and a flat scratch
+    row reached by a pointer offset, read at a neighbour after a barrier. Every index
     stays in bounds, so the targets must agree bit for bit. The launch passes
     (s, depth, rows, cols); the leaf also gets `plane = rows * cols`, a node input computed by
     the internal node."""
@@ -526,6 +527,16 @@ def tiles_program(c: Choices) -> Program:
         body.emit(2, f"tile{mine} = hpvm.{tile_t}(n0 + {body.expr(tile_t, 1)})")
         body.emit(2, "hpvm.barrier()")
     scope.variables["n0"] = tile_t
+    if c.flag():  # flat scratch reached through a pointer to this instance's row of the block
+        row_t = c.pick(TYPES)
+        row_start = "0" if dims == 1 else f"ty * {block[0]}" if dims == 2 else \
+            f"(tz * {block[1]} + ty) * {block[0]}"
+        body.emit(1, f"flat = hpvm.malloc({count * BYTES[row_t]}, hpvm.{row_t})")
+        body.emit(1, f"frow = flat + {row_start}")
+        body.emit(1, f"frow[tx] = hpvm.{row_t}({body.expr(row_t, 2)})")
+        body.emit(1, "hpvm.barrier()")
+        body.emit(1, f"n1 = frow[(tx + {c.integer(1, block[0])}) % {block[0]}]")
+        scope.variables["n1"] = row_t
     body.block(1, c.integer(1, 3), False)
     body.emit(1, f"O{at(coords)} = hpvm.{out_t}({body.expr(out_t, 3)})")
     if c.flag():  # read back and bumped through a pointer to the same element
