@@ -327,6 +327,21 @@ def test_integer_negations_reach_the_gpu_through_ineg(t) -> None:
     assert "_move32((~x)" in helper
 
 
+@pytest.mark.parametrize("t", [i8, i32, i64])
+def test_signed_shifts_reach_the_gpu_behind_a_move(t) -> None:
+    """A signed `>>` goes through _ashr, whose result the GPU prelude hides from LLVM: LLVM made
+    -((ty - 1) >> 1) into ((-ty) >> 1) + 1, which ptxas 12.8 assembled wrongly
+    (tests/differential/reproducers/tiles-3646318069.json). The interpreter's _ashr is plain."""
+    leaf, ctx, _ = hpvm.compile(semantic.make_negated_shifts(t), target="cpu").leaf_kernels()[0]
+    gpu = generate(leaf, ctx, False, interpreted=False).text
+    body = gpu[gpu.rindex("@triton.jit"):]
+    assert body.count("_ashr(") == 2 and " >> " not in body
+    helper = gpu[gpu.index("def _ashr("):].split("\n\n\n")[0]
+    assert ("_move64(shifted" if t.bits == 64 else "_move32(shifted") in helper
+    interpreted = generate(leaf, ctx, False, interpreted=True).text
+    assert "_move" not in interpreted[interpreted.index("def _ashr("):].split("\n\n\n")[0]
+
+
 @pytest.mark.parametrize("target", ["gpu", "python"])
 @pytest.mark.parametrize("grid", skinny.GRIDS)
 def test_skinny_scratch_leaves_run_like_numpy(target: str, grid: tuple[int, int, int]) -> None:
