@@ -431,10 +431,10 @@ def test_a_full_set_points_its_least_recently_used_recording_at_new_buffers(
             launch(i)
         oldest = kept[-1]
         old_obj = tracker.lookup(ys[0])
-        assert oldest in old_obj.recordings
+        assert old_obj.used_by(oldest)
         launch(3)
         assert kept[0] is oldest and len(kept) == 3  # the same object, now for ys[3]
-        assert oldest not in old_obj.recordings and oldest in tracker.lookup(ys[3]).recordings
+        assert not old_obj.used_by(oldest) and tracker.lookup(ys[3]).used_by(oldest)
         assert oldest.buffer_ids == tuple(id(a) for a in (x, ys[3]))
         assert [oldest] == compiled.replays._by_buffers[oldest.buffer_ids]
         assert all(r.buffer_ids != (id(x), id(ys[0])) for r in kept)

@@ -9,7 +9,9 @@ microseconds per launch + wait (median of batches, the GPU's queue drained befor
     copied and pointed at it ("rebound", the default), and the same with HPVM_REBIND=0 (the normal
     path: arguments bound, the plan walked, the kernel packed and launched through Triton's
     dispatch or cuda-bindings);
-  - a tensor never seen before each launch (a fresh output per step, rebound).
+  - a tensor never seen before each launch (a fresh output per step, rebound);
+  - a fresh torch.empty each launch, the last one dropped (a host loop's usual fresh output), and
+    torch.empty alone, its part of that row.
 Each row is checked against torch at the end.
 
 Run: python benchmarks/gpu/bench_rebind.py [--targets gpu,nvptx] (needs CUDA)
@@ -72,6 +74,9 @@ def measure(target: str) -> dict[str, float]:
             del os.environ["HPVM_REBIND"]
         fresh = iter([torch.zeros(1024, device="cuda") for _ in range(size * 12)])
         rows["a tensor never seen before (rebound)"] = host_us(lambda: launch(next(fresh)))
+        rows["torch.empty alone"] = host_us(lambda: torch.empty(1024, device="cuda"))
+        rows["a torch.empty each launch, the last dropped"] = host_us(
+            lambda: launch(torch.empty(1024, device="cuda")))
         torch.cuda.synchronize()
         check = torch.zeros(1024, device="cuda")
         for k in (2.0, 0.5):
@@ -89,7 +94,7 @@ def main() -> None:
     print("host microseconds per launch + wait of a one-leaf graph:")
     for target in args.targets.split(","):
         for name, us in measure(target).items():
-            print(f"  {target:6s} {name:40s} {us:8.1f}")
+            print(f"  {target:6s} {name:44s} {us:8.1f}")
 
 
 if __name__ == "__main__":

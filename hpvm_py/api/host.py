@@ -379,7 +379,7 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
         # other buffers of a recorded launch's sizes: copies of its launches (rt/recording.py)
         recording = compiled.replays.rebind(args, env, rt.executor)
         if recording is not None:
-            outputs = replay(func, recording, args, rt.tracker)
+            outputs = replay(func, recording, args, rt.tracker, acquired=True)
             if outputs is not None:
                 return outputs
     recorder = Recorder(func, args, env, compiled.plan) if compiled.replayable else None

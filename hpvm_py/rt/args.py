@@ -11,9 +11,9 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64, i64
-from .buffers import HOST, describe, elem_matches, is_buffer, why_not_writable
+from .buffers import HOST, buffer_kind, describe, elem_matches, is_buffer, span, why_not_writable
 from .executor import BoundBuffer
-from .tracker import MemoryTracker
+from .tracker import MemoryObject, MemoryTracker
 
 
 def size_companions(func: D.GraphFunc) -> dict[int, int]:
@@ -97,16 +97,30 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
     # remembers the parameters it passed the checks for (only while tracked, so nothing here keeps
     # a buffer alive after untrack_memory or cleanup)
     obj = tracker.lookup(arg)
-    checked = obj.checked_for.get(id(p)) if obj is not None else None
-    if checked is not None and checked[0] is p and checked[1] == devices \
-            and (p.direction == "in" or why_not_writable(arg) is None):
-        return BoundBuffer(obj)
-    bound = _check_buffer(func, p, arg, tracker, devices)
+    if obj is not None:
+        checked = obj.checked_for.get(id(p))
+        if checked is not None and checked[0] is p and checked[1] == devices \
+                and (p.direction == "in" or why_not_writable(arg) is None):
+            return BoundBuffer(obj)
+    else:
+        # a loop that launches on a fresh buffer each time: one of the kind that last passed this
+        # parameter's checks passes them too, and needs only its address and size
+        last = tracker.checked_kinds.get(id(p))
+        if last is not None and last[0] is p and last[1] == devices and buffer_kind(arg) == last[2]:
+            address, nbytes = span(arg)
+            obj = tracker.track_launched(arg, last[3], nbytes, address)
+            obj.checked_for[id(p)] = (p, devices)
+            return BoundBuffer(obj)
+    bound = _check_buffer(func, p, arg, tracker, devices, obj)
     bound.obj.checked_for[id(p)] = (p, devices)
+    kind = buffer_kind(arg)
+    if kind is not None:
+        tracker.checked_kinds[id(p)] = (p, devices, kind, bound.obj.home)
     return bound
 
 
-def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str]) -> BoundBuffer:
+def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str],
+                  obj: MemoryObject | None) -> BoundBuffer:
     elem = p.type.elem
     if not is_buffer(arg):
         raise LaunchError(f"argument {p.name!r} of {func.name} is a pointer ({p.type}): pass a NumPy "
@@ -134,8 +148,7 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
                           f"runs there (its nodes run on {where}): {move}, or place a node that uses "
                           f"it on that GPU (hint 'gpu:{index}'); between the devices a graph runs "
                           "on, the runtime moves data itself", caller_loc(), rule="buffer-device")
-    obj = tracker.lookup(arg) or tracker.track(arg, implicit=True, info=info)
-    return BoundBuffer(obj)
+    return BoundBuffer(obj or tracker.track(arg, implicit=True, info=info))
 
 
 def _check_size(func: D.GraphFunc, ptr_name: str, buf: BoundBuffer, size_name: str, size: int) -> None:

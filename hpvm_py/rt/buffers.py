@@ -42,6 +42,18 @@ def describe(buf: Any) -> BufferInfo:
     raise TypeError(type(buf).__name__)
 
 
+def buffer_kind(buf: Any) -> tuple[Any, ...] | None:
+    """What a launch's checks of a buffer look at but its size (rt/args.py): buffers of one kind
+    pass or fail them alike. None for what is not a buffer."""
+    cls = type(buf)
+    if cls is np.ndarray:
+        flags = buf.flags
+        return cls, buf.dtype, flags.c_contiguous, flags.writeable
+    if _is_torch_tensor(buf):
+        return cls, buf.dtype, buf.device, buf.is_contiguous(), buf.requires_grad
+    return None
+
+
 def span(buf: Any) -> tuple[int, int]:
     """The address and size in bytes of a contiguous buffer (what describe() says of them, for
     less: a launch asks it of every device copy)."""

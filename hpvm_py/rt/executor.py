@@ -357,6 +357,8 @@ class Executor:
         if device == HOST and buf is obj.user:
             # the user's own host buffer: its view is made once (a tensor's storage may move)
             elem = param.type.elem
+            if obj.host_args is None:
+                obj.host_args = {}
             cached = obj.host_args.get(elem)
             if cached is not None and cached.address == obj.address:
                 return cached
@@ -366,6 +368,7 @@ class Executor:
             arg = BufferArg(obj=buf, address=address, nbytes=nbytes, array=host_view(buf, elem))
             obj.host_args[elem] = arg
             return arg
-        address, nbytes = span(buf)
+        # (the user's device buffer: lookup() saw it where it was tracked, this launch)
+        address, nbytes = (obj.address, obj.nbytes) if buf is obj.user else span(buf)
         array = host_view(buf, param.type.elem) if device == HOST else None
         return BufferArg(obj=buf, address=address, nbytes=nbytes, array=array)

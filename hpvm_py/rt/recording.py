@@ -14,7 +14,6 @@ import numpy as np
 
 from ..backends.base import BufferArg
 from ..device.streams import DeviceStreams
-from ..support import stats
 from ..types import ScalarType
 from .buffers import moved, why_not_writable
 from .replay_streams import StreamPlan
@@ -127,6 +126,8 @@ class Recording:
         self.counts = tuple({"launches": 1, "kernel_launches": steps,
                              "nodes_run": steps + self.internal_nodes, "replayed_launches": 1,
                              "cuda_graph_replays": graphed} for graphed in (0, 1))
+        # the same for a replay just pointed at other buffers (rebound() or retarget())
+        self.rebound_counts = tuple(dict(counts, rebound_launches=1) for counts in self.counts)
         keys = [(i, self.args[i]) for i in self.key_positions]
         self._buffers = [(i, b) for i, b in keys if isinstance(b, weakref.ref)]
         self._values = [(i, b) for i, b in keys if not isinstance(b, weakref.ref)]
@@ -173,7 +174,7 @@ class Recording:
             steps = [step.copy() for step in self.steps]
         if None in steps:
             return None
-        acquires = self._point_at(env, executor, steps)
+        acquires = self._point_at(env, executor, steps, in_place=False)
         # every field as here (a shallow copy: a dataclass's constructor costs several times
         # more), then those that name the buffers or belong to one recording
         twin = object.__new__(Recording)
@@ -184,7 +185,6 @@ class Recording:
             twin.streams = DeviceStreams(self.graph_device, self.stream_plan.used, len(self.events),
                                          self.origin)
         twin.register()
-        stats.bump_one("rebound_launches")
         return twin
 
     def retarget(self, args: tuple[Any, ...], env: list[Any], executor: Any) -> bool:
@@ -202,13 +202,12 @@ class Recording:
             for need in self.acquires:  # it stops using these
                 obj = need.obj()
                 if obj is not None:
-                    obj.recordings.discard(self)
-            self.acquires = self._point_at(env, executor, self.steps)
+                    obj.discard_recording(self)
+            self._point_at(env, executor, self.steps, in_place=True)
             self._name_buffers(args, env)
             self.register()
         finally:
             self.lock.release()
-        stats.bump_one("rebound_launches")
         return True
 
     def abandoned(self) -> bool:
@@ -239,27 +238,32 @@ class Recording:
                 return False  # it goes back to the host after each launch: the normal path
         return True
 
-    def _point_at(self, env: list[Any], executor: Any, steps: list[Step]) -> list[Acquire]:
+    def _point_at(self, env: list[Any], executor: Any, steps: list[Step], in_place: bool
+                  ) -> list[Acquire]:
         """The steps' launches pointed at the bound buffers, each acquired from the tracker as the
-        normal path would; the acquires that say so."""
+        normal path would; the acquires that say so (this recording's own, changed, when
+        `in_place`: retarget)."""
         acquires = []
         for need in self.acquires:
             bound = env[need.port]
             arg = executor.buffer_arg(bound, need.spec, need.device, need.copied_in)
             steps[need.step].set_buffer(need.param, arg)
+            if in_place:
+                need.obj, need.buf = weakref.ref(bound.obj), weakref.ref(arg.obj)
+                continue
             acquires.append(Acquire(weakref.ref(bound.obj), need.device, need.reads, need.writes,
                                      weakref.ref(arg.obj), need.step, need.param, need.port,
                                      need.spec, need.copied_in))
-        return acquires
+        return self.acquires if in_place else acquires
 
     def _name_buffers(self, args: tuple[Any, ...], env: list[Any]) -> None:
         """The fields that name the buffers, for these; no CUDA graph (it holds the old addresses)."""
-        new_args = list(args)
-        for i, _ in self._buffers:
-            new_args[i] = weakref.ref(env[i].obj)
-        self.args = tuple(new_args)
-        self._buffers = [(i, new_args[i]) for i in self.buffer_positions]
-        self.buffer_ids = tuple(id(args[i]) for i in self.buffer_positions)
+        new_args, buffers = list(args), []
+        for i in self.buffer_positions:
+            new_args[i] = ref = weakref.ref(env[i].obj)
+            buffers.append((i, ref))
+        self.args, self._buffers = tuple(new_args), buffers
+        self.buffer_ids = tuple([id(args[i]) for i in self.buffer_positions])
         self.graph = self.graph_key = self.graph_zeros = self.last_key = None
 
     def register(self) -> None:
@@ -267,7 +271,7 @@ class Recording:
         for need in self.acquires:
             obj = need.obj()
             if obj is not None:
-                obj.recordings.add(self)
+                obj.add_recording(self)
 
     def still_writable(self, args: tuple[Any, ...]) -> bool:
         """The buffers the graph writes still accept writes (not made read-only, no

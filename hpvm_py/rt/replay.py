@@ -358,13 +358,14 @@ class Replays:
 
 
 def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
-           tracker: MemoryTracker) -> list[Any] | None:
+           tracker: MemoryTracker, acquired: bool = False) -> list[Any] | None:
     """Run a recorded launch again with new scalar arguments; None when it is in use elsewhere or
-    its buffers have moved (the normal path runs it)."""
+    its buffers have moved (the normal path runs it). `acquired`: the recording was just pointed
+    at these buffers (Replays.rebind), which acquired them from the tracker."""
     if not recording.lock.acquire(blocking=False):
         return None  # another thread is replaying it: take the normal path
     try:
-        for need in recording.acquires:
+        for need in () if acquired else recording.acquires:
             obj = need.obj()
             if obj is None or tracker.acquire(obj, need.device, need.reads, need.writes) is not need.buf():
                 return None
@@ -375,7 +376,7 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
             _launch_all(func, recording, args)
         for outputs in recording.fetch_at_end:
             outputs.fetch()
-        stats.bump_all(recording.counts[graphed])
+        stats.bump_all((recording.rebound_counts if acquired else recording.counts)[graphed])
         return [o[0] for o in recording.outputs]
     finally:
         recording.lock.release()

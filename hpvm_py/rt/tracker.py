@@ -26,7 +26,7 @@ def _kind(device: str) -> str:
     return device.split(":")[0]
 
 
-@dataclass
+@dataclass(slots=True, weakref_slot=True)  # (one per buffer a launch meets: kept light)
 class MemoryObject:
     user: Any  # the buffer the user tracked: the key of the object
     nbytes: int
@@ -34,20 +34,44 @@ class MemoryObject:
     address: int = 0  # of the user's buffer when tracked
     copies: dict[str, Any] = field(default_factory=dict)
     valid: set[str] = field(default_factory=set)
-    host_args: dict[Any, Any] = field(default_factory=dict)  # element type -> BufferArg of `user`
+    host_args: dict[Any, Any] | None = None  # element type -> BufferArg of `user` (made on first use)
     checked_for: dict[int, Any] = field(default_factory=dict)  # launch checks passed (rt/args.py)
     released: bool = False  # untracked, or its runtime cleaned up: recordings of it are stale
-    # the recorded launches that use it (weakly held: an evicted one leaves by itself), dropped on
-    # release, so none keeps a device view of the buffer alive
-    recordings: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
+    # the recorded launches that use it, by id, weakly held (an evicted one leaves by itself), dropped
+    # on release, so none keeps a device view of the buffer alive (a dict of references: a WeakSet
+    # costs several objects per buffer, and a launch on fresh buffers makes one per launch)
+    recordings: dict[int, weakref.ref] | None = None
     implicit: bool = False  # tracked by a launch, not by the user: device copies last one launch
+
+    def add_recording(self, recording: Any) -> None:
+        refs = self.recordings
+        if refs is None:
+            self.recordings = {id(recording): weakref.ref(recording)}
+            return
+        if len(refs) >= _PRUNE_AT:  # those evicted since: their references are dead
+            for key in [key for key, ref in refs.items() if ref() is None]:
+                del refs[key]
+        refs[id(recording)] = weakref.ref(recording)
+
+    def used_by(self, recording: Any) -> bool:
+        ref = (self.recordings or {}).get(id(recording))
+        return ref is not None and ref() is recording
+
+    def discard_recording(self, recording: Any) -> None:
+        if self.used_by(recording):
+            del self.recordings[id(recording)]
+
+
+_PRUNE_AT = 16  # recordings noted on one object before the dead references are cleared
 
 
 def _release(obj: MemoryObject) -> None:
     obj.released = True
-    for recording in list(obj.recordings):
-        recording.drop()
-    obj.recordings.clear()
+    refs, obj.recordings = obj.recordings, None
+    for ref in (refs or {}).values():
+        recording = ref()
+        if recording is not None:
+            recording.drop()
 
 
 SWEEP_AT_LEAST = 64  # implicit objects before the first sweep (then twice those left by the last)
@@ -59,7 +83,7 @@ def held_only_here(obj: MemoryObject) -> bool:
     item, a kept recording's packed arguments or the user holding it count more references."""
     buf = obj.user
     ours = 1 + (obj.copies.get(obj.home) is buf)
-    for arg in obj.host_args.values():
+    for arg in (obj.host_args or {}).values():
         ours += (arg.obj is buf) + (getattr(arg.array, "base", None) is buf)
     return sys.getrefcount(buf) - 2 <= ours  # (getrefcount's argument and `buf`)
 
@@ -70,6 +94,9 @@ class MemoryTracker:
         self._lock = threading.RLock()
         self._implicit = 0  # implicit objects tracked since the last sweep
         self._sweep_at = SWEEP_AT_LEAST
+        # per graph parameter (by id), the kind of buffer that last passed its launch checks, with
+        # the parameter, the devices checked against and the buffer's home (rt/args.py)
+        self.checked_kinds: dict[int, tuple[Any, ...]] = {}
 
     def track(self, buf: Any, implicit: bool = False, info: BufferInfo | None = None) -> MemoryObject:
         """The buffer's tracked object, made if new (`info`: describe(buf), when the caller has
@@ -85,15 +112,24 @@ class MemoryTracker:
                 obj.implicit = obj.implicit and implicit
                 return obj
             info = info or describe(buf)
-            obj = MemoryObject(user=buf, nbytes=info.nbytes, home=info.device, address=info.address,
-                               copies={info.device: buf}, valid={info.device}, implicit=implicit)
-            self._objects[id(buf)] = obj
-            stats.bump_one("tracked_objects")
-            if implicit:
-                self._implicit += 1
-                if self._implicit >= self._sweep_at:
-                    self._sweep()
-            return obj
+            return self._adopt(buf, info.device, info.nbytes, info.address, implicit)
+
+    def track_launched(self, buf: Any, home: str, nbytes: int, address: int) -> MemoryObject:
+        """A new implicit object for a buffer a launch passes, not tracked yet (rt/args.py knows
+        its home, size and address, and has checked it)."""
+        with self._lock:
+            return self._adopt(buf, home, nbytes, address, True)
+
+    def _adopt(self, buf: Any, home: str, nbytes: int, address: int, implicit: bool) -> MemoryObject:
+        """Make and keep buf's object (the lock held)."""
+        obj = MemoryObject(buf, nbytes, home, address, {home: buf}, {home}, implicit=implicit)
+        self._objects[id(buf)] = obj
+        stats.bump_one("tracked_objects")
+        if implicit:
+            self._implicit += 1
+            if self._implicit >= self._sweep_at:
+                self._sweep()
+        return obj
 
     def _sweep(self) -> None:
         """Forget the buffers a launch tracked that the user has dropped since: their data is home
