@@ -36,6 +36,7 @@ class Bench:
 
 KNOWN = [
     Bench("launch_overhead.py"),
+    Bench("launch_ab.py", ["--rounds", "2"]),
     Bench("streaming.py", ["--items", "8", "--work", "50000", "--edge-reps", "3"]),
     Bench("frontend_speed.py"),
     Bench("text_ir_speed.py"),
