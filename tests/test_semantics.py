@@ -186,6 +186,34 @@ def test_negated_arithmetic_shifts(target: str, t, rng) -> None:
             np.testing.assert_array_equal(by_value, np.negative((a - t.numpy_dtype.type(1)) >> k))
 
 
+@pytest.mark.parametrize("t", [T.f16, T.f32, T.f64], ids=str)
+def test_selects_of_signed_zeros(target: str, t, rng) -> None:
+    """T(k) or -0.0 chosen by a comparison, as an expression, a masked assignment and fmin's
+    operand: with k = 1 ptxas 12.8 (triton 3.6) made the select FSET.BF, whose false result is
+    +0.0 (reproducers/plain-1637228348). Results compared bit for bit."""
+    key = ("signed_zero_selects", t)
+    if key not in _cache:
+        _cache[key] = K.make_signed_zero_selects(t)
+    dtype = t.numpy_dtype
+    a = np.concatenate([np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 0.05, 0.1, 0.7, 1.0, 3.0],
+                                 dtype), edge_values(t, rng, 22)[:22]])
+    zero = dtype.type(-0.0)
+    for k in (1, 2):
+        outs = [np.full_like(a, 7) for _ in range(4)]
+        args = [v for out in outs for v in (out, out.nbytes)]
+        run(target, _cache[key], a, a.nbytes, *args, k, len(a))
+        kk = dtype.type(k)
+        with np.errstate(invalid="ignore"):
+            low = dtype.type(0.1) >= a
+            want_chosen = np.where(low, kk, zero)
+            want = [want_chosen, np.where(a > dtype.type(0.5), zero, kk), np.where(a <= dtype.type(0.1), kk, zero),
+                    np.where(np.isnan(a), want_chosen, np.where((a < want_chosen) | ((a == want_chosen) & np.signbit(a)), a, want_chosen))]
+        for name, got, expected in zip(("chosen", "swapped", "masked", "smaller"), outs, want):
+            bits = f"u{dtype.itemsize}"
+            np.testing.assert_array_equal(got.view(bits), expected.astype(dtype).view(bits),
+                                          err_msg=f"{name}, k = {k}")
+
+
 @pytest.mark.parametrize("signed,unsigned", [(T.i8, T.u64), (T.i16, T.u64), (T.i32, T.u64),
                                              (T.i64, T.u64), (T.i8, T.u32), (T.i8, T.u16)], ids=str)
 @pytest.mark.parametrize("f", [T.f32, T.f64], ids=str)

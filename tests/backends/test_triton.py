@@ -19,6 +19,7 @@ from hpvm_py.backends import registry
 from hpvm_py.backends.triton.codegen import generate
 from hpvm_py.backends.triton.kernel import GPU_SPREAD
 from hpvm_py import InOut, Ptr, cli, i8, i32, i64
+from hpvm_py import types as T
 from hpvm_py.errors import CompileError, ExecutionError, HPVMError
 from programs import semantic_kernels as semantic
 from programs import skinny_scratch as skinny
@@ -340,6 +341,25 @@ def test_signed_shifts_reach_the_gpu_behind_a_move(t) -> None:
     assert ("_move64(shifted" if t.bits == 64 else "_move32(shifted") in helper
     interpreted = generate(leaf, ctx, False, interpreted=True).text
     assert "_move" not in interpreted[interpreted.index("def _ashr("):].split("\n\n\n")[0]
+
+
+def test_float_selects_reach_the_gpu_through_their_bits() -> None:
+    """A select of floats (a conditional expression, a masked assignment, fmin's and fmax's
+    choices) goes through _select_bits, whose GPU version selects the operands' bits behind PTX
+    moves: ptxas 12.8 made a float select of 1.0 and -0.0 an FSET.BF, whose false result is +0.0
+    (tests/differential/reproducers/plain-1637228348.json). An integer select stays tl.where."""
+    leaf, ctx, _ = hpvm.compile(semantic.make_signed_zero_selects(T.f32), target="cpu").leaf_kernels()[0]
+    gpu = generate(leaf, ctx, False, interpreted=False).text
+    body = gpu[gpu.rindex("@triton.jit"):]
+    assert body.count("_select_bits(") == 4 and "tl.where(" not in body
+    for helper in ("_minnum", "_maxnum"):
+        code = gpu[gpu.index(f"def {helper}("):].split("\n\n\n")[0]
+        assert code.count("_select_bits(") == 3 and "tl.where(" not in code
+    selects = gpu[gpu.index("def _select_bits("):].split("\n\n\n")[0]
+    assert "_move32(" in selects and "_move64(" in selects
+    leaf, ctx, _ = hpvm.compile(semantic.make_narrow_guards(T.i32), target="cpu").leaf_kernels()[0]
+    ints = generate(leaf, ctx, False, interpreted=False).text
+    assert "_select_bits(" not in ints[ints.rindex("@triton.jit"):]
 
 
 @pytest.mark.parametrize("target", ["gpu", "python"])

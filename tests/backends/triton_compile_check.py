@@ -98,6 +98,7 @@ def semantic_graphs() -> list:
     graphs += [K.make_negations_in_min_max(t) for t in (T.i8, T.i16, T.i32, T.i64)]  # _ineg
     graphs += [K.make_narrow_guards(t) for t in (T.i8, T.u8, T.i16, T.u16, T.i32)]  # _narrow_*
     graphs += [K.make_negated_shifts(t) for t in (T.i8, T.i16, T.i32, T.i64)]  # _ashr
+    graphs += [K.make_signed_zero_selects(t) for t in (T.f16, T.f32, T.f64)]  # _select_bits
     graphs += [K.make_unsigned_conversions(T.i8, T.u64, T.f32)]
     return graphs
 

@@ -213,6 +213,35 @@ def make_negated_shifts(T):
     return run_negated
 
 
+def make_signed_zero_selects(T):
+    """Selects between T(k) and -0.0 (a conditional expression, a masked assignment, an fmin of
+    one): with k = 1, Triton makes k a constant, and ptxas 12.8 (triton 3.6) turned a float select
+    of 1.0 and -0.0 into FSET.BF, whose false result is +0.0
+    (tests/differential/reproducers/plain-1637228348.json)."""
+    @hpvm.leaf
+    def selects(a: In[Ptr[T]], a_bytes: i64, chosen: Out[Ptr[T]], chosen_bytes: i64,
+                swapped: Out[Ptr[T]], swapped_bytes: i64, masked: Out[Ptr[T]], masked_bytes: i64,
+                smaller: Out[Ptr[T]], smaller_bytes: i64, k: i64):
+        i = hpvm.instance_id(0)
+        x = a[i]
+        chosen[i] = T(k) if T(0.1) >= x else T(-0.0)
+        swapped[i] = T(-0.0) if x > T(0.5) else T(k)
+        v = T(-0.0)
+        if x <= T(0.1):
+            v = T(k)
+        masked[i] = v
+        smaller[i] = hpvm.math.fmin(T(k) if T(0.1) >= x else T(-0.0), x)
+
+    @hpvm.graph
+    def run_selects(a: In[Ptr[T]], a_bytes: i64, chosen: Out[Ptr[T]], chosen_bytes: i64,
+                    swapped: Out[Ptr[T]], swapped_bytes: i64, masked: Out[Ptr[T]],
+                    masked_bytes: i64, smaller: Out[Ptr[T]], smaller_bytes: i64, k: i64, n: i64):
+        hpvm.node(selects, grid=n, a=a, a_bytes=a_bytes, chosen=chosen, chosen_bytes=chosen_bytes,
+                  swapped=swapped, swapped_bytes=swapped_bytes, masked=masked,
+                  masked_bytes=masked_bytes, smaller=smaller, smaller_bytes=smaller_bytes, k=k)
+    return run_selects
+
+
 def make_narrow_guards(T):
     """1 // d and 1 % d (LLVM makes them a compare of d's zero-divisor guard, max(d, 1), with 1),
     and min(d, k) == k: for 8- and 16-bit d, ptxas made such a min/max and compare one

@@ -446,7 +446,7 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             self.emit(f"{name} = {self.broadcast(code)}" if self.uniform.expr(value)
                       else f"{name} = {code}")
         else:
-            self.emit(f"{name} = tl.where({m}, {code}, {name})")
+            self.emit(f"{name} = {V.choose(value.type, m, code, name)}")
 
     @staticmethod
     def broadcast(code: str) -> str:
@@ -535,10 +535,10 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
     def select(self, e: K.Select, m: str) -> str:
         cond = self.expr(e.cond, m)
         if self._safe(e.if_true) and self._safe(e.if_false):
-            return f"tl.where({cond}, {self.expr(e.if_true, m)}, {self.expr(e.if_false, m)})"
+            return V.choose(e.type, cond, self.expr(e.if_true, m), self.expr(e.if_false, m))
         c = self.fresh("s")
         self.emit(f"{c} = {cond}")
         mt, mf = self.fresh("m"), self.fresh("m")
         self.emit(f"{mt} = {m} & {c}")
         self.emit(f"{mf} = {m} & ~{c}")
-        return f"tl.where({c}, {self.expr(e.if_true, mt)}, {self.expr(e.if_false, mf)})"
+        return V.choose(e.type, c, self.expr(e.if_true, mt), self.expr(e.if_false, mf))

@@ -31,7 +31,7 @@ class ControlFlow:
             if self.full() or not self.live and m == "m0":
                 self.emit(f"ret{j} = {self.broadcast(code) if self.uniform.expr(value) else code}")
             else:
-                self.emit(f"ret{j} = tl.where({m}, {code}, ret{j})")
+                self.emit(f"ret{j} = {V.choose(value.type, m, code, f'ret{j}')}")
         if self.live:
             self.emit(f"live = live & ~{m}")
 

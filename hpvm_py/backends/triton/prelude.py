@@ -167,8 +167,8 @@ def _ffloordiv(x, y):
     floored = tl.floor(div)
     floored = tl.where(div - floored > 0.5, floored + 1.0, floored)
     quotient = _fdiv(x, y)
-    result = tl.where(div != 0, floored, _zero_signed_like(quotient))
-    return tl.where(y == 0, quotient, result)
+    result = _select_bits(div != 0, floored, _zero_signed_like(quotient))
+    return _select_bits(y == 0, quotient, result)
 
 
 @triton.jit
@@ -177,8 +177,8 @@ def _fmod_py(x, y):
     m = _m_fmod(x, y)
     differ = (y < 0) != (m < 0)
     fixed = tl.where((m != 0) & differ, m + y, m)
-    result = tl.where(m != 0, fixed, _zero_signed_like(y))
-    return tl.where(y == 0, m, result)
+    result = _select_bits(m != 0, fixed, _zero_signed_like(y))
+    return _select_bits(y == 0, m, result)
 
 
 @triton.jit
@@ -194,16 +194,17 @@ def _fmax_numpy(x, y):
 
 @triton.jit
 def _minnum(x, y):
-    """fmin(), IEEE minimumNumber: a NaN operand is ignored; -0.0 < 0.0."""
+    """fmin(), IEEE minimumNumber: a NaN operand is ignored; -0.0 < 0.0. (Selects of floats that
+    may be signed zeros go through their bits: codegen's values.choose says why.)"""
     lower = (x < y) | ((x == y) & _signbit(x))
-    return tl.where(y != y, x, tl.where(x != x, y, tl.where(lower, x, y)))
+    return _select_bits(y != y, x, _select_bits(x != x, y, _select_bits(lower, x, y)))
 
 
 @triton.jit
 def _maxnum(x, y):
     """fmax(), IEEE maximumNumber: a NaN operand is ignored; -0.0 < 0.0."""
     higher = (x > y) | ((x == y) & ~_signbit(x))
-    return tl.where(y != y, x, tl.where(x != x, y, tl.where(higher, x, y)))
+    return _select_bits(y != y, x, _select_bits(x != x, y, _select_bits(higher, x, y)))
 
 
 @triton.jit

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import Any
 
 from ...errors import CompileError
 from ...support.loc import Loc
@@ -44,6 +45,15 @@ def constant(value: int | float | bool, t: ScalarType) -> str:
         return f"tl.full([], {f!r}, tl.float32)"
     bits = struct.unpack("<i", struct.pack("<f", f))[0]
     return f"tl.full([], {bits}, tl.int32).to(tl.float32, bitcast=True)"
+
+
+def choose(t: Any, cond: str, if_true: str, if_false: str) -> str:
+    """`tl.where` of two values of type t; a float's goes through its bits (the prelude's
+    _select_bits): ptxas 12.8 (triton 3.6) turned a float select of 1.0 and -0.0 (once Triton had
+    made an integer argument of 1 a constant) into FSET.BF, whose false result is +0.0."""
+    if isinstance(t, ScalarType) and t.is_float:
+        return f"_select_bits({cond}, {if_true}, {if_false})"
+    return f"tl.where({cond}, {if_true}, {if_false})"
 
 
 def round_to(code: str, t: ScalarType) -> str:
