@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CompileError
 from ..support import settings
+from .softhalf import HELPERS, helpers_ir
 
 if TYPE_CHECKING:
     import llvmlite.binding as llvm
@@ -24,14 +25,17 @@ _lock = threading.Lock()
 _machines: dict[tuple[str, str], llvm.TargetMachine] = {}  # by (CPU name, features)
 
 # The x86-64 psABI's micro-architecture levels that HPVM_CPU_LEVEL may name, each with the features,
-# in LLVM's names, it adds to the one before (v3 also those of v2): code for a level runs on every
-# CPU that has them. The levels below v3 lack F16C, without which LLVM converts f16 by calling
-# compiler-rt, which this process does not have.
+# in LLVM's names, it adds to the one before: code for a level runs on every CPU that has them and
+# those of the levels below. Below v3 there is no F16C: LLVM then converts f16 by calling
+# compiler-rt's helpers, which softhalf.py defines (_provide_helpers).
 LEVELS: dict[str, tuple[str, ...]] = {
-    "x86-64-v3": ("cx16", "sahf", "popcnt", "sse3", "sse4.1", "sse4.2", "ssse3",
-                  "avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave"),
+    "x86-64": (),
+    "x86-64-v2": ("cx16", "sahf", "popcnt", "sse3", "sse4.1", "sse4.2", "ssse3"),
+    "x86-64-v3": ("avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave"),
     "x86-64-v4": ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
 }
+_provided: dict[str, int] = {}  # helper name -> address, once compiled (_provide_helpers)
+_helpers: list["LoadedObject"] = []  # (kept alive: the JIT calls into them)
 
 
 def target_machine() -> llvm.TargetMachine:
@@ -135,6 +139,7 @@ class LoadedObject:
     def __init__(self, data: bytes):
         import llvmlite.binding as llvm
 
+        _provide_helpers(undefined_symbols(data))
         _check_symbols(data)
         target_machine()  # initialises LLVM
         with _lock:
@@ -152,12 +157,30 @@ class LoadedObject:
 _process = ctypes.CDLL(None)
 
 
+def _provide_helpers(needed: list[str]) -> None:
+    """Compile softhalf.py's conversions the first time object code calls one (a CPU or a level
+    without F16C) and give the JIT their addresses, as if this process had them."""
+    if _provided or not any(name in HELPERS for name in needed):
+        return
+    import llvmlite.binding as llvm
+
+    helpers = LoadedObject(emit_object(optimize(helpers_ir())))
+    with _lock:
+        if _provided:
+            return
+        _helpers.append(helpers)
+        for name in HELPERS:
+            _provided[name] = helpers.address(name)
+            llvm.add_symbol(name, _provided[name])
+
+
 def _check_symbols(data: bytes) -> None:
     """Refuse object code that calls a function this process lacks (say a compiler-rt helper).
 
     The JIT would bind such a call to address 0 and crash when it runs.
     """
-    missing = [name for name in undefined_symbols(data) if not hasattr(_process, name)]
+    missing = [name for name in undefined_symbols(data)
+               if name not in _provided and not hasattr(_process, name)]
     if missing:
         raise CompileError("the generated code needs functions this process does not provide: "
                            + ", ".join(sorted(missing)))

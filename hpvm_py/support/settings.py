@@ -71,8 +71,9 @@ CPU_NONTEMPORAL = _declare("HPVM_CPU_NONTEMPORAL", "text", "auto", "cpu target's
                             "faster, remembered in the disk cache for this CPU and thread count), "
                             "on (whenever a store qualifies) or off")
 CPU_LEVEL = _declare("HPVM_CPU_LEVEL", "text", "", "the x86-64 level the cpu target generates code "
-                     "for: x86-64-v3 (AVX2) or x86-64-v4 (AVX-512), at most what this CPU runs "
-                     "(default: this CPU, every feature it has)")
+                     "for: x86-64, x86-64-v2, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512), at most what "
+                     "this CPU runs (below v3, f16 converts in software) (default: this CPU, every "
+                     "feature it has)")
 GPU_LOWERING = _declare("HPVM_GPU_LOWERING", "text", "auto", "which lowering runs a leaf placed "
                         "on gpu or nvptx by the runtime's target (not by a hint or its target=): "
                         "auto (time Triton's and NVPTX's on the first large launch of each size "
