@@ -131,14 +131,14 @@ class SpreadLoops:
         value, at = partial
         if at is None:
             with self._bound({acc.name: value}):
-                self.emit(f"{value} = tl.where({act}, {self.expr(acc.update, act)}, {value})")
+                self.emit(f"{value} = {V.choose(acc.type, act, self.expr(acc.update, act), value)}")
             return
         name, source = _pair_helper(acc)
         self.combiners[name] = source
         element = self.expr(acc.element, act)
         new, new_at = self.fresh("v"), self.fresh("j")
         self.emit(f"{new}, {new_at} = {name}({value}, {at}, {element}, {k})")
-        self.emit(f"{value} = tl.where({act}, {new}, {value})")
+        self.emit(f"{value} = {V.choose(acc.type, act, new, value)}")
         self.emit(f"{at} = tl.where({act}, {new_at}, {at})")
 
     def _combine(self, acc: Accumulator, partial: tuple[str, str | None]) -> None:
