@@ -14,6 +14,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.errors import HPVMTimeoutError, LaunchError, StreamError
+from hpvm_py.rt.tracker import MemoryObject
 
 from errcheck import check_error
 from programs import lifecycle_graphs as g
@@ -452,3 +453,27 @@ def test_cleanup_that_times_out_on_a_running_kernel_names_the_stage(target, rng)
         np.testing.assert_array_equal(item.y, item.expected())
     # (on a device target the runtime let go of y while the kernel ran: its result may stay there)
     assert not item.z.any()  # the next stage never ran
+
+
+def test_a_buffers_recordings_are_held_weakly_and_do_not_pile_up():
+    """A tracked object refers to the recordings that use it weakly (a dict of references), and
+    those evicted since are cleared as more are added: a buffer every launch shares (the input of
+    a loop over fresh outputs) does not keep a reference per launch ever made."""
+    class Recording:  # (anything a weak reference can name)
+        pass
+
+    buf = np.zeros(4, np.float32)
+    obj = MemoryObject(buf, buf.nbytes, "host")
+    live = [Recording() for _ in range(40)]
+    for r in live:
+        obj.add_recording(r)
+    for _ in range(5000):  # one recording at a time, let go of at once
+        obj.add_recording(Recording())
+    assert all(obj.used_by(r) for r in live)
+    assert len(obj.recordings) <= 2 * len(live) + 1
+    obj.discard_recording(live[0])
+    assert not obj.used_by(live[0]) and obj.used_by(live[1])
+    other = Recording()
+    assert not obj.used_by(other)
+    obj.discard_recording(other)  # one it never had: nothing happens
+    assert len([r for r in live if obj.used_by(r)]) == len(live) - 1

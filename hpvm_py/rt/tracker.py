@@ -42,15 +42,18 @@ class MemoryObject:
     # costs several objects per buffer, and a launch on fresh buffers makes one per launch)
     recordings: dict[int, weakref.ref] | None = None
     implicit: bool = False  # tracked by a launch, not by the user: device copies last one launch
+    noted: int = 0  # recordings added since the dead references were last cleared
 
     def add_recording(self, recording: Any) -> None:
         refs = self.recordings
         if refs is None:
             self.recordings = {id(recording): weakref.ref(recording)}
             return
-        if len(refs) >= _PRUNE_AT:  # those evicted since: their references are dead
+        self.noted += 1
+        if self.noted >= max(len(refs), _PRUNE_AT):  # (once per as many adds as it holds)
+            self.noted = 0
             for key in [key for key, ref in refs.items() if ref() is None]:
-                del refs[key]
+                del refs[key]  # recordings evicted since
         refs[id(recording)] = weakref.ref(recording)
 
     def used_by(self, recording: Any) -> bool:
@@ -62,7 +65,7 @@ class MemoryObject:
             del self.recordings[id(recording)]
 
 
-_PRUNE_AT = 16  # recordings noted on one object before the dead references are cleared
+_PRUNE_AT = 16  # recordings added to one object at least before its dead references are cleared
 
 
 def _release(obj: MemoryObject) -> None:
