@@ -32,19 +32,6 @@ from typing import Callable
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-LEAF = '''import {package} as hpvm
-from {package} import InOut, Ptr, f32, i64
-
-
-@hpvm.leaf
-def bump(x: InOut[Ptr[f32]], x_bytes: i64, k: f32):
-    x[0] = x[0] + k
-
-
-@hpvm.graph
-def one_leaf(x: InOut[Ptr[f32]], x_bytes: i64, k: f32):
-    hpvm.node(bump, x=x, x_bytes=x_bytes, k=k)
-'''
 
 
 def load_versions(base: Path, folder: Path) -> dict[str, tuple[ModuleType, ModuleType]]:
@@ -54,8 +41,10 @@ def load_versions(base: Path, folder: Path) -> dict[str, tuple[ModuleType, Modul
                     ignore=shutil.ignore_patterns("__pycache__"))
     targets = folder / "hpvm_base" / "ir" / "targets.py"
     targets.write_text(targets.read_text().replace('"hpvm_py.', '"hpvm_base.'))
+    program = (Path(__file__).parent / "_one_leaf.py").read_text()
     for name, package in (("leaf_base", "hpvm_base"), ("leaf_this", "hpvm_py")):
-        (folder / f"{name}.py").write_text(LEAF.format(package=package))  # (leaves need a file)
+        # (leaves are compiled from their source: a file per package)
+        (folder / f"{name}.py").write_text(program.replace("hpvm_py", package))
     sys.path[:0] = [str(ROOT), str(folder)]
     return {version: (importlib.import_module(package), importlib.import_module(leaf))
             for version, package, leaf in (("base", "hpvm_base", "leaf_base"),

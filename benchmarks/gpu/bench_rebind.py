@@ -30,18 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import hpvm_py as hpvm  # noqa: E402
 from hpvm_py.rt import replay  # noqa: E402
+from _one_leaf import one_leaf  # noqa: E402
 from _timing import per_call_us  # noqa: E402
-from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
-
-
-@hpvm.leaf
-def bump(x: InOut[Ptr[f32]], x_bytes: i64, k: f32):
-    x[0] = x[0] + k
-
-
-@hpvm.graph
-def one_leaf(x: InOut[Ptr[f32]], x_bytes: i64, k: f32):
-    hpvm.node(bump, x=x, x_bytes=x_bytes, k=k)
 
 
 def host_us(fn: Callable[[], object]) -> float:
