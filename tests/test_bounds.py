@@ -118,3 +118,23 @@ def test_a_proof_depends_on_buffers_their_sizes_and_the_integers_read() -> None:
     assert proof.holds(args, [(16,)]) and not proof.holds(args, [(17,)])
     args[2] = np.int64(60)  # h's size argument: 15 elements
     assert not proof.holds(args, [(16,)])
+
+
+def test_windows_clamped_at_the_image_edges_are_proven() -> None:
+    """The edge-detection port's Gaussian and Sobel leaves clamp each tap's offset by moving it
+    back by the amount it overshoots (if/elif chains): in bounds on every path through them, which
+    the exact affine forms kept per path show; one element short of the image is not."""
+    from hpvm_suite import pipeline as p
+
+    m, n = 24, 32
+    image, nbytes = f32(m, n), m * n * 4
+    smooth, grad = f32(m, n), f32(m, n)
+    gaussian = [image, nbytes, p.GAUSS.copy(), 196, smooth, nbytes, m, n]
+    sobel = [smooth, nbytes, p.SOBEL_X.copy(), 36, p.SOBEL_Y.copy(), 36, grad, nbytes, m, n]
+    smoothing, gradient = p.gaussian_smoothing.name, p.compute_gradient.name
+    assert proofs_for(p.wrapper_gaussian_smoothing, gaussian) == {smoothing: True}
+    assert proofs_for(p.wrapper_compute_gradient, sobel) == {gradient: True}
+    gaussian[1] = nbytes - 4
+    sobel[1] = nbytes - 4
+    assert proofs_for(p.wrapper_gaussian_smoothing, gaussian) == {smoothing: False}
+    assert proofs_for(p.wrapper_compute_gradient, sobel) == {gradient: False}

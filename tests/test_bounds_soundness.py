@@ -292,6 +292,11 @@ AUDIT = [  # leaf, k's values, proven
     (audit.while_true, [1, 8], True), (audit.while_true, [0, 8], False),
     (audit.many_loops, [0, 5], True),
     (audit.narrow_param, [3, 7], True), (audit.narrow_param, [3, 200], False),
+    (audit.clamped_grid, [0, 20], True), (audit.clamped_grid, [-4, 20], True),
+    (audit.clamped_one_short, [0, 30], False), (audit.clamped_one_short, [2, 30], True),
+    (audit.form_after_change, [0, 7], False),
+    (audit.form_in_loop, [0, 3], False),
+    (audit.forms_of_many_paths, [0, 3], False),
 ]
 
 

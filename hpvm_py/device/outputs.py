@@ -69,6 +69,16 @@ class DeviceLaunch:
 
     outputs: DeviceOutputs
     stale: set[int]
+    error: Any = None  # a checked kernel's error word (a device tensor), else None
+    error_clear = True  # the error word is known to hold zero: read so since the last launch
+
+    def clear_error_word(self) -> None:
+        """Before a launch of a checked kernel: zero its error word (on torch's current stream),
+        so that a replay reports only its own first fault, unless check() read it clean since
+        the last launch (an item after item of a stream, a relaunch: no zeroing kernel)."""
+        if not self.error_clear:
+            self.error.zero_()
+        self.error_clear = False
 
     @property
     def reusable(self) -> bool:

@@ -7,11 +7,12 @@ from typing import Any, Callable
 
 from ..ir import kernel as K
 from ..types import ScalarType
-from .intervals import (BOOL, INF, TOP, Interval, State, binop, exact_binop, fit, forget,
-                        join_states, mul, type_range, widen_states, widens)
+from .intervals import (BOOL, INF, TOP, Form, Interval, State, binop, exact_binop, fit, forget,
+                        is_fact, join_states, mul, type_range, widen_states, widens)
 
 WIDEN_AFTER = 3  # rounds of plain joins before bounds that still grow are widened
 NARROW_ROUNDS = 2
+MAX_PATHS = 16  # states of one block kept apart (by their forms) before they are joined
 
 _NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 _MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -73,21 +74,44 @@ class BoundsAnalysis:
     # -- statements -------------------------------------------------------------------------
 
     def block(self, block: K.Block, state: State) -> State:
+        return join_states(*self.paths(block, [] if state is None else [state]))
+
+    def paths(self, block: K.Block, states: list[dict]) -> list[dict]:
+        """The states after `block`, one per path through its ifs whose variables' forms differ
+        (a clamped index is in bounds on each path, not on their join), at most MAX_PATHS."""
         for stmt in block:
-            if state is None:
-                return None
-            state = self.stmt(stmt, state)
-        return state
+            if not states:
+                return []
+            after: list[dict] = []
+            for state in states:
+                if isinstance(stmt, K.If):
+                    self.expr(stmt.cond, state)
+                    for truth, branch in ((True, stmt.then), (False, stmt.orelse)):
+                        where = self.refine(stmt.cond, state, truth)
+                        if where is not None:
+                            after.extend(self.paths(branch, [where]))
+                else:
+                    out = self.stmt(stmt, state)
+                    if out is not None:
+                        after.append(out)
+            states = _merge(after)
+        return states
 
     def stmt(self, stmt: K.Stmt, state: dict) -> State:
         if isinstance(stmt, K.Assign):
             if isinstance(stmt.value, K.Malloc):
                 return state
-            value = self.expr(stmt.value, state)
-            state = forget(state, stmt.target)
             t = self.types.get(stmt.target)
-            if _is_int(t):
-                state[stmt.target] = fit(value, t)
+            if not _is_int(t):
+                self.expr(stmt.value, state)
+                return forget(state, stmt.target)
+            value = self.bounded(stmt.value, state)
+            form = self.affine(stmt.value, state)
+            state = forget(state, stmt.target)
+            state[stmt.target] = fit(value, t)
+            if form is not None and stmt.target not in form[0] and \
+                    value.within(type_range(t).lo, type_range(t).hi):
+                state[("form", stmt.target)] = Form(frozenset(form[0].items()), form[1])
             return state
         if isinstance(stmt, K.Store):
             self.access(stmt.ptr, stmt.index, state)
@@ -108,11 +132,6 @@ class BoundsAnalysis:
         if isinstance(stmt, K.Continue):
             self.loops[-1].continues.append(state)
             return None
-        if isinstance(stmt, K.If):
-            self.expr(stmt.cond, state)
-            then = self.block(stmt.then, self.refine(stmt.cond, state, True))
-            orelse = self.block(stmt.orelse, self.refine(stmt.cond, state, False))
-            return join_states(then, orelse)
         if isinstance(stmt, K.For):
             return self.for_loop(stmt, state)
         if isinstance(stmt, K.While):
@@ -256,22 +275,32 @@ class BoundsAnalysis:
     # -- relations: facts about exact affine sums -------------------------------------------
 
     def _fact(self, lhs: K.Expr, op: str, rhs: K.Expr, state: dict) -> State:
-        """Record `lhs - rhs op 0` as bounds on the sum of its non-constant terms."""
+        """Record `lhs - rhs op 0` as bounds on the sum of its non-constant terms: over the
+        variables as written, and over their forms' atoms."""
         if op == "ne":
             return state
-        a, b = self.affine(lhs, state), self.affine(rhs, state)
+        for substitute in (False, True):
+            state = self._fact_over(lhs, op, rhs, state, substitute)
+            if state is None:
+                return None
+        return state
+
+    def _fact_over(self, lhs: K.Expr, op: str, rhs: K.Expr, state: dict, substitute: bool) -> State:
+        a, b = self.affine(lhs, state, substitute), self.affine(rhs, state, substitute)
         if a is None or b is None:
             return state
         terms = dict(a[0])
         for atom, coef in b[0].items():
             terms[atom] = terms.get(atom, 0) - coef
         terms = {k: v for k, v in terms.items() if v}
-        if not terms or (len(terms) == 1 and all(isinstance(k, str) for k in terms)):
-            return state  # a constant, or a plain variable: _bound already refined it
+        if not terms:
+            return state  # a constant
         const = a[1] - b[1]
         lo, hi = {"lt": (-INF, -1), "le": (-INF, 0), "gt": (1, INF), "ge": (0, INF), "eq": (0, 0)}[op]
-        key = ("fact", frozenset(terms.items()))
         bound = Interval(lo - const, hi - const)
+        if len(terms) == 1 and all(isinstance(k, str) for k in terms):
+            return self._scaled(terms, bound, state)  # (q + 1 < 1: q's own interval)
+        key = ("fact", frozenset(terms.items()))
         old = state.get(key)
         if old is not None:
             bound = old.meet(bound)
@@ -281,40 +310,65 @@ class BoundsAnalysis:
         state[key] = bound
         return state
 
-    def affine(self, e: K.Expr, state: dict) -> tuple[dict, int] | None:
-        """e as sum(coef * atom) + const, exactly (no wrapping inside); None if not affine."""
+    def _scaled(self, terms: dict, bound: Interval, state: dict) -> State:
+        """Refine variable v by coef * v in bound."""
+        (name, coef), = terms.items()
+        if coef < 0:
+            coef, bound = -coef, Interval(-bound.hi, -bound.lo)
+        lo = bound.lo if bound.lo == -INF else -(-int(bound.lo) // coef)  # (ceiling)
+        hi = bound.hi if bound.hi == INF else int(bound.hi) // coef
+        narrowed = state.get(name, type_range(self.types.get(name))).meet(Interval(lo, hi))
+        if narrowed is None:
+            return None  # no value of the variable satisfies the condition
+        state = dict(state)
+        state[name] = narrowed
+        return state
+
+    def affine(self, e: K.Expr, state: dict, substitute: bool = True) -> tuple[dict, int] | None:
+        """e as sum(coef * atom) + const, exactly (no wrapping inside); None if not affine.
+        `substitute`: a variable with a form is that form's sum, else an atom."""
+        found = self._affine(e, state, substitute)
+        return None if found is None else (found[0], found[1])
+
+    def _affine(self, e: K.Expr, state: dict, substitute: bool) -> tuple[dict, int, Interval] | None:
+        """affine(), with e's interval (as expr() gives it), computed in the same walk."""
         if isinstance(e, K.Const) and _is_int(e.type):
-            return {}, int(e.value)
+            return {}, int(e.value), Interval(int(e.value), int(e.value))
         if isinstance(e, K.Var) and _is_int(e.type):
             iv = state.get(e.name)
             if iv is not None and iv.lo == iv.hi:
-                return {}, int(iv.lo)
-            return {e.name: 1}, 0
+                return {}, int(iv.lo), iv
+            iv = iv if iv is not None else type_range(e.type)
+            form = state.get(("form", e.name)) if substitute else None
+            if form is not None:
+                return dict(form.terms), form.const, iv
+            return {e.name: 1}, 0, iv
         if isinstance(e, K.InstanceId):
-            return {("id", e.level, e.dim): 1}, 0
+            return {("id", e.level, e.dim): 1}, 0, self.expr(e, state)
         if isinstance(e, K.NumInstances):
-            return {}, self._extent(e.level, e.dim)
+            n = self._extent(e.level, e.dim)
+            return {}, n, Interval(n, n)
         if isinstance(e, K.Cast) and widens(e.value.type, e.type):
-            return self.affine(e.value, state)
+            return self._affine(e.value, state, substitute)
         if isinstance(e, K.BinOp) and e.op in ("add", "sub", "mul") and _is_int(e.type):
-            exact = exact_binop(e.op, self.expr(e.lhs, state), self.expr(e.rhs, state))
+            a, b = self._affine(e.lhs, state, substitute), self._affine(e.rhs, state, substitute)
+            if a is None or b is None:
+                return None
+            exact = exact_binop(e.op, a[2], b[2])
             full = type_range(e.type)
             if exact is None or not exact.within(full.lo, full.hi):
                 return None  # it may wrap: not the mathematical sum
-            a, b = self.affine(e.lhs, state), self.affine(e.rhs, state)
-            if a is None or b is None:
-                return None
             if e.op == "mul":
                 if not a[0]:
                     a, b = b, a
                 if b[0]:
                     return None  # a product of two variables is not affine
-                return {k: v * b[1] for k, v in a[0].items() if v * b[1]}, a[1] * b[1]
+                return {k: v * b[1] for k, v in a[0].items() if v * b[1]}, a[1] * b[1], exact
             sign = 1 if e.op == "add" else -1
             terms = dict(a[0])
             for atom, coef in b[0].items():
                 terms[atom] = terms.get(atom, 0) + sign * coef
-            return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
+            return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1], exact
         return None
 
     def _atom(self, atom: Any, state: dict) -> Interval:
@@ -324,34 +378,50 @@ class BoundsAnalysis:
         return state.get(atom, type_range(self.types.get(atom)))
 
     def bounded(self, e: K.Expr, state: dict) -> Interval:
-        """The interval of e, tightened by the relations whose terms e contains (scaled)."""
+        """The interval of e, tightened by its affine sum (over the variables as written, and
+        over their forms' atoms) bounded by the relations whose terms it contains (scaled)."""
         iv = self.expr(e, state)
         if not any(isinstance(k, tuple) for k in state):
             return iv
-        form = self.affine(e, state)
-        if form is None:
-            return iv
-        terms, const = form
-        for key, fact in state.items():
-            if isinstance(key, str):
-                continue
-            fact_terms = dict(key[1])
-            # the index may hold the fact's terms scaled by one factor: (k0 + ty) * n + col
+        plain = self.affine(e, state, False)
+        if plain is None:
+            return iv  # (a form is substituted for a variable: no variable, no form)
+        forms = [plain]
+        substituted = self.affine(e, state, True)
+        if substituted is not None and substituted != plain:
+            forms.append(substituted)
+        for terms, const in forms:
+            facts = [(dict(key[1]), fact) for key, fact in state.items()
+                     if is_fact(key) and all(atom in terms for atom, _ in key[1])]
+            # no fact; each fact alone; as many as fit side by side, the widest first
+            widest = sorted(facts, key=lambda f: -len(f[0]))
+            for chosen in [[]] + [[f] for f in facts] + [widest]:
+                iv = iv.meet(self._cover(terms, const, chosen, state)) or iv
+        return iv
+
+    def _cover(self, terms: dict, const: int, facts: list[tuple[dict, Interval]],
+               state: dict) -> Interval:
+        """Bounds of sum(terms) + const: the facts whose terms it holds (each scaled by one
+        factor: (k0 + ty) * n + col), taken in turn on terms not yet covered, then each
+        remaining atom's interval."""
+        rest = dict(terms)
+        lo = hi = const
+        for fact_terms, fact in facts:
             first_atom, first_coef = next(iter(fact_terms.items()))
-            mine = terms.get(first_atom, 0)
+            mine = rest.get(first_atom, 0)
             if mine == 0 or mine % first_coef:
                 continue
             scale = mine // first_coef
-            if any(terms.get(atom) != scale * coef for atom, coef in fact_terms.items()):
+            if any(rest.get(atom) != scale * coef for atom, coef in fact_terms.items()):
                 continue
             total = mul(fact, Interval(scale, scale))
-            lo, hi = total.lo + const, total.hi + const
-            for atom, coef in terms.items():
-                if atom not in fact_terms:
-                    part = mul(self._atom(atom, state), Interval(coef, coef))
-                    lo, hi = lo + part.lo, hi + part.hi
-            iv = iv.meet(Interval(lo, hi)) or iv
-        return iv
+            lo, hi = lo + total.lo, hi + total.hi
+            for atom in fact_terms:
+                del rest[atom]
+        for atom, coef in rest.items():
+            part = mul(self._atom(atom, state), Interval(coef, coef))
+            lo, hi = lo + part.lo, hi + part.hi
+        return Interval(lo, hi)
 
     # -- expressions ------------------------------------------------------------------------
 
@@ -425,3 +495,15 @@ class BoundsAnalysis:
         if level < len(self.extents) and dim < len(self.extents[level]):
             return int(self.extents[level][dim])
         return 1
+
+
+def _merge(states: list[dict]) -> list[dict]:
+    """States with the same forms joined; all of them joined when more than MAX_PATHS differ."""
+    groups: dict[frozenset, list[dict]] = {}
+    for state in states:
+        forms = frozenset((k, v) for k, v in state.items() if isinstance(k, tuple) and k[0] == "form")
+        groups.setdefault(forms, []).append(state)
+    if len(groups) > MAX_PATHS:
+        return [join_states(*states)]  # type: ignore[list-item]
+    return [state if len(group) == 1 else join_states(*group)  # type: ignore[misc]
+            for group in groups.values() for state in group[:1]]

@@ -1,12 +1,15 @@
 """The interval domain of the bounds analysis (passes/bounds_analysis.py).
 
-An abstract state maps each integer variable to the interval of values it may hold, and each
-relation key ("fact", terms) to the interval of that affine sum of atoms. None is the state of
+An abstract state maps each integer variable to the interval of values it may hold, each
+relation key ("fact", terms) to the interval of that affine sum of atoms, and each form key
+("form", name) to a Form: variable `name` holds exactly that affine sum of atoms (variables and
+instance ids) plus a constant. None is the state of
 code that cannot run (after break, continue or return). Values are mathematical integers: an
 operation whose exact result may leave its type's range wraps, so it gets the whole range.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -32,16 +35,31 @@ class Interval:
         return lo <= self.lo and self.hi <= hi
 
 
+@dataclass(frozen=True)
+class Form:
+    """A variable's value as an exact affine sum: sum(coef * atom) + const."""
+    terms: frozenset  # (atom, coef) pairs
+    const: int
+
+    def join(self, other: "Form") -> "Form | None":
+        return self if self == other else None  # a form that differs between paths holds on neither
+
+
 TOP = Interval(-INF, INF)
 BOOL = Interval(0, 1)
 
-State = Optional[dict]  # name or relation key -> Interval; None: unreachable
+State = Optional[dict]  # name or relation key -> Interval, form key -> Form; None: unreachable
 
 
 def type_range(t: Any) -> Interval:
     if isinstance(t, ScalarType) and t.is_int:
-        return Interval(t.min_value(), t.max_value())
+        return _int_range(t)
     return TOP
+
+
+@functools.lru_cache(maxsize=None)
+def _int_range(t: ScalarType) -> Interval:
+    return Interval(t.min_value(), t.max_value())
 
 
 def fit(iv: Interval, t: Any) -> Interval:
@@ -121,6 +139,8 @@ def join_states(*states: State) -> State:
             if other is None:
                 break
             v = v.join(other)
+            if v is None:
+                break
         else:
             out[k] = v
     return out
@@ -141,6 +161,19 @@ def widen_states(old: dict, new: dict, types: dict[str, Any]) -> dict:
 
 
 def forget(state: dict, name: str) -> dict:
-    """state without the relations that mention variable `name` (it is about to change)."""
-    return {k: v for k, v in state.items()
-            if isinstance(k, str) or all(atom != name for atom, _ in k[1])}
+    """state without the relations and forms that mention variable `name` (it is about to
+    change), its own form included."""
+    out = {}
+    for k, v in state.items():
+        if isinstance(k, str):
+            out[k] = v
+        elif k[0] == "fact":
+            if all(atom != name for atom, _ in k[1]):
+                out[k] = v
+        elif k[1] != name and all(atom != name for atom, _ in v.terms):
+            out[k] = v
+    return out
+
+
+def is_fact(key: Any) -> bool:
+    return isinstance(key, tuple) and key[0] == "fact"

@@ -4,7 +4,9 @@ Every program has the same graph: `produce` (grid n) and `first` (one instance) 
 send an i64 each to `consume` (grid n): one value per instance over a one-to-one edge (`v`) and
 one value over an all-to-all edge (`u`). The generated body of `consume` indexes `data`, `out`
 and malloc'd scratch `s` with expressions built from those values, loaded values, atomics' old
-values, loop variables, chains of loop-carried variables, narrow wrapping arithmetic (i8, u8,
+values, loop variables, chains of loop-carried variables, offsets clamped to a row or a grid as
+image filters clamp their windows (with limits sometimes one off, and a variable of the offset
+changed before the access), narrow wrapping arithmetic (i8, u8,
 i16, i32, u32), division and modulo by values that may be zero or negative, shifts, float casts,
 conditional expressions and min/max/abs; loops leave by data-dependent break, continue or
 return; guards compare indices with right and wrong limits. Remote accesses (remote_load,
@@ -120,7 +122,7 @@ class _Body:
 
     def statement(self, indent: int, budget: int, in_loop: bool) -> None:
         kinds = ["assign", "reassign", "load", "store", "scratch", "atomic", "guarded", "guarded",
-                 "remote"]
+                 "remote", "clamp", "clamp"]
         if budget > 0:
             kinds += ["if", "for", "while", "chain"]
         if in_loop:
@@ -150,6 +152,8 @@ class _Body:
             self.guarded(indent)
         elif kind == "remote":
             self.remote(indent)
+        elif kind == "clamp":
+            self.clamp(indent)
         elif kind == "if":
             self.emit(indent, f"if {self.cond(2)}:")
             self.nested(indent + 1, budget, in_loop)
@@ -193,6 +197,52 @@ class _Body:
             self.emit(indent + 1, f"acc = acc + data[{e}]")
         else:
             self.emit(indent + 1, f"{target}[{e}] = {self.expr(1)}")
+
+    def edge(self, value: int) -> int:
+        """A clamp's limit: mostly right, sometimes one off either way."""
+        return value + self.draw(st.sampled_from([0, 0, 0, 1, -1]))
+
+    def bounded_var(self, indent: int, span: int, below: int) -> str:
+        """A new variable in [-below, span - below), from data: both sides of a clamp."""
+        name = self.fresh("q")
+        self.emit(indent, f"{name} = {self.expr(1)} % {span} - {below}")
+        self.readable.append(name)
+        self.assignable.append(name)
+        return name
+
+    def clamp(self, indent: int) -> None:
+        """An offset clamped into a row (or a grid of rows of 4) by if/elif chains that move it
+        by the amount it overshoots, as the edge-detection filters do: in bounds on each path,
+        not by the join of the paths' intervals. Then, sometimes, a variable of the offset is
+        changed and the access subtracts it (exact only for a proof that kept the old value)."""
+        target = self.pick(["out", "data", "s"])
+        size = {"out": OUT, "data": DATA, "s": SCRATCH}[target]
+        width = 4 if self.draw(st.booleans()) else size
+        name = self.fresh("o")
+        col, kc = self.bounded_var(indent, width + 6, 3), self.draw(st.integers(-3, 3))
+        ce = f"({col} + {kc})"
+        if width < size:
+            row, kr = self.bounded_var(indent, size // width + 4, 2), self.draw(st.integers(-2, 2))
+            re = f"({row} + {kr})"
+            self.emit(indent, f"{name} = {re} * {width} + {ce}")
+            self.emit(indent, f"if {re} < {self.edge(0)}:")
+            self.emit(indent + 1, f"{name} = {ce}")
+            self.emit(indent, f"elif {re} > {self.edge(size // width - 1)}:")
+            self.emit(indent + 1, f"{name} = {self.edge(size // width - 1)} * {width} + {ce}")
+        else:
+            self.emit(indent, f"{name} = {ce}")
+        self.emit(indent, f"if {ce} < {self.edge(0)}:")
+        self.emit(indent + 1, f"{name} -= {ce}")
+        self.emit(indent, f"elif {ce} > {self.edge(width - 1)}:")
+        self.emit(indent + 1, f"{name} = {name} - {ce} + {self.edge(width - 1)}")
+        index = name
+        if col in self.assignable and self.draw(st.booleans()):
+            self.emit(indent, f"{col} = {col} + {self.draw(st.integers(1, 9))}")
+            index = f"{name} - {col} + {self.draw(st.integers(-1, 2)) - kc}"
+        if target == "data":
+            self.emit(indent, f"acc = acc + data[{index}]")
+        else:
+            self.emit(indent, f"{target}[{index}] = {self.expr(1)}")
 
     def remote(self, indent: int) -> None:
         """A remote access in a world of one rank: its rank must be 0."""

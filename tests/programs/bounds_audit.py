@@ -141,3 +141,61 @@ def many_loops(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_byt
 @hpvm.leaf
 def narrow_param(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i8):
     out[k] = 1  # k arrives as i8: 200 given in an int64 array becomes -56
+
+
+# -- exact affine forms of variables, kept per path (bounds_analysis.paths) ---------------------
+
+
+@hpvm.leaf
+def clamped_grid(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    # a 2 x 4 grid, row k // 4 - 1 and column k % 4 - 1 clamped by moving the offset back
+    row = k // 4 - 1
+    col = k % 4 - 1
+    off = row * 4 + col
+    if row < 0:
+        off = col
+    elif row > 1:
+        off = 4 + col
+    if col < 0:
+        off -= col
+    elif col > 3:
+        off = off - col + 3
+    out[off] = 1
+
+
+@hpvm.leaf
+def clamped_one_short(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    off = k - 2
+    if k - 2 < -1:  # -1 is let through
+        off -= k - 2
+    elif k - 2 > 7:
+        off = off - (k - 2) + 7
+    out[off] = 1
+
+
+@hpvm.leaf
+def form_after_change(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    j = k % 8
+    off = j + 2
+    j = j + 5
+    out[off - j + 3] = 1  # off - j is -3 now: an index of 0 for a proof that kept j's old value
+
+
+@hpvm.leaf
+def form_in_loop(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    j = k % 4
+    off = j + 1
+    for t in range(3):
+        out[off - j] = 1  # 1, then 0, then -1
+        off = off - 1
+
+
+@hpvm.leaf
+def forms_of_many_paths(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    j = k % 8
+    off = j
+    for bit in range(5):  # 32 paths: joined, and the join knows nothing exact
+        if data[bit] > 3:
+            off = off + 1
+    if j < 4:
+        out[off - j] = 1  # 0 to 5

@@ -415,7 +415,7 @@ class PreparedLaunch(DeviceLaunch):
         stream = self.stream if stream is None else stream
         leaf = self.kernel.leaf
         if self.error is not None:
-            self.error.zero_()  # a replay reports only its own first fault
+            self.clear_error_word()
         faults.launched(leaf.name, leaf.loc)
         for (gx, gy, gz), y0, zp0 in self.chunks:
             slots[layout.y_offset] = y0
@@ -440,6 +440,7 @@ class PreparedLaunch(DeviceLaunch):
         except Exception as exc:  # noqa: BLE001 - a fault of this kernel shows at the copy
             raise faults.reported(exc, leaf.name, leaf.loc) from None
         self.kernel._report(error)
+        self.error_clear = True
 
 
 def flat_block(dims: int, own: tuple[int, int, int], parents: int) -> tuple[int, int, int]:

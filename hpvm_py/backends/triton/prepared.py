@@ -181,7 +181,7 @@ class TritonLaunch(DeviceLaunch):
         for area in self.scratch:
             area.zero_()
         if self.error is not None:
-            self.error.zero_()  # a replay reports only its own first fault
+            self.clear_error_word()
         faults.launched(leaf.name, leaf.loc)
         try:
             if self._fast is not None:
@@ -209,6 +209,7 @@ class TritonLaunch(DeviceLaunch):
         if code:
             assert self.source is not None
             raise recorded(self.kernel.leaf.name, self.source.sites, code, index, limit)
+        self.error_clear = True
 
     def _reported(self, exc: Exception) -> HPVMError:
         leaf = self.kernel.leaf
