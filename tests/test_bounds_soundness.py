@@ -304,3 +304,14 @@ AUDIT = [  # leaf, k's values, proven
                          ids=[f"{leaf.ir.name}{values}" for leaf, values, _ in AUDIT])
 def test_the_analysis_is_sound_construct_by_construct(leaf, k_values: list[int], expected: bool) -> None:
     assert proven(leaf, k_values) is expected
+
+
+def test_past_its_budget_of_paths_the_analysis_joins_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paths kept apart cost analysis time; past PATH_STEPS they are joined as before forms were
+    kept: the proof is weaker (the clamped grid is no longer proven), never wrong."""
+    from hpvm_py.passes import bounds_analysis
+
+    assert proven(audit.clamped_grid, [0, 20])
+    monkeypatch.setattr(bounds_analysis, "PATH_STEPS", 0)
+    assert not proven(audit.clamped_grid, [0, 20])
+    assert not proven(audit.clamped_one_short, [0, 30])

@@ -13,6 +13,7 @@ from .intervals import (BOOL, INF, TOP, Form, Interval, State, binop, exact_bino
 WIDEN_AFTER = 3  # rounds of plain joins before bounds that still grow are widened
 NARROW_ROUNDS = 2
 MAX_PATHS = 16  # states of one block kept apart (by their forms) before they are joined
+PATH_STEPS = 4_000  # statements analysed on separate paths in one proof; past it, paths are joined
 
 _NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 _MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -44,6 +45,7 @@ class BoundsAnalysis:
         self.extents = extents
         self.level_dims = level_dims
         self.probing = 0  # > 0 while loop heads are searched: failed accesses do not count yet
+        self.steps = 0  # statements analysed so far, one per path (bounded by PATH_STEPS)
         self.loops: list[_LoopExits] = []
 
     def run(self) -> bool:
@@ -94,7 +96,8 @@ class BoundsAnalysis:
                     out = self.stmt(stmt, state)
                     if out is not None:
                         after.append(out)
-            states = _merge(after)
+            self.steps += len(states)
+            states = _merge(after, MAX_PATHS if self.steps < PATH_STEPS else 1)
         return states
 
     def stmt(self, stmt: K.Stmt, state: dict) -> State:
@@ -497,13 +500,13 @@ class BoundsAnalysis:
         return 1
 
 
-def _merge(states: list[dict]) -> list[dict]:
-    """States with the same forms joined; all of them joined when more than MAX_PATHS differ."""
+def _merge(states: list[dict], most: int) -> list[dict]:
+    """States with the same forms joined; all of them joined when more than `most` differ."""
     groups: dict[frozenset, list[dict]] = {}
     for state in states:
         forms = frozenset((k, v) for k, v in state.items() if isinstance(k, tuple) and k[0] == "form")
         groups.setdefault(forms, []).append(state)
-    if len(groups) > MAX_PATHS:
+    if len(groups) > most:
         return [join_states(*states)]  # type: ignore[list-item]
     return [state if len(group) == 1 else join_states(*group)  # type: ignore[misc]
             for group in groups.values() for state in group[:1]]
