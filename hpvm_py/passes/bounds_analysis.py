@@ -108,7 +108,7 @@ class BoundsAnalysis:
             if not _is_int(t):
                 self.expr(stmt.value, state)
                 return forget(state, stmt.target)
-            value = self.bounded(stmt.value, state)
+            value = self.expr(stmt.value, state)
             form = self.affine(stmt.value, state)
             state = forget(state, stmt.target)
             state[stmt.target] = fit(value, t)
