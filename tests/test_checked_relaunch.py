@@ -12,6 +12,7 @@ import hpvm_py as hpvm
 from conftest import TARGETS
 from hpvm_py.device.outputs import DeviceLaunch
 from programs import checked_relaunch as g
+from programs.nested_graphs import poke
 
 GPU_TARGETS = [t for t in ("gpu", "nvptx") if t in TARGETS]
 
@@ -37,7 +38,7 @@ def test_each_relaunch_of_a_checked_kernel_reports_its_own_fault(target: str,
         before = hpvm.stats()["replayed_launches"]
         for value in values:
             where = int(rng.integers(0, n))
-            hpvm.wait(hpvm.launch(g.set_index, at, at.nbytes, where, value))  # on the device
+            hpvm.wait(hpvm.launch(poke, at, at.nbytes, where, value))  # on the device
             indices[where] = value
             args = (src, src.nbytes, at, at.nbytes, out, out.nbytes, n)
             if 0 <= value < n:
@@ -47,7 +48,7 @@ def test_each_relaunch_of_a_checked_kernel_reports_its_own_fault(target: str,
             with pytest.raises(hpvm.errors.ExecutionError, match="out-of-bounds") as info:
                 hpvm.wait(hpvm.launch(g.gather_all, *args))  # (launch raises, or wait)
             assert info.value.loc is not None and info.value.loc.line == gather_line()
-            hpvm.wait(hpvm.launch(g.set_index, at, at.nbytes, where, 0))  # repaired
+            hpvm.wait(hpvm.launch(poke, at, at.nbytes, where, 0))  # repaired
             indices[where] = 0
         assert hpvm.stats()["replayed_launches"] > before  # the same kernel, relaunched
 

@@ -1,17 +1,7 @@
-"""Graphs of tests/test_checked_relaunch.py: one writes an index on the device, the other gathers
-through the indices (its kernel is the bounds-checked one: the indices come from data)."""
+"""The graph of tests/test_checked_relaunch.py: a gather through indices (its kernel is the
+bounds-checked one: the indices come from data)."""
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Out, Ptr, f32, i64
-
-
-@hpvm.leaf
-def put_index(at: InOut[Ptr[i64]], at_bytes: i64, where: i64, value: i64):
-    at[where] = value
-
-
-@hpvm.graph
-def set_index(at: InOut[Ptr[i64]], at_bytes: i64, where: i64, value: i64):
-    hpvm.node(put_index, at=at, at_bytes=at_bytes, where=where, value=value)
+from hpvm_py import In, Out, Ptr, f32, i64
 
 
 @hpvm.leaf
