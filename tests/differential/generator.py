@@ -313,14 +313,29 @@ def programs():
 def pingpong_program(c: Choices) -> Program:
     """A 3-point stencil step from `src` to `dst` (both of one type) that the host launches
     several times, swapping the buffers: what one launch leaves in `dst` the next one reads.
-    The store may skip the ends, as a Jacobi iteration keeps its boundary."""
+    The neighbours are clamped at the ends by min/max, or by moving the offset back by the
+    amount it overshoots (as image filters clamp their windows; proven through the offsets'
+    affine forms). The store may skip the ends, as a Jacobi iteration keeps its boundary."""
     t, s_t = c.pick(TYPES), c.pick(TYPES)
     scope = _Scope(variables={"i": "i64", "n": "i64", "x0": t, "x1": t, "x2": t, "s": s_t})
     body = _Builder(c, scope)
     body.emit(1, "i = hpvm.instance_id(0)")
-    body.emit(1, "x0 = src[max(i - 1, 0)]")
+    clamp = c.pick(["min/max", "moved back"])
+    if clamp == "min/max":
+        body.emit(1, "x0 = src[max(i - 1, 0)]")
+    else:
+        body.emit(1, "lo = i - 1")
+        body.emit(1, "if i - 1 < 0:")
+        body.emit(2, "lo -= i - 1")
+        body.emit(1, "x0 = src[lo]")
     body.emit(1, "x1 = src[i]")
-    body.emit(1, "x2 = src[min(i + 1, n - 1)]")
+    if clamp == "min/max":
+        body.emit(1, "x2 = src[min(i + 1, n - 1)]")
+    else:
+        body.emit(1, "hi = i + 1")
+        body.emit(1, "if i + 1 > n - 1:")
+        body.emit(2, "hi = hi - (i + 1) + n - 1")
+        body.emit(1, "x2 = src[hi]")
     body.block(1, c.integer(1, 3), False)
     store = f"dst[i] = hpvm.{t}({body.expr(t, 3)})"
     guard = c.pick(["i > 0 and i < n - 1", "i < n - 1", None])
@@ -337,7 +352,7 @@ def pingpong_program(c: Choices) -> Program:
         "    hpvm.node(step, grid=n, src=src, src_bytes=src_bytes, dst=dst, dst_bytes=dst_bytes, "
         "hist=hist, hist_bytes=hist_bytes, s=s, n=n)", "",
     ]
-    return Program("\n".join(lines), (t, t, s_t), t, False, False, f"guard: {guard}")
+    return Program("\n".join(lines), (t, t, s_t), t, False, False, f"guard: {guard}; clamp: {clamp}")
 
 
 def stream_program(c: Choices) -> Program:
