@@ -315,3 +315,21 @@ def test_past_its_budget_of_paths_the_analysis_joins_them(monkeypatch: pytest.Mo
     monkeypatch.setattr(bounds_analysis, "PATH_STEPS", 0)
     assert not proven(audit.clamped_grid, [0, 20])
     assert not proven(audit.clamped_one_short, [0, 30])
+
+
+def test_a_failed_proof_says_which_access_and_why(caplog: pytest.LogCaptureFixture) -> None:
+    """HPVM_LOG=info shows why a launch runs the checked code: the first access the proof could
+    not bound, at its line, with the index's range and the buffer's size."""
+    import logging
+
+    line = next(no for no, text in enumerate(Path(audit.__file__).read_text().splitlines(), 1)
+                if "-1 is let through" in text) + 4
+    with caplog.at_level(logging.INFO, logger="hpvm_py.bounds"):
+        assert not proven(audit.clamped_one_short, [0, 30])
+        assert not proven(audit.atomic_old, [0, 1])
+        assert proven(audit.clamped_one_short, [2, 30])
+    first, second = caplog.records
+    assert first.getMessage().startswith(f"{audit.clamped_one_short.ir.name} runs its bounds-checked code")
+    assert f"bounds_audit.py:{line}:" in first.getMessage()
+    assert "an index into out may be -1 to 7, and out holds 8 elements" in first.getMessage()
+    assert "may be any i64 value" in second.getMessage()

@@ -9,11 +9,13 @@ import numpy as np
 
 from ..ir import kernel as K
 from ..ir.context import NodeContext
+from ..support import log
 from ..types import PtrType, ScalarType
 from .bounds_analysis import BoundsAnalysis
 from .intervals import Interval, wrap
 
 _KEPT = 256  # proofs cached per leaf and node context
+_log = log.logger("bounds")
 
 
 class BoundsProof:
@@ -49,8 +51,11 @@ class BoundsProof:
             values, limits = self._environment(args)
         except (TypeError, ValueError, OverflowError, IndexError, AttributeError):
             return False  # malformed arguments: the checked kernel reports them while packing
-        result = BoundsAnalysis(self.leaf, values, limits, extents, self.ctx.level_dims,
-                                world_size).run()
+        analysis = BoundsAnalysis(self.leaf, values, limits, extents, self.ctx.level_dims, world_size)
+        result = analysis.run()
+        if not result:  # (HPVM_LOG=info: why a launch runs the slower checked code)
+            _log.info("%s runs its bounds-checked code for these sizes: %s", self.leaf.name,
+                      analysis.failure)
         with self._lock:
             if len(self._cache) >= _KEPT:
                 self._cache.clear()

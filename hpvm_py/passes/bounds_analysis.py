@@ -46,6 +46,7 @@ class BoundsAnalysis:
         self.level_dims = level_dims
         self.probing = 0  # > 0 while loop heads are searched: failed accesses do not count yet
         self.steps = 0  # statements analysed so far, one per path (bounded by PATH_STEPS)
+        self.failure = "a loop's bounds did not settle"  # why the proof failed, once it has
         self.loops: list[_LoopExits] = []
 
     def run(self) -> bool:
@@ -212,14 +213,21 @@ class BoundsAnalysis:
 
     def rank(self, rank: K.Expr | None, state: dict) -> None:
         """The rank of a remote access must lie in [0, world_size)."""
-        if rank is not None and not self.bounded(rank, state).within(0, self.world_size - 1) \
-                and not self.probing:
+        if rank is None or self.probing:
+            return
+        iv = self.bounded(rank, state)
+        if not iv.within(0, self.world_size - 1):
+            self.failure = f"{_where(rank, None)}: a remote access's rank may be " \
+                           f"{_bound_text(iv, rank.type)}, in a world of {self.world_size}"
             raise Unprovable
 
     def access(self, ptr: K.Var, index: K.Expr, state: dict) -> None:
         iv = self.bounded(index, state)
         limit = self.limits.get(ptr.name)
         if (limit is None or not iv.within(0, limit - 1)) and not self.probing:
+            held = "an unknown number of" if limit is None else str(limit)
+            self.failure = f"{_where(index, ptr)}: an index into {ptr.name} may be " \
+                           f"{_bound_text(iv, index.type)}, and {ptr.name} holds {held} elements"
             raise Unprovable
 
     # -- conditions -------------------------------------------------------------------------
@@ -510,3 +518,16 @@ def _merge(states: list[dict], most: int) -> list[dict]:
         return [join_states(*states)]  # type: ignore[list-item]
     return [state if len(group) == 1 else join_states(*group)  # type: ignore[misc]
             for group in groups.values() for state in group[:1]]
+
+
+def _where(e: K.Expr, ptr: K.Var | None) -> str:
+    """The source position of an access: its index's, else its pointer's."""
+    loc = e.loc if e.loc.line else ptr.loc if ptr is not None else e.loc
+    return str(loc)
+
+
+def _bound_text(iv: Interval, t: Any) -> str:
+    """`lo to hi`, or `any i64` where nothing narrower is known (a loaded value, a wrap)."""
+    if iv == type_range(t) or iv.lo == -INF or iv.hi == INF:
+        return f"any {t} value"
+    return f"{int(iv.lo)} to {int(iv.hi)}"
