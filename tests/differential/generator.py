@@ -321,21 +321,14 @@ def pingpong_program(c: Choices) -> Program:
     body = _Builder(c, scope)
     body.emit(1, "i = hpvm.instance_id(0)")
     clamp = c.pick(["min/max", "moved back"])
-    if clamp == "min/max":
-        body.emit(1, "x0 = src[max(i - 1, 0)]")
-    else:
-        body.emit(1, "lo = i - 1")
-        body.emit(1, "if i - 1 < 0:")
-        body.emit(2, "lo -= i - 1")
-        body.emit(1, "x0 = src[lo]")
-    body.emit(1, "x1 = src[i]")
-    if clamp == "min/max":
-        body.emit(1, "x2 = src[min(i + 1, n - 1)]")
-    else:
-        body.emit(1, "hi = i + 1")
-        body.emit(1, "if i + 1 > n - 1:")
-        body.emit(2, "hi = hi - (i + 1) + n - 1")
-        body.emit(1, "x2 = src[hi]")
+    # (x0 at i - 1 clamped to 0, x1 at i, x2 at i + 1 clamped to n - 1)
+    lines = {"min/max": ["x0 = src[max(i - 1, 0)]", "x1 = src[i]", "x2 = src[min(i + 1, n - 1)]"],
+             "moved back": ["lo = i - 1", "if i - 1 < 0:", "    lo -= i - 1", "x0 = src[lo]",
+                            "x1 = src[i]",
+                            "hi = i + 1", "if i + 1 > n - 1:", "    hi = hi - (i + 1) + n - 1",
+                            "x2 = src[hi]"]}[clamp]
+    for line in lines:
+        body.emit(1, line)
     body.block(1, c.integer(1, 3), False)
     store = f"dst[i] = hpvm.{t}({body.expr(t, 3)})"
     guard = c.pick(["i > 0 and i < n - 1", "i < n - 1", None])
