@@ -510,6 +510,8 @@ class BoundsAnalysis:
 
 def _merge(states: list[dict], most: int) -> list[dict]:
     """States with the same forms joined; all of them joined when more than `most` differ."""
+    if len(states) < 2:
+        return states
     groups: dict[frozenset, list[dict]] = {}
     for state in states:
         forms = frozenset((k, v) for k, v in state.items() if isinstance(k, tuple) and k[0] == "form")
