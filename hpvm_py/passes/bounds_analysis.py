@@ -215,16 +215,21 @@ class BoundsAnalysis:
         """The rank of a remote access must lie in [0, world_size)."""
         if rank is None or self.probing:
             return
-        iv = self.bounded(rank, state)
+        iv = self.tightened(rank, state, self.expr(rank, state))
         if not iv.within(0, self.world_size - 1):
             self.failure = f"{_where(rank, None)}: a remote access's rank may be " \
                            f"{_bound_text(iv, rank.type)}, in a world of {self.world_size}"
             raise Unprovable
 
     def access(self, ptr: K.Var, index: K.Expr, state: dict) -> None:
-        iv = self.bounded(index, state)
+        if self.probing:
+            return  # a loop head is still searched: its body's accesses are checked once it is found
         limit = self.limits.get(ptr.name)
-        if (limit is None or not iv.within(0, limit - 1)) and not self.probing:
+        iv = self.expr(index, state)
+        if limit is not None and iv.within(0, limit - 1):
+            return  # the interval alone suffices: no relation needs to be searched
+        iv = self.tightened(index, state, iv)
+        if limit is None or not iv.within(0, limit - 1):
             held = "an unknown number of" if limit is None else str(limit)
             self.failure = f"{_where(index, ptr)}: an index into {ptr.name} may be " \
                            f"{_bound_text(iv, index.type)}, and {ptr.name} holds {held} elements"
@@ -388,10 +393,10 @@ class BoundsAnalysis:
             return Interval(0, max(0, n - 1))
         return state.get(atom, type_range(self.types.get(atom)))
 
-    def bounded(self, e: K.Expr, state: dict) -> Interval:
-        """The interval of e, tightened by its affine sum (over the variables as written, and
-        over their forms' atoms) bounded by the relations whose terms it contains (scaled)."""
-        iv = self.expr(e, state)
+    def tightened(self, e: K.Expr, state: dict, iv: Interval) -> Interval:
+        """e's interval `iv` (as expr() gives it), tightened by e's affine sum (over the variables
+        as written, and over their forms' atoms) bounded by the relations whose terms it contains
+        (scaled)."""
         if not any(isinstance(k, tuple) for k in state):
             return iv
         plain = self.affine(e, state, False)
