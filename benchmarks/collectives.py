@@ -197,6 +197,8 @@ if __name__ == "__main__":
     parser.add_argument("--launch", action="store_true", help="GPU: time the whole node launch too")
     parser.add_argument("--overlap", action="store_true", help="GPU: the compute/comm overlap step")
     parser.add_argument("--quick", action="store_true", help="GPU: only the quantized all-reduce")
+    parser.add_argument("--min-calls", type=int, default=20,
+                        help="GPU: calls per timed batch at least (nccl-tests' default: 20)")
     parser.add_argument("--moe", action="store_true",
                         help="GPU (implies --gpu): the mixture-of-experts dispatch/combine against "
                         "all_to_all_single, instead of the all-reduce tables")
@@ -210,7 +212,8 @@ if __name__ == "__main__":
             # stores' scratch (66 MiB on 4 GPUs in the sweep) and, with --quick, the quantized
             # workspace (at most 5/8 of a bf16 buffer's bytes)
             os.environ.setdefault("HPVM_HEAP_BYTES", f"{mib + 80 + (mib if options.quick else 0)}M")
-            gpu_main(options.sweep, options.launch, options.overlap, mib << 20, options.quick, options.moe)
+            gpu_main(options.sweep, options.launch, options.overlap, mib << 20, options.quick, options.moe,
+                     options.min_calls)
         else:
             _launch_gpu(sys.argv[1:])
     elif os.environ.get("HPVM_BENCH_CHILD"):

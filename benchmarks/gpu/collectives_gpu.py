@@ -5,10 +5,11 @@ same bytes from the peer (both ranks at once: the link's ceiling, `CE bus`) with
 kernel's busbw as a share of it (`str/CE`; issue 22's target: 95% from 256 MiB).
 
 Started by `python benchmarks/collectives.py --gpu` (which runs torchrun with one rank per GPU).
-Each row times back-to-back calls with CUDA events (rank 0's median of 5 batches, the ranks lined
-up before each batch): the direct API of hpvm_py.distributed.gpu.launch (what a communication node
-launches once the ranks agreed), each algorithm forced and the chooser's pick; NCCL is
-torch.distributed.all_reduce on a process group of its own. Up to 64 MiB the table also times
+Each row times back-to-back calls with CUDA events (rank 0's median of 5 batches of at least 20
+calls, `--min-calls`, the ranks lined up before each batch): the direct API of
+hpvm_py.distributed.gpu.launch (what a communication node launches once the ranks agreed), each
+algorithm forced and the chooser's pick; NCCL is torch.distributed.all_reduce on a process group of
+its own. Up to 64 MiB the table also times
 CUDA graphs of 20 calls each (ours and NCCL's), which leave out the host's launch cost. --sweep
 times tuning variants; --launch adds the whole communication-node launch (hpvm.launch + wait of a
 one-node graph); --overlap times a tensor-parallel step whose matmul is chunked, each chunk's
@@ -85,12 +86,20 @@ GRAPH_CALLS = 20
 GRAPH_MAX_BYTES = 64 << 20
 
 
+MIN_CALLS = 20  # calls per batch at least (--min-calls; nccl-tests times 20 by default)
+
+
 def _iters(nbytes: int) -> int:
-    return max(5, min(300, (256 << 20) // max(nbytes, 1)))
+    """Calls per timed batch. The first call of a batch also waits out the ranks' skew after the
+    barrier (tens of microseconds), for NCCL and hpvm-py alike; too few calls add a share of it
+    to both times and pull the ratio towards 1 (at 64 MiB, 5 calls a batch added 16-19 us)."""
+    return max(MIN_CALLS, min(300, (256 << 20) // max(nbytes, 1)))
 
 
 def main(sweep: bool, node: bool, overlap: bool, max_bytes: int, quick: bool = False,
-         moe: bool = False) -> None:
+         moe: bool = False, min_calls: int = MIN_CALLS) -> None:
+    global MIN_CALLS
+    MIN_CALLS = min_calls
     import torch
     import torch.distributed as dist
 
