@@ -138,3 +138,17 @@ def test_windows_clamped_at_the_image_edges_are_proven() -> None:
     sobel[1] = nbytes - 4
     assert proofs_for(p.wrapper_gaussian_smoothing, gaussian) == {smoothing: False}
     assert proofs_for(p.wrapper_compute_gradient, sobel) == {gradient: False}
+
+
+def test_neighbours_chosen_by_the_rows_parity_are_proven() -> None:
+    """The camera pipeline's demosaic reads the row above only on odd rows and the row below only
+    on even ones (its last branch is odd by elimination): proven for an even number of rows,
+    from the residues the conditions leave. With an odd number the last row is even, and its
+    neighbour below is past the image: not proven."""
+    from hpvm_suite import cava
+
+    for rows, cols, proven in ((6, 8, True), (480, 640, True), (7, 8, False), (5, 9, False)):
+        image = f32(3 * rows * cols)
+        result = f32(3 * rows * cols)
+        args = [image, image.nbytes, result, result.nbytes, rows, cols]
+        assert proofs_for(cava.demosaic_fxp_wrapper, args) == {cava.demosaic_fxp.name: proven}, (rows, cols)

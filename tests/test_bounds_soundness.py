@@ -297,6 +297,12 @@ AUDIT = [  # leaf, k's values, proven
     (audit.form_after_change, [0, 7], False),
     (audit.form_in_loop, [0, 3], False),
     (audit.forms_of_many_paths, [0, 3], False),
+    (audit.parity_neighbour, [0, 7], True), (audit.parity_neighbour, [0, 8], False),
+    (audit.parity_neighbour, [-1, 7], False),
+    (audit.parity_by_elimination, [0, 7], True), (audit.parity_by_elimination, [-1, 7], False),
+    (audit.parity_by_elimination, [0, 8], False),
+    (audit.parity_after_change, [0, 6], False), (audit.parity_after_change, [0, 5], True),
+    (audit.parity_of_negatives, [-3, 4], True), (audit.parity_of_negatives, [-4, 5], False),
 ]
 
 

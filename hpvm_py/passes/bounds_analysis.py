@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from ..ir import kernel as K
 from ..types import ScalarType
-from .intervals import (BOOL, INF, TOP, Form, Interval, State, binop, exact_binop, fit, forget,
+from .intervals import (BOOL, INF, TOP, Form, Interval, Residue, State, binop, exact_binop, fit, forget,
                         is_fact, join_states, mul, type_range, widen_states, widens)
 
 WIDEN_AFTER = 3  # rounds of plain joins before bounds that still grow are widened
@@ -90,9 +90,9 @@ class BoundsAnalysis:
                 if isinstance(stmt, K.If):
                     self.expr(stmt.cond, state)
                     for truth, branch in ((True, stmt.then), (False, stmt.orelse)):
-                        where = self.refine(stmt.cond, state, truth)
-                        if where is not None:
-                            after.extend(self.paths(branch, [where]))
+                        wheres = self.refinements(stmt.cond, state, truth)
+                        if wheres:
+                            after.extend(self.paths(branch, _merge(wheres, MAX_PATHS)))
                 else:
                     out = self.stmt(stmt, state)
                     if out is not None:
@@ -239,16 +239,28 @@ class BoundsAnalysis:
 
     def refine(self, cond: K.Expr, state: dict, truth: bool) -> State:
         """The state where `cond` evaluates to `truth`; None when it cannot."""
+        return join_states(*self.refinements(cond, state, truth))
+
+    def refinements(self, cond: K.Expr, state: dict, truth: bool) -> list[dict]:
+        """The states where `cond` evaluates to `truth`, one per way it can (`a or b`: a holds,
+        or a does not and b does), joined past MAX_PATHS; [] when it cannot. Kept apart, the
+        ways keep what each knows: not (row even and col even), then not (row even and col odd)
+        leaves row odd, which their join forgets."""
         if isinstance(cond, K.Logical):
             both = (cond.op == "land") == truth
-            first = self.refine(cond.lhs, state, truth)
+            firsts = self.refinements(cond.lhs, state, truth)
             if both:
-                return None if first is None else self.refine(cond.rhs, first, truth)
-            # the left side decides, or it does not and the right side does
-            other = self.refine(cond.lhs, state, not truth)
-            return join_states(first, None if other is None else self.refine(cond.rhs, other, truth))
+                ways = [way for first in firsts for way in self.refinements(cond.rhs, first, truth)]
+            else:  # the left side decides, or it does not and the right side does
+                ways = firsts + [way for other in self.refinements(cond.lhs, state, not truth)
+                                 for way in self.refinements(cond.rhs, other, truth)]
+            return ways if len(ways) <= MAX_PATHS else [join_states(*ways)]  # type: ignore[list-item]
         if isinstance(cond, K.UnaryOp) and cond.op == "not":
-            return self.refine(cond.operand, state, not truth)
+            return self.refinements(cond.operand, state, not truth)
+        one = self._refine_one(cond, state, truth)
+        return [] if one is None else [one]
+
+    def _refine_one(self, cond: K.Expr, state: dict, truth: bool) -> State:
         if isinstance(cond, K.Const):
             return state if bool(cond.value) == truth else None
         if isinstance(cond, K.Var) and _is_int(cond.type) and cond.type.is_bool:
@@ -256,6 +268,9 @@ class BoundsAnalysis:
         if not isinstance(cond, K.Compare) or not _is_int(cond.lhs.type):
             return state
         op = cond.op if truth else _NEGATE[cond.op]
+        applies, refined = self._congruence(cond, op, state)
+        if applies:
+            return refined
         refined = self._bound(cond.lhs, op, self.expr(cond.rhs, state), state)
         if refined is None:
             return None
@@ -282,10 +297,66 @@ class BoundsAnalysis:
                        "gt": Interval(other.lo + 1, INF), "ge": Interval(other.lo, INF),
                        "eq": other}[op]
             narrowed = iv.meet(allowed)
+        residue = state.get(("mod", target.name))
+        if narrowed is not None and residue is not None:
+            narrowed = residue.snap(narrowed)
         if narrowed is None:
             return None  # no value of the variable satisfies the condition
         state = dict(state)
         state[target.name] = narrowed
+        return state
+
+    # -- residues: `x % m == r` ---------------------------------------------------------------
+
+    def _congruence(self, cond: K.Compare, op: str, state: dict) -> tuple[bool, State]:
+        """(True, the state) where cond compares `x % m` or `x & (m - 1)` (m a power of two) with
+        a constant r for equality: x leaves remainder r (`!=` says so only for m = 2), and its
+        interval's ends move to values that do; (False, state) for any other condition."""
+        for side, other in ((cond.lhs, cond.rhs), (cond.rhs, cond.lhs)):
+            found = _remainder_of(side)
+            if found is None or not isinstance(other, K.Const) or op not in ("eq", "ne"):
+                continue
+            name, modulus = found
+            rest = int(other.value)
+            if not 0 <= rest < modulus:  # no remainder is r: == never holds, != always does
+                return True, (None if op == "eq" else state)
+            if op == "ne":
+                if modulus != 2:
+                    known = state.get(("mod", name))
+                    return True, (None if known == Residue(modulus, rest) else state)
+                rest = 1 - rest
+            return True, self._with_residue(name, Residue(modulus, rest), state)
+        return False, state
+
+    def _with_residue(self, name: str, residue: Residue, state: dict) -> State:
+        """state where variable `name` leaves `residue`; and, where name's form is one atom
+        (`row = get_node_instance_id_x(...)`, `q = p + 1`), that atom leaves the matching one, so
+        that the sums made of it before the condition see it too."""
+        state = self._one_residue(name, residue, state)
+        form = None if state is None else state.get(("form", name))
+        if form is not None and len(form.terms) == 1:
+            (atom, coef), = form.terms
+            if coef in (1, -1):  # name = coef * atom + const, so atom = coef * (name - const)
+                rest = coef * (residue.rest - form.const) % residue.modulus
+                state = self._one_residue(atom, Residue(residue.modulus, rest), state)
+        return state
+
+    def _one_residue(self, name: Any, residue: Residue, state: dict) -> State:
+        known = state.get(("mod", name))
+        if known is not None:
+            big, small = (known, residue) if known.modulus >= residue.modulus else (residue, known)
+            if big.modulus % small.modulus:
+                return state  # remainders of unrelated moduli: keep the one known
+            if big.rest % small.modulus != small.rest:
+                return None  # the two remainders contradict each other
+            residue = big
+        state = dict(state)
+        state[("mod", name)] = residue
+        if name in state:
+            snapped = residue.snap(state[name])
+            if snapped is None:
+                return None
+            state[name] = snapped
         return state
 
     # -- relations: facts about exact affine sums -------------------------------------------
@@ -334,6 +405,9 @@ class BoundsAnalysis:
         lo = bound.lo if bound.lo == -INF else -(-int(bound.lo) // coef)  # (ceiling)
         hi = bound.hi if bound.hi == INF else int(bound.hi) // coef
         narrowed = state.get(name, type_range(self.types.get(name))).meet(Interval(lo, hi))
+        residue = state.get(("mod", name))
+        if narrowed is not None and residue is not None:
+            narrowed = residue.snap(narrowed)
         if narrowed is None:
             return None  # no value of the variable satisfies the condition
         state = dict(state)
@@ -390,7 +464,9 @@ class BoundsAnalysis:
     def _atom(self, atom: Any, state: dict) -> Interval:
         if isinstance(atom, tuple):
             n = self._extent(atom[1], atom[2])
-            return Interval(0, max(0, n - 1))
+            ids = Interval(0, max(0, n - 1))
+            residue = state.get(("mod", atom))  # (an instance id with a known remainder)
+            return ids if residue is None else residue.snap(ids) or ids
         return state.get(atom, type_range(self.types.get(atom)))
 
     def tightened(self, e: K.Expr, state: dict, iv: Interval) -> Interval:
@@ -514,17 +590,40 @@ class BoundsAnalysis:
 
 
 def _merge(states: list[dict], most: int) -> list[dict]:
-    """States with the same forms joined; all of them joined when more than `most` differ."""
+    """States with the same forms and residues joined; all of them joined when more than `most`
+    differ."""
     if len(states) < 2:
         return states
     groups: dict[frozenset, list[dict]] = {}
     for state in states:
-        forms = frozenset((k, v) for k, v in state.items() if isinstance(k, tuple) and k[0] == "form")
+        forms = frozenset((k, v) for k, v in state.items()
+                          if isinstance(k, tuple) and k[0] in ("form", "mod"))
         groups.setdefault(forms, []).append(state)
     if len(groups) > most:
         return [join_states(*states)]  # type: ignore[list-item]
     return [state if len(group) == 1 else join_states(*group)  # type: ignore[misc]
             for group in groups.values() for state in group[:1]]
+
+
+def _remainder_of(e: K.Expr) -> tuple[str, int] | None:
+    """(x, m) where e is `x % m` (m >= 2) or `x & (m - 1)` (m a power of two >= 2) of an integer
+    variable x (through casts that keep its value): e's value is x's remainder modulo m."""
+    if not isinstance(e, K.BinOp) or not _is_int(e.type):
+        return None
+    if e.op == "mod" and isinstance(e.rhs, K.Const):
+        value, modulus = e.lhs, int(e.rhs.value)
+    elif e.op == "and" and (isinstance(e.rhs, K.Const) or isinstance(e.lhs, K.Const)):
+        value, mask = (e.lhs, e.rhs) if isinstance(e.rhs, K.Const) else (e.rhs, e.lhs)
+        modulus = int(mask.value) + 1  # type: ignore[attr-defined]
+        if modulus & (modulus - 1):
+            return None
+    else:
+        return None
+    while isinstance(value, K.Cast) and widens(value.value.type, value.type):
+        value = value.value
+    if modulus < 2 or not isinstance(value, K.Var) or not _is_int(value.type):
+        return None
+    return value.name, modulus
 
 
 def _where(e: K.Expr, ptr: K.Var | None) -> str:

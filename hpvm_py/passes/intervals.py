@@ -1,9 +1,10 @@
 """The interval domain of the bounds analysis (passes/bounds_analysis.py).
 
 An abstract state maps each integer variable to the interval of values it may hold, each
-relation key ("fact", terms) to the interval of that affine sum of atoms, and each form key
+relation key ("fact", terms) to the interval of that affine sum of atoms, each form key
 ("form", name) to a Form: variable `name` holds exactly that affine sum of atoms (variables and
-instance ids) plus a constant. None is the state of
+instance ids) plus a constant, and each residue key ("mod", name) to a Residue: `name` leaves
+that remainder modulo a constant (a condition such as `row % 2 == 0` held). None is the state of
 code that cannot run (after break, continue or return). Values are mathematical integers: an
 operation whose exact result may leave its type's range wraps, so it gets the whole range.
 """
@@ -45,10 +46,27 @@ class Form:
         return self if self == other else None  # a form that differs between paths holds on neither
 
 
+@dataclass(frozen=True)
+class Residue:
+    """A variable's value is `rest` modulo `modulus` (0 <= rest < modulus)."""
+    modulus: int
+    rest: int
+
+    def join(self, other: "Residue") -> "Residue | None":
+        return self if self == other else None
+
+    def snap(self, iv: Interval) -> Interval | None:
+        """iv without the values at its ends that leave another remainder (None: no value left)."""
+        lo = iv.lo if iv.lo == -INF else int(iv.lo) + (self.rest - int(iv.lo)) % self.modulus
+        hi = iv.hi if iv.hi == INF else int(iv.hi) - (int(iv.hi) - self.rest) % self.modulus
+        return Interval(lo, hi) if lo <= hi else None
+
+
 TOP = Interval(-INF, INF)
 BOOL = Interval(0, 1)
 
-State = Optional[dict]  # name or relation key -> Interval, form key -> Form; None: unreachable
+State = Optional[dict]  # name or relation key -> Interval, form key -> Form, residue key ->
+# Residue; None: unreachable
 
 
 def type_range(t: Any) -> Interval:
@@ -161,14 +179,17 @@ def widen_states(old: dict, new: dict, types: dict[str, Any]) -> dict:
 
 
 def forget(state: dict, name: str) -> dict:
-    """state without the relations and forms that mention variable `name` (it is about to
-    change), its own form included."""
+    """state without the relations, forms and residues that mention variable `name` (it is about
+    to change), its own form included."""
     out = {}
     for k, v in state.items():
         if isinstance(k, str):
             out[k] = v
         elif k[0] == "fact":
             if all(atom != name for atom, _ in k[1]):
+                out[k] = v
+        elif k[0] == "mod":
+            if k[1] != name:
                 out[k] = v
         elif k[1] != name and all(atom != name for atom, _ in v.terms):
             out[k] = v

@@ -6,7 +6,10 @@ one value over an all-to-all edge (`u`). The generated body of `consume` indexes
 and malloc'd scratch `s` with expressions built from those values, loaded values, atomics' old
 values, loop variables, chains of loop-carried variables, offsets clamped to a row or a grid as
 image filters clamp their windows (with limits sometimes one off, and a variable of the offset
-changed before the access), narrow wrapping arithmetic (i8, u8,
+changed before the access), neighbours chosen by a row's parity as a Bayer demosaic chooses them
+(`%` and `& 1`, `==` and `!=`, the last branch known only by elimination; rows sometimes one too
+many or starting at -1, the row sometimes changed after its parity was tested), narrow wrapping
+arithmetic (i8, u8,
 i16, i32, u32), division and modulo by values that may be zero or negative, shifts, float casts,
 conditional expressions and min/max/abs; loops leave by data-dependent break, continue or
 return; guards compare indices with right and wrong limits. Remote accesses (remote_load,
@@ -122,7 +125,7 @@ class _Body:
 
     def statement(self, indent: int, budget: int, in_loop: bool) -> None:
         kinds = ["assign", "reassign", "load", "store", "scratch", "atomic", "guarded", "guarded",
-                 "remote", "clamp", "clamp"]
+                 "remote", "clamp", "clamp", "parity", "parity"]
         if budget > 0:
             kinds += ["if", "for", "while", "chain"]
         if in_loop:
@@ -154,6 +157,8 @@ class _Body:
             self.remote(indent)
         elif kind == "clamp":
             self.clamp(indent)
+        elif kind == "parity":
+            self.parity(indent)
         elif kind == "if":
             self.emit(indent, f"if {self.cond(2)}:")
             self.nested(indent + 1, budget, in_loop)
@@ -243,6 +248,38 @@ class _Body:
             self.emit(indent, f"acc = acc + data[{index}]")
         else:
             self.emit(indent, f"{target}[{index}] = {self.expr(1)}")
+
+    def parity(self, indent: int) -> None:
+        """Neighbours chosen by a row's parity, as a Bayer demosaic chooses them: the row below
+        only on even rows, the row above only on odd ones (the last branch is odd only by
+        elimination of the others). In bounds when the rows are [0, size) with size even; the
+        rows sometimes reach one further or start at -1 (really out of bounds: -1 is odd in
+        Python's `%`), and the row sometimes changes between its test and the access."""
+        target = self.pick(["out", "data", "s"])
+        size = {"out": OUT, "data": DATA, "s": SCRATCH}[target]
+        below = self.draw(st.sampled_from([0, 0, 0, 1]))
+        row = self.bounded_var(indent, self.edge(size) + below, below)
+        other = self.bounded_var(indent, 2, 0)
+        even = self.pick([f"{row} % 2 == 0", f"({row} & 1) == 0", f"{row} % 2 != 1", f"0 == {row} % 2"])
+        odd = self.pick([f"{row} % 2 == 1", f"({row} & 1) != 0", f"{row} % 2 != 0", f"1 == ({row} & 1)"])
+        flip = self.pick([f"{other} % 2 == 0", f"{other} % 2 == 1"])
+
+        def access(at: int, index: str) -> None:
+            if row in self.assignable and self.draw(st.integers(0, 5)) == 0:
+                self.emit(at, f"{row} = {row} + 1")  # its old parity no longer holds
+            if target == "data":
+                self.emit(at, f"acc = acc + data[{index}]")
+            else:
+                self.emit(at, f"{target}[{index}] = {self.expr(1)}")
+
+        self.emit(indent, f"if {even} and {flip}:")
+        access(indent + 1, f"{row} + 1")
+        self.emit(indent, f"elif {even}:")
+        access(indent + 1, f"{row}")
+        self.emit(indent, f"elif {odd} and {flip}:")
+        access(indent + 1, f"{row} - 1")
+        self.emit(indent, "else:")
+        access(indent + 1, f"{row} - 1")
 
     def remote(self, indent: int) -> None:
         """A remote access in a world of one rank: its rank must be 0."""

@@ -199,3 +199,46 @@ def forms_of_many_paths(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]],
             off = off + 1
     if j < 4:
         out[off - j] = 1  # 0 to 5
+
+
+# -- residues: `x % m == r` (bounds_analysis._congruence) ----------------------------------------
+
+
+@hpvm.leaf
+def parity_neighbour(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64, k: i64):
+    if k % 2 == 0:
+        out[k + 1] = 1  # an even k below 8 is at most 6
+    else:
+        out[k - 1] = 1  # an odd k from 0 is at least 1 (-1 is odd too: Python's %)
+
+
+@hpvm.leaf
+def parity_by_elimination(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64,
+                          k: i64):
+    # a Bayer mosaic's choice of neighbours: the last branch is odd only because the others are not
+    col = k // 2
+    if k % 2 == 0 and col % 2 == 0:
+        out[k + 1] = 1
+    elif (k & 1) == 0 and col % 2 == 1:
+        out[k] = 1
+    elif k % 2 != 0 and col % 2 == 0:
+        out[k - 1] = 1
+    else:
+        out[k - 1] = 1
+
+
+@hpvm.leaf
+def parity_after_change(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64,
+                        k: i64):
+    j = k
+    if j % 2 == 0:
+        j = j + 1  # odd now
+        if j < 8:  # a proof that kept "even" would bound j by 6 here
+            out[j + 1] = 1  # k = 6: out[8]
+
+
+@hpvm.leaf
+def parity_of_negatives(out: InOut[Ptr[i64]], out_bytes: i64, data: In[Ptr[u8]], data_bytes: i64,
+                        k: i64):
+    if k % 2 == 1:  # k = -3, -1, 1, 3 for k in [-3, 4]
+        out[k + 4] = 1
