@@ -31,6 +31,11 @@ def _libcuda() -> Any:
     lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
     lib.cuCtxSetCurrent.restype = ctypes.c_int
     lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
+    # CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, CUstream);
+    # cuStreamSynchronize(CUstream)
+    lib.cuMemcpyDtoHAsync_v2.restype = lib.cuStreamSynchronize.restype = ctypes.c_int
+    lib.cuMemcpyDtoHAsync_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
     return lib
 
 
@@ -57,6 +62,16 @@ def graph_launch() -> Any:
     """libcuda's cuGraphLaunch, or None."""
     lib = _libcuda()
     return None if lib is None else lib.cuGraphLaunch
+
+
+def read_back(host: int, device: int, nbytes: int, stream: int) -> int:
+    """Copy `nbytes` from device address `device` to pinned host address `host` behind what
+    `stream` holds, then wait for that stream: the CUresult (0: the bytes are there); -1 where
+    libcuda cannot be loaded."""
+    lib = _libcuda()
+    if lib is None:
+        return -1
+    return lib.cuMemcpyDtoHAsync_v2(host, device, nbytes, stream) or lib.cuStreamSynchronize(stream)
 
 
 def context_synchronize() -> Any:

@@ -12,7 +12,7 @@ from ..ir.context import NodeContext
 from ..support import log
 from ..types import PtrType, ScalarType
 from .bounds_analysis import BoundsAnalysis
-from .intervals import Interval, wrap
+from .intervals import Interval, is_int, wrap
 
 _KEPT = 256  # proofs cached per leaf and node context
 _log = log.logger("bounds")
@@ -35,7 +35,7 @@ class BoundsProof:
         read = K.names_read(leaf.body)
         params = leaf.params
         self.relevant = [i for i, p in enumerate(params)
-                         if isinstance(p.type, PtrType) or _is_int(p.type) and (
+                         if isinstance(p.type, PtrType) or is_int(p.type) and (
                              p.name in read or i and isinstance(params[i - 1].type, PtrType))]
 
     def holds(self, args: list[Any], extents: list[tuple[int, ...]], world_size: int = 1) -> bool:
@@ -109,6 +109,3 @@ def _array_range(arg: Any, t: ScalarType) -> tuple[int, int] | None:
         arr = arr.astype(t.numpy_dtype)
     return (int(arr.min()), int(arr.max())) if arr.size else None
 
-
-def _is_int(t: Any) -> bool:
-    return isinstance(t, ScalarType) and t.is_int

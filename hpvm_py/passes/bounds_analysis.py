@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..ir import kernel as K
-from ..types import ScalarType
-from .intervals import (BOOL, INF, TOP, Form, Interval, Residue, State, binop, exact_binop, fit, forget,
+from .intervals import (BOOL, INF, TOP, Form, Interval, State, binop, exact_binop, fit, forget, is_int,
                         is_fact, join_states, mul, type_range, widen_states, widens)
+from .residues import congruence, snapped
 
 WIDEN_AFTER = 3  # rounds of plain joins before bounds that still grow are widened
 NARROW_ROUNDS = 2
-MAX_PATHS = 16  # states of one block kept apart (by their forms) before they are joined
+MAX_PATHS = 16  # states of one block kept apart (by forms and residues) before they are joined
 PATH_STEPS = 4_000  # statements analysed on separate paths in one proof; past it, paths are joined
 
 _NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
@@ -27,10 +27,6 @@ class Unprovable(Exception):
 class _LoopExits:
     breaks: list[State] = field(default_factory=list)
     continues: list[State] = field(default_factory=list)
-
-
-def _is_int(t: Any) -> bool:
-    return isinstance(t, ScalarType) and t.is_int
 
 
 class BoundsAnalysis:
@@ -52,7 +48,7 @@ class BoundsAnalysis:
     def run(self) -> bool:
         state: dict = dict(self.values)
         for name, t in self.leaf.locals.items():
-            if _is_int(t):
+            if is_int(t):
                 state[name] = Interval(0, 0)  # every backend zeroes locals
         try:
             self._malloc_limits(state)
@@ -106,7 +102,7 @@ class BoundsAnalysis:
             if isinstance(stmt.value, K.Malloc):
                 return state
             t = self.types.get(stmt.target)
-            if not _is_int(t):
+            if not is_int(t):
                 self.expr(stmt.value, state)
                 return forget(state, stmt.target)
             value = self.expr(stmt.value, state)
@@ -154,7 +150,7 @@ class BoundsAnalysis:
 
         def enter(head: dict) -> State:
             inside = forget(head, stmt.var)
-            if _is_int(t):
+            if is_int(t):
                 inside[stmt.var] = fit(var, t)
             return inside
 
@@ -263,12 +259,12 @@ class BoundsAnalysis:
     def _refine_one(self, cond: K.Expr, state: dict, truth: bool) -> State:
         if isinstance(cond, K.Const):
             return state if bool(cond.value) == truth else None
-        if isinstance(cond, K.Var) and _is_int(cond.type) and cond.type.is_bool:
+        if isinstance(cond, K.Var) and is_int(cond.type) and cond.type.is_bool:
             return self._bound(cond, "eq", Interval(int(truth), int(truth)), state)
-        if not isinstance(cond, K.Compare) or not _is_int(cond.lhs.type):
+        if not isinstance(cond, K.Compare) or not is_int(cond.lhs.type):
             return state
         op = cond.op if truth else _NEGATE[cond.op]
-        applies, refined = self._congruence(cond, op, state)
+        applies, refined = congruence(cond, op, state)
         if applies:
             return refined
         refined = self._bound(cond.lhs, op, self.expr(cond.rhs, state), state)
@@ -297,66 +293,12 @@ class BoundsAnalysis:
                        "gt": Interval(other.lo + 1, INF), "ge": Interval(other.lo, INF),
                        "eq": other}[op]
             narrowed = iv.meet(allowed)
-        residue = state.get(("mod", target.name))
-        if narrowed is not None and residue is not None:
-            narrowed = residue.snap(narrowed)
+        if narrowed is not None:
+            narrowed = snapped(narrowed, target.name, state)
         if narrowed is None:
             return None  # no value of the variable satisfies the condition
         state = dict(state)
         state[target.name] = narrowed
-        return state
-
-    # -- residues: `x % m == r` ---------------------------------------------------------------
-
-    def _congruence(self, cond: K.Compare, op: str, state: dict) -> tuple[bool, State]:
-        """(True, the state) where cond compares `x % m` or `x & (m - 1)` (m a power of two) with
-        a constant r for equality: x leaves remainder r (`!=` says so only for m = 2), and its
-        interval's ends move to values that do; (False, state) for any other condition."""
-        for side, other in ((cond.lhs, cond.rhs), (cond.rhs, cond.lhs)):
-            found = _remainder_of(side)
-            if found is None or not isinstance(other, K.Const) or op not in ("eq", "ne"):
-                continue
-            name, modulus = found
-            rest = int(other.value)
-            if not 0 <= rest < modulus:  # no remainder is r: == never holds, != always does
-                return True, (None if op == "eq" else state)
-            if op == "ne":
-                if modulus != 2:
-                    known = state.get(("mod", name))
-                    return True, (None if known == Residue(modulus, rest) else state)
-                rest = 1 - rest
-            return True, self._with_residue(name, Residue(modulus, rest), state)
-        return False, state
-
-    def _with_residue(self, name: str, residue: Residue, state: dict) -> State:
-        """state where variable `name` leaves `residue`; and, where name's form is one atom
-        (`row = get_node_instance_id_x(...)`, `q = p + 1`), that atom leaves the matching one, so
-        that the sums made of it before the condition see it too."""
-        state = self._one_residue(name, residue, state)
-        form = None if state is None else state.get(("form", name))
-        if form is not None and len(form.terms) == 1:
-            (atom, coef), = form.terms
-            if coef in (1, -1):  # name = coef * atom + const, so atom = coef * (name - const)
-                rest = coef * (residue.rest - form.const) % residue.modulus
-                state = self._one_residue(atom, Residue(residue.modulus, rest), state)
-        return state
-
-    def _one_residue(self, name: Any, residue: Residue, state: dict) -> State:
-        known = state.get(("mod", name))
-        if known is not None:
-            big, small = (known, residue) if known.modulus >= residue.modulus else (residue, known)
-            if big.modulus % small.modulus:
-                return state  # remainders of unrelated moduli: keep the one known
-            if big.rest % small.modulus != small.rest:
-                return None  # the two remainders contradict each other
-            residue = big
-        state = dict(state)
-        state[("mod", name)] = residue
-        if name in state:
-            snapped = residue.snap(state[name])
-            if snapped is None:
-                return None
-            state[name] = snapped
         return state
 
     # -- relations: facts about exact affine sums -------------------------------------------
@@ -405,9 +347,8 @@ class BoundsAnalysis:
         lo = bound.lo if bound.lo == -INF else -(-int(bound.lo) // coef)  # (ceiling)
         hi = bound.hi if bound.hi == INF else int(bound.hi) // coef
         narrowed = state.get(name, type_range(self.types.get(name))).meet(Interval(lo, hi))
-        residue = state.get(("mod", name))
-        if narrowed is not None and residue is not None:
-            narrowed = residue.snap(narrowed)
+        if narrowed is not None:
+            narrowed = snapped(narrowed, name, state)
         if narrowed is None:
             return None  # no value of the variable satisfies the condition
         state = dict(state)
@@ -422,9 +363,9 @@ class BoundsAnalysis:
 
     def _affine(self, e: K.Expr, state: dict, substitute: bool) -> tuple[dict, int, Interval] | None:
         """affine(), with e's interval (as expr() gives it), computed in the same walk."""
-        if isinstance(e, K.Const) and _is_int(e.type):
+        if isinstance(e, K.Const) and is_int(e.type):
             return {}, int(e.value), Interval(int(e.value), int(e.value))
-        if isinstance(e, K.Var) and _is_int(e.type):
+        if isinstance(e, K.Var) and is_int(e.type):
             iv = state.get(e.name)
             if iv is not None and iv.lo == iv.hi:
                 return {}, int(iv.lo), iv
@@ -440,7 +381,7 @@ class BoundsAnalysis:
             return {}, n, Interval(n, n)
         if isinstance(e, K.Cast) and widens(e.value.type, e.type):
             return self._affine(e.value, state, substitute)
-        if isinstance(e, K.BinOp) and e.op in ("add", "sub", "mul") and _is_int(e.type):
+        if isinstance(e, K.BinOp) and e.op in ("add", "sub", "mul") and is_int(e.type):
             a, b = self._affine(e.lhs, state, substitute), self._affine(e.rhs, state, substitute)
             if a is None or b is None:
                 return None
@@ -464,9 +405,8 @@ class BoundsAnalysis:
     def _atom(self, atom: Any, state: dict) -> Interval:
         if isinstance(atom, tuple):
             n = self._extent(atom[1], atom[2])
-            ids = Interval(0, max(0, n - 1))
-            residue = state.get(("mod", atom))  # (an instance id with a known remainder)
-            return ids if residue is None else residue.snap(ids) or ids
+            ids = Interval(0, max(0, n - 1))  # (an instance id may have a known remainder)
+            return snapped(ids, atom, state) or ids
         return state.get(atom, type_range(self.types.get(atom)))
 
     def tightened(self, e: K.Expr, state: dict, iv: Interval) -> Interval:
@@ -520,9 +460,9 @@ class BoundsAnalysis:
     def expr(self, e: K.Expr, state: dict) -> Interval:
         t = e.type
         if isinstance(e, K.Const):
-            return Interval(int(e.value), int(e.value)) if _is_int(t) else TOP
+            return Interval(int(e.value), int(e.value)) if is_int(t) else TOP
         if isinstance(e, K.Var):
-            return state.get(e.name, type_range(t)) if _is_int(t) else TOP
+            return state.get(e.name, type_range(t)) if is_int(t) else TOP
         if isinstance(e, K.Load):
             self.access(e.ptr, e.index, state)
             self.rank(e.rank, state)
@@ -557,10 +497,10 @@ class BoundsAnalysis:
                 self.expr(e.rhs, rest)
             return BOOL
         subs = [self.expr(c, state) for c in K.child_exprs(e)]
-        if not _is_int(t):
+        if not is_int(t):
             return TOP
         if isinstance(e, K.Cast):
-            return fit(subs[0], t) if _is_int(e.value.type) else type_range(t)
+            return fit(subs[0], t) if is_int(e.value.type) else type_range(t)
         if isinstance(e, K.Compare):
             return BOOL
         if isinstance(e, K.BinOp):
@@ -603,27 +543,6 @@ def _merge(states: list[dict], most: int) -> list[dict]:
         return [join_states(*states)]  # type: ignore[list-item]
     return [state if len(group) == 1 else join_states(*group)  # type: ignore[misc]
             for group in groups.values() for state in group[:1]]
-
-
-def _remainder_of(e: K.Expr) -> tuple[str, int] | None:
-    """(x, m) where e is `x % m` (m >= 2) or `x & (m - 1)` (m a power of two >= 2) of an integer
-    variable x (through casts that keep its value): e's value is x's remainder modulo m."""
-    if not isinstance(e, K.BinOp) or not _is_int(e.type):
-        return None
-    if e.op == "mod" and isinstance(e.rhs, K.Const):
-        value, modulus = e.lhs, int(e.rhs.value)
-    elif e.op == "and" and (isinstance(e.rhs, K.Const) or isinstance(e.lhs, K.Const)):
-        value, mask = (e.lhs, e.rhs) if isinstance(e.rhs, K.Const) else (e.rhs, e.lhs)
-        modulus = int(mask.value) + 1  # type: ignore[attr-defined]
-        if modulus & (modulus - 1):
-            return None
-    else:
-        return None
-    while isinstance(value, K.Cast) and widens(value.value.type, value.type):
-        value = value.value
-    if modulus < 2 or not isinstance(value, K.Var) or not _is_int(value.type):
-        return None
-    return value.name, modulus
 
 
 def _where(e: K.Expr, ptr: K.Var | None) -> str:

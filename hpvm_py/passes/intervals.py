@@ -69,6 +69,11 @@ State = Optional[dict]  # name or relation key -> Interval, form key -> Form, re
 # Residue; None: unreachable
 
 
+def is_int(t: Any) -> bool:
+    """Whether t is an integer scalar type (bool included): the values the domain tracks."""
+    return isinstance(t, ScalarType) and t.is_int
+
+
 def type_range(t: Any) -> Interval:
     if isinstance(t, ScalarType) and t.is_int:
         return _int_range(t)

@@ -334,6 +334,7 @@ class PreparedLaunch(DeviceLaunch):
         self.chunks = chunks
         self.shared = shared
         self.stream = stream
+        self._issued_on = stream  # the stream of the last issue(), where check() reads behind it
         self.error = error
         self.outputs = outputs
         self.keep = keep  # param -> its per-instance values on the device, alive with the launch
@@ -413,6 +414,7 @@ class PreparedLaunch(DeviceLaunch):
         its error word is zeroed on torch's current stream)."""
         layout, slots, (bx, by, bz) = self.kernel.layout, self.slots, self.block
         stream = self.stream if stream is None else stream
+        self._issued_on = stream
         leaf = self.kernel.leaf
         if self.error is not None:
             self.clear_error_word()
@@ -436,7 +438,7 @@ class PreparedLaunch(DeviceLaunch):
             return
         leaf = self.kernel.leaf
         try:
-            error = self.error.cpu().tolist()
+            error = self.read_error_word(self._issued_on)
         except Exception as exc:  # noqa: BLE001 - a fault of this kernel shows at the copy
             raise faults.reported(exc, leaf.name, leaf.loc) from None
         self.kernel._report(error)

@@ -90,6 +90,7 @@ class TritonLaunch(DeviceLaunch):
         # what relaunches the compiled kernel (launcher.py), once Triton's dispatch gave it
         self._fast: OwnLauncher | TritonRunner | None = None
         self._stream: Any = None
+        self._issued_on: int | None = None  # the stream of the last issue() (None: torch's current)
 
     def relaid(self, layout: Layout) -> "TritonLaunch":
         """The same launch over another layout of programs (autotune.py tries several)."""
@@ -183,6 +184,9 @@ class TritonLaunch(DeviceLaunch):
         if self.error is not None:
             self.clear_error_word()
         faults.launched(leaf.name, leaf.loc)
+        # the stream the kernel runs on, where check() reads the error word behind it (None:
+        # torch's current one)
+        self._issued_on = (self._stream if stream is None else stream) if self._fast is not None else stream
         try:
             if self._fast is not None:
                 self._fast(self._stream if stream is None else stream)
@@ -203,7 +207,7 @@ class TritonLaunch(DeviceLaunch):
         if self.error is None or self.jit is None:
             return
         try:
-            code, index, limit = (int(v) for v in self.error.cpu().tolist())
+            code, index, limit = (int(v) for v in self.read_error_word(self._issued_on))
         except Exception as exc:  # noqa: BLE001 - a fault of this kernel shows at the copy
             raise self._reported(exc) from None
         if code:
