@@ -34,7 +34,8 @@ def _libcuda() -> Any:
     # CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, CUstream);
     # cuStreamSynchronize(CUstream)
     lib.cuMemcpyDtoHAsync_v2.restype = lib.cuStreamSynchronize.restype = ctypes.c_int
-    lib.cuMemcpyDtoHAsync_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    lib.cuMemcpyDtoHAsync_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t,
+                                         ctypes.c_void_p]
     lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
     return lib
 

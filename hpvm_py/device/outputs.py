@@ -76,9 +76,10 @@ class DeviceLaunch:
 
     def read_error_word(self, stream: int | None) -> list[int]:
         """The error word's values once the kernels `stream` holds (a CUDA stream handle; None:
-        torch's current stream of the word's device) have run: copied behind them into pinned memory, then read once that stream is done (8 us a
-        check less than a blocking copy to new host memory on an H100). Raises the copy's or
-        the kernel's failure as a RuntimeError."""
+        torch's current stream of the word's device) have run: copied behind them into pinned
+        memory, then read once that stream is done (8 us a check less than a blocking copy to
+        new host memory on an H100). Raises the copy's or the kernel's failure as a
+        RuntimeError."""
         error = self.error
         if error.device.type != "cuda":  # Triton's interpreter: the word is in host memory
             return error.tolist()

@@ -186,10 +186,11 @@ class TritonLaunch(DeviceLaunch):
         faults.launched(leaf.name, leaf.loc)
         # the stream the kernel runs on, where check() reads the error word behind it (None:
         # torch's current one)
-        self._issued_on = (self._stream if stream is None else stream) if self._fast is not None else stream
+        fast_stream = self._stream if stream is None else stream
+        self._issued_on = fast_stream if self._fast is not None else stream
         try:
             if self._fast is not None:
-                self._fast(self._stream if stream is None else stream)
+                self._fast(fast_stream)
             elif stream is None or interpreting():
                 self._dispatch()
             else:
