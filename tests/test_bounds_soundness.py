@@ -312,6 +312,13 @@ def test_the_analysis_is_sound_construct_by_construct(leaf, k_values: list[int],
     assert proven(leaf, k_values) is expected
 
 
+def test_a_launch_of_no_instance_is_proven() -> None:
+    """An empty grid runs no instance, so no access: proven whatever the indices would be (the
+    halo example's first launch, over 0 cells, ran the checked code and said so)."""
+    assert proven(audit.narrow_param, [])
+    assert not proven(audit.narrow_param, [3, 200])
+
+
 def test_past_its_budget_of_paths_the_analysis_joins_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """Paths kept apart cost analysis time; past PATH_STEPS they are joined as before forms were
     kept: the proof is weaker (the clamped grid is no longer proven), never wrong."""

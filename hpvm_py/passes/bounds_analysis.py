@@ -46,6 +46,8 @@ class BoundsAnalysis:
         self.loops: list[_LoopExits] = []
 
     def run(self) -> bool:
+        if any(0 in dims for dims in self.extents):
+            return True  # no instance runs: no access happens (a launch over an empty grid)
         state: dict = dict(self.values)
         for name, t in self.leaf.locals.items():
             if is_int(t):
