@@ -3,7 +3,8 @@
 Every rank at once, 256 MiB and 1 GiB per rank, each rank's bytes split evenly over its peers (one
 peer on two GPUs, three on four): the copy engines' pull (torch `copy_` from each peer's heap, one
 stream per peer), a Triton kernel's pull (loads of the peers' heaps, stores here; chunk c from
-peer c mod (world - 1)) and push (loads here, stores to the peers' heaps) over a few grid shapes,
+peer c mod (world - 1)) and push (loads here, stores to the peers' heaps; and, a ring's pattern,
+to the next rank's heap only) over a few grid shapes,
 then the heap all-reduce's one-shot, two-shot and push (two-shot by stores) kernels over chunk /
 warps / programs shapes (push: those whose scratch fits in HPVM_HEAP_BYTES beside the 1 GiB) and,
 on two GPUs, the stream kernel over chunk / warps / lanes / slots shapes (bf16, busbw, and for the
@@ -56,11 +57,12 @@ def pull(dst, src, bases, rank, n, WORLD: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def push(dst, src, bases, rank, n, WORLD: tl.constexpr, BLOCK: tl.constexpr):
-    """dst[i] of a peer = src[i] (chunk c's peer: _peer_of_chunk)."""
+def push(dst, src, bases, rank, n, WORLD: tl.constexpr, BLOCK: tl.constexpr, NEXT: tl.constexpr):
+    """dst[i] of a peer = src[i] (chunk c's peer: _peer_of_chunk; NEXT: the next rank's only, a
+    ring's pattern)."""
     for c in range(tl.program_id(0), tl.cdiv(n, BLOCK), tl.num_programs(0)):
         offs = c * BLOCK + tl.arange(0, BLOCK)
-        peer = dst + peer_delta(bases, rank, _peer_of_chunk(c, rank, WORLD), 4)
+        peer = dst + peer_delta(bases, rank, (rank + 1) % WORLD if NEXT else _peer_of_chunk(c, rank, WORLD), 4)
         tl.store(peer + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
 
 
@@ -119,11 +121,11 @@ def main() -> None:
             pulled = time_us(lambda: pull[(programs,)](y, x, heap.bases_tensor, rank, n, WORLD=size,
                                                      BLOCK=block, num_warps=warps),
                              10, dist.barrier)
-            pushed = time_us(lambda: push[(programs,)](x, y, heap.bases_tensor, rank, n, WORLD=size,
-                                                     BLOCK=block, num_warps=warps),
-                             10, dist.barrier)
-            out(f"{mib} MiB kernel pull / push, {block * 4 >> 10}K/{warps}/{programs}: "
-                f"{nbytes / pulled / 1e3:.0f} / {nbytes / pushed / 1e3:.0f}")
+            pushed = [time_us(lambda: push[(programs,)](x, y, heap.bases_tensor, rank, n, WORLD=size, BLOCK=block,
+                                                        NEXT=to_next, num_warps=warps), 10, dist.barrier)
+                      for to_next in (False, True)]
+            out(f"{mib} MiB kernel pull / push / push to the next rank only, {block * 4 >> 10}K/{warps}/{programs}: "
+                f"{nbytes / pulled / 1e3:.0f} / {nbytes / pushed[0] / 1e3:.0f} / {nbytes / pushed[1] / 1e3:.0f}")
         values = arena[:nbytes].view(torch.bfloat16)
         values.copy_(torch.randn(nbytes // 2, device=device).to(torch.bfloat16))
         saved = dict(G.TUNING)

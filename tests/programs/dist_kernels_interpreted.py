@@ -16,7 +16,9 @@ Checks, each reported as `KERNEL <name> ok`:
   it (EARLY), f32 sum and max and i32 sum: sizes that are not whole chunks, slices of fewer chunks
   than programs and of many (each scratch slot reused), calls back to back with no host barrier:
   bit for bit NumPy's rank-order reduction and one_shot's; then one rank pausing after each wait
-  (a mutant with one scratch slot per program fails).
+  (a mutant with one scratch slot per program fails); then what each program's slots hold
+  after a call (programs whose slots overlap fail there: the interpreter runs a rank's programs
+  one after another, so the sums alone would not show it).
 - all_reduce_one_shot_push (one-shot by stores, no final step), f32 sum and max and i32 sum, one
   chunk per program: calls back to back with no host barrier, in between calls of one-shot and
   push (so the steps' parities, which pick the rows, come from every kind of kernel): bit for bit
@@ -211,7 +213,32 @@ def push_sum(early: bool) -> None:
         K.wait = WAIT
     assert int(status[0]) == 0, "a wait timed out"
     assert np.array_equal(x.numpy(), rank_order(parts)), "a slot was overwritten before it was read"
+    push_layout(early)
     report(RANK, f"KERNEL push{' early' if early else ''} ok")
+
+
+def push_layout(early: bool) -> None:
+    """After a call, each program's slots hold the last chunk each peer stored there: chunk k of
+    program b's in slot k % 2. (The interpreter runs a rank's programs one after another, so
+    programs whose slots overlapped would pass the sums and fail here.)"""
+    slots, programs, chunks = 2, 2, 9
+    scratch = hpvm.symmetric.zeros(programs * slots * WORLD * PUSH_BLOCK, torch.float32)
+    parts = inputs(360, chunks * WORLD * PUSH_BLOCK)
+    x = hpvm.symmetric.empty(parts[0].numel(), torch.float32)
+    x.copy_(parts[RANK])
+    line_up()
+    K.all_reduce_push[(programs,)](x, x.numel(), scratch, OP=0, WIDEN=False, ELEM=4, BLOCK=PUSH_BLOCK,
+                                   EARLY=early, **COMMON)
+    line_up()  # every peer's stores into this rank's scratch are done
+    assert int(status[0]) == 0, "a wait timed out"
+    rows = scratch.view(programs, slots, WORLD, PUSH_BLOCK)
+    for b in range(programs):
+        last = {k % slots: c for k, c in enumerate(range(b, chunks, programs))}
+        for slot, c in last.items():
+            start = (RANK * chunks + c) * PUSH_BLOCK
+            for q in range(WORLD):
+                if q != RANK:
+                    assert torch.equal(rows[b, slot, q], parts[q][start:start + PUSH_BLOCK]), (b, slot, q, c)
 
 
 ROWS_PROGRAMS = 4
