@@ -11,6 +11,8 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py.errors import ExecutionError, LaunchError
 from hpvm_py.rt import args as launch_args
+from hpvm_py.rt import executor
+from hpvm_py.rt.buffers import host_view
 from programs import out_coverage as P
 
 torch = pytest.importorskip("torch")
@@ -115,3 +117,30 @@ def test_a_fresh_buffer_of_a_checked_kind_is_not_described_again(
         with pytest.raises(LaunchError, match="must hold f32 elements, got f64"):
             hpvm.launch(compiled, a, c, N)
         assert len(described) == 3
+
+
+@pytest.mark.parametrize("target", ["cpu", "python"])
+def test_a_host_view_is_made_only_for_a_kernel_that_reads_it(
+        target: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cpu target's kernels take a buffer's address: launches on tensors never seen make no flat
+    NumPy view of them (BufferArg.host_array, several microseconds a tensor); the python target's
+    interpreter reads through the view, made when it asks, and sees the tensor's data."""
+    made: list[object] = []
+    monkeypatch.setattr(executor, "host_view", lambda buf, elem: made.append(buf) or host_view(buf, elem))
+    executor._viewer.cache_clear()  # (its viewers hold the function they call)
+    try:
+        with hpvm.runtime(target):
+            compiled = hpvm.compile(P.copy_graph)
+            outputs = []
+            for _ in range(6):
+                a = torch.tensor(rng.standard_normal(N), dtype=torch.float32)
+                c = torch.zeros(N)
+                hpvm.wait(hpvm.launch(compiled, a, c, N))
+                assert torch.equal(c, a)
+                outputs.append((a, c))
+    finally:
+        executor._viewer.cache_clear()
+    if target == "cpu":
+        assert made == []
+    else:
+        assert {id(buf) for buf in made} == {id(t) for pair in outputs for t in pair}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol
 
@@ -29,14 +29,28 @@ class BufferArg:
     """A pointer argument: the memory object as the backend's device sees it.
 
     `address` is the base address on the target device, `nbytes` the object's real size (the
-    executor has already checked that the size argument the user passed does not exceed it), and
-    `array` a flat NumPy view of its elements (host backends only; None for device memory).
+    executor has already checked that the size argument the user passed does not exceed it). Host
+    memory also has a flat NumPy view of its elements, `host_array()`: given as `array`, or made
+    on first use by `view(obj)` (compiled kernels need only the address, and a launch on a buffer
+    never seen would otherwise make a view no one reads: several microseconds for a tensor).
+    Device memory has neither.
     """
 
     obj: Any
     address: int
     nbytes: int
-    array: np.ndarray | None
+    array: np.ndarray | None  # the view, once made
+    view: Callable[[Any], np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def on_host(self) -> bool:
+        return self.array is not None or self.view is not None
+
+    def host_array(self) -> np.ndarray | None:
+        """The NumPy view (made now if need be); None for device memory."""
+        if self.array is None and self.view is not None:
+            self.array, self.view = self.view(self.obj), None
+        return self.array
 
 
 class PreparedLaunch(Protocol):

@@ -214,11 +214,11 @@ class CollectiveKernel(LeafKernel):
         itself, or a view of a host buffer's NumPy view (kept while the same array comes back)."""
         import torch
 
-        if arg.array is None:  # device memory: the tracker's tensor (the user's own for heap buffers)
+        if not arg.on_host:  # device memory: the tracker's tensor (the user's own for heap buffers)
             flat = arg.obj.reshape(-1)
             want = torch_dtype(elem)
             return flat if flat.dtype == want else flat.view(torch.uint8).view(want)
-        array = arg.array
+        array = arg.host_array()
         kept = self._tensors.get((id(array), elem.name))
         if kept is not None and kept[0] is array:
             return kept[1]

@@ -8,11 +8,12 @@ in any order, so running each child node for all of them in turn is a valid sche
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -69,6 +70,12 @@ def check_grids(edge: D.Edge, src: tuple[int, ...], dst: tuple[int, ...]) -> Non
         raise VerificationError(f"one-to-one edge {edge.src} -> {edge.dst} joins grids {list(src)} and "
                                 f"{list(dst)} at launch; grids must be identical", edge.loc,
                                 rule="one-to-one-grids")
+
+
+@functools.cache
+def _viewer(elem: ScalarType) -> Callable[[Any], np.ndarray]:
+    """What makes a host buffer's flat view as `elem` when a backend first asks (BufferArg)."""
+    return functools.partial(host_view, elem=elem)
 
 
 def _selected(device: str) -> contextlib.AbstractContextManager[None]:
@@ -365,7 +372,7 @@ class Executor:
             address, nbytes = span(buf)  # (a tensor's storage may have moved since it was tracked)
             if cached is not None and cached.address == address:
                 return cached
-            arg = BufferArg(obj=buf, address=address, nbytes=nbytes, array=host_view(buf, elem))
+            arg = BufferArg(obj=buf, address=address, nbytes=nbytes, array=None, view=_viewer(elem))
             obj.host_args[elem] = arg
             return arg
         # (the user's device buffer: lookup() saw it where it was tracked, this launch)

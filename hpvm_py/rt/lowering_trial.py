@@ -67,7 +67,7 @@ def scratch_for(leaf: K.LeafFunc, args: list[Any]) -> Scratch:
         original = arg.obj
         copy = original.copy() if isinstance(original, np.ndarray) else original.clone()
         address, _ = span(copy)
-        trial[i] = replace(arg, obj=copy, address=address, array=None)
+        trial[i] = replace(arg, obj=copy, address=address, array=None, view=None)
         copies.append((copy, original))
     return Scratch(trial, copies)
 

@@ -333,7 +333,7 @@ class CpuKernel(LeafKernel):
                 continue
             buf = args[i]
             # Copies, and merging them, must cost little next to the launch itself.
-            if buf.array is None or buf.nbytes > PRIVATE_MAX_BYTES or \
+            if not buf.on_host or buf.nbytes > PRIVATE_MAX_BYTES or \
                     buf.nbytes * parts > instances * PRIVATE_BYTES_PER_INSTANCE:
                 return {}
             elem = param.type.elem

@@ -200,7 +200,7 @@ class NvptxKernel(LeafKernel):
                 if type(value) is not BufferArg:
                     raise LaunchError(f"{leaf.name}: argument {param.name!r} is a pointer and needs "
                                       f"a buffer, got {type(value).__name__}", param.loc)
-                if value.array is not None:  # a host address would fault on the GPU
+                if value.on_host:  # a host address would fault on the GPU
                     raise LaunchError(f"{leaf.name}: argument {param.name!r} is in host memory; "
                                       "target 'nvptx' needs the buffer's device copy (a torch "
                                       "CUDA tensor)", param.loc)

@@ -77,9 +77,10 @@ class PythonLeafKernel(LeafKernel):
                 continue
             if isinstance(p.type, PtrType):
                 arg = args[i]
-                assert isinstance(arg, BufferArg) and arg.array is not None
-                limit = int(args[i + 1]) // p.type.elem.nbytes if i + 1 < len(args) else len(arg.array)
-                values[i] = ops.Buffer(p.name, arg.array[:max(0, limit)], p.type.elem == bf16)
+                array = arg.host_array() if isinstance(arg, BufferArg) else None
+                assert array is not None
+                limit = int(args[i + 1]) // p.type.elem.nbytes if i + 1 < len(args) else len(array)
+                values[i] = ops.Buffer(p.name, array[:max(0, limit)], p.type.elem == bf16)
         return values
 
     def _ids(self, extents: list[tuple[int, ...]], flat: Any, leaf_count: int) -> dict[tuple[int, int], Any]:
