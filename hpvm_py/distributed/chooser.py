@@ -81,18 +81,18 @@ def stream_threshold() -> int:
 
 
 # GPU ranks, by world size: all-reduces larger than this run two-shot by stores (gpu/kernels.py's
-# all_reduce_push) instead of two-shot; world sizes not listed never do. Measured on 2 and 4 x H200
-# (benchmarks/collectives.py --gpu, benchmarks/RESULTS.md), bf16: on four GPUs push was ahead from
-# 16 MiB in 528 programs (99.0 against 106.9 µs; 4667 against 5092 at 1 GiB), the two split by
-# dtype at 8 MiB. On two, since its first chunk goes with the arrival (gpu/launch.py's shapes),
-# push is ahead from 2 MiB (2026-11-27: 15.1 against 15.6 µs at 2 MiB, 21.5 against 21.8 at 4 MiB,
-# bf16; f32 15.6 / 15.8 and 21.9 / 23.0; 760.5 against 807.8 at 256 MiB). The links carry stores
+# all_reduce_push) instead of two-shot; world sizes not listed never do. Two GPUs, since push's
+# first chunk goes with the arrival (gpu/launch.py's shapes), measured on 2 x H200
+# (benchmarks/collectives.py --gpu, benchmarks/RESULTS.md): push ahead from 2 MiB (2026-11-27: 15.1
+# against 15.6 µs at 2 MiB, 21.5 against 21.8 at 4 MiB, bf16; f32 15.6 / 15.8 and 21.9 / 23.0;
+# 760.5 against 807.8 at 256 MiB). Four GPUs, since push stores to its peers in turn from the next
+# rank on (4 x H200, 2026-11-28, one table with every algorithm forced): bf16 two-shot / push
+# 24.8 / 24.3 µs at 2 MiB, 34.5 / 34.9 at 4 MiB, 60.0 / 52.0 at 8 MiB, 107.4 / 87.2 at 16 MiB; f32
+# 19.9 / 19.7 at 1 MiB, 25.7 / 23.8 at 2 MiB, 40.3 / 34.6 at 4 MiB. The links carry stores
 # faster than the replies of loads.
-GPU_PUSH_BYTES = {2: 1 << 20, 4: 8 << 20}
-# The same for 4-byte elements where they cross over earlier: on four GPUs f32 at 8 MiB ran push
-# in 63.8 µs against two-shot's 70.0 (NCCL 64.1), where bf16 kept two-shot ahead (57.3 against
-# 61.4); at 4 MiB two-shot led in both.
-GPU_PUSH_BYTES_WIDE = {4: 6 << 20}
+GPU_PUSH_BYTES = {2: 1 << 20, 4: 4 << 20}
+# The same for 4-byte elements where they cross over earlier (four GPUs: above).
+GPU_PUSH_BYTES_WIDE = {4: 1 << 20}
 
 
 # GPU ranks, by world size: the largest all-reduce that runs one-shot by stores (gpu/kernels.py's

@@ -138,13 +138,15 @@ def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fing
 @triton.jit
 def _push_chunk(buf, n, part, slot, c, bases, rank, WORLD: tl.constexpr, ELEM: tl.constexpr,
                 BLOCK: tl.constexpr):
-    """Chunk c of every peer's slice, from my buffer into that peer's scratch slot (my row)."""
+    """Chunk c of every peer's slice, from my buffer into that peer's scratch slot (my row). The
+    peers in turn from the next rank on (rank + 1, rank + 2, ...), so that at each turn every rank
+    stores to a different one: in rank order all ranks would store into rank 0 first."""
     cols = tl.arange(0, BLOCK)
-    for q in tl.static_range(WORLD):
-        if q != rank:
-            offs = q * part + c * BLOCK + cols
-            v = tl.load(buf + offs, mask=offs < n)
-            tl.store(slot + peer_delta(bases, rank, q, ELEM) + rank * BLOCK + cols, v, mask=offs < n)
+    for d in tl.static_range(1, WORLD):
+        q = (rank + d) % WORLD
+        offs = q * part + c * BLOCK + cols
+        v = tl.load(buf + offs, mask=offs < n)
+        tl.store(slot + peer_delta(bases, rank, q, ELEM) + rank * BLOCK + cols, v, mask=offs < n)
 
 
 @triton.jit(do_not_specialize=["fingerprint"])
@@ -196,8 +198,8 @@ def all_reduce_push(buf, n, scratch, ctrl, bases, rank, status_addr, timeout_ns,
             v = tl.load(tl.where(rank == q, buf + offs, slot + q * BLOCK + cols), mask=mask)
             acc = _combine(acc, _widen(v, WIDEN), OP)
         out = acc.to(buf.dtype.element_ty)
-        for q in tl.static_range(WORLD):
-            tl.store(buf + peer_delta(bases, rank, q, ELEM) + offs, out, mask=mask)
+        for d in tl.static_range(1, WORLD + 1):  # the peers in turn as above, then my own buffer
+            tl.store(buf + peer_delta(bases, rank, (rank + d) % WORLD, ELEM) + offs, out, mask=mask)
         k += 1
     # my slice is in every buffer once every rank departs
     depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)

@@ -53,10 +53,12 @@ TUNING = {
     # a ring workspace of 16.5 MiB (stream_kernels.py)
     "stream": Tuning(block_bytes=16 << 10, warps=8, programs=264, slots=4),
     # two-shot by stores (kernels.all_reduce_push): its scratch holds two slots of a chunk per
-    # rank for each program (33 MiB on 4 ranks). On 4 x H200 (--sweep, 8 shapes) 528 programs of
-    # 8 KiB chunks were the fastest at 16 and 256 MiB: 103.4 and 1,210 µs against 109.4 and 1,240
-    # for 264 of 16 KiB
-    "push": Tuning(block_bytes=8 << 10, warps=8, programs=528),
+    # rank for each program (33 MiB on 4 ranks). On 4 x H200, once each program stored to its
+    # peers in turn from the next rank on (2026-11-28, 10 shapes against NCCL, interleaved rounds:
+    # benchmarks/RESULTS.md), 264 programs of 16 KiB chunks were among the fastest at every size
+    # from 2 MiB (16 MiB 86.8 µs, 256 MiB 1,176) and 528 of 8 KiB, the best before, behind (92.5
+    # and 1,197)
+    "push": Tuning(block_bytes=16 << 10, warps=8, programs=264),
 }
 # Where a world size has its own measured shape. Two GPUs, push: on 2 x H200 (2026-11-27, six
 # sweeps of 4-10 shapes, 1 MiB - 1 GiB, against NCCL in the same run: docs/performance.md) 512
