@@ -394,7 +394,7 @@ def test_gpu_kernels_run_by_the_interpreter_on_cpu_ranks(ranks: int, tmp_path: P
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     want = ["KERNEL quantized int8 ok", "KERNEL quantized int4 ok", "KERNEL rmsnorm-fp8 ok", "KERNEL push ok",
-            "KERNEL push early ok", "KERNEL one-shot-push ok",
+            "KERNEL push early ok", "KERNEL two-shot all-gather ok", "KERNEL one-shot-push ok",
             *(f"KERNEL {kernel} {check} ok" for kernel in ("one_shot", "push", "push early")
               for check in ("mismatch-fingerprint", "mismatch-programs", "in-step-after-mismatch")),
             "KERNEL done"]

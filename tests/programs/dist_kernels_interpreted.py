@@ -19,6 +19,8 @@ Checks, each reported as `KERNEL <name> ok`:
   (a mutant with one scratch slot per program fails); then what each program's slots hold
   after a call (programs whose slots overlap fail there: the interpreter runs a rank's programs
   one after another, so the sums alone would not show it).
+- all_reduce_two_shot and all_gather (each rank's stores or reads of its peers in turn, from the
+  next rank on): bit for bit NumPy's rank-order sum and the concatenated slices.
 - all_reduce_one_shot_push (one-shot by stores, no final step), f32 sum and max and i32 sum, one
   chunk per program: calls back to back with no host barrier, in between calls of one-shot and
   push (so the steps' parities, which pick the rows, come from every kind of kernel): bit for bit
@@ -241,6 +243,24 @@ def push_layout(early: bool) -> None:
                     assert torch.equal(rows[b, slot, q], parts[q][start:start + PUSH_BLOCK]), (b, slot, q, c)
 
 
+def two_shot_and_gather() -> None:
+    """Two-shot (its sums stored to the ranks in turn from the next one) bit for bit NumPy's
+    rank-order sum, and all-gather (the peers read in turn) every rank's slice at its place."""
+    n = 5 * WORLD * PUSH_BLOCK + 11
+    parts = inputs(370, n)
+    x, src = hpvm.symmetric.empty(n, torch.float32), hpvm.symmetric.empty(n, torch.float32)
+    x.copy_(parts[RANK])
+    src.copy_(parts[RANK])
+    gathered = torch.zeros(WORLD * n)
+    line_up()
+    K.all_reduce_two_shot[(PUSH_PROGRAMS,)](x, n, OP=0, WIDEN=False, ELEM=4, BLOCK=PUSH_BLOCK, **COMMON)
+    K.all_gather[(PUSH_PROGRAMS,)](src, gathered, n, ELEM=4, BLOCK=PUSH_BLOCK, **COMMON)
+    assert int(status[0]) == 0, "a wait timed out"
+    assert np.array_equal(x.numpy(), rank_order(parts)), "two-shot"
+    assert torch.equal(gathered, torch.cat(parts)), "all-gather"
+    report(RANK, "KERNEL two-shot all-gather ok")
+
+
 ROWS_PROGRAMS = 4
 SLOW = WORLD - 1  # the rank whose reductions dawdle in one_shot_push
 
@@ -383,6 +403,7 @@ quantized_sum("int4")
 rmsnorm_fp8()
 push_sum(False)
 push_sum(True)
+two_shot_and_gather()
 one_shot_push()
 disagreements("one_shot", one_shot)
 for first_early in (False, True):

@@ -89,9 +89,9 @@ def all_reduce_one_shot_push(buf, n, rows, ctrl, bases, rank, status_addr, timeo
     offs = b * BLOCK + cols
     mask = offs < n
     v = tl.load(buf + offs, mask=mask)
-    for q in tl.static_range(WORLD):
-        if q != rank:
-            tl.store(mine + peer_delta(bases, rank, q, ELEM) + rank * BLOCK + cols, v, mask=mask)
+    for d in tl.static_range(1, WORLD):  # the peers in turn (all_reduce_push's _push_chunk)
+        q = (rank + d) % WORLD
+        tl.store(mine + peer_delta(bases, rank, q, ELEM) + rank * BLOCK + cols, v, mask=mask)
     step, deadline, failed, status = arrive(ctrl, bases, b, rank, status_addr, timeout_ns,
                                             fingerprint, WORLD)
     n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
@@ -129,8 +129,8 @@ def all_reduce_two_shot(buf, n, ctrl, bases, rank, status_addr, timeout_ns, fing
         mask = offs < end
         acc = _reduce_ranks(buf, offs, mask, bases, rank, OP, WIDEN, WORLD, ELEM)
         out = acc.to(buf.dtype.element_ty)
-        for q in tl.static_range(WORLD):
-            tl.store(buf + peer_delta(bases, rank, q, ELEM) + offs, out, mask=mask)
+        for d in tl.static_range(1, WORLD + 1):  # the peers in turn, then my own buffer
+            tl.store(buf + peer_delta(bases, rank, (rank + d) % WORLD, ELEM) + offs, out, mask=mask)
     # my slice is in every buffer once every rank departs
     depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)
 
@@ -215,7 +215,8 @@ def all_gather(src, dst, n, ctrl, bases, rank, status_addr, timeout_ns, fingerpr
     n = tl.where(failed == 0, n, 0)  # the ranks disagree or one is missing: move no data
     for c in range(b, tl.cdiv(n, BLOCK), programs):
         offs, mask = _chunk(c, n, BLOCK)
-        for q in tl.static_range(WORLD):
+        for d in tl.static_range(1, WORLD + 1):  # the peers in turn, then my own src
+            q = (rank + d) % WORLD
             v = tl.load(src + peer_delta(bases, rank, q, ELEM) + offs, mask=mask)
             tl.store(dst + q * n + offs, v, mask=mask)
     depart(ctrl, bases, b, rank, step, deadline, failed, status, WORLD)  # every src read
