@@ -49,3 +49,27 @@ def test_threads_lose_no_count(clean_stats) -> None:
     for t in threads:
         t.join()
     assert stats.count("launches") == 20000 and stats.count("copies") == 20000
+
+
+def test_one_dict_appended_many_times_counts_each_time(clean_stats) -> None:
+    """A replay appends the same dict object at every launch (its recording's counts); the fold
+    adds each distinct dict once, times its appearances, while other threads append."""
+    shared = {"replayed_launches": 1, "nodes_run": 3}
+    other = {"replayed_launches": 2}
+
+    def work(k: int) -> None:
+        for i in range(7000):
+            stats.bump_all(shared)
+            stats.bump_all(other if i % 3 == 0 else {"launches": 1})
+            if i % (500 + k) == 0:
+                stats.snapshot()  # readers fold while others append
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    thirds = 4 * len(range(0, 7000, 3))
+    assert stats.count("replayed_launches") == 4 * 7000 + 2 * thirds
+    assert stats.count("nodes_run") == 3 * 4 * 7000
+    assert stats.count("launches") == 4 * 7000 - thirds

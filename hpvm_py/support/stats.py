@@ -40,10 +40,17 @@ def bump_one(name: str) -> None:
 
 
 def _fold() -> None:
-    """Add the pending counts in (the lock held)."""
-    while _pending:
-        for name, amount in _pending.pop().items():
-            _counts[name] += amount
+    """Add the pending counts in (the lock held). Hot paths append the same few dicts again and
+    again (a replay's counts, made once per recording), so each distinct dict is added once, times
+    the number of its appearances (counted in C): adding every appended dict key by key took about
+    2 µs of each replayed launch."""
+    batch = _pending[:]
+    del _pending[:len(batch)]  # (bump_all appends without the lock: later ones stay)
+    times = Counter(map(id, batch))
+    for key, counts in dict(zip(map(id, batch), batch)).items():
+        repeat = times[key]
+        for name, amount in counts.items():
+            _counts[name] += amount * repeat
 
 
 def copied(direction: str, nbytes: int) -> None:
