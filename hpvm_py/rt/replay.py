@@ -414,11 +414,14 @@ def _launch_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: A
         # a loop's scalars are often those of its last run: only the others are converted and
         # written (the recording's lock is held, so `last_args` is this replay's)
         last = step.last_args
+        changed = last is None
         for k, (i, port, t) in enumerate(step.from_args):
             value = args[port]
             if last is None or not same_scalar(value, last[k]):
                 prepared.set_uniform(i, scalar_argument(func, func.params[port].name, t, value))
-        step.last_args = tuple(args[port] for _, port, _ in step.from_args)
+                changed = True
+        if changed:  # (values that are the same have the same type and bits: the old ones serve)
+            step.last_args = tuple(args[port] for _, port, _ in step.from_args)
     elif step.from_args or step.from_outputs or step.redecide is not None:
         params = func.params
         uniforms = {i: scalar_argument(func, params[port].name, t, args[port])

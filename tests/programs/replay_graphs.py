@@ -54,3 +54,14 @@ def blocks(a: In[Ptr[f32]], a_bytes: i64, at: In[Ptr[i64]], at_bytes: i64, b: In
     hpvm.node(gather_block, grid=nblocks, a=a, a_bytes=a_bytes, at=at, at_bytes=at_bytes, b=b,
               b_bytes=b_bytes, w=w, k=k)
 
+
+
+@hpvm.leaf
+def copy_scalars(x: InOut[Ptr[f32]], x_bytes: i64, k: f32, m: f32):
+    x[0] = k * 1.0  # (a product keeps the sign of a zero)
+    x[1] = m * 1.0
+
+
+@hpvm.graph
+def two_scalars(x: InOut[Ptr[f32]], x_bytes: i64, k: f32, m: f32):
+    hpvm.node(copy_scalars, x=x, x_bytes=x_bytes, k=k, m=m)
