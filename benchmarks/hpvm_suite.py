@@ -28,7 +28,10 @@ device, after its own warm-up). Both end with `torch.cuda.synchronize()` on a GP
 `hpvm.wait` returns while kernels that write only tracked buffers may still run. The ratios
 against peers use the resident times. A module with PEER_WITH_COPIES (the pipeline) also has its
 Inductor program timed moving its data to and from the host as the original's host loop does,
-printed on a line of its own. --breakdown profiles one resident pass per target
+printed on a line of its own. A module with `run_in_flight` (the pipeline again: its frames
+already on the device, several pushed before the oldest is popped) has that driver checked and
+timed too (`NAME TARGET in-flight ok|FAIL resident SECONDS`), its ratio to Inductor's resident
+time among the notes; the table keeps the original's loop. --breakdown profiles one resident pass per target
 (`hpvm.profile`) and prints its GPU kernel, copy and host-launch seconds and its slowest kernels.
 """
 from __future__ import annotations
@@ -135,6 +138,25 @@ def run_target(mod, inputs: dict, expected: dict, target: str,
     except Exception as exc:  # noqa: BLE001 - a failing run is a FAIL line, not a crash
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return False, None, None, detail
+
+
+def run_in_flight(mod, inputs: dict, expected: dict, target: str,
+                  repeat: int) -> tuple[bool, float | None, str]:
+    """A module with run_in_flight (the pipeline): that driver checked, then its resident time
+    (the median of `repeat` passes after the warm-up ones)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            problem = mod.check(mod.run_in_flight(inputs, target), expected)
+            if problem is not None:
+                return False, None, problem
+            if target == "python":  # (checked only, as its plain run)
+                return True, None, ""
+            passes = Passes(repeat, device_sync(target))
+            mod.run_in_flight(inputs, target, passes)
+            return True, passes.median(), ""
+    except Exception as exc:  # noqa: BLE001 - a failing run is a FAIL line, not a crash
+        return False, None, "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
 def breakdown(mod, inputs: dict, target: str) -> str:
@@ -248,12 +270,24 @@ def main(argv: list[str] | None = None) -> int:
             row[f"{target} resident"] = resident if ok else None
             if ok and args.breakdown and target != "python":
                 print(f"    {breakdown(mod, inputs, target)}", flush=True)
+            if hasattr(mod, "run_in_flight"):
+                ok, flight, detail = run_in_flight(mod, inputs, expected, target, repeat)
+                failures += not ok
+                print(f"{name} {target} in-flight {'ok' if ok else 'FAIL'}"
+                      f"{'' if flight is None else f' resident {flight:.4f}s'}", flush=True)
+                if detail:
+                    print(f"    {detail}", flush=True)
+                row[f"{target} in flight"] = flight
         for peer in peers:
             seconds, why = run_peer(mod, inputs, peer, repeat)
             row[peer] = seconds
             if why:
                 notes.append(f"n/a: {name} {peer}: {why}")
             print(f"{name} {peer} {'n/a' if seconds is None else f'{seconds:.3f}s'}", flush=True)
+            flights = [row[f"{t} in flight"] for t in targets if row.get(f"{t} in flight")]
+            if peer == "inductor-cuda" and seconds is not None and flights:
+                notes.append(f"{name} with frames in flight (run_in_flight): best GPU target "
+                             f"{min(flights) * 1e3:.1f} ms, {peer} {seconds / min(flights):.2f}x")
             if peer == "inductor-cuda" and seconds is not None and getattr(mod, "PEER_WITH_COPIES", False):
                 moved, _ = run_peer(mod, inputs, peer, repeat, copies=True)
                 if moved is not None:

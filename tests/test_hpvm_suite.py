@@ -24,6 +24,8 @@ def test_suite_small_runs_and_checks_on_cpu_and_python() -> None:
         for target in ("cpu", "python"):
             assert any(ln.startswith(f"{name} {target} ok ") for ln in lines), result.stdout
     assert any(ln.startswith("benchmark | cpu | python |") for ln in lines), result.stdout
+    for target in ("cpu", "python"):  # the pipeline's frames-in-flight driver, checked too
+        assert any(ln.startswith(f"pipeline {target} in-flight ok") for ln in lines), result.stdout
 
 
 def test_suite_rejects_an_unknown_benchmark() -> None:

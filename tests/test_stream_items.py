@@ -18,6 +18,7 @@ import hpvm_py as hpvm
 from hpvm_py.device import gpu_device
 from hpvm_py.device import streams as S
 from hpvm_py.errors import ExecutionError
+from hpvm_py.rt import tracker as tracker_module
 from hpvm_py.rt.stream import item_slots
 from hpvm_py.rt.stream import items as I
 from programs import stream_graphs as g
@@ -294,13 +295,17 @@ def test_an_item_with_an_empty_grid_runs_alone_between_whole_items(rng,
             assert result == 0 and not y.any()
 
 
+@pytest.mark.parametrize("tracked", [False, True])
 @pytest.mark.parametrize("seed", range(6))
 def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(
-        seed: int, monkeypatch, item_target: str) -> None:
-    """Generated pushes whose buffers come from a pool of three arrays and two read-only views of
-    one base (so items share what they write, and an item may pass one array as two of its
-    buffers), with every event saying 'not yet' at first so items pile up in flight: the popped
-    values and the pool's final contents equal running the items one after another in NumPy."""
+        seed: int, tracked: bool, monkeypatch, item_target: str) -> None:
+    """Generated pushes whose buffers come from a pool of three arrays (tracked by the user, so
+    used in place on the device, or not), two read-only views of one base and fresh arrays (so
+    items share what they write, an item may pass one array as two of its buffers, and the next
+    push may pass others of the same sizes), with k from two values (so a push often repeats the
+    last one's scalars: its item is the last one's on other buffers) and every event saying 'not
+    yet' at first so items pile up in flight: the popped values and the pool's final contents
+    equal running the items one after another in NumPy."""
     real_done = S.ItemEvent.done
 
     def done(self: S.ItemEvent) -> bool:
@@ -316,10 +321,11 @@ def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(
     for view in views:
         view.flags.writeable = False
     pushes = []
-    for _ in range(8):
-        a = (pool + views)[int(rng.integers(0, 5))]
+    for _ in range(10):
+        pick = int(rng.integers(0, 6))
+        a = rng.random(n, dtype=np.float32) if pick == 5 else (pool + views)[pick]
         b, c = pool[int(rng.integers(0, 3))], pool[int(rng.integers(0, 3))]
-        pushes.append((a, b, c, np.float32(rng.random() - 0.5)))
+        pushes.append((a, b, c, np.float32((0.5, -0.25)[int(rng.integers(0, 2))])))
     expected_pool = [p.copy() for p in pool]
     expected = []
     for a, b, c, k in pushes:  # the same steps in NumPy, on copies with the same aliasing
@@ -329,6 +335,9 @@ def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(
         c_ += b_ * (k + np.float32(1))
         expected.append(c_[0])
     with hpvm.runtime(item_target):
+        if tracked:
+            for p in pool:
+                hpvm.track_memory(p)
         before = hpvm.stats()
         handle = hpvm.launch(g.chained_updates, stream=True, depth=8)
         for a, b, c, k in pushes:
@@ -336,6 +345,9 @@ def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(
         popped = [hpvm.pop(handle, timeout=300)[0] for _ in pushes]
         hpvm.wait(handle, timeout=60)
         assert _whole(before, hpvm.stats()) == len(pushes)
+        if tracked:
+            for p in pool:
+                hpvm.request_memory(p)
     np.testing.assert_allclose(popped, expected, rtol=1e-6)
     for got, want in zip(pool, expected_pool):
         np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -400,3 +412,91 @@ def test_a_launch_with_scratch_sized_by_a_scalar_is_rebuilt_when_it_changes(
         assert result == (m,)
         np.testing.assert_array_equal(y[:m], x[:m][::-1])
         assert not y[m:].any()
+
+
+def test_views_the_host_drops_right_after_push_still_run_whole(rng, monkeypatch,
+                                                               item_target: str) -> None:
+    """Every push passes fresh views (rows of two arrays) that the host drops at once, while the
+    tracker forgets dropped buffers every few launches and no event has passed yet: an item's
+    buffers stay its own until it completes, so every item runs whole and writes its row."""
+    monkeypatch.setattr(tracker_module, "SWEEP_AT_LEAST", 2)
+    real_done = S.ItemEvent.done
+
+    def done(self: S.ItemEvent) -> bool:
+        self.queries = getattr(self, "queries", 0) + 1
+        return self.queries > 3 and real_done(self)
+
+    monkeypatch.setattr(S.ItemEvent, "done", done)
+    n, count = 24, 12
+    xs = rng.random((count, n), dtype=np.float32) + 1
+    ys = np.zeros((count, n), np.float32)
+    with hpvm.runtime(item_target):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True, depth=8)
+        for k in range(count):
+            hpvm.push(handle, xs[k], 4 * n, ys[k], 4 * n, 2.0, n, timeout=60)
+        popped = [hpvm.pop(handle, timeout=300)[0] for _ in range(count)]
+        hpvm.wait(handle, timeout=60)
+        assert _whole(before, hpvm.stats()) == count
+    np.testing.assert_allclose(ys, xs / xs.max(axis=1, keepdims=True) * 2, rtol=1e-6)
+    np.testing.assert_allclose(popped, xs.max(axis=1) * 2, rtol=1e-6)
+
+
+def test_items_over_tracked_buffers_wait_on_the_device_and_repoint_their_slots(
+        rng, monkeypatch, item_target: str) -> None:
+    """Every item adds its x into the same tracked `total` and writes a tracked output of its
+    own, while no event has passed yet: each item's slot stream waits for the items before it on
+    the device (no item is completed on the host first: the slots fill), and a slot that ran an
+    item of the same sizes takes the next one's output by pointing its launches at it. The
+    running sums are those of the items in push order."""
+    real_done = S.ItemEvent.done
+
+    def done(self: S.ItemEvent) -> bool:
+        self.queries = getattr(self, "queries", 0) + 1
+        return self.queries > 3 and real_done(self)
+
+    monkeypatch.setattr(S.ItemEvent, "done", done)
+    n, count = 20, 9
+    xs = [rng.random(n, dtype=np.float32) for _ in range(count)]
+    total = np.zeros(n, np.float32)
+    outs = [np.zeros(n, np.float32) for _ in range(count)]
+    S.FAKE_LOG.clear()
+    with hpvm.runtime(item_target):
+        for buf in [total, *outs]:
+            hpvm.track_memory(buf)
+        before = hpvm.stats()
+        handle = hpvm.launch(g.running_total, stream=True, depth=8)
+        for x, out in zip(xs, outs):
+            hpvm.push(handle, x, x.nbytes, total, total.nbytes, out, out.nbytes, n, timeout=60)
+        hpvm.wait(handle, timeout=600)
+        after = hpvm.stats()
+        for buf in [total, *outs]:
+            hpvm.request_memory(buf)
+    running = np.zeros(n, np.float32)
+    for x, out in zip(xs, outs):
+        running = running + x
+        np.testing.assert_allclose(out, running * 2, rtol=1e-6)
+    np.testing.assert_allclose(total, running, rtol=1e-6)
+    assert _whole(before, after) == count
+    assert _delta(before, after, "stream_slot_repoints") >= count - I.SLOTS
+    if gpu_device().startswith("fake"):
+        waits = [e for e in S.FAKE_LOG if e[0] == "wait"]
+        assert len(waits) >= count - 1  # each item after the first waits for those in flight
+
+
+def test_the_suite_pipeline_with_frames_in_flight_runs_every_frame_whole(monkeypatch,
+                                                                       item_target: str) -> None:
+    """examples/hpvm_suite/pipeline.py's run_in_flight: several frames pushed before the oldest
+    is popped, each with its own frame and edge plane and all sharing the tracked intermediate
+    images: every frame runs whole and the edges match NumPy's."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from hpvm_suite import pipeline as P
+
+    started = []
+    real_start = I.ItemRunner._start
+    monkeypatch.setattr(I.ItemRunner, "_start", lambda self, item: started.append(
+        real_start(self, item)) or started[-1])  # (the port opens its own runtime: count here)
+    inputs = P.make_inputs(24, 32, 5)
+    outputs = P.run_in_flight(inputs, item_target, depth=3)
+    assert P.check(outputs, P.reference(inputs)) is None
+    assert started == [True] * 5

@@ -110,6 +110,13 @@ class DeviceLaunch:
         return not self.stale
 
     @property
+    def movable_buffers(self) -> bool:
+        """set_buffer() is sound on this launch: nothing packed depends on a buffer parameter but
+        its address and size (a stream slot points its launches at an item's buffers while they
+        keep their per-instance inputs, the slot's own producers' arrays)."""
+        raise NotImplementedError
+
+    @property
     def repointable(self) -> bool:
         raise NotImplementedError
 

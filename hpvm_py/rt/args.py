@@ -11,7 +11,7 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64, i64
-from .buffers import HOST, buffer_kind, describe, elem_matches, is_buffer, span, why_not_writable
+from .buffers import HOST, buffer_kind, describe, elem_matches, is_buffer, moved, span, why_not_writable
 from .executor import BoundBuffer
 from .tracker import MemoryObject, MemoryTracker
 
@@ -69,27 +69,53 @@ def _arity(func: D.GraphFunc, companions: dict[int, int], problem: str) -> str:
             f"({', '.join(short)}), by position or by name: {problem}")
 
 
+_IMMUTABLE = (int, float, np.generic)  # numbers whose value an argument object keeps
+
+
 def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker,
-                   devices: set[str]) -> list[Any]:
+                   devices: set[str], last: tuple[tuple[Any, ...], list[Any]] | None = None
+                   ) -> list[Any]:
     """One value per parameter: BoundBuffer for pointers, a typed NumPy scalar otherwise.
 
-    devices: where the graph's leaves run; a buffer on any other device is rejected.
+    devices: where the graph's leaves run; a buffer on any other device is rejected. last: the
+    arguments and values of this graph's previous call with the same `devices` (a stream's last
+    push): an argument that is the very object it was then keeps its value when that cannot have
+    changed (a number; a buffer still tracked as the same memory, still writable if written).
     """
     if len(args) != len(func.params):
         names = ", ".join(p.name for p in func.params)
         raise LaunchError(f"graph {func.name} takes {len(func.params)} argument(s) ({names}), "
                           f"got {len(args)}", caller_loc())
     env: list[Any] = []
-    for i, (p, arg) in enumerate(zip(func.params, args)):
-        if isinstance(p.type, PtrType):
-            env.append(_buffer(func, p, arg, tracker, devices))
-        else:
+    last_args, last_env = last if last is not None else (None, None)
+    params = func.params
+    for i, (p, arg) in enumerate(zip(params, args)):
+        value = _unchanged(p, arg, last_args[i], last_env[i]) if last_args is not None else None
+        if value is None:
+            if isinstance(p.type, PtrType):
+                env.append(_buffer(func, p, arg, tracker, devices))
+                continue
             assert isinstance(p.type, ScalarType)
             value = scalar_argument(func, p.name, p.type, arg)
-            if i > 0 and isinstance(func.params[i - 1].type, PtrType):
-                _check_size(func, func.params[i - 1].name, env[i - 1], p.name, int(value))
-            env.append(value)
+        env.append(value)
+        if i > 0 and isinstance(params[i - 1].type, PtrType) and isinstance(p.type, ScalarType) and \
+                (last_env is None or value is not last_env[i] or env[i - 1] is not last_env[i - 1]):
+            _check_size(func, params[i - 1].name, env[i - 1], p.name, int(value))
     return env
+
+
+def _unchanged(p: Any, arg: Any, last_arg: Any, last_value: Any) -> Any:
+    """The last call's value of parameter p when `arg` is the object it was given then and the
+    value cannot have changed since, else None."""
+    if arg is not last_arg:
+        return None
+    if isinstance(last_value, BoundBuffer):
+        obj = last_value.obj
+        if obj.released or moved(arg, obj.address, obj.nbytes) or \
+                (p.direction != "in" and why_not_writable(arg) is not None):
+            return None
+        return last_value
+    return last_value if isinstance(arg, _IMMUTABLE) else None
 
 
 def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str]) -> BoundBuffer:

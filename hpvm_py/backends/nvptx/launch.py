@@ -352,13 +352,19 @@ class PreparedLaunch(DeviceLaunch):
         return self.error is None
 
     @property
+    def movable_buffers(self) -> bool:
+        """set_buffer() is sound: nothing packed depends on a buffer but its address and size (a
+        checked kernel's error word and the lanes kernel's choice were made for these buffers,
+        remote accesses go through the heap's bases)."""
+        return self.fn is not None and self.error is None and self.plain is None and \
+            not self.kernel.layout.remote
+
+    @property
     def repointable(self) -> bool:
-        """set_buffer() may point it at other buffers: nothing packed depends on a buffer but its
-        size (a checked kernel's error word, malloc scratch sized by scalars, remote accesses and
-        per-instance inputs are per launch)."""
+        """set_buffer() may point it at other buffers for another launch: movable buffers, and
+        neither malloc scratch sized by scalars nor per-instance inputs, which are per launch."""
         scratch = self.kernel.scratch
-        return self.fn is not None and self.error is None and not self.keep and self.plain is None \
-            and not self.kernel.layout.remote and (scratch is None or not scratch.dynamic)
+        return self.movable_buffers and not self.keep and (scratch is None or not scratch.dynamic)
 
     @property
     def patchable(self) -> bool:

@@ -106,11 +106,18 @@ class TritonLaunch(DeviceLaunch):
         return self.error is None and not self.scratch
 
     @property
+    def movable_buffers(self) -> bool:
+        """set_buffer() is sound: nothing in the call depends on a buffer but its address and size
+        (a checked kernel's limits were set for these buffers; the heap's accesses go through
+        its bases)."""
+        return self.jit is not None and self.error is None and not self.heap
+
+    @property
     def repointable(self) -> bool:
-        """set_buffer() may point it at other buffers: nothing in the call depends on a buffer but
-        its size (a checked kernel's limits and malloc scratch depend on scalars too)."""
-        return self.jit is not None and self.error is None and not self.scratch and \
-            not self.values and not self.heap
+        """set_buffer() may point it at other buffers for another launch: movable buffers, and
+        neither malloc scratch (sized by scalars too) nor per-instance inputs, which are per
+        launch."""
+        return self.movable_buffers and not self.scratch and not self.values
 
     @property
     def patchable(self) -> bool:

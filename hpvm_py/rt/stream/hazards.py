@@ -5,22 +5,28 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from ..tracker import MemoryObject
 
 POLL = 0.05  # seconds between a waiting stage thread's checks of the stream's stop and failure
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # (some thirty a push)
 class Use:
-    """One stage's use of one buffer for one item."""
+    """One stage's use of one buffer for one item. It holds the user's buffer: the tracker
+    forgets an implicit object once nothing but itself refers to that buffer (tracker.py,
+    held_only_here), and a view the host pushed and dropped must outlive the item."""
 
     item: int
     stage: int
     obj: MemoryObject
     writes: bool
+    user: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.user = self.obj.user
 
 
 class Hazards:
@@ -33,11 +39,20 @@ class Hazards:
         """Register a pushed item's uses (items come in push order); returns the buffers that no
         earlier item in flight uses."""
         with self._changed:
-            idle = {id(u.obj): u.obj for u in uses if id(u.obj) not in self._by_object}
+            by_object, by_stage = self._by_object, self._by_stage
+            idle: list[MemoryObject] = []
             for use in uses:
-                self._by_object.setdefault(id(use.obj), deque()).append(use)
-                self._by_stage.setdefault((use.item, use.stage), []).append(use)
-            return list(idle.values())
+                same = by_object.get(id(use.obj))
+                if same is None:  # (an object this item uses twice: idle once, at its first use)
+                    same = by_object[id(use.obj)] = deque()
+                    idle.append(use.obj)
+                same.append(use)
+                at = by_stage.get((use.item, use.stage))
+                if at is None:
+                    by_stage[(use.item, use.stage)] = [use]
+                else:
+                    at.append(use)
+            return idle
 
     def withdraw(self, item: int, stages: int) -> None:
         """A push that gave its item to no stage: forget its uses."""

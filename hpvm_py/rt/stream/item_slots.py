@@ -3,7 +3,6 @@ item's stages, buffers and scalars, and a slot's CUDA stream, device memory, pin
 packed launches, built once per item shape and issued item after item."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import threading
@@ -20,7 +19,7 @@ from ...passes.bounds import BoundsProof
 from ...support import profile, stats
 from ..args import same_scalar
 from ..buffers import HOST, span
-from ..executor import Executor
+from ..executor import BoundBuffer, Executor
 from ..tracker import MemoryObject
 from .stages import Stage, StageFailed
 
@@ -75,22 +74,100 @@ class Item:
                 tuple(o.nbytes for o in self.objects), tuple(self.tracked),
                 tuple(tuple(s.buffers) for s in self.stages))
 
-    def again(self) -> "Item":
-        """The same item pushed again: what issue() fills per item starts afresh."""
-        return Item([dataclasses.replace(s, outputs=[]) for s in self.stages], self.objects,
-                    self.reads, self.writes, self.tracked)
+    def again(self, objects: list[MemoryObject] | None = None) -> "Item":
+        """The same item pushed again (on `objects` instead of its own, of the same sizes): what
+        issue() fills per item starts afresh. (Made field by field: dataclasses.replace costs
+        microseconds an item.)"""
+        stages = [StageItem(s.extents, s.parents, s.kernel, s.buffers, s.scalars, s.forwarded)
+                  for s in self.stages]
+        return Item(stages, self.objects if objects is None else objects, self.reads, self.writes,
+                    self.tracked)
 
-    def shares_memory(self, other: "Item") -> bool:
-        """Whether the two items touch common memory and either writes it."""
-        for a, wa in zip(self.objects, self.writes):
-            for b, wb in zip(other.objects, other.writes):
-                if (wa or wb) and overlap(a, b):
-                    return True
-        return False
+    def conflict(self, other: "Item") -> str:
+        """How this item must wait for `other`, pushed before it, when they touch common memory
+        and either writes it: "device" when every such buffer is used in place on the device by
+        both (the slot's stream waits for the other's event), "host" when one is copied through
+        a slot (the other's results must be back first); "" when they share nothing written."""
+        found = ""
+        for start, end, wa, ta in self.spans:
+            for other_start, other_end, wb, tb in other.spans:
+                if (wa or wb) and start < other_end and other_start < end:
+                    if not (ta and tb):
+                        return "host"
+                    found = "device"
+        return found
+
+    @functools.cached_property
+    def spans(self) -> list[tuple[int, int, bool, bool]]:
+        """Per object: its first address, its end, whether the item writes it, whether tracked."""
+        return [(o.address, o.address + o.nbytes, w, t)
+                for o, w, t in zip(self.objects, self.writes, self.tracked)]
 
 
 def overlap(a: MemoryObject, b: MemoryObject) -> bool:
     return a.address < b.address + b.nbytes and b.address < a.address + a.nbytes
+
+
+def any_overlap(objects: list[MemoryObject]) -> bool:
+    """Whether two of the (distinct) objects share memory."""
+    ordered = sorted(objects, key=lambda o: o.address)
+    return any(overlap(a, b) for a, b in zip(ordered, ordered[1:]))
+
+
+def on_device(obj: MemoryObject, device: str) -> bool:
+    """Whether a whole item uses the tracker's device copy of `obj` in place (the user tracked
+    it, or it lives on that device) rather than copying it through its slot."""
+    return not obj.implicit or obj.home == device
+
+
+@dataclass(frozen=True)
+class PushLayout:
+    """Where a push's values are, for rebound(): per root parameter, a pointer or a scalar, and
+    whether its binds stream into every stage ("all"), none (every stage takes the first push's
+    value) or some ("mixed")."""
+
+    buffers: tuple[tuple[int, bool], ...]  # (position, streams into every stage), "none" left out
+    scalars: tuple[int, ...]  # positions of scalars that stream into some stage
+    fixed: tuple[int, ...]  # positions of pointers some stage takes from the first push
+
+    @classmethod
+    def of(cls, pointers: list[bool], modes: list[str]) -> "PushLayout":
+        return cls(tuple((i, mode == "all") for i, (ptr, mode) in enumerate(zip(pointers, modes))
+                         if ptr and mode != "none"),
+                   tuple(i for i, (ptr, mode) in enumerate(zip(pointers, modes))
+                         if not ptr and mode != "none"),
+                   tuple(i for i, (ptr, mode) in enumerate(zip(pointers, modes)) if ptr and mode != "all"))
+
+
+def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layout: PushLayout,
+            device: str) -> Item | None:
+    """`item`, made for the push `last`, for the push `env` when the two differ only in the
+    buffers of binds that stream into every stage, each replaced by a buffer of the same size
+    used the same way: the stages' extents, kernels, proofs and copies depend on nothing else.
+    None when they differ otherwise (rt/stream/items.py then plans the item afresh)."""
+    for i in layout.scalars:
+        if not same_scalar(env[i], last[i]):
+            return None
+    swap: dict[int, MemoryObject] = {}  # id(last's object) -> env's, the same ones included
+    moved: set[int] = set()  # those replaced
+    for i, streamed in layout.buffers:
+        old, new = last[i].obj, env[i].obj
+        if swap.setdefault(id(old), new) is not new:
+            return None  # one buffer of the last push is two of this one
+        if old is new:
+            continue
+        if not streamed or new.released or new.nbytes != old.nbytes or \
+                on_device(new, device) != on_device(old, device) or \
+                not (on_device(new, device) or new.home == HOST):
+            return None
+        moved.add(id(old))
+    if not moved:
+        return item.again()
+    objects = [swap.get(id(obj), obj) for obj in item.objects]
+    if any(id(first[i].obj) in moved for i in layout.fixed) or \
+            len({id(o) for o in objects}) < len(objects) or any_overlap(objects):
+        return None  # (an object a first-push bind holds too; aliasing that differs)
+    return item.again(objects)
 
 
 class ItemSlot:
@@ -106,16 +183,37 @@ class ItemSlot:
         # for a tracked one)
         self.launches: list[Any] = []  # per stage
         self.scalars: list[dict[int, Any]] = []  # per stage: the uniform values it holds
+        self.written: list[Any] = []  # per stage: the item's scalars list those values came from
         self.pool = PinnedPool()  # the staged copies of the root's scalar outputs
 
     def serves(self, item: Item, copies: list[Any]) -> bool:
         """Whether the slot's launches run the item: built for its key and the tracker's device
         copies, and any launch that cannot take new scalars (one with scratch sized by them)
         holds the item's."""
-        if self.key != item.key or any(a is not b for a, b in zip(self.memory, copies) if b is not None):
+        if self.key != item.key:
+            return False
+        moved = [j for j, (a, b) in enumerate(zip(self.memory, copies)) if b is not None and a is not b]
+        if moved and not self._repoint(item, moved, copies):
             return False
         return all(launch.patchable or all(same_scalar(value, held[port]) for port, value in part.scalars)
                    for part, launch, held in zip(item.stages, self.launches, self.scalars))
+
+    def _repoint(self, item: Item, moved: list[int], copies: list[Any]) -> bool:
+        """Point the launches at the device copies `moved` (indices into item.objects) has now,
+        of the sizes they were built for (a frame pushed from device memory after the last);
+        False, with nothing changed, when one of those launches cannot take other buffers."""
+        uses = [(launch, port, j) for part, launch in zip(item.stages, self.launches)
+                for port, j in part.buffers if j in moved]
+        if not all(launch.movable_buffers for launch, _, _ in uses):
+            return False
+        for launch, port, j in uses:
+            memory = copies[j]
+            launch.set_buffer(port, BufferArg(obj=memory, address=span(memory)[0],
+                                              nbytes=item.objects[j].nbytes, array=None))
+        for j in moved:
+            self.memory[j] = copies[j]
+        stats.bump("stream_slot_repoints")
+        return True
 
     def build(self, item: Item, plans: list[StagePlan], copies: list[Any]) -> None:
         """Memory and launches for items of this one's key; `copies`: per object, the tracker's
@@ -153,13 +251,14 @@ class ItemSlot:
                     raise StageFailed(plan.stage, exc) from None
                 self.scalars.append(dict(part.scalars))
                 outputs.append(outs)
+        self.written = [part.scalars for part in item.stages]
         self.key = item.key
 
     def release(self) -> None:
         """Give the slot's memory back to torch's caches (the next stream takes it from there:
         pinned memory costs milliseconds per megabyte to allocate afresh)."""
         self.key = None
-        self.memory, self.pinned, self.launches, self.scalars = [], [], [], []
+        self.memory, self.pinned, self.launches, self.scalars, self.written = [], [], [], [], []
 
     def issue(self, item: Item, plans: list[StagePlan], copies: StagedCopies,
               stop: threading.Event) -> ItemEvent:
@@ -171,13 +270,17 @@ class ItemSlot:
             if item.reads[j] and not item.tracked[j]:
                 self._copy_in(j, obj)
         fetched = []
-        for plan, part, launch, held in zip(plans, item.stages, self.launches, self.scalars):
+        written = self.written
+        for k, (plan, part, launch, held) in enumerate(zip(plans, item.stages, self.launches,
+                                                            self.scalars)):
             if stop.is_set():  # (a fake device runs each kernel as it is queued)
                 return stream.record()
-            for port, value in part.scalars:
-                if not same_scalar(value, held[port]):
-                    launch.set_uniform(port, value)
-                    held[port] = value
+            if part.scalars is not written[k]:  # (the same list: an item pushed again, its values)
+                for port, value in part.scalars:
+                    if not same_scalar(value, held[port]):
+                        launch.set_uniform(port, value)
+                        held[port] = value
+                written[k] = part.scalars
             if plan.host_ports - part.forwarded.keys():
                 part.outputs = _output_arrays(plan, part)
                 launch.set_outputs(part.outputs)

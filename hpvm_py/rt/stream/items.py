@@ -26,10 +26,10 @@ from ...errors import HPVMError
 from ...support import profile, settings, stats
 from ...types import PtrType, bf16
 from ..buffers import HOST
-from ..args import same_scalar
 from ..executor import BoundBuffer, Slot, Stopped
 from ..tracker import MemoryObject
-from .item_slots import Item, ItemSlot, StageItem, StagePlan, overlap
+from .item_slots import (Item, ItemSlot, PushLayout, StageItem, StagePlan, any_overlap, on_device,
+                         rebound)
 from .scheduler import StreamScheduler
 from .stages import EOS, GPU_SLICE, POLL, EdgeItem, SchedulerThread, Stage, StageFailed
 
@@ -89,19 +89,6 @@ def _whole_items(target: str) -> bool:
     return backend is not None and backend.whole_items
 
 
-def _same_env(last: list[Any], env: list[Any]) -> bool:
-    """Whether two pushes pass the same buffers (tracked objects) and scalars (bits and types)."""
-    if len(last) != len(env):
-        return False
-    for a, b in zip(last, env):
-        if isinstance(a, BoundBuffer) or isinstance(b, BoundBuffer):
-            if not (isinstance(a, BoundBuffer) and isinstance(b, BoundBuffer) and a.obj is b.obj):
-                return False
-        elif np.ndim(a) or np.ndim(b) or not same_scalar(a, b):
-            return False
-    return True
-
-
 def _out_of_memory(exc: BaseException) -> bool:
     """Whether an allocation failed for want of device or pinned memory (torch's and CUDA's words)."""
     return isinstance(exc, MemoryError) or "out of memory" in str(exc)
@@ -125,8 +112,12 @@ class ItemRunner(StreamScheduler):
         self.plans = plans
         self.handle = stages[0].handle
         self.executor = self.handle.executor
-        device = stages[0].launcher.device
+        self.device = device = stages[0].launcher.device
         self.slots = [ItemSlot(f"items-{k}", device) for k in range(SLOTS)]
+        streams = [self.handle.bind_streams(stage.index) for stage in stages]
+        modes = ["all" if all(col) else "none" if not any(col) else "mixed" for col in zip(*streams)]
+        pointers = [isinstance(p.type, PtrType) for p in self.handle.plan.func.params]
+        self._layout = PushLayout.of(pointers, modes)
         self.flight: deque[_Flight] = deque()
         self.started = 0  # items started whole (the next looks at slot started % limit first)
         self.index = 0  # the place in push order of the item being taken or started
@@ -217,12 +208,16 @@ class ItemRunner(StreamScheduler):
         return envs[0]
 
     def _item(self, env: list[Any]) -> Item | None:
-        """The item as a whole, or None when it cannot run whole. A push of the same buffers and
-        scalars as the last item's (a host loop refilling its buffers) makes the same item: its
-        extents, kernels and copies depend on nothing else."""
+        """The item as a whole, or None when it cannot run whole. A push of the same scalars as
+        the last item's, and of the same buffers or others of the same sizes (a host loop
+        refilling its buffers, or pushing the next frame's), makes the last item again on those
+        buffers: its extents, kernels and copies depend on nothing else."""
         last = self._last
-        if last is not None and _same_env(last[0], env):
-            return last[1].again()
+        if last is not None:
+            item = rebound(last[1], last[0], env, self.stages[0].first_env, self._layout, self.device)
+            if item is not None:
+                self._last = (env, item)
+                return item
         item = self._whole(env)
         self._last = None if item is None else (env, item)
         return item
@@ -264,8 +259,8 @@ class ItemRunner(StreamScheduler):
                     continue
                 assert isinstance(value, BoundBuffer)
                 obj = value.obj
-                on_device = not obj.implicit or obj.home == device  # the tracker's to keep
-                if obj.released or not (on_device or obj.home == HOST):
+                in_place = on_device(obj, device)  # the tracker's to keep
+                if obj.released or not (in_place or obj.home == HOST):
                     return None
                 j = where.get(id(obj))
                 if j is None:
@@ -274,7 +269,7 @@ class ItemRunner(StreamScheduler):
                     first.append(stage.index)
                     reads.append(False)
                     writes.append(False)
-                    tracked.append(on_device)
+                    tracked.append(in_place)
                 writes[j] = writes[j] or param.direction in ("out", "inout")
                 part.buffers.append((port, j))
                 proof_args.append(BufferArg(obj=None, address=obj.address, nbytes=obj.nbytes,
@@ -293,8 +288,7 @@ class ItemRunner(StreamScheduler):
                 reads[j] = reads[j] or (first[j] == stage.index and
                                         (direction in ("in", "inout") or port in copied_in))
             parts.append(part)
-        ordered = sorted(objects, key=lambda o: o.address)
-        if any(overlap(a, b) for a, b in zip(ordered, ordered[1:])):
+        if any_overlap(objects):
             return None  # distinct buffers over common memory: the tracker's semantics
         return Item(parts, objects, reads, writes, tracked)
 
@@ -311,22 +305,28 @@ class ItemRunner(StreamScheduler):
         return stage_args[producer][source]
 
     def _start(self, item: Item) -> bool:
-        """Queue the item on a slot; False when no slot could get its memory."""
-        if any(item.shares_memory(f.item) for f in self.flight):
+        """Queue the item on a slot; False when no slot could get its memory. An item that shares
+        written memory with items in flight goes after them: on the GPU (its stream waits for
+        their events) when that memory stays on the device, else once they have completed."""
+        conflicts = [(flight, item.conflict(flight.item)) for flight in self.flight]
+        if any(how == "host" for _, how in conflicts):
             while self.flight:  # its data is another item's in flight
                 self._complete_oldest()
+        after = [flight.event for flight, how in conflicts if how == "device"]
         slot = self._free_slot(item)
         copies = StagedCopies(slot.pool)
         slot.stream.use()  # a tracked buffer's copy to the device goes before the kernels
+        for event in after:
+            slot.stream.wait(event)
         try:
             with copies.active(), selected(slot.device):
-                on_device = self._acquire(item, slot.device)
+                copies_in_place = self._acquire(item, slot.device)
         except BaseException as exc:  # noqa: BLE001 - the tracker's error
             raise StageFailed(self.stages[0], exc) from None
-        if not slot.serves(item, on_device):
+        if not slot.serves(item, copies_in_place):
             self._check_grids(item)
             try:
-                slot.build(item, self.plans, on_device)
+                slot.build(item, self.plans, copies_in_place)
             except StageFailed:
                 raise
             except Exception as exc:  # noqa: BLE001 - device or pinned memory, else the stream's error
@@ -350,8 +350,8 @@ class ItemRunner(StreamScheduler):
         """The tracker's device copies of the item's tracked buffers, brought up to date and
         marked as the item uses them (None for the others)."""
         tracker = self.executor.tracker
-        return [tracker.acquire(obj, device, reads, writes) if on_device else None
-                for obj, reads, writes, on_device in zip(item.objects, item.reads, item.writes,
+        return [tracker.acquire(obj, device, reads, writes) if in_place else None
+                for obj, reads, writes, in_place in zip(item.objects, item.reads, item.writes,
                                                           item.tracked)]
 
     def _free_slot(self, item: Item) -> ItemSlot:

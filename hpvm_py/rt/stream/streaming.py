@@ -12,8 +12,9 @@ from typing import Any, Iterator
 from ...errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
 from ...frontend.callsite import caller_loc
 from ...support import stats
+from ...types import PtrType
 from ..args import bind_arguments
-from ..executor import BoundBuffer, Executor, Stopped
+from ..executor import Executor, Stopped
 from ..launch_devices import launch_devices
 from ..library import first_library_node
 from .hazards import Hazards, Use
@@ -46,6 +47,8 @@ class StreamHandle:
         self._error_lock = threading.Lock()
         self.hazards = Hazards()
         self._first_env: list[Any] | None = None  # the first item's values (non-streaming binds)
+        # the last push's devices, arguments and values (bind_arguments takes what is unchanged)
+        self._last_push: tuple[frozenset[str], tuple[Any, ...], list[Any]] | None = None
         self._closed = False  # no more pushes: wait() was called, or cleanup()
         self._end_sent = False  # the end-of-stream mark went to every stage (wait() may time out first)
         self._waited = False  # a wait() returned: every stage has ended
@@ -72,6 +75,7 @@ class StreamHandle:
         # C-level: results wait here until popped)
         self.done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
         self._bind_streams = [self._streaming_binds(i) for i in range(len(nodes))]
+        self._buffer_binds = [self._binds_of_buffers(i) for i in range(len(nodes))]
         self._stages = stages = [Stage(self, i) for i in range(len(nodes))]
         self._scheduler = choose_scheduler(stages)
         self._threads = self._scheduler.threads()
@@ -86,7 +90,10 @@ class StreamHandle:
                               caller_loc())
         self._raise_stage_error()  # an item failed: nothing after it runs (docs/streaming.md)
         func = self.compiled.module.root_func
-        env = bind_arguments(func, args, self.runtime.tracker, launch_devices(self.compiled.plan))
+        devices = launch_devices(self.compiled.plan)
+        last = self._last_push
+        env = bind_arguments(func, args, self.runtime.tracker, devices,
+                             last[1:] if last is not None and last[0] == devices else None)
         deadline = deadline_after(timeout)
         with self._host_side(deadline, "push"):
             if self._closed:
@@ -105,6 +112,7 @@ class StreamHandle:
                 raise
             if self._first_env is None:
                 self._first_env = env
+            self._last_push = (devices, args, env)
             self._pushed += 1
         self.arrived.set()
         stats.bump("stream_pushes")
@@ -113,22 +121,26 @@ class StreamHandle:
         """The item's buffers per stage, and whether the stage writes them."""
         first = env if self._first_env is None else self._first_env
         uses: list[Use] = []
-        for stage, node in enumerate(self.plan.nodes):
-            streams = self._bind_streams[stage]
+        for stage, binds in enumerate(self._buffer_binds):
             seen: dict[int, Use] = {}
-            for port, src in enumerate(node.inputs):
-                if src.bind_port is None:
-                    continue
-                value = (env if streams[src.bind_port] else first)[src.bind_port]
-                if not isinstance(value, BoundBuffer):
-                    continue
-                writes = node.func.params[port].direction in ("out", "inout")
-                use = seen.get(id(value.obj))
+            for port, streams, writes in binds:
+                obj = (env if streams else first)[port].obj
+                use = seen.get(id(obj))
                 if use is None:
-                    use = seen[id(value.obj)] = Use(item, stage, value.obj, writes)
+                    use = seen[id(obj)] = Use(item, stage, obj, writes)
                     uses.append(use)
-                use.writes = use.writes or writes
+                elif writes:
+                    use.writes = True
         return uses
+
+    def _binds_of_buffers(self, index: int) -> list[tuple[int, bool, bool]]:
+        """Stage `index`'s binds of root pointer parameters: (root port, whether the bind streams,
+        whether the stage writes through it)."""
+        params, streams = self.plan.func.params, self._bind_streams[index]
+        node = self.plan.nodes[index]
+        return [(src.bind_port, streams[src.bind_port], node.func.params[port].direction in ("out", "inout"))
+                for port, src in enumerate(node.inputs)
+                if src.bind_port is not None and isinstance(params[src.bind_port].type, PtrType)]
 
     @contextlib.contextmanager
     def _host_side(self, deadline: float | None, what: str) -> Iterator[None]:
@@ -263,7 +275,7 @@ class StreamHandle:
         for stage in self._stages:
             stage.forget()
         self.hazards.clear()
-        self._first_env = None
+        self._first_env = self._last_push = None
 
     def _state(self) -> str:
         if self._cleaned_up:
