@@ -393,6 +393,29 @@ def test_an_error_outside_the_stages_work_fails_the_stream_instead_of_hanging(
             hpvm.wait(handle, timeout=60)
 
 
+def test_an_error_while_completing_an_item_fails_its_pop_instead_of_hanging(
+        rng, monkeypatch, item_target: str) -> None:
+    """Handing a completed item's results to pop() fails (a stand-in for a runtime bug), with
+    several items in flight: the first pop() raises that error with the last stage's name, and
+    so do the next pop() and wait(), each within its timeout (the runner's thread must not die
+    with the items' results never coming)."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("handing the results over failed (stand-in)")
+
+    monkeypatch.setattr(I.ItemRunner, "_host_slots", staticmethod(broken))
+    n = 16
+    cases = [(rng.random(n, dtype=np.float32) + 1, np.zeros(n, np.float32)) for _ in range(5)]
+    with hpvm.runtime(item_target):
+        handle = hpvm.launch(g.normalised, stream=True, depth=8)
+        for x, y in cases:
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
+        for _ in range(2):
+            with pytest.raises(ExecutionError, match="stage divide_by.*handing the results over"):
+                hpvm.pop(handle, timeout=120)
+        with pytest.raises(ExecutionError):
+            hpvm.wait(handle, timeout=60)
+
+
 def test_a_launch_with_scratch_sized_by_a_scalar_is_rebuilt_when_it_changes(
         rng, item_target: str) -> None:
     """Items of the same buffers whose m grows: the slot's kept launch holds scratch for the m it

@@ -207,3 +207,30 @@ def test_host_leaf_stages_share_one_scheduler_thread(target: str, threads: int, 
         hpvm.push(h, *args)
         hpvm.wait(h, timeout=60)
     assert len(names) == threads
+
+
+def test_a_push_rechecks_what_may_have_changed_since_the_last(target: str, rng) -> None:
+    """A push takes from the last push the arguments that are the very same objects: a size
+    (the same int) passed with a smaller new buffer is still checked against it, a buffer made
+    read-only since is refused where the graph writes it, and one that was untracked since is
+    bound again; each refusal names the argument, and the stream runs on afterwards."""
+    n = 40
+    x, y = rng.random(n, dtype=np.float32), np.zeros(n, np.float32)
+    size = x.nbytes
+    with hpvm.runtime(target):
+        hpvm.track_memory(y)
+        h = hpvm.launch(g.two_stages, stream=True, depth=4)
+        hpvm.push(h, x, size, y, size, 2.0, n)
+        hpvm.pop(h)
+        small = np.zeros(n // 2, np.float32)
+        with pytest.raises(LaunchError, match="has only"):
+            hpvm.push(h, x, size, small, size, 2.0, n)
+        y.flags.writeable = False
+        with pytest.raises(LaunchError, match="read-only"):
+            hpvm.push(h, x, size, y, size, 2.0, n)
+        y.flags.writeable = True
+        hpvm.untrack_memory(y)
+        hpvm.push(h, x, size, y, size, 3.0, n)
+        hpvm.pop(h)
+        hpvm.wait(h)
+    np.testing.assert_array_equal(y, x * np.float32(3) + np.float32(1))

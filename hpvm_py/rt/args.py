@@ -86,36 +86,55 @@ def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTrac
         names = ", ".join(p.name for p in func.params)
         raise LaunchError(f"graph {func.name} takes {len(func.params)} argument(s) ({names}), "
                           f"got {len(args)}", caller_loc())
-    env: list[Any] = []
-    last_args, last_env = last if last is not None else (None, None)
+    kinds = _kinds(func)
     params = func.params
-    for i, (p, arg) in enumerate(zip(params, args)):
-        value = _unchanged(p, arg, last_args[i], last_env[i]) if last_args is not None else None
-        if value is None:
-            if isinstance(p.type, PtrType):
-                env.append(_buffer(func, p, arg, tracker, devices))
+    last_args, last_env = last if last is not None else (None, None)
+    env: list[Any] = []
+    for i, arg in enumerate(args):
+        kind = kinds[i]
+        if last_args is not None and arg is last_args[i]:  # (a stream's push after push)
+            value = last_env[i]
+            if kind == _POINTER:
+                obj = value.obj
+                if not obj.released and not moved(arg, obj.address, obj.nbytes) and \
+                        (params[i].direction == "in" or why_not_writable(arg) is None):
+                    env.append(value)  # still the same memory, still writable where written
+                    continue
+            elif isinstance(arg, _IMMUTABLE):
+                env.append(value)
+                if kind == _SIZE and env[i - 1] is not last_env[i - 1]:  # a new buffer's size
+                    _check_size(func, params[i - 1].name, env[i - 1], params[i].name, int(value))
                 continue
-            assert isinstance(p.type, ScalarType)
-            value = scalar_argument(func, p.name, p.type, arg)
+        p = params[i]
+        if kind == _POINTER:
+            env.append(_buffer(func, p, arg, tracker, devices))
+            continue
+        value = scalar_argument(func, p.name, p.type, arg)
         env.append(value)
-        if i > 0 and isinstance(params[i - 1].type, PtrType) and isinstance(p.type, ScalarType) and \
-                (last_env is None or value is not last_env[i] or env[i - 1] is not last_env[i - 1]):
+        if kind == _SIZE:
             _check_size(func, params[i - 1].name, env[i - 1], p.name, int(value))
     return env
 
 
-def _unchanged(p: Any, arg: Any, last_arg: Any, last_value: Any) -> Any:
-    """The last call's value of parameter p when `arg` is the object it was given then and the
-    value cannot have changed since, else None."""
-    if arg is not last_arg:
-        return None
-    if isinstance(last_value, BoundBuffer):
-        obj = last_value.obj
-        if obj.released or moved(arg, obj.address, obj.nbytes) or \
-                (p.direction != "in" and why_not_writable(arg) is not None):
-            return None
-        return last_value
-    return last_value if isinstance(arg, _IMMUTABLE) else None
+_SCALAR, _POINTER, _SIZE = 0, 1, 2  # a parameter's kind; a size: the scalar after a pointer
+_KINDS: dict[int, tuple[D.GraphFunc, tuple[int, ...]]] = {}  # id(func) -> (func, its kinds)
+_KINDS_KEPT = 256
+
+
+def _kinds(func: D.GraphFunc) -> tuple[int, ...]:
+    """Each parameter's kind, worked out once per graph."""
+    known = _KINDS.get(id(func))
+    if known is not None and known[0] is func:
+        return known[1]
+    params = func.params
+    kinds = tuple(_POINTER if isinstance(p.type, PtrType) else
+                  _SIZE if i > 0 and isinstance(params[i - 1].type, PtrType) else _SCALAR
+                  for i, p in enumerate(params))
+    assert all(isinstance(p.type, ScalarType) for p, k in zip(params, kinds) if k != _POINTER)
+    if len(_KINDS) >= _KINDS_KEPT:
+        _KINDS.clear()  # (a program compiles a few graphs; tests compile thousands)
+    _KINDS[id(func)] = (func, kinds)
+    return kinds
 
 
 def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str]) -> BoundBuffer:

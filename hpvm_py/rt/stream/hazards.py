@@ -56,8 +56,7 @@ class Hazards:
 
     def withdraw(self, item: int, stages: int) -> None:
         """A push that gave its item to no stage: forget its uses."""
-        for stage in range(stages):
-            self.done(item, stage)
+        self.done_stages(item, stages)
 
     def ready(self, item: int, stage: int) -> bool:
         """Whether every conflicting use by an earlier item on another stage is done."""
@@ -84,12 +83,22 @@ class Hazards:
         """The stage finished the item: its buffers hold the item's results where the next
         user looks for them."""
         with self._changed:
-            for use in self._by_stage.pop((item, stage), ()):
-                uses = self._by_object[id(use.obj)]
-                uses.remove(use)
-                if not uses:
-                    del self._by_object[id(use.obj)]
+            self._release(item, stage)
             self._changed.notify_all()
+
+    def done_stages(self, item: int, stages: int) -> None:
+        """Stages 0 to stages - 1 finished the item (a whole item: one lock and one wake-up)."""
+        with self._changed:
+            for stage in range(stages):
+                self._release(item, stage)
+            self._changed.notify_all()
+
+    def _release(self, item: int, stage: int) -> None:
+        for use in self._by_stage.pop((item, stage), ()):
+            uses = self._by_object[id(use.obj)]
+            uses.remove(use)
+            if not uses:
+                del self._by_object[id(use.obj)]
 
     def clear(self) -> None:
         """The stream ended: drop every use (and the buffers they hold)."""

@@ -409,10 +409,16 @@ class ItemRunner(StreamScheduler):
             flight.slot.complete(flight.item, flight.copies)
         except BaseException as exc:  # noqa: BLE001
             raise StageFailed(self.stages[-1], exc, flight.index) from None
-        # the user's buffers hold the item's results: the tracker's device copies are stale
-        self.executor.tracker.host_data(flight.item.objects)
-        for stage, plan, part in zip(self.stages, self.plans, flight.item.stages):
-            stage.finished(self._host_slots(stage, plan, part), flight.index)
+        try:
+            # the user's buffers hold the item's results: the tracker's device copies are stale
+            self.executor.tracker.host_data(flight.item.objects)
+            records = [self._host_slots(stage, plan, part)
+                       for stage, plan, part in zip(self.stages, self.plans, flight.item.stages)]
+        except BaseException as exc:  # noqa: BLE001 - the item's, never the runner thread's end
+            raise StageFailed(self.stages[-1], exc, flight.index) from None
+        self.handle.hazards.done_stages(flight.index, len(self.stages))
+        for stage, slots in zip(self.stages, records):
+            stage.finished(slots, flight.index, release=False)
 
     @staticmethod
     def _host_slots(stage: Stage, plan: StagePlan, part: StageItem) -> list[Slot | None]:

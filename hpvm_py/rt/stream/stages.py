@@ -87,6 +87,8 @@ class Stage:
         self.env: list[Any] | None = None
         self.received: dict[int, EdgeItem] = {}
         self.runs: deque[StageFlight] = deque()  # its items in flight, oldest first
+        # what one item adds to hpvm.stats() (made once: stats.bump_all keeps the dict)
+        self.run_counts = {"kernel_launches": self.node.leaf_count, "nodes_run": self.node.node_count}
         self.taken = 0  # items started (or failed to start): the index of the next item
         # a GPU stage queues its next item behind the one in flight on its stream (they run in
         # order there), so the GPU starts it without waiting for the host to see the first end
@@ -165,14 +167,15 @@ class Stage:
                             if e.dst == node.name and e.dst_port == port)
                 check_grids(edge, src_extents[port], ext)
 
-    def finished(self, outs: list[Slot | None], item: int) -> None:
+    def finished(self, outs: list[Slot | None], item: int, release: bool = True) -> None:
         """The item's record for pop() (the slots of its outputs), counted in stats; later items
-        may use its buffers now."""
-        stats.bump("kernel_launches", self.node.leaf_count)
-        stats.bump("nodes_run", self.node.node_count)
+        may use its buffers now (`release`: the hazards are told here; the item runner tells
+        them once for all of an item's stages)."""
+        stats.bump_all(self.run_counts)
         if profile.on:
             profile.stage_item(self.name, item, self.began_at.pop(item, None), self.node.target)
-        self.handle.hazards.done(item, self.index)
+        if release:
+            self.handle.hazards.done(item, self.index)
         self.handle.done[self.index].put(outs)
 
     def forget(self) -> None:
