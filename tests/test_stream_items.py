@@ -45,6 +45,18 @@ def _delta(before: dict, after: dict, key: str) -> int:
     return after.get(key, 0) - before.get(key, 0)
 
 
+def _events_pass_after(queries: int, monkeypatch) -> None:
+    """Every item's event says 'not yet' to its first `queries` questions, so that items pile
+    up in flight before any completes."""
+    real_done = S.ItemEvent.done
+
+    def done(self: S.ItemEvent) -> bool:
+        self.queries = getattr(self, "queries", 0) + 1
+        return self.queries > queries and real_done(self)
+
+    monkeypatch.setattr(S.ItemEvent, "done", done)
+
+
 def test_the_demo_runs_whole_items_with_its_scalars_on_the_device(rng,
                                                                   item_target: str) -> None:
     """The edge-detection pipeline: every frame runs whole, its maximum gradient (a float one
@@ -102,13 +114,7 @@ def test_items_that_share_a_written_buffer_wait_for_each_other(rng, monkeypatch,
     """Every item adds its x into the same `total`: while events say 'not yet', items that share
     nothing fill the three slots, but each of these must wait for the one before (it reads what
     that one writes), or the sum would miss items."""
-    real_done = S.ItemEvent.done
-
-    def done(self: S.ItemEvent) -> bool:
-        self.queries = getattr(self, "queries", 0) + 1
-        return self.queries > 3 and real_done(self)
-
-    monkeypatch.setattr(S.ItemEvent, "done", done)
+    _events_pass_after(3, monkeypatch)
     n, count = 32, 6
     xs = [rng.random(n, dtype=np.float32) for _ in range(count)]
     total = np.zeros(n, np.float32)
@@ -306,13 +312,7 @@ def test_generated_items_over_a_pool_of_buffers_match_running_them_in_order(
     last one's scalars: its item is the last one's on other buffers) and every event saying 'not
     yet' at first so items pile up in flight: the popped values and the pool's final contents
     equal running the items one after another in NumPy."""
-    real_done = S.ItemEvent.done
-
-    def done(self: S.ItemEvent) -> bool:
-        self.queries = getattr(self, "queries", 0) + 1
-        return self.queries > 2 and real_done(self)
-
-    monkeypatch.setattr(S.ItemEvent, "done", done)
+    _events_pass_after(2, monkeypatch)
     rng = np.random.default_rng(100 + seed)
     n = int(rng.integers(8, 40))
     pool = [rng.random(n, dtype=np.float32) for _ in range(3)]
@@ -443,13 +443,7 @@ def test_views_the_host_drops_right_after_push_still_run_whole(rng, monkeypatch,
     tracker forgets dropped buffers every few launches and no event has passed yet: an item's
     buffers stay its own until it completes, so every item runs whole and writes its row."""
     monkeypatch.setattr(tracker_module, "SWEEP_AT_LEAST", 2)
-    real_done = S.ItemEvent.done
-
-    def done(self: S.ItemEvent) -> bool:
-        self.queries = getattr(self, "queries", 0) + 1
-        return self.queries > 3 and real_done(self)
-
-    monkeypatch.setattr(S.ItemEvent, "done", done)
+    _events_pass_after(3, monkeypatch)
     n, count = 24, 12
     xs = rng.random((count, n), dtype=np.float32) + 1
     ys = np.zeros((count, n), np.float32)
@@ -472,13 +466,7 @@ def test_items_over_tracked_buffers_wait_on_the_device_and_repoint_their_slots(
     the device (no item is completed on the host first: the slots fill), and a slot that ran an
     item of the same sizes takes the next one's output by pointing its launches at it. The
     running sums are those of the items in push order."""
-    real_done = S.ItemEvent.done
-
-    def done(self: S.ItemEvent) -> bool:
-        self.queries = getattr(self, "queries", 0) + 1
-        return self.queries > 3 and real_done(self)
-
-    monkeypatch.setattr(S.ItemEvent, "done", done)
+    _events_pass_after(3, monkeypatch)
     n, count = 20, 9
     xs = [rng.random(n, dtype=np.float32) for _ in range(count)]
     total = np.zeros(n, np.float32)
