@@ -511,3 +511,31 @@ def test_the_suite_pipeline_with_frames_in_flight_runs_every_frame_whole(monkeyp
     outputs = P.run_in_flight(inputs, item_target, depth=3)
     assert P.check(outputs, P.reference(inputs)) is None
     assert started == [True] * 5
+
+
+def test_a_first_push_buffer_untracked_between_items_is_still_the_one_every_item_reads(
+        rng, item_target: str) -> None:
+    """x is bound without streaming (every item reads the first push's x), tracked, and
+    untracked after the second item: the items after it do not reuse the last item's plan (an
+    object the tracker let go never runs whole: they run alone), and every item's y is the first
+    x times k."""
+    n, count = 24, 5
+    x0 = rng.random(n, dtype=np.float32)
+    ks = [np.float32(2.5)] * count  # (the same k: each push is the last one's on a new y)
+    ys = [np.zeros(n, np.float32) for _ in range(count)]
+    with hpvm.runtime(item_target):
+        hpvm.track_memory(x0)
+        before = hpvm.stats()
+        handle = hpvm.launch(g.scaled_first_source, stream=True, depth=4)
+        for i, (k, y) in enumerate(zip(ks, ys)):
+            if i == 2:
+                hpvm.pop(handle, timeout=300)
+                hpvm.pop(handle, timeout=300)
+                hpvm.untrack_memory(x0)
+            hpvm.push(handle, x0, x0.nbytes, y, y.nbytes, k, n, timeout=60)
+        for _ in range(count - 2):
+            hpvm.pop(handle, timeout=300)
+        hpvm.wait(handle, timeout=60)
+        assert _whole(before, hpvm.stats()) == 2
+    for k, y in zip(ks, ys):
+        np.testing.assert_array_equal(y, x0 * k)

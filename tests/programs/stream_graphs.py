@@ -116,6 +116,14 @@ def scaled(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32
     return hpvm.node(scale, grid=n, x=st(x), x_bytes=x_bytes, y=st(y), y_bytes=y_bytes, k=st(k)).out[0]
 
 
+@hpvm.graph
+def scaled_first_source(x: In[Ptr[f32]], x_bytes: i64, y: Out[Ptr[f32]], y_bytes: i64, k: f32,
+                        n: i64) -> i64:
+    """x is bound without streaming: every item scales the first push's x."""
+    st = hpvm.streaming
+    return hpvm.node(scale, grid=n, x=x, x_bytes=x_bytes, y=st(y), y_bytes=y_bytes, k=st(k)).out[0]
+
+
 @hpvm.leaf
 def square(x: In[Ptr[f32]], x_bytes: i64) -> f32:
     i = hpvm.instance_id(0)

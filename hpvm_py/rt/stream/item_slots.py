@@ -161,9 +161,11 @@ def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layou
                 not (on_device(new, device) or new.home == HOST):
             return None
         moved.add(id(old))
+    objects = [swap.get(id(obj), obj) for obj in item.objects] if moved else item.objects
+    if any(obj.released for obj in objects):
+        return None  # (untracked since, or forgotten: _whole says what then)
     if not moved:
         return item.again()
-    objects = [swap.get(id(obj), obj) for obj in item.objects]
     if any(id(first[i].obj) in moved for i in layout.fixed) or \
             len({id(o) for o in objects}) < len(objects) or any_overlap(objects):
         return None  # (an object a first-push bind holds too; aliasing that differs)
