@@ -12,7 +12,9 @@ and those sizes travel on streaming all-to-all edges into the next stages' size 
 edges order the stages); every bind of the root is streaming, as in the original, and the root's
 output is the last stage's size. The host launches the graph as a stream and, for every frame,
 pushes the frame's buffers and pops the result before it reads the edges back (the original's
-push / pop / request_memory loop).
+push / pop / request_memory loop). `run_in_flight` drives the same graph for throughput instead:
+the frames already where the target computes, several pushed before the oldest is popped
+(docs/suite.md, "frames in flight").
 
 Inputs: the original decodes `datasets/formula1_scaled.mp4` with OpenCV; no video decoder is
 installed here, so the port generates grey frames in [0, 1] from the suite's fixed seed: a noisy
