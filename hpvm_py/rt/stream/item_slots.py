@@ -208,10 +208,9 @@ class ItemSlot:
                 for port, j in part.buffers if j in moved]
         if not all(launch.movable_buffers for launch, _, _ in uses):
             return False
+        args = {j: _device_arg(copies[j], item.objects[j].nbytes) for j in moved}
         for launch, port, j in uses:
-            memory = copies[j]
-            launch.set_buffer(port, BufferArg(obj=memory, address=span(memory)[0],
-                                              nbytes=item.objects[j].nbytes, array=None))
+            launch.set_buffer(port, args[j])
         for j in moved:
             self.memory[j] = copies[j]
         stats.bump("stream_slot_repoints")
@@ -227,8 +226,7 @@ class ItemSlot:
         self.pinned = [] if self.fake else \
             [None if copy is not None else pinned_bytes(obj.nbytes)
              for obj, copy in zip(item.objects, copies)]
-        args = [BufferArg(obj=mem, address=span(mem)[0], nbytes=obj.nbytes, array=None)
-                for mem, obj in zip(self.memory, item.objects)]
+        args = [_device_arg(mem, obj.nbytes) for mem, obj in zip(self.memory, item.objects)]
         outputs: list[list[np.ndarray | None]] = []
         with selected(self.device):
             for plan, part in zip(plans, item.stages):
@@ -328,6 +326,11 @@ class ItemSlot:
         stats.copied("h2d", obj.nbytes)
         if t0:
             profile.copy("h2d", obj.nbytes, HOST, self.device, t0, queued=not self.fake)
+
+
+def _device_arg(memory: Any, nbytes: int) -> BufferArg:
+    """A launch's argument for an item's buffer in a slot's (or the tracker's) device memory."""
+    return BufferArg(obj=memory, address=span(memory)[0], nbytes=nbytes, array=None)
 
 
 def _output_arrays(plan: StagePlan, part: StageItem) -> list[np.ndarray | None]:
