@@ -31,7 +31,8 @@ from ..tracker import MemoryObject
 from .item_slots import (Item, ItemSlot, PushLayout, StageItem, StagePlan, any_overlap, on_device,
                          rebound)
 from .scheduler import StreamScheduler
-from .stages import EOS, GPU_SLICE, POLL, EdgeItem, SchedulerThread, Stage, StageFailed
+from .stages import (EOS, GPU_SLICE, POLL, EdgeItem, SchedulerThread, Stage, StageFailed,
+                     WholeRecord, take_now)
 
 SLOTS = 4  # items in flight: one copied in, one computing, one copied out, one spare while the
 # host moves a completed item's results
@@ -123,6 +124,11 @@ class ItemRunner(StreamScheduler):
         self.index = 0  # the place in push order of the item being taken or started
         self.scheduler: SchedulerThread | None = None  # stages.py's, once the stream went there
         self._last: tuple[list[Any], Item] | None = None  # the last item made whole, and its env
+        # what one whole item adds to hpvm.stats() (made once: stats.bump_all keeps the dict)
+        self._item_counts: dict[str, int] = {}
+        for stage in stages:
+            for name, count in stage.run_counts.items():
+                self._item_counts[name] = self._item_counts.get(name, 0) + count
 
     @classmethod
     def fit(cls, stages: list[Stage]) -> ItemRunner | None:
@@ -204,7 +210,7 @@ class ItemRunner(StreamScheduler):
         the stages' FIFOs in order, so an item in the last one is in all of them."""
         if not self.stages[-1].host_fifo.queue:
             return None
-        envs = [stage.host_fifo.get_nowait() for stage in self.stages]
+        envs = [take_now(stage.host_fifo) for stage in self.stages]
         return envs[0]
 
     def _item(self, env: list[Any]) -> Item | None:
@@ -343,7 +349,7 @@ class ItemRunner(StreamScheduler):
                 stage.began(self.index)
         event = slot.issue(item, self.plans, copies, self.handle.stop)
         self.flight.append(_Flight(item, slot, copies, event, self.index))
-        stats.bump("stream_whole_items")
+        stats.bump_one("stream_whole_items")
         return True
 
     def _acquire(self, item: Item, device: str) -> list[Any]:
@@ -412,13 +418,16 @@ class ItemRunner(StreamScheduler):
         try:
             # the user's buffers hold the item's results: the tracker's device copies are stale
             self.executor.tracker.host_data(flight.item.objects)
-            records = [self._host_slots(stage, plan, part)
+            records = [self._host_slots(stage, plan, part) if plan.host_ports else None
                        for stage, plan, part in zip(self.stages, self.plans, flight.item.stages)]
         except BaseException as exc:  # noqa: BLE001 - the item's, never the runner thread's end
             raise StageFailed(self.stages[-1], exc, flight.index) from None
-        self.handle.hazards.done_stages(flight.index, len(self.stages))
-        for stage, slots in zip(self.stages, records):
-            stage.finished(slots, flight.index, release=False)
+        self.handle.hazards.done_stages(flight.index)
+        stats.bump_all(self._item_counts)
+        if profile.on:
+            for stage in self.stages:
+                stage.profiled(flight.index)
+        self.handle.done[0].put(WholeRecord(records))
 
     @staticmethod
     def _host_slots(stage: Stage, plan: StagePlan, part: StageItem) -> list[Slot | None]:

@@ -5,6 +5,7 @@ The third, whole items of a stream of Triton leaves, is items.py's (docs/archite
 from __future__ import annotations
 
 import functools
+import queue
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -30,6 +31,31 @@ class EndOfStream:
 
 
 EOS = EndOfStream()
+
+
+def put_now(fifo: queue.Queue, value: Any) -> None:
+    """Queue.put_nowait for the one thread that adds to `fifo` and has seen room in it (a few
+    calls fewer: a stream puts every item into each stage's FIFO)."""
+    with fifo.mutex:
+        fifo.queue.append(value)
+        fifo.unfinished_tasks += 1
+        fifo.not_empty.notify()
+
+
+def take_now(fifo: queue.Queue) -> Any:
+    """Queue.get_nowait for the one thread that takes from `fifo` and has seen a value in it."""
+    with fifo.mutex:
+        value = fifo.queue.popleft()
+        fifo.not_full.notify()
+        return value
+
+
+@dataclass
+class WholeRecord:
+    """pop()'s records of every stage of an item that ran whole (None: a stage none of whose
+    outputs pop() reads), sent once, through the first stage's records."""
+
+    records: list[list[Slot | None] | None]
 
 
 class StreamState(Protocol):
@@ -167,16 +193,18 @@ class Stage:
                             if e.dst == node.name and e.dst_port == port)
                 check_grids(edge, src_extents[port], ext)
 
-    def finished(self, outs: list[Slot | None], item: int, release: bool = True) -> None:
+    def finished(self, outs: list[Slot | None], item: int) -> None:
         """The item's record for pop() (the slots of its outputs), counted in stats; later items
-        may use its buffers now (`release`: the hazards are told here; the item runner tells
-        them once for all of an item's stages)."""
+        may use its buffers now."""
         stats.bump_all(self.run_counts)
         if profile.on:
-            profile.stage_item(self.name, item, self.began_at.pop(item, None), self.node.target)
-        if release:
-            self.handle.hazards.done(item, self.index)
+            self.profiled(item)
+        self.handle.hazards.done(item, self.index)
         self.handle.done[self.index].put(outs)
+
+    def profiled(self, item: int) -> None:
+        """Inside `hpvm.profile()`: the item's run of this stage ends."""
+        profile.stage_item(self.name, item, self.began_at.pop(item, None), self.node.target)
 
     def forget(self) -> None:
         """Once the stage has ended: drop the values it kept (they may hold the user's buffers)."""
@@ -311,7 +339,7 @@ class SchedulerThread(StreamScheduler):
         if stage.env is None:
             if not stage.host_fifo.queue:  # (a look without the exception of an empty get)
                 return False
-            env = stage.host_fifo.get_nowait()  # only this thread takes from it
+            env = take_now(stage.host_fifo)  # only this thread takes from it
             if env is EOS:
                 stage.ended = True
                 return True

@@ -20,7 +20,7 @@ from ..library import first_library_node
 from .hazards import Hazards, Use
 from .items import ItemRunner
 from .scheduler import THREAD_PREFIX, StreamScheduler
-from .stages import EOS, POLL, SchedulerThread, Stage, StageThreads
+from .stages import EOS, POLL, SchedulerThread, Stage, StageThreads, WholeRecord, put_now
 
 WAITED_TWICE = "wait() was already called on this launch handle"
 # the ways to run a stream's stages (scheduler.py), in order of preference: the first that fits
@@ -102,11 +102,11 @@ class StreamHandle:
             item = self._pushed
             # device copies are stale only for buffers the user may have written since the
             # stream last used them; the others hold what earlier items in flight write
-            self.runtime.tracker.host_data(self.hazards.admit(self._uses(item, env)))
+            self.runtime.tracker.host_data(self.hazards.admit(item, self._uses(item, env)))
             try:
                 self._send(env, deadline, "push")
             except BaseException as exc:
-                self.hazards.withdraw(item, len(self._stages))  # no stage got the item
+                self.hazards.withdraw(item)  # no stage got the item
                 if isinstance(exc, Stopped):  # a stage failed (or cleanup() ran) while it waited
                     self._raise_stopped("push")
                 raise
@@ -158,6 +158,8 @@ class StreamHandle:
         """Put item into every stage's host FIFO once all of them have room, so that a timeout
         leaves every stage with the same items; raises Stopped when stopped."""
         for fifo in self.host_fifos:
+            if len(fifo.queue) < fifo.maxsize:
+                continue  # (only this thread adds: room seen stays)
             with fifo.not_full:
                 while len(fifo.queue) >= fifo.maxsize:
                     if self.stop.is_set() or self._error is not None:
@@ -170,7 +172,7 @@ class StreamHandle:
         if self.stop.is_set() or self._error is not None:
             raise Stopped()
         for fifo in self.host_fifos:
-            fifo.put_nowait(item)  # only this host thread adds: the room is still there
+            put_now(fifo, item)  # only this host thread adds: the room is still there
 
     def pop(self, timeout: float | None) -> tuple[Any, ...]:
         if self._cleaned_up:
@@ -187,7 +189,11 @@ class StreamHandle:
         records = self._partial
         try:
             while len(records) < len(self.done):
-                records.append(self.get(self.done[len(records)], deadline, "pop", self._popped))
+                record = self.get(self.done[len(records)], deadline, "pop", self._popped)
+                if isinstance(record, WholeRecord):  # (only ever the first stage's)
+                    records = record.records
+                    break
+                records.append(record)
         except Stopped:
             self._raise_stopped("pop")
         self._partial = []
