@@ -74,14 +74,26 @@ class Item:
                 tuple(o.nbytes for o in self.objects), tuple(self.tracked),
                 tuple(tuple(s.buffers) for s in self.stages))
 
+    @functools.cached_property
+    def nbytes(self) -> int:
+        """The bytes of its buffers."""
+        return sum(obj.nbytes for obj in self.objects)
+
     def again(self, objects: list[MemoryObject] | None = None) -> "Item":
         """The same item pushed again (on `objects` instead of its own, of the same sizes): what
-        issue() fills per item starts afresh. (Made field by field: dataclasses.replace costs
-        microseconds an item.)"""
+        issue() fills per item starts afresh; its key and size stay. (Made field by field:
+        dataclasses.replace costs microseconds an item.)"""
         stages = [StageItem(s.extents, s.parents, s.kernel, s.buffers, s.scalars, s.forwarded)
                   for s in self.stages]
-        return Item(stages, self.objects if objects is None else objects, self.reads, self.writes,
+        item = Item(stages, self.objects if objects is None else objects, self.reads, self.writes,
                     self.tracked)
+        known = self.__dict__
+        for name in ("key", "nbytes"):  # (the same sizes: the same values)
+            if name in known:
+                item.__dict__[name] = known[name]
+        if objects is None and "spans" in known:
+            item.__dict__["spans"] = known["spans"]
+        return item
 
     def conflict(self, other: "Item") -> str:
         """How this item must wait for `other`, pushed before it, when they touch common memory
@@ -146,8 +158,8 @@ def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layou
     used the same way: the stages' extents, kernels, proofs and copies depend on nothing else.
     None when they differ otherwise (rt/stream/items.py then plans the item afresh)."""
     for i in layout.scalars:
-        if not same_scalar(env[i], last[i]):
-            return None
+        if env[i] is not last[i] and not same_scalar(env[i], last[i]):
+            return None  # (bind_arguments keeps the last push's value of the same argument)
     swap: dict[int, MemoryObject] = {}  # id(last's object) -> env's, the same ones included
     moved: set[int] = set()  # those replaced
     for i, streamed in layout.buffers:
@@ -167,9 +179,21 @@ def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layou
     if not moved:
         return item.again()
     if any(id(first[i].obj) in moved for i in layout.fixed) or \
-            len({id(o) for o in objects}) < len(objects) or any_overlap(objects):
+            len({id(o) for o in objects}) < len(objects) or \
+            _overlaps_any([swap[j] for j in moved], objects):
         return None  # (an object a first-push bind holds too; aliasing that differs)
     return item.again(objects)
+
+
+def _overlaps_any(new: list[MemoryObject], objects: list[MemoryObject]) -> bool:
+    """Whether one of `new` (among the distinct `objects`, whose others were apart before) shares
+    memory with another of `objects`."""
+    for a in new:
+        start, end = a.address, a.address + a.nbytes
+        for b in objects:
+            if b is not a and b.address < end and start < b.address + b.nbytes:
+                return True
+    return False
 
 
 class ItemSlot:

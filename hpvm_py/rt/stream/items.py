@@ -363,7 +363,7 @@ class ItemRunner(StreamScheduler):
     def _free_slot(self, item: Item) -> ItemSlot:
         """The next slot in turn that no item in flight holds, among as many as the item's size
         allows (completing the oldest items in flight until one is free)."""
-        size = max(1, sum(obj.nbytes for obj in item.objects))
+        size = max(1, item.nbytes)
         limit = max(1, min(SLOTS, SLOT_BYTES // size))
         first = self.started
         self.started += 1
