@@ -96,7 +96,13 @@ def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTrac
             value = last_env[i]
             if kind == _POINTER:
                 obj = value.obj
-                if not obj.released and not moved(arg, obj.address, obj.nbytes) and \
+                if obj.released:
+                    pass
+                elif type(arg) is np.ndarray:  # (inline: a push checks a dozen of them)
+                    if arg.nbytes == obj.nbytes and (arg.flags.writeable or params[i].direction == "in"):
+                        env.append(value)
+                        continue
+                elif not moved(arg, obj.address, obj.nbytes) and \
                         (params[i].direction == "in" or why_not_writable(arg) is None):
                     env.append(value)  # still the same memory, still writable where written
                     continue

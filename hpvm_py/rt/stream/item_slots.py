@@ -288,8 +288,7 @@ class ItemSlot:
               stop: threading.Event) -> ItemEvent:
         """Queue the item on the slot's stream: copies in, kernels, copies out; its end event.
         Once `stop` is set no further kernel is queued (the item's results are dropped)."""
-        stream = self.stream
-        stream.use()
+        stream = self.stream  # (current on this thread: the runner made it so)
         for j, obj in enumerate(item.objects):
             if item.reads[j] and not item.tracked[j]:
                 self._copy_in(j, obj)
@@ -305,11 +304,12 @@ class ItemSlot:
                         launch.set_uniform(port, value)
                         held[port] = value
                 written[k] = part.scalars
-            if plan.host_ports - part.forwarded.keys():
+            if plan.host_ports and plan.host_ports - part.forwarded.keys():
                 part.outputs = _output_arrays(plan, part)
                 launch.set_outputs(part.outputs)
                 fetched.append(launch)
-            stream.launched(plan.stage.node.func.name)
+            if self.fake:
+                stream.launched(plan.stage.node.func.name)
             timer = profile.gpu_begin(self.device, stream.handle) if profile.on else None
             try:
                 launch.issue(stream.handle)
@@ -317,9 +317,10 @@ class ItemSlot:
                     profile.gpu_end(timer, "gpu_kernel", plan.stage.node.func.name, self.device)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 raise StageFailed(plan.stage, exc) from None
-        with copies.active():
-            for launch in fetched:
-                launch.outputs.fetch()
+        if fetched:
+            with copies.active():
+                for launch in fetched:
+                    launch.outputs.fetch()
         for j, obj in enumerate(item.objects):
             if item.writes[j] and not item.tracked[j] and not self.fake:
                 self.pinned[j].copy_(self.memory[j], non_blocking=True)

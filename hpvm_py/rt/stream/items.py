@@ -19,7 +19,6 @@ import numpy as np
 
 from ...backends import registry
 from ...backends.base import BufferArg
-from ...device.devices import selected
 from ...device.staging import StagedCopies
 from ...device.streams import ItemEvent
 from ...errors import HPVMError
@@ -321,11 +320,12 @@ class ItemRunner(StreamScheduler):
         after = [flight.event for flight, how in conflicts if how == "device"]
         slot = self._free_slot(item)
         copies = StagedCopies(slot.pool)
-        slot.stream.use()  # a tracked buffer's copy to the device goes before the kernels
+        slot.stream.use()  # a tracked buffer's copy to the device goes before the kernels (the
+        # slot's device made current with its stream)
         for event in after:
             slot.stream.wait(event)
         try:
-            with copies.active(), selected(slot.device):
+            with copies.active():
                 copies_in_place = self._acquire(item, slot.device)
         except BaseException as exc:  # noqa: BLE001 - the tracker's error
             raise StageFailed(self.stages[0], exc) from None
@@ -400,11 +400,7 @@ class ItemRunner(StreamScheduler):
             self.handle.arrived.wait(GPU_SLICE)
         if self.handle.stop.is_set():
             raise Stopped()
-        self.flight.popleft()
-        try:
-            flight.event.wait()
-        except BaseException as exc:  # noqa: BLE001
-            raise StageFailed(self.stages[-1], exc, flight.index) from None
+        self.flight.popleft()  # (its event has passed: a fault of its kernels showed at done())
         for stage, launch in zip(self.stages, flight.slot.launches):
             try:
                 launch.check()  # a checked kernel's first out-of-bounds access, at its line
