@@ -37,6 +37,17 @@ def _libcuda() -> Any:
     lib.cuMemcpyDtoHAsync_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t,
                                          ctypes.c_void_p]
     lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
+    # events: cuEventCreate(CUevent *, flags), cuEventRecord(CUevent, CUstream),
+    # cuEventQuery(CUevent), cuEventSynchronize(CUevent), cuEventDestroy_v2(CUevent),
+    # cuStreamWaitEvent(CUstream, CUevent, flags)
+    for name in ("cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize",
+                 "cuEventDestroy_v2", "cuStreamWaitEvent"):
+        getattr(lib, name).restype = ctypes.c_int
+    lib.cuEventCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+    lib.cuEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.cuEventQuery.argtypes = lib.cuEventSynchronize.argtypes = [ctypes.c_void_p]
+    lib.cuEventDestroy_v2.argtypes = [ctypes.c_void_p]
+    lib.cuStreamWaitEvent.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
     return lib
 
 
@@ -99,3 +110,34 @@ def make_current(ordinal: int) -> bool:
             return False
         context = _contexts[ordinal] = handle.value
     return lib.cuCtxSetCurrent(context) == 0
+
+
+CUDA_ERROR_NOT_READY = 600  # cuEventQuery: work before the event is still running
+_EVENT_DISABLE_TIMING = 2
+
+
+class DriverEvents:
+    """CUDA events through libcuda (a torch event costs microseconds of Python a use): made,
+    recorded, queried, waited for and destroyed by handle. Each call returns libcuda's CUresult."""
+
+    def __init__(self, lib: Any):
+        self.record = lib.cuEventRecord
+        self.query = lib.cuEventQuery
+        self.synchronize = lib.cuEventSynchronize
+        self.destroy = lib.cuEventDestroy_v2
+        self.stream_wait = lib.cuStreamWaitEvent
+        self._create = lib.cuEventCreate
+
+    def create(self) -> int:
+        """A new event (without timing), or 0 when the driver refuses."""
+        handle = ctypes.c_void_p()
+        if self._create(ctypes.byref(handle), _EVENT_DISABLE_TIMING) != 0:
+            return 0
+        return handle.value or 0
+
+
+@functools.cache
+def driver_events() -> DriverEvents | None:
+    """libcuda's event calls, or None where libcuda cannot be loaded."""
+    lib = _libcuda()
+    return None if lib is None else DriverEvents(lib)

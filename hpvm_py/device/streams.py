@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import faults
+from .libcuda import CUDA_ERROR_NOT_READY, DriverEvents, driver_events, error_text
 
 FAKE_LOG: list[tuple[Any, ...]] = []  # ("fork" | "join", stream) ("record" | "wait", stream, event)
 # ("launch", leaf, stream)
@@ -89,12 +90,20 @@ class DeviceStreams:
 class ItemEvent:
     """The end of one stream item's work on a stage's stream: done() asks without waiting,
     wait() waits (a fault of a kernel before it is reported as such); on the fake device, where
-    everything ran when it was queued, both are immediate."""
+    everything ran when it was queued, both are immediate. `event` is a torch.cuda.Event, or
+    `handle` a CUDA event of libcuda's (StageStream.record_again)."""
 
-    def __init__(self, event: Any = None):
-        self.event = event  # a torch.cuda.Event; None on the fake device
+    def __init__(self, event: Any = None, handle: int = 0):
+        self.event = event
+        self.handle = handle
 
     def done(self) -> bool:
+        if self.handle:
+            code = _driver().query(self.handle)
+            if code == CUDA_ERROR_NOT_READY:
+                return False
+            _raise_for(code, "waiting for a stream item")
+            return True
         if self.event is None:
             return True
         try:
@@ -103,12 +112,27 @@ class ItemEvent:
             raise faults.reported(exc) from None
 
     def wait(self) -> None:
+        if self.handle:
+            _raise_for(_driver().synchronize(self.handle), "waiting for a stream item")
+            return
         if self.event is None:
             return
         try:
             self.event.synchronize()
         except Exception as exc:  # noqa: BLE001
             raise faults.reported(exc) from None
+
+
+def _driver() -> DriverEvents:
+    events = driver_events()
+    assert events is not None  # (an event has a handle only where libcuda was loaded)
+    return events
+
+
+def _raise_for(code: int, what: str) -> None:
+    """A CUresult other than success as the error to raise (a kernel fault's report)."""
+    if code:
+        raise faults.reported(RuntimeError(f"{what} failed: {error_text(code)}"))
 
 
 class StageStream:
@@ -146,9 +170,26 @@ class StageStream:
         event.record(self._stream)
         return ItemEvent(event)
 
+    def record_again(self, event: ItemEvent | None) -> ItemEvent:
+        """record(), into `event` (made here when None): one event per slot of whole items,
+        recorded again for each item. Sound because a slot takes its next item only once the
+        last completed, and a wait already queued keeps the state it saw."""
+        events = None if self.fake else driver_events()
+        if events is None:
+            return self.record()
+        if event is None or not event.handle:
+            handle = events.create()
+            if not handle:
+                return self.record()
+            event = ItemEvent(handle=handle)
+        _raise_for(events.record(event.handle, self.handle), "recording a stream item's end")
+        return event
+
     def wait(self, event: ItemEvent) -> None:
         if self.fake:
             FAKE_LOG.append(("wait", self.name, event))
+        elif event.handle:
+            _raise_for(_driver().stream_wait(self.handle, event.handle, 0), "ordering stream items")
         elif event.event is not None:
             self._stream.wait_event(event.event)
 
@@ -169,3 +210,10 @@ def stage_stream(stream: StageStream | None) -> Callable[[], None]:
         return lambda: None
     stream.use()
     return stream.synchronize
+
+
+def forget_event(event: ItemEvent | None) -> None:
+    """Destroy a libcuda event of record_again() no one waits for any more."""
+    if event is not None and event.handle:
+        _driver().destroy(event.handle)
+        event.handle = 0

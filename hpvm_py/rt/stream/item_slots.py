@@ -14,7 +14,7 @@ import numpy as np
 from ...backends.base import BufferArg
 from ...device.devices import allocate, host_bytes, selected
 from ...device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
-from ...device.streams import ItemEvent, StageStream
+from ...device.streams import ItemEvent, StageStream, forget_event
 from ...passes.bounds import BoundsProof
 from ...support import profile, stats
 from ..args import same_scalar
@@ -211,6 +211,7 @@ class ItemSlot:
         self.scalars: list[dict[int, Any]] = []  # per stage: the uniform values it holds
         self.written: list[Any] = []  # per stage: the item's scalars list those values came from
         self.pool = PinnedPool()  # the staged copies of the root's scalar outputs
+        self.event: ItemEvent | None = None  # recorded at the end of each item
 
     def serves(self, item: Item, copies: list[Any]) -> bool:
         """Whether the slot's launches run the item: built for its key and the tracker's device
@@ -283,6 +284,8 @@ class ItemSlot:
         pinned memory costs milliseconds per megabyte to allocate afresh)."""
         self.key = None
         self.memory, self.pinned, self.launches, self.scalars, self.written = [], [], [], [], []
+        forget_event(self.event)
+        self.event = None
 
     def issue(self, item: Item, plans: list[StagePlan], copies: StagedCopies,
               stop: threading.Event) -> ItemEvent:
@@ -297,7 +300,8 @@ class ItemSlot:
         for k, (plan, part, launch, held) in enumerate(zip(plans, item.stages, self.launches,
                                                             self.scalars)):
             if stop.is_set():  # (a fake device runs each kernel as it is queued)
-                return stream.record()
+                self.event = stream.record_again(self.event)
+                return self.event
             if part.scalars is not written[k]:  # (the same list: an item pushed again, its values)
                 for port, value in part.scalars:
                     if not same_scalar(value, held[port]):
@@ -327,7 +331,8 @@ class ItemSlot:
                 stats.copied("d2h", obj.nbytes)
                 if profile.on:
                     profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now(), queued=True)
-        return stream.record()
+        self.event = stream.record_again(self.event)
+        return self.event
 
     def complete(self, item: Item, copies: StagedCopies) -> None:
         """Once the item's event has passed: its written buffers and scalar outputs on the host."""
