@@ -539,3 +539,43 @@ def test_a_first_push_buffer_untracked_between_items_is_still_the_one_every_item
         assert _whole(before, hpvm.stats()) == 2
     for k, y in zip(ks, ys):
         np.testing.assert_array_equal(y, x0 * k)
+
+
+@pytest.mark.parametrize("graphs", ["1", "0"])
+def test_slots_launch_each_item_as_one_cuda_graph_with_new_buffers_and_scalars(
+        rng, monkeypatch, item_target: str, graphs: str) -> None:
+    """On a GPU, a slot launches the kernels of its second and later items as one CUDA graph
+    (HPVM_STREAM_GRAPHS, on by default): every item here pushes rows of device tensors no item
+    had (the graph's nodes are pointed at them) and a scale of its own (set in the nodes too);
+    each row is the one NumPy computes, with graphs and without. (The fake device has no graphs:
+    it launches one by one; tests/test_stream_items.py's other tests check its order.)"""
+    if gpu_device().startswith("fake"):
+        pytest.skip("CUDA graphs need a GPU (the fake device launches kernel by kernel)")
+    import torch
+
+    monkeypatch.setenv("HPVM_STREAM_GRAPHS", graphs)
+    n, count = 300, 24
+    host_xs = rng.random((count, n), dtype=np.float32) + 1
+    scales = rng.random(count, dtype=np.float32) * 4 - 2
+    xs = torch.from_numpy(host_xs).cuda()
+    ys = torch.zeros((count, n), dtype=torch.float32, device="cuda")
+    with hpvm.runtime(item_target):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True, depth=6)
+        popped = []
+        for k in range(count):
+            if k >= 5:
+                popped.append(hpvm.pop(handle, timeout=300)[0])
+            hpvm.push(handle, xs[k], 4 * n, ys[k], 4 * n, float(scales[k]), n, timeout=60)
+        popped += [hpvm.pop(handle, timeout=300)[0] for _ in range(count - len(popped))]
+        hpvm.wait(handle, timeout=60)
+        after = hpvm.stats()
+    tops = host_xs.max(axis=1)
+    np.testing.assert_allclose(ys.cpu().numpy(), host_xs / tops[:, None] * scales[:, None], rtol=1e-6)
+    np.testing.assert_allclose(popped, tops * scales, rtol=1e-6)
+    assert _whole(before, after) == count
+    assert _delta(before, after, "stream_slot_repoints") >= count - 2 * I.SLOTS
+    if graphs == "1":
+        assert _delta(before, after, "stream_item_graphs") >= 1
+    else:
+        assert _delta(before, after, "stream_item_graphs") == 0

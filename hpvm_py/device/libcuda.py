@@ -48,6 +48,20 @@ def _libcuda() -> Any:
     lib.cuEventQuery.argtypes = lib.cuEventSynchronize.argtypes = [ctypes.c_void_p]
     lib.cuEventDestroy_v2.argtypes = [ctypes.c_void_p]
     lib.cuStreamWaitEvent.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+    # graphs built node by node (device/kernel_graph.py): cuGraphCreate(CUgraph *, flags),
+    # cuGraphAddKernelNode(CUgraphNode *, CUgraph, const CUgraphNode *deps, size_t, params *),
+    # cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, flags),
+    # cuGraphExecKernelNodeSetParams(CUgraphExec, CUgraphNode, params *), and their destroyers
+    for name in ("cuGraphCreate", "cuGraphAddKernelNode", "cuGraphInstantiateWithFlags",
+                 "cuGraphExecKernelNodeSetParams", "cuGraphExecDestroy", "cuGraphDestroy"):
+        getattr(lib, name).restype = ctypes.c_int
+    lib.cuGraphCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+    lib.cuGraphAddKernelNode.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
+                                         ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    lib.cuGraphInstantiateWithFlags.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
+                                                ctypes.c_ulonglong]
+    lib.cuGraphExecKernelNodeSetParams.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.cuGraphExecDestroy.argtypes = lib.cuGraphDestroy.argtypes = [ctypes.c_void_p]
     return lib
 
 
@@ -141,3 +155,8 @@ def driver_events() -> DriverEvents | None:
     """libcuda's event calls, or None where libcuda cannot be loaded."""
     lib = _libcuda()
     return None if lib is None else DriverEvents(lib)
+
+
+def libcuda() -> Any:
+    """libcuda through ctypes, with the prototypes above, or None where it cannot be loaded."""
+    return _libcuda()

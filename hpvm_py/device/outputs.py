@@ -149,6 +149,12 @@ class DeviceLaunch:
     def set_outputs(self, outputs: list[np.ndarray | None]) -> None:
         self.outputs.rebind(outputs)
 
+    def each_kernel(self, visit: Any) -> bool:
+        """For a CUDA graph of it (device/kernel_graph.py): visit(function, grid, block, shared
+        bytes, kernelParams address) for each kernel issue() would launch now; False when it
+        cannot be launched that way (a checked kernel, scratch to zero, Triton's dispatch)."""
+        return False
+
     @property
     def copyable(self) -> bool:
         """copy() may be called: nothing packed depends on a buffer but its size, and nothing was

@@ -101,6 +101,8 @@ PYTHON_VECTOR = _declare("HPVM_PYTHON_VECTOR", "flag", "1", "0: the python targe
 # running
 STREAM_ITEMS = _declare("HPVM_STREAM_ITEMS", "flag", "1", "0: GPU streams never run whole items "
                         "as one unit")
+STREAM_GRAPHS = _declare("HPVM_STREAM_GRAPHS", "flag", "1", "0: a slot of whole stream items "
+                         "launches its kernels one by one, not as one CUDA graph")
 REBIND = _declare("HPVM_REBIND", "flag", "1", "0: a launch whose buffers differ from every "
                   "recorded launch's takes the normal path (no copies of recorded launches pointed "
                   "at its buffers)")

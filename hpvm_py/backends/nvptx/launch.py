@@ -438,6 +438,16 @@ class PreparedLaunch(DeviceLaunch):
                 raise launch_failure(leaf.name, leaf.loc, (gx, gy, gz), self.block, self.shared,
                                      device.error_name(err))
 
+    def each_kernel(self, visit: Any) -> bool:
+        if self.error is not None or self._direct is None or self.fn is None:
+            return False
+        layout, slots = self.kernel.layout, self.slots
+        for grid, y0, zp0 in self.chunks:
+            slots[layout.y_offset] = y0
+            slots[layout.zp_offset] = zp0
+            visit(self._fn_address, grid, self.block, self.shared, self._params_at)
+        return True
+
     def check(self) -> None:
         """A checked kernel's first out-of-bounds access, raised at its line (waits for it)."""
         if self.error is None:

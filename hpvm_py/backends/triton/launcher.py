@@ -124,6 +124,12 @@ class OwnLauncher:
         twin._address = twin.params.address
         return twin
 
+    def each_kernel(self, visit: Any) -> bool:
+        """For a CUDA graph: the one kernel __call__ launches (none when empty)."""
+        if not self._empty:
+            visit(self.function, self.grid, self.block, self.shared, self._address)
+        return True
+
     def __call__(self, stream: int) -> None:
         if self._empty:
             return

@@ -180,6 +180,14 @@ class TritonLaunch(DeviceLaunch):
         self.stale.discard(i)
         return True
 
+    def each_kernel(self, visit: Any) -> bool:
+        if self.jit is None:
+            return True  # an empty launch: no kernel
+        fast = self._fast
+        if self.error is not None or self.scratch or not isinstance(fast, OwnLauncher):
+            return False  # (Triton's launcher, or its dispatch first)
+        return fast.each_kernel(visit)
+
     def issue(self, stream: Any = None) -> None:
         """Queue the kernel (on `stream`, a CUDA stream handle, else the one it was prepared on;
         its scratch and error word are zeroed on torch's current stream)."""

@@ -14,9 +14,12 @@ import numpy as np
 from ...backends.base import BufferArg
 from ...device.devices import allocate, host_bytes, selected
 from ...device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
+from ...device import faults
+from ...device.kernel_graph import KernelGraph
 from ...device.streams import ItemEvent, StageStream, forget_event
 from ...passes.bounds import BoundsProof
 from ...support import profile, stats
+from ...support.settings import STREAM_GRAPHS
 from ..args import same_scalar
 from ..buffers import HOST, span
 from ..executor import BoundBuffer, Executor
@@ -212,6 +215,11 @@ class ItemSlot:
         self.written: list[Any] = []  # per stage: the item's scalars list those values came from
         self.pool = PinnedPool()  # the staged copies of the root's scalar outputs
         self.event: ItemEvent | None = None  # recorded at the end of each item
+        self.graph: KernelGraph | None = None  # the launches as one CUDA graph (_graph())
+        self.graph_refused = False  # they cannot be one (until built again)
+        self.changed: set[int] = set()  # launches whose parameters changed since the graph's
+        self.issued = 0  # items issued since built
+        self.graphs_on = STREAM_GRAPHS.on()
 
     def serves(self, item: Item, copies: list[Any]) -> bool:
         """Whether the slot's launches run the item: built for its key and the tracker's device
@@ -229,13 +237,14 @@ class ItemSlot:
         """Point the launches at the device copies `moved` (indices into item.objects) has now,
         of the sizes they were built for (a frame pushed from device memory after the last);
         False, with nothing changed, when one of those launches cannot take other buffers."""
-        uses = [(launch, port, j) for part, launch in zip(item.stages, self.launches)
+        uses = [(k, launch, port, j) for k, (part, launch) in enumerate(zip(item.stages, self.launches))
                 for port, j in part.buffers if j in moved]
-        if not all(launch.movable_buffers for launch, _, _ in uses):
+        if not all(launch.movable_buffers for _, launch, _, _ in uses):
             return False
         args = {j: _device_arg(copies[j], item.objects[j].nbytes) for j in moved}
-        for launch, port, j in uses:
+        for k, launch, port, j in uses:
             launch.set_buffer(port, args[j])
+            self.changed.add(k)
         for j in moved:
             self.memory[j] = copies[j]
         stats.bump("stream_slot_repoints")
@@ -286,6 +295,9 @@ class ItemSlot:
         self.memory, self.pinned, self.launches, self.scalars, self.written = [], [], [], [], []
         forget_event(self.event)
         self.event = None
+        self._drop_graph()
+        self.graph_refused, self.issued = False, 0
+        self.changed.clear()
 
     def issue(self, item: Item, plans: list[StagePlan], copies: StagedCopies,
               stop: threading.Event) -> ItemEvent:
@@ -299,19 +311,29 @@ class ItemSlot:
         written = self.written
         for k, (plan, part, launch, held) in enumerate(zip(plans, item.stages, self.launches,
                                                             self.scalars)):
-            if stop.is_set():  # (a fake device runs each kernel as it is queued)
-                self.event = stream.record_again(self.event)
-                return self.event
             if part.scalars is not written[k]:  # (the same list: an item pushed again, its values)
                 for port, value in part.scalars:
                     if not same_scalar(value, held[port]):
                         launch.set_uniform(port, value)
                         held[port] = value
+                        self.changed.add(k)
                 written[k] = part.scalars
             if plan.host_ports and plan.host_ports - part.forwarded.keys():
                 part.outputs = _output_arrays(plan, part)
                 launch.set_outputs(part.outputs)
                 fetched.append(launch)
+        graph = self._graph()
+        if graph is not None and not stop.is_set():
+            for launch in self.launches:  # (a fault report names the kernels launched last)
+                leaf = launch.kernel.leaf
+                faults.launched(leaf.name, leaf.loc)
+            try:
+                graph.launch(stream.handle)
+            except BaseException as exc:  # noqa: BLE001 - the last stage's error
+                raise StageFailed(plans[-1].stage, exc) from None
+        for plan, launch in zip(plans, self.launches) if graph is None else ():
+            if stop.is_set():  # (a fake device runs each kernel as it is queued)
+                break
             if self.fake:
                 stream.launched(plan.stage.node.func.name)
             timer = profile.gpu_begin(self.device, stream.handle) if profile.on else None
@@ -321,6 +343,10 @@ class ItemSlot:
                     profile.gpu_end(timer, "gpu_kernel", plan.stage.node.func.name, self.device)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 raise StageFailed(plan.stage, exc) from None
+        self.issued += 1
+        if stop.is_set():
+            self.event = stream.record_again(self.event)
+            return self.event
         if fetched:
             with copies.active():
                 for launch in fetched:
@@ -333,6 +359,36 @@ class ItemSlot:
                     profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now(), queued=True)
         self.event = stream.record_again(self.event)
         return self.event
+
+    def _graph(self) -> KernelGraph | None:
+        """The slot's kernels as one CUDA graph, brought up to the launches' parameters; None
+        where they launch one by one: on the fake device, inside a profile (it times each
+        kernel), at a slot's first item (Triton's dispatch gives its launcher then), with
+        HPVM_STREAM_GRAPHS=0, or when a launch cannot be in a graph."""
+        if self.fake or profile.on or not self.issued or not self.graphs_on:
+            return None
+        graph = self.graph
+        if graph is None:
+            if self.graph_refused:
+                return None
+            self.changed.clear()
+            self.graph = KernelGraph.make(self.launches)
+            self.graph_refused = self.graph is None
+            if self.graph is not None:
+                stats.bump_one("stream_item_graphs")
+            return self.graph
+        for k in self.changed:
+            if not graph.update(k, self.launches[k]):
+                self._drop_graph()
+                self.graph_refused = True  # (until the slot is built again)
+                return None
+        self.changed.clear()
+        return graph
+
+    def _drop_graph(self) -> None:
+        if self.graph is not None:
+            self.graph.close()
+            self.graph = None
 
     def complete(self, item: Item, copies: StagedCopies) -> None:
         """Once the item's event has passed: its written buffers and scalar outputs on the host."""
