@@ -53,20 +53,19 @@ class KernelGraph:
             raise GraphRefused("libcuda cannot be loaded")
         self._graph, self._exec = ctypes.c_void_p(), ctypes.c_void_p()
         self._check(lib.cuGraphCreate(ctypes.byref(self._graph), 0), "creating a graph")
-        # per launch: its nodes, with the function and block each was made for
-        self.nodes: list[list[tuple[ctypes.c_void_p, int, tuple[int, int, int]]]] = []
+        # per launch: its nodes, each with the parameters it was made with (set again from them)
+        self.nodes: list[list[tuple[ctypes.c_void_p, _KernelNodeParams]]] = []
         last: list[ctypes.c_void_p] = []
 
         def add(function: int, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
                 params: int) -> None:
             node = ctypes.c_void_p()
             deps = (ctypes.c_void_p * 1)(last[0]) if last else None
+            made = _params(function, grid, block, shared, params)
             self._check(lib.cuGraphAddKernelNode(ctypes.byref(node), self._graph, deps, len(last),
-                                                 ctypes.byref(_params(function, grid, block, shared,
-                                                                      params))),
-                        "adding a kernel node")
+                                                 ctypes.byref(made)), "adding a kernel node")
             last[:] = [node]
-            self.nodes[-1].append((node, function, block))
+            self.nodes[-1].append((node, made))
 
         try:
             for launch in launches:
@@ -96,12 +95,19 @@ class KernelGraph:
 
         def reset(function: int, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
                   params: int) -> None:
-            made = next(nodes, None)
-            if made is None or made[1] != function or made[2] != block or not fits[0]:
+            node = next(nodes, None)
+            if node is None or not fits[0]:
                 fits[0] = False
                 return
-            code = self._lib.cuGraphExecKernelNodeSetParams(
-                self._exec, made[0], ctypes.byref(_params(function, grid, block, shared, params)))
+            made = node[1]
+            if made.func != function or made.kernelParams != params or \
+                    (made.blockDimX, made.blockDimY, made.blockDimZ) != block:
+                fits[0] = False  # (another kernel, or its parameters elsewhere)
+                return
+            made.gridDimX, made.gridDimY, made.gridDimZ = grid
+            made.sharedMemBytes = shared
+            # the driver reads the parameters' values behind kernelParams now
+            code = self._lib.cuGraphExecKernelNodeSetParams(self._exec, node[0], ctypes.byref(made))
             fits[0] = code == 0
 
         return launch.each_kernel(reset) and fits[0] and next(nodes, None) is None

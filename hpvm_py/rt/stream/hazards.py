@@ -12,18 +12,17 @@ POLL = 0.05  # seconds between a waiting stage thread's checks of the stream's s
 
 
 class Use:
-    """One stage's use of one buffer for one item. It holds the user's buffer: the tracker
-    forgets an implicit object once nothing but itself refers to that buffer (tracker.py,
-    held_only_here), and a view the host pushed and dropped must outlive the item. (A plain
-    class with slots: some thirty are made a push.)"""
+    """One item's use of one buffer: per stage that uses it, whether that stage writes it. It
+    holds the user's buffer: the tracker forgets an implicit object once nothing but itself
+    refers to that buffer (tracker.py, held_only_here), and a view the host pushed and dropped
+    must outlive the item. (A plain class with slots: a dozen are made a push.)"""
 
-    __slots__ = ("item", "stage", "obj", "writes", "user")
+    __slots__ = ("item", "stages", "obj", "user")
 
-    def __init__(self, item: int, stage: int, obj: MemoryObject, writes: bool):
+    def __init__(self, item: int, obj: MemoryObject, stages: dict[int, bool]):
         self.item = item
-        self.stage = stage
         self.obj = obj
-        self.writes = writes
+        self.stages = stages  # stage -> it writes the buffer; a stage leaves once done with it
         self.user = obj.user
 
 
@@ -31,17 +30,17 @@ class Hazards:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._by_object: dict[int, list[Use]] = {}  # id(obj) -> its uses in flight, in push order
-        self._by_item: dict[int, list[Use]] = {}  # item -> its uses not yet done, every stage's
+        self._by_item: dict[int, list[Use]] = {}  # item -> its uses not yet done
 
     def admit(self, item: int, uses: list[Use]) -> list[MemoryObject]:
-        """Register a pushed item's uses (items come in push order); returns the buffers that no
-        earlier item in flight uses."""
+        """Register a pushed item's uses, one per buffer (items come in push order); returns the
+        buffers that no earlier item in flight uses."""
         with self._changed:
             by_object = self._by_object
             idle: list[MemoryObject] = []
             for use in uses:
                 same = by_object.get(id(use.obj))
-                if same is None:  # (an object this item uses twice: idle once, at its first use)
+                if same is None:
                     by_object[id(use.obj)] = [use]
                     idle.append(use.obj)
                 else:
@@ -60,13 +59,15 @@ class Hazards:
 
     def _ready(self, item: int, stage: int) -> bool:
         for use in self._by_item.get(item, ()):
-            if use.stage != stage:
+            writes = use.stages.get(stage)
+            if writes is None:
                 continue
             for other in self._by_object[id(use.obj)]:
                 if other.item >= item:
                     break  # (in push order: the rest are later items)
-                if other.stage != stage and (use.writes or other.writes):
-                    return False
+                for other_stage, other_writes in other.stages.items():
+                    if other_stage != stage and (writes or other_writes):
+                        return False
         return True
 
     def wait(self, item: int, stage: int, check: Callable[[], None]) -> None:
@@ -82,10 +83,15 @@ class Hazards:
         with self._changed:
             uses = self._by_item.get(item)
             if uses is not None:
-                kept = [use for use in uses if use.stage != stage]
-                self._forget([use for use in uses if use.stage == stage])
-                if kept:
-                    self._by_item[item] = kept
+                left = []
+                for use in uses:
+                    use.stages.pop(stage, None)
+                    if use.stages:
+                        left.append(use)
+                    else:
+                        self._forget(use)
+                if left:
+                    self._by_item[item] = left
                 else:
                     del self._by_item[item]
             self._changed.notify_all()
@@ -93,16 +99,15 @@ class Hazards:
     def done_stages(self, item: int) -> None:
         """Every stage finished the item (a whole item: one lock and one wake-up)."""
         with self._changed:
-            self._forget(self._by_item.pop(item, ()))
+            for use in self._by_item.pop(item, ()):
+                self._forget(use)
             self._changed.notify_all()
 
-    def _forget(self, uses: Any) -> None:
-        by_object = self._by_object
-        for use in uses:
-            same = by_object[id(use.obj)]
-            same.remove(use)  # (mostly the first: items end in push order)
-            if not same:
-                del by_object[id(use.obj)]
+    def _forget(self, use: Use) -> None:
+        same = self._by_object[id(use.obj)]
+        same.remove(use)  # (mostly the first: items end in push order)
+        if not same:
+            del self._by_object[id(use.obj)]
 
     def clear(self) -> None:
         """The stream ended: drop every use (and the buffers they hold)."""

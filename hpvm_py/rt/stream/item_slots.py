@@ -225,7 +225,7 @@ class ItemSlot:
         """Whether the slot's launches run the item: built for its key and the tracker's device
         copies, and any launch that cannot take new scalars (one with scratch sized by them)
         holds the item's."""
-        if self.key != item.key:
+        if self.key is not item.key and self.key != item.key:  # (a rebound item keeps the key)
             return False
         moved = [j for j, (a, b) in enumerate(zip(self.memory, copies)) if b is not None and a is not b]
         if moved and not self._repoint(item, moved, copies):

@@ -75,7 +75,9 @@ class StreamHandle:
         # C-level: results wait here until popped)
         self.done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
         self._bind_streams = [self._streaming_binds(i) for i in range(len(nodes))]
-        self._buffer_binds = [self._binds_of_buffers(i) for i in range(len(nodes))]
+        # (stage, root port, whether the bind streams, whether the stage writes through it)
+        self._buffer_binds = [(i, *bind) for i in range(len(nodes))
+                              for bind in self._binds_of_buffers(i)]
         self._stages = stages = [Stage(self, i) for i in range(len(nodes))]
         self._scheduler = choose_scheduler(stages)
         self._threads = self._scheduler.threads()
@@ -118,20 +120,17 @@ class StreamHandle:
         stats.bump("stream_pushes")
 
     def _uses(self, item: int, env: list[Any]) -> list[Use]:
-        """The item's buffers per stage, and whether the stage writes them."""
+        """The item's buffers, each with the stages that use it and whether each writes it."""
         first = env if self._first_env is None else self._first_env
-        uses: list[Use] = []
-        for stage, binds in enumerate(self._buffer_binds):
-            seen: dict[int, Use] = {}
-            for port, streams, writes in binds:
-                obj = (env if streams else first)[port].obj
-                use = seen.get(id(obj))
-                if use is None:
-                    use = seen[id(obj)] = Use(item, stage, obj, writes)
-                    uses.append(use)
-                elif writes:
-                    use.writes = True
-        return uses
+        uses: dict[int, Use] = {}
+        for stage, port, streams, writes in self._buffer_binds:
+            obj = (env if streams else first)[port].obj
+            use = uses.get(id(obj))
+            if use is None:
+                uses[id(obj)] = Use(item, obj, {stage: writes})
+            elif not use.stages.get(stage, False):
+                use.stages[stage] = writes
+        return list(uses.values())
 
     def _binds_of_buffers(self, index: int) -> list[tuple[int, bool, bool]]:
         """Stage `index`'s binds of root pointer parameters: (root port, whether the bind streams,
