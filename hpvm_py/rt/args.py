@@ -87,44 +87,64 @@ def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTrac
         raise LaunchError(f"graph {func.name} takes {len(func.params)} argument(s) ({names}), "
                           f"got {len(args)}", caller_loc())
     kinds = _kinds(func)
+    if last is not None:
+        return _bind_again(func, args, tracker, devices, kinds, *last)
     params = func.params
-    last_args, last_env = last if last is not None else (None, None)
     env: list[Any] = []
     for i, arg in enumerate(args):
-        kind = kinds[i]
-        if last_args is not None and arg is last_args[i]:  # (a stream's push after push)
-            value = last_env[i]
-            if kind == _POINTER:
-                obj = value.obj
-                if obj.released:
-                    pass
-                elif type(arg) is np.ndarray:  # (inline: a push checks a dozen of them)
-                    if arg.nbytes == obj.nbytes and (arg.flags.writeable or params[i].direction == "in"):
-                        env.append(value)
-                        continue
-                elif not moved(arg, obj.address, obj.nbytes) and \
-                        (params[i].direction == "in" or why_not_writable(arg) is None):
-                    env.append(value)  # still the same memory, still writable where written
-                    continue
-            elif isinstance(arg, _IMMUTABLE):
-                env.append(value)
-                if kind == _SIZE and env[i - 1] is not last_env[i - 1]:  # a new buffer's size
-                    _check_size(func, params[i - 1].name, env[i - 1], params[i].name, int(value))
-                continue
         p = params[i]
-        if kind == _POINTER:
+        if kinds[i] == _POINTER:
             env.append(_buffer(func, p, arg, tracker, devices))
             continue
         value = scalar_argument(func, p.name, p.type, arg)
         env.append(value)
-        if kind == _SIZE:
+        if kinds[i] == _SIZE:
             _check_size(func, params[i - 1].name, env[i - 1], p.name, int(value))
+    return env
+
+
+def _bind_again(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker, devices: set[str],
+                kinds: tuple[int, ...], last_args: tuple[Any, ...], last_env: list[Any]) -> list[Any]:
+    """bind_arguments after a call with `last_args`: an argument that is the very object it was
+    then keeps its value when that cannot have changed (a number; a buffer still tracked as the
+    same memory, still writable if written); the others are bound again, in order."""
+    params = func.params
+    env = list(last_env)
+    again = [i for i, arg, before in zip(range(len(args)), args, last_args) if arg is not before]
+    for i in _POINTERS[id(func)]:
+        arg = args[i]
+        if arg is not last_args[i]:
+            continue
+        obj = env[i].obj
+        if type(arg) is np.ndarray:  # (inline: a push passes a dozen of them again)
+            same = arg.nbytes == obj.nbytes and (params[i].direction == "in" or arg.flags.writeable)
+        else:
+            same = not moved(arg, obj.address, obj.nbytes) and \
+                (params[i].direction == "in" or why_not_writable(arg) is None)
+        if obj.released or not same:
+            again.append(i)
+    again += [i for i in _SCALARS[id(func)] if args[i] is last_args[i] and
+              not isinstance(args[i], _IMMUTABLE)]
+    if not again:
+        return env
+    again.sort()
+    for i in again:
+        p = params[i]
+        env[i] = _buffer(func, p, args[i], tracker, devices) if kinds[i] == _POINTER else \
+            scalar_argument(func, p.name, p.type, args[i])
+    # a size bound again, or the size of a buffer bound again: checked against that buffer
+    for i in sorted({i + 1 if kinds[i] == _POINTER else i for i in again} & _SIZES[id(func)]):
+        _check_size(func, params[i - 1].name, env[i - 1], params[i].name, int(env[i]))
     return env
 
 
 _SCALAR, _POINTER, _SIZE = 0, 1, 2  # a parameter's kind; a size: the scalar after a pointer
 _KINDS: dict[int, tuple[D.GraphFunc, tuple[int, ...]]] = {}  # id(func) -> (func, its kinds)
 _KINDS_KEPT = 256
+# id(func) -> the positions of its pointers, of its other parameters, of its sizes (with _KINDS)
+_POINTERS: dict[int, tuple[int, ...]] = {}
+_SCALARS: dict[int, tuple[int, ...]] = {}
+_SIZES: dict[int, frozenset[int]] = {}
 
 
 def _kinds(func: D.GraphFunc) -> tuple[int, ...]:
@@ -138,8 +158,12 @@ def _kinds(func: D.GraphFunc) -> tuple[int, ...]:
                   for i, p in enumerate(params))
     assert all(isinstance(p.type, ScalarType) for p, k in zip(params, kinds) if k != _POINTER)
     if len(_KINDS) >= _KINDS_KEPT:
-        _KINDS.clear()  # (a program compiles a few graphs; tests compile thousands)
+        for kept in (_KINDS, _POINTERS, _SCALARS, _SIZES):
+            kept.clear()  # (a program compiles a few graphs; tests compile thousands)
     _KINDS[id(func)] = (func, kinds)
+    _POINTERS[id(func)] = tuple(i for i, k in enumerate(kinds) if k == _POINTER)
+    _SCALARS[id(func)] = tuple(i for i, k in enumerate(kinds) if k != _POINTER)
+    _SIZES[id(func)] = frozenset(i for i, k in enumerate(kinds) if k == _SIZE)
     return kinds
 
 
