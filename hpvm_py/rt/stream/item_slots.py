@@ -211,6 +211,7 @@ class ItemSlot:
         self.pinned: list[Any] = []  # per object: its pinned host bytes (a CUDA device's; None
         # for a tracked one)
         self.launches: list[Any] = []  # per stage
+        self.uses_of: list[list[tuple[int, int]]] = []  # per object: (stage, leaf port) using it
         self.scalars: list[dict[int, Any]] = []  # per stage: the uniform values it holds
         self.written: list[Any] = []  # per stage: the item's scalars list those values came from
         self.pool = PinnedPool()  # the staged copies of the root's scalar outputs
@@ -237,17 +238,16 @@ class ItemSlot:
         """Point the launches at the device copies `moved` (indices into item.objects) has now,
         of the sizes they were built for (a frame pushed from device memory after the last);
         False, with nothing changed, when one of those launches cannot take other buffers."""
-        uses = [(k, launch, port, j) for k, (part, launch) in enumerate(zip(item.stages, self.launches))
-                for port, j in part.buffers if j in moved]
-        if not all(launch.movable_buffers for _, launch, _, _ in uses):
+        uses = [use for j in moved for use in self.uses_of[j]]
+        if not all(self.launches[k].movable_buffers for k, _ in uses):
             return False
-        args = {j: _device_arg(copies[j], item.objects[j].nbytes) for j in moved}
-        for k, launch, port, j in uses:
-            launch.set_buffer(port, args[j])
-            self.changed.add(k)
         for j in moved:
+            arg = _device_arg(copies[j], item.objects[j].nbytes)
+            for k, port in self.uses_of[j]:
+                self.launches[k].set_buffer(port, arg)
+                self.changed.add(k)
             self.memory[j] = copies[j]
-        stats.bump("stream_slot_repoints")
+        stats.bump_one("stream_slot_repoints")
         return True
 
     def build(self, item: Item, plans: list[StagePlan], copies: list[Any]) -> None:
@@ -286,6 +286,10 @@ class ItemSlot:
                 self.scalars.append(dict(part.scalars))
                 outputs.append(outs)
         self.written = [part.scalars for part in item.stages]
+        self.uses_of = [[] for _ in item.objects]
+        for k, part in enumerate(item.stages):
+            for port, j in part.buffers:
+                self.uses_of[j].append((k, port))
         self.key = item.key
 
     def release(self) -> None:
@@ -293,6 +297,7 @@ class ItemSlot:
         pinned memory costs milliseconds per megabyte to allocate afresh)."""
         self.key = None
         self.memory, self.pinned, self.launches, self.scalars, self.written = [], [], [], [], []
+        self.uses_of = []
         forget_event(self.event)
         self.event = None
         self._drop_graph()
