@@ -52,7 +52,6 @@ class StageItem:
     buffers: list[tuple[int, int]]  # (leaf input port, index in Item.objects)
     scalars: list[tuple[int, Any]]  # (leaf input port, value): binds, constants, forwarded edges
     forwarded: dict[int, Any]  # host output port -> its value, known on the host
-    outputs: list[np.ndarray | None] = field(default_factory=list)  # leaf output arrays pop() reads
 
     @property
     def count(self) -> int:
@@ -68,6 +67,8 @@ class Item:
     writes: list[bool]  # per object: some stage writes it (copied out)
     tracked: list[bool]  # per object: the tracker keeps it (the user tracked it, or it lives on
     # the device): its device copy is used in place, never copied through the slot
+    # per stage: its leaf's output arrays pop() reads (filled by issue(); [] for none)
+    outputs: list[list[np.ndarray | None]] = field(default_factory=list)
 
     @functools.cached_property
     def key(self) -> tuple:
@@ -83,13 +84,10 @@ class Item:
         return sum(obj.nbytes for obj in self.objects)
 
     def again(self, objects: list[MemoryObject] | None = None) -> "Item":
-        """The same item pushed again (on `objects` instead of its own, of the same sizes): what
-        issue() fills per item starts afresh; its key and size stay. (Made field by field:
-        dataclasses.replace costs microseconds an item.)"""
-        stages = [StageItem(s.extents, s.parents, s.kernel, s.buffers, s.scalars, s.forwarded)
-                  for s in self.stages]
-        item = Item(stages, self.objects if objects is None else objects, self.reads, self.writes,
-                    self.tracked)
+        """The same item pushed again (on `objects` instead of its own, of the same sizes): its
+        stages are shared, what issue() fills per item starts afresh; its key and size stay."""
+        item = Item(self.stages, self.objects if objects is None else objects, self.reads,
+                    self.writes, self.tracked)
         known = self.__dict__
         for name in ("key", "nbytes"):  # (the same sizes: the same values)
             if name in known:
@@ -314,6 +312,7 @@ class ItemSlot:
                 self._copy_in(j, obj)
         fetched = []
         written = self.written
+        item.outputs = [[] for _ in plans]
         for k, (plan, part, launch, held) in enumerate(zip(plans, item.stages, self.launches,
                                                             self.scalars)):
             if part.scalars is not written[k]:  # (the same list: an item pushed again, its values)
@@ -324,8 +323,8 @@ class ItemSlot:
                         self.changed.add(k)
                 written[k] = part.scalars
             if plan.host_ports and plan.host_ports - part.forwarded.keys():
-                part.outputs = _output_arrays(plan, part)
-                launch.set_outputs(part.outputs)
+                item.outputs[k] = _output_arrays(plan, part)
+                launch.set_outputs(item.outputs[k])
                 fetched.append(launch)
         graph = self._graph()
         if graph is not None and not stop.is_set():

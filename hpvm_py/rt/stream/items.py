@@ -414,8 +414,9 @@ class ItemRunner(StreamScheduler):
         try:
             # the user's buffers hold the item's results: the tracker's device copies are stale
             self.executor.tracker.host_data(flight.item.objects)
-            records = [self._host_slots(stage, plan, part) if plan.host_ports else None
-                       for stage, plan, part in zip(self.stages, self.plans, flight.item.stages)]
+            records = [self._host_slots(stage, plan, part, outputs) if plan.host_ports else None
+                       for stage, plan, part, outputs in zip(self.stages, self.plans,
+                                                             flight.item.stages, flight.item.outputs)]
         except BaseException as exc:  # noqa: BLE001 - the item's, never the runner thread's end
             raise StageFailed(self.stages[-1], exc, flight.index) from None
         self.handle.hazards.done_stages(flight.index)
@@ -426,11 +427,12 @@ class ItemRunner(StreamScheduler):
         self.handle.done[0].put(WholeRecord(records))
 
     @staticmethod
-    def _host_slots(stage: Stage, plan: StagePlan, part: StageItem) -> list[Slot | None]:
+    def _host_slots(stage: Stage, plan: StagePlan, part: StageItem,
+                    outputs: list[np.ndarray | None]) -> list[Slot | None]:
         """The stage's slots of the outputs pop() reads: forwarded values, or what its leaf's
-        outputs bind up to the stage (stage_launch.py's)."""
-        fetched = stage.launcher.output_slots(part.outputs, list(part.extents), part.parents) \
-            if part.outputs else []
+        `outputs` bind up to the stage (stage_launch.py's)."""
+        fetched = stage.launcher.output_slots(outputs, list(part.extents), part.parents) \
+            if outputs else []
         slots: list[Slot | None] = []
         for port, out in enumerate(stage.node.func.outputs):
             if port in part.forwarded:
