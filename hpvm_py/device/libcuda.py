@@ -100,6 +100,13 @@ def read_back(host: int, device: int, nbytes: int, stream: int) -> int:
     return lib.cuMemcpyDtoHAsync_v2(host, device, nbytes, stream) or lib.cuStreamSynchronize(stream)
 
 
+def copy_to_host_async(host: int, device: int, nbytes: int, stream: int) -> int:
+    """Queue a copy of `nbytes` from device address `device` to pinned host address `host` on
+    `stream`: the CUresult; -1 where libcuda cannot be loaded."""
+    lib = _libcuda()
+    return -1 if lib is None else lib.cuMemcpyDtoHAsync_v2(host, device, nbytes, stream)
+
+
 def context_synchronize() -> Any:
     """libcuda's cuCtxSynchronize (waits for every stream of the calling thread's current
     context), or None."""

@@ -319,7 +319,7 @@ class ItemRunner(StreamScheduler):
                 self._complete_oldest()
         after = [flight.event for flight, how in conflicts if how == "device"]
         slot = self._free_slot(item)
-        copies = StagedCopies(slot.pool)
+        copies = StagedCopies(slot.pool, slot.stream.handle)
         slot.stream.use()  # a tracked buffer's copy to the device goes before the kernels (the
         # slot's device made current with its stream)
         for event in after:
