@@ -100,21 +100,30 @@ class Item:
         """How this item must wait for `other`, pushed before it, when they touch common memory
         and either writes it: "device" when every such buffer is used in place on the device by
         both (the slot's stream waits for the other's event), "host" when one is copied through
-        a slot (the other's results must be back first); "" when they share nothing written."""
+        a slot (the other's results must be back first); "" when they share nothing written.
+        (An item's buffers are apart: both span lists are walked once, in address order.)"""
         found = ""
-        for start, end, wa, ta in self.spans:
-            for other_start, other_end, wb, tb in other.spans:
-                if (wa or wb) and start < other_end and other_start < end:
-                    if not (ta and tb):
-                        return "host"
-                    found = "device"
+        a, b = self.spans, other.spans
+        i = j = 0
+        while i < len(a) and j < len(b):
+            start, end, wa, ta = a[i]
+            other_start, other_end, wb, tb = b[j]
+            if start < other_end and other_start < end and (wa or wb):
+                if not (ta and tb):
+                    return "host"
+                found = "device"
+            if end <= other_end:
+                i += 1
+            else:
+                j += 1
         return found
 
     @functools.cached_property
     def spans(self) -> list[tuple[int, int, bool, bool]]:
-        """Per object: its first address, its end, whether the item writes it, whether tracked."""
-        return [(o.address, o.address + o.nbytes, w, t)
-                for o, w, t in zip(self.objects, self.writes, self.tracked)]
+        """Per object, in address order: its first address, its end, whether the item writes
+        it, whether tracked."""
+        return sorted((o.address, o.address + o.nbytes, w, t)
+                      for o, w, t in zip(self.objects, self.writes, self.tracked))
 
 
 def overlap(a: MemoryObject, b: MemoryObject) -> bool:
