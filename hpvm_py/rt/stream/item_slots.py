@@ -219,6 +219,7 @@ class ItemSlot:
         # for a tracked one)
         self.launches: list[Any] = []  # per stage
         self.uses_of: list[list[tuple[int, int]]] = []  # per object: (stage, leaf port) using it
+        self.checked: list[int] = []  # the stages whose launch is a checked kernel's
         self.scalars: list[dict[int, Any]] = []  # per stage: the uniform values it holds
         self.written: list[Any] = []  # per stage: the item's scalars list those values came from
         self.pool = PinnedPool()  # the staged copies of the root's scalar outputs
@@ -293,6 +294,7 @@ class ItemSlot:
                 self.scalars.append(dict(part.scalars))
                 outputs.append(outs)
         self.written = [part.scalars for part in item.stages]
+        self.checked = [k for k, launch in enumerate(self.launches) if launch.error is not None]
         self.uses_of = [[] for _ in item.objects]
         for k, part in enumerate(item.stages):
             for port, j in part.buffers:
@@ -304,7 +306,7 @@ class ItemSlot:
         pinned memory costs milliseconds per megabyte to allocate afresh)."""
         self.key = None
         self.memory, self.pinned, self.launches, self.scalars, self.written = [], [], [], [], []
-        self.uses_of = []
+        self.uses_of, self.checked = [], []
         forget_event(self.event)
         self.event = None
         self._drop_graph()

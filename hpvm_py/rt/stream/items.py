@@ -401,12 +401,12 @@ class ItemRunner(StreamScheduler):
         if self.handle.stop.is_set():
             raise Stopped()
         self.flight.popleft()  # (its event has passed: a fault of its kernels showed at done())
-        for stage, launch in zip(self.stages, flight.slot.launches):
+        for k in flight.slot.checked:
             try:
-                launch.check()  # a checked kernel's first out-of-bounds access, at its line
+                flight.slot.launches[k].check()  # a checked kernel's first out-of-bounds access
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 flight.copies.complete()
-                raise StageFailed(stage, exc, flight.index) from None
+                raise StageFailed(self.stages[k], exc, flight.index) from None
         try:
             flight.slot.complete(flight.item, flight.copies)
         except BaseException as exc:  # noqa: BLE001
