@@ -541,6 +541,8 @@ def test_a_first_push_buffer_untracked_between_items_is_still_the_one_every_item
         np.testing.assert_array_equal(y, x0 * k)
 
 
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(),
+                    reason="CUDA graphs need a GPU (the fake device launches kernel by kernel)")
 @pytest.mark.parametrize("graphs", ["1", "0"])
 def test_slots_launch_each_item_as_one_cuda_graph_with_new_buffers_and_scalars(
         rng, monkeypatch, item_target: str, graphs: str) -> None:
@@ -549,8 +551,6 @@ def test_slots_launch_each_item_as_one_cuda_graph_with_new_buffers_and_scalars(
     had (the graph's nodes are pointed at them) and a scale of its own (set in the nodes too);
     each row is the one NumPy computes, with graphs and without. (The fake device has no graphs:
     it launches one by one; tests/test_stream_items.py's other tests check its order.)"""
-    if gpu_device().startswith("fake"):
-        pytest.skip("CUDA graphs need a GPU (the fake device launches kernel by kernel)")
     import torch
 
     monkeypatch.setenv("HPVM_STREAM_GRAPHS", graphs)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import ExecutionError, HPVMError, LaunchError
 from ..support.loc import Loc
+from .libcuda import error_text
 
 _RECENT = 4  # leaves named in a fault report
 _recent: "collections.deque[tuple[str, Loc | None]]" = collections.deque(maxlen=_RECENT)
@@ -71,3 +72,10 @@ def check_usable() -> None:
 def reported(exc: BaseException, leaf: str | None = None, loc: Loc | None = None) -> Any:
     """`exc` as the error to raise: a fault report when it is one, else itself."""
     return fault_error(exc, leaf, loc) if is_fault(exc) else exc
+
+
+def raise_for(code: int, what: str) -> None:
+    """A libcuda call's CUresult other than success as the error to raise (a kernel fault's
+    report when it is one): "<what> failed: <the driver's name of the code>"."""
+    if code:
+        raise reported(RuntimeError(f"{what} failed: {error_text(code)}"))

@@ -113,10 +113,7 @@ class KernelGraph:
         return launch.each_kernel(reset) and fits[0] and next(nodes, None) is None
 
     def launch(self, stream: int) -> None:
-        code = self._lib.cuGraphLaunch(self._exec, stream)
-        if code:
-            raise faults.reported(RuntimeError(f"launching a stream item's graph failed: "
-                                               f"{error_text(code)}"))
+        faults.raise_for(self._lib.cuGraphLaunch(self._exec, stream), "launching a stream item's graph")
 
     def close(self) -> None:
         if self._exec.value:

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from . import faults
-from .libcuda import copy_to_host_async, error_text
+from .libcuda import copy_to_host_async
 
 _local = threading.local()
 _PARALLEL_BYTES = 1 << 16  # host copies from this size on go through torch
@@ -76,9 +76,7 @@ class StagedCopies:
             copy_to_host_async(pinned.data_ptr(), src.data_ptr(), src.numel(), self._stream)
         if code == -1:
             pinned.copy_(src, non_blocking=True)
-        elif code:
-            raise faults.reported(RuntimeError(f"copying a result to the host failed: "
-                                               f"{error_text(code)}"))
+        faults.raise_for(max(code, 0), "copying a result to the host")
         self._taken.append(pinned)
         self._pending.append((pinned, dst))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import faults
-from .libcuda import CUDA_ERROR_NOT_READY, DriverEvents, driver_events, error_text
+from .libcuda import CUDA_ERROR_NOT_READY, DriverEvents, driver_events
 
 FAKE_LOG: list[tuple[Any, ...]] = []  # ("fork" | "join", stream) ("record" | "wait", stream, event)
 # ("launch", leaf, stream)
@@ -102,7 +102,7 @@ class ItemEvent:
             code = _driver().query(self.handle)
             if code == CUDA_ERROR_NOT_READY:
                 return False
-            _raise_for(code, "waiting for a stream item")
+            faults.raise_for(code, "waiting for a stream item")
             return True
         if self.event is None:
             return True
@@ -113,7 +113,7 @@ class ItemEvent:
 
     def wait(self) -> None:
         if self.handle:
-            _raise_for(_driver().synchronize(self.handle), "waiting for a stream item")
+            faults.raise_for(_driver().synchronize(self.handle), "waiting for a stream item")
             return
         if self.event is None:
             return
@@ -127,12 +127,6 @@ def _driver() -> DriverEvents:
     events = driver_events()
     assert events is not None  # (an event has a handle only where libcuda was loaded)
     return events
-
-
-def _raise_for(code: int, what: str) -> None:
-    """A CUresult other than success as the error to raise (a kernel fault's report)."""
-    if code:
-        raise faults.reported(RuntimeError(f"{what} failed: {error_text(code)}"))
 
 
 class StageStream:
@@ -182,14 +176,14 @@ class StageStream:
             if not handle:
                 return self.record()
             event = ItemEvent(handle=handle)
-        _raise_for(events.record(event.handle, self.handle), "recording a stream item's end")
+        faults.raise_for(events.record(event.handle, self.handle), "recording a stream item's end")
         return event
 
     def wait(self, event: ItemEvent) -> None:
         if self.fake:
             FAKE_LOG.append(("wait", self.name, event))
         elif event.handle:
-            _raise_for(_driver().stream_wait(self.handle, event.handle, 0), "ordering stream items")
+            faults.raise_for(_driver().stream_wait(self.handle, event.handle, 0), "ordering stream items")
         elif event.event is not None:
             self._stream.wait_event(event.event)
 
