@@ -198,12 +198,7 @@ def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layou
 def _overlaps_any(new: list[MemoryObject], objects: list[MemoryObject]) -> bool:
     """Whether one of `new` (among the distinct `objects`, whose others were apart before) shares
     memory with another of `objects`."""
-    for a in new:
-        start, end = a.address, a.address + a.nbytes
-        for b in objects:
-            if b is not a and b.address < end and start < b.address + b.nbytes:
-                return True
-    return False
+    return any(b is not a and overlap(a, b) for a in new for b in objects)
 
 
 class ItemSlot:
@@ -349,8 +344,7 @@ class ItemSlot:
         for plan, launch in zip(plans, self.launches) if graph is None else ():
             if stop.is_set():  # (a fake device runs each kernel as it is queued)
                 break
-            if self.fake:
-                stream.launched(plan.stage.node.func.name)
+            stream.launched(plan.stage.node.func.name)
             timer = profile.gpu_begin(self.device, stream.handle) if profile.on else None
             try:
                 launch.issue(stream.handle)
