@@ -35,6 +35,25 @@ def test_replays_follow_new_scalar_values() -> None:
         assert result == pytest.approx(float(np.sum(a * np.float32(k), dtype=np.float64)) * 2, rel=1e-5)
 
 
+def test_a_replay_writes_only_into_outputs_it_keeps() -> None:
+    """A node's output that no later node reads is written again by every replay: the recorded
+    launch must keep that array (it once held only its address, and a replay wrote into freed
+    memory: other arrays' data, or the allocator's lists, which crashed a later free)."""
+    src = np.array([0, 111, 0, 0], np.int64)
+    out = np.zeros(1, np.int64)
+    with hpvm.runtime("cpu"):
+        hpvm.wait(hpvm.launch(g.unread_edge, src, src.nbytes, out, out.nbytes))
+        before = hpvm.stats()["replayed_launches"]
+        for round_ in range(20):
+            others = [np.zeros(1, np.int64) for _ in range(256)]  # take freed 8-byte blocks
+            src[1] = 0x5EED0000 + round_
+            hpvm.wait(hpvm.launch(g.unread_edge, src, src.nbytes, out, out.nbytes))
+            written = [int(a[0]) for a in others if a[0] != 0]
+            assert not written, f"a replay wrote {[hex(v) for v in written]} into other arrays"
+        assert hpvm.stats()["replayed_launches"] - before == 20
+    assert out[0] == 7
+
+
 def test_new_integers_or_new_buffers_record_again() -> None:
     a = np.arange(64, dtype=np.float32)
     b = np.zeros(64, np.float32)

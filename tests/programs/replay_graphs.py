@@ -65,3 +65,19 @@ def copy_scalars(x: InOut[Ptr[f32]], x_bytes: i64, k: f32, m: f32):
 @hpvm.graph
 def two_scalars(x: InOut[Ptr[f32]], x_bytes: i64, k: f32, m: f32):
     hpvm.node(copy_scalars, x=x, x_bytes=x_bytes, k=k, m=m)
+
+
+@hpvm.leaf
+def pick(src: In[Ptr[i64]], src_bytes: i64) -> i64:
+    return src[1]
+
+
+@hpvm.leaf
+def mark(unread: i64, out: InOut[Ptr[i64]], out_bytes: i64):
+    out[0] = 7  # `unread` is not read: the edge only orders mark after pick
+
+
+@hpvm.graph
+def unread_edge(src: In[Ptr[i64]], src_bytes: i64, out: InOut[Ptr[i64]], out_bytes: i64):
+    picked = hpvm.node(pick, src=src, src_bytes=src_bytes)
+    hpvm.node(mark, unread=hpvm.all_to_all(picked.out[0]), out=out, out_bytes=out_bytes)

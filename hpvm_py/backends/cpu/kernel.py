@@ -179,7 +179,7 @@ class CpuKernel(LeafKernel):
             keep.append(part_slots)
             records[i, 1] = ctypes.addressof(part_slots)
         merge = (lambda: self._merge(args, privates)) if privates else None
-        return PreparedLaunch(self, driver, slots, error, records, merge, keep,
+        return PreparedLaunch(self, driver, slots, error, records, merge, keep, list(outputs),
                               reusable=not privates, nontemporal=nontemporal, trial=trial)
 
     def _shape(self, extents: list[tuple[int, ...]]) -> tuple[ctypes.Array, int, int, np.ndarray]:
@@ -381,7 +381,8 @@ class PreparedLaunch:
 
     def __init__(self, kernel: CpuKernel, driver: Any, slots: ctypes.Array, error: ctypes.Array,
                  records: np.ndarray, merge: Callable[[], None] | None, keep: list[Any],
-                 reusable: bool, nontemporal: bool, trial: StoreTrial | None = None):
+                 outputs: list[np.ndarray | None], reusable: bool, nontemporal: bool,
+                 trial: StoreTrial | None = None):
         self.kernel = kernel
         self.driver = driver
         self.slots = slots
@@ -390,6 +391,9 @@ class PreparedLaunch:
         self._rows: list[list[int]] | None = None  # the same as Python ints, to run them here
         self.merge = merge
         self.keep = keep  # ctypes arrays and NumPy arrays the drivers read
+        # the arrays the output slots point at: held here, since the slots hold only addresses
+        # and a replay writes them again (a recorded launch's outputs no one else keeps)
+        self.outputs = outputs
         self.reusable = reusable
         # set_buffer() may point it at other buffers of the same sizes, unless a remote access goes
         # through one: each launch must check such buffers on the heap (backends/heapview.py)
@@ -421,7 +425,8 @@ class PreparedLaunch:
         records[:, 1] = ctypes.addressof(slots)
         records[:, 7] = ctypes.addressof(error)
         return PreparedLaunch(self.kernel, self.driver, slots, error, records, self.merge,
-                              self.keep, self.reusable, self.nontemporal, self.trial)
+                              self.keep, list(self.outputs), self.reusable, self.nontemporal,
+                              self.trial)
 
     def set_outputs(self, outputs: list[np.ndarray | None]) -> None:
         """Write the used outputs into other arrays of the dtypes and sizes they had at prepare
@@ -429,6 +434,7 @@ class PreparedLaunch:
         for j, out in enumerate(outputs):
             if out is not None:
                 self.slots[self.kernel.layout.output_slot(j)] = _address(out)
+                self.outputs[j] = out
 
     def run(self) -> None:
         if self.trial is not None:
