@@ -13,7 +13,7 @@ import math
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -101,6 +101,30 @@ class _Flight:
     copies: StagedCopies
     event: ItemEvent
     index: int  # the item's place in push order
+    # its event passing means every item in flight before it passed its own, and it and those
+    # all use their buffers in place (waits_for())
+    covers: bool = False
+
+
+def waits_for(item: Item, flight: Sequence[_Flight]) -> tuple[list[_Flight] | None, bool]:
+    """The items in flight (oldest first) whose events `item` must wait for on the GPU, or None
+    when it must wait until they have completed on the host (Item.conflict's "host"); and whether
+    the item covers those in flight (_Flight.covers). An item in place whose newest predecessor
+    covers the rest and shares written memory with it waits for that one alone: the others' events
+    have passed before its own, and with every buffer in place none of them needs the host."""
+    if not flight:
+        return [], item.in_place
+    newest = flight[-1]
+    if newest.covers and item.in_place and item.conflict(newest.item) == "device":
+        return [newest], True
+    hows = [item.conflict(f.item) for f in flight]
+    if "host" in hows:
+        return None, False
+    after = [f for f, how in zip(flight, hows) if how == "device"]
+    covers = item.in_place and (
+        (len(after) == len(flight) and all(f.item.in_place for f in flight))
+        or (bool(after) and after[-1] is newest and newest.covers))
+    return after, covers
 
 
 class ItemRunner(StreamScheduler):
@@ -178,7 +202,9 @@ class ItemRunner(StreamScheduler):
                 if first and item is None:  # not a stream for whole items: stages.py's way
                     self._hand_over(env)
                     return
-                first = False
+                if first:  # (the stream stays with this scheduler: one FIFO is enough)
+                    handle.feed_first_stage_only()
+                    first = False
                 if item is None or not self._start(item):
                     self._run_alone(env)
                 self.index += 1
@@ -205,12 +231,18 @@ class ItemRunner(StreamScheduler):
     # -- items ----------------------------------------------------------------------------------
 
     def _take(self) -> Any:
-        """The next pushed item (its environment), EOS, or None when none is there. push() fills
-        the stages' FIFOs in order, so an item in the last one is in all of them."""
-        if not self.stages[-1].host_fifo.queue:
+        """The next pushed item (its environment), EOS, or None when none is there. push() puts
+        an item into the first stage's FIFO last, and after the runner's first item into that one
+        alone: the other FIFOs hold copies of the items pushed before, in the same order, dropped
+        here as their items are taken."""
+        first = self.stages[0].host_fifo
+        if not first.queue:
             return None
-        envs = [take_now(stage.host_fifo) for stage in self.stages]
-        return envs[0]
+        env = take_now(first)
+        for stage in self.stages[1:]:
+            if stage.host_fifo.queue:
+                take_now(stage.host_fifo)
+        return env
 
     def _item(self, env: list[Any]) -> Item | None:
         """The item as a whole, or None when it cannot run whole. A push of the same scalars as
@@ -313,17 +345,17 @@ class ItemRunner(StreamScheduler):
         """Queue the item on a slot; False when no slot could get its memory. An item that shares
         written memory with items in flight goes after them: on the GPU (its stream waits for
         their events) when that memory stays on the device, else once they have completed."""
-        conflicts = [(flight, item.conflict(flight.item)) for flight in self.flight]
-        if any(how == "host" for _, how in conflicts):
+        after, covers = waits_for(item, self.flight)
+        if after is None:
             while self.flight:  # its data is another item's in flight
                 self._complete_oldest()
-        after = [flight.event for flight, how in conflicts if how == "device"]
+            after, covers = [], item.in_place
         slot = self._free_slot(item)
         copies = StagedCopies(slot.pool, slot.stream.handle)
         slot.stream.use()  # a tracked buffer's copy to the device goes before the kernels (the
         # slot's device made current with its stream)
-        for event in after:
-            slot.stream.wait(event)
+        for flight in after:
+            slot.stream.wait(flight.event)
         try:
             with copies.active():
                 copies_in_place = self._acquire(item, slot.device)
@@ -348,7 +380,7 @@ class ItemRunner(StreamScheduler):
             for stage in self.stages:
                 stage.began(self.index)
         event = slot.issue(item, self.plans, copies, self.handle.stop)
-        self.flight.append(_Flight(item, slot, copies, event, self.index))
+        self.flight.append(_Flight(item, slot, copies, event, self.index, covers))
         stats.bump_one("stream_whole_items")
         return True
 

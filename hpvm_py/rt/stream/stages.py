@@ -82,6 +82,8 @@ class StreamState(Protocol):
 
     def check(self, item: int) -> None: ...
 
+    def feed_first_stage_only(self) -> None: ...
+
 
 @dataclass
 class StageFlight:

@@ -60,6 +60,9 @@ class StreamHandle:
         nodes = self.plan.nodes
         # a FIFO per stage for the host's values, and one per edge between stages
         self.host_fifos = [queue.Queue(maxsize=depth) for _ in nodes]
+        # the FIFOs a push feeds: every stage's, until a scheduler that takes each item from the
+        # first stage's alone says so (feed_first_stage_only)
+        self.feeds: list[queue.Queue] = self.host_fifos
         self.edge_fifos: dict[tuple[int, int], queue.SimpleQueue] = {}
         for i, node in enumerate(nodes):
             for port, src in enumerate(node.inputs):
@@ -75,9 +78,14 @@ class StreamHandle:
         # C-level: results wait here until popped)
         self.done: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in nodes]
         self._bind_streams = [self._streaming_binds(i) for i in range(len(nodes))]
-        # (stage, root port, whether the bind streams, whether the stage writes through it)
-        self._buffer_binds = [(i, *bind) for i in range(len(nodes))
-                              for bind in self._binds_of_buffers(i)]
+        # per root pointer (and whether its binds stream): the stages bound to it, each with
+        # whether it writes through it
+        binds: dict[tuple[int, bool], dict[int, bool]] = {}
+        for i in range(len(nodes)):
+            for port, streams, writes in self._binds_of_buffers(i):
+                stages = binds.setdefault((port, streams), {})
+                stages[i] = stages.get(i, False) or writes
+        self._buffer_binds = [(port, streams, stages) for (port, streams), stages in binds.items()]
         self._stages = stages = [Stage(self, i) for i in range(len(nodes))]
         self._scheduler = choose_scheduler(stages)
         self._threads = self._scheduler.threads()
@@ -123,13 +131,14 @@ class StreamHandle:
         """The item's buffers, each with the stages that use it and whether each writes it."""
         first = env if self._first_env is None else self._first_env
         uses: dict[int, Use] = {}
-        for stage, port, streams, writes in self._buffer_binds:
+        for port, streams, stages in self._buffer_binds:
             obj = (env if streams else first)[port].obj
             use = uses.get(id(obj))
             if use is None:
-                uses[id(obj)] = Use(item, obj, {stage: writes})
-            elif not use.stages.get(stage, False):
-                use.stages[stage] = writes
+                uses[id(obj)] = Use(item, obj, dict(stages))
+                continue
+            for stage, writes in stages.items():  # a buffer bound to several pointers
+                use.stages[stage] = use.stages.get(stage, False) or writes
         return list(uses.values())
 
     def _binds_of_buffers(self, index: int) -> list[tuple[int, bool, bool]]:
@@ -153,10 +162,17 @@ class StreamHandle:
         finally:
             self._feed_lock.release()
 
+    def feed_first_stage_only(self) -> None:
+        """From the next push on, items go into the first stage's FIFO alone (ItemRunner takes
+        each item whole from there). Items already pushed are in every FIFO."""
+        self.feeds = [self.host_fifos[0]]
+
     def _send(self, item: Any, deadline: float | None, what: str) -> None:
-        """Put item into every stage's host FIFO once all of them have room, so that a timeout
-        leaves every stage with the same items; raises Stopped when stopped."""
-        for fifo in self.host_fifos:
+        """Put item into every fed FIFO once all of them have room, so that a timeout leaves
+        every stage with the same items; raises Stopped when stopped. The first stage's FIFO
+        gets it last: an item seen there is in the others too."""
+        feeds = self.feeds
+        for fifo in feeds:
             if len(fifo.queue) < fifo.maxsize:
                 continue  # (only this thread adds: room seen stays)
             with fifo.not_full:
@@ -170,7 +186,7 @@ class StreamHandle:
                     fifo.not_full.wait(left)
         if self.stop.is_set() or self._error is not None:
             raise Stopped()
-        for fifo in self.host_fifos:
+        for fifo in reversed(feeds):
             put_now(fifo, item)  # only this host thread adds: the room is still there
 
     def pop(self, timeout: float | None) -> tuple[Any, ...]:
