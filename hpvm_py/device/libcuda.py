@@ -1,7 +1,14 @@
 """Direct calls into the CUDA driver (libcuda through ctypes) for the hot path of a replayed
 launch: a kernel or CUDA-graph launch through cuda-bindings or torch costs microseconds of Python
 wrapping, a ctypes call about one. None where libcuda cannot be loaded (then the callers use
-cuda-bindings or torch as before)."""
+cuda-bindings or torch as before).
+
+Calls that return at once (launches, records, queries, asynchronous copies) keep the interpreter's
+lock (`ctypes.PyDLL`): a ctypes call that lets it go hands it to any other thread that wants it,
+which then keeps it for up to the switch interval (5 ms) while this thread waits to take it back.
+A stream's runner thread makes a dozen such calls an item while the host thread pushes the next:
+with the lock let go each time, the two threads on two cores traded it a dozen times a frame
+(docs/streaming.md). Calls that wait for the GPU (`_blocking()`: synchronisations) let it go."""
 from __future__ import annotations
 
 import ctypes
@@ -11,10 +18,24 @@ from typing import Any
 
 @functools.cache
 def _libcuda() -> Any:
+    """libcuda for the calls that return at once: they keep the interpreter's lock."""
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
+        return _declare(ctypes.PyDLL("libcuda.so.1"))
     except OSError:
         return None
+
+
+@functools.cache
+def _blocking() -> Any:
+    """libcuda for the calls that wait for the GPU: they let the interpreter's lock go."""
+    try:
+        return _declare(ctypes.CDLL("libcuda.so.1"))
+    except OSError:
+        return None
+
+
+def _declare(lib: Any) -> Any:
+    """Set the prototypes of the calls used here on a handle of libcuda."""
     # CUresult cuLaunchKernel(CUfunction, 3 x grid, 3 x block, shared bytes, CUstream,
     # void **params, void **extra)
     lib.cuLaunchKernel.restype = ctypes.c_int
@@ -97,7 +118,8 @@ def read_back(host: int, device: int, nbytes: int, stream: int) -> int:
     lib = _libcuda()
     if lib is None:
         return -1
-    return lib.cuMemcpyDtoHAsync_v2(host, device, nbytes, stream) or lib.cuStreamSynchronize(stream)
+    return lib.cuMemcpyDtoHAsync_v2(host, device, nbytes, stream) or \
+        _blocking().cuStreamSynchronize(stream)
 
 
 def copy_to_host_async(host: int, device: int, nbytes: int, stream: int) -> int:
@@ -110,7 +132,7 @@ def copy_to_host_async(host: int, device: int, nbytes: int, stream: int) -> int:
 def context_synchronize() -> Any:
     """libcuda's cuCtxSynchronize (waits for every stream of the calling thread's current
     context), or None."""
-    lib = _libcuda()
+    lib = _blocking()
     return None if lib is None else lib.cuCtxSynchronize
 
 
@@ -141,10 +163,10 @@ class DriverEvents:
     """CUDA events through libcuda (a torch event costs microseconds of Python a use): made,
     recorded, queried, waited for and destroyed by handle. Each call returns libcuda's CUresult."""
 
-    def __init__(self, lib: Any):
+    def __init__(self, lib: Any, blocking: Any):
         self.record = lib.cuEventRecord
         self.query = lib.cuEventQuery
-        self.synchronize = lib.cuEventSynchronize
+        self.synchronize = blocking.cuEventSynchronize
         self.destroy = lib.cuEventDestroy_v2
         self.stream_wait = lib.cuStreamWaitEvent
         self._create = lib.cuEventCreate
@@ -161,7 +183,7 @@ class DriverEvents:
 def driver_events() -> DriverEvents | None:
     """libcuda's event calls, or None where libcuda cannot be loaded."""
     lib = _libcuda()
-    return None if lib is None else DriverEvents(lib)
+    return None if lib is None else DriverEvents(lib, _blocking())
 
 
 def libcuda() -> Any:
