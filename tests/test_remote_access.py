@@ -591,3 +591,28 @@ def test_a_16_bit_remote_atomic_add_on_gpu_is_a_located_compile_error(monkeypatc
         compile_graph(half_counter_graph, "gpu")
     assert "remote_atomic_add on f16" in str(info.value) and "nvptx" in str(info.value)
     assert info.value.loc.line == line_of("HALF")
+
+
+def test_a_recorded_remote_launch_does_not_replay_after_its_world_ended(
+        stand_in_world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay must not run a remote access through the heap bases packed in another world: the
+    peer heaps they point into are freed once the world is left (a replay read and wrote freed
+    memory). Launched again without the world, it is the normal path's located rank error."""
+    import torch
+
+    heap = StandInHeap("cpu")
+    stand_in_world(heap)
+    src, got, inbox = (heap.empty(N, torch.float32) for _ in range(3))
+    total = heap.empty(COUNTERS, torch.int64)
+    args = (src[0], src[0].nbytes, got[0], got[0].nbytes, inbox[0], inbox[0].nbytes, total[0],
+            total[0].nbytes, 1, N)
+    with hpvm.runtime("cpu"):
+        for _ in range(2):
+            hpvm.wait(hpvm.launch(exchange_graph, *args))
+        assert hpvm.stats()["replayed_launches"] == 1
+        monkeypatch.setattr(ranks, "_world", None)
+        monkeypatch.setattr(world, "_current", None)
+        with pytest.raises(ExecutionError) as info:
+            hpvm.wait(hpvm.launch(exchange_graph, *args))
+        assert info.value.rule == "remote-rank"
+        assert hpvm.stats()["replayed_launches"] == 1

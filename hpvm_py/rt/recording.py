@@ -14,6 +14,7 @@ import numpy as np
 
 from ..backends.base import BufferArg
 from ..device.streams import DeviceStreams
+from ..support.world import current as current_world
 from ..types import ScalarType
 from .buffers import moved, why_not_writable
 from .replay_streams import StreamPlan
@@ -119,6 +120,9 @@ class Recording:
     dropped: bool = False  # a buffer it used was released: it matches nothing
     internal_nodes: int = 0  # root nodes that hold the recorded leaves (counted as nodes run)
     rebindable: bool = False  # rebound() may serve other buffers with copies of its launches
+    # the distributed world it was recorded in, weakly held: a remote access's packed heap bases
+    # point into that world's heaps (unmapped once it is left), so it serves that world only
+    world: Any = field(default_factory=lambda: _world_key())
 
     def __post_init__(self) -> None:
         steps = len(self.steps)  # one kernel per leaf
@@ -145,13 +149,20 @@ class Recording:
         self.dropped = True
 
     def matches(self, args: tuple[Any, ...]) -> bool:
-        if self.dropped or len(args) != len(self.args):
+        if self.dropped or len(args) != len(self.args) or not self._same_world():
             return False
         for i, ref in self._buffers:
             a, obj = args[i], ref()
             if obj is None or obj.released or obj.user is not a or moved(a, obj.address, obj.nbytes):
                 return False  # the normal path tracks it again, or says what went wrong
         return self._same_values(args)
+
+    def _same_world(self) -> bool:
+        """Whether the world it was recorded in is the current one (None: no world, both times)."""
+        key, now = self.world, current_world()
+        if key is None or now is None:
+            return key is None and now is None
+        return (key() if isinstance(key, weakref.ref) else key) is now
 
     def _same_values(self, args: tuple[Any, ...]) -> bool:
         """The integer arguments are the recorded ones (of the same Python type)."""
@@ -224,7 +235,7 @@ class Recording:
         """Whether rebound() / retarget() can serve these buffers: the same integer arguments, and
         buffers of the same sizes, homes and aliasing as the recorded ones."""
         if not self.rebindable or self.dropped or len(args) != len(self.args) or \
-                not self._same_values(args):
+                not self._same_world() or not self._same_values(args):
             return False
         for i, ref in self._buffers:
             old, new = ref(), env[i].obj
@@ -277,6 +288,17 @@ class Recording:
         """The buffers the graph writes still accept writes (not made read-only, no
         requires_grad_() since): else the normal path says why."""
         return all(why_not_writable(args[i]) is None for i in self.written)
+
+
+def _world_key() -> Any:
+    """The current world, weakly held (None: none); a stand-in without weak references, held."""
+    world = current_world()
+    if world is None:
+        return None
+    try:
+        return weakref.ref(world)
+    except TypeError:
+        return world
 
 
 def _aliases(objects: list[Any]) -> tuple[int, ...] | None:

@@ -103,6 +103,7 @@ class NvptxKernel(LeafKernel):
         for level, dims in enumerate(checked):
             for d in range(DIMS_PER_LEVEL):
                 slots[layout.extent(level, d)] = dims[d] if d < len(dims) else 1
+        heap = None
         if layout.remote:
             heap = heapview.for_launch(self.source, args, cuda)  # its bases live as long as the heap
             slots[layout.heap], slots[layout.heap + 1], slots[layout.heap + 2] = \
@@ -119,6 +120,7 @@ class NvptxKernel(LeafKernel):
         launch = PreparedLaunch(self, fn, params, block, chunks, shared, stream, error,
                                 DeviceOutputs(device_outputs, self.leaf.name, self.leaf.loc), keep)
         launch.stale -= bound  # a producer's arrays: the same on every replay
+        launch.heap_view = heap  # the bases tensor its heap slot points at (as the cpu target's keep)
         width = self._lane_width(args, checked, parents * leaves)
         if width:
             launch.split(self.lanes_code.function(ordinal), width, parents * leaves)
