@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -539,6 +540,63 @@ def test_a_first_push_buffer_untracked_between_items_is_still_the_one_every_item
         assert _whole(before, hpvm.stats()) == 2
     for k, y in zip(ks, ys):
         np.testing.assert_array_equal(y, x0 * k)
+
+
+def test_the_host_thread_starts_and_completes_items_itself(rng, item_target: str) -> None:
+    """push() and pop() do the runner thread's work on the host thread where they can (help():
+    start the items pushed while a slot is free, complete those the GPU finished), so the two
+    threads hand each other nothing in a steady stream; results as NumPy's, in push order. (Each
+    item is popped before the next push, after a pause, as a program that works between frames:
+    on the fake device a kernel runs while it is queued, so a runner thread busy with one item
+    would take the next as soon as it is pushed.)"""
+    n, count = 64, 24
+    xs = rng.random((count, n), dtype=np.float32) + 1
+    scales = rng.random(count, dtype=np.float32) * 4 - 2
+    ys = np.zeros((count, n), np.float32)
+    with hpvm.runtime(item_target):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True, depth=3)
+        popped = []
+        for k in range(count):
+            time.sleep(0.01)
+            hpvm.push(handle, xs[k], 4 * n, ys[k], 4 * n, float(scales[k]), n, timeout=60)
+            popped.append(hpvm.pop(handle, timeout=300)[0])
+        hpvm.wait(handle, timeout=60)
+        after = hpvm.stats()
+    tops = xs.max(axis=1)
+    np.testing.assert_allclose(ys, xs / tops[:, None] * scales[:, None], rtol=1e-6)
+    np.testing.assert_allclose(popped, tops * scales, rtol=1e-6)
+    assert _whole(before, after) == count
+    # the first item is the runner thread's (it decides the stream's way); most others the host's
+    assert _delta(before, after, "stream_items_host_started") >= count // 2
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(),
+                    reason="a user's CUDA stream needs a GPU")
+def test_the_host_thread_keeps_its_own_cuda_stream_while_it_helps(rng, item_target: str) -> None:
+    """The items the host thread starts run on their slots' streams, which it makes current only
+    while it starts them: the user's current stream is the user's again after every push and
+    pop."""
+    import torch
+
+    n, count = 256, 12
+    xs = torch.rand((count, n), device="cuda") + 1
+    ys = torch.zeros((count, n), device="cuda")
+    mine = torch.cuda.Stream()
+    with hpvm.runtime(item_target), torch.cuda.stream(mine):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.normalised, stream=True, depth=3)
+        for k in range(count):
+            hpvm.push(handle, xs[k], 4 * n, ys[k], 4 * n, 2.0, n, timeout=60)
+            assert torch.cuda.current_stream().cuda_stream == mine.cuda_stream
+            if k >= 2:
+                hpvm.pop(handle, timeout=300)
+                assert torch.cuda.current_stream().cuda_stream == mine.cuda_stream
+        hpvm.wait(handle, timeout=60)
+        after = hpvm.stats()
+    assert _delta(before, after, "stream_items_host_started") >= 1
+    expected = xs / xs.max(dim=1, keepdim=True).values * 2
+    torch.testing.assert_close(ys, expected, rtol=1e-6, atol=0)
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(),

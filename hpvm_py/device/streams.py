@@ -12,7 +12,8 @@ ordering without a GPU.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 from . import faults
 from .libcuda import CUDA_ERROR_NOT_READY, DriverEvents, driver_events
@@ -204,6 +205,26 @@ def stage_stream(stream: StageStream | None) -> Callable[[], None]:
         return lambda: None
     stream.use()
     return stream.synchronize
+
+
+@contextlib.contextmanager
+def kept_current_stream(device: str) -> Iterator[None]:
+    """The calling thread's current CUDA device and streams as they were, after work that makes a
+    stage's stream current (StageStream.use) on `device`: a user's thread that helps a stream's
+    runner (rt/stream/items.py) keeps its own. Nothing to keep on the fake device."""
+    if not device.startswith("cuda"):
+        yield
+        return
+    import torch  # noqa: PLC0415
+
+    user = torch.cuda.current_stream()
+    ours = torch.cuda.current_stream(torch.device(device))
+    try:
+        yield
+    finally:
+        if ours.device != user.device:
+            torch.cuda.set_stream(ours)
+        torch.cuda.set_stream(user)  # its device too
 
 
 def forget_event(event: ItemEvent | None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -20,7 +21,7 @@ import numpy as np
 from ...backends import registry
 from ...backends.base import BufferArg
 from ...device.staging import StagedCopies
-from ...device.streams import ItemEvent
+from ...device.streams import ItemEvent, kept_current_stream
 from ...errors import HPVMError
 from ...support import profile, settings, stats
 from ...types import PtrType, bf16
@@ -35,6 +36,8 @@ from .stages import (EOS, GPU_SLICE, POLL, EdgeItem, SchedulerThread, Stage, Sta
 
 SLOTS = 4  # items in flight: one copied in, one computing, one copied out, one spare while the
 # host moves a completed item's results
+HOST_HELPS = 2e-3  # seconds: while the host thread helped within it, the runner thread looks
+# this often (rather than every GPU_SLICE)
 SLOT_BYTES = 1 << 30  # the most memory (on the device, and pinned) the slots in use may hold for
 # their items' buffers: an item of more than a quarter of it gets fewer slots
 
@@ -147,6 +150,16 @@ class ItemRunner(StreamScheduler):
         self.index = 0  # the place in push order of the item being taken or started
         self.scheduler: SchedulerThread | None = None  # stages.py's, once the stream went there
         self._last: tuple[list[Any], Item] | None = None  # the last item made whole, and its env
+        # The host thread helps (help(), from push and pop): one of it and the runner thread at a
+        # time holds `lock` while it takes, starts or completes items
+        self.lock = threading.Lock()
+        self.kept = False  # the runner keeps the stream (its first item did not go to stages.py)
+        self.ended = False  # the runner takes no more items: the host thread must not either
+        self.helped_at = 0.0  # when the host thread last helped (time.monotonic())
+        # an item the host thread took but left to the runner thread (it would have waited, or it
+        # runs alone), with its plan; and a failure met while helping, for the runner to raise
+        self._pending: tuple[list[Any], Item | None] | None = None
+        self._failure: StageFailed | None = None
         # what one whole item adds to hpvm.stats() (made once: stats.bump_all keeps the dict)
         self._item_counts: dict[str, int] = {}
         for stage in stages:
@@ -173,45 +186,137 @@ class ItemRunner(StreamScheduler):
         except Stopped:
             pass
         except StageFailed as failure:
-            self._failed(failure)
+            with self.lock:
+                self._failed(failure)
         except BaseException as exc:  # noqa: BLE001 - no one stage's (a copy, an event): the first's
-            self._failed(StageFailed(self.stages[0], exc))
-        self._drain()
-        self._last = None  # it holds the last item's buffers
-        for slot in self.slots:
-            slot.release()
+            with self.lock:
+                self._failed(StageFailed(self.stages[0], exc))
+        with self.lock:
+            self.ended = True
+            self._drain()
+            self._last = None  # it holds the last item's buffers
+            for slot in self.slots:
+                slot.release()
 
     def _run(self) -> None:
         """Take, start and complete items until the end of the stream."""
         handle = self.handle
-        first = True
         while True:
             handle.arrived.clear()  # a push after this wakes the wait below
-            if handle.stop.is_set():  # cleanup(): the items in flight are dropped, never copied out
-                raise Stopped()
-            # one completion, then one start: a slot freed is filled before the next
-            # completion's host copies, so the GPU is not left without queued work
-            progressed = bool(self.flight) and self._done(self.flight[0])
-            if progressed:
-                self._complete_oldest()
-            env = self._take() if len(self.flight) < SLOTS else None
-            if env is EOS:
+            with self.lock:
+                try:
+                    step = self._step()
+                except BaseException:
+                    self.ended = True  # (before the lock goes: no help() in between)
+                    raise
+            if step == "handed over":
+                return
+            if step == "end":
                 break
-            if env is not None:
-                item = self._item(env)
-                if first and item is None:  # not a stream for whole items: stages.py's way
-                    self._hand_over(env)
-                    return
-                if first:  # (the stream stays with this scheduler: one FIFO is enough)
-                    handle.feed_first_stage_only()
-                    first = False
-                if item is None or not self._start(item):
-                    self._run_alone(env)
-                self.index += 1
-            elif not progressed:
-                handle.arrived.wait(GPU_SLICE if self.flight else POLL)
-        while self.flight:
+            if step == "idle":
+                handle.arrived.wait(self._idle_wait())
+        with self.lock:
+            while self.flight:
+                self._complete_oldest()
+
+    def _step(self) -> str:
+        """One turn of the runner: "busy" (it did something), "idle", "end" (the stream's end
+        mark was taken) or "handed over" (stages.py's scheduler ran the stream)."""
+        handle = self.handle
+        if handle.stop.is_set():  # cleanup(): the items in flight are dropped, never copied out
+            raise Stopped()
+        if self._failure is not None:  # met while the host thread helped
+            failure, self._failure = self._failure, None
+            raise failure
+        # one completion, then one start: a slot freed is filled before the next
+        # completion's host copies, so the GPU is not left without queued work
+        progressed = bool(self.flight) and self._done(self.flight[0])
+        if progressed:
             self._complete_oldest()
+        if self._pending is not None:
+            env, item = self._pending
+            self._pending = None
+            self._begin(env, item)
+            return "busy"
+        env = self._take() if len(self.flight) < SLOTS else None
+        if env is EOS:
+            return "end"
+        if env is None:
+            return "busy" if progressed else "idle"
+        item = self._item(env)
+        if not self.kept:
+            if item is None:  # not a stream for whole items: stages.py's way
+                self._hand_over(env)
+                return "handed over"
+            handle.feed_first_stage_only()  # (the stream stays here: one FIFO is enough)
+            self.kept = True
+        self._begin(env, item)
+        return "busy"
+
+    def _begin(self, env: list[Any], item: Item | None) -> None:
+        """Start the item taken (whole, or alone when it cannot be); the next is the next in
+        push order."""
+        if item is None or not self._start(item):
+            self._run_alone(env)
+        self.index += 1
+
+    def _idle_wait(self) -> float:
+        """How long the runner thread waits for a push before it looks again: while the host
+        thread helps, it looks now and then only (each look takes the interpreter's lock from
+        the host thread); else every GPU_SLICE while items are in flight."""
+        if time.monotonic() - self.helped_at < HOST_HELPS:
+            return HOST_HELPS
+        return GPU_SLICE if self.flight or self._pending is not None else POLL
+
+    def help(self) -> bool:
+        """From the host thread's push() and pop(): what the runner thread would do now, when
+        it is not doing it itself: complete the items the GPU has finished, and take and start
+        pushed items while a slot is free for each and no item in flight must complete first
+        (such an item, or one that cannot run whole, is left to the runner thread). The host
+        thread then hands the runner nothing, which on two cores costs a wake-up of the other
+        core each time (docs/streaming.md, "Two threads, one interpreter lock"). False when it
+        did not run (the runner thread is at work, or the stream is not its to help)."""
+        if not self.kept or self.ended or self._failure is not None or \
+                not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if self.ended or self._failure is not None or self.handle.stop.is_set():
+                return False
+            self.helped_at = time.monotonic()
+            try:
+                self._help()
+            except StageFailed as failure:
+                self._failure = failure
+                self.handle.arrived.set()
+            except Exception as exc:  # noqa: BLE001 - as the runner thread's (__call__)
+                self._failure = StageFailed(self.stages[0], exc)
+                self.handle.arrived.set()
+            return True
+        finally:
+            self.lock.release()
+
+    def _help(self) -> None:
+        while self.flight and self._done(self.flight[0]):
+            self._complete_oldest()
+        fifo = self.stages[0].host_fifo
+        while self._pending is None and len(self.flight) < SLOTS and fifo.queue and \
+                fifo.queue[0] is not EOS:
+            env = self._take()
+            item = self._item(env)
+            after, covers = (None, False) if item is None else waits_for(item, self.flight)
+            slot = None if after is None else self._free_slot(item, wait=False)
+            if slot is None:
+                self._pending = (env, item)  # (the runner thread waits where it must)
+                self.handle.arrived.set()
+                return
+            with kept_current_stream(self.device):  # _launch makes the slot's stream current
+                started = self._launch(item, slot, after, covers)
+            if not started:
+                self._pending = (env, None)  # no memory for it on a slot: it runs alone
+                self.handle.arrived.set()
+                return
+            self.index += 1
+            stats.bump_one("stream_items_host_started")
 
     def _failed(self, failure: StageFailed) -> None:
         """A stage failed on an item (None: the one being started): the items in flight before
@@ -351,6 +456,11 @@ class ItemRunner(StreamScheduler):
                 self._complete_oldest()
             after, covers = [], item.in_place
         slot = self._free_slot(item)
+        assert slot is not None  # (it waits for one)
+        return self._launch(item, slot, after, covers)
+
+    def _launch(self, item: Item, slot: ItemSlot, after: list[_Flight], covers: bool) -> bool:
+        """_start() once the item has its slot and knows the items to wait for."""
         copies = StagedCopies(slot.pool, slot.stream.handle)
         slot.stream.use()  # a tracked buffer's copy to the device goes before the kernels (the
         # slot's device made current with its stream)
@@ -392,19 +502,22 @@ class ItemRunner(StreamScheduler):
                 for obj, reads, writes, in_place in zip(item.objects, item.reads, item.writes,
                                                           item.tracked)]
 
-    def _free_slot(self, item: Item) -> ItemSlot:
+    def _free_slot(self, item: Item, wait: bool = True) -> ItemSlot | None:
         """The next slot in turn that no item in flight holds, among as many as the item's size
-        allows (completing the oldest items in flight until one is free)."""
+        allows (completing the oldest items in flight until one is free; without `wait`, None
+        when none is free now)."""
         size = max(1, item.nbytes)
         limit = max(1, min(SLOTS, SLOT_BYTES // size))
         first = self.started
-        self.started += 1
         while True:
             busy = [f.slot for f in self.flight]
             for k in range(limit):
                 slot = self.slots[(first + k) % limit]
                 if slot not in busy:
+                    self.started += 1
                     return slot
+            if not wait:
+                return None
             self._complete_oldest()
 
     def _check_grids(self, item: Item) -> None:

@@ -30,6 +30,11 @@ class StreamScheduler(abc.ABC):
     def busy(self) -> list[str]:
         """The names of the stages at work now (items in flight), for a timed-out wait()."""
 
+    def help(self) -> bool:
+        """Called by the host thread's push() and pop(): do now, on that thread, what a scheduler
+        thread would; True when it did (the scheduler needs no wake-up), False by default."""
+        return False
+
     def one_thread(self) -> list[threading.Thread]:
         """`threads()` of a scheduler that runs every stage from one thread (calling itself)."""
         names = ",".join(stage.name for stage in self.stages)

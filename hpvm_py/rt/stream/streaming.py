@@ -20,7 +20,7 @@ from ..library import first_library_node
 from .hazards import Hazards, Use
 from .items import ItemRunner
 from .scheduler import THREAD_PREFIX, StreamScheduler
-from .stages import EOS, POLL, SchedulerThread, Stage, StageThreads, WholeRecord, put_now
+from .stages import EOS, GPU_SLICE, POLL, SchedulerThread, Stage, StageThreads, WholeRecord, put_now
 
 WAITED_TWICE = "wait() was already called on this launch handle"
 # the ways to run a stream's stages (scheduler.py), in order of preference: the first that fits
@@ -124,7 +124,8 @@ class StreamHandle:
                 self._first_env = env
             self._last_push = (devices, args, env)
             self._pushed += 1
-        self.arrived.set()
+        if not self._scheduler.help():  # (else the host thread started what it could itself)
+            self.arrived.set()
         stats.bump("stream_pushes")
 
     def _uses(self, item: int, env: list[Any]) -> list[Use]:
@@ -173,17 +174,18 @@ class StreamHandle:
         gets it last: an item seen there is in the others too."""
         feeds = self.feeds
         for fifo in feeds:
-            if len(fifo.queue) < fifo.maxsize:
-                continue  # (only this thread adds: room seen stays)
-            with fifo.not_full:
-                while len(fifo.queue) >= fifo.maxsize:
-                    if self.stop.is_set() or self._error is not None:
-                        raise Stopped()
-                    left = POLL if deadline is None else min(POLL, deadline - time.monotonic())
-                    if left <= 0:
-                        raise HPVMTimeoutError(f"{what}(): the pipeline stayed full past the timeout",
-                                               caller_loc())
-                    fifo.not_full.wait(left)
+            while len(fifo.queue) >= fifo.maxsize:  # (only this thread adds: room seen stays)
+                if self.stop.is_set() or self._error is not None:
+                    raise Stopped()
+                # the host thread starts items itself where it can, then looks again soon
+                wait = GPU_SLICE if self._scheduler.help() else POLL
+                left = wait if deadline is None else min(wait, deadline - time.monotonic())
+                if left <= 0:
+                    raise HPVMTimeoutError(f"{what}(): the pipeline stayed full past the timeout",
+                                           caller_loc())
+                with fifo.not_full:
+                    if len(fifo.queue) >= fifo.maxsize:
+                        fifo.not_full.wait(left)
         if self.stop.is_set() or self._error is not None:
             raise Stopped()
         for fifo in reversed(feeds):
@@ -204,7 +206,7 @@ class StreamHandle:
         records = self._partial
         try:
             while len(records) < len(self.done):
-                record = self.get(self.done[len(records)], deadline, "pop", self._popped)
+                record = self._result(self.done[len(records)], deadline)
                 if isinstance(record, WholeRecord):  # (only ever the first stage's)
                     records = record.records
                     break
@@ -218,6 +220,30 @@ class StreamHandle:
             value = self.executor._as_parent(records[node][port])
             values.append(value.reshape(-1)[0] if hasattr(value, "reshape") else value)
         return tuple(values)
+
+    def _result(self, fifo: queue.SimpleQueue, deadline: float | None) -> Any:
+        """get() for pop(): while the result is not there, the host thread completes the items
+        the GPU has finished itself where the scheduler lets it (help()), looking every
+        GPU_SLICE; else it waits for the scheduler's thread."""
+        item = self._popped
+        while True:
+            self.check(item)
+            try:
+                return fifo.get_nowait()
+            except queue.Empty:
+                pass
+            wait = GPU_SLICE if self._scheduler.help() else POLL
+            left = wait if deadline is None else min(wait, deadline - time.monotonic())
+            try:
+                if left > 0:
+                    return fifo.get(timeout=left)
+            except queue.Empty:
+                pass
+            if deadline is not None and time.monotonic() >= deadline:
+                try:
+                    return fifo.get_nowait()  # (what arrived at the last moment)
+                except queue.Empty:
+                    raise HPVMTimeoutError("pop(): no result within the timeout", caller_loc()) from None
 
     def results(self) -> Iterator[tuple[Any, ...]]:
         """Pop every remaining result, until the stream is closed and drained."""
