@@ -505,9 +505,9 @@ def test_the_suite_pipeline_with_frames_in_flight_runs_every_frame_whole(monkeyp
     from hpvm_suite import pipeline as P
 
     started = []
-    real_start = I.ItemRunner._start
-    monkeypatch.setattr(I.ItemRunner, "_start", lambda self, item: started.append(
-        real_start(self, item)) or started[-1])  # (the port opens its own runtime: count here)
+    real_launch = I.ItemRunner._launch  # (both threads start items through it)
+    monkeypatch.setattr(I.ItemRunner, "_launch", lambda self, *args: started.append(
+        real_launch(self, *args)) or started[-1])  # (the port opens its own runtime: count here)
     inputs = P.make_inputs(24, 32, 5)
     outputs = P.run_in_flight(inputs, item_target, depth=3)
     assert P.check(outputs, P.reference(inputs)) is None

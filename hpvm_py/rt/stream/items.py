@@ -155,7 +155,7 @@ class ItemRunner(StreamScheduler):
         self.lock = threading.Lock()
         self.kept = False  # the runner keeps the stream (its first item did not go to stages.py)
         self.ended = False  # the runner takes no more items: the host thread must not either
-        self.helped_at = 0.0  # when the host thread last helped (time.monotonic())
+        self.host_at = 0.0  # when the host thread last came to help (time.monotonic())
         # an item the host thread took but left to the runner thread (it would have waited, or it
         # runs alone), with its plan; and a failure met while helping, for the runner to raise
         self._pending: tuple[list[Any], Item | None] | None = None
@@ -203,6 +203,9 @@ class ItemRunner(StreamScheduler):
         handle = self.handle
         while True:
             handle.arrived.clear()  # a push after this wakes the wait below
+            if self._host_drives():
+                handle.arrived.wait(HOST_HELPS)
+                continue
             with self.lock:
                 try:
                     step = self._step()
@@ -260,12 +263,18 @@ class ItemRunner(StreamScheduler):
             self._run_alone(env)
         self.index += 1
 
+    def _host_drives(self) -> bool:
+        """Whether the runner thread leaves the stream to the host thread for now: the host came
+        to help within HOST_HELPS and left it nothing (an item to run alone or to wait for, a
+        failure), and nothing stopped it. Each look of the runner thread takes the interpreter's
+        lock and the runner's from the host thread; a runner thread at work would make the
+        host's help() find the runner's lock taken, again and again."""
+        return (self.kept and self._pending is None and self._failure is None and
+                not self.handle.stop.is_set() and time.monotonic() - self.host_at < HOST_HELPS)
+
     def _idle_wait(self) -> float:
-        """How long the runner thread waits for a push before it looks again: while the host
-        thread helps, it looks now and then only (each look takes the interpreter's lock from
-        the host thread); else every GPU_SLICE while items are in flight."""
-        if time.monotonic() - self.helped_at < HOST_HELPS:
-            return HOST_HELPS
+        """How long the runner thread waits for a push before it looks again: every GPU_SLICE
+        while items are in flight."""
         return GPU_SLICE if self.flight or self._pending is not None else POLL
 
     def help(self) -> bool:
@@ -274,15 +283,19 @@ class ItemRunner(StreamScheduler):
         pushed items while a slot is free for each and no item in flight must complete first
         (such an item, or one that cannot run whole, is left to the runner thread). The host
         thread then hands the runner nothing, which on two cores costs a wake-up of the other
-        core each time (docs/streaming.md, "Two threads, one interpreter lock"). False when it
-        did not run (the runner thread is at work, or the stream is not its to help)."""
-        if not self.kept or self.ended or self._failure is not None or \
-                not self.lock.acquire(blocking=False):
+        core each time (docs/streaming.md, "Two threads, one interpreter lock"), and the runner
+        thread stays away while the host comes to help (_host_drives). True when the host thread
+        helps this stream (it did now, or the runner thread is at it and leaves the next turn to
+        it); False when the stream is not the host's to help (before the runner's first item,
+        after its end, a failure or cleanup()): then the runner thread must be woken."""
+        if not self.kept or self.ended or self._failure is not None or self.handle.stop.is_set():
             return False
+        self.host_at = time.monotonic()
+        if not self.lock.acquire(blocking=False):
+            return True  # (the runner thread is at work: it sees what was pushed)
         try:
             if self.ended or self._failure is not None or self.handle.stop.is_set():
                 return False
-            self.helped_at = time.monotonic()
             try:
                 self._help()
             except StageFailed as failure:
