@@ -197,3 +197,52 @@ def test_a_communication_node_joins_a_cuda_graph_only_in_the_world_it_agreed_in(
         world.device, world.single_host = device, single
         prepared._agreed = SimpleNamespace(world=world, mine=None)
         assert not prepared.capturable
+
+
+def test_a_collective_graph_is_replayed_only_in_the_world_it_was_captured_in(monkeypatch) -> None:
+    """The direct collectives replay one captured graph per call (gpu/replay.py), whose kernel
+    points into the heap of the world it was captured in: a world made after that one ended, even
+    at the same address (an id() key once matched it), captures its own."""
+    import gc
+    from types import SimpleNamespace
+
+    from hpvm_py.distributed import ranks
+    from hpvm_py.distributed.gpu import launch as gpu_launch
+
+    class World:  # (a stand-in: what _run reads of ranks.World)
+        timeout = 5.0
+
+    captured, replayed = [], []
+
+    class Graphs:  # (gpu/replay.Replays without CUDA)
+        def __init__(self) -> None:
+            self.graphs: dict = {}
+
+        def lookup(self, key):
+            return self.graphs.get(key)
+
+        def first(self, key, launch):
+            launch()
+            captured.append(key)
+            self.graphs[key] = lambda: replayed.append(key)
+            return self.graphs[key]
+
+    monkeypatch.setattr(gpu_launch, "capturing", lambda: False)
+    monkeypatch.setattr(gpu_launch, "_replays", Graphs())
+    call = SimpleNamespace(runs=0)
+
+    def run_kernel() -> None:
+        call.runs += 1
+
+    now = [None]  # the current world
+    monkeypatch.setattr(ranks, "current", lambda: now[0])
+    ids = set()
+    for _ in range(20):  # worlds made and ended one after another reuse addresses in CPython
+        now[0] = World()
+        ids.add(id(now[0]))
+        gpu_launch._run(("all_reduce", 1 << 20), run_kernel)
+        gpu_launch._run(("all_reduce", 1 << 20), run_kernel)  # the same world: replayed
+        now[0] = None
+        gc.collect()
+    assert len(captured) == 20 and len(replayed) == 20 and call.runs == 20
+    assert len(ids) < 20  # (some world did take an earlier one's address)

@@ -13,7 +13,8 @@ from collections import deque
 import pytest
 
 from hpvm_py.rt.stream.item_slots import Item
-from hpvm_py.rt.stream.items import SLOTS, _Flight, waits_for
+from hpvm_py.rt.stream.item_order import Flight, waits_for
+from hpvm_py.rt.stream.items import SLOTS
 from hpvm_py.rt.tracker import MemoryObject
 
 
@@ -71,7 +72,7 @@ def _reaches(waits: dict[int, list[int]], start: int, goal: int) -> bool:
 @pytest.mark.parametrize("seed", range(4))
 def test_items_wait_for_every_conflicting_item_in_flight(seed: int) -> None:
     rng = random.Random(seed)
-    flight: deque[_Flight] = deque()
+    flight: deque[Flight] = deque()
     waits: dict[int, list[int]] = {}
     shortcuts = drained = 0
     for index in range(4000):
@@ -90,7 +91,7 @@ def test_items_wait_for_every_conflicting_item_in_flight(seed: int) -> None:
                 assert _reaches(waits, index, f.index), (index, f.index, waits[index])
         if len(after) == 1 and sum(how == "device" for how in hows.values()) > 1:
             shortcuts += 1
-        flight.append(_Flight(item, None, None, None, index, covers))
+        flight.append(Flight(item, None, None, None, index, covers))
         while len(flight) >= SLOTS or (flight and rng.random() < 0.3):
             flight.popleft()  # completed, oldest first
     assert shortcuts > 50 and drained > 50  # both ways were taken

@@ -10,6 +10,7 @@ one-kernel graph (replay.py): that is what makes small collectives cheap for the
 from __future__ import annotations
 
 import importlib
+import weakref
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -108,7 +109,9 @@ def _run(key: tuple, launch: Callable[[], None]) -> Replay | None:
         launch()
         return None
     world = ranks.current()
-    key = (id(world), world.timeout if world else 0.0) + key
+    # the world weakly: a graph's kernel points into its heap, and a world made after this one
+    # ended may have its id, never its weak reference's equality (a dead one equals itself only)
+    key = (weakref.ref(world) if world else None, world.timeout if world else 0.0) + key
     replay = _replays.lookup(key)
     if replay is None:
         return _replays.first(key, launch)

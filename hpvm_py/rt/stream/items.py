@@ -13,21 +13,21 @@ import math
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ...backends import registry
 from ...backends.base import BufferArg
 from ...device.staging import StagedCopies
-from ...device.streams import ItemEvent, kept_current_stream
+from ...device.streams import kept_current_stream
 from ...errors import HPVMError
-from ...support import profile, settings, stats
-from ...types import PtrType, bf16
+from ...support import profile, stats
+from ...types import PtrType
 from ..buffers import HOST
 from ..executor import BoundBuffer, Slot, Stopped
 from ..tracker import MemoryObject
+from .item_order import Flight, waits_for
+from .item_plans import plan_items
 from .item_slots import (Item, ItemSlot, PushLayout, StageItem, StagePlan, any_overlap, on_device,
                          rebound)
 from .scheduler import StreamScheduler
@@ -42,92 +42,9 @@ SLOT_BYTES = 1 << 30  # the most memory (on the device, and pinned) the slots in
 # their items' buffers: an item of more than a quarter of it gets fewer slots
 
 
-def plan_items(stages: list[Stage]) -> list[StagePlan] | None:
-    """The stages' plans for whole items, or None when the stream cannot run that way."""
-    if not settings.STREAM_ITEMS.on() or not stages:
-        return None
-    launchers = [stage.launcher for stage in stages]
-    if len({launcher.device for launcher in launchers}) != 1 or any(
-            not launcher.eligible or launcher.stream is None for launcher in launchers):
-        return None
-    plan = stages[0].handle.plan
-    host_ports: dict[int, set[int]] = {}
-    for index, port in plan.outputs:
-        host_ports.setdefault(index, set()).add(port)
-    plans: list[StagePlan] = []
-    for stage in stages:
-        node = stage.node
-        ports: list[int] = []
-        forwarded: dict[int, tuple[int, int]] = {}
-        for port, src in enumerate(node.inputs):
-            if src.node is None:
-                continue
-            if src.node >= len(plans):
-                return None  # (the stages are in the graph's order: producers first)
-            kind = plan.nodes[src.node].func.outputs[src.port].type
-            if not src.stream or kind != node.func.params[port].type:
-                return None  # a kept edge (the first item's value), or a conversion
-            source = plan.nodes[src.node].forwarded.get(src.port)
-            if source is not None and source not in plans[src.node].device_ports:
-                forwarded[port] = (src.node, source)
-            elif kind == bf16 or stage.launcher.levels or plans[src.node].stage.launcher.levels \
-                    or not _whole_items(node.target):
-                return None  # read on the device: only by a leaf of Backend.whole_items, from a
-                # leaf's outputs
-            else:
-                ports.append(port)
-        kernel, proof = None, None
-        if ports:
-            try:
-                kernel, proof = node.reading_on_device(tuple(ports))
-            except HPVMError:
-                return None
-        plans.append(StagePlan(stage, kernel, proof, tuple(ports), forwarded,
-                               frozenset(host_ports.get(stage.index, ()))))
-    return plans
-
-
-def _whole_items(target: str) -> bool:
-    backend = registry.get(target)
-    return backend is not None and backend.whole_items
-
-
 def _out_of_memory(exc: BaseException) -> bool:
     """Whether an allocation failed for want of device or pinned memory (torch's and CUDA's words)."""
     return isinstance(exc, MemoryError) or "out of memory" in str(exc)
-
-
-@dataclass
-class _Flight:
-    item: Item
-    slot: ItemSlot
-    copies: StagedCopies
-    event: ItemEvent
-    index: int  # the item's place in push order
-    # its event passing means every item in flight before it passed its own, and it and those
-    # all use their buffers in place (waits_for())
-    covers: bool = False
-
-
-def waits_for(item: Item, flight: Sequence[_Flight]) -> tuple[list[_Flight] | None, bool]:
-    """The items in flight (oldest first) whose events `item` must wait for on the GPU, or None
-    when it must wait until they have completed on the host (Item.conflict's "host"); and whether
-    the item covers those in flight (_Flight.covers). An item in place whose newest predecessor
-    covers the rest and shares written memory with it waits for that one alone: the others' events
-    have passed before its own, and with every buffer in place none of them needs the host."""
-    if not flight:
-        return [], item.in_place
-    newest = flight[-1]
-    if newest.covers and item.in_place and item.conflict(newest.item) == "device":
-        return [newest], True
-    hows = [item.conflict(f.item) for f in flight]
-    if "host" in hows:
-        return None, False
-    after = [f for f, how in zip(flight, hows) if how == "device"]
-    covers = item.in_place and (
-        (len(after) == len(flight) and all(f.item.in_place for f in flight))
-        or (bool(after) and after[-1] is newest and newest.covers))
-    return after, covers
 
 
 class ItemRunner(StreamScheduler):
@@ -145,7 +62,7 @@ class ItemRunner(StreamScheduler):
         modes = ["all" if all(col) else "none" if not any(col) else "mixed" for col in zip(*streams)]
         pointers = [isinstance(p.type, PtrType) for p in self.handle.plan.func.params]
         self._layout = PushLayout.of(pointers, modes)
-        self.flight: deque[_Flight] = deque()
+        self.flight: deque[Flight] = deque()
         self.started = 0  # items started whole (the next looks at slot started % limit first)
         self.index = 0  # the place in push order of the item being taken or started
         self.scheduler: SchedulerThread | None = None  # stages.py's, once the stream went there
@@ -472,7 +389,7 @@ class ItemRunner(StreamScheduler):
         assert slot is not None  # (it waits for one)
         return self._launch(item, slot, after, covers)
 
-    def _launch(self, item: Item, slot: ItemSlot, after: list[_Flight], covers: bool) -> bool:
+    def _launch(self, item: Item, slot: ItemSlot, after: list[Flight], covers: bool) -> bool:
         """_start() once the item has its slot and knows the items to wait for."""
         copies = StagedCopies(slot.pool, slot.stream.handle)
         slot.stream.use()  # a tracked buffer's copy to the device goes before the kernels (the
@@ -503,7 +420,7 @@ class ItemRunner(StreamScheduler):
             for stage in self.stages:
                 stage.began(self.index)
         event = slot.issue(item, self.plans, copies, self.handle.stop)
-        self.flight.append(_Flight(item, slot, copies, event, self.index, covers))
+        self.flight.append(Flight(item, slot, copies, event, self.index, covers))
         stats.bump_one("stream_whole_items")
         return True
 
@@ -542,7 +459,7 @@ class ItemRunner(StreamScheduler):
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 raise StageFailed(stage, exc) from None
 
-    def _done(self, flight: _Flight) -> bool:
+    def _done(self, flight: Flight) -> bool:
         try:
             return flight.event.done()
         except BaseException as exc:  # noqa: BLE001 - a fault of one of its kernels
