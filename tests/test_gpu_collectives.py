@@ -204,13 +204,15 @@ def test_a_collective_graph_is_replayed_only_in_the_world_it_was_captured_in(mon
     points into the heap of the world it was captured in: a world made after that one ended, even
     at the same address (an id() key once matched it), captures its own."""
     import gc
+    from dataclasses import dataclass
     from types import SimpleNamespace
 
     from hpvm_py.distributed import ranks
     from hpvm_py.distributed.gpu import launch as gpu_launch
 
-    class World:  # (a stand-in: what _run reads of ranks.World)
-        timeout = 5.0
+    @dataclass
+    class World:  # (a stand-in: what _run reads of ranks.World, a dataclass too: unhashable)
+        timeout: float = 5.0
 
     captured, replayed = [], []
 
@@ -224,8 +226,15 @@ def test_a_collective_graph_is_replayed_only_in_the_world_it_was_captured_in(mon
         def first(self, key, launch):
             launch()
             captured.append(key)
-            self.graphs[key] = lambda: replayed.append(key)
+            self.graphs[key] = Replayed(key)
             return self.graphs[key]
+
+    class Replayed:
+        def __init__(self, key) -> None:
+            self.key = key
+
+        def __call__(self) -> None:
+            replayed.append(self.key)
 
     monkeypatch.setattr(gpu_launch, "capturing", lambda: False)
     monkeypatch.setattr(gpu_launch, "_replays", Graphs())

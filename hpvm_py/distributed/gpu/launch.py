@@ -109,14 +109,21 @@ def _run(key: tuple, launch: Callable[[], None]) -> Replay | None:
         launch()
         return None
     world = ranks.current()
-    # the world weakly: a graph's kernel points into its heap, and a world made after this one
-    # ended may have its id, never its weak reference's equality (a dead one equals itself only)
-    key = (weakref.ref(world) if world else None, world.timeout if world else 0.0) + key
+    key = (id(world), world.timeout if world else 0.0) + key
     replay = _replays.lookup(key)
-    if replay is None:
-        return _replays.first(key, launch)
+    # a graph's kernel points into the heap of the world it was captured in: a world made after
+    # that one ended may have its id, so the graph also keeps the world (weakly) to compare
+    if replay is None or replay.world() is not world:
+        replay = _replays.first(key, launch)  # (in place of a dead world's graph)
+        replay.world = weakref.ref(world) if world is not None else _no_world
+        return replay
     replay()
     return replay
+
+
+def _no_world() -> None:
+    """What a graph captured without a world keeps of it."""
+    return None
 
 
 class Bound:

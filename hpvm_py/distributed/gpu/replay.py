@@ -28,6 +28,9 @@ class Replay:
 
         self._graph = CapturedGraph(graph, 0)
         self._device = device
+        # the world it was captured in, weakly (set by launch._run: its kernel points into that
+        # world's heap)
+        self.world: Callable[[], Any] = lambda: None
         self._stream = torch._C._cuda_getCurrentRawStream  # what Triton's launcher reads too
 
     def __call__(self) -> None:
