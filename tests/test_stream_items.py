@@ -216,6 +216,36 @@ def test_an_out_of_bounds_item_runs_checked_alone_and_fails_its_stage(rng,
         np.testing.assert_array_equal(y, x)
 
 
+def test_a_failure_met_while_the_host_thread_helps_surfaces_at_its_items_pop(
+        rng, item_target: str) -> None:
+    """The host thread starts and completes items itself (each pushed, then popped): an
+    out-of-bounds item among them fails in the host thread's help at its own pop, which raises
+    the error with its stage and line (through the runner thread, as every failure), the items
+    before it pop their results, and the stream then refuses more."""
+    x = np.arange(16, dtype=np.int32)
+    offsets = [0, 0, 0, 40, 0]
+    ys = [np.zeros(16, np.int32) for _ in offsets]
+    with hpvm.runtime(item_target):
+        handle = hpvm.launch(g.may_fail, stream=True, depth=4)
+        hpvm.push(handle, x, x.nbytes, ys[0], ys[0].nbytes, 0, 16, timeout=60)
+        assert hpvm.pop(handle, timeout=300) == (0,)  # (the runner thread's first item)
+        before = hpvm.stats()
+        for offset, y in zip(offsets[1:3], ys[1:3]):
+            hpvm.push(handle, x, x.nbytes, y, y.nbytes, offset, 16, timeout=60)
+            assert hpvm.pop(handle, timeout=300) == (0,)
+        hpvm.push(handle, x, x.nbytes, ys[3], ys[3].nbytes, offsets[3], 16, timeout=60)
+        with pytest.raises(ExecutionError, match="stage .*checked_divide.*out-of-bounds") as info:
+            hpvm.pop(handle, timeout=300)
+        assert info.value.loc.line > 0
+        with pytest.raises(ExecutionError):
+            hpvm.push(handle, x, x.nbytes, ys[4], ys[4].nbytes, 0, 16, timeout=60)
+        with pytest.raises(ExecutionError):
+            hpvm.wait(handle, timeout=60)
+        assert _delta(before, hpvm.stats(), "stream_items_host_started") >= 1
+    for y in ys[:3]:
+        np.testing.assert_array_equal(y, x)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_an_offset_from_the_data_on_an_edge_is_never_trusted(seed: int, item_target: str) -> None:
     """Generated items whose index offset is read from their data and passed over an edge (read

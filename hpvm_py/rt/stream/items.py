@@ -120,15 +120,18 @@ class ItemRunner(StreamScheduler):
         handle = self.handle
         while True:
             handle.arrived.clear()  # a push after this wakes the wait below
-            if self._host_drives():
+            # (the host thread holding the runner's lock is helping: this thread must not wait
+            # for the lock and take the next turn as soon as the host lets it go)
+            if self._host_drives() or not self.lock.acquire(blocking=False):
                 handle.arrived.wait(HOST_HELPS)
                 continue
-            with self.lock:
-                try:
-                    step = self._step()
-                except BaseException:
-                    self.ended = True  # (before the lock goes: no help() in between)
-                    raise
+            try:
+                step = self._step()
+            except BaseException:
+                self.ended = True  # (before the lock goes: no help() in between)
+                raise
+            finally:
+                self.lock.release()
             if step == "handed over":
                 return
             if step == "end":
@@ -215,12 +218,15 @@ class ItemRunner(StreamScheduler):
                 return False
             try:
                 self._help()
+            except Stopped:  # cleanup() meanwhile: the runner thread ends the stream
+                self.handle.arrived.set()
             except StageFailed as failure:
                 self._failure = failure
                 self.handle.arrived.set()
             except Exception as exc:  # noqa: BLE001 - as the runner thread's (__call__)
                 self._failure = StageFailed(self.stages[0], exc)
                 self.handle.arrived.set()
+            self.host_at = time.monotonic()  # (a first item's kernels may take long to compile)
             return True
         finally:
             self.lock.release()
