@@ -19,17 +19,19 @@ from typing import Any
 @functools.cache
 def _libcuda() -> Any:
     """libcuda for the calls that return at once: they keep the interpreter's lock."""
-    try:
-        return _declare(ctypes.PyDLL("libcuda.so.1"))
-    except OSError:
-        return None
+    return _load(ctypes.PyDLL)
 
 
 @functools.cache
 def _blocking() -> Any:
     """libcuda for the calls that wait for the GPU: they let the interpreter's lock go."""
+    return _load(ctypes.CDLL)
+
+
+def _load(loader: Any) -> Any:
+    """libcuda through a ctypes loader, with the prototypes below; None where it cannot be loaded."""
     try:
-        return _declare(ctypes.CDLL("libcuda.so.1"))
+        return _declare(loader("libcuda.so.1"))
     except OSError:
         return None
 
