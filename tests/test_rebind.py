@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py.errors import ExecutionError, LaunchError
+from hpvm_py.errors import ExecutionError, InternalError, LaunchError
 from programs import rebind_graphs as g
 
 REBINDING = [t for t in __import__("conftest").TARGETS if t in ("cpu", "gpu", "nvptx")]
@@ -446,6 +446,53 @@ def test_a_full_set_points_its_least_recently_used_recording_at_new_buffers(
         assert sorted(map(id, kept)) == sorted(
             id(r) for same in compiled.replays._by_buffers.values() for r in same)
         for i in (5, 3, 1, 4):
+            launch(i)
+        for y in ys:
+            hpvm.request_memory(y)
+    for i, y in enumerate(ys):
+        np.testing.assert_allclose(y, x * done[i], rtol=1e-6)
+
+
+def test_a_recording_that_fails_halfway_through_a_retarget_serves_no_one(
+        rebind_target: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retarget that fails while pointing the recording's launches at the new buffers (a device
+    copy that cannot be made, say) leaves a recording pointed in part at each set: it is dropped,
+    the failing launch raises, and the launches on the old buffers and on the new ones after it
+    compute what NumPy computes."""
+    from hpvm_py.rt import recording, replay
+
+    monkeypatch.setattr(replay, "_KEPT", 3)
+    n = 16
+    x = rng.standard_normal(n).astype(np.float32)
+    ys = [np.zeros(n, np.float32) for _ in range(4)]
+    done = [0] * len(ys)
+    real_point_at = recording.Recording._point_at
+    failing = [True]
+
+    def point_at(self, env, executor, steps, in_place):  # noqa: ANN001
+        if in_place and failing[0]:
+            failing[0] = False
+            self.acquires[0].obj = lambda: None  # (what a first repointed acquire changes)
+            raise RuntimeError("no device memory for the copy")
+        return real_point_at(self, env, executor, steps, in_place)
+
+    monkeypatch.setattr(recording.Recording, "_point_at", point_at)
+    with hpvm.runtime(rebind_target):
+        for buf in [x, *ys]:
+            hpvm.track_memory(buf)
+        compiled = hpvm.compile(g.update)
+
+        def launch(i: int) -> None:
+            hpvm.wait(hpvm.launch(compiled, x, x.nbytes, ys[i], ys[i].nbytes, n, 1.0))
+            done[i] += 1
+
+        for i in range(3):
+            launch(i)
+        oldest = compiled.replays._recordings[-1]
+        with pytest.raises(InternalError, match="no device memory"):
+            launch(3)
+        assert oldest.dropped
+        for i in (0, 3, 1, 2, 0):
             launch(i)
         for y in ys:
             hpvm.request_memory(y)

@@ -214,7 +214,11 @@ class Recording:
                 obj = need.obj()
                 if obj is not None:
                     obj.discard_recording(self)
-            self._point_at(env, executor, self.steps, in_place=True)
+            try:
+                self._point_at(env, executor, self.steps, in_place=True)
+            except BaseException:
+                self.drop()  # (pointed in part at the new buffers: it serves neither set)
+                raise
             self._name_buffers(args, env)
             self.register()
         finally:
