@@ -7,7 +7,7 @@ import contextlib
 import queue
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ...errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
 from ...frontend.callsite import caller_loc
@@ -206,7 +206,9 @@ class StreamHandle:
         records = self._partial
         try:
             while len(records) < len(self.done):
-                record = self._result(self.done[len(records)], deadline)
+                # (the host thread completes finished items itself where the scheduler lets it)
+                record = self.get(self.done[len(records)], deadline, "pop", self._popped,
+                                  self._scheduler.help)
                 if isinstance(record, WholeRecord):  # (only ever the first stage's)
                     records = record.records
                     break
@@ -220,30 +222,6 @@ class StreamHandle:
             value = self.executor._as_parent(records[node][port])
             values.append(value.reshape(-1)[0] if hasattr(value, "reshape") else value)
         return tuple(values)
-
-    def _result(self, fifo: queue.SimpleQueue, deadline: float | None) -> Any:
-        """get() for pop(): while the result is not there, the host thread completes the items
-        the GPU has finished itself where the scheduler lets it (help()), looking every
-        GPU_SLICE; else it waits for the scheduler's thread."""
-        item = self._popped
-        while True:
-            self.check(item)
-            try:
-                return fifo.get_nowait()
-            except queue.Empty:
-                pass
-            wait = GPU_SLICE if self._scheduler.help() else POLL
-            left = wait if deadline is None else min(wait, deadline - time.monotonic())
-            try:
-                if left > 0:
-                    return fifo.get(timeout=left)
-            except queue.Empty:
-                pass
-            if deadline is not None and time.monotonic() >= deadline:
-                try:
-                    return fifo.get_nowait()  # (what arrived at the last moment)
-                except queue.Empty:
-                    raise HPVMTimeoutError("pop(): no result within the timeout", caller_loc()) from None
 
     def results(self) -> Iterator[tuple[Any, ...]]:
         """Pop every remaining result, until the stream is closed and drained."""
@@ -348,14 +326,17 @@ class StreamHandle:
 
     # -- FIFOs with a stop flag ---------------------------------------------------------------
 
-    def get(self, fifo: Any, deadline: float | None, what: str, item: int) -> Any:
+    def get(self, fifo: Any, deadline: float | None, what: str, item: int,
+            helper: Callable[[], bool] | None = None) -> Any:
         """The next value of a FIFO, for `item`. Raises Stopped once the pipeline is stopped or
-        an item up to `item` failed, HPVMTimeoutError past the deadline."""
+        an item up to `item` failed, HPVMTimeoutError past the deadline. `helper`: called before
+        each wait (a scheduler's help()); when it helped, the next look is GPU_SLICE away."""
         while True:
             self.check(item)
+            wait = GPU_SLICE if helper is not None and helper() else POLL
             # never wait past the deadline: a timeout shorter than the poll interval is honoured
             # even while items keep arriving (each get returning within one poll)
-            left = POLL if deadline is None else min(POLL, deadline - time.monotonic())
+            left = wait if deadline is None else min(wait, deadline - time.monotonic())
             try:
                 if left <= 0:
                     return fifo.get_nowait()
