@@ -246,6 +246,62 @@ def test_a_failure_met_while_the_host_thread_helps_surfaces_at_its_items_pop(
         np.testing.assert_array_equal(y, x)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_generated_pushes_and_pops_lose_no_item_whoever_drives_the_stream(seed: int,
+                                                                          item_target: str) -> None:
+    """Generated sequences of pushes, pops and pauses (long enough for the runner thread to take
+    the stream back from the host thread, or not), with an out-of-bounds item now and then:
+    every item before the bad one pops its own result in push order (y holds x from its offset),
+    even after a push was refused for the failure; the bad item's pop raises its stage's error,
+    and so do later pops and wait()."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    x = np.arange(16, dtype=np.int32)
+    offsets = [int(v) for v in rng.integers(0, 16 - n + 1, 100)]
+    if seed % 3:  # (seeds 0 and 3 have no bad item)
+        offsets[int(rng.integers(10, 90))] = 16 - n + 1 + int(rng.integers(0, 8))
+    bad_at = next((k for k, off in enumerate(offsets) if off > 16 - n), None)
+    ys = [np.full(16, -1, np.int32) for _ in offsets]
+    popped: list[int] = []
+    pushed, refused, failed = 0, False, False
+    with hpvm.runtime(item_target):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.may_fail, stream=True, depth=3)
+        while not failed and len(popped) < len(offsets):
+            roll = rng.random()
+            if not refused and pushed < len(offsets) and (roll < 0.45 or pushed == len(popped)):
+                try:
+                    hpvm.push(handle, x, x.nbytes, ys[pushed], ys[pushed].nbytes, offsets[pushed],
+                              n, timeout=60)
+                    pushed += 1
+                except ExecutionError as exc:  # the bad item, pushed before, has failed
+                    assert bad_at is not None and pushed > bad_at and "checked_divide" in str(exc)
+                    refused = True
+            elif roll < 0.9 and len(popped) < pushed:
+                if len(popped) == bad_at:
+                    with pytest.raises(ExecutionError, match="checked_divide.*out-of-bounds"):
+                        hpvm.pop(handle, timeout=30)
+                    failed = True
+                else:
+                    popped.append(int(hpvm.pop(handle, timeout=30)[0]))
+            else:
+                time.sleep(float(rng.choice([0.0005, 0.003])))
+        if failed:
+            with pytest.raises(ExecutionError):
+                hpvm.pop(handle, timeout=60)
+            with pytest.raises(ExecutionError):
+                hpvm.wait(handle, timeout=60)
+        else:
+            assert bad_at is None
+            hpvm.wait(handle, timeout=60)
+        by_host = _delta(before, hpvm.stats(), "stream_items_host_started")
+    assert popped == offsets[:len(popped)] and len(popped) == (len(offsets) if bad_at is None
+                                                               else bad_at)
+    assert by_host > 0  # (the host thread started some items itself, the runner thread the first)
+    for k in range(len(popped)):
+        np.testing.assert_array_equal(ys[k][:n], x[offsets[k]:offsets[k] + n])
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_an_offset_from_the_data_on_an_edge_is_never_trusted(seed: int, item_target: str) -> None:
     """Generated items whose index offset is read from their data and passed over an edge (read
