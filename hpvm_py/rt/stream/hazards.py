@@ -4,7 +4,7 @@ a buffer an earlier item in flight still uses (docs/architecture.md, "Streaming"
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Callable
 
 from ..tracker import MemoryObject
 

@@ -22,7 +22,7 @@ from ...support import profile, stats
 from ...support.settings import STREAM_GRAPHS
 from ..args import same_scalar
 from ..buffers import HOST, span
-from ..executor import BoundBuffer, Executor
+from ..executor import Executor
 from ..tracker import MemoryObject
 from .stages import Stage, StageFailed
 
