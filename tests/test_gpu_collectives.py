@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_collective_kernels_compile_with_ordered_flags() -> None:
     pytest.importorskip("triton.backends.nvidia")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
     result = subprocess.run([sys.executable, str(ROOT / "tests" / "programs" / "gpu_collectives_ptx.py")],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -129,3 +129,32 @@ def test_timed_passes_follow_the_warm_up_passes() -> None:
     assert indices == list(range(WARMUP + 4)) and WARMUP >= 2
     assert len(passes.seconds) == 4 and all(s >= 0 for s in passes.seconds)
     assert synced == [0, 0, 1, 2, 3]  # after the warm-up, then at the end of every timed pass
+
+
+def test_in_flight_rounds_alternate_with_the_peer() -> None:
+    """Each round times every target's frames-in-flight driver, then the peer, so that both
+    see the host at the same speed; a round keeps the best target's median."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("suite_runner", ROOT / "benchmarks" / "hpvm_suite.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    order: list[str] = []
+    medians: dict[str, list[float]] = {"slow": [], "fast": []}
+
+    class StandIn:
+        @staticmethod
+        def run_in_flight(inputs: dict, target: str, passes) -> None:  # noqa: ANN001
+            for _ in passes:
+                order.append(target)
+            medians[target].append(passes.median())
+
+    turns = runner.in_flight_rounds(StandIn, {}, ["slow", "fast"], 2, 3, lambda: order.append("peer"),
+                                    lambda: None)
+    from hpvm_suite._common import WARMUP
+
+    one_round = ["slow"] * (WARMUP + 2) + ["fast"] * (WARMUP + 2) + ["peer"] * 2
+    assert order == one_round * 3
+    assert len(turns) == 3
+    for k, (best, peer) in enumerate(turns):
+        assert best == min(medians["slow"][k], medians["fast"][k]) and peer >= 0

@@ -4,7 +4,7 @@ Every rank at once, 256 MiB and 1 GiB per rank, each rank's bytes split evenly o
 peer on two GPUs, three on four): the copy engines' pull (torch `copy_` from each peer's heap, one
 stream per peer), a Triton kernel's pull (loads of the peers' heaps, stores here; chunk c from
 peer c mod (world - 1)) and push (loads here, stores to the peers' heaps; and, a ring's pattern,
-to the next rank's heap only) over a few grid shapes,
+to the next rank's heap only; on more than two GPUs, to the peers in turns) over a few grid shapes,
 then the heap all-reduce's one-shot, two-shot and push (two-shot by stores) kernels over chunk /
 warps / programs shapes (push: those whose scratch fits in HPVM_HEAP_BYTES beside the 1 GiB) and,
 on two GPUs, the stream kernel over chunk / warps / lanes / slots shapes (bf16, busbw, and for the
@@ -57,13 +57,24 @@ def pull(dst, src, bases, rank, n, WORLD: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def push(dst, src, bases, rank, n, WORLD: tl.constexpr, BLOCK: tl.constexpr, NEXT: tl.constexpr):
+def push(dst, src, bases, rank, n, WORLD: tl.constexpr, BLOCK: tl.constexpr, NEXT: tl.constexpr,
+         TURN: tl.constexpr):
     """dst[i] of a peer = src[i] (chunk c's peer: _peer_of_chunk; NEXT: the next rank's only, a
-    ring's pattern)."""
+    ring's pattern; TURN > 0: every program's k-th chunk goes to rank + 1 + (k // TURN) mod
+    (world - 1), so that the ranks take their peers in turns, as a push all-reduce that kept its
+    sums in rank order could)."""
+    k = 0
     for c in range(tl.program_id(0), tl.cdiv(n, BLOCK), tl.num_programs(0)):
         offs = c * BLOCK + tl.arange(0, BLOCK)
-        peer = dst + peer_delta(bases, rank, (rank + 1) % WORLD if NEXT else _peer_of_chunk(c, rank, WORLD), 4)
+        if NEXT:
+            q = (rank + 1) % WORLD
+        elif TURN > 0:
+            q = (rank + 1 + (k // TURN) % (WORLD - 1)) % WORLD
+        else:
+            q = _peer_of_chunk(c, rank, WORLD)
+        peer = dst + peer_delta(bases, rank, q, 4)
         tl.store(peer + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+        k += 1
 
 
 def copy_engines_us(src, dst, iters: int, line_up) -> float:  # noqa: ANN001
@@ -121,11 +132,15 @@ def main() -> None:
             pulled = time_us(lambda: pull[(programs,)](y, x, heap.bases_tensor, rank, n, WORLD=size,
                                                      BLOCK=block, num_warps=warps),
                              10, dist.barrier)
+            patterns = ((False, 0), (True, 0)) + (((False, 4), (False, 16)) if size > 2 else ())
             pushed = [time_us(lambda: push[(programs,)](x, y, heap.bases_tensor, rank, n, WORLD=size, BLOCK=block,
-                                                        NEXT=to_next, num_warps=warps), 10, dist.barrier)
-                      for to_next in (False, True)]
-            out(f"{mib} MiB kernel pull / push / push to the next rank only, {block * 4 >> 10}K/{warps}/{programs}: "
-                f"{nbytes / pulled / 1e3:.0f} / {nbytes / pushed[0] / 1e3:.0f} / {nbytes / pushed[1] / 1e3:.0f}")
+                                                        NEXT=to_next, TURN=turn, num_warps=warps),
+                              10, dist.barrier)
+                      for to_next, turn in patterns]
+            out(f"{mib} MiB kernel pull / push / push to the next rank only"
+                f"{' / push to the peers in turns of 4 and of 16 chunks' if size > 2 else ''}, "
+                f"{block * 4 >> 10}K/{warps}/{programs}: {nbytes / pulled / 1e3:.0f} / "
+                + " / ".join(f"{nbytes / us / 1e3:.0f}" for us in pushed))
         values = arena[:nbytes].view(torch.bfloat16)
         values.copy_(torch.randn(nbytes // 2, device=device).to(torch.bfloat16))
         saved = dict(G.TUNING)
