@@ -210,9 +210,9 @@ def stage_stream(stream: StageStream | None) -> Callable[[], None]:
 def kept_current_stream(device: str) -> Iterator[None]:
     """The calling thread's current CUDA device and streams as they were, after work that makes a
     stage's stream current (StageStream.use) on `device`: a user's thread that helps a stream's
-    runner (rt/stream/items.py) keeps its own. Nothing to keep on the fake device. (torch's
-    current-stream calls by their ids: the Stream objects of torch.cuda.current_stream cost more
-    than the rest of what a push does for the stream's device, twice an item.)"""
+    runner (rt/stream/items.py) keeps its own. Nothing to keep on the fake device. (By the
+    streams' ids: torch.cuda.current_stream parses a device and builds a Stream object each call,
+    and this runs for every item the host thread starts.)"""
     if not device.startswith("cuda"):
         yield
         return
