@@ -191,30 +191,31 @@ def inductor_program(mod, inputs: dict, device: str, copies: bool = False):
 
 
 def run_peer(mod, inputs: dict, peer: str, repeat: int,
-             copies: bool = False) -> tuple[float | None, str]:
-    """Seconds of one peer's run (None and why when it cannot run); `copies`: the Inductor
-    program moving its data to and from the host as the original's host loop does (modules
-    with PEER_WITH_COPIES)."""
+             copies: bool = False) -> tuple[float | None, str, tuple | None]:
+    """Seconds of one peer's run (None and why when it cannot run), and for Inductor its
+    compiled program (inductor_program's run and sync, for the frames-in-flight rounds);
+    `copies`: the Inductor program moving its data to and from the host as the original's host
+    loop does (modules with PEER_WITH_COPIES)."""
     try:
         if peer.startswith("inductor"):
             import torch
             device = "cuda" if peer.endswith("cuda") else "cpu"
             if device == "cuda" and not torch.cuda.is_available():
-                return None, "no CUDA device"
-            run, sync = inductor_program(mod, inputs, device, copies)
-            return timed(run, repeat, sync), ""
+                return None, "no CUDA device", None
+            program = inductor_program(mod, inputs, device, copies)
+            return timed(program[0], repeat, program[1]), "", program
         cuda = peer.endswith("cuda")
         if optional_numba() is None:
-            return None, "numba not installed"
+            return None, "numba not installed", None
         if cuda and optional_numba_cuda() is None:
-            return None, "no CUDA device for numba"
+            return None, "no CUDA device for numba", None
         fn = mod.numba_program(inputs, cuda=cuda)
         if fn is None:
-            return None, "no Parboil OpenMP/CUDA version"
+            return None, "no Parboil OpenMP/CUDA version", None
         fn()  # compiles
-        return timed(fn, repeat), ""
+        return timed(fn, repeat), "", None
     except Exception as exc:  # noqa: BLE001
-        return None, f"{type(exc).__name__}: {exc}".splitlines()[0][:120]
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0][:120], None
 
 
 def in_flight_rounds(mod, inputs: dict, targets: list[str], repeat: int, rounds: int,
@@ -314,15 +315,14 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"    {detail}", flush=True)
                 row[f"{target} in flight"] = flight
         for peer in peers:
-            seconds, why = run_peer(mod, inputs, peer, repeat)
+            seconds, why, program = run_peer(mod, inputs, peer, repeat)
             row[peer] = seconds
             if why:
                 notes.append(f"n/a: {name} {peer}: {why}")
             print(f"{name} {peer} {'n/a' if seconds is None else f'{seconds:.3f}s'}", flush=True)
             flying = [t for t in targets if row.get(f"{t} in flight")]
-            if peer == "inductor-cuda" and seconds is not None and flying:
-                turns = in_flight_rounds(mod, inputs, flying, repeat, args.rounds,
-                                         *inductor_program(mod, inputs, "cuda"))
+            if peer == "inductor-cuda" and program is not None and flying:
+                turns = in_flight_rounds(mod, inputs, flying, repeat, args.rounds, *program)
                 ratios_of = sorted(other / mine for mine, other in turns)
                 notes.append(f"{name} with frames in flight (run_in_flight) against {peer}, "
                              f"{len(turns)} alternate rounds (ms, best GPU target / peer): " +
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"; ratio {statistics.median(ratios_of):.2f}x (median; "
                              f"{ratios_of[0]:.2f}-{ratios_of[-1]:.2f}x)")
             if peer == "inductor-cuda" and seconds is not None and getattr(mod, "PEER_WITH_COPIES", False):
-                moved, _ = run_peer(mod, inputs, peer, repeat, copies=True)
+                moved, _, _ = run_peer(mod, inputs, peer, repeat, copies=True)
                 if moved is not None:
                     notes.append(f"{name} {peer} with the original's host transfers: {moved * 1e3:.1f} ms")
                     print(f"{name} {peer} with the original's host transfers {moved:.3f}s", flush=True)
