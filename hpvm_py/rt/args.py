@@ -1,7 +1,9 @@
 """Check and convert the host's arguments to a graph's parameters, before anything runs."""
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -110,17 +112,17 @@ def _bind_again(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker
     same memory, still writable if written); the others are bound again, in order."""
     params = func.params
     env = list(last_env)
-    again = [i for i, arg, before in zip(range(len(args)), args, last_args) if arg is not before]
-    for i in _POINTERS[id(func)]:
+    again = list(itertools.compress(range(len(args)), map(operator.is_not, args, last_args)))
+    for i, read_only in _POINTERS[id(func)]:
         arg = args[i]
         if arg is not last_args[i]:
             continue
         obj = env[i].obj
         if type(arg) is np.ndarray:  # (inline: a push passes a dozen of them again)
-            same = arg.nbytes == obj.nbytes and (params[i].direction == "in" or arg.flags.writeable)
+            same = arg.nbytes == obj.nbytes and (read_only or arg.flags.writeable)
         else:
             same = not moved(arg, obj.address, obj.nbytes) and \
-                (params[i].direction == "in" or why_not_writable(arg) is None)
+                (read_only or why_not_writable(arg) is None)
         if obj.released or not same:
             again.append(i)
     again += [i for i in _SCALARS[id(func)] if args[i] is last_args[i] and
@@ -141,8 +143,9 @@ def _bind_again(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker
 _SCALAR, _POINTER, _SIZE = 0, 1, 2  # a parameter's kind; a size: the scalar after a pointer
 _KINDS: dict[int, tuple[D.GraphFunc, tuple[int, ...]]] = {}  # id(func) -> (func, its kinds)
 _KINDS_KEPT = 256
-# id(func) -> the positions of its pointers, of its other parameters, of its sizes (with _KINDS)
-_POINTERS: dict[int, tuple[int, ...]] = {}
+# id(func) -> the positions of its pointers (each with whether the graph only reads it), of its
+# other parameters, of its sizes (with _KINDS)
+_POINTERS: dict[int, tuple[tuple[int, bool], ...]] = {}
 _SCALARS: dict[int, tuple[int, ...]] = {}
 _SIZES: dict[int, frozenset[int]] = {}
 
@@ -161,7 +164,8 @@ def _kinds(func: D.GraphFunc) -> tuple[int, ...]:
         for kept in (_KINDS, _POINTERS, _SCALARS, _SIZES):
             kept.clear()  # (a program compiles a few graphs; tests compile thousands)
     _KINDS[id(func)] = (func, kinds)
-    _POINTERS[id(func)] = tuple(i for i, k in enumerate(kinds) if k == _POINTER)
+    _POINTERS[id(func)] = tuple((i, params[i].direction == "in") for i, k in enumerate(kinds)
+                                if k == _POINTER)
     _SCALARS[id(func)] = tuple(i for i, k in enumerate(kinds) if k != _POINTER)
     _SIZES[id(func)] = frozenset(i for i, k in enumerate(kinds) if k == _SIZE)
     return kinds

@@ -15,15 +15,17 @@ class Use:
     """One item's use of one buffer: per stage that uses it, whether that stage writes it. It
     holds the user's buffer: the tracker forgets an implicit object once nothing but itself
     refers to that buffer (tracker.py, held_only_here), and a view the host pushed and dropped
-    must outlive the item. (A plain class with slots: a dozen are made a push.)"""
+    must outlive the item. (A plain class with slots: a dozen are made a push.) `stages` is never
+    changed in place: a push's uses share the stream's dicts of its binds."""
 
-    __slots__ = ("item", "stages", "obj", "user")
+    __slots__ = ("item", "stages", "obj", "user", "key")
 
-    def __init__(self, item: int, obj: MemoryObject, stages: dict[int, bool]):
+    def __init__(self, item: int, obj: MemoryObject, stages: dict[int, bool], key: int):
         self.item = item
         self.obj = obj
         self.stages = stages  # stage -> it writes the buffer; a stage leaves once done with it
         self.user = obj.user
+        self.key = key  # id(obj)
 
 
 class Hazards:
@@ -39,9 +41,9 @@ class Hazards:
             by_object = self._by_object
             idle: list[MemoryObject] = []
             for use in uses:
-                same = by_object.get(id(use.obj))
+                same = by_object.get(use.key)
                 if same is None:
-                    by_object[id(use.obj)] = [use]
+                    by_object[use.key] = [use]
                     idle.append(use.obj)
                 else:
                     same.append(use)
@@ -62,7 +64,7 @@ class Hazards:
             writes = use.stages.get(stage)
             if writes is None:
                 continue
-            for other in self._by_object[id(use.obj)]:
+            for other in self._by_object[use.key]:
                 if other.item >= item:
                     break  # (in push order: the rest are later items)
                 for other_stage, other_writes in other.stages.items():
@@ -85,7 +87,8 @@ class Hazards:
             if uses is not None:
                 left = []
                 for use in uses:
-                    use.stages.pop(stage, None)
+                    if stage in use.stages:  # (a new dict: the old one may be another use's)
+                        use.stages = {s: w for s, w in use.stages.items() if s != stage}
                     if use.stages:
                         left.append(use)
                     else:
@@ -104,10 +107,13 @@ class Hazards:
             self._changed.notify_all()
 
     def _forget(self, use: Use) -> None:
-        same = self._by_object[id(use.obj)]
-        same.remove(use)  # (mostly the first: items end in push order)
+        same = self._by_object[use.key]
+        if same[0] is use:  # (mostly: items end in push order)
+            del same[0]
+        else:
+            same.remove(use)
         if not same:
-            del self._by_object[id(use.obj)]
+            del self._by_object[use.key]
 
     def clear(self) -> None:
         """The stream ended: drop every use (and the buffers they hold)."""

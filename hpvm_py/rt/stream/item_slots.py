@@ -4,7 +4,9 @@ packed launches, built once per item shape and issued item after item."""
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,9 +87,34 @@ class Item:
         return all(self.tracked)
 
     @functools.cached_property
+    def copied_in(self) -> tuple[int, ...]:
+        """The objects copied in through a slot (read, not used in place)."""
+        return tuple(j for j, (r, t) in enumerate(zip(self.reads, self.tracked)) if r and not t)
+
+    @functools.cached_property
+    def copied_out(self) -> tuple[int, ...]:
+        """The objects copied back out through a slot (written, not used in place)."""
+        return tuple(j for j, (w, t) in enumerate(zip(self.writes, self.tracked)) if w and not t)
+
+    @functools.cached_property
     def nbytes(self) -> int:
         """The bytes of its buffers."""
         return sum(obj.nbytes for obj in self.objects)
+
+    def positions(self, env: list[Any], layout: "PushLayout") -> dict[int, int]:
+        """Per streamed pointer position of a push: the index in `objects` of the object it binds
+        (`env`: the push this item was made for), -1 where rebound() cannot swap it alone (its
+        object is bound at another position too, or is none of the item's). Positions do not
+        move: worked out once, and shared by the items made again from this one."""
+        known = self.__dict__.get("_positions")
+        if known is not None:
+            return known
+        index = {id(obj): j for j, obj in enumerate(self.objects)}
+        bound = [id(env[i].obj) for i, _ in layout.buffers]
+        positions = {i: index.get(key, -1) if bound.count(key) == 1 else -1
+                     for (i, _), key in zip(layout.buffers, bound)}
+        self.__dict__["_positions"] = positions
+        return positions
 
     def again(self, objects: list[MemoryObject] | None = None) -> "Item":
         """The same item pushed again (on `objects` instead of its own, of the same sizes): its
@@ -95,7 +122,8 @@ class Item:
         item = Item(self.stages, self.objects if objects is None else objects, self.reads,
                     self.writes, self.tracked)
         known = self.__dict__
-        for name in ("key", "nbytes", "in_place"):  # (the same sizes and uses: the same values)
+        for name in ("key", "nbytes", "in_place", "copied_in", "copied_out", "_positions"):
+            # (the same sizes and uses: the same values)
             if name in known:
                 item.__dict__[name] = known[name]
         if objects is None and "spans" in known:
@@ -148,6 +176,9 @@ def on_device(obj: MemoryObject, device: str) -> bool:
     return not obj.implicit or obj.home == device
 
 
+_IGNORED, _SCALAR, _STREAMED, _FIXED = 0, 1, 2, 3  # a root parameter's part in rebound()
+
+
 @dataclass(frozen=True)
 class PushLayout:
     """Where a push's values are, for rebound(): per root parameter, a pointer or a scalar, and
@@ -157,14 +188,19 @@ class PushLayout:
     buffers: tuple[tuple[int, bool], ...]  # (position, streams into every stage), "none" left out
     scalars: tuple[int, ...]  # positions of scalars that stream into some stage
     fixed: tuple[int, ...]  # positions of pointers some stage takes from the first push
+    # per position: _IGNORED (no stage takes it from this push), _SCALAR, _STREAMED (a pointer
+    # streaming into every stage), _FIXED (a pointer some stage takes from the first push)
+    parts: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, pointers: list[bool], modes: list[str]) -> "PushLayout":
-        return cls(tuple((i, mode == "all") for i, (ptr, mode) in enumerate(zip(pointers, modes))
-                         if ptr and mode != "none"),
-                   tuple(i for i, (ptr, mode) in enumerate(zip(pointers, modes))
-                         if not ptr and mode != "none"),
-                   tuple(i for i, (ptr, mode) in enumerate(zip(pointers, modes)) if ptr and mode != "all"))
+        parts = tuple(_IGNORED if mode == "none" else _SCALAR if not ptr else
+                      _STREAMED if mode == "all" else _FIXED for ptr, mode in zip(pointers, modes))
+        return cls(tuple((i, part == _STREAMED) for i, part in enumerate(parts)
+                         if part in (_STREAMED, _FIXED)),
+                   tuple(i for i, part in enumerate(parts) if part == _SCALAR),
+                   tuple(i for i, (ptr, mode) in enumerate(zip(pointers, modes)) if ptr and mode != "all"),
+                   parts)
 
 
 def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layout: PushLayout,
@@ -172,33 +208,48 @@ def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layou
     """`item`, made for the push `last`, for the push `env` when the two differ only in the
     buffers of binds that stream into every stage, each replaced by a buffer of the same size
     used the same way: the stages' extents, kernels, proofs and copies depend on nothing else.
-    None when they differ otherwise (rt/stream/items.py then plans the item afresh)."""
-    for i in layout.scalars:
-        if env[i] is not last[i] and not same_scalar(env[i], last[i]):
-            return None  # (bind_arguments keeps the last push's value of the same argument)
-    swap: dict[int, MemoryObject] = {}  # id(last's object) -> env's, the same ones included
-    moved: set[int] = set()  # those replaced
-    for i, streamed in layout.buffers:
-        old, new = last[i].obj, env[i].obj
-        if swap.setdefault(id(old), new) is not new:
-            return None  # one buffer of the last push is two of this one
-        if old is new:
-            continue
-        if not streamed or new.released or new.nbytes != old.nbytes or \
-                on_device(new, device) != on_device(old, device) or \
-                not (on_device(new, device) or new.home == HOST):
-            return None
-        moved.add(id(old))
-    objects = [swap.get(id(obj), obj) for obj in item.objects] if moved else item.objects
-    if any(obj.released for obj in objects):
+    None when they differ otherwise (rt/stream/items.py then plans the item afresh).
+
+    Only the positions whose values are other objects than last time are looked at
+    (bind_arguments keeps the last push's value of an argument that is the same object): a
+    stream's next frame changes two or three of a dozen."""
+    parts = layout.parts
+    swap: dict[int, MemoryObject] = {}  # id(last's object) -> env's, for those replaced
+    moved: list[tuple[int, MemoryObject]] = []  # (position, env's object) for those
+    for i in itertools.compress(range(len(env)), map(operator.is_not, env, last)):
+        part = parts[i]
+        if part == _SCALAR:
+            if not same_scalar(env[i], last[i]):
+                return None
+        elif part != _IGNORED:
+            old, new = last[i].obj, env[i].obj
+            if old is new:
+                continue
+            if part != _STREAMED or new.released or new.nbytes != old.nbytes or \
+                    on_device(new, device) != on_device(old, device) or \
+                    not (on_device(new, device) or new.home == HOST) or \
+                    swap.setdefault(id(old), new) is not new:
+                return None  # (the last: one buffer of the last push is two of this one)
+            moved.append((i, new))
+    objects = item.objects
+    if any(map(_RELEASED, objects)):
         return None  # (untracked since, or forgotten: _whole says what then)
-    if not moved:
+    if not swap:
         return item.again()
-    if any(id(first[i].obj) in moved for i in layout.fixed) or \
-            len({id(o) for o in objects}) < len(objects) or \
-            _overlaps_any([swap[j] for j in moved], objects):
-        return None  # (an object a first-push bind holds too; aliasing that differs)
+    positions = item.positions(last, layout)
+    objects = list(objects)
+    for i, new in moved:
+        j = positions[i]
+        if j < 0 or any(o is new for o in objects):
+            return None  # (bound at two positions, now or before)
+        objects[j] = new
+    if any(id(first[i].obj) in swap for i in layout.fixed) or \
+            _overlaps_any(list(swap.values()), objects):
+        return None  # (an object a first-push bind holds too; memory shared with another)
     return item.again(objects)
+
+
+_RELEASED = operator.attrgetter("released")
 
 
 def _overlaps_any(new: list[MemoryObject], objects: list[MemoryObject]) -> bool:
@@ -242,7 +293,8 @@ class ItemSlot:
         holds the item's."""
         if self.key is not item.key and self.key != item.key:  # (a rebound item keeps the key)
             return False
-        moved = [j for j, (a, b) in enumerate(zip(self.memory, copies)) if b is not None and a is not b]
+        moved = [j for j in itertools.compress(range(len(copies)), map(operator.is_not, self.memory, copies))
+                 if copies[j] is not None]
         if moved and not self._repoint(item, moved, copies):
             return False
         return all(launch.patchable or all(same_scalar(value, held[port]) for port, value in part.scalars)
@@ -256,7 +308,9 @@ class ItemSlot:
         if not all(self.launches[k].movable_buffers for k, _ in uses):
             return False
         for j in moved:
-            arg = _device_arg(copies[j], item.objects[j].nbytes)
+            obj = item.objects[j]  # (a buffer on the device is its own copy: its address known)
+            arg = BufferArg(obj=copies[j], address=obj.address, nbytes=obj.nbytes, array=None) \
+                if copies[j] is obj.user else _device_arg(copies[j], obj.nbytes)
             for k, port in self.uses_of[j]:
                 self.launches[k].set_buffer(port, arg)
                 self.changed.add(k)
@@ -324,9 +378,9 @@ class ItemSlot:
         """Queue the item on the slot's stream: copies in, kernels, copies out; its end event.
         Once `stop` is set no further kernel is queued (the item's results are dropped)."""
         stream = self.stream  # (current on this thread: the runner made it so)
-        for j, obj in enumerate(item.objects):
-            if item.reads[j] and not item.tracked[j]:
-                self._copy_in(j, obj)
+        objects = item.objects
+        for j in item.copied_in:
+            self._copy_in(j, objects[j])
         fetched = []
         written = self.written
         item.outputs = [[] for _ in plans]
@@ -371,12 +425,12 @@ class ItemSlot:
             with copies.active():
                 for launch in fetched:
                     launch.outputs.fetch()
-        for j, obj in enumerate(item.objects):
-            if item.writes[j] and not item.tracked[j] and not self.fake:
-                self.pinned[j].copy_(self.memory[j], non_blocking=True)
-                stats.copied("d2h", obj.nbytes)
-                if profile.on:
-                    profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now(), queued=True)
+        for j in () if self.fake else item.copied_out:
+            nbytes = objects[j].nbytes
+            self.pinned[j].copy_(self.memory[j], non_blocking=True)
+            stats.copied("d2h", nbytes)
+            if profile.on:
+                profile.copy("d2h", nbytes, self.device, HOST, profile.now(), queued=True)
         self.event = stream.record_again(self.event)
         return self.event
 
@@ -412,13 +466,13 @@ class ItemSlot:
 
     def complete(self, item: Item, copies: StagedCopies) -> None:
         """Once the item's event has passed: its written buffers and scalar outputs on the host."""
-        for j, obj in enumerate(item.objects):
-            if item.writes[j] and not item.tracked[j]:
-                if self.fake:
-                    stats.copied("d2h", obj.nbytes)
-                    if profile.on:
-                        profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now())
-                host_copy(host_bytes(obj.user), self.memory[j] if self.fake else self.pinned[j].numpy())
+        for j in item.copied_out:
+            obj = item.objects[j]
+            if self.fake:
+                stats.copied("d2h", obj.nbytes)
+                if profile.on:
+                    profile.copy("d2h", obj.nbytes, self.device, HOST, profile.now())
+            host_copy(host_bytes(obj.user), self.memory[j] if self.fake else self.pinned[j].numpy())
         copies.complete()
 
     def _copy_in(self, j: int, obj: MemoryObject) -> None:

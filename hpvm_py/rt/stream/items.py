@@ -433,10 +433,8 @@ class ItemRunner(StreamScheduler):
     def _acquire(self, item: Item, device: str) -> list[Any]:
         """The tracker's device copies of the item's tracked buffers, brought up to date and
         marked as the item uses them (None for the others)."""
-        tracker = self.executor.tracker
-        return [tracker.acquire(obj, device, reads, writes) if in_place else None
-                for obj, reads, writes, in_place in zip(item.objects, item.reads, item.writes,
-                                                          item.tracked)]
+        return self.executor.tracker.acquire_all(item.objects, device, item.reads, item.writes,
+                                                 item.tracked)
 
     def _free_slot(self, item: Item, wait: bool = True) -> ItemSlot | None:
         """The next slot in turn that no item in flight holds, among as many as the item's size

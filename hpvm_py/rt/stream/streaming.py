@@ -134,12 +134,15 @@ class StreamHandle:
         uses: dict[int, Use] = {}
         for port, streams, stages in self._buffer_binds:
             obj = (env if streams else first)[port].obj
-            use = uses.get(id(obj))
+            key = id(obj)
+            use = uses.get(key)
             if use is None:
-                uses[id(obj)] = Use(item, obj, dict(stages))
+                uses[key] = Use(item, obj, stages, key)  # (shared: Use never changes it in place)
                 continue
-            for stage, writes in stages.items():  # a buffer bound to several pointers
-                use.stages[stage] = use.stages.get(stage, False) or writes
+            merged = dict(use.stages)  # a buffer bound to several pointers
+            for stage, writes in stages.items():
+                merged[stage] = merged.get(stage, False) or writes
+            use.stages = merged
         return list(uses.values())
 
     def _binds_of_buffers(self, index: int) -> list[tuple[int, bool, bool]]:
