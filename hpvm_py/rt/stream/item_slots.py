@@ -101,20 +101,22 @@ class Item:
         """The bytes of its buffers."""
         return sum(obj.nbytes for obj in self.objects)
 
-    def positions(self, env: list[Any], layout: "PushLayout") -> dict[int, int]:
-        """Per streamed pointer position of a push: the index in `objects` of the object it binds
-        (`env`: the push this item was made for), -1 where rebound() cannot swap it alone (its
-        object is bound at another position too, or is none of the item's). Positions do not
-        move: worked out once, and shared by the items made again from this one."""
+    def positions(self, env: list[Any], layout: "PushLayout") -> tuple[dict[int, int], list[int]]:
+        """Per streamed pointer position of a push, the index in `objects` of the object it binds
+        (`env`: the push this item was made for; -1 for none of the item's); and per object, at how
+        many positions it is bound. Positions do not move: worked out once, and shared by the
+        items made again from this one."""
         known = self.__dict__.get("_positions")
         if known is not None:
             return known
         index = {id(obj): j for j, obj in enumerate(self.objects)}
-        bound = [id(env[i].obj) for i, _ in layout.buffers]
-        positions = {i: index.get(key, -1) if bound.count(key) == 1 else -1
-                     for (i, _), key in zip(layout.buffers, bound)}
-        self.__dict__["_positions"] = positions
-        return positions
+        positions = {i: index.get(id(env[i].obj), -1) for i, _ in layout.buffers}
+        bound = [0] * len(self.objects)
+        for j in positions.values():
+            if j >= 0:
+                bound[j] += 1
+        self.__dict__["_positions"] = known = (positions, bound)
+        return known
 
     def again(self, objects: list[MemoryObject] | None = None) -> "Item":
         """The same item pushed again (on `objects` instead of its own, of the same sizes): its
@@ -231,21 +233,24 @@ def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layou
                     swap.setdefault(id(old), new) is not new:
                 return None  # (the last: one buffer of the last push is two of this one)
             moved.append((i, new))
-    objects = item.objects
-    if any(map(_RELEASED, objects)):
-        return None  # (untracked since, or forgotten: _whole says what then)
-    if not swap:
-        return item.again()
-    positions = item.positions(last, layout)
-    objects = list(objects)
+    if not swap:  # (an object untracked since, or forgotten: _whole says what then)
+        return None if any(map(_RELEASED, item.objects)) else item.again()
+    positions, bound = item.positions(last, layout)
+    objects = list(item.objects)
+    replaced: dict[int, int] = {}  # index in objects -> at how many positions
     for i, new in moved:
         j = positions[i]
-        if j < 0 or any(o is new for o in objects):
-            return None  # (bound at two positions, now or before)
+        if j < 0:
+            return None  # (a buffer no stage uses)
         objects[j] = new
-    if any(id(first[i].obj) in swap for i in layout.fixed) or \
+        replaced[j] = replaced.get(j, 0) + 1
+    if any(bound[j] != count for j, count in replaced.items()):
+        return None  # one buffer of the last push is two of this one (kept at another position)
+    if len(set(map(id, objects))) < len(objects) or any(map(_RELEASED, objects)) or \
+            any(id(first[i].obj) in swap for i in layout.fixed) or \
             _overlaps_any(list(swap.values()), objects):
-        return None  # (an object a first-push bind holds too; memory shared with another)
+        return None  # (aliasing that differs; released; an object a first-push bind holds
+        # too; memory shared with another)
     return item.again(objects)
 
 
