@@ -73,6 +73,8 @@ class DeviceLaunch:
     error: Any = None  # a checked kernel's error word (a device tensor), else None
     error_clear = True  # the error word is known to hold zero: read so since the last launch
     _error_host: Any = None  # the error word's pinned host twin, made at the first read
+    # (the word, the twin's and the word's addresses, its bytes, a NumPy view of the twin)
+    _error_copy: tuple[Any, int, int, int, np.ndarray] | None = None
 
     def read_error_word(self, stream: int | None) -> list[int]:
         """The error word's values once the kernels `stream` holds (a CUDA stream handle; None:
@@ -80,22 +82,28 @@ class DeviceLaunch:
         memory, then read once that stream is done (8 us a check less than a blocking copy to
         new host memory on an H100). Raises the copy's or the kernel's failure as a
         RuntimeError."""
-        error = self.error
-        if error.device.type != "cuda":  # Triton's interpreter: the word is in host memory
-            return error.tolist()
         import torch  # noqa: PLC0415 - the device layer's pinned memory and streams
 
+        error = self.error
+        copy = self._error_copy
+        if copy is None or copy[0] is not error:  # (a launch copied for other buffers has its own)
+            if error.device.type != "cuda":  # Triton's interpreter: the word is in host memory
+                return error.tolist()
+            host = self._error_host
+            if host is None:
+                host = self._error_host = torch.empty_like(error, device="cpu").pin_memory()
+            # the addresses and a NumPy view of the pinned twin, worked out once (a loop of
+            # checked launches reads the word every time)
+            copy = self._error_copy = (error, host.data_ptr(), error.data_ptr(),
+                                       error.numel() * error.element_size(), host.numpy())
         if stream is None:
             stream = torch.cuda.current_stream(error.device).cuda_stream
-        host = self._error_host
-        if host is None:
-            host = self._error_host = torch.empty_like(error, device="cpu").pin_memory()
-        code = read_back(host.data_ptr(), error.data_ptr(), error.numel() * error.element_size(), stream)
+        code = read_back(copy[1], copy[2], copy[3], stream)
         if code == -1:  # no libcuda: torch's blocking copy
             return error.cpu().tolist()
         if code:
             raise RuntimeError(f"reading the error word back failed: {error_text(code)}")
-        return host.tolist()
+        return copy[4].tolist()
 
     def clear_error_word(self) -> None:
         """Before a launch of a checked kernel: zero its error word (on torch's current stream),

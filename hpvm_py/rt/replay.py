@@ -365,10 +365,8 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
     if not recording.lock.acquire(blocking=False):
         return None  # another thread is replaying it: take the normal path
     try:
-        for need in () if acquired else recording.acquires:
-            obj = need.obj()
-            if obj is None or tracker.acquire(obj, need.device, need.reads, need.writes) is not need.buf():
-                return None
+        if not acquired and not tracker.acquire_recorded(recording.acquires):
+            return None
         graphed = False
         if recording.graph_device is not None:
             graphed = _run_graphed(func, recording, args)

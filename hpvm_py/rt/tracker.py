@@ -14,7 +14,7 @@ import sys
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from ..device.devices import TRANSFERS
 from ..errors import MemoryTrackingError
@@ -208,6 +208,23 @@ class MemoryTracker:
             return [(obj.user if device == obj.home and len(obj.copies) == 1 else
                      self._acquire_held(obj, device, r, w)) if want else None
                     for obj, r, w, want in zip(objects, reads, writes, wanted)]
+
+    def acquire_recorded(self, needs: Iterable[Any]) -> bool:
+        """A replay's acquire() of each buffer its launches were recorded on, under one hold of
+        the lock: `needs` have `obj` and `buf` (weak references to the tracked object and to the
+        copy the kernels use), `device`, `reads` and `writes`. False at the first whose object is
+        gone or whose copy is another now (the normal path runs then)."""
+        with self._lock:
+            for need in needs:
+                obj = need.obj()
+                if obj is None:
+                    return False
+                device = need.device
+                copy = obj.user if device == obj.home and len(obj.copies) == 1 else \
+                    self._acquire_held(obj, device, need.reads, need.writes)
+                if copy is not need.buf():
+                    return False
+        return True
 
     def _acquire_held(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
         if reads and device not in obj.valid:
