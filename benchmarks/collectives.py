@@ -41,9 +41,15 @@ def all_reduce(x: InOut[Ptr[f32]], x_bytes: i64):
     hpvm.node(SUM, buf=x, buf_bytes=x_bytes)
 
 
+def _with_root() -> str:
+    """The children's PYTHONPATH: the repository first, then the caller's (packages installed
+    there, such as lark from a wheel on the GPU machines, stay importable)."""
+    return os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)
+
+
 def _launch(ranks: int, max_mib: int, sizes: str | None, calls: bool = False) -> None:
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    env = dict(os.environ, PYTHONPATH=ROOT, HPVM_HEAP_BYTES=f"{2 * max_mib + 16}M",
+    env = dict(os.environ, PYTHONPATH=_with_root(), HPVM_HEAP_BYTES=f"{2 * max_mib + 16}M",
                HPVM_BENCH_CHILD="1")
     extra = (["--sizes", sizes] if sizes else []) + (["--calls"] if calls else [])
     sys.exit(subprocess.call([mpiexec, "-n", str(ranks), sys.executable, __file__,
@@ -180,7 +186,7 @@ def _launch_gpu(argv: list[str]) -> None:
     """torchrun with one rank per GPU; NVLink multicast stays off in every rank's environment."""
     import torch
 
-    env = dict(os.environ, PYTHONPATH=ROOT, HPVM_BENCH_CHILD="1", NCCL_NVLS_ENABLE="0",
+    env = dict(os.environ, PYTHONPATH=_with_root(), HPVM_BENCH_CHILD="1", NCCL_NVLS_ENABLE="0",
                TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
     sys.exit(subprocess.call([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
                               str(torch.cuda.device_count()), __file__, *argv], env=env))
