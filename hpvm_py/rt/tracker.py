@@ -219,9 +219,13 @@ class MemoryTracker:
                 obj = need.obj()
                 if obj is None:
                     return False
-                device = need.device
-                copy = obj.user if device == obj.home and len(obj.copies) == 1 else \
-                    self._acquire_held(obj, device, need.reads, need.writes)
+                device, valid = need.device, obj.valid
+                if device == obj.home and len(obj.copies) == 1:
+                    copy = obj.user
+                elif device in valid and (len(valid) == 1 or not need.writes):
+                    copy = obj.copies[device]  # (valid there, and stays so: nothing to mark)
+                else:
+                    copy = self._acquire_held(obj, device, need.reads, need.writes)
                 if copy is not need.buf():
                     return False
         return True
