@@ -187,22 +187,23 @@ class PushLayout:
     whether its binds stream into every stage ("all"), none (every stage takes the first push's
     value) or some ("mixed")."""
 
-    buffers: tuple[tuple[int, bool], ...]  # (position, streams into every stage), "none" left out
-    scalars: tuple[int, ...]  # positions of scalars that stream into some stage
-    fixed: tuple[int, ...]  # positions of pointers some stage takes from the first push
     # per position: _IGNORED (no stage takes it from this push), _SCALAR, _STREAMED (a pointer
     # streaming into every stage), _FIXED (a pointer some stage takes from the first push)
-    parts: tuple[int, ...] = ()
+    parts: tuple[int, ...]
+    buffers: tuple[tuple[int, bool], ...]  # (position, streams into every stage), "none" left out
+    fixed: tuple[int, ...]  # positions of pointers some stage takes from the first push
 
     @classmethod
     def of(cls, pointers: list[bool], modes: list[str]) -> "PushLayout":
         parts = tuple(_IGNORED if mode == "none" else _SCALAR if not ptr else
                       _STREAMED if mode == "all" else _FIXED for ptr, mode in zip(pointers, modes))
-        return cls(tuple((i, part == _STREAMED) for i, part in enumerate(parts)
+        return cls(parts,
+                   tuple((i, part == _STREAMED) for i, part in enumerate(parts)
                          if part in (_STREAMED, _FIXED)),
-                   tuple(i for i, part in enumerate(parts) if part == _SCALAR),
-                   tuple(i for i, (ptr, mode) in enumerate(zip(pointers, modes)) if ptr and mode != "all"),
-                   parts)
+                   tuple(i for i, (ptr, mode) in enumerate(zip(pointers, modes)) if ptr and mode != "all"))
+
+
+_RELEASED = operator.attrgetter("released")
 
 
 def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layout: PushLayout,
@@ -252,9 +253,6 @@ def rebound(item: Item, last: list[Any], env: list[Any], first: list[Any], layou
         return None  # (aliasing that differs; released; an object a first-push bind holds
         # too; memory shared with another)
     return item.again(objects)
-
-
-_RELEASED = operator.attrgetter("released")
 
 
 def _overlaps_any(new: list[MemoryObject], objects: list[MemoryObject]) -> bool:
