@@ -205,8 +205,7 @@ class MemoryTracker:
         """acquire() of each wanted object, None for the others, under one hold of the lock (a
         stream's item acquires a dozen)."""
         with self._lock:
-            return [(obj.user if device == obj.home and len(obj.copies) == 1 else
-                     self._acquire_held(obj, device, r, w)) if want else None
+            return [self._acquire_held(obj, device, r, w) if want else None
                     for obj, r, w, want in zip(objects, reads, writes, wanted)]
 
     def acquire_recorded(self, needs: Iterable[Any]) -> bool:
@@ -217,21 +216,19 @@ class MemoryTracker:
         with self._lock:
             for need in needs:
                 obj = need.obj()
-                if obj is None:
-                    return False
-                device, valid = need.device, obj.valid
-                if device == obj.home and len(obj.copies) == 1:
-                    copy = obj.user
-                elif device in valid and (len(valid) == 1 or not need.writes):
-                    copy = obj.copies[device]  # (valid there, and stays so: nothing to mark)
-                else:
-                    copy = self._acquire_held(obj, device, need.reads, need.writes)
-                if copy is not need.buf():
+                if obj is None or \
+                        self._acquire_held(obj, need.device, need.reads, need.writes) is not need.buf():
                     return False
         return True
 
     def _acquire_held(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
-        if reads and device not in obj.valid:
+        """acquire() with the lock held."""
+        valid = obj.valid
+        if device == obj.home and len(obj.copies) == 1:
+            return obj.user
+        if device in valid and (len(valid) == 1 or not writes):
+            return obj.copies[device]  # valid there, and stays so: nothing to copy or mark
+        if reads and device not in valid:
             self._copy_to(obj, device)
         elif device not in obj.copies:
             obj.copies[device] = self._allocate_like(obj, device)
