@@ -29,8 +29,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import hpvm_py as hpvm  # noqa: E402
+from _children import child_env  # noqa: E402
 from hpvm_py import InOut, Ptr, f32, i64  # noqa: E402
 
 SUM = hpvm.comm.all_reduce(f32)
@@ -41,16 +43,9 @@ def all_reduce(x: InOut[Ptr[f32]], x_bytes: i64):
     hpvm.node(SUM, buf=x, buf_bytes=x_bytes)
 
 
-def _with_root() -> str:
-    """The children's PYTHONPATH: the repository first, then the caller's (packages installed
-    there, such as lark from a wheel on the GPU machines, stay importable)."""
-    return os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)
-
-
 def _launch(ranks: int, max_mib: int, sizes: str | None, calls: bool = False) -> None:
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    env = dict(os.environ, PYTHONPATH=_with_root(), HPVM_HEAP_BYTES=f"{2 * max_mib + 16}M",
-               HPVM_BENCH_CHILD="1")
+    env = child_env(ROOT, HPVM_HEAP_BYTES=f"{2 * max_mib + 16}M", HPVM_BENCH_CHILD="1")
     extra = (["--sizes", sizes] if sizes else []) + (["--calls"] if calls else [])
     sys.exit(subprocess.call([mpiexec, "-n", str(ranks), sys.executable, __file__,
                               "--max-mib", str(max_mib), *extra], env=env))
@@ -186,8 +181,8 @@ def _launch_gpu(argv: list[str]) -> None:
     """torchrun with one rank per GPU; NVLink multicast stays off in every rank's environment."""
     import torch
 
-    env = dict(os.environ, PYTHONPATH=_with_root(), HPVM_BENCH_CHILD="1", NCCL_NVLS_ENABLE="0",
-               TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+    env = child_env(ROOT, HPVM_BENCH_CHILD="1", NCCL_NVLS_ENABLE="0",
+                    TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
     sys.exit(subprocess.call([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
                               str(torch.cuda.device_count()), __file__, *argv], env=env))
 

@@ -24,6 +24,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from _children import child_env  # noqa: E402
 
 
 @dataclass
@@ -101,8 +104,7 @@ def run(bench: Bench, full: bool, timeout: float) -> Result:
     if why is not None:
         return Result(bench.script, "skipped", 0.0, why)
     command = [sys.executable, str(HERE / bench.script)] + ([] if full else bench.quick)
-    env = {**os.environ, **({} if full else bench.quick_env)}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env = child_env(str(ROOT), **({} if full else bench.quick_env))
     print(f"=== {bench.script} {' '.join(command[2:])}", flush=True)
     start = time.perf_counter()
     try:
