@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import hpvm_py as hpvm
 from conftest import TARGETS
@@ -35,7 +36,7 @@ def test_each_relaunch_of_a_checked_kernel_reports_its_own_fault(target: str,
     with hpvm.runtime(target):
         for buf in (src, at, out):
             hpvm.track_memory(buf)
-        before = hpvm.stats()["replayed_launches"]
+        before, graphed = hpvm.stats()["replayed_launches"], hpvm.stats()["cuda_graph_replays"]
         for value in values:
             where = int(rng.integers(0, n))
             hpvm.wait(hpvm.launch(poke, at, at.nbytes, where, value))  # on the device
@@ -51,13 +52,20 @@ def test_each_relaunch_of_a_checked_kernel_reports_its_own_fault(target: str,
             hpvm.wait(hpvm.launch(poke, at, at.nbytes, where, 0))  # repaired
             indices[where] = 0
         assert hpvm.stats()["replayed_launches"] > before  # the same kernel, relaunched
+        if torch.cuda.is_available():  # its relaunches ran as a CUDA graph, faults and all
+            assert hpvm.stats()["cuda_graph_replays"] > graphed
 
 
 class _ErrorWord:
-    """Stands for a checked kernel's error word on the device: counts its zeroings."""
+    """Stands for a checked kernel's error word in host memory: counts its zeroings."""
+
+    device = torch.device("cpu")
 
     def __init__(self) -> None:
         self.zeroed = 0
+
+    def is_pinned(self) -> bool:
+        return False
 
     def zero_(self) -> None:
         self.zeroed += 1

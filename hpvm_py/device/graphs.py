@@ -19,7 +19,7 @@ class CapturedGraph:
 
     def __init__(self, graph: Any, stream: int):
         self.graph = graph  # keeps the executable graph alive
-        self._stream = stream
+        self.stream = stream  # where replay() launches it by default
         self._launch, self._exec = graph_launch(), None
         try:
             self._exec = graph.raw_cuda_graph_exec()  # torch >= 2.7 (not every version has it)
@@ -32,7 +32,7 @@ class CapturedGraph:
             if self._launch is None:
                 self.graph.replay()
                 return
-            err = self._launch(self._exec, self._stream if stream is None else stream)
+            err = self._launch(self._exec, self.stream if stream is None else stream)
         except Exception as exc:  # noqa: BLE001 - a kernel fault shows at the next launch
             raise faults.reported(exc) from None
         if err:

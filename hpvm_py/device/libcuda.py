@@ -60,6 +60,9 @@ def _declare(lib: Any) -> Any:
     lib.cuMemcpyDtoHAsync_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t,
                                          ctypes.c_void_p]
     lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
+    # CUresult cuPointerGetAttribute(void *data, CUpointer_attribute, CUdeviceptr)
+    lib.cuPointerGetAttribute.restype = ctypes.c_int
+    lib.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
     # events: cuEventCreate(CUevent *, flags), cuEventRecord(CUevent, CUstream),
     # cuEventQuery(CUevent), cuEventSynchronize(CUevent), cuEventDestroy_v2(CUevent),
     # cuStreamWaitEvent(CUstream, CUevent, flags)
@@ -113,15 +116,25 @@ def graph_launch() -> Any:
     return None if lib is None else lib.cuGraphLaunch
 
 
-def read_back(host: int, device: int, nbytes: int, stream: int) -> int:
-    """Copy `nbytes` from device address `device` to pinned host address `host` behind what
-    `stream` holds, then wait for that stream: the CUresult (0: the bytes are there); -1 where
-    libcuda cannot be loaded."""
+def stream_synchronize(stream: int) -> int:
+    """Wait for what `stream` holds: the CUresult; -1 where libcuda cannot be loaded."""
+    lib = _blocking()
+    return -1 if lib is None else lib.cuStreamSynchronize(stream)
+
+
+# CU_POINTER_ATTRIBUTE_DEVICE_POINTER: the address by which kernels reach a host or device pointer
+_DEVICE_POINTER = 3
+
+
+def device_address(host: int) -> int | None:
+    """The address by which kernels reach pinned host memory at `host`; None where libcuda cannot
+    be loaded or the memory is not mapped for the GPU."""
     lib = _libcuda()
     if lib is None:
-        return -1
-    return lib.cuMemcpyDtoHAsync_v2(host, device, nbytes, stream) or \
-        _blocking().cuStreamSynchronize(stream)
+        return None
+    address = ctypes.c_uint64(0)
+    return None if lib.cuPointerGetAttribute(ctypes.byref(address), _DEVICE_POINTER, host) \
+        else address.value
 
 
 def copy_to_host_async(host: int, device: int, nbytes: int, stream: int) -> int:

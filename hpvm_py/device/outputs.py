@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import LaunchError
 from ..support.loc import Loc
 from . import faults
-from .libcuda import error_text, read_back
+from .libcuda import device_address, error_text, stream_synchronize
 from .staging import staged
 
 
@@ -60,6 +61,24 @@ class DeviceOutputs:
         return None
 
 
+def error_word(words: int, device: Any) -> Any:
+    """A checked kernel's error word (`words` int64: the first fault's site + 1, index, limit) for
+    a launch on `device`. On a GPU it is pinned host memory, which the kernel writes through
+    (unified addressing maps it at its host address): a kernel writes it only when it faults, and
+    the host reads it once the kernel's stream is done, with no copy queued behind the kernel
+    (6.5 us a check on an H200). In Triton's interpreter, host memory."""
+    import torch  # noqa: PLC0415 - the device layer's pinned memory
+
+    if device.type != "cuda":
+        return torch.zeros(words, dtype=torch.int64, device=device)
+    word = torch.zeros(words, dtype=torch.int64, pin_memory=True)
+    if device_address(word.data_ptr()) not in (word.data_ptr(), None):
+        raise LaunchError("pinned host memory is not mapped at its host address on this GPU "
+                          "(torch registers its pinned memory here?): bounds-checked kernels "
+                          "need it for their error word")
+    return word
+
+
 class DeviceLaunch:
     """What the prepared launches of the GPU targets share (triton/prepared.py, nvptx/launch.py):
     issue(stream) queues the kernel without waiting for anything, check() reports the
@@ -70,48 +89,60 @@ class DeviceLaunch:
 
     outputs: DeviceOutputs
     stale: set[int]
-    error: Any = None  # a checked kernel's error word (a device tensor), else None
+    error: Any = None  # a checked kernel's error word (error_word()), else None
     error_clear = True  # the error word is known to hold zero: read so since the last launch
-    _error_host: Any = None  # the error word's pinned host twin, made at the first read
-    # (the word, the twin's and the word's addresses, its bytes, a NumPy view of the twin)
-    _error_copy: tuple[Any, int, int, int, np.ndarray] | None = None
+    _issued_on: int | None = None  # the stream of the last issue() (None: torch's current)
+    # (the error word, a NumPy view of it where it is mapped host memory, else None)
+    _error_view: tuple[Any, np.ndarray | None] | None = None
 
-    def read_error_word(self, stream: int | None) -> list[int]:
+    def read_error_word(self, stream: int | None, ran: bool = False) -> list[int]:
         """The error word's values once the kernels `stream` holds (a CUDA stream handle; None:
-        torch's current stream of the word's device) have run: copied behind them into pinned
-        memory, then read once that stream is done (8 us a check less than a blocking copy to
-        new host memory on an H100). Raises the copy's or the kernel's failure as a
-        RuntimeError."""
-        import torch  # noqa: PLC0415 - the device layer's pinned memory and streams
-
-        error = self.error
-        copy = self._error_copy
-        if copy is None or copy[0] is not error:  # (a launch copied for other buffers has its own)
-            if error.device.type != "cuda":  # Triton's interpreter: the word is in host memory
-                return error.tolist()
-            host = self._error_host
-            if host is None:
-                host = self._error_host = torch.empty_like(error, device="cpu").pin_memory()
-            # the addresses and a NumPy view of the pinned twin, worked out once (a loop of
-            # checked launches reads the word every time)
-            copy = self._error_copy = (error, host.data_ptr(), error.data_ptr(),
-                                       error.numel() * error.element_size(), host.numpy())
-        if stream is None:
-            stream = torch.cuda.current_stream(error.device).cuda_stream
-        code = read_back(copy[1], copy[2], copy[3], stream)
-        if code == -1:  # no libcuda: torch's blocking copy
-            return error.cpu().tolist()
-        if code:
-            raise RuntimeError(f"reading the error word back failed: {error_text(code)}")
-        return copy[4].tolist()
+        torch's current stream) have run; `ran`: they are known to have (an event recorded after
+        them has passed), so nothing is waited for. Raises the stream's failure (a fault of its
+        kernels) as a RuntimeError."""
+        view = self._mapped_view()
+        if view is None:  # Triton's interpreter: the kernel ran as it was issued
+            return self.error.tolist()
+        if not ran:
+            _synchronize(stream)
+        return view.tolist()
 
     def clear_error_word(self) -> None:
-        """Before a launch of a checked kernel: zero its error word (on torch's current stream),
-        so that a replay reports only its own first fault, unless check() read it clean since
-        the last launch (an item after item of a stream, a relaunch: no zeroing kernel)."""
+        """Before a launch of a checked kernel: zero its error word, unless check() read it clean
+        since the last launch (item after item of a stream, a relaunch: nothing to do). A kernel
+        issued since may still be running: its stream is waited for first."""
         if not self.error_clear:
+            if self._mapped_view() is not None:
+                _synchronize(self._issued_on)
             self.error.zero_()
         self.error_clear = False
+
+    def before_graph(self, stream: int) -> None:
+        """Before a CUDA graph that holds this launch's kernel runs on `stream`: its error word as
+        for issue(stream), so that check() reads it behind the graph."""
+        if self.error is not None:
+            self.clear_error_word()
+        self._issued_on = stream
+
+    def capture_into(self, stream: int) -> None:
+        """Queue the kernel on `stream`, which a CUDA graph is capturing: nothing runs, so the
+        error word's state stays as it was (before_graph() sets it for each run of the graph)."""
+        clear, issued_on = self.error_clear, self._issued_on
+        self.issue(stream)
+        self.error_clear, self._issued_on = clear, issued_on
+
+    def _mapped_view(self) -> np.ndarray | None:
+        error = self.error
+        seen = self._error_view
+        if seen is None or seen[0] is not error:  # (worked out once: a loop reads it every time)
+            mapped = error.device.type == "cpu" and error.is_pinned()
+            seen = self._error_view = (error, error.numpy() if mapped else None)
+        return seen[1]
+
+    @property
+    def on_any_stream(self) -> bool:
+        """start(stream) queues all its device work on that stream (nothing on the current one)."""
+        return True
 
     @property
     def reusable(self) -> bool:
@@ -144,7 +175,9 @@ class DeviceLaunch:
     def issue(self, stream: Any = None) -> None:
         raise NotImplementedError
 
-    def check(self) -> None:
+    def check(self, ran: bool = False) -> None:
+        """Raise a checked kernel's first out-of-bounds access (at its line); `ran`: the kernel is
+        known to have finished (read_error_word)."""
         raise NotImplementedError
 
     def set_uniform(self, i: int, value: Any) -> None:
@@ -175,3 +208,15 @@ class DeviceLaunch:
         Its per-instance inputs (producers' device arrays) and its outputs' device arrays are
         shared: the replays of one graph's recordings run in order on one stream."""
         raise NotImplementedError
+
+
+def _synchronize(stream: int | None) -> None:
+    """Wait for a CUDA stream (a handle; None: torch's current one)."""
+    import torch  # noqa: PLC0415 - the device layer's streams
+
+    handle = torch.cuda.current_stream().cuda_stream if stream is None else stream
+    code = stream_synchronize(handle)
+    if code == -1:  # no libcuda: torch waits
+        torch.cuda.ExternalStream(handle).synchronize()
+    elif code:
+        raise RuntimeError(f"waiting for the kernel failed: {error_text(code)}")

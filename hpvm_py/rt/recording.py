@@ -108,6 +108,7 @@ class Recording:
     fetch_at_end: list[Any] = field(default_factory=list)  # GPU outputs that are root outputs
     graph_device: str | None = None  # set when the kernels may be captured in a CUDA graph
     collectives: list[Any] = field(default_factory=list)  # communication nodes in that graph
+    checked: list[Any] = field(default_factory=list)  # its launches with an error word
     graph: Any = None  # the CUDA graph of the launches with the scalars `graph_key`
     graph_key: Any = None
     graph_zeros: Any = None  # the signs of graph_key's float zeros (-0.0 == 0.0 as numbers)

@@ -229,6 +229,8 @@ class Recorder:
                               rebindable=rebindable)
         if recording.graph_device is not None:
             recording.collectives = collectives
+            recording.checked = [s.prepared for s in self.steps
+                                 if isinstance(s.prepared, DeviceLaunch) and s.prepared.error is not None]
             if not collectives:  # (a collective runs on the current stream)
                 self._spread(recording, recording.graph_device)
         recording.register()
@@ -381,16 +383,16 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
 
 
 def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
-                origin: Any = None) -> None:
+                origin: Any = None, capturing: bool = False) -> None:
     """Every step's kernel, on stream `origin` (a handle; None: the recorded one) or spread over
-    the recording's streams."""
+    the recording's streams; `capturing`: into a CUDA graph (queued only, nothing checked)."""
     streams, plan = recording.streams, recording.stream_plan
     launch_step = _profiled_step if profile.on else _launch_step
     if streams is None or plan is None:
         for step in recording.steps:
             for outputs in step.fetch_before:
                 outputs.fetch()
-            launch_step(func, step, args, origin)
+            launch_step(func, step, args, origin, capturing)
         return
     origin = recording.origin if origin is None else origin
     events = recording.events
@@ -400,13 +402,14 @@ def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
         for producer in plan.waits[i]:
             streams.wait(k, events[producer], origin)
         streams.launched(step.prepared.kernel.leaf.name, k)
-        launch_step(func, step, args, streams.handle(k, origin))
+        launch_step(func, step, args, streams.handle(k, origin), capturing)
         if i in events:
             streams.record(k, events[i], origin)
     streams.join(origin)
 
 
-def _launch_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: Any = None) -> None:
+def _launch_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: Any = None,
+                 capturing: bool = False) -> None:
     prepared = step.prepared
     if step.from_args and not step.from_outputs and step.redecide is None:
         # a loop's scalars are often those of its last run: only the others are converted and
@@ -429,20 +432,23 @@ def _launch_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: A
         prepared = step.launch_for(uniforms)
         for i, value in uniforms.items():
             prepared.set_uniform(i, value)
-    if isinstance(prepared, DeviceLaunch):
+    if capturing:
+        prepared.capture_into(stream)
+    elif isinstance(prepared, DeviceLaunch):
         prepared.start(stream)  # GPU outputs: fetched where the host reads them
     else:
         prepared.run()
 
 
-def _profiled_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: Any = None) -> None:
+def _profiled_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: Any = None,
+                   capturing: bool = False) -> None:
     """A replayed step inside `hpvm.profile()`: a "kernel" event (and its GPU time)."""
     leaf = getattr(getattr(step.prepared, "kernel", None), "leaf", None)
     name = getattr(leaf, "name", "kernel")
     gpu = isinstance(step.prepared, DeviceLaunch)
     t0 = profile.now()
     timer = profile.gpu_begin(str(getattr(step.prepared, "device", "cuda")), stream) if gpu else None
-    _launch_step(func, step, args, stream)
+    _launch_step(func, step, args, stream, capturing)
     if gpu:
         profile.gpu_end(timer, "gpu_kernel", name, str(getattr(step.prepared, "device", "cuda")),
                         {"replayed": True})
@@ -467,15 +473,21 @@ def _run_graphed(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...])
         recording.graph = None  # another world (or timeout) since the capture: launched anew
     if recording.graph is not None and key == recording.graph_key and \
             (not recording.graph_zeros or _zero_signs(key) == recording.graph_zeros):
-        recording.graph.replay()
+        graph = recording.graph
+        for launch in recording.checked:
+            launch.before_graph(graph.stream)
+        graph.replay()
         for collective in recording.collectives:
             collective.replayed()
+        for i, launch in enumerate(recording.checked):  # (the first waits for the graph)
+            launch.check(ran=i > 0)
         return True
     _launch_all(func, recording, args)
     if key != recording.last_key:
         recording.last_key = key
         return False
-    graph = capture(lambda stream: _launch_all(func, recording, args, stream), recording.graph_device)
+    graph = capture(lambda stream: _launch_all(func, recording, args, stream, capturing=True),
+                    recording.graph_device)
     if graph is None:
         recording.graph_device = None  # no graphs here: prepared launches from now on
     recording.graph, recording.graph_key, recording.graph_zeros = graph, key, _zero_signs(key)

@@ -26,7 +26,7 @@ from ..access_errors import recorded
 from ...device import faults
 from ...device.kernel_launch import ParamSlots, launch_failure
 from ...device.libcuda import launch_kernel
-from ...device.outputs import DeviceLaunch, DeviceOutputs
+from ...device.outputs import DeviceLaunch, DeviceOutputs, error_word
 from ..cpu.abi import DIMS_PER_LEVEL
 from ..cpu.accesses import sites
 from ..cpu.kernel import checked_extents, pack_scalar, scalar_array
@@ -108,7 +108,7 @@ class NvptxKernel(LeafKernel):
             heap = heapview.for_launch(self.source, args, cuda)  # its bases live as long as the heap
             slots[layout.heap], slots[layout.heap + 1], slots[layout.heap + 2] = \
                 heap.bases_address, heap.rank, heap.world_size
-        error = torch.zeros(ERROR_SLOT_WORDS, dtype=torch.int64, device=cuda) if self.checked else None
+        error = error_word(ERROR_SLOT_WORDS, cuda) if self.checked else None
         if error is not None:
             slots[layout.error] = error.data_ptr()
         shared = self._shared(args, checked, ordinal) if parents * leaves else 0
@@ -349,11 +349,6 @@ class PreparedLaunch(DeviceLaunch):
         self.plain: tuple | None = None  # (fn, block, chunks) of the plain kernel while split
 
     @property
-    def on_any_stream(self) -> bool:
-        """start(stream) queues all its device work on that stream (nothing on the current one)."""
-        return self.error is None
-
-    @property
     def movable_buffers(self) -> bool:
         """set_buffer() is sound: nothing packed depends on a buffer but its address and size (a
         checked kernel's error word and the lanes kernel's choice were made for these buffers,
@@ -450,13 +445,12 @@ class PreparedLaunch(DeviceLaunch):
             visit(self._fn_address, grid, self.block, self.shared, self._params_at)
         return True
 
-    def check(self) -> None:
-        """A checked kernel's first out-of-bounds access, raised at its line (waits for it)."""
+    def check(self, ran: bool = False) -> None:
         if self.error is None:
             return
         leaf = self.kernel.leaf
         try:
-            error = self.read_error_word(self._issued_on)
+            error = self.read_error_word(self._issued_on, ran)
         except Exception as exc:  # noqa: BLE001 - a fault of this kernel shows at the copy
             raise faults.reported(exc, leaf.name, leaf.loc) from None
         self.kernel._report(error)

@@ -20,7 +20,7 @@ from ...types import PtrType, ScalarType, bf16, f32
 from ..base import BufferArg, LeafKernel
 from ...device import gpu_device, typed_tensor
 from ...device.devices import torch_dtype
-from ...device.outputs import DeviceOutputs
+from ...device.outputs import DeviceOutputs, error_word
 from . import autotune
 from .codegen import MAX_GROUP_LANES, SUGGESTION, TritonSource, kernel_name as _kernel_name
 from .dotmatch import DotLoop
@@ -220,7 +220,7 @@ class TritonKernel(LeafKernel):
         call += [layout.blocks, L]
         err = None
         if source.checked:
-            err = torch.zeros(3, dtype=torch.int64, device=device)
+            err = error_word(3, torch.device(device))
             call.append(err)
         if source.split_words:
             call.append(_split_area(source.split_words, layout.options["SPLIT"], P, device))

@@ -102,8 +102,7 @@ class TritonLaunch(DeviceLaunch):
 
     @property
     def on_any_stream(self) -> bool:
-        """start(stream) queues all its device work on that stream (nothing on the current one)."""
-        return self.error is None and not self.scratch
+        return not self.scratch  # (zeroed on torch's current stream)
 
     @property
     def movable_buffers(self) -> bool:
@@ -218,12 +217,11 @@ class TritonLaunch(DeviceLaunch):
         except Exception as exc:  # noqa: BLE001 - Triton's compiler or interpreter, or a fault
             raise self._reported(exc) from None
 
-    def check(self) -> None:
-        """A checked kernel's first out-of-bounds access, raised at its line (waits for it)."""
+    def check(self, ran: bool = False) -> None:
         if self.error is None or self.jit is None:
             return
         try:
-            code, index, limit = (int(v) for v in self.read_error_word(self._issued_on))
+            code, index, limit = (int(v) for v in self.read_error_word(self._issued_on, ran))
         except Exception as exc:  # noqa: BLE001 - a fault of this kernel shows at the copy
             raise self._reported(exc) from None
         if code:

@@ -482,7 +482,7 @@ class ItemRunner(StreamScheduler):
         self.flight.popleft()  # (its event has passed: a fault of its kernels showed at done())
         for k in flight.slot.checked:
             try:
-                flight.slot.launches[k].check()  # a checked kernel's first out-of-bounds access
+                flight.slot.launches[k].check(ran=True)  # its first out-of-bounds access
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 flight.copies.complete()
                 raise StageFailed(self.stages[k], exc, flight.index) from None

@@ -84,7 +84,6 @@ class StageLauncher:
             packed.outputs.fetch()
             executor.tracker.finish_launch(list(acquired.values()), keep_device=True)
         return DeviceStageRun(extents[-1], self.output_slots(outputs, extents, parents), packed,
-                              stream,
                               stream.record(), copies)
 
     def descend(self, env: list[Any], args: list[Any]
@@ -187,12 +186,11 @@ class DeviceStageRun:
     on_host = False
 
     def __init__(self, ext: tuple[int, ...], slots: list[Slot | None], packed: Any,
-                 stream: StageStream, event: ItemEvent, copies: StagedCopies):
+                 event: ItemEvent, copies: StagedCopies):
         self.ext = ext
         self.slots = slots
         self.event = event
         self._packed = packed
-        self._stream = stream
         self._copies = copies  # to the host: the scalar outputs and the item's untracked buffers
 
     def done(self) -> bool:
@@ -201,8 +199,7 @@ class DeviceStageRun:
     def finish(self) -> tuple[tuple[int, ...], list[Slot | None]]:
         """Wait for the item's event, report a checked kernel's errors and fill the host arrays
         of the copies queued after the kernel; its extents and slots."""
-        self._stream.use()  # a checked kernel's error word is read on it
         self.event.wait()
-        self._packed.check()
+        self._packed.check(ran=True)
         self._copies.complete()
         return self.ext, self.slots
