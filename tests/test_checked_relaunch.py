@@ -83,3 +83,73 @@ def test_an_error_word_read_clean_is_not_zeroed_before_the_next_launch() -> None
     assert launch.error.zeroed == 1
     launch.clear_error_word()
     assert launch.error.zeroed == 2
+
+
+class _MappedWord(_ErrorWord):
+    """Stands for an error word in pinned host memory: its values in a NumPy array."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values = np.zeros(3, np.int64)
+
+    def is_pinned(self) -> bool:
+        return True
+
+    def numpy(self) -> np.ndarray:
+        return self.values
+
+    def zero_(self) -> None:
+        super().zero_()
+        self.values[:] = 0
+
+
+class _Issuing(DeviceLaunch):
+    """A launch whose issue() does what a GPU launch's does to its error word and stream."""
+
+    def __init__(self, waits: list) -> None:
+        self.error = _MappedWord()
+        self.waits = waits
+
+    def issue(self, stream=None) -> None:
+        self.clear_error_word()
+        self._issued_on = stream
+
+
+@pytest.fixture
+def waits(monkeypatch) -> list:
+    """The streams waited for, in order (device/outputs.py's _synchronize, recorded)."""
+    seen: list = []
+    monkeypatch.setattr("hpvm_py.device.outputs._synchronize", seen.append)
+    return seen
+
+
+def test_a_mapped_error_word_is_read_after_its_stream_unless_the_kernel_is_known_done(waits) -> None:
+    launch = _Issuing(waits)
+    launch.issue(11)
+    launch.error.values[:] = [4, 17, 16]  # the kernel's first fault
+    assert launch.read_error_word(11) == [4, 17, 16] and waits == [11]
+    assert launch.read_error_word(11, ran=True) == [4, 17, 16] and waits == [11]  # no wait
+
+
+def test_a_mapped_error_word_that_may_hold_a_fault_is_zeroed_after_its_kernel(waits) -> None:
+    launch = _Issuing(waits)
+    launch.issue(11)  # a fresh word: nothing to zero
+    assert launch.error.zeroed == 0 and waits == []
+    launch.error.values[:] = [2, 9, 8]  # faulted, and was never read clean
+    launch.issue(12)  # the kernel issued on stream 11 may still be writing it: waited for first
+    assert waits == [11] and launch.error.zeroed == 1 and not launch.error.values.any()
+    launch.error_clear = True  # check() read it clean
+    launch.issue(12)
+    assert waits == [11] and launch.error.zeroed == 1
+
+
+def test_a_capture_leaves_the_error_word_and_stream_as_they_were(waits) -> None:
+    launch = _Issuing(waits)
+    launch.issue(11)
+    launch.error_clear = True  # read clean, as after the launch a capture follows
+    launch.capture_into(99)  # queued on the capturing stream: nothing ran
+    assert launch.error_clear and launch._issued_on == 11 and launch.error.zeroed == 0
+    launch.before_graph(5)  # a graph run: read clean, so nothing to zero
+    assert launch._issued_on == 5 and not launch.error_clear and launch.error.zeroed == 0
+    launch.before_graph(5)  # run again before it was checked: zeroed behind stream 5
+    assert waits == [5] and launch.error.zeroed == 1
