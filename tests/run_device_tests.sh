@@ -23,8 +23,9 @@ mkdir -p "$LOGDIR"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 # test_distributed's mpiexec is Open MPI's there, which refuses root without these
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if ! $PY -c 'import lark' 2>/dev/null; then
+if ! env -u PYTHONPATH $PY -c 'import lark' 2>/dev/null; then
     # into the interpreter's own environment: the tests' subprocesses do not all pass PYTHONPATH on
+    # (a lark found only through the caller's PYTHONPATH failed 75 of them)
     $PY -m pip install -q --no-index --no-deps "${WHEELS:-.whl}"/lark-*.whl \
         || { echo "device-test: lark is missing and no wheel in ${WHEELS:-.whl}/"; exit 2; }
 fi
