@@ -432,12 +432,12 @@ def _launch_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: A
         prepared = step.launch_for(uniforms)
         for i, value in uniforms.items():
             prepared.set_uniform(i, value)
-    if capturing:
+    if not isinstance(prepared, DeviceLaunch):
+        prepared.run()  # (a communication node's call: it knows a capture by itself)
+    elif capturing:
         prepared.capture_into(stream)
-    elif isinstance(prepared, DeviceLaunch):
-        prepared.start(stream)  # GPU outputs: fetched where the host reads them
     else:
-        prepared.run()
+        prepared.start(stream)  # GPU outputs: fetched where the host reads them
 
 
 def _profiled_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: Any = None,
