@@ -153,3 +153,38 @@ def test_a_capture_leaves_the_error_word_and_stream_as_they_were(waits) -> None:
     assert launch._issued_on == 5 and not launch.error_clear and launch.error.zeroed == 0
     launch.before_graph(5)  # run again before it was checked: zeroed behind stream 5
     assert waits == [5] and launch.error.zeroed == 1
+
+
+@pytest.mark.skipif(not GPU_TARGETS, reason="no GPU target here")
+@pytest.mark.parametrize("target", GPU_TARGETS)
+def test_a_stream_of_checked_gathers_fails_at_the_item_whose_index_is_out_of_bounds(
+        target: str, rng: np.random.Generator) -> None:
+    """Each item's checked kernel reports its own fault, whether its slot launched it alone or
+    as one CUDA graph (a slot's second and later items, on a GPU); the items before pop with
+    their values."""
+    n, count, bad = 64, 12, 8
+    src = rng.random(n).astype(np.float32)
+    ats = [rng.integers(0, n, n).astype(np.int64) for _ in range(count)]
+    ats[bad][int(rng.integers(0, n))] = n + int(rng.integers(0, 1000))  # one index past src
+    outs = [np.zeros(n, np.float32) for _ in range(count)]
+    with hpvm.runtime(target):
+        before = hpvm.stats()
+        handle = hpvm.launch(g.gather_stream, stream=True, depth=4)
+        for k in range(count):
+            try:
+                hpvm.push(handle, src, src.nbytes, ats[k], ats[k].nbytes, outs[k], outs[k].nbytes,
+                          n, timeout=60)
+            except hpvm.errors.ExecutionError:
+                assert k > bad  # (a push after the failing item may report it)
+                break
+        for k in range(bad):
+            hpvm.pop(handle, timeout=60)
+            np.testing.assert_array_equal(outs[k], src[ats[k]])
+        with pytest.raises(hpvm.errors.ExecutionError, match="out-of-bounds") as info:
+            hpvm.pop(handle, timeout=60)
+        assert info.value.loc is not None and info.value.loc.line == gather_line()
+        with pytest.raises(hpvm.errors.ExecutionError, match="out-of-bounds"):
+            hpvm.wait(handle, timeout=60)
+        graphs = hpvm.stats().get("stream_item_graphs", 0) - before.get("stream_item_graphs", 0)
+    if torch.cuda.is_available():
+        assert graphs >= 1

@@ -193,7 +193,8 @@ class DeviceLaunch:
     def each_kernel(self, visit: Any) -> bool:
         """For a CUDA graph of it (device/kernel_graph.py): visit(function, grid, block, shared
         bytes, kernelParams address) for each kernel issue() would launch now; False when it
-        cannot be launched that way (a checked kernel, scratch to zero, Triton's dispatch)."""
+        cannot be launched that way (scratch to zero, Triton's dispatch). A checked kernel can:
+        before_graph() readies its error word for each launch of the graph."""
         return False
 
     @property

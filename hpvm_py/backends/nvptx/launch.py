@@ -413,8 +413,7 @@ class PreparedLaunch(DeviceLaunch):
         return True
 
     def issue(self, stream: Any = None) -> None:
-        """Queue the kernel (on `stream`, a CUDA stream handle, else the one it was prepared on;
-        its error word is zeroed on torch's current stream)."""
+        """Queue the kernel (on `stream`, a CUDA stream handle, else the one it was prepared on)."""
         layout, slots, (bx, by, bz) = self.kernel.layout, self.slots, self.block
         stream = self.stream if stream is None else stream
         self._issued_on = stream
@@ -436,7 +435,7 @@ class PreparedLaunch(DeviceLaunch):
                                      device.error_name(err))
 
     def each_kernel(self, visit: Any) -> bool:
-        if self.error is not None or self._direct is None or self.fn is None:
+        if self._direct is None or self.fn is None:
             return False
         layout, slots = self.kernel.layout, self.slots
         for grid, y0, zp0 in self.chunks:

@@ -183,13 +183,13 @@ class TritonLaunch(DeviceLaunch):
         if self.jit is None:
             return True  # an empty launch: no kernel
         fast = self._fast
-        if self.error is not None or self.scratch or not isinstance(fast, OwnLauncher):
-            return False  # (Triton's launcher, or its dispatch first)
+        if self.scratch or not isinstance(fast, OwnLauncher):
+            return False  # (scratch zeroed on torch's stream; Triton's launcher, or its dispatch)
         return fast.each_kernel(visit)
 
     def issue(self, stream: Any = None) -> None:
         """Queue the kernel (on `stream`, a CUDA stream handle, else the one it was prepared on;
-        its scratch and error word are zeroed on torch's current stream)."""
+        its scratch is zeroed on torch's current stream)."""
         if self.jit is None:
             return
         leaf = self.kernel.leaf

@@ -405,6 +405,7 @@ class ItemSlot:
             for launch in self.launches:  # (a fault report names the kernels launched last)
                 leaf = launch.kernel.leaf
                 faults.launched(leaf.name, leaf.loc)
+                launch.before_graph(stream.handle)  # a checked kernel's error word
             try:
                 graph.launch(stream.handle)
             except BaseException as exc:  # noqa: BLE001 - the last stage's error
