@@ -23,10 +23,10 @@ def gather_line() -> int:
     return next(no for no, text in enumerate(lines, 1) if "# oob:gather" in text)
 
 
-@pytest.mark.skipif(not GPU_TARGETS, reason="no GPU target here")
-@pytest.mark.parametrize("target", GPU_TARGETS)
-def test_each_relaunch_of_a_checked_kernel_reports_its_own_fault(target: str,
-                                                                 rng: np.random.Generator) -> None:
+def _relaunch_with_faults(target: str, rng: np.random.Generator) -> tuple[int, int]:
+    """Gathers through indices that a poke on the device makes bad now and then: each faulting
+    launch reports its own fault at the gather's line, each clean one gathers right. The replayed
+    launches and CUDA-graph replays it counted."""
     n = 16
     src = rng.random(n).astype(np.float32)
     at = rng.integers(0, n, n).astype(np.int64)
@@ -51,9 +51,53 @@ def test_each_relaunch_of_a_checked_kernel_reports_its_own_fault(target: str,
             assert info.value.loc is not None and info.value.loc.line == gather_line()
             hpvm.wait(hpvm.launch(poke, at, at.nbytes, where, 0))  # repaired
             indices[where] = 0
-        assert hpvm.stats()["replayed_launches"] > before  # the same kernel, relaunched
-        if torch.cuda.is_available():  # its relaunches ran as a CUDA graph, faults and all
-            assert hpvm.stats()["cuda_graph_replays"] > graphed
+        return (hpvm.stats()["replayed_launches"] - before,
+                hpvm.stats()["cuda_graph_replays"] - graphed)
+
+
+@pytest.mark.skipif(not GPU_TARGETS, reason="no GPU target here")
+@pytest.mark.parametrize("target", GPU_TARGETS)
+def test_each_relaunch_of_a_checked_kernel_reports_its_own_fault(target: str,
+                                                                 rng: np.random.Generator) -> None:
+    replayed, graphed = _relaunch_with_faults(target, rng)
+    assert replayed > 0  # the same kernel, relaunched
+    if torch.cuda.is_available():  # its relaunches ran as a CUDA graph, faults and all
+        assert graphed > 0
+
+
+class _GraphOfIssues:
+    """Stands for a captured CUDA graph where there is none (the fake device): replay() issues
+    again what the capture would have queued, as a graph's launch runs its kernels without the
+    host's part of a launch."""
+
+    stream = None
+
+    def __init__(self, queue) -> None:
+        self._queue = queue
+        self.replays = 0
+
+    def replay(self, stream=None) -> None:
+        self.replays += 1
+        self._queue(stream)
+
+
+@pytest.mark.skipif(not GPU_TARGETS, reason="no GPU target here")
+@pytest.mark.parametrize("target", GPU_TARGETS)
+def test_each_graph_replay_of_a_checked_kernel_reports_its_own_fault(target: str, monkeypatch,
+                                                                     rng: np.random.Generator) -> None:
+    """The graph path of a replay (before_graph, the graph, check behind it), on any machine:
+    capture() gives a graph whose replay queues the recorded launches as a capture does."""
+    graphs: list[_GraphOfIssues] = []
+
+    def capture(queue, device):
+        graphs.append(_GraphOfIssues(queue))
+        return graphs[-1]
+
+    monkeypatch.setattr("hpvm_py.rt.replay.capture", capture)
+    replayed, graphed = _relaunch_with_faults(target, rng)
+    assert replayed > 0 and graphed > 0
+    # faulting launches went through the graph too (a replay that raised is not counted)
+    assert sum(graph.replays for graph in graphs) > graphed
 
 
 class _ErrorWord:
