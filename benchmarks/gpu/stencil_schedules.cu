@@ -2,8 +2,8 @@
 // benchmarks/gpu/stencil_schedules.py, which compiles this file with nvcc and runs it.
 //   naive:       one thread per point, seven scalar loads
 //   naive4:      one thread per four points of a row, 16-byte loads (x coarsened by 4)
-//   march_smem:  a 2-D block walks ZC planes, each plane through a shared tile (2.5-D blocking)
-//   march_ldg:   the same walk, in-plane neighbours through the read-only cache, no shared tile
+//   march:       a 2-D block walks ZC planes, each plane through a shared tile (2.5-D blocking),
+//                or the in-plane neighbours through the read-only cache, no shared tile
 // Each result is compared with `naive`'s; times are the best of 5 batches of 20 launches.
 #include <cstdio>
 #include <cstdlib>
@@ -21,10 +21,13 @@ __global__ void naive(const float* __restrict__ a, float* __restrict__ b, int nx
   }
 }
 
-template <int TX, int TY, int ZC>
-__global__ void __launch_bounds__(TX * TY) march_smem(const float* __restrict__ a, float* __restrict__ b,
-                                                      int nx, int ny, int nz, float c0, float c1) {
-  __shared__ float tile[TY + 2][TX + 2];
+// A TX x TY block walks ZC planes, the planes below and above in registers, the next one loaded a
+// plane ahead; SHARED: the plane's in-plane neighbours through a shared tile (2.5-D blocking),
+// else through the read-only cache.
+template <int TX, int TY, int ZC, bool SHARED>
+__global__ void __launch_bounds__(TX * TY) march(const float* __restrict__ a, float* __restrict__ b,
+                                                 int nx, int ny, int nz, float c0, float c1) {
+  __shared__ float tile[SHARED ? TY + 2 : 1][SHARED ? TX + 2 : 1];
   int tx = threadIdx.x, ty = threadIdx.y;
   int i = blockIdx.x * TX + tx, j = blockIdx.y * TY + ty;
   int k0 = blockIdx.z * ZC + 1, k1 = min(k0 + ZC, nz - 1);
@@ -35,38 +38,25 @@ __global__ void __launch_bounds__(TX * TY) march_smem(const float* __restrict__ 
   for (int k = k0; k < k1; ++k) {
     at += plane;
     float next = (grid && k + 2 < nz) ? a[at + 2 * plane] : 0.f;
-    float hl = 0, hr = 0, hu = 0, hd = 0;
-    if (tx == 0 && i > 0 && j < ny) hl = a[at - 1];
-    if (tx == TX - 1 && i + 1 < nx && j < ny) hr = a[at + 1];
-    if (ty == 0 && j > 0 && i < nx) hu = a[at - nx];
-    if (ty == TY - 1 && j + 1 < ny && i < nx) hd = a[at + nx];
-    __syncthreads();
-    tile[ty + 1][tx + 1] = cur;
-    if (tx == 0) tile[ty + 1][0] = hl;
-    if (tx == TX - 1) tile[ty + 1][TX + 1] = hr;
-    if (ty == 0) tile[0][tx + 1] = hu;
-    if (ty == TY - 1) tile[TY + 1][tx + 1] = hd;
-    __syncthreads();
-    if (inside)
-      b[at] = c1 * (tile[ty + 1][tx] + tile[ty + 1][tx + 2] + tile[ty][tx + 1] + tile[ty + 2][tx + 1] + below + above) - c0 * cur;
-    below = cur; cur = above; above = next;
-  }
-}
-
-template <int TX, int TY, int ZC>
-__global__ void __launch_bounds__(TX * TY) march_ldg(const float* __restrict__ a, float* __restrict__ b,
-                                                     int nx, int ny, int nz, float c0, float c1) {
-  int i = blockIdx.x * TX + threadIdx.x, j = blockIdx.y * TY + threadIdx.y;
-  int k0 = blockIdx.z * ZC + 1, k1 = min(k0 + ZC, nz - 1);
-  bool grid = i < nx && j < ny, inside = i > 0 && i < nx - 1 && j > 0 && j < ny - 1;
-  size_t plane = (size_t)nx * ny, at = (size_t)(k0 - 1) * plane + (size_t)j * nx + i;
-  float below = grid ? a[at] : 0.f, cur = grid ? a[at + plane] : 0.f;
-  float above = (grid && k0 + 1 < nz) ? a[at + 2 * plane] : 0.f;
-  for (int k = k0; k < k1; ++k) {
-    at += plane;
-    float next = (grid && k + 2 < nz) ? a[at + 2 * plane] : 0.f;
-    if (inside)
-      b[at] = c1 * (__ldg(a + at - 1) + __ldg(a + at + 1) + __ldg(a + at - nx) + __ldg(a + at + nx) + below + above) - c0 * cur;
+    float west, east, north, south;
+    if constexpr (SHARED) {
+      float hl = 0, hr = 0, hu = 0, hd = 0;
+      if (tx == 0 && i > 0 && j < ny) hl = a[at - 1];
+      if (tx == TX - 1 && i + 1 < nx && j < ny) hr = a[at + 1];
+      if (ty == 0 && j > 0 && i < nx) hu = a[at - nx];
+      if (ty == TY - 1 && j + 1 < ny && i < nx) hd = a[at + nx];
+      __syncthreads();
+      tile[ty + 1][tx + 1] = cur;
+      if (tx == 0) tile[ty + 1][0] = hl;
+      if (tx == TX - 1) tile[ty + 1][TX + 1] = hr;
+      if (ty == 0) tile[0][tx + 1] = hu;
+      if (ty == TY - 1) tile[TY + 1][tx + 1] = hd;
+      __syncthreads();
+      west = tile[ty + 1][tx]; east = tile[ty + 1][tx + 2]; north = tile[ty][tx + 1]; south = tile[ty + 2][tx + 1];
+    } else if (inside) {
+      west = __ldg(a + at - 1); east = __ldg(a + at + 1); north = __ldg(a + at - nx); south = __ldg(a + at + nx);
+    }
+    if (inside) b[at] = c1 * (west + east + north + south + below + above) - c0 * cur;
     below = cur; cur = above; above = next;
   }
 }
@@ -111,13 +101,9 @@ static const float C0 = 1.f / 6, C1 = 1.f / 36;
 static float *A, *B, *REF;
 static size_t N;
 
-template <int TX, int TY, int ZC> void l_smem(const float* a, float* b) {
+template <int TX, int TY, int ZC, bool SHARED> void l_march(const float* a, float* b) {
   dim3 g((NX + TX - 1) / TX, (NY + TY - 1) / TY, (NZ - 2 + ZC - 1) / ZC);
-  march_smem<TX, TY, ZC><<<g, dim3(TX, TY)>>>(a, b, NX, NY, NZ, C0, C1);
-}
-template <int TX, int TY, int ZC> void l_ldg(const float* a, float* b) {
-  dim3 g((NX + TX - 1) / TX, (NY + TY - 1) / TY, (NZ - 2 + ZC - 1) / ZC);
-  march_ldg<TX, TY, ZC><<<g, dim3(TX, TY)>>>(a, b, NX, NY, NZ, C0, C1);
+  march<TX, TY, ZC, SHARED><<<g, dim3(TX, TY)>>>(a, b, NX, NY, NZ, C0, C1);
 }
 template <int BX, int BY> void l_naive(const float* a, float* b) {
   naive<<<dim3(NX / BX, NY / BY, NZ), dim3(BX, BY)>>>(a, b, NX, NY, NZ, C0, C1);
@@ -154,7 +140,7 @@ int main(int argc, char** argv) {
   printf("copy %.4f ms %.0f GB/s\n", copy_ms, 8.0 * N / copy_ms / 1e6);
   run("naive 64x4", l_naive<64, 4>);
   run("naive4 32x8", l_naive4<32, 8>); run("naive4 64x4", l_naive4<64, 4>);
-  run("march_smem 32x8 z32", l_smem<32, 8, 32>); run("march_smem 64x4 z32", l_smem<64, 4, 32>);
-  run("march_ldg 32x8 z32", l_ldg<32, 8, 32>); run("march_ldg 64x4 z32", l_ldg<64, 4, 32>);
+  run("march shared 32x8 z32", l_march<32, 8, 32, true>); run("march shared 64x4 z32", l_march<64, 4, 32, true>);
+  run("march ldg 32x8 z32", l_march<32, 8, 32, false>); run("march ldg 64x4 z32", l_march<64, 4, 32, false>);
   return 0;
 }
