@@ -42,15 +42,15 @@ def c_triad(a: np.ndarray, b: np.ndarray, c: np.ndarray, scalar: np.float32) -> 
         return None
     os.environ["OMP_NUM_THREADS"] = str(default_threads())  # (read when the library loads)
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # its idle threads sleep: no stolen cores
-    folder = Path(tempfile.mkdtemp(prefix="hpvm-triad-"))
-    library = folder / "triad.so"
-    built = subprocess.run([compiler, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o",
-                            str(library), str(Path(__file__).with_name("triad.c"))],
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        print(f"  triad-c: skipped ({compiler} could not build it: {built.stderr.strip()[:200]})")
-        return None
-    fn = ctypes.CDLL(str(library)).triad
+    with tempfile.TemporaryDirectory(prefix="hpvm-triad-") as folder:
+        library = Path(folder) / "triad.so"
+        built = subprocess.run([compiler, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC",
+                                "-o", str(library), str(Path(__file__).with_name("triad.c"))],
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            print(f"  triad-c: skipped ({compiler} could not build it: {built.stderr.strip()[:200]})")
+            return None
+        fn = ctypes.CDLL(str(library)).triad  # (stays mapped once the folder is gone)
     fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_long]
     pointers = [x.ctypes.data for x in (a, b, c)]
     return lambda: fn(*pointers, scalar, a.size)
