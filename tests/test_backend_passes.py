@@ -96,8 +96,8 @@ def _text(leaf: K.LeafFunc) -> str:
 def test_every_target_lists_its_passes_in_order():
     assert PIPELINES["cpu"] is CPU and CPU.names == ("localize", "privatise", "clip")
     assert PIPELINES["gpu"] is GPU and GPU.names == ("localize", "dotmatch", "privatise",
-                                                     "gridtiles", "spread")
-    assert GPU.optional == OPTIMISATIONS == {"dotmatch", "privatise", "gridtiles"}
+                                                     "gridtiles", "rowguard", "spread")
+    assert GPU.optional == OPTIMISATIONS == {"dotmatch", "privatise", "gridtiles", "rowguard"}
     assert PIPELINES["nvptx"] is NVPTX and NVPTX.names == ("localize",)
     with pytest.raises(KeyError, match="no pass 'dot'"):
         GPU.get("dot")

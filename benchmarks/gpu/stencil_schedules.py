@@ -7,13 +7,16 @@ copy of the grid timed in the same process:
   shared tile; a walk that loads its in-plane neighbours itself);
 - hand-written CUDA schedules (stencil_schedules.cu, built with nvcc when it is on PATH), with
   their own copy: per point, four points a thread with 16-byte loads, and z walks.
-Every result is checked against NumPy (the CUDA ones against their per-point kernel).
+Every result is checked against NumPy (the CUDA ones against their per-point kernel). Each
+target runs its own lowering (`HPVM_GPU_LOWERING=off` unless set): under the default `auto`, a
+leaf placed on `nvptx` runs Triton's kernel whenever that is the faster one.
 
 Run: python benchmarks/gpu/stencil_schedules.py [--size NX NY NZ]   (needs CUDA)
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +28,7 @@ import torch
 from triton.testing import do_bench
 
 HERE = Path(__file__).resolve().parent
+os.environ.setdefault("HPVM_GPU_LOWERING", "off")  # each row its target's own kernel
 sys.path.insert(0, str(HERE.parents[1] / "examples"))
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
 import hpvm_py as hpvm  # noqa: E402

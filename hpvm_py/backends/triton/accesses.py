@@ -24,6 +24,8 @@ class MemoryAccesses:
         index = self.index(s.index, m)
         value = self.expr(s.value, m)
         rank = self.rank(s.rank, m)
+        if self.columns is not None:  # under a row guard, a store needs its x conjuncts too
+            m = f"{m} & {self.columns}"
         access = self.guard(s, index, m, rank)
         self.emit(f"tl.store({self.address(s.ptr, index, rank, access)}, {V.to_memory(value, elem)}, "
                   f"mask={access})")

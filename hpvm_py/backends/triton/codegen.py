@@ -21,9 +21,10 @@ from .gridtiles import GridTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
 from .prelude import HEADER, INTERPRETER_IMPORT, gpu_identity_helpers, library_helper
 from .passes import (OPTIMISATIONS, PASSES, dot_loop, masked_in_loops, needs_live,
-                     private_buffers, spread_loops)
+                     private_buffers, row_guard, spread_loops)
 from .privatise import PrivateCount, PrivateCounts
 from .reductions import without
+from .rowguard import weakened
 from .remote_access import HEAP_ARGUMENTS, RemoteAccesses
 from .scratch import Scratch, scratches
 from .spread import SpreadLoops
@@ -47,6 +48,10 @@ class TritonSource:
     dot: DotLoop | None = None  # a tl.dot kernel: one program per block of (row, column) coordinates
     private: list[PrivateCount] = field(default_factory=list)  # buffers counted per program
     tiles: bool = False  # programs over TX x TY tiles of the combined grid (gridtiles.py)
+    # the leaf with its trailing guard cut to the row conjuncts, which a launch proves before it
+    # runs the `rows` variant (rowguard.py); None: the leaf has no such guard
+    row_guard: K.LeafFunc | None = None
+    rows: bool = False  # this text masks the guard's loads by its row conjuncts only
     spread: bool = False  # reduction loops run over the program's lanes (spread.py)
     # the spread loop may be split over SPLIT programs per parent instance (spread.py), each
     # leaving this many 64-bit words of partial results; 0: it may not (SPLIT is no parameter)
@@ -70,7 +75,7 @@ def dot_precision() -> str:
 
 def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
              fixed_grid: bool = False, optimised: bool = True,
-             precision: str = "ieee") -> TritonSource:
+             precision: str = "ieee", rows: bool = False) -> TritonSource:
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
     the per-lane ids cost shifts and masks rather than divisions); `optimised`, the first that
@@ -81,11 +86,12 @@ def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: boo
     to when the optimised kernel does not suit it). Reduction loops of one-instance leaves are
     spread over the lanes in every variant (spread.py). Those decisions are the backend passes'
     (passes.py), which run first and note them in the leaf. `precision`: tl.dot's input_precision
-    (HPVM_DOT_PRECISION)."""
+    (HPVM_DOT_PRECISION). `rows`: a grid-tiles leaf's trailing guard masks its loads by its row
+    conjuncts only (rowguard.py; for launches whose proof of `row_guard` holds)."""
     optimised = optimised and not checked
     label = "checked" if checked else "optimised" if optimised else "literal"
     ready = PASSES.final(leaf, ctx, skip=frozenset() if optimised else OPTIMISATIONS, label=label)
-    return _Generator(ready, ctx, checked, interpreted, fixed_grid, precision).run()
+    return _Generator(ready, ctx, checked, interpreted, fixed_grid, precision, rows).run()
 
 
 _TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
@@ -119,7 +125,7 @@ def kernel_name(name: str) -> str:
 class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTiles, DotTiles,
                  PrivateCounts, SpreadLoops):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool, precision: str):
+                 fixed_grid: bool, precision: str, rows: bool = False):
         self.interpreted = interpreted
         self.precision = precision
         self.fixed_grid = fixed_grid
@@ -137,6 +143,9 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             self.scratch = []
         self.private = private_buffers(leaf)
         self.tiles = bool(leaf.noted("gridtiles"))
+        self.row_guard = row_guard(leaf)  # (noted in grid-tiles leaves only)
+        self.rows = rows and self.row_guard is not None
+        self.columns: str | None = None  # while the guard's body is generated: its x conjuncts
         if self.dot is not None or self.tiles:
             self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked, frozenset({0, 1}))
         else:
@@ -202,6 +211,9 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
                             checked=self.checked, arguments=self.arguments, sites=self.sites,
                             scratch=self.scratch, dot=self.dot, private=self.private,
                             tiles=self.tiles, spread=bool(self.spread),
+                            row_guard=(None if self.row_guard is None
+                                       else weakened(self.leaf, self.row_guard)),
+                            rows=self.rows,
                             split_words=self.spread[0].words if self.split else 0)
 
     def _arguments(self) -> dict[str, str]:
@@ -442,7 +454,7 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         code = self.expr(value, m)
         if self._uniform_var(target):
             self.emit(f"{name} = {code}")
-        elif self.full():
+        elif self.full() or self.columns is not None:  # (a row guard's locals: nothing reads them after it)
             self.emit(f"{name} = {self.broadcast(code)}" if self.uniform.expr(value)
                       else f"{name} = {code}")
         else:

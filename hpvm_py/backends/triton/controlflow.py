@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...ir import kernel as K
 from ...types import ScalarType
 from . import values as V
+from .rowguard import conjunction
 
 # False in every program, yet no compile-time constant to Triton (program ids are never negative).
 NEVER = "(tl.program_id(0) < 0)"
@@ -57,6 +58,9 @@ class ControlFlow:
                 self.indent -= 1
             return
         m = self.mask()
+        if self.rows and s is self.leaf.body[self.row_guard.position]:
+            self._row_guard(m)
+            return
         c = self.fresh("c")
         self.emit(f"{c} = {self.expr(s.cond, m)}")
         self.terms.append(c)
@@ -66,6 +70,20 @@ class ControlFlow:
             self.terms.append(f"~{c}")
             self.block(s.orelse)
             self.terms.pop()
+
+    def _row_guard(self, m: str) -> None:
+        """The leaf's trailing guard in the `rows` variant (rowguard.py): its body runs on the
+        lanes that pass the row conjuncts (loads masked by those, locals assigned on every lane);
+        stores also need the x conjuncts."""
+        guard, s = self.row_guard, self.leaf.body[self.row_guard.position]
+        rows, columns = self.fresh("c"), self.fresh("c")
+        self.emit(f"{rows} = {self.expr(conjunction(guard.rows), m)}")
+        self.emit(f"{columns} = {self.expr(conjunction(guard.columns), m)}")
+        self.terms.append(rows)
+        self.columns = columns
+        self.block(s.then)
+        self.columns = None
+        self.terms.pop()
 
     def _constant(self, e: K.Expr) -> bool:
         """Whether e is built from constants and locals assigned once from such expressions."""

@@ -15,6 +15,8 @@ from ...errors import CompileError, ExecutionError, HPVMError, LaunchError
 from ...ir import kernel as K
 from ...ir import semantics as S
 from ...ir.context import NodeContext, instance_counts
+from ...passes.bounds import BoundsProof
+from ...support import stats
 from .. import heapview
 from ...types import PtrType, ScalarType, bf16, f32
 from ..base import BufferArg, LeafKernel
@@ -138,24 +140,26 @@ def _next_pow2(n: int) -> int:
 
 class TritonKernel(LeafKernel):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext,
-                 make_source: Callable[[bool, bool], TritonSource]):
+                 make_source: Callable[[bool, bool, bool], TritonSource]):
         self.leaf = leaf
         self.ctx = ctx
         self._make_source = make_source
-        self.source = make_source(False, True)  # compile errors surface when the graph is compiled
-        self._variants: dict[tuple[bool, bool], tuple[TritonSource, Any]] = {}
+        self.source = make_source(False, True, False)  # compile errors surface when the graph is compiled
+        self._variants: dict[tuple[bool, bool, bool], tuple[TritonSource, Any]] = {}
+        self._row_proofs: dict[str, BoundsProof] = {}  # a row guard's proof, by its source's digest
         self._shapes: dict[tuple[str, str, str, str], Any] = {}  # tuned block shapes (or DotConfigs)
         self._lock = threading.Lock()
 
-    def _variant(self, fixed_grid: bool, optimised: bool) -> tuple[TritonSource, Any]:
+    def _variant(self, fixed_grid: bool, optimised: bool, rows: bool = False) -> tuple[TritonSource, Any]:
         """The kernel for any grid, or the one whose leaf extents are constants (small grids);
-        the optimised kernel (tl.dot, privatised counts), or the literal translation."""
+        the optimised kernel (tl.dot, privatised counts, grid tiles, `rows`: a trailing guard's
+        loads masked by its row conjuncts), or the literal translation."""
         can_optimise = self.source.dot is not None or bool(self.source.private) or self.source.tiles
-        key = (fixed_grid, optimised and can_optimise)
+        key = (fixed_grid, optimised and can_optimise, rows and optimised and can_optimise)
         with self._lock:
             found = self._variants.get(key)
             if found is None:
-                source = self.source if key == (False, can_optimise) else self._make_source(*key)
+                source = self.source if key == (False, can_optimise, False) else self._make_source(*key)
                 found = (source, load_kernel(source.text, source.digest, source.kernel))
                 self._variants[key] = found
             return found
@@ -174,6 +178,9 @@ class TritonKernel(LeafKernel):
                 any(n > MAX_PRIVATE_ELEMENTS for n in counts.values()) or \
                 (source.tiles and not _tiles_fit(extents, L)):
             source, kernel = self._variant(L <= MAX_BLOCK, optimised=False)
+        elif source.row_guard is not None and self._rows_proven(source, args, extents):
+            source, kernel = self._variant(L <= MAX_BLOCK, optimised=True, rows=True)
+            stats.bump_one("row_guard_launches")
         layout = self._layout(source, extents, P, L, counts)
         device = self._device(args)
         call: list[Any] = []
@@ -279,6 +286,15 @@ class TritonKernel(LeafKernel):
         shape = autotune.choose(key, shapes, timed, self.leaf.name)
         self._shapes[known] = shape
         return shape
+
+    def _rows_proven(self, source: TritonSource, args: list[Any], extents: list[tuple[int, ...]]) -> bool:
+        """Whether every access stays in bounds with the row guard's x conjuncts dropped (the
+        loads the `rows` variant makes on lanes that fail them): rowguard.py."""
+        proof = self._row_proofs.get(source.digest)
+        if proof is None:
+            assert source.row_guard is not None
+            proof = self._row_proofs.setdefault(source.digest, BoundsProof(source.row_guard, self.ctx))
+        return proof.holds(args, extents)
 
     @functools.cached_property
     def _repeatable(self) -> bool:

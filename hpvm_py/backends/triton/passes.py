@@ -7,14 +7,17 @@
              (privatise.py), noted `privatise(buffer=%p)`: per-program histograms
   gridtiles  a leaf under a replicated parent, noted `gridtiles()`: programs over tiles of the
              combined grid (gridtiles.py)
+  rowguard   in such a leaf, a trailing guard with conjuncts on the x coordinate (rowguard.py),
+             noted `rowguard(at=N)`: a launch whose bounds proof holds without those conjuncts
+             masks the loads by the others only (16-byte loads of a row)
   spread     reduction loops of a one-instance leaf (reductions.py), noted `spread(loop=N,
              split=true|false)`: the loop runs over the program's lanes (spread.py)
 
 Each is an analysis: what it decides changes how the Triton source is generated, not the kernel
 IR (a tl.dot, a histogram, a lane layout have no kernel-IR form), so the decision is recorded as
 a note and the generator (codegen.py) reads it; `loop=N` is the position of the loop among the
-body's top-level statements. dotmatch, privatise and gridtiles are the optimisations: the checked
-and literal variants skip them (`OPTIMISATIONS`). Each pass sees the notes of the ones before it
+body's top-level statements. dotmatch, privatise, gridtiles and rowguard are the optimisations:
+the checked and literal variants skip them (`OPTIMISATIONS`). Each pass sees the notes of the ones before it
 (one optimisation per kernel, the first that applies, as codegen.generate() describes).
 """
 from __future__ import annotations
@@ -30,8 +33,9 @@ from ..cpu.passes import localize
 from .dotmatch import DotLoop, find_dot_loop, replicated_levels
 from .privatise import PrivateCount, private_counts
 from .reductions import ReductionLoop, reduction_loops, splittable
+from .rowguard import RowGuard, find_row_guard
 
-OPTIMISATIONS = frozenset({"dotmatch", "privatise", "gridtiles"})
+OPTIMISATIONS = frozenset({"dotmatch", "privatise", "gridtiles", "rowguard"})
 _DIMS = "xyz"
 
 
@@ -90,6 +94,24 @@ def gridtiles(leaf: K.LeafFunc, ctx: NodeContext) -> K.LeafFunc:
     tiles = not (leaf.noted("dotmatch") or leaf.noted("privatise") or grouped(leaf)) and \
         len(dims) == 2 and dims[1] > 0
     return with_notes(leaf, "gridtiles", [K.Note(name="gridtiles")] if tiles else [])
+
+
+def rowguard(leaf: K.LeafFunc, ctx: NodeContext) -> K.LeafFunc:
+    """Notes a grid-tiles leaf's trailing guard whose x conjuncts its loads may leave out where a
+    launch proves them in bounds without (rowguard.py)."""
+    guard = find_row_guard(leaf) if leaf.noted("gridtiles") else None
+    return with_notes(leaf, "rowguard", [K.Note(name="rowguard", args={"at": guard.position})]
+                      if guard is not None else [])
+
+
+def row_guard(leaf: K.LeafFunc) -> RowGuard | None:
+    """The rowguard pass's decision (the guard split again)."""
+    notes = leaf.noted("rowguard")
+    if not notes:
+        return None
+    guard = find_row_guard(leaf)
+    assert guard is not None and guard.position == notes[0].args["at"], "the noted guard changed"
+    return guard
 
 
 def spread(leaf: K.LeafFunc, ctx: NodeContext) -> K.LeafFunc:
@@ -162,4 +184,5 @@ def _position(leaf: K.LeafFunc, stmt: K.Stmt) -> int:
 
 
 PASSES = Pipeline("gpu", (("localize", localize), ("dotmatch", dotmatch), ("privatise", privatise),
-                          ("gridtiles", gridtiles), ("spread", spread)), optional=OPTIMISATIONS)
+                          ("gridtiles", gridtiles), ("rowguard", rowguard), ("spread", spread)),
+                  optional=OPTIMISATIONS)
