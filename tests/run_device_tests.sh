@@ -25,8 +25,9 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if ! env -u PYTHONPATH $PY -c 'import lark' 2>/dev/null; then
     # into the interpreter's own environment: the tests' subprocesses do not all pass PYTHONPATH on
-    # (a lark found only through the caller's PYTHONPATH failed 75 of them)
-    $PY -m pip install -q --no-index --no-deps "${WHEELS:-.whl}"/lark-*.whl \
+    # (a lark found only through the caller's PYTHONPATH failed 75 of them); pip too runs without
+    # it, or it finds that lark and installs nothing
+    env -u PYTHONPATH $PY -m pip install -q --no-index --no-deps "${WHEELS:-.whl}"/lark-*.whl \
         || { echo "device-test: lark is missing and no wheel in ${WHEELS:-.whl}/"; exit 2; }
 fi
 GPUS=$($PY -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)

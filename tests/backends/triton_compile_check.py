@@ -122,8 +122,8 @@ def compile_launches(module_name: str) -> int:
     for graph, leaf_args, extents in importlib.import_module(module_name).LAUNCHES:
         for leaf, ctx, _ in hpvm.compile(graph, target="cpu").leaf_kernels():
             for checked in (False, True):
-                kernel = TritonKernel(leaf, ctx, lambda fixed, optimised, rows: generate(
-                    leaf, ctx, checked, False, fixed, optimised, rows=rows))
+                kernel = TritonKernel(leaf, ctx, lambda fixed, optimised, rows, quads: generate(
+                    leaf, ctx, checked, False, fixed, optimised, rows=rows, quads=quads))
                 launch = kernel.prepare([leaf_argument(a) for a in leaf_args],
                                         [None] * len(leaf.outputs), extents)
                 jit, options = launch.jit, dict(launch.options)

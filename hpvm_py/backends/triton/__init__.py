@@ -40,8 +40,8 @@ class TritonBackend(Backend):
 
     def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> TritonKernel:
         interpreted, precision = interpreting(), key[-1]
-        return TritonKernel(leaf, ctx, lambda fixed_grid, optimised, rows: generate(
-            leaf, ctx, checked, interpreted, fixed_grid, optimised, precision, rows))
+        return TritonKernel(leaf, ctx, lambda fixed_grid, optimised, rows, quads: generate(
+            leaf, ctx, checked, interpreted, fixed_grid, optimised, precision, rows, quads))
 
     def reusable(self, kernel: LeafKernel, leaf: K.LeafFunc) -> bool:
         """A kernel is kept for its own leaf only (its source names the leaf's lines)."""

@@ -19,10 +19,11 @@ from .dotmatch import DotLoop
 from .dottiles import DotTiles
 from .gridtiles import GridTiles, TileUniformity
 from .mathcalls import SUGGESTION, MathCalls, unsupported
-from .prelude import HEADER, INTERPRETER_IMPORT, gpu_identity_helpers, library_helper
+from .prelude import HEADER, INTERPRETER_IMPORT, QUAD_HELPERS, gpu_identity_helpers, library_helper
 from .passes import (OPTIMISATIONS, PASSES, dot_loop, masked_in_loops, needs_live,
                      private_buffers, row_guard, spread_loops)
 from .privatise import PrivateCount, PrivateCounts
+from .quads import QuadAccesses, quad_loads
 from .reductions import without
 from .rowguard import weakened
 from .remote_access import HEAP_ARGUMENTS, RemoteAccesses
@@ -52,6 +53,10 @@ class TritonSource:
     # runs the `rows` variant (rowguard.py); None: the leaf has no such guard
     row_guard: K.LeafFunc | None = None
     rows: bool = False  # this text masks the guard's loads by its row conjuncts only
+    # groups of the guard's neighbouring loads that the rows variant may serve from quads of
+    # lanes (quads.py), and whether this text does
+    quad_groups: int = 0
+    quads: bool = False
     spread: bool = False  # reduction loops run over the program's lanes (spread.py)
     # the spread loop may be split over SPLIT programs per parent instance (spread.py), each
     # leaving this many 64-bit words of partial results; 0: it may not (SPLIT is no parameter)
@@ -75,7 +80,7 @@ def dot_precision() -> str:
 
 def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
              fixed_grid: bool = False, optimised: bool = True,
-             precision: str = "ieee", rows: bool = False) -> TritonSource:
+             precision: str = "ieee", rows: bool = False, quads: bool = False) -> TritonSource:
     """The kernel file; `interpreted`: for Triton's interpreter (library math through NumPy);
     `fixed_grid`: the leaf's own extents are compile-time constants (a variant for small grids, so
     the per-lane ids cost shifts and masks rather than divisions); `optimised`, the first that
@@ -87,11 +92,13 @@ def generate(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: boo
     spread over the lanes in every variant (spread.py). Those decisions are the backend passes'
     (passes.py), which run first and note them in the leaf. `precision`: tl.dot's input_precision
     (HPVM_DOT_PRECISION). `rows`: a grid-tiles leaf's trailing guard masks its loads by its row
-    conjuncts only (rowguard.py; for launches whose proof of `row_guard` holds)."""
+    conjuncts only (rowguard.py; for launches whose proof of `row_guard` holds); `quads`, with
+    `rows`: its neighbouring loads come from quads of lanes (quads.py; for launches whose x
+    extents `quads_fit`)."""
     optimised = optimised and not checked
     label = "checked" if checked else "optimised" if optimised else "literal"
     ready = PASSES.final(leaf, ctx, skip=frozenset() if optimised else OPTIMISATIONS, label=label)
-    return _Generator(ready, ctx, checked, interpreted, fixed_grid, precision, rows).run()
+    return _Generator(ready, ctx, checked, interpreted, fixed_grid, precision, rows, quads).run()
 
 
 _TRITON_TYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
@@ -123,9 +130,9 @@ def kernel_name(name: str) -> str:
 
 
 class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTiles, DotTiles,
-                 PrivateCounts, SpreadLoops):
+                 PrivateCounts, SpreadLoops, QuadAccesses):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, interpreted: bool,
-                 fixed_grid: bool, precision: str, rows: bool = False):
+                 fixed_grid: bool, precision: str, rows: bool = False, quads: bool = False):
         self.interpreted = interpreted
         self.precision = precision
         self.fixed_grid = fixed_grid
@@ -146,6 +153,11 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         self.row_guard = row_guard(leaf)  # (noted in grid-tiles leaves only)
         self.rows = rows and self.row_guard is not None
         self.columns: str | None = None  # while the guard's body is generated: its x conjuncts
+        found = None if self.row_guard is None else quad_loads(leaf, self.row_guard, ctx.level_dims)
+        self.quad_groups = len(found.groups) if found else 0
+        self.quads = found if self.rows and quads else None  # QuadLoads, in the quads variant
+        # a group's centre, the name of its parts and its loads' mask terms (quads.py)
+        self.quad_centres: dict[int, tuple[str, str, tuple[str, ...]]] = {}
         if self.dot is not None or self.tiles:
             self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked, frozenset({0, 1}))
         else:
@@ -202,6 +214,7 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         body = self.lines[body_start:]
         self.lines = self.lines[:body_start]
         header = [HEADER + gpu_identity_helpers(self.interpreted)
+                  + (QUAD_HELPERS if self.quads else "")
                   + (INTERPRETER_IMPORT if self.interpreted else "")]
         for name in sorted(self.library | self._library_in_helpers(body)):
             header.append(library_helper(name, self.interpreted))
@@ -213,7 +226,8 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
                             tiles=self.tiles, spread=bool(self.spread),
                             row_guard=(None if self.row_guard is None
                                        else weakened(self.leaf, self.row_guard)),
-                            rows=self.rows,
+                            rows=self.rows, quad_groups=self.quad_groups,
+                            quads=self.quads is not None,
                             split_words=self.spread[0].words if self.split else 0)
 
     def _arguments(self) -> dict[str, str]:
@@ -499,6 +513,8 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             return V.cast(self.expr(e.value, m), e.value.type, t)
         if isinstance(e, K.Load):
             elem = self._elem(e.ptr)
+            if self.quads is not None and id(e) in self.quads.members:
+                return V.from_memory(self.quad_load(e, m), elem)
             index = self.index(e.index, m)
             rank = self.rank(e.rank, m)
             access = self.guard(e, index, m, rank)

@@ -30,6 +30,7 @@ from .host_math import interpreting
 from .loader import load_kernel
 from .prepared import Layout, TritonLaunch, scalar_bits
 from .privatise import MAX_PRIVATE_ELEMENTS
+from .quads import QUAD, quads_fit
 from .scratch import size_of
 
 MAX_BLOCK = 1024  # lanes per program for leaves without barriers
@@ -140,26 +141,31 @@ def _next_pow2(n: int) -> int:
 
 class TritonKernel(LeafKernel):
     def __init__(self, leaf: K.LeafFunc, ctx: NodeContext,
-                 make_source: Callable[[bool, bool, bool], TritonSource]):
+                 make_source: Callable[[bool, bool, bool, bool], TritonSource]):
         self.leaf = leaf
         self.ctx = ctx
         self._make_source = make_source
-        self.source = make_source(False, True, False)  # compile errors surface when the graph is compiled
-        self._variants: dict[tuple[bool, bool, bool], tuple[TritonSource, Any]] = {}
+        # compile errors surface when the graph is compiled
+        self.source = make_source(False, True, False, False)
+        self._variants: dict[tuple[bool, bool, bool, bool], tuple[TritonSource, Any]] = {}
         self._row_proofs: dict[str, BoundsProof] = {}  # a row guard's proof, by its source's digest
         self._shapes: dict[tuple[str, str, str, str], Any] = {}  # tuned block shapes (or DotConfigs)
         self._lock = threading.Lock()
 
-    def _variant(self, fixed_grid: bool, optimised: bool, rows: bool = False) -> tuple[TritonSource, Any]:
+    def _variant(self, fixed_grid: bool, optimised: bool, rows: bool = False,
+                 quads: bool = False) -> tuple[TritonSource, Any]:
         """The kernel for any grid, or the one whose leaf extents are constants (small grids);
         the optimised kernel (tl.dot, privatised counts, grid tiles, `rows`: a trailing guard's
-        loads masked by its row conjuncts), or the literal translation."""
+        loads masked by its row conjuncts, `quads`: and its neighbouring loads served from quads
+        of lanes), or the literal translation."""
         can_optimise = self.source.dot is not None or bool(self.source.private) or self.source.tiles
-        key = (fixed_grid, optimised and can_optimise, rows and optimised and can_optimise)
+        rows = rows and optimised and can_optimise
+        key = (fixed_grid, optimised and can_optimise, rows, quads and rows)
         with self._lock:
             found = self._variants.get(key)
             if found is None:
-                source = self.source if key == (False, can_optimise, False) else self._make_source(*key)
+                first = key == (False, can_optimise, False, False)
+                source = self.source if first else self._make_source(*key)
                 found = (source, load_kernel(source.text, source.digest, source.kernel))
                 self._variants[key] = found
             return found
@@ -179,8 +185,11 @@ class TritonKernel(LeafKernel):
                 (source.tiles and not _tiles_fit(extents, L)):
             source, kernel = self._variant(L <= MAX_BLOCK, optimised=False)
         elif source.row_guard is not None and self._rows_proven(source, args, extents):
-            source, kernel = self._variant(L <= MAX_BLOCK, optimised=True, rows=True)
+            quads = bool(source.quad_groups) and quads_fit(extents, self.ctx.level_dims)
+            source, kernel = self._variant(L <= MAX_BLOCK, optimised=True, rows=True, quads=quads)
             stats.bump_one("row_guard_launches")
+            if quads:
+                stats.bump_one("quad_launches")
         layout = self._layout(source, extents, P, L, counts)
         device = self._device(args)
         call: list[Any] = []
@@ -321,6 +330,8 @@ class TritonKernel(LeafKernel):
             ty = min(_next_pow2(combined[1]), lanes // tx)
             block = max(MIN_BLOCK, tx * ty)
             tx = block // ty
+            if source.quads:  # a quad's four lanes in one thread, or its parts go through shared memory
+                warps = max(1, min(warps, block // (32 * QUAD)))
             options.update(BLOCK=block, TX=tx, TY=ty, num_warps=warps)
             return Layout(options, (-(-combined[0] // tx), -(-combined[1] // ty), combined[2]), 1)
         if source.grouped:

@@ -256,6 +256,23 @@ def _report(err, bad, index, site, limit, BLOCK: tl.constexpr):
             tl.store(err + 2, bad_limit)
 '''
 
+# The quads variant's helpers (quads.py): a block's values as its quads' four parts (lane 4n + q
+# in part q, element n), and back. With four lanes to a thread, both stay in registers.
+QUAD_HELPERS = """
+
+@triton.jit
+def _quads(x, N: tl.constexpr):
+    even, odd = tl.split(tl.reshape(x, [N, 2, 2]))
+    q0, q2 = tl.split(even)
+    q1, q3 = tl.split(odd)
+    return q0, q1, q2, q3
+
+
+@triton.jit
+def _unquads(q0, q1, q2, q3, BLOCK: tl.constexpr):
+    return tl.reshape(tl.join(tl.join(q0, q2), tl.join(q1, q3)), [BLOCK])
+"""
+
 # Functions that need libdevice on the GPU (NumPy in the interpreter); fmod is C fmod, exact.
 LIBRARY_FUNCTIONS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
                      "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",

@@ -1,0 +1,208 @@
+"""Quads (backends/triton/quads.py): in the gpu target's rows variant, a guard's loads of a row's
+neighbours at constant offsets come from one 16-byte load of four lanes' centres, split in
+registers, plus loads of the elements past each quad's ends. Every launch must give NumPy's
+answer; quads run only where the x extents make them whole (a mutant that skips that check
+gives wrong answers here), and only in launches whose row masks are proven."""
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+import stencil
+from hpvm_py.backends.triton import kernel as triton_kernel
+from hpvm_py.backends.triton.codegen import generate
+from hpvm_py.backends.triton.quads import quad_loads, quads_fit, x_stride
+from hpvm_py.backends.triton.rowguard import find_row_guard
+from hpvm_py.ir import kernel as K
+from hpvm_py.rt.compiler import compile_graph
+from hpvm_py.types import i32, i64
+from programs import quads as Q
+
+ROOT = Path(__file__).resolve().parent.parent
+N, M = 40, 9
+WEIGHTS = (0.0, 1.0, -1.0, 2.0, 0.5, -2.0)  # products and sums of small integers stay exact
+
+needs_gpu_target = pytest.mark.skipif("gpu" not in __import__("conftest").TARGETS,
+                                      reason="the gpu target is not usable here")
+
+
+def _leaf(root):
+    (leaf, ctx, kernel), = compile_graph(root, "gpu").leaf_kernels()
+    return kernel.leaf, ctx
+
+
+def _offsets(root) -> list[set[int]]:
+    leaf, ctx = _leaf(root)
+    found = quad_loads(leaf, find_row_guard(leaf), ctx.level_dims)
+    groups: list[set[int]] = [set() for _ in found.groups] if found else []
+    for group, offset in (found.members.values() if found else ()):
+        groups[group].add(offset)
+    return groups
+
+
+def test_which_loads_form_groups() -> None:
+    assert _offsets(stencil.root) == [{-1, 0, 1}]  # at +- nx, at +- nx * ny: not one step a lane
+    assert _offsets(Q.window_root) == [{-3, -2, -1, 0, 1, 2, 3}]
+    # a and b each; not the loads of the conditional expression, nor those after the first store
+    leaf, ctx = _leaf(Q.after_store_root)
+    found = quad_loads(leaf, find_row_guard(leaf), ctx.level_dims)
+    assert [buffer.name for buffer, _ in found.groups] == ["a", "b"]
+    assert sorted(found.members.values()) == [(0, -1), (0, 1), (1, -1), (1, 1)]
+
+
+def test_x_stride_follows_wrapping_arithmetic() -> None:
+    leaf_x = K.InstanceId(dim=0, level=0, type=i64)
+    parent_x = K.InstanceId(dim=0, level=1, type=i64)
+    n = K.Var(name="n", type=i64)
+    dims = (2, 2)
+    at = K.BinOp(op="add", lhs=K.BinOp(op="mul", lhs=parent_x, rhs=n, type=i64), rhs=leaf_x, type=i64)
+    assert x_stride(at, {"n": 0}, dims) == 1
+    assert x_stride(K.BinOp(op="mul", lhs=at, rhs=K.Const(value=2, type=i64), type=i64), {"n": 0}, dims) == 2
+    assert x_stride(K.BinOp(op="mul", lhs=at, rhs=n, type=i64), {"n": 0}, dims) is None
+    assert x_stride(K.BinOp(op="mul", lhs=leaf_x, rhs=leaf_x, type=i64), {}, dims) is None
+    narrowed = K.Cast(value=at, type=i32)
+    assert x_stride(narrowed, {"n": 0}, dims) == 1  # a truncation keeps a wrapping difference
+    assert x_stride(K.Cast(value=narrowed, type=i64), {"n": 0}, dims) is None  # a widening does not
+    assert x_stride(parent_x, {}, (0, 2)) == 1 and x_stride(parent_x, {}, dims) == 0
+    assert x_stride(K.InstanceId(dim=1, level=0, type=i64), {}, dims) == 0
+
+
+def test_quads_fit_only_whole_quads() -> None:
+    assert quads_fit([(16, 8), (32, 64, 256)], (2, 3))
+    assert not quads_fit([(6, 4), (7, 3)], (2, 2))  # a leaf 6 wide: ids do not step inside a quad
+    assert quads_fit([(8,), (5, 9)], (1, 2)) and not quads_fit([(1,), (6,)], (0, 1))
+
+
+def test_the_quads_variant_loads_each_centre_once() -> None:
+    leaf, ctx = _leaf(stencil.root)
+    rows = generate(leaf, ctx, False, interpreted=False, fixed_grid=True, rows=True)
+    quads = generate(leaf, ctx, False, interpreted=False, fixed_grid=True, rows=True, quads=True)
+    assert rows.quad_groups == 1 and not rows.quads and quads.quads
+    assert rows.text.count("tl.load(v_a0 + ") == 7
+    # the centre, per x neighbour a load of the element past the quad's end, and y and z's four
+    assert quads.text.count("tl.load(v_a0 + ") == 7 and "_quads(_qc" in quads.text
+    assert quads.text.count("_unquads(") == 1 + 2  # the helper, and the two x neighbours
+    plain = generate(leaf, ctx, False, interpreted=False, fixed_grid=True, quads=True)
+    assert not plain.quads and "_quads(" not in plain.text  # quads only with row masks
+
+
+def _reference(a: np.ndarray, lo: int, nlim: int, jlo: int, mlim: int, w: tuple, n: int = N) -> np.ndarray:
+    out = np.zeros(n * M, np.float32)
+    for j in range(jlo, mlim):
+        for i in range(lo, nlim):
+            at = j * n + i
+            out[at] = sum(np.float32(w[c + 3]) * a[at + c] for c in range(-3, 4))
+    return out
+
+
+def _window(a: np.ndarray, lo: int, nlim: int, jlo: int, mlim: int, w: tuple, tx: int,
+            n: int = N) -> tuple[np.ndarray, dict]:
+    out = np.zeros(n * M, np.float32)
+    with hpvm.runtime("gpu"):
+        hpvm.wait(hpvm.launch(Q.window_root, a, a.nbytes, out, out.nbytes, n, M, lo, nlim, jlo, mlim,
+                              *w, tx))
+        hpvm.request_memory(out)
+        stats = hpvm.stats()
+    return out, stats
+
+
+def _draw(rng: random.Random) -> tuple[int, int, int, int, tuple]:
+    """Bounds that keep every load of the leaf as written in the buffer."""
+    lo, nlim = rng.randrange(0, 6), N - rng.randrange(0, 6)
+    jlo = rng.randrange(1 if lo < 3 else 0, 3)
+    mlim = M - rng.randrange(1 if nlim > N - 3 else 0, 3)
+    return lo, nlim, jlo, mlim, tuple(rng.choice(WEIGHTS) for _ in range(7))
+
+
+@needs_gpu_target
+def test_random_windows_give_numpys_answer() -> None:
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    a = np.random.default_rng(seed).integers(0, 16, N * M).astype(np.float32)
+    for tx in rng.sample([4, 8, 12, 16, 6, 10], 6) + [rng.choice([4, 8, 16]) for _ in range(4)]:
+        lo, nlim, jlo, mlim, w = _draw(rng)
+        out, stats = _window(a, lo, nlim, jlo, mlim, w, tx)
+        where = f"seed {seed}: lo={lo} nlim={nlim} jlo={jlo} mlim={mlim} w={w} tx={tx}"
+        np.testing.assert_array_equal(out, _reference(a, lo, nlim, jlo, mlim, w), err_msg=where)
+        quads = bool(stats.get("quad_launches"))
+        assert not quads or tx % 4 == 0, f"{where}: quads in a launch where they are not whole"
+        if quads:  # row masks too: the loads of x in [0, tiles' width) on rows jlo .. mlim - 1
+            width = -(-N // tx) * tx
+            assert jlo * N - 3 >= 0 and (mlim - 1) * N + width - 1 + 3 < N * M, where
+
+
+@needs_gpu_target
+def test_whole_quads_run_and_a_mutant_without_the_fit_check_fails(monkeypatch) -> None:
+    """Rows 42 wide: in blocks 6 wide the grid ends in the middle of a quad, whose last two lanes
+    are off; lanes 40 and 41 need their elements."""
+    n = 42
+    a = np.random.default_rng().integers(0, 16, n * M).astype(np.float32)
+    w = (1.0, -2.0, 0.5, 2.0, -1.0, 1.0, 2.0)
+    bounds = (3, n, 1, M - 1)
+    expected = _reference(a, *bounds, w, n)
+    out, stats = _window(a, *bounds, w, 8, n)
+    np.testing.assert_array_equal(out, expected)
+    assert stats.get("quad_launches") == 1
+    out, stats = _window(a, *bounds, w, 6, n)
+    np.testing.assert_array_equal(out, expected)
+    assert not stats.get("quad_launches") and stats.get("row_guard_launches") == 1
+    monkeypatch.setattr(triton_kernel, "quads_fit", lambda extents, dims: True)
+    out, stats = _window(a, *bounds, w, 6, n)
+    assert stats.get("quad_launches") == 1
+    assert not np.array_equal(out, expected)  # the off lanes' centres read as zeros
+
+
+@needs_gpu_target
+def test_groups_beside_conditional_loads_and_stores() -> None:
+    n, m = 24, 5
+    rng = np.random.default_rng()
+    # a row more than the grid: row masks let x run past n - 1 on the last row
+    a, b = (rng.integers(-8, 8, n * (m + 1)).astype(np.float32) for _ in range(2))
+    out = np.zeros(n * m, np.float32)
+    with hpvm.runtime("gpu"):
+        hpvm.wait(hpvm.launch(Q.after_store_root, a, a.nbytes, out, out.nbytes, n, m, b, b.nbytes))
+        hpvm.request_memory(out)
+        assert hpvm.stats().get("quad_launches") == 1
+    expected = np.zeros(n * m, np.float32)
+    for j in range(1, m):
+        for i in range(1, n - 1):
+            at = j * n + i
+            u = a[at - 1] + a[at + 1] + b[at + 1] + b[at - 1]
+            v = a[at + 2] if u > 0 else a[at - 2]
+            expected[at] = u + v + a[at + 1] + a[at - 1]
+    np.testing.assert_array_equal(out, expected)
+
+
+@needs_gpu_target
+def test_the_stencil_runs_with_quads() -> None:
+    nx, ny, nz = 68, 20, 5
+    a0 = np.random.default_rng().random((nz, ny, nx), dtype=np.float32)
+    anext = a0.copy()
+    with hpvm.runtime("gpu"):
+        hpvm.wait(hpvm.launch(stencil.root, a0, a0.nbytes, anext, anext.nbytes, nx, ny, nz, 1 / 6, 1 / 36))
+        hpvm.request_memory(anext)
+        assert hpvm.stats().get("quad_launches") == 1
+    np.testing.assert_allclose(anext, stencil.reference(a0, 1 / 6, 1 / 36), rtol=1e-5, atol=1e-6)
+
+
+def test_the_stencils_quads_compile_to_16_byte_loads_for_an_h100() -> None:
+    """What quads are for, in the PTX of sm_90 (Triton's compiler runs on the CPU): the rows
+    variant's x neighbours are 4-byte loads of every lane; with quads the stencil's loads are
+    five 16-byte ones and two of one element a quad, and the parts never go through shared memory."""
+    pytest.importorskip("triton.backends.nvidia")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (ROOT, ROOT / "examples", ROOT / "tests"))
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "backends" / "quads_ptx_check.py")],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    rows, quads = (dict(eval(counts[k])) for k in ("rows", "quads"))  # noqa: S307 (our own output)
+    assert quads["ld.global.v4"] == 5 and quads["ld.global"] == 7 and quads[".shared"] == 0
+    assert rows["ld.global"] > quads["ld.global"]
