@@ -206,3 +206,82 @@ def test_the_stencils_quads_compile_to_16_byte_loads_for_an_h100() -> None:
     rows, quads = (dict(eval(counts[k])) for k in ("rows", "quads"))  # noqa: S307 (our own output)
     assert quads["ld.global.v4"] == 5 and quads["ld.global"] == 7 and quads[".shared"] == 0
     assert rows["ld.global"] > quads["ld.global"]
+
+
+@needs_gpu_target
+def test_relaunches_with_other_bounds_and_widths_keep_numpys_answer() -> None:
+    """One runtime, one graph relaunched (replays, rebinds, prepared launches with new scalars):
+    each launch's guard bounds and block width decide anew whether row masks and quads are safe,
+    among them bounds that let the rows variant read before the buffer's start, after launches
+    that ran it."""
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    a = np.random.default_rng(seed).integers(0, 16, N * M).astype(np.float32)
+    w = tuple(rng.choice(WEIGHTS) for _ in range(7))
+    cases = [(3, N - 3, 1, M - 1, 8), (3, N - 3, 0, M - 1, 8), (3, N - 3, 1, M - 1, 6),
+             (0, N, 1, M - 1, 16), (3, N, 0, M - 1, 4), (3, N - 3, 1, M - 1, 8)]
+    cases += [(*_draw(rng)[:4], rng.choice([4, 6, 8, 12, 16])) for _ in range(6)]
+    outs = [np.zeros(N * M, np.float32) for _ in range(3)]
+    with hpvm.runtime("gpu"):
+        for n, (lo, nlim, jlo, mlim, tx) in enumerate(cases):
+            out = outs[n % len(outs)]  # a few buffers again and again: rebound launches
+            out[:] = 0
+            before = hpvm.stats().get("quad_launches", 0)
+            hpvm.wait(hpvm.launch(Q.window_root, a, a.nbytes, out, out.nbytes, N, M, lo, nlim, jlo,
+                                  mlim, *w, tx))
+            hpvm.request_memory(out)
+            where = f"seed {seed}, launch {n}: lo={lo} nlim={nlim} jlo={jlo} mlim={mlim} tx={tx}"
+            np.testing.assert_array_equal(out, _reference(a, lo, nlim, jlo, mlim, w), err_msg=where)
+            if hpvm.stats().get("quad_launches", 0) > before:
+                width = -(-N // tx) * tx
+                assert tx % 4 == 0 and jlo * N - 3 >= 0 and (mlim - 1) * N + width + 2 < N * M, where
+
+
+@needs_gpu_target
+@pytest.mark.parametrize("whole", ["1", "0"], ids=["whole-items", "stage-by-stage"])
+@pytest.mark.parametrize("rows", [[(1, M - 1), (1, M), (0, M - 1)] * 4,
+                                  [(1, M), (1, M - 1), (1, M - 1), (0, M - 1), (1, M - 1)] * 3],
+                         ids=["proven-first", "unproven-first"])
+def test_stream_items_with_other_bounds_run_row_masks_only_where_proven(monkeypatch, rows, whole) -> None:
+    """A stream's items share prepared launches and patch their scalars (a slot's launches for
+    whole items, a stage's kept launches stage by stage). Row masks and quads were decided when
+    a launch was prepared: an item whose guard bounds do not prove them (jlo = 0: the x lanes of
+    row 0 would load before the buffer's start; mlim = M: those of the last row past its end)
+    must not run a launch prepared with them for another item (before LeafKernel.variant, the
+    unproven-first case did). mlim = M - 1 and M are integers Triton specialises alike. Every
+    kernel issued is recorded with its variant and its bounds."""
+    from hpvm_py.backends.triton.prepared import TritonLaunch
+
+    monkeypatch.setenv("HPVM_STREAM_ITEMS", whole)
+
+    issued: list[tuple[bool, int, int]] = []
+    original = TritonLaunch.issue
+
+    def recording_issue(self, *args, **kwargs):
+        leaf = self.kernel.leaf
+        if self.source is not None and leaf.name == "window_leaf":
+            jlo, mlim = (next(i for i, p in enumerate(leaf.params) if p.name == name) for name in ("jlo", "mlim"))
+            issued.append((self.source.rows, int(self.call[self.uniforms[jlo]]),
+                           int(self.call[self.uniforms[mlim]])))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(TritonLaunch, "issue", recording_issue)
+    a = np.random.default_rng().integers(0, 16, N * M).astype(np.float32)
+    w = (1.0, -2.0, 0.5, 2.0, -1.0, 1.0, 2.0)
+    out = np.zeros(N * M, np.float32)  # every item's: the slots keep their launches, scalars patched
+    with hpvm.runtime("gpu"):
+        handle = hpvm.launch(Q.window_stream_root, stream=True, depth=2)
+        for jlo, mlim in rows:
+            hpvm.push(handle, a, a.nbytes, out, out.nbytes, N, M, 3, N - 3, jlo, mlim, *w, 8, timeout=60)
+        for _ in rows:
+            hpvm.pop(handle, timeout=300)
+        hpvm.wait(handle, timeout=60)
+        hpvm.request_memory(out)
+    expected = np.zeros(N * M, np.float32)
+    for jlo, mlim in rows:  # in push order: each item writes its rows
+        written = _reference(a, 3, N - 3, jlo, mlim, w)
+        expected[jlo * N:mlim * N] = written[jlo * N:mlim * N]
+    np.testing.assert_array_equal(out, expected)
+    assert sorted(bounds for _, *bounds in issued) == sorted(list(r) for r in rows)
+    assert all(jlo >= 1 and mlim < M for masked, jlo, mlim in issued if masked), issued
+    assert any(masked for masked, *_ in issued), issued

@@ -14,7 +14,7 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, Hashable, Protocol
 
 import numpy as np
 
@@ -91,6 +91,15 @@ class LeafKernel:
                 extents: list[tuple[int, ...]]) -> PreparedLaunch:
         """Everything a launch needs, packed; run() may be called again with patched scalars."""
         raise NotImplementedError(f"{type(self).__name__} launches without prepare()")
+
+    def variant(self, args: list[Any], extents: list[tuple[int, ...]]) -> Hashable:
+        """Which form of its code prepare() packs for these arguments (None: always the same).
+        A prepared launch may take another launch's scalars (set_uniform) only where both have
+        the same variant: the gpu target's row masks and quads are safe for some guard bounds
+        only (backends/triton/rowguard.py). Streams key their kept launches by it; a replay
+        keys every integer argument, and one computed per launch that a bounds proof reads
+        keeps a GPU launch from being recorded (rt/replay.py)."""
+        return None
 
     def launch(self, args: list[Any], outputs: list[np.ndarray | None],
                extents: list[tuple[int, ...]]) -> None:

@@ -72,3 +72,14 @@ def after_store_root(a: In[Ptr[f32]], a_bytes: i64, out: InOut[Ptr[f32]], out_by
                      m: i64, b: In[Ptr[f32]], b_bytes: i64):
     hpvm.node(after_store_block, grid=((n + 7) // 8, m), a=a, a_bytes=a_bytes, out=out,
               out_bytes=out_bytes, n=n, b=b, b_bytes=b_bytes)
+
+
+@hpvm.graph
+def window_stream_root(a: In[Ptr[f32]], a_bytes: i64, out: InOut[Ptr[f32]], out_bytes: i64, n: i64,
+                       m: i64, lo: i64, nlim: i64, jlo: i64, mlim: i64, wm3: f32, wm2: f32,
+                       wm1: f32, w0: f32, wp1: f32, wp2: f32, wp3: f32, tx: i64):
+    """window_root for a stream whose items bring their own output and guard's rows."""
+    hpvm.node(window_block, grid=((n + tx - 1) // tx, (m + TY - 1) // TY), a=a, a_bytes=a_bytes,
+              out=hpvm.streaming(out), out_bytes=out_bytes, n=n, lo=lo, nlim=nlim,
+              jlo=hpvm.streaming(jlo), mlim=hpvm.streaming(mlim), wm3=wm3, wm2=wm2, wm1=wm1, w0=w0, wp1=wp1,
+              wp2=wp2, wp3=wp3, tx=tx)

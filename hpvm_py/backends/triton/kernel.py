@@ -148,7 +148,9 @@ class TritonKernel(LeafKernel):
         # compile errors surface when the graph is compiled
         self.source = make_source(False, True, False, False)
         self._variants: dict[tuple[bool, bool, bool, bool], tuple[TritonSource, Any]] = {}
-        self._row_proofs: dict[str, BoundsProof] = {}  # a row guard's proof, by its source's digest
+        # the bounds proof of the leaf as the `rows` variant runs it (rowguard.py), if it has one
+        guard = self.source.row_guard
+        self._row_proof = None if guard is None else BoundsProof(guard, ctx)
         self._shapes: dict[tuple[str, str, str, str], Any] = {}  # tuned block shapes (or DotConfigs)
         self._lock = threading.Lock()
 
@@ -184,12 +186,13 @@ class TritonKernel(LeafKernel):
                 any(n > MAX_PRIVATE_ELEMENTS for n in counts.values()) or \
                 (source.tiles and not _tiles_fit(extents, L)):
             source, kernel = self._variant(L <= MAX_BLOCK, optimised=False)
-        elif source.row_guard is not None and self._rows_proven(source, args, extents):
-            quads = bool(source.quad_groups) and quads_fit(extents, self.ctx.level_dims)
-            source, kernel = self._variant(L <= MAX_BLOCK, optimised=True, rows=True, quads=quads)
-            stats.bump_one("row_guard_launches")
-            if quads:
-                stats.bump_one("quad_launches")
+        else:
+            rows, quads = self.variant(args, extents) or (False, False)
+            if rows:
+                source, kernel = self._variant(L <= MAX_BLOCK, optimised=True, rows=True, quads=quads)
+                stats.bump_one("row_guard_launches")
+                if quads:
+                    stats.bump_one("quad_launches")
         layout = self._layout(source, extents, P, L, counts)
         device = self._device(args)
         call: list[Any] = []
@@ -296,14 +299,16 @@ class TritonKernel(LeafKernel):
         self._shapes[known] = shape
         return shape
 
-    def _rows_proven(self, source: TritonSource, args: list[Any], extents: list[tuple[int, ...]]) -> bool:
-        """Whether every access stays in bounds with the row guard's x conjuncts dropped (the
-        loads the `rows` variant makes on lanes that fail them): rowguard.py."""
-        proof = self._row_proofs.get(source.digest)
-        if proof is None:
-            assert source.row_guard is not None
-            proof = self._row_proofs.setdefault(source.digest, BoundsProof(source.row_guard, self.ctx))
-        return proof.holds(args, extents)
+    def variant(self, args: list[Any], extents: list[tuple[int, ...]]) -> tuple[bool, bool] | None:
+        """For a leaf with a row guard: whether a launch's loads may be masked by its row
+        conjuncts (every access stays in bounds with the x conjuncts dropped: the loads the
+        `rows` variant makes on lanes that fail them, rowguard.py), and whether its neighbouring
+        loads may come from quads as well (quads.py). prepare() packs that variant, so launches
+        of other variants must not share its prepared launch."""
+        if self._row_proof is None:
+            return None
+        rows = self._row_proof.holds(args, extents)
+        return rows, rows and bool(self.source.quad_groups) and quads_fit(extents, self.ctx.level_dims)
 
     @functools.cached_property
     def _repeatable(self) -> bool:

@@ -54,6 +54,7 @@ class StageItem:
     buffers: list[tuple[int, int]]  # (leaf input port, index in Item.objects)
     scalars: list[tuple[int, Any]]  # (leaf input port, value): binds, constants, forwarded edges
     forwarded: dict[int, Any]  # host output port -> its value, known on the host
+    variant: Any = None  # the kernel's variant for the item (LeafKernel.variant): its slot's too
 
     @property
     def count(self) -> int:
@@ -74,9 +75,10 @@ class Item:
 
     @functools.cached_property
     def key(self) -> tuple:
-        """What a slot's launches depend on besides scalars: extents, kernels, sizes, which
-        buffer where."""
-        return (tuple(s.extents for s in self.stages), tuple(id(s.kernel) for s in self.stages),
+        """What a slot's launches depend on besides scalars: extents, kernels and their
+        variants, sizes, which buffer where."""
+        return (tuple(s.extents for s in self.stages),
+                tuple((id(s.kernel), s.variant) for s in self.stages),
                 tuple(o.nbytes for o in self.objects), tuple(self.tracked),
                 tuple(tuple(s.buffers) for s in self.stages))
 

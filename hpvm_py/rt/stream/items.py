@@ -358,6 +358,7 @@ class ItemRunner(StreamScheduler):
                 return None
             else:
                 part.kernel = plan.kernel
+            part.variant = part.kernel.variant(proof_args, extents)
             copied_in = self.executor.uncovered_outs(leaf, proof_args, extents)
             for port, j in part.buffers:
                 # copied in when the first stage to use it reads it (later ones see its writes),

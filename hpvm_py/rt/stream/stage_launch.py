@@ -107,13 +107,14 @@ class StageLauncher:
     def _packed_for(self, call: list[Any], outputs: list[Any],
                     extents: list[tuple[int, ...]]) -> Any:
         """The stage's packed launch for this item: a kept one pointed at the item's buffers,
-        outputs and scalars, or a new one."""
+        outputs and scalars (one packed for the same variant of the kernel), or a new one."""
         node, pointers = self.leaf, self._pointers
         kernel = node.kernel_for(call, extents)
         if node.lowering is not None:  # a GPU leaf may run the other GPU target's lowering
             kernel = node.lowering.kernel_for(kernel, kernel is not node.kernel, call, outputs,
                                               extents, self.device)
-        key = (kernel, tuple(extents), tuple(a.nbytes for a, ptr in zip(call, pointers) if ptr))
+        key = (kernel, kernel.variant(call, extents), tuple(extents),
+               tuple(a.nbytes for a, ptr in zip(call, pointers) if ptr))
         # the item's scalars, to compare with the next item's (its buffers: never kept here)
         scalars = [None if ptr else value for value, ptr in zip(call, pointers)]
         kept = self._packed.get(key)
