@@ -18,13 +18,13 @@ COMPILED = [t for t in TARGETS if t != "python"]
 
 @pytest.mark.skipif(not COMPILED, reason="no compiled target here")
 def test_runner_finds_no_mismatch(tmp_path: Path) -> None:
-    """24 graphs: every category (plain, partial Out, ping-pong, failing streams, mixed targets,
-    tiles) four times, on cpu and on gpu (Triton's interpreter on CI)."""
-    done = subprocess.run([sys.executable, str(RUNNER), "--graphs", "24", "--targets", ",".join(COMPILED),
+    """28 graphs: every category (plain, partial Out, ping-pong, failing streams, mixed targets,
+    tiles, neighbours) four times, on cpu and on gpu (Triton's interpreter on CI)."""
+    done = subprocess.run([sys.executable, str(RUNNER), "--graphs", "28", "--targets", ",".join(COMPILED),
                            "--seed", "20", "--save-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=540)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    assert summary.startswith(f"differential: 24 graphs, targets {','.join(COMPILED)}: "), done.stdout + done.stderr
+    assert summary.startswith(f"differential: 28 graphs, targets {','.join(COMPILED)}: "), done.stdout + done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
     assert not list(tmp_path.iterdir())
 

@@ -53,13 +53,20 @@ def compile_case(case: runner.Case, index: int) -> str | None:
             sources = [generate(leaf, ctx, checked, interpreted=False)]
             if sources[0].dot or sources[0].private or sources[0].tiles:  # and the fallback
                 sources.append(generate(leaf, ctx, checked, interpreted=False, optimised=False))
+            if sources[0].row_guard is not None:  # row masks, and quads (the neighbours category)
+                sources.append(generate(leaf, ctx, checked, interpreted=False, rows=True))
+                if sources[0].quad_groups:
+                    sources.append(generate(leaf, ctx, checked, interpreted=False, rows=True, quads=True))
             for source in sources:
                 for constexprs in check.constants(source):
                     fn = getattr(check.load(source.text, f"fuzz_{index}_{leaf.name}"), source.kernel)
+                    # (a quads launch keeps four lanes a thread: kernel.py caps its warps)
+                    warps = max(1, min(4, constexprs["BLOCK"] // 128)) if source.quads else 4
                     try:
                         triton.compile(ASTSource(fn=fn, signature=dict(source.arguments),
                                                  constexprs=constexprs), target=check.SM90,
-                                       options={"enable_fp_fusion": source.dot is not None})
+                                       options={"enable_fp_fusion": source.dot is not None,
+                                                "num_warps": warps})
                     except Exception as exc:  # noqa: BLE001 - Triton's failures are what we look for
                         lines = str(exc).strip().splitlines() or [type(exc).__name__]
                         return f"leaf {leaf.name} checked={checked} {constexprs}: {lines[-1][:200]}"

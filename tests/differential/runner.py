@@ -15,7 +15,10 @@ Categories take turns:
             stage: earlier items pop as on python, its pop raises ExecutionError, so does wait;
 - mixed:    two-leaf programs whose nodes are hinted to different targets (docs/placement.md);
 - tiles:    a 1-3-D leaf under a grid of blocks reading through views, row pointers, walked
-            pointers and indices from data, and sharing a scratch tile across barriers.
+            pointers and indices from data, and sharing a scratch tile across barriers;
+- neighbours: a 1-3-D stencil-like leaf under a grid of blocks ending in a guard, its loads at
+            constant offsets along x, y and z (tests/differential/neighbours.py): the gpu
+            target's row masks and quads, proven for some launches and not others.
 
 Outputs agree bit for bit, as in tests/test_differential.py: integers always, floats too, since
 the generator uses no transcendental function; any NaN equals any NaN. Each mismatching graph is
@@ -52,9 +55,10 @@ from hpvm_py.errors import ExecutionError, HPVMError  # noqa: E402
 from differential import generator as gen  # noqa: E402
 from differential.choices import RandomChoices  # noqa: E402
 from differential.data import load, pattern, same, scalar, values  # noqa: E402
+from differential.neighbours import neighbours_program  # noqa: E402
 
 
-CATEGORIES = ("plain", "partial", "pingpong", "stream", "mixed", "tiles")
+CATEGORIES = ("plain", "partial", "pingpong", "stream", "mixed", "tiles", "neighbours")
 TIMEOUT = 30.0  # seconds for any wait, push or pop: a hang is a mismatch, not a stuck run
 WHY = "error message"  # an outcome's entry that is shown, never compared (messages differ by target)
 # an outcome maps a name to (array, scalar type) or to an event's text ("ok", an error's class)
@@ -84,8 +88,8 @@ def make_case(category: str, seed: int, targets: list[str]) -> Case:
     elif category == "stream":
         program = gen.stream_program(c)
         params = stream_params(c)
-    elif category == "tiles":
-        program = gen.tiles_program(c)
+    elif category in ("tiles", "neighbours"):
+        program = gen.tiles_program(c) if category == "tiles" else neighbours_program(c)
         counts = [c.integer(1, 3) for _ in program.block]  # blocks along x, y, z
         extents = [k * size for k, size in zip(counts, program.block)] + [1, 1]
         params = {"cols": extents[0], "rows": extents[1], "depth": extents[2]}
@@ -126,7 +130,8 @@ def run_case(case: Case, target: str) -> Outcome:
     """The case's observable results on one target; an unexpected error is a result too."""
     module = load(case.source)
     rng = np.random.default_rng(case.seed)
-    run = {"pingpong": run_pingpong, "stream": run_stream, "tiles": run_tiles}.get(case.category, run_single)
+    run = {"pingpong": run_pingpong, "stream": run_stream, "tiles": run_tiles,
+           "neighbours": run_neighbours}.get(case.category, run_single)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. the HPVMWarning of a partial Out: noise here
         try:
@@ -180,6 +185,18 @@ def run_tiles(module: Any, case: Case, target: str, rng: np.random.Generator) ->
         hpvm.wait(hpvm.launch(module.root, a, a.nbytes, b, b.nbytes, out, out.nbytes, hist, hist.nbytes,
                               scalar(s_t, rng), depth, rows, cols), timeout=TIMEOUT)
     return {"out": (out, out_t), "hist": (hist, "i32")}
+
+
+def run_neighbours(module: Any, case: Case, target: str, rng: np.random.Generator) -> Outcome:
+    depth, rows, cols = case.params["depth"], case.params["rows"], case.params["cols"]
+    n = depth * rows * cols
+    a_t, _, s_t = case.params["types"]
+    out_t = case.params["out_type"]
+    a, out = values(a_t, n, rng), pattern(out_t, n)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(module.root, a, a.nbytes, out, out.nbytes, scalar(s_t, rng), depth,
+                              rows, cols), timeout=TIMEOUT)
+    return {"out": (out, out_t)}
 
 
 def run_stream(module: Any, case: Case, target: str, rng: np.random.Generator) -> Outcome:
