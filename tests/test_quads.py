@@ -180,18 +180,6 @@ def test_groups_beside_conditional_loads_and_stores() -> None:
     np.testing.assert_array_equal(out, expected)
 
 
-@needs_gpu_target
-def test_the_stencil_runs_with_quads() -> None:
-    nx, ny, nz = 68, 20, 5
-    a0 = np.random.default_rng().random((nz, ny, nx), dtype=np.float32)
-    anext = a0.copy()
-    with hpvm.runtime("gpu"):
-        hpvm.wait(hpvm.launch(stencil.root, a0, a0.nbytes, anext, anext.nbytes, nx, ny, nz, 1 / 6, 1 / 36))
-        hpvm.request_memory(anext)
-        assert hpvm.stats().get("quad_launches") == 1
-    np.testing.assert_allclose(anext, stencil.reference(a0, 1 / 6, 1 / 36), rtol=1e-5, atol=1e-6)
-
-
 def test_the_stencils_quads_compile_to_16_byte_loads_for_an_h100() -> None:
     """What quads are for, in the PTX of sm_90 (Triton's compiler runs on the CPU): the rows
     variant's x neighbours are 4-byte loads of every lane; with quads the stencil's loads are

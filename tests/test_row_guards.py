@@ -85,14 +85,15 @@ def test_a_guard_that_protects_the_first_element_keeps_its_mask() -> None:
 
 
 @needs_gpu_target
-def test_the_stencil_runs_with_row_masks() -> None:
+def test_the_stencil_runs_with_row_masks_and_quads() -> None:
+    """Row masks, and quads (backends/triton/quads.py: its blocks are 16 wide)."""
     nx, ny, nz = 70, 20, 5
     a0 = np.random.default_rng().random((nz, ny, nx), dtype=np.float32)
     anext = a0.copy()
     with hpvm.runtime("gpu"):
         hpvm.wait(hpvm.launch(stencil.root, a0, a0.nbytes, anext, anext.nbytes, nx, ny, nz, 1 / 6, 1 / 36))
         hpvm.request_memory(anext)
-        assert hpvm.stats().get("row_guard_launches") == 1
+        assert hpvm.stats().get("row_guard_launches") == 1 and hpvm.stats().get("quad_launches") == 1
     np.testing.assert_allclose(anext, stencil.reference(a0, 1 / 6, 1 / 36), rtol=1e-5, atol=1e-6)
 
 

@@ -432,6 +432,22 @@ def stream_program(c: Choices) -> Program:
 BYTES = {t: int(t[1:]) // 8 if t[1:].isdigit() else 2 for t in TYPES}  # bf16: 2
 
 
+def grid_of_blocks(params: str, leaf_only: str, body: list[str], passed: str, leaf_passed: str,
+                   block: list[int], extents: list[str]) -> list[str]:
+    """A program's source: the leaf `body` (its parameters `params`, then `leaf_only`) in a grid
+    of `block` instances, under a root that launches as many blocks as `extents` hold."""
+    def grid(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else f"({', '.join(items)})"
+
+    return HEADER + [
+        "@hpvm.leaf", f"def body({params}{leaf_only}):", *body, "", "",
+        "@hpvm.graph", f"def blocks({params}):",
+        f"    hpvm.node(body, grid={grid([str(k) for k in block])}, {passed}{leaf_passed})", "", "",
+        "@hpvm.graph", f"def root({params}):",
+        f"    hpvm.node(blocks, grid={grid([f'{e} // {k}' for e, k in zip(extents, block)])}, {passed})", "",
+    ]
+
+
 def tiles_program(c: Choices) -> Program:
     """CUDA-style memory access in a 1-, 2- or 3-D leaf under a grid of blocks: the inputs seen
     through `hpvm.view` (indexed `A[z, y, x]` or `A[z][y][x]`), a row pointer `b + offset`, an
@@ -556,16 +572,8 @@ def tiles_program(c: Choices) -> Program:
     passed = ("a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, out=out, out_bytes=out_bytes, hist=hist, "
               "hist_bytes=hist_bytes, s=s, depth=depth, rows=rows, cols=cols")
 
-    def grid(items: list[str]) -> str:
-        return items[0] if dims == 1 else f"({', '.join(items)})"
-
-    lines = HEADER + [
-        "@hpvm.leaf", f"def body({buffers}, s: {s_t}, {sizes}, plane: i64):", *body.lines, "", "",
-        "@hpvm.graph", f"def blocks({buffers}, s: {s_t}, {sizes}):",
-        f"    hpvm.node(body, grid={grid([str(k) for k in block])}, {passed}, plane=rows * cols)", "", "",
-        "@hpvm.graph", f"def root({buffers}, s: {s_t}, {sizes}):",
-        f"    hpvm.node(blocks, grid={grid([f'{e} // {k}' for e, k in zip(extents, block)])}, {passed})", "",
-    ]
+    lines = grid_of_blocks(f"{buffers}, s: {s_t}, {sizes}", ", plane: i64", body.lines, passed,
+                           ", plane=rows * cols", block, extents)
     return Program("\n".join(lines), (a_t, b_t, s_t), out_t, True, False,
                    f"{dims}-D blocks of {'x'.join(map(str, block))}, walk: {walk}, tile: {exchange}",
                    tuple(block))

@@ -13,7 +13,7 @@ gpu target's row masks and quads are proven for some launches and not others.
 from __future__ import annotations
 
 from differential.choices import Choices
-from differential.generator import HEADER, TYPES, Program, _Builder, _Scope
+from differential.generator import TYPES, Program, _Builder, _Scope, grid_of_blocks
 
 
 def neighbours_program(c: Choices) -> Program:
@@ -78,15 +78,6 @@ def neighbours_program(c: Choices) -> Program:
               "depth: i64, rows: i64, cols: i64")
     passed = "a=a, a_bytes=a_bytes, out=out, out_bytes=out_bytes, s=s, depth=depth, rows=rows, cols=cols"
 
-    def grid(items: list[str]) -> str:
-        return items[0] if dims == 1 else f"({', '.join(items)})"
-
-    lines = HEADER + [
-        "@hpvm.leaf", f"def body({params}):", *body.lines, "", "",
-        "@hpvm.graph", f"def blocks({params}):",
-        f"    hpvm.node(body, grid={grid([str(k) for k in block])}, {passed})", "", "",
-        "@hpvm.graph", f"def root({params}):",
-        f"    hpvm.node(blocks, grid={grid([f'{e} // {k}' for e, k in zip(extents, block)])}, {passed})", "",
-    ]
+    lines = grid_of_blocks(params, "", body.lines, passed, "", block, extents)
     return Program("\n".join(lines), (a_t, a_t, s_t), out_t, True, False,
                    f"{dims}-D blocks of {'x'.join(map(str, block))}, offsets {steps}", tuple(block))
