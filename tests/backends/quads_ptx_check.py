@@ -1,7 +1,7 @@
 """The stencil's rows and quads variants compiled for sm_90 as a launch on a 512 x 512 x 256 grid
-would (fixed leaf extents, 512-lane rows in 4 warps, integers divisible by 16 as Triton
-specialises them): prints each variant's counts of global loads, 16-byte loads and shared-memory
-instructions. Run without TRITON_INTERPRET (tests/test_quads.py)."""
+would (fixed leaf extents, 512 lanes in 4 warps over tiles 512 x 1 and 128 x 4, integers
+divisible by 16 as Triton specialises them): prints each variant's counts of global loads,
+16-byte loads and shared-memory instructions. Run without TRITON_INTERPRET (tests/test_quads.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -18,13 +18,13 @@ from hpvm_py.backends.triton.codegen import generate
 from hpvm_py.rt.compiler import compile_graph
 
 
-def ptx_of(text: str, kernel: str, arguments: dict[str, str]) -> str:
+def ptx_of(text: str, kernel: str, arguments: dict[str, str], width: int) -> str:
     path = Path(tempfile.mkdtemp()) / "quads_check.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location(f"quads_check_{abs(hash(text))}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    constants = {"E0_0": 16, "E0_1": 8, "BLOCK": 512, "TX": 512, "TY": 1}
+    constants = {"E0_0": 16, "E0_1": 8, "BLOCK": 512, "TX": width, "TY": 512 // width}
     signature = {**arguments, **{name: "constexpr" for name in constants}}
     # pointers and the grid's integers (512, 256, 32, 64 ...) are multiples of 16; c0 and c1 are floats' bits
     attrs = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(signature.items())
@@ -39,9 +39,10 @@ def main() -> None:
     (_, ctx, kernel), = compile_graph(stencil.root, "gpu").leaf_kernels()
     for name, quads in (("rows", False), ("quads", True)):
         source = generate(kernel.leaf, ctx, False, interpreted=False, fixed_grid=True, rows=True, quads=quads)
-        ptx = ptx_of(source.text, source.kernel, source.arguments)
-        counts = {key: ptx.count(key) for key in ("ld.global", "ld.global.v4", ".shared")}
-        print(f"{name}: {sorted(counts.items())}")
+        for width in (512, 128):
+            ptx = ptx_of(source.text, source.kernel, source.arguments, width)
+            counts = {key: ptx.count(key) for key in ("ld.global", "ld.global.v4", ".shared")}
+            print(f"{name} {width}: {sorted(counts.items())}")
 
 
 if __name__ == "__main__":

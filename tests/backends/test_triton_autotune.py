@@ -79,6 +79,25 @@ def test_candidates_fit_the_lanes_a_program_covers() -> None:
     assert T.candidates(128) == []
 
 
+def test_grid_tiles_are_also_timed_narrower_with_four_lanes_a_thread() -> None:
+    import stencil
+    from hpvm_py.ir.context import instance_counts
+
+    plain = T.candidates(1024)
+    tiles = T.candidates(1024, tiles=True)
+    assert all(s.width == 0 for s in plain) and set(plain) <= set(tiles)
+    assert set(tiles) - set(plain) == {T.Shape(256, 2, 128), T.Shape(512, 4, 128), T.Shape(1024, 8, 128)}
+    (_, _, kernel), = compile_graph(stencil.root, "gpu").leaf_kernels()
+    extents = [(16, 8), (32, 64, 256)]  # the stencil's 512 x 512 x 256 grid in 16 x 8 blocks
+    P, L = instance_counts(extents)
+    source = kernel.source
+    for shape, tile in ((T.Shape(512, 4, 128), (128, 4)), (T.Shape(1024, 8, 128), (128, 8)),
+                        (T.Shape(512, 4), (512, 1)), (None, (512, 1))):
+        layout = kernel._layout(source, extents, P, L, {}, shape)
+        assert (layout.options["TX"], layout.options["TY"]) == tile
+        assert layout.grid == (512 // tile[0], 512 // tile[1], 256)
+
+
 @pytest.fixture
 def fresh_choices(monkeypatch, tmp_path):
     monkeypatch.setenv("HPVM_CACHE_DIR", str(tmp_path))

@@ -21,15 +21,18 @@ MIN_INSTANCES = 1 << 20  # smaller launches take microseconds: not worth a tunin
 MIN_DOT_OUTPUTS = 1 << 16
 LANES = (256, 512, 1024)
 WARPS = (2, 4, 8)
+TILE_WIDTH = 128  # the narrower tiles candidates() adds for grid tiles
 _REPEATS = 3  # timed runs per shape (the fastest counts), after one warm-up run
 
 
 @dataclass(frozen=True)
 class Shape:
-    """Lanes per program and warps per program."""
+    """Lanes per program and warps per program; for tiles of the combined grid (gridtiles.py),
+    `width`: lanes along x at most (0: as many as the grid has, up to `lanes`)."""
 
     lanes: int
     warps: int
+    width: int = 0
 
 
 _log = log.logger("autotune")
@@ -60,10 +63,16 @@ def repeatable(leaf: K.LeafFunc, args: list[Any]) -> bool:
     return not any(a < d and c < b for a, b in spans["in"] for c, d in spans["out"])
 
 
-def candidates(lanes_wanted: int) -> list[Shape]:
-    """The shapes to time for a launch whose programs would cover up to `lanes_wanted` lanes."""
-    return [Shape(lanes, warps) for lanes in LANES if lanes <= lanes_wanted for warps in WARPS
-            if warps * 32 <= lanes]
+def candidates(lanes_wanted: int, tiles: bool = False) -> list[Shape]:
+    """The shapes to time for a launch whose programs would cover up to `lanes_wanted` lanes;
+    for tiles, also tiles TILE_WIDTH wide with four lanes a thread (the rows of a 3-D stencil's
+    program then share their neighbours' rows)."""
+    shapes = [Shape(lanes, warps) for lanes in LANES if lanes <= lanes_wanted for warps in WARPS
+              if warps * 32 <= lanes]
+    if tiles:
+        shapes += [Shape(lanes, lanes // 128, TILE_WIDTH) for lanes in LANES
+                   if TILE_WIDTH < lanes <= lanes_wanted]
+    return shapes
 
 
 def size_class(parents: int, leaf_instances: int) -> str:

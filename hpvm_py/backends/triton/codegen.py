@@ -494,6 +494,9 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         t = e.type
         if isinstance(e, K.BinOp):
             assert isinstance(t, ScalarType)
+            coordinate = self.combined_coordinate(e)
+            if coordinate is not None:
+                return coordinate
             negated = _negation_operand(e)
             if negated is not None:
                 return V.unary("neg", t, self.expr(negated, m))

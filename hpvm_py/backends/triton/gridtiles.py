@@ -65,6 +65,28 @@ class GridTiles:
                 code = f"id{level}_{d} + E{level}_{d} * ({code})"
             e(f"{name} = {code}")
 
+    def combined_coordinate(self, e: K.BinOp) -> str | None:
+        """`parent_id * c + leaf_id` along one dimension, in a tiles kernel whose leaf extents
+        are constants: the grid's own coordinate g_d where the leaf is c wide there. The same
+        value, but Triton sees that g_d steps by one from lane to lane and `id0_d = g_d % E0_d`
+        only over rows as wide as the program: over narrower tiles the loads it indexes lost
+        their 16-byte form (benchmarks/RESULTS.md, "Quads"). None for anything else."""
+        if not (self.tiles and self.fixed_grid and self.dot is None) or e.op != "add":
+            return None
+        for product, leaf in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+            if not (isinstance(leaf, K.InstanceId) and leaf.level == 0 and isinstance(product, K.BinOp)
+                    and product.op == "mul" and leaf.type == e.type and e.type.name == "i64"):
+                continue
+            d = leaf.dim
+            if not (d < self._level_dims(0) and d < self._level_dims(1)):
+                continue
+            for parent, width in ((product.lhs, product.rhs), (product.rhs, product.lhs)):
+                if isinstance(parent, K.InstanceId) and parent.level == 1 and parent.dim == d and \
+                        isinstance(width, K.Const) and isinstance(width.value, int) and width.type == e.type:
+                    c = int(width.value)
+                    return f"(g{d} if E0_{d} == {c} else (id1_{d} * {c} + id0_{d}))"
+        return None
+
     def _grid_tile_prologue(self) -> None:
         """Program (x, y, z) of a 3-D launch grid covers coordinates x * TX + [0, TX), y * TY +
         [0, TY) and z: no division anywhere."""

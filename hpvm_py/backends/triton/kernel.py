@@ -268,7 +268,7 @@ class TritonKernel(LeafKernel):
                                         + TUNED_DOTS))
         else:
             wanted = GRID_TILES.lanes * 2 if source.tiles else max(MIN_BLOCK, _next_pow2(L))
-            shapes = autotune.candidates(min(wanted, MAX_BLOCK))
+            shapes = autotune.candidates(min(wanted, MAX_BLOCK), tiles=source.tiles)
         known = (source.digest, tunable, str(device), autotune.size_class(P, L))
         shape = self._shapes.get(known)
         if shape is not None or not autotune.repeatable(self.leaf, args):
@@ -318,7 +318,8 @@ class TritonKernel(LeafKernel):
                 counts: dict[str, int], shape: "autotune.Shape | DotConfig | None" = None) -> Layout:
         """Programs, lanes and warps of a launch: the kernel's layout (tl.dot blocks, grid tiles,
         one program per parent, privatised counts, or blocks of lanes); `shape` overrides the
-        tl.dot blocks or the lanes and warps of the last two kinds' defaults (autotune.py)."""
+        tl.dot blocks, or the lanes and warps (and a grid tile's width) of the defaults of grid
+        tiles and blocks of lanes (autotune.py)."""
         options: dict[str, Any] = dict(enable_fp_fusion=False)
         combined = _combined(extents)
         if source.dot is not None:
@@ -331,7 +332,7 @@ class TritonKernel(LeafKernel):
             return Layout(options, (-(-rows // dot.bm) * -(-cols // dot.bn), 1, 1), 1)
         if source.tiles:
             lanes, warps = (shape.lanes, shape.warps) if shape else (GRID_TILES.lanes, GRID_TILES.warps)
-            tx = min(_next_pow2(combined[0]), lanes)
+            tx = min(_next_pow2(combined[0]), lanes, (shape.width if shape else 0) or lanes)
             ty = min(_next_pow2(combined[1]), lanes // tx)
             block = max(MIN_BLOCK, tx * ty)
             tx = block // ty
