@@ -16,12 +16,14 @@ import pytest
 
 import hpvm_py as hpvm
 import stencil
+from hpvm_suite import stencil as suite_stencil
 from hpvm_py.backends.triton import kernel as triton_kernel
 from hpvm_py.backends.triton.codegen import generate
-from hpvm_py.backends.triton.quads import quad_loads, quads_fit, x_stride
+from hpvm_py.backends.triton.quads import centre_and_offset, quad_loads, quads_fit, x_stride
 from hpvm_py.backends.triton.rowguard import find_row_guard
 from hpvm_py.ir import kernel as K
 from hpvm_py.rt.compiler import compile_graph
+from hpvm_py.support import stats as stats_module
 from hpvm_py.types import i32, i64
 from programs import quads as Q
 
@@ -55,6 +57,32 @@ def test_which_loads_form_groups() -> None:
     found = quad_loads(leaf, find_row_guard(leaf), ctx.level_dims)
     assert [buffer.name for buffer, _ in found.groups] == ["a", "b"]
     assert sorted(found.members.values()) == [(0, -1), (0, 1), (1, -1), (1, 1)]
+    # Parboil's `i = block * count + id + 1`: every load is one past an aligned index (its x
+    # neighbours one before, at and two past it); y and z neighbours are groups of their own
+    assert sorted(_offsets(suite_stencil.root), key=len) == [{1}, {1}, {1}, {1}, {0, 1, 2}]
+    assert _offsets(Q.ahead_root) == [{1, 2}]
+
+
+def test_centres_strip_constants_through_locals_still_holding_them() -> None:
+    t = i64
+    n, x = K.Var(name="n", type=t), K.Var(name="x", type=t)
+    one, two = K.Const(value=1, type=t), K.Const(value=2, type=t)
+    i_value = K.BinOp(op="add", lhs=x, rhs=one, type=t)  # i = x + 1
+    defs = {"i": (i_value, {"x": 0})}
+    at = K.BinOp(op="sub", lhs=K.BinOp(op="add", lhs=K.Var(name="i", type=t), rhs=n, type=t),
+                 rhs=two, type=t)  # i + n - 2
+    centre, offset = centre_and_offset(at, defs, {"x": 0, "i": 1})
+    assert offset == -1 and centre == K.BinOp(op="add", lhs=x, rhs=n, type=t)
+    # x assigned again since i was: i is no longer x + 1
+    assert centre_and_offset(at, defs, {"x": 1, "i": 1}) == (K.BinOp(
+        op="add", lhs=K.Var(name="i", type=t), rhs=n, type=t), -2)
+    # a widening cast keeps its constant inside (its wrapping is not the sum's)
+    widened = K.BinOp(op="add", lhs=K.Cast(value=K.BinOp(op="add", lhs=K.Var(name="y", type=i32),
+                                                        rhs=K.Const(value=1, type=i32), type=i32),
+                                           type=t), rhs=one, type=t)
+    assert centre_and_offset(widened, {}, {})[1] == 1
+    assert centre_and_offset(K.BinOp(op="sub", lhs=one, rhs=x, type=t), {}, {}) == (
+        K.UnaryOp(op="neg", operand=x, type=t), 1)
 
 
 def test_x_stride_follows_wrapping_arithmetic() -> None:
@@ -180,12 +208,57 @@ def test_groups_beside_conditional_loads_and_stores() -> None:
     np.testing.assert_array_equal(out, expected)
 
 
+@needs_gpu_target
+def test_a_centre_before_the_buffer_is_proven_first(monkeypatch) -> None:
+    """`ahead_leaf` reads a[at] and a[at + 1], quads load a[at - 1 + off]: at off = 1 the first
+    lane's centre is a[-1], which no lane reads, so the launch runs row masks without quads (the
+    quads variant's own proof, quads.py's with_centres); at off = 0 it runs quads. A mutant that
+    skips that proof runs quads at off = 1."""
+    n, m = 32, 5
+    a = np.random.default_rng().integers(-8, 8, n * (m + 1)).astype(np.float32)  # (a row more)
+
+    def launch(off: int) -> tuple[np.ndarray, dict]:
+        out = np.zeros(n * (m + 1), np.float32)
+        with hpvm.runtime("gpu"):
+            hpvm.wait(hpvm.launch(Q.ahead_root, a, a.nbytes, out, out.nbytes, n, m, off, n - 1, m))
+            hpvm.request_memory(out)
+            stats = hpvm.stats()
+        expected = np.zeros(n * (m + 1), np.float32)
+        for j in range(m):
+            for x in range(n):
+                i = x + 1 - off
+                if 0 <= i < n - 1:
+                    expected[j * n + i] = a[j * n + i] + a[j * n + i + 1] * np.float32(2)
+        np.testing.assert_array_equal(out, expected)
+        return out, stats
+
+    for off, quads in ((1, False), (0, True)):
+        _, stats = launch(off)
+        assert stats.get("row_guard_launches") == 1 and bool(stats.get("quad_launches")) is quads, off
+    (_, _, kernel), = compile_graph(Q.ahead_root, "gpu").leaf_kernels()  # (the one launches use)
+    monkeypatch.setattr(kernel._quad_proof, "holds", lambda args, extents, world_size=1: True)
+    assert launch(1)[1].get("quad_launches") == 1
+
+
+@needs_gpu_target
+def test_the_suites_stencil_runs_quads_and_gives_numpys_answer() -> None:
+    """HPVM's Parboil port (examples/hpvm_suite/stencil.py) with rows a multiple of four wide past
+    its 256-lane blocks: row masks and quads, the answer within Parboil's tolerance."""
+    inputs = suite_stencil.make_inputs(260, 6, 4, 2)
+    stats_module.reset()  # (a runtime leaves its counters behind: read after it ends)
+    outputs = suite_stencil.run(inputs, "gpu")
+    assert suite_stencil.check(outputs, suite_stencil.reference(inputs)) is None
+    assert stats_module.snapshot().get("quad_launches", 0) > 0
+
+
 def test_the_stencils_quads_compile_to_16_byte_loads_for_an_h100() -> None:
     """What quads are for, in the PTX of sm_90 (Triton's compiler runs on the CPU): the rows
     variant's x neighbours are 4-byte loads of every lane; with quads the stencil's loads are
     five 16-byte ones and two of one element a quad, and the parts never go through shared memory.
     Also over tiles of 128 x 4 lanes, where the leaf's x is the grid's own coordinate in the
-    generated code (gridtiles.py, combined_coordinate): through `g0 % E0_0` every load was scalar."""
+    generated code (gridtiles.py, combined_coordinate): through `g0 % E0_0` every load was scalar.
+    And the suite's Parboil stencil, whose x is one past its lane's: 16-byte loads one element
+    before each of its loads."""
     pytest.importorskip("triton.backends.nvidia")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (ROOT, ROOT / "examples", ROOT / "tests"))
@@ -197,6 +270,11 @@ def test_the_stencils_quads_compile_to_16_byte_loads_for_an_h100() -> None:
         rows, quads = (dict(eval(counts[f"{k} {width}"])) for k in ("rows", "quads"))  # noqa: S307
         assert quads["ld.global.v4"] == 5 and quads["ld.global"] == 7 and quads[".shared"] == 0
         assert rows["ld.global.v4"] == 5 and rows["ld.global"] > quads["ld.global"]
+        # the suite's stencil: every centre aligned (one before x), a quad's element past its end
+        # loaded alone for each of the y and z neighbours, three for the x group's; no quads: 28
+        # 4-byte loads
+        suite = dict(eval(counts[f"suite {width}"]))  # noqa: S307
+        assert suite["ld.global.v4"] == 5 and suite["ld.global"] == 12, suite
 
 
 @needs_gpu_target

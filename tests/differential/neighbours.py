@@ -1,9 +1,9 @@
 """The differential runner's `neighbours` category: stencil-like leaves for the gpu target's row
 masks and quads (hpvm_py/backends/triton/rowguard.py, quads.py).
 
-A 1-, 2- or 3-D leaf under a grid of blocks computes its coordinates and its element's index `at`
-(in i64, or wrapped to i32) in straight-line code, then ends in a guard on its coordinates and
-the launch's sizes. Inside, it loads `a` at constant offsets from `at` along x (up to three either
+A 1-, 2- or 3-D leaf under a grid of blocks computes its coordinates (x sometimes one to three
+past its lane's, as Parboil's) and its element's index `at` (in i64, or wrapped to i32) in
+straight-line code, then ends in a guard on its coordinates and the launch's sizes. Inside, it loads `a` at constant offsets from `at` along x (up to three either
 way), y (`cols`) and z (`plane`), sometimes at an index loaded from data or in a conditional
 expression, combines them into `out[at]`, and sometimes reads `a` again after that store. The
 guard keeps every access of the leaf in bounds, so every target must agree bit for bit; its
@@ -24,8 +24,11 @@ def neighbours_program(c: Choices) -> Program:
     scope = _Scope(variables={"s": s_t}, fixed={"x", "y", "z", "at", "plane"})
     body = _Builder(c, scope)
     body.emit(1, "parent = hpvm.get_parent_node(hpvm.get_node())")
+    # Parboil's `+ 1` past the blocks' lanes (or more) along x: quads then load from one before
+    shift = c.pick([0, 0, 1, 2, 3])
     for d, (coord, size, axis) in enumerate(zip(coords, block, axes)):
-        body.emit(1, f"{coord} = hpvm.get_node_instance_id_{axis}(parent) * {size} + hpvm.instance_id({d})")
+        past = f" + {shift}" if d == 0 and shift else ""
+        body.emit(1, f"{coord} = hpvm.get_node_instance_id_{axis}(parent) * {size} + hpvm.instance_id({d}){past}")
     body.emit(1, "plane = rows * cols")
     element = {1: "x", 2: "y * cols + x", 3: "(z * rows + y) * cols + x"}[dims]
     wrapped = c.pick([False, False, True])

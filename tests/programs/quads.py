@@ -83,3 +83,32 @@ def window_stream_root(a: In[Ptr[f32]], a_bytes: i64, out: InOut[Ptr[f32]], out_
               out=hpvm.streaming(out), out_bytes=out_bytes, n=n, lo=lo, nlim=nlim,
               jlo=hpvm.streaming(jlo), mlim=hpvm.streaming(mlim), wm3=wm3, wm2=wm2, wm1=wm1, w0=w0, wp1=wp1,
               wp2=wp2, wp3=wp3, tx=tx)
+
+
+@hpvm.leaf
+def ahead_leaf(a: In[Ptr[f32]], a_bytes: i64, out: InOut[Ptr[f32]], out_bytes: i64, n: i64,
+               off: i64, nlim: i64, mlim: i64):
+    """Parboil's `+ 1` on x, less `off`: the loads a[at] and a[at + 1] are one and two past the
+    16-byte aligned index quads load, which lies before the buffer's start where off is 1."""
+    me = hpvm.get_node()
+    block = hpvm.get_parent_node(me)
+    i = hpvm.get_node_instance_id_x(block) * hpvm.get_num_node_instances_x(me) \
+        + hpvm.get_node_instance_id_x(me) + 1 - off
+    j = hpvm.get_node_instance_id_y(block) * TY + hpvm.get_node_instance_id_y(me)
+    at = j * n + i
+    if 0 <= i and i < nlim and j < mlim:
+        out[at] = a[at] + a[at + 1] * 2.0
+
+
+@hpvm.graph
+def ahead_block(a: In[Ptr[f32]], a_bytes: i64, out: InOut[Ptr[f32]], out_bytes: i64, n: i64,
+                off: i64, nlim: i64, mlim: i64):
+    hpvm.node(ahead_leaf, grid=(8, TY), a=a, a_bytes=a_bytes, out=out, out_bytes=out_bytes, n=n,
+              off=off, nlim=nlim, mlim=mlim)
+
+
+@hpvm.graph
+def ahead_root(a: In[Ptr[f32]], a_bytes: i64, out: InOut[Ptr[f32]], out_bytes: i64, n: i64,
+               m: i64, off: i64, nlim: i64, mlim: i64):
+    hpvm.node(ahead_block, grid=((n + 7) // 8, (m + TY - 1) // TY), a=a, a_bytes=a_bytes, out=out,
+              out_bytes=out_bytes, n=n, off=off, nlim=nlim, mlim=mlim)

@@ -23,7 +23,7 @@ from .prelude import HEADER, INTERPRETER_IMPORT, QUAD_HELPERS, gpu_identity_help
 from .passes import (OPTIMISATIONS, PASSES, dot_loop, masked_in_loops, needs_live,
                      private_buffers, row_guard, spread_loops)
 from .privatise import PrivateCount, PrivateCounts
-from .quads import QuadAccesses, quad_loads
+from .quads import QuadAccesses, quad_loads, with_centres
 from .reductions import without
 from .rowguard import weakened
 from .remote_access import HEAP_ARGUMENTS, RemoteAccesses
@@ -56,6 +56,8 @@ class TritonSource:
     # groups of the guard's neighbouring loads that the rows variant may serve from quads of
     # lanes (quads.py), and whether this text does
     quad_groups: int = 0
+    # row_guard with the groups' centres loaded too: proven before a launch runs quads
+    quad_proof: K.LeafFunc | None = None
     quads: bool = False
     spread: bool = False  # reduction loops run over the program's lanes (spread.py)
     # the spread loop may be split over SPLIT programs per parent instance (spread.py), each
@@ -155,6 +157,8 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         self.columns: str | None = None  # while the guard's body is generated: its x conjuncts
         found = None if self.row_guard is None else quad_loads(leaf, self.row_guard, ctx.level_dims)
         self.quad_groups = len(found.groups) if found else 0
+        self.quad_proof = None if found is None or self.row_guard is None else \
+            weakened(with_centres(leaf, self.row_guard, found), self.row_guard)
         self.quads = found if self.rows and quads else None  # QuadLoads, in the quads variant
         # a group's centre, the name of its parts and its loads' mask terms (quads.py)
         self.quad_centres: dict[int, tuple[str, str, tuple[str, ...]]] = {}
@@ -227,6 +231,7 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
                             row_guard=(None if self.row_guard is None
                                        else weakened(self.leaf, self.row_guard)),
                             rows=self.rows, quad_groups=self.quad_groups,
+                            quad_proof=self.quad_proof,
                             quads=self.quads is not None,
                             split_words=self.spread[0].words if self.split else 0)
 

@@ -10,6 +10,9 @@ uniform. The tl.dot kernels (dottiles.py) derive their lanes' ids the same way.
 """
 from __future__ import annotations
 
+import functools
+from collections import Counter
+
 from ...ir import kernel as K
 from ...passes.uniform import Uniformity
 
@@ -73,7 +76,9 @@ class GridTiles:
         their 16-byte form (benchmarks/RESULTS.md, "Quads"). None for anything else."""
         if not (self.tiles and self.fixed_grid and self.dot is None) or e.op != "add":
             return None
+        ids = self._id_locals
         for product, leaf in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+            leaf = _through(leaf, ids)
             if not (isinstance(leaf, K.InstanceId) and leaf.level == 0 and isinstance(product, K.BinOp)
                     and product.op == "mul" and leaf.type == e.type and e.type.name == "i64"):
                 continue
@@ -81,11 +86,30 @@ class GridTiles:
             if not (d < self._level_dims(0) and d < self._level_dims(1)):
                 continue
             for parent, width in ((product.lhs, product.rhs), (product.rhs, product.lhs)):
-                if isinstance(parent, K.InstanceId) and parent.level == 1 and parent.dim == d and \
-                        isinstance(width, K.Const) and isinstance(width.value, int) and width.type == e.type:
+                parent, width = _through(parent, ids), _through(width, ids)
+                if not (isinstance(parent, K.InstanceId) and parent.level == 1 and parent.dim == d):
+                    continue
+                if isinstance(width, K.NumInstances) and width.level == 0 and width.dim == d:
+                    return f"g{d}"  # (Parboil's `block * get_num_node_instances + id`)
+                if isinstance(width, K.Const) and isinstance(width.value, int) and width.type == e.type:
                     c = int(width.value)
                     return f"(g{d} if E0_{d} == {c} else (id1_{d} * {c} + id0_{d}))"
         return None
+
+    @functools.cached_property
+    def _id_locals(self) -> dict[str, K.Expr]:
+        """Locals that hold an instance id or count wherever they are read: assigned once, at the
+        top level, from one, and read by no statement before."""
+        body = self.leaf.body
+        counts = Counter(s.target for s in K.walk_stmts(body) if isinstance(s, K.Assign))
+        found: dict[str, K.Expr] = {}
+        read: set[str] = set()
+        for s in body:
+            if isinstance(s, K.Assign) and counts[s.target] == 1 and s.target not in read and \
+                    isinstance(s.value, (K.InstanceId, K.NumInstances)):
+                found[s.target] = s.value
+            read |= K.names_read([s])
+        return found
 
     def _grid_tile_prologue(self) -> None:
         """Program (x, y, z) of a 3-D launch grid covers coordinates x * TX + [0, TX), y * TY +
@@ -98,3 +122,7 @@ class GridTiles:
         e("g2 = tl.program_id(2).to(tl.int64)")
         self.coordinate_ids({d: f"g{d}" for d in range(dims)})
         self._prologue_values()
+
+
+def _through(e: K.Expr, ids: dict[str, K.Expr]) -> K.Expr:
+    return ids.get(e.name, e) if isinstance(e, K.Var) else e

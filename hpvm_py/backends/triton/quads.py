@@ -11,18 +11,22 @@ registers (`_quads`), and loads alone only the elements past the quad's ends.
 
 A group is the loads `p[e + c]` of one buffer and one index expression e whose value steps by
 exactly one between a quad's lanes (`x_stride`, in the index type's wrapping arithmetic), with
-constant offsets |c| < 4. They must come from the guard's body before its first store ends (a
-store between them would change what a later load reads), outside short-circuit operands (whose
-loads run under narrower masks). The centre `p[e]` loaded for every lane must be an element that
-some load of the group reads on a lane of the same quad, so that the rows variant's bounds proof
-covers it: with offsets c, lane q's centre is lane q - c's load.
+constant offsets |c| < 4: c is every constant term of the index, through the values of locals
+(`centre_and_offset`), so that where x is one past the lane's, as in Parboil's stencil, e is the
+aligned index. They must come from the guard's body before its first store ends (a store
+between them would change what a later load reads), outside short-circuit operands (whose loads
+run under narrower masks). The centre `p[e]`, loaded for every lane, is not always an element the
+leaf reads: the quads variant runs only where the row guard's leaf with the centres loaded too
+(`with_centres`) is proven in bounds.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...ir import kernel as K
-from ...types import ScalarType
+from ...types import PtrType, ScalarType
 from .rowguard import RowGuard
 
 QUAD = 4  # lanes per quad: 16 bytes of f32
@@ -30,8 +34,10 @@ QUAD = 4  # lanes per quad: 16 bytes of f32
 
 @dataclass
 class QuadLoads:
-    groups: list[tuple[K.Var, K.Expr]] = field(default_factory=list)  # (buffer, centre index e)
+    groups: list[tuple[K.Var, K.Expr]] = field(default_factory=list)  # (buffer, centre index)
     members: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(load) -> (group, c)
+    first: list[int] = field(default_factory=list)  # per group: the guard body's statement of its
+    # first member (where the bounds proof reads its centre)
 
 
 def quad_loads(leaf: K.LeafFunc, guard: RowGuard, level_dims: tuple[int, ...]) -> QuadLoads | None:
@@ -40,60 +46,114 @@ def quad_loads(leaf: K.LeafFunc, guard: RowGuard, level_dims: tuple[int, ...]) -
     assert isinstance(last, K.If)
     strides: dict[str, int | None] = {p.name: 0 for p in leaf.params}
     versions: dict[str, int] = {}
+    defs: dict[str, tuple[K.Expr, dict[str, int]]] = {}  # a local's value, with the versions it read
 
     def assign(target: str, value: K.Expr) -> None:
         strides[target] = x_stride(value, strides, level_dims)
+        defs[target] = (value, _versions(value, versions))
         versions[target] = versions.get(target, 0) + 1
 
     for s in leaf.body[:guard.position]:
         assert isinstance(s, K.Assign)
         assign(s.target, s.value)
-    found: list[tuple[K.Var, K.Expr, dict[str, int], dict[int, K.Load]]] = []
-    for s in last.then:
+    found: list[tuple[K.Var, K.Expr, Any, int, dict[int, K.Load]]] = []
+    for position, s in enumerate(last.then):
         roots = [s.value] if isinstance(s, K.Assign) else [s.index, s.value]  # (rowguard: plain)
         for root in roots:
             for load in _eager_loads(root):
-                _note(load, strides, versions, level_dims, found)
+                _note(load, position, strides, versions, defs, level_dims, found)
         if isinstance(s, K.Store):
             break  # later loads could read what it wrote
         assign(s.target, s.value)
     result = QuadLoads()
-    for buffer, base, _, by_offset in found:
-        offsets = set(by_offset)
-        if not any(c % QUAD for c in offsets) or not all(
-                any(q - QUAD < c <= q for c in offsets) for q in range(QUAD)):
-            continue  # nothing to gain, or a centre no load of the quad reads
-        result.groups.append((buffer, base))
+    for buffer, centre, _, position, by_offset in found:
+        if not any(c % QUAD for c in by_offset):
+            continue  # every load is a centre: Triton loads those 16 bytes at a time already
+        result.groups.append((buffer, centre))
+        result.first.append(position)
         for c, load in by_offset.items():
             result.members[id(load)] = (len(result.groups) - 1, c)
     return result if result.groups else None
 
 
-def _note(load: K.Load, strides: dict[str, int | None], versions: dict[str, int],
-          level_dims: tuple[int, ...], found: list) -> None:
+def with_centres(leaf: K.LeafFunc, guard: RowGuard, quads: QuadLoads) -> K.LeafFunc:
+    """The leaf with each group's centre loaded where its first member is: the loads the quads
+    variant adds, for its bounds proof (a centre is not always an element the leaf reads)."""
+    last = leaf.body[guard.position]
+    assert isinstance(last, K.If)
+    then: list[K.Stmt] = []
+    for position, s in enumerate(last.then):
+        for (buffer, centre), first in zip(quads.groups, quads.first):
+            if first == position:
+                assert isinstance(buffer.type, PtrType)
+                then.append(K.ExprStmt(value=K.Load(ptr=buffer, index=centre, type=buffer.type.elem,
+                                                    loc=s.loc), loc=s.loc))
+        then.append(s)
+    return dataclasses.replace(leaf, body=leaf.body[:guard.position] +
+                               [dataclasses.replace(last, then=then)])
+
+
+def _versions(e: K.Expr, versions: dict[str, int]) -> dict[str, int]:
+    return {x.name: versions.get(x.name, 0) for x in K.walk_exprs(e) if isinstance(x, K.Var)}
+
+
+def _note(load: K.Load, position: int, strides: dict[str, int | None], versions: dict[str, int],
+          defs: dict[str, tuple[K.Expr, dict[str, int]]], level_dims: tuple[int, ...],
+          found: list) -> None:
     """Add one load to its group (same buffer, same centre index, same versions of its locals)."""
     if load.rank is not None:
         return
-    base, offset = _split_offset(load.index)
-    if abs(offset) >= QUAD or x_stride(base, strides, level_dims) != 1:
+    base, offset = centre_and_offset(load.index, defs, versions)
+    if base is None or abs(offset) >= QUAD or x_stride(base, strides, level_dims) != 1:
         return
-    seen = {x.name: versions.get(x.name, 0) for x in K.walk_exprs(base) if isinstance(x, K.Var)}
-    for buffer, centre, at, by_offset in found:
-        if buffer.name == load.ptr.name and centre == base and at == seen:
+    key, seen = _shape(base), _versions(base, versions)
+    for buffer, _, (other, at), _, by_offset in found:
+        if buffer.name == load.ptr.name and other == key and at == seen:
             by_offset.setdefault(offset, load)
             return
-    found.append((load.ptr, base, seen, {offset: load}))
+    found.append((load.ptr, base, (key, seen), position, {offset: load}))
 
 
-def _split_offset(index: K.Expr) -> tuple[K.Expr, int]:
-    """index as e + c for a constant c (0 where it has no constant term)."""
-    if isinstance(index, K.BinOp) and index.op in ("add", "sub"):
-        sign = 1 if index.op == "add" else -1
-        if isinstance(index.rhs, K.Const) and isinstance(index.rhs.value, int):
-            return index.lhs, sign * int(index.rhs.value)
-        if index.op == "add" and isinstance(index.lhs, K.Const) and isinstance(index.lhs.value, int):
-            return index.rhs, int(index.lhs.value)
+def centre_and_offset(index: K.Expr, defs: dict[str, tuple[K.Expr, dict[str, int]]],
+                      versions: dict[str, int]) -> tuple[K.Expr | None, int]:
+    """index as S + c, exactly in its type's wrapping arithmetic, with c the sum of its constant
+    terms, found through adds, subtractions and the values of locals (where the locals those
+    read still hold what they held then); S is None where index is a constant. Parboil's
+    `i = block * n + lane + 1` puts a row's elements one past a multiple of four: S is then the
+    16-byte aligned index that quads load."""
+    t = index.type
+    if not (isinstance(t, ScalarType) and t.is_int):
+        return index, 0
+    if isinstance(index, K.Const) and isinstance(index.value, int) and not isinstance(index.value, bool):
+        return None, int(index.value)
+    if isinstance(index, K.BinOp) and index.op in ("add", "sub") and index.lhs.type == t == index.rhs.type:
+        (lhs, a), (rhs, b) = (centre_and_offset(side, defs, versions) for side in (index.lhs, index.rhs))
+        if not a and not b:
+            return index, 0
+        if rhs is None:
+            return lhs, a + b if index.op == "add" else a - b
+        if lhs is None:
+            rhs = rhs if index.op == "add" else K.UnaryOp(op="neg", operand=rhs, type=t, loc=index.loc)
+            return rhs, a + b if index.op == "add" else a - b
+        return (dataclasses.replace(index, lhs=lhs, rhs=rhs),
+                a + b if index.op == "add" else a - b)
+    if isinstance(index, K.Var) and index.name in defs:
+        value, read = defs[index.name]
+        if value.type == t and all(versions.get(name, 0) == v for name, v in read.items()):
+            inner, c = centre_and_offset(value, defs, versions)
+            if c:
+                return inner, c
     return index, 0
+
+
+def _shape(e: Any) -> Any:
+    """An expression's structure without its source locations (two loads' equal indices)."""
+    if isinstance(e, K.Expr):
+        return (type(e).__name__,) + tuple(_shape(getattr(e, f.name)) for f in dataclasses.fields(e)
+                                           if f.name != "loc")
+    if isinstance(e, (list, tuple)):
+        return tuple(_shape(x) for x in e)
+    return e
 
 
 def _eager_loads(e: K.Expr) -> list[K.Load]:
