@@ -1,7 +1,7 @@
 """hpvmc: check, compile, run and draw hpvm-py programs.
 
     hpvmc check FILE [--graph NAME]
-    hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [-o DIR]
+    hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [--variants] [-o DIR]
                   [--after PASS]  (--emit ir: each leaf's IR after that backend pass of the target)
     hpvmc run FILE [--target cpu|gpu|nvptx|python] [--trace T.json] [ARGS...]  (a .py program's host code)
     hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR] [--trace T.json]  (one graph)
@@ -238,6 +238,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     target = emit_target(emits, args.target)  # before anything loads or compiles
     if args.after and "ir" not in emits:
         raise UsageError("--after PASS shows the IR after a backend pass: use it with --emit ir")
+    if args.variants and all(EMITS[kind][1] is None for kind in emits):
+        raise UsageError("--variants writes a leaf's other kernels: use it with --emit triton "
+                         "(the cpu and nvptx targets make one kernel a leaf)")
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
     out_dir = Path(args.output) if args.output else None
     if out_dir is not None:
@@ -271,6 +274,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 if leaf.name not in written:  # a leaf used by several nodes: its first context
                     written.add(leaf.name)
                     write(f"{leaf.name}{suffix}", kind, backend.emit(kind, leaf, ctx))
+                    for variant, text in (backend.emit_variants(kind, leaf, ctx)
+                                          if args.variants else {}).items():
+                        write(f"{leaf.name}.{variant}{suffix}", kind, text)
     _print_emitted(to_stdout)
     return 0
 
@@ -404,6 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="DIR", help="write files to DIR (default: stdout)")
     p.add_argument("--after", metavar="PASS", help="with --emit ir: each leaf's IR after this "
                    "backend pass of the target (docs/debugging.md lists them per target)")
+    p.add_argument("--variants", action="store_true",
+                   help="with a leaf kind: also the other kernels a launch may run instead of the "
+                        "one emitted (gpu: fixed, checked, literal, rows, quads), each in a file "
+                        "NAME.VARIANT.SUFFIX that starts by saying when it runs")
     p = add("run", "run a program's host code on a target, or launch one graph (--graph NAME or a "
                    ".hpvm FILE) with values from --set", cmd_run)
     p.add_argument("--target", choices=tuple(registry.TARGETS),

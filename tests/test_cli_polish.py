@@ -1,6 +1,6 @@
 """hpvmc details (issue 24, item 5): --emit checked and resolved to a target before anything is
 compiled, several emits on stdout under a header each, programs named like standard modules, and
-`hpvmc viz`'s legend and scalar arrows."""
+`hpvmc viz`'s legend and scalar arrows, and `--variants` (the gpu target's other kernels)."""
 from __future__ import annotations
 
 import os
@@ -249,3 +249,34 @@ def test_viz_with_a_legend_renders(tmp_path: Path, flag: str) -> None:
     result = hpvmc("viz", str(EXAMPLES / "edge_detection.py"), flag, "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert out.read_bytes().startswith(b"<?xml") and b"legend" in out.read_bytes()
+
+
+def test_variants_writes_the_kernels_a_launch_may_run_instead(tmp_path: Path) -> None:
+    """`--emit triton --variants`: the suite's stencil has every variant, each a Python file that
+    says when it runs; the quads variant alone splits centres into quads. A leaf without a trailing
+    guard on its coordinates (saxpy) has no rows or quads kernel."""
+    result = hpvmc("compile", str(EXAMPLES / "hpvm_suite" / "stencil.py"), "--emit", "triton",
+                   "--variants", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == sorted(f"naive_kernel{v}.triton.py" for v in
+                             ("", ".checked", ".fixed", ".literal", ".quads", ".rows"))
+    texts = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    for name, text in texts.items():
+        compile(text, name, "exec")  # each is a module Triton can import
+        if name != "naive_kernel.triton.py":
+            variant = name.split(".")[1]
+            assert text.startswith(f"# naive_kernel, variant {variant!r}: "), text[:120]
+    assert [n for n, text in texts.items() if "_quads(" in text] == ["naive_kernel.quads.triton.py"]
+    assert "E0_0: tl.constexpr" in texts["naive_kernel.fixed.triton.py"]
+    assert "E0_0: tl.constexpr" not in texts["naive_kernel.triton.py"]
+    saxpy = hpvmc("compile", str(EXAMPLES / "saxpy.py"), "--emit", "triton", "--variants")
+    assert saxpy.returncode == 0, saxpy.stderr
+    headers = [line for line in saxpy.stdout.splitlines() if line.startswith("==> ")]
+    assert headers and not any(".rows." in h or ".quads." in h for h in headers), headers
+
+
+def test_variants_without_a_leaf_kind_is_refused(marking: Path) -> None:
+    result = hpvmc("compile", str(marking), "--emit", "ir", "--variants")
+    assert result.returncode == 2 and "--variants" in result.stderr and "--emit triton" in result.stderr
+    assert not marking.with_suffix(".imported").exists()

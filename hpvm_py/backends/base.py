@@ -232,6 +232,12 @@ class Backend:
         """The generated code `hpvmc compile --emit KIND` writes, for a KIND in `emits`."""
         raise NotImplementedError(f"the {self.name} backend emits no {kind}")
 
+    def emit_variants(self, kind: str, leaf: LeafFunc, ctx: NodeContext) -> dict[str, str]:
+        """`hpvmc compile --emit KIND --variants`: the other versions of emit()'s code that a
+        launch may run instead, by a short name, each text opening with a comment that says when
+        it runs; none by default."""
+        return {}
+
 
 @functools.cache
 def code_version(packages: tuple[str, ...]) -> str:

@@ -51,3 +51,35 @@ class TritonBackend(Backend):
     def emit(self, kind: str, leaf: K.LeafFunc, ctx: NodeContext) -> str:
         """`hpvmc compile --emit triton`: the unchecked kernel's file for the GPU."""
         return generate(leaf, ctx, False, interpreted=False, precision=dot_precision()).text
+
+    def emit_variants(self, kind: str, leaf: K.LeafFunc, ctx: NodeContext) -> dict[str, str]:
+        """The kernels TritonKernel.prepare may launch instead of emit()'s, where they differ
+        from it (kernel.py `_variant`; docs/backends.md)."""
+        precision = dot_precision()
+        plain = generate(leaf, ctx, False, interpreted=False, precision=precision)
+        wanted = dict(VARIANTS)
+        if plain.row_guard is None:
+            del wanted["rows"]
+        if not plain.quad_groups:
+            del wanted["quads"]
+        found = {}
+        for name, (when, checked, options) in wanted.items():
+            text = generate(leaf, ctx, checked, interpreted=False, precision=precision, **options).text
+            if text != plain.text:
+                found[name] = f"# {leaf.name}, variant {name!r}: {when}\n{text}"
+        return found
+
+
+# hpvmc compile --emit triton --variants: name -> (when a launch runs it, checked, generate()'s options)
+VARIANTS: dict[str, tuple[str, bool, dict[str, bool]]] = {
+    "fixed": ("the leaf's own extents are compile-time constants (a leaf of at most 1024 instances)",
+              False, {"fixed_grid": True}),
+    "checked": ("each access is checked (a launch whose accesses are not proven in bounds)",
+                True, {}),
+    "literal": ("the literal translation (the optimised layout does not suit the launch)", False,
+                {"optimised": False}),
+    "rows": ("the trailing guard's loads masked by its row conjuncts (proven for the launch)", False,
+             {"fixed_grid": True, "rows": True}),
+    "quads": ("rows, with neighbouring loads from quads of lanes (x extents of multiples of four, "
+              "proven centres)", False, {"fixed_grid": True, "rows": True, "quads": True}),
+}
