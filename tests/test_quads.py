@@ -24,7 +24,7 @@ from hpvm_py.backends.triton.rowguard import find_row_guard
 from hpvm_py.ir import kernel as K
 from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.support import stats as stats_module
-from hpvm_py.types import i32, i64
+from hpvm_py.types import PtrType, i32, i64
 from programs import quads as Q
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,6 +76,10 @@ def test_centres_strip_constants_through_locals_still_holding_them() -> None:
     # x assigned again since i was: i is no longer x + 1
     assert centre_and_offset(at, defs, {"x": 1, "i": 1}) == (K.BinOp(
         op="add", lhs=K.Var(name="i", type=t), rhs=n, type=t), -2)
+    # a local holding a load is not looked into
+    load = K.Load(ptr=K.Var(name="p", type=PtrType(elem=t)), index=x, type=t)
+    loaded = {"i": (K.BinOp(op="add", lhs=load, rhs=one, type=t), {"x": 0})}
+    assert centre_and_offset(at, loaded, {"x": 0, "i": 1})[1] == -2
     # a widening cast keeps its constant inside (its wrapping is not the sum's)
     widened = K.BinOp(op="add", lhs=K.Cast(value=K.BinOp(op="add", lhs=K.Var(name="y", type=i32),
                                                         rhs=K.Const(value=1, type=i32), type=i32),

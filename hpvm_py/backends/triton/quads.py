@@ -139,7 +139,9 @@ def centre_and_offset(index: K.Expr, defs: dict[str, tuple[K.Expr, dict[str, int
                 a + b if index.op == "add" else a - b)
     if isinstance(index, K.Var) and index.name in defs:
         value, read = defs[index.name]
-        if value.type == t and all(versions.get(name, 0) == v for name, v in read.items()):
+        # (arithmetic only: a centre that loads again would read memory its proof must cover)
+        if value.type == t and all(versions.get(name, 0) == v for name, v in read.items()) and \
+                not any(isinstance(x, (K.Load, K.Atomic)) for x in K.walk_exprs(value)):
             inner, c = centre_and_offset(value, defs, versions)
             if c:
                 return inner, c
