@@ -1,8 +1,9 @@
 """hpvmc: check, compile, run and draw hpvm-py programs.
 
     hpvmc check FILE [--graph NAME]
-    hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [--variants] [-o DIR]
+    hpvmc compile FILE [--graph NAME] [--target cpu|gpu|nvptx|python] [--emit ir,triton,llvm,ptx,dot] [-o DIR]
                   [--after PASS]  (--emit ir: each leaf's IR after that backend pass of the target)
+                  [--variants]    (--emit triton: the other kernels a launch may run)
     hpvmc run FILE [--target cpu|gpu|nvptx|python] [--trace T.json] [ARGS...]  (a .py program's host code)
     hpvmc run FILE [--graph NAME] [--target ...] [--set NAME=VALUE ...] [-o DIR] [--trace T.json]  (one graph)
     hpvmc viz FILE [--graph NAME] [--hide-scalars|--show-scalars] [--no-legend] [--profile T.json]
