@@ -61,6 +61,12 @@ def test_which_loads_form_groups() -> None:
     # neighbours one before, at and two past it); y and z neighbours are groups of their own
     assert sorted(_offsets(suite_stencil.root), key=len) == [{1}, {1}, {1}, {1}, {0, 1, 2}]
     assert _offsets(Q.ahead_root) == [{1, 2}]
+    # the examples' stencil's centre is a quad-mate's load (the row proof covers it); the suite's
+    # y and z centres are not, so its quads variant has a proof of its own
+    for root, own_proof in ((stencil.root, False), (suite_stencil.root, True), (Q.ahead_root, True)):
+        leaf, ctx = _leaf(root)
+        source = generate(leaf, ctx, False, interpreted=False, fixed_grid=True, rows=True, quads=True)
+        assert (source.quad_proof is not None) is own_proof, root
 
 
 def test_centres_strip_constants_through_locals_still_holding_them() -> None:

@@ -56,7 +56,8 @@ class TritonSource:
     # groups of the guard's neighbouring loads that the rows variant may serve from quads of
     # lanes (quads.py), and whether this text does
     quad_groups: int = 0
-    # row_guard with the groups' centres loaded too: proven before a launch runs quads
+    # row_guard with the groups' centres loaded too: proven before a launch runs quads (None where
+    # every centre is a quad-mate's load, which row_guard's proof covers)
     quad_proof: K.LeafFunc | None = None
     quads: bool = False
     spread: bool = False  # reduction loops run over the program's lanes (spread.py)
@@ -157,7 +158,7 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         self.columns: str | None = None  # while the guard's body is generated: its x conjuncts
         found = None if self.row_guard is None else quad_loads(leaf, self.row_guard, ctx.level_dims)
         self.quad_groups = len(found.groups) if found else 0
-        self.quad_proof = None if found is None or self.row_guard is None else \
+        self.quad_proof = None if found is None or self.row_guard is None or found.covered else \
             weakened(with_centres(leaf, self.row_guard, found), self.row_guard)
         self.quads = found if self.rows and quads else None  # QuadLoads, in the quads variant
         # a group's centre, the name of its parts and its loads' mask terms (quads.py)

@@ -151,7 +151,8 @@ class TritonKernel(LeafKernel):
         # the bounds proof of the leaf as the `rows` variant runs it (rowguard.py), if it has one
         guard = self.source.row_guard
         self._row_proof = None if guard is None else BoundsProof(guard, ctx)
-        # and of the quads variant, which also loads each group's centre (quads.py)
+        # and of the quads variant, which also loads each group's centre, where the rows proof
+        # does not cover those (quads.py)
         centres = self.source.quad_proof
         self._quad_proof = None if centres is None else BoundsProof(centres, ctx)
         self._shapes: dict[tuple[str, str, str, str], Any] = {}  # tuned block shapes (or DotConfigs)
@@ -311,8 +312,8 @@ class TritonKernel(LeafKernel):
         if self._row_proof is None:
             return None
         rows = self._row_proof.holds(args, extents)
-        quads = rows and self._quad_proof is not None and \
-            quads_fit(extents, self.ctx.level_dims) and self._quad_proof.holds(args, extents)
+        quads = rows and bool(self.source.quad_groups) and quads_fit(extents, self.ctx.level_dims) \
+            and (self._quad_proof is None or self._quad_proof.holds(args, extents))
         return rows, quads
 
     @functools.cached_property

@@ -16,8 +16,9 @@ constant offsets |c| < 4: c is every constant term of the index, through the val
 aligned index. They must come from the guard's body before its first store ends (a store
 between them would change what a later load reads), outside short-circuit operands (whose loads
 run under narrower masks). The centre `p[e]`, loaded for every lane, is not always an element the
-leaf reads: the quads variant runs only where the row guard's leaf with the centres loaded too
-(`with_centres`) is proven in bounds.
+leaf reads (with offsets c, lane q's centre is lane q - c's load, if that lane is in the quad):
+where some group's is not, the quads variant runs only where the row guard's leaf with the
+centres loaded too (`with_centres`) is proven in bounds.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class QuadLoads:
     members: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(load) -> (group, c)
     first: list[int] = field(default_factory=list)  # per group: the guard body's statement of its
     # first member (where the bounds proof reads its centre)
+    # every lane's centre is some quad-mate's load in every group: the row guard's proof covers them
+    covered: bool = True
 
 
 def quad_loads(leaf: K.LeafFunc, guard: RowGuard, level_dims: tuple[int, ...]) -> QuadLoads | None:
@@ -71,6 +74,8 @@ def quad_loads(leaf: K.LeafFunc, guard: RowGuard, level_dims: tuple[int, ...]) -
             continue  # every load is a centre: Triton loads those 16 bytes at a time already
         result.groups.append((buffer, centre))
         result.first.append(position)
+        # with offsets c, lane q's centre is lane q - c's load
+        result.covered &= all(any(q - QUAD < c <= q for c in by_offset) for q in range(QUAD))
         for c, load in by_offset.items():
             result.members[id(load)] = (len(result.groups) - 1, c)
     return result if result.groups else None
