@@ -163,6 +163,8 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         self.quads = found if self.rows and quads else None  # QuadLoads, in the quads variant
         # a group's centre, the name of its parts and its loads' mask terms (quads.py)
         self.quad_centres: dict[int, tuple[str, str, tuple[str, ...]]] = {}
+        # (group, an element's place from its quad's first lane) -> its load past the quad's ends
+        self.quad_edges: dict[tuple[int, int], tuple[str, tuple[str, ...]]] = {}
         if self.dot is not None or self.tiles:
             self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked, frozenset({0, 1}))
         else:

@@ -235,9 +235,11 @@ class QuadAccesses:
     """Mixed into the generator: uses its emit/fresh/index/address, its names and `quads` (the
     QuadLoads of the leaf in the quads variant). A group's centre is loaded and split at its first
     member; each member is then its quad-mates' centres and, past the quad's ends, loads of its
-    own lanes. Those loads take their mask from their indices (-1 where the guard body's mask is
-    off; a proven launch reads no negative index): Triton lays the mask's bits out two to a
-    thread, and split like that they went through shared memory, where indices did not."""
+    own lanes, each element past the ends loaded once for the group (the suite's stencil's
+    members +1 and +2 both read the next quad's first element). Those loads take their mask from
+    their indices (-1 where the guard body's mask is off; a proven launch reads no negative
+    index): Triton lays the mask's bits out two to a thread, and split like that they went
+    through shared memory, where indices did not."""
 
     def quad_load(self, e: K.Load, m: str) -> str:
         group, offset = self.quads.members[id(e)]
@@ -247,15 +249,23 @@ class QuadAccesses:
         own: str | None = None
         parts = []
         for q in range(QUAD):
-            if 0 <= q + offset < QUAD:
-                parts.append(f"{lanes}_{q + offset}")
+            place = q + offset  # the element's place from its quad's first lane
+            if 0 <= place < QUAD:
+                parts.append(f"{lanes}_{place}")
                 continue
-            if own is None:  # this member's indices, split like the centre
-                own = self.fresh("x")
-                index = self.index(e.index, m)
-                self.emit(f"{_split(own)} = _quads(tl.where({m}, {index}, -1), BLOCK // {QUAD})")
-            at = f"{own}_{q}"
-            parts.append(f"tl.load({self.address(e.ptr, at, None, m)}, mask={at} >= 0, other=0)")
+            edge = self.quad_edges.get((group, place))
+            if edge is None:
+                if own is None:  # this member's indices, split like the centre
+                    own = self.fresh("x")
+                    index = self.index(e.index, m)
+                    self.emit(f"{_split(own)} = _quads(tl.where({m}, {index}, -1), BLOCK // {QUAD})")
+                at = f"{own}_{q}"
+                edge = (self.fresh("qe"), tuple(self.terms))
+                self.emit(f"{edge[0]} = tl.load({self.address(e.ptr, at, None, m)}, mask={at} >= 0, "
+                          "other=0)")
+                self.quad_edges[(group, place)] = edge
+            assert edge[1] == tuple(self.terms), "a quad group's loads run under one mask"
+            parts.append(edge[0])
         return f"_unquads({', '.join(parts)}, BLOCK)"
 
     def _quad_centre(self, group: int, m: str) -> tuple[str, str]:
