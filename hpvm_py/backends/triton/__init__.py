@@ -11,7 +11,7 @@ from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from ...device.devices import cuda_available
 from .codegen import dot_precision, generate
 from .host_math import interpreting
-from .kernel import TritonKernel
+from .kernel import MAX_BLOCK, TritonKernel
 
 
 class TritonBackend(Backend):
@@ -70,10 +70,11 @@ class TritonBackend(Backend):
         return found
 
 
-# hpvmc compile --emit triton --variants: name -> (when a launch runs it, checked, generate()'s options)
+# hpvmc compile --emit triton --variants: name -> (when a launch runs it, checked, generate()'s
+# options)
 VARIANTS: dict[str, tuple[str, bool, dict[str, bool]]] = {
-    "fixed": ("the leaf's own extents are compile-time constants (a leaf of at most 1024 instances)",
-              False, {"fixed_grid": True}),
+    "fixed": (f"the leaf's own extents are compile-time constants (a leaf of at most {MAX_BLOCK} "
+              "instances)", False, {"fixed_grid": True}),
     "checked": ("each access is checked (a launch whose accesses are not proven in bounds)",
                 True, {}),
     "literal": ("the literal translation (the optimised layout does not suit the launch)", False,

@@ -129,19 +129,21 @@ def centre_and_offset(index: K.Expr, defs: dict[str, tuple[K.Expr, dict[str, int
     t = index.type
     if not (isinstance(t, ScalarType) and t.is_int):
         return index, 0
-    if isinstance(index, K.Const) and isinstance(index.value, int) and not isinstance(index.value, bool):
-        return None, int(index.value)
-    if isinstance(index, K.BinOp) and index.op in ("add", "sub") and index.lhs.type == t == index.rhs.type:
-        (lhs, a), (rhs, b) = (centre_and_offset(side, defs, versions) for side in (index.lhs, index.rhs))
+    if isinstance(index, K.Const) and type(index.value) is int:
+        return None, index.value
+    if isinstance(index, K.BinOp) and index.op in ("add", "sub") and \
+            index.lhs.type == t == index.rhs.type:
+        (lhs, a), (rhs, b) = (centre_and_offset(side, defs, versions)
+                              for side in (index.lhs, index.rhs))
         if not a and not b:
             return index, 0
+        adds = index.op == "add"
+        c = a + b if adds else a - b
         if rhs is None:
-            return lhs, a + b if index.op == "add" else a - b
+            return lhs, c
         if lhs is None:
-            rhs = rhs if index.op == "add" else K.UnaryOp(op="neg", operand=rhs, type=t, loc=index.loc)
-            return rhs, a + b if index.op == "add" else a - b
-        return (dataclasses.replace(index, lhs=lhs, rhs=rhs),
-                a + b if index.op == "add" else a - b)
+            return (rhs if adds else K.UnaryOp(op="neg", operand=rhs, type=t, loc=index.loc)), c
+        return dataclasses.replace(index, lhs=lhs, rhs=rhs), c
     if isinstance(index, K.Var) and index.name in defs:
         value, read = defs[index.name]
         # (arithmetic only: a centre that loads again would read memory its proof must cover)
