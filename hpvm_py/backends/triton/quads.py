@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...ir import kernel as K
 from ...types import PtrType, ScalarType
@@ -59,7 +58,7 @@ def quad_loads(leaf: K.LeafFunc, guard: RowGuard, level_dims: tuple[int, ...]) -
     for s in leaf.body[:guard.position]:
         assert isinstance(s, K.Assign)
         assign(s.target, s.value)
-    found: list[tuple[K.Var, K.Expr, Any, int, dict[int, K.Load]]] = []
+    found: list[tuple[K.Var, K.Expr, dict[str, int], int, dict[int, K.Load]]] = []
     for position, s in enumerate(last.then):
         roots = [s.value] if isinstance(s, K.Assign) else [s.index, s.value]  # (rowguard: plain)
         for root in roots:
@@ -111,12 +110,12 @@ def _note(load: K.Load, position: int, strides: dict[str, int | None], versions:
     base, offset = centre_and_offset(load.index, defs, versions)
     if base is None or abs(offset) >= QUAD or x_stride(base, strides, level_dims) != 1:
         return
-    key, seen = _shape(base), _versions(base, versions)
-    for buffer, _, (other, at), _, by_offset in found:
-        if buffer.name == load.ptr.name and other == key and at == seen:
+    seen = _versions(base, versions)  # (expressions compare without their locations)
+    for buffer, centre, at, _, by_offset in found:
+        if buffer.name == load.ptr.name and centre == base and at == seen:
             by_offset.setdefault(offset, load)
             return
-    found.append((load.ptr, base, (key, seen), position, {offset: load}))
+    found.append((load.ptr, base, seen, position, {offset: load}))
 
 
 def centre_and_offset(index: K.Expr, defs: dict[str, tuple[K.Expr, dict[str, int]]],
@@ -153,16 +152,6 @@ def centre_and_offset(index: K.Expr, defs: dict[str, tuple[K.Expr, dict[str, int
             if c:
                 return inner, c
     return index, 0
-
-
-def _shape(e: Any) -> Any:
-    """An expression's structure without its source locations (two loads' equal indices)."""
-    if isinstance(e, K.Expr):
-        return (type(e).__name__,) + tuple(_shape(getattr(e, f.name)) for f in dataclasses.fields(e)
-                                           if f.name != "loc")
-    if isinstance(e, (list, tuple)):
-        return tuple(_shape(x) for x in e)
-    return e
 
 
 def _eager_loads(e: K.Expr) -> list[K.Load]:
