@@ -4,6 +4,8 @@
 //   naive4:      one thread per four points of a row, 16-byte loads (x coarsened by 4)
 //   march:       a 2-D block walks ZC planes, each plane through a shared tile (2.5-D blocking),
 //                or the in-plane neighbours through the read-only cache, no shared tile
+//   march4:      four points of a row a thread (16-byte loads) walking ZC planes: the planes below
+//                and above in registers, x +-1 from the next lanes by warp shuffles, y +-1 loaded
 // Each result is compared with `naive`'s; times are the best of 5 batches of 20 launches.
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +85,43 @@ __global__ void naive4(const float* __restrict__ a, float* __restrict__ b, int n
   }
 }
 
+// Four points of a row a thread, walking ZC planes: z +-1 in registers (one 16-byte load a plane),
+// x +-1 from the neighbouring lanes' registers (shuffles; the warp's end lanes load theirs), y +-1
+// two 16-byte loads. A warp spans 128 points of one row: BX is a multiple of 32, nx of 4 * BX.
+__device__ __forceinline__ float4 ld4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+
+template <int BX, int BY, int ZC>
+__global__ void __launch_bounds__(BX * BY) march4(const float* __restrict__ a, float* __restrict__ b,
+                                                  int nx, int ny, int nz, float c0, float c1) {
+  int i4 = (blockIdx.x * BX + threadIdx.x) * 4, j = blockIdx.y * BY + threadIdx.y, lane = threadIdx.x & 31;
+  int k0 = blockIdx.z * ZC + 1, k1 = min(k0 + ZC, nz - 1);
+  bool row = j > 0 && j < ny - 1;  // the same on every lane of a warp
+  size_t plane = (size_t)nx * ny, at = (size_t)(k0 - 1) * plane + (size_t)j * nx + i4;
+  float4 below = ld4(a + at), cur = ld4(a + at + plane), above = ld4(a + at + 2 * plane);
+  for (int k = k0; k < k1; ++k) {
+    at += plane;
+    float4 next = k + 2 < nz ? ld4(a + at + 2 * plane) : make_float4(0.f, 0.f, 0.f, 0.f);
+    float l = __shfl_up_sync(0xffffffffu, cur.w, 1), r = __shfl_down_sync(0xffffffffu, cur.x, 1);
+    if (row) {
+      if (lane == 0) l = i4 > 0 ? __ldg(a + at - 1) : 0.f;
+      if (lane == 31) r = i4 + 4 < nx ? __ldg(a + at + 4) : 0.f;
+      float4 up = ld4(a + at - nx), dn = ld4(a + at + nx), o;
+      o.x = c1 * (l + cur.y + up.x + dn.x + below.x + above.x) - c0 * cur.x;
+      o.y = c1 * (cur.x + cur.z + up.y + dn.y + below.y + above.y) - c0 * cur.y;
+      o.z = c1 * (cur.y + cur.w + up.z + dn.z + below.z + above.z) - c0 * cur.z;
+      o.w = c1 * (cur.z + r + up.w + dn.w + below.w + above.w) - c0 * cur.w;
+      if (i4 > 0 && i4 + 4 < nx) {
+        *reinterpret_cast<float4*>(b + at) = o;
+      } else {
+        float v[4] = {o.x, o.y, o.z, o.w};
+        for (int q = 0; q < 4; ++q)
+          if (i4 + q > 0 && i4 + q < nx - 1) b[at + q] = v[q];
+      }
+    }
+    below = cur; cur = above; above = next;
+  }
+}
+
 static float ms_of(void (*launch)(const float*, float*), const float* a, float* b) {
   cudaEvent_t s, e; cudaEventCreate(&s); cudaEventCreate(&e);
   for (int w = 0; w < 5; ++w) launch(a, b);
@@ -110,6 +149,10 @@ template <int BX, int BY> void l_naive(const float* a, float* b) {
 }
 template <int BX, int BY> void l_naive4(const float* a, float* b) {
   naive4<<<dim3(NX / 4 / BX, NY / BY, NZ), dim3(BX, BY)>>>(a, b, NX, NY, NZ, C0, C1);
+}
+template <int BX, int BY, int ZC> void l_march4(const float* a, float* b) {
+  dim3 g(NX / 4 / BX, NY / BY, (NZ - 2 + ZC - 1) / ZC);
+  march4<BX, BY, ZC><<<g, dim3(BX, BY)>>>(a, b, NX, NY, NZ, C0, C1);
 }
 static void l_copy(const float* a, float* b) { cudaMemcpyAsync(b, a, N * 4, cudaMemcpyDeviceToDevice); }
 
@@ -142,5 +185,17 @@ int main(int argc, char** argv) {
   run("naive4 32x8", l_naive4<32, 8>); run("naive4 64x4", l_naive4<64, 4>);
   run("march shared 32x8 z32", l_march<32, 8, 32, true>); run("march shared 64x4 z32", l_march<64, 4, 32, true>);
   run("march ldg 32x8 z32", l_march<32, 8, 32, false>); run("march ldg 64x4 z32", l_march<64, 4, 32, false>);
+  if (NX % 512 == 0) {
+    run("march4 32x4 z16", l_march4<32, 4, 16>); run("march4 32x8 z16", l_march4<32, 8, 16>);
+    run("march4 32x4 z32", l_march4<32, 4, 32>); run("march4 32x8 z32", l_march4<32, 8, 32>);
+    run("march4 64x2 z32", l_march4<64, 2, 32>); run("march4 64x4 z32", l_march4<64, 4, 32>);
+    run("march4 128x1 z32", l_march4<128, 1, 32>); run("march4 128x2 z64", l_march4<128, 2, 64>);
+    run("march4 32x8 z64", l_march4<32, 8, 64>); run("march4 32x4 z8", l_march4<32, 4, 8>);
+    run("march4 32x2 z8", l_march4<32, 2, 8>); run("march4 32x8 z128", l_march4<32, 8, 128>);
+    run("march4 32x4 z4", l_march4<32, 4, 4>); run("march4 32x8 z4", l_march4<32, 8, 4>);
+    run("march4 32x8 z8", l_march4<32, 8, 8>); run("march4 64x4 z8", l_march4<64, 4, 8>);
+    run("march4 32x1 z8", l_march4<32, 1, 8>); run("march4 32x4 z6", l_march4<32, 4, 6>);
+    run("march4 32x16 z8", l_march4<32, 16, 8>); run("march4 32x4 z12", l_march4<32, 4, 12>);
+  }
   return 0;
 }

@@ -6,7 +6,8 @@ copy of the grid timed in the same process:
 - the z-walking leaves of tests/programs/stencil_schedules.py on `nvptx` (2.5-D blocking through a
   shared tile; a walk that loads its in-plane neighbours itself);
 - hand-written CUDA schedules (stencil_schedules.cu, built with nvcc when it is on PATH), with
-  their own copy: per point, four points a thread with 16-byte loads, and z walks.
+  their own copy: per point, four points a thread with 16-byte loads, and z walks (also of four
+  points a thread, x neighbours by warp shuffles: `march4`).
 Every result is checked against NumPy (the CUDA ones against their per-point kernel). Each
 target runs its own lowering (`HPVM_GPU_LOWERING=off` unless set): under the default `auto`, a
 leaf placed on `nvptx` runs Triton's kernel whenever that is the faster one.
