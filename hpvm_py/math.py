@@ -11,7 +11,6 @@ import numpy as np
 
 from .ir import semantics as S
 from .ir.kernel import MATH_FUNCTIONS
-from .ir.semantics import copysign
 
 # name -> host implementation; the front end maps these objects back to their names.
 _HOST = {

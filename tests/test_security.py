@@ -8,7 +8,6 @@ import pickle
 import stat
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np

@@ -2,6 +2,7 @@
 (docs/architecture.md, "Module notes": ir/kernel.py)"""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Union
 
@@ -415,6 +416,19 @@ def walk_stmts(block: Block) -> Iterator[Stmt]:
         yield stmt
         for sub in child_blocks(stmt):
             yield from walk_stmts(sub)
+
+
+def assignments(block: Block) -> Counter[str]:
+    """How many statements assign each name, nested ones included: an Assign its target and a For
+    its variable (which holds the last iteration's value after the loop), so that a pass looking
+    through a local "assigned once" does not miss a loop reusing its name."""
+    counts: Counter[str] = Counter()
+    for stmt in walk_stmts(block):
+        if isinstance(stmt, Assign):
+            counts[stmt.target] += 1
+        elif isinstance(stmt, For):
+            counts[stmt.var] += 1
+    return counts
 
 
 def walk_all_exprs(block: Block) -> Iterator[Expr]:

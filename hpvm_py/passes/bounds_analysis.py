@@ -61,8 +61,7 @@ class BoundsAnalysis:
 
     def _malloc_limits(self, state: dict) -> None:
         """Scratch sizes, as the driver evaluates them: once per group, before the body runs."""
-        assigned = {s.target for s in K.walk_stmts(self.leaf.body) if isinstance(s, K.Assign)}
-        assigned |= {s.var for s in K.walk_stmts(self.leaf.body) if isinstance(s, K.For)}
+        assigned = K.assignments(self.leaf.body)
         for stmt in self.leaf.body:
             if isinstance(stmt, K.Assign) and isinstance(stmt.value, K.Malloc):
                 e = stmt.value.nbytes

@@ -33,7 +33,6 @@ which wrap as i64 arithmetic does (ir/polynomial.py).
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -163,15 +162,12 @@ class _Analysis:
         self.loop = leaf.body[index]
         assert isinstance(self.loop, K.For)
         self.pre, self.post = leaf.body[:index], leaf.body[index + 1:]
-        assigned = Counter(s.target for s in K.walk_stmts(leaf.body) if isinstance(s, K.Assign))
-        assigned.update(s.var for s in K.walk_stmts(leaf.body) if isinstance(s, K.For))
+        assigned = K.assignments(leaf.body)
         self.assigned = assigned
         self.uniform = {p.name for p, mode in zip(leaf.params, input_modes)
                         if mode == "uniform" and isinstance(p.type, ScalarType) and not assigned[p.name]}
         self.fixed = {p.name for p in leaf.params if not assigned[p.name]}  # the same in every lane
-        self.in_loop = {s.target for s in K.walk_stmts(self.loop.body) if isinstance(s, K.Assign)}
-        self.in_loop |= {s.var for s in K.walk_stmts(self.loop.body) if isinstance(s, K.For)}
-        self.in_loop.add(self.loop.var)
+        self.in_loop = set(K.assignments(self.loop.body)) | {self.loop.var}
         # the perfect nest from this loop down: each loop's body is the next loop alone
         self.nest = [self.loop]
         while len(self.nest[-1].body) == 1 and isinstance(self.nest[-1].body[0], K.For):
@@ -220,9 +216,7 @@ class _Analysis:
         """Every scalar the shared loop's body assigns is written before it is read in each
         iteration; the nest's variables are not assigned in it."""
         variables = {loop.var for loop in self.nest}
-        assigned = {s.target for s in K.walk_stmts(self.inner.body) if isinstance(s, K.Assign)}
-        assigned |= {s.var for s in K.walk_stmts(self.inner.body) if isinstance(s, K.For)}
-        if assigned & variables:
+        if variables & set(K.assignments(self.inner.body)):
             raise _Reject
         self._block_defines(self.inner.body, set(variables))
 

@@ -132,12 +132,7 @@ def _pure(e: K.Expr) -> bool:
 
 def _pure_single_definitions(body: K.Block) -> dict[str, K.Expr]:
     """Locals assigned exactly once, at the top level, without memory access: name -> value."""
-    counts: dict[str, int] = {}
-    for stmt in K.walk_stmts(body):
-        target = stmt.target if isinstance(stmt, K.Assign) else \
-            stmt.var if isinstance(stmt, K.For) else None
-        if target is not None:
-            counts[target] = counts.get(target, 0) + 1
+    counts = K.assignments(body)
     return {s.target: s.value for s in body
             if isinstance(s, K.Assign) and counts[s.target] == 1 and _pure(s.value)}
 

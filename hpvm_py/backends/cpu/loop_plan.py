@@ -341,14 +341,10 @@ def _foralls_in_group_loops(items: list[Item], inside: bool):
 
 def _single_definitions(body: K.Block) -> dict[str, K.Assign]:
     """Locals assigned exactly once, by a top-level statement, from a value without memory access."""
-    counts: dict[str, int] = {}
-    for stmt in K.walk_stmts(body):
-        target = _target(stmt)
-        if target is not None:
-            counts[target] = counts.get(target, 0) + 1
+    counts = K.assignments(body)
     defs: dict[str, K.Assign] = {}
     for stmt in body:
-        if isinstance(stmt, K.Assign) and counts.get(stmt.target) == 1 and not any(
+        if isinstance(stmt, K.Assign) and counts[stmt.target] == 1 and not any(
                 isinstance(e, (K.Load, K.Atomic, K.Malloc)) for e in K.walk_exprs(stmt.value)):
             defs[stmt.target] = stmt
     return defs
@@ -417,7 +413,7 @@ def mentions(block: K.Block) -> set[str]:
 
 
 def _all_locals(body: K.Block) -> set[str]:
-    return {t for s in K.walk_stmts(body) if (t := _target(s)) is not None}
+    return set(K.assignments(body))
 
 
 def _local_reads(e: K.Expr, uni: Uniformity) -> set[str]:

@@ -14,7 +14,7 @@ from llvmlite import ir
 from ...errors import CompileError
 from ...ir import kernel as K
 from ...support.loc import UNKNOWN
-from ...types import PtrType, ScalarType, bf16
+from ...types import PtrType, ScalarType
 from ..access_errors import RANK_SITES
 from . import arith, mathfns, nontemporal
 from .lltypes import I64, PTR, VOID, from_mem, load, mem_type, to_mem, zero

@@ -91,12 +91,7 @@ def _write_only_buffers(leaf: K.LeafFunc) -> dict[str, int]:
 
 def _definitions(body: K.Block) -> dict[str, tuple[int, K.Expr]]:
     """Locals assigned exactly once, by a top-level statement -> (its position, the value)."""
-    counts: dict[str, int] = {}
-    for stmt in K.walk_stmts(body):
-        target = stmt.target if isinstance(stmt, K.Assign) else \
-            stmt.var if isinstance(stmt, K.For) else None
-        if target is not None:
-            counts[target] = counts.get(target, 0) + 1
+    counts = K.assignments(body)
     return {s.target: (i, s.value) for i, s in enumerate(body)
             if isinstance(s, K.Assign) and counts[s.target] == 1}
 

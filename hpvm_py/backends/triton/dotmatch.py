@@ -2,7 +2,6 @@
 (docs/architecture.md, "Module notes": backends/triton/dotmatch.py)"""
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from ...ir import kernel as K
@@ -194,8 +193,7 @@ class _Matcher:
     def _lets(self) -> dict[str, K.Expr]:
         """Locals assigned once in the whole body, at the top level before the loop, from values
         that touch no memory: their uses may be replaced by their definitions."""
-        counts = Counter(s.target for s in K.walk_stmts(self.leaf.body) if isinstance(s, K.Assign))
-        counts.update(s.var for s in K.walk_stmts(self.leaf.body) if isinstance(s, K.For))
+        counts = K.assignments(self.leaf.body)
         lets: dict[str, K.Expr] = {}
         for stmt in self.before:
             if isinstance(stmt, K.Assign) and counts[stmt.target] == 1 and \

@@ -11,7 +11,6 @@ uniform. The tl.dot kernels (dottiles.py) derive their lanes' ids the same way.
 from __future__ import annotations
 
 import functools
-from collections import Counter
 
 from ...ir import kernel as K
 from ...passes.uniform import Uniformity
@@ -101,7 +100,7 @@ class GridTiles:
         """Locals that hold an instance id or count wherever they are read: assigned once, at the
         top level, from one, and read by no statement before."""
         body = self.leaf.body
-        counts = Counter(s.target for s in K.walk_stmts(body) if isinstance(s, K.Assign))
+        counts = K.assignments(body)
         found: dict[str, K.Expr] = {}
         read: set[str] = set()
         for s in body:

@@ -169,13 +169,7 @@ def masked_in_loops(block: K.Block) -> frozenset[str]:
     for stmt in K.walk_stmts(block):
         if isinstance(stmt, (K.For, K.While)) and \
                 any(isinstance(s, (K.Break, K.Continue)) for s in K.walk_stmts(stmt.body)):
-            if isinstance(stmt, K.For):
-                found.add(stmt.var)
-            for s in K.walk_stmts(stmt.body):
-                if isinstance(s, K.Assign):
-                    found.add(s.target)
-                elif isinstance(s, K.For):
-                    found.add(s.var)
+            found.update(K.assignments([stmt]))
     return frozenset(found)
 
 

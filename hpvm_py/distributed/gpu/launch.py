@@ -103,8 +103,6 @@ def _run(key: tuple, launch: Callable[[], None]) -> Replay | None:
     """Replay the graph of this call, or run it for the first time (the key holds everything
     the launch depends on: the tensors' addresses and sizes, options, tuning and timeout).
     Returns the graph (None inside the user's own capture)."""
-    import torch
-
     if capturing():  # the user's own graph: graphs do not nest
         launch()
         return None

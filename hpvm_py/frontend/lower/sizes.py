@@ -58,9 +58,7 @@ def _run(block: K.Block, env: dict[str, Symbolic], scope: _Scope) -> None:
         elif isinstance(stmt, K.If):
             _run_if(stmt, env, scope)
         elif isinstance(stmt, (K.For, K.While)):
-            assigned = {s.target for s in K.walk_stmts(stmt.body) if isinstance(s, K.Assign)}
-            assigned |= {s.var for s in K.walk_stmts([stmt]) if isinstance(s, K.For)}
-            for name in assigned:
+            for name in K.assignments([stmt]):
                 env[name] = Unknown(f"{name!r} is assigned in the loop at line {stmt.loc.line}")
 
 
