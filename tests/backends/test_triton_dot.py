@@ -8,6 +8,7 @@ interpreter without a GPU (small sizes: the interpreter costs milliseconds per p
 """
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,8 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py import cli
 from hpvm_py.backends import registry
+from hpvm_py.backends.triton import dottiles, kernel
+from hpvm_py.rt import compiler
 from programs import dot_leaves as D
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +104,7 @@ def test_parboil_sgemm_leaf_becomes_tl_dot_without_scratch_or_barriers(tmp_path:
     text = emitted(tmp_path, ROOT / "examples" / "sgemm.py", "root")
     assert "tl.dot(" in text
     assert "tl.debug_barrier()" not in text and "__base" not in text  # no scratch tiles left
+    assert "    if whole:" in text and "mask=True" in text  # an unmasked loop for whole blocks
     a, b, c = operands(rng)
     alpha, beta = 1.5, -0.5
     got = run("gpu", __import__("sgemm").root, a, b, c, alpha, beta)
@@ -192,3 +196,28 @@ def test_tf32x3_products_stay_within_a_bound_of_f32s(rng) -> None:
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.split()[-1]) <= 1.0
+
+
+@pytest.mark.parametrize("m, n, k, m2, n2", [(48, 48, 32, 40, 24), (48, 32, 48, 48, 32), (40, 48, 32, 13, 48),
+                                             (48, 48, 35, 40, 24)])
+def test_whole_blocks_load_unmasked_only_where_every_guard_holds(m, n, k, m2, n2, rng) -> None:
+    """The tl.dot loop runs unmasked over blocks inside the grid, over a k range of whole steps,
+    whose every guard holds (dottiles.py, `whole`); the rows past m2 and columns past n2 of
+    `guarded_rows` contribute 0 inside blocks that are otherwise whole. A mutant that does not
+    check the guards on the block computes those products, and the test catches it."""
+    a, b, c = operands(rng, m, n, k)
+    expected = a.astype(np.float64)[:, :] @ b
+    expected[m2:, :] = 0
+    expected[:, n2:] = 0
+
+    def check(got: np.ndarray) -> bool:
+        return bool(np.all(np.abs(got - expected) <= reordered_sum_bound(a, b) + 1e-6))
+
+    assert check(run("gpu", D.guarded_rows_root, a, b, c, m2, n2))
+    block = kernel.INTERPRETER_DOT  # (on a GPU the blocks are tuned: the mutant is the interpreter's)
+    if kernel.on_gpu() or (m2, n2) == (m, n) or k % block.bk:
+        return  # every guard holds, or no k range is whole: the mutant computes the same
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dottiles.DotTiles, "_on_block", lambda self, *args: "True")
+        patch.setattr(compiler, "_compiled", weakref.WeakKeyDictionary())  # compiled afresh
+        assert not check(run("gpu", D.guarded_rows_root, a, b, c, m2, n2))

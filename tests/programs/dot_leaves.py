@@ -295,3 +295,21 @@ def sized_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: 
     hpvm.node(sized_tiles, grid=((n + TILE - 1) // TILE, (m + TILE - 1) // TILE), a=a,
               a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c, c_bytes=c_bytes, m=m, n=n, k=k,
               alpha=alpha, beta=beta, g=g)
+
+
+@hpvm.leaf
+def guarded_rows(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: InOut[Ptr[f32]],
+                 c_bytes: i64, m: i64, n: i64, k: i64, m2: i64, n2: i64):
+    j = hpvm.get_node_instance_id_x(hpvm.get_node())
+    i = hpvm.get_node_instance_id_y(hpvm.get_node())
+    acc = 0.0
+    for t in range(k):
+        acc += (a[i * k + t] if i < m2 else 0.0) * (b[t * n + j] if j < n2 else 0.0)
+    c[i * n + j] = acc
+
+
+@hpvm.graph
+def guarded_rows_root(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64,
+                      c: InOut[Ptr[f32]], c_bytes: i64, m: i64, n: i64, k: i64, m2: i64, n2: i64):
+    hpvm.node(guarded_rows, grid=(n, m), a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c,
+              c_bytes=c_bytes, m=m, n=n, k=k, m2=m2, n2=n2)
