@@ -167,7 +167,7 @@ class _Analysis:
         self.uniform = {p.name for p, mode in zip(leaf.params, input_modes)
                         if mode == "uniform" and isinstance(p.type, ScalarType) and not assigned[p.name]}
         self.fixed = {p.name for p in leaf.params if not assigned[p.name]}  # the same in every lane
-        self.in_loop = set(K.assignments(self.loop.body)) | {self.loop.var}
+        self.in_loop = set(K.assignments([self.loop]))
         # the perfect nest from this loop down: each loop's body is the next loop alone
         self.nest = [self.loop]
         while len(self.nest[-1].body) == 1 and isinstance(self.nest[-1].body[0], K.For):

@@ -8,7 +8,9 @@ outside the loop is generated as for any leaf; parent-level ids and per-parent v
 lanes here (TileUniformity). The loop becomes a loop over k tiles of BK: the A block [BM, BK] and
 the B block [BK, BN] are the leaf's own element expressions evaluated on 2-D index blocks (loads
 masked to the grid and to kk < stop, anything masked contributing 0), and tl.dot in IEEE fp32
-accumulates their product into acc, reshaped to [BM, BN] and back.
+accumulates their product into acc, reshaped to [BM, BN] and back. A program whose block is whole
+(inside the grid, a k range of whole BK steps, every guard true on the block) runs a copy of the
+loop without masks, which Triton loads 16 bytes at a time.
 """
 from __future__ import annotations
 
@@ -97,9 +99,10 @@ class DotTiles:
         # a block inside the grid, a k range of whole BK steps and every guard true on the block:
         # no load needs its mask, and unmasked loads are Triton's 16-byte, pipelined ones (the
         # Parboil sgemm: 0.79x -> 0.84x cuBLAS on an H200, benchmarks/RESULTS.md)
-        e("whole = ((tile_r + 1) * BM <= R) & ((tile_c + 1) * BN <= C) & ((k_stop - k_start) % BK == 0)")
-        for (_, guards), zero, prefix, dim, coordinate in (
-                (parts[0], "z_a", "a_id", d.row_dim, "rows_a"), (parts[1], "z_b", "b_id", d.col_dim, "cols_b")):
+        e("whole = ((tile_r + 1) * BM <= R) & ((tile_c + 1) * BN <= C) & "
+          "((k_stop - k_start) % BK == 0)")
+        for (_, guards), zero, prefix, dim, coordinate in ((parts[0], "z_a", "a_id", d.row_dim, "rows_a"),
+                                                           (parts[1], "z_b", "b_id", d.col_dim, "cols_b")):
             for guard in guards:
                 holds = self._on_block(guard, zero, prefix, dim, coordinate)
                 e(f"whole = whole & (tl.min(tl.where({holds}, 1, 0) + {zero}) > 0)")
