@@ -111,3 +111,38 @@ def test_generated_products_match_the_literal_loop() -> None:
         bound = 2 * k * 2.0 ** -23 * float(np.abs(a).max() * np.abs(b).max()) * k + 1e-6
         assert np.all(np.abs(gpu - cpu) <= bound), (text, k, w, v, np.abs(gpu - cpu).max(), bound)
     assert matched == CASES
+
+
+def guard(rng: np.random.Generator, x: str) -> str:
+    """A condition on the row (or column) x that a block may meet in part: a bound, a remainder
+    (true on lanes that are not neighbours), an i32 product that wraps, one from data-free
+    scalars; or on the counter t, which keeps the masked loop."""
+    return str(rng.choice([f"{x} < 13", f"{x} % 3 != 1", f"hpvm.i32({x}) * w >= 0", f"{x} != (v & 15)",
+                           f"{x} >= 0", "t != 3"]))
+
+
+def test_generated_guarded_products_match_the_literal_loop() -> None:
+    """Factors under guards (`a[..] if g else 0.0`): the tl.dot kernel runs its unmasked loop on
+    whole blocks only where every guard holds on the block (dottiles.py); k is often a multiple
+    of the interpreter's BK of 16, so that whole blocks occur beside partial ones."""
+    rng = np.random.default_rng(20261129)
+    matched = 0
+    for case in range(16):
+        text = program(rng)
+        body = text.replace(f"acc += a[i * {WIDTH}", f"acc += (a[i * {WIDTH}", 1)
+        body = body.replace("] * b[", f"] if {guard(rng, 'i')} else 0.0) * (b[", 1)
+        body = body.replace(" * n + j]\n", f" * n + j] if {guard(rng, 'j')} else 0.0)\n", 1)
+        assert body.count(" else 0.0)") == 2, body
+        module = load(body)
+        leaf = module.mm.ir
+        modes = tuple("buffer" if isinstance(p.type, PtrType) else "uniform" for p in leaf.params)
+        matched += find_dot_loop(leaf, modes, (2,)) is not None
+        a = rng.standard_normal((M, WIDTH)).astype(np.float32)
+        b = rng.standard_normal((WIDTH, N)).astype(np.float32)
+        k = int(rng.choice([16, 32, int(rng.integers(1, 48))]))
+        w = int(rng.choice([(1 << 27) + int(rng.integers(1, 99)), (1 << 30) - 3, int(rng.integers(-9, 9))]))
+        v = int(rng.integers(-(1 << 40), 1 << 40))
+        gpu, cpu = run("gpu", module.root, a, b, k, w, v), run("cpu", module.root, a, b, k, w, v)
+        bound = 2 * k * 2.0 ** -23 * float(np.abs(a).max() * np.abs(b).max()) * k + 1e-6
+        assert np.all(np.abs(gpu - cpu) <= bound), (body, k, w, v, np.abs(gpu - cpu).max(), bound)
+    assert matched == 16  # (a guarded factor is a product's factor still)
