@@ -10,7 +10,7 @@ the B block [BK, BN] are the leaf's own element expressions evaluated on 2-D ind
 masked to the grid and to kk < stop, anything masked contributing 0), and tl.dot in IEEE fp32
 accumulates their product into acc, reshaped to [BM, BN] and back. A program whose block is whole
 (inside the grid, a k range of whole BK steps, every guard true on the block) runs a copy of the
-loop without masks, which Triton loads 16 bytes at a time.
+loop without masks: the masks' integer work, every k step, slows a kernel bound by its FMAs.
 """
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ class DotTiles:
             self._k_loop(parts, masked=True)
             return
         # a block inside the grid, a k range of whole BK steps and every guard true on the block:
-        # no load needs its mask, and unmasked loads are Triton's 16-byte, pipelined ones (the
+        # no load needs its mask, and the masks' compares every k step cost FMA issue slots (the
         # Parboil sgemm: 0.79x -> 0.84x cuBLAS on an H200, benchmarks/RESULTS.md)
         e("whole = ((tile_r + 1) * BM <= R) & ((tile_c + 1) * BN <= C) & "
           "((k_stop - k_start) % BK == 0)")
