@@ -12,7 +12,9 @@ microseconds per launch + wait (median of batches, the GPU's queue drained befor
   - a tensor never seen before each launch (a fresh output per step, rebound);
   - a fresh torch.empty each launch, the last one dropped (a host loop's usual fresh output), and
     torch.empty alone, its part of that row.
-Each row is checked against torch at the end.
+Each row is checked against torch at the end. The peers, once: the same one-element update as a
+hand-written Triton kernel launched through Triton's own dispatch + torch.cuda.synchronize, on one
+tensor and on a tensor never seen each time, and torch's `add_` + synchronize on one never seen.
 
 Run: python benchmarks/gpu/bench_rebind.py [--targets gpu,nvptx] (needs CUDA)
 """
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+import triton
+import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,6 +41,29 @@ from _timing import per_call_us  # noqa: E402
 def host_us(fn: Callable[[], object]) -> float:
     """Host microseconds per launch + wait, the GPU's queue drained before each batch."""
     return per_call_us(fn, calls=64, repeat=11, drain=torch.cuda.synchronize)
+
+
+@triton.jit
+def _bump(x, k):
+    tl.store(x, tl.load(x) + k)
+
+
+def peers() -> dict[str, float]:
+    """Host microseconds per launch + synchronize of the peers (the module's docstring)."""
+    def triton_launch(x: torch.Tensor) -> None:
+        _bump[(1,)](x, 1.0)
+        torch.cuda.synchronize()
+
+    one = torch.zeros(1024, device="cuda")
+    rows = {"Triton's dispatch, one tensor": host_us(lambda: triton_launch(one))}
+    fresh = iter([torch.zeros(1024, device="cuda") for _ in range(64 * 11 + 1)])
+    rows["Triton's dispatch, a tensor never seen"] = host_us(lambda: triton_launch(next(fresh)))
+    fresh = iter([torch.zeros(1024, device="cuda") for _ in range(64 * 11 + 1)])
+    rows["torch add_, a tensor never seen"] = host_us(
+        lambda: (next(fresh).add_(1.0), torch.cuda.synchronize()))
+    torch.cuda.synchronize()
+    assert one[0].item() == 64 * 11 + 1 and not one[1:].any()
+    return rows
 
 
 def measure(target: str) -> dict[str, float]:
@@ -85,6 +112,8 @@ def main() -> None:
     for target in args.targets.split(","):
         for name, us in measure(target).items():
             print(f"  {target:6s} {name:44s} {us:8.1f}")
+    for name, us in peers().items():
+        print(f"  {'peer':6s} {name:44s} {us:8.1f}")
 
 
 if __name__ == "__main__":
