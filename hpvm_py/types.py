@@ -2,7 +2,7 @@
 
 Types are immutable values, compared by value, so that kernel IR built from Python source and kernel
 IR parsed from text agree. Every scalar type is also callable inside a leaf as a cast (`hpvm.f32(x)`);
-called from host code it converts a Python number to the matching NumPy scalar.
+called from host code it converts a number to the matching NumPy scalar by the same rules (`cast`).
 """
 from __future__ import annotations
 
@@ -82,10 +82,14 @@ class ScalarType(Type):
         return f"hpvm.{self.name}"
 
     def __call__(self, value: Any) -> Any:
-        """Host-side conversion; inside a leaf the front end reads this call as a cast."""
-        if self.name == "bf16":
-            return np.float32(value)
-        return self.numpy_dtype.type(value)
+        """Host-side conversion by the rules of the cast a leaf's `hpvm.T(x)` is (cast() below):
+        integers wrap, floats saturate into integers (NaN gives 0), a bf16 is rounded and kept in
+        float32. A Python int is an i64 (a u64 from 2**63 on), a float an f64, a bool an i1."""
+        src = _host_type(value)
+        if src is None:
+            raise TypeError(f"hpvm.{self.name}() converts a number (or a NumPy scalar), not "
+                            f"{type(value).__name__}")
+        return cast(np.asarray(value, dtype=value_dtype(src))[()], src, self)
 
 
 @dataclass(frozen=True, eq=True)
@@ -165,6 +169,65 @@ SCALAR_TYPES: dict[str, ScalarType] = {
     t.name: t for t in (i1, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64)
 }
 
+# -- conversions between scalar types: a cast's rules on every target, and host code's
+
+def bf16_to_bits(x: Any) -> Any:
+    """float32 values to bfloat16 bit patterns (uint16): round to nearest even; a NaN stays a
+    (quiet) NaN even when its payload lies in the bits that are dropped."""
+    f = np.asarray(x, dtype=np.float32)
+    bits = f.view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    chosen = np.where(np.isnan(f), bits | np.uint32(0x00400000), rounded)
+    out = (chosen >> np.uint32(16)).astype(np.uint16)
+    return out if np.ndim(x) else np.uint16(out[()])
+
+
+def bf16_from_bits(bits: Any) -> Any:
+    """bfloat16 bit patterns (uint16) to float32."""
+    b = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)
+    out = b.view(np.float32)
+    return out if np.ndim(bits) else np.float32(out[()])
+
+
+def bf16_round(x: Any) -> Any:
+    """Round float32 values to the nearest bfloat16; the result stays float32."""
+    return bf16_from_bits(bf16_to_bits(x))
+
+
+def value_dtype(t: ScalarType) -> np.dtype:
+    """The NumPy dtype a value of type t is computed in (bf16 values live in float32)."""
+    return np.dtype(np.float32) if t == bf16 else t.numpy_dtype
+
+
+def cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
+    """Convert between scalar types: wrapping for ints, saturating for float to int (NaN -> 0).
+
+    A cast to bf16 rounds through float32 (a double rounding from f64 in rare ties).
+    """
+    if dst.is_bool:
+        return value != 0
+    if src.is_float and not dst.is_float:
+        return _saturate(value, dst)
+    arr = np.asarray(value)
+    with np.errstate(over="ignore"):  # beyond the target's range a float becomes inf, by rule
+        out = bf16_round(arr.astype(np.float32)) if dst == bf16 else arr.astype(value_dtype(dst))
+    return out if np.ndim(value) else out[()]
+
+
+def _saturate(value: Any, dst: ScalarType) -> Any:
+    v = np.asarray(value, dtype=np.float64)
+    out = np.zeros(v.shape, dtype=dst.numpy_dtype)
+    lo, hi = dst.min_value(), dst.max_value()
+    # float(hi) rounds up to a power of two for 64-bit types: `>=` then saturates exactly
+    too_big = v >= float(hi)
+    too_small = v <= float(lo)
+    inside = ~np.isnan(v) & ~too_big & ~too_small
+    out[inside] = np.trunc(v[inside]).astype(dst.numpy_dtype)
+    out[too_big] = hi
+    out[too_small] = lo
+    return out if np.ndim(value) else out[()]
+
+
 # The type an unannotated literal takes when nothing else decides it (DESIGN.md: literal rules).
 DEFAULT_INT = i64
 DEFAULT_FLOAT = f32
@@ -233,6 +296,23 @@ def resolve_scalar(obj: Any) -> ScalarType | None:
 
 
 _BY_DTYPE = {t.numpy_dtype: t for t in SCALAR_TYPES.values() if t.name != "bf16"}
+
+
+def _host_type(value: Any) -> ScalarType | None:
+    """The scalar type a host value converts from (ScalarType.__call__); None for no number."""
+    if isinstance(value, (bool, np.bool_)):
+        return i1
+    if isinstance(value, int):
+        if -(1 << 63) <= value < (1 << 63):
+            return i64
+        if 0 <= value < (1 << 64):
+            return u64
+        raise OverflowError(f"{value} does not fit in 64 bits")
+    if isinstance(value, float):
+        return f64
+    if isinstance(value, np.generic):
+        return _BY_DTYPE.get(value.dtype)
+    return None
 
 _TORCH_NAMES = {
     "bool": i1, "int8": i8, "int16": i16, "int32": i32, "int64": i64, "uint8": u8, "uint16": u16,

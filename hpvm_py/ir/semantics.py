@@ -2,8 +2,9 @@
 
 The python target and constant folding evaluate with these functions; the compiled backends
 implement the same rules (kernel.py's docstring lists them). NumPy's own integer `//`, `%`,
-shifts and float `//`, `%` already follow those rules; casts (saturating float to int), bf16
-rounding and the float min/max choice are spelled out here.
+shifts and float `//`, `%` already follow those rules; the float min/max choice is spelled out
+here, casts (saturating float to int) and bf16 rounding in types.py, whose scalar types convert
+host values by them too.
 """
 from __future__ import annotations
 
@@ -12,34 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..types import ScalarType, bf16
-
-def bf16_to_bits(x: Any) -> Any:
-    """float32 values to bfloat16 bit patterns (uint16): round to nearest even; a NaN stays a
-    (quiet) NaN even when its payload lies in the bits that are dropped."""
-    f = np.asarray(x, dtype=np.float32)
-    bits = f.view(np.uint32)
-    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-    chosen = np.where(np.isnan(f), bits | np.uint32(0x00400000), rounded)
-    out = (chosen >> np.uint32(16)).astype(np.uint16)
-    return out if np.ndim(x) else np.uint16(out[()])
-
-
-def bf16_from_bits(bits: Any) -> Any:
-    """bfloat16 bit patterns (uint16) to float32."""
-    b = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)
-    out = b.view(np.float32)
-    return out if np.ndim(bits) else np.float32(out[()])
-
-
-def bf16_round(x: Any) -> Any:
-    """Round float32 values to the nearest bfloat16; the result stays float32."""
-    return bf16_from_bits(bf16_to_bits(x))
-
-
-def value_dtype(t: ScalarType) -> np.dtype:
-    """The NumPy dtype a value of type t is computed in (bf16 values live in float32)."""
-    return np.dtype(np.float32) if t == bf16 else t.numpy_dtype
-
+# (the conversions between scalar types live with the types: host code converts by them too)
+from ..types import bf16_from_bits, bf16_round, bf16_to_bits, cast, value_dtype  # noqa: F401
 
 def typed_value(value: int | float | bool, t: ScalarType) -> Any:
     """A constant of type t as the NumPy value the targets compute with (a bf16 in float32)."""
@@ -48,35 +23,6 @@ def typed_value(value: int | float | bool, t: ScalarType) -> Any:
     if t == bf16:
         return np.float32(bf16_round(np.float32(value)))
     return value_dtype(t).type(value)
-
-
-def cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
-    """Convert between scalar types: wrapping for ints, saturating for float to int (NaN -> 0).
-
-    A cast to bf16 rounds through float32 (a double rounding from f64 in rare ties).
-    """
-    if dst.is_bool:
-        return value != 0
-    if src.is_float and not dst.is_float:
-        return _saturate(value, dst)
-    arr = np.asarray(value)
-    with np.errstate(over="ignore"):  # beyond the target's range a float becomes inf, by rule
-        out = bf16_round(arr.astype(np.float32)) if dst == bf16 else arr.astype(value_dtype(dst))
-    return out if np.ndim(value) else out[()]
-
-
-def _saturate(value: Any, dst: ScalarType) -> Any:
-    v = np.asarray(value, dtype=np.float64)
-    out = np.zeros(v.shape, dtype=dst.numpy_dtype)
-    lo, hi = dst.min_value(), dst.max_value()
-    # float(hi) rounds up to a power of two for 64-bit types: `>=` then saturates exactly
-    too_big = v >= float(hi)
-    too_small = v <= float(lo)
-    inside = ~np.isnan(v) & ~too_big & ~too_small
-    out[inside] = np.trunc(v[inside]).astype(dst.numpy_dtype)
-    out[too_big] = hi
-    out[too_small] = lo
-    return out if np.ndim(value) else out[()]
 
 
 def _zero_order(a: Any, b: Any, chosen: Any, pick_negative: bool) -> Any:
