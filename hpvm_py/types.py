@@ -171,6 +171,7 @@ SCALAR_TYPES: dict[str, ScalarType] = {
 
 # -- conversions between scalar types: a cast's rules on every target, and host code's
 
+
 def bf16_to_bits(x: Any) -> Any:
     """float32 values to bfloat16 bit patterns (uint16): round to nearest even; a NaN stays a
     (quiet) NaN even when its payload lies in the bits that are dropped."""

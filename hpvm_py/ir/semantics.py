@@ -12,9 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from ..types import ScalarType, bf16
-# (the conversions between scalar types live with the types: host code converts by them too)
-from ..types import bf16_from_bits, bf16_round, bf16_to_bits, cast, value_dtype  # noqa: F401
+# the conversions between scalar types live with the types (host code converts by them too); the
+# python target and constant folding reach them here, with the other operations
+from ..types import (ScalarType, bf16, bf16_from_bits, bf16_round, bf16_to_bits,  # noqa: F401
+                     cast, value_dtype)
+
 
 def typed_value(value: int | float | bool, t: ScalarType) -> Any:
     """A constant of type t as the NumPy value the targets compute with (a bf16 in float32)."""
