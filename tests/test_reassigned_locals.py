@@ -27,26 +27,29 @@ N = W * BLOCKS
 # a local's first value: an instance id or count, or arithmetic of them
 FIRST = ["hpvm.get_node_instance_id_x(me)", "hpvm.get_node_instance_id_x(parent)",
          "hpvm.get_num_node_instances_x(me)", "lane + 1", "block * 4"]
-# how a loop reassigns it; {v}: the local, {body}: the loop's statements, indented by the caller
-LOOPS = ["for {v} in range({r}):\n    acc += {v}",
-         "for {v} in range({r}):\n    acc += {v}\n    if inp[block * 4 + lane] > {cut}:\n        break",
-         "if inp[block * 4 + lane] > {cut}:\n    for {v} in range({r}):\n        acc += 1",
-         "for t in range(2):\n    for {v} in range(t, {r}):\n        acc += t"]
+# how a loop reassigns the local v
+LOOPS = ["for v in range({r}):\n    acc += v",
+         "for v in range({r}):\n    acc += v\n    if inp[block * 4 + lane] > {cut}:\n        break",
+         "if inp[block * 4 + lane] > {cut}:\n    for v in range({r}):\n        acc += 1",
+         "for t in range(2):\n    for v in range(t, {r}):\n        acc += t"]
 # what the store reads after the loop
-USES = ["block * 4 + {v}", "{v} * 4 + lane", "block * {v} + lane", "{v}", "({v} + acc) * 3 - block",
-        "inp[(block * 4 + {v}) % 32]"]
+USES = ["block * 4 + v", "v * 4 + lane", "block * v + lane", "v", "(v + acc) * 3 - block",
+        "inp[(block * 4 + v) % 32]"]
 # the store itself: {value} what it writes
 STORES = ["out[block * 4 + lane] = {value}",
-          "if {v} < 3:\n    out[block * 4 + lane] = {value}",
-          "if block * 4 + {v} < 20:\n    out[block * 4 + lane] = {value}"]
+          "if v < 3:\n    out[block * 4 + lane] = {value}",
+          "if block * 4 + v < 20:\n    out[block * 4 + lane] = {value}"]
 
 
 def _program(rng: random.Random) -> str:
-    v = "v"
-    loop = rng.choice(LOOPS).format(v=v, r=rng.randint(1, 5), cut=rng.randint(-3, 3))
-    loop = "\n".join("    " + line for line in loop.splitlines())
-    store = rng.choice(STORES).format(v=v, value=rng.choice(USES).format(v=v))
-    store = "\n".join("    " + line for line in store.splitlines())
+    loop = rng.choice(LOOPS).format(r=rng.randint(1, 5), cut=rng.randint(-3, 3))
+    return _leaf_program(rng.choice(FIRST), loop, rng.choice(STORES).format(value=rng.choice(USES)))
+
+
+def _leaf_program(first: str, loop: str, store: str) -> str:
+    """The leaf assigns `v = first`, runs `loop` (which reuses v's name), then `store`; under a
+    parent of BLOCKS instances, W instances each."""
+    body = "\n".join("    " + line for line in (loop + "\n" + store).splitlines())
     return f'''
 import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, i64
@@ -59,9 +62,8 @@ def leaf(inp: In[Ptr[i64]], inp_bytes: i64, out: Out[Ptr[i64]], out_bytes: i64):
     lane = hpvm.get_node_instance_id_x(me)
     block = hpvm.get_node_instance_id_x(parent)
     acc = 0
-    {v} = {rng.choice(FIRST)}
-{loop}
-{store}
+    v = {first}
+{body}
 
 
 @hpvm.graph
@@ -100,21 +102,14 @@ def test_a_local_reassigned_by_a_loop_is_read_as_the_loop_left_it(seed: int) -> 
 
 
 def test_the_grid_tiles_coordinate_is_not_taken_from_a_reassigned_id() -> None:
-    """The case that was wrong on the gpu target: `i` holds the leaf's id, then a loop leaves it
-    at 1; `block * 4 + i` is not the grid's coordinate (gridtiles.py, combined_coordinate)."""
-    module = load(_program_fixed())
+    """The case that was wrong on the gpu target: `v` holds the leaf's id, then a loop leaves it
+    at 1; `block * 4 + v` is not the grid's coordinate (gridtiles.py, combined_coordinate)."""
+    module = load(_leaf_program("hpvm.get_node_instance_id_x(me)", "for v in range(2):\n    acc += v",
+                                "out[block * 4 + lane] = block * 4 + v"))
     inp = np.zeros(N, np.int64)
     expected = np.repeat(np.arange(BLOCKS) * 4 + 1, W)
     for target in TARGETS:
         assert np.array_equal(_run(module, target, inp), expected), target
-
-
-def _program_fixed() -> str:
-    source = _program(random.Random(0))
-    head, _, _ = source.partition("    acc = 0\n")
-    tail = source[source.index("\n\n@hpvm.graph"):]
-    return head + "    acc = 0\n    i = hpvm.get_node_instance_id_x(me)\n" \
-        "    for i in range(2):\n        acc += i\n    out[block * 4 + lane] = block * 4 + i\n" + tail
 
 
 def test_assignments_count_loop_variables() -> None:
