@@ -1,4 +1,4 @@
-"""Kernels run by Triton's interpreter (TRITON_INTERPRET=1): math functions, and a bug fix.
+"""Kernels run by Triton's interpreter (TRITON_INTERPRET=1): math functions, and fixes of its bugs.
 
 libdevice functions have no interpreter implementation; the generated helpers call `call()`
 instead when interpreting. It applies the NumPy function the python target uses to the values the
@@ -30,16 +30,30 @@ def call(name: str, *args: Any) -> Any:
 
 
 def fix_interpreter() -> None:
-    """Work around a bug of Triton's interpreter (3.6-3.9): a comparison of scalars gets its
-    operands' dtype instead of i1, so broadcasting the result (`scalar_cond & block_mask`) turns it
-    into integers that loads then reject as masks. Comparison results are made i1 again."""
-    import triton.language as tl
+    """Work around bugs of Triton's interpreter, each fixed at most once per process:
+    - (3.6-3.9) a comparison of scalars gets its operands' dtype instead of i1, so broadcasting
+      the result (`scalar_cond & block_mask`) turns it into integers that loads then reject as
+      masks. Comparison results are made i1 again.
+    - (3.6-3.8) a reduction to a scalar builds its result with `np.array([value], dtype=...)`,
+      which NumPy 2 refuses for a 32-bit integer sum that wrapped: the compiled reduction wraps,
+      so the value is narrowed as 3.9's interpreter narrows it.
+    - (3.6) a scalar tensor used as an int (`range(0, n)`) is `int()` of a one-element array,
+      which NumPy 2.4 refuses: it is read as that element, as 3.7's interpreter reads it."""
     from triton.runtime import interpreter
+
+    if getattr(interpreter, "hpvm_fixed", False):
+        return
+    _comparisons_give_i1(interpreter)
+    _reductions_wrap(interpreter)
+    _scalars_index(interpreter)
+    interpreter.hpvm_fixed = True
+
+
+def _comparisons_give_i1(interpreter: Any) -> None:
+    import triton.language as tl
 
     builder = interpreter.InterpreterBuilder
     original = builder.binary_op
-    if getattr(original, "hpvm_fixed", False):
-        return
 
     def binary_op(self: Any, lhs: Any, rhs: Any, op: Any) -> Any:
         out = original(self, lhs, rhs, op)
@@ -47,5 +61,31 @@ def fix_interpreter() -> None:
             return interpreter.TensorHandle(out.data, tl.int1)
         return out
 
-    binary_op.hpvm_fixed = True  # type: ignore[attr-defined]
     builder.binary_op = binary_op
+
+
+def _reductions_wrap(interpreter: Any) -> None:
+    reductions = getattr(interpreter, "ReduceScanOpInterface", None)
+    np_dtype = getattr(interpreter, "_get_np_dtype", None)
+    if reductions is None or np_dtype is None:
+        return  # another interpreter: nothing known to fix
+    original = reductions.to_tensor
+
+    def to_tensor(self: Any, ret: Any, dtype: Any) -> Any:
+        if not (hasattr(ret, "shape") and ret.shape):  # a scalar result: wrapped to its type
+            ret = np.array([ret]).astype(np_dtype(dtype))[0]
+        return original(self, ret, dtype)
+
+    reductions.to_tensor = to_tensor
+
+
+def _scalars_index(interpreter: Any) -> None:
+    patch = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch is None:
+        return
+
+    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
