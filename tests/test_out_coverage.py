@@ -54,6 +54,10 @@ def uncovered(leaf: object, extents: list[tuple[int, ...]], **values: int) -> di
     (P.by_operation, [(9,)], dict(c=9, op=0)),
     (P.by_operation, [(9,)], dict(c=9, op=1)),  # the elif's branch: op != 0 holds for all
     (P.by_operation, [(9,)], dict(c=9, op=7)),  # the else branch
+    (P.pairs, [(5,)], dict(c=10)),  # two stores of stride 2 together
+    (P.two_elements, [(1,)], dict(c=2)),
+    (P.thirds, [(4,)], dict(c=12, n=3)),
+    (P.halves, [(6,)], dict(c=6, n=0)),  # the else branch alone
 ])
 def test_proven_whole(leaf, extents, values) -> None:
     assert uncovered(leaf, extents, **values) == {}
@@ -71,6 +75,10 @@ def test_proven_whole(leaf, extents, values) -> None:
     (P.left_by_break, [(8,)], dict(c=8, chunk=1), "left early"),
     (P.from_data, [(8,)], dict(c=8), "not an integer sum"),
     (P.wrapping, [(300,)], dict(c=256), "not an integer sum"),
+    (P.pairs, [(5,)], dict(c=11), "element 10 of its 11"),
+    (P.two_elements, [(1,)], dict(c=3), "element 2 of its 3"),
+    (P.thirds, [(4,)], dict(c=12, n=2), "element 2 of its 12"),
+    (P.halves, [(6,)], dict(c=9, n=3), "element 3 of its 9"),  # [0, 3) and [6, 9)
 ])
 def test_unproven(leaf, extents, values, why) -> None:
     found = uncovered(leaf, extents, **values)
@@ -244,9 +252,27 @@ def _store_index(rng: random.Random, names: list[str]) -> str:
                       [f"{k} + {rng.choice(['0', 'i', 'i * 2', 'i * n', 'j * n'])}" for k in loops])
 
 
+def _interleaved(rng: random.Random) -> list[str]:
+    """Stores that cover a buffer only together: some of the k elements of each instance's group
+    (`c[k * i + r]`), each sometimes under a condition, sometimes with a stray store."""
+    k = rng.choice([2, 2, 3, 4])
+    flat = rng.choice(["i", "j * hpvm.num_instances(0) + i", "i * n + j"])
+    lines = []
+    for r in rng.sample(range(k), rng.randint(1, k)) + ([k] if rng.random() < 0.1 else []):
+        store = f"c[{k} * ({flat}) + {r}] = 1"
+        if rng.random() < 0.25:
+            lines += [f"    if {_condition(rng, ['i', 'j', 'n', 'm'])}:", f"        {store}"]
+        else:
+            lines.append(f"    {store}")
+    return lines
+
+
 def _program(seed: int) -> str:
     rng = random.Random(seed)
-    lines = _body(rng, ["i", "j", "n", "m"], "    ", 0)
+    if rng.random() < 0.3:
+        lines = _interleaved(rng)
+    else:
+        lines = _body(rng, ["i", "j", "n", "m"], "    ", 0)
     if not any("c[" in line for line in lines):
         lines.append(f"    c[{_store_index(rng, ['i', 'j', 'n', 'm'])}] = 1")
     body = "\n".join(lines)
@@ -283,7 +309,8 @@ def test_generated_leaves_never_fool_the_analysis(monkeypatch) -> None:
             for _ in range(3):
                 gx, gy, n, m = (rng.randint(0, 6), rng.randint(1, 4), rng.randint(0, 6),
                                 rng.randint(0, 6))
-                size = rng.choice([gx * gy, gx, n * m, n, rng.randint(0, 30)])
+                size = rng.choice([gx * gy, gx, n * m, n, rng.randint(0, 30)]) * \
+                    rng.choice([1, 1, 2, 3, 4])  # (several elements an instance: interleaved)
                 a = np.array([rng.randint(-3, 3) for _ in range(4)], np.int64)
                 c = np.full(size, SENTINEL, np.int64)
                 try:
@@ -294,3 +321,25 @@ def test_generated_leaves_never_fool_the_analysis(monkeypatch) -> None:
                 assert not np.any(c == SENTINEL), f"seed {seed} {(gx, gy, n, m)}: left {c}"
                 covered += "c" not in uncovered(module.gen, [(gx, gy)], c=size, n=n, m=m) and size > 0
     assert launched > EXAMPLES and covered > EXAMPLES // 20, (launched, covered)
+
+
+def test_progressions_union_matches_a_brute_force_count() -> None:
+    """passes/progressions.py: the first index no set holds, against the sets written out."""
+    from hpvm_py.passes.progressions import Progression, TooIrregular, first_missing
+
+    rng = random.Random()
+    checked = 0
+    for _ in range(5000):
+        sets = [Progression.of(rng.randint(-5, 12), rng.randint(1, 6), rng.randint(0, 12))
+                for _ in range(rng.randint(1, 4))]
+        n = rng.randint(0, 30)
+        held = {s.start + s.stride * m for s in sets for m in range(s.count)}
+        expected = next((k for k in range(n) if k not in held), None)
+        try:
+            assert first_missing(sets, n) == expected, (sets, n)
+        except TooIrregular:
+            continue
+        checked += 1
+        if len(sets) == 1:
+            assert sets[0].covers(n) == (expected is None), (sets, n)
+    assert checked > 4000

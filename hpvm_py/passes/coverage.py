@@ -12,6 +12,7 @@ from ..ir import kernel as K
 from ..support.loc import Loc
 from ..types import PtrType, ScalarType
 from .intervals import type_range
+from .progressions import Progression, TooIrregular, first_missing
 
 _KEPT = 256  # decisions cached per leaf and node context
 
@@ -192,12 +193,35 @@ class OutCoverage:
                    if _is_int(p.type) and self.input_modes[j] == "uniform"
                    and p.name not in self.assigned and isinstance(args[j], (int, np.integer))}
         first: Uncovered | None = None
+        written: list[Progression] = []  # what the stores whose indices are known write
         for site in self.sites[i]:
-            reason = _Launch(self, site, scalars, extents).covers(i, count)
-            if reason is None:
+            launch = _Launch(self, site, scalars, extents)
+            try:
+                indices = launch.indices()
+            except NotAffine as e:
+                first = first or Uncovered(i, e.args[0], NOT_AFFINE)
+                continue
+            if indices is not None and indices.covers(count):
                 return None
-            first = first or reason
-        return first
+            first = first or launch.uncovered(i, count, indices)
+            if indices is not None:
+                written.append(indices)
+        if len(written) < 2:
+            return first
+        try:  # several stores together (`c[2 * i] = re; c[2 * i + 1] = im`)
+            missing = first_missing(written, count)
+        except TooIrregular:
+            return first
+        if missing is None:
+            return None
+        if len(written) < len(self.sites[i]):
+            return first  # (a store whose indices are unknown may write it)
+        return Uncovered(i, self.sites[i][0].store.loc,
+                         f"no store of this launch writes element {missing} of its {count}")
+
+
+NOT_AFFINE = ("the store's index, or a condition or loop on its way, is not an integer sum of "
+              "instance ids, loop counters and scalars")
 
 
 class _Launch:
@@ -216,34 +240,31 @@ class _Launch:
         self.loops: list[tuple[str, Form]] = []  # entered loops: counter name, its value
         self.never = False  # a guard on the path is false for every instance
 
-    def covers(self, i: int, count: int) -> Uncovered | None:
-        store = self.site.store
-        try:
-            for step in self.site.path:
-                if step.loop is not None:
-                    self._enter(step.loop, step.scope)
-                else:
-                    assert step.cond is not None
-                    self._guard(step.cond, step.truth, step.scope)
-            terms, const = self.form(store.index, self.site.scope)
-        except NotAffine as e:
-            return Uncovered(i, e.args[0], "the store's index, or a condition or loop on its way, "
-                                           "is not an integer sum of instance ids, loop counters "
-                                           "and scalars")
-        span = self._image(terms, const)
-        if span is not None and span[0] <= 0 and span[1] >= count - 1:
-            return None
-        if span is None:
-            written = f"this launch writes none of its {count} elements"
-        elif span[0] > span[1]:
+    def indices(self) -> Progression | None:
+        """The indices the site's store writes in this launch; None when they are no progression.
+        Raises NotAffine."""
+        for step in self.site.path:
+            if step.loop is not None:
+                self._enter(step.loop, step.scope)
+            else:
+                assert step.cond is not None
+                self._guard(step.cond, step.truth, step.scope)
+        return self._image(*self.form(self.site.store.index, self.site.scope))
+
+    def uncovered(self, i: int, count: int, indices: Progression | None) -> Uncovered:
+        """Why the store alone does not cover the buffer's `count` elements."""
+        if indices is None or (indices.count > 1 and indices.stride > 1):
             written = f"this launch's stores leave gaps among its {count} elements"
+        elif indices.count == 0:
+            written = f"this launch writes none of its {count} elements"
         else:
-            written = (f"this launch writes elements [{max(span[0], 0)}, "
-                       f"{min(span[1], count - 1) + 1}) of its {count} at most")
+            end = indices.start + indices.count - 1
+            written = (f"this launch writes elements [{max(indices.start, 0)}, "
+                       f"{min(end, count - 1) + 1}) of its {count} at most")
         guards = [s.cond for s in self.site.path if s.cond is not None]
         if guards:
             return Uncovered(i, guards[-1].loc, f"{written}: the store runs under a condition")
-        return Uncovered(i, store.loc, written)
+        return Uncovered(i, self.site.store.loc, written)
 
     def _enter(self, loop: K.For, scope: _Scope) -> None:
         start = self.form(loop.start, scope)
@@ -306,24 +327,28 @@ class _Launch:
             return int(self.extents[level][dim])
         return 1
 
-    def _image(self, terms: dict, const: int) -> tuple[int, int] | None:
-        """[lo, hi] when the indices stored by the admitted instances are exactly that range,
-        None when no instance stores, lo > hi when the indices may leave gaps."""
+    def _image(self, terms: dict, const: int) -> Progression | None:
+        """The indices stored by the admitted instances, exactly; None when they are no
+        progression (its stride the smallest coefficient, each larger one reaching no further
+        than one step past what the smaller ones reach)."""
         if self.never or any(n == 0 for ext in self.extents for n in ext) or \
                 any(lo > hi for lo, hi in self.ranges.values()):
-            return None
+            return Progression.of(0, 1, 0)
         parts = []
         for atom, coef in terms.items():
             lo, hi = self._range(atom)
             const += coef * (lo if coef > 0 else hi)  # the term's smallest value
             if hi > lo:
                 parts.append((abs(coef), hi - lo))
-        reach = 0
-        for coef, steps in sorted(parts):
-            if coef > reach + 1:
-                return 1, 0  # a gap between the smaller terms' values and this one's steps
-            reach += coef * steps
-        return const, const + reach
+        if not parts:
+            return Progression.of(const, 1, 1)
+        parts.sort()
+        stride, reach = parts[0][0], 0
+        for coef, steps in parts:
+            if coef % stride or coef // stride > reach + 1:
+                return None  # gaps, or a pattern of them
+            reach += coef // stride * steps
+        return Progression.of(const, stride, reach + 1)
 
     # -- affine forms -----------------------------------------------------------------------------
 

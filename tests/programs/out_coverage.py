@@ -125,3 +125,34 @@ def by_operation(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, 
         c[i] = a[i] * 2.0
     else:
         c[i] = a[i]
+
+
+@hpvm.leaf
+def pairs(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    i = hpvm.instance_id(0)
+    c[2 * i] = a[i]  # interleaved (re, im): the two stores together cover c
+    c[2 * i + 1] = -a[i]
+
+
+@hpvm.leaf
+def two_elements(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    c[1] = a[0]
+    c[0] = a[1]
+
+
+@hpvm.leaf
+def thirds(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    c[3 * i] = a[i]
+    c[3 * i + 1] = a[i]
+    if n > 2:  # the third of each triple, only when n says so
+        c[3 * i + 2] = a[i]
+
+
+@hpvm.leaf
+def halves(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    if i < n:
+        c[i] = a[i]
+    else:
+        c[i + n] = a[i]  # with the grid of n + m instances: [0, n) and [2n, n + m + n)
