@@ -29,6 +29,11 @@ def waits_for(item: Item, flight: Sequence[Flight]) -> tuple[list[Flight] | None
     have passed before its own, and with every buffer in place none of them needs the host."""
     if not flight:
         return [], item.in_place
+    if item.writes_in_place and any(f.item.checked for f in flight):
+        # an item in flight may still fail at a checked kernel, and then no later item may run:
+        # queued behind its event on the device, this one would write memory in place all the
+        # same (its results there are never dropped). It starts once those have completed.
+        return None, False
     newest = flight[-1]
     if newest.covers and item.in_place and item.conflict(newest.item) == "device":
         return [newest], True

@@ -55,6 +55,8 @@ class StageItem:
     scalars: list[tuple[int, Any]]  # (leaf input port, value): binds, constants, forwarded edges
     forwarded: dict[int, Any]  # host output port -> its value, known on the host
     variant: Any = None  # the kernel's variant for the item (LeafKernel.variant): its slot's too
+    checked: bool = False  # its kernel is the checked variant: the item may fail at this stage,
+    # which the host learns only once the item's event has passed
 
     @property
     def count(self) -> int:
@@ -87,6 +89,17 @@ class Item:
         """Whether every buffer of the item is used in place on the device (none is copied
         through a slot)."""
         return all(self.tracked)
+
+    @functools.cached_property
+    def checked(self) -> bool:
+        """Whether a stage runs a checked kernel (the item may fail once its kernels ran)."""
+        return any(part.checked for part in self.stages)
+
+    @functools.cached_property
+    def writes_in_place(self) -> bool:
+        """Whether the item writes a buffer used in place on the device (whose writes stay
+        there, even when the item is dropped)."""
+        return any(w and t for w, t in zip(self.writes, self.tracked))
 
     @functools.cached_property
     def copied_in(self) -> tuple[int, ...]:
@@ -126,7 +139,8 @@ class Item:
         item = Item(self.stages, self.objects if objects is None else objects, self.reads,
                     self.writes, self.tracked)
         known = self.__dict__
-        for name in ("key", "nbytes", "in_place", "copied_in", "copied_out", "_positions"):
+        for name in ("key", "nbytes", "in_place", "checked", "writes_in_place", "copied_in",
+                     "copied_out", "_positions"):
             # (the same sizes and uses: the same values)
             if name in known:
                 item.__dict__[name] = known[name]

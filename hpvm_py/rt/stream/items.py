@@ -310,6 +310,7 @@ class ItemRunner(StreamScheduler):
         parts = []
         stage_args: list[list[Any]] = []  # per stage: its node's arguments (None: on the device)
         device = self.stages[0].launcher.device
+        checked = False  # an earlier stage of the item runs a checked kernel
         for plan in self.plans:
             stage, node, launcher = plan.stage, plan.stage.node, plan.stage.launcher
             try:
@@ -327,6 +328,7 @@ class ItemRunner(StreamScheduler):
                          if port in plan.host_ports and source not in plan.device_ports}
             part = StageItem(tuple(extents), parents, None, [], [], forwarded)
             proof_args: list[Any] = []
+            writes_in_place = False  # the stage writes a buffer used in place on the device
             for port, (value, param) in enumerate(zip(leaf_args, leaf.func.params)):
                 if port in plan.device_ports:  # (a leaf stage's: its ports are its leaf's)
                     proof_args.append(np.empty(0, param.type.numpy_dtype))  # unknown: on the device
@@ -349,15 +351,22 @@ class ItemRunner(StreamScheduler):
                     writes.append(False)
                     tracked.append(in_place)
                 writes[j] = writes[j] or param.direction in ("out", "inout")
+                writes_in_place = writes_in_place or (in_place and
+                                                      param.direction in ("out", "inout"))
                 part.buffers.append((port, j))
                 proof_args.append(BufferArg(obj=None, address=obj.address, nbytes=obj.nbytes,
                                             array=None))
             if plan.kernel is None:  # the leaf's kernel where the proof holds, else the checked one
                 part.kernel = leaf.kernel_for(proof_args, extents)
+                part.checked = leaf.bounds is not None and part.kernel is not leaf.kernel
             elif plan.proof is not None and not plan.proof.holds(proof_args, extents):
                 return None
             else:
                 part.kernel = plan.kernel
+            if checked and writes_in_place:
+                return None  # an earlier stage may fail: this one must not write in place then
+                # (its writes there would stay), so the item runs stage by stage
+            checked = checked or part.checked
             part.variant = part.kernel.variant(proof_args, extents)
             copied_in = self.executor.uncovered_outs(leaf, proof_args, extents)
             for port, j in part.buffers:

@@ -164,6 +164,7 @@ class StageRun:
 
     event: ItemEvent | None = None  # where a GPU consumer's stream waits (a host run: nowhere)
     on_host = True  # finish() helps to run it (a device run's finish() only waits)
+    checked = False  # (a host stage has one item in flight: nothing is queued behind it)
 
     def __init__(self, ext: tuple[int, ...], slots: list[Slot | None], packed: Any, job: Any):
         self.ext = ext
@@ -193,6 +194,8 @@ class DeviceStageRun:
         self.event = event
         self._packed = packed
         self._copies = copies  # to the host: the scalar outputs and the item's untracked buffers
+        # a checked kernel: the item may fail, which the host learns only at finish()
+        self.checked = getattr(packed, "error", None) is not None
 
     def done(self) -> bool:
         return self.event.done()

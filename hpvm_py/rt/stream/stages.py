@@ -179,10 +179,15 @@ class Stage:
                 event: ItemEvent | None = None) -> None:
         """Check the item's one-to-one grids, then send its outputs downstream and to pop()."""
         self.check_grids(ext, src_extents)
+        nodes = self.handle.plan.nodes
         for port, slot in enumerate(outs):
             if slot is None:
                 continue
             for key in self.handle.consumers.get((self.index, port), []):
+                dst, dst_port = key
+                if not nodes[dst].inputs[dst_port].stream and item > 0:
+                    continue  # a non-streaming edge: its consumer keeps the first item's value
+                    # and never takes another (each would stay in the FIFO until the end)
                 self.handle.edge_fifos[key].put(EdgeItem(slot, ext, event))
         self.finished(outs, item)
 
@@ -337,6 +342,10 @@ class SchedulerThread(StreamScheduler):
         """Start the stage's next item if the stage is idle, the item's inputs are there and
         earlier items' conflicting uses of its buffers are done."""
         if stage.closed or len(stage.runs) >= stage.depth:
+            return False
+        if stage.runs and stage.runs[-1].run.checked:
+            # its item in flight may still fail, and then no later item may run: queued behind
+            # it on the stage's stream, the next would run all the same (writing its buffers)
             return False
         if stage.env is None:
             if not stage.host_fifo.queue:  # (a look without the exception of an empty get)
