@@ -177,3 +177,23 @@ def test_the_graph_picture_shows_expressions():
 def test_expression_graphs_assemble_for_nvptx(root):
     """Without a GPU the nvptx target still compiles (ptxas assembles) the leaves such graphs run."""
     assert all(kernel.cubin for _, _, kernel in compile_graph(root, "nvptx").leaf_kernels())
+
+
+@pytest.mark.parametrize("graph, first_only", [("expr_unbound", False), ("expr_bound_plain", True),
+                                               ("expr_bound_streaming", False)])
+def test_a_streaming_expression_reads_parameters_as_the_nodes_binds_of_them(target, graph,
+                                                                             first_only):
+    """docs/language.md: the first item's value where the node binds the parameter without
+    streaming; the item's own where it binds it streaming, or only through expressions."""
+    ms = [10, 11, -7, 40]
+    ys = [np.full(2, -1, np.int64) for _ in ms]
+    with hpvm.runtime(target):
+        handle = hpvm.launch(getattr(P, graph), stream=True, depth=2)
+        for y, m in zip(ys, ms):
+            hpvm.push(handle, y, y.nbytes, m, timeout=60)
+        for _ in ms:
+            hpvm.pop(handle, timeout=60)
+        hpvm.wait(handle, timeout=60)
+    for y, m in zip(ys, ms):
+        seen = ms[0] if first_only else m
+        assert y.tolist() == [seen, seen * 2], (graph, m, y)

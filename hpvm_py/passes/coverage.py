@@ -295,12 +295,18 @@ class _Launch:
         if not terms:  # terms + const op 0, for every instance alike (an elif's op != 0 too)
             self.never = self.never or not _holds(const, op)
             return None
-        if len(terms) != 1 or op == "ne":
+        if len(terms) != 1:
             raise NotAffine(cond.loc)  # a condition no interval of one atom describes
         (atom, coef), = terms.items()
         lo, hi = self._range(atom)
         # coef * x + const op 0, solved for x
-        if op == "eq":
+        if op == "ne":  # an interval only where the value it excludes is one of its ends
+            x, rest = divmod(-const, coef)
+            if rest == 0 and lo < x < hi:
+                raise NotAffine(cond.loc)
+            lo, hi = (lo + 1, hi) if rest == 0 and x == lo else \
+                (lo, hi - 1) if rest == 0 and x == hi else (lo, hi)
+        elif op == "eq":
             x, rest = divmod(-const, coef)
             lo, hi = (max(lo, x), min(hi, x)) if rest == 0 else (1, 0)
         elif (op in ("lt", "le")) == (coef > 0):  # an upper bound on x

@@ -78,3 +78,33 @@ def per_parent_root(acc: InOut[Ptr[i64]], acc_bytes: i64, n: i64):
     the inner graph, and the expression is evaluated for each."""
     src = hpvm.node(make_k, grid=n)
     hpvm.node(per_parent_inner, acc=acc, acc_bytes=acc_bytes, k=src.out[0], grid=n)
+
+
+@hpvm.leaf
+def fill_pair(y: Out[Ptr[i64]], y_bytes: i64, a: i64, b: i64):
+    i = hpvm.instance_id(0)
+    if i == 0:
+        y[0] = a
+    else:
+        y[1] = b
+
+
+@hpvm.graph
+def expr_unbound(y: Out[Ptr[i64]], y_bytes: i64, m: i64):
+    """m is bound to the node only through expressions: each item's own m."""
+    st = hpvm.streaming
+    hpvm.node(fill_pair, grid=2, y=st(y), y_bytes=st(y_bytes), a=m + 0, b=m * 2)
+
+
+@hpvm.graph
+def expr_bound_plain(y: Out[Ptr[i64]], y_bytes: i64, m: i64):
+    """m is also bound without streaming: the expression reads the first item's m, as that bind."""
+    st = hpvm.streaming
+    hpvm.node(fill_pair, grid=2, y=st(y), y_bytes=st(y_bytes), a=m, b=m * 2)
+
+
+@hpvm.graph
+def expr_bound_streaming(y: Out[Ptr[i64]], y_bytes: i64, m: i64):
+    """m is also bound streaming: each item's own m."""
+    st = hpvm.streaming
+    hpvm.node(fill_pair, grid=2, y=st(y), y_bytes=st(y_bytes), a=st(m), b=m * 2)
