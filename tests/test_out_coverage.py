@@ -58,6 +58,9 @@ def uncovered(leaf: object, extents: list[tuple[int, ...]], **values: int) -> di
     (P.two_elements, [(1,)], dict(c=2)),
     (P.thirds, [(4,)], dict(c=12, n=3)),
     (P.halves, [(6,)], dict(c=6, n=0)),  # the else branch alone
+    (P.first_apart, [(6,)], dict(c=6, skip=0)),  # i != 0: [1, 6), and the else branch's c[0]
+    (P.first_apart, [(6,)], dict(c=6, skip=5)),
+    (P.first_apart, [(6,)], dict(c=6, skip=9)),  # i != 9 holds for every instance
 ])
 def test_proven_whole(leaf, extents, values) -> None:
     assert uncovered(leaf, extents, **values) == {}
@@ -79,6 +82,7 @@ def test_proven_whole(leaf, extents, values) -> None:
     (P.two_elements, [(1,)], dict(c=3), "element 2 of its 3"),
     (P.thirds, [(4,)], dict(c=12, n=2), "element 2 of its 12"),
     (P.halves, [(6,)], dict(c=9, n=3), "element 3 of its 9"),  # [0, 3) and [6, 9)
+    (P.first_apart, [(6,)], dict(c=6, skip=2), "not an integer sum"),  # a hole in the middle
 ])
 def test_unproven(leaf, extents, values, why) -> None:
     found = uncovered(leaf, extents, **values)

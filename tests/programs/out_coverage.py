@@ -156,3 +156,12 @@ def halves(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64
         c[i] = a[i]
     else:
         c[i + n] = a[i]  # with the grid of n + m instances: [0, n) and [2n, n + m + n)
+
+
+@hpvm.leaf
+def first_apart(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, skip: i64):
+    i = hpvm.instance_id(0)
+    if i != skip:  # an interval when skip is an end of the grid: covered with the else branch
+        c[i] = a[i]
+    else:
+        c[skip] = -a[i]
