@@ -71,7 +71,7 @@ def _arity(func: D.GraphFunc, companions: dict[int, int], problem: str) -> str:
             f"({', '.join(short)}), by position or by name: {problem}")
 
 
-_IMMUTABLE = (int, float, np.generic)  # numbers whose value an argument object keeps
+IMMUTABLE_NUMBERS = (int, float, np.generic)  # numbers whose value an argument object keeps
 
 
 def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker,
@@ -113,20 +113,24 @@ def _bind_again(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker
     params = func.params
     env = list(last_env)
     again = list(itertools.compress(range(len(args)), map(operator.is_not, args, last_args)))
-    for i, read_only in _POINTERS[id(func)]:
+    for i, _read_only in _POINTERS[id(func)]:
         arg = args[i]
         if arg is not last_args[i]:
             continue
         obj = env[i].obj
-        if type(arg) is np.ndarray:  # (inline: a push passes a dozen of them again)
-            same = arg.nbytes == obj.nbytes and (read_only or arg.flags.writeable)
+        # the kind its checks passed for (rt/args.py, _buffer): a dtype, contiguity or
+        # writability changed in place since (`a.dtype = np.int32`) is checked again
+        checked = obj.checked_for.get(id(params[i]))
+        if checked is None or checked[0] is not params[i] or buffer_kind(arg) != checked[2]:
+            same = False
+        elif type(arg) is np.ndarray:  # (inline: a push passes a dozen of them again)
+            same = arg.nbytes == obj.nbytes
         else:
-            same = not moved(arg, obj.address, obj.nbytes) and \
-                (read_only or why_not_writable(arg) is None)
+            same = not moved(arg, obj.address, obj.nbytes)
         if obj.released or not same:
             again.append(i)
     again += [i for i in _SCALARS[id(func)] if args[i] is last_args[i] and
-              not isinstance(args[i], _IMMUTABLE)]
+              not isinstance(args[i], IMMUTABLE_NUMBERS)]
     if not again:
         return env
     again.sort()
@@ -178,8 +182,10 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
     obj = tracker.lookup(arg)
     if obj is not None:
         checked = obj.checked_for.get(id(p))
+        # (the same kind as then: its dtype, contiguity or writability may have been changed in
+        # place since, `a.dtype = ...`, `t.data = t.view(torch.int32)`, `t.as_strided_(...)`)
         if checked is not None and checked[0] is p and checked[1] == devices \
-                and (p.direction == "in" or why_not_writable(arg) is None):
+                and buffer_kind(arg) == checked[2]:
             return BoundBuffer(obj)
     else:
         # a loop that launches on a fresh buffer each time: one of the kind that last passed this
@@ -188,11 +194,11 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
         if last is not None and last[0] is p and last[1] == devices and buffer_kind(arg) == last[2]:
             address, nbytes = span(arg)
             obj = tracker.track_launched(arg, last[3], nbytes, address)
-            obj.checked_for[id(p)] = (p, devices)
+            obj.checked_for[id(p)] = (p, devices, last[2])
             return BoundBuffer(obj)
     bound = _check_buffer(func, p, arg, tracker, devices, obj)
-    bound.obj.checked_for[id(p)] = (p, devices)
     kind = buffer_kind(arg)
+    bound.obj.checked_for[id(p)] = (p, devices, kind)
     if kind is not None:
         tracker.checked_kinds[id(p)] = (p, devices, kind, bound.obj.home)
     return bound
@@ -277,7 +283,7 @@ def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> An
 def same_scalar(value: Any, last: Any) -> bool:
     """Whether a scalar argument has the bits it had in a launch's last run (a stream's item, a
     replay): then the packed launch need not be written again."""
-    if type(value) is not type(last) or not value == last:
-        return False  # (NaN: never the same)
+    if type(value) is not type(last) or not isinstance(value, IMMUTABLE_NUMBERS) or not value == last:
+        return False  # (NaN: never the same; a 0-d array or tensor may have changed in place)
     return value != 0 or not isinstance(value, (float, np.floating)) or \
         math.copysign(1.0, value) == math.copysign(1.0, last)

@@ -367,6 +367,11 @@ class Executor:
             if obj.host_args is None:
                 obj.host_args = {}
             cached = obj.host_args.get(elem)
+            if cached is not None and writes and cached.array is not None and \
+                    not cached.array.flags.writeable:
+                # its view was made while the buffer was read-only (read by an In parameter
+                # then): a view keeps that flag, though the buffer accepts writes again
+                cached = None
             if cached is not None and cached.address == obj.address:
                 return cached
             address, nbytes = span(buf)  # (a tensor's storage may have moved since it was tracked)

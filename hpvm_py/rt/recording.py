@@ -142,6 +142,10 @@ class Recording:
         # are: Replays.find passes over recordings of other buffers by comparing these alone
         self.buffer_positions = tuple(i for i, _ in self._buffers)
         self.buffer_ids = tuple(id(obj.user) for obj in objects)
+        self._dtypes = tuple(obj.user.dtype for obj in objects)  # (as checked when recorded)
+        # the other scalar arguments (floats): checked before a replay runs anything
+        keyed = set(self.key_positions)
+        self.unkeyed = tuple(i for i in range(len(self.args)) if i not in keyed)
 
     def drop(self) -> None:
         """A buffer it uses was released: let go of its launches (and their device memory)."""
@@ -152,11 +156,14 @@ class Recording:
     def matches(self, args: tuple[Any, ...]) -> bool:
         if self.dropped or len(args) != len(self.args) or not self._same_world():
             return False
-        for i, ref in self._buffers:
+        for (i, ref), dtype in zip(self._buffers, self._dtypes):
             a, obj = args[i], ref()
-            if obj is None or obj.released or obj.user is not a or \
-                    (a.nbytes != obj.nbytes if type(a) is np.ndarray else  # (inline: a loop's
-                     moved(a, obj.address, obj.nbytes)):  # launch passes a dozen arrays again)
+            # (its dtype and contiguity too: they can be changed in place, `a.dtype = np.int32`,
+            # `t.data = t.view(torch.int32)`, `t.as_strided_(...)`, and the checks refuse them)
+            if obj is None or obj.released or obj.user is not a or a.dtype != dtype or \
+                    (a.nbytes != obj.nbytes or not a.flags.c_contiguous  # (inline: a loop's
+                     if type(a) is np.ndarray else  # launch passes a dozen arrays again)
+                     moved(a, obj.address, obj.nbytes) or not a.is_contiguous()):
                 return False  # the normal path tracks it again, or says what went wrong
         return self._same_values(args)
 
@@ -282,6 +289,7 @@ class Recording:
             buffers.append((i, ref))
         self.args, self._buffers = tuple(new_args), buffers
         self.buffer_ids = tuple([id(args[i]) for i in self.buffer_positions])
+        self._dtypes = tuple([args[i].dtype for i in self.buffer_positions])
         self.graph = self.graph_key = self.graph_zeros = self.last_key = None
 
     def register(self) -> None:

@@ -20,7 +20,7 @@ from ..device.streams import DeviceStreams
 from ..ir import dfg as D
 from ..support import profile, stats
 from ..types import PtrType, ScalarType
-from .args import same_scalar, scalar_argument
+from .args import IMMUTABLE_NUMBERS, same_scalar, scalar_argument
 from .buffers import HOST
 from .executor import BoundBuffer
 from .recording import Acquire, Recording, Redecide, Step
@@ -195,6 +195,9 @@ class Recorder:
         positions = [i for i, p in enumerate(self.func.params)
                      if isinstance(p.type, PtrType) or (isinstance(p.type, ScalarType) and p.type.is_int)]
         buffers = [i for i, v in enumerate(self.env) if isinstance(v, BoundBuffer)]
+        if not all(isinstance(self.args[i], IMMUTABLE_NUMBERS) for i in positions if i not in buffers):
+            return None  # an integer given as a 0-d array or tensor: its value may change in place,
+            # and the key compares the very object (equal to itself)
         args = tuple(weakref.ref(self.env[i].obj) if i in buffers else a for i, a in enumerate(self.args))
         written = [i for i, p in enumerate(self.func.params) if p.direction in ("out", "inout")]
         fetch_at_end = []
@@ -364,6 +367,10 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
     """Run a recorded launch again with new scalar arguments; None when it is in use elsewhere or
     its buffers have moved (the normal path runs it). `acquired`: the recording was just pointed
     at these buffers (Replays.rebind), which acquired them from the tracker."""
+    params = func.params
+    for i in recording.unkeyed:  # refused before any kernel runs, as the normal path refuses it
+        if type(args[i]) is not float:  # (a loop's floats: nothing to check)
+            scalar_argument(func, params[i].name, params[i].type, args[i])
     if not recording.lock.acquire(blocking=False):
         return None  # another thread is replaying it: take the normal path
     try:
@@ -483,8 +490,8 @@ def _run_graphed(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...])
             launch.check(ran=i > 0)
         return True
     _launch_all(func, recording, args)
-    if key != recording.last_key:
-        recording.last_key = key
+    if key != recording.last_key or not all(isinstance(v, IMMUTABLE_NUMBERS) for v in key):
+        recording.last_key = key  # (a 0-d array or tensor equals itself, whatever it holds now)
         return False
     graph = capture(lambda stream: _launch_all(func, recording, args, stream, capturing=True),
                     recording.graph_device)

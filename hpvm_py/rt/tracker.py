@@ -16,6 +16,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import numpy as np
+
 from ..device.devices import TRANSFERS
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
@@ -261,12 +263,20 @@ class MemoryTracker:
                     obj.valid = {obj.home}
 
     def release_all(self) -> None:
+        """Bring every buffer's newest data home and let go of all. One that cannot take its data
+        (made read-only meanwhile) is reported once the others have theirs."""
         with self._lock:
+            refused = None
             for obj in self._objects.values():
                 if not moved(obj.user, obj.address, obj.nbytes):
-                    self._bring_home(obj)
+                    try:
+                        self._bring_home(obj)
+                    except MemoryTrackingError as exc:
+                        refused = refused or exc
                 _release(obj)
             self._objects.clear()
+        if refused is not None:
+            raise refused
 
     # -- copies -----------------------------------------------------------------------------
 
@@ -279,6 +289,11 @@ class MemoryTracker:
             obj.valid.add(obj.home)  # never written: the user's contents are the data
             if device == obj.home:
                 return
+        if device == obj.home and isinstance(obj.user, np.ndarray) and not obj.user.flags.writeable:
+            raise MemoryTrackingError(
+                "a tracked array was made read-only while its newest data was on a device, so it "
+                "cannot take that data back; make it writeable again (array.flags.writeable = "
+                "True), then call hpvm.request_memory or hpvm.untrack_memory on it", caller_loc())
         # prefer a peer device over the host as the source
         sources = sorted(obj.valid, key=lambda d: d == HOST)
         src = sources[0]
