@@ -2,8 +2,9 @@
 fix_interpreter): the fixes hold on whichever Triton is installed (3.6 to 3.9), and kernels that
 needed them give the python target's answer.
 
-On triton 3.6-3.8 without the fixes, the kernels below failed: 3.7 and 3.8 refused a 32-bit sum
-that wrapped, 3.6 (with NumPy 2.4) refused `range()` over a scalar argument.
+On triton 3.6-3.8 with NumPy 2.4, without the fixes, kernels failed: 3.7 and 3.8 refused a
+32-bit sum that wrapped, 3.6-3.8 `~` of an unsigned integer, and 3.6 `range()` over a scalar
+argument.
 """
 from __future__ import annotations
 
@@ -81,3 +82,14 @@ def test_sums_that_wrap_and_loops_over_a_scalar_match_python(n: int, rng) -> Non
                 int(np.sum(y[:n], dtype=np.uint64) % 2**32) if n else 0]
     assert results["python"].tolist() == expected
     assert results["gpu"].tolist() == expected
+
+
+def test_all_ones_of_an_unsigned_type_is_its_largest_value() -> None:
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    fix_interpreter()
+    builder = interpreter.InterpreterBuilder()
+    for dtype, ones in ((tl.uint8, 255), (tl.uint32, 2**32 - 1), (tl.uint64, 2**64 - 1),
+                        (tl.int16, -1), (tl.int64, -1)):
+        assert builder.get_all_ones_value(dtype).data.tolist() == [ones], dtype

@@ -38,7 +38,9 @@ def fix_interpreter() -> None:
       which NumPy 2 refuses for a 32-bit integer sum that wrapped: the compiled reduction wraps,
       so the value is narrowed as 3.9's interpreter narrows it.
     - (3.6) a scalar tensor used as an int (`range(0, n)`) is `int()` of a one-element array,
-      which NumPy 2.4 refuses: it is read as that element, as 3.7's interpreter reads it."""
+      which NumPy 2.4 refuses: it is read as that element, as 3.7's interpreter reads it.
+    - (3.6-3.8) `~x` of an unsigned integer builds its all-ones operand as `np.full(1, -1,
+      dtype=...)`, which NumPy 2 refuses for unsigned types: it is the type's largest value."""
     from triton.runtime import interpreter
 
     if getattr(interpreter, "hpvm_fixed", False):
@@ -46,6 +48,7 @@ def fix_interpreter() -> None:
     _comparisons_give_i1(interpreter)
     _reductions_wrap(interpreter)
     _scalars_index(interpreter)
+    _unsigned_all_ones(interpreter)
     interpreter.hpvm_fixed = True
 
 
@@ -89,3 +92,19 @@ def _scalars_index(interpreter: Any) -> None:
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
 
     interpreter._patch_lang_tensor = patch_lang_tensor
+
+
+def _unsigned_all_ones(interpreter: Any) -> None:
+    builder = interpreter.InterpreterBuilder
+    np_dtype = getattr(interpreter, "_get_np_dtype", None)
+    original = getattr(builder, "get_all_ones_value", None)
+    if np_dtype is None or original is None:
+        return
+
+    def get_all_ones_value(self: Any, t: Any) -> Any:
+        kind = np.dtype(np_dtype(t))
+        if kind.kind == "u":
+            return interpreter.TensorHandle(np.full(1, np.iinfo(kind).max, dtype=kind), t.scalar)
+        return original(self, t)
+
+    builder.get_all_ones_value = get_all_ones_value
