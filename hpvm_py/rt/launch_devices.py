@@ -13,12 +13,15 @@ from .placement import LEAF, origin_text
 from .plan import GraphPlan, NodePlan
 
 
+_HOST_ONLY = frozenset((HOST,))  # (one object: a tracked buffer keeps the set it was checked for)
+
+
 def launch_devices(plan: GraphPlan) -> frozenset[str]:
     """Every device a launch of `plan` runs nodes on; first checks that each GPU node's target runs
     here and that its device exists (located errors that say what to do). Cached per default GPU."""
     gpu_nodes = plan.gpu_nodes
     if not gpu_nodes:
-        return frozenset((HOST,))
+        return _HOST_ONLY
     default = gpu_device()
     cached = plan.devices_for.get(default)
     if cached is not None:
