@@ -24,6 +24,7 @@ FAKE_LOG: list[tuple[Any, ...]] = []  # ("fork" | "join", stream) ("record" | "w
 
 class DeviceStreams:
     def __init__(self, device: str, used: tuple[int, ...], events: int, origin: Any):
+        self.device = device
         self.fake = not device.startswith("cuda")
         self.origin = origin  # stream 0's handle, as recorded
         self.used = used

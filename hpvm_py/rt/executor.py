@@ -330,8 +330,18 @@ class Executor:
         read as InOut) and fresh output arrays."""
         leaf = node.func
         assert isinstance(leaf, (K.LeafFunc, D.LibraryFunc))  # a collective runs like a leaf
-        call = [self.buffer_arg(value, p, device, i in copied_in) if isinstance(p.type, PtrType)
-                else value for i, (p, value) in enumerate(zip(leaf.params, args))]
+        call = list(args)
+        late = []  # write-only buffers: acquired after those the leaf reads, which may be the
+        # same buffer (bound to an In and an Out parameter): acquired first, the Out one would
+        # mark its device copy valid without copying the data the In one reads
+        for i, (p, value) in enumerate(zip(leaf.params, args)):
+            if isinstance(p.type, PtrType):
+                if p.direction == "out" and i not in copied_in:
+                    late.append(i)
+                else:
+                    call[i] = self.buffer_arg(value, p, device, i in copied_in)
+        for i in late:
+            call[i] = self.buffer_arg(args[i], leaf.params[i], device)
         return call, self.output_arrays(node, parents, count)
 
     @staticmethod

@@ -203,8 +203,9 @@ class Recording:
         twin.steps, twin.acquires, twin.lock = steps, acquires, threading.Lock()
         twin._name_buffers(args, env)
         if self.streams is not None:  # its own events: replays of the two may interleave
-            twin.streams = DeviceStreams(self.graph_device, self.stream_plan.used, len(self.events),
-                                         self.origin)
+            # (on the streams' device: graph_device is None once a capture found no CUDA graph)
+            twin.streams = DeviceStreams(self.streams.device, self.stream_plan.used,
+                                         len(self.events), self.origin)
         twin.register()
         return twin
 

@@ -191,6 +191,9 @@ class Recorder:
         if not self.usable or len(self.devices) > 1 or \
                 not all(isinstance(o, np.ndarray) and id(o) in self._produced for o in outputs):
             return None  # (a root output of an internal node is made anew by each launch)
+        # each step's buffers as the executor acquires them: those its kernel reads first (a
+        # write-only one may be the same buffer, and would skip the copy the read needs)
+        self.acquires.sort(key=lambda need: (need.step, not need.reads))
         device = next(iter(self.devices), HOST)
         positions = [i for i, p in enumerate(self.func.params)
                      if isinstance(p.type, PtrType) or (isinstance(p.type, ScalarType) and p.type.is_int)]
