@@ -16,7 +16,7 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, f32, i64
 from hpvm_py.backends import registry
-from hpvm_py.errors import HPVMWarning
+from hpvm_py.errors import HPVMWarning, LaunchError
 
 needs_fake = pytest.mark.skipif(not registry.available("gpu") or registry.available("nvptx"),
                                 reason="fake devices stand in only where there is no CUDA GPU (CI)")
@@ -212,6 +212,87 @@ def test_rebinding_a_replayed_recording_with_side_streams_on_a_device_without_gr
     half = lambda v: v * 0.5 + 1  # noqa: E731
     np.testing.assert_array_equal(arrs[2], half(half(half(base[2]))))
     np.testing.assert_array_equal(arrs[5], half(half(base[5])))
+
+
+# -- views of one array as two arguments ---------------------------------------------------------
+
+
+def views_graph(hint: str | None, written: bool):
+    if written:
+        @hpvm.graph
+        def adv_views(whole: In[Ptr[f32]], whole_bytes: i64, part: InOut[Ptr[f32]],
+                      part_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, n: i64, m: i64):
+            hpvm.node(adv_half, grid=m, y=part, y_bytes=part_bytes, hint=hint)
+            hpvm.node(adv_scale, grid=n, x=whole, x_bytes=whole_bytes, y=out, y_bytes=out_bytes)
+    else:
+        @hpvm.graph
+        def adv_views(whole: In[Ptr[f32]], whole_bytes: i64, part: In[Ptr[f32]],
+                      part_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, n: i64, m: i64):
+            hpvm.node(adv_mix, grid=m, x=whole, x_bytes=whole_bytes, y=part, y_bytes=part_bytes,
+                      z=out, z_bytes=out_bytes, hint=hint)
+    return adv_views
+
+
+def _views_launch(graph, target: str):
+    a = np.arange(N, dtype=np.float32)
+    part = a[2:6]
+    out = np.zeros(N, np.float32)
+    with hpvm.runtime(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore", HPVMWarning)
+        hpvm.wait(hpvm.launch(graph, a, a.nbytes, part, part.nbytes, out, out.nbytes, N, 4))
+        hpvm.request_memory(out)
+    return a, out
+
+
+@pytest.mark.parametrize("runtime_target,hint", [("gpu", None), ("cpu", "gpu:1")])
+def test_written_views_of_one_array_copied_to_a_device_are_refused(runtime_target, hint) -> None:
+    """Each view would get its own device copy; the other would not see the writes (the python
+    target writes the array itself): refused, naming both arguments and the rule."""
+    with pytest.raises(LaunchError, match=r"'whole' and 'part' of adv_views\w* share memory") as info:
+        _views_launch(views_graph(hint, written=True), runtime_target)
+    assert info.value.rule == "buffer-overlap" and info.value.loc.file == __file__
+    a, out = _views_launch(views_graph("cpu", written=True), "cpu")  # on the host: the same memory
+    expected = np.arange(N, dtype=np.float32)
+    expected[2:6] = expected[2:6] * 0.5 + 1
+    np.testing.assert_array_equal(a, expected)
+    np.testing.assert_array_equal(out, expected * 2 + 1)
+
+
+@pytest.mark.parametrize("runtime_target,hint", [("gpu", None), ("cpu", "gpu:1"), ("cpu", None)])
+def test_views_of_one_array_that_are_only_read_are_accepted(runtime_target, hint) -> None:
+    a, out = _views_launch(views_graph(hint, written=False), runtime_target)
+    base = np.arange(N, dtype=np.float32)
+    np.testing.assert_array_equal(out[:4], base[:4] - base[2:6])
+    assert not out[4:].any()
+
+
+def test_a_tracked_buffer_changed_on_the_host_is_untracked_and_tracked_again() -> None:
+    """docs/language.md, "Memory": after request_memory the device copy stays valid (a relaunch
+    copies nothing in); the documented way to hand the runtime new host data is untrack, write,
+    track again: the next launch copies it in and sees it."""
+
+    @hpvm.graph
+    def adv_twice(x: InOut[Ptr[f32]], x_bytes: i64, n: i64):
+        hpvm.node(adv_half, grid=n, y=x, y_bytes=x_bytes)
+
+    with hpvm.runtime("gpu"):
+        a = np.full(N, 4.0, np.float32)
+        hpvm.track_memory(a)
+        hpvm.wait(hpvm.launch(adv_twice, a, a.nbytes, N))
+        hpvm.request_memory(a)
+        np.testing.assert_array_equal(a, 3.0)
+        before = hpvm.stats()
+        hpvm.wait(hpvm.launch(adv_twice, a, a.nbytes, N))  # the device copy is valid: no copy in
+        assert copies(before, hpvm.stats())[0] == 0
+        hpvm.untrack_memory(a)  # brings 2.5 home
+        np.testing.assert_array_equal(a, 2.5)
+        a[:] = 10.0
+        hpvm.track_memory(a)
+        before = hpvm.stats()
+        hpvm.wait(hpvm.launch(adv_twice, a, a.nbytes, N))
+        hpvm.request_memory(a)
+        assert copies(before, hpvm.stats())[:2] == (1, 1)
+    np.testing.assert_array_equal(a, 6.0)
 
 
 # -- a seeded state machine ----------------------------------------------------------------------

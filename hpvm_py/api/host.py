@@ -16,7 +16,7 @@ from ..errors import HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..frontend.decorators import GraphDef
 from ..rt.compiler import TARGETS, CompiledGraph, compile_graph, default_target
-from ..rt.args import bind_arguments, complete_arguments
+from ..rt.args import bind_arguments, check_overlaps, complete_arguments
 from ..rt.boundary import api_boundary
 from ..rt.executor import Executor
 from ..rt.launch_devices import launch_devices
@@ -164,6 +164,8 @@ def track_memory(buf: Any) -> Any:
     """Track a buffer, so that the runtime keeps its copies on devices valid between launches.
 
     Buffers passed to `launch` and `push` are tracked implicitly; call this to start earlier.
+    While tracked, the runtime owns the buffer's copies: the host reads it after
+    `request_memory`, and to write it on the host, untracks it first and tracks it again after.
 
     Args:
         buf: a NumPy array or a torch tensor (CPU or CUDA), contiguous.
@@ -200,7 +202,9 @@ def request_memory(buf: Any) -> Any:
     """Make a buffer hold its newest data, copying it back from a device if a kernel wrote it there.
 
     Needed on the GPU targets before the host reads an output that a launch has written, unless
-    the runtime is stopped first (`cleanup` brings every tracked buffer home).
+    the runtime is stopped first (`cleanup` brings every tracked buffer home). Device copies stay
+    valid, so a later launch does not copy the buffer in again: a host write after this is not
+    seen by them (`untrack_memory`, write, then `track_memory` again).
 
     Args:
         buf: a tracked buffer (a NumPy array or torch tensor).
@@ -374,7 +378,9 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
         outputs = replay(func, recording, args, rt.tracker)  # (which counts it)
         if outputs is not None:
             return outputs
-    env = bind_arguments(func, args, rt.tracker, launch_devices(compiled.plan))
+    devices = launch_devices(compiled.plan)
+    env = bind_arguments(func, args, rt.tracker, devices)
+    check_overlaps(func, env, devices)
     if compiled.replayable and _settings.REBIND.on():
         # other buffers of a recorded launch's sizes: copies of its launches (rt/recording.py)
         recording = compiled.replays.rebind(args, env, rt.executor)

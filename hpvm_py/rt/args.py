@@ -15,7 +15,7 @@ from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64, i64
 from .buffers import HOST, buffer_kind, describe, elem_matches, is_buffer, moved, span, why_not_writable
 from .executor import BoundBuffer
-from .tracker import MemoryObject, MemoryTracker
+from .tracker import MemoryObject, MemoryTracker, overlap
 
 
 def size_companions(func: D.GraphFunc) -> dict[int, int]:
@@ -234,6 +234,31 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
                           f"it on that GPU (hint 'gpu:{index}'); between the devices a graph runs "
                           "on, the runtime moves data itself", caller_loc(), rule="buffer-device")
     return BoundBuffer(obj or tracker.track(arg, implicit=True, info=info))
+
+
+def check_overlaps(func: D.GraphFunc, env: list[Any], devices: frozenset[str]) -> None:
+    """Refuse two buffer arguments that share memory (`a` and `a[2:6]`) where the graph writes one
+    of them and runs nodes away from their home: there each gets a copy of its own, which the
+    other's writes would not reach (a non-streaming launch; a stream runs such items stage by
+    stage). On their home device both are the same memory, used in place."""
+    buffers = [(i, bound.obj) for i, bound in enumerate(env) if isinstance(bound, BoundBuffer)]
+    if len(buffers) < 2 or all(devices == {obj.home} for _, obj in buffers):
+        return
+    params = func.params
+    for k, (i, a) in enumerate(buffers):
+        for j, b in buffers[k + 1:]:
+            if a is b or a.home != b.home or not overlap(a, b) or devices == {a.home}:
+                continue
+            written = [params[n].name for n in (i, j) if params[n].direction in ("out", "inout")]
+            if written:
+                away = ", ".join(sorted(devices - {a.home}))
+                raise LaunchError(
+                    f"arguments {params[i].name!r} and {params[j].name!r} of {func.name} share "
+                    f"memory (one is a view of the other, or both of one array), and the graph "
+                    f"writes {written[0]!r} with nodes on {away}, where each gets a copy of its "
+                    "own: the other's would not see the writes. Pass the array once (and index "
+                    "it with an offset), or copies that do not share memory", caller_loc(),
+                    rule="buffer-overlap")
 
 
 def _check_size(func: D.GraphFunc, ptr_name: str, buf: BoundBuffer, size_name: str, size: int) -> None:

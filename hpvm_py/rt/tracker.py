@@ -67,6 +67,11 @@ class MemoryObject:
             del self.recordings[id(recording)]
 
 
+def overlap(a: MemoryObject, b: MemoryObject) -> bool:
+    """Whether two objects' user buffers share memory (views of one array)."""
+    return a.address < b.address + b.nbytes and b.address < a.address + a.nbytes
+
+
 _PRUNE_AT = 16  # recordings added to one object at least before its dead references are cleared
 
 

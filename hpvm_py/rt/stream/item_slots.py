@@ -25,7 +25,7 @@ from ...support.settings import STREAM_GRAPHS
 from ..args import same_scalar
 from ..buffers import HOST, span
 from ..executor import Executor
-from ..tracker import MemoryObject
+from ..tracker import MemoryObject, overlap
 from .stages import Stage, StageFailed
 
 
@@ -176,10 +176,6 @@ class Item:
         it, whether tracked."""
         return sorted((o.address, o.address + o.nbytes, w, t)
                       for o, w, t in zip(self.objects, self.writes, self.tracked))
-
-
-def overlap(a: MemoryObject, b: MemoryObject) -> bool:
-    return a.address < b.address + b.nbytes and b.address < a.address + a.nbytes
 
 
 def any_overlap(objects: list[MemoryObject]) -> bool:
