@@ -127,10 +127,13 @@ def workspace_bytes(call: Call) -> int:
 
 
 def _reserve_workspace(heap: Any, call: Call) -> DistributedError | None:
-    """Reserve the quantized all-reduce's workspace at the end of the heap (allocator.py); the
-    error when user allocations leave no room for it (every rank then raises)."""
+    """Whether the quantized all-reduce's workspace fits at the end of the heap (allocator.py);
+    the error when user allocations leave no room for it (every rank then raises). Nothing is
+    reserved here: the data phase reserves it once the ranks agreed on the call, so that a call
+    the ranks disagree on (another size or format on one rank) leaves every heap as it was, and
+    the heaps' free bytes stay the same on every rank."""
     need = workspace_bytes(call)
-    if heap.reserve_workspace(need) is not None:
+    if heap.workspace_fits(need):
         return None
     return call.fail(f"the quantized all-reduce needs {need} bytes of workspace at the end of the "
                      f"symmetric heap, and {heap.free_bytes} bytes are free (set HPVM_HEAP_BYTES "

@@ -58,6 +58,11 @@ class SymmetricAllocator:
         self._top = end
         return start
 
+    def workspace_fits(self, nbytes: int) -> bool:
+        """Whether reserve_workspace(nbytes) would succeed (nothing is reserved)."""
+        need = -(-nbytes // ALIGN) * ALIGN
+        return need <= self._tail or self.size - need >= self._top
+
     def reserve_workspace(self, nbytes: int) -> int | None:
         """The heap offset of a collective's workspace of nbytes (`size` - nbytes rounded up to
         ALIGN), reserving it at the end of the heap if need be; None when user allocations stand

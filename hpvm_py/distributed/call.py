@@ -87,6 +87,28 @@ class Call:
         return DistributedError(f"{self.what()}: {message}", self.loc, rule=rule)
 
 
+# the buffers each collective writes (by position in its signature); one that overlaps another
+# buffer of the call would be overwritten while a peer (or this rank) still reads it
+WRITTEN = {"all_reduce": (0,), "broadcast": (0,), "all_gather": (1,), "reduce_scatter": (1,),
+           "all_reduce_rmsnorm": (0, 1, 3, 4), "moe_dispatch": (2, 3, 4, 5), "moe_combine": (3,)}
+
+
+def _overlap(call: Call) -> DistributedError | None:
+    """Two buffers of the call whose bytes overlap where one of them is written: the heap
+    algorithms would read what they already overwrote (silently wrong on some ranks) and the
+    engines refuse aliased buffers, so every path raises instead."""
+    written = WRITTEN.get(call.kind, ())
+    for i, a in enumerate(call.buffers):
+        for j in range(i + 1, len(call.buffers)):
+            b = call.buffers[j]
+            if (i in written or j in written) and a.size and b.size and \
+                    a.address < b.address + b.size and b.address < a.address + a.size:
+                return call.fail(f"buffers {a.name} and {b.name} overlap (bytes {a.address:#x}+{a.size} "
+                                 f"and {b.address:#x}+{b.size}); a collective's outputs must not overlap "
+                                 "its other buffers")
+    return None
+
+
 def check_arguments(call: Call, world_size: int) -> DistributedError | None:
     """This rank's own mistakes (independent of the other ranks), or None."""
     esize = call.dtype.nbytes
@@ -96,6 +118,9 @@ def check_arguments(call: Call, world_size: int) -> DistributedError | None:
         if b.size % call.elem(i).nbytes:
             return call.fail(f"the size of {b.name}, {b.size} bytes, is not a multiple of the "
                              f"{call.elem(i)} element size ({call.elem(i).nbytes})")
+    overlap = _overlap(call)
+    if overlap is not None:
+        return overlap
     sizes = [b.size for b in call.buffers]
     if call.kind in MOE_KINDS:
         message = size_error(call.kind, sizes, esize, call.hidden, call.experts, call.capacity, world_size)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import HPVMTimeoutError
-from .reduction_arith import accumulator_dtype, add_rmsnorm
+from .reduction_arith import accumulator_dtype, add_rmsnorm, reduce_all
 from .call import Call
 from .quantized import emit_fp8, engine_all_reduce
 from .moe_host import run_on_engine as _moe
@@ -69,11 +69,31 @@ def _widened(t: Any, call: Call) -> Any:
     return t if t.dtype == wide else t.to(wide)
 
 
+def _in_rank_order(call: Call) -> bool:
+    """max and min of floats: the engines' own (MPI's `a > b ? a : b`, gloo's) keep or drop a NaN
+    depending on which rank holds it, so ranks could end with different results (MPI), none of
+    them the heap path's (NaN propagates): those are gathered and combined in rank order here,
+    with the heap path's arithmetic (reduction_arith.reduce_all)."""
+    return call.op != "sum" and call.dtype.is_float
+
+
+def _gathered_reduce(transport: Transport, t: Any, call: Call, timeout: float) -> Any:
+    """Every rank's `t` combined by call.op in rank order (a new tensor of the accumulator type)."""
+    import torch
+
+    whole = torch.empty(transport.size * t.numel(), dtype=t.dtype, device=t.device)
+    transport.all_gather(t.contiguous().view(torch.uint8), whole.view(torch.uint8), timeout)
+    return reduce_all(list(whole.view(transport.size, t.numel()).unbind(0)), call.op, call.dtype)
+
+
 def _all_reduce(transport: Transport, call: Call, timeout: float) -> None:
     if call.quantization():
         engine_all_reduce(transport, call, timeout)
         return
     buf = _flat(call, 0)
+    if _in_rank_order(call):
+        buf.copy_(_gathered_reduce(transport, buf, call, timeout))
+        return
     work = _widened(buf, call)
     transport.all_reduce(work, call.op, timeout)
     if work is not buf:
@@ -88,6 +108,10 @@ def _all_gather(transport: Transport, call: Call, timeout: float) -> None:
 
 def _reduce_scatter(transport: Transport, call: Call, timeout: float) -> None:
     src, dst = _flat(call, 0), _flat(call, 1)
+    if _in_rank_order(call):
+        n = dst.numel()
+        dst.copy_(_gathered_reduce(transport, src, call, timeout)[transport.rank * n:(transport.rank + 1) * n])
+        return
     wide_src = _widened(src, call)
     wide_dst = _widened(dst, call) if wide_src is src else wide_src.new_empty(dst.shape)
     transport.reduce_scatter(wide_src, wide_dst, call.op, timeout)

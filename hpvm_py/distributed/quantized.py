@@ -50,8 +50,11 @@ def heap_all_reduce(comm: Communicator, call: Call) -> None:
     agreement barrier, which no rank passes before every rank has finished this one."""
     n, mode, heap = call.count(0), call.quantize, comm.heap
     layout = Layout(n, mode)
-    offset = heap.reserve_workspace(layout.total)
-    assert offset is not None, "the agreement reserved the workspace"
+    offset = heap.reserve_workspace(layout.total)  # the ranks agreed on the call: reserve it now
+    if offset is None:  # a kept call shape whose room user allocations took since it was agreed
+        raise call.fail(f"the quantized all-reduce needs {layout.total} bytes of workspace at the end "
+                        f"of the symmetric heap, and {heap.free_bytes} bytes are free (set "
+                        "HPVM_HEAP_BYTES larger)", rule="heap-capacity")
     payloads = [_split(heap.array(q, offset, layout.total, np.uint8), layout) for q in comm.ranks]
     buf = heap.tensor(comm.rank, call.buffers[0].offset, n, torch_dtype(call.dtype))
     encode(_f32(buf), mode, *payloads[comm.ranks.index(comm.rank)])
