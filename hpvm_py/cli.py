@@ -176,8 +176,16 @@ def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, 
     path = Path(file)
     if not path.exists():
         raise UsageError(f"{file}: no such file")
+    if path.is_dir():
+        raise UsageError(f"{file}: a folder, not a .py program or a .hpvm file")
     if path.suffix == ".hpvm":
-        loaded = from_text(path.read_text(encoding="utf-8"), str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{file}: cannot read it ({exc.strerror or exc})") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{file}: not a textual .hpvm file (byte {exc.start} is not UTF-8)") from None
+        loaded = from_text(text, str(path))
         assert isinstance(loaded, LoadedGraph)
         if graph is not None and graph != loaded.name:
             raise UsageError(f"{file} holds graph {loaded.name!r}, not {graph!r}")
@@ -243,16 +251,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise UsageError("--variants writes a leaf's other kernels: use it with --emit triton "
                          "(the cpu and nvptx targets make one kernel a leaf)")
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
-    out_dir = Path(args.output) if args.output else None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = _output_dir(args.output) if args.output else None
     to_stdout: list[tuple[str, str, str]] = []  # (file name, kind, text)
 
     def write(filename: str, kind: str, text: str) -> None:
         if out_dir is None:
             to_stdout.append((filename, kind, text))
         else:
-            (out_dir / filename).write_text(text, encoding="utf-8")
+            _write_file(out_dir / filename, text)
             _progress(f"wrote {out_dir / filename}")
 
     module = graph.module()
@@ -280,6 +286,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
                         write(f"{leaf.name}.{variant}{suffix}", kind, text)
     _print_emitted(to_stdout)
     return 0
+
+
+def _output_dir(name: str) -> Path:
+    """`-o DIR`, created if needed; a path that cannot be a folder is a usage error."""
+    out_dir = Path(name)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"-o {name}: cannot create the folder ({exc.strerror or exc})") from None
+    return out_dir
+
+
+def _write_file(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror or exc})") from None
 
 
 def _print_emitted(files: list[tuple[str, str, str]]) -> None:
@@ -336,7 +359,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except HPVMError:
         raise
     except SystemExit as exc:
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+        if exc.code is None or isinstance(exc.code, int):
+            return int(exc.code or 0)
+        print(exc.code, file=sys.stderr)  # as Python does for sys.exit("message")
+        return 1
     except Exception as exc:  # noqa: BLE001
         raise UserCodeError(_user_traceback(exc, path)) from None
     return 0
@@ -362,7 +388,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     text = module_to_dot(graph.module(), hide_scalars=args.hide_scalars, legend=args.legend,
                          profile=load_summary(args.profile) if args.profile else None)
     if fmt == "dot":
-        out.write_text(text, encoding="utf-8")
+        _write_file(out, text)
     else:
         dot = shutil.which("dot")
         if dot is None:

@@ -18,6 +18,8 @@ import numpy as np
 
 import hpvm_py as hpvm
 
+from .errors import HPVMError
+from .frontend.callsite import caller_loc
 from .ir import kernel as K
 from .ir import semantics as S
 from .types import PtrType, ScalarType, bf16
@@ -133,13 +135,22 @@ def run_graph(graph: Any, args: argparse.Namespace, report: Callable[[str], None
     """Launch `graph` once with the command line's values; print what it computed."""
     params = graph.module().root_func.params
     launch_args, buffers = graph_arguments(params, parse_settings(args.set or []))
-    with hpvm.runtime(args.target):
-        outputs = hpvm.wait(hpvm.launch(graph, *launch_args))
+    out_dir = Path(args.output) if args.output else None
+    if out_dir is not None:  # before the launch: a bad -o is a usage error, not a lost run
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunUsageError(f"-o {out_dir}: cannot create the folder ({exc.strerror or exc})") from None
+    outer = caller_loc()  # where a launch error about the --set values would otherwise point
+    try:
+        with hpvm.runtime(args.target):
+            outputs = hpvm.wait(hpvm.launch(graph, *launch_args))
+    except HPVMError as exc:
+        if exc.loc == outer:  # not the program's line but hpvmc's own caller (runpy, the script)
+            exc.loc = None
+        raise
     for i, value in enumerate(outputs or ()):
         print(f"output {i}: {value}")
-    out_dir = Path(args.output) if args.output else None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
     for p in params:
         if not isinstance(p.type, PtrType) or p.direction == "in":
             continue

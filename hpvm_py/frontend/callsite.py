@@ -9,18 +9,21 @@ from types import CodeType
 from ..support.loc import UNKNOWN, Loc
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Code objects compare equal when their bytecode, names, constants and line numbers do, whatever
+# their file (co_filename is not compared): two files with the same function at the same lines
+# (a copied program, generated test programs) share one key unless the file is part of it.
 _positions: dict[CodeType, list] = {}
-_locs: dict[tuple[CodeType, int], Loc] = {}  # a call site in a loop repeats: one Loc for it
+_locs: dict[tuple[str, CodeType, int], Loc] = {}  # a call site in a loop repeats: one Loc for it
 
 
-_inside: dict[CodeType, bool] = {}  # code object -> whether it is hpvm_py's own
+_inside: dict[str, bool] = {}  # file name -> whether it is hpvm_py's own
 
 
 def _inside_package(code: CodeType) -> bool:
-    inside = _inside.get(code)
+    inside = _inside.get(code.co_filename)
     if inside is None:
         # contextlib's frames stand between `with hpvm.runtime(...)` and init(): skip them too
-        inside = _inside[code] = code.co_filename.startswith(_PACKAGE_DIR) or \
+        inside = _inside[code.co_filename] = code.co_filename.startswith(_PACKAGE_DIR) or \
             code.co_filename == contextlib.__file__
     return inside
 
@@ -33,7 +36,7 @@ def caller_loc() -> Loc:
     if frame is None:
         return UNKNOWN
     code = frame.f_code
-    key = (code, frame.f_lasti)
+    key = (code.co_filename, code, frame.f_lasti)
     loc = _locs.get(key)
     if loc is not None:
         return loc

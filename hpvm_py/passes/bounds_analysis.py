@@ -14,6 +14,10 @@ WIDEN_AFTER = 3  # rounds of plain joins before bounds that still grow are widen
 NARROW_ROUNDS = 2
 MAX_PATHS = 16  # states of one block kept apart (by forms and residues) before they are joined
 PATH_STEPS = 4_000  # statements analysed on separate paths in one proof; past it, paths are joined
+# statements analysed in one proof before it gives up (the launch then runs the checked kernel):
+# each loop's body is analysed a few times per analysis of the loop around it, so the work grows
+# as 3 ** (loops nested), and a dozen nested loops would keep a launch proving for minutes
+MAX_STEPS = 20_000
 
 _NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 _MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -95,6 +99,10 @@ class BoundsAnalysis:
                     if out is not None:
                         after.append(out)
             self.steps += len(states)
+            if self.steps > MAX_STEPS:
+                self.failure = f"the proof gave up after analysing {MAX_STEPS} statements " \
+                               "(loops nested deeply)"
+                raise Unprovable
             states = _merge(after, MAX_PATHS if self.steps < PATH_STEPS else 1)
         return states
 

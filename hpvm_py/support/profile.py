@@ -407,7 +407,10 @@ def load_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise HPVMError(f"{path}: not a readable Chrome-trace JSON file ({exc})") from None
     if not isinstance(trace, (dict, list)):
         raise HPVMError(f"{path}: not a Chrome-trace JSON file (no traceEvents)")
-    return summary(trace)
+    try:
+        return summary(trace)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise HPVMError(f"{path}: not a Chrome-trace JSON file (an event is malformed: {exc})") from None
 
 
 @contextlib.contextmanager

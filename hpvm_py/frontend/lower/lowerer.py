@@ -19,6 +19,10 @@ from .stmts import StmtLowering
 from .values import ends_with_return
 
 
+# How deep operations may nest in one expression of a leaf or helper (a sum of 128 terms).
+MAX_EXPR_DEPTH = 128
+
+
 class Lowerer(StmtLowering):
     """Lowers one function: its signature, then its body."""
 
@@ -84,6 +88,7 @@ class Lowerer(StmtLowering):
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
             body = body[1:]  # docstring
+        self._check_nesting(body)
         stmts = self.block(body)
         if self.kind == "leaf" and self.outputs and not ends_with_return(stmts):
             raise self.error(self.src.tree, f"{self.src.func.__name__} declares outputs but can "
@@ -94,6 +99,29 @@ class Lowerer(StmtLowering):
                 raise self.error(self.src.tree, f"helper {self.src.func.__name__} returns a value "
                                  "but can reach its end without a return")
         return stmts
+
+    def _check_nesting(self, body: list[ast.stmt]) -> None:
+        """Reject expressions nested deeper than MAX_EXPR_DEPTH (walked without recursion): every
+        stage after this one (the passes, the code generators, the Python parser that reads the
+        python target's generated code, which allows 200 nested parentheses) recurses on them."""
+        stack: list[tuple[ast.AST, int, ast.AST | None]] = [(stmt, 0, None) for stmt in body]
+        while stack:
+            node, depth, outer = stack.pop()
+            if isinstance(node, ast.expr):
+                # `a and b and c`, `a < b < c` and `max(a, b, c)` are one node each in Python's
+                # tree but a chain of operations once lowered
+                chained = len(node.values) if isinstance(node, ast.BoolOp) else \
+                    len(node.comparators) + 1 if isinstance(node, ast.Compare) else \
+                    len(node.args) if isinstance(node, ast.Call) else 0
+                depth += 1 + max(0, chained - 2)
+                outer = outer or node
+                if depth > MAX_EXPR_DEPTH:
+                    raise self.error(outer, f"this expression nests operations more than "
+                                     f"{MAX_EXPR_DEPTH} deep; split it over several statements "
+                                     "(acc = a + b, then acc = acc + c)", rule="supported-python")
+            else:
+                depth, outer = 0, None
+            stack.extend((child, depth, outer) for child in ast.iter_child_nodes(node))
 
     def _check_tail_returns(self, block: list[K.Stmt], tail: bool) -> None:
         for i, stmt in enumerate(block):

@@ -98,15 +98,18 @@ def wrap(v: int, t: ScalarType) -> int:
 
 
 def ends_with_return(block: list[K.Stmt]) -> bool:
-    if not block:
-        return False
-    last = block[-1]
-    if isinstance(last, K.Return):
+    """Whether every path through block returns: some statement of it always returns (what follows
+    that statement is dead code, as Python allows: `if c: return 1 / else: return 2 / x = 5`)."""
+    return any(_always_returns(stmt) for stmt in block)
+
+
+def _always_returns(stmt: K.Stmt) -> bool:
+    if isinstance(stmt, K.Return):
         return True
-    if isinstance(last, K.If):
-        return ends_with_return(last.then) and ends_with_return(last.orelse)
-    if isinstance(last, K.While) and isinstance(last.cond, K.Const) and last.cond.value:
-        return not any(isinstance(s, K.Break) for s in K.walk_stmts(last.body))
+    if isinstance(stmt, K.If):
+        return ends_with_return(stmt.then) and ends_with_return(stmt.orelse)
+    if isinstance(stmt, K.While) and isinstance(stmt.cond, K.Const) and stmt.cond.value:
+        return not any(isinstance(s, K.Break) for s in K.walk_stmts(stmt.body))
     return False
 
 
