@@ -65,9 +65,9 @@ class Uniformity:
                 self._visit(stmt.orelse, inner, assumed, kept)
             elif isinstance(stmt, K.For):
                 bounds = all(self._expr_with(e, assumed) for e in (stmt.start, stmt.stop, stmt.step))
-                if not (uniform_ctx and bounds):
-                    kept.discard(stmt.var)
                 inner = uniform_ctx and bounds and self.jumps_uniform(stmt.body, assumed)
+                if not inner:  # (a break some instances take leaves the variable per instance)
+                    kept.discard(stmt.var)
                 self._visit(stmt.body, inner, assumed, kept)
             elif isinstance(stmt, K.While):
                 inner = uniform_ctx and self._expr_with(stmt.cond, assumed) and \

@@ -204,7 +204,8 @@ class ControlFlow:
         self.emit(f"while _any({w}):")
         self.indent += 1
         saved = self.terms
-        self.terms = [w]
+        # `live` too: a lane that returns in the body must skip the rest of this iteration
+        self.terms = [w, "live"] if self.live else [w]
         self._enter_body(loop)
         self.block(s.body)
         self._leave_body(loop)
