@@ -256,10 +256,9 @@ def _store_index(rng: random.Random, names: list[str]) -> str:
                       [f"{k} + {rng.choice(['0', 'i', 'i * 2', 'i * n', 'j * n'])}" for k in loops])
 
 
-def _interleaved(rng: random.Random) -> list[str]:
+def _interleaved(rng: random.Random, k: int) -> list[str]:
     """Stores that cover a buffer only together: some of the k elements of each instance's group
     (`c[k * i + r]`), each sometimes under a condition, sometimes with a stray store."""
-    k = rng.choice([2, 2, 3, 4])
     flat = rng.choice(["i", "j * hpvm.num_instances(0) + i", "i * n + j"])
     lines = []
     for r in rng.sample(range(k), rng.randint(1, k)) + ([k] if rng.random() < 0.1 else []):
@@ -271,10 +270,17 @@ def _interleaved(rng: random.Random) -> list[str]:
     return lines
 
 
+def _group(seed: int) -> int:
+    """How many elements each instance of the seed's leaf writes (1: not interleaved)."""
+    rng = random.Random(seed)
+    return rng.choice([2, 2, 3, 4]) if rng.random() < 0.3 else 1
+
+
 def _program(seed: int) -> str:
     rng = random.Random(seed)
-    if rng.random() < 0.3:
-        lines = _interleaved(rng)
+    k = _group(seed)
+    if k > 1:
+        lines = _interleaved(rng, k)
     else:
         lines = _body(rng, ["i", "j", "n", "m"], "    ", 0)
     if not any("c[" in line for line in lines):
@@ -314,7 +320,7 @@ def test_generated_leaves_never_fool_the_analysis(monkeypatch) -> None:
                 gx, gy, n, m = (rng.randint(0, 6), rng.randint(1, 4), rng.randint(0, 6),
                                 rng.randint(0, 6))
                 size = rng.choice([gx * gy, gx, n * m, n, rng.randint(0, 30)]) * \
-                    rng.choice([1, 1, 2, 3, 4])  # (several elements an instance: interleaved)
+                    (_group(seed) if rng.random() < 0.8 else rng.randint(1, 4))
                 a = np.array([rng.randint(-3, 3) for _ in range(4)], np.int64)
                 c = np.full(size, SENTINEL, np.int64)
                 try:
