@@ -97,14 +97,17 @@ from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, ExprBind
 from ..support.loc import UNKNOWN, Loc, register_source
 from .operations import OPERATIONS
 from .parse_errors import syntax_error, token_error
+from .typecheck import Positions, check_module
 from .targets import canonical_target, target_problem
 
 _PORT = re.compile(r"(.*)\.([0-9]+)")
 _LOC = re.compile(r"@([0-9]+):([0-9]+):([0-9]+)")
 
 
-def parse_module(text: str, source_name: str = "<hpvm-text>") -> Module:
-    """Parse textual IR; errors are ParseErrors located in `text` (named source_name)."""
+def parse_module(text: str, source_name: str = "<hpvm-text>", check_types: bool = True) -> Module:
+    """Parse textual IR; errors are ParseErrors located in `text` (named source_name). With
+    check_types, the leaf and helper bodies are type checked too (typecheck.py: VerificationError);
+    without it, any module the printer writes reads back (the printer's own tests)."""
     if not os.path.isfile(source_name):
         register_source(source_name, text)  # lets the error's snippet show the offending line
     parser, builder = _parser()
@@ -113,9 +116,14 @@ def parse_module(text: str, source_name: str = "<hpvm-text>") -> Module:
     with _lock:
         builder.state = _State(source_name)
         try:
-            return parser.parse(text)
+            module = parser.parse(text)
         except UnexpectedInput as exc:
             raise syntax_error(exc, text, source_name, _parser()[0]) from None
+        else:
+            # the bodies' types (a hand-edited file may break what the front end guarantees)
+            if check_types:
+                check_module(module, builder.state.positions)
+            return module
         finally:
             builder.state = _State(source_name)  # do not keep the module alive in the parser
 
@@ -151,6 +159,9 @@ class _State:
     locals: dict[str, Type] = field(default_factory=dict)
     nodes: set[str] = field(default_factory=set)
     node_refs: list[tuple[str, Token]] = field(default_factory=list)  # checked at the graph's end
+    # where the statements, expressions and functions without `@F:L:C` are in the text
+    positions: Positions = field(default_factory=dict)
+    number: Token | None = None  # the last number read (a constant's position)
 
 
 @dataclass
@@ -265,14 +276,29 @@ class _Builder(Transformer):
             raise self._fail(f"unknown file index {index} (no `file {index} \"...\"` line)", token)
         return Loc(path, line, col)
 
-    def _stmt(self, stmt: K.Stmt, loc: Token | None) -> K.Stmt:
-        """Give stmt its location, and its expressions the same one."""
+    def _stmt(self, stmt: K.Stmt, loc: Token | None, at: Token | None = None) -> K.Stmt:
+        """Give stmt its location, and its expressions the same one; without one, note where
+        stmt is in the text (at: its first token, else its first expression's position)."""
         stmt.loc = self._loc(loc)
         if stmt.loc != UNKNOWN:
             for child in K.child_exprs(stmt):
                 for e in K.walk_exprs(child):
                     e.loc = stmt.loc
+        elif at is not None:
+            self._at(stmt, at)
+        else:
+            positions = self.state.positions
+            for child in K.child_exprs(stmt):
+                if id(child) in positions:
+                    positions[id(stmt)] = positions[id(child)]
+                    break
         return stmt
+
+    def _at(self, item: Any, token: Token) -> Any:
+        """Note that item (kept in the module) starts at token in the text."""
+        if token.line is not None and token.column is not None:
+            self.state.positions[id(item)] = Loc(self.state.source, token.line, token.column - 1)
+        return item
 
     # -- module ---------------------------------------------------------------------------------
 
@@ -353,6 +379,7 @@ class _Builder(Transformer):
                         locals=self.state.locals, body=[s for s in items if isinstance(s, K.Stmt)],
                         target=head.extra, loc=head.loc,
                         notes=[n for n in items if isinstance(n, K.Note)])
+        self._at(fn, head.token)
         return self._define(head, fn)
 
     def note_decl(self, name: Token, *items: tuple[str, K.NoteValue, Token]) -> K.Note:
@@ -369,6 +396,7 @@ class _Builder(Transformer):
         fn = K.HelperFunc(name=head.name, params=head.params, result=head.extra,
                           locals=self.state.locals, body=[s for s in items if s is not None],
                           loc=head.loc)
+        self._at(fn, head.token)
         return self._define(head, fn)
 
     def library_func(self, func: Token, kind: Token, options: dict, params: list, outputs: list,
@@ -472,11 +500,12 @@ class _Builder(Transformer):
         return list(stmts)
 
     def assign(self, target: Token, value: K.Expr, loc: Token | None) -> K.Stmt:
-        return self._stmt(K.Assign(target=self._known_var(target), value=value), loc)
+        return self._stmt(K.Assign(target=self._known_var(target), value=value), loc, target)
 
     def store(self, ptr: Token, index: K.Expr, value: K.Expr, rank: K.Expr | None,
               loc: Token | None) -> K.Stmt:
-        return self._stmt(K.Store(ptr=self._var(ptr), index=index, value=value, rank=rank), loc)
+        return self._stmt(K.Store(ptr=self._at(self._var(ptr), ptr), index=index, value=value,
+                                  rank=rank), loc, ptr)
 
     def do_stmt(self, value: K.Expr, loc: Token | None) -> K.Stmt:
         return self._stmt(K.ExprStmt(value=value), loc)
@@ -488,22 +517,22 @@ class _Builder(Transformer):
     def for_stmt(self, var: Token, start: K.Expr, stop: K.Expr, step: K.Expr, loc: Token | None,
                  body: list[K.Stmt]) -> K.Stmt:
         return self._stmt(K.For(var=self._known_var(var), start=start, stop=stop, step=step,
-                                body=body), loc)
+                                body=body), loc, var)
 
     def while_stmt(self, cond: K.Expr, loc: Token | None, body: list[K.Stmt]) -> K.Stmt:
         return self._stmt(K.While(cond=cond, body=body), loc)
 
-    def break_stmt(self, loc: Token | None) -> K.Stmt:
-        return self._stmt(K.Break(), loc)
+    def break_stmt(self, word: Token, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Break(), loc, word)
 
-    def continue_stmt(self, loc: Token | None) -> K.Stmt:
-        return self._stmt(K.Continue(), loc)
+    def continue_stmt(self, word: Token, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Continue(), loc, word)
 
-    def barrier_stmt(self, loc: Token | None) -> K.Stmt:
-        return self._stmt(K.Barrier(), loc)
+    def barrier_stmt(self, word: Token, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Barrier(), loc, word)
 
-    def breakpoint_stmt(self, loc: Token | None) -> K.Stmt:
-        return self._stmt(K.Breakpoint(), loc)
+    def breakpoint_stmt(self, word: Token, loc: Token | None) -> K.Stmt:
+        return self._stmt(K.Breakpoint(), loc, word)
 
     def return_stmt(self, *items: Any) -> K.Stmt:
         *values, loc = items
@@ -517,9 +546,12 @@ class _Builder(Transformer):
     # -- expressions ----------------------------------------------------------------------------
 
     def const(self, value: int | float | bool, t: Type) -> K.Const:
-        return K.Const(value=value, type=t)
+        number = self.state.number  # signed_number was reduced just before this rule
+        const = K.Const(value=value, type=t)
+        return self._at(const, number) if number is not None else const
 
     def signed_number(self, minus: Token | None, token: Token) -> int | float | bool:
+        self.state.number = minus if minus is not None else token
         if token in ("true", "false"):
             if minus is not None:
                 raise self._fail(f"malformed number -{token!s}", minus)
@@ -531,7 +563,7 @@ class _Builder(Transformer):
         return -value if minus is not None else value
 
     def var(self, token: Token) -> K.Var:
-        return self._var(token)
+        return self._at(self._var(token), token)
 
     def callee(self, *words: Token) -> tuple[str, Token]:
         return ".".join(words), words[0]
@@ -548,7 +580,7 @@ class _Builder(Transformer):
         if len(args) != len(spec.args):
             raise self._fail(f"{name} takes {len(spec.args)} argument(s), got {len(args)}", token)
         values = [self._arg(kind, arg, name, token) for kind, arg in zip(spec.args, args)]
-        return spec.build(t, values)
+        return self._at(spec.build(t, values), token)
 
     def _arg(self, kind: str, arg: K.Expr | Token, name: str, token: Token) -> Any:
         if kind == "l" and isinstance(arg, Token):
@@ -561,4 +593,4 @@ class _Builder(Transformer):
 
     def helper_call(self, func: Token, t: Type, *args: K.Expr | Token) -> K.CallHelper:
         self.state.func_refs.append(func)
-        return K.CallHelper(func=self._name(func), args=list(args), type=t)
+        return self._at(K.CallHelper(func=self._name(func), args=list(args), type=t), func)

@@ -60,6 +60,9 @@ RULES: dict[str, str] = {
     "intrinsics-in-leaves": "leaf intrinsics are used inside leaves only",
     "node-inputs": "node inputs are graph parameters, sibling outputs or constants of a scalar input's type",
     "edge-kinds": "edges are one-to-one or all-to-all",
+    "kernel-types": ("the operands of every operation, assignment, store, loop bound and condition "
+                     "of a leaf or helper body have the types it takes, and constants fit their type "
+                     "(checked for the textual IR; the front end builds such bodies)"),
 }
 
 

@@ -14,13 +14,14 @@ import inspect
 from ... import types as T
 from ...errors import FrontendError
 from ...ir import kernel as K
+from ...ir.typecheck import MAX_EXPR_DEPTH as _MAX_EXPR_DEPTH
 from ..source import output_types, param_type, resolve_annotation
 from .stmts import StmtLowering
 from .values import ends_with_return
 
 
 # How deep operations may nest in one expression of a leaf or helper (a sum of 128 terms).
-MAX_EXPR_DEPTH = 128
+MAX_EXPR_DEPTH = _MAX_EXPR_DEPTH  # shared with the textual IR's check (ir/typecheck.py)
 
 
 class Lowerer(StmtLowering):
