@@ -495,7 +495,11 @@ def test_an_error_while_completing_an_item_fails_its_pop_instead_of_hanging(
     with hpvm.runtime(item_target):
         handle = hpvm.launch(g.normalised, stream=True, depth=8)
         for x, y in cases:
-            hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
+            try:
+                hpvm.push(handle, x, x.nbytes, y, y.nbytes, 1.0, n, timeout=60)
+            except ExecutionError as exc:  # the first item failed before the last push (a
+                assert "handing the results over" in str(exc)  # fast GPU): every push after says so
+                break
         for _ in range(2):
             with pytest.raises(ExecutionError, match="stage divide_by.*handing the results over"):
                 hpvm.pop(handle, timeout=120)
