@@ -78,6 +78,9 @@ CASES = [
     ("call_a_leaf", ID + "  store %c[%i] = call @vadd<f32>(%i) @0:14:4\n", "node-function",
      ("vadd.py", 14, 4)),
     ("deep_expr", deep_expr(MAX_EXPR_DEPTH + 1), "supported-python", ("vadd.py", 14, 4)),
+    # deeper than Python's stack, on a located statement (its location reaches every
+    # sub-expression before the check: ir.kernel.walk_exprs walks without recursion)
+    ("deep_expr_5000", deep_expr(5000), "supported-python", ("vadd.py", 14, 4)),
     ("deep_if", deep_if(MAX_EXPR_DEPTH + 1), "supported-python", (None, 18 + MAX_EXPR_DEPTH, 3)),
 ]
 

@@ -404,10 +404,13 @@ def _rank_of(access: Load | Atomic, children: list[Expr], position: int) -> Expr
 
 
 def walk_exprs(expr: Expr) -> Iterator[Expr]:
-    """expr and all its sub-expressions, pre-order."""
-    yield expr
-    for sub in child_exprs(expr):
-        yield from walk_exprs(sub)
+    """expr and all its sub-expressions, pre-order (without recursion: a hand-written .hpvm file
+    may nest deeper than Python's stack before its type check refuses it)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        yield e
+        stack.extend(reversed(child_exprs(e)))
 
 
 def walk_stmts(block: Block) -> Iterator[Stmt]:
