@@ -6,16 +6,14 @@ Parboil stencil (examples/hpvm_suite/stencil.py: blocks of 256 x 1 x 1, x one pa
 lanes). Run without TRITON_INTERPRET (tests/test_quads.py)."""
 from __future__ import annotations
 
-import importlib.util
 import sys
-import tempfile
-from pathlib import Path
 
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 import stencil
+from differential.data import load
 from hpvm_suite import stencil as suite_stencil
 from hpvm_py.backends.triton.codegen import generate
 from hpvm_py.rt.compiler import compile_graph
@@ -23,11 +21,7 @@ from hpvm_py.rt.compiler import compile_graph
 
 def ptx_of(text: str, kernel: str, arguments: dict[str, str], width: int,
            leaf: tuple[int, int] = (16, 8)) -> str:
-    path = Path(tempfile.mkdtemp()) / "quads_check.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(f"quads_check_{abs(hash(text))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load(text, f"quads_check_{abs(hash(text))}")
     constants = {"E0_0": leaf[0], "E0_1": leaf[1], "BLOCK": 512, "TX": width, "TY": 512 // width}
     if "E0_2" in arguments:
         constants["E0_2"] = 1

@@ -6,7 +6,7 @@ import pytest
 from cpu_harness import buffer, leaves_from_source, run
 
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64
+from hpvm_py import In, Out, Ptr, f32, i64
 from hpvm_py.backends.base import NodeContext
 from hpvm_py.backends.cpu import CpuBackend
 from hpvm_py.errors import CompileError, ExecutionError, LaunchError

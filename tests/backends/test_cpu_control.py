@@ -7,7 +7,7 @@ import pytest
 
 import hpvm_py as hpvm
 from cpu_harness import bf16_to_f32, f32_to_bf16, leaves_from_source, run
-from hpvm_py import In, InOut, Out, Ptr, bf16, f16, f32, i1, i8, i32, i64, u8, u64
+from hpvm_py import In, InOut, Out, Ptr, bf16, f32, i32, i64, u8
 
 # -- loops -------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ import pytest
 
 import hpvm_py as hpvm
 from cpu_harness import bf16_to_f32, f32_to_bf16, leaves_from_source, run
-from hpvm_py import In, InOut, Out, Ptr, f32, f64, i32, i64, u64
+from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64
 from hpvm_py.errors import CompileError
 
 rng = np.random.default_rng(7)

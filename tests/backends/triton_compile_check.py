@@ -13,8 +13,6 @@ from __future__ import annotations
 import importlib
 import re
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -24,6 +22,7 @@ from triton.compiler import ASTSource, make_backend
 from triton.runtime.jit import create_function_from_signature
 
 import hpvm_py as hpvm
+from differential.data import load
 from hpvm_py.backends.base import BufferArg
 from hpvm_py.backends.triton.codegen import generate, kernel_name
 from hpvm_py.backends.triton.kernel import GPU_DOT, GPU_SPREAD, SMALLER_DOTS, TritonKernel
@@ -34,16 +33,6 @@ ENTRY = re.compile(r"\.entry\s+\w+\s*\(([^)]*)\)", re.S)
 PTX_TYPE = re.compile(r"\s*\.param\s+\.[busf](\d+)\b")
 TRITON_BYTES = {"i1": 1, "u1": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "fp16": 2, "bf16": 2,
                 "i32": 4, "u32": 4, "fp32": 4, "i64": 8, "u64": 8, "fp64": 8}
-
-
-def load(text: str, name: str):
-    path = Path(tempfile.mkdtemp()) / f"{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def check_parameters(kernel, args: list) -> None:

@@ -13,7 +13,6 @@ differential runner's format) in SAVE_DIR; exits 1 on any failure.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -32,19 +31,15 @@ import hpvm_py as hpvm  # noqa: E402
 import triton_compile_check as check  # noqa: E402
 from hpvm_py.errors import HPVMError  # noqa: E402
 from differential import runner  # noqa: E402
+from differential.data import load  # noqa: E402
 from hpvm_py.backends.triton.codegen import generate  # noqa: E402
 
 
 def compile_case(case: runner.Case, index: int) -> str | None:
     """None when every kernel of the case's graph compiles (or the front end refuses the graph,
     as the differential runner's python reference would); else what failed."""
-    path = Path(tempfile.mkdtemp()) / f"fuzz_{index}.py"
-    path.write_text(case.source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
     try:
-        spec.loader.exec_module(module)
+        module = load(case.source, f"fuzz_{index}")
         compiled = hpvm.compile(module.root, target="cpu")  # node contexts do not depend on it
     except HPVMError:
         return None
@@ -59,7 +54,7 @@ def compile_case(case: runner.Case, index: int) -> str | None:
                     sources.append(generate(leaf, ctx, checked, interpreted=False, rows=True, quads=True))
             for source in sources:
                 for constexprs in check.constants(source):
-                    fn = getattr(check.load(source.text, f"fuzz_{index}_{leaf.name}"), source.kernel)
+                    fn = getattr(load(source.text, f"fuzz_{index}_{leaf.name}"), source.kernel)
                     # (a quads launch keeps four lanes a thread: kernel.py caps its warps)
                     warps = max(1, min(4, constexprs["BLOCK"] // 128)) if source.quads else 4
                     try:

@@ -2,8 +2,10 @@
 edge-case-rich values of every scalar type, bitwise comparison, and importing generated source."""
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import itertools
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -18,12 +20,14 @@ _counter = itertools.count()
 _folder: Path | None = None
 
 
-def load(source: str) -> ModuleType:
-    """Import generated source from a file of its own (leaves are compiled from source files)."""
+def load(source: str, name: str | None = None) -> ModuleType:
+    """Import generated source from a file of its own (leaves are compiled from source files), in
+    one folder per process, removed at exit; `name` names the module (default: a counter's)."""
     global _folder
     if _folder is None:
         _folder = Path(tempfile.mkdtemp(prefix="hpvm-diff-"))
-    name = f"hpvm_diff_{next(_counter)}"
+        atexit.register(shutil.rmtree, _folder, True)
+    name = name or f"hpvm_diff_{next(_counter)}"
     path = _folder / f"{name}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)

@@ -543,7 +543,7 @@ def tiles_program(c: Choices) -> Program:
         body.emit(1, f"for r in range({c.integer(1, 3)}):")
         leave = c.pick([None, "break", "continue"])
         if leave:  # a condition of the loop counter and the launch's sizes: the same in the block
-            body.emit(2, f"if r == rows % 3:")
+            body.emit(2, "if r == rows % 3:")
             body.emit(3, leave)
         body.emit(2, f"n0 = tile{at(shifted)}")
         body.emit(2, "hpvm.barrier()")

@@ -65,7 +65,7 @@ def neighbours_program(c: Choices) -> Program:
     scope.variables.update({name: a_t for name in loaded})
     if c.flag():  # an index from data, in the element's row by a floor modulo
         body.emit(2, f"g = hpvm.i64({c.pick(loaded)}) % cols")
-        body.emit(2, f"nd = a[hpvm.i64(at) - x + g]")
+        body.emit(2, "nd = a[hpvm.i64(at) - x + g]")
         scope.variables["nd"] = a_t
     if c.flag():  # loads in a conditional expression run under its condition only
         body.emit(2, f"ns = {access(c.pick(xs), '')} if {body.cond(1)} else {access(c.pick(xs), '')}")
