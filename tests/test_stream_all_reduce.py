@@ -97,6 +97,9 @@ def test_the_ring_is_reserved_at_the_end_of_the_heap_or_two_shot_runs(monkeypatc
     roomy.allocate(big)
     world = types.SimpleNamespace(size=2, heap=roomy)
     assert launch.choose("all_reduce", big, world) == "stream"
+    # (the pick reserves nothing: ranks that disagree on the call keep their heaps alike)
+    assert roomy.limit == roomy.size
+    assert launch.reserve_ring(roomy) == roomy.size - ring  # as the kernel's launch reserves it
     assert roomy.limit == roomy.size - ring  # reserved: user allocations stop before the ring
     with pytest.raises(DistributedError, match="heap exhausted"):
         roomy.allocate(roomy.free_bytes + 1)
@@ -141,7 +144,9 @@ def test_push_two_shot_by_world_size_and_its_scratch(monkeypatch: pytest.MonkeyP
             heap = _Heap(64 * MIB + room)
             heap.allocate(64 * MIB)
             assert launch.choose("all_reduce", big, types.SimpleNamespace(size=world, heap=heap)) == pick, room
-            assert heap.limit == heap.size - (need if pick == "push" else 0)  # reserved, or nothing
+            assert heap.limit == heap.size  # the pick reserves nothing
+            assert launch.reserve_scratch(heap, world) == \
+                (heap.size - need if pick == "push" else None)  # the launch's reservation, or none
     assert "push" in ALGORITHMS  # a word of the descriptor: ranks that choose differently raise
 
 

@@ -215,15 +215,17 @@ def all_reduce(x: Any, op: str = "sum", algorithm: str | None = None, *, fingerp
 
 
 def choose(kind: str, nbytes: int, world: Any, quantize: str = "", elem_bytes: int = 2) -> str:
-    """chooser.choose_gpu's pick for this world, with the stream all-reduce's ring or the push
-    all-reduce's scratch reserved at the end of the heap; two-shot instead where user allocations
-    leave them no room (every rank's heap holds the same allocations, so every rank picks the
-    same)."""
+    """chooser.choose_gpu's pick for this world; two-shot instead where user allocations leave the
+    stream all-reduce's ring or the push all-reduce's scratch no room at the end of the heap (every
+    rank's heap holds the same allocations, so every rank picks the same). Nothing is reserved
+    here: the kernel's launch reserves its workspace once the ranks agreed on the call, so that a
+    call they disagree on leaves every heap as it was."""
     path = chooser.choose_gpu(kind, nbytes, world.size if world is not None else 1, quantize,
                               elem_bytes)
-    if path == "stream" and reserve_ring(world.heap) is None:
+    if path == "stream" and not world.heap.workspace_fits(ring_bytes(TUNING["stream"])):
         return "two_shot"
-    if path == "push" and reserve_scratch(world.heap, world.size) is None:
+    if path == "push" and not world.heap.workspace_fits(
+            scratch_bytes(shape_for("push", world.size), world.size)):
         return "two_shot"
     return path
 
