@@ -206,11 +206,12 @@ class Backend:
         return kernel
 
     def disk_cached(self, parts: tuple[str, ...], suffix: str, make: Callable[[], bytes],
-                    counter: str) -> bytes:
+                    counter: str, check: Callable[[bytes], str | None] | None = None) -> bytes:
         """An artifact from the disk cache (support/cache.py) under the hash of `parts`, or made
-        by make(), counted in stats() as `counter`, and stored."""
+        by make(), counted in stats() as `counter`, and stored. `check` says what is wrong with a
+        cached artifact, if anything (it is then made again)."""
         key = cache.content_key(*parts)
-        data = cache.load(key, suffix)
+        data = cache.load(key, suffix, check)
         if data is None:
             if profile.on:
                 with profile.span("compile", f"{counter} ({suffix})"):
@@ -239,13 +240,33 @@ class Backend:
         return {}
 
 
+# What every backend's output depends on besides its own subpackage, relative to hpvm_py/: the
+# modules beside base.py (jit.py's O3 pipeline, softhalf.py), the IR and its semantics, the types
+# and the backend passes (the clip and bounds passes decide which checks the code keeps). An edit
+# there changes generated code, so it must change the disk cache's keys as well.
+SHARED_CODE = ("backends", "ir", "passes", "types.py")
+
+
 @functools.cache
 def code_version(packages: tuple[str, ...]) -> str:
-    """A hash of the source of these subpackages of backends/ (what a cached artifact made by
-    their code depends on)."""
+    """A hash of the source of these subpackages of backends/ and of SHARED_CODE (what a cached
+    artifact made by their code depends on)."""
     digest = hashlib.sha256()
-    here = Path(__file__).parent
-    for package in packages:
-        for path in sorted((here / package).glob("*.py")):
-            digest.update(path.read_bytes())
+    for path in code_files(packages):
+        digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0")
+        digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+_PACKAGE = Path(__file__).resolve().parent.parent  # hpvm_py/
+
+
+def code_files(packages: tuple[str, ...]) -> list[Path]:
+    """The source files code_version() hashes."""
+    files: list[Path] = []
+    for package in packages:
+        files += sorted((_PACKAGE / "backends" / package).glob("*.py"))
+    for shared in SHARED_CODE:
+        path = _PACKAGE / shared
+        files += sorted(path.glob("*.py")) if path.is_dir() else [path]
+    return files

@@ -10,6 +10,7 @@ the ranks' heap (distributed/atomics.py); llvmlite is imported on first use, not
 from __future__ import annotations
 
 import ctypes
+import platform
 import struct
 import threading
 from typing import TYPE_CHECKING
@@ -188,19 +189,67 @@ def _check_symbols(data: bytes) -> None:
 
 def undefined_symbols(data: bytes) -> list[str]:
     """The undefined symbols of a little-endian ELF64 object file (its .symtab)."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    return [name for name, defined in _symbols(data) if not defined]
+
+
+def defined_symbols(data: bytes) -> list[str]:
+    """The symbols a little-endian ELF64 object file defines (its .symtab)."""
+    return [name for name, defined in _symbols(data) if defined]
+
+
+def _symbols(data: bytes) -> list[tuple[str, bool]]:
+    """(name, defined) of each named symbol of a little-endian ELF64 object file; none for other
+    formats. object_problem() has checked that the tables lie inside `data`."""
+    if data[:4] != b"\x7fELF" or len(data) < 64 or data[4] != 2 or data[5] != 1:
         return []  # not ELF64 LE: nothing to check with this reader
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    names: list[str] = []
+    found: list[tuple[str, bool]] = []
     for sh in sections:
         if sh[1] != 2:  # SHT_SYMTAB
             continue
         strtab = sections[sh[6]]
         for offset in range(sh[4], sh[4] + sh[5], 24):
             st_name, _info, _other, st_shndx = struct.unpack_from("<IBBH", data, offset)
-            if st_shndx == 0 and st_name:
+            if st_name:
                 start = strtab[4] + st_name
-                names.append(data[start:data.index(b"\0", start)].decode())
-    return names
+                found.append((data[start:data.index(b"\0", start)].decode(), st_shndx != 0))
+    return found
+
+
+_ELF_MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21}
+
+
+def object_problem(data: bytes, names: tuple[str, ...] = ()) -> str | None:
+    """What is wrong with object code read back from the disk cache, or None: it must be an ELF64
+    little-endian relocatable file for this machine whose section and symbol tables lie inside it
+    and that defines `names`. LLVM's loader trusts its input (an empty or cut-short file, or
+    one of another architecture, crashes the process) and a kernel's missing driver would be
+    looked up as address 0, so nothing else is loaded."""
+    if len(data) < 64 or data[:4] != b"\x7fELF":
+        return "not an ELF object file"
+    if data[4] != 2 or data[5] != 1:
+        return "not a 64-bit little-endian object"
+    e_type, e_machine = struct.unpack_from("<HH", data, 0x10)
+    expected = _ELF_MACHINES.get(platform.machine().lower())
+    if e_type != 1 or (expected is not None and e_machine != expected):
+        return f"an object of type {e_type} for machine {e_machine}, not this one's"
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    if shentsize < 64 or shoff + shnum * shentsize > len(data):
+        return "its section table lies outside the file"
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    for sh in sections:
+        if sh[1] != 8 and sh[4] + sh[5] > len(data):  # every section but SHT_NOBITS has bytes
+            return "a section lies outside the file"
+        if sh[1] == 2 and (sh[6] >= shnum or sh[5] % 24):
+            return "a malformed symbol table"
+    try:
+        defined = set(defined_symbols(data))
+    except (ValueError, UnicodeDecodeError, struct.error):
+        return "a malformed symbol table"
+    missing = [name for name in names if name not in defined]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    return None

@@ -8,8 +8,6 @@ from typing import Callable
 from ..errors import DistributedError
 from ..support import settings
 
-DEFAULT_TIMEOUT_S = 60.0
-
 
 class RanksMissing(Exception):
     """A wait ran out of time; `ranks` are the ranks still missing (empty when unknown)."""
@@ -22,16 +20,7 @@ class RanksMissing(Exception):
 
 def timeout_from_env() -> float:
     """HPVM_COMM_TIMEOUT in seconds, else 60."""
-    text = settings.COMM_TIMEOUT.text()
-    if not text:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise DistributedError(f"HPVM_COMM_TIMEOUT={text!r} must be a positive number of seconds")
-    return value
+    return settings.positive_seconds(settings.COMM_TIMEOUT, DistributedError)
 
 
 def wait_until(missing: Callable[[], list[int]], timeout: float) -> None:

@@ -19,13 +19,14 @@ import stat
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import HPVMWarning
-from . import profile, settings, stats
+from . import log, profile, settings, stats
 
 _SUM = ".sha256"  # beside each entry: the digest of its contents
 _refused: set[Path] = set()  # directories already warned about
+_log = log.logger("cache")
 
 
 def cache_dir() -> Path:
@@ -48,9 +49,11 @@ def content_key(*parts: str) -> str:
     return h.hexdigest()
 
 
-def load(key: str, suffix: str) -> bytes | None:
+def load(key: str, suffix: str, check: Callable[[bytes], str | None] | None = None) -> bytes | None:
     """The cached artifact, or None (counted as a disk hit or miss). An entry whose contents do
-    not match its digest is a miss."""
+    not match its digest is a miss, and so is one that `check` finds a problem with (a digest only
+    proves the bytes are the ones written: an object file that would crash the loader is refused
+    before it reaches it)."""
     folder = _usable_dir()
     if folder is None:
         return None
@@ -62,6 +65,11 @@ def load(key: str, suffix: str) -> bytes | None:
         stats.bump("cache_disk_misses")
         return None
     if hashlib.sha256(data).hexdigest() != expected:
+        stats.bump("cache_disk_misses")
+        return None
+    problem = check(data) if check is not None else None
+    if problem is not None:
+        _log.info("hpvm: the disk cache's entry %s is not usable (%s): made again", path, problem)
         stats.bump("cache_disk_misses")
         return None
     stats.bump("cache_disk_hits")
@@ -89,7 +97,8 @@ def store_json(key: str, suffix: str, value: dict[str, Any]) -> Path | None:
 
 def store(key: str, suffix: str, data: bytes) -> Path | None:
     """Write atomically (temporary files renamed into place, the digest first), so concurrent
-    writers are safe."""
+    writers are safe. A write that fails (a read-only or full cache directory) only costs
+    recompilation: a warning names the directory, once, and no partial file is left."""
     root = _usable_dir(create=True)
     if root is None:
         return None
@@ -100,20 +109,41 @@ def store(key: str, suffix: str, data: bytes) -> Path | None:
         _write(folder, final.with_name(final.name + _SUM), hashlib.sha256(data).hexdigest().encode())
         _write(folder, final, data)
         return final
-    except OSError:
-        return None  # a read-only or full cache directory only costs recompilation
+    except OSError as exc:
+        _warn_once(root, f"the compile cache {root} could not be written ({exc.strerror or exc}): "
+                   "compiled code is not kept between runs; free space there, make it writable, "
+                   f"or set {settings.CACHE_DIR.name} (or {settings.NO_CACHE.name}=1)")
+        return None
 
 
 def _write(folder: Path, final: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, final)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, final)
+    except BaseException:
+        # a full disk fails the write half-way: the partial temporary file would stay forever
+        # (nothing reads .tmp- files, and nothing else removes them)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _warn_once(folder: Path, text: str) -> None:
+    """A warning about the cache directory, once per directory and process (every compile would
+    repeat it)."""
+    if folder in _refused:
+        return
+    _refused.add(folder)
+    warnings.warn(text, HPVMWarning, stacklevel=3)
 
 
 def _usable_dir(create: bool = False) -> Path | None:
-    """The cache directory when it may be used: enabled, and private to this user (made so when
-    created here)."""
+    """The cache directory when it may be used: enabled, a directory, and private to this user
+    (made so when created here)."""
     if disabled():
         return None
     folder = cache_dir()
@@ -121,13 +151,22 @@ def _usable_dir(create: bool = False) -> Path | None:
         if create:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = folder.stat()
-    except OSError:
+    except FileNotFoundError:
+        return None  # not made yet: a read before the first write
+    except OSError as exc:
+        # a path through a file, or a parent this user may not enter or write
+        _warn_once(folder, f"the compile cache {folder} cannot be used ({exc.strerror or exc}): "
+                   f"compiled code is not kept between runs; set {settings.CACHE_DIR.name} to a "
+                   f"directory this user may write (or {settings.NO_CACHE.name}=1)")
+        return None
+    if not stat.S_ISDIR(info.st_mode):
+        _warn_once(folder, f"the compile cache {folder} is not a directory: compiled code is not "
+                   f"kept between runs; set {settings.CACHE_DIR.name} to a directory (or "
+                   f"{settings.NO_CACHE.name}=1)")
         return None
     if info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return folder
-    if folder not in _refused:
-        _refused.add(folder)
-        warnings.warn(f"the compile cache {folder} is owned or writable by another user: it is not "
-                      "used (compiled code from it would run here); make it private (chmod 700) "
-                      "or set HPVM_CACHE_DIR", HPVMWarning, stacklevel=2)
+    _warn_once(folder, f"the compile cache {folder} is owned or writable by another user: it is not "
+               "used (compiled code from it would run here); make it private (chmod 700) "
+               f"or set {settings.CACHE_DIR.name}")
     return None

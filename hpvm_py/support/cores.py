@@ -6,12 +6,18 @@ import functools
 import os
 import platform
 
+from ..errors import LaunchError
 from . import settings
 
 
 def default_threads() -> int:
+    """HPVM_NUM_THREADS, else the cores this process may run on. A value that is not a positive
+    number is refused (it was ignored, so a typo silently ran on every core)."""
     env = settings.NUM_THREADS.text()
-    if env and env.isdigit() and int(env) > 0:
+    if env is not None:
+        if not (env.isascii() and env.isdigit() and int(env) > 0):
+            raise LaunchError(f"{settings.NUM_THREADS.name}={env!r}: expected a positive number of "
+                              "threads, or unset for every core this process may run on")
         return int(env)
     try:  # the cores of this process's CPU affinity (taskset, cgroup cpusets), not the machine's
         return len(os.sched_getaffinity(0)) or 1

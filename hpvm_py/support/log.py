@@ -40,8 +40,11 @@ def _configure() -> None:
         if _configured:
             return
         _configured = True
-        level = (settings.LOG.text() or "").upper()
+        level = (settings.LOG.text() or "").strip().upper()
         if level:
+            if level not in ("DEBUG", "INFO", "WARNING"):
+                settings.warn(settings.LOG, f"{settings.LOG.name}={settings.LOG.get()!r}: expected "
+                              "info or debug (or warning); the log is printed at info")
             logging.getLogger(ROOT).setLevel(level if level in ("DEBUG", "INFO", "WARNING") else "INFO")
             _attach_stderr()
 

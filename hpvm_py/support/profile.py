@@ -346,7 +346,7 @@ def _write(prof: Profile) -> dict[str, Any]:
     if rank != 0:
         return trace
     parts = [prof.path.with_name(f"{prof.path.name}.rank{r}") for r in range(size)]
-    deadline = time.monotonic() + float(settings.COMM_TIMEOUT.get())
+    deadline = time.monotonic() + settings.positive_seconds(settings.COMM_TIMEOUT)
     while not all(p.exists() for p in parts):
         if time.monotonic() > deadline:
             missing = [str(p) for p in parts if not p.exists()]
@@ -428,3 +428,4 @@ def profile(path: str | os.PathLike[str] | None = None) -> Iterator[Profile]:
         yield prof
     finally:
         stop(prof)
+

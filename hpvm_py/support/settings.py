@@ -8,13 +8,16 @@ values seen now; docs/settings.md is the same table.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
+
+from ..errors import HPVMError, HPVMWarning
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One environment variable. kind: "flag" (unset or empty: the default; "0": off; anything
-    else: on), "text" (the string as it is, or the default when unset or empty), or "number",
+    """One environment variable. kind: "flag" (unset or empty: the default; 0/false/no/off: off;
+    1/true/yes/on: on; anything else: on, with a warning), "text" (the string as it is, or the default when unset or empty), or "number",
     "bytes", "seconds", "path", "list" (read as text; the code that uses them checks the value and
     names the variable in its error)."""
 
@@ -35,9 +38,52 @@ class Setting:
         return self.text() or self.default
 
     def on(self) -> bool:
-        """A flag's value."""
+        """A flag's value: 0 and 1, or false/no/off and true/yes/on in any case; anything else is
+        on, with a warning that names the setting (once per value)."""
         text = self.text()
-        return self.default == "1" if text is None else text != "0"
+        if text is None:
+            return self.default == "1"
+        if text == "1" or text == "0":  # the hot path: flags are read per launch
+            return text == "1"
+        word = text.strip().lower()
+        if word in _OFF:
+            return False
+        if word not in _ON:
+            _warn_once(self, text, f"{self.name}={text!r} is not a flag value (0 or 1, false or "
+                       "true, no or yes, off or on): it counts as on")
+        return True
+
+
+_ON = ("1", "true", "yes", "on")
+_OFF = ("0", "false", "no", "off")  # HPVM_AUTOTUNE=false turning tuning on surprised everyone
+_warned: set[tuple[str, str]] = set()  # (setting, value) already warned about
+
+
+def _warn_once(setting: Setting, value: str, text: str) -> None:
+    """A warning about a setting's value, once per value and process (most are read per launch)."""
+    if (setting.name, value) in _warned:
+        return
+    _warned.add((setting.name, value))
+    warnings.warn(text, HPVMWarning, stacklevel=3)
+
+
+def warn(setting: Setting, text: str) -> None:
+    """A warning about the value a setting has now (an unknown name in a list, say), once per
+    value: for the code that reads a "text" or "list" setting and tolerates the value."""
+    _warn_once(setting, setting.get(), text)
+
+
+def positive_seconds(setting: Setting, error: type[HPVMError] = HPVMError) -> float:
+    """A "seconds" setting's value (its default when unset or empty); `error`, naming the setting,
+    when it is no positive number."""
+    text = setting.get()
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:  # (NaN too)
+        raise error(f"{setting.name}={text!r} must be a positive number of seconds")
+    return value
 
 
 _ALL: list[Setting] = []

@@ -18,11 +18,13 @@ from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from .. import jit
 from .accesses import Access, sites
 from .driver import build_drivers, build_nontemporal_driver
+from .abi import PRIVATE_SUFFIX
 from .kernel import CpuKernel, KernelInfo, LazyCode
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .nontemporal import mark_nontemporal, nt_bytes, nt_stores
 from .loop_plan import Plan, make_plan
 from .passes import PASSES, private_buffers
+from .privatise import MERGE_SUFFIX
 from .prepare import localize_assigned_params
 
 _OBJECT_SUFFIX = ".cpu.o"
@@ -38,11 +40,13 @@ class CpuBackend(Backend):
         prepared, plan = _analyse(leaf, ctx, "checked" if checked else "unchecked")
         info = _info(prepared, ctx, plan)
         obj = self._object(key, str(checked),
-                           lambda: jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
+                           lambda: jit.optimize(_module_text(prepared, ctx, plan, info, checked)),
+                           _driver_names(prepared, info))
         # checked launches are for finding bugs: they keep the plain driver
         nontemporal = None if checked or not info.nt_bytes else LazyCode(
             lambda: jit.LoadedObject(self._object(key, "nontemporal",
-                                                  lambda: _nontemporal_module(prepared, ctx, plan))))
+                                                  lambda: _nontemporal_module(prepared, ctx, plan),
+                                                  (prepared.name + NT_SUFFIX,))))
         return CpuKernel(leaf, prepared, ctx, checked, jit.LoadedObject(obj), info, nontemporal)
 
     def for_leaf(self, kernel: LeafKernel, leaf: K.LeafFunc) -> LeafKernel:
@@ -63,10 +67,20 @@ class CpuBackend(Backend):
             return str(_nontemporal_module(prepared, ctx, plan))
         return str(jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
 
-    def _object(self, key: CacheKey, variant: str, optimized: Callable[[], llvm.ModuleRef]) -> bytes:
-        """The object code of one variant of a kernel, from the disk cache or compiled."""
+    def _object(self, key: CacheKey, variant: str, optimized: Callable[[], llvm.ModuleRef],
+                names: tuple[str, ...]) -> bytes:
+        """The object code of one variant of a kernel (which defines the functions `names`), from
+        the disk cache or compiled."""
         return self.disk_cached((key[0], key[1], variant, *self.versions(), jit.host_signature()),
-                                _OBJECT_SUFFIX, lambda: jit.emit_object(optimized()), "cpu_compiles")
+                                _OBJECT_SUFFIX, lambda: jit.emit_object(optimized()), "cpu_compiles",
+                                lambda data: jit.object_problem(data, names))
+
+
+def _driver_names(prepared: K.LeafFunc, info: KernelInfo) -> tuple[str, ...]:
+    """The functions CpuKernel looks up in a kernel's object (a cached object without one of them
+    is not used)."""
+    private = (prepared.name + PRIVATE_SUFFIX,) if info.private else ()
+    return (prepared.name, *private, *(prepared.name + MERGE_SUFFIX + name for name in info.private))
 
 
 def _info(prepared: K.LeafFunc, ctx: NodeContext, plan: Plan) -> KernelInfo:

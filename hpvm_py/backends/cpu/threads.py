@@ -287,8 +287,16 @@ class NativePool:
         self._workers = [threading.Thread(target=worker, args=(self._state_at, i % SLOTS),
                                           daemon=True, name=f"hpvm-native-{i}")
                          for i in range(threads - 1)]
-        for t in self._workers:
-            t.start()
+        started: list[threading.Thread] = []
+        try:
+            for t in self._workers:
+                t.start()
+                started.append(t)
+        except RuntimeError as exc:  # the system's thread limit: stop the workers already started
+            self._workers = started
+            self.shutdown()
+            raise LaunchError(f"the cpu target could not start {threads - 1} worker threads "
+                              f"({exc}); set {settings.NUM_THREADS.name} to fewer") from None
         atexit.register(self.shutdown)
 
     def run(self, records: np.ndarray) -> bool:

@@ -86,16 +86,18 @@ class NvptxBackend(Backend):
 
     def _ptx(self, prepared: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
              key: CacheKey, lanes: LaneLoop | None) -> str:
+        kernels = (prepared.name,) + ((lanes_name(prepared),) if lanes else ())
         return self.disk_cached(
-            (key[0], key[1], str(checked), arch, repr(lanes), *self.versions()), _PTX_SUFFIX,
-            lambda: toolchain.to_ptx(module_text(prepared, ctx, checked, arch, lanes),
-                                     (prepared.name,) + ((lanes_name(prepared),) if lanes else ()),
-                                     arch, prepared.loc).encode(), "nvptx_compiles").decode()
+            (key[0], key[1], str(checked), arch, repr(lanes), *self.versions(),
+             toolchain.ptx_signature()), _PTX_SUFFIX,
+            lambda: toolchain.to_ptx(module_text(prepared, ctx, checked, arch, lanes), kernels,
+                                     arch, prepared.loc).encode(), "nvptx_compiles",
+            lambda data: toolchain.ptx_problem(data, kernels)).decode()
 
     def _cubin(self, ptx: str, arch: str, leaf: K.LeafFunc) -> bytes:
         return self.disk_cached((ptx, arch, toolchain.ptxas_version()), _CUBIN_SUFFIX,
                                 lambda: toolchain.assemble(ptx, arch, leaf.name, leaf.loc),
-                                "nvptx_assembles")
+                                "nvptx_assembles", toolchain.cubin_problem)
 
 
 def lanes_of(leaf: K.LeafFunc, ctx: NodeContext) -> LaneLoop | None:

@@ -6,10 +6,11 @@ tensors and launches go on torch's current stream.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from typing import Any
 
-from ...errors import LaunchError
+from ...errors import CompileError, LaunchError
 from ...support import settings
 from ...support.loc import Loc
 from .toolchain import DEFAULT_ARCH
@@ -67,13 +68,22 @@ def check(result: tuple, what: str, loc: Loc) -> Any:
     return values[0] if len(values) == 1 else values
 
 
-@functools.cache
 def arch() -> str:
     """The GPU architecture kernels are assembled for: $HPVM_NVPTX_ARCH, else the first GPU's,
     else sm_90 (where there is no GPU, as in CI)."""
     env = settings.NVPTX_ARCH.text()
     if env:
+        # LLVM only notes an unknown processor on stderr and ptxas's refusal would read as an
+        # internal error: a name that is no architecture is refused here, naming the setting
+        if not re.fullmatch(r"sm_[1-9][0-9]{1,2}[af]?", env):
+            raise CompileError(f"{settings.NVPTX_ARCH.name}={env!r}: expected a GPU architecture "
+                               "such as sm_80, sm_90 or sm_90a")
         return env
+    return _gpu_arch()  # read per call like other settings: only the GPU's answer is kept
+
+
+@functools.cache
+def _gpu_arch() -> str:
     if unusable_reason() is not None:
         return DEFAULT_ARCH
     driver = cuda_driver()

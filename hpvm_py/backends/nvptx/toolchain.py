@@ -3,6 +3,7 @@ wheel). Nothing here needs a GPU: CI emits and assembles PTX on CPU machines."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import os
 import re
@@ -11,6 +12,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+import llvmlite
 import llvmlite.binding as llvm
 
 from ...errors import CompileError
@@ -76,10 +78,31 @@ def ptxas_path() -> Path | None:
     return None
 
 
-@functools.cache
 def _libdevice_bitcode() -> bytes | None:
-    path = libdevice_path()
-    return path.read_bytes() if path is not None else None
+    """libdevice's bitcode, read once per path (HPVM_LIBDEVICE may change while a program runs)."""
+    return _read_libdevice(libdevice_path())
+
+
+@functools.cache
+def _read_libdevice(path: Path | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CompileError(f"{settings.LIBDEVICE.name}={str(path)!r}: libdevice could not be read "
+                           f"({exc.strerror or exc})") from None
+
+
+def _libdevice_digest() -> str:
+    """A hash of the libdevice in use ("none" without one)."""
+    bitcode = _libdevice_bitcode()
+    return "none" if bitcode is None else _digest(bitcode)
+
+
+@functools.cache
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def to_ptx(module_text: str, kernels: tuple[str, ...], arch: str, loc: Loc) -> str:
@@ -94,7 +117,11 @@ def to_ptx(module_text: str, kernels: tuple[str, ...], arch: str, loc: Loc) -> s
             if bitcode is None:
                 raise CompileError("libdevice.10.bc was not found (install triton, or set "
                                    "HPVM_LIBDEVICE): the leaf calls math functions", loc)
-            libdevice = llvm.parse_bitcode(bitcode)
+            try:
+                libdevice = llvm.parse_bitcode(bitcode)
+            except RuntimeError as exc:  # not bitcode: a wrong HPVM_LIBDEVICE
+                raise CompileError(f"libdevice ({libdevice_path()}) is not LLVM bitcode: {exc} "
+                                   f"(check {settings.LIBDEVICE.name})", loc) from None
             libdevice.triple = TRIPLE
             libdevice.data_layout = module.data_layout
             module.link_in(libdevice)
@@ -150,6 +177,32 @@ def in_ptxas_safe_forms(ptx: str) -> str:
     """A PTX module with the instructions ptxas mishandles rewritten: integer negations
     (spell_out_negations) and 16-bit min/max, computed in 32 bits."""
     return _NARROW_MIN_MAX.sub(_widened_min_max, spell_out_negations(ptx))
+
+
+def ptx_signature() -> str:
+    """What PTX depends on besides the IR and the architecture (part of its disk cache key): the
+    LLVM that made it and the libdevice linked in (another triton wheel's may differ)."""
+    return f"llvmlite={llvmlite.__version__};llvm={llvm.llvm_version_info};" \
+           f"libdevice={_libdevice_digest()}"
+
+
+def ptx_problem(data: bytes, kernels: tuple[str, ...]) -> str | None:
+    """What is wrong with PTX read back from the disk cache, or None: it must be text that
+    defines every kernel the launcher looks up."""
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        return "not PTX text"
+    missing = [name for name in kernels if not re.search(rf"\.entry\s+{re.escape(name)}\b", text)]
+    return f"it lacks the kernel(s) {', '.join(missing)}" if missing else None
+
+
+def cubin_problem(data: bytes) -> str | None:
+    """What is wrong with a cubin read back from the disk cache, or None: an ELF file for CUDA
+    (e_machine 190) is what the driver loads."""
+    if len(data) < 20 or data[:4] != b"\x7fELF" or int.from_bytes(data[18:20], "little") != 190:
+        return "not a CUDA ELF image"
+    return None
 
 
 @functools.cache

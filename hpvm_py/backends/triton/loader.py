@@ -6,7 +6,9 @@ Triton's own cache then holds the compiled binary) and imported from there.
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import shutil
 import sys
 import tempfile
 import threading
@@ -37,14 +39,37 @@ def _import(text: str, digest: str) -> Any:
     else:
         stats.bump("gpu_compiles")
         path = cache.store(digest, _SUFFIX, data)
-    if path is None:  # no usable cache directory: a private temporary file
-        folder = Path(tempfile.mkdtemp(prefix="hpvm-triton-"))
-        path = folder / f"{digest}{_SUFFIX}"
-        path.write_bytes(data)
+    try:
+        return _exec(path if path is not None else _private_file(data, digest), digest)
+    except FileNotFoundError:  # the cache directory was removed since: the same source, privately
+        return _exec(_private_file(data, digest), digest)
+
+
+def _exec(path: Path, digest: str) -> Any:
     name = f"hpvm_triton_{digest[:24]}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]  # a failed import leaves no half-made module to be found later
+        raise
     return module
+
+
+_private: list[Path] = []  # this process's folder for kernel files, made on first need
+
+
+def _private_file(data: bytes, digest: str) -> Path:
+    """A file of this process holding `data` (no usable cache directory: HPVM_NO_CACHE=1, or one
+    that cannot be written). One temporary folder per process holds them all and is removed at
+    exit: a folder per kernel, never removed, piled up in /tmp run after run."""
+    if not _private:
+        folder = Path(tempfile.mkdtemp(prefix="hpvm-triton-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _private.append(folder)
+    path = _private[0] / f"{digest}{_SUFFIX}"
+    path.write_bytes(data)
+    return path
