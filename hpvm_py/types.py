@@ -7,6 +7,7 @@ called from host code it converts a number to the matching NumPy scalar by the s
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,6 +214,37 @@ def cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
     with np.errstate(over="ignore"):  # beyond the target's range a float becomes inf, by rule
         out = bf16_round(arr.astype(np.float32)) if dst == bf16 else arr.astype(value_dtype(dst))
     return out if np.ndim(value) else out[()]
+
+
+def int_to_float(value: int, dst: ScalarType) -> float:
+    """A Python int of any size as float type dst (returned as a Python float holding dst's value),
+    rounded once to nearest even, as a leaf's integer to float cast rounds; inf beyond dst's range.
+
+    float(value) or np.float32(value) would round twice (to f64, then to f32): 2**60 + 2**36 + 1
+    is 2**60 + 2**37 as an f32, but 2**60 by way of f64. Rounded to odd at 53 bits first, a value
+    rounds to any type of at most 51 bits as it would have in one step. bf16 goes on through f32,
+    as its cast from an integer type does.
+    """
+    if dst == f64:
+        try:
+            return float(value)  # Python rounds an int to a float once
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    magnitude = abs(value)
+    dropped = magnitude.bit_length() - 53
+    if dropped > 0:
+        kept = magnitude >> dropped
+        if magnitude & ((1 << dropped) - 1):
+            kept |= 1  # sticky: the value lies strictly between kept and kept + 1
+        try:
+            wide = math.ldexp(float(kept), dropped)
+        except OverflowError:
+            wide = math.inf
+    else:
+        wide = float(magnitude)
+    with np.errstate(over="ignore"):
+        out = float(cast(np.float64(wide), f64, dst))
+    return -out if value < 0 else out
 
 
 def _saturate(value: Any, dst: ScalarType) -> Any:

@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import VerificationError
 from ..ir import kernel as K
 from ..support.loc import Loc
-from ..types import ScalarType
+from ..types import ScalarType, int_to_float
 from .lower.values import float_in
 
 Number = bool | int | float
@@ -34,13 +34,15 @@ def input_constant(value: Any, param: K.Param, node: str, loc: Loc) -> K.Const:
         raise _error(f"{where} is an i1: bind True or False, not {number!r}", loc)
     if t.is_float:
         out_of_range = _error(f"{where} is a {t}: {number!r} is out of its range", loc)
-        try:
-            exact = float(number)
-        except OverflowError:  # an int beyond every float
-            raise out_of_range from None
-        rounded = float_in(t, exact)
-        if math.isinf(rounded) and not math.isinf(exact):
-            raise out_of_range
+        if isinstance(number, int):
+            # rounded once (float(number) first would round twice: to f64, then to t)
+            rounded = int_to_float(number, t)
+            if math.isinf(rounded):
+                raise out_of_range
+        else:
+            rounded = float_in(t, number)
+            if math.isinf(rounded) and not math.isinf(number):
+                raise out_of_range
         return K.Const(value=rounded, type=t, loc=loc)
     if isinstance(number, float):
         raise _error(f"{where} is a {t}: the float {number!r} cannot become an integer implicitly; "

@@ -8,6 +8,8 @@ host values by them too.
 """
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -73,6 +75,59 @@ def copysign(a: Any, b: Any) -> Any:
     that difference into a number."""
     with np.errstate(invalid="ignore"):
         return np.where(np.isnan(b), np.abs(a), np.copysign(a, b))[()]
+
+
+def _fma_f64(x: float, y: float, z: float) -> float:
+    """x * y + z rounded once, on Python floats (f64)."""
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return x * y + z  # the product is exactly an infinity, or NaN: nothing to round twice
+    if not math.isfinite(z):
+        return z  # a finite product never meets z's infinity (unfused, x * y could overflow)
+    if x == 0 or y == 0:
+        return x * y + z  # an exact zero product: the sum's rounding and zero sign are IEEE's
+    exact = Fraction(x) * Fraction(y) + Fraction(z)
+    if exact == 0:
+        return 0.0  # a nonzero product cancelled exactly: +0 when rounding to nearest
+    try:
+        return float(exact)  # int / int in Python is correctly rounded, subnormals included
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
+
+
+_fma_f64_lanes = np.frompyfunc(_fma_f64, 3, 1)
+
+
+def _fma_f32(a: Any, b: Any, c: Any) -> Any:
+    """fma for operands of at most 24 significant bits: their product is exact in f64, the sum's
+    error is exact by TwoSum, and rounding that sum to odd at 53 bits before rounding it to f32
+    rounds the exact value once (53 >= 24 + 2)."""
+    p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    c64 = np.asarray(c, np.float64)
+    s = p + c64
+    bp = s - c64
+    err = (p - bp) + (c64 - (s - bp))  # TwoSum: p + c == s + err exactly (NaN when s is not finite)
+    odd = (s.view(np.uint64) & np.uint64(1)).astype(bool)
+    # an inexact sum with an even last bit moves one ulp toward the exact value, whose odd
+    # neighbour that is
+    nudge = np.isfinite(err) & (err != 0) & ~odd
+    s = np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
+
+
+def fma(a: Any, b: Any, c: Any) -> Any:
+    """`hpvm.math.fma(a, b, c)`: a * b + c rounded once (IEEE fusedMultiplyAdd), as llvm.fma and
+    tl.fma compute it. f32 operands give f32, f64 operands f64 (16-bit floats arrive in f32)."""
+    dtype = np.result_type(a, b, c)
+    if not np.issubdtype(dtype, np.floating):
+        dtype = np.dtype(np.float64)
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+    with np.errstate(all="ignore"):
+        if dtype.itemsize <= 4:
+            out = np.asarray(_fma_f32(*np.broadcast_arrays(a, b, c))).astype(dtype)
+        else:
+            out = np.asarray(_fma_f64_lanes(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                            np.asarray(c, np.float64)), np.float64).astype(dtype)
+    return out.reshape(shape) if shape else dtype.type(out.reshape(())[()])
 
 
 _NP_BINOPS = {

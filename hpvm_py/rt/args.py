@@ -12,7 +12,7 @@ from ..errors import LaunchError
 from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
-from ..types import PtrType, ScalarType, bf16, f64, i64
+from ..types import PtrType, ScalarType, bf16, f64, i64, int_to_float
 from .buffers import HOST, buffer_kind, describe, elem_matches, is_buffer, moved, span, why_not_writable
 from .executor import BoundBuffer
 from .tracker import MemoryObject, MemoryTracker, overlap
@@ -290,12 +290,17 @@ def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> An
             return np.bool_(arg)
         raise LaunchError(f"{where} is an i1: pass True or False", caller_loc())
     if t.is_float:
-        if isinstance(arg, (int, float)) and not isinstance(arg, bool):
+        if isinstance(arg, int) and not isinstance(arg, bool):
             try:
-                return S.cast(np.float64(arg), f64, t) if t == bf16 else S.value_dtype(t).type(arg)
+                float(arg)
             except OverflowError:  # an int beyond every float
                 raise LaunchError(f"{where} is a {t}: {arg} is too large for a float",
                                   caller_loc()) from None
+            # rounded once, as the leaf's cast of an i64 rounds (np.float32(arg) rounds twice,
+            # through f64); beyond t's range it is inf, as a float argument becomes
+            return S.value_dtype(t).type(int_to_float(arg, t))
+        if isinstance(arg, float):
+            return S.cast(np.float64(arg), f64, t) if t == bf16 else S.value_dtype(t).type(arg)
         raise LaunchError(f"{where} is a {t}: pass a number, not {type(arg).__name__}", caller_loc())
     if isinstance(arg, bool) or not isinstance(arg, int):
         raise LaunchError(f"{where} is a {t}: pass an int, not {type(arg).__name__}", caller_loc())

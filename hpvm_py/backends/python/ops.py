@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...ir import semantics as S
+from ...ir.kernel import PREDICATE_FUNCTIONS
 from ...types import ScalarType, bf16
 
 
@@ -176,12 +177,6 @@ def _erf(fn: Callable[[float], float]) -> Callable[[Any], Any]:
     return apply
 
 
-def _fma(a: Any, b: Any, c: Any) -> Any:
-    dtype = np.asarray(a).dtype
-    r = np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)
-    return r.astype(dtype) if np.ndim(r) else dtype.type(r[()])
-
-
 _MATH: dict[str, Callable[..., Any]] = {
     "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "exp": np.exp, "exp2": np.exp2,
     "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
@@ -191,13 +186,17 @@ _MATH: dict[str, Callable[..., Any]] = {
     "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "pow": np.power,
     "atan2": np.arctan2, "fmod": np.fmod, "copysign": S.copysign, "hypot": np.hypot,
-    "fmin": S.fmin, "fmax": S.fmax, "fma": _fma, "abs": np.abs, "min": S.minimum, "max": S.maximum,
+    "fmin": S.fmin, "fmax": S.fmax, "fma": S.fma, "abs": np.abs, "min": S.minimum, "max": S.maximum,
 }
 
 
 def math_function(name: str, t: ScalarType) -> Callable[..., Any]:
     fn = _MATH[name]
     if name in ("abs", "min", "max") and not t.is_float:
+        return fn
+    if name in PREDICATE_FUNCTIONS:
+        # an i1, not a number to round back to f16/bf16: a float16 "truth" breaks `or`/`and`,
+        # which the vector mode computes with | and &
         return fn
     return _f32_then(t, fn)
 

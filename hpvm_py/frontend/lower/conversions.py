@@ -44,7 +44,9 @@ class TypeConversions(LowererBase):
         if t.is_bool:
             return K.Const(value=bool(v), type=t, loc=loc)
         if t.is_float:
-            return K.Const(value=float_in(t, float(v)), type=t, loc=loc)
+            # an int literal rounds once, as `hpvm.f32(k)` of an i64 k does at run time
+            rounded = T.int_to_float(v, t) if isinstance(v, int) else float_in(t, v)
+            return K.Const(value=rounded, type=t, loc=loc)
         if isinstance(v, float):
             if not explicit:
                 raise FrontendError(f"the float literal {v!r} cannot become a {t} implicitly; "

@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import types as T
 from ...ir import kernel as K
+from ...ir import semantics as S
 from ...support.loc import Loc
 from ...types import PtrType, ScalarType
 from ..source import is_missing
@@ -175,10 +176,12 @@ class ExprLowering(TypeConversions):
                 r = x * y
             elif op == "div":
                 r = x / y
+            elif op in ("floordiv", "mod") and y == 0:
+                r = _by_zero(op, x, y)
             elif op == "floordiv":
-                r = x // y if y != 0 else type(x + y)(0)
+                r = x // y
             elif op == "mod":
-                r = x % y if y != 0 else type(x + y)(0)
+                r = x % y
             elif op == "pow":
                 r = x ** y
             elif isinstance(x, float) or isinstance(y, float):
@@ -286,3 +289,11 @@ class ExprLowering(TypeConversions):
         return K.Select(cond=cond, if_true=self.to_type(a, t, node.body, explicit=True),
                         if_false=self.to_type(b, t, node.orelse, explicit=True), type=t, loc=loc)
 
+
+def _by_zero(op: str, x: int | float | bool, y: int | float | bool) -> int | float:
+    """`x // 0` or `x % 0` of literals: what the operation gives at run time, not Python's
+    ZeroDivisionError. Integers give 0; floats follow NumPy (`//` gives x / y, an infinity or
+    NaN, and `%` NaN), as a typed float operation does (docs/language.md, "Arithmetic")."""
+    if not (isinstance(x, float) or isinstance(y, float)):
+        return 0
+    return float(S.binop(op, np.float64(x), np.float64(y), T.f64))
