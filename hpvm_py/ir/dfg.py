@@ -88,6 +88,29 @@ def eval_dim_array(expr: DimExpr, env: dict[str, Any]) -> Any:
         return np.where(rhs == 0, 0, value)
 
 
+def dim_measure(expr: DimExpr) -> tuple[int, int]:
+    """(how many operations deep expr nests, how many operations it has written out); both 0
+    for a constant or a parameter. Walked without recursion, so that an expression deeper than
+    Python's stack gets the verifier's error rather than a RecursionError, and once per object:
+    tracing shares operands (`m = m + m` sixty times is 2**60 operations written out)."""
+    measures: dict[int, tuple[int, int]] = {}
+    stack: list[DimExpr] = [expr]
+    while stack:
+        e = stack[-1]
+        if not isinstance(e, DimBin):
+            measures[id(e)] = (0, 0)
+            stack.pop()
+            continue
+        pending = [c for c in (e.lhs, e.rhs) if id(c) not in measures]
+        if pending:
+            stack.extend(pending)
+            continue
+        (ldepth, lsize), (rdepth, rsize) = measures[id(e.lhs)], measures[id(e.rhs)]
+        measures[id(e)] = (1 + max(ldepth, rdepth), 1 + lsize + rsize)
+        stack.pop()
+    return measures[id(expr)]
+
+
 def dim_params(expr: DimExpr) -> set[str]:
     if isinstance(expr, DimParam):
         return {expr.name}

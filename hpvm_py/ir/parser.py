@@ -42,8 +42,10 @@ Layout is free: newlines are whitespace, `;` starts a comment, statements need n
 - `module @R` names the root graph; `file N "path"` lines give the files that locations index.
 - A location `@F:LINE:COL` (file index, 1-based line, 0-based column) ends a function header, a
   graph item or a statement (for if / for / while: right after the opening `{`). Without one,
-  the item's loc is UNKNOWN. Locations of parameters, outputs and expressions are not printed:
-  parsing gives parameters and outputs their function's loc, and expressions their statement's.
+  the item's loc is its position in the text, a support.loc.TextLoc, which errors point at and the
+  printer leaves out. Locations of parameters, outputs and expressions are not printed:
+  parsing gives parameters and outputs their function's loc, and expressions their statement's
+  (or, in a statement without one, their own positions in the text).
 - Names are `%name` (variables, parameters, nodes) and `@name` (functions): plain when made of
   word characters and `.`, else written as a JSON string (`%"a b"`). A port is `%node.N`.
 - Types are written as Type.text(): `f32`, `ptr<f32>`, `node`, `void`.
@@ -82,23 +84,24 @@ import json
 import os
 import re
 import threading
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedInput
 
-from ..errors import ParseError
+from ..errors import ParseError, VerificationError
 from ..types import ScalarType, Type, VoidType, parse_type
 from . import kernel as K
 from .dfg import (ConstBind, DimBin, DimConst, DimExpr, DimParam, Edge, ExprBind, Function,
                   GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind)
-from ..support.loc import UNKNOWN, Loc, register_source
+from ..support.loc import UNKNOWN, Loc, TextLoc, register_source
 from .operations import OPERATIONS
 from .parse_errors import syntax_error, token_error
-from .typecheck import Positions, check_module
+from .typecheck import MAX_EXPR_DEPTH, check_module
 from .targets import canonical_target, target_problem
+from .parse_state import Head, State
+from .text_names import name_problem, path_problem, string_problem
 
 _PORT = re.compile(r"(.*)\.([0-9]+)")
 _LOC = re.compile(r"@([0-9]+):([0-9]+):([0-9]+)")
@@ -114,7 +117,7 @@ def parse_module(text: str, source_name: str = "<hpvm-text>", check_types: bool 
     # The transformer runs inside the LALR parser (no parse tree is built, which is much faster)
     # and keeps per-parse state, so one parse at a time uses the shared parser.
     with _lock:
-        builder.state = _State(source_name)
+        builder.state = State(source_name)
         try:
             module = parser.parse(text)
         except UnexpectedInput as exc:
@@ -122,10 +125,10 @@ def parse_module(text: str, source_name: str = "<hpvm-text>", check_types: bool 
         else:
             # the bodies' types (a hand-edited file may break what the front end guarantees)
             if check_types:
-                check_module(module, builder.state.positions)
+                check_module(module)
             return module
         finally:
-            builder.state = _State(source_name)  # do not keep the module alive in the parser
+            builder.state = State(source_name)  # do not keep the module alive in the parser
 
 
 _lock = threading.Lock()
@@ -141,41 +144,6 @@ def _parser() -> tuple[Lark, "_Builder"]:
     return lark, builder
 
 
-# ----------------------------------------------------------------------------------------------
-# ----------------------------------------------------------------------------------------------
-# Per-parse state
-
-
-@dataclass
-class _State:
-    """What the transformer knows so far: files, functions, and the current function's names."""
-
-    source: str
-    files: dict[int, str] = field(default_factory=dict)
-    functions: dict[str, Function] = field(default_factory=dict)
-    func_refs: list[Token] = field(default_factory=list)  # @names used, checked at the end
-    scope: dict[str, Type] = field(default_factory=dict)  # the current function's params + locals
-    params: dict[str, int] = field(default_factory=dict)  # parameter name -> index
-    locals: dict[str, Type] = field(default_factory=dict)
-    nodes: set[str] = field(default_factory=set)
-    node_refs: list[tuple[str, Token]] = field(default_factory=list)  # checked at the graph's end
-    # where the statements, expressions and functions without `@F:L:C` are in the text
-    positions: Positions = field(default_factory=dict)
-    number: Token | None = None  # the last number read (a constant's position)
-
-
-@dataclass
-class _Head:
-    """A function header, reduced before its body is read."""
-
-    name: str
-    token: Token
-    params: list[K.Param]
-    outputs: list[K.OutputPort]
-    loc: Loc
-    extra: Any = None  # a leaf's target, a helper's result type
-
-
 _ARG_KINDS = {"e": "a typed value", "v": "a %variable", "l": "a bare integer level"}
 
 
@@ -189,7 +157,7 @@ class _Builder(Transformer):
 
     def __init__(self) -> None:
         super().__init__()
-        self.state = _State("<hpvm-text>")
+        self.state = State("<hpvm-text>")
         self._types: dict[str, Type] = {}
 
     # -- helpers --------------------------------------------------------------------------------
@@ -200,18 +168,28 @@ class _Builder(Transformer):
     def _name(self, token: Token, text: str | None = None) -> str:
         """The name in a %name or @name token (or in text, a part of that token)."""
         name = (token if text is None else text)[1:]
-        return self._string(token, name) if name.startswith('"') else name
+        if not name.startswith('"'):
+            return name
+        value = self._string(token, name)
+        problem = name_problem(value, function=token.startswith("@"))
+        if problem is not None:
+            raise self._fail(problem, token)
+        return value
 
     def _string(self, token: Token, text: str | None = None) -> str:
         try:
-            return json.loads(token if text is None else text)
+            value = json.loads(token if text is None else text)
         except ValueError as exc:
             raise self._fail(f"malformed string: {exc}", token) from None
+        problem = string_problem(value)
+        if problem is not None:
+            raise self._fail(f"malformed string: {problem}", token)
+        return value
 
     def _int(self, token: Token, text: str | None = None) -> int:
         digits = token if text is None else text
         if not (digits.isascii() and digits.isdigit()):
-            raise self._fail(f"malformed number {digits!r}: expected an integer", token)
+            raise self._fail(f"malformed number {str(digits)!r}: expected an integer", token)
         try:
             return int(digits)
         except ValueError:  # more digits than Python converts
@@ -251,23 +229,25 @@ class _Builder(Transformer):
             state.params[param.name] = index
 
     def _head(self, func: Token, params: list[tuple[K.Param, Token]],
-              outputs: list[K.OutputPort], loc: Token | None, extra: Any = None) -> _Head:
+              outputs: list[K.OutputPort], loc: Token | None, extra: Any = None) -> Head:
         self._open_scope(params)
-        floc = self._loc(loc)
+        floc = self._loc(loc, func)
         plain = [p for p, _ in params]
         for item in plain + outputs:
             item.loc = floc
-        return _Head(self._name(func), func, plain, outputs, floc, extra)
+        return Head(self._name(func), func, plain, outputs, floc, extra)
 
-    def _define(self, head: _Head, fn: Function) -> Function:
+    def _define(self, head: Head, fn: Function) -> Function:
         if head.name in self.state.functions:
             raise self._fail(f"duplicate function @{head.name}", head.token)
         self.state.functions[head.name] = fn
         return fn
 
-    def _loc(self, token: Token | None) -> Loc:
+    def _loc(self, token: Token | None, at: Token | None = None) -> Loc:
+        """The location `@F:L:C` token gives; without one, at's position in the text (so that
+        errors about an unlocated item still point at it), else UNKNOWN."""
         if token is None:
-            return UNKNOWN
+            return self._text_loc(at) if at is not None else UNKNOWN
         match = _LOC.fullmatch(token)
         assert match is not None  # the LOC terminal has this shape
         index, line, col = (self._int(token, group) for group in match.groups())
@@ -277,28 +257,33 @@ class _Builder(Transformer):
         return Loc(path, line, col)
 
     def _stmt(self, stmt: K.Stmt, loc: Token | None, at: Token | None = None) -> K.Stmt:
-        """Give stmt its location, and its expressions the same one; without one, note where
-        stmt is in the text (at: its first token, else its first expression's position)."""
-        stmt.loc = self._loc(loc)
+        """Give stmt its location, and its expressions the same one; without one, its position
+        in the text (at: its first token, else its first expression's position), while its
+        expressions keep their own positions."""
+        stmt.loc = self._loc(loc, at)
+        if isinstance(stmt.loc, TextLoc):
+            return stmt
         if stmt.loc != UNKNOWN:
             for child in K.child_exprs(stmt):
                 for e in K.walk_exprs(child):
                     e.loc = stmt.loc
-        elif at is not None:
-            self._at(stmt, at)
-        else:
-            positions = self.state.positions
-            for child in K.child_exprs(stmt):
-                if id(child) in positions:
-                    positions[id(stmt)] = positions[id(child)]
-                    break
+            return stmt
+        for child in K.child_exprs(stmt):
+            if isinstance(child.loc, TextLoc):
+                stmt.loc = child.loc
+                break
         return stmt
 
     def _at(self, item: Any, token: Token) -> Any:
-        """Note that item (kept in the module) starts at token in the text."""
-        if token.line is not None and token.column is not None:
-            self.state.positions[id(item)] = Loc(self.state.source, token.line, token.column - 1)
+        """Give item, which has no location yet, its position in the text (token: its start)."""
+        if item.loc == UNKNOWN:
+            item.loc = self._text_loc(token)
         return item
+
+    def _text_loc(self, token: Token) -> Loc:
+        if token.line is None or token.column is None:
+            return UNKNOWN
+        return TextLoc(self.state.source, token.line, token.column - 1)
 
     # -- module ---------------------------------------------------------------------------------
 
@@ -315,6 +300,9 @@ class _Builder(Transformer):
         if number in self.state.files:
             raise self._fail(f"duplicate file index {number}", index)
         self.state.files[number] = self._string(path)
+        problem = path_problem(self.state.files[number])
+        if problem is not None:
+            raise self._fail(problem, path)
 
     # -- signatures -----------------------------------------------------------------------------
 
@@ -350,10 +338,10 @@ class _Builder(Transformer):
 
     # -- functions ------------------------------------------------------------------------------
 
-    def graph_head(self, func: Token, params: list, outputs: list, loc: Token | None) -> _Head:
+    def graph_head(self, func: Token, params: list, outputs: list, loc: Token | None) -> Head:
         return self._head(func, params, outputs, loc)
 
-    def graph_func(self, head: _Head, *items: Node | Edge | InputBind | ConstBind | OutputBind) -> GraphFunc:
+    def graph_func(self, head: Head, *items: Node | Edge | InputBind | ConstBind | OutputBind) -> GraphFunc:
         for name, token in self.state.node_refs:
             if name not in self.state.nodes:
                 raise self._fail(f"unknown node %{name} in graph @{head.name}", token)
@@ -367,36 +355,34 @@ class _Builder(Transformer):
         return self._define(head, fn)
 
     def leaf_head(self, func: Token, params: list, outputs: list, target: tuple[str, Token],
-                  loc: Token | None) -> _Head:
+                  loc: Token | None) -> Head:
         spec, token = target
         problem = target_problem(spec, leaf=True)
         if problem is not None:
             raise self._fail(f"unknown leaf target {spec}: {problem}", token)
         return self._head(func, params, outputs, loc, extra=canonical_target(spec))
 
-    def leaf_func(self, head: _Head, *items: K.Stmt | K.Note | None) -> K.LeafFunc:
+    def leaf_func(self, head: Head, *items: K.Stmt | K.Note | None) -> K.LeafFunc:
         fn = K.LeafFunc(name=head.name, params=head.params, outputs=head.outputs,
                         locals=self.state.locals, body=[s for s in items if isinstance(s, K.Stmt)],
                         target=head.extra, loc=head.loc,
                         notes=[n for n in items if isinstance(n, K.Note)])
-        self._at(fn, head.token)
         return self._define(head, fn)
 
     def note_decl(self, name: Token, *items: tuple[str, K.NoteValue, Token]) -> K.Note:
         return K.Note(name=self._word_or_string(name), args=self.options(*items, what="note argument"))
 
 
-    def helper_head(self, func: Token, params: list, result: Type, loc: Token | None) -> _Head:
+    def helper_head(self, func: Token, params: list, result: Type, loc: Token | None) -> Head:
         if not isinstance(result, (ScalarType, VoidType)):
             raise self._fail(f"a helper returns a scalar type or void, not {result.text()}", func)
         return self._head(func, params, [], loc, extra=result if isinstance(result, ScalarType)
                           else None)
 
-    def helper_func(self, head: _Head, *items: K.Stmt | None) -> K.HelperFunc:
+    def helper_func(self, head: Head, *items: K.Stmt | None) -> K.HelperFunc:
         fn = K.HelperFunc(name=head.name, params=head.params, result=head.extra,
                           locals=self.state.locals, body=[s for s in items if s is not None],
                           loc=head.loc)
-        self._at(fn, head.token)
         return self._define(head, fn)
 
     def library_func(self, func: Token, kind: Token, options: dict, params: list, outputs: list,
@@ -434,7 +420,7 @@ class _Builder(Transformer):
         self.state.nodes.add(name)
         self.state.func_refs.append(func)
         return Node(name=name, func=self._name(func), dims=dims or [], hint=hint,
-                    loc=self._loc(loc))
+                    loc=self._loc(loc, name_token))
 
     def dims(self, *items: DimExpr) -> list[DimExpr]:
         return list(items)
@@ -451,7 +437,18 @@ class _Builder(Transformer):
         return (str(word) if index is None else f"{word}:{index}"), word
 
     def dim_bin(self, lhs: DimExpr, op: Token, rhs: DimExpr) -> DimBin:
-        return DimBin(str(op), lhs, rhs)
+        # The depth is counted as the parser builds the tree bottom-up (constant time per
+        # operator), so that a sum of thousands of terms is refused at the operator that goes too
+        # deep rather than overflowing the stack of whatever recurses on it first.
+        depths = self.state.dim_depths
+        depth = 1 + max(depths.get(id(lhs), 0), depths.get(id(rhs), 0))
+        if depth > MAX_EXPR_DEPTH:
+            raise VerificationError(f"this integer expression nests operations more than "
+                                    f"{MAX_EXPR_DEPTH} deep; compute it in a leaf or pass it as a "
+                                    "parameter", self._text_loc(op), "instance-counts")
+        expr = DimBin(str(op), lhs, rhs)
+        depths[id(expr)] = depth
+        return expr
 
     def dim_const(self, minus: Token | None, number: Token) -> DimConst:
         value = self._int(number)
@@ -466,7 +463,7 @@ class _Builder(Transformer):
         dst_node, dst_port = self._node_ref(dst)
         return Edge(src=src_node, src_port=src_port, dst=dst_node, dst_port=dst_port,
                     kind=str(kind),
-                    stream=stream is not None, loc=self._loc(loc))
+                    stream=stream is not None, loc=self._loc(loc, src))
 
     def bind_in(self, source: Token, dst: Token, stream: Token | None,
                 loc: Token | None) -> InputBind:
@@ -476,23 +473,24 @@ class _Builder(Transformer):
             parent_port = self.state.params[self._known_var(source)]  # a graph has no locals
         node, port = self._node_ref(dst)
         return InputBind(parent_port=parent_port, dst=node, dst_port=port,
-                         stream=stream is not None, loc=self._loc(loc))
+                         stream=stream is not None, loc=self._loc(loc, source))
 
     def bind_const(self, value: K.Const, dst: Token, loc: Token | None) -> ConstBind:
         node, port = self._node_ref(dst)
-        bind_loc = self._loc(loc)
+        # unlocated, the bind is where its constant is (the `const` rule gave it that position)
+        bind_loc = self._loc(loc) if loc is not None else value.loc
         return ConstBind(value=K.Const(value=value.value, type=value.type, loc=bind_loc), dst=node,
                          dst_port=port, loc=bind_loc)
 
     def bind_expr(self, expr: DimExpr, dst: Token, loc: Token | None) -> ExprBind:
         node, port = self._node_ref(dst)
-        return ExprBind(expr=expr, dst=node, dst_port=port, loc=self._loc(loc))
+        return ExprBind(expr=expr, dst=node, dst_port=port, loc=self._loc(loc, dst))
 
     def bind_out(self, src: Token, parent_port: Token, stream: Token | None,
                  loc: Token | None) -> OutputBind:
         node, port = self._node_ref(src)
         return OutputBind(src=node, src_port=port, parent_port=self._int(parent_port),
-                          stream=stream is not None, loc=self._loc(loc))
+                          stream=stream is not None, loc=self._loc(loc, src))
 
     # -- statements -----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from ..types import Type
 from . import kernel as K
 from .dfg import (ConstBind, Edge, ExprBind, GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind,
                   dim_text)
-from ..support.loc import UNKNOWN, Loc
+from ..support.loc import UNKNOWN, Loc, TextLoc
 
 # Bare words that the grammar reserves; a library kind or option key equal to one of them is
 # printed as a string instead (tests/test_text_ir.py checks this list against grammar.lark).
@@ -93,8 +93,9 @@ class _Printer:
     # -- locations ------------------------------------------------------------------------------
 
     def loc(self, loc: Loc) -> str:
-        """` @F:LINE:COL`, or nothing for an unknown location."""
-        if loc == UNKNOWN:
+        """` @F:LINE:COL`, or nothing for an unknown location or a mere position in the .hpvm
+        text the item was read from (it was written without a location)."""
+        if loc == UNKNOWN or isinstance(loc, TextLoc):
             return ""
         # Keyed by the printed path, so that two spellings of one file share an entry and the
         # table is the same when the parsed module is printed again.

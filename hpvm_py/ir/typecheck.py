@@ -21,7 +21,8 @@ body is what the front end could have produced (kernel.py's node docstrings give
   stages recurse on them), checked without recursing.
 
 Violations raise VerificationError at the item's location: its `@F:L:C` when it has one, else its
-position in the .hpvm text (`positions`, kept by the parser).
+position in the .hpvm text (a TextLoc, which the parser gives unlocated items), else the location
+of the enclosing statement or function.
 """
 from __future__ import annotations
 
@@ -38,21 +39,19 @@ from . import kernel as K
 MAX_EXPR_DEPTH = 128
 
 TYPE_RULE = "kernel-types"
-Positions = dict[int, Loc]  # id(IR node) -> its position in the .hpvm text
 
 
-def check_module(module: D.Module, positions: Positions | None = None) -> None:
+def check_module(module: D.Module) -> None:
     """Raise VerificationError for the first ill-typed leaf or helper body of module."""
-    checker = _Checker(module, positions or {})
+    checker = _Checker(module)
     for fn in module.functions.values():
         if isinstance(fn, (K.LeafFunc, K.HelperFunc)):
             checker.function(fn)
 
 
 class _Checker:
-    def __init__(self, module: D.Module, positions: Positions) -> None:
+    def __init__(self, module: D.Module) -> None:
         self.module = module
-        self.positions = positions
         self.fn: K.LeafFunc | K.HelperFunc | None = None
         self.scope: dict[str, Type] = {}
         self.where: Loc = UNKNOWN  # the location of the statement being checked
@@ -63,7 +62,7 @@ class _Checker:
         loc = getattr(node, "loc", UNKNOWN)
         if loc != UNKNOWN:
             return loc
-        return self.positions.get(id(node), self.where)
+        return self.where
 
     def fail(self, node: object, message: str, rule: str = TYPE_RULE) -> VerificationError:
         name = self.fn.name if self.fn is not None else "?"

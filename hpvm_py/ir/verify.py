@@ -16,6 +16,7 @@ from ..types import PtrType, ScalarType, i64
 from . import dfg as D
 from . import kernel as K
 from .targets import target_problem
+from .typecheck import MAX_EXPR_DEPTH
 from .verify_binds import _check_const_bind, _check_expr_bind, _check_input_bind, _feeder
 
 RULES: dict[str, str] = {
@@ -242,6 +243,26 @@ def _check_helper(fn: K.HelperFunc) -> None:
 # Graphs
 
 
+# An instance count or bound expression may have this many operations written out (the text
+# form, evaluation at launch): far more than any real one, far fewer than a traced `m = m + m`
+# repeated makes of a few objects.
+MAX_DIM_OPERATIONS = 100_000
+
+
+def _check_dim_size(expr: D.DimExpr, what: str, loc: Loc) -> None:
+    """Refuse an integer expression nested deeper than a kernel expression may be, or too large
+    written out: everything after the verifier (printing, evaluation at launch) recurses on it
+    and walks it as a tree."""
+    depth, operations = D.dim_measure(expr)
+    if depth > MAX_EXPR_DEPTH:
+        raise _fail(f"{what}: the expression nests operations more than {MAX_EXPR_DEPTH} deep; "
+                    "compute it in a leaf or pass it as a parameter", loc, "instance-counts")
+    if operations > MAX_DIM_OPERATIONS:
+        raise _fail(f"{what}: the expression has {operations} operations written out, more than "
+                    f"{MAX_DIM_OPERATIONS}; compute it in a leaf or pass it as a parameter", loc,
+                    "instance-counts")
+
+
 def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
     nodes: dict[str, D.Node] = {}
     sigs: dict[str, tuple[list[K.Param], list[K.OutputPort]]] = {}
@@ -263,6 +284,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
             if id(d) in checked_dims:
                 continue
             checked_dims.add(id(d))
+            _check_dim_size(d, f"instance count of node {n.name}", n.loc)
             for name in D.dim_params(d):
                 p = param_names.get(name)
                 if p is None or not (isinstance(p.type, ScalarType) and p.type.is_int and not p.type.is_bool):
@@ -342,6 +364,8 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         if not 0 <= x.dst_port < len(params):
             raise _fail(f"an expression bind: node {x.dst} has {len(params)} input(s), not port "
                         f"{x.dst_port}", x.loc, "ports-exist")
+        _check_dim_size(x.expr, f"the expression bound to input {params[x.dst_port].name!r} of "
+                         f"{x.dst}", x.loc)
         _check_expr_bind(g, x, params[x.dst_port], param_names)
         key = (x.dst, x.dst_port)
         if key in fed:

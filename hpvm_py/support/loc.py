@@ -34,6 +34,14 @@ class Loc:
 UNKNOWN = Loc("<unknown>", 0, 0)
 
 
+@dataclass(frozen=True)
+class TextLoc(Loc):
+    """Where an item written without `@F:L:C` is in a .hpvm text. Errors about the item point
+    there, but it is not a source location of the program, so the printer leaves it out: the
+    item prints back unlocated, as it was written (print -> parse -> print stays a fixed point).
+    Being another class, it never equals a Loc of the same place."""
+
+
 def register_source(name: str, text: str) -> None:
     """Make text that has no file (a string given to from_text) printable in error snippets."""
     lines = text.splitlines(keepends=True)
