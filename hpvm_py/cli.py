@@ -42,7 +42,7 @@ from .passes import PIPELINES, leaf_module, run_passes
 from .passes.coverage import check_report
 from .rt.compiler import LoadedGraph, compile_graph
 from .support import settings
-from .support.profile import load_summary, profile
+from .support.profile import load_summary, profile, why_unwritable
 from .support.version import VERSION
 
 # what `--emit` takes: kind -> (file suffix, the target whose code it is; None: the graph's own,
@@ -334,6 +334,9 @@ def _write_after(stage: str, compiled: LoadedGraph, write: Callable[[str, str, s
 def cmd_run(args: argparse.Namespace) -> int:
     if not args.trace:
         return _cmd_run(args)
+    problem = why_unwritable(Path(args.trace).absolute())
+    if problem is not None:  # before the program runs; as a usage error (no user line to name)
+        raise UsageError(f"--trace: {problem}")
     with profile(args.trace):  # written when the program ends, even when it fails
         code = _cmd_run(args)
     _progress(f"wrote the trace {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")

@@ -516,13 +516,13 @@ def stats(reset: bool = False) -> dict[str, Any]:
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",
             "replayed_launches", "rebound_launches", "cuda_graph_replays", "lowering_timed", "lowering_disk_hits",
             "lowering_kept_triton", "lowering_kept_nvptx", "lowering_fallbacks", "lane_splits")
-    snap = _stats.snapshot()
-    result = {k: 0 for k in keys}
-    result.update(snap)
     if _profile.on:
         _profile.settle()  # the GPU times recorded so far
-    times = _stats.times()
+    if reset:  # read and zeroed at once: other threads' counts between the two are not lost
+        snap, times = _stats.take()
+    else:
+        snap, times = _stats.snapshot(), _stats.times()
+    result = {k: 0 for k in keys}
+    result.update(snap)
     result["times"] = {c: times.get(c, 0.0) for c in _profile.CATEGORIES}
-    if reset:
-        _stats.reset()
     return result

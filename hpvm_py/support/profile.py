@@ -32,13 +32,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import HPVMError
+from ..errors import HPVMError, HPVMWarning
 from . import settings, stats, world
+from .loc import Loc
 
 on = False  # the flag every hook checks: a profile is open
 
@@ -48,6 +51,8 @@ CATEGORIES = ("launch", "node", "kernel", "copy", "stage", "collective", "compil
 _lock = threading.Lock()
 _local = threading.local()  # .stack: the categories of the spans open on this thread
 _current: "Profile | None" = None
+RULE = "profile"
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
 
 
 def now() -> int:
@@ -55,11 +60,57 @@ def now() -> int:
     return time.perf_counter_ns()
 
 
-class Profile:
-    """The events of one `hpvm.profile()` block; `path` None: times only, no file."""
+def _user_loc() -> Loc | None:
+    """The innermost frame outside hpvm_py and contextlib: the user's `with hpvm.profile(...)`.
+    (frontend/callsite.py has the same walk, but support/ imports nothing above it.)"""
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE) or
+                                 frame.f_code.co_filename == contextlib.__file__):
+        frame = frame.f_back
+    return None if frame is None else Loc(frame.f_code.co_filename, frame.f_lineno, 0)
 
-    def __init__(self, path: str | os.PathLike[str] | None):
-        self.path = None if path is None else Path(path)
+
+def _trace_path(path: Any, loc: Loc | None) -> Path | None:
+    """The file a profile writes, checked when the block starts: a trace that could not be
+    written would otherwise fail only when the block ends, after all its work (and, were the block
+    raising, in place of its error). Relative paths are taken from the working directory now."""
+    if path is None:
+        return None
+    try:
+        target = Path(os.fsdecode(path)).absolute()
+    except TypeError:
+        raise HPVMError(f"hpvm.profile(): the trace's path is a {type(path).__name__}; give a "
+                        "file name (a str or os.PathLike), or None for no file", loc,
+                        rule=RULE) from None
+    problem = why_unwritable(target)
+    if problem is not None:
+        raise HPVMError(f"hpvm.profile(): {problem}", loc, rule=RULE)
+    return target
+
+
+def why_unwritable(target: Path) -> str | None:
+    """Why a trace cannot be written at target (None: it can); makes its directory."""
+    if target.is_dir():
+        return f"{target} is a directory; give the trace's file name (e.g. {target / 'trace.json'})"
+    # a probe, not os.access(): root passes access() where the write fails (/proc, read-only
+    # mounts); the directories made here are where the trace goes anyway
+    probe = target.with_name(f".{target.name}.{os.getpid()}.probe")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        return f"cannot write the trace {target}: {exc.strerror or exc}"
+    return None
+
+
+class Profile:
+    """The events of one `hpvm.profile()` block; `path` None: times only, no file. `loc`: the
+    user's `with` line, for errors."""
+
+    def __init__(self, path: Path | None, loc: Loc | None = None):
+        self.path = path
+        self.loc = loc
         self.events: list[dict[str, Any]] = []
         self.tracks: dict[str, int] = {}
         self.times: dict[str, float] = {}
@@ -246,11 +297,18 @@ def _settle(prof: Profile) -> None:
 
 def start(path: str | os.PathLike[str] | None) -> Profile:
     global _current, on
+    loc = _user_loc()
     with _lock:
         if _current is not None:
-            raise HPVMError("hpvm.profile(): a profile is already being recorded in this process "
-                            "(profiles do not nest)")
-        _current = prof = Profile(path)
+            where = f" (opened at {_current.loc})" if _current.loc is not None else ""
+            raise HPVMError(f"hpvm.profile(): a profile is already being recorded in this "
+                            f"process{where}; profiles do not nest", loc, rule=RULE)
+    target = _trace_path(path, loc)  # (outside the lock: it touches the file system)
+    with _lock:
+        if _current is not None:  # another thread's opened meanwhile
+            raise HPVMError("hpvm.profile(): a profile is already being recorded in this process; "
+                            "profiles do not nest", loc, rule=RULE)
+        _current = prof = Profile(target, loc)
         on = True
     return prof
 
@@ -264,7 +322,11 @@ def stop(prof: Profile) -> None:
         _current = None
     prof.ended = now()
     if prof.path is not None:
-        prof.trace = _write(prof)
+        try:
+            prof.trace = _write(prof)
+        except OSError as exc:  # checked at start(), but the disk may fill or the directory go
+            raise HPVMError(f"hpvm.profile(): could not write the trace {prof.path}: "
+                            f"{exc.strerror or exc}", prof.loc, rule=RULE) from None
 
 
 def _untangle(prof: Profile) -> None:
@@ -372,8 +434,13 @@ def _dump(path: Path, trace: dict[str, Any]) -> None:
     """Write whole, then rename into place (a reader never sees half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(trace))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(trace))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # no half-written file left next to the trace
+            tmp.unlink()
+        raise
 
 
 # -- reading a trace back (hpvmc viz --profile) -----------------------------------------------
@@ -422,10 +489,17 @@ def profile(path: str | os.PathLike[str] | None = None) -> Iterator[Profile]:
     ui.perfetto.dev or chrome://tracing. path None: no file; the times still go to
     `hpvm.stats()["times"]` (seconds per category) and `prof.times`. On several ranks every rank
     profiles with the same path, and rank 0 writes the merged file, one process track per rank.
-    See docs/profiling.md."""
+    The path is checked before the block runs (an HPVMError at the `with` line when no trace can
+    be written there). See docs/profiling.md."""
     prof = start(path)
     try:
         yield prof
-    finally:
-        stop(prof)
-
+    except BaseException:
+        # the block's own error goes on: a trace that cannot be written then is a warning, not an
+        # error that would take the block's place
+        try:
+            stop(prof)
+        except HPVMError as exc:
+            warnings.warn(str(exc), HPVMWarning, stacklevel=3)
+        raise
+    stop(prof)

@@ -9,16 +9,20 @@ results' shapes and dtypes, so `torch.compile(fullgraph=True)` traces through th
 """
 from __future__ import annotations
 
+import inspect
+import itertools
 from typing import Any, Callable
 
 import torch
 
+from ..errors import HPVMError
 from ..frontend.decorators import GraphDef
 from ..rt.compiler import CompiledGraph, LoadedGraph
 from ..api import host as api
 from ..rt.boundary import api_boundary
-from ..types import ScalarType
-from .spec import build, fail, graph_name, graph_params
+from ..support.loc import Loc
+from ..types import ScalarType, bf16, bf16_from_bits
+from .spec import build, fail, graph_name, graph_params, is_library_file, user_loc
 
 _DTYPES = {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32,
            "i64": torch.int64, "u8": torch.uint8, "u16": torch.uint16, "u32": torch.uint32,
@@ -26,6 +30,15 @@ _DTYPES = {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.
            "f32": torch.float32, "f64": torch.float64}
 GPU_TARGETS = ("gpu", "nvptx")
 CPU_TARGETS = ("cpu", "python")
+INT64_MAX = (1 << 63) - 1  # torch passes an op's integer arguments as int64 (SymInt)
+
+# name -> (serial number, where made) of the TorchOp that holds it now. torch.library.custom_op
+# lets a later op of a name replace an earlier one (for notebooks that run a cell again), which
+# leaves the earlier TorchOp calling the later op's graph or schema: the earlier one checks this
+# and refuses instead. (Numbers, not weak references to the ops: Dynamo traces a dict lookup, and
+# nothing here keeps an op alive.)
+_HOLDERS: dict[str, tuple[int, Any]] = {}
+_SERIALS = itertools.count(1)
 
 
 def torch_dtype(t: ScalarType) -> Any:
@@ -44,11 +57,19 @@ def _is_graph(obj: Any) -> bool:
 
 def _op_name(graph: Any, name: str | None) -> str:
     if name is not None:
+        if not isinstance(name, str):
+            raise fail(f"hpvm.torch.op: name= is a {type(name).__name__}; give a string, "
+                       "'namespace::name' (or 'name', in the hpvm namespace)")
+        given = name
         if "::" not in name:
             name = f"hpvm::{name}"
         namespace, _, opname = name.partition("::")
         if not (namespace.isidentifier() and opname.isidentifier()):
-            raise fail(f"hpvm.torch.op: name {name!r} is not 'namespace::name' of identifiers")
+            raise fail(f"hpvm.torch.op: name {given!r} is not 'namespace::name' of identifiers")
+        shadow = _shadowed(namespace, opname)
+        if shadow is not None:
+            raise fail(f"hpvm.torch.op: name {name!r}: {shadow} is an attribute of torch's own, "
+                       "not an op, so torch cannot reach an op of that name: choose another name")
         return name
     base = graph_name(graph)
     opname, k = base, 1
@@ -56,6 +77,20 @@ def _op_name(graph: Any, name: str | None) -> str:
         k += 1
         opname = f"{base}_{k}"
     return f"hpvm::{opname}"
+
+
+def _shadowed(namespace: str, opname: str) -> str | None:
+    """`torch.ops.NS.NAME` when it is an attribute of torch's that is no op namespace or op
+    (`torch.ops.load_library`, `torch.ops.NS.name`, dunders): torch looks ops up as attributes,
+    finds that instead, and fails inside custom_op with an AttributeError. None: the name is free
+    or an op's. (getattr_static: no lookup creates anything or runs __getattr__.)"""
+    found = inspect.getattr_static(torch.ops, namespace, None)
+    if found is not None and not isinstance(found, torch._ops._OpNamespace):
+        return f"torch.ops.{namespace}"
+    found = inspect.getattr_static(getattr(torch.ops, namespace), opname, None)
+    if found is not None and not isinstance(found, torch._ops.OpOverloadPacket):
+        return f"torch.ops.{namespace}.{opname}"
+    return None
 
 
 class TorchOp:
@@ -88,6 +123,9 @@ class TorchOp:
         self.custom_op.register_fake(self._fake)
         namespace, _, opname = self.name.partition("::")
         self.overload = getattr(getattr(torch.ops, namespace), opname).default
+        self.made_at: Loc | None = user_loc()
+        self._serial = next(_SERIALS)
+        _HOLDERS[self.name] = (self._serial, self.made_at)
         self.backward_op: TorchOp | None = None
         self._grad: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
         if backward is not None:
@@ -103,7 +141,16 @@ class TorchOp:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs or len(args) != self._arity:
             args = self._order(args, kwargs)
-        self._check_kinds(args)
+        serial, made_at = _HOLDERS[self.name]
+        if serial != self._serial:
+            where = f" at {made_at}" if made_at is not None else ""
+            raise fail(f"{self.name}: this op was replaced by the op of the same name made "
+                       f"later{where} (torch keeps one op per name and drops the earlier one's "
+                       "implementation): call the later op, or give the two ops different names")
+        # torch.fx.symbolic_trace passes Proxies, which stand for tensors and numbers alike: the
+        # op is then only recorded (the checks run when the traced module runs it)
+        if not any(isinstance(a, torch.fx.Proxy) for a in args):
+            self._check_kinds(args)
         return self.overload(*args)
 
     def _order(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -130,6 +177,13 @@ class TorchOp:
                 if not isinstance(value, torch.Tensor):
                     raise fail(f"argument {name!r} of {self.name} is a pointer ({sig.elem(name)}): "
                                f"pass a torch tensor, not {type(value).__name__}")
+                # the check torch makes of `w.add_(g)`: with grad mode on, autograd would not see
+                # the write; under torch.no_grad() (an optimizer's update) it is allowed
+                if name in sig.mutated and value.requires_grad and torch.is_grad_enabled():
+                    raise fail(f"argument {name!r} of {self.name} is written in place (InOut[...]) "
+                               "but requires grad, and grad mode is on: autograd cannot see what "
+                               "the graph writes into it; call the op under torch.no_grad() (as "
+                               "an optimizer step does), or pass tensor.detach()")
                 continue
             t = sig.elem(name)
             if isinstance(value, torch.Tensor):
@@ -144,6 +198,20 @@ class TorchOp:
             if not ok:
                 raise fail(f"argument {name!r} of {self.name} is a scalar {t}: got "
                            f"{type(value).__name__}")
+            if isinstance(value, int) and not t.is_bool and not t.is_float:
+                self._check_range(name, t, value)
+
+    def _check_range(self, name: str, t: ScalarType, value: int) -> None:
+        """Here, at the user's line, rather than as torch's "Expected a value of type 'int' ...
+        found type 'int'" (beyond int64) or the launch's error from inside torch's dispatcher."""
+        lo, hi = t.min_value(), t.max_value()
+        if not lo <= value <= hi:
+            raise fail(f"argument {name!r} of {self.name} is a scalar {t}: {value} is out of its "
+                       f"range [{lo}, {hi}]")
+        if value > INT64_MAX:
+            raise fail(f"argument {name!r} of {self.name} is a scalar {t}: {value} is beyond "
+                       f"{INT64_MAX}, the largest integer torch passes to an op (as int64); give "
+                       "the graph an i64 parameter, or fix the value with scalars=")
 
     def _schema(self) -> str:
         sig = self.signature
@@ -224,6 +292,17 @@ class TorchOp:
         return chosen or ("gpu" if kind == "cuda" else "cpu")
 
     def _impl(self, *args: Any) -> Any:
+        try:
+            return self._run(args)
+        except HPVMError as exc:
+            # the launch locates its errors at the innermost frame outside hpvm_py, which here is
+            # torch's dispatcher (torch/_library/custom_ops.py): name the user's call instead. (A
+            # location in the user's own code, a leaf's line, stays.)
+            if exc.loc is None or is_library_file(exc.loc.file):
+                exc.loc = user_loc() or exc.loc
+            raise
+
+    def _run(self, args: tuple[Any, ...]) -> Any:
         sig = self.signature
         values = sig.values(args)
         device = self._check(values)
@@ -231,7 +310,13 @@ class TorchOp:
         call: dict[str, Any] = {}
         for name in sig.tensors:
             t = values[name]
-            call[name] = t if t.is_contiguous() else t.contiguous()
+            if name in sig.mutated:
+                # torch lets an op write a tensor that requires grad (__call__ has refused it with
+                # grad mode on; inside the op grad mode is always off): the launch, which refuses
+                # such tensors, gets the same memory without autograd's flag
+                call[name] = t.detach()
+            else:
+                call[name] = t if t.is_contiguous() else t.contiguous()
         call.update(zip(sig.outputs, results))
         for name in sig.scalars + list(sig.constants) + list(sig.derived):
             call[name] = _plain(values[name])
@@ -240,7 +325,7 @@ class TorchOp:
         if sig.returns:
             if len(sig.returns) == 1 and not isinstance(returned, tuple):
                 returned = (returned,)
-            results += [torch.tensor(_plain(v), dtype=torch_dtype(t), device=device)
+            results += [torch.tensor(_returned(v, t), dtype=torch_dtype(t), device=device)
                         for v, (_, t) in zip(returned, sig.returns)]
         return _pack(results)
 
@@ -364,6 +449,15 @@ def _pack(results: list[Any]) -> Any:
     return results[0] if len(results) == 1 else tuple(results)
 
 
+def _returned(value: Any, t: ScalarType) -> Any:
+    """A graph output as torch.tensor() takes it: wait() gives a bf16 as its bits (a NumPy uint16,
+    as NumPy has no bfloat16), which torch.tensor(..., dtype=torch.bfloat16) would read as a
+    number (1.5, bits 0x3fc0, would come back as 16320.0)."""
+    if t == bf16:
+        return float(bf16_from_bits(value))
+    return _plain(value)
+
+
 def _plain(value: Any) -> Any:
     """A launch argument from a value torch handed over (a SymInt is concrete by now)."""
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -403,8 +497,10 @@ def op(graph: Any, *, name: str | None = None, shapes: dict[str, Any] | None = N
         none: None).
 
     Raises:
-        LaunchError: a spec that does not fit the graph; at a call, a wrong dtype, device or
-            shape, or a non-contiguous InOut tensor. Launch errors as for `hpvm.launch`.
+        LaunchError: a spec that does not fit the graph, a name torch cannot reach; at a call, a
+            wrong dtype, device or shape, a non-contiguous InOut tensor, an InOut tensor that
+            requires grad with grad mode on, an integer scalar out of its range, an op whose name
+            a later op took over. Launch errors as for `hpvm.launch`, at the user's call.
     """
     return TorchOp(graph, name=name, shapes=shapes, scalars=scalars, target=target,
                    backward=backward, backward_shapes=backward_shapes)

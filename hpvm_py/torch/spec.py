@@ -4,6 +4,7 @@ computed from the inputs, and the shape of every result. Plain Python: nothing h
 from __future__ import annotations
 
 import inspect
+import operator
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +21,17 @@ RULE = "torch-op"
 _PACKAGE = str(Path(__file__).resolve().parent.parent).replace("\\", "/")
 
 
+def is_library_file(filename: str) -> bool:
+    """Whether code of this file is hpvm_py's or torch's (or has no file), not the user's."""
+    name = filename.replace("\\", "/")
+    return name.startswith(_PACKAGE) or "/torch/" in name or name.startswith("<")
+
+
 def user_loc() -> Loc | None:
     """The innermost frame outside hpvm_py and torch: where the user called the op (or built it)."""
     frame = sys._getframe(1)
     while frame is not None:
-        name = frame.f_code.co_filename.replace("\\", "/")
-        if not (name.startswith(_PACKAGE) or "/torch/" in name or name.startswith("<")):
+        if not is_library_file(frame.f_code.co_filename):
             return Loc(frame.f_code.co_filename, frame.f_lineno, 0)
         frame = frame.f_back
     return None
@@ -80,12 +86,29 @@ class Signature:
         else:
             shape = tuple(values[item] if isinstance(item, str) else item for item in spec)
         if isinstance(shape, int) or type(shape).__name__ == "SymInt":
-            return (shape,)
+            shape = (shape,)
         try:
-            return tuple(shape)
+            dims = tuple(shape)
         except TypeError:
             raise fail(f"op {self.name}: the shape of {name!r} came out as {shape!r}; a shape is an "
                        "int or a sequence of ints") from None
+        sizes: list[Any] = []
+        for dim in dims:
+            # here rather than as torch.empty's TypeError or RuntimeError from inside the op (a
+            # SymInt, while torch traces, is checked by torch when it becomes a number; NumPy
+            # integers are ints, as torch takes them)
+            if type(dim).__name__ == "SymInt":
+                sizes.append(dim)
+                continue
+            try:
+                size = -1 if isinstance(dim, bool) else operator.index(dim)
+            except TypeError:
+                size = -1
+            if size < 0:
+                raise fail(f"op {self.name}: the shape of {name!r} came out as {shape!r}; each "
+                           "size must be an int >= 0")
+            sizes.append(size)
+        return tuple(sizes)
 
     def values(self, args: tuple[Any, ...]) -> dict[str, Any]:
         """Name -> value for every parameter but the pointers' sizes: the op's arguments, the
