@@ -134,6 +134,15 @@ def emit_object(module: llvm.ModuleRef) -> bytes:
         return tm.emit_object(module)
 
 
+def symbol_name(name: str) -> str:
+    """The ASCII symbol of a function named after IR names (a leaf's, a parameter's). Python
+    identifiers may be any Unicode letters, but llvmlite looks symbols up by ASCII name: each other
+    character becomes _u<hex>_ (ASCII names are their own symbol)."""
+    if name.isascii():
+        return name
+    return "".join(c if c.isascii() else f"_u{ord(c):x}_" for c in name)
+
+
 class LoadedObject:
     """Object code loaded into an execution engine; keep it alive while its functions are used."""
 
@@ -152,7 +161,7 @@ class LoadedObject:
             self._engine.finalize_object()
 
     def address(self, name: str) -> int:
-        return self._engine.get_function_address(name)
+        return self._engine.get_function_address(symbol_name(name))
 
 
 _process = ctypes.CDLL(None)

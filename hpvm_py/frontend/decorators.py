@@ -15,30 +15,53 @@ from .defs import FRONTEND_LOCK, Definition, LibraryDef, NodeDef, unique_name
 from .graph import BUILDERS, trace_graph
 from .lower import Lowerer
 from .module import build_module
-from .source import function_loc, read_function
+from .source import Reads, Watch, function_loc, global_reads, read_function, source_lines
 
 __all__ = ["GraphDef", "HelperDef", "LeafDef", "LibraryDef", "NodeDef", "func", "graph", "leaf",
            "unique_name"]
 
 
 def _check_function(func: Any, decorator: str) -> None:
+    if isinstance(func, Definition):
+        raise FrontendError(f"{decorator} decorates a `def` function, but {func.name} is already an "
+                            f"@hpvm.{func.kind if func.kind != 'helper' else 'func'}: a function "
+                            "takes one hpvm decorator", caller_loc())
     if not inspect.isfunction(func):
-        raise FrontendError(f"{decorator} decorates a `def` function, not "
-                            f"{getattr(func, '__qualname__', type(func).__name__)!s}", caller_loc())
+        what = getattr(func, '__qualname__', None) or type(func).__name__
+        hint = (f" ({type(func).__name__} goes outside: @{type(func).__name__} above {decorator})"
+                if isinstance(func, (staticmethod, classmethod)) else "")
+        raise FrontendError(f"{decorator} decorates a `def` function, not {what!s}{hint}",
+                            caller_loc())
+
+
+def _check_compiled_function(func: Callable[..., Any], decorator: str) -> None:
+    """Leaves and helpers are compiled from the source of the function they decorate. A wrapper
+    (functools.wraps sets __wrapped__) has the source of the function it wraps, not its own, so
+    compiling it would silently drop what the wrapper does."""
+    if getattr(func, "__wrapped__", None) is not None:
+        raise FrontendError(f"{decorator} decorates {func.__qualname__}, a wrapper around another "
+                            "function (it has __wrapped__): a leaf or helper is compiled from the "
+                            "source of its own `def`, so the wrapper's code would not run; put "
+                            f"{decorator} directly on the `def` (the innermost decorator)",
+                            caller_loc(), rule="node-function")
 
 
 class _Lowerable(Definition):
     """Shared lazy lowering of a decorated Python function (leaves and helpers)."""
 
     def __init__(self, func: Callable[..., Any]):
-        _check_function(func, f"@hpvm.{'leaf' if self.kind == 'leaf' else 'func'}")
+        decorator = f"@hpvm.{'leaf' if self.kind == 'leaf' else 'func'}"
+        _check_function(func, decorator)
+        _check_compiled_function(func, decorator)
         functools.update_wrapper(self, func)
         self.pyfunc = func
+        self.source_lines = source_lines(func)  # the text it is compiled from, as defined
         self.name = unique_name(func.__name__)
         self.loc = function_loc(func)
         self._ir: Any = None
         self._helpers: dict[str, HelperDef] = {}
         self._lowering = False
+        self._reads: Reads | None = None  # what the lowered body read outside the function
 
     def _lower(self) -> None:
         if self._ir is not None:
@@ -53,11 +76,12 @@ class _Lowerable(Definition):
                                 "recursion cannot be inlined", self.loc)
         self._lowering = True
         try:
-            src = read_function(self.pyfunc)
+            src = read_function(self.pyfunc, self.source_lines)
             lowerer = Lowerer(src, self.kind, self.name, self._resolve_helper, is_builder)
             lowerer.lower_signature()
             body = lowerer.lower_body()
             self._ir = self._make_ir(lowerer, body)
+            self._reads = src.reads
         finally:
             self._lowering = False
 
@@ -146,12 +170,16 @@ class GraphDef(NodeDef):
         _check_function(func, "@hpvm.graph")
         functools.update_wrapper(self, func)
         self.pyfunc = func
+        self.source_lines = source_lines(func)  # the text it is compiled from, as defined
         self.name = unique_name(func.__name__)
         self.loc = function_loc(func)
         self._ir: GraphFunc | None = None
         self._children: dict[str, NodeDef] = {}
         self._tracing = False
         self._module: Module | None = None
+        self._reads: Reads | None = None  # what the body read from its globals when traced
+        # every definition the module holds, with the Reads its IR was made from (module())
+        self._watch: Watch | None = None
 
     @property
     def ir(self) -> GraphFunc:
@@ -177,6 +205,7 @@ class GraphDef(NodeDef):
                                     "finite", caller_loc(), rule="hierarchy-acyclic")
         self._tracing = True
         try:
+            self._reads = global_reads(self.pyfunc)
             self._ir, self._children = trace_graph(self)
         finally:
             self._tracing = False
@@ -185,12 +214,31 @@ class GraphDef(NodeDef):
         return self.ir.params, self.ir.outputs
 
     def module(self) -> Module:
-        """The IR module rooted here (built once)."""
-        if self._module is None:
-            with FRONTEND_LOCK:
-                if self._module is None:
-                    self._module = build_module(self)
+        """The IR module rooted here: built once, and again when a global, closure variable or
+        attribute that a leaf, helper or graph body of it read names something else now (the
+        compiled code would hold the old value)."""
+        module = self._module
+        if module is not None and self._watch is not None and self._watch.current():
+            return module
+        with FRONTEND_LOCK:
+            if self._module is not None and self._watch is not None and not self._watch.current():
+                self._forget()
+            if self._module is None:
+                self._module = build_module(self)
+                self._watch = Watch([(d, d._reads) for d in _tree(self)])
         return self._module
+
+    def _forget(self) -> None:
+        """Drop the IR made from values that changed, and every graph of the tree (they hold the
+        leaves' IR in their modules and their signatures in their nodes): the next use rebuilds."""
+        for definition, reads in self._watch.deps if self._watch is not None else []:
+            if isinstance(definition, GraphDef):
+                definition._ir, definition._children, definition._module = None, {}, None
+                definition._reads, definition._watch = None, None
+                definition._input_index = None
+            elif definition._reads is reads and reads is not None and not reads.current():
+                definition._ir, definition._helpers, definition._reads = None, {}, None
+                definition._input_index = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise LaunchError(f"{self.name} is a graph: run it with hpvm.launch({self.name}, ...) and "
@@ -264,3 +312,19 @@ def graph(fn: Callable[..., Any]) -> GraphDef:
 
 def is_builder(obj: Any) -> bool:
     return obj in BUILDERS
+
+
+def _tree(root: GraphDef) -> list[Any]:
+    """The graphs, leaves and helpers a module rooted at root holds (each once)."""
+    seen: dict[int, Any] = {}
+    stack: list[Any] = [root]
+    while stack:
+        definition = stack.pop()
+        if id(definition) in seen:
+            continue
+        seen[id(definition)] = definition
+        if isinstance(definition, (LeafDef, HelperDef)):
+            stack.extend(definition.helpers().values())
+        elif isinstance(definition, GraphDef):
+            stack.extend(definition.children().values())
+    return [d for d in seen.values() if isinstance(d, (GraphDef, LeafDef, HelperDef))]

@@ -35,6 +35,7 @@ class Definition:
     name: str
     loc: Loc
     pyfunc: Callable[..., Any]  # the decorated Python function (library nodes have none)
+    source_lines: list[str]  # its file's text when it was decorated (library nodes have none)
 
 
 class NodeDef(Definition):

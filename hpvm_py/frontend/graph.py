@@ -23,6 +23,7 @@ from .connections import ALL_TO_ALL, ONE_TO_ONE, Connection, OutRef, all_to_all,
 from .constants import input_constant, is_constant
 from .defs import Definition, NodeDef
 from .lower import Lowerer
+from .node_options import NODE_OPTIONS, check_shadowed, shadow_note
 from .source import read_function
 from .symbols import DimSym, Sym, as_dim
 
@@ -106,6 +107,8 @@ class GraphBuilder:
         self.children: dict[str, NodeDef] = {}
         self._name_counts: dict[str, int] = {}
         self._names: set[str] = set()
+        # nodes whose hpvm.node call took an input's name as its own option (grid=, name=, hint=)
+        self.shadowed: list[tuple[NodeRef, list[str]]] = []
 
     def node_name(self, base: str) -> str:
         if base not in self._names and base not in self._name_counts:
@@ -374,8 +377,11 @@ def _set_hint(n: NodeRef, target: str) -> None:
 # Keyword sugar
 
 
-def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: str | None = None,
-         **inputs: Any) -> NodeRef:
+_NO_FUNCTION = object()  # node() called without a positional function (`hpvm.node(fn=f, ...)`)
+
+
+def node(fn: Any = _NO_FUNCTION, /, *args: Any, grid: Any = None, name: str | None = None,
+         hint: str | None = None, **inputs: Any) -> NodeRef:
     """Create a child node and connect its inputs in one call.
 
     `n = hpvm.node(vadd, grid=n, a=a, a_bytes=a_bytes, b=other.out.c, ...)`. Returning node
@@ -383,7 +389,8 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
 
     Args:
         fn: an `@hpvm.leaf`, an `@hpvm.graph` (an internal node) or a library node
-            (`hpvm.comm.*`).
+            (`hpvm.comm.*`), by position (`fn=` names it only when nothing is given by position;
+            otherwise `fn=` is the node's input called `fn`).
         *args: the node's inputs by position.
         grid: None (one instance), an instance count, or a tuple of up to 3 counts (x, y, z); a
             count is an int, a parameter of this graph, or `+ - * // %` of them.
@@ -394,7 +401,9 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
             (an input bind), a sibling's output, `other.out.name` or `other.out[i]` (a one-to-one
             edge; wrap it in `hpvm.all_to_all(...)` for an all-to-all edge, in
             `hpvm.streaming(...)` for a streaming edge or bind), or a number for a scalar input
-            (a constant of the input's type).
+            (a constant of the input's type). `grid=`, `name=` and `hint=` are always this
+            call's own options, as `stream=` is `launch`'s: an input with one of these names goes
+            by position (or through `bind_input` / `edge`).
 
     Returns:
         The node: `n.out.name` / `n.out[i]` are its outputs.
@@ -403,6 +412,11 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
         VerificationError: called outside an `@hpvm.graph` body, an input missing, unknown or
             given twice, or another rule broken (named in the message, at the line).
     """
+    if fn is _NO_FUNCTION:
+        if args or "fn" not in inputs:
+            raise VerificationError("hpvm.node takes the node's function first, by position: "
+                                    "hpvm.node(f, ...)", caller_loc(), rule="node-function")
+        fn = inputs.pop("fn")
     if grid is None:
         dims: tuple[Any, ...] = ()
     elif isinstance(grid, tuple):
@@ -412,9 +426,23 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
     else:
         dims = (grid,)
     loc = caller_loc()
-    created = _create(fn, dims, name, loc)
+    definition = fn if isinstance(fn, NodeDef) else _definition(fn, loc)
+    index = definition.input_index()
+    options = {"grid": grid, "name": name, "hint": hint}
+    # an option named like one of the function's inputs and that input not given by position: the
+    # keyword is the option (as launch's stream=), but the author may have meant the input
+    shadowed = [o for o in NODE_OPTIONS if options[o] is not None and o in index and
+                index[o] >= len(args)]
+    try:
+        created = _create(definition, dims, name, loc)
+        if hint is not None:
+            _set_hint(created, hint)
+    except VerificationError as exc:
+        if not shadowed:
+            raise
+        raise VerificationError(f"{exc.message}; {shadow_note(definition, shadowed)}", exc.loc,
+                                rule=exc.rule) from None
     builder = created.builder
-    index = created.definition.input_index()
     if len(args) > len(index):
         raise VerificationError(f"{created.ir.func} takes {len(index)} input(s), got {len(args)} "
                                 "positional", loc, rule="node-inputs")
@@ -448,9 +476,10 @@ def node(fn: Any, *args: Any, grid: Any = None, name: str | None = None, hint: s
             src = builder.own(conn.source.node, f"input {key!r}")
             edges.append(D.Edge(src=src.ir.name, src_port=conn.source.port, dst=node_name,
                                 dst_port=dp, kind=conn.kind, stream=conn.stream, loc=loc))
-    if hint is not None:
-        _set_hint(created, hint)
+    if shadowed:
+        builder.shadowed.append((created, shadowed))
     return created
+
 
 def _expr_bind(builder: GraphBuilder, value: DimSym, n: NodeRef, dp: int, loc: Loc) -> D.ExprBind:
     """An expression of the graph's integer parameters feeding an integer input of n."""
@@ -482,7 +511,7 @@ BUILDERS = {create_node, create_node_1d, create_node_2d, create_node_3d, edge, b
 
 def trace_graph(definition: NodeDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
     """Run the body of an @hpvm.graph definition once: its IR and the node functions it uses."""
-    src = read_function(definition.pyfunc)
+    src = read_function(definition.pyfunc, getattr(definition, "source_lines", None))
     lowerer = Lowerer(src, "graph", definition.name, lambda obj, loc: None, lambda obj: False)
     lowerer.lower_signature()
     ir = D.GraphFunc(name=definition.name, params=lowerer.params_list(), outputs=lowerer.outputs,
@@ -503,6 +532,7 @@ def trace_graph(definition: NodeDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
     finally:
         stack.pop()
     _bind_result(builder, result, _return_loc(src) or definition.loc)
+    check_shadowed(builder)
     return ir, builder.children
 
 

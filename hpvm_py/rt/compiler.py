@@ -134,6 +134,8 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
         cached = _compiled.get(root, _NOTHING_COMPILED).get(target)
     except TypeError:  # not a key a graph could be (module_of says what it is)
         cached = None
+    if cached is not None and type(root) is GraphDef and cached.module is not root.module():
+        cached = None  # a value its leaves or graphs read changed since: module() rebuilt the IR
     if cached is not None:
         stats.bump_one("graph_cache_hits")
         if profile.on:
@@ -145,7 +147,7 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
     module = module_of(root)  # rejects what is not a graph before it is used as a cache key
     with _compiled_lock:
         cached = _compiled.get(root, {}).get(target)
-        if cached is not None:
+        if cached is not None and cached.module is module:
             return cached
         if profile.on:
             with profile.span("compile", f"compile {module.root}", args={"target": target}):

@@ -19,6 +19,7 @@ from llvmlite import ir
 from ...ir import kernel as K
 from ...types import PtrType
 from ..base import NodeContext
+from ..jit import symbol_name
 from . import loop_plan as P
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .codegen import Emitter, Frame, ancestor_ids, uniform_divisors
@@ -44,7 +45,7 @@ class DriverBuilder(GroupStorage):
         self.layout = ArgLayout.of(leaf)
         self.dims = ctx.level_dims[0] if ctx.level_dims else 0
         fnty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, PTR])
-        self.fn = ir.Function(module, fnty, name=name)
+        self.fn = ir.Function(module, fnty, name=symbol_name(name))
         for arg, arg_name in zip(self.fn.args, ("args", "extents", "p_begin", "p_end", "o_begin",
                                                 "o_end", "error")):
             arg.name = arg_name

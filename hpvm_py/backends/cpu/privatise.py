@@ -10,6 +10,7 @@ from typing import Any
 from llvmlite import ir
 
 from ...types import ScalarType
+from ..jit import symbol_name
 from .lltypes import I64, PTR, VOID, mem_type
 
 MERGE_SUFFIX = ".merge."  # the merge function of parameter p is <leaf>.merge.<p>
@@ -29,7 +30,7 @@ def identity(kind: str, elem: ScalarType) -> Any:
 def build_merge(module: ir.Module, name: str, kind: str, elem: ScalarType) -> ir.Function:
     """void merge(ptr target, ptr copy, i64 count): target[i] op= copy[i] atomically, skipping the
     elements of the copy that still hold the identity."""
-    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I64]), name=name)
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I64]), name=symbol_name(name))
     target, copy, count = fn.args
     target.name, copy.name, count.name = "target", "copy", "count"
     t = mem_type(elem)

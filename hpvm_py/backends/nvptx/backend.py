@@ -16,6 +16,7 @@ from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from ..cpu.accesses import sites
 from ..cpu.loop_plan import check_compilable
 from ..cpu.passes import localize
+from ..jit import symbol_name
 from . import device, toolchain
 from .launch import NvptxKernel
 from .scratch import scratch_of
@@ -86,7 +87,8 @@ class NvptxBackend(Backend):
 
     def _ptx(self, prepared: K.LeafFunc, ctx: NodeContext, checked: bool, arch: str,
              key: CacheKey, lanes: LaneLoop | None) -> str:
-        kernels = (prepared.name,) + ((lanes_name(prepared),) if lanes else ())
+        names = (prepared.name,) + ((lanes_name(prepared),) if lanes else ())
+        kernels = tuple(symbol_name(n) for n in names)  # PTX symbols are ASCII
         return self.disk_cached(
             (key[0], key[1], str(checked), arch, repr(lanes), *self.versions(),
              toolchain.ptx_signature()), _PTX_SUFFIX,

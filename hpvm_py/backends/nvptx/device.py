@@ -13,6 +13,7 @@ from typing import Any
 from ...errors import CompileError, LaunchError
 from ...support import settings
 from ...support.loc import Loc
+from ..jit import symbol_name
 from .toolchain import DEFAULT_ARCH
 
 _lock = threading.Lock()
@@ -150,7 +151,7 @@ class LoadedCubin:
                                self.loc)
                 self._modules.append(module)
                 self._functions[ordinal] = check(
-                    driver.cuModuleGetFunction(module, self.name.encode()),
+                    driver.cuModuleGetFunction(module, symbol_name(self.name).encode()),
                     f"finding kernel {self.name}", self.loc)
             return self._functions[ordinal]
 

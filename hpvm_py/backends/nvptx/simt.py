@@ -15,6 +15,7 @@ from ..cpu.codegen import Emitter, Frame, ancestor_ids, divided_in_loops, unifor
 from ..cpu.intrinsics import declare
 from ..cpu.lltypes import I32, I64, I8, PTR, VOID, from_mem, load, mem_type, reg_type
 from ..cpu.lowering import Lowering
+from ..jit import symbol_name
 from ..cpu.memory import Heap, Memory, Pointer, buffer_limit, mem_type_size
 from .abi import KernelLayout
 from .mathlib import LibdeviceMath
@@ -104,7 +105,7 @@ class SimtBuilder:
         self.scratch = scratch_of(leaf, ctx) if self.mapping == GROUP else Scratch((), 0)
         self.dims = ctx.level_dims[0] if ctx.level_dims else 0
         self.fn = ir.Function(module, ir.FunctionType(VOID, self.layout.types(leaf, ctx)),
-                              name=leaf.name)
+                              name=symbol_name(leaf.name))
         _mark_kernel(module, self.fn)
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         error = self.fn.args[self.layout.error]

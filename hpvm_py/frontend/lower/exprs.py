@@ -101,6 +101,10 @@ class ExprLowering(TypeConversions):
             base = self.resolve_object(node.value)
             if base is None:
                 return None
+            chain = _dotted(node)
+            if chain is not None:  # remembered whole: `cfg.K = 3` after compiling makes it stale
+                obj = self.src.lookup_chain(chain)
+                return None if is_missing(obj) else obj
             return getattr(base, node.attr, None)
         return None
 
@@ -297,3 +301,15 @@ def _by_zero(op: str, x: int | float | bool, y: int | float | bool) -> int | flo
     if not (isinstance(x, float) or isinstance(y, float)):
         return 0
     return float(S.binop(op, np.float64(x), np.float64(y), T.f64))
+
+
+def _dotted(node: ast.expr) -> tuple[str, ...] | None:
+    """("cfg", "K") for `cfg.K`; None when the chain does not start at a name."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return tuple(reversed(parts))

@@ -31,17 +31,24 @@ class Lowerer(StmtLowering):
         fdef = self.src.tree
         func = self.src.func
         sig = inspect.signature(func)
-        arg_nodes = {a.arg: a for a in fdef.args.args}
-        special = [a for a in [fdef.args.vararg, fdef.args.kwarg] + fdef.args.kwonlyargs +
-                   fdef.args.posonlyargs if a is not None]
+        # positional-only parameters (before a `/`) are ordinary inputs: node inputs are ports
+        # named by parameter name, and calls in a leaf pass arguments by position anyway
+        arg_nodes = {a.arg: a for a in fdef.args.posonlyargs + fdef.args.args}
+        special = [(a, f"*{a.arg}") for a in [fdef.args.vararg] if a is not None] + \
+            [(a, f"**{a.arg}") for a in [fdef.args.kwarg] if a is not None] + \
+            [(a, f"the keyword-only parameter {a.arg!r}") for a in fdef.args.kwonlyargs]
         if special:
-            raise self.error(special[0], f"{func.__name__}: node and helper functions take plain "
-                             "positional parameters only (no *args, **kwargs, keyword-only)")
+            node, what = special[0]
+            raise self.error(node, f"{func.__name__}: {what} is not a fixed positional parameter; a "
+                             "node or helper function has a fixed list of typed parameters (its "
+                             "inputs), so *args, **kwargs and keyword-only parameters (after a `*`) "
+                             "are not supported: list each input before any `*`")
         for name, p in sig.parameters.items():
             node = arg_nodes.get(name, fdef)
             if p.default is not inspect.Parameter.empty:
                 raise self.error(node, f"parameter {name!r} has a default value; node inputs come "
-                                 "from edges and binds, so defaults are not supported")
+                                 "from edges and binds, so defaults are not supported (feed a "
+                                 "constant instead: hpvm.node(f, k=3))")
             if p.annotation is inspect.Parameter.empty:
                 raise self.error(node, f"parameter {name!r} needs a type annotation such as "
                                  "hpvm.f32, hpvm.i64 or In[Ptr[hpvm.f32]]")

@@ -5,6 +5,8 @@ import ast
 import builtins
 from typing import Any
 
+import numpy as np
+
 from ... import types as T
 from ...ir import kernel as K
 from ...support.loc import Loc
@@ -332,11 +334,31 @@ class StmtLowering(CallLowering):
                 if kw.arg not in fields or kw.arg in given:
                     raise self.error(kw.value, f"unknown or repeated output field {kw.arg!r}")
                 given[kw.arg] = kw.value
+            defaults = getattr(self.output_class, "_field_defaults", {})
+            for f in fields:
+                # a field left out takes its NamedTuple default, as in Python: the number, as if
+                # written in the return (converted to the output's type the same way)
+                if f not in given and f in defaults:
+                    given[f] = self._default_field(value, f, defaults[f])
             missing = [f for f in fields if f not in given]
             if missing:
                 raise self.error(value, f"output field(s) {', '.join(missing)} not given")
             return [given[f] for f in fields]
         return [value]  # one value: ret() checks it against the declared outputs
+
+    def _default_field(self, call: ast.Call, field: str, default: Any) -> ast.expr:
+        """The default of an output field left out of `Name(...)`, as a literal at the call."""
+        number = default.item() if isinstance(default, np.generic) else default
+        if not isinstance(number, (bool, int, float)):
+            raise self.error(call, f"output field {field!r} is left out and its default "
+                             f"{default!r} is not a number; give the field a value",
+                             rule="leaf-returns-outputs")
+        literal: ast.expr = ast.Constant(value=abs(number) if number < 0 else number)
+        if number < 0:  # a literal is never negative in Python's tree: -1 is USub(1)
+            literal = ast.UnaryOp(op=ast.USub(), operand=literal)
+        for node in ast.walk(literal):
+            ast.copy_location(node, call)
+        return literal
 
     def expr_stmt(self, node: ast.Expr, loc: Loc) -> list[K.Stmt]:
         value = node.value
