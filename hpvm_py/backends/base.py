@@ -270,3 +270,13 @@ def code_files(packages: tuple[str, ...]) -> list[Path]:
         path = _PACKAGE / shared
         files += sorted(path.glob("*.py")) if path.is_dir() else [path]
     return files
+
+
+def symbol_name(name: str) -> str:
+    """The ASCII form of an IR name (a leaf's, a parameter's) for generated code. Python
+    identifiers may be any Unicode letters, but llvmlite looks symbols up by ASCII name, PTX
+    symbols are ASCII and Triton refuses other kernel names: each other character becomes
+    _u<hex>_ (ASCII names are their own form)."""
+    if name.isascii():
+        return name
+    return "".join(c if c.isascii() else f"_u{ord(c):x}_" for c in name)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CompileError
 from ..support import settings
+from .base import symbol_name
 from .softhalf import HELPERS, helpers_ir
 
 if TYPE_CHECKING:
@@ -132,15 +133,6 @@ def emit_object(module: llvm.ModuleRef) -> bytes:
     tm = target_machine()
     with _lock:
         return tm.emit_object(module)
-
-
-def symbol_name(name: str) -> str:
-    """The ASCII symbol of a function named after IR names (a leaf's, a parameter's). Python
-    identifiers may be any Unicode letters, but llvmlite looks symbols up by ASCII name: each other
-    character becomes _u<hex>_ (ASCII names are their own symbol)."""
-    if name.isascii():
-        return name
-    return "".join(c if c.isascii() else f"_u{ord(c):x}_" for c in name)
 
 
 class LoadedObject:

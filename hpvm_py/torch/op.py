@@ -198,7 +198,10 @@ class TorchOp:
             if not ok:
                 raise fail(f"argument {name!r} of {self.name} is a scalar {t}: got "
                            f"{type(value).__name__}")
-            if isinstance(value, int) and not t.is_bool and not t.is_float:
+            # (while torch traces, sizes are symbolic and torch checks them: a symbolic value in
+            # Python's comparisons broke Dynamo's fake run on torch 2.11)
+            if type(value) is int and not t.is_bool and not t.is_float and \
+                    not torch.compiler.is_compiling():
                 self._check_range(name, t, value)
 
     def _check_range(self, name: str, t: ScalarType, value: int) -> None:

@@ -241,7 +241,7 @@ def test_generated_kernels_compile_for_an_h100() -> None:
                              "histogram:root", "programs.tiled_cholesky:cholesky3",
                              "programs.lane_reductions:extremes_root",
                              "programs.lane_reductions:integer_root",
-                             "programs.lane_reductions:rows_root", "semantics"],
+                             "programs.lane_reductions:rows_root", "programs.unicode_names:raíz", "semantics"],
                             capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("compiled") >= 30

@@ -18,8 +18,7 @@ from llvmlite import ir
 
 from ...ir import kernel as K
 from ...types import PtrType
-from ..base import NodeContext
-from ..jit import symbol_name
+from ..base import NodeContext, symbol_name
 from . import loop_plan as P
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .codegen import Emitter, Frame, ancestor_ids, uniform_divisors

@@ -10,7 +10,7 @@ from typing import Any
 from llvmlite import ir
 
 from ...types import ScalarType
-from ..jit import symbol_name
+from ..base import symbol_name
 from .lltypes import I64, PTR, VOID, mem_type
 
 MERGE_SUFFIX = ".merge."  # the merge function of parameter p is <leaf>.merge.<p>

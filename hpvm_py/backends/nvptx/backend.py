@@ -12,11 +12,10 @@ from ...ir import kernel as K
 from ...passes import Pipeline
 from ...passes.lanes import LaneLoop, lane_loop
 from ...support import settings
-from ..base import Backend, CacheKey, LeafKernel, NodeContext
+from ..base import Backend, CacheKey, LeafKernel, NodeContext, symbol_name
 from ..cpu.accesses import sites
 from ..cpu.loop_plan import check_compilable
 from ..cpu.passes import localize
-from ..jit import symbol_name
 from . import device, toolchain
 from .launch import NvptxKernel
 from .scratch import scratch_of

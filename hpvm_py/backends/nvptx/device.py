@@ -13,7 +13,7 @@ from typing import Any
 from ...errors import CompileError, LaunchError
 from ...support import settings
 from ...support.loc import Loc
-from ..jit import symbol_name
+from ..base import symbol_name
 from .toolchain import DEFAULT_ARCH
 
 _lock = threading.Lock()

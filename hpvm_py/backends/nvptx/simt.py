@@ -10,12 +10,11 @@ from llvmlite import ir
 from ...ir import kernel as K
 from ...passes.lanes import LaneLoop
 from ...types import PtrType, ScalarType, i64
-from ..base import NodeContext
+from ..base import NodeContext, symbol_name
 from ..cpu.codegen import Emitter, Frame, ancestor_ids, divided_in_loops, uniform_divisors
 from ..cpu.intrinsics import declare
 from ..cpu.lltypes import I32, I64, I8, PTR, VOID, from_mem, load, mem_type, reg_type
 from ..cpu.lowering import Lowering
-from ..jit import symbol_name
 from ..cpu.memory import Heap, Memory, Pointer, buffer_limit, mem_type_size
 from .abi import KernelLayout
 from .mathlib import LibdeviceMath

@@ -10,7 +10,7 @@ from ...ir import kernel as K
 from ...passes.uniform import Uniformity
 from ...support import settings
 from ...types import PtrType, ScalarType, bf16, f32
-from ..base import NodeContext
+from ..base import NodeContext, symbol_name
 from ..access_errors import Access
 from . import values as V
 from .accesses import MemoryAccesses
@@ -129,7 +129,7 @@ def _negation_operand(e: K.BinOp) -> K.Expr | None:
 
 def kernel_name(name: str) -> str:
     """The generated code's name of a leaf parameter or local."""
-    return "v_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return "v_" + "".join(c if c.isalnum() or c == "_" else "_" for c in symbol_name(name))
 
 
 class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTiles, DotTiles,
@@ -144,7 +144,8 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
         self.checked = checked
         self.dot = dot_loop(leaf, ctx)  # the backend passes' decisions (passes.py)
         self.zero = "ZERO"  # an int64 zero block of the shape of the lanes being generated
-        self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in leaf.name)
+        # (ASCII: Triton refuses other identifiers as a kernel's name)
+        self.kernel = "k_" + "".join(c if c.isalnum() else "_" for c in symbol_name(leaf.name))
         self.scratch = scratches(leaf, ctx.input_modes, SUGGESTION)
         masked = masked_in_loops(leaf.body)
         self.grouped = self.dot is None and (bool(self.scratch) or any(
