@@ -277,6 +277,19 @@ def test_a_flag_of_another_value_is_named_in_a_warning(monkeypatch: pytest.Monke
         assert settings.NO_CACHE.on()
 
 
+def test_a_misspelled_setting_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    """HPVM_NOCACHE=1 was silently ignored (the cache stayed on); a name near no setting (a test's
+    own HPVM_TEST_OUT) passes without a warning. The warning names the user's line."""
+    program = tmp_path / "prog.py"
+    program.write_text("import hpvm_py as hpvm\nwith hpvm.runtime('python'):\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HPVM_NOCACHE": "1", "HPVM_TEST_OUT": "x"}
+    done = subprocess.run([sys.executable, "-W", "always", str(program)], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"{program}:2: HPVMWarning: HPVM_NOCACHE is not a setting" in done.stderr, done.stderr
+    assert "did you mean HPVM_NO_CACHE?" in done.stderr and "HPVM_TEST_OUT" not in done.stderr
+
+
 def test_an_unknown_log_level_is_named_in_a_warning() -> None:
     code = "import warnings; from hpvm_py.support import log; log.logger('x')"
     done = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,

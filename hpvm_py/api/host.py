@@ -86,6 +86,7 @@ def init(target: str | None = None) -> None:
                                   "init() must name the same target or none", caller_loc())
             rt.users += 1
             return
+        _settings.warn_misspelled()
         chosen = target or default_target()
         _require_runnable(chosen)
         _stats.reset()

@@ -7,7 +7,9 @@ values seen now; docs/settings.md is the same table.
 """
 from __future__ import annotations
 
+import difflib
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -195,6 +197,35 @@ COMM_FORCE_REMOTE = _declare("HPVM_COMM_FORCE_REMOTE", "flag", "0", "1: every ra
                              "host of its own (tests the between-host collectives on one machine)")
 
 SETTINGS: tuple[Setting, ...] = tuple(_ALL)
+
+
+def warn_misspelled() -> None:
+    """A warning for each HPVM_* variable of the environment that is no setting but nearly one
+    (HPVM_NO_CACHE without its second underscore): such a typo is otherwise silently ignored. Other HPVM_*
+    names (a test's or a benchmark's own) pass, as do names already warned about."""
+    declared = [s.name for s in SETTINGS]
+    for name in os.environ:
+        if not name.startswith("HPVM_") or name in declared or ("", name) in _warned:
+            continue
+        close = difflib.get_close_matches(name, declared, n=1, cutoff=0.85)
+        if close:
+            _warned.add(("", name))
+            warnings.warn(f"{name} is not a setting of hpvm-py, and is ignored: did you mean "
+                          f"{close[0]}? (`hpvmc config` lists them)", HPVMWarning,
+                          stacklevel=_user_level())
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_level() -> int:
+    """The stacklevel of warnings.warn, called from the caller of this, that names the user's line
+    (the first frame outside hpvm_py and contextlib: init() comes through several of them)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE) or
+                                 frame.f_code.co_filename.endswith("contextlib.py")):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def describe() -> str:
