@@ -259,6 +259,19 @@ def test_writing_a_tensor_that_requires_grad_is_refused(target):
         with pytest.raises(HPVMError) as info:
             hpvm.launch(P.vinc, x, 32, plain, 32, 8)  # ERR:grad-later
         check_clean(info, LaunchError, "grad-later")
+        # under torch.no_grad() (an optimizer's step) torch writes it in place, and so may a
+        # launch; grad mode on again (the recording replayed, the tensor's kind cached) refuses
+        expected = torch.arange(8, dtype=torch.float32) + 1
+        with torch.no_grad():
+            for _ in range(3):
+                plain.zero_()
+                hpvm.wait(hpvm.launch(P.vinc, x, 32, plain, 32, 8))
+                assert torch.equal(plain.detach(), expected)
+        plain.detach().zero_()
+        with pytest.raises(HPVMError) as info:
+            hpvm.launch(P.vinc, x, 32, plain, 32, 8)  # ERR:grad-mode-on
+        check_clean(info, LaunchError, "grad-mode-on")
+        assert torch.equal(plain.detach(), torch.zeros(8))
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])

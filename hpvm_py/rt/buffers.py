@@ -1,6 +1,7 @@
 """What a user buffer is: NumPy array or torch tensor, where it lives, its size and element type."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +51,15 @@ def buffer_kind(buf: Any) -> tuple[Any, ...] | None:
         flags = buf.flags
         return cls, buf.dtype, flags.c_contiguous, flags.writeable
     if _is_torch_tensor(buf):
-        return cls, buf.dtype, buf.device, buf.is_contiguous(), buf.requires_grad
+        return cls, buf.dtype, buf.device, buf.is_contiguous(), _grad_recorded(buf)
     return None
+
+
+def _grad_recorded(tensor: Any) -> bool:
+    """Whether autograd records what is done to tensor now: it requires grad and grad mode is on.
+    Under torch.no_grad() (an optimizer's step) torch writes such tensors in place, and so may a
+    kernel."""
+    return tensor.requires_grad and sys.modules["torch"].is_grad_enabled()
 
 
 def span(buf: Any) -> tuple[int, int]:
@@ -75,10 +83,11 @@ def why_not_writable(buf: Any) -> str | None:
     """Why a kernel must not write into buf (None when it may)."""
     if isinstance(buf, np.ndarray):
         return None if buf.flags.writeable else "is a read-only array"
-    if _is_torch_tensor(buf) and buf.requires_grad:
+    if _is_torch_tensor(buf) and _grad_recorded(buf):
         # as torch's own in-place error: autograd would not see what a kernel writes
-        return ("is a torch tensor that requires grad: autograd cannot see what a kernel writes "
-                "into it (torch refuses such in-place writes too); pass tensor.detach(), which "
+        return ("is a torch tensor that requires grad, and grad mode is on: autograd cannot see "
+                "what a kernel writes into it (torch refuses such in-place writes too); launch "
+                "under torch.no_grad() (as an optimizer step does), pass tensor.detach(), which "
                 "shares its memory, or write into a tensor that does not require grad")
     return None
 
