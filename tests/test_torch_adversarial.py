@@ -249,3 +249,18 @@ def test_numpy_integer_sizes_are_sizes() -> None:
                        scalars={"n": lambda x: x.numel()})
     x = torch.randn(6, generator=torch.Generator().manual_seed(7))
     torch.testing.assert_close(op(x, 2.0), 2.0 * x)
+
+
+def test_a_users_folder_called_torch_is_the_users(tmp_path) -> None:
+    """Errors name the first frame outside hpvm_py and the loaded torch package: a user's own
+    folder called torch (`.../torch/train.py`) was taken for torch's, and its line skipped."""
+    folder = tmp_path / "torch"
+    folder.mkdir()
+    script = folder / "train.py"
+    script.write_text("def call(op, x):\n    return op(x, 300, 1)\n")
+    namespace: dict = {}
+    exec(compile(script.read_text(), str(script), "exec"), namespace)
+    with pytest.raises(LaunchError, match="out of its range") as info:
+        namespace["call"](_op("ints"), torch.ones(3))
+    assert info.value.loc is not None and info.value.loc.file == str(script), info.value.loc
+    assert info.value.loc.line == 2

@@ -3,6 +3,7 @@ which are mutated, which are results, which scalars the caller passes and which 
 computed from the inputs, and the shape of every result. Plain Python: nothing here runs torch."""
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 import sys
@@ -22,9 +23,22 @@ _PACKAGE = str(Path(__file__).resolve().parent.parent).replace("\\", "/")
 
 
 def is_library_file(filename: str) -> bool:
-    """Whether code of this file is hpvm_py's or torch's (or has no file), not the user's."""
+    """Whether code of this file is hpvm_py's or torch's (or has no file), not the user's (whose
+    own folder may be called torch: torch's is where the loaded torch package is)."""
     name = filename.replace("\\", "/")
-    return name.startswith(_PACKAGE) or "/torch/" in name or name.startswith("<")
+    return name.startswith(_PACKAGE) or name.startswith(_torch_package()) or name.startswith("<")
+
+
+def _torch_package() -> str:
+    """The folder of the torch package loaded in this process ("<" when none is: nothing starts
+    with it that is not already library code)."""
+    where = getattr(sys.modules.get("torch"), "__file__", None)
+    return _folder(where) if where else "<"
+
+
+@functools.cache
+def _folder(file: str) -> str:
+    return str(Path(file).resolve().parent).replace("\\", "/") + "/"
 
 
 def user_loc() -> Loc | None:
