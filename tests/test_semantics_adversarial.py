@@ -16,37 +16,19 @@ them bit for bit (any NaN equals any NaN):
 """
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import math
 import random
-import sys
 from fractions import Fraction
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from differential.data import load
 from hpvm_py import types as T
 from hpvm_py.ir import semantics as S
 
 SEED = 20240611
-_names = itertools.count()
-
-
-def _load(source: str, folder: Path) -> ModuleType:
-    """Import generated source from a file of its own (leaves compile from their source file)."""
-    name = f"adversarial_{next(_names)}"
-    path = folder / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _same(got: float, want: float) -> bool:
@@ -146,7 +128,7 @@ def fma_operands(t: str, rng: random.Random, n: int) -> list[tuple[float, float,
 
 @pytest.mark.parametrize("t", ["f32", "f64"])
 @pytest.mark.parametrize("vector", ["1", "0"])
-def test_fma_rounds_once(target: str, t: str, vector: str, tmp_path: Path,
+def test_fma_rounds_once(target: str, t: str, vector: str,
                          monkeypatch: pytest.MonkeyPatch) -> None:
     if vector == "0" and target != "python":
         pytest.skip("instance by instance is the python target's mode")
@@ -155,7 +137,7 @@ def test_fma_rounds_once(target: str, t: str, vector: str, tmp_path: Path,
     dtype = T.SCALAR_TYPES[t].numpy_dtype
     with np.errstate(over="ignore"):
         a, b, c = (np.array(col, dtype) for col in zip(*fma_operands(t, rng, 160)))
-    module = _load(FMA_SOURCE.format(t=t), tmp_path)
+    module = load(FMA_SOURCE.format(t=t))
     out = np.zeros_like(a)
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(module.root, a, a.nbytes, b, b.nbytes, c, c.nbytes, out, out.nbytes,
@@ -211,7 +193,7 @@ def floor_rule(x: float, y: float, op: str) -> float:
     return math.nan if not math.isfinite(x) else x % y
 
 
-def test_literal_division_by_zero_is_the_run_time_rule(target: str, tmp_path: Path) -> None:
+def test_literal_division_by_zero_is_the_run_time_rule(target: str) -> None:
     rng = random.Random(SEED)
     dividends = [0.0, -0.0, 1.0, -1.0, 5.5, -7.25, 1e300, math.inf, -math.inf, math.nan]
     cases = [(rng.choice(dividends), rng.choice(["//", "%"]), rng.choice([0.0, -0.0, 2.0, -0.5]))
@@ -220,7 +202,7 @@ def test_literal_division_by_zero_is_the_run_time_rule(target: str, tmp_path: Pa
                    for k, (p, op, q) in enumerate(cases))
     call = ("    hpvm.node(folded, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, lit=lit, "
             "lit_bytes=lit_bytes, run=run, run_bytes=run_bytes)\n")
-    module = _load(FOLD_HEADER + FOLD_LEAF + body + FOLD_ROOT + call, tmp_path)
+    module = load(FOLD_HEADER + FOLD_LEAF + body + FOLD_ROOT + call)
     a = np.array([c[0] for c in cases])
     b = np.array([c[2] for c in cases])
     lit, run = np.zeros_like(a), np.zeros_like(a)
@@ -270,13 +252,13 @@ def root(k: In[Ptr[i64]], k_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64, half
 '''
 
 
-def test_int_to_float_rounds_once(target: str, tmp_path: Path) -> None:
+def test_int_to_float_rounds_once(target: str) -> None:
     rng = random.Random(SEED)
     for v in near_ties(rng, 6):
         want = round_exact(Fraction(v), "f32")
         # bf16 from an integer goes through f32, as every target converts it (docs/language.md)
         want_bf16 = round_exact(Fraction(want), "bf16")
-        module = _load(CONVERT_SOURCE.format(v=v), tmp_path)
+        module = load(CONVERT_SOURCE.format(v=v))
         k = np.array([v], np.int64)
         out = np.zeros(5, np.float32)
         half = np.zeros(2, np.uint16)
@@ -290,11 +272,11 @@ def test_int_to_float_rounds_once(target: str, tmp_path: Path) -> None:
         assert float(hpvm.f32(v)) == want, ("host hpvm.f32", v)
 
 
-def test_huge_int_literal_is_an_infinity(tmp_path: Path) -> None:
+def test_huge_int_literal_is_an_infinity() -> None:
     """An int literal beyond every float is inf in a float context, as 2**128 is for an f32 (it
     used to escape as an OverflowError blamed on the graph's node line)."""
     source = CONVERT_SOURCE.format(v="10**400").replace("node=10**400", "node=1")
-    module = _load(source, tmp_path)
+    module = load(source)
     k = np.array([1], np.int64)
     out = np.zeros(5, np.float32)
     half = np.zeros(2, np.uint16)
@@ -330,7 +312,7 @@ def root(a: In[Ptr[{t}]], a_bytes: i64, b: In[Ptr[{t}]], b_bytes: i64, out: Out[
 
 
 @pytest.mark.parametrize("t", ["f16", "bf16"])
-def test_predicates_of_half_floats_combine(target: str, t: str, tmp_path: Path) -> None:
+def test_predicates_of_half_floats_combine(target: str, t: str) -> None:
     rng = random.Random(SEED)
     pool = [0.0, -0.0, 1.5, -2.0, math.inf, -math.inf, math.nan, 65504.0, 1e5]
     xs = [rng.choice(pool) for _ in range(24)]
@@ -342,7 +324,7 @@ def test_predicates_of_half_floats_combine(target: str, t: str, tmp_path: Path) 
         else:
             a, b = np.array(xs, np.float16), np.array(ys, np.float16)
             xs, ys = a.tolist(), b.tolist()
-    module = _load(PREDICATE_SOURCE.format(t=t), tmp_path)
+    module = load(PREDICATE_SOURCE.format(t=t))
     n = len(xs)
     out = np.zeros(3 * n, np.int64)
     with hpvm.runtime(target):
