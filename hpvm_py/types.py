@@ -88,6 +88,9 @@ class ScalarType(Type):
         float32. A Python int is an i64 (a u64 from 2**63 on), a float an f64, a bool an i1."""
         src = _host_type(value)
         if src is None:
+            refuse = getattr(value, "refuse_host_use", None)  # a graph parameter being traced
+            if refuse is not None:
+                raise refuse(f"hpvm.{self.name}()")
             raise TypeError(f"hpvm.{self.name}() converts a number (or a NumPy scalar), not "
                             f"{type(value).__name__}")
         return cast(np.asarray(value, dtype=value_dtype(src))[()], src, self)

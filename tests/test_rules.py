@@ -434,6 +434,7 @@ EXTRA_RULES = {"one-to-one-grids", "hint-target", "builders-in-internal-nodes", 
                "memory-in-bounds",  # tests/test_bounds_errors.py
                "remote-access", "remote-rank",  # tests/test_remote_access.py
                "pointer-views",  # tests/test_views.py
+               "host-intrinsics-in-host-code",  # tests/test_rules_reference.py
                "kernel-types"}  # tests/test_text_ir_types.py (the textual IR: no Python program breaks it)
 
 

@@ -15,6 +15,7 @@ from ..distributed.gpu.runner import settle as settle_collectives
 from ..errors import HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..frontend.decorators import GraphDef
+from ..frontend.graph import check_host_code
 from ..rt.compiler import TARGETS, CompiledGraph, compile_graph, default_target
 from ..rt.args import bind_arguments, check_overlaps, complete_arguments
 from ..rt.boundary import api_boundary
@@ -72,6 +73,7 @@ def init(target: str | None = None) -> None:
         LaunchError: the target cannot run here (its package, driver or device is missing: the
             message says which), or the runtime is already running with another target.
     """
+    check_host_code("init")
     global _runtime
     if target is not None and target not in TARGETS:
         raise LaunchError(f"hpvm.init(): target {target!r} is not one of {', '.join(TARGETS)}",
@@ -114,6 +116,7 @@ def cleanup(timeout: float | None = CLEANUP_TIMEOUT) -> None:
         HPVMTimeoutError: a stage was still running a kernel after `timeout` (the runtime is
             stopped all the same; that stage may still write its buffers).
     """
+    check_host_code("cleanup")
     global _runtime
     with _runtime_lock:
         rt = _runtime
@@ -178,6 +181,7 @@ def track_memory(buf: Any) -> Any:
         LaunchError: no runtime is running.
         MemoryTrackingError: the buffer cannot be tracked (not contiguous, not a buffer).
     """
+    check_host_code("track_memory")
     _active().tracker.track(buf)
     return buf
 
@@ -195,6 +199,7 @@ def untrack_memory(buf: Any) -> None:
         LaunchError: no runtime is running.
         MemoryTrackingError: the buffer is not tracked.
     """
+    check_host_code("untrack_memory")
     _active().tracker.untrack(buf)
 
 
@@ -217,6 +222,7 @@ def request_memory(buf: Any) -> Any:
         LaunchError: no runtime is running.
         MemoryTrackingError: the buffer is not tracked, or was resized or freed while tracked.
     """
+    check_host_code("request_memory")
     return _active().tracker.request(buf)
 
 
@@ -348,6 +354,7 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4, **kwargs
     On `cpu` and `python` a non-streaming launch runs the graph before it returns; on `gpu` and
     `nvptx` its kernels are queued and `wait` collects the outputs.
     """
+    check_host_code("launch")
     rt = _active()
     compiled = compile_graph(root, rt.target)
     if stream:
@@ -431,6 +438,7 @@ def wait(handle: Any, timeout: float | None = None) -> Any:
         HPVMTimeoutError: the stream did not drain within `timeout`; on GPU ranks, a rank did not
             arrive at a collective of the launch within the world's timeout.
     """
+    check_host_code("wait")
     if isinstance(handle, Handle):
         return handle.result()
     close = getattr(handle, "close", None)
@@ -459,6 +467,7 @@ def push(handle: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -
         LaunchError: arguments that do not fit the root's parameters.
         HPVMTimeoutError: no room within `timeout`.
     """
+    check_host_code("push")
     stream = _stream_handle(handle, "push")
     stream.push(complete_arguments(stream.compiled.module.root_func, args, kwargs), timeout)
 
@@ -479,6 +488,7 @@ def pop(handle: Any, timeout: float | None = None) -> tuple[Any, ...]:
             names the stage; later items are not lost).
         HPVMTimeoutError: no item within `timeout`.
     """
+    check_host_code("pop")
     return _stream_handle(handle, "pop").pop(timeout)
 
 

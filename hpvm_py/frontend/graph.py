@@ -7,11 +7,10 @@ computation, which the reference forbids in internal nodes.
 """
 from __future__ import annotations
 
-import ast
-import os
 import threading
-import traceback
 from typing import Any, Iterable
+
+import numpy as np
 
 from ..errors import FrontendError, HPVMError, VerificationError
 from ..ir import dfg as D
@@ -26,9 +25,10 @@ from .lower import Lowerer
 from .node_options import NODE_OPTIONS, check_shadowed, shadow_note
 from .source import read_function
 from .symbols import DimSym, Sym, as_dim
+from .trace_locs import return_loc, user_frame_loc
 
 _local = threading.local()
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_tracing = [0]  # graph bodies being traced now, in any thread
 
 
 class _Outputs:
@@ -159,6 +159,19 @@ def current_builder(what: str) -> GraphBuilder:
     return stack[-1]
 
 
+def check_host_code(what: str) -> None:
+    """Refuse a host operation (init, cleanup, memory tracking, launch, wait, push, pop) called
+    while this thread traces a graph body: the reference keeps them to host code, and an internal
+    node only builds structure (a cleanup() there would stop the runtime that is launching it)."""
+    if not _tracing[0]:  # (no thread traces a graph: launch and wait ask this on every call)
+        return
+    stack = getattr(_local, "stack", None)
+    if stack:
+        raise VerificationError(f"{what}() is host code: the body of graph {stack[-1].ir.name} is an "
+                                "internal node, which only builds structure; call it outside "
+                                "@hpvm.graph bodies", caller_loc(), rule="host-intrinsics-in-host-code")
+
+
 def _definition(fn: Any, loc: Loc) -> NodeDef:
     if isinstance(fn, Definition) and fn.kind == "helper":
         raise VerificationError(f"{fn.name} is an @hpvm.func helper; nodes run @hpvm.leaf or "
@@ -281,6 +294,15 @@ def _repl_kind(repl: Any) -> str:
                             caller_loc(), rule="edge-kinds")
 
 
+def _stream_flag(stream: Any) -> bool:
+    """The reference's i1 isStream: a bool, or 0/1 as `repl` takes them. Python's truth value
+    would make stream="no" (or a node handle, or a misplaced port) a streaming edge silently."""
+    if isinstance(stream, (bool, np.bool_)) or (isinstance(stream, (int, np.integer)) and stream in (0, 1)):
+        return bool(stream)
+    raise VerificationError(f"stream must be True or False (1 or 0), not {stream!r}", caller_loc(),
+                            rule="edge-kinds")
+
+
 def edge(src: Any, dst: Any, repl: Any, sp: int | str, dp: int | str, stream: bool = False) -> None:
     """Connect output `sp` of node `src` to input `dp` of node `dst`, two children of this graph.
 
@@ -301,7 +323,7 @@ def edge(src: Any, dst: Any, repl: Any, sp: int | str, dp: int | str, stream: bo
     d = builder.own(dst, "edge destination")
     builder.ir.edges.append(D.Edge(src=s.ir.name, src_port=s.output_port(sp), dst=d.ir.name,
                                    dst_port=d.input_port(dp), kind=_repl_kind(repl),
-                                   stream=bool(stream), loc=caller_loc()))
+                                   stream=_stream_flag(stream), loc=caller_loc()))
 
 
 def bind_input(node: Any, ip: Any, ic: int | str, stream: bool = False) -> None:
@@ -318,18 +340,18 @@ def bind_input(node: Any, ip: Any, ic: int | str, stream: bool = False) -> None:
     """
     builder = current_builder("bind_input")
     n = builder.own(node, "bind_input node")
+    streams = _stream_flag(stream)
     if isinstance(ip, DimSym):
         dp = n.input_port(ic)
         loc = caller_loc()
-        if stream:
+        if streams:
             raise VerificationError(f"bind_input: an expression ({D.dim_text(ip.expr)}) is computed "
                                     "from the graph's parameters when the node fires, not streamed",
                                     loc, rule="node-inputs")
         builder.ir.expr_binds.append(_expr_bind(builder, ip, n, dp, loc))
         return
     builder.ir.input_binds.append(D.InputBind(parent_port=builder.parent_input(ip), dst=n.ir.name,
-                                              dst_port=n.input_port(ic), stream=bool(stream),
-                                              loc=caller_loc()))
+                                              dst_port=n.input_port(ic), stream=streams, loc=caller_loc()))
 
 
 def bind_output(node: Any, oc: int | str, op: int | str, stream: bool = False) -> None:
@@ -348,7 +370,7 @@ def bind_output(node: Any, oc: int | str, op: int | str, stream: bool = False) -
     n = builder.own(node, "bind_output node")
     builder.ir.output_binds.append(D.OutputBind(src=n.ir.name, src_port=n.output_port(oc),
                                                 parent_port=builder.parent_output(op),
-                                                stream=bool(stream), loc=caller_loc()))
+                                                stream=_stream_flag(stream), loc=caller_loc()))
 
 
 def hint(node: Any, target: str) -> None:
@@ -522,34 +544,20 @@ def trace_graph(definition: NodeDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
     if stack is None:
         stack = _local.stack = []
     stack.append(builder)
+    _tracing[0] += 1  # (under FRONTEND_LOCK, as every trace)
     try:
         result = definition.pyfunc(*symbols)
     except HPVMError:
         raise
     except Exception as exc:
         raise FrontendError(f"the body of graph {definition.name} raised {type(exc).__name__}: {exc}",
-                            _user_frame_loc(exc, definition.loc)) from None
+                            user_frame_loc(exc, definition.loc)) from None
     finally:
         stack.pop()
-    _bind_result(builder, result, _return_loc(src) or definition.loc)
+        _tracing[0] -= 1
+    _bind_result(builder, result, return_loc(src) or definition.loc)
     check_shadowed(builder)
     return ir, builder.children
-
-
-def _return_loc(src: Any) -> Loc | None:
-    """The last `return value` of the graph function itself (not of a function nested in it)."""
-    returns: list[ast.Return] = []
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                continue
-            if isinstance(child, ast.Return) and child.value is not None:
-                returns.append(child)
-            visit(child)
-
-    visit(src.tree)
-    return src.loc(max(returns, key=lambda r: (r.lineno, r.col_offset))) if returns else None
 
 
 def _bind_result(builder: GraphBuilder, result: Any, loc: Loc) -> None:
@@ -575,15 +583,3 @@ def _bind_result(builder: GraphBuilder, result: Any, loc: Loc) -> None:
         src = builder.own(conn.source.node, f"output {port}")
         builder.ir.output_binds.append(D.OutputBind(src=src.ir.name, src_port=conn.source.port,
                                                     parent_port=port, stream=conn.stream, loc=loc))
-
-
-def _user_frame_loc(exc: BaseException, default: Loc) -> Loc:
-    """The innermost frame in the graph's own file (a library's frame, json's or numpy's, is not
-    where the user wrote the mistake), else the innermost frame outside hpvm_py."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_PACKAGE_DIR)]
-    for frame in reversed(frames):
-        if frame.filename == default.file:
-            return Loc(frame.filename, frame.lineno or 0, frame.colno or 0)
-    if frames:
-        return Loc(frames[-1].filename, frames[-1].lineno or 0, frames[-1].colno or 0)
-    return default

@@ -3,7 +3,10 @@ traced (bind them, and combine integer parameters into instance counts); everyth
 computation and is rejected."""
 from __future__ import annotations
 
+import operator
 from typing import Any
+
+import numpy as np
 
 from ..errors import VerificationError
 from ..ir import dfg as D
@@ -79,6 +82,37 @@ class _Symbolic:
 
     __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __and__ = __or__ = _other
     __xor__ = __lshift__ = __rshift__ = __invert__ = __abs__ = _other
+    # the rest of Python's numeric protocol: left undefined, each would raise a TypeError that
+    # reaches the user as "the body raised TypeError" with no rule
+    __pos__ = __rand__ = __ror__ = __rxor__ = __rlshift__ = __rrshift__ = _other
+    __matmul__ = __rmatmul__ = __divmod__ = __rdivmod__ = __round__ = __trunc__ = _other
+    __floor__ = __ceil__ = _other
+
+    def __format__(self, spec: str) -> str:
+        if spec:  # f"{n:d}" formats a value; f"{n}" only shows the symbol
+            raise _structure_error(f"formatting {self._what()}")
+        return repr(self)
+
+    # NumPy's ufuncs (np.sqrt, hpvm.math.*, np.int64(2) * n) hand their operands here: the
+    # integer arithmetic that instance counts allow, with a NumPy integer as its Python value,
+    # and anything else refused as computation
+    _UFUNC_OPERATORS = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+                        np.floor_divide: operator.floordiv, np.remainder: operator.mod}
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        op = self._UFUNC_OPERATORS.get(ufunc)
+        if op is None or method != "__call__" or kwargs or len(inputs) != 2 or \
+                any(isinstance(x, np.ndarray) for x in inputs):
+            raise _structure_error(f"NumPy's {getattr(ufunc, '__name__', ufunc)} on {self._what()}")
+        # a NumPy scalar as its Python number (never handed back to NumPy, which would call this
+        # again): an int joins the expression, a float is refused as a count by as_dim
+        a, b = (x.item() if isinstance(x, np.generic) else x for x in inputs)
+        return op(a, b)
+
+    def refuse_host_use(self, what: str) -> VerificationError:
+        """The error for `what` (a host-side cast such as hpvm.f32(n)) applied to the symbol: the
+        types module, below the front end, asks any value it cannot convert for one."""
+        return _structure_error(f"{what} of {self._what()}")
 
 
 class Sym(_Symbolic):
@@ -127,7 +161,9 @@ def as_dim(value: Any, builder: Any, what: str) -> D.DimExpr:
     """An instance count as a DimExpr; `what` names it in errors."""
     if type(value) is int:
         return D.DimConst(value)
-    if isinstance(value, bool):
+    if isinstance(value, np.integer):  # a NumPy integer (N = np.int64(8)) counts by its value
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)):
         raise VerificationError(f"{what} must be an integer, not a bool", caller_loc(),
                                 rule="instance-counts")
     if isinstance(value, int):

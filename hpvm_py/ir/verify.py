@@ -33,7 +33,7 @@ RULES: dict[str, str] = {
     "inputs-connected": "every input of every child node is connected",
     "outputs-bound": "every output of an internal node is bound exactly once",
     "pointer-direction": "pointer parameters carry In/Out/InOut and are used accordingly",
-    "pointer-size": "every pointer parameter is followed by an i64 size in bytes",
+    "pointer-size": "every pointer parameter (and pointer output) is followed by an i64 size in bytes",
     "no-pointers-on-edges": "pointers travel through binds only, never on edges or out of the root",
     "max-three-dims": "nodes are replicated in at most three dimensions",
     "instance-counts": "instance counts are ints or expressions of integer graph parameters",
@@ -42,6 +42,8 @@ RULES: dict[str, str] = {
     "internal-nodes-only-structure": "internal nodes only build structure",
     "leaf-no-graph-builders": "leaf nodes compute; they use no graph-building builders",
     "builders-in-internal-nodes": "graph builders are used inside @hpvm.graph bodies only",
+    "host-intrinsics-in-host-code": ("init, cleanup, memory tracking, launch, wait, push and pop are "
+                                     "host code: not called inside @hpvm.graph bodies"),
     "helper-no-intrinsics": "@hpvm.func helpers use no HPVM intrinsics",
     "node-function": "a node runs a leaf, graph or library function",
     "ports-exist": "edge and bind ports name existing parameters and outputs",
@@ -60,7 +62,7 @@ RULES: dict[str, str] = {
     "remote-rank": "a remote access names a rank of the world, 0 to world_size - 1 (checked as the graph runs)",
     "intrinsics-in-leaves": "leaf intrinsics are used inside leaves only",
     "node-inputs": "node inputs are graph parameters, sibling outputs or constants of a scalar input's type",
-    "edge-kinds": "edges are one-to-one or all-to-all",
+    "edge-kinds": "edges are one-to-one or all-to-all; stream flags are True or False",
     "kernel-types": ("the operands of every operation, assignment, store, loop bound and condition "
                      "of a leaf or helper body have the types it takes, and constants fit their type "
                      "(checked for the textual IR; the front end builds such bodies)"),
@@ -103,6 +105,10 @@ def verify_module(module: D.Module) -> list[DeferredGridCheck]:
             _check_helper(fn)
     _check_hierarchy(module)
     _check_root_outputs(module.root_func)
+    # after the graphs: a pointer output that an edge or the root carries is that rule's error
+    for fn in module.functions.values():
+        if isinstance(fn, (D.GraphFunc, K.LeafFunc)):
+            _check_node_outputs(fn.outputs, fn.name, fn.loc)
     _check_instance_queries(module)
     return deferred
 
@@ -125,6 +131,19 @@ def _check_node_params(params: list[K.Param], fname: str) -> None:
         if nxt is None or nxt.type != i64 or isinstance(nxt.type, PtrType):
             raise _fail(f"{fname}: pointer parameter {p.name!r} must be followed by an i64 size in bytes "
                         f"(e.g. `{p.name}_bytes: hpvm.i64`)", p.loc, "pointer-size")
+
+
+def _check_node_outputs(outputs: list[K.OutputPort], fname: str, loc: Loc) -> None:
+    """A pointer output leaves through an output bind, and "when an edge/bind carries a pointer, it
+    must be followed by an i64 size value" (the reference's limitations): as for parameters."""
+    for i, out in enumerate(outputs):
+        if isinstance(out.type, PtrType):
+            nxt = outputs[i + 1] if i + 1 < len(outputs) else None
+            if nxt is None or nxt.type != i64:
+                what = repr(out.name) if out.name else str(i)
+                raise _fail(f"{fname}: pointer output {what} must be followed by an i64 size in bytes "
+                            f"(return `tuple[Ptr[...], hpvm.i64]`)", out.loc if out.loc.line else loc,
+                            "pointer-size")
 
 
 def _helper_pointer_usage(module: D.Module) -> dict[str, dict[str, set[str]]]:

@@ -142,13 +142,12 @@ class Executor:
         for i, node in enumerate(plan.nodes):
             if stop is not None and stop.is_set():
                 raise Stopped()
+            if plan.grid_checks:
+                self._check_grids_before(plan, i, node, env, extents)
             args = [self.gather(node, port, src, env, slots)
                     for port, src in enumerate(node.inputs)]
             ext, outs = fire(plan, node, env, args, ancestors, parents, slots)
             extents.append(ext)
-            for src, dst, edge in plan.grid_checks:
-                if dst == i:
-                    check_grids(edge, extents[src], ext)
             for port, out in enumerate(outs):
                 if out is not None:
                     slots[(i, port)] = out
@@ -156,6 +155,19 @@ class Executor:
             # at the root, output o is element 0 of its producer's own array
             self._recorder.outputs = [slots[(n, port)].value for n, port in plan.outputs]
         return [self._as_parent(slots[(n, port)]) for n, port in plan.outputs]
+
+    def _check_grids_before(self, plan: GraphPlan, index: int, node: NodePlan, env: list[Any],
+                            extents: list[tuple[int, ...]]) -> None:
+        """The symbolic one-to-one edges into node `index`, checked before it fires: a compiled
+        leaf handed a source's per-instance values for a larger grid than the source's would
+        fail on its arguments (or read past them) before a check after the node could run, and
+        a node that runs writes its buffers: the rule's error must come first, on every target."""
+        ext: tuple[int, ...] | None = None
+        for src, dst, edge in plan.grid_checks:
+            if dst == index:
+                if ext is None:
+                    ext = self.extents_of(node, env)
+                check_grids(edge, extents[src], ext)
 
     def fire_stage(self, plan: GraphPlan, node: NodePlan, env: list[Any],
                    args: list[Any]) -> tuple[tuple[int, ...], list[Slot | None]]:

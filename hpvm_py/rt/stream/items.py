@@ -543,11 +543,10 @@ class ItemRunner(StreamScheduler):
             try:
                 received = {port: EdgeItem(produced[src.node][1][src.port], produced[src.node][0])
                             for port, src in enumerate(stage.node.inputs) if src.node is not None}
-                item_env, args, src_extents = stage.arguments(env, received)
+                item_env, args = stage.arguments(env, received)
                 if profile.on:
                     stage.began(self.index)
                 ext, outs = stage.launcher.fire(item_env, args)
-                stage.check_grids(ext, src_extents)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 raise StageFailed(stage, exc) from None
             produced[stage.index] = (ext, outs)

@@ -90,7 +90,6 @@ class StageFlight:
     """One item of a stage in flight on the scheduler."""
 
     run: StageRun | DeviceStageRun
-    src_extents: dict[int, tuple[int, ...]]  # its producers' extents
     item: int
 
 
@@ -148,14 +147,17 @@ class Stage:
         streams = self.handle.bind_streams(self.index)
         return [env[i] if streams[i] else self.first_env[i] for i in range(len(env))]
 
-    def arguments(self, env: list[Any], received: dict[int, EdgeItem]
-                  ) -> tuple[list[Any], list[Any], dict[int, tuple[int, ...]]]:
+    def arguments(self, env: list[Any], received: dict[int, EdgeItem]) -> tuple[list[Any], list[Any]]:
         """The item's environment (streaming binds: this item's values, others: the first
-        item's), the node's arguments, and the extents of the edges' producers."""
+        item's) and the node's arguments, its one-to-one edges' grids checked."""
         item_env = self.item_env(env)
         args: list[Any] = []
-        src_extents: dict[int, tuple[int, ...]] = {}
         executor = self.handle.executor
+        arriving = {port: received[port].extents for port in received if port not in self.kept_edges}
+        if arriving:
+            # before the node runs (on every target alike): a leaf handed a larger source grid's
+            # values than its own, or a smaller one's, fails or writes before a later check
+            self.check_grids(executor.extents_of(self.node, item_env), arriving)
         for port, src in enumerate(self.node.inputs):
             if src.bind_port is not None:
                 args.append(item_env[src.bind_port])
@@ -168,17 +170,14 @@ class Stage:
             else:
                 message = received[port]
                 value = executor.deliver(self.node, port, src, message.slot)
-                src_extents[port] = message.extents
                 if not src.stream:
                     self.kept_edges[port] = value
                 args.append(value)
-        return item_env, args, src_extents
+        return item_env, args
 
-    def publish(self, ext: tuple[int, ...], outs: list[Slot | None],
-                src_extents: dict[int, tuple[int, ...]], item: int,
+    def publish(self, ext: tuple[int, ...], outs: list[Slot | None], item: int,
                 event: ItemEvent | None = None) -> None:
-        """Check the item's one-to-one grids, then send its outputs downstream and to pop()."""
-        self.check_grids(ext, src_extents)
+        """Send the item's outputs downstream and to pop() (arguments() checked its grids)."""
         nodes = self.handle.plan.nodes
         for port, slot in enumerate(outs):
             if slot is None:
@@ -258,13 +257,13 @@ def run_stage_thread(stage: Stage) -> None:
             received = {port: handle.get(handle.edge_fifos[(stage.index, port)], None, "stage", item)
                         for port in stage.waiting_edges()}
             handle.hazards.wait(item, stage.index, functools.partial(handle.check, item))
-            item_env, args, src_extents = stage.arguments(env, received)
+            item_env, args = stage.arguments(env, received)
             handle.check(item)
             if profile.on:
                 stage.began(item)
             ext, outs = stage.launcher.fire(item_env, args)
             end_item()  # the item's writes are done before the next stage reads them
-            stage.publish(ext, outs, src_extents, item)
+            stage.publish(ext, outs, item)
             stage.taken += 1
     except Stopped:
         return
@@ -372,11 +371,11 @@ class SchedulerThread(StreamScheduler):
         if profile.on:
             stage.began(item)
         try:
-            item_env, args, src_extents = stage.arguments(env, received)
+            item_env, args = stage.arguments(env, received)
             run = stage.launcher.start(item_env, args, after)
         except BaseException as exc:  # noqa: BLE001 - the stage's error
             raise StageFailed(stage, exc, item) from None
-        stage.runs.append(StageFlight(run, src_extents, item))
+        stage.runs.append(StageFlight(run, item))
         self.running.append(stage)
         return True
 
@@ -413,7 +412,7 @@ class SchedulerThread(StreamScheduler):
         try:
             ext, outs = flight.run.finish()
             if not self.handle.cut_before(flight.item):
-                stage.publish(ext, outs, flight.src_extents, flight.item, flight.run.event)
+                stage.publish(ext, outs, flight.item, flight.run.event)
         except BaseException as exc:  # noqa: BLE001 - the stage's error
             raise StageFailed(stage, exc, flight.item) from None
 

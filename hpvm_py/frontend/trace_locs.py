@@ -1,0 +1,40 @@
+"""Where a traced graph body's result and failures are reported: its last `return value`, and
+the user's frame of an exception its body raised (graph.py's tracing uses both)."""
+from __future__ import annotations
+
+import ast
+import os
+import traceback
+from typing import Any
+
+from ..support.loc import Loc
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def return_loc(src: Any) -> Loc | None:
+    """The last `return value` of the graph function itself (not of a function nested in it)."""
+    returns: list[ast.Return] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(child, ast.Return) and child.value is not None:
+                returns.append(child)
+            visit(child)
+
+    visit(src.tree)
+    return src.loc(max(returns, key=lambda r: (r.lineno, r.col_offset))) if returns else None
+
+
+def user_frame_loc(exc: BaseException, default: Loc) -> Loc:
+    """The innermost frame in the graph's own file (a library's frame, json's or numpy's, is not
+    where the user wrote the mistake), else the innermost frame outside hpvm_py."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_PACKAGE_DIR)]
+    for frame in reversed(frames):
+        if frame.filename == default.file:
+            return Loc(frame.filename, frame.lineno or 0, frame.colno or 0)
+    if frames:
+        return Loc(frames[-1].filename, frames[-1].lineno or 0, frames[-1].colno or 0)
+    return default
