@@ -46,6 +46,9 @@ class Slot:
     value: Any
     per_instance: bool
     instances: int  # instances of the producing node within one parent instance
+    # instances of the parent: with no producing instance, the per-parent value cannot be read
+    # off `value` (empty), yet each parent instance still sees one value (0, as on every target)
+    parents: int = 1
 
 
 # HPVM_POISON_OUT=1: on the host targets, an Out buffer that a launch may write in part is filled
@@ -206,8 +209,8 @@ class Executor:
         count = self.check_instance_count(node, ext, parents)
         if node.kernel is not None:
             outs = self._leaf(node, args, ext, ancestors, parents, count, slots_so_far)
-            slots = [Slot(out, node.output_modes[port] == "per_instance", count) if out is not None else None
-                     for port, out in enumerate(outs)]
+            slots = [Slot(out, node.output_modes[port] == "per_instance", count, parents)
+                     if out is not None else None for port, out in enumerate(outs)]
         else:
             assert node.child is not None
             recorder = self._recorder
@@ -217,7 +220,7 @@ class Executor:
             outs = self._graph(node.child, child_env, [ext] + ancestors, parents * count)
             if recorder is not None:
                 recorder.leave()
-            slots = [Slot(out, True, count) for out in outs]
+            slots = [Slot(out, True, count, parents) for out in outs]
         return ext, slots
 
     @staticmethod
@@ -271,9 +274,12 @@ class Executor:
 
     @staticmethod
     def _as_parent(slot: Slot) -> Any:
-        """The value of instance 0 of the producer within each parent instance."""
+        """The value of instance 0 of the producer within each parent instance; 0 where the
+        producer ran no instance (an empty grid), as a leaf's unwritten per-parent output is."""
         if slot.per_instance and slot.instances != 1:
-            return np.ascontiguousarray(slot.value[::slot.instances]) if slot.instances else slot.value[:0]
+            if slot.instances:
+                return np.ascontiguousarray(slot.value[::slot.instances])
+            return np.zeros(slot.parents, dtype=np.asarray(slot.value).dtype)
         return slot.value
 
     @staticmethod
