@@ -199,10 +199,17 @@ def test_the_gpu_target_without_a_cache_leaves_no_temporary_folder(tmp_path: Pat
     assert not [p.name for p in tmp.iterdir() if p.name.startswith("hpvm-triton-")]
 
 
+def _env(first: Path, **variables: str) -> dict[str, str]:
+    """This environment for a child process, `first` ahead on its PYTHONPATH (the rest kept: a
+    GPU machine finds lark there) and `variables` set."""
+    path = os.pathsep.join(filter(None, (str(first), os.environ.get("PYTHONPATH"))))
+    return {**os.environ, "PYTHONPATH": path, **variables}
+
+
 def _code_version_of(package_root: Path) -> str:
     code = "from hpvm_py.backends.base import code_version; print(code_version(('cpu',)))"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(package_root)},
+                          timeout=120, env=_env(package_root),
                           cwd=package_root).stdout.strip()
 
 
@@ -282,7 +289,7 @@ def test_a_misspelled_setting_is_named_with_the_one_meant(tmp_path: Path) -> Non
     own HPVM_TEST_OUT) passes without a warning. The warning names the user's line."""
     program = tmp_path / "prog.py"
     program.write_text("import hpvm_py as hpvm\nwith hpvm.runtime('python'):\n    pass\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HPVM_NOCACHE": "1", "HPVM_TEST_OUT": "x"}
+    env = _env(ROOT, HPVM_NOCACHE="1", HPVM_TEST_OUT="x")
     done = subprocess.run([sys.executable, "-W", "always", str(program)], capture_output=True,
                           text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
@@ -293,7 +300,7 @@ def test_a_misspelled_setting_is_named_with_the_one_meant(tmp_path: Path) -> Non
 def test_an_unknown_log_level_is_named_in_a_warning() -> None:
     code = "import warnings; from hpvm_py.support import log; log.logger('x')"
     done = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "HPVM_LOG": "verbose", "PYTHONPATH": str(ROOT)})
+                          timeout=60, env=_env(ROOT, HPVM_LOG="verbose"))
     assert done.returncode == 0 and "HPVM_LOG='verbose'" in done.stderr, done.stderr
 
 
