@@ -476,6 +476,9 @@ def push(handle: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -
 def pop(handle: Any, timeout: float | None = None) -> tuple[Any, ...]:
     """The outputs of the next item of a streaming launch, in push order (blocks until ready).
 
+    Threads may pop one stream at once: one pop at a time takes the next item (a pop waiting for
+    another thread's counts that wait in its timeout); each item is popped once.
+
     Args:
         handle: what `launch(graph, stream=True)` returned.
         timeout: seconds to wait at most; None waits for ever.
@@ -486,7 +489,7 @@ def pop(handle: Any, timeout: float | None = None) -> tuple[Any, ...]:
     Raises:
         StreamError: not a streaming handle, no item left to pop, or the item failed (the error
             names the stage; later items are not lost).
-        HPVMTimeoutError: no item within `timeout`.
+        HPVMTimeoutError: no item within `timeout` (or another thread's pop held the stream).
     """
     check_host_code("pop")
     return _stream_handle(handle, "pop").pop(timeout)

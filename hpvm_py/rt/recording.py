@@ -148,10 +148,26 @@ class Recording:
         self.unkeyed = tuple(i for i in range(len(self.args)) if i not in keyed)
 
     def drop(self) -> None:
-        """A buffer it uses was released: let go of its launches (and their device memory)."""
+        """A buffer it uses was released: let go of its launches (and their device memory).
+
+        Another thread's untrack_memory (or cleanup) may release the buffer while a replay of
+        this recording runs: that replay holds `lock` and still reads the steps and outputs, so
+        it is left to let go of them as it ends (rt/replay.py, `replay`). Flagged first: a replay
+        that sees the flag unset after taking the lock runs on launches nobody clears under it.
+        (Never waits for the lock: the tracker calls this holding its own lock, which a replay
+        takes while holding this one.)"""
+        self.dropped = True
+        if not self.lock.acquire(blocking=False):
+            return  # a replay (or rebound/retarget) holds it: its owner calls let_go()
+        try:
+            self.let_go()
+        finally:
+            self.lock.release()
+
+    def let_go(self) -> None:
+        """Clear a dropped recording's launches (its lock held, or inside retarget)."""
         self.steps, self.acquires, self.outputs, self.fetch_at_end = [], [], [], []
         self.graph = self.streams = None
-        self.dropped = True
 
     def matches(self, args: tuple[Any, ...]) -> bool:
         if self.dropped or len(args) != len(self.args) or not self._same_world():
@@ -190,9 +206,13 @@ class Recording:
         if not self._fits(args, env):
             return None
         with self.lock:
-            if self.dropped:
-                return None
-            steps = [step.copy() for step in self.steps]
+            try:
+                if self.dropped:
+                    return None
+                steps = [step.copy() for step in self.steps]
+            finally:
+                if self.dropped:  # (released meanwhile: drop() left the clearing to this holder)
+                    self.let_go()
         if None in steps:
             return None
         acquires = self._point_at(env, executor, steps, in_place=False)
@@ -228,11 +248,13 @@ class Recording:
             try:
                 self._point_at(env, executor, self.steps, in_place=True)
             except BaseException:
-                self.drop()  # (pointed in part at the new buffers: it serves neither set)
+                self.dropped = True  # (pointed in part at the new buffers: it serves neither set)
                 raise
             self._name_buffers(args, env)
             self.register()
         finally:
+            if self.dropped:  # (by a release while this held the lock, or the failure above)
+                self.let_go()
             self.lock.release()
         return True
 

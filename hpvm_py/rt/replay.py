@@ -377,7 +377,10 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
     if not recording.lock.acquire(blocking=False):
         return None  # another thread is replaying it: take the normal path
     try:
-        if not acquired and not tracker.acquire_recorded(recording.acquires):
+        # released (another thread's untrack_memory) since Replays.find matched it: its steps
+        # are gone or going, and running none would return no outputs (the normal path tracks
+        # the buffers again). A release from now on leaves the steps to this replay (drop()).
+        if recording.dropped or not acquired and not tracker.acquire_recorded(recording.acquires):
             return None
         graphed = False
         if recording.graph_device is not None:
@@ -389,6 +392,8 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
         stats.bump_all((recording.rebound_counts if acquired else recording.counts)[graphed])
         return [o[0] for o in recording.outputs]
     finally:
+        if recording.dropped:  # released while this ran: drop() left its launches to us
+            recording.let_go()
         recording.lock.release()
 
 

@@ -47,24 +47,30 @@ class MemoryObject:
     noted: int = 0  # recordings added since the dead references were last cleared
 
     def add_recording(self, recording: Any) -> None:
-        refs = self.recordings
-        if refs is None:
-            self.recordings = {id(recording): weakref.ref(recording)}
-            return
-        self.noted += 1
-        if self.noted >= max(len(refs), _PRUNE_AT):  # (once per as many adds as it holds)
-            self.noted = 0
-            for key in [key for key, ref in refs.items() if ref() is None]:
-                del refs[key]  # recordings evicted since
-        refs[id(recording)] = weakref.ref(recording)
+        # (threads launching on one shared buffer record and retarget at once: an unlocked prune
+        # iterating the dict while another thread adds to it raised, half way through a retarget)
+        with _recordings_lock:
+            if self.released:
+                return  # it can never match again (Recording.matches), nothing to drop it for
+            refs = self.recordings
+            if refs is None:
+                self.recordings = {id(recording): weakref.ref(recording)}
+                return
+            self.noted += 1
+            if self.noted >= max(len(refs), _PRUNE_AT):  # (once per as many adds as it holds)
+                self.noted = 0
+                for key in [key for key, ref in refs.items() if ref() is None]:
+                    del refs[key]  # recordings evicted since
+            refs[id(recording)] = weakref.ref(recording)
 
     def used_by(self, recording: Any) -> bool:
         ref = (self.recordings or {}).get(id(recording))
         return ref is not None and ref() is recording
 
     def discard_recording(self, recording: Any) -> None:
-        if self.used_by(recording):
-            del self.recordings[id(recording)]
+        with _recordings_lock:
+            if self.used_by(recording):
+                del self.recordings[id(recording)]
 
 
 def overlap(a: MemoryObject, b: MemoryObject) -> bool:
@@ -73,11 +79,15 @@ def overlap(a: MemoryObject, b: MemoryObject) -> bool:
 
 
 _PRUNE_AT = 16  # recordings added to one object at least before its dead references are cleared
+# guards every object's `recordings` (never held while calling out: Recording.drop runs after;
+# reentrant, since a collection inside the prune may finalize objects that note recordings)
+_recordings_lock = threading.RLock()
 
 
 def _release(obj: MemoryObject) -> None:
-    obj.released = True
-    refs, obj.recordings = obj.recordings, None
+    with _recordings_lock:
+        obj.released = True
+        refs, obj.recordings = obj.recordings, None
     for ref in (refs or {}).values():
         recording = ref()
         if recording is not None:

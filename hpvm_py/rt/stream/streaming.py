@@ -54,6 +54,10 @@ class StreamHandle:
         self._waited = False  # a wait() returned: every stage has ended
         self._cleaned_up = False
         self._feed_lock = threading.Lock()
+        # one pop() at a time: a pop takes the next item's records one stage at a time (and keeps
+        # them across a timeout), so two threads popping at once would take parts of one item
+        # each, pop one item twice and lose another
+        self._pop_lock = threading.Lock()
         self._pushed = 0
         self._popped = 0
         self._partial: list[Any] = []  # the stages' records of the result being popped
@@ -195,6 +199,18 @@ class StreamHandle:
             put_now(fifo, item)  # only this host thread adds: the room is still there
 
     def pop(self, timeout: float | None) -> tuple[Any, ...]:
+        deadline = deadline_after(timeout)
+        if not self._pop_lock.acquire(timeout=-1 if deadline is None else
+                                      max(0.0, deadline - time.monotonic())):
+            raise HPVMTimeoutError("pop(): another thread's pop() on this stream held it past the "
+                                   "timeout", caller_loc())
+        try:
+            return self._pop(deadline)
+        finally:
+            self._pop_lock.release()
+
+    def _pop(self, deadline: float | None) -> tuple[Any, ...]:
+        """pop() with the pop lock held."""
         if self._cleaned_up:
             self._raise_stopped("pop")
         if self._popped >= self._pushed:
@@ -204,7 +220,6 @@ class StreamHandle:
             raise StreamError(f"pop(): the stream is {state}", caller_loc())
         if self.cut_before(self._popped):
             self._raise_stage_error()
-        deadline = deadline_after(timeout)
         # collect every part of the next result; a timeout keeps what arrived for the next pop()
         records = self._partial
         try:
