@@ -68,24 +68,28 @@ def eval_dim(expr: DimExpr, env: dict[str, int]) -> int:
     return lhs // rhs if expr.op == "//" else lhs % rhs
 
 
-def eval_dim_array(expr: DimExpr, env: dict[str, Any]) -> Any:
-    """eval_dim where a parameter may hold one value per parent instance (a NumPy array of int64,
-    wrapping as the kernel language's i64 does): the result has the same shape."""
+def eval_dim_array(expr: DimExpr, env: dict[str, Any]) -> np.ndarray:
+    """eval_dim where a parameter may hold one value per parent instance (a NumPy array): the
+    result has the same shape, an array of Python ints. Exact, as eval_dim is: docs/language.md
+    promises that an input expression outside its input's type fails the launch, so a product
+    that leaves i64 must not wrap back into range (it did, in int64 arrays, where the same
+    values passed as uniform scalars were refused), and a u64 value above 2**63 stays itself."""
     if isinstance(expr, DimConst):
-        return np.int64(expr.value)
+        return np.asarray(int(expr.value), dtype=object)
     if isinstance(expr, DimParam):
-        return np.asarray(env[expr.name]).astype(np.int64)
+        # object arrays of Python ints: NumPy applies Python's own + - * // % to each element
+        return np.asarray(env[expr.name]).astype(object)
     lhs, rhs = eval_dim_array(expr.lhs, env), eval_dim_array(expr.rhs, env)
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        if expr.op == "+":
-            return lhs + rhs
-        if expr.op == "-":
-            return lhs - rhs
-        if expr.op == "*":
-            return lhs * rhs
-        safe = np.where(rhs == 0, 1, rhs)
-        value = lhs // safe if expr.op == "//" else lhs % safe
-        return np.where(rhs == 0, 0, value)
+    if expr.op == "+":
+        return lhs + rhs
+    if expr.op == "-":
+        return lhs - rhs
+    if expr.op == "*":
+        return lhs * rhs
+    zero = rhs == 0
+    safe = np.where(zero, 1, rhs)
+    value = lhs // safe if expr.op == "//" else lhs % safe
+    return np.where(zero, 0, value)  # the kernel language's rule for a zero divisor
 
 
 def dim_measure(expr: DimExpr) -> tuple[int, int]:
