@@ -341,7 +341,9 @@ def wrap(v: int) -> int:
     return (v + 2**63) % 2**64 - 2**63
 
 
-def simulate(h: Hierarchy, a: list[int], s: int, params: dict[str, int]) -> Expected:
+def simulate(h: Hierarchy, a: list[int], s: int, params: dict[str, int],
+             d_input: int | None = None) -> Expected:
+    """d_input: the value d reads from outer, where it is not this run's (a stream's kept edge)."""
     bufs: dict[str, dict[int, int]] = {k: {} for k in OUTS}
     hist = [0] * HIST
     root_env = dict(params, s=s)
@@ -415,10 +417,11 @@ def simulate(h: Hierarchy, a: list[int], s: int, params: dict[str, int]) -> Expe
                     c_rets[ids] = buf[lin0]
                 mid2_rets[m] = first(c_rets)
         outer_rets[o] = first(mid2_rets if h.outer_returns_mid2 else mid_rets)
-    v = first(outer_rets)
+    mine = first(outer_rets)
+    v = mine if d_input is None else d_input
     d_rets = {}
     for ids in instances(gd):
         code, g = code_of([(ids, gd)])
         bufs["out_d"][g] = wrap(v * 3 + code)
         d_rets[ids] = wrap(v - g)
-    return Expected(bufs, [wrap(x) for x in hist], (v, first(d_rets)), sizes)
+    return Expected(bufs, [wrap(x) for x in hist], (mine, first(d_rets)), sizes)

@@ -22,7 +22,7 @@ from ...device.staging import StagedCopies
 from ...device.streams import kept_current_stream
 from ...errors import HPVMError
 from ...support import profile, stats
-from ...types import PtrType
+from ...types import PtrType, ScalarType, bf16, bf16_to_bits
 from ..buffers import HOST
 from ..executor import BoundBuffer, Slot, Stopped
 from ..tracker import MemoryObject
@@ -465,11 +465,13 @@ class ItemRunner(StreamScheduler):
             self._complete_oldest()
 
     def _check_grids(self, item: Item) -> None:
+        # a one-to-one edge joins the stages' own nodes: compare their grids (a part's last
+        # extents), not the levels of a chain down to a leaf below them
         for stage, part in zip(self.stages, item.stages):
-            sources = {port: item.stages[src.node].extents
+            sources = {port: item.stages[src.node].extents[-1]
                        for port, src in enumerate(stage.node.inputs) if src.node is not None}
             try:
-                stage.check_grids(part.extents, sources)
+                stage.check_grids(part.extents[-1], sources)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 raise StageFailed(stage, exc) from None
 
@@ -525,7 +527,8 @@ class ItemRunner(StreamScheduler):
         slots: list[Slot | None] = []
         for port, out in enumerate(stage.node.func.outputs):
             if port in part.forwarded:
-                value = np.full(part.count, part.forwarded[port], dtype=out.type.numpy_dtype)
+                value = np.full(part.count, _output_value(part.forwarded[port], out.type),
+                                dtype=out.type.numpy_dtype)
                 slots.append(Slot(value, True, part.count))
             else:
                 slots.append(fetched[port] if port in plan.host_ports else None)
@@ -570,3 +573,12 @@ class ItemRunner(StreamScheduler):
                 pass  # the stream already stopped for an earlier error
             except BaseException as exc:  # noqa: BLE001
                 self.stages[-1].failed(exc, flight.index)
+
+
+def _output_value(value: Any, t: ScalarType) -> Any:
+    """A forwarded input's host value as its output array holds it: a bf16 input lives in float32
+    on the host, while output arrays (what pop() returns, as from a kernel) hold bf16 bits;
+    np.full would convert the float's value to uint16, not its bits."""
+    if t == bf16 and np.asarray(value).dtype != np.uint16:
+        return bf16_to_bits(np.float32(value))
+    return value
