@@ -31,7 +31,7 @@ from ..jit import LoadedObject
 from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
-from .privatise import MERGE_SUFFIX, identity
+from .privatise import MERGE_SUFFIX, identity, shares_memory
 from .storechoice import StoreTrial
 from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .threads import TASK_WORDS, PoolJob, native_pool
@@ -334,7 +334,8 @@ class CpuKernel(LeafKernel):
             buf = args[i]
             # Copies, and merging them, must cost little next to the launch itself.
             if not buf.on_host or buf.nbytes > PRIVATE_MAX_BYTES or \
-                    buf.nbytes * parts > instances * PRIVATE_BYTES_PER_INSTANCE:
+                    buf.nbytes * parts > instances * PRIVATE_BYTES_PER_INSTANCE or \
+                    shares_memory(args, i):
                 return {}
             elem = param.type.elem
             count = buf.nbytes // elem.numpy_dtype.itemsize

@@ -10,7 +10,7 @@ from typing import Any
 from llvmlite import ir
 
 from ...types import ScalarType
-from ..base import symbol_name
+from ..base import BufferArg, symbol_name
 from .lltypes import I64, PTR, VOID, mem_type
 
 MERGE_SUFFIX = ".merge."  # the merge function of parameter p is <leaf>.merge.<p>
@@ -18,6 +18,11 @@ MERGE_SUFFIX = ".merge."  # the merge function of parameter p is <leaf>.merge.<p
 
 def identity(kind: str, elem: ScalarType) -> Any:
     """The value a private copy starts from: merging it changes nothing."""
+    if kind == "add" and elem.is_float:
+        # -0.0, not +0.0: x + -0.0 is x for every x, but -0.0 + +0.0 is +0.0, so a copy starting
+        # at +0.0 (and skipped by the merge while it holds +0.0) would keep a -0.0 element at
+        # -0.0 where the instances' additions of +0.0 (or subtractions of -0.0) make it +0.0
+        return -0.0
     if kind in ("add", "or", "xor"):
         return 0
     if kind == "and":
@@ -27,9 +32,19 @@ def identity(kind: str, elem: ScalarType) -> Any:
     return elem.min_value()
 
 
+def shares_memory(args: list[Any], index: int) -> bool:
+    """Whether buffer argument `index` overlaps another buffer argument of the launch. On the host
+    both are the same memory (docs/language.md, "buffer-overlap"), so an instance reads its own
+    atomic updates through the other one; a private copy would hide them until the merge."""
+    buf = args[index]
+    begin, end = buf.address, buf.address + buf.nbytes
+    return any(type(other) is BufferArg and j != index and other.address < end and
+               begin < other.address + other.nbytes for j, other in enumerate(args))
+
+
 def build_merge(module: ir.Module, name: str, kind: str, elem: ScalarType) -> ir.Function:
     """void merge(ptr target, ptr copy, i64 count): target[i] op= copy[i] atomically, skipping the
-    elements of the copy that still hold the identity."""
+    elements of the copy that still hold the identity (bit for bit)."""
     fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I64]), name=symbol_name(name))
     target, copy, count = fn.args
     target.name, copy.name, count.name = "target", "copy", "count"
@@ -47,7 +62,10 @@ def build_merge(module: ir.Module, name: str, kind: str, elem: ScalarType) -> ir
     value = b.load(b.gep(copy, [i], source_etype=t), typ=t, name="value")
     bits = value if not elem.is_float else b.bitcast(value, ir.IntType(elem.bits))
     unit = identity(kind, elem)
-    changed = b.icmp_unsigned("!=", bits, ir.Constant(bits.type, unit if not elem.is_float else 0))
+    # a float identity is compared by its bits (-0.0: the sign bit alone), not as a float, for
+    # which -0.0 == +0.0
+    unit_bits = 1 << (elem.bits - 1) if elem.is_float else unit
+    changed = b.icmp_unsigned("!=", bits, ir.Constant(bits.type, unit_bits))
     b.cbranch(changed, update, latch)
     b.position_at_end(update)
     b.atomic_rmw(_rmw_op(kind, elem), b.gep(target, [i], source_etype=t), value, "seq_cst")
