@@ -336,20 +336,24 @@ def test_privatised_float_sums_keep_ieee_signed_zeros(t: str, op: str, value: fl
     assert np.signbit(h).all(), h
 
 
-@pytest.mark.parametrize("n", [1, 4, 63, 3000, 40000])
-def test_privatised_atomics_seen_through_an_overlapping_argument(n: int) -> None:
-    """An instance reads its own atomic update through another argument on the same memory."""
+@pytest.mark.parametrize("target, n", [("cpu", n) for n in (1, 4, 63, 3000, 40000)] +
+                         [(t, n) for t in TARGETS if t in ("gpu", "nvptx") for n in (4, 300)])
+def test_privatised_atomics_seen_through_an_overlapping_argument(target: str, n: int) -> None:
+    """An instance reads its own atomic update through another argument on the same memory (the
+    gpu target's private counts hid it as the cpu target's privatised copies did)."""
     m = _module()
     h = np.zeros(2, np.int64)
     o = np.zeros(n, np.int64)
-    with hpvm.runtime("cpu"):
+    with hpvm.runtime(target):
         _launch(m.aliased_root, h=h, h_bytes=h.nbytes, r=h, r_bytes=h.nbytes, o=o,
                 o_bytes=o.nbytes, n=n)
     assert h.tolist() == [(n + 1) // 2, n // 2]
     assert o.min() >= 1 and o.max() <= (n + 1) // 2, (o.min(), o.max())
+    if target != "cpu":
+        return  # (host views of one array, copied apart to a device, are refused: buffer-overlap)
     # overlapping, not identical: the buffer read is a longer array that starts with h
     whole = np.zeros(5, np.int64)
-    with hpvm.runtime("cpu"):
+    with hpvm.runtime(target):
         _launch(m.aliased_root, h=whole[:2], h_bytes=16, r=whole, r_bytes=whole.nbytes, o=o,
                 o_bytes=o.nbytes, n=n)
     assert whole.tolist() == [(n + 1) // 2, n // 2, 0, 0, 0]

@@ -280,3 +280,14 @@ def symbol_name(name: str) -> str:
     if name.isascii():
         return name
     return "".join(c if c.isascii() else f"_u{ord(c):x}_" for c in name)
+
+
+def shares_memory(args: list[Any], index: int) -> bool:
+    """Whether buffer argument `index` of a launch overlaps another of its buffer arguments: both
+    are the same memory (docs/language.md, "buffer-overlap"), so an instance reads its own atomic
+    updates through the other one, which a private copy of the buffer (the cpu target's
+    privatised atomics, the gpu target's private counts) would hide until its merge."""
+    buf = args[index]
+    begin, end = buf.address, buf.address + buf.nbytes
+    return any(type(other) is BufferArg and j != index and other.address < end and
+               begin < other.address + other.nbytes for j, other in enumerate(args))

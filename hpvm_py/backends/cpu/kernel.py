@@ -23,7 +23,7 @@ from ...support import cache, settings, stats
 from ...support.cores import cpu_model
 from ...support.version import VERSION
 from ...types import PtrType, ScalarType
-from ..base import BufferArg, LeafKernel, code_version
+from ..base import BufferArg, LeafKernel, code_version, shares_memory
 from ..access_errors import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
@@ -31,7 +31,7 @@ from ..jit import LoadedObject
 from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
-from .privatise import MERGE_SUFFIX, identity, shares_memory
+from .privatise import MERGE_SUFFIX, identity
 from .storechoice import StoreTrial
 from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
 from .threads import TASK_WORDS, PoolJob, native_pool

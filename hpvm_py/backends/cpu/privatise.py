@@ -10,7 +10,7 @@ from typing import Any
 from llvmlite import ir
 
 from ...types import ScalarType
-from ..base import BufferArg, symbol_name
+from ..base import symbol_name
 from .lltypes import I64, PTR, VOID, mem_type
 
 MERGE_SUFFIX = ".merge."  # the merge function of parameter p is <leaf>.merge.<p>
@@ -30,16 +30,6 @@ def identity(kind: str, elem: ScalarType) -> Any:
     if kind == "min":
         return elem.max_value()
     return elem.min_value()
-
-
-def shares_memory(args: list[Any], index: int) -> bool:
-    """Whether buffer argument `index` overlaps another buffer argument of the launch. On the host
-    both are the same memory (docs/language.md, "buffer-overlap"), so an instance reads its own
-    atomic updates through the other one; a private copy would hide them until the merge."""
-    buf = args[index]
-    begin, end = buf.address, buf.address + buf.nbytes
-    return any(type(other) is BufferArg and j != index and other.address < end and
-               begin < other.address + other.nbytes for j, other in enumerate(args))
 
 
 def build_merge(module: ir.Module, name: str, kind: str, elem: ScalarType) -> ir.Function:

@@ -19,7 +19,7 @@ from ...passes.bounds import BoundsProof
 from ...support import stats
 from .. import heapview
 from ...types import PtrType, ScalarType, bf16, f32
-from ..base import BufferArg, LeafKernel
+from ..base import BufferArg, LeafKernel, shares_memory
 from ...device import gpu_device, typed_tensor
 from ...device.devices import torch_dtype
 from ...device.outputs import DeviceOutputs, error_word
@@ -188,6 +188,7 @@ class TritonKernel(LeafKernel):
         counts = self._private_counts(source, args)
         if (source.dot is not None and not _dot_fits(source.dot, extents)) or \
                 any(n > MAX_PRIVATE_ELEMENTS for n in counts.values()) or \
+                (counts and self._counted_buffer_shared(source, args)) or \
                 (source.tiles and not _tiles_fit(extents, L)):
             source, kernel = self._variant(L <= MAX_BLOCK, optimised=False)
         else:
@@ -387,6 +388,12 @@ class TritonKernel(LeafKernel):
 
     def _outputs(self, pairs: list[tuple[np.ndarray, Any]]) -> DeviceOutputs:
         return DeviceOutputs(pairs, self.leaf.name, self.leaf.loc)
+
+    def _counted_buffer_shared(self, source: TritonSource, args: list[Any]) -> bool:
+        """Whether a privately counted buffer overlaps another buffer argument (read through it,
+        an instance's own counts would not show until the merge): the literal kernel runs."""
+        counted = {private.name for private in source.private}
+        return any(p.name in counted and shares_memory(args, i) for i, p in enumerate(self.leaf.params))
 
     def _private_counts(self, source: TritonSource, args: list[Any]) -> dict[str, int]:
         """Kernel parameter name -> element count, for each privately counted buffer."""
