@@ -19,7 +19,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.backends import registry
-from hpvm_py.errors import HPVMTimeoutError, MemoryTrackingError, StreamError
+from hpvm_py.errors import HPVMTimeoutError, LaunchError, MemoryTrackingError, StreamError
 from hpvm_py.rt.tracker import MemoryTracker
 from programs import stream_graphs
 from programs import thread_graphs as g
@@ -334,3 +334,29 @@ def test_interpreter_exit_with_streams_open_in_threads() -> None:
                           timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exiting" in done.stdout
+
+
+@pytest.mark.parametrize("target", [t for t in ("cpu", "python") if registry.available(t)])
+def test_one_handle_waited_from_several_threads_gives_its_outputs_once(target: str) -> None:
+    """wait() returns a launch's outputs once: of threads that wait on one handle at the same
+    time, one gets them and the others the "waited twice" LaunchError. (The check and the mark
+    are one step now, dict.pop; as two, CPython's switch points made the race unlikely, not
+    impossible: a build without the GIL runs them at once.)"""
+    x = np.arange(64, dtype=np.float32)
+    with hpvm.runtime(target):
+        for round_ in range(40):
+            handle = hpvm.launch(g.summed, x, x.nbytes, 64)
+            got: list[float] = []
+            refused: list[str] = []
+            start = threading.Barrier(4)
+
+            def waiter() -> None:
+                start.wait(JOIN_TIMEOUT)
+                try:
+                    got.append(float(hpvm.wait(handle)))
+                except LaunchError as exc:
+                    refused.append(str(exc))
+            failures: list[str] = []
+            _run_threads([waiter] * 4, failures)
+            assert not failures, failures
+            assert got == [float(x.sum())] and len(refused) == 3, (round_, got, refused)

@@ -257,16 +257,15 @@ class Handle:
     def __init__(self, compiled: CompiledGraph, outputs: list[Any], runtime: Runtime):
         self.compiled = compiled
         self._outputs = outputs
-        self._waited = False
+        self._unwaited = True  # taken by the first wait() (dict.pop: one thread gets it)
         self._runtime = runtime
 
     def result(self) -> Any:
         if self._runtime.stopped:
             raise LaunchError("wait(): the runtime was cleaned up after this launch; wait for a "
                               "launch before hpvm.cleanup()", caller_loc())
-        if self._waited:
+        if self.__dict__.pop("_unwaited", None) is None:  # (two threads' waits: one gets None)
             raise LaunchError(WAITED_TWICE, caller_loc())
-        self._waited = True
         settle_collectives()  # GPU ranks: the collectives' own checks report here
         return _shape_outputs(self.compiled, self._outputs)
 
