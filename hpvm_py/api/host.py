@@ -22,7 +22,7 @@ from ..rt.boundary import api_boundary
 from ..rt.executor import Executor
 from ..rt.launch_devices import launch_devices
 from ..rt.replay import Recorder, replay
-from ..rt.stream.streaming import WAITED_TWICE, deadline_after, launch_stream
+from ..rt.stream.streaming import WAITED_TWICE, check_timeout, deadline_after, launch_stream
 from ..rt.tracker import MemoryTracker
 from ..support import profile as _profile
 from ..support import settings as _settings
@@ -117,6 +117,7 @@ def cleanup(timeout: float | None = CLEANUP_TIMEOUT) -> None:
             stopped all the same; that stage may still write its buffers).
     """
     check_host_code("cleanup")
+    check_timeout(timeout)  # before the runtime's state changes: a refused call stops nothing
     global _runtime
     with _runtime_lock:
         rt = _runtime

@@ -40,7 +40,7 @@ def gpu_device(index: int | None = None) -> str:
     wanted = settings.GPU_DEVICE.text()
     if wanted:
         kind, _, number = wanted.partition(":")
-        if kind not in ("cuda", FAKE) or not number.isdigit():
+        if kind not in ("cuda", FAKE) or not settings.is_decimal(number):
             raise LaunchError(f"HPVM_GPU_DEVICE={wanted!r}: expected cuda:N or fake:N")
         if kind == "cuda" and not cuda_available():
             raise LaunchError(f"HPVM_GPU_DEVICE={wanted!r}, but CUDA is not available here")
@@ -68,7 +68,7 @@ def device_count(kind: str) -> int:
 
         return int(torch.cuda.device_count()) if cuda_available() else 0
     text = settings.FAKE_DEVICES.get()
-    if not text.isdigit():
+    if not settings.is_decimal(text):
         raise LaunchError(f"HPVM_FAKE_DEVICES={text!r}: expected a number of fake GPUs")
     return int(text)
 

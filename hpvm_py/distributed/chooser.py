@@ -16,7 +16,7 @@ def _bytes(setting: settings.Setting, default: int) -> int:
     text = setting.text()
     if not text:
         return default
-    if not text.isdigit():
+    if not settings.is_decimal(text):
         raise DistributedError(f"{setting.name}={text!r} must be a number of bytes")
     return int(text)
 

@@ -31,7 +31,7 @@ def heap_bytes_from_env() -> int:
         return DEFAULT_HEAP_BYTES
     scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1].lower(), 1)
     digits = text[:-1] if scale != 1 else text
-    if not digits.isdigit() or int(digits) * scale < HEADER_BYTES + ALIGN:
+    if not settings.is_decimal(digits) or int(digits) * scale < HEADER_BYTES + ALIGN:
         raise DistributedError(f"HPVM_HEAP_BYTES={text!r} must be a number of bytes (K, M or G "
                                f"suffix allowed) of at least {HEADER_BYTES + ALIGN}")
     return int(digits) * scale

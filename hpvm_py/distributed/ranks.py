@@ -135,8 +135,9 @@ def init(timeout: float | None = None, device: str | None = None) -> World:
         if _world is not None:
             return _world
         wait = float(timeout) if timeout is not None else timeout_from_env()
-        if not wait > 0:
-            raise DistributedError(f"hpvm.distributed.init(): timeout={timeout!r} must be positive")
+        if not settings.valid_seconds(wait):
+            raise DistributedError(f"hpvm.distributed.init(): timeout={timeout!r} must be positive "
+                                   f"seconds, at most {settings.MAX_SECONDS:g}")
         kind = device_kind(device)
         transport = _transport(launcher(), wait)
         try:

@@ -15,7 +15,7 @@ def default_threads() -> int:
     number is refused (it was ignored, so a typo silently ran on every core)."""
     env = settings.NUM_THREADS.text()
     if env is not None:
-        if not (env.isascii() and env.isdigit() and int(env) > 0):
+        if not (settings.is_decimal(env) and int(env) > 0):
             raise LaunchError(f"{settings.NUM_THREADS.name}={env!r}: expected a positive number of "
                               "threads, or unset for every core this process may run on")
         return int(env)

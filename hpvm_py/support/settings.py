@@ -75,16 +75,36 @@ def warn(setting: Setting, text: str) -> None:
     _warn_once(setting, setting.get(), text)
 
 
+def is_decimal(text: str) -> bool:
+    """Whether `text` is a whole number written in ASCII digits, the only form the number settings
+    take. str.isdigit() alone also passes superscripts ("2\u00b2"), which int() then rejects with a
+    ValueError instead of the setting's own error, and other scripts' digits, which int() reads."""
+    return text.isascii() and text.isdigit()
+
+
+# The longest wait a "seconds" setting or argument may ask for (about 31 years). Timeouts become
+# datetime.timedelta (gloo's, at most 999999999 days) and int64 nanoseconds (the GPU kernels'
+# %globaltimer deadlines): "inf" or 1e14 passed float() and then failed there as an OverflowError.
+MAX_SECONDS = 1e9
+
+
+def valid_seconds(value: float) -> bool:
+    """Whether `value` is a timeout every consumer can take: positive, finite, at most MAX_SECONDS
+    (NaN is none)."""
+    return 0 < value <= MAX_SECONDS
+
+
 def positive_seconds(setting: Setting, error: type[HPVMError] = HPVMError) -> float:
     """A "seconds" setting's value (its default when unset or empty); `error`, naming the setting,
-    when it is no positive number."""
+    when it is no positive number of at most MAX_SECONDS."""
     text = setting.get()
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value > 0:  # (NaN too)
-        raise error(f"{setting.name}={text!r} must be a positive number of seconds")
+    if not valid_seconds(value):
+        raise error(f"{setting.name}={text!r} must be a positive number of seconds, at most "
+                    f"{MAX_SECONDS:g}")
     return value
 
 

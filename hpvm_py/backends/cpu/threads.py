@@ -250,7 +250,7 @@ def idle_spins(threads: int) -> int:
     """How long an idle worker of a pool of `threads` spins before it sleeps (HPVM_CPU_SPINS)."""
     text = settings.CPU_SPINS.text()
     if text is not None:
-        if not text.isdigit():
+        if not settings.is_decimal(text):
             raise LaunchError(f"HPVM_CPU_SPINS={text!r}: a number of pause iterations "
                               "(0 or more) is expected")
         return int(text)

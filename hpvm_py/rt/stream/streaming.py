@@ -413,7 +413,22 @@ def choose_scheduler(stages: list[Stage]) -> StreamScheduler:
 
 
 def deadline_after(timeout: float | None) -> float | None:
-    return None if timeout is None else time.monotonic() + timeout
+    """When a wait of `timeout` seconds (push, pop, wait, cleanup) ends; None: it never does.
+    A timeout longer than a thread can wait (threading.TIMEOUT_MAX, about 292 years; inf too) waits
+    for ever as None does: its remainder went on to Lock.acquire or Condition.wait, whose
+    OverflowError surfaced as an internal error. NaN means no length of time: refused."""
+    check_timeout(timeout)
+    if timeout is None or timeout >= threading.TIMEOUT_MAX:
+        return None
+    return time.monotonic() + timeout
+
+
+def check_timeout(timeout: float | None) -> None:
+    """A LaunchError at the user's call for a timeout that means no length of time (NaN): it
+    compared false with every clock reading, so a wait timed out at once saying "within nan s"."""
+    if timeout is not None and timeout != timeout:
+        raise LaunchError("timeout=nan: give the seconds to wait at most, or None to wait for ever",
+                          caller_loc())
 
 
 def join_threads(threads: list[threading.Thread], deadline: float | None) -> list[threading.Thread]:
