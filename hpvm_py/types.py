@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from .errors import FrontendError
+from .support.loc import Loc
 
 
 class Type:
@@ -269,13 +273,22 @@ DEFAULT_INT = i64
 DEFAULT_FLOAT = f32
 
 
+def _annotation_error(message: str) -> FrontendError:
+    """A type written wrongly (`In[i64]`), at the line that wrote it: Python evaluates a `def`'s
+    annotations in the frame that runs the `def` (a string annotation's error is located again
+    by the front end, at its parameter)."""
+    frame = sys._getframe(2)
+    return FrontendError(message, Loc(frame.f_code.co_filename, frame.f_lineno, 0))
+
+
 class _PtrFactory:
     """`Ptr[T]` builds a PtrType; `Ptr` alone is not a type."""
 
     def __getitem__(self, elem: Any) -> PtrType:
         t = resolve_scalar(elem)
         if t is None:
-            raise TypeError(f"Ptr[...] needs a scalar element type such as hpvm.f32, got {elem!r}")
+            raise _annotation_error(f"Ptr[...] needs a scalar element type such as hpvm.f32, got "
+                                    f"{elem!r}")
         return PtrType(t)
 
     def __repr__(self) -> str:
@@ -289,7 +302,8 @@ class _DirectionFactory:
 
     def __getitem__(self, inner: Any) -> Directed:
         if not isinstance(inner, PtrType):
-            raise TypeError(f"{self.spelling}[...] wraps a pointer type such as Ptr[f32], got {inner!r}")
+            raise _annotation_error(f"{self.spelling}[...] wraps a pointer type such as Ptr[f32], "
+                                    f"got {inner!r}")
         return Directed(inner, self.direction)
 
     def __repr__(self) -> str:

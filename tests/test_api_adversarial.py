@@ -449,3 +449,32 @@ def test_a_leaf_compiled_after_its_file_was_edited_and_reloaded_keeps_its_own_so
 
     assert [out for out, _ in run_both(old, 1)] == [2, 2]
     assert [out for out, _ in run_both(new, 1)] == [101, 101]
+
+
+@pytest.mark.parametrize("annotation", ["InOut[i64]", "Out[Ptr[Ptr[f32]]]", "Ptr[3]"])
+@pytest.mark.parametrize("future", [False, True])
+def test_a_type_written_wrongly_is_a_frontend_error_at_its_line(tmp_path: Path, annotation: str,
+                                                               future: bool) -> None:
+    """`InOut[i64]` raised a bare TypeError from hpvm_py/types.py when Python evaluated the `def`;
+    as a string annotation (`from __future__ import annotations`) it is evaluated later, by the
+    front end, and must name the same line."""
+    body = f"""
+        @hpvm.leaf
+        def f(a: {annotation}, a_bytes: i64):
+            pass
+
+        @hpvm.graph
+        def g(a: InOut[Ptr[f32]], a_bytes: i64):
+            hpvm.node(f, a=a, a_bytes=a_bytes)
+        """
+    path = tmp_path / f"wrong_{next(_counter)}.py"
+    header = ("from __future__ import annotations\n" if future else "") + HEADER
+    path.write_text(header + textwrap.dedent(body), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    with pytest.raises(FrontendError) as info:
+        spec.loader.exec_module(module)
+        hpvm.compile(module.g, target="python")
+    assert info.value.loc is not None and info.value.loc.file == str(path), info.value.loc
+    assert info.value.loc.line == line_of(str(path), "def f("), (info.value.loc, str(info.value))
+    assert "Ptr" in info.value.message

@@ -275,18 +275,22 @@ def _indent(line: str) -> int:
 def resolve_annotation(src: FunctionSource, annotation: Any, node: ast.AST | None) -> Any:
     """Evaluate a (possibly string) annotation in the function's namespace."""
     if isinstance(annotation, str):
+        where = src.loc(node) if node is not None else function_loc(src.func)
         try:
             return eval(annotation, src.namespace)  # noqa: S307 - the user's own annotation text
+        except FrontendError as exc:  # (a type written wrongly, located in the eval'd text)
+            raise FrontendError(f"cannot evaluate the annotation {annotation!r}: {exc.message}",
+                                where) from None
         except HPVMError:
             raise
         except NameError as exc:
             hint = (" (a string annotation, as `from __future__ import annotations` makes, sees module "
                     "globals and the closure variables the body uses)")
             raise FrontendError(f"cannot evaluate the annotation {annotation!r}: {exc}{hint}",
-                                src.loc(node) if node is not None else function_loc(src.func)) from None
+                                where) from None
         except Exception as exc:
             raise FrontendError(f"cannot evaluate the annotation {annotation!r}: {exc}",
-                                src.loc(node) if node is not None else function_loc(src.func)) from None
+                                where) from None
     return annotation
 
 
