@@ -51,7 +51,7 @@ def _buffer(param: K.Param, value: str, rng: np.random.Generator) -> np.ndarray:
         path = Path(value)
         if not path.exists():
             raise RunUsageError(f"--set {param.name}={value}: no such file")
-        data = np.load(path, allow_pickle=False).reshape(-1)
+        data = _read_npy(param, value, path)
         if elem == bf16:
             return data if data.dtype == np.uint16 else S.bf16_to_bits(data.astype(np.float32))
         with np.errstate(all="ignore"):
@@ -63,6 +63,38 @@ def _buffer(param: K.Param, value: str, rng: np.random.Generator) -> np.ndarray:
                             ".npy file") from None
     if count < 0:
         raise RunUsageError(f"--set {param.name}={value}: a negative element count")
+    # a count NumPy cannot allocate fails in np.zeros/rng as ValueError or MemoryError, which
+    # hpvmc would report as an internal error: refuse it here, with the size it asks for
+    too_big = RunUsageError(f"--set {param.name}={value}: cannot allocate {count} elements of "
+                            f"{elem} ({count * elem.numpy_dtype.itemsize:,} bytes)")
+    if count > np.iinfo(np.intp).max // elem.numpy_dtype.itemsize:
+        raise too_big
+    try:
+        return _fresh_buffer(param, count, rng)
+    except MemoryError:
+        raise too_big from None
+
+
+def _read_npy(param: K.Param, value: str, path: Path) -> np.ndarray:
+    """The numbers of a .npy file, flattened. A file np.load cannot read (not a .npy, a folder,
+    pickled objects) or whose elements are not numbers (strings, complex, records) is a usage
+    error naming the --set: converting such data would fail inside NumPy, or silently drop parts
+    of each value (the imaginary part, all fields but one)."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise RunUsageError(f"--set {param.name}={value}: not a readable .npy file of numbers "
+                            f"({getattr(exc, 'strerror', None) or exc})") from None
+    if not isinstance(data, np.ndarray) or data.dtype.kind not in "biuf":
+        kind = data.dtype if isinstance(data, np.ndarray) else type(data).__name__
+        raise RunUsageError(f"--set {param.name}={value}: the file holds {kind} values; a buffer "
+                            "takes booleans, integers or floats")
+    return data.reshape(-1)
+
+
+def _fresh_buffer(param: K.Param, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` elements: zeros for an output, random values for an input."""
+    elem: ScalarType = param.type.elem
     if param.direction == "out":
         return np.zeros(count, elem.numpy_dtype)
     if elem.is_float:

@@ -300,8 +300,9 @@ def _output_shape(compiled: CompiledGraph) -> Any:
     named = _named_outputs(compiled)
     if named is not None:
         return named
-    if len(compiled.module.root_func.outputs) == 1 and not _is_tuple_annotation(annotation):
-        return "one"
+    func = compiled.module.root_func
+    if len(func.outputs) == 1 and not _is_tuple_annotation(annotation) and not func.tuple_of_one:
+        return "one"  # (tuple_of_one: a graph from from_text/load, whose `tuple[T]` is in its IR)
     return "tuple"
 
 

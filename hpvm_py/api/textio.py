@@ -62,15 +62,21 @@ def load(directory: str | Path, graph: str | None = None) -> LoadedGraph:
         The graph, as `from_text` returns it.
 
     Raises:
-        LaunchError: no `.hpvm` file there (or none of that name), or several and no `graph`.
+        LaunchError: no `.hpvm` file there (or none of that name), or several and no `graph`; a
+            file given instead of its folder; a file that cannot be read or is not UTF-8 text.
         ParseError: a file that does not parse.
     """
     folder = Path(directory)
-    files = sorted(folder.glob("*.hpvm")) if folder.is_dir() else []
+    if folder.is_file():  # (the .hpvm file itself: from_text reads one, load takes its folder)
+        raise LaunchError(f"{folder} is a file: hpvm.load takes the folder `hpvmc compile -o` "
+                          f"wrote ({folder.parent}), or read the file with "
+                          "hpvm.from_text(Path(file).read_text())", caller_loc())
+    # a folder named *.hpvm is no graph: left out, as the other entries that are not files
+    files = sorted(f for f in folder.glob("*.hpvm") if f.is_file()) if folder.is_dir() else []
     if graph is not None:
         files = [f for f in files if f.stem == graph]
     if not files:
-        what = f"graph {graph!r}" if graph else "a .hpvm file"
+        what = f"graph {graph!r}" if graph else ".hpvm file"
         raise LaunchError(f"{folder} has no {what} (write one with `hpvmc compile FILE -o {folder}`)",
                           caller_loc())
     if len(files) > 1:
@@ -78,4 +84,11 @@ def load(directory: str | Path, graph: str | None = None) -> LoadedGraph:
         raise LaunchError(f"{folder} holds several graphs ({names}); name one: hpvm.load(dir, graph=...)",
                           caller_loc())
     path = files[0]
-    return LoadedGraph(parse_module(path.read_text(encoding="utf-8"), str(path)), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:  # unreadable: named, not an internal error
+        raise LaunchError(f"cannot read {path} ({exc.strerror or exc})", caller_loc()) from None
+    except UnicodeDecodeError as exc:  # a damaged or foreign file: where, not a codec traceback
+        raise LaunchError(f"{path} is not a textual .hpvm file (byte {exc.start} is not UTF-8)",
+                          caller_loc()) from None
+    return LoadedGraph(parse_module(text, str(path)), str(path))

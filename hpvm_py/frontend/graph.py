@@ -537,7 +537,8 @@ def trace_graph(definition: NodeDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
     lowerer = Lowerer(src, "graph", definition.name, lambda obj, loc: None, lambda obj: False)
     lowerer.lower_signature()
     ir = D.GraphFunc(name=definition.name, params=lowerer.params_list(), outputs=lowerer.outputs,
-                     loc=src.loc(src.tree))  # the `def` line, not the decorator's
+                     loc=src.loc(src.tree),  # the `def` line, not the decorator's
+                     tuple_of_one=lowerer.tuple_annotation and len(lowerer.outputs) == 1)
     builder = GraphBuilder(definition, ir, src.file)
     symbols = [Sym(builder, i, p) for i, p in enumerate(ir.params)]
     stack = getattr(_local, "stack", None)

@@ -216,6 +216,9 @@ class GraphFunc:
     const_binds: list[ConstBind] = field(default_factory=list)
     expr_binds: list[ExprBind] = field(default_factory=list)
     loc: Loc = _LOC
+    # `-> tuple[T]`: a launch of this root gives a tuple of its one output, not the value; kept
+    # in the text as `-> (T,)` so that a graph from hpvm.load returns what the Python one does
+    tuple_of_one: bool = False
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

@@ -34,7 +34,10 @@ _LIBRARY = "fillcolor=\"#f7e7c6\""
 
 
 def _q(text: str) -> str:
-    return json.dumps(text)
+    """A DOT quoted string. JSON's escapes are DOT's for `"` and `\\` (and `\\n` a line break
+    in a label), but its default `\\uXXXX` for non-ASCII characters is not DOT: Graphviz would
+    draw `größe` as `gr\\u00f6\\u00dfe`. DOT files are UTF-8, so the characters go as they are."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _grid(node: D.Node) -> str:
@@ -43,12 +46,19 @@ def _grid(node: D.Node) -> str:
 
 def _record(ident: str, title: str, names: list[str]) -> str:
     ports = "|".join(f"<p{i}> {_escape(n)}" for i, n in enumerate(names)) or " "
-    # without braces a record stacks its fields vertically under rankdir=LR
-    return f"{_q(ident)} [shape=record, style=filled, fillcolor=\"#eeeeee\", label={_q(title + '|' + ports)}];"
+    # without braces a record stacks its fields vertically under rankdir=LR. Only `"` is escaped
+    # for DOT's quoted string: doubling backslashes (_q, _escape_label) would undo the ones
+    # _escape put before `{}|<>` (a record field's own escape), and Graphviz would refuse the
+    # label ("bad label format")
+    label = (title + "|" + ports).replace('"', '\\"')
+    return f"{_q(ident)} [shape=record, style=filled, fillcolor=\"#eeeeee\", label=\"{label}\"];"
 
 
 def _escape(text: str) -> str:
-    return "".join("\\" + c if c in "{}|<>" else c for c in text)
+    """A record field's text: `{}|<>` (the record syntax) and `\\` (its escape) escaped with a
+    backslash, and a newline (a %name may hold one) as DOT's `\\n`."""
+    text = "".join("\\" + c if c in "{}|<>\\" else c for c in text)
+    return text.replace("\n", "\\n")
 
 
 def count_arrows(module: D.Module) -> int:

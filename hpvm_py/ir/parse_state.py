@@ -41,3 +41,7 @@ class Head:
     outputs: list[K.OutputPort]
     loc: Loc
     extra: Any = None  # a leaf's target, a helper's result type
+
+
+class TupleOfOne(list):
+    """Outputs written `(T,)`: a graph launched as a root gives a 1-tuple (GraphFunc.tuple_of_one)."""

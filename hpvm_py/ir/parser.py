@@ -49,8 +49,8 @@ Layout is free: newlines are whitespace, `;` starts a comment, statements need n
 - Names are `%name` (variables, parameters, nodes) and `@name` (functions): plain when made of
   word characters and `.`, else written as a JSON string (`%"a b"`). A port is `%node.N`.
 - Types are written as Type.text(): `f32`, `ptr<f32>`, `node`, `void`.
-- Parameters are `%name: [in|out|inout] type`; outputs `(type, %name: type)`; a helper's result
-  is a type or `void`. Leaves always print `target(...)`; nodes print `hint(...)` when they have
+- Parameters are `%name: [in|out|inout] type`; outputs `(type, %name: type)`, a graph's `(type,)`
+  for `-> tuple[T]`; a helper's result is a type or `void`. Leaves always print `target(...)`; nodes print `hint(...)` when they have
   one and their instance counts in `[...]` (infix, as dfg.dim_text) when they have any.
 - `bind_in` names its parent input by parameter name (by index only when the index names no
   parameter: unverified IR still prints and reads back); `bind_out` gives the parent output index;
@@ -100,7 +100,7 @@ from .operations import OPERATIONS
 from .parse_errors import syntax_error, token_error
 from .typecheck import MAX_EXPR_DEPTH, check_module
 from .targets import canonical_target, target_problem
-from .parse_state import Head, State
+from .parse_state import Head, State, TupleOfOne
 from .text_names import name_problem, path_problem, string_problem
 
 _PORT = re.compile(r"(.*)\.([0-9]+)")
@@ -228,8 +228,10 @@ class _Builder(Transformer):
             state.scope[param.name] = param.type
             state.params[param.name] = index
 
-    def _head(self, func: Token, params: list[tuple[K.Param, Token]],
-              outputs: list[K.OutputPort], loc: Token | None, extra: Any = None) -> Head:
+    def _head(self, func: Token, params: list[tuple[K.Param, Token]], outputs: list[K.OutputPort],
+              loc: Token | None, extra: Any = None, graph: bool = False) -> Head:
+        if isinstance(outputs, TupleOfOne) and not graph:  # only a root's outputs form a value
+            raise self._fail("only a graph's outputs may be `(T,)`, a tuple of one", func)
         self._open_scope(params)
         floc = self._loc(loc, func)
         plain = [p for p, _ in params]
@@ -316,6 +318,9 @@ class _Builder(Transformer):
     def outputs(self, *items: K.OutputPort) -> list[K.OutputPort]:
         return list(items)
 
+    def tuple_of_one(self, item: K.OutputPort) -> list[K.OutputPort]:
+        return TupleOfOne([item])
+
     def output(self, name: Token | None, t: Type) -> K.OutputPort:
         return K.OutputPort(name=self._name(name) if name is not None else None, type=t)
 
@@ -339,13 +344,14 @@ class _Builder(Transformer):
     # -- functions ------------------------------------------------------------------------------
 
     def graph_head(self, func: Token, params: list, outputs: list, loc: Token | None) -> Head:
-        return self._head(func, params, outputs, loc)
+        return self._head(func, params, outputs, loc, graph=True)
 
     def graph_func(self, head: Head, *items: Node | Edge | InputBind | ConstBind | OutputBind) -> GraphFunc:
         for name, token in self.state.node_refs:
             if name not in self.state.nodes:
                 raise self._fail(f"unknown node %{name} in graph @{head.name}", token)
         fn = GraphFunc(name=head.name, params=head.params, outputs=head.outputs, loc=head.loc,
+                       tuple_of_one=isinstance(head.outputs, TupleOfOne),
                        nodes=[i for i in items if isinstance(i, Node)],
                        edges=[i for i in items if isinstance(i, Edge)],
                        input_binds=[i for i in items if isinstance(i, InputBind)],

@@ -131,7 +131,7 @@ class _Printer:
                 f"{_params(fn.params)} -> {_outputs(fn.outputs)}{self.loc(fn.loc)}")
 
     def graph(self, fn: GraphFunc) -> str:
-        lines = [f"graph {func_ref(fn.name)}{_params(fn.params)} -> {_outputs(fn.outputs)}"
+        lines = [f"graph {func_ref(fn.name)}{_params(fn.params)} -> {_outputs(fn.outputs, fn.tuple_of_one)}"
                  f"{self.loc(fn.loc)} {{"]
         lines += [_INDENT + self.node(n) for n in fn.nodes]
         lines += [_INDENT + self.edge(e) for e in fn.edges]
@@ -309,7 +309,8 @@ def _param(p: K.Param) -> str:
     return f"{var_ref(p.name)}: {direction}{p.type.text()}"
 
 
-def _outputs(outputs: list[K.OutputPort]) -> str:
+def _outputs(outputs: list[K.OutputPort], tuple_of_one: bool = False) -> str:
     items = (f"{var_ref(o.name)}: {o.type.text()}" if o.name is not None else o.type.text()
              for o in outputs)
-    return "(" + ", ".join(items) + ")"
+    # `(T,)` as in Python: a root annotated `-> tuple[T]` gives a 1-tuple, not the value
+    return "(" + ", ".join(items) + ("," if tuple_of_one and len(outputs) == 1 else "") + ")"

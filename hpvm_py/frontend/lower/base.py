@@ -29,6 +29,7 @@ class LowererBase:
         self.views: dict[str, Any] = {}  # pointer variables (lower/views.py)
         self.outputs: list[K.OutputPort] = []
         self.output_class: type | None = None
+        self.tuple_annotation = False  # the return annotation is `tuple[...]` (GraphFunc.tuple_of_one)
         self.result_type: ScalarType | None = None
         self.assigned_names = self._collect_assigned(src.tree)
         self.depth = 0  # nesting of if/for/while around the statement being lowered

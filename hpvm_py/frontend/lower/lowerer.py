@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import typing
 
 from ... import types as T
 from ...errors import FrontendError
@@ -78,6 +79,7 @@ class Lowerer(StmtLowering):
             raise self.error(ret_node, f"cannot read the return annotation {ret!r}")
         if ret is not None and isinstance(ret, type) and hasattr(ret, "_fields"):
             self.output_class = ret
+        self.tuple_annotation = typing.get_origin(ret) is tuple
         for name, ann in outs:
             ann = resolve_annotation(self.src, ann, ret_node)
             resolved = param_type(ann)
