@@ -101,7 +101,9 @@ class _VectorCheck:
             inner = masked or self.is_varying(stmt.cond)
             return self._block(stmt.then, inner) and self._block(stmt.orelse, inner)
         if isinstance(stmt, K.For):
-            if any(self.is_varying(e) for e in (stmt.start, stmt.stop, stmt.step)):
+            # under a mask a load is an array (hp_vload), even at a uniform index: no Python range
+            if any(self.is_varying(e) or (masked and reads_memory(e))
+                   for e in (stmt.start, stmt.stop, stmt.step)):
                 return False
             return self._block(stmt.body, masked)
         if isinstance(stmt, K.While):
@@ -140,6 +142,10 @@ def _assigned_varying(block: K.Block, varying: set[str], masked: bool) -> set[st
         elif isinstance(stmt, K.While):
             out |= _assigned_varying(stmt.body, varying, masked or expr_varies(stmt.cond, varying))
     return out
+
+
+def reads_memory(e: K.Expr) -> bool:
+    return any(isinstance(sub, K.Load) for sub in K.walk_exprs(e))
 
 
 def expr_varies(e: K.Expr, varying: set[str]) -> bool:
@@ -351,9 +357,15 @@ class _Generator:
         else:
             self.emit(line, f"hp_store({self.site(stmt)}, {ptr}, {index}, {value})")
 
+    def varies(self, e: K.Expr, mask: str | None) -> bool:
+        """Whether `e` is an array in the generated code: a per-instance value, or, under a mask,
+        anything that loads (a masked load is an hp_vload, one element per lane, even at a uniform
+        index), which Python's `if`, `and` and `x if c else y` cannot test."""
+        return self.vector and (expr_varies(e, self.varying) or (mask is not None and reads_memory(e)))
+
     def if_stmt(self, stmt: K.If, mask: str | None, line: int) -> None:
         cond = self.expr(stmt.cond, mask, line)
-        if not (self.vector and expr_varies(stmt.cond, self.varying)):
+        if not self.varies(stmt.cond, mask):
             self.emit(line, f"if {cond}:")
             self.indent += 1
             self.block(stmt.then, mask)
@@ -468,7 +480,7 @@ class _Generator:
 
     def logical(self, e: K.Logical, mask: str | None, line: int) -> str:
         lhs = self.expr(e.lhs, mask, line)
-        vary = self.vector and (expr_varies(e.lhs, self.varying) or expr_varies(e.rhs, self.varying))
+        vary = self.varies(e.lhs, mask) or self.varies(e.rhs, mask)
         if not vary:
             return f"({lhs} {'and' if e.op == 'land' else 'or'} {self.expr(e.rhs, mask, line)})"
         if self._pure(e.rhs):
@@ -486,9 +498,8 @@ class _Generator:
 
     def select(self, e: K.Select, mask: str | None, line: int) -> str:
         cond = self.expr(e.cond, mask, line)
-        vary = self.vector and expr_varies(e.cond, self.varying)
-        if not vary:
-            return f"({self.expr(e.if_true, mask, line)} if {cond} else {self.expr(e.if_false, mask, line)})"
+        if not self.varies(e.cond, mask):
+            return self.uniform_select(e, cond, mask, line)
         c = self.fresh("c")
         self.emit(line, f"{c} = {cond}")
         if self._pure(e.if_true) and self._pure(e.if_false):
@@ -499,6 +510,34 @@ class _Generator:
         a = self.expr(e.if_true, m_true, line)
         b = self.expr(e.if_false, m_false, line)
         return f"hp_where({c}, {a}, {b})"
+
+
+    def uniform_select(self, e: K.Select, cond: str, mask: str | None, line: int) -> str:
+        """`x if c else y` with c the same for every instance. An arm that varies may need lines of
+        its own (a lazy `and` / `or` or a select that evaluates its sides under masks); emitted
+        before the statement, they would run whatever c is, and read where the arm not taken
+        would not: such arms go under an `if` on c, the result in a temporary."""
+        start = len(self.lines)
+        self.indent += 1
+        arms = []
+        for arm in (e.if_true, e.if_false):
+            text = self.expr(arm, mask, line)
+            arms.append((text, self.lines[start:]))
+            del self.lines[start:]
+        self.indent -= 1
+        (a, a_lines), (b, b_lines) = arms
+        if not a_lines and not b_lines:
+            return f"({a} if {cond} else {b})"
+        # never inside a `while` condition (evaluated once here): those are uniform, and a uniform
+        # expression's arms are uniform too, so they emit nothing
+        result = self.fresh("s")
+        self.emit(line, f"if {cond}:")
+        self.lines += a_lines
+        self.emit(line, f"    {result} = {a}")
+        self.emit(line, "else:")
+        self.lines += b_lines
+        self.emit(line, f"    {result} = {b}")
+        return result
 
 
 _BINOP_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",

@@ -111,9 +111,9 @@ class PythonLeafKernel(LeafKernel):
         try:
             with np.errstate(all="ignore"):
                 if self.code.vector:
-                    self._launch_vector(values, outputs, extents, P, L)
+                    self._launch_vector_or_rerun(values, outputs, extents, P, L)
                 else:
-                    self._launch_instances(values, outputs, extents, P, L, peers)
+                    self._launch_instances(self.code, values, outputs, extents, P, L, peers)
         except (HPVMError, bdb.BdbQuit, KeyboardInterrupt):
             raise
         except ops.BoundsError as exc:
@@ -123,6 +123,36 @@ class PythonLeafKernel(LeafKernel):
             raise bad_rank(self.leaf.name, self.code.sites[exc.site], exc.rank, exc.world_size) from None
         except Exception as exc:  # noqa: BLE001 - reported at the user's line
             raise ExecutionError(f"{self.leaf.name}: {exc}", self._user_line(exc)) from None
+
+    def _launch_vector_or_rerun(self, values: list[Any], outputs: list[np.ndarray | None],
+                                extents: list[tuple[int, ...]], P: int, L: int) -> None:
+        """The vector run; after an out-of-bounds access, the launch again instance by instance.
+
+        The vector mode runs one statement for every instance before the next statement, so the
+        first access it finds out of bounds is not always the one that every other target reports:
+        the first failing access in sequential order (the lowest failing instance's first failure;
+        docs/architecture.md). The buffers the vector run wrote are put back first (their first
+        write kept a copy), and the instance-by-instance run reports the canonical error and stops
+        where instance mode stops; where it finds no failure, its results are the launch's."""
+        journal: list[ops.Buffer] = []
+        for value in values:
+            if isinstance(value, ops.Buffer):
+                value.journal = journal
+        try:
+            self._launch_vector(values, outputs, extents, P, L)
+        except ops.BoundsError:
+            ops.restore(journal)
+            for value in values:
+                if isinstance(value, ops.Buffer):
+                    value.journal = None
+            serial = generate(self.leaf, self.ctx, False)  # built only when a launch fails
+            try:
+                self._launch_instances(serial, values, outputs, extents, P, L, None)
+            except ops.BoundsError as exc:  # its sites are numbered in the serial code
+                raise out_of_bounds(self.leaf.name, serial.sites[exc.site], exc.index,
+                                    exc.limit) from None
+            # no instance fails in sequential order (the vector run raced with itself, or read
+            # where a serial run does not): that complete run is a valid outcome of the launch
 
     def _launch_vector(self, values: list[Any], outputs: list[np.ndarray | None],
                        extents: list[tuple[int, ...]], P: int, L: int) -> None:
@@ -147,16 +177,17 @@ class PythonLeafKernel(LeafKernel):
             result = self.code.function(*call)
             self._store_outputs(result, outputs, start, stop, L)
 
-    def _launch_instances(self, values: list[Any], outputs: list[np.ndarray | None],
-                          extents: list[tuple[int, ...]], P: int, L: int, peers: Peers | None) -> None:
+    def _launch_instances(self, code: GeneratedLeaf, values: list[Any],
+                          outputs: list[np.ndarray | None], extents: list[tuple[int, ...]], P: int,
+                          L: int, peers: Peers | None) -> None:
         counts = self._counts(extents)
         modes = self.ctx.input_modes
-        fn = self.code.function
+        fn = code.function
         for p in range(P):
             group = _Group()
             flat = np.arange(p * L, (p + 1) * L, dtype=np.int64)
             ids = self._ids(extents, flat, L)
-            id_lists = [ids[(level, dim)] for _, level, dim in self.code.id_params]
+            id_lists = [ids[(level, dim)] for _, level, dim in code.id_params]
 
             def instance_args(lin: int) -> list[Any]:
                 call = []
@@ -168,13 +199,13 @@ class PythonLeafKernel(LeafKernel):
                     call.append(value)
                 call += [ids_of_dim[lin] for ids_of_dim in id_lists]
                 call += counts
-                if self.code.uses_malloc:
+                if code.uses_malloc:
                     call.append(group)
                 if peers is not None:
                     call.append(peers)
                 return call
 
-            if self.code.generator:
+            if code.generator:
                 results = self._run_group(fn, instance_args, L)
             else:
                 results = [fn(*instance_args(lin)) for lin in range(L)]

@@ -30,17 +30,41 @@ class BoundsError(IndexError):
 
 
 class Buffer:
-    """A pointer argument: a flat typed NumPy view limited to the size the user passed."""
+    """A pointer argument: a flat typed NumPy view limited to the size the user passed.
 
-    __slots__ = ("name", "array", "is_bf16")
+    `journal`, when a launch sets it, makes the first write through this buffer keep a copy of
+    its contents (`original`) and list the buffer there, so that the launch can put every
+    written buffer back as it was (the vector mode does before it reruns instance by instance)."""
 
-    def __init__(self, name: str, array: np.ndarray, is_bf16: bool):
+    __slots__ = ("name", "array", "is_bf16", "journal", "original")
+
+    def __init__(self, name: str, array: np.ndarray, is_bf16: bool,
+                 journal: list[Buffer] | None = None):
         self.name = name
         self.array = array
         self.is_bf16 = is_bf16
+        self.journal = journal
+        self.original: np.ndarray | None = None
 
     def __repr__(self) -> str:
         return f"<buffer {self.name}: {len(self.array)} elements>"
+
+
+def _before_write(buf: Buffer) -> None:
+    """Keep the contents a journaled buffer had before the launch's first write through it."""
+    if buf.journal is not None and buf.original is None:
+        buf.original = buf.array.copy()
+        buf.journal.append(buf)
+
+
+def restore(journal: list[Buffer]) -> None:
+    """Put the journaled buffers back as they were, the last one saved first: two parameters may
+    view the same memory, and the later snapshot already holds the earlier buffer's writes."""
+    for buf in reversed(journal):
+        assert buf.original is not None
+        buf.array[...] = buf.original
+        buf.original = None
+    journal.clear()
 
 
 def load(site: int, buf: Buffer, index: Any) -> Any:
@@ -55,6 +79,7 @@ def store(site: int, buf: Buffer, index: Any, value: Any) -> None:
     i = int(index)
     if i < 0 or i >= len(buf.array):
         raise BoundsError(site, i, len(buf.array))
+    _before_write(buf)
     buf.array[i] = S.bf16_to_bits(value) if buf.is_bf16 else value
 
 
@@ -93,6 +118,7 @@ def vstore(site: int, buf: Buffer, index: Any, value: Any, mask: Any = None, lan
         m = np.broadcast_to(mask, (lanes,))
         idx, val = idx[m], val[m]
     _check(site, buf, idx)
+    _before_write(buf)
     buf.array[idx] = val
 
 
@@ -115,6 +141,7 @@ def vatomic(site: int, op: str, buf: Buffer, index: Any, value: Any, mask: Any =
     if buf.is_bf16:
         raise NotImplementedError  # vector mode is not chosen for bf16 atomics
     ufunc = _ATOMIC_UFUNC[op]
+    _before_write(buf)
     with np.errstate(all="ignore"):
         ufunc.at(buf.array, idx, val.astype(buf.array.dtype))
 
