@@ -276,7 +276,8 @@ def test_timed_out_pushes_pops_and_waits_lose_nothing(target: str, graph: str, s
             np.testing.assert_array_equal(item.y, y)
             np.testing.assert_array_equal(item.z, z)
     assert popped == len(accepted) > 0
-    assert timeouts  # the generator did time calls out (a slow stage, sub-millisecond timeouts)
+    if target in HOST_TARGETS:  # (a GPU may finish every item within the shortest timeout)
+        assert timeouts  # the generator did time calls out (a slow stage, sub-ms timeouts)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -354,7 +355,7 @@ def test_a_timeout_longer_than_a_thread_can_wait_waits_as_none_does(timeout: flo
     threading.TIMEOUT_MAX (inf, 1e10) reached Lock.acquire as an OverflowError (an internal error);
     it now waits as None does, and NaN (no length of time: it timed a wait out at once, "within nan
     s") is a LaunchError at the call that leaves the stream and the runtime as they were."""
-    target = HOST_TARGETS[-1]
+    target = (HOST_TARGETS or TARGETS)[-1]  # (a GPU machine's suite runs gpu and nvptx only)
     x = np.arange(4, dtype=np.int64)
     ys = [np.zeros(4, np.int64) for _ in range(3)]
     with hpvm.runtime(target):
