@@ -361,9 +361,7 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4, **kwargs
     if stream:
         if args or kwargs:
             raise StreamError("a streaming launch takes no arguments: push() them", caller_loc())
-        handle = launch_stream(rt, compiled, depth)
-        rt.handles.add(handle)
-        return handle
+        return launch_stream(rt, compiled, depth)  # (the runtime's open streams hold it)
     args = complete_arguments(compiled.module.root_func, args, kwargs)
     if _profile.on:
         return _profiled_run(rt, compiled, args)

@@ -140,8 +140,12 @@ class Backend:
     # the subpackages of backends/ whose source is part of every disk-cache key (code_version)
     code_packages: ClassVar[tuple[str, ...]] = ()
 
-    # compiled kernels by CacheKey, one table per subclass (so per target)
+    # compiled kernels by CacheKey, one table per subclass (so per target), least recently used
+    # first. Only MEMORY_KEPT are kept: a leaf whose IR changes as the program runs (a watched
+    # global changed each step, a graph made per step with its constants in it) has a new key
+    # each time, and a compiled graph holds its own kernels anyway (the disk cache has the rest)
     _memory: ClassVar[dict[CacheKey, LeafKernel]] = {}
+    MEMORY_KEPT: ClassVar[int] = 256
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -169,7 +173,9 @@ class Backend:
         """The kernel of `leaf` in `ctx`, from the memory cache or built (and kept)."""
         key = (repr(leaf), ctx.key()) + self.variant(checked)
         with self._lock:
-            kernel = self._memory.get(key)
+            kernel = self._memory.pop(key, None)
+            if kernel is not None:
+                self._memory[key] = kernel  # (again, as the most recently used)
         if kernel is not None and self.reusable(kernel, leaf):
             if self.memory_hits is not None:
                 stats.bump(self.memory_hits)
@@ -186,6 +192,8 @@ class Backend:
             found = self._memory.get(key)
             if found is None or not self.reusable(found, leaf):
                 self._memory[key] = found = kernel
+                while len(self._memory) > self.MEMORY_KEPT:
+                    del self._memory[next(iter(self._memory))]  # the least recently used
             return found
 
     def variant(self, checked: bool) -> tuple[Any, ...]:

@@ -180,6 +180,10 @@ class GraphDef(NodeDef):
         self._reads: Reads | None = None  # what the body read from its globals when traced
         # every definition the module holds, with the Reads its IR was made from (module())
         self._watch: Watch | None = None
+        # the runtime's compiled graphs of this graph, by target (rt/compiler.py). Held here, not
+        # in a table keyed by the graph: a compiled graph refers to its root, so a table's entry
+        # would keep every graph a program ever launched alive (a graph made per step, say)
+        self.compiled_for: dict[str, Any] = {}
 
     @property
     def ir(self) -> GraphFunc:

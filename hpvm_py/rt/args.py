@@ -198,10 +198,25 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
             return BoundBuffer(obj)
     bound = _check_buffer(func, p, arg, tracker, devices, obj)
     kind = buffer_kind(arg)
-    bound.obj.checked_for[id(p)] = (p, devices, kind)
+    _remember(bound.obj.checked_for, id(p), (p, devices, kind))
     if kind is not None:
-        tracker.checked_kinds[id(p)] = (p, devices, kind, bound.obj.home)
+        _remember(tracker.checked_kinds, id(p), (p, devices, kind, bound.obj.home))
     return bound
+
+
+_CHECKED_KEPT = 64  # parameters remembered per buffer and per runtime (_remember)
+
+
+def _remember(checked: dict[int, tuple[Any, ...]], key: int, value: tuple[Any, ...]) -> None:
+    """Remember what passed a parameter's checks, in a table that keeps the _CHECKED_KEPT
+    parameters most recently checked: each graph, and each IR rebuilt after a watched global
+    changed, has parameters of its own, and an entry holds its parameter, so a long-lived buffer
+    or runtime would otherwise hold every graph's parameters a program ever launched. (Only after
+    a full check: an evicted parameter costs one more check, never a wrong answer.)"""
+    checked.pop(key, None)  # (again, as the most recent)
+    while len(checked) >= _CHECKED_KEPT:
+        del checked[next(iter(checked))]
+    checked[key] = value
 
 
 def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str],

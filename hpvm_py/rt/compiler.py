@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +34,7 @@ class LoadedGraph:
         self._module = module
         self.name = module.root
         self.origin = origin
+        self.compiled_for: dict[str, CompiledGraph] = {}  # by target: held by the graph (GraphDef's)
 
     def module(self) -> Module:
         return self._module
@@ -118,8 +118,6 @@ class CompiledGraph:
         return out
 
 
-_compiled: "weakref.WeakKeyDictionary[Any, dict[str, CompiledGraph]]" = weakref.WeakKeyDictionary()
-_NOTHING_COMPILED: dict[str, CompiledGraph] = {}
 _compiled_lock = threading.RLock()  # held while compiling: one thread compiles, others reuse
 
 
@@ -130,10 +128,9 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
             return root
         root = root.root
     target = target or default_target()
-    try:  # the hot path of a relaunch: only graphs that were compiled are in the cache
-        cached = _compiled.get(root, _NOTHING_COMPILED).get(target)
-    except TypeError:  # not a key a graph could be (module_of says what it is)
-        cached = None
+    # the hot path of a relaunch: a graph holds its compiled graphs (not a graph: module_of says
+    # what it is)
+    cached = root.compiled_for.get(target) if isinstance(root, (GraphDef, LoadedGraph)) else None
     if cached is not None and type(root) is GraphDef and cached.module is not root.module():
         cached = None  # a value its leaves or graphs read changed since: module() rebuilt the IR
     if cached is not None:
@@ -146,7 +143,7 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
         raise LaunchError(f"target {target!r} is not one of {', '.join(TARGETS)}", caller_loc())
     module = module_of(root)  # rejects what is not a graph before it is used as a cache key
     with _compiled_lock:
-        cached = _compiled.get(root, {}).get(target)
+        cached = root.compiled_for.get(target)
         if cached is not None and cached.module is module:
             return cached
         if profile.on:
@@ -154,7 +151,7 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
                 compiled = _compile(root, module, target)
         else:
             compiled = _compile(root, module, target)
-        _compiled.setdefault(root, {})[target] = compiled
+        root.compiled_for[target] = compiled
         return compiled
 
 

@@ -57,7 +57,12 @@ class MemoryObject:
                 self.recordings = {id(recording): weakref.ref(recording)}
                 return
             self.noted += 1
-            if self.noted >= max(len(refs), _PRUNE_AT):  # (once per as many adds as it holds)
+            # once the adds since the last prune are as many as the references it kept (so at
+            # most twice the live ones are held): comparing with all it holds, the adds included,
+            # never pruned again once a prune kept one live recording (a buffer launched by a
+            # graph made per step held a dead reference per graph: recordings that go with their
+            # graph are not evicted, which would discard them)
+            if self.noted >= max(len(refs) - self.noted, _PRUNE_AT):
                 self.noted = 0
                 for key in [key for key, ref in refs.items() if ref() is None]:
                     del refs[key]  # recordings evicted since

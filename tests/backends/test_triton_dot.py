@@ -8,7 +8,6 @@ interpreter without a GPU (small sizes: the interpreter costs milliseconds per p
 """
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ import hpvm_py as hpvm
 from hpvm_py import cli
 from hpvm_py.backends import registry
 from hpvm_py.backends.triton import dottiles, kernel
-from hpvm_py.rt import compiler
 from programs import dot_leaves as D
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,5 +217,5 @@ def test_whole_blocks_load_unmasked_only_where_every_guard_holds(m, n, k, m2, n2
         return  # every guard holds, or no k range is whole: the mutant computes the same
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(dottiles.DotTiles, "_on_block", lambda self, *args: "True")
-        patch.setattr(compiler, "_compiled", weakref.WeakKeyDictionary())  # compiled afresh
+        patch.setattr(D.guarded_rows_root, "compiled_for", {})  # compiled afresh
         assert not check(run("gpu", D.guarded_rows_root, a, b, c, m2, n2))

@@ -135,16 +135,15 @@ class PythonLeafKernel(LeafKernel):
         write kept a copy), and the instance-by-instance run reports the canonical error and stops
         where instance mode stops; where it finds no failure, its results are the launch's."""
         journal: list[ops.Buffer] = []
-        for value in values:
-            if isinstance(value, ops.Buffer):
-                value.journal = journal
+        buffers = [value for value in values if isinstance(value, ops.Buffer)]
+        for buf in buffers:
+            buf.journal = journal
         try:
             self._launch_vector(values, outputs, extents, P, L)
         except ops.BoundsError:
             ops.restore(journal)
-            for value in values:
-                if isinstance(value, ops.Buffer):
-                    value.journal = None
+            for buf in buffers:
+                buf.journal = None  # (the serial run keeps no copies)
             serial = generate(self.leaf, self.ctx, False)  # built only when a launch fails
             try:
                 self._launch_instances(serial, values, outputs, extents, P, L, None)
@@ -153,6 +152,11 @@ class PythonLeafKernel(LeafKernel):
                                     exc.limit) from None
             # no instance fails in sequential order (the vector run raced with itself, or read
             # where a serial run does not): that complete run is a valid outcome of the launch
+        finally:
+            # the copies go with the launch (a recorded launch keeps its Buffers: kept, each
+            # launch's copies would pile up)
+            for buf in buffers:
+                buf.journal = buf.original = None
 
     def _launch_vector(self, values: list[Any], outputs: list[np.ndarray | None],
                        extents: list[tuple[int, ...]], P: int, L: int) -> None:

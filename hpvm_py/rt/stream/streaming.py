@@ -7,6 +7,7 @@ import contextlib
 import queue
 import threading
 import time
+import weakref
 from typing import Any, Callable, Iterator
 
 from ...errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, StreamError
@@ -286,6 +287,18 @@ class StreamHandle:
         self._cleaned_up = True
         self.stop.set()
 
+    def abandon(self) -> None:
+        """The program dropped the stream's handle without wait(): nothing can push to it or pop
+        from it any more, so its stages stop at their next check, as at cleanup(), and their
+        threads end, letting go of the handle, its FIFOs and the buffers pushed (a long-running
+        program that drops streams would otherwise keep a thread and its items per stream)."""
+        if self._waited or self._cleaned_up:
+            return
+        self._closed = True
+        self.stop.set()
+        self.arrived.set()
+        self.runtime.handles.discard(self)
+
     def join_stopped(self, deadline: float | None) -> list[str]:
         """After stop_on_cleanup(): the names of the stages still running at the deadline."""
         busy = join_threads(self._threads, deadline)
@@ -438,6 +451,28 @@ def join_threads(threads: list[threading.Thread], deadline: float | None) -> lis
     return [t for t in threads if t.is_alive()]
 
 
-def launch_stream(runtime: Any, compiled: Any, depth: int) -> StreamHandle:
+class Stream:
+    """What launch(..., stream=True) returns: the program's reference to a StreamHandle. The
+    stage threads refer to the StreamHandle, never to this, so once the program drops this the
+    stream is abandoned (StreamHandle.abandon) rather than kept running until cleanup()."""
+
+    __slots__ = ("_stream", "__weakref__")
+
+    def __init__(self, stream: StreamHandle):
+        self._stream = stream
+        weakref.finalize(self, stream.abandon)
+
+    def __getattr__(self, name: str) -> Any:  # push, pop, close, compiled...: the stream's own
+        return getattr(self._stream, name)
+
+    def results(self) -> Iterator[tuple[Any, ...]]:
+        """The stream's results (StreamHandle.results), keeping this handle alive meanwhile."""
+        yield from self._stream.results()
+
+
+def launch_stream(runtime: Any, compiled: Any, depth: int) -> Stream:
+    """Start a stream; the runtime's open streams (cleanup() stops them) hold the StreamHandle."""
     stats.bump("stream_launches")
-    return StreamHandle(runtime, compiled, depth)
+    stream = StreamHandle(runtime, compiled, depth)
+    runtime.handles.add(stream)
+    return Stream(stream)
