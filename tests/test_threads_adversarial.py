@@ -331,7 +331,7 @@ def test_interpreter_exit_with_streams_open_in_threads() -> None:
         "print('exiting')\n"
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exiting" in done.stdout
 
