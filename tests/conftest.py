@@ -35,6 +35,12 @@ def available_targets() -> list[str]:
 TARGETS = available_targets()
 
 
+def child_pythonpath(*first: Path | str) -> str:
+    """A child process's PYTHONPATH: `first`, then the one this process was given (a GPU machine
+    may find lark there)."""
+    return os.pathsep.join(filter(None, (*map(str, first), os.environ.get("PYTHONPATH"))))
+
+
 def _triton_version() -> tuple[int, ...] | None:
     try:
         import triton

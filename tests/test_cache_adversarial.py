@@ -30,6 +30,7 @@ from hpvm_py.distributed import waiting
 from hpvm_py.errors import CompileError, DistributedError, HPVMError, HPVMWarning, LaunchError
 from hpvm_py.support import cache, cores, settings, stats
 from hpvm_py.support.loc import UNKNOWN
+from conftest import child_pythonpath
 from programs import out_coverage as P
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,8 +203,7 @@ def test_the_gpu_target_without_a_cache_leaves_no_temporary_folder(tmp_path: Pat
 def _env(first: Path, **variables: str) -> dict[str, str]:
     """This environment for a child process, `first` ahead on its PYTHONPATH (the rest kept: a
     GPU machine finds lark there) and `variables` set."""
-    path = os.pathsep.join(filter(None, (str(first), os.environ.get("PYTHONPATH"))))
-    return {**os.environ, "PYTHONPATH": path, **variables}
+    return {**os.environ, "PYTHONPATH": child_pythonpath(first), **variables}
 
 
 def _code_version_of(package_root: Path) -> str:

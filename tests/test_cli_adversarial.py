@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from conftest import child_pythonpath
 from hpvm_py import cli
 from hpvm_py.errors import InternalError, LaunchError, ParseError
 from hpvm_py.ir.dot import module_to_dot
@@ -112,7 +113,7 @@ def test_compile_output_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None
     outputs = []
     for seed in ("0", "4242"):
         out = tmp_path / f"seed{seed}"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))), "PYTHONHASHSEED": seed}
+        env = {**os.environ, "PYTHONPATH": child_pythonpath(ROOT), "PYTHONHASHSEED": seed}
         result = subprocess.run([sys.executable, "-m", "hpvm_py.cli", "compile", "examples/sgemm.py",
                                  "--emit", "ir,dot,llvm", "-o", str(out)], cwd=ROOT, env=env,
                                 capture_output=True, text=True, timeout=300)

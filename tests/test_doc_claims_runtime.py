@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from conftest import TARGETS
+from conftest import TARGETS, child_pythonpath
 from differential.data import load
 from hpvm_py.errors import (HPVMError, HPVMTimeoutError, HPVMWarning, LaunchError,
                             MemoryTrackingError, StreamError)
@@ -162,7 +162,7 @@ def test_an_unbounded_init_timeout_is_refused_before_ranks_join(tmp_path) -> Non
     code = ("import hpvm_py.distributed as d, sys\n"
             "try:\n    d.init(timeout=float(sys.argv[1]) if sys.argv[1] else None, device='cpu')\n"
             "except Exception as e:\n    print(type(e).__name__, e)\nelse:\n    print('joined')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))), "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(ROOT), "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29653", "HPVM_DIST_LAUNCHER": "torch",
            "HPVM_HEAP_BYTES": "1M", "HPVM_HEAP_DIR": str(tmp_path)}
     for argument, variable in (("inf", ""), ("1e14", ""), ("", "inf"), ("", "1e14")):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from conftest import child_pythonpath
 from hpvm_py.backends import registry
 from hpvm_py.errors import HPVMTimeoutError, LaunchError, MemoryTrackingError, StreamError
 from hpvm_py.rt.tracker import MemoryTracker
@@ -331,7 +332,7 @@ def test_interpreter_exit_with_streams_open_in_threads() -> None:
         "print('exiting')\n"
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))})
+                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": child_pythonpath(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exiting" in done.stdout
 
