@@ -7,6 +7,7 @@ are parameter indices of the node's function, outputs index its outputs.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -50,6 +51,9 @@ class DimBin:
 DimExpr = Union[DimConst, DimParam, DimBin]
 
 
+_RING = {"+": operator.add, "-": operator.sub, "*": operator.mul}  # (// and %: a zero divisor gives 0)
+
+
 def eval_dim(expr: DimExpr, env: dict[str, int]) -> int:
     """Evaluate an instance count; env maps parameter names to their integer values."""
     if isinstance(expr, DimConst):
@@ -57,12 +61,9 @@ def eval_dim(expr: DimExpr, env: dict[str, int]) -> int:
     if isinstance(expr, DimParam):
         return int(env[expr.name])
     lhs, rhs = eval_dim(expr.lhs, env), eval_dim(expr.rhs, env)
-    if expr.op == "+":
-        return lhs + rhs
-    if expr.op == "-":
-        return lhs - rhs
-    if expr.op == "*":
-        return lhs * rhs
+    ring = _RING.get(expr.op)
+    if ring is not None:
+        return ring(lhs, rhs)
     if rhs == 0:
         return 0  # the kernel language's rule for a zero divisor, kept here too
     return lhs // rhs if expr.op == "//" else lhs % rhs
@@ -80,12 +81,9 @@ def eval_dim_array(expr: DimExpr, env: dict[str, Any]) -> np.ndarray:
         # object arrays of Python ints: NumPy applies Python's own + - * // % to each element
         return np.asarray(env[expr.name]).astype(object)
     lhs, rhs = eval_dim_array(expr.lhs, env), eval_dim_array(expr.rhs, env)
-    if expr.op == "+":
-        return lhs + rhs
-    if expr.op == "-":
-        return lhs - rhs
-    if expr.op == "*":
-        return lhs * rhs
+    ring = _RING.get(expr.op)
+    if ring is not None:
+        return ring(lhs, rhs)
     zero = rhs == 0
     safe = np.where(zero, 1, rhs)
     value = lhs // safe if expr.op == "//" else lhs % safe
