@@ -227,11 +227,12 @@ class Pushed:
             np.testing.assert_array_equal(self.z, self.y)
 
 
-@pytest.mark.parametrize("graph", ["slow_pipeline", "side_by_side", "one_internal_stage"])
-@pytest.mark.parametrize("seed", range(3))
+# (Triton's interpreter is slow: one gpu case per graph of leaves)
+@pytest.mark.parametrize("target, graph, seed", [
+    (t, graph, seed) for t in TARGETS
+    for graph in ("slow_pipeline", "side_by_side", "one_internal_stage") for seed in range(3)
+    if not (t == "gpu" and (seed or graph == "one_internal_stage"))])
 def test_timed_out_pushes_pops_and_waits_lose_nothing(target: str, graph: str, seed: int) -> None:
-    if target == "gpu" and (seed or graph == "one_internal_stage"):
-        pytest.skip("Triton's interpreter is slow: one gpu case per graph of leaves")
     rng = np.random.default_rng([seed, len(graph)])
     wide = graph != "side_by_side"
     accepted: list[Pushed] = []
@@ -280,7 +281,8 @@ def test_timed_out_pushes_pops_and_waits_lose_nothing(target: str, graph: str, s
         assert timeouts  # the generator did time calls out (a slow stage, sub-ms timeouts)
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("target, seed", [(t, seed) for t in TARGETS for seed in range(3)
+                                          if not (t == "gpu" and seed)])  # (one interpreted case)
 def test_pushers_in_threads_with_timeouts_pop_each_item_once_in_each_threads_order(target: str,
                                                                                    seed: int) -> None:
     """runtime.md, "Threads": pushes from several threads are taken one at a time and each item pops
@@ -288,8 +290,6 @@ def test_pushers_in_threads_with_timeouts_pop_each_item_once_in_each_threads_ord
     and a slow one, each returning the item's tag) with timeouts while a fourth pops with timeouts:
     a push that timed out in one thread while another's went through must have fed neither stage,
     or the two tags of later results would come from different items."""
-    if target == "gpu" and seed:
-        pytest.skip("Triton's interpreter is slow: one gpu case")
     n, lock, done = 8, threading.Lock(), threading.Event()
     accepted: dict[int, Pushed] = {}
     popped: list[tuple] = []
@@ -395,11 +395,10 @@ def root(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
 '''
 
 
+@pytest.mark.skipif("cpu" not in TARGETS, reason="the cpu target is not available")
 @pytest.mark.parametrize("seed", range(3))
 def test_a_tracked_tensor_whose_memory_moved_is_an_error_at_its_next_use(seed: int) -> None:
     torch = pytest.importorskip("torch")
-    if "cpu" not in TARGETS:
-        pytest.skip("the cpu target is not available")
     program = load(INC, f"claims_inc_{seed}")
     rng = random.Random(seed)
     with hpvm.runtime("cpu"):
@@ -475,15 +474,15 @@ def _axpy_op() -> object:
     return _TORCH_OPS["axpy"]
 
 
-@pytest.mark.parametrize("seed", range(2))
+# (CPU tensors: the host targets and the fake device's gpu)
+@pytest.mark.parametrize("target, seed", [(t, seed) for t in TARGETS if t != "nvptx"
+                                          for seed in range(2)])
 def test_an_op_keeps_what_the_user_tracked_and_lets_go_of_the_rest(target: str, seed: int) -> None:
     """torch.md, "Where it runs": the op lets go of the tensors it passed "(those not tracked before
     the call)", and a CPU tensor run under a gpu runtime "has its data back when the op returns".
     A tensor the user tracked stays tracked through the call (request_memory brings the newest
     data home, untrack_memory lets go of it); one not tracked is let go, with its result in it."""
     torch = pytest.importorskip("torch")
-    if target == "nvptx":
-        pytest.skip("CPU tensors: the host targets and the fake device's gpu")
     op = _axpy_op()
     rng = random.Random(seed)
     with hpvm.runtime(target):
