@@ -9,6 +9,7 @@
     hpvmc viz FILE [--graph NAME] [--hide-scalars|--show-scalars] [--no-legend] [--profile T.json]
               -o OUT.{dot,svg,png}
     hpvmc config                                                      (the HPVM_* variables)
+    hpvmc cache [--clear]                     (the disk cache: where, how full; --clear empties it)
 
 FILE is a Python module or a textual .hpvm file. Exit status: 0 on success, 1 on an error in the
 program (the message names its file:line), 2 on a usage error.
@@ -41,7 +42,7 @@ from .ir.verify import verify_module
 from .passes import PIPELINES, leaf_module, run_passes
 from .passes.coverage import check_report
 from .rt.compiler import LoadedGraph, compile_graph
-from .support import settings
+from .support import cache, settings
 from .support.profile import load_summary, profile, why_unwritable
 from .support.version import VERSION
 
@@ -414,6 +415,30 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    root = cache.cache_dir()
+    if cache.disabled():
+        print(f"the disk cache is off ({settings.NO_CACHE.name}=1); its directory: {root}")
+        return 0
+    if args.clear:
+        root, count, nbytes = cache.clear()
+        print(f"{root}: {count} entries removed ({_size(nbytes)})")
+        return 0
+    held = cache.entries(root) if root.is_dir() else []
+    bound = cache.max_bytes()
+    limit = f"at most {_size(bound)}" if bound else "no bound"
+    print(f"{root}: {len(held)} entries, {_size(sum(e.nbytes for e in held))} "
+          f"({limit}: {settings.CACHE_MAX_BYTES.name})")
+    return 0
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} bytes"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hpvmc", description="The hpvm-py compiler driver.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -463,6 +488,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("config", help="list the HPVM_* environment variables, their defaults and "
                        "values here", description="list the HPVM_* environment variables")
     p.set_defaults(func=cmd_config)
+    p = sub.add_parser("cache", help="say where the disk cache is and how full; --clear empties it",
+                       description="the disk cache of compiled code and timed decisions "
+                                   f"({settings.CACHE_DIR.name}, bounded by "
+                                   f"{settings.CACHE_MAX_BYTES.name})")
+    p.add_argument("--clear", action="store_true", help="remove every entry")
+    p.set_defaults(func=cmd_cache)
     p = add("viz", "draw the node hierarchy with Graphviz", cmd_viz)
     p.add_argument("--graph", help="the root graph (when the file has several)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="OUT.dot, OUT.svg or OUT.png")

@@ -69,8 +69,11 @@ def test_chooser_picks_stream_for_two_gpus_above_the_threshold(monkeypatch: pyte
     assert chooser.choose_gpu("all_reduce", 4097, 2) == "stream"
     assert chooser.choose_gpu("all_reduce", 4096, 2) == "two_shot"
     assert chooser.choose_gpu("all_reduce", 100, 2) == "one_shot_push"
-    monkeypatch.setenv("HPVM_COMM_STREAM_BYTES", "64M")
-    with pytest.raises(DistributedError, match="HPVM_COMM_STREAM_BYTES='64M' must be a number of bytes"):
+    monkeypatch.setenv("HPVM_COMM_STREAM_BYTES", "64M")  # (a suffix is a power of 1024)
+    assert chooser.choose_gpu("all_reduce", 64 * MIB + 2, 2) == "stream"
+    assert chooser.choose_gpu("all_reduce", 64 * MIB, 2) == "two_shot"
+    monkeypatch.setenv("HPVM_COMM_STREAM_BYTES", "64MB")
+    with pytest.raises(DistributedError, match="HPVM_COMM_STREAM_BYTES='64MB' must be a number of bytes"):
         chooser.choose_gpu("all_reduce", 1 << 30, 2)
     assert "stream" in ALGORITHMS  # a word of the descriptor: ranks that choose differently raise
 
@@ -133,8 +136,10 @@ def test_push_two_shot_by_world_size_and_its_scratch(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("HPVM_COMM_PUSH_BYTES", str(4 << 20))
     assert chooser.choose_gpu("all_reduce", (4 << 20) + 1, 3) == "push"
     assert chooser.choose_gpu("all_reduce", 4 << 20, 3) == "two_shot"
-    monkeypatch.setenv("HPVM_COMM_PUSH_BYTES", "8M")
-    with pytest.raises(DistributedError, match="HPVM_COMM_PUSH_BYTES='8M' must be a number of bytes"):
+    monkeypatch.setenv("HPVM_COMM_PUSH_BYTES", "4M")
+    assert chooser.choose_gpu("all_reduce", (4 << 20) + 1, 3) == "push"
+    monkeypatch.setenv("HPVM_COMM_PUSH_BYTES", "-8")
+    with pytest.raises(DistributedError, match="HPVM_COMM_PUSH_BYTES='-8' must be a number of bytes"):
         chooser.choose_gpu("all_reduce", 1 << 30, 4)
     monkeypatch.delenv("HPVM_COMM_PUSH_BYTES")
     big = max(chooser.GPU_PUSH_BYTES.values()) + 1

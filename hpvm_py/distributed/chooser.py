@@ -13,12 +13,8 @@ ONESHOT_BYTES = 512 << 10
 
 def _bytes(setting: settings.Setting, default: int) -> int:
     """A threshold in bytes: the setting when it is set, else the default."""
-    text = setting.text()
-    if not text:
-        return default
-    if not settings.is_decimal(text):
-        raise DistributedError(f"{setting.name}={text!r} must be a number of bytes")
-    return int(text)
+    size = settings.byte_count(setting, DistributedError)
+    return default if size is None else size
 
 
 def oneshot_threshold() -> int:

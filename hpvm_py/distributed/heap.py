@@ -25,16 +25,14 @@ STAGE_SLOT_BYTES = 64 << 10
 
 
 def heap_bytes_from_env() -> int:
-    """HPVM_HEAP_BYTES (accepts a plain number or a K/M/G suffix), else 128 MiB."""
-    text = settings.HEAP_BYTES.text()
-    if not text:
+    """HPVM_HEAP_BYTES (a number of bytes, K/M/G suffix allowed), else 128 MiB."""
+    size = settings.byte_count(settings.HEAP_BYTES, DistributedError)
+    if size is None:
         return DEFAULT_HEAP_BYTES
-    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1].lower(), 1)
-    digits = text[:-1] if scale != 1 else text
-    if not settings.is_decimal(digits) or int(digits) * scale < HEADER_BYTES + ALIGN:
-        raise DistributedError(f"HPVM_HEAP_BYTES={text!r} must be a number of bytes (K, M or G "
-                               f"suffix allowed) of at least {HEADER_BYTES + ALIGN}")
-    return int(digits) * scale
+    if size < HEADER_BYTES + ALIGN:
+        raise DistributedError(f"HPVM_HEAP_BYTES={settings.HEAP_BYTES.get()!r} is below the "
+                               f"smallest heap, {HEADER_BYTES + ALIGN} bytes")
+    return size
 
 
 def heap_dir() -> str:

@@ -3,7 +3,9 @@
 The key hashes everything the artifact depends on (the IR text, the node context, the target and
 the versions of hpvm-py and the code generator), so a stale entry is never used. The directory is
 $HPVM_CACHE_DIR, else the user cache directory ($XDG_CACHE_HOME/hpvm-py or ~/.cache/hpvm-py).
-HPVM_NO_CACHE=1 bypasses the disk cache (reads and writes).
+HPVM_NO_CACHE=1 bypasses the disk cache (reads and writes). HPVM_CACHE_MAX_BYTES bounds its size:
+a write that would take it past the bound first removes the entries used least recently (a hit
+marks its entry used), down to three quarters of it.
 
 The cache holds machine code that is loaded and run, so it trusts nothing it did not write: the
 directory is made private (0700), one that another user owns or may write is not used (a
@@ -17,6 +19,8 @@ import json
 import os
 import stat
 import tempfile
+import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -27,6 +31,13 @@ from . import log, profile, settings, stats
 _SUM = ".sha256"  # beside each entry: the digest of its contents
 _refused: set[Path] = set()  # directories already warned about
 _log = log.logger("cache")
+_KEY_CHARS = frozenset("0123456789abcdef")
+# A process measures the directory at its first write, then again once it has written a sixteenth
+# of the bound since (other processes write there too: a bound is kept within about that much).
+_MEASURE_EVERY = 16
+_STALE_TEMP_SECONDS = 3600.0  # a .tmp- file this old was left by a process that died writing it
+_written = {"bytes": 0, "measured": 0}  # since the last measure; measures made by this process
+_trim_lock = threading.Lock()
 
 
 def cache_dir() -> Path:
@@ -73,6 +84,10 @@ def load(key: str, suffix: str, check: Callable[[bytes], str | None] | None = No
         stats.bump("cache_disk_misses")
         return None
     stats.bump("cache_disk_hits")
+    try:
+        os.utime(path)  # used now: the trim removes the entries used least recently first
+    except OSError:
+        pass
     if profile.on:
         profile.complete("cache", f"disk cache hit ({suffix})", profile.now(), args={"key": key[:16]})
     return data
@@ -103,6 +118,7 @@ def store(key: str, suffix: str, data: bytes) -> Path | None:
     if root is None:
         return None
     folder = root / key[:2]
+    _make_room(root, len(data))
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         final = folder / f"{key}{suffix}"
@@ -130,6 +146,121 @@ def _write(folder: Path, final: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def max_bytes() -> int:
+    """HPVM_CACHE_MAX_BYTES (0: no bound)."""
+    return settings.byte_count(settings.CACHE_MAX_BYTES) or 0
+
+
+def _make_room(root: Path, coming: int) -> None:
+    """Before a write of `coming` bytes: at this process's first write, and after each sixteenth of
+    the bound written, the directory is measured and trimmed when the write would take it past."""
+    bound = max_bytes()
+    if not bound:
+        return
+    with _trim_lock:
+        _written["bytes"] += coming
+        if _written["measured"] and _written["bytes"] < bound // _MEASURE_EVERY:
+            return
+        _written["bytes"], _written["measured"] = 0, _written["measured"] + 1
+    trim(root, bound, coming)
+
+
+class Entry:
+    """One cached artifact: its files (the entry and its digest), their bytes, when last used."""
+
+    def __init__(self, used: float) -> None:
+        self.used = used
+        self.nbytes = 0
+        self.paths: list[Path] = []
+
+
+def entries(root: Path) -> list[Entry]:
+    """The cache's entries, least recently used first (a stale .tmp- file is removed on the way).
+    Only what this module writes is looked at: files named by a key in folders named by the key's
+    first two characters, whatever else the directory holds."""
+    found: dict[str, Entry] = {}
+    now = time.time()
+    for folder in _key_folders(root):
+        try:
+            listing = list(os.scandir(folder))
+        except OSError:
+            continue
+        for item in listing:
+            try:
+                info = item.stat(follow_symlinks=False)
+            except OSError:
+                continue  # removed meanwhile (another process's trim)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if item.name.startswith(".tmp-"):
+                if now - info.st_mtime > _STALE_TEMP_SECONDS:
+                    _unlink(Path(item.path))
+                continue
+            key = item.name[:64]
+            if len(key) != 64 or not _KEY_CHARS.issuperset(key) or key[:2] != folder.name:
+                continue
+            entry = found.setdefault(item.name.removesuffix(_SUM), Entry(info.st_mtime))
+            entry.nbytes += info.st_size
+            entry.paths.append(Path(item.path))
+            if not item.name.endswith(_SUM):
+                entry.used = info.st_mtime  # (the digest is written first: the entry says when)
+    return sorted(found.values(), key=lambda entry: entry.used)
+
+
+def _key_folders(root: Path) -> list[Path]:
+    try:
+        return [Path(item.path) for item in os.scandir(root) if item.is_dir(follow_symlinks=False)
+                and len(item.name) == 2 and _KEY_CHARS.issuperset(item.name)]
+    except OSError:
+        return []
+
+
+def trim(root: Path, bound: int, coming: int = 0) -> int:
+    """Remove the entries used least recently until the cache and `coming` more bytes fit in three
+    quarters of `bound`, when they do not fit in `bound`; the bytes removed. An entry another
+    process reads meanwhile is a miss there (it compiles again), never a wrong artifact: each read
+    checks the entry against its digest."""
+    held = entries(root)
+    total = sum(entry.nbytes for entry in held) + coming
+    if total <= bound:
+        return 0
+    goal, removed = bound * 3 // 4, 0
+    for entry in held:
+        if total - removed <= goal:
+            break
+        for path in entry.paths:
+            _unlink(path)
+        removed += entry.nbytes
+    _log.info("hpvm: the disk cache %s held more than %d bytes: %d bytes of the entries used least "
+              "recently removed", root, bound, removed)
+    stats.bump("cache_disk_trims")
+    return removed
+
+
+def clear() -> tuple[Path, int, int]:
+    """Remove every entry: the directory, the entries and the bytes removed (`hpvmc cache --clear`)."""
+    root = cache_dir()
+    if _usable_dir() is None:
+        return root, 0, 0
+    held = entries(root)
+    for entry in held:
+        for path in entry.paths:
+            _unlink(path)
+    for folder in _key_folders(root):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass  # not empty: it holds something this module did not write
+    return root, len(held), sum(entry.nbytes for entry in held)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass  # removed by another process already, or not ours to remove
 
 
 def _warn_once(folder: Path, text: str) -> None:

@@ -20,8 +20,8 @@ from ..errors import HPVMError, HPVMWarning
 class Setting:
     """One environment variable. kind: "flag" (unset or empty: the default; 0/false/no/off: off;
     1/true/yes/on: on; anything else: on, with a warning), "text" (the string as it is, or the default when unset or empty), or "number",
-    "bytes", "seconds", "path", "list" (read as text; the code that uses them checks the value and
-    names the variable in its error)."""
+    "bytes" (byte_count: digits, a K/M/G/T suffix allowed), "seconds", "path", "list" (read as
+    text; the code that uses them checks the value and names the variable in its error)."""
 
     name: str
     kind: str
@@ -94,6 +94,24 @@ def valid_seconds(value: float) -> bool:
     return 0 < value <= MAX_SECONDS
 
 
+_SCALES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def byte_count(setting: Setting, error: type[HPVMError] = HPVMError) -> int | None:
+    """A "bytes" setting's value (its default when unset or empty; None when that is empty too): a
+    whole number of bytes in ASCII digits, a K, M, G or T suffix multiplying it by a power of 1024;
+    `error`, naming the setting, for anything else."""
+    text = setting.get()
+    if not text:
+        return None
+    scale = _SCALES.get(text[-1].lower(), 1)
+    digits = text[:-1] if scale != 1 else text
+    if not is_decimal(digits):
+        raise error(f"{setting.name}={text!r} must be a number of bytes (a K, M, G or T suffix "
+                    "allowed: 64M)")
+    return int(digits) * scale
+
+
 def positive_seconds(setting: Setting, error: type[HPVMError] = HPVMError) -> float:
     """A "seconds" setting's value (its default when unset or empty); `error`, naming the setting,
     when it is no positive number of at most MAX_SECONDS."""
@@ -150,6 +168,8 @@ GPU_LOWERING = _declare("HPVM_GPU_LOWERING", "text", "auto", "which lowering run
 CACHE_DIR = _declare("HPVM_CACHE_DIR", "path", "", "the on-disk compile cache (default: "
                      "$XDG_CACHE_HOME/hpvm-py, else ~/.cache/hpvm-py)")
 NO_CACHE = _declare("HPVM_NO_CACHE", "flag", "0", "1: neither read nor write the disk cache")
+CACHE_MAX_BYTES = _declare("HPVM_CACHE_MAX_BYTES", "bytes", "2G", "the disk cache's size at most: "
+                           "past it, the entries used least recently are removed (0: no limit)")
 DOT_PRECISION = _declare("HPVM_DOT_PRECISION", "text", "ieee", "how the gpu target's tl.dot kernels "
                          "multiply f32: ieee (FMA units, IEEE products: the default) or tf32x3 "
                          "(three TF32 tensor-core products per pair, about f32's accuracy but "
