@@ -5,6 +5,7 @@ and `hpvmc compile --emit ir --after <pass>` show the IR after one."""
 from __future__ import annotations
 
 import logging
+import warnings
 
 import pytest
 
@@ -17,7 +18,9 @@ from hpvm_py.ir import kernel as K
 from hpvm_py.ir.context import NodeContext
 from hpvm_py.ir.parser import parse_module
 from hpvm_py.ir.printer import print_module
-from hpvm_py.passes import PIPELINES, leaf_module
+from hpvm_py.errors import HPVMWarning
+from hpvm_py.ir.targets import TARGETS
+from hpvm_py.passes import PIPELINES, dump_stages, leaf_module
 
 HEADER = "; hpvm-py textual IR\nmodule @{name}\n\n"
 
@@ -101,6 +104,9 @@ def test_every_target_lists_its_passes_in_order():
     assert PIPELINES["nvptx"] is NVPTX and NVPTX.names == ("localize",)
     with pytest.raises(KeyError, match="no pass 'dot'"):
         GPU.get("dot")
+    # the targets table names them too (HPVM_DUMP_IR checks names without importing a target)
+    assert {t: row.passes for t, row in TARGETS.items()} == \
+        {**{t: p.names for t, p in PIPELINES.items()}, "python": ()}
 
 
 def test_notes_print_after_the_locals_and_read_back():
@@ -251,6 +257,31 @@ def test_dump_ir_of_another_target_prints_nothing(monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="hpvm_py.dump"):
         CPU.run(leaf, _ctx(leaf, (1,)))
     assert not [r for r in caplog.records if "IR after" in r.getMessage()]
+
+
+@pytest.mark.parametrize("wanted, unknown", [("cpu.clpi", "'cpu.clpi'"), ("inlne,fold", "'inlne'"),
+                                             ("gpu.clip", "'gpu.clip'"), ("privatise, rowgaurd,x",
+                                                                          "'rowgaurd', 'x'")])
+def test_dump_ir_warns_once_of_names_no_stage_has(monkeypatch, caplog, wanted, unknown):
+    monkeypatch.setenv("HPVM_DUMP_IR", wanted)
+    leaf = _leaf(GUARDED)
+    with pytest.warns(HPVMWarning, match=f"HPVM_DUMP_IR names no stage called {unknown}: nothing is "
+                                         "printed for it"):
+        CPU.run(leaf, _ctx(leaf, (1,)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per value
+        CPU.run(leaf, _ctx(leaf, (1,)))
+
+
+@pytest.mark.parametrize("wanted", ["all", "frontend,inline,fold", "clip,gpu.rowguard,nvptx.localize",
+                                    " spread , cpu.privatise"])
+def test_dump_ir_takes_every_stage_name_without_a_warning(monkeypatch, wanted):
+    monkeypatch.setenv("HPVM_DUMP_IR", wanted)
+    leaf = _leaf(GUARDED)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CPU.run(leaf, _ctx(leaf, (1,)))
+    assert "gpu.dotmatch" in dump_stages() and "dotmatch" in dump_stages()
 
 
 def test_hpvmc_compile_emits_the_ir_after_a_pass(capsys):

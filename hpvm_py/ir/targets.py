@@ -19,14 +19,18 @@ class Target:
     reference: bool = False  # a graph compiled for it runs every node on it, placements ignored
     fallback: tuple[str, str] | None = None  # (target, rule): a leaf whose compile fails by that
     # rule, placed here by the runtime's target only, moves to that target where it runs
+    passes: tuple[str, ...] = ()  # its backend passes' names, in order (HPVM_DUMP_IR checks names
+    # against them without importing the target; tests/test_backend_passes.py holds them to its
+    # Pipeline)
 
 
 # the order is the one error messages list the targets in
 TARGETS: dict[str, Target] = {
-    "cpu": Target(("hpvm_py.backends.cpu", "CpuBackend")),
+    "cpu": Target(("hpvm_py.backends.cpu", "CpuBackend"), passes=("localize", "privatise", "clip")),
     "gpu": Target(("hpvm_py.backends.triton", "TritonBackend"), gpu=True,
-                  fallback=("nvptx", "gpu-supported")),
-    "nvptx": Target(("hpvm_py.backends.nvptx", "NvptxBackend"), gpu=True),
+                  fallback=("nvptx", "gpu-supported"),
+                  passes=("localize", "dotmatch", "privatise", "gridtiles", "rowguard", "spread")),
+    "nvptx": Target(("hpvm_py.backends.nvptx", "NvptxBackend"), gpu=True, passes=("localize",)),
     "python": Target(("hpvm_py.backends.python", "PythonBackend"), leaf=False, reference=True),
 }
 

@@ -17,6 +17,7 @@ from ..ir import kernel as K
 from ..ir.context import NodeContext
 from ..ir.dfg import Module
 from ..ir.printer import print_module
+from ..ir.targets import TARGETS
 from ..support import log, settings
 from .fold import fold_constants
 from .inline import inline_helpers
@@ -29,8 +30,33 @@ PIPELINE: list[tuple[str, Pass]] = [
 ]
 
 
+_checked_dumps: set[str] = set()  # HPVM_DUMP_IR values whose names were checked
+
+
 def _dump_requested() -> set[str]:
-    return {s.strip() for s in settings.DUMP_IR.get().split(",") if s.strip()}
+    """The stages HPVM_DUMP_IR names; a warning (once per value) for names no stage has, which
+    would otherwise print nothing, silently."""
+    text = settings.DUMP_IR.get()
+    wanted = {s.strip() for s in text.split(",") if s.strip()}
+    if wanted and text not in _checked_dumps:
+        _checked_dumps.add(text)
+        known = dump_stages()
+        unknown = sorted(wanted - set(known))
+        if unknown:
+            settings.warn(settings.DUMP_IR, f"{settings.DUMP_IR.name} names no stage called "
+                          f"{', '.join(map(repr, unknown))}: nothing is printed for it (the stages: "
+                          f"{', '.join(known)}; docs/debugging.md)")
+    return wanted
+
+
+def dump_stages() -> list[str]:
+    """Every name HPVM_DUMP_IR takes: `all`, the module passes (`frontend` before them), each
+    backend pass alone and with its target."""
+    names = ["all", "frontend"] + [name for name, _ in PIPELINE]
+    for target, row in TARGETS.items():
+        names += [name for name in row.passes if name not in names]
+        names += [f"{target}.{name}" for name in row.passes]
+    return names
 
 
 def dump(stage: str, module: Module) -> None:
