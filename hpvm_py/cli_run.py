@@ -22,6 +22,7 @@ from .errors import HPVMError
 from .frontend.callsite import caller_loc
 from .ir import kernel as K
 from .ir import semantics as S
+from .support.settings import is_decimal
 from .types import PtrType, ScalarType, bf16
 
 _SEED = 20261123
@@ -56,11 +57,10 @@ def _buffer(param: K.Param, value: str, rng: np.random.Generator) -> np.ndarray:
             return data if data.dtype == np.uint16 else S.bf16_to_bits(data.astype(np.float32))
         with np.errstate(all="ignore"):
             return data.astype(elem.numpy_dtype)
-    try:
-        count = int(value)
-    except ValueError:
-        raise RunUsageError(f"--set {param.name}={value}: a buffer takes an element count or a "
-                            ".npy file") from None
+    if not is_decimal(value):  # (int() also reads other scripts' digits, "1_0", " 5")
+        raise RunUsageError(f"--set {param.name}={value}: a buffer takes an element count (ASCII "
+                            "digits) or a .npy file")
+    count = int(value)
     if count < 0:
         raise RunUsageError(f"--set {param.name}={value}: a negative element count")
     # a count NumPy cannot allocate fails in np.zeros/rng as ValueError or MemoryError, which
@@ -108,6 +108,8 @@ def _fresh_buffer(param: K.Param, count: int, rng: np.random.Generator) -> np.nd
 def _scalar(param: K.Param, value: str) -> Any:
     t: ScalarType = param.type
     try:
+        if not value.isascii():  # float() and int() also read other scripts' digits ("\u0663")
+            raise ValueError(value)
         if t.is_float:
             return t(float(value))
         if t.is_bool:

@@ -169,6 +169,23 @@ def test_a_count_too_large_to_allocate_is_a_usage_error(saxpy_ir: Path, count: s
 # -- hpvm.load of damaged folders --------------------------------------------------------------
 
 
+@pytest.mark.parametrize("setting", ["x=\u0664", "x=1_0", "x=+4", "n=\u0663",
+                                     "alpha=\u0662.5", "n=\uff11"])
+def test_numbers_in_set_are_ascii(saxpy_ir: Path, setting: str) -> None:
+    """int() and float() read other scripts' digits (and `1_0`): --set takes ASCII numbers."""
+    given = dict(pair.split("=") for pair in ("x=4", "y=4", "alpha=2", "n=1"))
+    given.update([setting.split("=")])
+    args = [arg for name, value in given.items() for arg in ("--set", f"{name}={value}")]
+    code, err = hpvmc("run", str(saxpy_ir), *args)
+    assert code == 2 and f"--set {setting}:" in err, err
+
+
+def test_scalars_in_set_take_hex_and_floats_take_exponents(saxpy_ir: Path) -> None:
+    code, err = hpvmc("run", str(saxpy_ir), "--set", "x=4", "--set", "y=4", "--set", "alpha=2e0",
+                      "--set", "n=0x4")
+    assert code == 0, err
+
+
 def _compiled(tmp_path: Path) -> Path:
     out = tmp_path / "out"
     assert hpvmc("compile", str(SAXPY), "--emit", "ir", "-o", str(out))[0] == 0
