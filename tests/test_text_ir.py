@@ -5,7 +5,7 @@ import copy
 import math
 import os
 import re
-import textwrap
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,13 +15,15 @@ import ir_strategies as S
 from hpvm_py import types as T
 from hpvm_py.errors import ParseError
 from hpvm_py.ir import kernel as K
-from hpvm_py.ir import parser as parser_module
 from hpvm_py.ir.dfg import (ALL_TO_ALL, DimBin, DimConst, DimParam, Edge, GraphFunc, InputBind,
                             LibraryFunc, Module, Node, OutputBind)
 from hpvm_py.support.loc import UNKNOWN, Loc, TextLoc
 from hpvm_py.ir.parser import parse_module
 from hpvm_py.ir.printer import KEYWORDS, print_module
+from hpvm_py.ir.text_version import IR_VERSION
 from programs import text_samples
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ROUND_TRIP = settings(max_examples=150, deadline=None,
                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -214,6 +216,7 @@ def test_library_function_and_graph_features_round_trip() -> None:
 
 SPEC_TEXT = """\
 ; hpvm-py textual IR
+version 1
 module @root
 file 0 "examples/vadd.py"
 
@@ -263,9 +266,9 @@ library @all_reduce_f32 kind(all_reduce) options(dtype="f32", op="sum", eps=1e-0
 
 def test_documented_format_is_what_the_printer_writes() -> None:
     assert print_module(parse_module(SPEC_TEXT, check_types=False)) == SPEC_TEXT  # a format sample, not typed
-    doc = parser_module.__doc__
-    example = textwrap.dedent(doc[doc.index("    ; hpvm-py"):doc.index("Layout is free")])
-    example = example.rstrip("\n") + "\n"
+    doc = (ROOT / "docs" / "textual-ir.md").read_text()
+    example = doc[doc.index("```text\n") + 8:doc.index("```\n\nLayout is free")]
+    assert example.startswith("; hpvm-py textual IR\nversion 1\n")
     assert print_module(parse_module(example)) == example
 
 
@@ -320,7 +323,21 @@ def test_file_paths_print_relative_to_the_working_directory() -> None:
     nodes = parse_module(text).root_func.nodes
     # the node printed without a location reads back with its position in the text (its name)
     assert [n.loc for n in nodes] == [Loc("sub/a.py", 1, 0), Loc("/elsewhere/b.py", 2, 1),
-                                      Loc("sub/a.py", 3, 2), TextLoc("<hpvm-text>", 10, 7)]
+                                      Loc("sub/a.py", 3, 2), TextLoc("<hpvm-text>", 11, 7)]
+
+
+def test_the_version_line_is_written_and_checked() -> None:
+    text = print_module(text_samples.big_root.module())
+    assert text.split("\n")[1] == f"version {IR_VERSION}"
+    older = text.replace(f"version {IR_VERSION}\n", "", 1)  # written before the line was: version 1
+    assert print_module(parse_module(older)) == text
+    for version, problem in ((IR_VERSION + 1, f"textual IR version {IR_VERSION + 1}, written by a "
+                              "newer hpvm-py"), (0, "unknown textual IR version 0")):
+        with pytest.raises(ParseError, match=problem) as caught:
+            parse_module(text.replace(f"version {IR_VERSION}", f"version {version}", 1))
+        assert (caught.value.loc.line, caught.value.loc.col) == (2, 8)  # at the number
+    with pytest.raises(ParseError):  # after `module`, the line is no longer a version
+        parse_module(older.replace("\n", f"\nversion {IR_VERSION}\n", 2))
 
 
 def test_keywords_match_the_grammar() -> None:

@@ -1,81 +1,9 @@
 """Parse the hpvm-py textual IR (as written by printer.print_module) back into a Module.
 
-The format, by example:
-
-    ; hpvm-py textual IR
-    module @root
-    file 0 "examples/vadd.py"
-
-    graph @root(%a: inout ptr<f32>, %n: i64, %x: f32) -> (%total: f32) @0:20:0 {
-      node %first = @vadd [%n] @0:22:4
-      node %second = @vadd [(%n + 15) // 16, 4] hint(cpu) @0:23:4
-      edge %first.0 -> %second.2 all_to_all stream @0:24:4
-      bind_in %a -> %first.0 @0:22:4
-      bind_in %n -> %first.1 @0:22:4
-      bind_in %a -> %second.0 @0:23:4
-      bind_in %n -> %second.1 @0:23:4
-      bind_const 2.5:f32 -> %first.2 @0:22:4
-      bind_out %second.0 -> 0 @0:25:4
-    }
-
-    leaf @vadd(%a: inout ptr<f32>, %n: i64, %x: f32) -> (f32) target(any) @0:8:0 {
-      local %i: i64
-      local %acc: f32
-      %i = instance_id.x(0) @0:10:4
-      %acc = 0.0:f32 @0:11:4
-      if lt(%i, %n) { @0:12:4
-        %acc = add<f32>(load<f32>(%a, %i), %x) @0:13:8
-      } else {
-        do atomic.max<f32>(%a, 0:i64, -inf:f32) @0:15:8
-      }
-      return (call @sq<f32>(%acc)) @0:16:4
-    }
-
-    func @sq(%x: f32) -> f32 @0:3:0 {
-      return (mul<f32>(%x, %x)) @0:4:4
-    }
-
-    library @ar kind(all_reduce) options(op="sum", eps=1e-06) (%b: inout ptr<f32>) -> ()
-
-Layout is free: newlines are whitespace, `;` starts a comment, statements need no separator.
-
-- `module @R` names the root graph; `file N "path"` lines give the files that locations index.
-- A location `@F:LINE:COL` (file index, 1-based line, 0-based column) ends a function header, a
-  graph item or a statement (for if / for / while: right after the opening `{`). Without one,
-  the item's loc is its position in the text, a support.loc.TextLoc, which errors point at and the
-  printer leaves out. Locations of parameters, outputs and expressions are not printed:
-  parsing gives parameters and outputs their function's loc, and expressions their statement's
-  (or, in a statement without one, their own positions in the text).
-- Names are `%name` (variables, parameters, nodes) and `@name` (functions): plain when made of
-  word characters and `.`, else written as a JSON string (`%"a b"`). A port is `%node.N`.
-- Types are written as Type.text(): `f32`, `ptr<f32>`, `node`, `void`.
-- Parameters are `%name: [in|out|inout] type`; outputs `(type, %name: type)`, a graph's `(type,)`
-  for `-> tuple[T]`; a helper's result is a type or `void`. Leaves always print `target(...)`; nodes print `hint(...)` when they have
-  one and their instance counts in `[...]` (infix, as dfg.dim_text) when they have any.
-- `bind_in` names its parent input by parameter name (by index only when the index names no
-  parameter: unverified IR still prints and reads back); `bind_out` gives the parent output index;
-  `bind_const VALUE:TYPE -> %node.N` feeds an input a constant (of the input's type);
-  `bind_expr %rows * %cols -> %node.N` an integer expression of the graph's integer parameters
-  (infix, as instance counts are written), evaluated when the node fires.
-- Constants are `VALUE:TYPE`; floats use repr (so `inf`, `-inf`, `nan`, `-0.0` and every value
-  round-trip exactly), i1 values print `true` / `false`. The literal's form, not its type,
-  decides the Python value: `1` is an int, `1.0` a float, `true` a bool.
-- Operations are `name<type>(args)`: BINARY_OPS / UNARY_OPS names, `select`, `cast`, `load`
-  (pointer first), `math.NAME`, `atomic.OP` (pointer, index, value), `malloc`, the remote
-  accesses `remote_load` (pointer, index, rank) and `remote_atomic.add` (pointer, index, value,
-  rank), and `call @helper<type>(args)`. Compares (`lt(a, b)`) and `land` / `lor` are always i1;
-  `instance_id.x(LEVEL)` and `num_instances.y(LEVEL)` are i64 and `num_dims(LEVEL)` is i32, so
-  their type is not written; their LEVEL is a bare integer.
-- Statements: `%x = e`, `store %p[i] = e` (`store %p[i] = e on r`: into rank r's copy), `do e`
-  (an expression kept for its side effects), `if c { } else { }`, `for %k = range(a, b, s) { }`,
-  `while c { }`, `break`, `continue`, `return (e, ...)`, `barrier`, `print("text", e, ...)`,
-  `breakpoint`. Leaf and helper bodies
-  start with one `local %x: type` line per entry of their locals table; every `%x` must name a
-  parameter or a local. After them, a leaf lists the backend passes' decisions, `note NAME(key=
-  value, ...)` (kernel.Note: an expression, a number, `true` / `false` or a word per key).
-
-Every error (syntax, unknown name / type / function / operation, duplicate name, malformed
-number) raises ParseError at its position in the text.
+The format is described, by example, in docs/textual-ir.md (tests/test_text_ir.py checks that the
+example is what the printer writes); the grammar is grammar.lark. Every error (syntax, unknown
+name / type / function / operation, duplicate name, malformed number) raises ParseError at its
+position in the text.
 """
 from __future__ import annotations
 
@@ -102,6 +30,7 @@ from .typecheck import MAX_EXPR_DEPTH, check_module
 from .targets import canonical_target, target_problem
 from .parse_state import Head, State, TupleOfOne
 from .text_names import name_problem, path_problem, string_problem
+from .text_version import version_problem
 
 _PORT = re.compile(r"(.*)\.([0-9]+)")
 _LOC = re.compile(r"@([0-9]+):([0-9]+):([0-9]+)")
@@ -289,13 +218,19 @@ class _Builder(Transformer):
 
     # -- module ---------------------------------------------------------------------------------
 
-    def start(self, root: Token, *_items: Any) -> Module:
+    def start(self, *items: Any) -> Module:
         # the file table and the functions are already in state, in text order
+        root = next(item for item in items if isinstance(item, Token))
         state = self.state
         for token in [root] + state.func_refs:
             if self._name(token) not in state.functions:
                 raise self._fail(f"unknown function @{self._name(token)}", token)
         return Module(root=self._name(root), functions=state.functions)
+
+    def version_decl(self, number: Token) -> None:
+        problem = version_problem(self._int(number))
+        if problem is not None:
+            raise self._fail(problem, number)
 
     def file_decl(self, index: Token, path: Token) -> None:
         number = self._int(index)

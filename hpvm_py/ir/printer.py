@@ -15,6 +15,7 @@ from . import kernel as K
 from .dfg import (ConstBind, Edge, ExprBind, GraphFunc, InputBind, LibraryFunc, Module, Node, OutputBind,
                   dim_text)
 from ..support.loc import UNKNOWN, Loc, TextLoc
+from .text_version import IR_VERSION
 
 # Bare words that the grammar reserves; a library kind or option key equal to one of them is
 # printed as a string instead (tests/test_text_ir.py checks this list against grammar.lark).
@@ -23,7 +24,9 @@ KEYWORDS = frozenset({
     "in", "out", "inout", "node", "edge", "bind_in", "bind_out", "bind_const", "bind_expr", "hint",
     "stream", "one_to_one", "all_to_all", "store", "on", "do", "if", "else", "for", "range", "while", "break", "continue",
     "return", "barrier", "print", "breakpoint", "call", "inf", "nan", "true", "false", "note",
+    "version",
 })
+
 
 _PLAIN_NAME = re.compile(r"[^\W\d][\w.]*")
 _PLAIN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -35,7 +38,7 @@ def print_module(module: Module) -> str:
     """The textual IR of module."""
     printer = _Printer()
     functions = [printer.function(fn) for fn in module.functions.values()]
-    header = ["; hpvm-py textual IR", f"module {func_ref(module.root)}"]
+    header = ["; hpvm-py textual IR", f"version {IR_VERSION}", f"module {func_ref(module.root)}"]
     header += [f"file {index} {_string(path)}" for index, path in enumerate(printer.files)]
     return "\n\n".join(["\n".join(header)] + functions) + "\n"
 
