@@ -145,6 +145,7 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
     with _compiled_lock:
         cached = root.compiled_for.get(target)
         if cached is not None and cached.module is module:
+            stats.bump_one("graph_cache_hits")  # (another thread compiled it while this waited)
             return cached
         if profile.on:
             with profile.span("compile", f"compile {module.root}", args={"target": target}):
