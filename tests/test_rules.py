@@ -49,6 +49,9 @@ GRAPH_CASES = [
     ("bad_output_bound_twice", "two-binds-out", V, "bind-unique-dest"),
     ("bad_child_output_bound_twice", "two-binds-src", V, "bind-unique-dest"),
     ("bad_edge_and_bind", "edge-and-bind", V, "input-single-source"),
+    # at the source written later, whatever its kind (edges are checked before binds)
+    ("bad_bind_and_edge", "bind-and-edge", V, "input-single-source"),
+    ("bad_constant_and_edge", "constant-and-edge", V, "input-single-source"),
     ("bad_input_unconnected", "unconnected", V, "inputs-connected"),
     ("bad_output_unbound", "unbound", V, "outputs-bound"),
     ("bad_returns_too_many", "too-many-returned", V, "outputs-bound"),

@@ -17,7 +17,7 @@ from . import dfg as D
 from . import kernel as K
 from .targets import target_problem
 from .typecheck import MAX_EXPR_DEPTH
-from .verify_binds import _check_const_bind, _check_expr_bind, _check_input_bind, _feeder
+from .verify_binds import _check_const_bind, _check_expr_bind, _check_input_bind, fed_twice
 
 RULES: dict[str, str] = {
     "dfg-acyclic": "the edges of a child graph form no cycle",
@@ -335,9 +335,8 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         sources.add(source)
         key = (e.dst, e.dst_port)
         if key in fed:
-            raise _fail(f"input {sigs[e.dst][0][e.dst_port].name!r} of {e.dst} is already fed by "
-                        f"{_feeder(fed[key], g)}; the reference allows one edge per (Dst, in)", e.loc,
-                        "edge-unique-ports")
+            raise fed_twice(g, (fed[key], e), f"input {sigs[e.dst][0][e.dst_port].name!r} of {e.dst}",
+                            "edge-unique-ports", "; the reference allows one edge per (Dst, in)")
         fed[key] = e
         if e.kind == D.ONE_TO_ONE and src.dims is not dst.dims and src.dims != dst.dims:
             deferred.extend(_check_grids(g, src, dst, e))
@@ -356,8 +355,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         if key in fed:
             child_p = sigs[b.dst][0][b.dst_port]
             rule = "bind-unique-dest" if isinstance(fed[key], D.InputBind) else "input-single-source"
-            raise _fail(f"input {child_p.name!r} of {b.dst} is already fed by {_feeder(fed[key], g)}",
-                        b.loc, rule)
+            raise fed_twice(g, (fed[key], b), f"input {child_p.name!r} of {b.dst}", rule)
         fed[key] = b
 
     for c in g.const_binds:
@@ -371,8 +369,8 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         _check_const_bind(c, params[c.dst_port])
         key = (c.dst, c.dst_port)
         if key in fed:
-            raise _fail(f"input {params[c.dst_port].name!r} of {c.dst} is already fed by "
-                        f"{_feeder(fed[key], g)}", c.loc, "input-single-source")
+            raise fed_twice(g, (fed[key], c), f"input {params[c.dst_port].name!r} of {c.dst}",
+                            "input-single-source")
         fed[key] = c
 
     for x in g.expr_binds:
@@ -388,8 +386,8 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         _check_expr_bind(g, x, params[x.dst_port], param_names)
         key = (x.dst, x.dst_port)
         if key in fed:
-            raise _fail(f"input {params[x.dst_port].name!r} of {x.dst} is already fed by "
-                        f"{_feeder(fed[key], g)}", x.loc, "input-single-source")
+            raise fed_twice(g, (fed[key], x), f"input {params[x.dst_port].name!r} of {x.dst}",
+                            "input-single-source")
         fed[key] = x
 
     # every key of `fed` is a distinct, valid (node, input): as many keys as inputs means all fed

@@ -70,6 +70,17 @@ def _check_expr_bind(g: D.GraphFunc, x: D.ExprBind, param: K.Param,
                         x.loc, "node-inputs")
 
 
+def fed_twice(g: D.GraphFunc, feeders: tuple[Any, Any], what: str, rule: str,
+              advice: str = "") -> VerificationError:
+    """The error of an input fed by two sources (`feeders`: the one seen first, then the other),
+    located at the one written later in the source, the one that conflicts, naming the other with
+    its line. (Edges, binds, constants and expressions are checked kind by kind, not in the order
+    they were written.)"""
+    first, second = sorted(feeders, key=lambda item: (item.loc.line, item.loc.col))
+    where = f" (line {first.loc.line})" if first.loc.line else ""
+    return _fail(f"{what} is already fed by {_feeder(first, g)}{where}{advice}", second.loc, rule)
+
+
 def _feeder(source: Any, g: D.GraphFunc) -> str:
     if isinstance(source, D.Edge):
         return f"the edge from {source.src}"

@@ -268,6 +268,21 @@ def bad_edge_and_bind(n: i64):
     hpvm.bind_input(s, 0, 0)  # ERR:edge-and-bind
 
 
+@hpvm.graph
+def bad_bind_and_edge(n: i64):
+    a = hpvm.node(incr, x=n)
+    s = hpvm.create_node(consume)
+    hpvm.bind_input(s, 0, 0)
+    hpvm.edge(a, s, hpvm.ONE_TO_ONE, 0, 0)  # ERR:bind-and-edge
+
+
+@hpvm.graph
+def bad_constant_and_edge(n: i64):
+    a = hpvm.node(incr, x=n)
+    s = hpvm.node(consume, x=3)
+    hpvm.edge(a, s, hpvm.ONE_TO_ONE, 0, 0)  # ERR:constant-and-edge
+
+
 # -- inputs-connected, outputs-bound ------------------------------------------------------------
 
 @hpvm.graph
