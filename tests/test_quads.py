@@ -42,7 +42,7 @@ def _leaf(root):
 
 def _offsets(root) -> list[set[int]]:
     leaf, ctx = _leaf(root)
-    found = quad_loads(leaf, find_row_guard(leaf), ctx.level_dims)
+    found = quad_loads(leaf, find_row_guard(leaf, ctx.input_modes), ctx.level_dims, ctx.input_modes)
     groups: list[set[int]] = [set() for _ in found.groups] if found else []
     for group, offset in (found.members.values() if found else ()):
         groups[group].add(offset)
@@ -54,7 +54,7 @@ def test_which_loads_form_groups() -> None:
     assert _offsets(Q.window_root) == [{-3, -2, -1, 0, 1, 2, 3}]
     # a and b each; not the loads of the conditional expression, nor those after the first store
     leaf, ctx = _leaf(Q.after_store_root)
-    found = quad_loads(leaf, find_row_guard(leaf), ctx.level_dims)
+    found = quad_loads(leaf, find_row_guard(leaf, ctx.input_modes), ctx.level_dims, ctx.input_modes)
     assert [buffer.name for buffer, _ in found.groups] == ["a", "b"]
     assert sorted(found.members.values()) == [(0, -1), (0, 1), (1, -1), (1, 1)]
     # Parboil's `i = block * count + id + 1`: every load is one past an aligned index (its x

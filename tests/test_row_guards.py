@@ -103,12 +103,13 @@ def _leaf(root):
 
 
 def test_which_leaves_have_a_row_guard() -> None:
-    leaf, _ = _leaf(stencil.root)
-    guard = find_row_guard(leaf)
+    leaf, ctx = _leaf(stencil.root)
+    guard = find_row_guard(leaf, ctx.input_modes)
     assert guard is not None and len(guard.columns) == 2 and len(guard.rows) == 4
     # a leaf that walks z (a loop) or shares a tile (barriers) has none
-    assert find_row_guard(_leaf(stencil_schedules.walk_root)[0]) is None
-    assert find_row_guard(_leaf(stencil_schedules.shared_root)[0]) is None
+    for other in (stencil_schedules.walk_root, stencil_schedules.shared_root):
+        leaf, ctx = _leaf(other)
+        assert find_row_guard(leaf, ctx.input_modes) is None
 
 
 def test_the_rows_variant_masks_loads_by_rows_and_stores_by_the_whole_guard() -> None:

@@ -154,10 +154,11 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             self.scratch = []
         self.private = private_buffers(leaf)
         self.tiles = bool(leaf.noted("gridtiles"))
-        self.row_guard = row_guard(leaf)  # (noted in grid-tiles leaves only)
+        self.row_guard = row_guard(leaf, ctx)  # (noted in grid-tiles leaves only)
         self.rows = rows and self.row_guard is not None
         self.columns: str | None = None  # while the guard's body is generated: its x conjuncts
-        found = None if self.row_guard is None else quad_loads(leaf, self.row_guard, ctx.level_dims)
+        found = None if self.row_guard is None else \
+            quad_loads(leaf, self.row_guard, ctx.level_dims, ctx.input_modes)
         self.quad_groups = len(found.groups) if found else 0
         self.quad_proof = None if found is None or self.row_guard is None or found.covered else \
             weakened(with_centres(leaf, self.row_guard, found), self.row_guard)

@@ -99,17 +99,17 @@ def gridtiles(leaf: K.LeafFunc, ctx: NodeContext) -> K.LeafFunc:
 def rowguard(leaf: K.LeafFunc, ctx: NodeContext) -> K.LeafFunc:
     """Notes a grid-tiles leaf's trailing guard whose x conjuncts its loads may leave out where a
     launch proves them in bounds without (rowguard.py)."""
-    guard = find_row_guard(leaf) if leaf.noted("gridtiles") else None
+    guard = find_row_guard(leaf, ctx.input_modes) if leaf.noted("gridtiles") else None
     return with_notes(leaf, "rowguard", [K.Note(name="rowguard", args={"at": guard.position})]
                       if guard is not None else [])
 
 
-def row_guard(leaf: K.LeafFunc) -> RowGuard | None:
+def row_guard(leaf: K.LeafFunc, ctx: NodeContext) -> RowGuard | None:
     """The rowguard pass's decision (the guard split again)."""
     notes = leaf.noted("rowguard")
     if not notes:
         return None
-    guard = find_row_guard(leaf)
+    guard = find_row_guard(leaf, ctx.input_modes)
     assert guard is not None and guard.position == notes[0].args["at"], "the noted guard changed"
     return guard
 

@@ -219,12 +219,16 @@ def _f2i(x, lo, hi, LO_F: tl.constexpr, HI_F: tl.constexpr):
 
 @triton.jit
 def _trip(start, stop, step):
-    """Iterations of range(start, stop, step) on int64 values (a zero step runs nothing)."""
+    """Iterations of range(start, stop, step) on int64 values (a zero step runs nothing). The
+    distance and the step's size are taken as uint64: stop - start may pass 2**63 (range(-2**63,
+    2**63 - 1, 2**62) runs 4 times), and their wrapped int64 bits are then the exact values."""
     up = (step > 0) & (stop > start)
     down = (step < 0) & (stop < start)
-    n_up = (stop - start - 1) // tl.where(up, step, 1) + 1
-    n_down = (start - stop - 1) // tl.where(down, -step, 1) + 1
-    return tl.where(up, n_up, tl.where(down, n_down, 0))
+    runs = up | down
+    distance = tl.where(up, stop - start, start - stop).to(tl.uint64, bitcast=True)
+    size = tl.where(up, step, -step).to(tl.uint64, bitcast=True)
+    n = (distance - 1) // tl.where(runs, size, 1) + 1
+    return tl.where(runs, n.to(tl.int64, bitcast=True), 0)
 
 
 @triton.jit

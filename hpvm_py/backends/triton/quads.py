@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ...ir import kernel as K
 from ...types import PtrType, ScalarType
-from .rowguard import RowGuard
+from .rowguard import RowGuard, lane_values
 
 QUAD = 4  # lanes per quad: 16 bytes of f32
 
@@ -42,11 +42,14 @@ class QuadLoads:
     covered: bool = True
 
 
-def quad_loads(leaf: K.LeafFunc, guard: RowGuard, level_dims: tuple[int, ...]) -> QuadLoads | None:
+def quad_loads(leaf: K.LeafFunc, guard: RowGuard, level_dims: tuple[int, ...],
+               input_modes: tuple[str, ...]) -> QuadLoads | None:
     """The guard's loads that may be served from quads, grouped; None where there are none."""
     last = leaf.body[guard.position]
     assert isinstance(last, K.If)
-    strides: dict[str, int | None] = {p.name: 0 for p in leaf.params}
+    # a parameter fed per instance (or per parent, where the leaf has no x) steps by no one number
+    varying = lane_values(leaf, input_modes)
+    strides: dict[str, int | None] = {p.name: None if p.name in varying else 0 for p in leaf.params}
     versions: dict[str, int] = {}
     defs: dict[str, tuple[K.Expr, dict[str, int]]] = {}  # a local's value, with the versions it read
 

@@ -33,7 +33,7 @@ class RowGuard:
     columns: tuple[K.Expr, ...]  # those that do
 
 
-def find_row_guard(leaf: K.LeafFunc) -> RowGuard | None:
+def find_row_guard(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> RowGuard | None:
     """The leaf's trailing guard split by the x coordinate, when the leaf qualifies."""
     body = leaf.body
     if not body or not isinstance(body[-1], K.If):
@@ -47,7 +47,7 @@ def find_row_guard(leaf: K.LeafFunc) -> RowGuard | None:
     terms = _conjuncts(guard.cond)
     if any(_touches_memory(t) for t in terms):
         return None
-    on_x = _depends_on_x(body[:-1])
+    on_x = _depends_on_x(body[:-1], lane_values(leaf, input_modes))
     columns = tuple(t for t in terms if _reads(t) & on_x or _has_x_id(t))
     if not columns:
         return None
@@ -114,9 +114,18 @@ def _reads(e: K.Expr) -> set[str]:
     return {x.name for x in K.walk_exprs(e) if isinstance(x, K.Var)}
 
 
-def _depends_on_x(prefix: list[K.Stmt]) -> set[str]:
-    """Locals whose value the straight-line prefix computes from an x coordinate (any level)."""
-    found: set[str] = set()
+def lane_values(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> frozenset[str]:
+    """Scalar parameters that may differ from lane to lane of a row (and of a quad, quads.py):
+    those fed per instance (a one-to-one edge) or per parent instance (a tile's row spans parents,
+    and is all parents where the leaf has no x). A guard term reading one is no row conjunct."""
+    return frozenset(p.name for p, mode in zip(leaf.params, input_modes)
+                     if mode in ("per_instance", "per_parent"))
+
+
+def _depends_on_x(prefix: list[K.Stmt], lane_params: frozenset[str]) -> set[str]:
+    """Locals whose value the straight-line prefix computes from an x coordinate (any level), and
+    the parameters that differ between lanes anyway."""
+    found: set[str] = set(lane_params)
     for s in prefix:
         assert isinstance(s, K.Assign)
         if _has_x_id(s.value) or _reads(s.value) & found:
