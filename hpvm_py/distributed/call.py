@@ -30,6 +30,7 @@ ALGORITHMS = ("remote", "one_shot", "two_shot", "direct", "quantized", "stream",
 QUANTIZATIONS = ("", "fp8", "int8", "int4")
 
 OK, BAD_ARGUMENT, NOT_ON_HEAP = 0, 1, 2
+_BUFFERS = 7  # the word of the number of buffers
 _ALGORITHM = 8  # the word of the algorithm
 _QUANTIZATION = 9  # the word of the quantization
 _FIXED = 10  # words before the per-buffer (bytes, heap offset) pairs
@@ -190,21 +191,27 @@ def agree(call: Call, ranks: list[int], descriptors: list[np.ndarray], mine: Dis
                            for q, d in zip(ranks, descriptors) if d[6] != OK)
         raise call.fail(f"rank(s) {failed} could not take part ({detail}; see the error on those ranks)",
                         rule="rank-agreement")
+    quantization = ("the quantization (the nodes' quantize= and HPVM_COMM_QUANTIZE_BYTES must be the "
+                    "same on every rank)", _QUANTIZATION,
+                    lambda v: (QUANTIZATIONS[v] or "none") if 0 <= v < len(QUANTIZATIONS) else str(v))
     fields = [("the collective", 0, lambda v: KINDS[v] if 0 <= v < len(KINDS) else str(v)),
               ("the element type", 1, lambda v: _DTYPE_ORDER[v] if 0 <= v < len(_DTYPE_ORDER) else str(v)),
               ("the reduction", 2, lambda v: OPS[v] if 0 <= v < len(OPS) else str(v)),
               ("the root", 3, str), ("hidden", 4, str),
-              ("eps", 5, lambda v: repr(struct.unpack("<d", struct.pack("<q", v))[0])),
-              ("experts", _FIXED + 2 * len(call.buffers), str),  # the options after the buffers
-              ("capacity", _FIXED + 2 * len(call.buffers) + 1, str)]
+              ("eps", 5, lambda v: repr(struct.unpack("<d", struct.pack("<q", v))[0]))]
+    if len({int(d[_BUFFERS]) for d in descriptors}) > 1:
+        # one collective with more buffers on some ranks (all_reduce_rmsnorm's quantize= adds two):
+        # the words after the fixed ones mean different things on those ranks, and the engine
+        # path's descriptors are shorter there
+        fields.append(quantization)
+    fields += [("experts", _FIXED + 2 * len(call.buffers), str),  # the options after the buffers
+               ("capacity", _FIXED + 2 * len(call.buffers) + 1, str)]
     for i, b in enumerate(call.buffers):
         fields.append((f"the size of {b.name} in bytes", _FIXED + 2 * i, str))
         if compare_offsets:
             fields.append((f"the heap offset of {b.name} (allocate symmetric buffers in the same "
                            "order on every rank)", _FIXED + 2 * i + 1, str))
-    fields.append(("the quantization (the nodes' quantize= and HPVM_COMM_QUANTIZE_BYTES must be the "
-                   "same on every rank)", _QUANTIZATION,
-                   lambda v: (QUANTIZATIONS[v] or "none") if 0 <= v < len(QUANTIZATIONS) else str(v)))
+    fields.append(quantization)
     fields.append(("the algorithm (HPVM_COMM_ONESHOT_BYTES and HPVM_COMM_STREAM_BYTES must be the same on "
                    "every rank)", _ALGORITHM,
                    lambda v: ALGORITHMS[v] if 0 <= v < len(ALGORITHMS) else str(v)))

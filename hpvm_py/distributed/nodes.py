@@ -38,6 +38,7 @@ from .gpu.runner import note_replayed, run_on_gpu
 FLOAT_ONLY = ("all_reduce_rmsnorm", "moe_combine")
 QUANTIZED_TYPES = ("f16", "bf16", "f32")  # what a node with quantize= takes
 RMSNORM_QUANTIZE = ("fp8",)  # all_reduce_rmsnorm's output formats
+RANK_LIMIT = 1 << 31  # roots are below it: a descriptor word (i64) and the GPU kernels' i32 hold them
 
 
 # -- signatures --------------------------------------------------------------------------------
@@ -107,8 +108,8 @@ def _check_options(kind: str, options: dict, error: Callable[[str], Exception]) 
     if "op" in options and options["op"] not in OPS:
         raise error(f"op={options['op']!r} is not one of {', '.join(OPS)}")
     root = options.get("root", 0)
-    if isinstance(root, bool) or not isinstance(root, int) or root < 0:
-        raise error(f"root={root!r} must be a rank number (an int >= 0)")
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < RANK_LIMIT:
+        raise error(f"root={root!r} must be a rank number (an int in [0, {RANK_LIMIT}))")
     eps = options.get("eps", 1.0)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
         raise error(f"eps={eps!r} must be a positive number")

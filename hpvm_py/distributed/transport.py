@@ -66,8 +66,9 @@ class SingleTransport(Transport):
 class MPITransport(Transport):
     """mpi4py. Exchanges are point-to-point messages on COMM_WORLD with a tag of our own (polled, so
     a missing rank is named); the collectives run on a duplicate of COMM_WORLD made at the first
-    one, when every rank is known to be there (duplicating is collective: a rank that never
-    arrives would block it forever)."""
+    one, after an exchange with every rank (duplicating is collective, so it is the nonblocking
+    MPI_Comm_idup, polled with the deadline: a rank that stops between that exchange and the
+    duplicate would block MPI_Comm_dup forever)."""
 
     name = "mpi"
     _TAG = 0x4850  # exchange messages
@@ -78,16 +79,21 @@ class MPITransport(Transport):
         self._mpi = MPI
         self._world = MPI.COMM_WORLD
         self._private: Any = None
+        self._duplicating: tuple[Any, Any] | None = None  # (communicator, request) of an Idup in flight
         self.rank = self._world.Get_rank()
         self.size = self._world.Get_size()
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
         _drain_at_exit(MPI, self._world, self._TAG)
 
-    @property
-    def _comm(self) -> Any:
-        """Called only after an exchange with every rank (the collectives follow one)."""
+    def _comm(self, timeout: float) -> Any:
+        """The collectives' communicator; called only after an exchange with every rank (the
+        collectives follow one). A duplicate that timed out is waited for again by the next call."""
         if self._private is None:
-            self._private = self._world.Dup()
+            if self._duplicating is None:
+                self._duplicating = self._world.Idup()
+            comm, request = self._duplicating
+            self._complete([request], timeout)
+            self._private, self._duplicating = comm, None
         return self._private
 
     def exchange(self, obj: Any, timeout: float) -> list[Any]:
@@ -119,18 +125,18 @@ class MPITransport(Transport):
             raise RanksMissing([], exc.waited) from None
 
     def all_reduce(self, buf: Any, op: str, timeout: float) -> None:
-        self._complete([self._comm.Iallreduce(self._mpi.IN_PLACE, buf.numpy(), self._ops[op])],
+        self._complete([self._comm(timeout).Iallreduce(self._mpi.IN_PLACE, buf.numpy(), self._ops[op])],
                        timeout)
 
     def all_gather(self, src: Any, dst: Any, timeout: float) -> None:
-        self._complete([self._comm.Iallgather(src.numpy(), dst.numpy())], timeout)
+        self._complete([self._comm(timeout).Iallgather(src.numpy(), dst.numpy())], timeout)
 
     def reduce_scatter(self, src: Any, dst: Any, op: str, timeout: float) -> None:
-        self._complete([self._comm.Ireduce_scatter_block(src.numpy(), dst.numpy(), self._ops[op])],
+        self._complete([self._comm(timeout).Ireduce_scatter_block(src.numpy(), dst.numpy(), self._ops[op])],
                        timeout)
 
     def broadcast(self, buf: Any, root: int, timeout: float) -> None:
-        self._complete([self._comm.Ibcast(buf.numpy(), root=root)], timeout)
+        self._complete([self._comm(timeout).Ibcast(buf.numpy(), root=root)], timeout)
 
     def close(self) -> None:
         if self._private is not None:
