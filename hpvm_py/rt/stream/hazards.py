@@ -1,6 +1,7 @@
 """Push order for the items of a stream that share a buffer: a stage starts an item once earlier
 items' conflicting uses of its buffers on other stages are done, and push() keeps the valid bits of
-a buffer an earlier item in flight still uses (docs/architecture.md, "Streaming")."""
+a buffer an earlier item in flight still uses; once no item uses a buffer, its device copies stop
+being valid for the user's (docs/architecture.md, "Streaming")."""
 from __future__ import annotations
 
 import threading
@@ -29,7 +30,12 @@ class Use:
 
 
 class Hazards:
-    def __init__(self) -> None:
+    def __init__(self, host_data: Callable[[list[MemoryObject]], None]) -> None:
+        # the tracker's host_data(): a buffer no item in flight uses is the user's again, whose
+        # host writes a later launch must see (a stage keeps the device copies of an item's untracked
+        # buffers valid for its next stages: rt/stream/stage_launch.py); called under the lock, so a
+        # push that admits the buffer again comes wholly before or after it
+        self._host_data = host_data
         self._changed = threading.Condition()
         self._by_object: dict[int, list[Use]] = {}  # id(obj) -> its uses in flight, in push order
         self._by_item: dict[int, list[Use]] = {}  # item -> its uses not yet done
@@ -85,38 +91,48 @@ class Hazards:
         with self._changed:
             uses = self._by_item.get(item)
             if uses is not None:
-                left = []
+                left, idle = [], []
                 for use in uses:
                     if stage in use.stages:  # (a new dict: the old one may be another use's)
                         use.stages = {s: w for s, w in use.stages.items() if s != stage}
                     if use.stages:
                         left.append(use)
-                    else:
-                        self._forget(use)
+                    elif self._forget(use):
+                        idle.append(use.obj)
                 if left:
                     self._by_item[item] = left
                 else:
                     del self._by_item[item]
+                if idle:
+                    self._host_data(idle)
             self._changed.notify_all()
 
     def done_stages(self, item: int) -> None:
         """Every stage finished the item (a whole item: one lock and one wake-up)."""
         with self._changed:
-            for use in self._by_item.pop(item, ()):
-                self._forget(use)
+            idle = [use.obj for use in self._by_item.pop(item, ()) if self._forget(use)]
+            if idle:
+                self._host_data(idle)
             self._changed.notify_all()
 
-    def _forget(self, use: Use) -> None:
+    def _forget(self, use: Use) -> bool:
+        """Drop one use; whether it was the last use of its buffer in flight."""
         same = self._by_object[use.key]
         if same[0] is use:  # (mostly: items end in push order)
             del same[0]
         else:
             same.remove(use)
-        if not same:
-            del self._by_object[use.key]
+        if same:
+            return False
+        del self._by_object[use.key]
+        return True
 
     def clear(self) -> None:
-        """The stream ended: drop every use (and the buffers they hold)."""
+        """The stream ended (its stages too): drop every use (and the buffers they hold); their
+        buffers are the user's again (items left by a failure or a stop included)."""
         with self._changed:
+            idle = [uses[0].obj for uses in self._by_object.values()]
             self._by_object.clear()
             self._by_item.clear()
+            if idle:
+                self._host_data(idle)

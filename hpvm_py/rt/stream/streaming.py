@@ -46,7 +46,7 @@ class StreamHandle:
         self._error: BaseException | None = None
         self._failed_at: int | None = None  # the item whose stage failed first in push order
         self._error_lock = threading.Lock()
-        self.hazards = Hazards()
+        self.hazards = Hazards(runtime.tracker.host_data)
         self._first_env: list[Any] | None = None  # the first item's values (non-streaming binds)
         # the last push's devices, arguments and values (bind_arguments takes what is unchanged)
         self._last_push: tuple[frozenset[str], tuple[Any, ...], list[Any]] | None = None
