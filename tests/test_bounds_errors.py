@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Ptr, f32, i64
+from hpvm_py import In, InOut, Out, Ptr, f32, i64
 from hpvm_py.errors import ExecutionError
 
 from conftest import TARGETS
@@ -74,3 +74,33 @@ def test_every_target_words_the_error_alike(leaf, tag):
     texts = {t: (e.message, e.loc.line, e.loc.col, e.rule) for t, e in errors.items()}
     assert len(set(texts.values())) == 1, texts
     assert texts[TARGETS[0]][1] == marked_line(program_path(B), tag)
+
+
+# -- a size argument fed per instance ------------------------------------------------------------
+
+
+@hpvm.leaf
+def _four_bytes(n: i64) -> i64:
+    return n * 0 + 4  # one f32: smaller than the buffer, and fed per instance
+
+
+@hpvm.leaf
+def _fill_all(y: Out[Ptr[f32]], y_bytes: i64):
+    i = hpvm.instance_id(0)
+    y[i] = f32(i) + 0.5
+
+
+@hpvm.graph
+def _size_by_edge(y: Out[Ptr[f32]], y_bytes: i64, n: i64):
+    sizes = hpvm.node(_four_bytes, grid=n, n=n)
+    hpvm.node(_fill_all, grid=n, y=y, y_bytes=sizes.out[0])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_size_fed_per_instance_bounds_nothing_but_the_buffer(target: str) -> None:
+    """Only a size that is one value for every instance bounds the accesses; one fed by a
+    one-to-one edge does not, on any target (the python target crashed on it)."""
+    y = np.zeros(6, np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(_size_by_edge, y, 24, 6))
+    np.testing.assert_array_equal(y, np.arange(6, dtype=np.float32) + 0.5)

@@ -79,7 +79,11 @@ class PythonLeafKernel(LeafKernel):
                 arg = args[i]
                 array = arg.host_array() if isinstance(arg, BufferArg) else None
                 assert array is not None
-                limit = int(args[i + 1]) // p.type.elem.nbytes if i + 1 < len(args) else len(array)
+                # the size argument bounds the accesses when it is one value for every instance,
+                # as on the compiled targets (cpu/memory.py, buffer_limit); one fed per instance
+                # (a one-to-one edge) does not, and the buffer's own size does
+                sized = i + 1 < len(args) and self.ctx.input_modes[i + 1] == "uniform"
+                limit = int(args[i + 1]) // p.type.elem.nbytes if sized else len(array)
                 values[i] = ops.Buffer(p.name, array[:max(0, limit)], p.type.elem == bf16)
         return values
 
