@@ -78,14 +78,17 @@ def _readers() -> dict[str, Callable[[], object]]:
 
 def _expected(name: str, text: str) -> int | None:
     """What the setting means by `text` (None: no number, to be refused), from the docs' table:
-    ASCII digits only; HPVM_HEAP_BYTES also takes one K/M/G suffix (and has a minimum, which the
-    reader names in its error: treated as refused when it is not met); threads must be > 0."""
-    if name == "HPVM_HEAP_BYTES":
-        m = re.fullmatch(r"([0-9]+)([kKmMgG]?)", text)
+    ASCII digits only; a "bytes" setting also takes one K/M/G/T suffix (HPVM_HEAP_BYTES has a
+    minimum, which the reader names in its error: treated as refused when it is not met); threads
+    must be > 0."""
+    if name.endswith("_BYTES"):
+        m = re.fullmatch(r"([0-9]+)([kKmMgGtT]?)", text)
         if not m:
             return None
-        value = int(m[1]) << {"": 0, "k": 10, "m": 20, "g": 30}[m[2].lower()]
-        return value if value >= 4096 + 256 else None  # heap.py: its control block and one block
+        value = int(m[1]) << {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[m[2].lower()]
+        if name == "HPVM_HEAP_BYTES" and value < 4096 + 256:
+            return None  # heap.py: its control block and one block
+        return value
     if not re.fullmatch(r"[0-9]+", text):
         return None
     if name == "HPVM_NUM_THREADS" and int(text) == 0:
