@@ -503,13 +503,15 @@ class ItemRunner(StreamScheduler):
         except BaseException as exc:  # noqa: BLE001
             raise StageFailed(self.stages[-1], exc, flight.index) from None
         try:
+            # the user's buffers hold the item's results, which its kernels wrote through the
+            # item's own device slots: the tracker's device copies are stale, whether or not a
+            # later item in flight uses the buffer (that item pushed its contents in its slots)
+            self.executor.tracker.host_data(flight.item.objects)
             records = [self._host_slots(stage, plan, part, outputs) if plan.host_ports else None
                        for stage, plan, part, outputs in zip(self.stages, self.plans,
                                                              flight.item.stages, flight.item.outputs)]
         except BaseException as exc:  # noqa: BLE001 - the item's, never the runner thread's end
             raise StageFailed(self.stages[-1], exc, flight.index) from None
-        # the user's buffers hold the item's results: those no later item in flight uses are the
-        # user's again (the tracker's device copies of them stop being valid: hazards.py)
         self.handle.hazards.done_stages(flight.index)
         stats.bump_all(self._item_counts)
         if profile.on:
