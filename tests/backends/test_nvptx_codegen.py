@@ -143,6 +143,13 @@ def negated_in_min(a: In[Ptr[i32]], a_bytes: i64, out: Out[Ptr[i32]], out_bytes:
 
 
 @hpvm.leaf
+def abs_unsigned(a: In[Ptr[i32]], a_bytes: i64, w: In[Ptr[i64]], w_bytes: i64, out: Out[Ptr[f32]],
+                 out_bytes: i64):
+    i = hpvm.instance_id(0)
+    out[i] = f32(u32(abs(a[i]))) + f32(u64(abs(w[i])))
+
+
+@hpvm.leaf
 def divisors(x: InOut[Ptr[i64]], x_bytes: i64, width: i64, step: i64, scale: f32, rows: i64,
              cols: i64):
     i = hpvm.instance_id(0)
@@ -229,6 +236,25 @@ def test_negations_reach_ptxas_as_not_and_add() -> None:
     assert spelled, text
     unnegated = text.replace(spelled.group(0), f"mov.b32 {spelled[1]}, {spelled[2]};")
     assert _sass(text) != _sass(unnegated)
+
+
+@needs_cuobjdump
+def test_abs_reaches_ptxas_as_a_select() -> None:
+    """ptxas takes an `abs.s32` result to be non-negative, which abs(INT_MIN) (INT_MIN: abs wraps)
+    is not: converting it as a u32 to a float became the signed I2FP, so f16(u32(abs(x))) of
+    INT_MIN gave -inf where the language gives inf (found by test_nvptx_agrees_with_cpu on an
+    H200). The PTX has no integer abs, and the conversion of the 32-bit one stays unsigned."""
+    text = ptx(LEAVES.abs_unsigned, (1,))
+    assert not re.search(r"\babs\.s(16|32|64)\b", text), text
+    assert re.search(r"selp\.b32 %r\d+, %hpvm_a1, %r\d+, %hpvm_ap;", text), text
+    assert re.search(r"selp\.b64 %rd\d+, %hpvm_a1, %rd\d+, %hpvm_ap;", text), text
+    sass = _sass(text)
+    assert any("I2FP.F32.U32" in line for line in sass), sass
+    assert not any("I2FP.F32.S32" in line or "IABS" in line for line in sass), sass
+    unspelled = text.replace("%hpvm_a", "%hpvm_x")  # (the check sees the bug as it was)
+    spelled_back = re.sub(r"\{ \.reg \.b32 %hpvm_x<2>; .*?selp\.b32 (%r\d+), %hpvm_x1, (%r\d+), "
+                          r"%hpvm_xp; \}", r"abs.s32 \1, \2;", unspelled)
+    assert any("I2FP.F32.S32" in line for line in _sass(spelled_back))
 
 
 @needs_cuobjdump

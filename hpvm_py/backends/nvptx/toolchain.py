@@ -148,6 +148,25 @@ def spell_out_negations(ptx: str) -> str:
                                    f"{m[1]}add.s{m[2]} {m[3]}, {m[3]}, 1;", ptx)
 
 
+# ptxas takes the result of an integer `abs` to be non-negative, which abs(INT_MIN) (INT_MIN: the
+# language's abs wraps) is not: `cvt.rn.f32.u32` of it became a signed I2FP, so u32(abs(x)) of
+# INT_MIN gave -2**31 as a float where the language gives 2**31 (found by
+# tests/backends/test_nvptx_differential.py on an H200: f16(u32(abs(i32 INT_MIN))) was -inf).
+# A compare and select of x and ~x + 1 is no `abs` to it.
+_ABS = re.compile(r"^(\s*)abs\.s(16|32|64)\s+(%\w+),\s*(%\w+);", re.MULTILINE)
+
+
+def spell_out_abs(ptx: str) -> str:
+    """Every integer `abs` of a PTX module rewritten as a compare, `not`, `add 1` and a select."""
+    def spelled(m: re.Match) -> str:
+        indent, bits, result, x = m.groups()
+        return (f"{indent}{{ .reg .b{bits} %hpvm_a<2>; .reg .pred %hpvm_ap; "
+                f"setp.lt.s{bits} %hpvm_ap, {x}, 0; not.b{bits} %hpvm_a0, {x}; "
+                f"add.s{bits} %hpvm_a1, %hpvm_a0, 1; selp.b{bits} {result}, %hpvm_a1, {x}, %hpvm_ap; }}")
+
+    return _ABS.sub(spelled, ptx)
+
+
 # ptxas makes a 16-bit min/max whose result is compared with one of its operands (`max.u16 d, y,
 # 1; setp.eq d, 1`, as LLVM makes `1 // y` with a zero divisor's guard) one VIMNMX.U16x2 that
 # writes the predicates of both 16-bit halves to one register, and the compare came out wrong:
@@ -175,8 +194,8 @@ def _widened_immediate(text: str, sign: str) -> int:
 
 def in_ptxas_safe_forms(ptx: str) -> str:
     """A PTX module with the instructions ptxas mishandles rewritten: integer negations
-    (spell_out_negations) and 16-bit min/max, computed in 32 bits."""
-    return _NARROW_MIN_MAX.sub(_widened_min_max, spell_out_negations(ptx))
+    (spell_out_negations), integer abs (spell_out_abs) and 16-bit min/max, computed in 32 bits."""
+    return _NARROW_MIN_MAX.sub(_widened_min_max, spell_out_abs(spell_out_negations(ptx)))
 
 
 def ptx_signature() -> str:
