@@ -87,6 +87,13 @@ class CallLowering(ViewLowering):
             if len(node.args) != 1:
                 raise self.error(node, "round() in a leaf takes one value (it rounds half to even "
                                  "and returns an i64, as Python's does)")
+            arg = self.expr(node.args[0])
+            if isinstance(arg, Weak) and arg.kind != "float":
+                return Weak(int(arg.value), loc)
+            if isinstance(arg, K.Expr) and isinstance(arg.type, ScalarType) and not arg.type.is_float:
+                # an integer is already round, as in Python: no trip through f32, which loses
+                # every integer above 2**24
+                return self.to_type(arg, T.i64, node, explicit=True)
             value = self.math_call("round", node, loc)
             return K.Cast(value=value, type=T.i64, loc=loc)
         if obj is builtins.print or obj is builtins.breakpoint:

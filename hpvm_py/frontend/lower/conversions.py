@@ -42,6 +42,10 @@ class TypeConversions(LowererBase):
             raise FrontendError(f"a number cannot be used as a {t}", loc)
         v = value.value
         if t.is_bool:
+            # only True, False, 1 and 0 are i1 values: `flag = 5` would silently be True
+            if not explicit and not (isinstance(v, int) and v in (0, 1)):
+                raise FrontendError(f"the literal {v!r} is not an i1 value (True, False, 1 or 0); "
+                                    f"write bool({v!r}) for its truth", loc, rule="typing-narrowing")
             return K.Const(value=bool(v), type=t, loc=loc)
         if t.is_float:
             # an int literal rounds once, as `hpvm.f32(k)` of an i64 k does at run time
@@ -107,6 +111,8 @@ class TypeConversions(LowererBase):
         if isinstance(b, Weak):
             if b.kind == "float" and not a.type.is_float:
                 return T.DEFAULT_FLOAT
+            if b.kind == "int" and a.type.is_bool:
+                return T.DEFAULT_INT  # a bool meets an int as the int 0 or 1: `flag == 2` is False
             return a.type
         return T.promote(a.type, b.type)
 

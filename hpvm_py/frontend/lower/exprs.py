@@ -238,6 +238,13 @@ class ExprLowering(TypeConversions):
 
     def compare(self, node: ast.Compare, loc: Loc) -> Value:
         operands = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
+        for middle, middle_node in zip(operands[1:-1], node.comparators[:-1]):
+            if isinstance(middle, K.Expr) and _has_effects(middle):
+                # `a < f() < b` is `a < f() and f() < b` in the IR: the call would run twice
+                raise self.error(middle_node, "the middle operand of a chained comparison is used "
+                                 "by two comparisons, so it must not have side effects (an atomic, "
+                                 "a helper given a pointer): assign it to a variable first",
+                                 rule="supported-python")
         result: Value | None = None
         for i, op_node in enumerate(node.ops):
             op = _CMPOPS.get(type(op_node))
@@ -292,6 +299,14 @@ class ExprLowering(TypeConversions):
             t = self.common_type(a, b, node)
         return K.Select(cond=cond, if_true=self.to_type(a, t, node.body, explicit=True),
                         if_false=self.to_type(b, t, node.orelse, explicit=True), type=t, loc=loc)
+
+
+def _has_effects(expr: K.Expr) -> bool:
+    """Whether evaluating expr twice differs from evaluating it once: an atomic, or a helper
+    given a pointer (the only way a helper reaches memory)."""
+    return any(isinstance(e, K.Atomic) or
+               (isinstance(e, K.CallHelper) and any(isinstance(a.type, PtrType) for a in e.args))
+               for e in K.walk_exprs(expr))
 
 
 def _by_zero(op: str, x: int | float | bool, y: int | float | bool) -> int | float:

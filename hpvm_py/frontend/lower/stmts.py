@@ -73,13 +73,16 @@ class StmtLowering(CallLowering):
     # -- assignments ------------------------------------------------------------------------
 
     def assign(self, targets: list[ast.expr], value_node: ast.expr, loc: Loc) -> list[K.Stmt]:
-        if len(targets) > 1:
-            # a = b = value: evaluate once into the first target, copy to the others
+        if len(targets) > 1 and (any(isinstance(t, ast.Tuple) for t in targets) or
+                                 self._is_malloc(value_node) or self.is_pointer_expr(value_node)):
+            # a = b = pointer: the first target names it, the others copy that name
             first = self.assign([targets[0]], value_node, loc)
             out = list(first)
             for target in targets[1:]:
                 out.extend(self.assign([target], targets[0], loc))
             return out
+        if len(targets) > 1:
+            return self.assign_each(targets, value_node, loc)
         target = targets[0]
         if isinstance(target, ast.Tuple):
             return self.unpack(target, value_node, loc)
@@ -87,7 +90,24 @@ class StmtLowering(CallLowering):
             return self.malloc_assign(target, value_node, loc)
         if isinstance(target, ast.Name) and self.is_pointer_expr(value_node):
             return self.assign_view(target, value_node, loc)
+        return self.assign_value(target, self.expr(value_node), value_node, loc)
+
+    def assign_each(self, targets: list[ast.expr], value_node: ast.expr, loc: Loc) -> list[K.Stmt]:
+        """`x = y = value`: the value evaluated once, then given to each target from left to right
+        as if assigned alone (a literal stays a literal, so `y` does not take `x`'s type, and a
+        store's conversion to its element type does not reach the names after it)."""
         value = self.expr(value_node)
+        out: list[K.Stmt] = []
+        if isinstance(value, K.Expr) and not isinstance(value, (K.Var, K.Const)):
+            name = self.new_temp(self.default_type(value))
+            out.append(K.Assign(target=name, value=value, loc=loc))
+            value = K.Var(name=name, type=value.type, loc=value.loc)
+        for target in targets:
+            out.extend(self.assign_value(target, value, value_node, loc))
+        return out
+
+    def assign_value(self, target: ast.expr, value: Value, value_node: ast.expr,
+                     loc: Loc) -> list[K.Stmt]:
         if isinstance(target, ast.Name):
             return self.assign_var(target.id, value, target, loc)
         if isinstance(target, ast.Subscript):
@@ -286,7 +306,8 @@ class StmtLowering(CallLowering):
         if existing is None:
             self.locals[name] = loop_type
             existing = loop_type
-        elif not can_widen(loop_type, existing):
+        elif not can_widen(loop_type, existing) or existing.is_float:
+            # range() gives integers: a float counter would lose counts beyond its precision
             raise self.error(node.target, f"loop variable {name!r} is {existing}, which cannot hold "
                              f"the {loop_type} values of this range")
         bounds = [self.to_type(a, existing, n, explicit=False) for a, n in zip(args, it.args)]
