@@ -11,7 +11,6 @@ from typing import Callable
 
 from llvmlite import ir
 
-from ...errors import CompileError
 from ...ir import kernel as K
 from ...support.loc import UNKNOWN
 from ...types import PtrType, ScalarType
@@ -27,6 +26,10 @@ ERROR_SLOT_WORDS = 3
 
 _INT_RMW = {"add": "add", "sub": "sub", "xchg": "xchg", "and": "and", "or": "or", "xor": "xor"}
 _FLOAT_RMW = {"add": "fadd", "sub": "fsub", "xchg": "xchg"}  # min/max: a compare-exchange loop
+# i1 elements are bytes holding 0 or 1; what each op stores converts to i1 (`old + v != 0`), so
+# on bytes it is a bitwise op that keeps them 0 or 1 (a byte `add` would store 2)
+_BOOL_RMW = {"add": "or", "sub": "xor", "min": "and", "max": "or", "xchg": "xchg", "and": "and",
+             "or": "or", "xor": "xor"}
 
 
 @dataclass
@@ -85,8 +88,6 @@ class Memory:
     def atomic(self, b: ir.IRBuilder, node: K.Atomic, ptr: Pointer, index: ir.Value,
                value: ir.Value, name: str, rank: ir.Value | None = None) -> ir.Value:
         t = ptr.elem
-        if t.is_bool:
-            raise CompileError("atomics on i1 buffers are not supported by target 'cpu'", node.loc)
 
         def access() -> ir.Value:
             address = self._address(b, self._on(b, ptr, rank), index)
@@ -95,7 +96,7 @@ class Memory:
                 return _plain_rmw(b, node.op, t, address, value, name, self.lowering)
             if t.name == "bf16" or (t.is_float and node.op not in _FLOAT_RMW):
                 return _cas_rmw(b, node.op, t, address, value, name, self.lowering)
-            op = (_FLOAT_RMW if t.is_float else _INT_RMW).get(node.op)
+            op = (_BOOL_RMW if t.is_bool else _FLOAT_RMW if t.is_float else _INT_RMW).get(node.op)
             if op is None:  # integer min/max
                 op = ("" if t.is_signed else "u") + node.op
             stored = to_mem(b, value, t)

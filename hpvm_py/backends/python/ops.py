@@ -125,7 +125,12 @@ def vstore(site: int, buf: Buffer, index: Any, value: Any, mask: Any = None, lan
 def atomic(site: int, op: str, buf: Buffer, index: Any, value: Any) -> Any:
     """Read-modify-write of one element (instances run one at a time here, so it is atomic)."""
     old = load(site, buf, index)
-    store(site, buf, index, _ATOMIC[op](old, value))
+    if buf.array.dtype == np.bool_:
+        # i1 computes in integers and stores `!= 0`, as the compiled targets do (add is or, sub
+        # is xor): NumPy has no boolean subtract
+        store(site, buf, index, _ATOMIC[op](np.int64(old), np.int64(value)) != 0)
+    else:
+        store(site, buf, index, _ATOMIC[op](old, value))
     return old
 
 
@@ -159,7 +164,8 @@ _ATOMIC_UFUNC = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np
 def vector_atomic(op: str, t: ScalarType) -> bool:
     """Whether ufunc.at computes the atomic exactly: bf16 needs rounding, and no ufunc orders
     signed zeros for float min/max."""
-    return op in _ATOMIC_UFUNC and t != bf16 and not (t.is_float and op in ("min", "max"))
+    return op in _ATOMIC_UFUNC and t != bf16 and not (t.is_float and op in ("min", "max")) \
+        and not (t.is_bool and op == "sub")  # NumPy has no boolean subtract
 
 
 def cast_function(src: ScalarType, dst: ScalarType) -> Callable[[Any], Any]:
