@@ -338,9 +338,11 @@ def resolve_scalar(obj: Any) -> ScalarType | None:
         return _TORCH_NAMES.get(torch_name)
     if isinstance(obj, np.dtype):
         return _BY_DTYPE.get(obj)
+    if obj is None:  # (np.dtype(None) is float64: `x: None` is no f64)
+        return None
     try:
         dt = np.dtype(obj)
-    except TypeError:
+    except (TypeError, ValueError):  # ValueError: an object whose `.dtype` is no dtype (`Ptr[np]`)
         return None
     return _BY_DTYPE.get(dt)
 

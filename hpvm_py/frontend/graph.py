@@ -577,10 +577,12 @@ def _bind_result(builder: GraphBuilder, result: Any, loc: Loc) -> None:
                                 f"annotation declares {len(builder.ir.outputs)} output(s)", loc,
                                 rule="outputs-bound")
     for port, value in enumerate(values):
-        conn = connection(value)
-        if not isinstance(conn.source, OutRef):
-            raise VerificationError(f"output {port} of graph {builder.ir.name} must be a node output",
-                                    loc, rule="outputs-bound")
+        # (checked before `connection`, whose error is about node inputs and at the caller's line)
+        conn = connection(value) if isinstance(value, (Connection, OutRef, Sym)) else None
+        if conn is None or not isinstance(conn.source, OutRef):
+            what = "a graph parameter" if conn is not None else type(value).__name__
+            raise VerificationError(f"output {port} of graph {builder.ir.name} must be a node output "
+                                    f"(node.out.x), not {what}", loc, rule="outputs-bound")
         src = builder.own(conn.source.node, f"output {port}")
         builder.ir.output_binds.append(D.OutputBind(src=src.ir.name, src_port=conn.source.port,
                                                     parent_port=port, stream=conn.stream, loc=loc))

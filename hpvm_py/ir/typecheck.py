@@ -49,6 +49,18 @@ def check_module(module: D.Module) -> None:
             checker.function(fn)
 
 
+def check_depth(module: D.Module, fn: K.LeafFunc, when: str) -> None:
+    """Raise VerificationError where fn nests blocks or expressions deeper than MAX_EXPR_DEPTH
+    (`when` says at which stage: the inline pass checks a leaf again once helpers deepen it)."""
+    checker = _Checker(module)
+    checker.fn = fn
+    checker.where = checker._loc(fn)
+    try:
+        checker._check_depth(fn.body)
+    except VerificationError as exc:
+        raise VerificationError(f"{exc.message} {when}", exc.loc, exc.rule) from None
+
+
 class _Checker:
     def __init__(self, module: D.Module) -> None:
         self.module = module

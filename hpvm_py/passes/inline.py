@@ -11,6 +11,7 @@ import dataclasses
 from ..errors import FrontendError
 from ..ir import kernel as K
 from ..ir.dfg import Module
+from ..ir.typecheck import check_depth
 from ..types import PtrType, Type, i1
 
 
@@ -24,6 +25,9 @@ def inline_helpers(module: Module) -> Module:
             continue  # every call is inlined: helpers leave the module
         if isinstance(fn, K.LeafFunc) and _calls_helpers(fn.body):
             fn = _Inliner(fn, helpers).run()
+            # each body was within the limit, the body with its helpers inside may not be: the
+            # later stages recurse on it
+            check_depth(module, fn, "once its helpers are inlined")
         functions[name] = fn
     return Module(root=module.root, functions=functions)
 

@@ -261,7 +261,10 @@ class _Generator:
         elif not self.lines[-1][1].strip() or len(self.lines) == 1:
             self.emit(header_line, "pass")
         source = "\n".join(text for _, text in self.lines) + "\n"
-        tree = ast.parse(source)
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as exc:
+            raise self.beyond_python(exc) from None
         line_map = [line for line, _ in self.lines]
         for node in ast.walk(tree):
             if hasattr(node, "lineno"):
@@ -271,7 +274,10 @@ class _Generator:
                 if node.end_lineno < node.lineno:
                     node.end_lineno = node.lineno
         filename = leaf.loc.file
-        code = compile(tree, filename, "exec")
+        try:
+            code = compile(tree, filename, "exec")
+        except SyntaxError as exc:
+            raise self.beyond_python(exc) from None
         exec(code, self.namespace)  # noqa: S102 - our own generated code
         function = self.namespace[_identifier(leaf.name)]
         return GeneratedLeaf(source=source, function=function, vector=self.vector,
@@ -280,6 +286,12 @@ class _Generator:
                              count_params=[(n, lvl, d) for (lvl, d), n in self.count_params.items()],
                              uses_malloc=self.uses_malloc, remote=self.remote, sites=self.sites,
                              namespace=self.namespace)
+
+    def beyond_python(self, exc: SyntaxError) -> CompileError:
+        """Python's own limits on the generated code (100 levels of indentation, 20 nested
+        loops), which a body read from textual IR may pass: its blocks nest up to 128 deep."""
+        return CompileError(f"the python target cannot run {self.leaf.name}: Python refuses the "
+                            f"code it becomes ({exc.msg}); run it on cpu", self.leaf.loc)
 
     def site(self, access: K.Load | K.Store | K.Atomic) -> int:
         """The number by which the generated code names an access (its errors point at it)."""
@@ -367,14 +379,7 @@ class _Generator:
         cond = self.expr(stmt.cond, mask, line)
         if not self.varies(stmt.cond, mask):
             self.emit(line, f"if {cond}:")
-            self.indent += 1
-            self.block(stmt.then, mask)
-            self.indent -= 1
-            if stmt.orelse:
-                self.emit(line, "else:")
-                self.indent += 1
-                self.block(stmt.orelse, mask)
-                self.indent -= 1
+            self.uniform_arms(stmt, mask)
             return
         # if-conversion: both sides run, each under its mask
         c = self.fresh("c")
@@ -386,6 +391,26 @@ class _Generator:
             else_mask = self.fresh("m")
             self.emit(line, f"{else_mask} = ~{c}" if mask is None else f"{else_mask} = {mask} & ~{c}")
             self.block(stmt.orelse, else_mask)
+
+    def uniform_arms(self, stmt: K.If, mask: str | None) -> None:
+        """The arms of an `if` whose condition is the same for every lane, after its `if` line.
+        An `else` holding only another such `if` (an elif chain) is written `elif`, at the same
+        depth: written `else: if`, a chain of 100 would pass Python's limit of 100 indentation
+        levels. (A uniform condition emits no lines of its own: see uniform_select.)"""
+        while True:
+            self.indent += 1
+            self.block(stmt.then, mask)
+            self.indent -= 1
+            inner = stmt.orelse[0] if len(stmt.orelse) == 1 else None
+            if not isinstance(inner, K.If) or self.varies(inner.cond, mask):
+                break
+            self.emit(inner.loc.line, f"elif {self.expr(inner.cond, mask, inner.loc.line)}:")
+            stmt = inner
+        if stmt.orelse:
+            self.emit(stmt.loc.line, "else:")
+            self.indent += 1
+            self.block(stmt.orelse, mask)
+            self.indent -= 1
 
     def for_stmt(self, stmt: K.For, mask: str | None, line: int) -> None:
         start = self.expr(stmt.start, mask, line)

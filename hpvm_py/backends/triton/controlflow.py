@@ -38,24 +38,8 @@ class ControlFlow:
 
     def if_(self, s: K.If) -> None:
         if self.uniform.expr(s.cond):
-            cond = self.expr(s.cond, "m0")
-            if _accesses_memory(s.then + s.orelse) and not self._constant(s.cond):
-                # as in while_: a condition of runtime values that Triton 3.6 folds to false late
-                # (`u8(s) != u8(s)`) leaves dead memory accesses that its TritonGPUCoalesce pass
-                # fails on. A condition of constants it folds early, and with NEVER added its
-                # ConvertTritonGPUToLLVM failed on a loop in the dead branch: left as it is.
-                cond = f"({cond}) | {NEVER}"
-            self.emit(f"if {cond}:")
-            self.indent += 1
-            self.block(s.then)
-            self.emit("pass")
-            self.indent -= 1
-            if s.orelse:
-                self.emit("else:")
-                self.indent += 1
-                self.block(s.orelse)
-                self.emit("pass")
-                self.indent -= 1
+            self.emit(f"if {self._uniform_cond(s)}:")
+            self._uniform_arms(s)
             return
         m = self.mask()
         if self.rows and s is self.leaf.body[self.row_guard.position]:
@@ -70,6 +54,38 @@ class ControlFlow:
             self.terms.append(f"~{c}")
             self.block(s.orelse)
             self.terms.pop()
+
+    def _uniform_cond(self, s: K.If) -> str:
+        cond = self.expr(s.cond, "m0")
+        if _accesses_memory(s.then + s.orelse) and not self._constant(s.cond):
+            # as in while_: a condition of runtime values that Triton 3.6 folds to false late
+            # (`u8(s) != u8(s)`) leaves dead memory accesses that its TritonGPUCoalesce pass
+            # fails on. A condition of constants it folds early, and with NEVER added its
+            # ConvertTritonGPUToLLVM failed on a loop in the dead branch: left as it is.
+            cond = f"({cond}) | {NEVER}"
+        return cond
+
+    def _uniform_arms(self, s: K.If) -> None:
+        """The arms of a uniform `if`, after its `if` line. An `else` holding only another uniform
+        `if` (an elif chain) is written `elif`, at the same depth: written `else: if`, a chain of
+        100 would pass Python's limit of 100 indentation levels. (A uniform condition reads no
+        memory, so it emits no lines of its own.)"""
+        while True:
+            self.indent += 1
+            self.block(s.then)
+            self.emit("pass")
+            self.indent -= 1
+            inner = s.orelse[0] if len(s.orelse) == 1 else None
+            if not isinstance(inner, K.If) or not self.uniform.expr(inner.cond):
+                break
+            self.emit(f"elif {self._uniform_cond(inner)}:")
+            s = inner
+        if s.orelse:
+            self.emit("else:")
+            self.indent += 1
+            self.block(s.orelse)
+            self.emit("pass")
+            self.indent -= 1
 
     def _row_guard(self, m: str) -> None:
         """The leaf's trailing guard in the `rows` variant (rowguard.py): its body runs on the

@@ -172,7 +172,10 @@ class TritonKernel(LeafKernel):
             if found is None:
                 first = key == (False, can_optimise, False, False)
                 source = self.source if first else self._make_source(*key)
-                found = (source, load_kernel(source.text, source.digest, source.kernel))
+                try:
+                    found = (source, load_kernel(source.text, source.digest, source.kernel))
+                except SyntaxError as exc:  # Python's limits: 100 indentation levels, 20 nested loops
+                    raise self._failure(exc) from None
                 self._variants[key] = found
             return found
 

@@ -111,12 +111,19 @@ class Lowerer(StmtLowering):
         return stmts
 
     def _check_nesting(self, body: list[ast.stmt]) -> None:
-        """Reject expressions nested deeper than MAX_EXPR_DEPTH (walked without recursion): every
-        stage after this one (the passes, the code generators, the Python parser that reads the
-        python target's generated code, which allows 200 nested parentheses) recurses on them."""
-        stack: list[tuple[ast.AST, int, ast.AST | None]] = [(stmt, 0, None) for stmt in body]
+        """Reject expressions, and statements, nested deeper than MAX_EXPR_DEPTH (walked without
+        recursion): every stage after this one (the passes, the code generators, the Python parser
+        that reads the python target's generated code, which allows 200 nested parentheses)
+        recurses on them. Blocks count as the textual IR counts them (ir/typecheck.py): each
+        `elif` is an `if` inside the `else` of the one before."""
+        stack: list[tuple[ast.AST, int, ast.AST | None, int]] = [(stmt, 0, None, 1) for stmt in body]
         while stack:
-            node, depth, outer = stack.pop()
+            node, depth, outer, blocks = stack.pop()
+            if isinstance(node, ast.stmt) and blocks > MAX_EXPR_DEPTH:
+                raise self.error(node, f"statements nest more than {MAX_EXPR_DEPTH} blocks deep "
+                                 "(each elif counts as one more); split a long elif chain in "
+                                 "halves (if n < 64: ... else: ...)",
+                                 rule="supported-python")
             if isinstance(node, ast.expr):
                 # `a and b and c`, `a < b < c` and `max(a, b, c)` are one node each in Python's
                 # tree but a chain of operations once lowered
@@ -131,7 +138,8 @@ class Lowerer(StmtLowering):
                                      "(acc = a + b, then acc = acc + c)", rule="supported-python")
             else:
                 depth, outer = 0, None
-            stack.extend((child, depth, outer) for child in ast.iter_child_nodes(node))
+            stack.extend((child, depth, outer, blocks + isinstance(child, ast.stmt))
+                         for child in ast.iter_child_nodes(node))
 
     def _check_tail_returns(self, block: list[K.Stmt], tail: bool) -> None:
         for i, stmt in enumerate(block):

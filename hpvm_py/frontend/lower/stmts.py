@@ -348,6 +348,12 @@ class StmtLowering(CallLowering):
         if isinstance(value, ast.Call) and self.output_class is not None and \
                 self.resolve_object(value.func) is self.output_class:
             fields = list(self.output_class._fields)
+            unpacked = [a for a in value.args if isinstance(a, ast.Starred)] + \
+                [kw.value for kw in value.keywords if kw.arg is None]
+            if unpacked:  # (`**d` read as a field named None, `*t` as the first field)
+                raise self.error(unpacked[0], f"name the fields of {self.output_class.__name__} "
+                                 "one by one: `*` and `**` unpacking is not supported in a leaf",
+                                 rule="supported-python")
             if len(value.args) > len(fields):
                 raise self.error(value, f"{self.output_class.__name__} has {len(fields)} fields")
             given: dict[str, ast.expr] = dict(zip(fields, value.args))
