@@ -165,7 +165,7 @@ def synthetic_frame(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     """Bright rectangles and a disc on a noisy background: plenty of edges."""
     img = rng.normal(0.1, 0.02, (h, w)).astype(np.float32)
     for _ in range(3):
-        y0, x0 = rng.integers(0, h // 2), rng.integers(0, w // 2)
+        y0, x0 = rng.integers(0, max(h // 2, 1)), rng.integers(0, max(w // 2, 1))  # 1-pixel frames too
         img[y0:y0 + h // 3, x0:x0 + w // 3] += np.float32(rng.uniform(0.5, 1.0))
     yy, xx = np.mgrid[:h, :w]
     cy, cx, r = h * 0.6, w * 0.6, min(h, w) * 0.2

@@ -40,6 +40,10 @@ Differences from the original:
 - Padding entries of the JDS arrays have column index 0 where Parboil's converter stores -1: the
   original's kernel loads `x_vec[-1]` for them (out of bounds; the product with the 0.0 padding
   value hides it), which hpvm-py's bounds checks refuse.
+- A group of 32 rows with no entries at all (a matrix with empty rows) still gets one diagonal
+  of padding (`nzcnt` is at least 1): the kernel loads diagonal 0 of every row before it reads
+  its group's count, and adds that product once, so without the padding such a row took another
+  row's entry of diagonal 1 (or read past the arrays).
 """
 from __future__ import annotations
 
@@ -167,8 +171,7 @@ def generate_coo(dim: int, band: int, rng: np.random.Generator):
     # a column in the band left of the diagonal: [max(0, i - band), i)
     offsets = 1 + (rng.random(rows.size) * np.minimum(band, rows)).astype(np.int64)
     cols = rows - offsets
-    keys = np.sort(rows * dim + cols)
-    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]  # drop repeated entries
+    keys = np.unique(rows * dim + cols)  # sorted, repeated entries dropped
     rows = np.concatenate([np.arange(dim), keys // dim])
     cols = np.concatenate([np.arange(dim), keys % dim])
     vals = rng.random(rows.size, dtype=np.float32)
@@ -203,7 +206,8 @@ def read_matrix_market(path: str | Path):
                               f"file holds {len(body) - 1}")
     width = 2 if field == "pattern" else 3
     try:
-        table = np.array([ln.split()[:width] for ln in body[1:]], dtype=np.float64)
+        # reshaped: a matrix without entries is a (0, width) table, not a (0,) one
+        table = np.array([ln.split()[:width] for ln in body[1:]], dtype=np.float64).reshape(-1, width)
         if table.shape != (nnz, width):
             raise ValueError
     except ValueError:
@@ -233,7 +237,10 @@ def coo_to_jds(dim: int, rows, cols, vals, mirrored: bool) -> dict:
     perm = np.argsort(-sizes, kind="stable")
     sorted_sizes = sizes[perm]
     groups = padded_rows // PAD
-    nzcnt = sorted_sizes[::PAD].copy()  # the longest row of each group leads it
+    # the longest row of each group leads it; a group of empty rows still gets one diagonal of
+    # padding: the kernel loads diagonal 0 before it looks at its group's count, and without it
+    # that load takes the next diagonal's entry of another row
+    nzcnt = np.maximum(sorted_sizes[::PAD], 1)
     padded = np.repeat(nzcnt, PAD)
     depth = int(nzcnt.max(initial=0))
     lengths = np.array([PAD * int(np.count_nonzero(nzcnt > d)) for d in range(depth)], np.int64)
