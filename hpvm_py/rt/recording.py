@@ -121,6 +121,9 @@ class Recording:
     dropped: bool = False  # a buffer it used was released: it matches nothing
     internal_nodes: int = 0  # root nodes that hold the recorded leaves (counted as nodes run)
     rebindable: bool = False  # rebound() may serve other buffers with copies of its launches
+    # held by a replay of it or of a copy of it (rebound) while they share device arrays on edges
+    # (copy(): the producers' outputs): replays in two threads would write each other's
+    edges: threading.Lock | None = None
     # the distributed world it was recorded in, weakly held: a remote access's packed heap bases
     # point into that world's heaps (unmapped once it is left), so it serves that world only
     world: Any = field(default_factory=lambda: _world_key())

@@ -221,8 +221,8 @@ class Recorder:
                         and s.redecide is None for s in self.steps)
         # other buffers of the same sizes can take copies of the launches when nothing but the
         # buffers' addresses ties them to this launch: the host reads no output, and outputs
-        # stay on a device (copies share them there: their replays run in order on one stream;
-        # host arrays would be shared by concurrent launches)
+        # stay on a device (copies share them there: their replays run in order on one stream,
+        # one thread's at a time, `edges`; host arrays would be shared by concurrent launches)
         rebindable = not outputs and all(
             not s.from_outputs and not s.fetch_before and
             all(p.copyable and (not s.has_outputs or isinstance(p, DeviceLaunch))
@@ -233,6 +233,8 @@ class Recorder:
                               graph_device=device if graphable and self.steps else None,
                               scalar_ports=[port for s in self.steps for _, port, _ in s.from_args],
                               rebindable=rebindable)
+        if rebindable and any(s.has_outputs for s in self.steps):
+            recording.edges = threading.Lock()  # (its copies share it: rebound())
         if recording.graph_device is not None:
             recording.collectives = collectives
             recording.checked = [s.prepared for s in self.steps
@@ -376,6 +378,10 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
             scalar_argument(func, params[i].name, params[i].type, args[i])
     if not recording.lock.acquire(blocking=False):
         return None  # another thread is replaying it: take the normal path
+    edges = recording.edges
+    if edges is not None and not edges.acquire(blocking=False):
+        recording.lock.release()
+        return None  # another thread is replaying a copy of it, on the same edge arrays
     try:
         # released (another thread's untrack_memory) since Replays.find matched it: its steps
         # are gone or going, and running none would return no outputs (the normal path tracks
@@ -394,6 +400,8 @@ def replay(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
     finally:
         if recording.dropped:  # released while this ran: drop() left its launches to us
             recording.let_go()
+        if edges is not None:
+            edges.release()
         recording.lock.release()
 
 

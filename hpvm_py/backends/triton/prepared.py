@@ -157,6 +157,8 @@ class TritonLaunch(DeviceLaunch):
         return call
 
     def set_uniform(self, i: int, value: Any) -> None:
+        if self.jit is None:
+            return  # an empty launch (no instance) packs no scalars: a replay's new ones go nowhere
         pos = self.uniforms[i]
         bits = scalar_bits(value, self.kernel.leaf.params[i].type)
         old, self.call[pos] = self.call[pos], bits
