@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import sys
 import threading
 import warnings
@@ -159,6 +160,17 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0].split(' error: ', 1)[-1]}"
 
 
+_OUT_OF_BOUNDS = re.compile(r"ExecutionError: (\w+): out-of-bounds .* \[rule: memory-in-bounds\]")
+
+
+def _same_leaf_out_of_bounds(a: str, b: str) -> bool:
+    """Two out-of-bounds errors of one leaf: where several of its instances fail, a compiled
+    target reports the one recorded first, which threads and GPU blocks race for (docs/language.md,
+    "Memory"), so a relaunch may name another failing access than a cold launch did."""
+    first, second = _OUT_OF_BOUNDS.fullmatch(a), _OUT_OF_BOUNDS.fullmatch(b)
+    return first is not None and second is not None and first[1] == second[1]
+
+
 class Sequence:
     """Random launches of six graphs over a pool of buffers; between them the host writes,
     tracks, untracks, requests, replaces, freezes and retypes buffers, restarts the runtime,
@@ -283,7 +295,7 @@ class Sequence:
             cold = "nothing"
         except HPVMError as exc:
             cold = _first_line(exc)
-        if cold != said:
+        if cold != said and not (self.target != "python" and _same_leaf_out_of_bounds(cold, said)):
             self.fail(f"a relaunch raised\n  {said}\nwhere a fresh runtime raises\n  {cold}")
 
     def op_affine(self) -> None:
