@@ -242,6 +242,28 @@ def test_a_fault_names_the_leaf_and_stops_gpu_work(monkeypatch: pytest.MonkeyPat
         hpvm.wait(hpvm.launch(g.chain, x, x.nbytes, x, x.nbytes, 8, 1.0, 0.0))
 
 
+# torch's wording of CUDA errors: the error's text, then advice that every message carries
+_TORCH_ADVICE = ("\nCUDA kernel errors might be asynchronously reported at some other API call, so "
+                 "the stacktrace below might be incorrect.\nFor debugging consider passing "
+                 "CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side "
+                 "assertions.\n")
+
+
+@pytest.mark.parametrize("text, fault", [
+    ("operation failed due to a previous error during capture", False),
+    ("operation not permitted when stream is capturing", False),
+    ("out of memory", False),
+    ("an illegal memory access was encountered", True),
+    ("device-side assert triggered", True),
+    ("misaligned address", True),
+    ("unspecified launch failure", True)])
+def test_only_errors_that_lose_the_context_are_faults(text: str, fault: bool) -> None:
+    """A capture that another thread's work invalidated is no fault: torch's advice about
+    device-side assertions, at the end of every CUDA error it raises, made it one, and the
+    runtime refused the GPU for the rest of the process (12 test processes on one H200)."""
+    assert faults.is_fault(RuntimeError(f"CUDA error: {text}{_TORCH_ADVICE}")) is fault
+
+
 @needs_cuda
 def test_a_real_kernel_fault_is_reported(gpu_target: str) -> None:
     """An unchecked kernel driven far out of bounds (through the backend, past the runtime's

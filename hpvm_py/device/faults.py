@@ -22,9 +22,12 @@ _recent: "collections.deque[tuple[str, Loc | None]]" = collections.deque(maxlen=
 _lock = threading.Lock()
 _lost: str | None = None  # set once a fault has made the device unusable
 
-# how CUDA (through torch, Triton or cuda-bindings) words the errors that lose the context
+# how CUDA (through torch, Triton or cuda-bindings) words the errors that lose the context. (Not
+# "device-side assert" alone: torch ends the message of every CUDA error, a capture invalidated by
+# another thread's work included, with advice on "device-side assertions", and reading that as a
+# fault marked the GPU lost for good)
 _FAULTS = ("illegal memory access", "illegal address", "misaligned address", "unspecified launch failure",
-           "device-side assert", "illegal instruction", "an illegal", "CUDA_ERROR_ILLEGAL",
+           "device-side assert triggered", "illegal instruction", "an illegal", "CUDA_ERROR_ILLEGAL",
            "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_MISALIGNED", "CUDA_ERROR_ASSERT", "hardware stack error")
 
 
