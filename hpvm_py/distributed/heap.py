@@ -30,8 +30,8 @@ def heap_bytes_from_env() -> int:
     if size is None:
         return DEFAULT_HEAP_BYTES
     if size < HEADER_BYTES + ALIGN:
-        raise DistributedError(f"HPVM_HEAP_BYTES={settings.HEAP_BYTES.get()!r} is below the "
-                               f"smallest heap, {HEADER_BYTES + ALIGN} bytes")
+        raise DistributedError(f"HPVM_HEAP_BYTES={settings.HEAP_BYTES.get()!r} must be a number "
+                               f"of bytes of at least {HEADER_BYTES + ALIGN}")
     return size
 
 
