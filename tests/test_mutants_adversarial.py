@@ -6,23 +6,22 @@ and non-dtype element types, long elif chains, and blocks nested past Python's o
 from __future__ import annotations
 
 import ast
-import importlib.util
-import itertools
 import random
 import traceback
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from differential.data import import_file, source_file
 from hpvm_py.errors import CompileError, FrontendError, HPVMError, InternalError, VerificationError
 
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = str(ROOT / "hpvm_py")
-_counter = itertools.count()
 
 HEAD = """\
 import numpy as np
@@ -31,14 +30,10 @@ from hpvm_py import In, InOut, Out, Ptr, f32, i64
 """
 
 
-def load(folder: Path, source: str):
-    """Write `source` to a fresh file in folder and import it: (path, module)."""
-    path = folder / f"mutant_{next(_counter)}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(path), module
+def load(source: str) -> tuple[str, Any]:
+    """Import `source` from a file of its own: (its path, the module)."""
+    path = source_file(source)
+    return str(path), import_file(path)
 
 
 def line_of(path: str, text: str) -> int:
@@ -107,14 +102,11 @@ def test_mutated_programs_run_or_fail_located(tmp_path: Path, seed: int) -> None
     for case in range(9):
         name = rng.choice(sorted(SEEDS))
         source = mutate(SEEDS[name], rng, case % 3)
-        path = tmp_path / f"mutant_{next(_counter)}.py"
-        path.write_text(source)
+        path = source_file(source)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                spec = importlib.util.spec_from_file_location(path.stem, path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
+                module = import_file(path)
                 for target in ("python", "cpu"):
                     hpvm.compile(module.root, target=target)
             outcomes["ran"] += 1
@@ -151,7 +143,7 @@ def root(a: InOut[Ptr[f32]], a_bytes: i64, n: i64) -> tuple[i64, i64]:
                                             ("(n, s.out[0])", "a graph parameter")])
 def test_graph_returning_no_node_output_is_refused_at_its_return(tmp_path: Path, returned: str,
                                                                  what: str) -> None:
-    path, module = load(tmp_path, RETURNS.replace("RETURNED", returned))
+    path, module = load(RETURNS.replace("RETURNED", returned))
     with pytest.raises(VerificationError) as info:
         hpvm.compile(module.root, target="python")
     error = info.value
@@ -182,7 +174,7 @@ def root(a: InOut[Ptr[f32]], a_bytes: i64, n: i64) -> Summary:
     s = hpvm.node(summarise, a=a, a_bytes=a_bytes, n=n)
     return s.out.total, s.out.count
 """
-    path, module = load(tmp_path, source)
+    path, module = load(source)
     with pytest.raises(FrontendError, match="unpacking is not supported") as info:
         hpvm.compile(module.root, target="python")
     assert info.value.rule == "supported-python"
@@ -194,7 +186,7 @@ def root(a: InOut[Ptr[f32]], a_bytes: i64, n: i64) -> Summary:
 def test_ptr_of_an_object_numpy_cannot_read_is_a_located_error(tmp_path: Path) -> None:
     source = HEAD + "\n\n@hpvm.leaf\ndef f(a: In[Ptr[np]], a_bytes: i64):\n    pass\n"
     with pytest.raises(FrontendError, match=r"Ptr\[\.\.\.\] needs a scalar element type") as info:
-        load(tmp_path, source)
+        load(source)
     assert info.value.loc.line == line_of(info.value.loc.file, "def f(")
 
 
@@ -213,7 +205,7 @@ def root(a: InOut[Ptr[f32]], a_bytes: i64, k: {annotation}):
     hpvm.node(f, a=a, a_bytes=a_bytes, k=k)
 """
     with pytest.raises(FrontendError) as info:
-        path, module = load(tmp_path, source)
+        path, module = load(source)
         hpvm.compile(module.root, target="python")
     loc = info.value.loc
     assert f"k: {annotation}" in Path(loc.file).read_text().splitlines()[loc.line - 1]
@@ -242,7 +234,7 @@ def chain_source(branches: int, helper_branches: int = 0) -> str:
 def test_long_elif_chains_run(tmp_path: Path, target: str, branches: int) -> None:
     """The python target wrote an elif as `else: if`: 99 of them passed Python's limit of 100
     indentation levels (an internal IndentationError)."""
-    _, module = load(tmp_path, chain_source(branches))
+    _, module = load(chain_source(branches))
     for n in (0, 57, branches - 1, branches + 3):
         a = np.full(2, 7.0, np.float32)
         with hpvm.runtime(target):
@@ -253,7 +245,7 @@ def test_long_elif_chains_run(tmp_path: Path, target: str, branches: int) -> Non
 @pytest.mark.parametrize("branches", [129, 300])
 def test_elif_chains_past_the_nesting_limit_are_refused_at_the_line(tmp_path: Path, branches: int) -> None:
     """128 blocks deep, as the textual IR allows; 300 elifs were a RecursionError."""
-    path, module = load(tmp_path, chain_source(branches))
+    path, module = load(chain_source(branches))
     with pytest.raises(FrontendError, match="statements nest more than 128 blocks deep") as info:
         hpvm.compile(module.root, target="cpu")
     assert info.value.rule == "supported-python"
@@ -263,12 +255,12 @@ def test_elif_chains_past_the_nesting_limit_are_refused_at_the_line(tmp_path: Pa
 def test_helpers_inlined_past_the_nesting_limit_are_refused(tmp_path: Path) -> None:
     """Each body is within the limit, the leaf with the helper inlined is not (a RecursionError in
     the cpu code generator)."""
-    path, module = load(tmp_path, chain_source(100, helper_branches=40))
+    path, module = load(chain_source(100, helper_branches=40))
     with pytest.raises(VerificationError, match="once its helpers are inlined") as info:
         hpvm.compile(module.root, target="cpu")
     assert info.value.rule == "supported-python"
     assert info.value.loc.file == path
-    _, module = load(tmp_path, chain_source(60, helper_branches=60))  # 120 deep: runs
+    _, module = load(chain_source(60, helper_branches=60))  # 120 deep: runs
     a = np.zeros(2, np.float32)
     with hpvm.runtime("cpu"):
         hpvm.wait(hpvm.launch(module.root, a, a.nbytes, 60 + 17))

@@ -20,8 +20,6 @@ Found by this hunt (each test below fails without its fix):
 """
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import random
 import textwrap
 from pathlib import Path
@@ -30,11 +28,11 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from differential.data import load
 from hpvm_py.errors import FrontendError
 
 SEED = 20250714
 TARGETS = ["python", "cpu"]
-_count = itertools.count()
 
 HEADER = """\
 import numpy as np
@@ -43,13 +41,6 @@ from hpvm_py import In, Out, InOut, Ptr, i1, i8, i16, i32, i64, u8, u16, u32, u6
 """
 
 
-def load(folder: Path, source: str):
-    path = folder / f"pysem_{next(_count)}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def leaf_source(body: list[str], params: list[tuple[str, str]], extra: str = "") -> str:
@@ -103,7 +94,7 @@ def bool_cases(seed: int, n: int) -> list[tuple[str, object]]:
 def test_a_bool_meets_an_int_literal_as_python_does(tmp_path: Path, target: str) -> None:
     cases = bool_cases(SEED, 40) + [(form, fn, 2) for form, fn in BOOL_FORMS]
     body = [f"o[{j}] = {form.format(k=k)}" for j, (form, _, k) in enumerate(cases)]
-    module = load(tmp_path, leaf_source(body, [("b", "i1"), ("c", "i1")]))
+    module = load(leaf_source(body, [("b", "i1"), ("c", "i1")]))
     for b, c in [(True, False), (False, True), (True, True)]:
         got = run(module, target, len(cases), b, c)
         for j, (form, fn, k) in enumerate(cases):
@@ -112,7 +103,7 @@ def test_a_bool_meets_an_int_literal_as_python_does(tmp_path: Path, target: str)
 
 @pytest.mark.parametrize("text", ["f = 5", "f = -1", "f = 0.5", "g: i1 = 2"])
 def test_a_literal_given_to_an_i1_variable_must_be_a_bool(tmp_path: Path, text: str) -> None:
-    module = load(tmp_path, leaf_source(["f = x > 0", text, "o[0] = f"], [("x", "i64")]))
+    module = load(leaf_source(["f = x > 0", text, "o[0] = f"], [("x", "i64")]))
     with pytest.raises(FrontendError) as info:
         run(module, "python", 1, 3)
     assert info.value.rule == "typing-narrowing" and "i1" in str(info.value)
@@ -121,7 +112,7 @@ def test_a_literal_given_to_an_i1_variable_must_be_a_bool(tmp_path: Path, text: 
 def test_bool_literals_and_zero_one_still_assign_to_an_i1(tmp_path: Path) -> None:
     body = ["f = x > 0", "o[0] = f", "f = 0", "o[1] = f", "f = True", "o[2] = f", "g: i1 = 1",
             "o[3] = g", "o[4] = bool(7) + hpvm.i1(0)"]
-    module = load(tmp_path, leaf_source(body, [("x", "i64")]))
+    module = load(leaf_source(body, [("x", "i64")]))
     assert run(module, "python", 5, 3).tolist() == [1, 0, 1, 1, 1]
 
 
@@ -131,7 +122,7 @@ def test_bool_literals_and_zero_one_still_assign_to_an_i1(tmp_path: Path) -> Non
 def test_round_of_an_integer_is_the_integer(tmp_path: Path, target: str) -> None:
     body = ["o[0] = round(x)", "o[1] = round(y)", "o[2] = round(x) - x", "o[3] = round(b) + round(7)",
             "o[4] = round(z)", "o[5] = round(2.5) + round(-0.5)"]
-    module = load(tmp_path, leaf_source(body, [("x", "i64"), ("y", "i32"), ("b", "i1"), ("z", "f64")]))
+    module = load(leaf_source(body, [("x", "i64"), ("y", "i32"), ("b", "i1"), ("z", "f64")]))
     for x in [2**24 + 1, 2**53 + 1, -(2**62) - 3]:
         y = 2**31 - 1
         got = run(module, target, 6, x, y, True, -2.5)
@@ -161,8 +152,8 @@ def test_chained_assignment_gives_each_target_the_value(tmp_path: Path, target: 
                  f"o[{2 * j + 1}] = x{j}"]
     n = 2 * len(cases)
     body += [f"o[{n}] = f = 1.75", f"o[{n + 1}] = f", f"o[{n + 2}] = z = w = a + 1",
-             f"o[{n + 3}] = z + w", f"q = r = a * 3", f"o[{n + 4}] = q - r + q"]
-    module = load(tmp_path, leaf_source(body, [("a", "i64")]))
+             f"o[{n + 3}] = z + w", "q = r = a * 3", f"o[{n + 4}] = q - r + q"]
+    module = load(leaf_source(body, [("a", "i64")]))
     got = run(module, target, n + 5, 5)
     for j, (t, k, m) in enumerate(cases):
         assert got[2 * j] == k * m and got[2 * j + 1] == k, (t, k, m)
@@ -203,7 +194,7 @@ def root(o: Out[Ptr[f64]], o_bytes: i64, q: InOut[Ptr[i64]], q_bytes: i64):
 
 @pytest.mark.parametrize("middle", ["hpvm.atomic_add(q, 0, 1)", "bump(q, x)", "-hpvm.atomic_add(q, 0, 1)"])
 def test_a_chained_comparison_refuses_a_middle_operand_with_effects(tmp_path: Path, middle: str) -> None:
-    module = load(tmp_path, counting_source(f"0 <= {middle} < 5"))
+    module = load(counting_source(f"0 <= {middle} < 5"))
     o, q = np.zeros(1), np.zeros(2, np.int64)
     with pytest.raises(FrontendError) as info:
         with hpvm.runtime("python"):
@@ -216,7 +207,7 @@ def test_a_chained_comparison_refuses_a_middle_operand_with_effects(tmp_path: Pa
 def test_a_chained_comparison_with_effects_at_its_ends_runs_them_once(tmp_path: Path,
                                                                       target: str) -> None:
     # effects in the first or last operand, and a pure helper in the middle, are fine
-    module = load(tmp_path, counting_source("hpvm.atomic_add(q, 0, 1) < twice(2) < 5 + x"))
+    module = load(counting_source("hpvm.atomic_add(q, 0, 1) < twice(2) < 5 + x"))
     o, q = np.zeros(1), np.zeros(2, np.int64)
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(module.root, o, o.nbytes, q, q.nbytes))
@@ -229,7 +220,7 @@ def test_a_chained_comparison_with_effects_at_its_ends_runs_them_once(tmp_path: 
 @pytest.mark.parametrize("first", ["i = 0.5", "i: f64 = 2.0"])
 def test_a_float_variable_cannot_count_a_range(tmp_path: Path, first: str) -> None:
     body = [first, "c = 0", "for i in range(16777215, 16777220):", "    c += 1", "o[0] = c"]
-    module = load(tmp_path, leaf_source(body, []))
+    module = load(leaf_source(body, []))
     for target in TARGETS:
         with pytest.raises(FrontendError) as info:
             run(module, target, 1)

@@ -13,36 +13,12 @@ import hpvm_py as hpvm
 from hpvm_py.errors import ExecutionError
 from hpvm_py.rt.stream import stages, streaming
 from hpvm_py.rt.stream.scheduler import StreamScheduler
-from conftest import TARGETS
 from programs import stream_graphs as g
+from stream_schedulers import pytest_generate_tests, use_scheduler  # noqa: F401 - pytest finds them here
 
 COUNT = 6  # items per stream (the gpu target runs 3 small Triton programs per item)
 N = 8  # elements per buffer
 TIMEOUT = 120  # seconds for any one push, pop or wait (Triton's interpreter is slow)
-SCHEDULERS = ["threads", "scheduler", "items"]
-# the runners a target can use: python leaves always get a thread per stage, whole items are
-# the gpu target's (rt/stream/items.py)
-USABLE = {"python": {"threads"}, "cpu": {"threads", "scheduler"}, "nvptx": {"threads", "scheduler"}}
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests that take a scheduler run on each target with each scheduler it can use."""
-    if "scheduler" in metafunc.fixturenames:
-        pairs = [(t, s) for t in TARGETS for s in SCHEDULERS if s in USABLE.get(t, set(SCHEDULERS))]
-        metafunc.parametrize("target, scheduler", pairs, ids=[f"{t}-{s}" for t, s in pairs])
-
-
-@pytest.fixture(autouse=True)
-def _use_scheduler(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """How the stages run: whole items (the default where they can), else the scheduler thread
-    (HPVM_STREAM_ITEMS=0), or a thread per stage (the scheduler refused as well)."""
-    if "scheduler" not in request.fixturenames:
-        return
-    name = request.getfixturevalue("scheduler")
-    if name != "items":
-        monkeypatch.setenv("HPVM_STREAM_ITEMS", "0")
-    if name == "threads":
-        monkeypatch.setattr(streaming, "SCHEDULERS", (stages.StageThreads,))
 
 
 def _stage_threads() -> int:

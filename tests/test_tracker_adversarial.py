@@ -14,9 +14,9 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.errors import ExecutionError, LaunchError, StreamError
-from hpvm_py.rt.stream import stages, streaming
 from conftest import TARGETS
 from programs import tracker_adversarial as g
+from stream_schedulers import pytest_generate_tests, use_scheduler  # noqa: F401 - pytest finds them here
 
 torch = pytest.importorskip("torch")
 # (a launch over fewer elements than its Out buffer holds is what some of these do)
@@ -24,28 +24,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::hpvm_py.errors.HPVMWarning")
 
 N = 8
 GPU = ("gpu", "nvptx")
-SCHEDULERS = ["threads", "scheduler", "items"]
-USABLE = {"python": {"threads"}, "cpu": {"threads", "scheduler"}, "nvptx": {"threads", "scheduler"}}
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests that take a scheduler run on each target with each scheduler it can use."""
-    if "scheduler" in metafunc.fixturenames:
-        pairs = [(t, s) for t in TARGETS for s in SCHEDULERS if s in USABLE.get(t, set(SCHEDULERS))]
-        metafunc.parametrize("target, scheduler", pairs, ids=[f"{t}-{s}" for t, s in pairs])
-
-
-@pytest.fixture(autouse=True)
-def _use_scheduler(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """How a stream's stages run: whole items (where they can), the scheduler thread
-    (HPVM_STREAM_ITEMS=0), or a thread per stage."""
-    if "scheduler" not in request.fixturenames:
-        return
-    name = request.getfixturevalue("scheduler")
-    if name != "items":
-        monkeypatch.setenv("HPVM_STREAM_ITEMS", "0")
-    if name == "threads":
-        monkeypatch.setattr(streaming, "SCHEDULERS", (stages.StageThreads,))
 
 
 def _scaled(y, w) -> None:

@@ -20,22 +20,31 @@ _counter = itertools.count()
 _folder: Path | None = None
 
 
-def load(source: str, name: str | None = None) -> ModuleType:
-    """Import generated source from a file of its own (leaves are compiled from source files), in
-    one folder per process, removed at exit; `name` names the module (default: a counter's)."""
+def source_file(source: str, name: str | None = None) -> Path:
+    """Generated source in a file of its own (leaves are compiled from source files), in one
+    folder per process, removed at exit; `name` names the file (default: a counter's)."""
     global _folder
     if _folder is None:
         _folder = Path(tempfile.mkdtemp(prefix="hpvm-diff-"))
         atexit.register(shutil.rmtree, _folder, True)
-    name = name or f"hpvm_diff_{next(_counter)}"
-    path = _folder / f"{name}.py"
+    path = _folder / f"{name or f'hpvm_diff_{next(_counter)}'}.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
+    return path
+
+
+def import_file(path: Path) -> ModuleType:
+    """Import a source file as the module named by its stem."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[path.stem] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load(source: str, name: str | None = None) -> ModuleType:
+    """Import generated source from a file of its own (source_file)."""
+    return import_file(source_file(source, name))
 
 
 def values(t: str, n: int, rng: np.random.Generator) -> np.ndarray:
