@@ -24,7 +24,9 @@ def to_text(root: Any) -> str:
 
     Raises:
         FrontendError: a leaf or helper that cannot be lowered.
-        VerificationError: a rule of the language broken.
+        VerificationError: a rule that building the graph checks (the graph's other rules are
+            checked when it is compiled or launched: the text of a graph that breaks one is
+            written, and refused there).
     """
     return print_module(module_of(root))
 
@@ -33,7 +35,8 @@ def to_text(root: Any) -> str:
 def from_text(text: str, source_name: str = "<hpvm-text>") -> LoadedGraph:
     """A graph from textual IR; it compiles and launches like the Python-defined one.
 
-    The text is parsed and verified, never executed as Python (docs/security.md).
+    The text is parsed and its bodies type checked, never executed as Python (docs/security.md);
+    the graph's rules are verified when it is compiled or launched, as a Python graph's are.
 
     Args:
         text: the IR, as `to_text` or `hpvmc compile --emit ir` wrote it.
@@ -45,7 +48,7 @@ def from_text(text: str, source_name: str = "<hpvm-text>") -> LoadedGraph:
 
     Raises:
         ParseError: text that does not parse (at its line and column).
-        VerificationError: a rule of the language broken.
+        VerificationError: a body whose types do not check.
     """
     return LoadedGraph(parse_module(text, source_name), source_name)
 
