@@ -10,7 +10,7 @@ import numpy as np
 
 from ..ir import kernel as K
 from ..support.loc import Loc
-from ..types import PtrType, ScalarType
+from ..types import PtrType, ScalarType, bf16
 from .intervals import type_range
 from .progressions import Progression, TooIrregular, first_missing
 
@@ -473,10 +473,17 @@ def check_report(leaf: K.LeafFunc) -> list[tuple[Loc, str]]:
     return report
 
 
-def poison(array: np.ndarray) -> None:
-    """Fill a host buffer with what an unwritten device buffer may hold (HPVM_POISON_OUT): NaN
-    for floats, 0xAB bytes for integers."""
-    if array.dtype.kind == "f":
+# a bf16 quiet NaN's bits (a bf16 buffer is a uint16 array: 0xAB bytes would be a plausible
+# -1.2e-12, not the NaN that a float buffer gets)
+_BF16_NAN = 0x7FC0
+
+
+def poison(array: np.ndarray, elem: ScalarType) -> None:
+    """Fill a host buffer of `elem` values with what an unwritten device buffer may hold
+    (HPVM_POISON_OUT): NaN for floats, 0xAB bytes for integers."""
+    if elem == bf16:
+        array.view(np.uint16)[...] = _BF16_NAN
+    elif array.dtype.kind == "f":
         array[...] = np.nan
     else:
         array.view(np.uint8)[...] = 0xAB

@@ -29,7 +29,7 @@ from ..types import PtrType, ScalarType
 from .buffers import HOST, host_view, span
 from .placement import device_of
 from .plan import GraphPlan, NodePlan
-from .tracker import MemoryObject, MemoryTracker
+from .tracker import MemoryObject, MemoryTracker, overlap
 
 
 @dataclass
@@ -54,6 +54,16 @@ class Slot:
 # HPVM_POISON_OUT=1: on the host targets, an Out buffer that a launch may write in part is filled
 # with NaN (floats) or 0xAB bytes (integers) first, to show what relying on its old contents reads
 POISON_OUT = settings.POISON_OUT.on()
+
+
+def poisoned_outs(leaf: K.LeafFunc | D.LibraryFunc, args: list[Any], copied_in: frozenset[int]
+                  ) -> frozenset[int]:
+    """The Out parameters of `copied_in` that HPVM_POISON_OUT fills: not one whose memory the
+    launch also reads through an In or InOut parameter (the same array, or a view of it): a device
+    copies that in for the read, so the leaf reads real data there, and poison would change it."""
+    read = [value.obj for p, value in zip(leaf.params, args)
+            if isinstance(p.type, PtrType) and p.direction in ("in", "inout")]
+    return frozenset(i for i in copied_in if not any(overlap(args[i].obj, obj) for obj in read))
 
 
 def warn_uncovered(coverage: OutCoverage, reason: Uncovered) -> None:
@@ -308,7 +318,10 @@ class Executor:
                 kernel = node.lowering.kernel_for(kernel, checked, call, outputs, extents, device)
             timer = profile.gpu_begin(device) if t0 else None
             if recorder is not None and kernel.prepares and slots_so_far is not None and \
-                    recorder.records(ancestors):
+                    recorder.records(ancestors) and \
+                    not (POISON_OUT and copied_in and device == HOST):
+                # (a launch that poisons is not recorded: a replay acquires no buffer, so it
+                # would not poison)
                 prepared = kernel.prepare(call, outputs, extents)
                 prepared.run()
                 recorder.leaf(node, prepared, slots_so_far, call, outputs, extents, device, copied_in)
@@ -349,6 +362,8 @@ class Executor:
         leaf = node.func
         assert isinstance(leaf, (K.LeafFunc, D.LibraryFunc))  # a collective runs like a leaf
         call = list(args)
+        poisoned = poisoned_outs(leaf, args, copied_in) if POISON_OUT and copied_in and \
+            device == HOST else frozenset()
         late = []  # write-only buffers: acquired after those the leaf reads, which may be the
         # same buffer (bound to an In and an Out parameter): acquired first, the Out one would
         # mark its device copy valid without copying the data the In one reads
@@ -357,7 +372,7 @@ class Executor:
                 if p.direction == "out" and i not in copied_in:
                     late.append(i)
                 else:
-                    call[i] = self.buffer_arg(value, p, device, i in copied_in)
+                    call[i] = self.buffer_arg(value, p, device, i in copied_in, i in poisoned)
         for i in late:
             call[i] = self.buffer_arg(args[i], leaf.params[i], device)
         return call, self.output_arrays(node, parents, count)
@@ -375,8 +390,8 @@ class Executor:
             outputs.append(np.zeros(size, dtype=out.type.numpy_dtype))
         return outputs
 
-    def buffer_arg(self, value: Any, param: K.Param, device: str, copied_in: bool = False
-                   ) -> BufferArg:
+    def buffer_arg(self, value: Any, param: K.Param, device: str, copied_in: bool = False,
+                   poisoned: bool = False) -> BufferArg:
         assert isinstance(value, BoundBuffer) and isinstance(param.type, PtrType)
         obj = value.obj
         reads = copied_in or param.direction in ("in", "inout")
@@ -384,8 +399,8 @@ class Executor:
         if profile.on:
             profile.note_param(param.name)  # the copies acquire() makes are for it
         buf = self.tracker.acquire(obj, device, reads, writes)
-        if copied_in and device == HOST and POISON_OUT:
-            poison(host_view(buf, param.type.elem))  # what a device would hold under the strict rule
+        if poisoned:  # what a device would hold under the strict rule
+            poison(host_view(buf, param.type.elem), param.type.elem)
         on_device = getattr(self._local, "on_device", None)
         if device != HOST and on_device is not None:
             on_device[id(obj)] = obj
