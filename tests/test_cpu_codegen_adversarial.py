@@ -12,7 +12,6 @@ import itertools
 import random
 import warnings
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
@@ -24,14 +23,7 @@ from hpvm_py.errors import HPVMError
 from differential.data import load, same, scalar, values
 
 
-def _supported_levels() -> list[str]:
-    host = llvm.get_host_cpu_features()
-    names = list(jit.LEVELS)
-    return [name for k, name in enumerate(names)
-            if all(host.get(f, False) for level in names[:k + 1] for f in jit.LEVELS[level])]
-
-
-LEVELS = _supported_levels()
+LEVELS = jit.runnable_levels()
 HEADER = """import math
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, i1, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64

@@ -64,13 +64,26 @@ def code_cpu() -> tuple[str, str]:
         raise CompileError(f"HPVM_CPU_LEVEL={level!r}: expected one of {', '.join(LEVELS)}, or unset "
                            "for this CPU")
     host = llvm.get_host_cpu_features()
-    names = list(LEVELS)
-    needed = [f for name in names[:names.index(level) + 1] for f in LEVELS[name]]
-    missing = [f for f in needed if not host.get(f, False)]
+    missing = [f for f in level_features(level) if not host.get(f, False)]
     if missing:
         raise CompileError(f"HPVM_CPU_LEVEL={level}: this CPU ({llvm.get_host_cpu_name()}) lacks "
                            f"{', '.join(missing)}, so code for that level could not run here")
     return level, ""
+
+
+def level_features(level: str) -> list[str]:
+    """The CPU features code of a level uses: its own and those of the levels below it."""
+    names = list(LEVELS)
+    return [f for name in names[:names.index(level) + 1] for f in LEVELS[name]]
+
+
+def runnable_levels() -> list[str]:
+    """The levels whose code this CPU runs (what HPVM_CPU_LEVEL may name here)."""
+    import llvmlite.binding as llvm
+
+    _initialise()
+    host = llvm.get_host_cpu_features()
+    return [level for level in LEVELS if all(host.get(f, False) for f in level_features(level))]
 
 
 def _initialise() -> None:

@@ -41,14 +41,7 @@ exit:
 """
 
 
-def _supported() -> list[str]:
-    host = llvm.get_host_cpu_features()
-    names = list(jit.LEVELS)
-    return [name for k, name in enumerate(names)
-            if all(host.get(f, False) for level in names[:k + 1] for f in jit.LEVELS[level])]
-
-
-SUPPORTED = _supported()
+SUPPORTED = jit.runnable_levels()
 
 
 def _level(name: str):  # noqa: ANN202
