@@ -52,8 +52,11 @@ def _check_runnable(node: NodePlan) -> None:
 
 
 def _placement_loc(node: NodePlan) -> Any:
-    """Where the placement was written: the leaf's own target=, else the node (its hint)."""
-    return node.func.loc if node.placement.origin == LEAF else node.node.loc
+    """Where the placement was written: the leaf's own target=, else the hinted node (the node
+    itself, or the internal node whose hint it inherits)."""
+    if node.placement.origin == LEAF:
+        return node.func.loc
+    return node.placement.hinted_at or node.node.loc
 
 
 def _node_device(node: NodePlan, default: str) -> str:
@@ -68,5 +71,5 @@ def _node_device(node: NodePlan, default: str) -> str:
                           f"{origin_text(node.placement, node.node, node.func)}), but there is no "
                           f"GPU number {index} here (GPUs: {have}); use a GPU number below {count}"
                           + (" or set HPVM_FAKE_DEVICES" if kind == "fake" else ""),
-                          node.node.loc, rule="target-available")
+                          _placement_loc(node), rule="target-available")
     return f"{kind}:{index}"

@@ -2,7 +2,7 @@
 (docs/architecture.md, "Module notes": rt/placement.py)"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends import registry
@@ -22,6 +22,7 @@ class Placement:
     index: int | None  # GPU number asked for; None: the default GPU
     origin: str  # HINT | LEAF | RUNTIME | FALLBACK
     hinted_by: str | None = None  # HINT: the node whose hint it is (the node itself or an ancestor)
+    hinted_at: Any = field(default=None, compare=False)  # HINT: that node's line, for errors
 
     @property
     def spelled(self) -> str:
@@ -35,7 +36,7 @@ def place(node: D.Node, func: Any, runtime_target: str, inherited: Placement | N
     if row is not None and row.reference:
         return Placement(runtime_target, None, RUNTIME)
     if node.hint is not None and node.hint != "any":
-        return Placement(*split_target(node.hint), HINT, node.name)
+        return Placement(*split_target(node.hint), HINT, node.name, node.loc)
     if inherited is not None:
         return inherited
     leaf_target = getattr(func, "target", "any") if isinstance(func, K.LeafFunc) else "any"
@@ -72,14 +73,17 @@ def origin_text(placement: Placement, node: D.Node, func: Any) -> str:
 
 def require_compilable(placement: Placement, node: D.Node, func: Any) -> None:
     """A hinted node whose target cannot even be compiled here: say where the hint is and what to
-    do (the leaf-target and runtime cases are reported by the pipeline's compile step)."""
-    if placement.origin != HINT or registry.compilable(placement.target):
+    do (the leaf-target and runtime cases are reported by the pipeline's compile step). An
+    internal node compiles nothing: the children that inherit its hint are checked."""
+    if placement.origin != HINT or isinstance(func, D.GraphFunc) or \
+            registry.compilable(placement.target):
         return
     raise CompileError(f"node {node.name} is placed on {placement.spelled!r} by "
                        f"{origin_text(placement, node, func)}, but target "
                        f"{placement.target!r} is not available here: "
                        f"{registry.why_unavailable(placement.target)}. Hint it 'cpu', or 'any' to "
-                       "run it on the runtime's target", node.loc, rule="target-available")
+                       "run it on the runtime's target", placement.hinted_at or node.loc,
+                       rule="target-available")
 
 
 def device_of(target: str, index: int | None = None) -> str:

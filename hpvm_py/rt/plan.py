@@ -219,13 +219,16 @@ class GraphPlan:
 
     @functools.cached_property
     def gpu_nodes(self) -> list[NodePlan]:
-        """The nodes, at any depth, that run on a GPU target (asked once the plan is built)."""
+        """The nodes, at any depth, that run on a GPU target (asked once the plan is built): leaves
+        and library nodes. An internal node runs nothing itself: its hint only places the children
+        that inherit it, and those are here, so children that all hint elsewhere leave its GPU
+        out of the launch's devices (and out of its checks)."""
         found = []
         for node in self.nodes:
-            if is_gpu(node.target):
-                found.append(node)
             if node.child is not None:
                 found.extend(node.child.gpu_nodes)
+            elif is_gpu(node.target):
+                found.append(node)
         return found
 
     def host_source(self, src: Source) -> Source:
