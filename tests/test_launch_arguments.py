@@ -76,3 +76,32 @@ def test_push_takes_names_and_leaves_out_sizes(target: str, rng) -> None:
             np.testing.assert_allclose(y, x * factor + 1, rtol=1e-6)
             assert np.isclose(total, float(np.sum(x * factor + 1)), rtol=1e-5)
         hpvm.wait(h, timeout=60)
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+def test_a_sparse_tensor_is_refused_at_the_launch_line(target: str, layout: str) -> None:
+    """A sparse tensor has no nbytes, data pointer or contiguity: it was an internal error where
+    the launch left its size out, or read its kind."""
+    import torch
+
+    dense = torch.zeros(4, 4)
+    sparse = dense.to_sparse() if layout == "coo" else dense.to_sparse_csr()
+    c = np.zeros(16, np.float32)
+    with hpvm.runtime(target):
+        for args in ((sparse, c, 16), (sparse, 64, c, 64, 16)):
+            with pytest.raises(LaunchError, match=f"argument 'a' of copy_graph is a torch.sparse_{layout} "
+                               "tensor: .* pass tensor.to_dense") as info:
+                hpvm.launch(P.copy_graph, *args)
+            assert info.value.loc is not None and info.value.loc.file == __file__
+        with pytest.raises(hpvm.errors.MemoryTrackingError, match="to_dense"):
+            hpvm.track_memory(sparse)
+
+
+def test_an_ndarray_subclass_is_indexed_as_a_flat_array(target: str) -> None:
+    """np.matrix's m[0] is a whole row: the python target's view of a matrix wrote each value
+    into every element of the row, where the compiled targets write element i."""
+    a = np.matrix(np.arange(6, dtype=np.float32).reshape(2, 3))
+    c = np.matrix(np.zeros((2, 3), np.float32))
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(P.copy_graph, a, c, 6))
+    np.testing.assert_array_equal(np.asarray(c).reshape(-1), np.arange(6, dtype=np.float32))

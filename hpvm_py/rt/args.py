@@ -13,7 +13,8 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64, i64, int_to_float
-from .buffers import HOST, buffer_kind, describe, elem_matches, is_buffer, moved, span, why_not_writable
+from .buffers import (HOST, buffer_kind, describe, elem_matches, given_nbytes, is_buffer, moved,
+                      not_dense, span, why_not_writable)
 from .executor import BoundBuffer
 from .tracker import MemoryObject, MemoryTracker, overlap
 
@@ -57,7 +58,7 @@ def complete_arguments(func: D.GraphFunc, args: tuple[Any, ...], kwargs: dict[st
         values[index] = value
     for size, pointer in companions.items():
         if size not in values and pointer in values:
-            values[size] = getattr(values[pointer], "nbytes", None)
+            values[size] = given_nbytes(values[pointer])
     missing = [names[i] for i in range(len(params)) if i not in values]
     if missing:
         raise LaunchError(_arity(func, companions, f"missing {', '.join(missing)}"), caller_loc())
@@ -225,6 +226,10 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
     if not is_buffer(arg):
         raise LaunchError(f"argument {p.name!r} of {func.name} is a pointer ({p.type}): pass a NumPy "
                           f"array or a torch tensor of {elem}, not {type(arg).__name__}", caller_loc())
+    sparse = not_dense(arg)
+    if sparse is not None:
+        raise LaunchError(f"argument {p.name!r} of {func.name} {sparse}: a kernel indexes dense "
+                          "memory; pass tensor.to_dense()", caller_loc())
     info = describe(arg)
     if not elem_matches(info, elem):
         got = info.elem.name if info.elem is not None else "an unsupported dtype"

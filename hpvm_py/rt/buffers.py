@@ -31,6 +31,20 @@ def _is_torch_tensor(obj: Any) -> bool:
     return cls.__module__.startswith("torch") and cls.__name__ in ("Tensor", "Parameter")
 
 
+def not_dense(buf: Any) -> str | None:
+    """Why a torch tensor is no memory a kernel can index (a sparse layout: its nbytes, data
+    pointer and contiguity are not defined), or None."""
+    if not _is_torch_tensor(buf):
+        return None
+    layout = buf.layout
+    return None if layout is sys.modules["torch"].strided else f"is a {layout} tensor"
+
+
+def given_nbytes(buf: Any) -> int | None:
+    """A launch argument's size in bytes, for a pointer's size left out (None: it has none)."""
+    return None if not_dense(buf) is not None else getattr(buf, "nbytes", None)
+
+
 def describe(buf: Any) -> BufferInfo:
     if isinstance(buf, np.ndarray):
         elem = resolve_scalar(buf.dtype)
@@ -51,6 +65,8 @@ def buffer_kind(buf: Any) -> tuple[Any, ...] | None:
         flags = buf.flags
         return cls, buf.dtype, flags.c_contiguous, flags.writeable
     if _is_torch_tensor(buf):
+        if buf.layout is not sys.modules["torch"].strided:
+            return None  # (checked, and refused, by the launch's full checks)
         return cls, buf.dtype, buf.device, buf.is_contiguous(), _grad_recorded(buf)
     return None
 
@@ -102,7 +118,8 @@ def elem_matches(info: BufferInfo, elem: ScalarType) -> bool:
 def host_view(buf: Any, elem: ScalarType) -> np.ndarray:
     """A flat NumPy view (no copy) of a host buffer, typed as elem (bf16 as uint16 bits)."""
     if isinstance(buf, np.ndarray):
-        return buf.reshape(-1).view(elem.numpy_dtype)
+        # (as a plain ndarray: a subclass indexes otherwise, np.matrix's m[0] is a whole row)
+        return np.asarray(buf).reshape(-1).view(elem.numpy_dtype)
     tensor = buf.detach()
     if elem == bf16:
         import torch

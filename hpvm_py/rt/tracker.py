@@ -22,7 +22,7 @@ from ..device.devices import TRANSFERS
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
 from ..support import profile, stats
-from .buffers import HOST, BufferInfo, describe, is_buffer, moved
+from .buffers import HOST, BufferInfo, describe, is_buffer, moved, not_dense
 
 def _kind(device: str) -> str:
     return device.split(":")[0]
@@ -129,6 +129,10 @@ class MemoryTracker:
         if not is_buffer(buf):
             raise MemoryTrackingError(f"track_memory() takes a NumPy array or a torch tensor, not "
                                       f"{type(buf).__name__}", caller_loc())
+        sparse = not_dense(buf)
+        if sparse is not None:
+            raise MemoryTrackingError(f"track_memory(): the buffer {sparse}; pass tensor.to_dense()",
+                                      caller_loc())
         with self._lock:
             obj = self._find(buf)
             if obj is not None and moved(buf, obj.address, obj.nbytes):
