@@ -321,3 +321,17 @@ def test_wait_after_cleanup(bufs):
     check_clean(info, LaunchError, "wait-after-cleanup")
 
 
+
+
+@pytest.mark.parametrize("device", ["fake:9", "fake:x", "cuda9", "tpu:0"])
+def test_an_error_raised_where_no_source_is_known_names_the_users_call(
+        monkeypatch: pytest.MonkeyPatch, device: str) -> None:
+    """A bad HPVM_GPU_DEVICE is refused deep in the device layer, with no location of its own:
+    the error names the line of the public call that reached it."""
+    monkeypatch.setenv("HPVM_GPU_DEVICE", device)
+    a = np.zeros(4, np.float32)
+    with hpvm.runtime("gpu"), pytest.raises(HPVMError, match="HPVM_GPU_DEVICE") as info:
+        hpvm.launch(P.vinc, a, a, 4)  # the line the error names
+    line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1)
+                if "hpvm.launch(P.vinc, a, a, 4)  # the line the error names" in text)
+    assert info.value.loc is not None and (info.value.loc.file, info.value.loc.line) == (__file__, line)

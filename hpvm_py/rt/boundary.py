@@ -1,6 +1,7 @@
 """The error boundary of every public function: a user mistake arrives as an HPVMError whose
-traceback starts at the user's call (not deep inside hpvm-py), and an unexpected internal failure
-arrives as an InternalError rather than a bare Python exception."""
+traceback starts at the user's call (not deep inside hpvm-py) and that names a file:line (the
+call's, when the error has no source of its own), and an unexpected internal failure arrives as
+an InternalError rather than a bare Python exception."""
 from __future__ import annotations
 
 import bdb
@@ -24,6 +25,8 @@ def api_boundary(fn: F) -> F:
             return fn(*args, **kwargs)
         except HPVMError as exc:
             error: HPVMError = exc
+            if error.loc is None:  # (raised where no source is known: a setting, a device) the
+                error.loc = caller_loc()  # user's call is the line to show
         except TypeError as exc:
             try:  # a call that does not fit the signature is the user's mistake
                 signature.bind(*args, **kwargs)
