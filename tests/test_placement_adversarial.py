@@ -17,16 +17,13 @@ import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, f32, i64
 from hpvm_py.backends import registry
 from hpvm_py.errors import HPVMWarning, LaunchError
+from test_placement import copies
 
 needs_fake = pytest.mark.skipif(not registry.available("gpu") or registry.available("nvptx"),
                                 reason="fake devices stand in only where there is no CUDA GPU (CI)")
 pytestmark = needs_fake
 
 N = 8
-
-
-def copies(before: dict, after: dict) -> tuple[int, int, int]:
-    return tuple(after[f"{d}_copies"] - before[f"{d}_copies"] for d in ("h2d", "d2h", "d2d"))
 
 
 # -- leaves -------------------------------------------------------------------------------------

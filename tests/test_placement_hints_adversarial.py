@@ -19,6 +19,7 @@ from hpvm_py import In, InOut, Ptr, f32, i64
 from hpvm_py.backends import registry
 from hpvm_py.errors import CompileError, HPVMWarning, LaunchError
 from hpvm_py.rt.launch_devices import launch_devices
+from test_placement import copies
 
 pytestmark = pytest.mark.skipif(not registry.available("gpu") or registry.available("nvptx"),
                                 reason="fake devices stand in only where there is no CUDA GPU (CI)")
@@ -26,10 +27,6 @@ pytestmark = pytest.mark.skipif(not registry.available("gpu") or registry.availa
 N = 8
 # placements that no kernel may use here: a GPU number that is not there, a target that cannot run
 UNUSABLE = ["gpu:5"] + (["nvptx", "nvptx:3"] if registry.compilable("nvptx") else [])
-
-
-def copies(before: dict, after: dict) -> tuple[int, int, int]:
-    return tuple(after[f"{d}_copies"] - before[f"{d}_copies"] for d in ("h2d", "d2h", "d2d"))
 
 
 @hpvm.leaf
