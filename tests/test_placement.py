@@ -143,7 +143,7 @@ def tracked_copies(buf) -> set[str]:
     """The devices that hold a copy of a tracked buffer (the runtime's memory tracker)."""
     from hpvm_py.api import host as api
 
-    return set(api._runtime.tracker.lookup(buf).copies)
+    return set(api._runtime.tracker.lookup(buf).copy_devices())
 
 
 # -- the policy (compile only: runs everywhere) -----------------------------------------------

@@ -41,6 +41,7 @@ class BufferArg:
     nbytes: int
     array: np.ndarray | None  # the view, once made
     view: Callable[[Any], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    elem: Any = field(default=None, repr=False, compare=False)  # the view's element type (host)
 
     @property
     def on_host(self) -> bool:

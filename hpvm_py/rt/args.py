@@ -121,8 +121,8 @@ def _bind_again(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker
         obj = env[i].obj
         # the kind its checks passed for (rt/args.py, _buffer): a dtype, contiguity or
         # writability changed in place since (`a.dtype = np.int32`) is checked again
-        checked = obj.checked_for.get(id(params[i]))
-        if checked is None or checked[0] is not params[i] or buffer_kind(arg) != checked[2]:
+        checked = checks_passed(obj, params[i])
+        if checked is None or buffer_kind(arg) != checked[2]:
             same = False
         elif type(arg) is np.ndarray:  # (inline: a push passes a dozen of them again)
             same = arg.nbytes == obj.nbytes
@@ -182,11 +182,10 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
     # a buffer alive after untrack_memory or cleanup)
     obj = tracker.lookup(arg)
     if obj is not None:
-        checked = obj.checked_for.get(id(p))
+        checked = checks_passed(obj, p)
         # (the same kind as then: its dtype, contiguity or writability may have been changed in
         # place since, `a.dtype = ...`, `t.data = t.view(torch.int32)`, `t.as_strided_(...)`)
-        if checked is not None and checked[0] is p and checked[1] == devices \
-                and buffer_kind(arg) == checked[2]:
+        if checked is not None and checked[1] == devices and buffer_kind(arg) == checked[2]:
             return BoundBuffer(obj)
     else:
         # a loop that launches on a fresh buffer each time: one of the kind that last passed this
@@ -195,14 +194,36 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
         if last is not None and last[0] is p and last[1] == devices and buffer_kind(arg) == last[2]:
             address, nbytes = span(arg)
             obj = tracker.track_launched(arg, last[3], nbytes, address)
-            obj.checked_for[id(p)] = (p, devices, last[2])
+            obj.checked_for = last  # (shared: no container of its own, see MemoryObject)
             return BoundBuffer(obj)
     bound = _check_buffer(func, p, arg, tracker, devices, obj)
     kind = buffer_kind(arg)
-    _remember(bound.obj.checked_for, id(p), (p, devices, kind))
+    entry = (p, devices, kind, bound.obj.home)
+    _note_checks(bound.obj, entry)
     if kind is not None:
-        _remember(tracker.checked_kinds, id(p), (p, devices, kind, bound.obj.home))
+        _remember(tracker.checked_kinds, id(p), entry)
     return bound
+
+
+# What a buffer passed (MemoryObject.checked_for): the entry (parameter, devices, buffer kind,
+# home) of the one parameter it passed the checks for, or a dict of them by id(parameter).
+
+def checks_passed(obj: MemoryObject, p: Any) -> tuple[Any, ...] | None:
+    """The entry of the checks `obj`'s buffer passed as parameter `p`, or None."""
+    checked = obj.checked_for
+    if type(checked) is dict:
+        checked = checked.get(id(p))
+    return checked if checked is not None and checked[0] is p else None
+
+
+def _note_checks(obj: MemoryObject, entry: tuple[Any, ...]) -> None:
+    checked = obj.checked_for
+    if checked is None or (type(checked) is tuple and checked[0] is entry[0]):
+        obj.checked_for = entry
+        return
+    if type(checked) is tuple:
+        checked = obj.checked_for = {id(checked[0]): checked}
+    _remember(checked, id(entry[0]), entry)
 
 
 _CHECKED_KEPT = 64  # parameters remembered per buffer and per runtime (_remember)

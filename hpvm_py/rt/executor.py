@@ -91,6 +91,26 @@ def _viewer(elem: ScalarType) -> Callable[[Any], np.ndarray]:
     return functools.partial(host_view, elem=elem)
 
 
+# The host arguments kept on a tracked object (MemoryObject.host_args): the BufferArg of its one
+# element type, bare, or a dict of them by element type once there are two.
+
+def _host_arg(obj: MemoryObject, elem: ScalarType) -> BufferArg | None:
+    kept = obj.host_args
+    if type(kept) is dict:
+        return kept.get(elem)
+    return kept if kept is not None and (kept.elem is elem or kept.elem == elem) else None
+
+
+def _keep_host_arg(obj: MemoryObject, elem: ScalarType, arg: BufferArg) -> None:
+    kept = obj.host_args
+    if kept is None or (type(kept) is not dict and (kept.elem is elem or kept.elem == elem)):
+        obj.host_args = arg
+    elif type(kept) is dict:
+        kept[elem] = arg
+    else:
+        obj.host_args = {kept.elem: kept, elem: arg}
+
+
 def _selected(device: str) -> contextlib.AbstractContextManager[None]:
     """The node's GPU made current while its kernel launches (a no-op on the host)."""
     if device == HOST:
@@ -407,9 +427,7 @@ class Executor:
         if device == HOST and buf is obj.user:
             # the user's own host buffer: its view is made once (a tensor's storage may move)
             elem = param.type.elem
-            if obj.host_args is None:
-                obj.host_args = {}
-            cached = obj.host_args.get(elem)
+            cached = _host_arg(obj, elem)
             if cached is not None and writes and cached.array is not None and \
                     not cached.array.flags.writeable:
                 # its view was made while the buffer was read-only (read by an In parameter
@@ -420,8 +438,9 @@ class Executor:
             address, nbytes = span(buf)  # (a tensor's storage may have moved since it was tracked)
             if cached is not None and cached.address == address:
                 return cached
-            arg = BufferArg(obj=buf, address=address, nbytes=nbytes, array=None, view=_viewer(elem))
-            obj.host_args[elem] = arg
+            arg = BufferArg(obj=buf, address=address, nbytes=nbytes, array=None, view=_viewer(elem),
+                            elem=elem)
+            _keep_host_arg(obj, elem, arg)
             return arg
         # (the user's device buffer: lookup() saw it where it was tracked, this launch)
         address, nbytes = (obj.address, obj.nbytes) if buf is obj.user else span(buf)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
@@ -28,16 +28,39 @@ def _kind(device: str) -> str:
     return device.split(":")[0]
 
 
-@dataclass(slots=True, weakref_slot=True)  # (one per buffer a launch meets: kept light)
+def valid_on(*devices: str) -> frozenset[str]:
+    """The set of devices as valid bits: one shared frozenset per distinct set, so that an object
+    holds no set of its own (see MemoryObject)."""
+    key = frozenset(devices)
+    return _VALID_SETS.setdefault(key, key)
+
+
+_VALID_SETS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def valid_plus(valid: frozenset[str], device: str) -> frozenset[str]:
+    return valid if device in valid else valid_on(device, *valid)
+
+
+# One per buffer a launch meets, so kept to one container the garbage collector tracks: a launch
+# on a fresh tensor leaves one of these alive per buffer, and in a process of a few hundred
+# thousand objects (torch imported) the full collections that survivors trigger cost more than
+# the rest of such a launch when each object held five containers of its own (benchmarks/RESULTS.md,
+# "Launching on tensors never seen: one container per buffer"). Hence the valid bits as shared
+# frozensets, no copies dict while the user's buffer is the only copy, and single entries
+# (`host_args`, `checked_for`) held bare until there is a second.
+@dataclass(slots=True, weakref_slot=True)
 class MemoryObject:
     user: Any  # the buffer the user tracked: the key of the object
     nbytes: int
     home: str  # where the user's buffer lives
     address: int = 0  # of the user's buffer when tracked
-    copies: dict[str, Any] = field(default_factory=dict)
-    valid: set[str] = field(default_factory=set)
-    host_args: dict[Any, Any] | None = None  # element type -> BufferArg of `user` (made on first use)
-    checked_for: dict[int, Any] = field(default_factory=dict)  # launch checks passed (rt/args.py)
+    copies: dict[str, Any] | None = None  # device -> its copy; None: only the user's, at home
+    valid: frozenset[str] = frozenset()  # (shared: valid_on, valid_plus)
+    # the BufferArg of `user` on the host (made on first use; a dict by element type once
+    # two parameters of other element types view it)
+    host_args: Any = None
+    checked_for: Any = None  # launch checks passed: one entry, or a dict of them (rt/args.py)
     released: bool = False  # untracked, or its runtime cleaned up: recordings of it are stale
     # the recorded launches that use it, by id, weakly held (an evicted one leaves by itself), dropped
     # on release, so none keeps a device view of the buffer alive (a dict of references: a WeakSet
@@ -67,6 +90,22 @@ class MemoryObject:
                 for key in [key for key, ref in refs.items() if ref() is None]:
                     del refs[key]  # recordings evicted since
             refs[id(recording)] = weakref.ref(recording)
+
+    def copy_on(self, device: str) -> Any:
+        """Its copy on `device`, or None."""
+        copies = self.copies
+        if copies is None:
+            return self.user if device == self.home else None
+        return copies.get(device)
+
+    def copy_devices(self) -> list[str]:
+        return [self.home] if self.copies is None else list(self.copies)
+
+    def copies_dict(self) -> dict[str, Any]:
+        """The copies dict, made when a second copy comes."""
+        if self.copies is None:
+            self.copies = {self.home: self.user}
+        return self.copies
 
     def used_by(self, recording: Any) -> bool:
         ref = (self.recordings or {}).get(id(recording))
@@ -107,8 +146,9 @@ def held_only_here(obj: MemoryObject) -> bool:
     the cached host arguments (and their views, whose base it is). A launch in flight, a stream's
     item, a kept recording's packed arguments or the user holding it count more references."""
     buf = obj.user
-    ours = 1 + (obj.copies.get(obj.home) is buf)
-    for arg in (obj.host_args or {}).values():
+    ours = 1 + (obj.copies is not None and obj.copies.get(obj.home) is buf)
+    args = obj.host_args
+    for arg in (args.values() if isinstance(args, dict) else (args,) if args is not None else ()):
         ours += (arg.obj is buf) + (getattr(arg.array, "base", None) is buf)
     return sys.getrefcount(buf) - 2 <= ours  # (getrefcount's argument and `buf`)
 
@@ -151,7 +191,7 @@ class MemoryTracker:
 
     def _adopt(self, buf: Any, home: str, nbytes: int, address: int, implicit: bool) -> MemoryObject:
         """Make and keep buf's object (the lock held)."""
-        obj = MemoryObject(buf, nbytes, home, address, {home: buf}, {home}, implicit=implicit)
+        obj = MemoryObject(buf, nbytes, home, address, None, valid_on(home), implicit=implicit)
         self._objects[id(buf)] = obj
         stats.bump_one("tracked_objects")
         if implicit:
@@ -221,7 +261,7 @@ class MemoryTracker:
 
     def acquire(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
         """The object's buffer on `device`, valid for reading if `reads`; marks writes."""
-        if device == obj.home and len(obj.copies) == 1:
+        if device == obj.home and obj.copies is None:
             return obj.user  # never copied anywhere: the user's buffer is the only, valid copy
         with self._lock:
             return self._acquire_held(obj, device, reads, writes)
@@ -250,19 +290,19 @@ class MemoryTracker:
     def _acquire_held(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
         """acquire() with the lock held."""
         valid = obj.valid
-        if device == obj.home and len(obj.copies) == 1:
+        if device == obj.home and obj.copies is None:
             return obj.user
         if device in valid and (len(valid) == 1 or not writes):
-            return obj.copies[device]  # valid there, and stays so: nothing to copy or mark
+            return obj.copy_on(device)  # valid there, and stays so: nothing to copy or mark
         if reads and device not in valid:
             self._copy_to(obj, device)
-        elif device not in obj.copies:
-            obj.copies[device] = self._allocate_like(obj, device)
+        elif obj.copy_on(device) is None:
+            obj.copies_dict()[device] = self._allocate_like(obj, device)
         if writes:
-            obj.valid = {device}
+            obj.valid = valid_on(device)
         elif reads:
-            obj.valid.add(device)
-        return obj.copies[device]
+            obj.valid = valid_plus(obj.valid, device)
+        return obj.copy_on(device)
 
     def finish_launch(self, objects: list[MemoryObject], keep_device: bool = False) -> None:
         """After a launch: buffers the user did not track get their newest data back, and their
@@ -274,7 +314,7 @@ class MemoryTracker:
                 if obj.implicit:
                     self._bring_home(obj)
                     if not keep_device:
-                        obj.valid = {obj.home}
+                        obj.valid = valid_on(obj.home)
 
     def host_data(self, objects: list[MemoryObject]) -> None:
         """The user's buffers hold the data: device copies of untracked ones are stale. A stream
@@ -284,7 +324,7 @@ class MemoryTracker:
         with self._lock:
             for obj in objects:
                 if obj.implicit:
-                    obj.valid = {obj.home}
+                    obj.valid = valid_on(obj.home)
 
     def release_all(self) -> None:
         """Bring every buffer's newest data home and let go of all. One that cannot take its data
@@ -310,7 +350,7 @@ class MemoryTracker:
 
     def _copy_to(self, obj: MemoryObject, device: str) -> None:
         if not obj.valid:
-            obj.valid.add(obj.home)  # never written: the user's contents are the data
+            obj.valid = valid_on(obj.home)  # never written: the user's contents are the data
             if device == obj.home:
                 return
         if device == obj.home and isinstance(obj.user, np.ndarray) and not obj.user.flags.writeable:
@@ -326,8 +366,9 @@ class MemoryTracker:
         if fn is None:
             raise MemoryTrackingError(f"no way to copy memory from {src} to {device}", caller_loc())
         timer = profile.gpu_begin(device if src == HOST else src) if t0 else None
-        obj.copies[device] = fn(obj.copies[src], device, obj.copies.get(device))
-        obj.valid.add(device)
+        copies = obj.copies_dict()
+        copies[device] = fn(copies[src], device, copies.get(device))
+        obj.valid = valid_plus(obj.valid, device)
         direction = "h2d" if src == HOST else ("d2h" if device == HOST else "d2d")
         stats.copied(direction, obj.nbytes)
         if t0:
@@ -339,4 +380,4 @@ class MemoryTracker:
         fn = TRANSFERS.get(("alloc", _kind(device)))
         if fn is None:
             raise MemoryTrackingError(f"no allocator for device {device}", caller_loc())
-        return fn(obj.copies[obj.home], device, None)
+        return fn(obj.copy_on(obj.home), device, None)
