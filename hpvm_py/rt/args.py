@@ -36,33 +36,50 @@ def complete_arguments(func: D.GraphFunc, args: tuple[Any, ...], kwargs: dict[st
     params = func.params
     if not kwargs and len(args) == len(params):
         return args  # the full form: nothing to do (a repeated launch's fast path)
-    companions = size_companions(func)
-    names = [p.name for p in params]
+    index, companions, short = _signature(func)
     values: dict[int, Any] = {}
-    short = [i for i in range(len(params)) if i not in companions]
-    if len(args) == len(short) and not any(names[i] in kwargs for i in short):
+    if len(args) == len(short) and not any(params[i].name in kwargs for i in short):
         positions = short  # every size left out
     elif len(args) <= len(params):
-        positions = list(range(len(args)))  # the first parameters, the rest by name
+        positions = range(len(args))  # the first parameters, the rest by name
     else:
         raise LaunchError(_arity(func, companions, f"got {len(args)}"), caller_loc())
     values.update(zip(positions, args))
     for name, value in kwargs.items():
-        if name not in names:
+        i = index.get(name)
+        if i is None:
             raise LaunchError(f"graph {func.name} has no parameter {name!r} (parameters: "
-                              f"{', '.join(names)})", caller_loc())
-        index = names.index(name)
-        if index in values:
+                              f"{', '.join(index)})", caller_loc())
+        if i in values:
             raise LaunchError(f"graph {func.name}: parameter {name!r} given twice (by position and "
                               "by name)", caller_loc())
-        values[index] = value
+        values[i] = value
     for size, pointer in companions.items():
         if size not in values and pointer in values:
             values[size] = given_nbytes(values[pointer])
-    missing = [names[i] for i in range(len(params)) if i not in values]
-    if missing:
+    if len(values) < len(params):
+        missing = [p.name for i, p in enumerate(params) if i not in values]
         raise LaunchError(_arity(func, companions, f"missing {', '.join(missing)}"), caller_loc())
-    return tuple(values[i] for i in range(len(params)))
+    return tuple([values[i] for i in range(len(params))])
+
+
+_SIGNATURES: dict[int, tuple[D.GraphFunc, tuple[Any, ...]]] = {}  # id(func) -> (func, signature)
+
+
+def _signature(func: D.GraphFunc) -> tuple[dict[str, int], dict[int, int], tuple[int, ...]]:
+    """A graph's parameter positions by name, its sizes' pointers (size_companions) and the
+    positions of the parameters that are not sizes, worked out once per graph (a launch by
+    keyword spends its time here otherwise)."""
+    known = _SIGNATURES.get(id(func))
+    if known is not None and known[0] is func:
+        return known[1]
+    companions = size_companions(func)
+    signature = ({p.name: i for i, p in enumerate(func.params)}, companions,
+                 tuple(i for i in range(len(func.params)) if i not in companions))
+    if len(_SIGNATURES) >= _KINDS_KEPT:
+        _SIGNATURES.clear()  # (as _kinds: a program compiles a few graphs, tests thousands)
+    _SIGNATURES[id(func)] = (func, signature)
+    return signature
 
 
 def _arity(func: D.GraphFunc, companions: dict[int, int], problem: str) -> str:
