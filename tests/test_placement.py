@@ -411,6 +411,31 @@ def test_default_gpu_follows_hpvm_gpu_device(rng, monkeypatch) -> None:
         assert tracked_copies(t) == {"host", "fake:0", "fake:1"}
 
 
+@needs_fake
+def test_a_replay_follows_a_changed_hpvm_gpu_device(monkeypatch) -> None:
+    """HPVM_GPU_DEVICE is read per launch: a launch that repeats a recorded one (a replay, or its
+    launches pointed at other buffers) after the setting changed runs on the device it names now,
+    not on the one it was recorded on."""
+    root = three_stage("gpu", "gpu", "gpu")
+    monkeypatch.setenv("HPVM_GPU_DEVICE", "fake:0")
+    n = 8
+    with hpvm.runtime("gpu"):
+        a = hpvm.track_memory(np.arange(n, dtype=np.float32))
+        b = hpvm.track_memory(np.ones(n, np.float32))
+        t, u, c = (hpvm.track_memory(np.zeros(n, np.float32)) for _ in range(3))
+        for _ in range(3):  # recorded, then replayed
+            hpvm.wait(hpvm.launch(root, a, b, t, u, c, n))
+        assert tracked_copies(c) == {"host", "fake:0"}
+        monkeypatch.setenv("HPVM_GPU_DEVICE", "fake:1")
+        for _ in range(2):
+            hpvm.wait(hpvm.launch(root, a, b, t, u, c, n))
+        assert "fake:1" in tracked_copies(c)
+        fresh = np.zeros(n, np.float32)  # other buffers of the recorded sizes (a rebind)
+        hpvm.wait(hpvm.launch(root, a, b, t, u, fresh, n))
+        hpvm.request_memory(c)
+        np.testing.assert_array_equal(fresh, c)
+
+
 # -- real GPUs (the nvidia-h200-x2 run; skipped on CI) ----------------------------------------
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..backends.base import BufferArg
 from ..device.streams import DeviceStreams
+from ..support import settings
 from ..support.world import current as current_world
 from ..types import ScalarType
 from .buffers import moved, why_not_writable
@@ -127,6 +128,9 @@ class Recording:
     # the distributed world it was recorded in, weakly held: a remote access's packed heap bases
     # point into that world's heaps (unmapped once it is left), so it serves that world only
     world: Any = field(default_factory=lambda: _world_key())
+    # HPVM_GPU_DEVICE when it was recorded: its launches run on the device that named (read per
+    # launch, so a launch after it changed takes the normal path, to the device it names now)
+    gpu_setting: str | None = field(default_factory=settings.GPU_DEVICE.text)
 
     def __post_init__(self) -> None:
         steps = len(self.steps)  # one kernel per leaf
@@ -173,7 +177,7 @@ class Recording:
         self.graph = self.streams = None
 
     def matches(self, args: tuple[Any, ...]) -> bool:
-        if self.dropped or len(args) != len(self.args) or not self._same_world():
+        if self.dropped or len(args) != len(self.args) or not self._same_place():
             return False
         for (i, ref), dtype in zip(self._buffers, self._dtypes):
             a, obj = args[i], ref()
@@ -186,8 +190,11 @@ class Recording:
                 return False  # the normal path tracks it again, or says what went wrong
         return self._same_values(args)
 
-    def _same_world(self) -> bool:
-        """Whether the world it was recorded in is the current one (None: no world, both times)."""
+    def _same_place(self) -> bool:
+        """Whether it was recorded under the current HPVM_GPU_DEVICE, in the current world (None:
+        no world, both times)."""
+        if settings.GPU_DEVICE.text() != self.gpu_setting:
+            return False
         key, now = self.world, current_world()
         if key is None or now is None:
             return key is None and now is None
@@ -275,7 +282,7 @@ class Recording:
         """Whether rebound() / retarget() can serve these buffers: the same integer arguments, and
         buffers of the same sizes, homes and aliasing as the recorded ones."""
         if not self.rebindable or self.dropped or len(args) != len(self.args) or \
-                not self._same_world() or not self._same_values(args):
+                not self._same_place() or not self._same_values(args):
             return False
         for i, ref in self._buffers:
             old, new = ref(), env[i].obj
