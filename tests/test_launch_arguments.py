@@ -97,6 +97,23 @@ def test_a_sparse_tensor_is_refused_at_the_launch_line(target: str, layout: str)
             hpvm.track_memory(sparse)
 
 
+def test_a_meta_tensor_is_refused_as_no_memory(target: str) -> None:
+    """A meta tensor has a shape but no memory: it was refused as a tensor on a GPU the graph
+    does not run on, with advice to place a node on 'gpu:0'; tracking it failed at the first copy."""
+    import torch
+
+    meta = torch.zeros(16, device="meta")
+    c = np.zeros(16, np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(P.copy_graph, torch.zeros(16), c, 16))  # (a CPU tensor's kind checked)
+        with pytest.raises(LaunchError, match="argument 'a' of copy_graph is a meta tensor, which has "
+                           r"a shape but no memory: pass a CPU or CUDA tensor \[rule: buffer-device") as info:
+            hpvm.launch(P.copy_graph, meta, c, 16)
+        assert info.value.loc is not None and info.value.loc.file == __file__
+        with pytest.raises(hpvm.errors.MemoryTrackingError, match="meta tensor"):
+            hpvm.track_memory(meta)
+
+
 def test_an_ndarray_subclass_is_indexed_as_a_flat_array(target: str) -> None:
     """np.matrix's m[0] is a whole row: the python target's view of a matrix wrote each value
     into every element of the row, where the compiled targets write element i."""

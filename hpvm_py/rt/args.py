@@ -13,8 +13,8 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64, i64, int_to_float
-from .buffers import (HOST, buffer_kind, describe, elem_matches, given_nbytes, is_buffer, moved,
-                      not_dense, span, why_not_writable)
+from .buffers import (HOST, buffer_kind, describe, elem_matches, foreign_device, given_nbytes,
+                      is_buffer, moved, not_dense, span, why_not_writable)
 from .executor import BoundBuffer
 from .tracker import MemoryObject, MemoryTracker, overlap
 
@@ -282,6 +282,10 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
         advice = "; pass a writeable array" if isinstance(arg, np.ndarray) else ""
         raise LaunchError(f"argument {p.name!r} of {func.name} is written by the graph "
                           f"({spelling}[...]) but {refusal}{advice}", caller_loc())
+    foreign = foreign_device(info)
+    if foreign is not None:
+        raise LaunchError(f"argument {p.name!r} of {func.name} {foreign}: pass a CPU or CUDA tensor",
+                          caller_loc(), rule="buffer-device")
     if info.device != HOST and info.device not in devices:
         gpus = sorted(d for d in devices if d != HOST)
         where = ", ".join(gpus) if gpus else "the host only"

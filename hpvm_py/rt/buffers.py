@@ -40,6 +40,17 @@ def not_dense(buf: Any) -> str | None:
     return None if layout is sys.modules["torch"].strided else f"is a {layout} tensor"
 
 
+def foreign_device(info: BufferInfo) -> str | None:
+    """Why a buffer's device is none the runtime runs on or copies from (a meta tensor, which has
+    no memory; an mps or xpu tensor), or None for the host and CUDA GPUs."""
+    kind = info.device.partition(":")[0]
+    if info.device == HOST or kind == "cuda":
+        return None
+    if kind == "meta":
+        return "is a meta tensor, which has a shape but no memory"
+    return f"lives on {info.device}, a device hpvm-py does not run on (it runs on the host and CUDA GPUs)"
+
+
 def given_nbytes(buf: Any) -> int | None:
     """A launch argument's size in bytes, for a pointer's size left out (None: it has none)."""
     return None if not_dense(buf) is not None else getattr(buf, "nbytes", None)

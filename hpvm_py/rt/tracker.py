@@ -22,7 +22,7 @@ from ..device.devices import TRANSFERS
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
 from ..support import profile, stats
-from .buffers import HOST, BufferInfo, describe, is_buffer, moved, not_dense
+from .buffers import HOST, BufferInfo, describe, foreign_device, is_buffer, moved, not_dense
 
 def _kind(device: str) -> str:
     return device.split(":")[0]
@@ -181,6 +181,10 @@ class MemoryTracker:
                 obj.implicit = obj.implicit and implicit
                 return obj
             info = info or describe(buf)
+            foreign = foreign_device(info)
+            if foreign is not None:
+                raise MemoryTrackingError(f"track_memory(): the buffer {foreign}; track a CPU or "
+                                          "CUDA tensor", caller_loc())
             return self._adopt(buf, info.device, info.nbytes, info.address, implicit)
 
     def track_launched(self, buf: Any, home: str, nbytes: int, address: int) -> MemoryObject:
