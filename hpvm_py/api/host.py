@@ -370,11 +370,8 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4, **kwargs
 
 def _profiled_run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> Handle:
     """A launch inside `hpvm.profile()`: one "launch" event around it (support/profile.py)."""
-    replays = _stats.count("replayed_launches")
-    with _profile.span("launch", compiled.name, args={"target": rt.target}) as info:
-        handle = Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
-        info["replayed"] = _stats.count("replayed_launches") > replays
-    return handle
+    with _profile.launch_span(compiled.name, {"target": rt.target}):
+        return Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
 
 
 def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[Any]:

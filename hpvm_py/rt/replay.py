@@ -410,7 +410,10 @@ def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
     """Every step's kernel, on stream `origin` (a handle; None: the recorded one) or spread over
     the recording's streams; `capturing`: into a CUDA graph (queued only, nothing checked)."""
     streams, plan = recording.streams, recording.stream_plan
-    launch_step = _profiled_step if profile.on else _launch_step
+    launch_step = _launch_step
+    if profile.on:
+        profile.replayed()  # (the launch's event says so)
+        launch_step = _profiled_step
     if streams is None or plan is None:
         for step in recording.steps:
             for outputs in step.fetch_before:

@@ -177,6 +177,28 @@ def span(cat: str, name: str, track: str | None = None,
 
 
 @contextlib.contextmanager
+def launch_span(name: str, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A "launch" event; its `replayed` is set by replayed() when the replay fast path runs it.
+    (Read from this thread's launch, not from the replay counter, which other threads' replays
+    raise meanwhile.)"""
+    outer = getattr(_local, "launch", None)
+    args["replayed"] = False
+    _local.launch = args
+    try:
+        with span("launch", name, args=args) as info:
+            yield info
+    finally:
+        _local.launch = outer
+
+
+def replayed() -> None:
+    """The launch this thread runs (launch_span) is a replay of a recorded one (rt/replay.py)."""
+    launch = getattr(_local, "launch", None)
+    if launch is not None:
+        launch["replayed"] = True
+
+
+@contextlib.contextmanager
 def node_span(name: str, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A "node" event; the copies made inside it (for its buffers) add their bytes to its args'
     `copied_bytes`, per parameter (see note_param())."""
@@ -414,7 +436,8 @@ def _write(prof: Profile) -> dict[str, Any]:
             missing = [str(p) for p in parts if not p.exists()]
             raise HPVMError(f"hpvm.profile(): rank 0 waited {settings.COMM_TIMEOUT.get()} s for the "
                             f"other ranks' traces ({', '.join(missing)}); each rank must profile "
-                            "the same block with the same path, on a file system all of them see")
+                            "the same block with the same path, on a file system all of them see",
+                            prof.loc, rule=RULE)
         time.sleep(0.02)
     merged: dict[str, Any] = {"traceEvents": [], "displayTimeUnit": "ms",
                               "otherData": {"ranks": size, "hpvm_times": {}}}
@@ -476,7 +499,7 @@ def load_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise HPVMError(f"{path}: not a Chrome-trace JSON file (no traceEvents)")
     try:
         return summary(trace)
-    except (AttributeError, TypeError, ValueError) as exc:
+    except (AttributeError, TypeError, ValueError, OverflowError) as exc:  # (JSON's Infinity bytes)
         raise HPVMError(f"{path}: not a Chrome-trace JSON file (an event is malformed: {exc})") from None
 
 

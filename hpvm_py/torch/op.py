@@ -239,6 +239,9 @@ class TorchOp:
         device, first = None, None
         for name in sig.tensors:
             t = values[name]
+            if t.layout != torch.strided:  # (sparse: no contiguous() or data pointer to launch on)
+                raise fail(f"argument {name!r} of {self.name} is a {t.layout} tensor: pass a dense "
+                           "one (tensor.to_dense())")
             want = torch_dtype(sig.elem(name))
             if t.dtype != want:
                 raise fail(f"argument {name!r} of {self.name} must be a {want} tensor "
