@@ -387,3 +387,44 @@ def test_gpu_times_from_cuda_events(target: str, tmp_path: Path) -> None:
     stages = {names[(e["pid"], e["tid"])] for e in of(trace, "stage")}
     names_of_stages = {f"stage {node.name}" for node in hpvm.compile(S.two_stages, target).plan.nodes}
     assert names_of_stages <= {s.split(" (")[0] for s in stages}
+
+
+def test_a_replay_writes_the_node_and_kernel_events_of_the_launch_it_repeats(tmp_path) -> None:
+    """A replayed launch (rt/replay.py) writes the same "node" events (each level of a chain of
+    internal nodes down to the leaf) and "kernel" event args as the normal path, marked replayed:
+    `hpvmc viz --profile` drew a loop's nodes as "not run" when every launch but the first was a
+    replay. (On cpu: the gpu target does not replay this graph, whose leaf's bounds proof depends
+    on data it reads.)"""
+    from tests.programs import nested_graphs as g
+
+    rng = np.random.default_rng(3)
+    n, lanes, blocks = 20, 8, 3
+    x = rng.standard_normal(n).astype(np.float32)
+    at = rng.integers(0, n, n).astype(np.int64)
+    y = np.zeros(n, np.float32)
+    path = tmp_path / "trace.json"
+    with hpvm.runtime("cpu"), hpvm.profile(str(path)):
+        for _ in range(3):
+            hpvm.wait(hpvm.launch(g.gather_nested, x, x.nbytes, at, at.nbytes, y, y.nbytes, n, 0.5,
+                                  lanes, blocks))
+    np.testing.assert_allclose(y, 3 * 0.5 * x[at], rtol=1e-6)
+    trace = checked(path)
+    launches = of(trace, "launch")
+    assert [e["args"]["replayed"] for e in launches] == [False, True, True]
+
+    def per_launch(cat: str) -> list[list[tuple[str, dict]]]:
+        events = sorted(of(trace, cat), key=lambda e: e["ts"])
+        return [[(e["name"], {k: v for k, v in e["args"].items()
+                              if k not in ("replayed", "edge_bytes", "copied_bytes")})
+                 for e in events if launch["ts"] <= e["ts"] <= launch["ts"] + launch["dur"]]
+                for launch in sorted(launches, key=lambda e: e["ts"])]
+
+    nodes, kernels = per_launch("node"), per_launch("kernel")
+    # (IR names are unique per process: a graph built again gets a suffix)
+    assert [(re.sub(r"_\d+$", "", name), a["kind"]) for name, a in nodes[0]] == [
+        ("gather_wrapper", "internal"), ("gather_blocks", "internal"), ("gather_add", "leaf")]
+    assert nodes[0][-1][1]["instances"] == blocks * lanes
+    assert nodes[1] == nodes[0] and nodes[2] == nodes[0]
+    assert len(kernels[0]) == 1 and kernels[1] == kernels[0] and kernels[2] == kernels[0]
+    assert all(e["args"]["replayed"] for e in of(trace, "node") + of(trace, "kernel")
+               if e["ts"] > sorted(launches, key=lambda e: e["ts"])[1]["ts"])

@@ -344,7 +344,8 @@ class Executor:
                 # would not poison)
                 prepared = kernel.prepare(call, outputs, extents)
                 prepared.run()
-                recorder.leaf(node, prepared, slots_so_far, call, outputs, extents, device, copied_in)
+                recorder.leaf(node, prepared, slots_so_far, call, outputs, extents, device, copied_in,
+                            checked)
             else:
                 if recorder is not None:
                     recorder.usable = False

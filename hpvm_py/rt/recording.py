@@ -42,6 +42,9 @@ class Step:
     fetch_before: list[Any] = field(default_factory=list)  # GPU outputs the host reads first
     has_outputs: bool = False  # the leaf's outputs are used (by the host or a later kernel)
     last_args: tuple[Any, ...] | None = None  # the from_args values of the last run
+    event: dict[str, Any] | None = None  # its kernel event's args under hpvm.profile (replay.py)
+    # its "node" events under hpvm.profile, outermost first: (node name, args) (replay.py)
+    node_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def launches(self) -> list[Any]:
         """Its prepared launches: the recorded one, and the other kernel's where it may choose."""
@@ -63,7 +66,8 @@ class Step:
         if redecide is not None:
             redecide = Redecide(redecide.node, redecide.call, redecide.extents,
                                  {k: twins[id(p)] for k, p in redecide.prepared.items()})
-        return Step(twins[id(self.prepared)], list(self.from_args), [], redecide)
+        return Step(twins[id(self.prepared)], list(self.from_args), [], redecide, event=self.event,
+                    node_events=self.node_events)
 
     def set_buffer(self, i: int, arg: BufferArg) -> None:
         for prepared in self.launches():

@@ -6,6 +6,7 @@ rt/recording.py holds what it keeps. docs/architecture.md ("Replay") says what i
 a replay falls back to the normal path."""
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import weakref
@@ -72,15 +73,34 @@ class Recorder:
         if not self._depth:
             self._lifted = None
 
+    def _node_events(self, leaf: Any, extents: list[tuple[int, ...]]) -> list[tuple[str, dict[str, Any]]]:
+        """The "node" events a profiled replay of this leaf writes, outermost first, as the
+        normal path's (rt/executor.py, fire_profiled): the root's node, the internal nodes of its
+        chain, the leaf; `extents` are the leaf's and its ancestors', innermost first."""
+        top = leaf if self._lifted is None else self._root_node
+        levels = (top.chain_to_leaf() or []) + [leaf]
+        graph, parents, events = self.root.func.name, 1, []
+        for level, ext in zip(levels, reversed(extents)):
+            kind = "leaf" if level is leaf else "internal"
+            instances = parents * math.prod(ext)
+            events.append((level.name, {"graph": graph, "kind": kind, "target": level.target,
+                                        "instances": instances, "extents": list(ext)}))
+            parents = instances
+            if level.child is not None:
+                graph = level.child.func.name
+        return events
+
     def records(self, ancestors: list[tuple[int, ...]]) -> bool:
         """Whether the leaf about to run is recorded: a root leaf, or the leaf at the bottom of a
         root internal node that enter() accepted."""
         return not ancestors or self._lifted is not None
 
     def leaf(self, node: Any, prepared: Any, slots: dict, call: list[Any], outputs: list[Any],
-             extents: list[tuple[int, ...]], device: str, copied_in: frozenset[int]) -> None:
+             extents: list[tuple[int, ...]], device: str, copied_in: frozenset[int],
+             checked: bool = False) -> None:
         """Record one leaf launch; `slots` maps (node index, port) to produced values, `copied_in`
-        names the Out buffers read as InOut (rt/executor.py's uncovered_outs)."""
+        names the Out buffers read as InOut (rt/executor.py's uncovered_outs), `checked` whether
+        the bounds-checked kernel ran."""
         gpu = isinstance(prepared, DeviceLaunch)
         self.devices.add(device)
         if gpu:
@@ -129,7 +149,11 @@ class Recorder:
                 self.usable = False  # a per-parent copy made on the host would go stale
                 return
         step = Step(prepared, from_args, from_outputs, fetch_before=fetch_before,
-                     has_outputs=any(out is not None for out in outputs))
+                     has_outputs=any(out is not None for out in outputs),
+                     event={"node": node.name, "target": node.target, "device": device,
+                            "instances": math.prod(math.prod(e) for e in extents),
+                            "checked": checked},
+                     node_events=self._node_events(node, extents))
         # the root's node (a chain's, not its leaf's): its edges order the steps (_spread)
         self.nodes.append(node if self._lifted is None else self._root_node)
         coverage = node.coverage
@@ -435,7 +459,8 @@ def _launch_all(func: D.GraphFunc, recording: Recording, args: tuple[Any, ...],
 
 
 def _launch_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: Any = None,
-                 capturing: bool = False) -> None:
+                 capturing: bool = False) -> Any:
+    """Launch the step's kernel; returns the prepared launch that ran."""
     prepared = step.prepared
     if step.from_args and not step.from_outputs and step.redecide is None:
         # a loop's scalars are often those of its last run: only the others are converted and
@@ -464,21 +489,37 @@ def _launch_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: A
         prepared.capture_into(stream)
     else:
         prepared.start(stream)  # GPU outputs: fetched where the host reads them
+    return prepared
 
 
 def _profiled_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: Any = None,
-                   capturing: bool = False) -> None:
-    """A replayed step inside `hpvm.profile()`: a "kernel" event (and its GPU time)."""
+                   capturing: bool = False) -> Any:
+    """A replayed step inside `hpvm.profile()`: the "node" events of the nodes it runs and a
+    "kernel" event, with the args of the launch it repeats, as the normal path writes them (and
+    its GPU time)."""
+    with contextlib.ExitStack() as nodes:
+        for name, info in step.node_events:
+            nodes.enter_context(profile.span("node", name, args=dict(info, replayed=True)))
+        return _profiled_kernel(func, step, args, stream, capturing)
+
+
+def _profiled_kernel(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: Any,
+                     capturing: bool) -> Any:
     leaf = getattr(getattr(step.prepared, "kernel", None), "leaf", None)
     name = getattr(leaf, "name", "kernel")
     gpu = isinstance(step.prepared, DeviceLaunch)
+    event = dict(step.event or {}, replayed=True)
     t0 = profile.now()
     timer = profile.gpu_begin(str(getattr(step.prepared, "device", "cuda")), stream) if gpu else None
-    _launch_step(func, step, args, stream, capturing)
+    ran = _launch_step(func, step, args, stream, capturing)
+    again = step.redecide
+    if again is not None:  # (the proof chose the kernel again, for this replay's values)
+        event["checked"] = ran is not again.prepared.get(again.node.kernel)
     if gpu:
         profile.gpu_end(timer, "gpu_kernel", name, str(getattr(step.prepared, "device", "cuda")),
-                        {"replayed": True})
-    profile.complete("kernel", name, t0, args={"replayed": True})
+                        {"node": event.get("node"), "replayed": True})
+    profile.complete("kernel", name, t0, args=event)
+    return ran
 
 
 def _zero_signs(key: tuple[Any, ...]) -> tuple[float, ...]:
