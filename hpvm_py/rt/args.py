@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import threading
 from typing import Any
 
 import numpy as np
@@ -244,6 +245,9 @@ def _note_checks(obj: MemoryObject, entry: tuple[Any, ...]) -> None:
 
 
 _CHECKED_KEPT = 64  # parameters remembered per buffer and per runtime (_remember)
+# held while a table changes: threads launching at once evict from one, the runtime's (two took
+# its oldest entry, and the second's `del` was a KeyError: an internal error of its launch)
+_REMEMBERING = threading.Lock()
 
 
 def _remember(checked: dict[int, tuple[Any, ...]], key: int, value: tuple[Any, ...]) -> None:
@@ -252,10 +256,11 @@ def _remember(checked: dict[int, tuple[Any, ...]], key: int, value: tuple[Any, .
     changed, has parameters of its own, and an entry holds its parameter, so a long-lived buffer
     or runtime would otherwise hold every graph's parameters a program ever launched. (Only after
     a full check: an evicted parameter costs one more check, never a wrong answer.)"""
-    checked.pop(key, None)  # (again, as the most recent)
-    while len(checked) >= _CHECKED_KEPT:
-        del checked[next(iter(checked))]
-    checked[key] = value
+    with _REMEMBERING:
+        checked.pop(key, None)  # (again, as the most recent)
+        while len(checked) >= _CHECKED_KEPT:
+            del checked[next(iter(checked))]
+        checked[key] = value
 
 
 def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str],

@@ -79,6 +79,9 @@ def buffer_kind(buf: Any) -> tuple[Any, ...] | None:
         if buf.layout is not sys.modules["torch"].strided:
             return None  # (checked, and refused, by the launch's full checks)
         return cls, buf.dtype, buf.device, buf.is_contiguous(), _grad_recorded(buf)
+    if isinstance(buf, np.ndarray):  # a subclass (np.matrix): a kind too, else a dtype or a
+        flags = buf.flags  # writability changed in place since its checks passed goes unchecked
+        return cls, buf.dtype, flags.c_contiguous, flags.writeable
     return None
 
 

@@ -186,11 +186,12 @@ class Recording:
         for (i, ref), dtype in zip(self._buffers, self._dtypes):
             a, obj = args[i], ref()
             # (its dtype and contiguity too: they can be changed in place, `a.dtype = np.int32`,
-            # `t.data = t.view(torch.int32)`, `t.as_strided_(...)`, and the checks refuse them)
+            # `t.data = t.view(torch.int32)`, `t.as_strided_(...)`, and the checks refuse them;
+            # an ndarray subclass, np.matrix, is an array: it has no is_contiguous())
             if obj is None or obj.released or obj.user is not a or a.dtype != dtype or \
                     (a.nbytes != obj.nbytes or not a.flags.c_contiguous  # (inline: a loop's
-                     if type(a) is np.ndarray else  # launch passes a dozen arrays again)
-                     moved(a, obj.address, obj.nbytes) or not a.is_contiguous()):
+                     if type(a) is np.ndarray or isinstance(a, np.ndarray) else  # launch passes
+                     moved(a, obj.address, obj.nbytes) or not a.is_contiguous()):  # a dozen again)
                 return False  # the normal path tracks it again, or says what went wrong
         return self._same_values(args)
 
