@@ -78,7 +78,7 @@ class Reads:
 
     def _same(self, chain: tuple[str, ...], then: Any) -> bool:
         now = self.resolve(chain)
-        return now is then or (type(now) is type(then) and type(now) in _NUMBERS and now == then)
+        return now is then or _same_number(now, then)
 
 
 class Watch:
@@ -142,6 +142,15 @@ def _fetcher(names: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
 
 
 _NUMBERS = (bool, int, float, complex)
+
+
+def _same_number(now: Any, then: Any) -> bool:
+    """Whether two numbers compile alike: equal and of one type, and for floats also of one
+    sign (0.0 == -0.0, but a leaf reading K computes 1/K and copysign(1, K) from its sign; a
+    NaN equals nothing, so it is never the same)."""
+    if type(now) is not type(then) or type(now) not in _NUMBERS or now != then:
+        return False
+    return type(now) not in (float, complex) or repr(now) == repr(then)
 _LIBRARIES = frozenset(("hpvm_py", "numpy", "math", "builtins"))
 
 

@@ -2,6 +2,7 @@
 (docs/architecture.md, "Module notes": ir/kernel.py)"""
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Union
@@ -25,6 +26,13 @@ class Expr:
 @dataclass(kw_only=True)
 class Const(Expr):
     value: int | float | bool
+
+    def __repr__(self) -> str:
+        # a leaf's repr is its compiled code's cache key (backends/base.py), and compiled code keeps
+        # a NaN's sign and payload, which repr() drops (every NaN is 'nan'): a NaN is its bits
+        value = self.value
+        text = f"nan:{struct.pack('<d', value).hex()}" if value != value else repr(value)
+        return f"Const(type={self.type!r}, value={text})"
 
 
 @dataclass(kw_only=True)

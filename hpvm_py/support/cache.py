@@ -14,6 +14,7 @@ beside it, before it is used (docs/security.md).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -38,6 +39,7 @@ _MEASURE_EVERY = 16
 _STALE_TEMP_SECONDS = 3600.0  # a .tmp- file this old was left by a process that died writing it
 _written = {"bytes": 0, "measured": 0}  # since the last measure; measures made by this process
 _trim_lock = threading.Lock()
+_WRITE_TRIES = 3  # writes of an entry whose folder another process's clear() removed meanwhile
 
 
 def cache_dir() -> Path:
@@ -70,12 +72,12 @@ def load(key: str, suffix: str, check: Callable[[bytes], str | None] | None = No
         return None
     path = folder / key[:2] / f"{key}{suffix}"
     try:
-        data = path.read_bytes()
-        expected = path.with_name(path.name + _SUM).read_text().strip()
+        data = _read_regular(path)
+        expected = _read_regular(path.with_name(path.name + _SUM)).strip()
     except OSError:
         stats.bump("cache_disk_misses")
         return None
-    if hashlib.sha256(data).hexdigest() != expected:
+    if hashlib.sha256(data).hexdigest().encode() != expected:  # (bytes: a digest may be garbage)
         stats.bump("cache_disk_misses")
         return None
     problem = check(data) if check is not None else None
@@ -91,6 +93,15 @@ def load(key: str, suffix: str, check: Callable[[bytes], str | None] | None = No
     if profile.on:
         profile.complete("cache", f"disk cache hit ({suffix})", profile.now(), args={"key": key[:16]})
     return data
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a regular file; OSError for anything else at the path (a FIFO would make the
+    read wait forever, and clear() removes only regular files, so every compile would hang)."""
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return f.read()
 
 
 def load_json(key: str, suffix: str) -> dict[str, Any] | None:
@@ -120,16 +131,34 @@ def store(key: str, suffix: str, data: bytes) -> Path | None:
     folder = root / key[:2]
     _make_room(root, len(data))
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        final = folder / f"{key}{suffix}"
-        _write(folder, final.with_name(final.name + _SUM), hashlib.sha256(data).hexdigest().encode())
-        _write(folder, final, data)
-        return final
+        return _write_entry(folder, f"{key}{suffix}", data)
     except OSError as exc:
         _warn_once(root, f"the compile cache {root} could not be written ({exc.strerror or exc}): "
                    "compiled code is not kept between runs; free space there, make it writable, "
                    f"or set {settings.CACHE_DIR.name} (or {settings.NO_CACHE.name}=1)")
         return None
+
+
+def _write_entry(folder: Path, name: str, data: bytes) -> Path:
+    """Write an entry and its digest (the digest first) into the key's folder, made if need be.
+    clear() in another process removes a key's folder once it holds nothing of the cache (or only
+    the digest just written, taken for an entry): between the mkdir and a write here, it fails
+    the write with ENOENT (or the mkdir with EEXIST), and the cache, usable, would be reported
+    unwritable; the folder is made again and the entry written again, a few times."""
+    for _ in range(_WRITE_TRIES - 1):
+        try:
+            return _write_files(folder, name, data)
+        except (FileNotFoundError, FileExistsError):
+            pass
+    return _write_files(folder, name, data)
+
+
+def _write_files(folder: Path, name: str, data: bytes) -> Path:
+    folder.mkdir(mode=0o700, exist_ok=True)
+    final = folder / name
+    _write(folder, final.with_name(final.name + _SUM), hashlib.sha256(data).hexdigest().encode())
+    _write(folder, final, data)
+    return final
 
 
 def _write(folder: Path, final: Path, data: bytes) -> None:

@@ -2,12 +2,14 @@
 
 triton.jit reads its function's source through `inspect`, so the code must live in a real file: it
 is written to the artifact cache under its content hash (a second process reuses the file, and
-Triton's own cache then holds the compiled binary) and imported from there.
+Triton's own cache then holds the compiled binary), and the module is made from the checked text
+under that file's name (_exec).
 """
 from __future__ import annotations
 
 import atexit
 import importlib.util
+import linecache
 import shutil
 import sys
 import tempfile
@@ -39,20 +41,25 @@ def _import(text: str, digest: str) -> Any:
     else:
         stats.bump("gpu_compiles")
         path = cache.store(digest, _SUFFIX, data)
-    try:
-        return _exec(path if path is not None else _private_file(data, digest), digest)
-    except FileNotFoundError:  # the cache directory was removed since: the same source, privately
-        return _exec(_private_file(data, digest), digest)
+    return _exec(path if path is not None else _private_file(data, digest), text, digest)
 
 
-def _exec(path: Path, digest: str) -> Any:
+def _exec(path: Path, text: str, digest: str) -> Any:
+    """The module of `text`, named after the file `path` that holds it. The text is compiled
+    here rather than imported from the file: an import writes the bytecode to a __pycache__ folder
+    beside it, into the cache, where neither its bound nor `hpvmc cache --clear` sees it, and
+    would read a file that a trim or a clear may remove meanwhile. Triton reads a kernel's source
+    through linecache (the interpreter at the kernel's first run): the text is kept there, never
+    checked against the file, so a kernel whose entry is removed before its first run is still
+    the one imported."""
     name = f"hpvm_triton_{digest[:24]}"
     spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
+    linecache.cache[str(path)] = (len(text), None, text.splitlines(True), str(path))
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(compile(text, str(path), "exec"), module.__dict__)
     except BaseException:
         del sys.modules[name]  # a failed import leaves no half-made module to be found later
         raise
