@@ -20,8 +20,8 @@ _HOST = {
     "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "erf": None, "erfc": None, "fabs": np.fabs,
     "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint, "isnan": np.isnan,
-    "isinf": np.isinf, "isfinite": np.isfinite, "pow": np.power, "atan2": np.arctan2,
-    "fmod": np.fmod, "copysign": S.copysign, "hypot": np.hypot, "fmin": S.fmin, "fmax": S.fmax,
+    "isinf": np.isinf, "isfinite": np.isfinite, "pow": S.power, "atan2": np.arctan2,
+    "fmod": np.fmod, "copysign": S.copysign, "hypot": S.hypot, "fmin": S.fmin, "fmax": S.fmax,
     "fma": S.fma, "abs": np.abs, "min": S.minimum, "max": S.maximum,
 }
 

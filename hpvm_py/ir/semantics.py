@@ -56,17 +56,49 @@ def maximum(a: Any, b: Any) -> Any:
     return out if np.ndim(out) else out[()]
 
 
+def _number_or(a: Any, b: Any, both: Any) -> Any:
+    """`both` where neither operand is a NaN, else the other operand. Not np.fmin/np.fmax: their
+    scalar loops (C's fminf, and every lane past the last full vector) give NaN for a signaling
+    NaN operand, where minimumNumber ignores it as it ignores a quiet one."""
+    out = np.where(np.isnan(b), a, np.where(np.isnan(a), b, both)).astype(np.result_type(a, b))
+    return out if np.ndim(out) else out[()]
+
+
 def fmin(a: Any, b: Any) -> Any:
     """`hpvm.math.fmin`, IEEE-754 minimumNumber: a NaN operand is ignored (NaN only when both
     are), -0 < +0."""
     with np.errstate(invalid="ignore"):
-        return _zero_order(a, b, np.fmin(a, b), pick_negative=True)
+        return _zero_order(a, b, _number_or(a, b, np.minimum(a, b)), pick_negative=True)
 
 
 def fmax(a: Any, b: Any) -> Any:
     """`hpvm.math.fmax`, IEEE-754 maximumNumber: a NaN operand is ignored, -0 < +0."""
     with np.errstate(invalid="ignore"):
-        return _zero_order(a, b, np.fmax(a, b), pick_negative=False)
+        return _zero_order(a, b, _number_or(a, b, np.maximum(a, b)), pick_negative=False)
+
+
+def _quiet(x: Any) -> Any:
+    """x with a signaling NaN made quiet (multiplying by one is exact for every other value, -0.0
+    included): C's pow and hypot answer a signaling NaN as an invalid operation (glibc's
+    pow(sNaN, 0) is NaN, not 1), while the language has one kind of NaN."""
+    return np.multiply(x, 1)
+
+
+def power(x: Any, y: Any) -> Any:
+    """pow(x, y) as C's pow, for every NaN alike. NumPy computes a scalar exponent 0.5 as
+    sqrt(x), whose sqrt(-0.0) is -0.0 and sqrt(-inf) NaN where pow gives +0.0 and +inf."""
+    with np.errstate(all="ignore"):
+        x, y = _quiet(x), _quiet(y)
+        result = np.power(x, y)
+        out = np.where((y == 0.5) & ((x == 0) | (x == -np.inf)), np.abs(x), result)
+    out = out.astype(np.result_type(result))
+    return out if np.ndim(out) else out[()]
+
+
+def hypot(x: Any, y: Any) -> Any:
+    """hypot(x, y) as C's hypot, for every NaN alike (hypot(inf, NaN) is inf)."""
+    with np.errstate(all="ignore"):
+        return np.hypot(_quiet(x), _quiet(y))
 
 
 def copysign(a: Any, b: Any) -> Any:

@@ -32,6 +32,10 @@ _HOST_INTRINSICS = {
     "cosh": "llvm.cosh", "tanh": "llvm.tanh", "pow": "llvm.pow", "atan2": "llvm.atan2",
 }
 _LIBM = ("expm1", "log1p", "asinh", "acosh", "atanh", "erf", "erfc", "hypot")
+# C's pow and hypot answer a signaling NaN as an invalid operation (glibc's pow(sNaN, 0) is NaN
+# where pow(NaN, 0) is 1, hypot(inf, sNaN) NaN where hypot(inf, NaN) is inf); the language has one
+# kind of NaN (semantics.power), so their operands are made quiet first.
+_QUIET_OPERANDS = ("pow", "hypot")
 
 
 class MathLibrary(Protocol):
@@ -59,6 +63,9 @@ class HostMath:
         ft = args[0].type
         if name == "fmod":
             return b.frem(args[0], args[1])
+        if name in _QUIET_OPERANDS:
+            canonical = overloaded(b.module, "llvm.canonicalize", ft, [ft])
+            args = [b.call(canonical, [a]) for a in args]
         if name in _LIBM:
             c_name = name + "f" if ft == F32 else name
             return b.call(declare(b.module, c_name, ft, [ft] * len(args), pure=True), args)

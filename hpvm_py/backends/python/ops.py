@@ -217,8 +217,8 @@ _MATH: dict[str, Callable[..., Any]] = {
     "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "erf": _erf(math.erf), "erfc": _erf(math.erfc),
     "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
-    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "pow": np.power,
-    "atan2": np.arctan2, "fmod": np.fmod, "copysign": S.copysign, "hypot": np.hypot,
+    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "pow": S.power,
+    "atan2": np.arctan2, "fmod": np.fmod, "copysign": S.copysign, "hypot": S.hypot,
     "fmin": S.fmin, "fmax": S.fmax, "fma": S.fma, "abs": np.abs, "min": S.minimum, "max": S.maximum,
 }
 
