@@ -91,7 +91,7 @@ def _expected(name: str, text: str) -> int | None:
         return value
     if not re.fullmatch(r"[0-9]+", text):
         return None
-    if name == "HPVM_NUM_THREADS" and int(text) == 0:
+    if name == "HPVM_NUM_THREADS" and not 0 < int(text) <= 4096:  # (settings.md: at most 4096)
         return None
     return int(text)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import threading
 import weakref
 from typing import Any, Iterator
@@ -136,12 +137,30 @@ def _shutdown(rt: Runtime, timeout: float | None) -> None:
     for handle in handles:
         handle.stop_on_cleanup()
     deadline = deadline_after(timeout)
-    busy = [name for handle in handles for name in handle.join_stopped(deadline)]
-    rt.tracker.release_all()
+    try:
+        busy = [name for handle in handles for name in handle.join_stopped(deadline)]
+    finally:  # (interrupted, Ctrl-C: no later cleanup() can, the runtime is already gone)
+        rt.tracker.release_all()
     if busy:
         raise HPVMTimeoutError(f"cleanup(): stream stage(s) {', '.join(busy)} were still running a "
                                f"kernel after {timeout} s and may still write their buffers; the "
                                "runtime is stopped", caller_loc())
+
+
+def _after_fork_in_child() -> None:
+    """os.fork() copies only the forking thread: the child's copies of open streams have no
+    stage threads (they refuse every call rather than wait for ever), and another thread may have
+    held the runtime's lock."""
+    global _runtime_lock
+    _runtime_lock = threading.Lock()
+    rt = _runtime
+    if rt is not None:
+        for handle in list(rt.handles):
+            handle.forked()
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextlib.contextmanager

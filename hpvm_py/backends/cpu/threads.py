@@ -5,8 +5,10 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import os
 import platform
 import threading
+import time
 from dataclasses import dataclass
 
 import llvmlite.ir as ir
@@ -34,6 +36,10 @@ IDLE_SPINS, LARGE_POOL_SPINS, LARGE_POOL = 20000, 2000, 32
 _OWNER_SPINS = 2000  # pauses of a launch waiting for its last tasks before it yields its core
 _SYS_FUTEX, _SYS_SCHED_YIELD = 202, 24  # x86-64 Linux
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
+# seconds shutdown() waits for the workers, all of them together: one busy with a long task (a
+# launch still running in a daemon thread at exit) leaves when it ends, and a wait per worker
+# held the interpreter's exit a second per thread
+SHUTDOWN_WAIT = 1.0
 
 _DRIVER = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64, PTR])
 
@@ -350,8 +356,9 @@ class NativePool:
     def shutdown(self) -> None:
         self._state[2] = 1
         self._wake(self._state_at)
+        deadline = time.monotonic() + SHUTDOWN_WAIT
         for t in self._workers:
-            t.join(1.0)
+            t.join(max(0.0, deadline - time.monotonic()))
 
 
 _pool: NativePool | None = None
@@ -365,3 +372,17 @@ def native_pool() -> NativePool:
             if _pool is None:
                 _pool = NativePool(default_threads())
     return _pool
+
+
+def _forget_pool_in_child() -> None:
+    """After os.fork() the child has none of the pool's workers (only the forking thread is
+    copied), and another thread may have held a lock of the pool: the child starts a pool of its
+    own at its first launch, rather than running every task on the launching thread (or waiting
+    for ever on that lock)."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_forget_pool_in_child)

@@ -4,6 +4,8 @@ failures surfaced at the failing item's pop, and the choice of the scheduler tha
 from __future__ import annotations
 
 import contextlib
+import numbers
+import operator
 import queue
 import threading
 import time
@@ -24,14 +26,17 @@ from .scheduler import THREAD_PREFIX, StreamScheduler
 from .stages import EOS, GPU_SLICE, POLL, SchedulerThread, Stage, StageThreads, WholeRecord, put_now
 
 WAITED_TWICE = "wait() was already called on this launch handle"
+FORKED = ("started before os.fork(): its stages run in the parent process; launch a stream in this "
+          "process to stream here")
 # the ways to run a stream's stages (scheduler.py), in order of preference: the first that fits
 SCHEDULERS: tuple[type[StreamScheduler], ...] = (ItemRunner, SchedulerThread, StageThreads)
 
 
 class StreamHandle:
     def __init__(self, runtime: Any, compiled: Any, depth: int):
-        if depth < 1:
-            raise StreamError(f"depth must be at least 1, got {depth}", caller_loc())
+        if not _is_whole_number(depth) or depth < 1:
+            raise StreamError(f"depth must be a whole number of items, at least 1, got {depth!r}",
+                              caller_loc())
         collective = first_library_node(compiled.plan)
         if collective is not None:  # stages run concurrently: ranks could not keep one order
             raise StreamError(f"node {collective.name} is a collective; collectives cannot run in a "
@@ -54,6 +59,7 @@ class StreamHandle:
         self._end_sent = False  # the end-of-stream mark went to every stage (wait() may time out first)
         self._waited = False  # a wait() returned: every stage has ended
         self._cleaned_up = False
+        self._forked = False  # this is a child's copy of the stream, made by os.fork()
         self._feed_lock = threading.Lock()
         # one pop() at a time: a pop takes the next item's records one stage at a time (and keeps
         # them across a timeout), so two threads popping at once would take parts of one item
@@ -287,6 +293,15 @@ class StreamHandle:
         self._cleaned_up = True
         self.stop.set()
 
+    def forked(self) -> None:
+        """In a child made by os.fork(): the stage threads stayed in the parent, so this copy is
+        stopped as by cleanup() and its calls say why; its locks, which a thread of the parent
+        may have held, are new."""
+        self._feed_lock = threading.Lock()
+        self._pop_lock = threading.Lock()
+        self._forked = True
+        self.stop_on_cleanup()
+
     def abandon(self) -> None:
         """The program dropped the stream's handle without wait(): nothing can push to it or pop
         from it any more, so its stages stop at their next check, as at cleanup(), and their
@@ -334,6 +349,8 @@ class StreamHandle:
         self._first_env = self._last_push = None
 
     def _state(self) -> str:
+        if self._forked:
+            return f"the parent's ({FORKED})"
         if self._cleaned_up:
             return "stopped by hpvm.cleanup()"
         if self._error is not None:
@@ -343,6 +360,8 @@ class StreamHandle:
     def _raise_stopped(self, what: str) -> None:
         """The pipeline was stopped: by a failing stage (raise its error), or by cleanup()."""
         self._raise_stage_error()
+        if self._forked:
+            raise StreamError(f"{what}(): this stream is the parent's ({FORKED})", caller_loc())
         lost = self._pushed - self._popped
         raise StreamError(f"{what}(): hpvm.cleanup() stopped this stream"
                           + (f"; the results of {lost} pushed item(s) that were not popped are lost"
@@ -437,11 +456,26 @@ def deadline_after(timeout: float | None) -> float | None:
 
 
 def check_timeout(timeout: float | None) -> None:
-    """A LaunchError at the user's call for a timeout that means no length of time (NaN): it
-    compared false with every clock reading, so a wait timed out at once saying "within nan s"."""
-    if timeout is not None and timeout != timeout:
+    """A LaunchError at the user's call for a timeout that means no length of time: NaN (it
+    compared false with every clock reading, so a wait timed out at once saying "within nan s"),
+    or not a number at all (a string failed inside the comparisons as an internal error)."""
+    if timeout is None:
+        return
+    if not isinstance(timeout, (int, float)) and not isinstance(timeout, numbers.Real):
+        raise LaunchError(f"timeout={timeout!r}: give the seconds to wait at most, or None to wait "
+                          "for ever", caller_loc())
+    if timeout != timeout:
         raise LaunchError("timeout=nan: give the seconds to wait at most, or None to wait for ever",
                           caller_loc())
+
+
+def _is_whole_number(value: Any) -> bool:
+    """An int or another integer type (NumPy's): not a float, a string or None."""
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
 
 
 def join_threads(threads: list[threading.Thread], deadline: float | None) -> list[threading.Thread]:
