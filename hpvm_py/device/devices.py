@@ -95,16 +95,18 @@ def byte_tensor(buf: Any) -> Any:
     import torch
 
     if isinstance(buf, np.ndarray):
-        return torch.from_numpy(buf.reshape(-1).view(np.uint8))
+        return torch.from_numpy(host_bytes(buf))
     if buf.dtype == torch.uint8 and buf.dim() == 1:
         return buf  # a device copy the tracker made: already flat bytes (a view costs ~2 us)
     return buf.reshape(-1).view(torch.uint8)
 
 
 def host_bytes(buf: Any) -> np.ndarray:
-    """A flat uint8 NumPy view of a host buffer (NumPy array or CPU tensor)."""
+    """A flat uint8 NumPy view of a host buffer (NumPy array or CPU tensor). An ndarray subclass
+    is viewed as a plain ndarray: np.matrix stays 2-D through reshape(-1), and torch refused to
+    copy its (1, n) shape into a flat device copy."""
     if isinstance(buf, np.ndarray):
-        return buf.reshape(-1).view(np.uint8)
+        return np.asarray(buf).reshape(-1).view(np.uint8)
     return byte_tensor(buf).numpy()
 
 
@@ -139,8 +141,8 @@ def _to_host(src: Any, device: str, existing: Any) -> Any:
         existing = np.empty(_nbytes(src), np.uint8)
     copies = staged()
     if copies is not None:  # filled once the copies queued so far are done
-        copies.to_host(src.reshape(-1).view(np.uint8) if isinstance(src, np.ndarray) else
-                       byte_tensor(src), host_bytes(existing))
+        copies.to_host(host_bytes(src) if isinstance(src, np.ndarray) else byte_tensor(src),
+                       host_bytes(existing))
         return existing
     if isinstance(src, np.ndarray):
         host_bytes(existing)[...] = host_bytes(src)
