@@ -20,6 +20,8 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py import types as T
 from hpvm_py.backends import jit
+from hpvm_py.backends.nvptx import toolchain
+from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.ir import semantics as S
 
 from conftest import TARGETS
@@ -261,3 +263,16 @@ def test_generated_math_matches_python(target: str, t: str, tmp_path: Path) -> N
     shown_x, shown_y = _decoded(_stored(xs, t), t), _decoded(_stored(ys, t), t)
     bad = _differences(ref, got, t, shown_x, shown_y)
     assert not bad, f"{len(bad)} differences, e.g. {bad[:5]}"
+
+
+@pytest.mark.skipif(toolchain.ptxas_path() is None,
+                    reason="ptxas is not installed (it comes with the triton wheel)")
+@pytest.mark.parametrize("t", FLOATS)
+def test_every_math_function_assembles_for_nvptx(t: str, tmp_path: Path) -> None:
+    """Without a GPU the nvptx target still compiles (ptxas assembles) every function of the
+    generated leaf; f64 hypot scales operands near the largest double (libdevice's overflowed to
+    inf: hypot(1.0, DBL_MAX) on an H200), which the GPU runs of the test above check."""
+    body = "\n".join(f"    f[{k} * n + i] = {e}" for k, e in enumerate(EXPRS))
+    module = _load(LEAF.format(t=t, body=body, early=""), tmp_path)
+    (kernel,) = [k for _, _, k in compile_graph(module.root, "nvptx").leaf_kernels()]
+    assert kernel.cubin

@@ -330,7 +330,10 @@ class TritonKernel(LeafKernel):
         one program per parent, privatised counts, or blocks of lanes); `shape` overrides the
         tl.dot blocks, or the lanes and warps (and a grid tile's width) of the defaults of grid
         tiles and blocks of lanes (autotune.py)."""
-        options: dict[str, Any] = dict(enable_fp_fusion=False)
+        # no FP fusion (products rounded once, as on the other targets), and libdevice without its
+        # flush of subnormals, which Triton turns on by default: sin(1e-45) was 0, floor(-1e-45)
+        # -0.0 and x % y of a subnormal y NaN on a GPU (tests/test_mathfns_adversarial.py)
+        options: dict[str, Any] = dict(enable_fp_fusion=False, enable_reflect_ftz=False)
         combined = _combined(extents)
         if source.dot is not None:
             rows, cols = _dot_extents(source.dot, extents)

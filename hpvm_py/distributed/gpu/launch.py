@@ -368,6 +368,7 @@ def _all_reduce_quantized(x: Any, mode: str, fingerprint: int) -> None:
     K.all_reduce_quantized[(programs,)](buf, buf.numel(), codes, scales, MODE=MODES.index(mode),
                                         QMAX=QMAX[mode], CODE_BYTES=block * BITS[mode] // 8, BLOCK=block,
                                         num_warps=tuning.warps, enable_fp_fusion=False,
+                                        enable_reflect_ftz=False,
                                         **_common(world, heap, fingerprint))
 
 
