@@ -418,26 +418,8 @@ def gpu_identity_helpers(interpreted: bool) -> str:
     return _GPU_IDENTITIES[interpreted]
 
 
-# libdevice's f64 hypot overflows to inf for operands near the largest double (hypot(1.0,
-# DBL_MAX) on an H200): operands above 2**1000 are scaled by 2**-600 and the result back by
-# 2**600, both exact (literals outside f32's range are f64 constants in Triton)
-_GPU_HYPOT = """
-
-@triton.jit
-def _m_hypot(x0, x1):
-    if x0.dtype.is_fp64():
-        big = (tl.abs(x0) > 1.0715086071862673e+301) | (tl.abs(x1) > 1.0715086071862673e+301)
-        down = tl.where(big, 2.409919865102884e-181, 1.0).to(tl.float64)
-        up = tl.where(big, 4.149515568880993e+180, 1.0).to(tl.float64)
-        return libdevice.hypot(x0 * down, x1 * down) * up
-    return libdevice.hypot(x0, x1)
-"""
-
-
 def library_helper(name: str, interpreted: bool) -> str:
     """The helper `_m_<name>` for one library function."""
-    if name == "hypot" and not interpreted:
-        return _GPU_HYPOT
     args = ", ".join(f"x{i}" for i in range(_ARITY.get(name, 1)))
     call = f'_host.call("{name}", {args})' if interpreted else \
         f"libdevice.{_LIBDEVICE_NAME.get(name, name)}({args})"
