@@ -254,6 +254,16 @@ def int_to_float(value: int, dst: ScalarType) -> float:
     return -out if value < 0 else out
 
 
+def float_value(value: int | float, dst: ScalarType) -> float:
+    """A number as float type dst holds it (a Python float): an int rounded once (int_to_float),
+    a float rounded from f64 as a cast is; inf beyond dst's range. The front end rounds a literal
+    so, and the textual IR's parser a constant, so that every target starts from the same value."""
+    if isinstance(value, int):
+        return int_to_float(value, dst)
+    with np.errstate(over="ignore"):
+        return float(cast(np.float64(value), f64, dst))
+
+
 def _saturate(value: Any, dst: ScalarType) -> Any:
     v = np.asarray(value, dtype=np.float64)
     out = np.zeros(v.shape, dtype=dst.numpy_dtype)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,13 +283,23 @@ def code_files(packages: tuple[str, ...]) -> list[Path]:
 
 
 def symbol_name(name: str) -> str:
-    """The ASCII form of an IR name (a leaf's, a parameter's) for generated code. Python
-    identifiers may be any Unicode letters, but llvmlite looks symbols up by ASCII name, PTX
-    symbols are ASCII and Triton refuses other kernel names: each other character becomes
-    _u<hex>_ (ASCII names are their own form)."""
-    if name.isascii():
+    """The identifier form of an IR name (a leaf's, a parameter's) for generated code. Python
+    identifiers may be any Unicode letters, and a name read from .hpvm text any characters
+    (`@"a b"`, `@a.b`, `@"1x"`), but llvmlite looks symbols up by ASCII name, PTX symbols are
+    identifiers (LLVM's NVPTX backend aborts the process on a space, ptxas refuses a dot, a
+    leading digit or a lone `_`) and Triton refuses other kernel names: each other character
+    becomes _u<hex>_, as does a first character that cannot start one (ASCII identifiers, every
+    name the front end makes but `_`, are their own form)."""
+    if _IDENTIFIER.fullmatch(name):
         return name
-    return "".join(c if c.isascii() else f"_u{ord(c):x}_" for c in name)
+    escaped = "".join(c if c.isascii() and (c.isalnum() or c == "_") else f"_u{ord(c):x}_"
+                      for c in name)
+    if _IDENTIFIER.fullmatch(escaped):
+        return escaped
+    return f"_u{ord(escaped[0]):x}_{escaped[1:]}" if escaped else "_u_"
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9_]+")  # as PTX spells them
 
 
 def shares_memory(args: list[Any], index: int) -> bool:

@@ -263,7 +263,7 @@ def object_problem(data: bytes, names: tuple[str, ...] = ()) -> str | None:
         defined = set(defined_symbols(data))
     except (ValueError, UnicodeDecodeError, struct.error):
         return "a malformed symbol table"
-    missing = [name for name in names if name not in defined]
+    missing = [name for name in names if symbol_name(name) not in defined]  # as defined
     if missing:
         return f"it lacks {', '.join(missing)}"
     return None

@@ -17,6 +17,11 @@ body is what the front end could have produced (kernel.py's node docstrings give
   integer type, a boolean (or 0 / 1) for i1;
 - `return` gives one value per leaf output (of its type), or the helper's result; `break` and
   `continue` sit inside a loop;
+- a pointer variable holds what the front end lets it hold (the backends keep one base pointer
+  per variable and allocate scratch before the instances run): a pointer parameter is never
+  assigned, and a pointer local is assigned once, `%buf = malloc<ptr<T>>(size)` at the top level
+  of a leaf body, before any use, with a size of constants, scalar parameters and instance
+  queries above the leaf's own ids (`pointer-views`, `malloc-uniform`);
 - expressions and blocks nest at most MAX_EXPR_DEPTH deep (the front end's limit; the later
   stages recurse on them), checked without recursing.
 
@@ -30,9 +35,10 @@ import math
 
 from ..errors import VerificationError
 from ..support.loc import UNKNOWN, Loc
-from ..types import PtrType, ScalarType, Type, VoidType
+from ..types import PtrType, ScalarType, Type, VoidType, float_value
 from . import dfg as D
 from . import kernel as K
+from .printer import literal
 
 # The front end rejects Python expressions nested deeper than this (frontend/lower/lowerer.py
 # imports it from here); a body read from text may nest expressions and blocks as deep, no deeper.
@@ -67,6 +73,7 @@ class _Checker:
         self.fn: K.LeafFunc | K.HelperFunc | None = None
         self.scope: dict[str, Type] = {}
         self.where: Loc = UNKNOWN  # the location of the statement being checked
+        self._allocated: set[str] = set()  # the pointer locals given a malloc so far
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -89,6 +96,7 @@ class _Checker:
         self.where = self._loc(fn)
         self._check_depth(fn.body)
         self.block(fn.body, loops=0)
+        self.pointers(fn)
 
     def _check_depth(self, body: K.Block) -> None:
         """Reject blocks or expressions nested deeper than MAX_EXPR_DEPTH, without recursing."""
@@ -152,6 +160,64 @@ class _Checker:
             for v in s.values:
                 if isinstance(v, K.Expr):
                     self.expr(v)
+
+    # -- pointer variables and malloc ---------------------------------------------------------
+
+    def pointers(self, fn: K.LeafFunc | K.HelperFunc) -> None:
+        """Refuse pointer assignments and mallocs that the front end could not have produced:
+        the backends would meet a pointer local without scratch behind it (docs/language.md,
+        `pointer-views` and `malloc-uniform`)."""
+        params = {p.name for p in fn.params}
+        self._allocated = set()
+        mallocs = {id(s.value) for s in K.walk_stmts(fn.body)
+                   if isinstance(s, K.Assign) and isinstance(s.value, K.Malloc)}
+        for stmt in K.walk_stmts(fn.body):
+            self.where = self._loc(stmt) if self._loc(stmt) != UNKNOWN else self._loc(fn)
+            if isinstance(stmt, K.Assign) and isinstance(self.scope[stmt.target], PtrType):
+                self._pointer_assign(stmt, params, top_level=any(stmt is s for s in fn.body))
+            for child in K.child_exprs(stmt):
+                for e in K.walk_exprs(child):
+                    if isinstance(e, K.Malloc) and id(e) not in mallocs:
+                        raise self.fail(e, "a malloc's pointer is assigned to a local: "
+                                        "`%buf = malloc<ptr<T>>(size)`", "malloc-uniform")
+        allocated: set[str] = set()
+        for stmt in fn.body:  # in order: a pointer local is used after its malloc
+            self.where = self._loc(stmt) if self._loc(stmt) != UNKNOWN else self._loc(fn)
+            for inner in K.walk_stmts([stmt]):
+                for child in K.child_exprs(inner):
+                    for e in K.walk_exprs(child):
+                        if isinstance(e, K.Var) and isinstance(e.type, PtrType) and \
+                                e.name not in params and e.name not in allocated:
+                            raise self.fail(e, f"%{e.name} is used before a malloc is assigned to "
+                                            "it", "pointer-views")
+            if isinstance(stmt, K.Assign) and isinstance(stmt.value, K.Malloc):
+                allocated.add(stmt.target)
+
+    def _pointer_assign(self, s: K.Assign, params: set[str], top_level: bool) -> None:
+        if s.target in params:
+            raise self.fail(s, f"%{s.target} is a pointer parameter: it keeps the buffer bound to "
+                            "it (index it, or pass another buffer)", "pointer-views")
+        if not isinstance(s.value, K.Malloc):
+            raise self.fail(s, f"%{s.target} is a pointer local: only a malloc is assigned to it "
+                            "(index a pointer parameter directly instead)", "pointer-views")
+        if isinstance(self.fn, K.HelperFunc):
+            raise self.fail(s, "malloc is an HPVM intrinsic; helpers may not use intrinsics",
+                            "helper-no-intrinsics")
+        if not top_level:
+            raise self.fail(s, "malloc is called at the top level of the leaf body (not inside "
+                            "if/for/while): every instance must reach it", "malloc-uniform")
+        if s.target in self._allocated:
+            raise self.fail(s, f"%{s.target} is assigned a second malloc; give each its own local",
+                            "malloc-uniform")
+        self._allocated.add(s.target)
+        for e in K.walk_exprs(s.value.nbytes):
+            local = isinstance(e, K.Var) and e.name not in params
+            if local or isinstance(e, (K.Load, K.Atomic, K.CallHelper, K.Malloc)) or \
+                    (isinstance(e, K.InstanceId) and e.level == 0):
+                raise self.fail(s, "the size of a malloc is the same for every instance and known "
+                                "before they run: constants, scalar parameters and instance "
+                                "counts (no locals, loads, calls or the leaf's own instance ids)",
+                                "malloc-uniform")
 
     def ret(self, s: K.Return) -> None:
         fn = self.fn
@@ -312,6 +378,15 @@ class _Checker:
         if t.is_bool:
             if not (isinstance(v, bool) or v in (0, 1)) or isinstance(v, float):
                 raise self.fail(e, f"{v!r}:i1: an i1 constant is true or false")
+        elif isinstance(v, bool):  # (a bool is an int to Python, and would pass as 1 or 0)
+            raise self.fail(e, f"{str(v).lower()}:{t.text()}: true and false are i1 constants; "
+                            f"write {int(v)}:{t.text()}")
+        elif t.is_float:
+            exact = float_value(v, t)
+            if not (exact == v or math.isnan(exact)):  # (NaN == NaN is False)
+                raise self.fail(e, f"{literal(v)}:{t.text()} is no {t.text()} value (the nearest is "
+                                f"{literal(exact)}:{t.text()}): the targets would round it "
+                                "differently")
         elif t.is_int:
             if isinstance(v, float):
                 hint = "" if not math.isfinite(v) else f"; write cast<{t.text()}>({v!r}:f64)"

@@ -2,11 +2,12 @@
 inputs): ir/verify.py calls them for every graph."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import VerificationError
 from ..support.loc import Loc
-from ..types import PtrType, ScalarType
+from ..types import PtrType, ScalarType, float_value
 from . import dfg as D
 from . import kernel as K
 
@@ -45,8 +46,8 @@ def _check_const_bind(c: D.ConstBind, param: K.Param) -> None:
     value = c.value.value
     if t.is_bool:
         fits = isinstance(value, bool)
-    elif t.is_float:
-        fits = isinstance(value, float)
+    elif t.is_float:  # a value of the type, as the front end rounds it (`0.1:f16` is none)
+        fits = isinstance(value, float) and (float_value(value, t) == value or math.isnan(value))
     else:
         fits = isinstance(value, int) and not isinstance(value, bool) and \
             t.min_value() <= value <= t.max_value()
