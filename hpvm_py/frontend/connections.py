@@ -7,7 +7,7 @@ from typing import Any
 from ..errors import VerificationError
 from ..ir import dfg as D
 from .callsite import caller_loc
-from .symbols import DimSym, Sym
+from .symbols import DimSym, Sym, Symbolic
 
 ONE_TO_ONE = D.ONE_TO_ONE
 """`edge(..., repl=ONE_TO_ONE)`: source instance i feeds destination instance i (equal grids)."""
@@ -15,12 +15,27 @@ ALL_TO_ALL = D.ALL_TO_ALL
 """`edge(..., repl=ALL_TO_ALL)`: a barrier: every destination instance after every source one."""
 
 
-class OutRef:
-    """Output `port` of a node, as given by `node.out.name` or `node.out[i]`."""
+class OutRef(Symbolic):
+    """Output `port` of a node, as given by `node.out.name` or `node.out[i]`. Its value exists only
+    when the graph runs: comparing it, branching on it or computing with it in the graph body is
+    computation (refused as for parameters), not a silent False or True."""
 
     def __init__(self, node: Any, port: int):  # a graph.NodeRef
         self.node = node
         self.port = port
+
+    @property
+    def builder(self) -> Any:
+        return self.node.builder
+
+    def _what(self) -> str:
+        return f"output {self.port} of node {self.node.ir.name} (a value computed when the graph runs)"
+
+    def as_count(self, what: str) -> D.DimExpr:
+        raise VerificationError(f"{what} is {self._what()}; an instance count is an int or an "
+                                "expression of integer graph parameters (bind the output to an "
+                                "integer parameter of an internal node, whose body may count with it)",
+                                caller_loc(), rule="instance-counts")
 
     def __repr__(self) -> str:
         return f"<output {self.port} of node {self.node.ir.name}>"

@@ -22,8 +22,9 @@ def _structure_error(what: str, loc: Loc | None = None) -> VerificationError:
                              loc or caller_loc(), rule="internal-nodes-only-structure")
 
 
-class _Symbolic:
-    """Behaviour shared by graph-parameter symbols: everything but structure is rejected."""
+class Symbolic:
+    """Behaviour shared by graph-parameter symbols and node outputs while a graph body is traced:
+    everything but structure is rejected."""
 
     builder: Any  # the GraphBuilder tracing the graph
 
@@ -63,8 +64,12 @@ class _Symbolic:
     def _dim(self) -> D.DimExpr:
         raise _structure_error(f"arithmetic on {self._what()}")
 
+    def as_count(self, what: str) -> D.DimExpr:
+        """The symbol as (part of) an instance count; `what` names the count in errors."""
+        return self._dim()
+
     def _arith(op: str, reflected: bool = False):  # type: ignore[misc]
-        def method(self: "_Symbolic", other: Any) -> "DimSym":
+        def method(self: "Symbolic", other: Any) -> "DimSym":
             lhs = self._dim()
             rhs = as_dim(other, self.builder, f"the other operand of {op}")
             expr = D.DimBin(op, rhs, lhs) if reflected else D.DimBin(op, lhs, rhs)
@@ -115,7 +120,7 @@ class _Symbolic:
         return _structure_error(f"{what} of {self._what()}")
 
 
-class Sym(_Symbolic):
+class Sym(Symbolic):
     """A parameter of the graph being traced."""
 
     def __init__(self, builder: Any, index: int, param: K.Param):
@@ -140,7 +145,7 @@ class Sym(_Symbolic):
         return f"<graph parameter {self.param.name}: {self.param.type}>"
 
 
-class DimSym(_Symbolic):
+class DimSym(Symbolic):
     """An instance-count expression of graph parameters."""
 
     def __init__(self, builder: Any, expr: D.DimExpr):
@@ -168,7 +173,7 @@ def as_dim(value: Any, builder: Any, what: str) -> D.DimExpr:
                                 rule="instance-counts")
     if isinstance(value, int):
         return D.DimConst(value)
-    if isinstance(value, _Symbolic):
+    if isinstance(value, Symbolic):
         if value.builder is not builder:
             raise VerificationError(f"{what} uses a parameter of another graph", caller_loc(),
                                     rule="edge-siblings")
@@ -177,7 +182,7 @@ def as_dim(value: Any, builder: Any, what: str) -> D.DimExpr:
             raise VerificationError(f"{what} is graph parameter {value.param.name!r} of type "
                                     f"{value.param.type}; instance counts are integer parameters",
                                     caller_loc(), rule="instance-counts")
-        return value._dim()
+        return value.as_count(what)
     raise VerificationError(f"{what} must be an int or an expression of integer graph parameters "
                             f"(+ - * // %), not {type(value).__name__}", caller_loc(),
                             rule="instance-counts")

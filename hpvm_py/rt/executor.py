@@ -260,7 +260,7 @@ class Executor:
         if parents * count > MAX_INSTANCES:
             raise LaunchError(f"node {node.name} would run {parents * count} instances ({parents} "
                               f"parent instance(s) x {list(ext)}): the instance count overflows 64 "
-                              f"bits (at most 2**63 - 1)", node.node.loc)
+                              f"bits (at most 2**63 - 1)", node.node.loc, rule="instance-counts")
         return count
 
     @staticmethod
@@ -281,7 +281,7 @@ class Executor:
         ext = tuple(D.eval_dim(d, values) for d in node.node.dims)
         if any(n < 0 for n in ext):
             raise ExecutionError(f"node {node.name} would have {list(ext)} instances; counts must not "
-                                 "be negative", node.node.loc)
+                                 "be negative", node.node.loc, rule="instance-counts")
         return ext
 
     def gather(self, node: NodePlan, port: int, src: Any, env: list[Any],
