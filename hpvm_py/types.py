@@ -60,11 +60,15 @@ class ScalarType(Type):
         return _DTYPES[self.name]
 
     @functools.cached_property
-    def host_value(self) -> tuple[type, int, int]:
+    def host_value(self) -> tuple[type, int | float, int | float]:
         """How a host argument of this type is made (rt/args.py's scalar_argument, per launch):
-        the NumPy scalar type its values are computed in (bf16: float32) and, for integers, the
-        range of values it holds."""
+        the NumPy scalar type its values are computed in (bf16: float32) and the range of values
+        it holds (for floats the finite ones: a number beyond them becomes inf, which NumPy's
+        conversion warns about)."""
         scalar = np.float32 if self.name == "bf16" else _DTYPES[self.name].type
+        if self.is_float:
+            largest = float(np.finfo(value_dtype(self)).max)
+            return scalar, -largest, largest
         return scalar, self.min_value(), self.max_value()
 
     def min_value(self) -> int:

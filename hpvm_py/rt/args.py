@@ -341,7 +341,7 @@ def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> An
     """A host value for scalar parameter `name`, checked and converted to t."""
     kind = type(arg)
     scalar, low, high = t.host_value  # the common cases first (launches, replays)
-    if kind is float and t.kind == "float" and t.name != "bf16":
+    if kind is float and t.kind == "float" and t.name != "bf16" and low <= arg <= high:
         return scalar(arg)
     if kind is int and t.kind in ("int", "uint") and low <= arg <= high:
         return scalar(arg)
@@ -367,7 +367,8 @@ def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> An
             # through f64); beyond t's range it is inf, as a float argument becomes
             return S.value_dtype(t).type(int_to_float(arg, t))
         if isinstance(arg, float):
-            return S.cast(np.float64(arg), f64, t) if t == bf16 else S.value_dtype(t).type(arg)
+            with np.errstate(over="ignore"):  # beyond t's range it is inf, by rule
+                return S.cast(np.float64(arg), f64, t) if t == bf16 else S.value_dtype(t).type(arg)
         raise LaunchError(f"{where} is a {t}: pass a number, not {type(arg).__name__}", caller_loc())
     if isinstance(arg, bool) or not isinstance(arg, int):
         raise LaunchError(f"{where} is a {t}: pass an int, not {type(arg).__name__}", caller_loc())
