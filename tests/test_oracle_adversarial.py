@@ -25,7 +25,7 @@ from differential.data import load
 
 from conftest import TARGETS
 
-RUNNABLE = [t for t in ("python", "cpu") if t in TARGETS]
+RUNNABLE = [t for t in ("python", "cpu", "gpu") if t in TARGETS]
 DEPTH = 127  # the deepest chain the front end accepts below its limit of 128
 
 LEAF = '''

@@ -302,6 +302,21 @@ def symbol_name(name: str) -> str:
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9_]+")  # as PTX spells them
 
 
+def unparenthesized(text: str) -> str:
+    """Generated code `text` without the parentheses around all of it, for a place that delimits
+    it already (a call's argument): Python refuses code nested more than 200 parentheses deep, and
+    a call around a parenthesised operation (a bf16 rounding, an implicit cast) would nest two per
+    level of the user's expression, which may be 128 deep (the python and gpu targets' code)."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for k, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return text[1:-1] if k == len(text) - 1 else text
+    return text
+
+
 def shares_memory(args: list[Any], index: int) -> bool:
     """Whether buffer argument `index` of a launch overlaps another of its buffer arguments: both
     are the same memory (docs/language.md, "buffer-overlap"), so an instance reads its own atomic

@@ -24,7 +24,7 @@ from ...errors import CompileError
 from ...ir import kernel as K
 from ...ir import semantics as S
 from ...types import PtrType, ScalarType, Type, bf16
-from ..base import NodeContext
+from ..base import NodeContext, unparenthesized
 from . import ops, remote_access
 
 # names the generated code defines itself: the runtime's helpers and the extra parameters (the
@@ -314,7 +314,7 @@ class _Generator:
             value = self.expr(stmt.value, mask, line)
             target = self.names[stmt.target]
             if mask is not None:
-                value = f"hp_where({mask}, {_bare(value)}, {target})"
+                value = f"hp_where({mask}, {unparenthesized(value)}, {target})"
             self.emit(line, f"{target} = {value}")
         elif isinstance(stmt, K.Store):
             self.store(stmt, mask, line)
@@ -447,7 +447,7 @@ class _Generator:
         if isinstance(e, K.UnaryOp):
             operand = self.expr(e.operand, mask, line)
             if e.op == "not":
-                return f"np.logical_not({_bare(operand)})"
+                return f"np.logical_not({unparenthesized(operand)})"
             text = f"(-{operand})" if e.op == "neg" else f"(~{operand})"
             return self._round16(text, e.type)
         if isinstance(e, K.Compare):
@@ -460,10 +460,10 @@ class _Generator:
             src = e.value.type
             assert isinstance(src, ScalarType) and isinstance(e.type, ScalarType)
             fn = self.helper(f"cast_{src.name}_{e.type.name}", ops.cast_function(src, e.type))
-            return f"{fn}({_bare(self.expr(e.value, mask, line))})"
+            return f"{fn}({unparenthesized(self.expr(e.value, mask, line))})"
         if isinstance(e, K.Load):
             ptr = self.names[e.ptr.name]
-            index = _bare(self.expr(e.index, mask, line))
+            index = unparenthesized(self.expr(e.index, mask, line))
             if e.rank is not None:
                 return f"hp_rload({self.site(e)}, peers, {ptr}, {index}, {self.expr(e.rank, mask, line)})"
             if self.vector and (mask is not None or expr_varies(e.index, self.varying)):
@@ -473,7 +473,7 @@ class _Generator:
             t = e.args[0].type
             assert isinstance(t, ScalarType)
             fn = self.helper(f"math_{e.name}_{t.name}", ops.math_function(e.name, t))
-            return f"{fn}({', '.join(_bare(self.expr(a, mask, line)) for a in e.args)})"
+            return f"{fn}({', '.join(unparenthesized(self.expr(a, mask, line)) for a in e.args)})"
         if isinstance(e, K.InstanceId):
             return self.id_params[(e.level, e.dim)]
         if isinstance(e, K.NumInstances):
@@ -497,7 +497,7 @@ class _Generator:
 
     def _round16(self, text: str, t: Type) -> str:
         if t == bf16:
-            return f"{self.helper('bf16_round', S.bf16_round)}({_bare(text)})"
+            return f"{self.helper('bf16_round', S.bf16_round)}({unparenthesized(text)})"
         return text
 
     def _pure(self, e: K.Expr) -> bool:
@@ -528,13 +528,13 @@ class _Generator:
         c = self.fresh("c")
         self.emit(line, f"{c} = {cond}")
         if self._pure(e.if_true) and self._pure(e.if_false):
-            return f"hp_where({c}, {_bare(self.expr(e.if_true, mask, line))}, {_bare(self.expr(e.if_false, mask, line))})"
+            return f"hp_where({c}, {unparenthesized(self.expr(e.if_true, mask, line))}, {unparenthesized(self.expr(e.if_false, mask, line))})"
         m_true, m_false = self.fresh("m"), self.fresh("m")
         self.emit(line, f"{m_true} = {c}" if mask is None else f"{m_true} = {mask} & {c}")
         self.emit(line, f"{m_false} = ~{c}" if mask is None else f"{m_false} = {mask} & ~{c}")
         a = self.expr(e.if_true, m_true, line)
         b = self.expr(e.if_false, m_false, line)
-        return f"hp_where({c}, {_bare(a)}, {_bare(b)})"
+        return f"hp_where({c}, {unparenthesized(a)}, {unparenthesized(b)})"
 
 
     def uniform_select(self, e: K.Select, cond: str, mask: str | None, line: int) -> str:
@@ -563,21 +563,6 @@ class _Generator:
         self.lines += b_lines
         self.emit(line, f"    {result} = {b}")
         return result
-
-
-def _bare(text: str) -> str:
-    """`text` without the parentheses around all of it, for a place that delimits it already (a
-    call's argument): Python refuses code nested more than 200 parentheses deep, and a call
-    around a parenthesised operation (a bf16 rounding, an implicit cast) would nest two per
-    level of the user's expression, which may be 128 deep."""
-    if not (text.startswith("(") and text.endswith(")")):
-        return text
-    depth = 0
-    for k, ch in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth == 0:
-            return text[1:-1] if k == len(text) - 1 else text
-    return text
 
 
 _BINOP_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",

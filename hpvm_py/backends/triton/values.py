@@ -13,6 +13,7 @@ from typing import Any
 from ...errors import CompileError
 from ...support.loc import Loc
 from ...types import ScalarType, bf16
+from ..base import unparenthesized
 
 REGISTER = {"i1": "tl.int1", "i8": "tl.int8", "i16": "tl.int16", "i32": "tl.int32", "i64": "tl.int64",
             "u8": "tl.uint8", "u16": "tl.uint16", "u32": "tl.uint32", "u64": "tl.uint64",
@@ -59,9 +60,9 @@ def choose(t: Any, cond: str, if_true: str, if_false: str) -> str:
 def round_to(code: str, t: ScalarType) -> str:
     """An f32 result rounded to the 16-bit type t (unchanged for other types)."""
     if t.name == "f16":
-        return f"_f16({code})"
+        return f"_f16({unparenthesized(code)})"
     if t == bf16:
-        return f"_bf16({code})"
+        return f"_bf16({unparenthesized(code)})"
     return code
 
 
