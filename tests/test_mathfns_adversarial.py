@@ -7,12 +7,8 @@ function to special and random wide-range inputs and compares each target with t
 """
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import math
-import sys
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -25,28 +21,13 @@ from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.ir import semantics as S
 
 from conftest import TARGETS
+from differential.data import load
 
 FLOATS = ["f16", "bf16", "f32", "f64"]
 LEVELS = jit.runnable_levels()
 # A signaling NaN (quiet bit clear) of each type, as its bits
 SNAN = {"f16": 0x7C01, "bf16": 0x7F81, "f32": 0x7F800001, "f64": 0x7FF0000000000001}
 UINT = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
-_loaded = 0
-
-
-def _load(source: str, folder: Path) -> Any:
-    """A fresh module (fresh graphs: a level or a target is read when a leaf first compiles)."""
-    global _loaded
-    _loaded += 1
-    path = folder / f"mathfns_adv_{_loaded}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _stored(values: list[float], t: str) -> np.ndarray:
     """Buffer contents of type t (bf16 as bits); the string "snan" is a signaling NaN."""
     numbers = [0.0 if v == "snan" else v for v in values]
@@ -96,10 +77,10 @@ def root(a: In[Ptr[{t}]], a_bytes: i64, b: In[Ptr[{t}]], b_bytes: i64, f: Out[Pt
 EARLY_RETURN = "    if n < 0:\n        return\n"
 
 
-def _run(target: str, t: str, exprs: list[str], xs: list, ys: list, folder: Path,
+def _run(target: str, t: str, exprs: list[str], xs: list, ys: list,
          per_instance: bool) -> np.ndarray:
     body = "\n".join(f"    f[{k} * n + i] = {e}" for k, e in enumerate(exprs))
-    module = _load(LEAF.format(t=t, body=body, early=EARLY_RETURN if per_instance else ""), folder)
+    module = load(LEAF.format(t=t, body=body, early=EARLY_RETURN if per_instance else ""))
     a, b = _stored(xs, t), _stored(ys, t)
     n = len(xs)
     f = np.zeros(len(exprs) * n, a.dtype)
@@ -112,15 +93,14 @@ def _run(target: str, t: str, exprs: list[str], xs: list, ys: list, folder: Path
 
 @pytest.mark.parametrize("per_instance", [False, True])
 @pytest.mark.parametrize("t", FLOATS)
-def test_pow_with_exponent_one_half_is_pow_not_sqrt(target: str, t: str, per_instance: bool,
-                                                    tmp_path: Path) -> None:
+def test_pow_with_exponent_one_half_is_pow_not_sqrt(target: str, t: str, per_instance: bool) -> None:
     """pow(-0.0, 0.5) is +0.0 and pow(-inf, 0.5) is +inf (C, IEEE 754), where sqrt gives -0.0 and
     NaN. NumPy's power computes a scalar exponent 0.5 as sqrt: the python target (and the gpu
     target in Triton's interpreter) gave -0.0 and NaN, cpu and the GPUs +0.0 and inf."""
     xs = [-0.0, 0.0, -math.inf, math.inf, 4.0, -4.0, math.nan]
     wants = [0.0, 0.0, math.inf, math.inf, 2.0, math.nan, math.nan]
     exprs = ["x ** 0.5", "hpvm.math.pow(x, 0.5)", "np.power(x, y)", "math.pow(x, y)"]
-    got = _run(target, t, exprs, xs, [0.5] * len(xs), tmp_path, per_instance)
+    got = _run(target, t, exprs, xs, [0.5] * len(xs), per_instance)
     for k, e in enumerate(exprs):
         for x, g, want in zip(xs, got[k], wants):
             assert _same(g, want), (target, t, e, x, g, want)
@@ -148,10 +128,10 @@ SNAN_CASES = [  # (expression, x, y, result)
 ]
 
 
-def _check_signaling_nans(target: str, t: str, folder: Path, per_instance: bool) -> None:
+def _check_signaling_nans(target: str, t: str, per_instance: bool) -> None:
     exprs = sorted({c[0] for c in SNAN_CASES})
     xs, ys = [c[1] for c in SNAN_CASES], [c[2] for c in SNAN_CASES]
-    got = _run(target, t, exprs, xs, ys, folder, per_instance)
+    got = _run(target, t, exprs, xs, ys, per_instance)
     for i, (e, x, y, want) in enumerate(SNAN_CASES):
         g = got[exprs.index(e)][i]
         assert _same(g, want), (target, t, e, x, y, g, want)
@@ -159,20 +139,20 @@ def _check_signaling_nans(target: str, t: str, folder: Path, per_instance: bool)
 
 @pytest.mark.parametrize("per_instance", [False, True])
 @pytest.mark.parametrize("t", FLOATS)
-def test_a_signaling_nan_is_a_nan(target: str, t: str, per_instance: bool, tmp_path: Path) -> None:
+def test_a_signaling_nan_is_a_nan(target: str, t: str, per_instance: bool) -> None:
     """fmin/fmax ignore a signaling NaN operand as they ignore a quiet one, pow(sNaN, 0) and
     pow(1, sNaN) are 1 and hypot(inf, sNaN) is inf. Before: the python target's fmin/fmax (NumPy's
     scalar loop, C's fminf) gave NaN, cpu's pow and hypot (glibc) NaN, and the python target's f16
     hypot NaN (its f16 -> f32 conversion keeps the NaN signaling; the CPU's quiets it)."""
-    _check_signaling_nans(target, t, tmp_path, per_instance)
+    _check_signaling_nans(target, t, per_instance)
 
 
 @pytest.mark.skipif("cpu" not in TARGETS, reason="the cpu target is not available here")
 @pytest.mark.parametrize("level", LEVELS)
-def test_a_signaling_nan_is_a_nan_at_every_cpu_level(monkeypatch, level: str, tmp_path: Path) -> None:
+def test_a_signaling_nan_is_a_nan_at_every_cpu_level(monkeypatch, level: str) -> None:
     monkeypatch.setenv("HPVM_CPU_LEVEL", level)
     for t in ("f16", "f32", "f64"):
-        _check_signaling_nans("cpu", t, tmp_path, per_instance=False)
+        _check_signaling_nans("cpu", t, per_instance=False)
 
 
 def test_host_fmin_fmax_ignore_a_signaling_nan() -> None:
@@ -258,11 +238,11 @@ def _differences(ref: np.ndarray, got: np.ndarray, t: str, xs: np.ndarray, ys: n
 
 @pytest.mark.parametrize("t", FLOATS)
 @pytest.mark.parametrize("target", [t for t in TARGETS if t != "python"])
-def test_generated_math_matches_python(target: str, t: str, tmp_path: Path) -> None:
+def test_generated_math_matches_python(target: str, t: str) -> None:
     seed = FLOATS.index(t) + 1
     xs, ys = _inputs(t, seed)
-    ref = _run("python", t, EXPRS, xs, ys, tmp_path, per_instance=False)
-    got = _run(target, t, EXPRS, xs, ys, tmp_path, per_instance=False)
+    ref = _run("python", t, EXPRS, xs, ys, per_instance=False)
+    got = _run(target, t, EXPRS, xs, ys, per_instance=False)
     shown_x, shown_y = _decoded(_stored(xs, t), t), _decoded(_stored(ys, t), t)
     bad = _differences(ref, got, t, shown_x, shown_y)
     assert not bad, f"{len(bad)} differences, e.g. {bad[:5]}"
@@ -271,10 +251,10 @@ def test_generated_math_matches_python(target: str, t: str, tmp_path: Path) -> N
 @pytest.mark.skipif(toolchain.ptxas_path() is None,
                     reason="ptxas is not installed (it comes with the triton wheel)")
 @pytest.mark.parametrize("t", FLOATS)
-def test_every_math_function_assembles_for_nvptx(t: str, tmp_path: Path) -> None:
+def test_every_math_function_assembles_for_nvptx(t: str) -> None:
     """Without a GPU the nvptx target still compiles (ptxas assembles) every function of the
     generated leaf, in each float type (the GPU runs of the test above compare its results)."""
     body = "\n".join(f"    f[{k} * n + i] = {e}" for k, e in enumerate(EXPRS))
-    module = _load(LEAF.format(t=t, body=body, early=""), tmp_path)
+    module = load(LEAF.format(t=t, body=body, early=""))
     (kernel,) = [k for _, _, k in compile_graph(module.root, "nvptx").leaf_kernels()]
     assert kernel.cubin

@@ -177,18 +177,26 @@ def span(cat: str, name: str, track: str | None = None,
 
 
 @contextlib.contextmanager
+def _open_span(cat: str, name: str, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """An event of `cat` whose args this thread's code inside it may add to (`_local.<cat>`: the
+    innermost open one; replayed() and the copies' bytes write there)."""
+    outer = getattr(_local, cat, None)
+    setattr(_local, cat, args)
+    try:
+        with span(cat, name, args=args) as info:
+            yield info
+    finally:
+        setattr(_local, cat, outer)
+
+
+@contextlib.contextmanager
 def launch_span(name: str, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A "launch" event; its `replayed` is set by replayed() when the replay fast path runs it.
     (Read from this thread's launch, not from the replay counter, which other threads' replays
     raise meanwhile.)"""
-    outer = getattr(_local, "launch", None)
     args["replayed"] = False
-    _local.launch = args
-    try:
-        with span("launch", name, args=args) as info:
-            yield info
-    finally:
-        _local.launch = outer
+    with _open_span("launch", name, args) as info:
+        yield info
 
 
 def replayed() -> None:
@@ -202,13 +210,10 @@ def replayed() -> None:
 def node_span(name: str, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A "node" event; the copies made inside it (for its buffers) add their bytes to its args'
     `copied_bytes`, per parameter (see note_param())."""
-    outer = getattr(_local, "node", None)
-    _local.node = args
     try:
-        with span("node", name, args=args) as info:
+        with _open_span("node", name, args) as info:
             yield info
     finally:
-        _local.node = outer
         _local.param = None
 
 
