@@ -286,30 +286,46 @@ def lifted_sources(node: Any, root: Any) -> list[Any] | None:
     """For an internal node of the root that holds a chain of single-node graphs down to one leaf
     (NodePlan.recorded_leaf), with no outputs but forwarded ones: where each of the leaf's inputs comes
     from at the root (a root argument or a constant, or a sibling's output that forwards one:
-    GraphPlan.host_source). None when another shape, or when an input comes from another output
-    of a sibling or from an expression of an inner level. (What the chain's levels bind from the
-    root stays uniform all the way down: only edges make values per parent instance.)"""
+    GraphPlan.host_source). None when another shape, or when an input or an instance count of a
+    level below comes from another output of a sibling or from an expression of an inner level.
+    (What the chain's levels bind from the root stays uniform all the way down: only edges make
+    values per parent instance.)"""
     chain = node.chain_to_leaf()
     if not chain or (any(level.child.outputs for level in chain) and
                      len(node.forwarded) < len(node.func.outputs)):
         return None  # an output computed below would not be refreshed by a replay
     leaf = node.recorded_leaf
+    # the instance counts below the root's node come from the level above each: a replay runs
+    # the recorded grids, so a count computed by a sibling (an edge) cannot be recorded
+    for depth, level in enumerate(chain):
+        child = chain[depth + 1] if depth + 1 < len(chain) else leaf
+        for _, port in child.dim_ports:
+            src = _root_source(level.inputs[port], port, chain[:depth], node, root)
+            if src is None or src.node is not None:  # (an expression of root arguments is fixed)
+                return None
     lifted = []
     for src in leaf.inputs:
-        port = None
-        for level in reversed(chain):  # from the leaf's parent up to the root's node
-            if src.const is not None:
-                break
-            if src.bind_port is None:
-                return None
-            port = src.bind_port
-            src = level.inputs[port]
-        if src.node is not None and node.input_modes[port] == "uniform":  # an edge to the node
-            src = root.host_source(src)
-        if src.bind_port is None and src.const is None:
+        src = _root_source(src, None, chain, node, root)
+        if src is None or src.bind_port is None and src.const is None:
             return None
         lifted.append(src)
     return lifted
+
+
+def _root_source(src: Any, port: int | None, levels: list[Any], node: Any, root: Any) -> Any:
+    """Where a value bound at the bottom of `levels` (the chain from the root's node down; `src`
+    is the source of input `port` of the root's node when levels is empty) comes from at the
+    root's level; None where a level below computes it (an edge or an expression there)."""
+    for level in reversed(levels):  # from the innermost level up to the root's node
+        if src.const is not None:
+            break
+        if src.bind_port is None:
+            return None
+        port = src.bind_port
+        src = level.inputs[port]
+    if src.node is not None and port is not None and node.input_modes[port] == "uniform":
+        src = root.host_source(src)  # an edge to the node that forwards a root argument
+    return src
 
 
 class Replays:
