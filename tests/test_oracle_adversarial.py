@@ -125,6 +125,7 @@ OTHERS = ["hpvm.T(x < {})", "hpvm.T({} >= y)", "min({}, y)", "max(x, {})", "abs(
           "hpvm.math.copysign({}, y)"]
 
 
+@pytest.mark.skipif("python" not in TARGETS, reason="compares the python target's two modes (a CPU run)")
 @pytest.mark.parametrize("seed", range(4))
 def test_generated_deep_chains_run_alike_on_every_target(seed: int) -> None:
     """A bf16 chain of DEPTH operations picked at random: both python modes give cpu's bits (cpu
@@ -210,6 +211,7 @@ def _generated_body(rng: random.Random, t: str) -> tuple[str, int]:
     return "\n".join(lines), k
 
 
+@pytest.mark.skipif("python" not in TARGETS, reason="compares the python target's two modes (a CPU run)")
 @pytest.mark.parametrize("seed", range(6))
 def test_generated_leaves_alike_in_both_modes_and_on_cpu(seed: int) -> None:
     rng = random.Random(seed)

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from hpvm_py.device import device_count, gpu_device
 from hpvm_py.device import streams as S
 from hpvm_py.errors import ExecutionError, HPVMTimeoutError, LaunchError, StreamError
 from conftest import TARGETS
@@ -29,7 +30,10 @@ from programs import stream_random as g
 
 N = 8  # elements of a ring buffer; an item uses n <= N of them
 T = 60  # seconds a pop, push or wait may take before it counts as a hang
-HINTS = ["any", "any", "cpu", "gpu", "gpu:0", "gpu:1"]
+# stages placed anywhere, on the host, on the default GPU and on numbered GPUs that exist here (two
+# fake ones on CI; one on a one-GPU machine, where "gpu:1" is an invalid device)
+GPUS = device_count(gpu_device().partition(":")[0])
+HINTS = ["any", "any", "cpu", "gpu"] + [f"gpu:{k}" for k in range(min(GPUS, 2))]
 WRITTEN = ("y", "acc", "out", "z")
 
 

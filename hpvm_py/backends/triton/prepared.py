@@ -2,10 +2,12 @@
 (docs/architecture.md, "Module notes": backends/triton/prepared.py)"""
 from __future__ import annotations
 
+import contextlib
 import struct
+import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 import numpy as np
 
@@ -244,7 +246,8 @@ class TritonLaunch(DeviceLaunch):
             with _INTERPRETER_LOCK:
                 fn(*self.call, **self.options)
             return
-        compiled = fn(*self.call, **self.options)
+        with room_to_recurse():
+            compiled = fn(*self.call, **self.options)
         rest = self.jit.arg_names[len(self.call):]
         if compiled is not None and all(name in self.options for name in rest):
             args = self.call + [self.options[name] for name in rest]  # the kernel's order
@@ -252,6 +255,23 @@ class TritonLaunch(DeviceLaunch):
             self._stream = current_stream()
             self._fast = fast_launcher(compiled, args, self.grid, current_device(), leaf.name,
                                        leaf.loc)
+
+
+# Python frames Triton's compiler may need: its code generator recurses a few frames per level of an
+# expression, and a 128-deep one (the language's limit) went past Python's default of 1000 (a
+# RecursionError on a real GPU; the interpreter compiles nothing)
+COMPILE_RECURSION_LIMIT = 10000
+
+
+@contextlib.contextmanager
+def room_to_recurse() -> Iterator[None]:
+    """Python's recursion limit raised to COMPILE_RECURSION_LIMIT around a Triton compile."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, COMPILE_RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
 
 
 def current_stream() -> int:
