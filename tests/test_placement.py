@@ -21,6 +21,7 @@ from hpvm_py import In, InOut, Out, Ptr, f32, i8, i64
 from hpvm_py.backends import registry
 from hpvm_py.errors import CompileError, FrontendError, LaunchError, VerificationError
 from hpvm_py.rt import placement as P
+from conftest import child_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).name
@@ -337,7 +338,7 @@ def test_a_hint_naming_a_target_missing_here_fails_at_launch_with_what_to_do(tmp
             print("ERROR", type(e).__name__, e)
     """))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    env.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=child_pythonpath(ROOT))
     result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
                             timeout=300, env=env)
     out = result.stdout
