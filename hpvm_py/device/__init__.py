@@ -10,6 +10,6 @@ Without CUDA (CI), the `fake` device kind stands in: its "device memory" is host
 copied and counted exactly like real device memory, so transfer counts are tested without a GPU.
 The Triton interpreter (TRITON_INTERPRET=1) runs kernels on it.
 """
-from .devices import FAKE, device_count, gpu_device, selected, typed_tensor
+from .devices import FAKE, cuda_available, device_count, gpu_device, selected, typed_tensor
 
-__all__ = ["FAKE", "device_count", "gpu_device", "selected", "typed_tensor"]
+__all__ = ["FAKE", "cuda_available", "device_count", "gpu_device", "selected", "typed_tensor"]

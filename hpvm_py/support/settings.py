@@ -141,7 +141,8 @@ def _declare(name: str, kind: str, default: str, help: str) -> Setting:
 
 # choosing where code runs
 TARGET = _declare("HPVM_TARGET", "text", "", "target when init()/launch() name none: cpu, gpu, "
-                  "nvptx or python (default: gpu when usable, else cpu)")
+                  "nvptx or python (default: gpu when a CUDA GPU is here, else cpu; Triton's "
+                  "interpreter runs gpu when named)")
 GPU_DEVICE = _declare("HPVM_GPU_DEVICE", "text", "", "the device the GPU targets run on: cuda:N or "
                       "fake:N (default: this rank's GPU, else cuda:0, else fake:0)")
 # two fake GPUs by default: enough to test placement on two devices without CUDA
