@@ -18,6 +18,10 @@ PATH_STEPS = 4_000  # statements analysed on separate paths in one proof; past i
 # each loop's body is analysed a few times per analysis of the loop around it, so the work grows
 # as 3 ** (loops nested), and a dozen nested loops would keep a launch proving for minutes
 MAX_STEPS = 20_000
+# expression nodes evaluated in one proof before it gives up: a select evaluates its condition
+# again for each arm, so selects nested in conditions (`x if (y if c else z) > 0 else w`, 128
+# deep) take 3 ** depth evaluations
+MAX_EVALUATIONS = 1_000_000
 
 _NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 _MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -46,6 +50,7 @@ class BoundsAnalysis:
         self.level_dims = level_dims
         self.probing = 0  # > 0 while loop heads are searched: failed accesses do not count yet
         self.steps = 0  # statements analysed so far, one per path (bounded by PATH_STEPS)
+        self.evaluations = 0  # expression nodes evaluated so far (bounded by MAX_EVALUATIONS)
         self.failure = "a loop's bounds did not settle"  # why the proof failed, once it has
         self.loops: list[_LoopExits] = []
 
@@ -467,6 +472,11 @@ class BoundsAnalysis:
     # -- expressions ------------------------------------------------------------------------
 
     def expr(self, e: K.Expr, state: dict) -> Interval:
+        self.evaluations += 1
+        if self.evaluations > MAX_EVALUATIONS:
+            self.failure = f"the proof gave up after evaluating {MAX_EVALUATIONS} expressions " \
+                           "(conditional expressions nested in conditions)"
+            raise Unprovable
         t = e.type
         if isinstance(e, K.Const):
             return Interval(int(e.value), int(e.value)) if is_int(t) else TOP

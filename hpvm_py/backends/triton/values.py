@@ -51,10 +51,13 @@ def constant(value: int | float | bool, t: ScalarType) -> str:
 def choose(t: Any, cond: str, if_true: str, if_false: str) -> str:
     """`tl.where` of two values of type t; a float's goes through its bits (the prelude's
     _select_bits): ptxas 12.8 (triton 3.6) turned a float select of 1.0 and -0.0 (once Triton had
-    made an integer argument of 1 a constant) into FSET.BF, whose false result is +0.0."""
+    made an integer argument of 1 a constant) into FSET.BF, whose false result is +0.0. The
+    arguments lose their outer parentheses: a condition's implicit `(c != 0)` inside the call
+    would nest two per level of the user's expression."""
+    args = ", ".join(unparenthesized(code) for code in (cond, if_true, if_false))
     if isinstance(t, ScalarType) and t.is_float:
-        return f"_select_bits({cond}, {if_true}, {if_false})"
-    return f"tl.where({cond}, {if_true}, {if_false})"
+        return f"_select_bits({args})"
+    return f"tl.where({args})"
 
 
 def round_to(code: str, t: ScalarType) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from ... import types as T
 from ...ir import kernel as K
 from ...ir import semantics as S
+from ...ir.typecheck import MAX_EXPR_DEPTH
 from ...support.loc import Loc
 from ...types import PtrType, ScalarType
 from ..source import is_missing
@@ -157,6 +159,8 @@ class ExprLowering(TypeConversions):
             if any(isinstance(e, (K.Atomic, K.CallHelper, K.Malloc)) for e in K.walk_exprs(base)):
                 raise self.error(node, "the base of ** must not have side effects")
             exponent = int(b.value)
+            if exponent >= 2:
+                self._check_repeated(base, node, "the base of ** (a product of its copies)")
             if exponent == 0:
                 return const(1, t, loc)
             result: K.Expr = base
@@ -245,6 +249,9 @@ class ExprLowering(TypeConversions):
                                  "by two comparisons, so it must not have side effects (an atomic, "
                                  "a helper given a pointer): assign it to a variable first",
                                  rule="supported-python")
+            if isinstance(middle, K.Expr):
+                self._check_repeated(middle, middle_node, "the middle operand of a chained "
+                                     "comparison (one copy per comparison)")
         result: Value | None = None
         for i, op_node in enumerate(node.ops):
             op = _CMPOPS.get(type(op_node))
@@ -262,6 +269,14 @@ class ExprLowering(TypeConversions):
             result = one if result is None else self.logical("land", result, one, loc)
         assert result is not None
         return result
+
+    def _check_repeated(self, operand: K.Expr, node: ast.AST, what: str) -> None:
+        """Refuse an operand that the IR repeats when it holds more than MAX_EXPR_DEPTH operations:
+        the IR is a tree, so repeated operands nested in each other (`((x ** 2) ** 2) ** 2`, 128
+        deep) would double it per level, and every later stage would walk 2 ** 128 nodes."""
+        if next(itertools.islice(K.walk_exprs(operand), MAX_EXPR_DEPTH, None), None) is not None:
+            raise self.error(node, f"{what} holds more than {MAX_EXPR_DEPTH} operations; assign it "
+                             "to a variable first", rule="supported-python")
 
     def logical(self, op: str, a: Value, b: Value, loc: Loc) -> Value:
         if isinstance(a, Weak):
