@@ -8,18 +8,15 @@ index is out of range fails at its pop, every item before it pops its result, an
 it changes the accumulator or the outputs, also where they are tracked on the GPU."""
 from __future__ import annotations
 
-import queue
-import threading
-import time
 
 import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py.device import streams as S
 from hpvm_py.errors import ExecutionError, HPVMTimeoutError
 from conftest import TARGETS
 from programs import stream_adversarial as g
+from stream_driver import StreamDriver, slow_events
 
 N = 8  # elements of a ring buffer; an item uses n <= N of them
 TIMEOUT = 120
@@ -27,21 +24,9 @@ KINDS = ("idx", "x", "y", "acc", "out")
 GRAPHS = ("pipe3", "pipe3_mixed", "pipe3_inner", "pipe3_kept")
 
 
-def _slow_events(monkeypatch, rng: np.random.Generator) -> None:
-    """As on a GPU, where items pile up in flight: each item's event says "not yet" to its first
-    few questions (on the fake device everything has run when it is queued)."""
-    real_done = S.ItemEvent.done
-    lags = [int(v) for v in rng.choice([0, 0, 1, 2, 5], 4096)]
-
-    def done(self: S.ItemEvent) -> bool:
-        if not hasattr(self, "_lag"):
-            self._lag = lags.pop() if lags else 0
-        if self._lag > 0:
-            self._lag -= 1
-            return False
-        return real_done(self)
-
-    monkeypatch.setattr(S.ItemEvent, "done", done)
+def lags(seed: int) -> list[int]:
+    """Questions each item's event answers "not yet" (stream_driver.slow_events)."""
+    return [int(v) for v in np.random.default_rng(seed).choice([0, 0, 1, 2, 5], 4096)]
 
 
 class Model:
@@ -80,8 +65,10 @@ class Model:
         return (np.float32(s * (t + np.float32(0.5))), np.int32(mode + 1))
 
 
-class Run:
+class Run(StreamDriver):
     """One generated stream."""
+
+    WAIT = TIMEOUT  # seconds a call may block before it is a hang
 
     def __init__(self, seed: int, graph: str, tracked: bool):
         self.rng = r = np.random.default_rng(seed)
@@ -180,58 +167,13 @@ class Run:
             np.testing.assert_array_equal(out, self.model.of(out))
         return True
 
-    def drive(self, handle) -> None:
+    def refill(self) -> None:
+        """The host refills a buffer no item uses now."""
         r = self.rng
-        number, refused = 0, False
-        while not self.pop_failed:
-            can_push = number < self.count and not refused
-            if not can_push and self.popped >= len(self.items):
-                return
-            roll = r.random()
-            if can_push and (roll < 0.5 or self.popped >= len(self.items)):
-                timeout = [None, 30, 1e-4, 0.0][int(r.integers(0, 4))]
-                result = self.push(handle, self.make(number), timeout)
-                number += result == "ok"
-                refused = result == "refused"
-            elif roll < 0.85 and self.popped < len(self.items):
-                self.pop(handle, [TIMEOUT, TIMEOUT, 0.0, 1e-3][int(r.integers(0, 4))])
-            elif roll < 0.92 and self.failed is None:  # the host refills a buffer no item uses now
-                kind = KINDS[int(r.integers(0, 5))]
-                a = self.ring[kind][int(r.integers(0, len(self.ring[kind])))]
-                if id(a) not in self.tracked and all(i < self.popped for i in self.users(a)):
-                    a[:] = self.model.of(a)[:] = self._new(kind, a.size)[:a.size]
-            else:
-                time.sleep(float(r.choice([0.0, 0.0005, 0.003])))
-
-    def drive_threaded(self, handle) -> None:
-        """A producer thread pushes every item while this thread pops them."""
-        r = self.rng
-        items = [self.make(i) for i in range(self.count)]
-        timeouts = [[None, 30, 1e-4][int(r.integers(0, 3))] for _ in items]
-        pushed: queue.Queue = queue.Queue()
-        errors: list[BaseException] = []
-
-        def producer() -> None:
-            try:
-                for it, timeout in zip(items, timeouts):
-                    while (result := self.push(handle, it, timeout)) == "timeout":
-                        pass
-                    if result == "refused":
-                        break
-                    pushed.put(True)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
-                errors.append(exc)
-            pushed.put(False)
-
-        thread = threading.Thread(target=producer, daemon=True)
-        thread.start()
-        while pushed.get(timeout=TIMEOUT):
-            while not self.pop_failed and not self.pop(handle, float(r.choice([TIMEOUT, 1e-3]))):
-                pass
-        thread.join(TIMEOUT)
-        assert not thread.is_alive()
-        if errors:
-            raise errors[0]
+        kind = KINDS[int(r.integers(0, 5))]
+        a = self.ring[kind][int(r.integers(0, len(self.ring[kind])))]
+        if id(a) not in self.tracked and all(i < self.popped for i in self.users(a)):
+            a[:] = self.model.of(a)[:] = self._new(kind, a.size)[:a.size]
 
     def finish(self, handle) -> None:
         r = self.rng
@@ -287,7 +229,7 @@ def test_generated_streams_match_running_the_items_in_order(target: str, graph: 
                                                           monkeypatch) -> None:
     run = Run(1000 * GRAPHS.index(graph) + seed, graph, tracked=seed % 2 == 1)
     if target in ("gpu", "nvptx"):
-        _slow_events(monkeypatch, np.random.default_rng(seed))
+        slow_events(monkeypatch, lags(seed))
     with hpvm.runtime(target):
         for bufs in run.ring.values():
             for b in bufs:
@@ -332,7 +274,7 @@ def test_a_failing_checked_stage_runs_neither_its_items_later_stages_nor_later_i
     Whole GPU items used to queue the failing item's later stages behind its checked kernel, and
     the later items behind its event, all writing the tracked accumulator."""
     if target in ("gpu", "nvptx"):
-        _slow_events(monkeypatch, np.random.default_rng(7))
+        slow_events(monkeypatch, lags(7))
     idx_ok = np.arange(N, dtype=np.int32)
     idx_bad = idx_ok.copy()
     idx_bad[3] = 1000
@@ -357,7 +299,7 @@ def test_items_after_a_failing_checked_item_never_add_into_a_buffer(target: str,
     GPU_DEPTH), whose results were then copied home too."""
     monkeypatch.setenv("HPVM_STREAM_ITEMS", items)
     if target in ("gpu", "nvptx"):
-        _slow_events(monkeypatch, np.random.default_rng(8))
+        slow_events(monkeypatch, lags(8))
     idx_ok = np.arange(N, dtype=np.int32)
     idx_bad = idx_ok.copy()
     idx_bad[3] = 1000

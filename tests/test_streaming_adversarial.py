@@ -14,19 +14,17 @@ failing item's pop raises its stage's error, and no call hangs (each run is join
 timeout). (tests/test_stream_adversarial.py drives one three-stage graph; this one the shapes.)"""
 from __future__ import annotations
 
-import queue
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.device import device_count, gpu_device
-from hpvm_py.device import streams as S
 from hpvm_py.errors import ExecutionError, HPVMTimeoutError, LaunchError, StreamError
 from conftest import TARGETS
 from programs import stream_random as g
+from stream_driver import StreamDriver, slow_events
 
 N = 8  # elements of a ring buffer; an item uses n <= N of them
 T = 60  # seconds a pop, push or wait may take before it counts as a hang
@@ -55,11 +53,13 @@ class Model:
         return self.mem[k]
 
 
-class Run:
+class Run(StreamDriver):
     """One generated stream: its graph's shape, its buffers, the items pushed and popped."""
 
+    WAIT = T  # seconds a call may block before it is a hang
+
     def __init__(self, seed, target, whole=False, kept=0.12):
-        r = self.r = np.random.default_rng(seed)
+        r = self.rng = np.random.default_rng(seed)
         self.target = target
         self.stages = int(r.integers(1, 5))
         self.hints = tuple(str(r.choice(HINTS)) if target != "python" else "any" for _ in range(4))
@@ -109,7 +109,7 @@ class Run:
         self.stopped = False
 
     def make(self, number):
-        r = self.r
+        r = self.rng
         n = int(r.integers(0 if r.random() < 0.1 else 1, N + 1))
         it = {"n": n, "k": float(r.choice([-1.0, 1.0, 2.0]))}
         used = set()
@@ -281,78 +281,34 @@ class Run:
                 np.testing.assert_array_equal(a, self.model.of(a), err_msg=f"{kind} after pop {k}")
         return True
 
-    def drive(self, h):
-        r = self.r
-        number, refused = 0, False
-        while not self.pop_failed:
-            if self.cleanup_at is not None and number >= self.cleanup_at:
-                hpvm.cleanup(timeout=T)
-                self.stopped = True
-                for call in (lambda: hpvm.pop(h, timeout=1), lambda: hpvm.wait(h, timeout=1),
-                             lambda: hpvm.push(h, *self.args(self.make(999)), timeout=1)):
-                    try:
-                        call()
-                    except StreamError:
-                        pass
-                    except LaunchError:
-                        pass
-                    else:
-                        raise AssertionError("a call on a cleaned-up stream returned")
-                return
-            can_push = number < self.count and not refused
-            if not can_push and self.popped >= len(self.items):
-                return
-            roll = r.random()
-            if can_push and (roll < 0.5 or self.popped >= len(self.items)):
-                timeout = [None, 30, 1e-4, 0.0][int(r.integers(0, 4))]
-                res = self.push(h, self.make(number), timeout)
-                number += res == "ok"
-                refused = res == "refused"
-            elif roll < 0.85 and self.popped < len(self.items):
-                self.pop(h, [T, T, 0.0, 1e-3][int(r.integers(0, 4))])
-            elif roll < 0.92 and self.failed is None:
-                kind = str(r.choice(WRITTEN))
-                a = self.ring[kind][int(r.integers(0, len(self.ring[kind])))]
-                if not any(a is t for t in self.tracked) and all(i < self.popped for i in self.users(a)):
-                    v = r.integers(-3, 4, a.size).astype(np.float32)
-                    a[:] = v
-                    self.model.of(a)[:] = v
-            else:
-                time.sleep(float(r.choice([0.0, 0.0005, 0.003])))
-
-    def drive_threaded(self, h):
-        r = self.r
-        items = [self.make(i) for i in range(self.count)]
-        timeouts = [[None, 30, 1e-4][int(r.integers(0, 3))] for _ in items]
-        pushed = queue.Queue()
-        errors = []
-
-        def producer():
+    def stopped_early(self, h, pushed: int) -> bool:
+        """hpvm.cleanup() at the chosen point: every later call on the stream is refused."""
+        if self.cleanup_at is None or pushed < self.cleanup_at:
+            return False
+        hpvm.cleanup(timeout=T)
+        self.stopped = True
+        for call in (lambda: hpvm.pop(h, timeout=1), lambda: hpvm.wait(h, timeout=1),
+                     lambda: hpvm.push(h, *self.args(self.make(999)), timeout=1)):
             try:
-                for it, timeout in zip(items, timeouts):
-                    while True:
-                        res = self.push(h, it, timeout)
-                        if res != "timeout":
-                            break
-                    if res == "refused":
-                        break
-                    pushed.put(True)
-            except BaseException as exc:
-                errors.append(exc)
-            pushed.put(False)
-
-        t = threading.Thread(target=producer, daemon=True)
-        t.start()
-        while pushed.get(timeout=T):
-            while not self.pop_failed and not self.pop(h, float(r.choice([T, 1e-3]))):
+                call()
+            except (StreamError, LaunchError):
                 pass
-        t.join(T)
-        assert not t.is_alive(), "producer hung"
-        if errors:
-            raise errors[0]
+            else:
+                raise AssertionError("a call on a cleaned-up stream returned")
+        return True
+
+    def refill(self) -> None:
+        """The host rewrites a buffer no item uses now."""
+        r = self.rng
+        kind = str(r.choice(WRITTEN))
+        a = self.ring[kind][int(r.integers(0, len(self.ring[kind])))]
+        if not any(a is t for t in self.tracked) and all(i < self.popped for i in self.users(a)):
+            v = r.integers(-3, 4, a.size).astype(np.float32)
+            a[:] = v
+            self.model.of(a)[:] = v
 
     def finish(self, h):
-        r = self.r
+        r = self.rng
         if r.random() < 0.3:
             try:
                 hpvm.wait(h, timeout=0.0)
@@ -404,23 +360,6 @@ class Run:
                 self.finish(h)
 
 
-def _slow_events(monkeypatch, seed: int) -> None:
-    """As on a GPU, where items pile up in flight: each item's event says "not yet" to its first
-    few questions (on the fake device everything has run when it is queued)."""
-    real_done = S.ItemEvent.done
-    lags = np.random.default_rng(seed).choice([0, 0, 1, 2, 5, 20], 4096).tolist()
-
-    def done(self: S.ItemEvent) -> bool:
-        if not hasattr(self, "_lag"):
-            self._lag = lags.pop() if lags else 0
-        if self._lag > 0:
-            self._lag -= 1
-            return False
-        return real_done(self)
-
-    monkeypatch.setattr(S.ItemEvent, "done", done)
-
-
 def _run_within(run: Run, seconds: float) -> None:
     """Run the stream on a thread; a run still going after `seconds` is a hang."""
     errors: list[BaseException] = []
@@ -450,7 +389,7 @@ def _cases() -> list:
 def test_generated_pipelines_pop_what_the_items_make_in_order(target: str, seed: int, whole: bool,
                                                               monkeypatch) -> None:
     if target in ("gpu", "nvptx") or not whole:
-        _slow_events(monkeypatch, seed)
+        slow_events(monkeypatch, np.random.default_rng(seed).choice([0, 0, 1, 2, 5, 20], 4096).tolist())
     run = Run(seed, target, whole=whole, kept=0.3 if whole else 0.12)
     _run_within(run, 3 * T)
 
