@@ -469,12 +469,12 @@ def test_a_recording_that_fails_halfway_through_a_retarget_serves_no_one(
     real_point_at = recording.Recording._point_at
     failing = [True]
 
-    def point_at(self, env, executor, steps, in_place):  # noqa: ANN001
+    def point_at(self, env, executor, in_place):  # noqa: ANN001
         if in_place and failing[0]:
             failing[0] = False
             self.acquires[0].obj = lambda: None  # (what a first repointed acquire changes)
             raise RuntimeError("no device memory for the copy")
-        return real_point_at(self, env, executor, steps, in_place)
+        return real_point_at(self, env, executor, in_place)
 
     monkeypatch.setattr(recording.Recording, "_point_at", point_at)
     with hpvm.runtime(rebind_target):
@@ -528,3 +528,36 @@ def test_a_fresh_output_each_step_reuses_the_last_steps_recording(rng: np.random
     for k, y in outputs:
         np.testing.assert_allclose(y, x * np.float32(k), rtol=1e-6)
     np.testing.assert_allclose(kept_y, x * 2, rtol=1e-6)
+
+
+def test_a_recording_released_while_copied_still_gives_a_copy_pointed_at_the_new_buffers(
+        rebind_target: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recording.rebound copies a recording's launches under its lock, then points the copies at
+    the new buffers. A release of the recorded buffers in between (another thread's
+    untrack_memory) empties the recording's lists: the copy must still be pointed at the new
+    buffers, never run on the released ones (it wrote into them, or into freed memory)."""
+    from hpvm_py.rt.recording import Recording
+
+    n = 16
+    x = rng.standard_normal(n).astype(np.float32)
+    y0, y1 = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    original = Recording.twin
+
+    def twin_then_release(self: Recording) -> Recording | None:
+        twin = original(self)
+        hpvm.untrack_memory(y0)  # the recording's buffer: it is dropped and let go
+        return twin
+
+    with hpvm.runtime(rebind_target):
+        for buf in (x, y0, y1):
+            hpvm.track_memory(buf)
+        compiled = hpvm.compile(g.update)
+        hpvm.wait(hpvm.launch(compiled, x, x.nbytes, y0, y0.nbytes, n, 1.0))
+        hpvm.request_memory(y0)
+        monkeypatch.setattr(Recording, "twin", twin_then_release)
+        rebound = _count("rebound_launches")
+        hpvm.wait(hpvm.launch(compiled, x, x.nbytes, y1, y1.nbytes, n, 2.0))
+        assert _count("rebound_launches") == rebound + 1  # (the copy ran)
+        hpvm.request_memory(y1)
+    np.testing.assert_allclose(y1, 2 * x, rtol=1e-6)
+    np.testing.assert_allclose(y0, x, rtol=1e-6)  # as it was when released

@@ -21,8 +21,10 @@ from ..rt.compiler import TARGETS, CompiledGraph, compile_graph, default_target
 from ..rt.args import bind_arguments, check_overlaps, complete_arguments
 from ..rt.boundary import api_boundary
 from ..rt.executor import Executor
+from ..rt.fresh_lane import launch_fresh
 from ..rt.launch_devices import launch_devices
-from ..rt.replay import Recorder, replay
+from ..rt.recorder import Recorder
+from ..rt.replay import replay
 from ..rt.stream.streaming import WAITED_TWICE, check_timeout, deadline_after, launch_stream
 from ..rt.tracker import MemoryTracker
 from ..support import profile as _profile
@@ -402,9 +404,14 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
         if outputs is not None:
             return outputs
     devices = launch_devices(compiled.plan)
+    rebinds = compiled.replayable and _settings.REBIND.on()
+    if rebinds:  # buffers never seen: the graph's lane of copied launches (rt/fresh_lane.py)
+        outputs = launch_fresh(compiled.replays, func, args, devices, rt.tracker, rt.executor)
+        if outputs is not None:
+            return outputs
     env = bind_arguments(func, args, rt.tracker, devices)
     check_overlaps(func, env, devices)
-    if compiled.replayable and _settings.REBIND.on():
+    if rebinds:
         # other buffers of a recorded launch's sizes: copies of its launches (rt/recording.py)
         recording = compiled.replays.rebind(args, env, rt.executor)
         if recording is not None:

@@ -153,7 +153,7 @@ class Executor:
                     self.tracker.finish_launch(list(on_device.values()), keep_device)
 
     def run(self, plan: GraphPlan, args: list[Any], recorder: Any = None) -> list[Any]:
-        """Run the root graph; a recorder (rt/replay.py) keeps what a replay needs."""
+        """Run the root graph; a recorder (rt/recorder.py) keeps what a replay needs."""
         self._local.recorder = recorder
         try:
             with self._launch_scope():

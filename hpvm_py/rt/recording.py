@@ -181,7 +181,7 @@ class Recording:
         self.graph = self.streams = None
 
     def matches(self, args: tuple[Any, ...]) -> bool:
-        if self.dropped or len(args) != len(self.args) or not self._same_place():
+        if self.dropped or len(args) != len(self.args):
             return False
         for (i, ref), dtype in zip(self._buffers, self._dtypes):
             a, obj = args[i], ref()
@@ -193,7 +193,7 @@ class Recording:
                      if type(a) is np.ndarray or isinstance(a, np.ndarray) else  # launch passes
                      moved(a, obj.address, obj.nbytes) or not a.is_contiguous()):  # a dozen again)
                 return False  # the normal path tracks it again, or says what went wrong
-        return self._same_values(args)
+        return self._same_place() and self._same_values(args)
 
     def _same_place(self) -> bool:
         """Whether it was recorded under the current HPVM_GPU_DEVICE, in the current world (None:
@@ -220,28 +220,39 @@ class Recording:
         cannot serve them (then the normal path runs and records them)."""
         if not self._fits(args, env):
             return None
+        twin = self.twin()
+        if twin is None:
+            return None
+        twin.acquires = twin._point_at(env, executor, in_place=False)
+        twin._name_buffers(args, env)
+        twin.register()
+        return twin
+
+    def twin(self) -> "Recording | None":
+        """A copy of it on copies of its launches, still pointed at its buffers, with a lock (and
+        streams' events) of its own; its fields shared but those. None when it was released or a
+        launch can no longer be copied."""
         with self.lock:
             try:
                 if self.dropped:
                     return None
                 steps = [step.copy() for step in self.steps]
+                # (taken with the steps: a release after the lock is let go empties the lists,
+                # and a copy not pointed at other buffers would run on freed ones)
+                acquires = list(self.acquires)
             finally:
                 if self.dropped:  # (released meanwhile: drop() left the clearing to this holder)
                     self.let_go()
         if None in steps:
             return None
-        acquires = self._point_at(env, executor, steps, in_place=False)
-        # every field as here (a shallow copy: a dataclass's constructor costs several times
-        # more), then those that name the buffers or belong to one recording
+        # (a shallow copy: a dataclass's constructor costs several times more)
         twin = object.__new__(Recording)
         twin.__dict__.update(self.__dict__)
         twin.steps, twin.acquires, twin.lock = steps, acquires, threading.Lock()
-        twin._name_buffers(args, env)
         if self.streams is not None:  # its own events: replays of the two may interleave
             # (on the streams' device: graph_device is None once a capture found no CUDA graph)
             twin.streams = DeviceStreams(self.streams.device, self.stream_plan.used,
                                          len(self.events), self.origin)
-        twin.register()
         return twin
 
     def retarget(self, args: tuple[Any, ...], env: list[Any], executor: Any) -> bool:
@@ -261,7 +272,7 @@ class Recording:
                 if obj is not None:
                     obj.discard_recording(self)
             try:
-                self._point_at(env, executor, self.steps, in_place=True)
+                self._point_at(env, executor, in_place=True)
             except BaseException:
                 self.dropped = True  # (pointed in part at the new buffers: it serves neither set)
                 raise
@@ -301,12 +312,11 @@ class Recording:
                 return False  # it goes back to the host after each launch: the normal path
         return True
 
-    def _point_at(self, env: list[Any], executor: Any, steps: list[Step], in_place: bool
-                  ) -> list[Acquire]:
-        """The steps' launches pointed at the bound buffers, each acquired from the tracker as the
-        normal path would; the acquires that say so (this recording's own, changed, when
-        `in_place`: retarget)."""
-        acquires = []
+    def _point_at(self, env: list[Any], executor: Any, in_place: bool) -> list[Acquire]:
+        """Its steps' launches pointed at the bound buffers, each acquired from the tracker as the
+        normal path would; the acquires that say so (its own, changed, when `in_place`:
+        retarget; new ones for a twin, rebound)."""
+        acquires, steps = [], self.steps
         for need in self.acquires:
             bound = env[need.port]
             arg = executor.buffer_arg(bound, need.spec, need.device, need.copied_in)

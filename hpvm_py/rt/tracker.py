@@ -193,6 +193,19 @@ class MemoryTracker:
         with self._lock:
             return self._adopt(buf, home, nbytes, address, True)
 
+    def tracks(self, buf: Any) -> bool:
+        """Whether buf has a tracked object (read without the lock: a hint, track_fresh decides)."""
+        obj = self._objects.get(id(buf))
+        return obj is not None and obj.user is buf
+
+    def track_fresh(self, spans: list[tuple[Any, int, int]], home: str) -> list[MemoryObject] | None:
+        """New implicit objects for buffers a launch passes, each (buffer, address, nbytes), all
+        at `home` and checked (rt/fresh_lane.py); None, tracking none, when one is tracked by now."""
+        with self._lock:
+            if any(self._find(buf) is not None for buf, _, _ in spans):
+                return None
+            return [self._adopt(buf, home, nbytes, address, True) for buf, address, nbytes in spans]
+
     def _adopt(self, buf: Any, home: str, nbytes: int, address: int, implicit: bool) -> MemoryObject:
         """Make and keep buf's object (the lock held)."""
         obj = MemoryObject(buf, nbytes, home, address, None, valid_on(home), implicit=implicit)

@@ -8,6 +8,7 @@ values seen now; docs/settings.md is the same table.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import sys
 import warnings
@@ -31,7 +32,7 @@ class Setting:
     def text(self) -> str | None:
         """The variable's value, or None when it is unset or empty."""
         if _ENVIRON is not None:  # hot paths read settings per call: skip os.environ's wrapping
-            value = _ENVIRON.get(os.fsencode(self.name))
+            value = _ENVIRON.get(_encoded(self.name))
             return os.fsdecode(value) if value else None
         return os.environ.get(self.name) or None
 
@@ -54,6 +55,11 @@ class Setting:
             _warn_once(self, text, f"{self.name}={text!r} is not a flag value (0 or 1, false or "
                        "true, no or yes, off or on): it counts as on")
         return True
+
+
+@functools.cache
+def _encoded(name: str) -> bytes:
+    return os.fsencode(name)
 
 
 _ON = ("1", "true", "yes", "on")
