@@ -31,11 +31,19 @@ def _kind(device: str) -> str:
 def valid_on(*devices: str) -> frozenset[str]:
     """The set of devices as valid bits: one shared frozenset per distinct set, so that an object
     holds no set of its own (see MemoryObject)."""
+    if len(devices) == 1:  # (every buffer a launch tracks: valid at its home)
+        known = _VALID_ONE.get(devices[0])
+        if known is not None:
+            return known
     key = frozenset(devices)
-    return _VALID_SETS.setdefault(key, key)
+    key = _VALID_SETS.setdefault(key, key)
+    if len(devices) == 1:
+        _VALID_ONE[devices[0]] = key
+    return key
 
 
 _VALID_SETS: dict[frozenset[str], frozenset[str]] = {}
+_VALID_ONE: dict[str, frozenset[str]] = {}  # device -> valid_on(device)
 
 
 def valid_plus(valid: frozenset[str], device: str) -> frozenset[str]:
@@ -201,9 +209,12 @@ class MemoryTracker:
     def track_fresh(self, spans: list[tuple[Any, int, int]], home: str) -> list[MemoryObject] | None:
         """New implicit objects for buffers a launch passes, each (buffer, address, nbytes), all
         at `home` and checked (rt/fresh_lane.py); None, tracking none, when one is tracked by now."""
+        objects = self._objects
         with self._lock:
-            if any(self._find(buf) is not None for buf, _, _ in spans):
-                return None
+            for buf, _, _ in spans:
+                obj = objects.get(id(buf))
+                if obj is not None and obj.user is buf:
+                    return None
             return [self._adopt(buf, home, nbytes, address, True) for buf, address, nbytes in spans]
 
     def _adopt(self, buf: Any, home: str, nbytes: int, address: int, implicit: bool) -> MemoryObject:
