@@ -34,9 +34,9 @@ class FreshLane:
     def of(cls, source: Recording, devices: frozenset[str]) -> "FreshLane":
         """The lane of `source`: unusable (no twin) unless the source may be copied for other
         buffers, and its buffers are distinct and at home on the one device its kernels run on."""
-        objects = [ref() for _, ref in source._buffers]
+        objects = source.buffer_objects()
         device = source.acquires[0].device if source.acquires else ""
-        usable = source.rebindable and source._aliases is None and None not in objects and \
+        usable = source.rebindable and not source.aliased and None not in objects and \
             all(need.device == device for need in source.acquires) and \
             all(obj.home == device for obj in objects)
         sizes = tuple(obj.nbytes for obj in objects) if usable else ()
@@ -56,9 +56,8 @@ class FreshLane:
         devices."""
         twin = self.twin
         return twin is not None and not twin.dropped and devices == self.devices and \
-            len(args) == len(twin.args) and all(n == size for (_, _, n), size in zip(spans, self.sizes)) \
-            and all(entry[3] == self.device for entry in checked) and twin._same_place() and \
-            twin._same_values(args)
+            all(n == size for (_, _, n), size in zip(spans, self.sizes)) and \
+            all(entry[3] == self.device for entry in checked) and twin.same_key(args)
 
     def run(self, func: D.GraphFunc, args: tuple[Any, ...], spans: list[tuple[Any, int, int]],
             checked: list[tuple[Any, ...]], tracker: MemoryTracker, executor: Any) -> list[Any] | None:

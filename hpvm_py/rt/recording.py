@@ -195,6 +195,20 @@ class Recording:
                 return False  # the normal path tracks it again, or says what went wrong
         return self._same_place() and self._same_values(args)
 
+    def buffer_objects(self) -> list[Any]:
+        """The tracked objects of its buffer arguments, in order (None: one let go)."""
+        return [ref() for _, ref in self._buffers]
+
+    @property
+    def aliased(self) -> bool:
+        """Whether two of its buffer arguments name one buffer."""
+        return self._aliases is not None
+
+    def same_key(self, args: tuple[Any, ...]) -> bool:
+        """Whether a launch with `args` has its integer arguments, HPVM_GPU_DEVICE and world (its
+        buffers aside)."""
+        return len(args) == len(self.args) and self._same_place() and self._same_values(args)
+
     def _same_place(self) -> bool:
         """Whether it was recorded under the current HPVM_GPU_DEVICE, in the current world (None:
         no world, both times)."""
@@ -297,8 +311,7 @@ class Recording:
     def _fits(self, args: tuple[Any, ...], env: list[Any]) -> bool:
         """Whether rebound() / retarget() can serve these buffers: the same integer arguments, and
         buffers of the same sizes, homes and aliasing as the recorded ones."""
-        if not self.rebindable or self.dropped or len(args) != len(self.args) or \
-                not self._same_place() or not self._same_values(args):
+        if not self.rebindable or self.dropped or not self.same_key(args):
             return False
         for i, ref in self._buffers:
             old, new = ref(), env[i].obj
