@@ -208,8 +208,8 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
     else:
         # a loop that launches on a fresh buffer each time: one of the kind that last passed this
         # parameter's checks passes them too, and needs only its address and size
-        last = tracker.checked_kinds.get(id(p))
-        if last is not None and last[0] is p and last[1] == devices and buffer_kind(arg) == last[2]:
+        last = kind_checked(tracker, p, arg, devices)
+        if last is not None:
             address, nbytes = span(arg)
             obj = tracker.track_launched(arg, last[3], nbytes, address)
             obj.checked_for = last  # (shared: no container of its own, see MemoryObject)
@@ -221,6 +221,17 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
     if kind is not None:
         _remember(tracker.checked_kinds, id(p), entry)
     return bound
+
+
+def kind_checked(tracker: MemoryTracker, p: Any, arg: Any, devices: frozenset[str]
+                 ) -> tuple[Any, ...] | None:
+    """The runtime's entry (parameter, devices, buffer kind, home) of the buffer that last passed
+    parameter p's checks against these devices, when `arg` is of its kind (it passes them too,
+    its size aside); else None."""
+    last = tracker.checked_kinds.get(id(p))
+    if last is not None and last[0] is p and last[1] == devices and buffer_kind(arg) == last[2]:
+        return last
+    return None
 
 
 # What a buffer passed (MemoryObject.checked_for): the entry (parameter, devices, buffer kind,

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir import dfg as D
-from .buffers import buffer_kind, span
+from .args import kind_checked
+from .buffers import span
 from .executor import BoundBuffer
 from .recording import Recording
 from .replay import Replays, check_unkeyed, hold, run_held, unhold
@@ -94,14 +95,12 @@ def new_buffers(func: D.GraphFunc, args: tuple[Any, ...], positions: tuple[int, 
     distinct, none is tracked and each is of the kind that last passed its parameter's checks
     against these devices (rt/args.py, `checked_kinds`: its last entry holds the home too); else
     None."""
-    kinds = tracker.checked_kinds
     params = func.params
     spans, checked = [], []
     for i in positions:
-        arg, p = args[i], params[i]
-        entry = kinds.get(id(p))
-        if entry is None or entry[0] is not p or entry[1] != devices or tracker.tracks(arg) or \
-                buffer_kind(arg) != entry[2]:
+        arg = args[i]
+        entry = None if tracker.tracks(arg) else kind_checked(tracker, params[i], arg, devices)
+        if entry is None:
             return None
         address, nbytes = span(arg)
         spans.append((arg, address, nbytes))
