@@ -163,7 +163,7 @@ def test_sizes_carried_on_edges_are_known_to_replays(compiled_target: str, rng: 
         assert _count("replayed_launches") - before == 3
         # the stages are joined by edges (at the root: a chain's node, not its leaf): one stream
         recording = hpvm.compile(g.sized_stages, compiled_target).replays.find(
-            (x, x.nbytes, h, h.nbytes, y, y.nbytes, n, 1.0, 0.0))
+            (x, x.nbytes, h, h.nbytes, y, y.nbytes, n, 1.0, 0.0), hpvm.api.host._active().tracker)
         assert recording is not None
         assert recording.stream_plan is None or set(recording.stream_plan.stream_of) == {0}
     assert fetches == []

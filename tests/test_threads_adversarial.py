@@ -263,6 +263,50 @@ def test_runtime_blocks_in_several_threads(target: str) -> None:
 
 
 @needs_cpu
+@pytest.mark.parametrize("buffers", ["the same", "fresh"])
+def test_a_runtime_started_while_the_last_one_stops_never_uses_its_recordings(buffers: str) -> None:
+    """The last block's cleanup lets go of the runtime before it releases its buffers; another
+    thread's block may start the next runtime in between. Its launches must not replay (or copy,
+    or run on the lane of) a recording of the stopping runtime, whose objects are that runtime's:
+    the buffer would be tracked by neither, and `request_memory` after the launch refused it.
+    The window is held open by pausing the stopping runtime's release."""
+    n = 16
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    hpvm.init("cpu")
+    for _ in range(3):  # recorded, then replayed
+        hpvm.wait(hpvm.launch(g.scaled, 2.0, x, x.nbytes, y, y.nbytes, n))
+    stopping = hpvm.api.host._active()
+    releasing, go_on = threading.Event(), threading.Event()
+    release = stopping.tracker.release_all
+
+    def paused_release() -> None:
+        releasing.set()
+        go_on.wait(JOIN_TIMEOUT)
+        release()
+
+    stopping.tracker.release_all = paused_release  # type: ignore[method-assign]
+    stopper = threading.Thread(target=hpvm.cleanup, daemon=True)
+    stopper.start()
+    try:
+        assert releasing.wait(JOIN_TIMEOUT)
+        with hpvm.runtime("cpu"):
+            assert hpvm.api.host._active() is not stopping
+            out = y if buffers == "the same" else np.zeros(n, np.float32)
+            before = hpvm.stats()
+            hpvm.wait(hpvm.launch(g.scaled, 3.0, x, x.nbytes, out, out.nbytes, n))
+            assert hpvm.request_memory(out) is out  # tracked by the running runtime
+            np.testing.assert_array_equal(out, 3.0 * x)
+            after = hpvm.stats()
+            for counter in ("replayed_launches", "rebound_launches"):
+                assert after[counter] == before[counter], counter
+    finally:
+        go_on.set()
+        stopper.join(JOIN_TIMEOUT)
+    assert not stopper.is_alive()
+
+
+@needs_cpu
 def test_stats_and_profiles_while_other_threads_launch(tmp_path: Path) -> None:
     """Profiles opened and closed, stats() read, while short-lived threads launch: every launch is
     counted once, every trace is valid JSON."""

@@ -398,7 +398,7 @@ def _profiled_run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -
 def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[Any]:
     """Run a non-streaming launch: replayed when it repeats a recorded one (rt/replay.py)."""
     func = compiled.module.root_func
-    recording = compiled.replays.find(args)
+    recording = compiled.replays.find(args, rt.tracker)
     if recording is not None:
         outputs = replay(func, recording, args, rt.tracker)  # (which counts it)
         if outputs is not None:
@@ -418,7 +418,7 @@ def _run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> list[An
             outputs = replay(func, recording, args, rt.tracker, acquired=True)
             if outputs is not None:
                 return outputs
-    recorder = Recorder(func, args, env, compiled.plan) if compiled.replayable else None
+    recorder = Recorder(func, args, env, compiled.plan, rt.tracker) if compiled.replayable else None
     outputs = rt.executor.run(compiled.plan, env, recorder)
     _stats.bump("launches")
     if recorder is not None:

@@ -51,14 +51,14 @@ class FreshLane:
         return cls(source, twin, devices, device, sizes)
 
     def serves(self, args: tuple[Any, ...], devices: frozenset[str], spans: list[tuple[Any, int, int]],
-               checked: list[tuple[Any, ...]]) -> bool:
-        """Whether it can run a launch on these new buffers (new_buffers): at home where its
-        kernels run, of its source's sizes, with its source's integer arguments, place and
-        devices."""
+               checked: list[tuple[Any, ...]], tracker: MemoryTracker) -> bool:
+        """Whether it can run a launch on these new buffers (new_buffers) on `tracker`'s runtime:
+        at home where its kernels run, of its source's sizes, with its source's integer
+        arguments, runtime, place and devices."""
         twin = self.twin
         return twin is not None and not twin.dropped and devices == self.devices and \
             all(n == size for (_, _, n), size in zip(spans, self.sizes)) and \
-            all(entry[3] == self.device for entry in checked) and twin.same_key(args)
+            all(entry[3] == self.device for entry in checked) and twin.same_key(args, tracker)
 
     def run(self, func: D.GraphFunc, args: tuple[Any, ...], spans: list[tuple[Any, int, int]],
             checked: list[tuple[Any, ...]], tracker: MemoryTracker, executor: Any) -> list[Any] | None:
@@ -123,10 +123,10 @@ def launch_fresh(replays: Replays, func: D.GraphFunc, args: tuple[Any, ...],
         return None
     spans, checked = found
     lane = replays.lane
-    if lane is None or not lane.serves(args, devices, spans, checked):
+    if lane is None or not lane.serves(args, devices, spans, checked, tracker):
         if lane is not None and lane.source is newest:
             return None
         lane = replays.lane = FreshLane.of(newest, devices)
-        if not lane.serves(args, devices, spans, checked):
+        if not lane.serves(args, devices, spans, checked, tracker):
             return None
     return lane.run(func, args, spans, checked, tracker, executor)

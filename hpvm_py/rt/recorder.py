@@ -21,13 +21,16 @@ from .buffers import HOST
 from .executor import BoundBuffer
 from .recording import Acquire, Recording, Redecide, Step
 from .replay_streams import assign_streams
+from .tracker import MemoryTracker
 
 
 class Recorder:
     """Collects the steps of one launch while the executor runs it normally."""
 
-    def __init__(self, func: D.GraphFunc, args: tuple[Any, ...], env: list[Any], root: Any):
+    def __init__(self, func: D.GraphFunc, args: tuple[Any, ...], env: list[Any], root: Any,
+                 tracker: MemoryTracker):
         self.func = func
+        self.tracker = tracker  # the runtime's: the recording serves its launches only
         self.root = root  # the root's GraphPlan: edges whose values are known on the host
         self.args = args
         self.env = env  # the bound arguments: a buffer's tracked object
@@ -246,7 +249,7 @@ class Recorder:
                               internal_nodes=self.internal_nodes,
                               graph_device=device if graphable and self.steps else None,
                               scalar_ports=[port for s in self.steps for _, port, _ in s.from_args],
-                              rebindable=rebindable)
+                              rebindable=rebindable, tracker=self.tracker)
         if rebindable and any(s.has_outputs for s in self.steps):
             recording.edges = threading.Lock()  # (its copies share it: rebound())
         if recording.graph_device is not None:

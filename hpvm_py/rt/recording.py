@@ -19,7 +19,7 @@ from ..support.world import current as current_world
 from ..types import ScalarType
 from .buffers import moved, why_not_writable
 from .replay_streams import StreamPlan
-from .tracker import held_only_here
+from .tracker import MemoryTracker, held_only_here
 
 
 @dataclass
@@ -135,6 +135,9 @@ class Recording:
     # HPVM_GPU_DEVICE when it was recorded: its launches run on the device that named (read per
     # launch, so a launch after it changed takes the normal path, to the device it names now)
     gpu_setting: str | None = field(default_factory=settings.GPU_DEVICE.text)
+    # the tracker (of the runtime) it was recorded with: its objects are that tracker's, so it
+    # serves launches of that runtime only (one stopping while another thread starts the next)
+    tracker: MemoryTracker | None = None
 
     def __post_init__(self) -> None:
         steps = len(self.steps)  # one kernel per leaf
@@ -180,7 +183,7 @@ class Recording:
         self.steps, self.acquires, self.outputs, self.fetch_at_end = [], [], [], []
         self.graph = self.streams = None
 
-    def matches(self, args: tuple[Any, ...]) -> bool:
+    def matches(self, args: tuple[Any, ...], tracker: MemoryTracker) -> bool:
         if self.dropped or len(args) != len(self.args):
             return False
         for (i, ref), dtype in zip(self._buffers, self._dtypes):
@@ -193,7 +196,7 @@ class Recording:
                      if type(a) is np.ndarray or isinstance(a, np.ndarray) else  # launch passes
                      moved(a, obj.address, obj.nbytes) or not a.is_contiguous()):  # a dozen again)
                 return False  # the normal path tracks it again, or says what went wrong
-        return self._same_place() and self._same_values(args)
+        return self._same_place(tracker) and self._same_values(args)
 
     def buffer_objects(self) -> list[Any]:
         """The tracked objects of its buffer arguments, in order (None: one let go)."""
@@ -204,15 +207,16 @@ class Recording:
         """Whether two of its buffer arguments name one buffer."""
         return self._aliases is not None
 
-    def same_key(self, args: tuple[Any, ...]) -> bool:
-        """Whether a launch with `args` has its integer arguments, HPVM_GPU_DEVICE and world (its
-        buffers aside)."""
-        return len(args) == len(self.args) and self._same_place() and self._same_values(args)
+    def same_key(self, args: tuple[Any, ...], tracker: MemoryTracker) -> bool:
+        """Whether a launch with `args` on `tracker`'s runtime has its integer arguments, runtime,
+        HPVM_GPU_DEVICE and world (its buffers aside)."""
+        return len(args) == len(self.args) and self._same_place(tracker) and \
+            self._same_values(args)
 
-    def _same_place(self) -> bool:
-        """Whether it was recorded under the current HPVM_GPU_DEVICE, in the current world (None:
-        no world, both times)."""
-        if settings.GPU_DEVICE.text() != self.gpu_setting:
+    def _same_place(self, tracker: MemoryTracker) -> bool:
+        """Whether it was recorded with `tracker` (the launch's runtime), under the current
+        HPVM_GPU_DEVICE, in the current world (None: no world, both times)."""
+        if tracker is not self.tracker or settings.GPU_DEVICE.text() != self.gpu_setting:
             return False
         key, now = self.world, current_world()
         if key is None or now is None:
@@ -232,7 +236,7 @@ class Recording:
         homes and aliasing, with the same integer arguments: its launches copied and pointed at
         them, each buffer acquired from the tracker as the normal path would. None when it
         cannot serve them (then the normal path runs and records them)."""
-        if not self._fits(args, env):
+        if not self._fits(args, env, executor.tracker):
             return None
         twin = self.twin()
         if twin is None:
@@ -274,7 +278,8 @@ class Recording:
         buffers, for a recording that can serve no launch again (Replays.rebind picks it: one
         whose buffer the user let go, or the one a full set would let go). False, unchanged, when
         it cannot serve them or another thread holds it."""
-        if not self._fits(args, env) or not all(step.copyable for step in self.steps):
+        if not self._fits(args, env, executor.tracker) or \
+                not all(step.copyable for step in self.steps):
             return False
         if not self.lock.acquire(blocking=False):
             return False
@@ -308,10 +313,11 @@ class Recording:
                 return True
         return False
 
-    def _fits(self, args: tuple[Any, ...], env: list[Any]) -> bool:
-        """Whether rebound() / retarget() can serve these buffers: the same integer arguments, and
-        buffers of the same sizes, homes and aliasing as the recorded ones."""
-        if not self.rebindable or self.dropped or not self.same_key(args):
+    def _fits(self, args: tuple[Any, ...], env: list[Any], tracker: MemoryTracker) -> bool:
+        """Whether rebound() / retarget() can serve these buffers (bound by `tracker`): the same
+        integer arguments and runtime, and buffers of the same sizes, homes and aliasing as the
+        recorded ones."""
+        if not self.rebindable or self.dropped or not self.same_key(args, tracker):
             return False
         for i, ref in self._buffers:
             old, new = ref(), env[i].obj

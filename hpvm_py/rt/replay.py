@@ -40,11 +40,12 @@ class Replays:
         """The most recently used recording (read without the lock)."""
         return next(iter(self._recordings), None)  # (never an IndexError mid-_first)
 
-    def find(self, args: tuple[Any, ...]) -> Recording | None:
+    def find(self, args: tuple[Any, ...], tracker: MemoryTracker) -> Recording | None:
+        """The kept recording of a launch with these arguments on `tracker`'s runtime, or None."""
         recordings = self._recordings
         if recordings:  # a loop over one launch: its recording is first (read without the lock)
             first = recordings[0]
-            if first.matches(args):
+            if first.matches(args, tracker):
                 return first if first.still_writable(args) else None
         with self._lock:
             if not self._recordings:
@@ -52,7 +53,7 @@ class Replays:
             # (every recording of one graph has its buffers at the same argument positions)
             ids = tuple(id(args[k]) for k in self._recordings[0].buffer_positions)
             for recording in self._by_buffers.get(ids, ()):
-                if recording.matches(args):
+                if recording.matches(args, tracker):
                     self._first(recording)
                     # a buffer made read-only since (or set to require grad): the normal path says so
                     return recording if recording.still_writable(args) else None
