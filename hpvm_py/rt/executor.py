@@ -447,3 +447,19 @@ class Executor:
         address, nbytes = (obj.address, obj.nbytes) if buf is obj.user else span(buf)
         array = host_view(buf, param.type.elem) if device == HOST else None
         return BufferArg(obj=buf, address=address, nbytes=nbytes, array=array)
+
+    @staticmethod
+    def fresh_arg(obj: MemoryObject, param: K.Param, device: str) -> BufferArg:
+        """buffer_arg() of a buffer just tracked at `device`, its home (rt/fresh_lane.py): the
+        user's buffer is its only, valid copy (nothing to acquire or mark), at the address and of
+        the size it was tracked with a moment ago."""
+        buf = obj.user
+        if device != HOST:
+            return BufferArg(obj=buf, address=obj.address, nbytes=obj.nbytes, array=None)
+        elem = param.type.elem
+        arg = _host_arg(obj, elem)  # (another launch of the lane's that uses it)
+        if arg is None:
+            arg = BufferArg(obj=buf, address=obj.address, nbytes=obj.nbytes, array=None,
+                            view=_viewer(elem), elem=elem)
+            _keep_host_arg(obj, elem, arg)
+        return arg

@@ -14,7 +14,6 @@ from typing import Any
 from ..ir import dfg as D
 from .args import kind_checked
 from .buffers import span
-from .executor import BoundBuffer
 from .recording import Recording
 from .replay import Replays, check_unkeyed, hold, run_held, unhold
 from .tracker import MemoryTracker
@@ -30,6 +29,11 @@ class FreshLane:
         self.devices = devices  # the launch's devices (rt/launch_devices.py) when it was made
         self.device = device  # where the kernels run: every buffer's home
         self.sizes = sizes  # nbytes of each buffer argument (Recording.buffer_positions)
+        # per buffer its launches use: (the twin's step, its parameter, which buffer argument,
+        # its spec): what run() points at each launch's buffers
+        self.points = [] if twin is None else [
+            (twin.steps[need.step], need.param, twin.buffer_positions.index(need.port), need.spec)
+            for need in twin.acquires]
 
     @classmethod
     def of(cls, source: Recording, devices: frozenset[str]) -> "FreshLane":
@@ -56,9 +60,12 @@ class FreshLane:
         at home where its kernels run, of its source's sizes, with its source's integer
         arguments, runtime, place and devices."""
         twin = self.twin
-        return twin is not None and not twin.dropped and devices == self.devices and \
-            all(n == size for (_, _, n), size in zip(spans, self.sizes)) and \
-            all(entry[3] == self.device for entry in checked) and twin.same_key(args, tracker)
+        if twin is None or twin.dropped or devices != self.devices:
+            return False
+        for (_, _, nbytes), size, entry in zip(spans, self.sizes, checked):
+            if nbytes != size or entry[3] != self.device:
+                return False
+        return twin.same_key(args, tracker)
 
     def run(self, func: D.GraphFunc, args: tuple[Any, ...], spans: list[tuple[Any, int, int]],
             checked: list[tuple[Any, ...]], tracker: MemoryTracker, executor: Any) -> list[Any] | None:
@@ -67,22 +74,16 @@ class FreshLane:
         (the normal path runs)."""
         twin = self.twin
         check_unkeyed(func, twin, args)
-        objects = tracker.track_fresh(spans, self.device)
-        if objects is None:
-            return None
-        for obj, entry in zip(objects, checked):
-            obj.checked_for = entry  # (shared, as rt/args.py's _buffer shares it)
-        by_position = dict(zip(twin.buffer_positions, objects))
-        if not hold(twin):
+        # (the entries shared, as rt/args.py's _buffer shares them)
+        objects = tracker.track_fresh(spans, self.device, checked)
+        if objects is None or not hold(twin):
             return None
         try:
-            if twin.dropped:
+            if twin.dropped:  # (its steps let go of: the points name them)
                 return None
-            steps = twin.steps
-            for need in twin.acquires:
-                arg = executor.buffer_arg(BoundBuffer(by_position[need.port]), need.spec,
-                                          need.device, need.copied_in)
-                steps[need.step].set_buffer(need.param, arg)
+            fresh_arg, device = executor.fresh_arg, self.device
+            for step, param, k, spec in self.points:
+                step.set_buffer(param, fresh_arg(objects[k], spec, device))
             return run_held(func, twin, args, acquired=True)
         finally:
             unhold(twin)
@@ -105,7 +106,7 @@ def new_buffers(func: D.GraphFunc, args: tuple[Any, ...], positions: tuple[int, 
         address, nbytes = span(arg)
         spans.append((arg, address, nbytes))
         checked.append(entry)
-    if len({id(buf) for buf, _, _ in spans}) < len(spans):
+    if len(spans) > 1 and len({id(buf) for buf, _, _ in spans}) < len(spans):
         return None  # one buffer passed twice: a lane's source has distinct ones
     return spans, checked
 

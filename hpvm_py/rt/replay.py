@@ -42,16 +42,17 @@ class Replays:
 
     def find(self, args: tuple[Any, ...], tracker: MemoryTracker) -> Recording | None:
         """The kept recording of a launch with these arguments on `tracker`'s runtime, or None."""
-        recordings = self._recordings
-        if recordings:  # a loop over one launch: its recording is first (read without the lock)
-            first = recordings[0]
-            if first.matches(args, tracker):
-                return first if first.still_writable(args) else None
+        try:  # a loop over one launch: its recording is first (read without the lock)
+            first = self._recordings[0]
+        except IndexError:  # (none, or emptied for a moment by another thread's _first)
+            return None
+        if first.matches(args, tracker):
+            return first if first.still_writable(args) else None
+        # (every recording of one graph has its buffers at the same argument positions)
+        ids = tuple([id(args[k]) for k in first.buffer_positions])
+        if ids not in self._by_buffers:  # (read without the lock: buffers never recorded, as a
+            return None  # launch on a fresh tensor has, miss here)
         with self._lock:
-            if not self._recordings:
-                return None
-            # (every recording of one graph has its buffers at the same argument positions)
-            ids = tuple(id(args[k]) for k in self._recordings[0].buffer_positions)
             for recording in self._by_buffers.get(ids, ()):
                 if recording.matches(args, tracker):
                     self._first(recording)

@@ -206,20 +206,25 @@ class MemoryTracker:
         obj = self._objects.get(id(buf))
         return obj is not None and obj.user is buf
 
-    def track_fresh(self, spans: list[tuple[Any, int, int]], home: str) -> list[MemoryObject] | None:
+    def track_fresh(self, spans: list[tuple[Any, int, int]], home: str, checked: list[Any]
+                    ) -> list[MemoryObject] | None:
         """New implicit objects for buffers a launch passes, each (buffer, address, nbytes), all
-        at `home` and checked (rt/fresh_lane.py); None, tracking none, when one is tracked by now."""
+        at `home`, with the checks each passed (`checked_for`, rt/fresh_lane.py); None, tracking
+        none, when one is tracked by now."""
         objects = self._objects
         with self._lock:
             for buf, _, _ in spans:
                 obj = objects.get(id(buf))
                 if obj is not None and obj.user is buf:
                     return None
-            return [self._adopt(buf, home, nbytes, address, True) for buf, address, nbytes in spans]
+            return [self._adopt(buf, home, nbytes, address, True, entry)
+                    for (buf, address, nbytes), entry in zip(spans, checked)]
 
-    def _adopt(self, buf: Any, home: str, nbytes: int, address: int, implicit: bool) -> MemoryObject:
+    def _adopt(self, buf: Any, home: str, nbytes: int, address: int, implicit: bool,
+               checked: Any = None) -> MemoryObject:
         """Make and keep buf's object (the lock held)."""
-        obj = MemoryObject(buf, nbytes, home, address, None, valid_on(home), implicit=implicit)
+        obj = MemoryObject(buf, nbytes, home, address, None, valid_on(home), checked_for=checked,
+                           implicit=implicit)
         self._objects[id(buf)] = obj
         stats.bump_one("tracked_objects")
         if implicit:
