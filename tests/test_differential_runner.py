@@ -19,9 +19,11 @@ COMPILED = [t for t in TARGETS if t != "python"]
 @pytest.mark.skipif(not COMPILED, reason="no compiled target here")
 def test_runner_finds_no_mismatch(tmp_path: Path) -> None:
     """28 graphs: every category (plain, partial Out, ping-pong, failing streams, mixed targets,
-    tiles, neighbours) four times, on cpu and on gpu (Triton's interpreter on CI)."""
+    tiles, neighbours) four times, on cpu and on gpu (Triton's interpreter on CI). The run takes
+    about 10 s; once (2026-11-29, a CI run on a 2-core VM) it had not ended after 540: its
+    watchdog now prints every thread's stack before the timeout, so a hang shows where it waits."""
     done = subprocess.run([sys.executable, str(RUNNER), "--graphs", "28", "--targets", ",".join(COMPILED),
-                           "--seed", "20", "--save-dir", str(tmp_path)],
+                           "--seed", "20", "--save-dir", str(tmp_path), "--watchdog", "480"],
                           capture_output=True, text=True, timeout=540)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert summary.startswith(f"differential: 28 graphs, targets {','.join(COMPILED)}: "), done.stdout + done.stderr

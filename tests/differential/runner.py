@@ -23,11 +23,13 @@ Categories take turns:
 Outputs agree bit for bit, as in tests/test_differential.py: integers always, floats too, since
 the generator uses no transcendental function; any NaN equals any NaN. Each mismatching graph is
 saved as DIR/<category>-<seed>.json, which tests/test_reproducers.py replays on every target.
-Exit status: 0 no mismatch, 1 mismatches, 2 usage error.
+`--watchdog S`: a run still going after S seconds prints every thread's stack and exits with 1.
+Exit status: 0 no mismatch, 1 mismatches (or the watchdog), 2 usage error.
 """
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import random
@@ -352,6 +354,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated subset of "
                         + ", ".join(CATEGORIES))
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--watchdog", type=float, default=None, help="seconds after which a run "
+                        "still going prints every thread's stack and exits with 1 (a hang found "
+                        "shows where it waits)")
     return parser.parse_args(argv)
 
 
@@ -368,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     os.environ.setdefault("HPVM_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / f"hpvm-diff-{os.getpid()}"))
+    if args.watchdog is not None:
+        faulthandler.dump_traceback_later(args.watchdog, exit=True)
     seed = random.SystemRandom().getrandbits(31) if args.seed is None else args.seed
     print(f"differential: seed {seed}, {args.graphs} graphs, targets {','.join(targets)}, "
           f"categories {','.join(categories)}", flush=True)
