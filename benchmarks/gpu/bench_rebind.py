@@ -15,6 +15,10 @@ microseconds per launch + wait (median of batches, the GPU's queue drained befor
 Each row is checked against torch at the end. The peers, once: the same one-element update as a
 hand-written Triton kernel launched through Triton's own dispatch + torch.cuda.synchronize, on one
 tensor and on a tensor never seen each time, and torch's `add_` + synchronize on one never seen.
+The floors, what any launcher in Python pays on this host: the same Triton kernel launched by
+cuLaunchKernel on parameters packed once (hpvm-py's own launcher, nothing of its runtime) +
+cuStreamSynchronize, on one tensor and pointed at a tensor never seen each time (its address read
+and patched in), and cuStreamSynchronize alone on an empty stream.
 
 Run: python benchmarks/gpu/bench_rebind.py [--targets gpu,nvptx] (needs CUDA)
 """
@@ -33,6 +37,8 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import hpvm_py as hpvm  # noqa: E402
+from hpvm_py.backends.triton.launcher import own_launcher  # noqa: E402
+from hpvm_py.device.libcuda import stream_synchronize  # noqa: E402
 from hpvm_py.rt import replay  # noqa: E402
 from _one_leaf import one_leaf  # noqa: E402
 from _timing import per_call_us  # noqa: E402
@@ -63,6 +69,33 @@ def peers() -> dict[str, float]:
         lambda: (next(fresh).add_(1.0), torch.cuda.synchronize()))
     torch.cuda.synchronize()
     assert one[0].item() == 64 * 11 + 1 and not one[1:].any()
+    rows.update(floors())
+    return rows
+
+
+def floors() -> dict[str, float]:
+    """Host microseconds of the floors (the module's docstring): the kernel's own launch by
+    cuLaunchKernel + cuStreamSynchronize, and the synchronize alone."""
+    one = torch.zeros(1024, device="cuda")
+    compiled = _bump[(1,)](one, 1.0)
+    launcher = own_launcher(compiled, [one, 1.0], (1, 1, 1), torch.cuda.current_device(), "bump", None)
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def launch_wait() -> None:
+        launcher(stream)
+        assert stream_synchronize(stream) == 0
+
+    rows = {"floor: cuLaunchKernel + synchronize, one tensor": host_us(launch_wait)}
+    fresh = iter([torch.zeros(1024, device="cuda") for _ in range(64 * 11 + 1)])
+
+    def pointed_wait() -> None:
+        launcher.set(0, next(fresh).data_ptr())
+        launch_wait()
+
+    rows["floor: the same pointed at a tensor never seen"] = host_us(pointed_wait)
+    rows["floor: cuStreamSynchronize alone"] = host_us(lambda: stream_synchronize(stream))
+    torch.cuda.synchronize()
+    assert one[0].item() == 64 * 11 + 2 and not one[1:].any()
     return rows
 
 
