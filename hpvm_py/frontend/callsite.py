@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import contextlib
+import linecache
 import os
 import sys
 from types import CodeType
 
-from ..support.loc import UNKNOWN, Loc
+from ..support.loc import UNKNOWN, Loc, char_column
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Code objects compare equal when their bytecode, names, constants and line numbers do, whatever
@@ -48,5 +49,6 @@ def caller_loc() -> Loc:
     col = 0
     if 0 <= index < len(positions) and positions[index][2] is not None:
         col = positions[index][2]
+    col = char_column(linecache.getline(code.co_filename, frame.f_lineno), col)
     loc = _locs[key] = Loc(code.co_filename, frame.f_lineno, col)
     return loc

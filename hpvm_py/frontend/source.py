@@ -14,7 +14,7 @@ from types import CodeType, ModuleType
 from typing import Any, Callable
 
 from ..errors import FrontendError, HPVMError
-from ..support.loc import Loc
+from ..support.loc import Loc, char_column
 from ..types import Directed, PtrType, ScalarType, Type, f64, resolve_scalar
 from .callsite import caller_loc
 from .defs import Definition
@@ -195,10 +195,14 @@ class FunctionSource:
     col_shift: int  # columns removed by dedenting
     namespace: dict[str, Any]  # globals, then closure variables (annotations are evaluated in it)
     reads: Reads  # what the body looked up outside the function, for staleness checks
+    lines: list[str]  # the `def`'s lines as parsed, the first being line first_line of the file
+    first_line: int
 
     def loc(self, node: ast.AST) -> Loc:
-        return Loc(self.file, getattr(node, "lineno", self.tree.lineno),
-                   getattr(node, "col_offset", 0) + self.col_shift)
+        line = getattr(node, "lineno", self.tree.lineno)
+        index = line - self.first_line
+        text = self.lines[index] if 0 <= index < len(self.lines) else ""
+        return Loc(self.file, line, char_column(text, getattr(node, "col_offset", 0) + self.col_shift))
 
     def lookup(self, name: str) -> Any:
         return self.reads.read((name,))
@@ -274,7 +278,7 @@ def read_function(func: Callable[..., Any], lines: list[str] | None = None) -> F
                 namespace[name] = cell.cell_contents
             except ValueError:  # an empty cell: the closure variable is not assigned yet
                 pass
-    return FunctionSource(func, loc.file, fdef, col_shift, namespace, Reads(func))
+    return FunctionSource(func, loc.file, fdef, col_shift, namespace, Reads(func), lines, first_line)
 
 
 def _indent(line: str) -> int:

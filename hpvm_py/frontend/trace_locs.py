@@ -3,11 +3,12 @@ the user's frame of an exception its body raised (graph.py's tracing uses both).
 from __future__ import annotations
 
 import ast
+import linecache
 import os
 import traceback
 from typing import Any
 
-from ..support.loc import Loc
+from ..support.loc import Loc, char_column
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,7 +35,12 @@ def user_frame_loc(exc: BaseException, default: Loc) -> Loc:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_PACKAGE_DIR)]
     for frame in reversed(frames):
         if frame.filename == default.file:
-            return Loc(frame.filename, frame.lineno or 0, frame.colno or 0)
+            return _frame_loc(frame)
     if frames:
-        return Loc(frames[-1].filename, frames[-1].lineno or 0, frames[-1].colno or 0)
+        return _frame_loc(frames[-1])
     return default
+
+
+def _frame_loc(frame: traceback.FrameSummary) -> Loc:
+    line = frame.lineno or 0
+    return Loc(frame.filename, line, char_column(linecache.getline(frame.filename, line), frame.colno or 0))

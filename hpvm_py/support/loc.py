@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import linecache
+import unicodedata
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Loc:
-    """A position in the user's source: file, 1-based line, 0-based column (as Python's ast)."""
+    """A position in the user's source: file, 1-based line, 0-based column in characters (Python's
+    ast and code positions count UTF-8 bytes: char_column converts them)."""
 
     file: str
     line: int
@@ -27,8 +29,24 @@ class Loc:
             return ""
         stripped = text.lstrip()
         indent = len(text) - len(stripped)
-        caret_col = max(0, self.col - indent)
-        return f"    {stripped}\n    {' ' * caret_col}^"
+        # as wide as what it stands under: a tab stays a tab, a wide character (CJK) takes two cells
+        pad = "".join(c if c == "\t" else " " * _cells(c) for c in text[indent:max(indent, self.col)])
+        return f"    {stripped}\n    {pad}^"
+
+
+def _cells(char: str) -> int:
+    """The terminal cells a character takes: 2 when East Asian wide, 0 when combining, else 1."""
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in "WF" else 1
+
+
+def char_column(line: str, byte_col: int) -> int:
+    """The character column of a UTF-8 byte offset into line (after `é = 1; `, Python's ast puts
+    the next name at byte 8, which is character 7)."""
+    if line.isascii():
+        return byte_col
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", "replace"))
 
 
 UNKNOWN = Loc("<unknown>", 0, 0)

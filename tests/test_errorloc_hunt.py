@@ -1,0 +1,128 @@
+"""Where errors point in programs written in unusual but legal ways: the caret of str(exc) sits
+under the character the error is about, whatever comes before it on the line (non-ASCII names,
+wide characters, tabs), for each way a location is made (a leaf's AST, a graph body's call into
+hpvm-py, a frame of a graph body that raised, a launch)."""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py.errors import HPVMError, InternalError
+
+_counter = itertools.count()
+
+HEADER = "import hpvm_py as hpvm\nfrom hpvm_py import InOut, Ptr, f32, i64\n\n\n"
+
+INC = """\
+@hpvm.leaf
+def inc(a: InOut[Ptr[f32]], a_bytes: i64):
+    a[0] = a[0] + 1.0
+
+
+"""
+
+
+def load(folder: Path, source: str):
+    """Write source (exactly as given) to a fresh file in folder and import it: (path, module)."""
+    path = folder / f"errorloc_{next(_counter)}.py"
+    path.write_bytes(source.encode("utf-8"))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(path), module
+
+
+def cells(text: str) -> int:
+    """The terminal column text ends at (tab stops every 8 cells, wide characters take two)."""
+    col = 0
+    for char in text:
+        if char == "\t":
+            col = col // 8 * 8 + 8
+        elif not unicodedata.combining(char):
+            col += 2 if unicodedata.east_asian_width(char) in "WF" else 1
+    return col
+
+
+def check_points_at(exc: BaseException, path: str, token: str) -> None:
+    """exc is located at the first line of path holding token, and its caret is under token."""
+    assert isinstance(exc, HPVMError) and not isinstance(exc, InternalError), repr(exc)
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if token in text)
+    assert exc.loc is not None and os.path.abspath(exc.loc.file) == path, exc
+    assert exc.loc.line == line, exc
+    column = lines[line - 1].index(token)
+    text = str(exc).splitlines()
+    assert text[0].startswith(f"{path}:{line}:{column + 1}: error: "), text[0]
+    shown, caret = text[-2], text[-1]
+    assert caret.strip() == "^", text
+    assert cells(caret[:caret.index("^")]) == cells(shown[:shown.index(token)]), "\n".join(text)
+
+
+# what stands before the error on its line: each must leave the caret under the error
+PREFIXES = ["", "é = 1; ", "ééé = 1; ", "変数 = 1; ", "x = 1;\t", "a\u0301 = 1; ", "𝑥 = 1; "]
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_a_leaf_error_is_under_its_name(tmp_path: Path, prefix: str) -> None:
+    path, module = load(tmp_path, HEADER + f"""\
+@hpvm.leaf
+def bad(a: InOut[Ptr[f32]], a_bytes: i64):
+    {prefix}a[0] = f32(undefined_thing)
+
+
+@hpvm.graph
+def root(a: InOut[Ptr[f32]], a_bytes: i64):
+    hpvm.node(bad, grid=1, a=a, a_bytes=a_bytes)
+""")
+    with pytest.raises(HPVMError) as info:
+        hpvm.compile(module.root, target="python")
+    check_points_at(info.value, path, "undefined_thing")
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_a_wiring_error_is_under_its_call(tmp_path: Path, prefix: str) -> None:
+    path, module = load(tmp_path, HEADER + INC + f"""\
+@hpvm.graph
+def root(a: InOut[Ptr[f32]], a_bytes: i64):
+    {prefix}hpvm.node(inc, grid=1, a=a, a_bytes=a_bytes, zzz=a_bytes)
+""")
+    with pytest.raises(HPVMError) as info:
+        hpvm.compile(module.root, target="python")
+    assert info.value.rule == "ports-exist"
+    check_points_at(info.value, path, "hpvm.node")
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_a_graph_body_that_raises_is_located_at_its_frame(tmp_path: Path, prefix: str) -> None:
+    path, module = load(tmp_path, HEADER + INC + f"""\
+@hpvm.graph
+def root(a: InOut[Ptr[f32]], a_bytes: i64):
+    {prefix}k = {{}}["key"]
+    hpvm.node(inc, grid=1, a=a, a_bytes=a_bytes)
+""")
+    with pytest.raises(HPVMError) as info:
+        hpvm.compile(module.root, target="python")
+    check_points_at(info.value, path, '{}["key"]')
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_a_launch_error_is_under_the_launch(tmp_path: Path, prefix: str) -> None:
+    path, module = load(tmp_path, HEADER + INC + f"""\
+@hpvm.graph
+def root(a: InOut[Ptr[f32]], a_bytes: i64):
+    hpvm.node(inc, grid=1, a=a, a_bytes=a_bytes)
+
+
+def go(x):
+    {prefix}return hpvm.wait(hpvm.launch(root, x, "four"))
+""")
+    with hpvm.runtime("python"), pytest.raises(HPVMError) as info:
+        module.go(np.zeros(4, np.float32))
+    check_points_at(info.value, path, "hpvm.launch")
