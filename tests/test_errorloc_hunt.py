@@ -126,3 +126,57 @@ def go(x):
     with hpvm.runtime("python"), pytest.raises(HPVMError) as info:
         module.go(np.zeros(4, np.float32))
     check_points_at(info.value, path, "hpvm.launch")
+
+
+# -- an indented `def` with a line further left than itself ------------------------------------
+
+# lines of a method's body, one starting left of the `def`, each legal Python
+LEFT_LINES = [
+    "# a comment at column 0\n",
+    '        """a string whose next line\nstarts at column 0"""\n',
+    "        k = 2.0 + \\\n0.0\n",
+]
+
+
+@pytest.mark.parametrize("left", LEFT_LINES)
+def test_a_method_with_a_line_left_of_it_compiles(tmp_path: Path, left: str) -> None:
+    _, module = load(tmp_path, HEADER + f"""\
+class Kernels:
+    @staticmethod
+    @hpvm.leaf
+    def scale(a: InOut[Ptr[f32]], a_bytes: i64):
+        k = 2.0
+{left}        i = hpvm.instance_id(0)
+        a[i] = a[i] * k
+
+
+@hpvm.graph
+def root(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    hpvm.node(Kernels.scale, grid=n, a=a, a_bytes=a_bytes)
+""")
+    x = np.random.default_rng().random(17, dtype=np.float32)
+    for target in ("python", "cpu"):
+        y = x.copy()
+        with hpvm.runtime(target):
+            hpvm.wait(hpvm.launch(module.root, y, y.nbytes, y.size))
+            hpvm.request_memory(y)
+        np.testing.assert_array_equal(y, x * np.float32(2.0), err_msg=target)
+
+
+@pytest.mark.parametrize("left", LEFT_LINES)
+def test_an_error_in_such_a_method_is_under_its_name(tmp_path: Path, left: str) -> None:
+    path, module = load(tmp_path, HEADER + f"""\
+def make():
+    @hpvm.leaf
+    def bad(a: InOut[Ptr[f32]], a_bytes: i64):
+{left}        é = 1; a[0] = f32(undefined_thing)
+    return bad
+
+
+@hpvm.graph
+def root(a: InOut[Ptr[f32]], a_bytes: i64):
+    hpvm.node(make(), grid=1, a=a, a_bytes=a_bytes)
+""")
+    with pytest.raises(HPVMError) as info:
+        hpvm.compile(module.root, target="cpu")
+    check_points_at(info.value, path, "undefined_thing")

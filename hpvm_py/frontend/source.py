@@ -7,7 +7,6 @@ import inspect
 import linecache
 import operator
 import sys
-import textwrap
 import typing
 from dataclasses import dataclass
 from types import CodeType, ModuleType
@@ -192,7 +191,6 @@ class FunctionSource:
     func: Callable[..., Any]
     file: str
     tree: ast.FunctionDef
-    col_shift: int  # columns removed by dedenting
     namespace: dict[str, Any]  # globals, then closure variables (annotations are evaluated in it)
     reads: Reads  # what the body looked up outside the function, for staleness checks
     lines: list[str]  # the `def`'s lines as parsed, the first being line first_line of the file
@@ -202,7 +200,7 @@ class FunctionSource:
         line = getattr(node, "lineno", self.tree.lineno)
         index = line - self.first_line
         text = self.lines[index] if 0 <= index < len(self.lines) else ""
-        return Loc(self.file, line, char_column(text, getattr(node, "col_offset", 0) + self.col_shift))
+        return Loc(self.file, line, char_column(text, getattr(node, "col_offset", 0)))
 
     def lookup(self, name: str) -> Any:
         return self.reads.read((name,))
@@ -257,15 +255,16 @@ def read_function(func: Callable[..., Any], lines: list[str] | None = None) -> F
             f"cannot read the source of {func.__qualname__} (defined at {loc}): {exc}; leaves and "
             "graphs are compiled from source, so define them in a file (not in `python -c`, an "
             "exec'd string or an interactive prompt)", caller_loc()) from None
-    text = "".join(lines)
-    dedented = textwrap.dedent(text)
-    col_shift = _indent(lines[0]) - _indent(dedented.splitlines()[0]) if lines else 0
+    # an indented `def` (a method, a nested function) is parsed as the body of an `if`, not
+    # dedented: a line of it may start further left (a comment, a string's or a backslash's
+    # continuation), and its columns stay those of its file
+    nested = bool(lines) and _indent(lines[0]) > 0
     try:
-        module = ast.parse(dedented)
+        module = ast.parse("if 1:\n" * nested + "".join(lines))
     except SyntaxError:  # the lines of a lambda inside a larger expression
-        module = ast.parse("pass")
-    ast.increment_lineno(module, first_line - 1)
-    fdef = module.body[0]
+        module, nested = ast.parse("pass"), False
+    ast.increment_lineno(module, first_line - 1 - nested)
+    fdef = module.body[0].body[0] if nested else module.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         what = "an `async def`" if isinstance(fdef, ast.AsyncFunctionDef) else "a lambda" \
             if func.__name__ == "<lambda>" else "not a `def` statement"
@@ -278,7 +277,7 @@ def read_function(func: Callable[..., Any], lines: list[str] | None = None) -> F
                 namespace[name] = cell.cell_contents
             except ValueError:  # an empty cell: the closure variable is not assigned yet
                 pass
-    return FunctionSource(func, loc.file, fdef, col_shift, namespace, Reads(func), lines, first_line)
+    return FunctionSource(func, loc.file, fdef, namespace, Reads(func), lines, first_line)
 
 
 def _indent(line: str) -> int:
