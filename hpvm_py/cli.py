@@ -149,7 +149,7 @@ def _import_program(path: Path) -> ModuleType:
 def _user_traceback(exc: BaseException, path: Path) -> str:
     if isinstance(exc, SyntaxError):
         return f"{exc.filename}:{exc.lineno}:{exc.offset or 0}: error: {exc.msg}\n    {(exc.text or '').strip()}"
-    package = str(Path(__file__).parent)
+    package = str(Path(__file__).parent) + os.sep  # (not a user's hpvm_py_x/ beside it)
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(package)]
     lines = "".join(traceback.format_list(frames[-5:]))
     return f"{path}: the program raised {type(exc).__name__}: {exc}\n{lines}".rstrip()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import linecache
 import os
 import unicodedata
 from pathlib import Path
@@ -180,3 +181,47 @@ def root(a: InOut[Ptr[f32]], a_bytes: i64):
     with pytest.raises(HPVMError) as info:
         hpvm.compile(module.root, target="cpu")
     check_points_at(info.value, path, "undefined_thing")
+
+
+# -- a user's folder whose name starts with the package's -------------------------------------
+
+SIBLING = HEADER + INC + """\
+@hpvm.graph
+def wired(a: InOut[Ptr[f32]], a_bytes: i64):
+    hpvm.node(inc, grid=1, a=a, a_bytes=a_bytes, zzz=a_bytes)
+
+
+@hpvm.graph
+def raising(a: InOut[Ptr[f32]], a_bytes: i64):
+    k = {}["key"]
+
+
+@hpvm.graph
+def root(a: InOut[Ptr[f32]], a_bytes: i64):
+    hpvm.node(inc, grid=1, a=a, a_bytes=a_bytes)
+
+
+def go(x):
+    return hpvm.wait(hpvm.launch(root, x, "four"))
+"""
+
+
+def test_a_program_in_a_folder_named_like_the_package_is_the_users() -> None:
+    """hpvm_py/../hpvm_py_examples/prog.py is the user's code, not the library's: its frames are
+    where errors point (the file needs no disk: linecache holds its text, as for an exec'd one)."""
+    path = os.path.dirname(os.path.abspath(hpvm.__file__)) + f"_examples_{next(_counter)}/prog.py"
+    linecache.cache[path] = (len(SIBLING), None, SIBLING.splitlines(True), path)
+    namespace: dict = {}
+    try:
+        exec(compile(SIBLING, path, "exec"), namespace)  # noqa: S102 - the program under test
+        for graph, token in (("wired", "hpvm.node"), ("raising", '{}["key"]')):
+            with pytest.raises(HPVMError) as info:
+                hpvm.compile(namespace[graph], target="python")
+            assert info.value.loc.file == path, info.value
+            assert token in info.value.loc.source_line(), info.value
+        with hpvm.runtime("python"), pytest.raises(HPVMError) as info:
+            namespace["go"](np.zeros(4, np.float32))
+        assert info.value.loc.file == path, info.value
+        assert "hpvm.launch" in info.value.loc.source_line(), info.value
+    finally:
+        del linecache.cache[path]

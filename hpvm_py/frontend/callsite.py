@@ -9,7 +9,8 @@ from types import CodeType
 
 from ..support.loc import UNKNOWN, Loc, char_column
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# (with its separator: a user's folder named hpvm_py_x/ beside it is not the library)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 # Code objects compare equal when their bytecode, names, constants and line numbers do, whatever
 # their file (co_filename is not compared): two files with the same function at the same lines
 # (a copied program, generated test programs) share one key unless the file is part of it.

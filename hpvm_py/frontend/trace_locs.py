@@ -10,7 +10,8 @@ from typing import Any
 
 from ..support.loc import Loc, char_column
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# (with its separator: a user's folder named hpvm_py_x/ beside it is not the library)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def return_loc(src: Any) -> Loc | None:

@@ -52,7 +52,7 @@ _lock = threading.Lock()
 _local = threading.local()  # .stack: the categories of the spans open on this thread
 _current: "Profile | None" = None
 RULE = "profile"
-_PACKAGE = str(Path(__file__).resolve().parent.parent)
+_PACKAGE = str(Path(__file__).resolve().parent.parent) + os.sep  # (not a user's hpvm_py_x/)
 
 
 def now() -> int:

@@ -262,7 +262,7 @@ def warn_misspelled() -> None:
                           stacklevel=_user_level())
 
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # (not hpvm_py_x/)
 
 
 def _user_level() -> int:

@@ -19,7 +19,7 @@ from ..support.loc import Loc
 from ..types import PtrType, ScalarType
 
 RULE = "torch-op"
-_PACKAGE = str(Path(__file__).resolve().parent.parent).replace("\\", "/")
+_PACKAGE = str(Path(__file__).resolve().parent.parent).replace("\\", "/") + "/"  # (not hpvm_py_x/)
 
 
 def is_library_file(filename: str) -> bool:
