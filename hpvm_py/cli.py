@@ -43,6 +43,7 @@ from .passes import PIPELINES, leaf_module, run_passes
 from .passes.coverage import check_report
 from .rt.compiler import LoadedGraph, compile_graph
 from .support import cache, settings
+from .support.loc import Loc
 from .support.profile import load_summary, profile, why_unwritable
 from .support.version import VERSION
 
@@ -147,8 +148,9 @@ def _import_program(path: Path) -> ModuleType:
 
 
 def _user_traceback(exc: BaseException, path: Path) -> str:
-    if isinstance(exc, SyntaxError):
-        return f"{exc.filename}:{exc.lineno}:{exc.offset or 0}: error: {exc.msg}\n    {(exc.text or '').strip()}"
+    if isinstance(exc, SyntaxError):  # shown as hpvm-py's own errors are, caret included
+        loc = Loc(exc.filename or str(path), exc.lineno or 0, max(0, (exc.offset or 1) - 1))
+        return f"{loc}: error: {exc.msg}\n{loc.snippet() or '    ' + (exc.text or '').strip()}"
     package = str(Path(__file__).parent) + os.sep  # (not a user's hpvm_py_x/ beside it)
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(package)]
     lines = "".join(traceback.format_list(frames[-5:]))

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from hpvm_py import cli
 from hpvm_py.errors import HPVMError, InternalError
 
 _counter = itertools.count()
@@ -225,3 +226,28 @@ def test_a_program_in_a_folder_named_like_the_package_is_the_users() -> None:
         assert "hpvm.launch" in info.value.loc.source_line(), info.value
     finally:
         del linecache.cache[path]
+
+
+# -- hpvmc on programs Python itself rejects or that raise -------------------------------------
+
+def hpvmc(capsys, *args: str) -> tuple[int, str]:
+    code = cli.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+# (ASCII before the error: CPython counts a SyntaxError's offset in bytes when it compiles a file)
+@pytest.mark.parametrize("line,token", [
+    ("def f(:", ":"),
+    ("x = (1,\n  2 + )", ")"),
+    ("x = 1;\ty = 2 + )", ")"),
+    ("  y = 1", "y"),
+])
+def test_a_syntax_error_is_shown_with_a_caret(tmp_path: Path, capsys, line: str, token: str) -> None:
+    path = tmp_path / "broken.py"
+    path.write_text(f"import hpvm_py as hpvm\n{line}\n", encoding="utf-8")
+    code, text = hpvmc(capsys, "check", str(path))
+    assert code == 1 and "Traceback" not in text, text
+    shown, caret = text.rstrip("\n").splitlines()[-2:]
+    assert caret.strip() == "^", text
+    assert cells(caret[:caret.index("^")]) == cells(shown[:shown.rindex(token)]), text
