@@ -152,7 +152,9 @@ def _user_traceback(exc: BaseException, path: Path) -> str:
         loc = Loc(exc.filename or str(path), exc.lineno or 0, max(0, (exc.offset or 1) - 1))
         return f"{loc}: error: {exc.msg}\n{loc.snippet() or '    ' + (exc.text or '').strip()}"
     package = str(Path(__file__).parent) + os.sep  # (not a user's hpvm_py_x/ beside it)
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(package)]
+    # (nor Python's own machinery that ran the program: "<frozen runpy>", "<frozen importlib...>")
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith((package, "<frozen "))]
     lines = "".join(traceback.format_list(frames[-5:]))
     return f"{path}: the program raised {type(exc).__name__}: {exc}\n{lines}".rstrip()
 

@@ -251,3 +251,13 @@ def test_a_syntax_error_is_shown_with_a_caret(tmp_path: Path, capsys, line: str,
     shown, caret = text.rstrip("\n").splitlines()[-2:]
     assert caret.strip() == "^", text
     assert cells(caret[:caret.index("^")]) == cells(shown[:shown.rindex(token)]), text
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_program_that_raises_shows_only_its_own_frames(tmp_path: Path, capsys, command: str) -> None:
+    path = tmp_path / "raises.py"
+    path.write_text("import hpvm_py as hpvm\n\n\ndef f():\n    return {}['key']\n\n\nf()\n")
+    code, text = hpvmc(capsys, command, str(path))
+    assert code == 1 and "the program raised KeyError" in text, text
+    frames = [line for line in text.splitlines() if line.startswith("  File ")]
+    assert [line.split('"')[1] for line in frames] == [str(path)] * 2, text
