@@ -103,9 +103,10 @@ def span(buf: Any) -> tuple[int, int]:
 def moved(buf: Any, address: int, nbytes: int) -> bool:
     """Whether buf no longer is the memory it was when tracked: resized, or its storage freed
     (its data pointer is then 0) or replaced. A NumPy array cannot lose its memory while
-    referenced; only a resize moves it."""
+    referenced; only a resize moves it: to another size, or back to its size elsewhere
+    (`a.resize(2 * n, refcheck=False); a.resize(n, refcheck=False)`, the old memory freed)."""
     if isinstance(buf, np.ndarray):
-        return int(buf.nbytes) != nbytes
+        return int(buf.nbytes) != nbytes or int(buf.ctypes.data) != address
     return buf.data_ptr() != address or buf.numel() * buf.element_size() != nbytes
 
 
