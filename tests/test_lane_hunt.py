@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
+from typing import Any
 
+import numpy as np
 import pytest
 
+import hpvm_py as hpvm
 from conftest import ROOT, TARGETS, child_pythonpath
+from hpvm_py.errors import LaunchError
+from programs import rebind_graphs as g
+
+torch = pytest.importorskip("torch")
 
 HOST_TARGETS = [t for t in ("cpu", "python") if t in TARGETS]
 
@@ -84,3 +90,44 @@ def test_an_array_resized_back_to_its_size_is_not_launched_on_at_its_old_address
                           env={**os.environ, "PYTHONPATH": child_pythonpath(ROOT)})
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), \
         f"seed {seed}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+
+
+def _negative_view(values: Any) -> Any:
+    """A float tensor with torch's negative bit holding `values`: its memory holds them negated
+    (public API: z.conj().imag, one element of it contiguous; torch._neg_view for more)."""
+    if values.numel() == 1:
+        return torch.complex(torch.zeros_like(values), -values).conj().imag
+    return torch._neg_view(-values)
+
+
+@pytest.mark.parametrize("target", HOST_TARGETS)
+@pytest.mark.parametrize("n", [1, 12])
+def test_a_negative_view_is_refused_on_the_lane_as_on_a_cold_runtime(
+        target: str, n: int, rng: np.random.Generator) -> None:
+    """A tensor with the negative bit (tensor.is_neg()) has the kind of a plain one of its dtype
+    (rt/buffers.py, buffer_kind), and no check looked at the bit: cpu kernels read its memory,
+    the values negated (y += x * k gave y - x * k), on the lane as on the normal path, and the
+    python target's view of it raised torch's RuntimeError (an internal error)."""
+    seen = []
+    with hpvm.runtime(target):
+        compiled = hpvm.compile(g.update)
+        for step in range(40):
+            xv, yv = (torch.tensor(rng.standard_normal(n), dtype=torch.float32) for _ in range(2))
+            x = _negative_view(xv) if rng.random() < 0.4 else xv.clone()
+            assert torch.equal(x, xv)
+            y, k = yv.clone(), float(rng.uniform(-2, 2))
+            if x.is_neg():
+                with pytest.raises(LaunchError, match="negative view") as info:
+                    hpvm.launch(compiled, x, x.nbytes, y, y.nbytes, n, k)
+                assert info.value.loc.file == __file__
+                assert torch.equal(y, yv), f"step {step}: written"
+                seen.append(info.value.message)
+                continue
+            hpvm.wait(hpvm.launch(compiled, x, x.nbytes, y, y.nbytes, n, k))
+            torch.testing.assert_close(y, yv + xv * k, rtol=1e-5, atol=1e-5, msg=f"step {step}")
+    assert seen
+    with hpvm.runtime(target):  # a cold runtime says the same
+        with pytest.raises(LaunchError) as info:
+            x = _negative_view(torch.ones(n))
+            hpvm.launch(g.update, x, x.nbytes, torch.zeros(n), 4 * n, n, 1.0)
+    assert info.value.message == seen[0]

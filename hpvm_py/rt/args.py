@@ -15,7 +15,7 @@ from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64, i64, int_to_float
 from .buffers import (HOST, buffer_kind, describe, elem_matches, foreign_device, given_nbytes,
-                      is_buffer, moved, not_dense, span, why_not_writable)
+                      is_buffer, moved, negated, not_dense, span, why_not_writable)
 from .executor import BoundBuffer
 from .tracker import MemoryObject, MemoryTracker, overlap
 
@@ -284,6 +284,10 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
     if sparse is not None:
         raise LaunchError(f"argument {p.name!r} of {func.name} {sparse}: a kernel indexes dense "
                           "memory; pass tensor.to_dense()", caller_loc())
+    if negated(arg):
+        raise LaunchError(f"argument {p.name!r} of {func.name} is a negative view (its memory holds "
+                          "its values negated, as torch's conj().imag makes them): a kernel reads "
+                          "that memory; pass tensor.resolve_neg()", caller_loc())
     info = describe(arg)
     if not elem_matches(info, elem):
         got = info.elem.name if info.elem is not None else "an unsupported dtype"

@@ -40,6 +40,12 @@ def not_dense(buf: Any) -> str | None:
     return None if layout is sys.modules["torch"].strided else f"is a {layout} tensor"
 
 
+def negated(buf: Any) -> bool:
+    """Whether buf is a torch tensor with the negative bit (`z.conj().imag`, `torch._neg_view`):
+    its memory holds its values negated, which a kernel indexing that memory would read."""
+    return _is_torch_tensor(buf) and buf.is_neg()
+
+
 def foreign_device(info: BufferInfo) -> str | None:
     """Why a buffer's device is none the runtime runs on or copies from (a meta tensor, which has
     no memory; an mps or xpu tensor), or None for the host and CUDA GPUs."""
@@ -76,7 +82,7 @@ def buffer_kind(buf: Any) -> tuple[Any, ...] | None:
         flags = buf.flags
         return cls, buf.dtype, flags.c_contiguous, flags.writeable
     if _is_torch_tensor(buf):
-        if buf.layout is not sys.modules["torch"].strided:
+        if buf.layout is not sys.modules["torch"].strided or buf.is_neg():
             return None  # (checked, and refused, by the launch's full checks)
         return cls, buf.dtype, buf.device, buf.is_contiguous(), _grad_recorded(buf)
     if isinstance(buf, np.ndarray):  # a subclass (np.matrix): a kind too, else a dtype or a
