@@ -37,6 +37,8 @@ MAX_BLOCK = 1024  # lanes per program for leaves without barriers
 # At least a warp of lanes: Triton 3.6 failed to compile some kernels on 1-lane blocks (its
 # TritonGPUCoalesce pass), and lanes past the grid are masked off anyway.
 MIN_BLOCK = 32
+# CUDA's grid: at most 2**31 - 1 programs along x, 65535 along y and z
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,7 @@ class TritonKernel(LeafKernel):
                 if quads:
                     stats.bump_one("quad_launches")
         layout = self._layout(source, extents, P, L, counts)
+        self._check_grid(layout.grid, P)
         device = self._device(args)
         call: list[Any] = []
         uniforms: dict[int, int] = {}  # param -> its position in call
@@ -391,6 +394,16 @@ class TritonKernel(LeafKernel):
         blocks = -(-L // block)
         options.update(BLOCK=block, num_warps=warps)
         return Layout(options, (P * blocks, 1, 1), blocks)
+
+    def _check_grid(self, grid: tuple[int, int, int], P: int) -> None:
+        """A grid past CUDA's limits is refused here: Triton's launcher would fail on it with an
+        OverflowError (x) or cuLaunchKernel with an invalid value (y, z), neither of which says why."""
+        if any(n > limit for n, limit in zip(grid, GRID_LIMITS)):
+            raise LaunchError(f"{self.leaf.name}: this launch needs a grid of {grid} programs "
+                              f"({P} parent instance(s)), more than a GPU runs (at most "
+                              f"{GRID_LIMITS[0]} x {GRID_LIMITS[1]} x {GRID_LIMITS[2]}); target "
+                              "'nvptx' runs it (one thread per instance, in launches of at most "
+                              "that grid)", self.leaf.loc)
 
     def _outputs(self, pairs: list[tuple[np.ndarray, Any]]) -> DeviceOutputs:
         return DeviceOutputs(pairs, self.leaf.name, self.leaf.loc)
