@@ -12,6 +12,7 @@ is greater than maximum)" for a leaf under 50000 x 50000 parent instances).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -19,6 +20,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.backends.nvptx.launch import NvptxKernel
+from hpvm_py.backends.triton.kernel import TritonKernel
 from hpvm_py.backends.triton.prepared import TritonLaunch
 from hpvm_py.errors import LaunchError
 from conftest import TARGETS
@@ -38,12 +40,12 @@ def launch(target: str, case: str, extents: tuple[int, ...], n: int = 8) -> tupl
     hist, out = np.zeros(G.H, np.int64), np.full(n, -1, np.int64)
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(G.CASES[case], hist, hist.nbytes, out, out.nbytes,
-                              min(n, math.prod(extents)), *extents))
+                              min(n, math.prod(extents)), *extents, *([1] * (case == "tiled"))))
     return hist, out
 
 
 def random_extents(case: str, rng: np.random.Generator) -> tuple[int, ...]:
-    dims = {"1d": 1, "2d": 2, "3d": 3, "h2": 3, "h3": 3, "grouped": 2}[case]
+    dims = {"1d": 1, "2d": 2, "3d": 3, "h2": 3, "h3": 3, "grouped": 2, "tiled": 2}[case]
     return tuple(int(rng.choice([0, 1, 1, 2, 3, 5, 7, 33])) for _ in range(dims))
 
 
@@ -132,3 +134,27 @@ def test_triton_grids_of_large_legal_extents_fit_cuda(case: str, extents: tuple[
         launch("gpu", case, extents)
     grid, = grids
     assert all(0 < g <= limit for g, limit in zip(grid, CUDA_GRID)), grid
+
+
+@pytest.mark.skipif("gpu" not in TARGETS, reason="target 'gpu' is not available")
+@pytest.mark.parametrize("parents, leaves", [(2**23 + 1, 256), (2**24, 128), (2**24 + 1, 256)])
+def test_grid_tiles_of_a_combined_extent_past_2_31_run_their_lanes(parents: int, leaves: int,
+                                                                    monkeypatch) -> None:
+    """A 1-D leaf of fewer than 512 instances under a 1-D parent runs as tiles of the combined
+    grid (parents x leaves instances along x). Its extent was the product of two i32 kernel
+    arguments: past 2**31 it wrapped (negative: no lane ran, seen on an H200; 2**32 + 256: only
+    256 did). Only the grid's first program runs here (the interpreter could not run 2**31
+    instances): it covers instances 0 .. TX - 1, each counted once."""
+    layout = TritonKernel._layout
+    tiles = []
+
+    def first_program(self, *args, **kwargs):
+        found = layout(self, *args, **kwargs)
+        tiles.append(found.options["TX"])
+        return dataclasses.replace(found, grid=(1, 1, 1))
+
+    monkeypatch.setattr(TritonKernel, "_layout", first_program)
+    hist, out = launch("gpu", "tiled", (parents, leaves))
+    tx, = tiles
+    np.testing.assert_array_equal(hist, (np.arange(G.H) < tx).astype(np.int64))
+    assert (out == -1).all()

@@ -153,8 +153,39 @@ def root_g(hist: InOut[Ptr[i64]], hist_bytes: i64, out: InOut[Ptr[i64]], out_byt
     hpvm.node(gmid, grid=p, hist=hist, hist_bytes=hist_bytes, out=out, out_bytes=out_bytes, n=n, l=l)
 
 
-CASES = {  # name -> root; its parameters after n are the extents, outermost level first
+# a 1-D leaf inside a 1-D parent that adds a parameter, not a constant, so that its counts are not
+# privatised: the gpu target runs it as programs over tiles of the combined grid (gridtiles.py)
+@hpvm.leaf
+def tiled(hist: InOut[Ptr[i64]], hist_bytes: i64, out: InOut[Ptr[i64]], out_bytes: i64, n: i64,
+          one: i64):
+    me = hpvm.get_node()
+    parent = hpvm.get_parent_node(me)
+    lin = hpvm.get_node_instance_id_x(parent) * hpvm.get_num_node_instances_x(me) + \
+        hpvm.get_node_instance_id_x(me)
+    total = hpvm.get_num_node_instances_x(parent) * hpvm.get_num_node_instances_x(me)
+    hpvm.atomic_add(hist, lin % H, one)
+    if lin >= total - n:
+        out[lin - (total - n)] = lin
+
+
+@hpvm.graph
+def tmid(hist: InOut[Ptr[i64]], hist_bytes: i64, out: InOut[Ptr[i64]], out_bytes: i64, n: i64,
+         one: i64, l: i64):
+    hpvm.node(tiled, grid=l, hist=hist, hist_bytes=hist_bytes, out=out, out_bytes=out_bytes, n=n,
+              one=one)
+
+
+@hpvm.graph
+def root_t(hist: InOut[Ptr[i64]], hist_bytes: i64, out: InOut[Ptr[i64]], out_bytes: i64, n: i64,
+           p: i64, l: i64, one: i64):
+    hpvm.node(tmid, grid=p, hist=hist, hist_bytes=hist_bytes, out=out, out_bytes=out_bytes, n=n,
+              one=one, l=l)
+
+
+CASES = {  # name -> root; its parameters after n are the extents, outermost level first (then
+    # root_t's `one`, the amount it counts with: 1)
     "1d": root1, "2d": root2, "3d": root3, "h2": root_h2, "h3": root_h3, "grouped": root_g,
+    "tiled": root_t,
 }
 
 

@@ -35,8 +35,10 @@ class GridTiles:
     """Mixed into the generator: uses its emit, its context's level dims and _prologue_values."""
 
     def extent(self, dim: int) -> str:
-        """Instances along one dimension of the combined grid (leaf and parent levels)."""
-        factors = [f"E{level}_{dim}" for level in (0, 1) if dim < self._level_dims(level)]
+        """Instances along one dimension of the combined grid (leaf and parent levels), in int64:
+        Triton types an extent below 2**31 as i32, and their product may pass it (a 1-D leaf of
+        256 under 2**23 + 1 parent instances wrapped to a negative extent: no lane ran)."""
+        factors = [f"(E{level}_{dim} + Z64)" for level in (0, 1) if dim < self._level_dims(level)]
         return "(" + " * ".join(factors or ["1"]) + ")"
 
     def _level_dims(self, level: int) -> int:
@@ -47,12 +49,12 @@ class GridTiles:
         """Lanes' ids, `lin`, `parent` and `m0` from their coordinates (names of int64 blocks or
         scalars) along every dimension of the combined grid."""
         e = self.emit
+        if not self.dot:  # (the tl.dot kernels define it before their extents)
+            e("Z64 = tl.zeros([], tl.int64)")
         e("m0 = " + " & ".join(f"({g} < {self.extent(d)})" for d, g in coordinates.items()))
         e("m0 = m0 & (lane >= 0)")  # a block even when every coordinate is uniform
         e("ZERO = lane * 0")
         e("FALSE = lane < 0")
-        if not self.dot:
-            e("Z64 = tl.zeros([], tl.int64)")
         for d, g in coordinates.items():
             leaf, parent = d < self._level_dims(0), d < self._level_dims(1)
             if leaf and parent:
