@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py.backends.nvptx.launch import NvptxKernel
+from hpvm_py.backends.nvptx.launch import BLOCK_THREADS, NvptxKernel, flat_block
 from hpvm_py.backends.triton.kernel import TritonKernel
 from hpvm_py.backends.triton.prepared import TritonLaunch
 from hpvm_py.errors import LaunchError
@@ -158,3 +158,24 @@ def test_grid_tiles_of_a_combined_extent_past_2_31_run_their_lanes(parents: int,
     tx, = tiles
     np.testing.assert_array_equal(hist, (np.arange(G.H) < tx).astype(np.int64))
     assert (out == -1).all()
+
+
+@pytest.mark.parametrize("nx", [1, 2, 3, 4, 7, 16, 31])
+@pytest.mark.parametrize("parents", [1, 5, 10**6])
+def test_nvptx_blocks_of_a_narrow_leaf_hold_several_parents_instances(nx: int, parents: int) -> None:
+    """A 1-D leaf narrower than a warp takes a block x of its power of two, not 32, and the
+    (z, parent) pairs fill the rest of the block: no thread idles for want of an instance but at
+    the ends (at a warp, a leaf of 4 under a million parents idled 28 threads of each 32)."""
+    bx, by, bz = flat_block(1, (nx, 1, 1), parents)
+    assert bx == 1 << (nx - 1).bit_length() and by == 1
+    assert bz == min(64, BLOCK_THREADS // bx, 1 << (parents - 1).bit_length())
+    # a 2-D leaf one wide: its rows fill the block
+    assert flat_block(2, (1, 1000, 1), parents) == (1, BLOCK_THREADS, 1)
+
+
+@pytest.mark.parametrize("own, parents, block", [((32, 1, 1), 1, (32, 1, 1)), ((33, 1, 1), 1, (64, 1, 1)),
+                                                 ((1000, 1, 1), 9, (256, 1, 1)),
+                                                 ((1000, 1000, 1), 1, (128, 2, 1))])
+def test_nvptx_blocks_of_leaves_a_warp_wide_or_more_are_whole_warps(own: tuple[int, int, int], parents: int,
+                                                                     block: tuple[int, int, int]) -> None:
+    assert flat_block(1 if own[1] == 1 else 2, own, parents) == block
