@@ -23,7 +23,7 @@ class FreshLane:
     """A copy of one recording's launches (Recording.twin) that serves buffers never seen."""
 
     def __init__(self, source: Recording, twin: Recording | None, devices: frozenset[str],
-                 device: str, sizes: tuple[int, ...]):
+                 device: str, sizes: tuple[int, ...], points: list[tuple[Any, int, int, Any]]):
         self.source = source  # the recording it copies: a lane is made again from a newer one
         self.twin = twin  # None: the source cannot serve such launches
         self.devices = devices  # the launch's devices (rt/launch_devices.py) when it was made
@@ -31,9 +31,7 @@ class FreshLane:
         self.sizes = sizes  # nbytes of each buffer argument (Recording.buffer_positions)
         # per buffer its launches use: (the twin's step, its parameter, which buffer argument,
         # its spec): what run() points at each launch's buffers
-        self.points = [] if twin is None else [
-            (twin.steps[need.step], need.param, twin.buffer_positions.index(need.port), need.spec)
-            for need in twin.acquires]
+        self.points = points
 
     @classmethod
     def of(cls, source: Recording, devices: frozenset[str]) -> "FreshLane":
@@ -46,13 +44,21 @@ class FreshLane:
             all(obj.home == device for obj in objects)
         sizes = tuple(obj.nbytes for obj in objects) if usable else ()
         twin = source.twin() if usable else None
+        points: list[tuple[Any, int, int, Any]] = []
         if twin is not None:
             # re-pointed at every launch: a CUDA graph would hold one launch's addresses
             twin.graph_device = twin.graph = twin.graph_key = twin.last_key = None
-            twin.register()  # released with the source's buffers (a runtime's cleanup)
-            if any(obj.released for obj in objects):
-                twin = None  # (released meanwhile: nothing would drop it)
-        return cls(source, twin, devices, device, sizes)
+            # its lock held: once registered, another thread's release of a buffer drops it, and
+            # would empty its steps while they are read here (Recording.drop leaves them to us)
+            with twin.lock:
+                twin.register()  # released with the source's buffers (a runtime's cleanup)
+                if twin.dropped or any(obj.released for obj in objects):
+                    twin = None  # (released meanwhile: nothing would drop it, or it is dropped)
+                else:
+                    points = [(twin.steps[need.step], need.param,
+                               twin.buffer_positions.index(need.port), need.spec)
+                              for need in twin.acquires]
+        return cls(source, twin, devices, device, sizes, points)
 
     def serves(self, args: tuple[Any, ...], devices: frozenset[str], spans: list[tuple[Any, int, int]],
                checked: list[tuple[Any, ...]], tracker: MemoryTracker) -> bool:
