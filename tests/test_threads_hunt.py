@@ -2,6 +2,7 @@
 the racy window open deterministically, and compares the launches' results with NumPy's."""
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.backends import registry
+from programs import stream_graphs
 from programs import thread_graphs as g
 
 JOIN_TIMEOUT = 60.0  # seconds a helper thread may take: a hang fails instead of blocking
@@ -69,3 +71,54 @@ def test_a_buffer_released_while_the_lane_is_made_from_its_recording() -> None:
         hpvm.wait(hpvm.launch(graph, a, x3, x3.nbytes, y3, y3.nbytes, n))
         np.testing.assert_array_equal(y3, np.float32(a) * x3)
     assert released
+
+
+@needs_cpu
+def test_consumers_iterating_results_of_one_stream_take_each_item_once() -> None:
+    """Threads iterating `handle.results()` of one stream (docs/runtime.md: a consumer thread
+    iterates it): results() looked for an unpopped item, then popped it, and another consumer
+    taking that item in between made its pop raise "nothing pushed is left to pop" (about one
+    round in seven below, before the fix)."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the interleavings the race needs
+    rng = np.random.default_rng()
+    items, n = 20, 8
+    try:
+        with hpvm.runtime("cpu"):
+            for _ in range(60):
+                h = hpvm.launch(stream_graphs.two_stages, stream=True, depth=2)
+                got: list[float] = []
+                errors: list[str] = []
+
+                def consumer() -> None:
+                    try:
+                        for (value,) in h.results():
+                            got.append(float(value))
+                    except Exception as exc:  # noqa: BLE001 - reported by the test
+                        errors.append(f"{type(exc).__name__}: {exc}")
+
+                threads = [threading.Thread(target=consumer, daemon=True) for _ in range(3)]
+                for t in threads:
+                    t.start()
+                expected = []
+                for _ in range(items):
+                    x = rng.random(n, dtype=np.float32)
+                    y = np.zeros(n, np.float32)
+                    hpvm.push(h, x, x.nbytes, y, y.nbytes, 2.0, n, timeout=JOIN_TIMEOUT)
+                    expected.append(float(_sum_f32(x * np.float32(2.0) + np.float32(1.0))))
+                hpvm.wait(h, timeout=JOIN_TIMEOUT)
+                for t in threads:
+                    t.join(JOIN_TIMEOUT)
+                assert not any(t.is_alive() for t in threads), "a consumer hung"
+                assert not errors, errors[:3]
+                assert sorted(got) == sorted(expected)
+    finally:
+        sys.setswitchinterval(old)
+
+
+def _sum_f32(values: np.ndarray) -> np.float32:
+    """The sum a leaf's f32 loop makes, in its order."""
+    total = np.float32(0.0)
+    for v in values:
+        total = np.float32(total + v)
+    return total

@@ -249,16 +249,22 @@ class StreamHandle:
         return tuple(values)
 
     def results(self) -> Iterator[tuple[Any, ...]]:
-        """Pop every remaining result, until the stream is closed and drained."""
+        """Pop every remaining result, until the stream is closed and drained. Looking for an
+        item and popping it are one step under the pop lock: another thread's pop (or results())
+        taking the last item between the two made this pop() raise "nothing pushed is left"."""
         while True:
-            if self._popped >= self._pushed and (self._closed or self.stop.is_set() or
-                                                 self._error is not None):
-                self._raise_stage_error()
-                return
-            if self._popped >= self._pushed:
+            with self._pop_lock:
+                if self._popped < self._pushed:
+                    result: tuple[Any, ...] | None = self._pop(None)
+                elif self._closed or self.stop.is_set() or self._error is not None:
+                    self._raise_stage_error()
+                    return
+                else:
+                    result = None
+            if result is None:
                 time.sleep(POLL)  # another thread may still push
                 continue
-            yield self.pop(None)
+            yield result
 
     def close(self, timeout: float | None) -> None:
         """wait(): no more pushes; the stages finish the items in flight and end. Returns only once
