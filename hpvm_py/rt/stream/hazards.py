@@ -26,7 +26,7 @@ class Use:
         self.obj = obj
         self.stages = stages  # stage -> it writes the buffer; a stage leaves once done with it
         self.user = obj.user
-        self.key = key  # id(obj)
+        self.key = key  # id(user): the buffer, whichever object tracks it now
 
 
 class Hazards:
@@ -37,7 +37,7 @@ class Hazards:
         # push that admits the buffer again comes wholly before or after it
         self._host_data = host_data
         self._changed = threading.Condition()
-        self._by_object: dict[int, list[Use]] = {}  # id(obj) -> its uses in flight, in push order
+        self._by_object: dict[int, list[Use]] = {}  # id(user) -> its uses in flight, in push order
         self._by_item: dict[int, list[Use]] = {}  # item -> its uses not yet done
 
     def admit(self, item: int, uses: list[Use]) -> list[MemoryObject]:

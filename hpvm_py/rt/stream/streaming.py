@@ -145,7 +145,9 @@ class StreamHandle:
         uses: dict[int, Use] = {}
         for port, streams, stages in self._buffer_binds:
             obj = (env if streams else first)[port].obj
-            key = id(obj)
+            # the buffer, not its tracked object: one untracked while an earlier item uses it
+            # is tracked again by a new object, and those items must still be ordered
+            key = id(obj.user)
             use = uses.get(key)
             if use is None:
                 uses[key] = Use(item, obj, stages, key)  # (shared: Use never changes it in place)
