@@ -12,6 +12,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.backends import registry
+from hpvm_py.rt.tracker import MemoryTracker
 from programs import stream_graphs
 from programs import thread_graphs as g
 
@@ -151,3 +152,18 @@ def test_a_buffer_untracked_between_pushes_keeps_its_items_in_push_order(target:
             hpvm.wait(h, timeout=JOIN_TIMEOUT)
             assert popped == expected
             np.testing.assert_array_equal(y, last)
+
+
+def test_a_launch_tracking_a_buffer_another_thread_tracked_meanwhile_keeps_its_object() -> None:
+    """rt/args.py looks a buffer up, finds it untracked and tracks it for the launch: another
+    thread's track_memory in between must not be replaced (the user's tracking would silently
+    become the launch's implicit one, and the other object would be orphaned)."""
+    tracker = MemoryTracker()
+    x = np.zeros(16, np.float32)
+    mine = tracker.track(x)  # the other thread's, inside the window
+    entry = ("param", frozenset(), None, "cpu")
+    got = tracker.track_launched(x, "cpu", x.nbytes, x.ctypes.data, entry)
+    assert got is mine and not got.implicit and tracker.lookup(x) is mine
+    fresh = np.zeros(16, np.float32)
+    made = tracker.track_launched(fresh, "cpu", fresh.nbytes, fresh.ctypes.data, entry)
+    assert made.implicit and made.checked_for is entry and tracker.lookup(fresh) is made

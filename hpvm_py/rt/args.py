@@ -211,9 +211,8 @@ def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices
         last = kind_checked(tracker, p, arg, devices)
         if last is not None:
             address, nbytes = span(arg)
-            obj = tracker.track_launched(arg, last[3], nbytes, address)
-            obj.checked_for = last  # (shared: no container of its own, see MemoryObject)
-            return BoundBuffer(obj)
+            # (the entry shared: no container of its own, see MemoryObject)
+            return BoundBuffer(tracker.track_launched(arg, last[3], nbytes, address, last))
     bound = _check_buffer(func, p, arg, tracker, devices, obj)
     kind = buffer_kind(arg)
     entry = (p, devices, kind, bound.obj.home)

@@ -258,6 +258,7 @@ class Recording:
                 # (taken with the steps: a release after the lock is let go empties the lists,
                 # and a copy not pointed at other buffers would run on freed ones)
                 acquires = list(self.acquires)
+                streams = self.streams  # (a release sets it to None)
             finally:
                 if self.dropped:  # (released meanwhile: drop() left the clearing to this holder)
                     self.let_go()
@@ -267,9 +268,9 @@ class Recording:
         twin = object.__new__(Recording)
         twin.__dict__.update(self.__dict__)
         twin.steps, twin.acquires, twin.lock = steps, acquires, threading.Lock()
-        if self.streams is not None:  # its own events: replays of the two may interleave
+        if streams is not None:  # its own events: replays of the two may interleave
             # (on the streams' device: graph_device is None once a capture found no CUDA graph)
-            twin.streams = DeviceStreams(self.streams.device, self.stream_plan.used,
+            twin.streams = DeviceStreams(streams.device, self.stream_plan.used,
                                          len(self.events), self.origin)
         return twin
 

@@ -195,11 +195,19 @@ class MemoryTracker:
                                           "CUDA tensor", caller_loc())
             return self._adopt(buf, info.device, info.nbytes, info.address, implicit)
 
-    def track_launched(self, buf: Any, home: str, nbytes: int, address: int) -> MemoryObject:
+    def track_launched(self, buf: Any, home: str, nbytes: int, address: int,
+                       checked: Any) -> MemoryObject:
         """A new implicit object for a buffer a launch passes, not tracked yet (rt/args.py knows
-        its home, size and address, and has checked it)."""
+        its home, size and address, and the checks it passes: `checked`); the buffer's object
+        when another thread tracked it since the launch looked (replacing it would turn the
+        user's track_memory into an implicit tracking, or orphan the other launch's object)."""
         with self._lock:
-            return self._adopt(buf, home, nbytes, address, True)
+            obj = self._find(buf)
+            if obj is not None and not moved(buf, obj.address, obj.nbytes):
+                return obj
+            if obj is not None:
+                self._forget(obj)
+            return self._adopt(buf, home, nbytes, address, True, checked)
 
     def tracks(self, buf: Any) -> bool:
         """Whether buf has a tracked object (read without the lock: a hint, track_fresh decides)."""
