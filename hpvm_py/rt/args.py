@@ -14,8 +14,8 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64, i64, int_to_float
-from .buffers import (HOST, buffer_kind, describe, elem_matches, foreign_device, given_nbytes,
-                      is_buffer, moved, negated, not_dense, span, why_not_writable)
+from .buffers import (HOST, array_address, buffer_kind, describe, elem_matches, foreign_device,
+                      given_nbytes, is_buffer, moved, negated, not_dense, span, why_not_writable)
 from .executor import BoundBuffer
 from .tracker import MemoryObject, MemoryTracker, overlap
 
@@ -115,7 +115,7 @@ def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTrac
     for i, arg in enumerate(args):
         p = params[i]
         if kinds[i] == _POINTER:
-            env.append(_buffer(func, p, arg, tracker, devices))
+            env.append(bind_buffer(func, p, arg, tracker, devices))
             continue
         value = scalar_argument(func, p.name, p.type, arg)
         env.append(value)
@@ -137,13 +137,14 @@ def _bind_again(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker
         if arg is not last_args[i]:
             continue
         obj = env[i].obj
-        # the kind its checks passed for (rt/args.py, _buffer): a dtype, contiguity or
+        # the kind its checks passed for (bind_buffer): a dtype, contiguity or
         # writability changed in place since (`a.dtype = np.int32`) is checked again
         checked = checks_passed(obj, params[i])
         if checked is None or buffer_kind(arg) != checked[2]:
             same = False
-        elif type(arg) is np.ndarray:  # (inline: a push passes a dozen of them again)
-            same = arg.nbytes == obj.nbytes
+        elif type(arg) is np.ndarray:  # (inline: a push passes a dozen of them again; resized
+            # away and back, an array has its size at another address)
+            same = arg.nbytes == obj.nbytes and array_address(arg) == obj.address
         else:
             same = not moved(arg, obj.address, obj.nbytes)
         if obj.released or not same:
@@ -155,7 +156,7 @@ def _bind_again(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker
     again.sort()
     for i in again:
         p = params[i]
-        env[i] = _buffer(func, p, args[i], tracker, devices) if kinds[i] == _POINTER else \
+        env[i] = bind_buffer(func, p, args[i], tracker, devices) if kinds[i] == _POINTER else \
             scalar_argument(func, p.name, p.type, args[i])
     # a size bound again, or the size of a buffer bound again: checked against that buffer
     for i in sorted({i + 1 if kinds[i] == _POINTER else i for i in again} & _SIZES[id(func)]):
@@ -194,7 +195,10 @@ def _kinds(func: D.GraphFunc) -> tuple[int, ...]:
     return kinds
 
 
-def _buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str]) -> BoundBuffer:
+def bind_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, devices: set[str]
+                ) -> BoundBuffer:
+    """Pointer parameter p's value for `arg`, checked (a buffer tracked as other memory than it
+    is now is tracked afresh, or refused when the user tracked it: MemoryTracker.lookup)."""
     # a stream pushes, and a loop launches, the same buffers again and again: a tracked object
     # remembers the parameters it passed the checks for (only while tracked, so nothing here keeps
     # a buffer alive after untrack_memory or cleanup)
