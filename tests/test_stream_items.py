@@ -607,9 +607,10 @@ def test_the_suite_pipeline_with_frames_in_flight_runs_every_frame_whole(monkeyp
 def test_a_first_push_buffer_untracked_between_items_is_still_the_one_every_item_reads(
         rng, item_target: str) -> None:
     """x is bound without streaming (every item reads the first push's x), tracked, and
-    untracked after the second item: the items after it do not reuse the last item's plan (an
-    object the tracker let go never runs whole: they run alone), and every item's y is the first
-    x times k."""
+    untracked after the second item: the items after it do not reuse the last item's plan on the
+    object the tracker let go; the push after the untracking tracks x afresh, as a launch does
+    (streaming.py, _keep_moved), so they run whole on it, and every item's y is the first x
+    times k."""
     n, count = 24, 5
     x0 = rng.random(n, dtype=np.float32)
     ks = [np.float32(2.5)] * count  # (the same k: each push is the last one's on a new y)
@@ -627,7 +628,7 @@ def test_a_first_push_buffer_untracked_between_items_is_still_the_one_every_item
         for _ in range(count - 2):
             hpvm.pop(handle, timeout=300)
         hpvm.wait(handle, timeout=60)
-        assert _whole(before, hpvm.stats()) == 2
+        assert _whole(before, hpvm.stats()) == count
     for k, y in zip(ks, ys):
         np.testing.assert_array_equal(y, x0 * k)
 

@@ -1,7 +1,8 @@
-"""Hunted bugs of streams whose buffers move between pushes (rt/args.py, `_bind_again`): a buffer
-resized, its storage replaced, or untracked and tracked again after an item is popped is used at
-its memory now by the next push's item, as a launch tracks it afresh; one the user tracked and
-resized without untracking it is refused at the push."""
+"""Hunted bugs of streams whose buffers move between pushes (rt/stream/streaming.py, `_keep_moved`;
+rt/args.py, `_bind_again`): a buffer resized, its storage replaced, or untracked and tracked again
+after an item is popped is used at its memory now by the next push's item, as a launch tracks it
+afresh, whether its bind streams or keeps the first push's value; one the user tracked and resized
+without untracking it is refused at the push."""
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ import torch
 import hpvm_py as hpvm
 from hpvm_py.errors import MemoryTrackingError
 sys.path.insert(0, "tests")
-from programs import rebind_graphs as rg, stream_graphs as sg
+from programs import rebind_graphs as rg, stream_graphs as sg, streammove_graphs as mg
 
 target, seed, names = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 rng = np.random.default_rng(seed)
@@ -103,6 +104,12 @@ GRAPHS = {  # name -> graph, push(x, y, k), expected y[:n] from x, y (before), k
     # x keeps the first push's; y and k stream
     "first_source": (sg.scaled_first_source, lambda x, y, k: (x, x.nbytes, y, y.nbytes, k, n),
                      lambda x, y, k, k1: x * np.float32(k)),
+    # x streams into the first stage and keeps the first push's in the second
+    "mixed": (mg.scaled_plus_first, lambda x, y, k: (x, x.nbytes, y, y.nbytes, k, n),
+              lambda x, y, k, k1: x * np.float32(k) + x),
+    # as "update", in an internal-node stage
+    "nested": (mg.nested_update, lambda x, y, k: (x, x.nbytes, y, y.nbytes, n, k),
+               lambda x, y, k, k1: y + x * np.float32(k1)),
 }
 
 
@@ -177,7 +184,8 @@ STREAMED = [f"scaled/{b}/{how}" for b in ("x", "y") for how in [*_MOVES, "tracke
 KEPT = ([f"update/{b}/{how}" for b in ("x", "y") for how in _MOVES]
         + [f"first_source/x/{how}" for how in _MOVES]
         + [f"first_source/x/{how}/other" for how in _MOVES]
-        + ["update/y/tracked", "first_source/x/tracked/other"])
+        + [f"mixed/x/{how}" for how in _MOVES] + [f"nested/y/{how}" for how in _MOVES]
+        + ["update/y/tracked", "first_source/x/tracked/other", "nested/x/tracked"])
 
 
 def _run_child(target: str, cases: list[str]) -> None:
@@ -203,3 +211,18 @@ def test_a_streamed_buffer_moved_between_pushes_is_used_where_it_is(target: str)
     """x and y stream: pushed again after a move, each is bound again at its memory now (a NumPy
     array resized away and back to its size too: rt/args.py, _bind_again)."""
     _run_child(target, STREAMED)
+
+
+@pytest.mark.parametrize("target", HOST_TARGETS)
+def test_a_kept_buffer_moved_between_pushes_is_used_where_it_is(target: str) -> None:
+    """x (and y) keep the first push's buffer: moved since, it is used at its memory now, even
+    when the push passes another object to that bind (rt/stream/streaming.py, _keep_moved)."""
+    _run_child(target, KEPT)
+
+
+@pytest.mark.skipif("gpu" not in TARGETS, reason="no gpu target here")
+def test_buffers_moved_between_pushes_on_the_gpu_target() -> None:
+    """The same on `gpu`, whose items run whole (rt/stream/items.py)."""
+    _run_child("gpu", [f"update/y/{how}" for how in _MOVES] + [f"scaled/x/{how}" for how in _MOVES]
+               + ["first_source/x/np_back/other", "mixed/x/np_back", "nested/y/torch_set",
+                  "update/y/tracked", "first_source/x/tracked/other"])

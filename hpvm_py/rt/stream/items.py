@@ -292,7 +292,7 @@ class ItemRunner(StreamScheduler):
         buffers: its extents, kernels and copies depend on nothing else."""
         last = self._last
         if last is not None:
-            item = rebound(last[1], last[0], env, self.stages[0].first_env, self._layout, self.device)
+            item = rebound(last[1], last[0], env, self.handle.first_env, self._layout, self.device)
             if item is not None:
                 self._last = (env, item)
                 return item

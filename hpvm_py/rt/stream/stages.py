@@ -64,6 +64,7 @@ class StreamState(Protocol):
 
     plan: GraphPlan
     executor: Executor
+    first_env: list[Any] | None  # the values of non-streaming binds, set before the first item
     stop: threading.Event  # cleanup(): every runner ends
     arrived: threading.Event  # set by push() and wait(): a scheduler has new items
     hazards: Hazards
@@ -108,7 +109,6 @@ class Stage:
         self.launcher = StageLauncher(handle.executor, handle.plan, self.node)
         self.host_fifo = handle.host_fifos[index]
         self.edge_ports = [port for port, src in enumerate(self.node.inputs) if src.node is not None]
-        self.first_env: list[Any] | None = None
         self.kept_edges: dict[int, Any] = {}  # non-streaming edges: the first value
         # what the scheduler has taken of the next item so far
         self.env: list[Any] | None = None
@@ -141,11 +141,10 @@ class Stage:
 
     def item_env(self, env: list[Any]) -> list[Any]:
         """The root's values as this stage sees them for one item: a streaming bind's from the
-        item, any other from the first item."""
-        if self.first_env is None:
-            self.first_env = env
+        item, any other from the first item (a buffer moved since: at its memory now)."""
+        first = self.handle.first_env
         streams = self.handle.bind_streams(self.index)
-        return [env[i] if streams[i] else self.first_env[i] for i in range(len(env))]
+        return [env[i] if streams[i] else first[i] for i in range(len(env))]
 
     def arguments(self, env: list[Any], received: dict[int, EdgeItem]) -> tuple[list[Any], list[Any]]:
         """The item's environment (streaming binds: this item's values, others: the first
@@ -214,7 +213,7 @@ class Stage:
 
     def forget(self) -> None:
         """Once the stage has ended: drop the values it kept (they may hold the user's buffers)."""
-        self.first_env = self.env = None
+        self.env = None
         self.kept_edges, self.received = {}, {}
 
     def failed(self, exc: BaseException, item: int) -> None:

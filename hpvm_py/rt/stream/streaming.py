@@ -16,7 +16,8 @@ from ...errors import ExecutionError, HPVMError, HPVMTimeoutError, LaunchError, 
 from ...frontend.callsite import caller_loc
 from ...support import stats
 from ...types import PtrType
-from ..args import bind_arguments
+from ..args import bind_arguments, bind_buffer
+from ..buffers import moved
 from ..executor import Executor, Stopped
 from ..launch_devices import launch_devices
 from ..library import first_library_node
@@ -52,7 +53,9 @@ class StreamHandle:
         self._failed_at: int | None = None  # the item whose stage failed first in push order
         self._error_lock = threading.Lock()
         self.hazards = Hazards(runtime.tracker.host_data)
-        self._first_env: list[Any] | None = None  # the first item's values (non-streaming binds)
+        # the values of non-streaming binds: the first push's, a buffer that moved since bound
+        # again (_keep_moved); the stages read it as they take each item
+        self.first_env: list[Any] | None = None
         # the last push's devices, arguments and values (bind_arguments takes what is unchanged)
         self._last_push: tuple[frozenset[str], tuple[Any, ...], list[Any]] | None = None
         self._closed = False  # no more pushes: wait() was called, or cleanup()
@@ -97,6 +100,7 @@ class StreamHandle:
                 stages = binds.setdefault((port, streams), {})
                 stages[i] = stages.get(i, False) or writes
         self._buffer_binds = [(port, streams, stages) for (port, streams), stages in binds.items()]
+        self._kept_buffers = sorted({port for port, streams in binds if not streams})
         self._stages = stages = [Stage(self, i) for i in range(len(nodes))]
         self._scheduler = choose_scheduler(stages)
         self._threads = self._scheduler.threads()
@@ -121,6 +125,11 @@ class StreamHandle:
                 raise StreamError(f"push(): the stream is {self._state()}; nothing more can be "
                                   "pushed", caller_loc())
             item = self._pushed
+            first = self.first_env is None
+            if first:
+                self.first_env = list(env)  # (its own: _keep_moved changes it)
+            else:
+                self._keep_moved(func, env, devices)
             # device copies are stale only for buffers the user may have written since the
             # stream last used them; the others hold what earlier items in flight write
             self.runtime.tracker.host_data(self.hazards.admit(item, self._uses(item, env)))
@@ -128,20 +137,36 @@ class StreamHandle:
                 self._send(env, deadline, "push")
             except BaseException as exc:
                 self.hazards.withdraw(item)  # no stage got the item
+                if first:
+                    self.first_env = None
                 if isinstance(exc, Stopped):  # a stage failed (or cleanup() ran) while it waited
                     self._raise_stopped("push")
                 raise
-            if self._first_env is None:
-                self._first_env = env
             self._last_push = (devices, args, env)
             self._pushed += 1
         if not self._scheduler.help():  # (else the host thread started what it could itself)
             self.arrived.set()
         stats.bump("stream_pushes")
 
+    def _keep_moved(self, func: Any, env: list[Any], devices: frozenset[str]) -> None:
+        """Bind again each buffer of the first push that a non-streaming bind keeps and that was
+        resized, had its storage replaced, or was untracked since, as a launch tracks such a
+        buffer afresh (one the user tracked and resized is refused: MemoryTrackingError), so the
+        items from this push on use its memory now, not the memory it had (freed by then)."""
+        first = self.first_env
+        for i in self._kept_buffers:
+            kept, pushed = first[i].obj, env[i].obj
+            if pushed is kept:
+                continue  # (the same memory: bind_arguments looked)
+            if pushed.user is kept.user:
+                first[i] = env[i]  # pushed again, and bound again by bind_arguments
+            elif kept.released or moved(kept.user, kept.address, kept.nbytes):
+                first[i] = bind_buffer(func, func.params[i], kept.user, self.runtime.tracker,
+                                       devices)
+
     def _uses(self, item: int, env: list[Any]) -> list[Use]:
         """The item's buffers, each with the stages that use it and whether each writes it."""
-        first = env if self._first_env is None else self._first_env
+        first = self.first_env
         uses: dict[int, Use] = {}
         for port, streams, stages in self._buffer_binds:
             obj = (env if streams else first)[port].obj
@@ -354,7 +379,7 @@ class StreamHandle:
         for stage in self._stages:
             stage.forget()
         self.hazards.clear()
-        self._first_env = self._last_push = None
+        self.first_env = self._last_push = None
 
     def _state(self) -> str:
         if self._forked:
