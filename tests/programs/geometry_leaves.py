@@ -1,4 +1,4 @@
-"""Coverage programs for replication geometry (tests/test_geometry_hunt.py): every instance counts
+"""Coverage programs for replication geometry (tests/test_geometry_adversarial.py): every instance counts
 its linear id (x fastest, then y, z, then the parent levels) into hist[lin % H], and the last n
 instances store their linear id, so a launch that covers too few or too many instances shows."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Races between threads found by the threads hunt (docs/runtime.md, "Threads"): each case makes
+"""Races between threads (docs/runtime.md, "Threads"): each case makes
 the racy interleaving happen (a release made inside the window, or many rounds with the
 interpreter's lock handed over as often as it can be), and compares the results with NumPy's."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Graphs for tests/test_streammove_hunt.py: a buffer bound with streaming into one stage and kept
+"""Graphs for tests/test_stream_moved_buffers.py: a buffer bound with streaming into one stage and kept
 from the first push by another, and an internal-node stage that keeps its buffers."""
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, f32, i64

@@ -26,7 +26,7 @@ import torch
 import hpvm_py as hpvm
 from hpvm_py.errors import MemoryTrackingError
 sys.path.insert(0, "tests")
-from programs import rebind_graphs as rg, stream_graphs as sg, streammove_graphs as mg
+from programs import rebind_graphs as rg, stream_graphs as sg, moved_buffer_graphs as mg
 
 target, seed, names = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 rng = np.random.default_rng(seed)
