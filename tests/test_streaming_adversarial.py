@@ -14,8 +14,6 @@ failing item's pop raises its stage's error, and no call hangs (each run is join
 timeout). (tests/test_stream_adversarial.py drives one three-stage graph; this one the shapes.)"""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -25,6 +23,7 @@ from hpvm_py.errors import ExecutionError, HPVMTimeoutError, LaunchError, Stream
 from conftest import TARGETS
 from programs import stream_random as g
 from stream_driver import StreamDriver, slow_events
+from thread_runs import run_in_thread
 
 N = 8  # elements of a ring buffer; an item uses n <= N of them
 T = 60  # seconds a pop, push or wait may take before it counts as a hang
@@ -362,20 +361,7 @@ class Run(StreamDriver):
 
 def _run_within(run: Run, seconds: float) -> None:
     """Run the stream on a thread; a run still going after `seconds` is a hang."""
-    errors: list[BaseException] = []
-
-    def go() -> None:
-        try:
-            run.go()
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            errors.append(exc)
-
-    thread = threading.Thread(target=go, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), "the stream hung"
-    if errors:
-        raise errors[0]
+    run_in_thread(run.go, seconds=seconds, what="the stream")
 
 
 def _cases() -> list:

@@ -15,28 +15,11 @@ from hpvm_py.backends import registry
 from hpvm_py.rt.tracker import MemoryTracker
 from programs import stream_graphs
 from programs import thread_graphs as g
+from thread_runs import run_in_thread
 
 JOIN_TIMEOUT = 60.0  # seconds a helper thread may take: a hang fails instead of blocking
 
 needs_cpu = pytest.mark.skipif(not registry.available("cpu"), reason="the cpu target (replays)")
-
-
-def _in_another_thread(body: Any, *args: Any) -> None:
-    """Run body(*args) on a thread of its own and wait for it (its exception is re-raised)."""
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            body(*args)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-            failures.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(JOIN_TIMEOUT)
-    assert not thread.is_alive(), "the other thread hung"
-    if failures:
-        raise failures[0]
 
 
 @needs_cpu
@@ -58,7 +41,7 @@ def test_a_buffer_released_while_the_lane_is_made_from_its_recording() -> None:
         def index(self, *args: Any) -> int:
             if not released:
                 released.append(True)
-                _in_another_thread(hpvm.untrack_memory, x)
+                run_in_thread(hpvm.untrack_memory, x, seconds=JOIN_TIMEOUT, what="the other thread")
             return tuple.index(self, *args)
 
     with hpvm.runtime("cpu"):
@@ -147,7 +130,7 @@ def test_a_buffer_untracked_between_pushes_keeps_its_items_in_push_order(target:
                 hpvm.push(h, x, x.nbytes, y, y.nbytes, k, n, timeout=JOIN_TIMEOUT)
                 last = x * np.float32(k) + np.float32(1.0)
                 expected.append(_sum_f32(last))
-                _in_another_thread(hpvm.untrack_memory, y)
+                run_in_thread(hpvm.untrack_memory, y, seconds=JOIN_TIMEOUT, what="the other thread")
             popped = [hpvm.pop(h, timeout=JOIN_TIMEOUT)[0] for _ in range(items)]
             hpvm.wait(h, timeout=JOIN_TIMEOUT)
             assert popped == expected
