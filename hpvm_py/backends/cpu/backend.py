@@ -1,19 +1,21 @@
 """CpuBackend: compile a leaf for one NodeContext to native code, through the shared caches.
 
-In memory, kernels are kept by (leaf IR, context, checked) (backends/base.py). On disk the object
-code is kept under a hash of everything it depends on; a hit loads the object into an engine without
-generating or optimising any LLVM IR. The plan and site tables a launch needs are cheap analyses
-of the IR and are recomputed, never stored. The driver with non-temporal stores (nontemporal.py)
-is a second object, compiled (or loaded) when a launch of the kernel first wants it.
+In memory, kernels are kept by (leaf IR, context, checked, HPVM_CPU_LEVEL) (backends/base.py). On
+disk the object code is kept under a hash of everything it depends on; a hit loads the object into
+an engine without generating or optimising any LLVM IR. The plan and site tables a launch needs
+are cheap analyses of the IR and are recomputed, never stored. The driver with non-temporal stores
+(nontemporal.py) is a second object, compiled (or loaded) when a launch of the kernel first wants
+it.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...ir import kernel as K
+from ...support import settings
 from ..base import Backend, CacheKey, LeafKernel, NodeContext
 from .. import jit
 from .accesses import Access, sites
@@ -35,6 +37,10 @@ class CpuBackend(Backend):
     emits = {"llvm": ".ll"}
     memory_hits = "cpu_cache_memory_hits"
     code_packages = ("cpu",)
+
+    def variant(self, checked: bool) -> tuple[Any, ...]:
+        # the code is for HPVM_CPU_LEVEL's level (jit.code_cpu), which may change between compiles
+        return checked, settings.CPU_LEVEL.text()
 
     def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> CpuKernel:
         prepared, plan = _analyse(leaf, ctx, "checked" if checked else "unchecked")

@@ -1,0 +1,73 @@
+"""The caches of compiled code keyed by everything the code depends on: a setting that changes the
+code a backend generates, changed between two compiles of the same leaf in one process, gives the
+second compile the code for its own value, not the kernel the memory cache kept for the first."""
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py import In, Out, Ptr, f16, f32, i64
+from hpvm_py.backends import jit, registry
+from hpvm_py.support import stats
+
+N = 64
+
+
+@hpvm.leaf
+def widen(a: In[Ptr[f16]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    b[i] = f32(a[i]) * f32(2.0)
+
+
+@hpvm.graph
+def widen_graph(a: In[Ptr[f16]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
+    hpvm.node(widen, grid=(N,), a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes)
+
+
+def _compiled_kernel(graph, target: str):  # noqa: ANN001, ANN202
+    graph.compiled_for.clear()  # a compile of its own (the graph keeps what it compiled)
+    kernel, = [k for _, _, k in hpvm.compile(graph, target=target).leaf_kernels()]
+    return kernel
+
+
+def _widened(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    a = rng.standard_normal(N).astype(np.float16)
+    b = np.zeros(N, np.float32)
+    with hpvm.runtime("cpu"):
+        hpvm.wait(hpvm.launch(widen_graph, a, a.nbytes, b, b.nbytes))
+    return b, a.astype(np.float32) * np.float32(2.0)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not
+                    registry.available("cpu") or "x86-64-v3" not in jit.runnable_levels(),
+                    reason="needs an x86-64 CPU with F16C")
+def test_a_cpu_level_set_between_compiles_gets_code_for_that_level(monkeypatch, tmp_path: Path) -> None:
+    """The cpu target's memory cache was keyed by the IR, the context and checked only: after
+    HPVM_CPU_LEVEL=x86-64, a new compile of a leaf compiled before for this CPU got the kernel made
+    for this CPU (F16C conversions, AVX2), never code for the level asked for; code for the level
+    converts f16 in software (softhalf.py's helpers)."""
+    monkeypatch.setenv("HPVM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("HPVM_NO_CACHE", raising=False)
+    monkeypatch.delenv("HPVM_CPU_LEVEL", raising=False)
+    rng = np.random.default_rng()
+    native = _compiled_kernel(widen_graph, "cpu")
+    got, want = _widened(rng)
+    np.testing.assert_array_equal(got, want)
+    monkeypatch.setenv("HPVM_CPU_LEVEL", "x86-64")
+    baseline = _compiled_kernel(widen_graph, "cpu")
+    assert baseline._code is not native._code
+    got, want = _widened(rng)
+    np.testing.assert_array_equal(got, want)
+    # the objects made (each under its level's disk key): one for this CPU, one for x86-64 whose
+    # conversions call the software helpers
+    objects = [p.read_bytes() for p in (tmp_path / "cache").rglob("*.cpu.o")]
+    helpers = [sorted(s for s in jit.undefined_symbols(o) if s.startswith("__")) for o in objects]
+    assert sorted(helpers) == [[], ["__extendhfsf2"]]
+    monkeypatch.delenv("HPVM_CPU_LEVEL")
+    hits = stats.snapshot().get("cpu_cache_memory_hits", 0)
+    _compiled_kernel(widen_graph, "cpu")  # each level's kernel is kept
+    assert stats.snapshot()["cpu_cache_memory_hits"] == hits + 1
