@@ -4,6 +4,7 @@ second compile the code for its own value, not the kernel the memory cache kept 
 from __future__ import annotations
 
 import platform
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +72,32 @@ def test_a_cpu_level_set_between_compiles_gets_code_for_that_level(monkeypatch, 
     hits = stats.snapshot().get("cpu_cache_memory_hits", 0)
     _compiled_kernel(widen_graph, "cpu")  # each level's kernel is kept
     assert stats.snapshot()["cpu_cache_memory_hits"] == hits + 1
+
+
+@hpvm.leaf
+def square(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    b[i] = a[i] * a[i]
+
+
+@hpvm.graph
+def square_graph(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
+    hpvm.node(square, grid=(N,), a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes)
+
+
+def _cubin_arch(cubin: bytes) -> int:
+    """The SM a cubin is for: the low byte of its ELF header's e_flags (0x5a: sm_90)."""
+    return struct.unpack_from("<I", cubin, 0x30)[0] & 0xFF
+
+
+@pytest.mark.skipif(not registry.compilable("nvptx"), reason="no ptxas here")
+def test_an_nvptx_arch_set_between_compiles_gets_a_cubin_for_that_arch(monkeypatch,
+                                                                      tmp_path: Path) -> None:
+    """The nvptx target's memory cache was keyed by the IR, the context and checked only: after
+    HPVM_NVPTX_ARCH=sm_90, a new compile of a leaf compiled before for sm_80 got the sm_80 cubin
+    (which an sm_90 GPU does not load)."""
+    monkeypatch.setenv("HPVM_CACHE_DIR", str(tmp_path / "cache"))
+    for arch in ("sm_80", "sm_90", "sm_80"):
+        monkeypatch.setenv("HPVM_NVPTX_ARCH", arch)
+        kernel = _compiled_kernel(square_graph, "nvptx")
+        assert _cubin_arch(kernel.cubin) == int(arch[3:])

@@ -1,10 +1,13 @@
 """NvptxBackend: compile a leaf for one NodeContext to a cubin, through the shared caches.
 
-In memory, kernels are kept by (leaf IR, context, checked) (backends/base.py). On disk the PTX is kept under
-a hash of everything it depends on, and the cubin under a hash of the PTX, the GPU architecture and
-the ptxas version. Compiling needs no GPU (CI assembles every example); loading and launching do.
+In memory, kernels are kept by (leaf IR, context, checked, architecture, libdevice and ptxas)
+(backends/base.py). On disk the PTX is kept under a hash of everything it depends on, and the cubin
+under a hash of the PTX, the GPU architecture and the ptxas version. Compiling needs no GPU (CI
+assembles every example); loading and launching do.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from llvmlite import ir
 
@@ -52,6 +55,11 @@ class NvptxBackend(Backend):
 
     def compile_leaf(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> LeafKernel:
         return super().compile_leaf(leaf, ctx, checked or checks_forced())
+
+    def variant(self, checked: bool) -> tuple[Any, ...]:
+        # the architecture and the toolchain the cubin is made for and with, which may change
+        # between compiles (HPVM_NVPTX_ARCH, HPVM_LIBDEVICE, HPVM_PTXAS)
+        return checked, device.arch(), toolchain.libdevice_path(), toolchain.ptxas_path()
 
     def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> NvptxKernel:
         prepared = PASSES.final(leaf, ctx, label="checked" if checked else "unchecked")
