@@ -101,3 +101,44 @@ def test_an_nvptx_arch_set_between_compiles_gets_a_cubin_for_that_arch(monkeypat
         monkeypatch.setenv("HPVM_NVPTX_ARCH", arch)
         kernel = _compiled_kernel(square_graph, "nvptx")
         assert _cubin_arch(kernel.cubin) == int(arch[3:])
+
+
+# one leaf, as two .hpvm files hold it: equal IR (locations are not part of it) at other places
+OVER_TEXT = """version 1
+module @g
+
+graph @g(%a: in ptr<f32>, %a_bytes: i64, %b: out ptr<f32>, %b_bytes: i64) -> () {
+  node %over = @over [8]
+  bind_in %a -> %over.0
+  bind_in %a_bytes -> %over.1
+  bind_in %b -> %over.2
+  bind_in %b_bytes -> %over.3
+}
+
+leaf @over(%a: in ptr<f32>, %a_bytes: i64, %b: out ptr<f32>, %b_bytes: i64) -> () target(any) {
+  local %i: i64
+  %i = instance_id.x(0)
+  store %b[%i] = load<f32>(%a, add<i64>(%i, 1:i64))
+}
+"""
+
+
+@pytest.mark.parametrize("target", [t for t in ("python", "cpu", "gpu") if registry.available(t)])
+def test_a_leaf_equal_to_one_compiled_elsewhere_reports_errors_at_its_own_line(target: str) -> None:
+    """The python target's memory cache served a leaf the kernel compiled for another leaf of equal
+    IR at other lines (another file's): its out-of-bounds error named the first file's line."""
+    a = np.random.default_rng().standard_normal(8).astype(np.float32)
+    b = np.zeros(8, np.float32)
+    for name, blank, line in (("first.hpvm", "", 15), ("second.hpvm", "\n\n", 17),
+                              ("first.hpvm", "", 15)):
+        graph = hpvm.from_text(blank + OVER_TEXT, name)
+        with hpvm.runtime(target), pytest.raises(hpvm.errors.ExecutionError) as caught:
+            hpvm.wait(hpvm.launch(graph, a, a.nbytes, b, b.nbytes))
+        assert (caught.value.loc.file, caught.value.loc.line) == (name, line)
+        assert "out-of-bounds load from a[8]" in str(caught.value)
+
+
+def test_a_python_kernel_still_serves_a_leaf_of_equal_ir_at_the_same_lines() -> None:
+    kernels = [hpvm.compile(hpvm.from_text(OVER_TEXT, "same.hpvm"), target="python").leaf_kernels()
+               for _ in range(2)]
+    assert kernels[0][0][2] is kernels[1][0][2]

@@ -294,3 +294,15 @@ class PythonBackend(Backend):
     def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
               key: CacheKey) -> PythonLeafKernel:
         return PythonLeafKernel(leaf, ctx, key[-1])
+
+    def reusable(self, kernel: LeafKernel, leaf: K.LeafFunc) -> bool:
+        """A kernel serves a leaf of equal IR at the same places only: its code is compiled with
+        its leaf's file and lines, and its errors name them."""
+        assert isinstance(kernel, PythonLeafKernel)
+        return kernel.leaf is leaf or _places(kernel.leaf) == _places(leaf)
+
+
+def _places(leaf: K.LeafFunc) -> list[Loc]:
+    """Where the leaf, its parameters, statements and expressions are (not part of its IR's repr)."""
+    return [leaf.loc, *(p.loc for p in leaf.params), *(s.loc for s in K.walk_stmts(leaf.body)),
+            *(e.loc for e in K.walk_all_exprs(leaf.body))]
