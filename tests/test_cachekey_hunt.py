@@ -13,7 +13,9 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, f16, f32, i64
 from hpvm_py.backends import jit, registry
+from hpvm_py.rt import lowering_choice as C
 from hpvm_py.support import stats
+from programs import lowering_stand_ins as S
 
 N = 64
 
@@ -142,3 +144,31 @@ def test_a_python_kernel_still_serves_a_leaf_of_equal_ir_at_the_same_lines() -> 
     kernels = [hpvm.compile(hpvm.from_text(OVER_TEXT, "same.hpvm"), target="python").leaf_kernels()
                for _ in range(2)]
     assert kernels[0][0][2] is kernels[1][0][2]
+
+
+@pytest.mark.parametrize("setting, first, second", [("HPVM_DOT_PRECISION", "ieee", "tf32x3"),
+                                                    ("HPVM_NVPTX_ARCH", "sm_80", "sm_90")])
+def test_a_lowering_decision_is_not_read_back_for_other_code(monkeypatch, tmp_path: Path,
+                                                            setting: str, first: str,
+                                                            second: str) -> None:
+    """The disk cache's decision between the Triton and NVPTX lowerings was keyed without the
+    settings that change their code: a process with HPVM_DOT_PRECISION=tf32x3 (Triton's dot
+    kernels on tensor cores) kept the lowering timed against the IEEE kernel, never timing its
+    own."""
+    monkeypatch.setenv("HPVM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("HPVM_NO_CACHE", raising=False)
+    monkeypatch.delenv("HPVM_GPU_LOWERING", raising=False)
+
+    def decide(setting_value: str, gpu: float, nvptx: float) -> str:
+        monkeypatch.setenv(setting, setting_value)
+        monkeypatch.setattr(C, "_kept", {})  # a new process: only the disk remembers
+        stand_ins = S.StandIns({"gpu": gpu, "nvptx": nvptx})
+        S.install(stand_ins, monkeypatch.setattr)
+        choice = C.LoweringChoice(S.bump.ir, S.CTX, "gpu", stand_ins.compile)
+        call, _ = S.launch_args(C.MIN_INSTANCES)
+        return choice.kernel_for(stand_ins.own("gpu"), False, call, [], [(C.MIN_INSTANCES,)],
+                                 "cuda:0").target
+
+    assert decide(first, gpu=2.0, nvptx=1.0) == "nvptx"
+    assert decide(second, gpu=1.0, nvptx=2.0) == "gpu"  # timed again: its own code is faster
+    assert decide(first, gpu=1.0, nvptx=2.0) == "nvptx"  # the first setting's decision, kept

@@ -245,10 +245,12 @@ def _stored(key: str) -> str | None:
 
 
 def decision_key(leaf: K.LeafFunc, ctx: NodeContext, checked: bool, size: str, device: str) -> str:
-    """The disk cache's key of a decision: the leaf's IR, its context, the kernels' variant, the
-    GPU's model, the code that made both lowerings, and the size class."""
+    """The disk cache's key of a decision: the leaf's IR, its context, the kernels' variant (and
+    the settings that change either lowering's code: the gpu target's dot precision, the nvptx
+    architecture), the GPU's model, the code that made both lowerings, and the size class."""
     return cache.content_key("lowering", repr(leaf), ctx.key(), str(checked),
-                             settings.GPU_CHECK.get(), device_name(device), *_versions(), size)
+                             settings.GPU_CHECK.get(), settings.DOT_PRECISION.get(),
+                             settings.NVPTX_ARCH.get(), device_name(device), *_versions(), size)
 
 
 @functools.cache
