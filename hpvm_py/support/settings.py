@@ -155,7 +155,8 @@ GPU_DEVICE = _declare("HPVM_GPU_DEVICE", "text", "", "the device the GPU targets
 FAKE_DEVICES = _declare("HPVM_FAKE_DEVICES", "number", "2", "how many fake GPUs stand in for CUDA "
                         "when there is none (CI)")
 NUM_THREADS = _declare("HPVM_NUM_THREADS", "number", "", "worker threads of the cpu target, "
-                       "at most 4096 (default: every core this process may run on)")
+                       "at most 4096, read when the pool starts (the process's first cpu launch) "
+                       "(default: every core this process may run on)")
 CPU_SPINS = _declare("HPVM_CPU_SPINS", "number", "", "pause-loop iterations an idle worker of the "
                      "cpu target's pool spins before it sleeps, read when the pool starts "
                      "(default: 20000, about 0.5-1 ms, for up to 32 threads; 2000 above)")

@@ -367,3 +367,21 @@ def test_a_later_process_takes_the_size_class_choice_from_the_disk_cache(monkeyp
     storechoice.cache.store(key, storechoice.SUFFIX, b'{"nontemporal": "yes"}')
     kernel._store_trials.clear()
     assert kernel.prepare(args, [], [(n,)]).trial is not None  # timed afresh
+
+
+def test_the_disk_cache_keys_a_size_class_choice_by_the_code_s_cpu_level(monkeypatch):
+    """The choice was timed on code for one HPVM_CPU_LEVEL by one LLVM: a process whose code is
+    for another level (or made by another llvmlite) times its own, not the other's kept choice."""
+    monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1 << 16)
+    kernel = CpuBackend().compile_leaf(vadd.ir, _context(vadd, (1,)))
+    n = 1 << 17
+    a, b, c = (np.ones(n, np.float32) for _ in range(3))
+    args = [buffer(a), a.nbytes, buffer(b), b.nbytes, buffer(c), c.nbytes]
+    size_class = (n * 4).bit_length()
+    keys = []
+    for signature in ("llvm=20;cpu=one", "llvm=20;cpu=another"):
+        monkeypatch.setattr(kernel_module, "host_signature", lambda signature=signature: signature)
+        kernel._store_trials.clear()
+        kernel.prepare(args, [], [(n,)])
+        keys.append(kernel._store_trials[size_class]._key)
+    assert keys[0] != keys[1]

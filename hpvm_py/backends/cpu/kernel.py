@@ -27,7 +27,7 @@ from ..base import BufferArg, LeafKernel, code_version, shares_memory
 from ..access_errors import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
-from ..jit import LoadedObject
+from ..jit import LoadedObject, host_signature
 from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
@@ -229,9 +229,10 @@ class CpuKernel(LeafKernel):
         size_class = written.bit_length()
         trial = self._store_trials.get(size_class)
         if trial is None:
+            # (host_signature: the code timed is for HPVM_CPU_LEVEL, by this llvmlite's LLVM)
             key = cache.content_key("stores", repr(self.leaf), self.ctx.key(), str(size_class),
-                                    str(native_pool().threads), cpu_model(), VERSION,
-                                    code_version(("cpu",)))
+                                    str(native_pool().threads), cpu_model(), host_signature(),
+                                    VERSION, code_version(("cpu",)))
             trial = self._store_trials.setdefault(size_class,
                                                   StoreTrial(self.leaf.name, size_class, key))
         return trial
