@@ -442,6 +442,26 @@ def assignments(block: Block) -> Counter[str]:
     return counts
 
 
+def read_first(block: Block, name: str) -> bool | None:
+    """Whether running block may read local `name` before assigning it: True (it may), False
+    (every path assigns it first), None (neither: it may run without touching it)."""
+    for stmt in block:
+        if any(isinstance(x, Var) and x.name == name for e in child_exprs(stmt) for x in walk_exprs(e)):
+            return True
+        if isinstance(stmt, Assign) and stmt.target == name:
+            return False
+        if isinstance(stmt, If):
+            branches = [read_first(stmt.then, name), read_first(stmt.orelse, name)]
+            if True in branches:
+                return True
+            if branches == [False, False]:
+                return False
+        elif isinstance(stmt, While) or (isinstance(stmt, For) and stmt.var != name):
+            if read_first(stmt.body, name):  # the body may not run: it assigns nothing for sure
+                return True
+    return None
+
+
 def walk_all_exprs(block: Block) -> Iterator[Expr]:
     for stmt in walk_stmts(block):
         for e in child_exprs(stmt):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 from ..errors import FrontendError
+from ..frontend.lower.values import zero
 from ..ir import kernel as K
 from ..ir.dfg import Module
 from ..ir.typecheck import check_depth
-from ..types import PtrType, Type, i1
+from ..types import PtrType, ScalarType, Type, i1
 
 
 def inline_helpers(module: Module) -> Module:
@@ -194,6 +195,10 @@ class _Inliner:
         for name, t in helper.locals.items():
             if name not in rename:
                 rename[name] = self.fresh(f"{name}.{helper.name}", t)
+                # a call's locals start as zero, as a leaf's do: a call inlined in a loop would
+                # otherwise read what the previous iteration's call left there
+                if isinstance(t, ScalarType) and K.read_first(helper.body, name):
+                    pre.append(K.Assign(target=rename[name], value=zero(t, call.loc), loc=call.loc))
         result = None
         if helper.result is not None:
             result = self.fresh(f"_r.{helper.name}", helper.result)

@@ -58,7 +58,7 @@ def reduction_loops(leaf: K.LeafFunc, uniform: Uniformity) -> list[ReductionLoop
         if isinstance(stmt, K.For):
             loop = _reduction_loop(stmt, uniform)
             rest = leaf.body[position + 1:]
-            if loop is not None and not any(_read_first(rest, name) for name in loop.per_lane):
+            if loop is not None and not any(K.read_first(rest, name) for name in loop.per_lane):
                 found.append(loop)
     return found
 
@@ -140,23 +140,3 @@ def _pure(e: K.Expr) -> bool:
 
 def _reads(e: K.Expr, name: str) -> bool:
     return any(isinstance(x, K.Var) and x.name == name for x in K.walk_exprs(e))
-
-
-def _read_first(block: K.Block, name: str) -> bool | None:
-    """Whether running block may read local `name` before assigning it: True (it may), False
-    (every path assigns it first), None (neither: it may run without touching it)."""
-    for stmt in block:
-        if any(_reads(e, name) for e in K.child_exprs(stmt)):
-            return True
-        if isinstance(stmt, K.Assign) and stmt.target == name:
-            return False
-        if isinstance(stmt, K.If):
-            branches = [_read_first(stmt.then, name), _read_first(stmt.orelse, name)]
-            if True in branches:
-                return True
-            if branches == [False, False]:
-                return False
-        elif isinstance(stmt, K.While) or (isinstance(stmt, K.For) and stmt.var != name):
-            if _read_first(stmt.body, name):  # the body may not run: it assigns nothing for sure
-                return True
-    return None
