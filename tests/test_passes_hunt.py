@@ -3,6 +3,7 @@ every target against NumPy (the passes hunt)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import hpvm_py as hpvm
 from hpvm_py import InOut, Ptr, i64
@@ -34,3 +35,45 @@ def test_a_helper_called_in_a_loop_starts_with_zero_locals(target, rng):
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(clamp_graph, a, a.nbytes, a.size))
     np.testing.assert_array_equal(a, expected)
+
+
+CLIP_GRAPH = """
+module @root
+graph @root(%o: inout ptr<i64>, %o_bytes: i64, %n: i64) -> () {
+  node %k = @k [16]
+  bind_in %o -> %k.0
+  bind_in %o_bytes -> %k.1
+  bind_in %n -> %k.2
+}
+leaf @k(%o: inout ptr<i64>, %o_bytes: i64, %n: i64) -> () target(any) {
+  local %i: i64
+  local %m: i64
+  local %v: i64
+BODY
+}
+"""
+
+
+@pytest.mark.parametrize("body, expected", [
+    # the guard reads %i before its one assignment (zero there): every instance or none runs on
+    ("""
+  if ge(%i, %n) { return () }
+  %i = instance_id.x(0)
+  store %o[%i] = 1:i64
+""", lambda n: np.full(16, int(n > 0))),
+    # the bound %m reads %v before %v's one assignment: %m is 1, not n + 1
+    ("""
+  %i = instance_id.x(0)
+  %m = add<i64>(%v, 1:i64)
+  %v = %n
+  if lt(%i, %m) { store %o[%i] = 1:i64 }
+""", lambda n: (np.arange(16) < 1).astype(np.int64)),
+], ids=["guard-before-the-definition", "bound-reads-a-later-definition"])
+def test_clip_takes_only_definitions_made_before_the_guard(target, rng, body, expected):
+    # cpu's clip pass made bounds of them as if they were defined when the guard ran
+    graph = hpvm.from_text(CLIP_GRAPH.replace("BODY", body))
+    n = int(rng.integers(1, 12))
+    o = np.zeros(16, np.int64)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(graph, o, o.nbytes, n))
+    np.testing.assert_array_equal(o, expected(n))

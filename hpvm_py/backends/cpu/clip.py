@@ -38,10 +38,10 @@ def clip_instances(leaf: K.LeafFunc, input_modes: tuple[str, ...]
     if leaf.outputs:
         return leaf, []  # every instance returns its outputs: none may be skipped
     body = leaf.body
-    defs = _pure_single_definitions(body)
     g = 0
     while g < len(body) and isinstance(body[g], K.Assign) and _pure(body[g].value):
         g += 1
+    defs = _pure_single_definitions(body, g)
     if g == len(body) or not isinstance(body[g], K.If) or body[g].orelse:
         return leaf, []
     guard = body[g]
@@ -130,11 +130,19 @@ def _pure(e: K.Expr) -> bool:
                    for sub in K.walk_exprs(e))
 
 
-def _pure_single_definitions(body: K.Block) -> dict[str, K.Expr]:
-    """Locals assigned exactly once, at the top level, without memory access: name -> value."""
+def _pure_single_definitions(body: K.Block, guard: int) -> dict[str, K.Expr]:
+    """Locals assigned exactly once, at the top level before the guard, without memory access:
+    name -> value. A value read from a local is its definition only where that came first (a
+    local read before its assignment is zero), so a value reading a local assigned later, or
+    assigned more than once, is not one."""
     counts = K.assignments(body)
-    return {s.target: s.value for s in body
-            if isinstance(s, K.Assign) and counts[s.target] == 1 and _pure(s.value)}
+    defs: dict[str, K.Expr] = {}
+    for s in body[:guard]:
+        if isinstance(s, K.Assign) and counts[s.target] == 1 and _pure(s.value) and all(
+                e.name in defs or not counts[e.name] for e in K.walk_exprs(s.value)
+                if isinstance(e, K.Var)):
+            defs[s.target] = s.value
+    return defs
 
 
 def _conjuncts(e: K.Expr) -> list[K.Expr]:
