@@ -77,3 +77,52 @@ def test_clip_takes_only_definitions_made_before_the_guard(target, rng, body, ex
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(graph, o, o.nbytes, n))
     np.testing.assert_array_equal(o, expected(n))
+
+
+MATMUL_GRAPH = """
+module @root
+graph @root(%a: in ptr<f32>, %a_bytes: i64, %b: in ptr<f32>, %b_bytes: i64, %c: inout ptr<f32>,
+            %c_bytes: i64, %n: i64, %k: i64) -> () {
+  node %m = @naive [%n, %n]
+  bind_in %a -> %m.0
+  bind_in %a_bytes -> %m.1
+  bind_in %b -> %m.2
+  bind_in %b_bytes -> %m.3
+  bind_in %c -> %m.4
+  bind_in %c_bytes -> %m.5
+  bind_in %n -> %m.6
+  bind_in %k -> %m.7
+}
+leaf @naive(%a: in ptr<f32>, %a_bytes: i64, %b: in ptr<f32>, %b_bytes: i64, %c: inout ptr<f32>,
+            %c_bytes: i64, %n: i64, %k: i64) -> () target(any) {
+  local %j: i64
+  local %i: i64
+  local %r: i64
+  local %acc: f32
+  local %t: i64
+  %j = instance_id.x(0)
+ROW
+  %acc = 0.0:f32
+  for %t = range(0:i64, %k, 1:i64) {
+    %acc = add<f32>(%acc, mul<f32>(load<f32>(%a, add<i64>(mul<i64>(%r, %k), %t)),
+                                   load<f32>(%b, add<i64>(mul<i64>(%t, %n), %j))))
+  }
+  store %c[add<i64>(mul<i64>(%i, %n), %j)] = %acc
+}
+"""
+
+
+@pytest.mark.parametrize("row, a_row", [
+    ("  %r = %i\n  %i = instance_id.y(0)", 0),  # %r is read from %i before %i is set: row 0
+    ("  %i = instance_id.y(0)\n  %r = add<i64>(%r, 1:i64)", 1),  # %r reads itself: row 1
+], ids=["let-reads-a-later-definition", "let-reads-itself"])
+def test_dotmatch_takes_only_definitions_made_before_their_reads(target, rng, row, a_row):
+    # gpu's dotmatch replaced %r by a later definition (the real product), or recursed forever
+    graph = hpvm.from_text(MATMUL_GRAPH.replace("ROW", row))
+    n, k = 16, int(rng.integers(1, 20))
+    a = rng.integers(-3, 4, (n, k)).astype(np.float32)
+    b = rng.integers(-3, 4, (k, n)).astype(np.float32)
+    c = np.zeros((n, n), np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(graph, a, a.nbytes, b, b.nbytes, c, c.nbytes, n, k))
+    np.testing.assert_array_equal(c, np.broadcast_to(a[a_row] @ b, (n, n)))

@@ -192,13 +192,15 @@ class _Matcher:
 
     def _lets(self) -> dict[str, K.Expr]:
         """Locals assigned once in the whole body, at the top level before the loop, from values
-        that touch no memory: their uses may be replaced by their definitions."""
+        that touch no memory and read no local assigned after them (still zero there): their uses
+        may be replaced by their definitions."""
         counts = K.assignments(self.leaf.body)
         lets: dict[str, K.Expr] = {}
         for stmt in self.before:
             if isinstance(stmt, K.Assign) and counts[stmt.target] == 1 and \
                     isinstance(self.types(stmt.target), ScalarType) and \
-                    all(isinstance(e, _ALLOWED) and not isinstance(e, K.Load)
+                    all(isinstance(e, _ALLOWED) and not isinstance(e, K.Load) and
+                        not (isinstance(e, K.Var) and counts[e.name] and e.name not in lets)
                         for e in K.walk_exprs(stmt.value)):
                 lets[stmt.target] = stmt.value
         return lets
