@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py import InOut, Ptr, i64
+from hpvm_py import InOut, Ptr, f32, i64
 
 
 @hpvm.func
@@ -126,3 +126,27 @@ def test_dotmatch_takes_only_definitions_made_before_their_reads(target, rng, ro
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(graph, a, a.nbytes, b, b.nbytes, c, c.nbytes, n, k))
     np.testing.assert_array_equal(c, np.broadcast_to(a[a_row] @ b, (n, n)))
+
+
+@hpvm.leaf
+def halves(o: InOut[Ptr[f32]], o_bytes: i64, n: i64):
+    n = n // 2
+    scratch = hpvm.malloc(n * 4, hpvm.f32)  # n // 2 f32 of the input n
+    i = hpvm.instance_id(0)
+    scratch[i] = o[i] * 2.0
+    o[i] = scratch[i] + 1.0
+
+
+@hpvm.graph
+def halves_graph(o: InOut[Ptr[f32]], o_bytes: i64, n: i64, m: i64):
+    hpvm.node(halves, grid=m, o=o, o_bytes=o_bytes, n=n)
+
+
+def test_a_malloc_size_reads_a_reassigned_parameter_as_it_was_there(target, rng):
+    # the IR's size names the node's input n; the python target read the body's n, halved again
+    m = int(rng.integers(2, 17))
+    o = rng.standard_normal(m).astype(np.float32)
+    expected = o * 2 + 1
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(halves_graph, o, o.nbytes, 2 * m + int(rng.integers(0, 2)), m))
+    np.testing.assert_array_equal(o, expected)

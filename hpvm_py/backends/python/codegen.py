@@ -199,6 +199,12 @@ class _Generator:
         self.sites: list[K.Load | K.Store | K.Atomic] = []
         self.generator = any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body)) and not vector
         self.uses_malloc = any(isinstance(e, K.Malloc) for e in K.walk_all_exprs(leaf.body))
+        # a malloc size names the node's inputs (the front end substituted the values the variables
+        # it read held there), so a parameter the body reassigns is read from a copy made on entry
+        sized = {v.name for e in K.walk_all_exprs(leaf.body) if isinstance(e, K.Malloc)
+                 for v in K.walk_exprs(e.nbytes) if isinstance(v, K.Var)}
+        self.inputs = {p.name: f"_in_{self.names[p.name]}" for p in leaf.params
+                       if p.name in sized and p.name in K.assignments(leaf.body)}
         self.remote = any(K.remote_accesses(leaf.body))
         varying_params = {p.name for p, mode in zip(leaf.params, ctx.input_modes)
                           if mode in ("per_parent", "per_instance")}
@@ -251,6 +257,8 @@ class _Generator:
             params.append("peers")
         header_line = leaf.loc.line
         self.lines.append((header_line, f"def {_identifier(leaf.name)}({', '.join(params)}):"))
+        for name, copy in self.inputs.items():
+            self.emit(header_line, f"{copy} = {self.names[name]}")
         for name, t in leaf.locals.items():
             if isinstance(t, ScalarType):
                 self.emit(header_line, f"{self.names[name]} = {self.constant(0, t) if not t.is_bool else self.constant(False, t)}")
@@ -489,7 +497,9 @@ class _Generator:
         if isinstance(e, K.Malloc):
             assert isinstance(e.type, PtrType)
             site = self.fresh("site")
+            names, self.names = self.names, {**self.names, **self.inputs}
             nbytes = self.expr(e.nbytes, mask, line)
+            self.names = names
             return f"group.malloc({site!r}, {nbytes}, {e.type.elem.name!r})"
         if isinstance(e, K.CallHelper):
             raise CompileError(f"helper call {e.func} reached the backend (the inline pass runs first)", e.loc)
