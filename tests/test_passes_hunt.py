@@ -7,6 +7,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py import InOut, Ptr, f32, i64
+from hpvm_py.errors import VerificationError
 
 
 @hpvm.func
@@ -150,3 +151,41 @@ def test_a_malloc_size_reads_a_reassigned_parameter_as_it_was_there(target, rng)
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(halves_graph, o, o.nbytes, 2 * m + int(rng.integers(0, 2)), m))
     np.testing.assert_array_equal(o, expected)
+
+
+OPERATION_GRAPH = """module @root
+graph @root(%o: inout ptr<i64>, %o_bytes: i64, %n: i64) -> () {
+  node %k = @k
+  bind_in %o -> %k.0
+  bind_in %o_bytes -> %k.1
+  bind_in %n -> %k.2
+}
+leaf @k(%o: inout ptr<i64>, %o_bytes: i64, %n: i64) -> () target(any) {
+  store %o[0:i64] = cast<i64>(OPERATION)
+}
+"""
+
+
+@pytest.mark.parametrize("operation", [
+    "sub<i1>(false:i1, cast<i1>(%n))",  # fold: NumPy's TypeError (an internal error)
+    "neg<i1>(true:i1)",
+    "shl<i1>(cast<i1>(%n), true:i1)",  # folded 1, python 2, cpu and gpu 0
+    "add<i1>(true:i1, true:i1)",
+    "div<i64>(%n, 2:i64)",  # python and fold computed it (3.5 stored as 3), cpu and gpu refused it
+])
+def test_operations_the_front_end_never_makes_are_refused_where_the_text_has_them(operation):
+    with pytest.raises(VerificationError) as info:
+        hpvm.from_text(OPERATION_GRAPH.replace("OPERATION", operation), "ops.hpvm")
+    assert info.value.rule == "kernel-types" and info.value.loc.line == 9, info.value
+
+
+def test_i1_and_or_xor_still_read_and_agree(target, rng):
+    ops = ["and<i1>(cast<i1>(%n), true:i1)", "or<i1>(cast<i1>(%n), false:i1)",
+           "xor<i1>(cast<i1>(%n), true:i1)"]
+    n = int(rng.integers(0, 2))
+    for op, expected in zip(ops, [n, n, 1 - n]):
+        graph = hpvm.from_text(OPERATION_GRAPH.replace("OPERATION", op))
+        o = np.full(1, 7, np.int64)
+        with hpvm.runtime(target):
+            hpvm.wait(hpvm.launch(graph, o, o.nbytes, n))
+        assert o[0] == expected, op

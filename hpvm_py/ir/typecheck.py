@@ -5,8 +5,9 @@ generators) relies on that; a hand-written `.hpvm` file may break it. This modul
 body is what the front end could have produced (kernel.py's node docstrings give the typing):
 
 - an operation's operands have the types it takes: a binary operation's both operands its own
-  type; a compare's two operands one scalar type; land/lor, `not`, select's and if/while's
-  conditions i1; a math function's arguments its type (isnan/isinf/isfinite: a float type, result
+  type (and of i1 only and / or / xor, div only of floats, no neg of i1: the front end computes
+  the others in i64 and f32); a compare's two operands one scalar type; land/lor, `not`,
+  select's and if/while's conditions i1; a math function's arguments its type (isnan/isinf/isfinite: a float type, result
   i1); a cast from and to a scalar type;
 - loads, stores and atomics go through a pointer with an integer index (and rank), loading /
   storing / exchanging values of the pointer's element type; malloc makes a pointer of an integer
@@ -286,10 +287,19 @@ class _Checker:
             self.expect(e.rhs, t, f"the right operand of {e.op}<{t.text()}>")
             if e.op in ("and", "or", "xor", "shl", "shr") and not _integer(t):
                 raise self.fail(e, f"{e.op} needs integers, not {t.text()}")
+            # what the front end never makes, and the passes and targets do not compute alike
+            if _is_i1(t) and e.op not in ("and", "or", "xor"):
+                raise self.fail(e, f"{e.op}<i1>: of i1 operands only and, or and xor give an "
+                                "i1 (the front end computes the other operators in i64)")
+            if e.op == "div" and _integer(t):
+                raise self.fail(e, f"div<{t.text()}>: div is a float division (the front end "
+                                "divides integers with `/` in f32)")
         elif isinstance(e, K.UnaryOp):
             self._scalar_result(e)
             if e.op == "not" and not _is_i1(t):
                 raise self.fail(e, f"not<{t.text()}>: `not` is i1")
+            if e.op == "neg" and _is_i1(t):
+                raise self.fail(e, "neg<i1>: the front end negates an i1 in i64")
             if e.op == "invert" and not _integer(t):
                 raise self.fail(e, f"invert needs an integer, not {t.text()}")
             self.expect(e.operand, t, f"the operand of {e.op}<{t.text()}>")
