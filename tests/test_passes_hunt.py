@@ -2,6 +2,8 @@
 every target against NumPy (the passes hunt)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -189,3 +191,25 @@ def test_i1_and_or_xor_still_read_and_agree(target, rng):
         with hpvm.runtime(target):
             hpvm.wait(hpvm.launch(graph, o, o.nbytes, n))
         assert o[0] == expected, op
+
+
+@hpvm.leaf
+def nans(o: InOut[Ptr[f32]], o_bytes: i64):
+    o[0] = -math.nan  # a NaN with its sign bit set (the front end folds the negation)
+    o[1] = math.nan
+
+
+@hpvm.graph
+def nans_graph(o: InOut[Ptr[f32]], o_bytes: i64):
+    hpvm.node(nans, o=o, o_bytes=o_bytes)
+
+
+@pytest.mark.parametrize("through_text", [False, True])
+def test_a_negative_nan_constant_keeps_its_sign(target, through_text):
+    # the text printed both as `nan` (read back positive); the python target gave both one name
+    graph = hpvm.from_text(hpvm.to_text(nans_graph)) if through_text else nans_graph
+    o = np.zeros(2, np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(graph, o, o.nbytes))
+    expected = np.array([-np.nan, np.nan], np.float32)
+    np.testing.assert_array_equal(o.view(np.uint32), expected.view(np.uint32))

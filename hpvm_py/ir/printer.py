@@ -7,6 +7,7 @@ file. parse_module(print_module(m)) == m, and printing that again gives the same
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 
@@ -72,13 +73,14 @@ def _string(text: str) -> str:
 
 
 def literal(value: int | float | bool | str) -> str:
-    """A constant's value: repr for floats (exact, and inf / nan / -0.0 included)."""
+    """A constant's value: repr for floats (exact, and inf / nan / -0.0 included; a NaN with its
+    sign bit set is -nan, which compiled code stores as such)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, float):
-        return repr(value)
+        return "-nan" if value != value and math.copysign(1.0, value) < 0 else repr(value)
     return str(value)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from ...errors import CompileError
 from ...ir import kernel as K
 from ...ir import semantics as S
+from ...ir.printer import literal
 from ...types import PtrType, ScalarType, Type, bf16
 from ..base import NodeContext, unparenthesized
 from . import ops, remote_access
@@ -222,7 +223,8 @@ class _Generator:
 
     def constant(self, value: Any, t: ScalarType) -> str:
         """A module-level name for a typed constant (keeps per-instance code cheap and readable)."""
-        text = repr(value).replace("-", "m").replace(".", "p").replace("+", "").replace("'", "")
+        # (as the text writes it: a NaN with its sign bit set is -nan, a name of its own)
+        text = literal(value).replace("-", "m").replace(".", "p").replace("+", "").replace("'", "")
         name = f"{t.name}_{text}"
         name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
         name = "c_" + name
