@@ -9,7 +9,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py import InOut, Ptr, f32, i64
-from hpvm_py.errors import VerificationError
+from hpvm_py.errors import FrontendError, VerificationError
 
 
 @hpvm.func
@@ -213,3 +213,32 @@ def test_a_negative_nan_constant_keeps_its_sign(target, through_text):
         hpvm.wait(hpvm.launch(graph, o, o.nbytes))
     expected = np.array([-np.nan, np.nan], np.float32)
     np.testing.assert_array_equal(o.view(np.uint32), expected.view(np.uint32))
+
+
+FALLING_HELPER = """module @root
+graph @root(%o: inout ptr<i64>, %o_bytes: i64) -> () {
+  node %k = @k
+  bind_in %o -> %k.0
+  bind_in %o_bytes -> %k.1
+}
+leaf @k(%o: inout ptr<i64>, %o_bytes: i64) -> () target(any) {
+  local %j: i64
+  for %j = range(0:i64, 4:i64, 1:i64) {
+    store %o[%j] = call @h<i64>(load<i64>(%o, %j))
+  }
+}
+func @h(%x: i64) -> i64 {
+  if gt(%x, 0:i64) {
+    return (%x)
+  }
+}
+"""
+
+
+def test_a_helper_from_text_that_can_end_without_its_result_is_refused(target):
+    # inlined, it gave the previous call's result where it fell off its end (as the front end
+    # refuses such a helper)
+    graph = hpvm.from_text(FALLING_HELPER, "helper.hpvm")
+    with pytest.raises(FrontendError, match="can reach its end without a return") as info:
+        hpvm.compile(graph, target)
+    assert (info.value.loc.file, info.value.loc.line) == ("helper.hpvm", 13), info.value

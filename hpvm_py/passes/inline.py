@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from ..errors import FrontendError
-from ..frontend.lower.values import zero
+from ..frontend.lower.values import ends_with_return, zero
 from ..ir import kernel as K
 from ..ir.dfg import Module
 from ..ir.typecheck import check_depth
@@ -182,6 +182,11 @@ class _Inliner:
         if call.func in self.stack:
             raise FrontendError(f"helper {call.func} calls itself; recursion cannot be inlined", call.loc)
         _check_tail_returns(helper.body, helper.name, tail=True)
+        if helper.result is not None and not ends_with_return(helper.body):
+            # the front end's rule, kept for helpers read from text: a call in a loop would
+            # otherwise give the previous call's result where it ends without one
+            raise FrontendError(f"helper {helper.name} returns a value but can reach its end "
+                                "without a return", helper.loc)
         args = [self.operand(a, pre, spill=True) for a in call.args]
         rename: dict[str, str] = {}
         pointer_args: dict[str, str] = {}
