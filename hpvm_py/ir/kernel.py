@@ -442,6 +442,30 @@ def assignments(block: Block) -> Counter[str]:
     return counts
 
 
+def zero(t: Type, loc: Loc) -> Const:
+    """The zero of scalar type t (false for i1): what a local holds before its first assignment."""
+    assert isinstance(t, ScalarType)
+    if t.is_bool:
+        return Const(value=False, type=t, loc=loc)
+    return Const(value=0.0 if t.is_float else 0, type=t, loc=loc)
+
+
+def ends_with_return(block: Block) -> bool:
+    """Whether every path through block returns: some statement of it always returns (what follows
+    that statement is dead code, as Python allows: `if c: return 1 / else: return 2 / x = 5`)."""
+    return any(_always_returns(stmt) for stmt in block)
+
+
+def _always_returns(stmt: Stmt) -> bool:
+    if isinstance(stmt, Return):
+        return True
+    if isinstance(stmt, If):
+        return ends_with_return(stmt.then) and ends_with_return(stmt.orelse)
+    if isinstance(stmt, While) and isinstance(stmt.cond, Const) and stmt.cond.value:
+        return not any(isinstance(s, Break) for s in walk_stmts(stmt.body))
+    return False
+
+
 def read_first(block: Block, name: str) -> bool | None:
     """Whether running block may read local `name` before assigning it: True (it may), False
     (every path assigns it first), None (neither: it may run without touching it)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from ..errors import FrontendError
-from ..frontend.lower.values import ends_with_return, zero
 from ..ir import kernel as K
 from ..ir.dfg import Module
 from ..ir.typecheck import check_depth
@@ -182,7 +181,7 @@ class _Inliner:
         if call.func in self.stack:
             raise FrontendError(f"helper {call.func} calls itself; recursion cannot be inlined", call.loc)
         _check_tail_returns(helper.body, helper.name, tail=True)
-        if helper.result is not None and not ends_with_return(helper.body):
+        if helper.result is not None and not K.ends_with_return(helper.body):
             # the front end's rule, kept for helpers read from text: a call in a loop would
             # otherwise give the previous call's result where it ends without one
             raise FrontendError(f"helper {helper.name} returns a value but can reach its end "
@@ -203,7 +202,7 @@ class _Inliner:
                 # a call's locals start as zero, as a leaf's do: a call inlined in a loop would
                 # otherwise read what the previous iteration's call left there
                 if isinstance(t, ScalarType) and K.read_first(helper.body, name):
-                    pre.append(K.Assign(target=rename[name], value=zero(t, call.loc), loc=call.loc))
+                    pre.append(K.Assign(target=rename[name], value=K.zero(t, call.loc), loc=call.loc))
         result = None
         if helper.result is not None:
             result = self.fresh(f"_r.{helper.name}", helper.result)

@@ -9,7 +9,7 @@ from ...errors import FrontendError
 from ...ir import kernel as K
 from ...types import PtrType, ScalarType, Type
 from .base import LowererBase
-from .values import Handle, Value, Weak, can_widen, float_in, wrap, zero
+from .values import Handle, Value, Weak, can_widen, float_in, wrap
 
 
 class TypeConversions(LowererBase):
@@ -88,7 +88,7 @@ class TypeConversions(LowererBase):
                              f"(narrowing needs an explicit cast such as hpvm.{t}(...))",
                              rule="typing-narrowing")
         if isinstance(t, ScalarType) and t.is_bool:
-            return K.Compare(op="ne", lhs=value, rhs=zero(value.type, value.loc), type=T.i1, loc=value.loc)
+            return K.Compare(op="ne", lhs=value, rhs=K.zero(value.type, value.loc), type=T.i1, loc=value.loc)
         return K.Cast(value=value, type=t, loc=value.loc)
 
     def new_temp(self, t: Type) -> str:

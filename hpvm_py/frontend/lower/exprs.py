@@ -15,7 +15,7 @@ from ...support.loc import Loc
 from ...types import PtrType, ScalarType
 from ..source import is_missing
 from .conversions import TypeConversions
-from .values import BINOPS, Handle, Value, Weak, const, construct_name, zero
+from .values import BINOPS, Handle, Value, Weak, const, construct_name
 
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 _PY_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
@@ -298,7 +298,7 @@ class ExprLowering(TypeConversions):
             raise self.error(node, f"a {v.type} has no truth value")
         if v.type.is_bool:
             return v
-        return K.Compare(op="ne", lhs=v, rhs=zero(v.type, v.loc), type=T.i1, loc=v.loc)
+        return K.Compare(op="ne", lhs=v, rhs=K.zero(v.type, v.loc), type=T.i1, loc=v.loc)
 
     def select(self, node: ast.IfExp, loc: Loc) -> Value:
         cond = self.truth(self.expr(node.test), node.test)

@@ -18,7 +18,6 @@ from ...ir import kernel as K
 from ...ir.typecheck import MAX_EXPR_DEPTH as _MAX_EXPR_DEPTH
 from ..source import output_types, param_type, resolve_annotation
 from .stmts import StmtLowering
-from .values import ends_with_return
 
 
 # How deep operations may nest in one expression of a leaf or helper (a sum of 128 terms).
@@ -100,12 +99,12 @@ class Lowerer(StmtLowering):
             body = body[1:]  # docstring
         self._check_nesting(body)
         stmts = self.block(body)
-        if self.kind == "leaf" and self.outputs and not ends_with_return(stmts):
+        if self.kind == "leaf" and self.outputs and not K.ends_with_return(stmts):
             raise self.error(self.src.tree, f"{self.src.func.__name__} declares outputs but can "
                              "reach its end without a return", rule="leaf-returns-outputs")
         if self.kind == "helper":
             self._check_tail_returns(stmts, tail=True)
-            if self.result_type is not None and not ends_with_return(stmts):
+            if self.result_type is not None and not K.ends_with_return(stmts):
                 raise self.error(self.src.tree, f"helper {self.src.func.__name__} returns a value "
                                  "but can reach its end without a return")
         return stmts

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from ...ir import kernel as K
 from ...support.loc import UNKNOWN
 from ...types import PtrType, Type
-from .values import zero
 
 # a longer size expression is refused: `x = x * x` repeated would grow it exponentially
 _MAX_NODES = 256
@@ -98,7 +97,7 @@ def _value(name: str, env: dict[str, Symbolic], scope: _Scope) -> Symbolic:
     if name in env:
         return env[name]
     if name in scope.locals:
-        return zero(scope.locals[name], UNKNOWN)
+        return K.zero(scope.locals[name], UNKNOWN)
     return K.Var(name=name, type=scope.params[name], loc=UNKNOWN)
 
 

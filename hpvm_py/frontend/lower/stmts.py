@@ -15,7 +15,7 @@ from ..intrinsics import INTRINSICS
 from ..source import resolve_annotation
 from .calls import CallLowering
 from .sizes import size_at
-from .values import BINOPS, Handle, Value, Weak, can_widen, const, construct_name, intrinsic_kind, zero
+from .values import BINOPS, Handle, Value, Weak, can_widen, const, construct_name, intrinsic_kind
 
 
 class StmtLowering(CallLowering):
@@ -179,7 +179,7 @@ class StmtLowering(CallLowering):
             if name in self.locals or name in self.params:
                 raise self.error(node, f"{name!r} is already declared")
             self.locals[name] = declared
-            return [K.Assign(target=name, value=zero(declared, loc), loc=loc)]
+            return [K.Assign(target=name, value=K.zero(declared, loc), loc=loc)]
         return self.assign_var(name, self.expr(node.value), node.target, loc, declared=declared)
 
     def _eval_annotation(self, node: ast.expr) -> Any:

@@ -82,35 +82,12 @@ def const(value: int | float, t: Type, loc: Loc) -> K.Const:
     return K.Const(value=value, type=t, loc=loc)
 
 
-def zero(t: Type, loc: Loc) -> K.Const:
-    assert isinstance(t, ScalarType)
-    if t.is_bool:
-        return K.Const(value=False, type=t, loc=loc)
-    return K.Const(value=0.0 if t.is_float else 0, type=t, loc=loc)
-
-
 def wrap(v: int, t: ScalarType) -> int:
     mask = (1 << t.bits) - 1
     v &= mask
     if t.is_signed and v >= 1 << (t.bits - 1):
         v -= 1 << t.bits
     return v
-
-
-def ends_with_return(block: list[K.Stmt]) -> bool:
-    """Whether every path through block returns: some statement of it always returns (what follows
-    that statement is dead code, as Python allows: `if c: return 1 / else: return 2 / x = 5`)."""
-    return any(_always_returns(stmt) for stmt in block)
-
-
-def _always_returns(stmt: K.Stmt) -> bool:
-    if isinstance(stmt, K.Return):
-        return True
-    if isinstance(stmt, K.If):
-        return ends_with_return(stmt.then) and ends_with_return(stmt.orelse)
-    if isinstance(stmt, K.While) and isinstance(stmt.cond, K.Const) and stmt.cond.value:
-        return not any(isinstance(s, K.Break) for s in K.walk_stmts(stmt.body))
-    return False
 
 
 _CONSTRUCT_NAMES = {

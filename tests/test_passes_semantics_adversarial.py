@@ -1,5 +1,5 @@
 """Translation validation of the passes: programs whose result a pass changed, each checked on
-every target against NumPy (the passes hunt)."""
+every target against NumPy."""
 from __future__ import annotations
 
 import math
