@@ -242,3 +242,23 @@ def test_a_helper_from_text_that_can_end_without_its_result_is_refused(target):
     with pytest.raises(FrontendError, match="can reach its end without a return") as info:
         hpvm.compile(graph, target)
     assert (info.value.loc.file, info.value.loc.line) == ("helper.hpvm", 13), info.value
+
+
+@hpvm.leaf
+def index_then_value(o: InOut[Ptr[i64]], o_bytes: i64, c: InOut[Ptr[i64]], c_bytes: i64):
+    o[hpvm.atomic_add(c, 0, 1)] = hpvm.atomic_add(c, 0, 10)
+
+
+@hpvm.graph
+def index_then_value_graph(o: InOut[Ptr[i64]], o_bytes: i64, c: InOut[Ptr[i64]], c_bytes: i64):
+    hpvm.node(index_then_value, o=o, o_bytes=o_bytes, c=c, c_bytes=c_bytes)
+
+
+def test_a_store_evaluates_its_index_before_its_value(target):
+    """docs/language.md ("Python in leaves"): in `p[i] = v` the index is evaluated first (Python
+    evaluates v first), on every target alike: the first atomic reads 0 and the second 1."""
+    o, c = np.full(16, -1, np.int64), np.zeros(1, np.int64)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(index_then_value_graph, o, o.nbytes, c, c.nbytes))
+    assert c[0] == 11
+    np.testing.assert_array_equal(o, [1] + [-1] * 15)
