@@ -3,6 +3,7 @@ ptxas assembles for sm_90, and the PTX has the structure the SIMT mapping promis
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -412,3 +413,21 @@ def test_hpvmc_emits_ptx(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "sgemm_tile.ptx").read_text()
     assert ".visible .entry sgemm_tile(" in text and "bar.sync" in text
+
+
+def test_hpvmc_emits_the_checked_ptx_where_every_kernel_is_checked(tmp_path: Path) -> None:
+    """HPVM_GPU_CHECK=1 makes every nvptx kernel bounds-checked: `--emit ptx` shows that kernel,
+    the one launches run (a checked kernel has the error word's parameter)."""
+    texts = []
+    for check in ("0", "1"):
+        out = tmp_path / check
+        result = subprocess.run([sys.executable, "-m", "hpvm_py.cli", "compile",
+                                 str(ROOT / "examples" / "vadd.py"), "--emit", "ptx", "-o", str(out)],
+                                capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "HPVM_GPU_CHECK": check})
+        assert result.returncode == 0, result.stderr
+        (ptx,) = out.glob("*.ptx")
+        texts.append(ptx.read_text())
+    unchecked, checked = texts
+    assert checked != unchecked
+    assert checked.count(".param") > unchecked.count(".param")

@@ -77,8 +77,8 @@ class NvptxBackend(Backend):
         return kernel if kernel.source is leaf else kernel.for_source(leaf)
 
     def emit(self, kind: str, leaf: K.LeafFunc, ctx: NodeContext) -> str:
-        """`hpvmc compile --emit ptx`."""
-        return self.ptx(leaf, ctx)
+        """`hpvmc compile --emit ptx`: the checked kernel under HPVM_GPU_CHECK=1, as launches run."""
+        return self.ptx(leaf, ctx, checks_forced())
 
     def ptx(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool = False) -> str:
         prepared = PASSES.final(leaf, ctx)
