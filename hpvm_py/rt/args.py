@@ -14,7 +14,7 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64, i64, int_to_float
-from .buffers import (HOST, array_address, buffer_kind, describe, elem_matches, foreign_device,
+from .buffers import (HOST, buffer_kind, describe, elem_matches, foreign_device,
                       given_nbytes, is_buffer, moved, negated, not_dense, span, why_not_writable)
 from .executor import BoundBuffer
 from .tracker import MemoryObject, MemoryTracker, overlap
@@ -140,14 +140,8 @@ def _bind_again(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTracker
         # the kind its checks passed for (bind_buffer): a dtype, contiguity or
         # writability changed in place since (`a.dtype = np.int32`) is checked again
         checked = checks_passed(obj, params[i])
-        if checked is None or buffer_kind(arg) != checked[2]:
-            same = False
-        elif type(arg) is np.ndarray:  # (inline: a push passes a dozen of them again; resized
-            # away and back, an array has its size at another address)
-            same = arg.nbytes == obj.nbytes and array_address(arg) == obj.address
-        else:
-            same = not moved(arg, obj.address, obj.nbytes)
-        if obj.released or not same:
+        if obj.released or checked is None or buffer_kind(arg) != checked[2] or \
+                moved(arg, obj.address, obj.nbytes):
             again.append(i)
     again += [i for i in _SCALARS[id(func)] if args[i] is last_args[i] and
               not isinstance(args[i], IMMUTABLE_NUMBERS)]
