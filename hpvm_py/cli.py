@@ -142,9 +142,21 @@ def _import_program(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except HPVMError:
         raise
+    except SystemExit as exc:  # sys.exit() or argparse at module level: nothing was checked
+        raise UserCodeError(_exit_message(exc, path)) from None
     except Exception as exc:  # noqa: BLE001 - the user's own code failed: show its frames only
         raise UserCodeError(_user_traceback(exc, path)) from None
     return module
+
+
+def _exit_message(exc: SystemExit, path: Path) -> str:
+    """A program that exited while it was imported (sys.exit(), or argparse reading hpvmc's own
+    arguments), at the program's line that did (the exit itself may be deep in a library)."""
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__)
+             if Path(f.filename).resolve() == path.resolve()]
+    loc = Loc(str(path), lines[-1] if lines else 0)
+    return (f"{loc}: error: the program exited (SystemExit: {exc.code}) while hpvmc imported it: "
+            f"put its host code under `if __name__ == \"__main__\":`\n{loc.snippet()}").rstrip()
 
 
 def _user_traceback(exc: BaseException, path: Path) -> str:

@@ -1,0 +1,40 @@
+"""Settings and hpvmc switches under attack: a bad value of an HPVM_* variable is an hpvm_py.errors
+exception naming the variable (never an internal error), docs/settings.md is the table
+settings.py declares, and hpvmc's commands end in their documented exit statuses."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def hpvmc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "hpvm_py.cli", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd, env=env)
+
+
+# -- hpvmc: a program that exits while it is imported ------------------------------------------
+
+
+@pytest.mark.parametrize("body", ["import sys\nsys.exit(0)\n",
+                                  "import argparse\nargparse.ArgumentParser().parse_args()\n"])
+@pytest.mark.parametrize("command", [["check"], ["compile"], ["viz", "-o", "g.dot"],
+                                     ["run", "--graph", "root"]])
+def test_a_program_that_exits_at_import_is_an_error_at_its_line(tmp_path: Path, body: str,
+                                                                 command: list[str]) -> None:
+    """sys.exit() at module level (or argparse, which reads hpvmc's own arguments) ended hpvmc with
+    the program's status: `hpvmc check` exited 0, printing nothing, a program it never checked."""
+    program = tmp_path / "prog.py"
+    program.write_text(body)
+    done = hpvmc(command[0], str(program), *command[1:], cwd=tmp_path)
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    assert f"{program}:2:1: error: the program exited" in done.stderr, done.stderr
+    assert "if __name__" in done.stderr
+    assert "internal error" not in done.stderr and "ok" not in done.stdout
