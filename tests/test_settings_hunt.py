@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from hpvm_py.backends.nvptx import toolchain
+from hpvm_py.errors import CompileError
+from hpvm_py.support.loc import UNKNOWN
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -38,3 +42,21 @@ def test_a_program_that_exits_at_import_is_an_error_at_its_line(tmp_path: Path, 
     assert f"{program}:2:1: error: the program exited" in done.stderr, done.stderr
     assert "if __name__" in done.stderr
     assert "internal error" not in done.stderr and "ok" not in done.stdout
+
+
+# -- HPVM_PTXAS: a program that is no ptxas ------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", ["#!/bin/sh\nexit 0\n", None])
+def test_a_ptxas_that_writes_no_cubin_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        script: str | None) -> None:
+    """HPVM_PTXAS=/bin/true (a program that succeeds without writing the cubin) ended in an
+    internal FileNotFoundError; neither that nor a path that cannot run named the variable."""
+    fake = tmp_path / "ptxas"
+    if script is not None:
+        fake.write_text(script)
+        fake.chmod(0o755)
+    monkeypatch.setenv("HPVM_PTXAS", str(fake))
+    with pytest.raises(CompileError, match="HPVM_PTXAS") as caught:
+        toolchain.assemble(".version 8.0\n.target sm_90\n.address_size 64\n", "sm_90", "k", UNKNOWN)
+    assert caught.value.loc is UNKNOWN

@@ -254,8 +254,17 @@ def assemble(ptx: str, arch: str, name: str, loc: Loc) -> bytes:
             raise CompileError(f"ptxas took more than {PTXAS_TIMEOUT_S} s on leaf {name}", loc) \
                 from None
         except OSError as exc:
-            raise CompileError(f"ptxas ({path}) could not run: {exc}", loc) from None
+            raise CompileError(f"ptxas ({path}) could not run: {exc}{_ptxas_hint()}", loc) from None
         if result.returncode != 0:
             raise CompileError(f"internal: ptxas rejected the PTX of leaf {name}: "
-                               f"{result.stderr.strip()[:2000]}", loc)
-        return output.read_bytes()
+                               f"{result.stderr.strip()[:2000]}{_ptxas_hint()}", loc)
+        try:
+            return output.read_bytes()
+        except OSError:  # it ran and succeeded, but is no ptxas (HPVM_PTXAS=/bin/true)
+            raise CompileError(f"ptxas ({path}) wrote no cubin for leaf {name}{_ptxas_hint()}",
+                               loc) from None
+
+
+def _ptxas_hint() -> str:
+    """Where a failing ptxas came from, when the user chose it."""
+    return f" (check {settings.PTXAS.name})" if settings.PTXAS.text() else ""
