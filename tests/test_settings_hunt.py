@@ -60,3 +60,21 @@ def test_a_ptxas_that_writes_no_cubin_is_refused_by_name(tmp_path: Path, monkeyp
     with pytest.raises(CompileError, match="HPVM_PTXAS") as caught:
         toolchain.assemble(".version 8.0\n.target sm_90\n.address_size 64\n", "sm_90", "k", UNKNOWN)
     assert caught.value.loc is UNKNOWN
+
+
+# -- "bytes" settings: a number too large for any size --------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["99999999999999T", "8388608T", str(1 << 63)])
+def test_a_heap_size_past_any_file_size_is_refused_by_name(tmp_path: Path, value: str) -> None:
+    """HPVM_HEAP_BYTES=99999999999999T passed the setting's check and failed in the heap segment's
+    reservation as an internal OverflowError."""
+    code = "import hpvm_py.distributed as dist\ndist.init(device='cpu')\n"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HPVM_DIST_LAUNCHER": "single",
+           "HPVM_HEAP_BYTES": value, "HPVM_HEAP_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert done.returncode == 1
+    assert f"DistributedError: <string>:2:1: error: HPVM_HEAP_BYTES={value!r} must be a number of " \
+           "bytes, at most 2**63 - 1" in done.stderr, done.stderr
+    assert not list(tmp_path.iterdir())  # no segment left behind

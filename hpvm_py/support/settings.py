@@ -101,20 +101,23 @@ def valid_seconds(value: float) -> bool:
 
 
 _SCALES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+# the most bytes a "bytes" setting may name: a file offset (off_t), what a heap segment's size
+# becomes; HPVM_HEAP_BYTES=99999999999999T failed there as an internal OverflowError
+MAX_BYTES = (1 << 63) - 1
 
 
 def byte_count(setting: Setting, error: type[HPVMError] = HPVMError) -> int | None:
     """A "bytes" setting's value (its default when unset or empty; None when that is empty too): a
-    whole number of bytes in ASCII digits, a K, M, G or T suffix multiplying it by a power of 1024;
-    `error`, naming the setting, for anything else."""
+    whole number of bytes in ASCII digits, a K, M, G or T suffix multiplying it by a power of 1024,
+    at most MAX_BYTES; `error`, naming the setting, for anything else."""
     text = setting.get()
     if not text:
         return None
     scale = _SCALES.get(text[-1].lower(), 1)
     digits = text[:-1] if scale != 1 else text
-    if not is_decimal(digits):
-        raise error(f"{setting.name}={text!r} must be a number of bytes (a K, M, G or T suffix "
-                    "allowed: 64M)")
+    if not is_decimal(digits) or int(digits) * scale > MAX_BYTES:
+        raise error(f"{setting.name}={text!r} must be a number of bytes, at most 2**63 - 1 (a K, "
+                    "M, G or T suffix allowed: 64M)")
     return int(digits) * scale
 
 
