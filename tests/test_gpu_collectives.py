@@ -86,7 +86,7 @@ def test_init_device_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         hpvm.distributed.init(device="tpu")
     assert "test_gpu_collectives.py" in str(info.value)
     monkeypatch.setenv("HPVM_DIST_DEVICE", "gpu0")
-    with pytest.raises(DistributedError, match=r"device='gpu0'"):
+    with pytest.raises(DistributedError, match=r"HPVM_DIST_DEVICE='gpu0'"):
         hpvm.distributed.init()
     if not cuda_available():
         monkeypatch.delenv("HPVM_DIST_DEVICE")

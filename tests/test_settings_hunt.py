@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from hpvm_py.backends.nvptx import toolchain
-from hpvm_py.errors import CompileError
+from hpvm_py.device import cuda_available
+from hpvm_py.distributed import ranks
+from hpvm_py.errors import CompileError, DistributedError
 from hpvm_py.support.loc import UNKNOWN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,3 +80,17 @@ def test_a_heap_size_past_any_file_size_is_refused_by_name(tmp_path: Path, value
     assert f"DistributedError: <string>:2:1: error: HPVM_HEAP_BYTES={value!r} must be a number of " \
            "bytes, at most 2**63 - 1" in done.stderr, done.stderr
     assert not list(tmp_path.iterdir())  # no segment left behind
+
+
+# -- HPVM_DIST_DEVICE: named in its errors ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["GPU", "tpu"] + ([] if cuda_available() else ["cuda"]))
+def test_a_bad_dist_device_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """The errors said `hpvm.distributed.init(): device='GPU'` to a program whose init() named
+    no device: the value came from HPVM_DIST_DEVICE, which they did not name."""
+    monkeypatch.setenv("HPVM_DIST_DEVICE", value)
+    with pytest.raises(DistributedError, match=f"HPVM_DIST_DEVICE={value!r}"):
+        ranks.device_kind(None)
+    with pytest.raises(DistributedError, match=f"device={value!r}"):  # the argument, as it was
+        ranks.device_kind(value)

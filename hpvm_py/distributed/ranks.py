@@ -117,12 +117,14 @@ def device_kind(device: str | None) -> str:
         return "cuda" if TARGETS[chosen].gpu and cuda_available() else "cpu"
     if not chosen:
         return "cuda" if cuda_available() else "cpu"
+    # what the user wrote: the argument, else the variable (which no init() call names)
+    given = f"device={chosen!r}" if device else f"{settings.DIST_DEVICE.name}={chosen!r}"
     if chosen not in DEVICES:
-        raise DistributedError(f"hpvm.distributed.init(): device={chosen!r} is not one of "
+        raise DistributedError(f"hpvm.distributed.init(): {given} is not one of "
                                f"{', '.join(DEVICES)}, nor a target ({', '.join(TARGETS)})")
     if chosen == "cuda":
         if not cuda_available():
-            raise DistributedError("hpvm.distributed.init(): device='cuda', but torch sees no CUDA GPU")
+            raise DistributedError(f"hpvm.distributed.init(): {given}, but torch sees no CUDA GPU")
     return chosen
 
 
