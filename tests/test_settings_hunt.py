@@ -4,6 +4,7 @@ settings.py declares, and hpvmc's commands end in their documented exit statuses
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -13,8 +14,9 @@ import pytest
 
 from hpvm_py.backends.nvptx import toolchain
 from hpvm_py.device import cuda_available
-from hpvm_py.distributed import ranks
+from hpvm_py.distributed import chooser, ranks
 from hpvm_py.errors import CompileError, DistributedError
+from hpvm_py.support import settings
 from hpvm_py.support.loc import UNKNOWN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,3 +96,20 @@ def test_a_bad_dist_device_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, v
         ranks.device_kind(None)
     with pytest.raises(DistributedError, match=f"device={value!r}"):  # the argument, as it was
         ranks.device_kind(value)
+
+
+# -- docs/settings.md is the table settings.py declares -----------------------------------------
+
+
+def test_each_row_of_the_settings_doc_is_the_declared_setting() -> None:
+    """The rows of HPVM_COMM_PUSH_BYTES and HPVM_COMM_ONE_SHOT_PUSH_BYTES differed from what
+    `hpvmc config` prints, the first with defaults the chooser does not have (4 MiB on 2 GPUs, 8
+    MiB on 4: it has 1 and 4). Every row: the variable's kind, default and help, word for word."""
+    text = (ROOT / "docs" / "settings.md").read_text()
+    rows = dict(re.findall(r"^\| `(HPVMC?_\w+)` \| (.*) \|$", text, re.MULTILINE))
+    expected = {s.name: f"{s.kind} | {f'`{s.default}`' if s.default else '-'} | {s.help}"
+                for s in settings.SETTINGS}
+    assert rows == expected
+    assert chooser.push_threshold(2) == 1 << 20 and chooser.push_threshold(4) == 4 << 20
+    assert chooser.push_threshold(4, elem_bytes=4) == 1 << 20
+    assert chooser.one_shot_push_threshold(2) == chooser.one_shot_push_threshold(4) == 512 << 10

@@ -241,9 +241,10 @@ COMM_STREAM_BYTES = _declare("HPVM_COMM_STREAM_BYTES", "bytes", "", "two GPU ran
                              "larger than this with the stream kernel (default: none; two-shot was faster at every size measured)")
 COMM_ONE_SHOT_PUSH_BYTES = _declare("HPVM_COMM_ONE_SHOT_PUSH_BYTES", "bytes", "", "GPU ranks on one host run "
                                     "all-reduces up to this size (at most 512 KiB) one-shot by stores (default: "
-                                    "measured per world size)")
+                                    "measured per world size: 512 KiB on 2 and 4 GPUs)")
 COMM_PUSH_BYTES = _declare("HPVM_COMM_PUSH_BYTES", "bytes", "", "GPU ranks on one host run all-reduces "
-                           "larger than this with two-shot by stores (default: measured per world size)")
+                           "larger than this with two-shot by stores (default: measured per world "
+                           "size: 1 MiB on 2 GPUs, 4 MiB on 4, 1 MiB for 4-byte elements there)")
 COMM_FORCE_REMOTE = _declare("HPVM_COMM_FORCE_REMOTE", "flag", "0", "1: every rank counts as a "
                              "host of its own (tests the between-host collectives on one machine)")
 
