@@ -404,6 +404,9 @@ def cmd_viz(args: argparse.Namespace) -> int:
     fmt = out.suffix.lstrip(".")
     if fmt not in ("dot", "svg", "png"):
         raise UsageError(f"viz writes .dot, .svg or .png, not {out.name}")
+    # its folder made as compile -o and run --trace make theirs: Graphviz reported a missing one
+    # as its own failure (exit status 1), a .dot file as a usage error
+    _output_dir(str(out.parent))
     (name, graph, _), = _load(args.file, args.graph, need_one=True)
     text = module_to_dot(graph.module(), hide_scalars=args.hide_scalars, legend=args.legend,
                          profile=load_summary(args.profile) if args.profile else None)

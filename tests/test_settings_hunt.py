@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -113,3 +114,37 @@ def test_each_row_of_the_settings_doc_is_the_declared_setting() -> None:
     assert chooser.push_threshold(2) == 1 << 20 and chooser.push_threshold(4) == 4 << 20
     assert chooser.push_threshold(4, elem_bytes=4) == 1 << 20
     assert chooser.one_shot_push_threshold(2) == chooser.one_shot_push_threshold(4) == 512 << 10
+
+
+# -- hpvmc viz -o in a folder that does not exist yet ---------------------------------------------
+
+VIZ_PROGRAM = textwrap.dedent('''
+    import hpvm_py as hpvm
+    from hpvm_py import In, Out, Ptr, f32, i64
+
+    @hpvm.leaf
+    def double(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
+        i = hpvm.instance_id(0)
+        b[i] = a[i] * 2.0
+
+    @hpvm.graph
+    def root(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64, n: i64):
+        hpvm.node(double, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes)
+''')
+
+
+@pytest.mark.parametrize("suffix", ["dot", pytest.param("svg", marks=pytest.mark.skipif(
+    shutil.which("dot") is None, reason="needs Graphviz"))])
+def test_viz_makes_the_folder_of_its_output(tmp_path: Path, suffix: str) -> None:
+    """-o in a missing folder: a .dot was a usage error (exit 2), a .svg Graphviz's failure (exit
+    1); compile -o and run --trace make their folders."""
+    program = tmp_path / "prog.py"
+    program.write_text(VIZ_PROGRAM)
+    out = tmp_path / "pictures" / "new" / f"root.{suffix}"
+    done = hpvmc("viz", str(program), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    done = hpvmc("viz", str(program), "-o", str(blocked / f"root.{suffix}"))
+    assert done.returncode == 2 and "cannot create the folder" in done.stderr, done.stderr
