@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from hpvm_py.backends.cpu import threads
 from hpvm_py.backends.nvptx import toolchain
 from hpvm_py.device import cuda_available
 from hpvm_py.distributed import chooser, ranks
-from hpvm_py.errors import CompileError, DistributedError
+from hpvm_py.errors import CompileError, DistributedError, LaunchError
 from hpvm_py.support import settings
 from hpvm_py.support.loc import UNKNOWN
 
@@ -148,3 +149,17 @@ def test_viz_makes_the_folder_of_its_output(tmp_path: Path, suffix: str) -> None
     blocked.write_text("")
     done = hpvmc("viz", str(program), "-o", str(blocked / f"root.{suffix}"))
     assert done.returncode == 2 and "cannot create the folder" in done.stderr, done.stderr
+
+
+# -- HPVM_CPU_SPINS: a number the pool's code cannot hold ----------------------------------------
+
+
+@pytest.mark.parametrize("value", [str(1 << 63), str(1 << 64), "9" * 30])
+def test_a_spin_count_past_an_i64_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """The count becomes an i64 constant of the pool's generated code, which LLVM wraps:
+    HPVM_CPU_SPINS=18446744073709551616 (asking to spin for ever) made workers that never spin."""
+    monkeypatch.setenv("HPVM_CPU_SPINS", value)
+    with pytest.raises(LaunchError, match=f"HPVM_CPU_SPINS={value!r}"):
+        threads.idle_spins(4)
+    monkeypatch.setenv("HPVM_CPU_SPINS", str((1 << 63) - 1))
+    assert threads.idle_spins(4) == (1 << 63) - 1

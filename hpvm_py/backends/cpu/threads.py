@@ -256,9 +256,10 @@ def idle_spins(threads: int) -> int:
     """How long an idle worker of a pool of `threads` spins before it sleeps (HPVM_CPU_SPINS)."""
     text = settings.CPU_SPINS.text()
     if text is not None:
-        if not settings.is_decimal(text):
+        # (an i64 constant of the pool's code: LLVM wraps a larger one, 2**64 to no spin at all)
+        if not settings.is_decimal(text) or int(text) >= 1 << 63:
             raise LaunchError(f"HPVM_CPU_SPINS={text!r}: a number of pause iterations "
-                              "(0 or more) is expected")
+                              "(0 to 2**63 - 1) is expected")
         return int(text)
     return IDLE_SPINS if threads <= LARGE_POOL else LARGE_POOL_SPINS
 
