@@ -11,14 +11,18 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import hpvm_py as hpvm
+from hpvm_py import In, Out, Ptr, f32, i64
+from hpvm_py.backends import registry
 from hpvm_py.backends.cpu import threads
 from hpvm_py.backends.nvptx import toolchain
 from hpvm_py.device import cuda_available
 from hpvm_py.distributed import chooser, ranks
 from hpvm_py.errors import CompileError, DistributedError, LaunchError
-from hpvm_py.support import settings
+from hpvm_py.support import settings, stats
 from hpvm_py.support.loc import UNKNOWN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,3 +167,51 @@ def test_a_spin_count_past_an_i64_is_refused_by_name(monkeypatch: pytest.MonkeyP
         threads.idle_spins(4)
     monkeypatch.setenv("HPVM_CPU_SPINS", str((1 << 63) - 1))
     assert threads.idle_spins(4) == (1 << 63) - 1
+
+
+# -- HPVM_CPU_NONTEMPORAL changed between launches ------------------------------------------------
+
+
+@hpvm.leaf
+def vadd(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    i = hpvm.instance_id(0)
+    c[i] = a[i] + b[i]
+
+
+@hpvm.graph
+def vadd_graph(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: Out[Ptr[f32]],
+               c_bytes: i64, n: i64):
+    hpvm.node(vadd, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c, c_bytes=c_bytes)
+
+
+@pytest.mark.skipif(not registry.available("cpu"), reason="needs the cpu target")
+def test_a_store_setting_changed_between_launches_is_seen_by_the_next(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay (the same buffers again) ran the store driver its recording chose: after
+    HPVM_CPU_NONTEMPORAL=off, =on changed nothing for the graph's next launches, and a bad value
+    went unnoticed; the normal path reads the variable at each launch."""
+    rng = np.random.default_rng()
+    n = 1 << 14
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    c = np.zeros(n, np.float32)
+
+    def launch() -> dict[str, int]:
+        before = stats.snapshot()
+        c[:] = 0
+        hpvm.wait(hpvm.launch(vadd_graph, a, a.nbytes, b, b.nbytes, c, c.nbytes, n))
+        hpvm.request_memory(c)
+        np.testing.assert_array_equal(c, a + b)
+        after = stats.snapshot()
+        return {k: after.get(k, 0) - before.get(k, 0)
+                for k in ("replayed_launches", "cpu_nontemporal_launches")}
+
+    with hpvm.runtime("cpu"):
+        monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "off")
+        launch()
+        assert launch() == {"replayed_launches": 1, "cpu_nontemporal_launches": 0}
+        monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "on")
+        assert launch() == {"replayed_launches": 0, "cpu_nontemporal_launches": 1}
+        assert launch()["replayed_launches"] == 1  # recorded again, under the new value
+        monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "bogus")
+        with pytest.raises(LaunchError, match="HPVM_CPU_NONTEMPORAL='bogus'"):
+            launch()

@@ -135,6 +135,9 @@ class Recording:
     # HPVM_GPU_DEVICE when it was recorded: its launches run on the device that named (read per
     # launch, so a launch after it changed takes the normal path, to the device it names now)
     gpu_setting: str | None = field(default_factory=settings.GPU_DEVICE.text)
+    # HPVM_CPU_NONTEMPORAL when it was recorded: its cpu launches hold the store driver it chose
+    # (read per launch: a launch after it changed takes the normal path, which reads it again)
+    stores_setting: str | None = field(default_factory=settings.CPU_NONTEMPORAL.text)
     # the tracker (of the runtime) it was recorded with: its objects are that tracker's, so it
     # serves launches of that runtime only (one stopping while another thread starts the next)
     tracker: MemoryTracker | None = None
@@ -209,14 +212,16 @@ class Recording:
 
     def same_key(self, args: tuple[Any, ...], tracker: MemoryTracker) -> bool:
         """Whether a launch with `args` on `tracker`'s runtime has its integer arguments, runtime,
-        HPVM_GPU_DEVICE and world (its buffers aside)."""
+        HPVM_GPU_DEVICE, HPVM_CPU_NONTEMPORAL and world (its buffers aside)."""
         return len(args) == len(self.args) and self._same_place(tracker) and \
             self._same_values(args)
 
     def _same_place(self, tracker: MemoryTracker) -> bool:
         """Whether it was recorded with `tracker` (the launch's runtime), under the current
-        HPVM_GPU_DEVICE, in the current world (None: no world, both times)."""
-        if tracker is not self.tracker or settings.GPU_DEVICE.text() != self.gpu_setting:
+        HPVM_GPU_DEVICE and HPVM_CPU_NONTEMPORAL, in the current world (None: no world, both
+        times)."""
+        if tracker is not self.tracker or settings.GPU_DEVICE.text() != self.gpu_setting or \
+                settings.CPU_NONTEMPORAL.text() != self.stores_setting:
             return False
         key, now = self.world, current_world()
         if key is None or now is None:
