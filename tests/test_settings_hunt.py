@@ -215,3 +215,39 @@ def test_a_store_setting_changed_between_launches_is_seen_by_the_next(
         monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "bogus")
         with pytest.raises(LaunchError, match="HPVM_CPU_NONTEMPORAL='bogus'"):
             launch()
+
+
+# -- HPVM_PTXAS changed between compiles ---------------------------------------------------------
+
+FAKE_PTXAS = """#!{python}
+import sys
+if sys.argv[1] == "--version":
+    print("fake ptxas {tag}")
+    sys.exit(0)
+# a CUDA ELF image as far as the cache's check reads (e_machine 190), tagged with its maker
+open(sys.argv[sys.argv.index("-o") + 1], "wb").write(b"\\x7fELF" + bytes(14) + b"\\xbe\\x00" + b"{tag}")
+"""
+
+
+@hpvm.graph
+def vadd_small(a: In[Ptr[f32]], a_bytes: i64, b: In[Ptr[f32]], b_bytes: i64, c: Out[Ptr[f32]],
+               c_bytes: i64):
+    hpvm.node(vadd, grid=(64,), a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, c=c, c_bytes=c_bytes)
+
+
+@pytest.mark.skipif(not registry.compilable("nvptx"), reason="the nvptx target cannot compile here")
+def test_a_ptxas_set_between_compiles_assembles_the_next_cubin(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cubin's disk cache key held the version of the first ptxas the process ran (read once):
+    after HPVM_PTXAS named another, a compile got the first one's cubin from the disk cache and
+    the ptxas asked for never ran."""
+    monkeypatch.setenv("HPVM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("HPVM_NO_CACHE", raising=False)
+    for tag in ("A", "B"):
+        fake = tmp_path / f"ptxas-{tag}"
+        fake.write_text(FAKE_PTXAS.format(python=sys.executable, tag=tag))
+        fake.chmod(0o755)
+        monkeypatch.setenv("HPVM_PTXAS", str(fake))
+        vadd_small.compiled_for.clear()  # a compile of its own (the graph keeps what it compiled)
+        kernel, = [k for _, _, k in hpvm.compile(vadd_small, target="nvptx").leaf_kernels()]
+        assert kernel.cubin.endswith(tag.encode())

@@ -224,9 +224,15 @@ def cubin_problem(data: bytes) -> str | None:
     return None
 
 
-@functools.cache
 def ptxas_version() -> str:
-    path = ptxas_path()
+    """What the ptxas in use says its version is (part of a cubin's disk cache key)."""
+    return _version_of(ptxas_path())
+
+
+@functools.cache
+def _version_of(path: Path | None) -> str:
+    """Per path: HPVM_PTXAS may change while a program runs (to step around a ptxas bug), and
+    the cubins of the first ptxas must not serve the next."""
     if path is None:
         return "none"
     try:
