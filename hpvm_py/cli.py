@@ -443,7 +443,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
         root, count, nbytes = cache.clear()
         print(f"{root}: {count} entries removed ({_size(nbytes)})")
         return 0
-    held = cache.entries(root) if root.is_dir() else []
+    root, held = cache.held()
     bound = cache.max_bytes()
     limit = f"at most {_size(bound)}" if bound else "no bound"
     print(f"{root}: {len(held)} entries, {_size(sum(e.nbytes for e in held))} "

@@ -251,3 +251,24 @@ def test_a_ptxas_set_between_compiles_assembles_the_next_cubin(tmp_path: Path,
         vadd_small.compiled_for.clear()  # a compile of its own (the graph keeps what it compiled)
         kernel, = [k for _, _, k in hpvm.compile(vadd_small, target="nvptx").leaf_kernels()]
         assert kernel.cubin.endswith(tag.encode())
+
+
+# -- hpvmc cache on a directory compiles do not use ----------------------------------------------
+
+
+def test_hpvmc_cache_says_that_a_cache_not_private_to_this_user_is_not_used(tmp_path: Path) -> None:
+    """`hpvmc cache` counted the entries of a group-writable cache directory, without a word,
+    while every compile refused it with a warning (and `--clear` left it alone)."""
+    folder = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HPVM_CACHE_DIR": str(folder)}
+    env.pop("HPVM_NO_CACHE", None)
+    subprocess.run([sys.executable, "-m", "hpvm_py.cli", "compile", str(ROOT / "examples" / "saxpy.py"),
+                    "--emit", "llvm"], capture_output=True, env=env, timeout=300, check=True)
+    listed = subprocess.run([sys.executable, "-m", "hpvm_py.cli", "cache"], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert listed.returncode == 0 and " 0 entries" not in listed.stdout, listed.stdout
+    folder.chmod(0o777)
+    listed = subprocess.run([sys.executable, "-m", "hpvm_py.cli", "cache"], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert listed.returncode == 0 and f"{folder}: 0 entries" in listed.stdout, listed.stdout
+    assert "writable by another user: it is not used" in listed.stderr, listed.stderr

@@ -268,6 +268,13 @@ def trim(root: Path, bound: int, coming: int = 0) -> int:
     return removed
 
 
+def held() -> tuple[Path, list[Entry]]:
+    """The directory and its entries (`hpvmc cache`): none where it may not be used, as compiles
+    and clear() see it (a warning says why)."""
+    root = cache_dir()
+    return root, entries(root) if _usable_dir() is not None else []
+
+
 def clear() -> tuple[Path, int, int]:
     """Remove every entry: the directory, the entries and the bytes removed (`hpvmc cache --clear`)."""
     root = cache_dir()
