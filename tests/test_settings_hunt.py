@@ -21,7 +21,7 @@ from hpvm_py.backends.cpu import threads
 from hpvm_py.backends.nvptx import toolchain
 from hpvm_py.device import cuda_available
 from hpvm_py.distributed import chooser, ranks
-from hpvm_py.errors import CompileError, DistributedError, LaunchError
+from hpvm_py.errors import CompileError, DistributedError, HPVMError, LaunchError
 from hpvm_py.support import settings, stats
 from hpvm_py.support.loc import UNKNOWN
 
@@ -272,3 +272,20 @@ def test_hpvmc_cache_says_that_a_cache_not_private_to_this_user_is_not_used(tmp_
                             text=True, env=env, timeout=120)
     assert listed.returncode == 0 and f"{folder}: 0 entries" in listed.stdout, listed.stdout
     assert "writable by another user: it is not used" in listed.stderr, listed.stderr
+
+
+# -- "seconds" settings are numbers in ASCII, as the others -------------------------------------
+
+
+@pytest.mark.parametrize("value", ["\u0665", "\u0661\u0660", "\uff15", "1_0", " 5", "5\n"])
+def test_a_timeout_not_in_ascii_digits_is_refused_by_name(monkeypatch: pytest.MonkeyPatch,
+                                                          value: str) -> None:
+    """float() read HPVM_COMM_TIMEOUT=\u0665 (Arabic-Indic five) as 5 seconds, and "1_0" as 10,
+    where every other number setting refuses them (settings.md: "A number is written in ASCII
+    digits")."""
+    monkeypatch.setenv("HPVM_COMM_TIMEOUT", value)
+    with pytest.raises(HPVMError, match="HPVM_COMM_TIMEOUT"):
+        settings.positive_seconds(settings.COMM_TIMEOUT)
+    for text, seconds in (("5", 5.0), ("2.5", 2.5), ("1e3", 1000.0)):
+        monkeypatch.setenv("HPVM_COMM_TIMEOUT", text)
+        assert settings.positive_seconds(settings.COMM_TIMEOUT) == seconds

@@ -126,7 +126,9 @@ def positive_seconds(setting: Setting, error: type[HPVMError] = HPVMError) -> fl
     when it is no positive number of at most MAX_SECONDS."""
     text = setting.get()
     try:
-        value = float(text)
+        # in ASCII, as every number setting: float() also reads other scripts' digits ("\u0665"),
+        # digits grouped by underscores ("1_0") and spaces around them
+        value = float(text) if text.isascii() and "_" not in text and text == text.strip() else -1.0
     except ValueError:
         value = -1.0
     if not valid_seconds(value):
