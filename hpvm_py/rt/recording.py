@@ -101,6 +101,14 @@ class Acquire:
     copied_in: bool  # an Out buffer read as InOut (rt/executor.py's uncovered_outs)
 
 
+def _held_settings() -> tuple[str | None, ...]:
+    """The settings a recording's launches hold, as the user wrote them: HPVM_GPU_DEVICE (the
+    device they run on), HPVM_CPU_NONTEMPORAL (the cpu store driver), HPVM_TRITON_LAUNCHER (the gpu
+    launcher)."""
+    return (settings.GPU_DEVICE.text(), settings.CPU_NONTEMPORAL.text(),
+            settings.TRITON_LAUNCHER.text())
+
+
 @dataclass(eq=False)  # one recording is equal only to itself (Replays finds it by identity)
 class Recording:
     args: tuple[Any, ...]  # the root arguments; a buffer as a weak reference to its tracked object
@@ -132,12 +140,10 @@ class Recording:
     # the distributed world it was recorded in, weakly held: a remote access's packed heap bases
     # point into that world's heaps (unmapped once it is left), so it serves that world only
     world: Any = field(default_factory=lambda: _world_key())
-    # HPVM_GPU_DEVICE when it was recorded: its launches run on the device that named (read per
-    # launch, so a launch after it changed takes the normal path, to the device it names now)
-    gpu_setting: str | None = field(default_factory=settings.GPU_DEVICE.text)
-    # HPVM_CPU_NONTEMPORAL when it was recorded: its cpu launches hold the store driver it chose
-    # (read per launch: a launch after it changed takes the normal path, which reads it again)
-    stores_setting: str | None = field(default_factory=settings.CPU_NONTEMPORAL.text)
+    # the settings its launches hold (the device, the cpu store driver, the gpu launcher) when it
+    # was recorded; read per launch: a launch after one changed takes the normal path, which
+    # reads them again
+    held_settings: tuple[str | None, ...] = field(default_factory=_held_settings)
     # the tracker (of the runtime) it was recorded with: its objects are that tracker's, so it
     # serves launches of that runtime only (one stopping while another thread starts the next)
     tracker: MemoryTracker | None = None
@@ -212,16 +218,14 @@ class Recording:
 
     def same_key(self, args: tuple[Any, ...], tracker: MemoryTracker) -> bool:
         """Whether a launch with `args` on `tracker`'s runtime has its integer arguments, runtime,
-        HPVM_GPU_DEVICE, HPVM_CPU_NONTEMPORAL and world (its buffers aside)."""
+        held settings and world (its buffers aside)."""
         return len(args) == len(self.args) and self._same_place(tracker) and \
             self._same_values(args)
 
     def _same_place(self, tracker: MemoryTracker) -> bool:
-        """Whether it was recorded with `tracker` (the launch's runtime), under the current
-        HPVM_GPU_DEVICE and HPVM_CPU_NONTEMPORAL, in the current world (None: no world, both
-        times)."""
-        if tracker is not self.tracker or settings.GPU_DEVICE.text() != self.gpu_setting or \
-                settings.CPU_NONTEMPORAL.text() != self.stores_setting:
+        """Whether it was recorded with `tracker` (the launch's runtime), under the current held
+        settings, in the current world (None: no world, both times)."""
+        if tracker is not self.tracker or _held_settings() != self.held_settings:
             return False
         key, now = self.world, current_world()
         if key is None or now is None:

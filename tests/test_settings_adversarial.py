@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, f32, i64
@@ -215,6 +216,37 @@ def test_a_store_setting_changed_between_launches_is_seen_by_the_next(
         monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "bogus")
         with pytest.raises(LaunchError, match="HPVM_CPU_NONTEMPORAL='bogus'"):
             launch()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs a CUDA GPU (Triton's interpreter records no launches; runs on the GPU machines)")
+def test_a_launcher_setting_changed_between_launches_is_seen_by_the_next(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for HPVM_TRITON_LAUNCHER: a recording's gpu launches hold the launcher chosen
+    when it was made, so a changed value must send the next launch down the normal path."""
+    rng = np.random.default_rng()
+    n = 256
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    c = np.zeros(n, np.float32)
+
+    def replayed() -> int:
+        before = stats.snapshot().get("replayed_launches", 0)
+        c[:] = 0
+        hpvm.wait(hpvm.launch(vadd_graph, a, a.nbytes, b, b.nbytes, c, c.nbytes, n))
+        hpvm.request_memory(c)
+        np.testing.assert_array_equal(c, a + b)
+        return stats.snapshot().get("replayed_launches", 0) - before
+
+    with hpvm.runtime("gpu"):
+        monkeypatch.setenv("HPVM_TRITON_LAUNCHER", "own")
+        replayed()
+        assert replayed() == 1
+        monkeypatch.setenv("HPVM_TRITON_LAUNCHER", "triton")
+        assert replayed() == 0
+        assert replayed() == 1  # recorded again, under the new value
+        monkeypatch.setenv("HPVM_TRITON_LAUNCHER", "bogus")
+        with pytest.raises(LaunchError, match="HPVM_TRITON_LAUNCHER='bogus'"):
+            replayed()
 
 
 # -- HPVM_PTXAS changed between compiles ---------------------------------------------------------
