@@ -188,8 +188,10 @@ def _roots(graphs: dict[str, GraphDef]) -> dict[str, GraphDef]:
     return {name: g for name, g in graphs.items() if id(g) not in children}
 
 
-def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, ModuleType | None]]:
-    """(name, graph object, python module) for the graphs to work on."""
+def _load(file: str, graph: str | None, need_one: bool,
+          need_graph: bool = True) -> tuple[ModuleType | None, list[tuple[str, Any]]]:
+    """The python module (None for a .hpvm file) and the (name, graph object) pairs to work on;
+    none where the program has no graph and `need_graph` is off (check: its leaves alone)."""
     path = Path(file)
     if not path.exists():
         raise UsageError(f"{file}: no such file")
@@ -206,7 +208,7 @@ def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, 
         assert isinstance(loaded, LoadedGraph)
         if graph is not None and graph != loaded.name:
             raise UsageError(f"{file} holds graph {loaded.name!r}, not {graph!r}")
-        return [(loaded.name, loaded, None)]
+        return None, [(loaded.name, loaded)]
     if path.suffix != ".py":
         raise UsageError(f"{file}: expected a .py program or a .hpvm file")
     module = _import_program(path)
@@ -215,14 +217,14 @@ def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, 
         if graph not in graphs:
             known = ", ".join(sorted(graphs)) or "none"
             raise UsageError(f"{file} has no @hpvm.graph named {graph!r} (graphs: {known})")
-        return [(graph, graphs[graph], module)]
+        return module, [(graph, graphs[graph])]
     roots = _roots(graphs)
-    if not roots:
+    if not roots and need_graph:
         raise UsageError(f"{file} defines no @hpvm.graph")
     if need_one and len(roots) > 1:
         raise UsageError(f"{file} has several root graphs ({', '.join(sorted(roots))}): choose one "
                          "with --graph")
-    return [(name, g, module) for name, g in roots.items()]
+    return module, list(roots.items())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -230,8 +232,7 @@ def _load(file: str, graph: str | None, need_one: bool) -> list[tuple[str, Any, 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    targets = _load(args.file, args.graph, need_one=False)
-    module = targets[0][2]
+    module, targets = _load(args.file, args.graph, need_one=False, need_graph=False)
     leaves: dict[str, Any] = {}
     if module is not None:  # every leaf and helper, used or not, must lower
         for obj in vars(module).values():
@@ -239,8 +240,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                 ir = obj.ir
                 if isinstance(obj, LeafDef):
                     leaves[ir.name] = ir
+    if not targets and not leaves:
+        raise UsageError(f"{args.file} defines no @hpvm.graph and no @hpvm.leaf")
     total_nodes = 0
-    for name, graph, _ in targets:
+    for name, graph in targets:
         ir = graph.module()
         verify_module(ir)
         run_passes(ir)
@@ -267,7 +270,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.variants and all(EMITS[kind][1] is None for kind in emits):
         raise UsageError("--variants writes a leaf's other kernels: use it with --emit triton "
                          "(the cpu and nvptx targets make one kernel a leaf)")
-    (name, graph, _), = _load(args.file, args.graph, need_one=True)
+    _, [(name, graph)] = _load(args.file, args.graph, need_one=True)
     out_dir = _output_dir(args.output) if args.output else None
     to_stdout: list[tuple[str, str, str]] = []  # (file name, kind, text)
 
@@ -392,7 +395,7 @@ def _run_graph(args: argparse.Namespace) -> int:
     if args.program_args:
         raise UsageError(f"unexpected arguments {' '.join(args.program_args)}: a graph takes its "
                          "values from --set NAME=VALUE")
-    (_, graph, _), = _load(args.file, args.graph, need_one=True)
+    _, [(_, graph)] = _load(args.file, args.graph, need_one=True)
     try:
         return run_graph(graph, args, _progress)
     except RunUsageError as exc:
@@ -407,7 +410,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     # its folder made as compile -o and run --trace make theirs: Graphviz reported a missing one
     # as its own failure (exit status 1), a .dot file as a usage error
     _output_dir(str(out.parent))
-    (name, graph, _), = _load(args.file, args.graph, need_one=True)
+    _, [(name, graph)] = _load(args.file, args.graph, need_one=True)
     text = module_to_dot(graph.module(), hide_scalars=args.hide_scalars, legend=args.legend,
                          profile=load_summary(args.profile) if args.profile else None)
     if fmt == "dot":

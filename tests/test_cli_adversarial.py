@@ -73,7 +73,7 @@ def test_a_tuple_of_one_root_comes_back_as_a_tuple_after_load(tmp_path: Path) ->
     assert hpvmc("compile", str(program), "-o", str(tmp_path / "out"))[0] == 0
     assert "-> (f32,)" in (tmp_path / "out" / "root.hpvm").read_text(encoding="utf-8")
     loaded = hpvm.load(tmp_path / "out")
-    python_root = cli._load(str(program), "root", need_one=True)[0][1]
+    python_root = cli._load(str(program), "root", need_one=True)[1][0][1]
     x = np.random.default_rng(7).random(13, dtype=np.float32)
     for target in ("python", "cpu"):
         want, _ = launch(python_root, target, [x, x.nbytes, 13])
@@ -99,7 +99,7 @@ def test_a_leaf_written_as_a_tuple_of_one_is_refused_at_its_line(tmp_path: Path)
 def test_saxpy_compiled_and_loaded_matches_the_python_graph_bit_for_bit(tmp_path: Path) -> None:
     assert hpvmc("compile", str(SAXPY), "-o", str(tmp_path / "out"))[0] == 0
     loaded = hpvm.load(tmp_path / "out")
-    python_root = cli._load(str(SAXPY), "root", need_one=True)[0][1]
+    python_root = cli._load(str(SAXPY), "root", need_one=True)[1][0][1]
     rng = np.random.default_rng(20261124)
     n = 1000 + int(rng.integers(0, 100))
     x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
@@ -253,3 +253,32 @@ def test_dot_draws_odd_names_as_they_are(tmp_path: Path, name: str) -> None:
 
     drawn = [html.unescape(t) for t in re.findall(r"<text[^>]*>(.*?)</text>", result.stdout.decode())]
     assert name in drawn, drawn
+
+
+LEAVES_ONLY = '''
+import hpvm_py as hpvm
+from hpvm_py import In, Out, Ptr, f32, i64
+
+
+@hpvm.leaf
+def scale(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    c[i] = {value} * a[i]
+'''
+
+
+def test_check_takes_a_file_of_leaves_without_a_graph(tmp_path: Path) -> None:
+    """docs/cli.md: check verifies every leaf, those no graph uses included; a file of leaves
+    alone (a library of kernels) was refused as defining no graph, its leaves never checked."""
+    good, bad, empty = tmp_path / "good.py", tmp_path / "bad.py", tmp_path / "empty.py"
+    good.write_text(LEAVES_ONLY.format(value="2.0"))
+    bad.write_text(LEAVES_ONLY.format(value="undefined_name"))
+    empty.write_text("x = 1\n")
+    assert hpvmc("check", str(good)) == (0, "")
+    code, err = hpvmc("check", str(bad))
+    assert code == 1 and f"{bad}:9:12:" in err and "undefined_name" in err
+    code, err = hpvmc("check", str(empty))
+    assert code == 2 and "defines no @hpvm.graph and no @hpvm.leaf" in err
+    # the commands that need a graph still say so
+    code, err = hpvmc("viz", str(good), "-o", str(tmp_path / "g.dot"))
+    assert code == 2 and "defines no @hpvm.graph" in err
