@@ -361,6 +361,9 @@ def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> An
     if is_buffer(arg):
         if len(arg.shape) != 0:
             raise LaunchError(f"{where} is a scalar {t}, not a buffer", caller_loc())
+        if not isinstance(arg, np.ndarray) and arg.is_meta:  # (its item() is torch's error)
+            raise LaunchError(f"{where} is a meta tensor, which has a shape but no value: pass "
+                              "a number", caller_loc())
         arg = arg.item()  # a 0-d array or tensor is a number
     if isinstance(arg, np.generic):
         arg = arg.item()

@@ -1,0 +1,88 @@
+"""Objects users pass to launch as scalars: NumPy scalars of every kind, 0-d arrays and tensors.
+Each is the number it holds, or a LaunchError at the user's line: never an internal error, a
+refusal of a number as "not a number", or a value the object does not hold."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py import Out, Ptr, bf16, f16, f32, f64, i64
+from hpvm_py.errors import LaunchError
+
+HERE = __file__
+
+
+@hpvm.leaf
+def take_f32_leaf(c: Out[Ptr[f64]], c_bytes: i64, k: f32):
+    c[0] = f64(k)
+
+
+@hpvm.graph
+def take_f32(c: Out[Ptr[f64]], c_bytes: i64, k: f32):
+    hpvm.node(take_f32_leaf, c=c, c_bytes=c_bytes, k=k)
+
+
+@hpvm.leaf
+def take_f64_leaf(c: Out[Ptr[f64]], c_bytes: i64, k: f64):
+    c[0] = k
+
+
+@hpvm.graph
+def take_f64(c: Out[Ptr[f64]], c_bytes: i64, k: f64):
+    hpvm.node(take_f64_leaf, c=c, c_bytes=c_bytes, k=k)
+
+
+@hpvm.leaf
+def take_f16_leaf(c: Out[Ptr[f64]], c_bytes: i64, k: f16):
+    c[0] = f64(k)
+
+
+@hpvm.graph
+def take_f16(c: Out[Ptr[f64]], c_bytes: i64, k: f16):
+    hpvm.node(take_f16_leaf, c=c, c_bytes=c_bytes, k=k)
+
+
+@hpvm.leaf
+def take_bf16_leaf(c: Out[Ptr[f64]], c_bytes: i64, k: bf16):
+    c[0] = f64(k)
+
+
+@hpvm.graph
+def take_bf16(c: Out[Ptr[f64]], c_bytes: i64, k: bf16):
+    hpvm.node(take_bf16_leaf, c=c, c_bytes=c_bytes, k=k)
+
+
+@hpvm.leaf
+def take_i64_leaf(c: Out[Ptr[f64]], c_bytes: i64, k: i64):
+    c[0] = f64(k)
+
+
+@hpvm.graph
+def take_i64(c: Out[Ptr[f64]], c_bytes: i64, k: i64):
+    hpvm.node(take_i64_leaf, c=c, c_bytes=c_bytes, k=k)
+
+
+def _passed(graph, value) -> float:
+    c = np.full(1, np.nan)
+    hpvm.wait(hpvm.launch(graph, c, value))
+    return float(c[0])
+
+
+def _at_this_file(error: LaunchError) -> None:
+    assert error.loc is not None and error.loc.file == HERE, error.loc
+
+
+
+def test_a_meta_tensor_for_a_scalar_is_refused_at_the_call(target: str) -> None:
+    """A 0-d meta tensor has no value: its item() raised torch's RuntimeError, an internal error
+    of the launch."""
+    torch = pytest.importorskip("torch")
+    with hpvm.runtime(target):
+        assert _passed(take_i64, torch.tensor(5)) == 5.0
+        for graph, value in ((take_i64, torch.tensor(5, device="meta")),
+                             (take_f32, torch.tensor(2.5, device="meta"))):
+            with pytest.raises(LaunchError, match="is a meta tensor, which has a shape but no "
+                               "value") as info:
+                hpvm.launch(graph, np.zeros(1), value)
+            _at_this_file(info.value)
