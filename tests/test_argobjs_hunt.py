@@ -74,6 +74,19 @@ def _at_this_file(error: LaunchError) -> None:
 
 
 
+@pytest.mark.parametrize("graph", [take_f32, take_f64, take_f16, take_bf16], ids=lambda g: g.__name__)
+def test_a_longdouble_is_a_number_for_a_float(target: str, rng, graph) -> None:
+    """np.longdouble's item() is itself (no Python float holds it): it was refused as "pass a
+    number, not longdouble". It converts as the float of its value does."""
+    with hpvm.runtime(target):
+        for v in (*rng.normal(0.0, 1e3, 4), 0.0, -0.0, 1e300):
+            got, expected = _passed(graph, np.longdouble(v)), _passed(graph, float(v))
+            assert got == expected or (np.isnan(got) and np.isnan(expected)), (v, got, expected)
+        with pytest.raises(LaunchError, match="pass an int, not longdouble") as info:
+            hpvm.launch(take_i64, np.zeros(1), np.longdouble(3))
+        _at_this_file(info.value)
+
+
 def test_a_meta_tensor_for_a_scalar_is_refused_at_the_call(target: str) -> None:
     """A 0-d meta tensor has no value: its item() raised torch's RuntimeError, an internal error
     of the launch."""

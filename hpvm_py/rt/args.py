@@ -381,7 +381,7 @@ def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> An
             # rounded once, as the leaf's cast of an i64 rounds (np.float32(arg) rounds twice,
             # through f64); beyond t's range it is inf, as a float argument becomes
             return S.value_dtype(t).type(int_to_float(arg, t))
-        if isinstance(arg, float):
+        if isinstance(arg, (float, np.floating)):  # (np.longdouble: its item() is itself)
             with np.errstate(over="ignore"):  # beyond t's range it is inf, by rule
                 return S.cast(np.float64(arg), f64, t) if t == bf16 else S.value_dtype(t).type(arg)
         raise LaunchError(f"{where} is a {t}: pass a number, not {type(arg).__name__}", caller_loc())
