@@ -99,3 +99,16 @@ def test_a_meta_tensor_for_a_scalar_is_refused_at_the_call(target: str) -> None:
                                "value") as info:
                 hpvm.launch(graph, np.zeros(1), value)
             _at_this_file(info.value)
+
+
+def test_a_masked_value_for_a_scalar_is_refused_at_the_call(target: str, rng) -> None:
+    """A masked 0-d array holds no value (NumPy's int() of it raises MaskError): the launch
+    passed the data hidden under the mask (np.ma.masked as 0.0), a value the user masked out."""
+    v = float(rng.normal())
+    with hpvm.runtime(target):
+        assert _passed(take_f64, np.ma.array(v, mask=False)) == v
+        for graph, value in ((take_f64, np.ma.array(v, mask=True)), (take_f32, np.ma.masked),
+                             (take_i64, np.ma.array(7, mask=True))):
+            with pytest.raises(LaunchError, match="is masked") as info:
+                hpvm.launch(graph, np.zeros(1), value)
+            _at_this_file(info.value)

@@ -364,6 +364,9 @@ def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> An
         if not isinstance(arg, np.ndarray) and arg.is_meta:  # (its item() is torch's error)
             raise LaunchError(f"{where} is a meta tensor, which has a shape but no value: pass "
                               "a number", caller_loc())
+        if np.ma.is_masked(arg):  # (its item() is the data under the mask, or 0 for np.ma.masked)
+            raise LaunchError(f"{where} is masked (np.ma), so it holds no value: pass a number",
+                              caller_loc())
         arg = arg.item()  # a 0-d array or tensor is a number
     if isinstance(arg, np.generic):
         arg = arg.item()
