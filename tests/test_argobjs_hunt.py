@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py import Out, Ptr, bf16, f16, f32, f64, i64
+from hpvm_py import In, InOut, Out, Ptr, bf16, f16, f32, f64, i64
 from hpvm_py.errors import LaunchError
 
 HERE = __file__
@@ -112,3 +112,52 @@ def test_a_masked_value_for_a_scalar_is_refused_at_the_call(target: str, rng) ->
             with pytest.raises(LaunchError, match="is masked") as info:
                 hpvm.launch(graph, np.zeros(1), value)
             _at_this_file(info.value)
+
+
+@hpvm.leaf
+def scale_leaf(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32):
+    i = hpvm.instance_id(0)
+    c[i] = a[i] * k
+
+
+@hpvm.graph
+def scale(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
+    hpvm.node(scale_leaf, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes, k=k)
+
+
+@hpvm.leaf
+def add_one_leaf(a: InOut[Ptr[f32]], a_bytes: i64):
+    i = hpvm.instance_id(0)
+    a[i] = a[i] + 1.0
+
+
+@hpvm.graph
+def add_one(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    hpvm.node(add_one_leaf, grid=n, a=a, a_bytes=a_bytes)
+
+
+def test_a_view_of_a_tracked_buffer_sees_and_leaves_its_newest_data(target: str, rng) -> None:
+    """`c` tracked, its newest data on the device (a GPU target); a launch on a view of it (`c[2:]`,
+    torch.from_numpy(c)) is another memory object: its copy read c's stale host data, and
+    request_memory(c) then wrote the device's data back over what the view's launch wrote; and
+    after a view's launch wrote c's memory at home, c's device copy was still taken as valid."""
+    torch = pytest.importorskip("torch")
+    n = 37
+    a = rng.random(n, dtype=np.float32)
+    with hpvm.runtime(target):
+        c, d = np.zeros(n, np.float32), np.zeros(n, np.float32)
+        hpvm.track_memory(c)
+        hpvm.wait(hpvm.launch(scale, a, c, 3.0, n))
+        hpvm.wait(hpvm.launch(scale, c[2:], d[2:], 2.0, n - 2))  # read through a view
+        np.testing.assert_array_equal(d[2:], a[2:] * np.float32(3) * np.float32(2))
+        hpvm.wait(hpvm.launch(add_one, c[5:], n - 5))  # written through a view
+        expected = a * np.float32(3)
+        expected[5:] += 1
+        hpvm.request_memory(c)
+        np.testing.assert_array_equal(c, expected)
+        hpvm.wait(hpvm.launch(add_one, torch.from_numpy(c)[:4], 4))  # (c's host copy is valid too)
+        expected[:4] += 1
+        hpvm.wait(hpvm.launch(scale, c, d, 1.0, n))  # c's device copy, after the view's write
+        np.testing.assert_array_equal(d, expected)
+        hpvm.untrack_memory(c)
+        np.testing.assert_array_equal(c, expected)

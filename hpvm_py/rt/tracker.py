@@ -164,6 +164,9 @@ def held_only_here(obj: MemoryObject) -> bool:
 class MemoryTracker:
     def __init__(self) -> None:
         self._objects: dict[int, MemoryObject] = {}
+        # the objects the user tracked, by id(buffer): the only ones whose newest data stays on a
+        # device between launches (_settle_aliases)
+        self._tracked_by_user: dict[int, MemoryObject] = {}
         self._lock = threading.RLock()
         self._implicit = 0  # implicit objects tracked since the last sweep
         self._sweep_at = SWEEP_AT_LEAST
@@ -187,6 +190,8 @@ class MemoryTracker:
                 self._forget(obj)  # tracking it again after a resize: a new object
             elif obj is not None:
                 obj.implicit = obj.implicit and implicit
+                if not obj.implicit:
+                    self._tracked_by_user[id(buf)] = obj
                 return obj
             info = info or describe(buf)
             foreign = foreign_device(info)
@@ -234,6 +239,8 @@ class MemoryTracker:
         obj = MemoryObject(buf, nbytes, home, address, None, valid_on(home), checked_for=checked,
                            implicit=implicit)
         self._objects[id(buf)] = obj
+        if not implicit:
+            self._tracked_by_user[id(buf)] = obj
         stats.bump_one("tracked_objects")
         if implicit:
             self._implicit += 1
@@ -280,6 +287,7 @@ class MemoryTracker:
     def _forget(self, obj: MemoryObject) -> None:
         _release(obj)
         del self._objects[id(obj.user)]
+        self._tracked_by_user.pop(id(obj.user), None)
 
     def untrack(self, buf: Any) -> None:
         with self._lock:
@@ -380,6 +388,7 @@ class MemoryTracker:
                         refused = refused or exc
                 _release(obj)
             self._objects.clear()
+            self._tracked_by_user.clear()
         if refused is not None:
             raise refused
 
@@ -390,6 +399,27 @@ class MemoryTracker:
             self._copy_to(obj, obj.home)
 
     def _copy_to(self, obj: MemoryObject, device: str) -> None:
+        if self._tracked_by_user:
+            self._settle_aliases(obj, device)
+        self._copy(obj, device)
+
+    def _settle_aliases(self, obj: MemoryObject, device: str) -> None:
+        """Before obj's memory at home is read (copied to `device`) or written (its copy brought
+        home): the buffers the user tracked that share that memory with it (`c` tracked, its view
+        `c[2:]` launched), other objects, bring their newest data home first, or the copy read
+        their stale host data (and request_memory(c) wrote it back over what the view's launch
+        wrote); and once obj is written there, their device copies are stale."""
+        home = obj.home
+        for other in self._tracked_by_user.values():
+            if other is obj or other.home != home or not overlap(other, obj) or \
+                    other.valid == valid_on(home):
+                continue
+            if home not in other.valid:
+                self._copy(other, home)
+            if device == home:
+                other.valid = valid_on(home)
+
+    def _copy(self, obj: MemoryObject, device: str) -> None:
         if not obj.valid:
             obj.valid = valid_on(obj.home)  # never written: the user's contents are the data
             if device == obj.home:
