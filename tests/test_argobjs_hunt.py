@@ -74,7 +74,8 @@ def _at_this_file(error: LaunchError) -> None:
 
 
 
-@pytest.mark.parametrize("graph", [take_f32, take_f64, take_f16, take_bf16], ids=lambda g: g.__name__)
+@pytest.mark.parametrize("graph", [take_f32, take_f64, take_f16, take_bf16],
+                         ids=lambda g: g.__name__)
 def test_a_longdouble_is_a_number_for_a_float(target: str, rng, graph) -> None:
     """np.longdouble's item() is itself (no Python float holds it): it was refused as "pass a
     number, not longdouble". It converts as the float of its value does."""
@@ -136,6 +137,16 @@ def add_one(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
     hpvm.node(add_one_leaf, grid=n, a=a, a_bytes=a_bytes)
 
 
+@hpvm.graph
+def scale_on_host(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
+    hpvm.node(scale_leaf, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes, k=k, hint="cpu")
+
+
+@hpvm.graph
+def add_one_on_host(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    hpvm.node(add_one_leaf, grid=n, a=a, a_bytes=a_bytes, hint="cpu")
+
+
 def test_a_view_of_a_tracked_buffer_sees_and_leaves_its_newest_data(target: str, rng) -> None:
     """`c` tracked, its newest data on the device (a GPU target); a launch on a view of it (`c[2:]`,
     torch.from_numpy(c)) is another memory object: its copy read c's stale host data, and
@@ -161,3 +172,19 @@ def test_a_view_of_a_tracked_buffer_sees_and_leaves_its_newest_data(target: str,
         np.testing.assert_array_equal(d, expected)
         hpvm.untrack_memory(c)
         np.testing.assert_array_equal(c, expected)
+
+
+def test_a_node_on_the_host_sees_and_leaves_a_tracked_buffers_newest_data(target: str, rng) -> None:
+    """As above, with the view used in place by a node placed on the host (hint "cpu" in a GPU
+    target's graph): it read c's stale host memory, and c's device copy missed its write."""
+    n = 29
+    a = rng.random(n, dtype=np.float32)
+    with hpvm.runtime(target):
+        c, d = np.zeros(n, np.float32), np.zeros(n, np.float32)
+        hpvm.track_memory(c)
+        hpvm.wait(hpvm.launch(scale, a, c, 3.0, n))
+        hpvm.wait(hpvm.launch(scale_on_host, c[1:], d[1:], 2.0, n - 1))
+        np.testing.assert_array_equal(d[1:], a[1:] * np.float32(3) * np.float32(2))
+        hpvm.wait(hpvm.launch(add_one_on_host, c[:], n))
+        hpvm.wait(hpvm.launch(scale, c, d, 1.0, n))
+        np.testing.assert_array_equal(d, a * np.float32(3) + 1)

@@ -164,9 +164,9 @@ def held_only_here(obj: MemoryObject) -> bool:
 class MemoryTracker:
     def __init__(self) -> None:
         self._objects: dict[int, MemoryObject] = {}
-        # the objects the user tracked, by id(buffer): the only ones whose newest data stays on a
-        # device between launches (_settle_aliases)
-        self._tracked_by_user: dict[int, MemoryObject] = {}
+        # the objects the user tracked that have held a valid copy away from home, by id(buffer):
+        # the only ones whose newest data stays on a device between launches (_settle_aliases)
+        self._away: dict[int, MemoryObject] = {}
         self._lock = threading.RLock()
         self._implicit = 0  # implicit objects tracked since the last sweep
         self._sweep_at = SWEEP_AT_LEAST
@@ -190,8 +190,8 @@ class MemoryTracker:
                 self._forget(obj)  # tracking it again after a resize: a new object
             elif obj is not None:
                 obj.implicit = obj.implicit and implicit
-                if not obj.implicit:
-                    self._tracked_by_user[id(buf)] = obj
+                if not obj.implicit and obj.valid != valid_on(obj.home):
+                    self._away[id(buf)] = obj
                 return obj
             info = info or describe(buf)
             foreign = foreign_device(info)
@@ -239,8 +239,6 @@ class MemoryTracker:
         obj = MemoryObject(buf, nbytes, home, address, None, valid_on(home), checked_for=checked,
                            implicit=implicit)
         self._objects[id(buf)] = obj
-        if not implicit:
-            self._tracked_by_user[id(buf)] = obj
         stats.bump_one("tracked_objects")
         if implicit:
             self._implicit += 1
@@ -287,7 +285,7 @@ class MemoryTracker:
     def _forget(self, obj: MemoryObject) -> None:
         _release(obj)
         del self._objects[id(obj.user)]
-        self._tracked_by_user.pop(id(obj.user), None)
+        self._away.pop(id(obj.user), None)
 
     def untrack(self, buf: Any) -> None:
         with self._lock:
@@ -310,7 +308,7 @@ class MemoryTracker:
 
     def acquire(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
         """The object's buffer on `device`, valid for reading if `reads`; marks writes."""
-        if device == obj.home and obj.copies is None:
+        if device == obj.home and obj.copies is None and not self._away:
             return obj.user  # never copied anywhere: the user's buffer is the only, valid copy
         with self._lock:
             return self._acquire_held(obj, device, reads, writes)
@@ -339,8 +337,11 @@ class MemoryTracker:
     def _acquire_held(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
         """acquire() with the lock held."""
         valid = obj.valid
-        if device == obj.home and obj.copies is None:
-            return obj.user
+        if device == obj.home:
+            if self._away:  # (a node on the host: it reads and writes the user's memory)
+                self._settle_aliases(obj, writes)
+            if obj.copies is None:
+                return obj.user
         if device in valid and (len(valid) == 1 or not writes):
             return obj.copy_on(device)  # valid there, and stays so: nothing to copy or mark
         if reads and device not in valid:
@@ -351,6 +352,8 @@ class MemoryTracker:
             obj.valid = valid_on(device)
         elif reads:
             obj.valid = valid_plus(obj.valid, device)
+        if device != obj.home and not obj.implicit:
+            self._away[id(obj.user)] = obj
         return obj.copy_on(device)
 
     def finish_launch(self, objects: list[MemoryObject], keep_device: bool = False) -> None:
@@ -388,7 +391,7 @@ class MemoryTracker:
                         refused = refused or exc
                 _release(obj)
             self._objects.clear()
-            self._tracked_by_user.clear()
+            self._away.clear()
         if refused is not None:
             raise refused
 
@@ -399,24 +402,25 @@ class MemoryTracker:
             self._copy_to(obj, obj.home)
 
     def _copy_to(self, obj: MemoryObject, device: str) -> None:
-        if self._tracked_by_user:
-            self._settle_aliases(obj, device)
+        if self._away:
+            self._settle_aliases(obj, device == obj.home)
         self._copy(obj, device)
 
-    def _settle_aliases(self, obj: MemoryObject, device: str) -> None:
-        """Before obj's memory at home is read (copied to `device`) or written (its copy brought
-        home): the buffers the user tracked that share that memory with it (`c` tracked, its view
-        `c[2:]` launched), other objects, bring their newest data home first, or the copy read
-        their stale host data (and request_memory(c) wrote it back over what the view's launch
-        wrote); and once obj is written there, their device copies are stale."""
+    def _settle_aliases(self, obj: MemoryObject, writes_home: bool) -> None:
+        """Before obj's memory at home is read (copied to a device, or used by a node on the host)
+        or written (`writes_home`: its copy brought home, or a node on the host writes it): the
+        buffers the user tracked that share that memory with it (`c` tracked, its view `c[2:]`
+        launched), other objects, bring their newest data home first, or obj read their stale
+        host data (and request_memory(c) wrote it back over what the view's launch wrote); and
+        once obj is written there, their device copies are stale."""
         home = obj.home
-        for other in self._tracked_by_user.values():
+        for other in self._away.values():
             if other is obj or other.home != home or not overlap(other, obj) or \
                     other.valid == valid_on(home):
                 continue
             if home not in other.valid:
                 self._copy(other, home)
-            if device == home:
+            if writes_home:
                 other.valid = valid_on(home)
 
     def _copy(self, obj: MemoryObject, device: str) -> None:
