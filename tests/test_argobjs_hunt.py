@@ -188,3 +188,52 @@ def test_a_node_on_the_host_sees_and_leaves_a_tracked_buffers_newest_data(target
         hpvm.wait(hpvm.launch(add_one_on_host, c[:], n))
         hpvm.wait(hpvm.launch(scale, c, d, 1.0, n))
         np.testing.assert_array_equal(d, a * np.float32(3) + 1)
+
+
+@hpvm.graph
+def scale_streamed(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
+    st = hpvm.streaming
+    hpvm.node(scale_leaf, grid=n, a=st(a), a_bytes=st(a_bytes), c=st(c), c_bytes=st(c_bytes),
+              k=st(k))
+
+
+def test_a_tensor_written_by_a_launch_is_an_in_place_write_to_autograd(target: str) -> None:
+    """x saved by `w * x`, then written by a launch (Out), a push, or InOut under no_grad (an
+    optimizer's step): torch's version counter did not move, so backward computed w's gradient
+    from the new values of x silently, where torch's own in-place write makes it refuse."""
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(11)
+    n = 16
+
+    def saved_then_written(write) -> None:
+        w = torch.rand(n, generator=gen, requires_grad=True)
+        x = torch.rand(n, generator=gen)
+        y = (w * x).sum()
+        write(x)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
+
+    a = torch.rand(n, generator=gen)
+    with hpvm.runtime(target):
+        saved_then_written(lambda x: x.copy_(a))  # (torch's own write: the reference)
+        saved_then_written(lambda x: hpvm.wait(hpvm.launch(scale, a, x, 2.0, n)))
+        w = torch.rand(n, generator=gen, requires_grad=True)
+        y = (w * w).sum()
+        with torch.no_grad():  # (an optimizer's step on a parameter autograd saved)
+            hpvm.wait(hpvm.launch(add_one, w, n))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
+
+        def pushed(x) -> None:
+            h = hpvm.launch(scale_streamed, stream=True)
+            hpvm.push(h, a, x, 2.0, n)
+            hpvm.pop(h)
+            hpvm.wait(h)
+            torch.testing.assert_close(x, a * 2.0)
+
+        saved_then_written(pushed)
+        # a tensor only read keeps its version; the written one has the graph's values
+        x, c = torch.rand(n, generator=gen), torch.zeros(n)
+        hpvm.wait(hpvm.launch(scale, x, c, 2.0, n))
+        assert x._version == 0 and c._version > 0
+        torch.testing.assert_close(c, x * 2.0)

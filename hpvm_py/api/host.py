@@ -18,7 +18,7 @@ from ..frontend.callsite import caller_loc
 from ..frontend.decorators import GraphDef
 from ..frontend.graph import check_host_code
 from ..rt.compiler import TARGETS, CompiledGraph, compile_graph, default_target
-from ..rt.args import bind_arguments, check_overlaps, complete_arguments
+from ..rt.args import bind_arguments, check_overlaps, complete_arguments, note_writes
 from ..rt.boundary import api_boundary
 from ..rt.executor import Executor
 from ..rt.fresh_lane import launch_fresh
@@ -385,8 +385,11 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4, **kwargs
         return launch_stream(rt, compiled, depth)  # (the runtime's open streams hold it)
     args = complete_arguments(compiled.module.root_func, args, kwargs)
     if _profile.on:
-        return _profiled_run(rt, compiled, args)
-    return Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
+        handle = _profiled_run(rt, compiled, args)
+    else:
+        handle = Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
+    note_writes(compiled.module.root_func, args)  # (autograd's count of in-place writes)
+    return handle
 
 
 def _profiled_run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> Handle:
@@ -491,7 +494,10 @@ def push(handle: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -
     """
     check_host_code("push")
     stream = _stream_handle(handle, "push")
-    stream.push(complete_arguments(stream.compiled.module.root_func, args, kwargs), timeout)
+    func = stream.compiled.module.root_func
+    args = complete_arguments(func, args, kwargs)
+    stream.push(args, timeout)
+    note_writes(func, args)  # (autograd's count of in-place writes)
 
 
 @api_boundary

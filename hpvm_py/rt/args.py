@@ -14,8 +14,8 @@ from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
 from ..types import PtrType, ScalarType, bf16, f64, i64, int_to_float
-from .buffers import (HOST, buffer_kind, describe, elem_matches, foreign_device,
-                      given_nbytes, is_buffer, moved, negated, not_dense, span, why_not_writable)
+from .buffers import (HOST, buffer_kind, describe, elem_matches, foreign_device, given_nbytes,
+                      is_buffer, moved, negated, not_dense, note_written, span, why_not_writable)
 from .executor import BoundBuffer
 from .tracker import MemoryObject, MemoryTracker, overlap
 
@@ -65,6 +65,15 @@ def complete_arguments(func: D.GraphFunc, args: tuple[Any, ...], kwargs: dict[st
 
 
 _SIGNATURES: dict[int, tuple[D.GraphFunc, tuple[Any, ...]]] = {}  # id(func) -> (func, signature)
+
+
+def note_writes(func: D.GraphFunc, args: tuple[Any, ...]) -> None:
+    """note_written() of each buffer argument the graph writes (Out or InOut), once its checks
+    passed (a launch, a push)."""
+    _kinds(func)  # (its pointers, worked out once per graph)
+    for i, read_only in _POINTERS[id(func)]:
+        if not read_only and type(args[i]) is not np.ndarray:
+            note_written(args[i])
 
 
 def _signature(func: D.GraphFunc) -> tuple[dict[str, int], dict[int, int], tuple[int, ...]]:

@@ -154,6 +154,14 @@ def why_not_writable(buf: Any) -> str | None:
     return None
 
 
+def note_written(buf: Any) -> None:
+    """Count a launch's write into a torch tensor in its version counter, as torch's in-place ops
+    do: autograd then refuses a backward that needs the values the tensor held when an op saved
+    it (`y = w * x`, a launch writes x, `y.backward()`), where it used the new ones silently."""
+    if _is_torch_tensor(buf):
+        sys.modules["torch"].autograd.graph.increment_version(buf)
+
+
 def elem_matches(info: BufferInfo, elem: ScalarType) -> bool:
     """NumPy has no bfloat16: a uint16 array is accepted as raw bf16 bits."""
     if info.elem is elem or info.elem == elem:
