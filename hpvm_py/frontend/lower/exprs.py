@@ -17,6 +17,10 @@ from ..source import is_missing
 from .conversions import TypeConversions
 from .values import BINOPS, Handle, Value, Weak, const, construct_name
 
+# The most bits an integer folded from literals may have: Python's exact arithmetic would take
+# minutes (or all memory) for `10 ** 10 ** 9`, and no type holds a value near this anyway.
+FOLD_BITS = 1 << 16
+
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 _PY_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
@@ -175,6 +179,8 @@ class ExprLowering(TypeConversions):
 
     def fold_binop(self, op: str, a: Weak, b: Weak, node: ast.AST) -> Weak:
         x, y = a.value, b.value
+        if _folds_too_big(op, x, y):
+            raise self.error(node, f"constant expression overflows (an integer of more than {FOLD_BITS} bits)")
         try:
             if op == "add":
                 r = x + y
@@ -210,6 +216,8 @@ class ExprLowering(TypeConversions):
             raise self.error(node, "constant expression overflows") from None
         if isinstance(r, complex):
             raise self.error(node, "constant expression has no real value")
+        if isinstance(r, int) and r.bit_length() > FOLD_BITS:
+            raise self.error(node, f"constant expression overflows (an integer of more than {FOLD_BITS} bits)")
         if isinstance(r, bool) and op not in ("and", "or", "xor"):
             r = int(r)
         return Weak(r, self.src.loc(node))
@@ -343,3 +351,14 @@ def _dotted(node: ast.expr) -> tuple[str, ...] | None:
         return None
     parts.append(node.id)
     return tuple(reversed(parts))
+
+
+def _folds_too_big(op: str, x: Any, y: Any) -> bool:
+    """Whether folding the integers x op y would give more than FOLD_BITS bits, told before
+    computing it (a product has at least the operands' bits less one; a power |x| ** y at least
+    (bits of |x| - 1) * y)."""
+    if not (isinstance(x, int) and isinstance(y, int)):
+        return False
+    if op == "mul":
+        return x.bit_length() + y.bit_length() - 1 > FOLD_BITS
+    return op == "pow" and y > 0 and (abs(x).bit_length() - 1) * y > FOLD_BITS

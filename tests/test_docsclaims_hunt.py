@@ -1,0 +1,123 @@
+"""Claims of the user guide tried with generated inputs (the documentation-claims hunt).
+
+- docs/language.md, "Typing": expressions of int literals are folded with Python's exact
+  arithmetic, except that `//` and `%` by zero give 0 and a shift by a negative amount or by 64
+  or more gives what an i64 shift gives; a result that does not fit its type is an error, and so
+  is an integer of more than 65,536 bits (before: `3 ** 10 ** 7` took seconds and
+  `10 ** 10 ** 9` minutes or all memory in the front end, and a MemoryError came out as the
+  graph body's error at the graph's line).
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from conftest import TARGETS
+from differential.data import load
+from hpvm_py.errors import FrontendError
+
+HOST_TARGETS = [t for t in ("python", "cpu") if t in TARGETS]
+I64_MIN, I64_MAX = -2 ** 63, 2 ** 63 - 1
+
+# -- constant expressions ------------------------------------------------------------------------
+
+FOLD_SOURCE = '''
+import hpvm_py as hpvm
+from hpvm_py import Out, Ptr, i64
+
+
+@hpvm.leaf
+def put(out: Out[Ptr[i64]], out_bytes: i64):
+    out[0] = {E}
+
+
+@hpvm.graph
+def root(out: Out[Ptr[i64]], out_bytes: i64):
+    hpvm.node(put, out=out, out_bytes=out_bytes)
+'''
+STORE_LINE = 8  # the line of `out[0] = ...` in FOLD_SOURCE
+FOLD_OPS = ["+", "-", "*", "//", "%", "<<", ">>", "&", "|", "^", "**"]
+
+
+class TooBig(Exception):
+    """The oracle's integer of more than 65,536 bits."""
+
+
+def fold(op: str, x: int, y: int) -> int:
+    """The documented fold of two int literals: Python's exact arithmetic, `//` and `%` by zero 0,
+    shifts outside [0, 64) as an i64 shift gives them."""
+    if op in ("//", "%") and y == 0:
+        r = 0
+    elif op == "<<":
+        r = x << y if 0 <= y < 64 else 0
+    elif op == ">>":
+        r = x >> y if 0 <= y < 64 else (-1 if x < 0 else 0)
+    elif op == "**" and y > 0 and (abs(x).bit_length() - 1) * y > 1 << 16:
+        raise TooBig()
+    else:
+        r = eval(f"x {op} y")
+    if r.bit_length() > 1 << 16:
+        raise TooBig()
+    return r
+
+
+Tree = int | tuple[str, "Tree", "Tree"]
+
+
+def literal_tree(rng: random.Random, depth: int) -> Tree:
+    """A random expression of int literals: an int, or (op, left, right)."""
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice([0, 1, -1, 2, 3, 7, -8, 63, 64, 65, -64, 2 ** 31, 2 ** 32 + 1, I64_MAX, I64_MIN,
+                           2 ** 63, 2 ** 64, -2 ** 64 - 1, 10 ** 30, rng.randint(-1000, 1000)])
+    op = rng.choice(FOLD_OPS)
+    if op == "**":  # small exponents, and (of a literal: never a tower) ones past the limit
+        exponent = rng.choice([0, 1, 2, 3, 5, 8, 40, 1000, 41352, 70000])
+        return op, literal_tree(rng, depth - 1 if exponent <= 8 else 0), exponent
+    return op, literal_tree(rng, depth - 1), literal_tree(rng, depth - 1)
+
+
+def source_of(tree: Tree) -> str:
+    return f"({tree})" if isinstance(tree, int) else f"({source_of(tree[1])} {tree[0]} {source_of(tree[2])})"
+
+
+def value_of(tree: Tree) -> int:
+    """The exact value of the tree by the documented fold; TooBig past the limit."""
+    return tree if isinstance(tree, int) else fold(tree[0], value_of(tree[1]), value_of(tree[2]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_constant_expressions_fold_exactly_or_are_refused(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(12):
+        tree = literal_tree(rng, 3)
+        source = source_of(tree)
+        try:
+            value = value_of(tree)
+            refused = not I64_MIN <= value <= I64_MAX
+        except TooBig:
+            refused = True
+        for target in HOST_TARGETS:
+            out = np.zeros(1, np.int64)
+            if refused:
+                with pytest.raises(FrontendError) as info:
+                    module = load(FOLD_SOURCE.format(E=source))
+                    with hpvm.runtime(target):
+                        hpvm.wait(hpvm.launch(module.root, out, out.nbytes))
+                assert info.value.loc is not None and info.value.loc.line == STORE_LINE, \
+                    f"{source}: {info.value}"
+                break  # refused by the front end: every target alike
+            module = load(FOLD_SOURCE.format(E=source))
+            with hpvm.runtime(target):
+                hpvm.wait(hpvm.launch(module.root, out, out.nbytes))
+            assert int(out[0]) == value, f"{target}: {source}"
+
+
+@pytest.mark.parametrize("expression", ["3 ** 10 ** 7 % 7", "(2 ** 40000) * (2 ** 40000) % 3",
+                                        "(-3) ** 41352 % 10"])
+def test_an_integer_too_big_to_fold_is_a_located_error(expression: str) -> None:
+    with pytest.raises(FrontendError, match="constant expression overflows") as info:
+        hpvm.compile(load(FOLD_SOURCE.format(E=expression)).root, target="python")
+    assert info.value.loc is not None and info.value.loc.line == STORE_LINE
