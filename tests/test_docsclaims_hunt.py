@@ -6,6 +6,9 @@
   is an integer of more than 65,536 bits (before: `3 ** 10 ** 7` took seconds and
   `10 ** 10 ** 9` minutes or all memory in the front end, and a MemoryError came out as the
   graph body's error at the graph's line).
+- docs/language.md, "Instances, edges and binds": grids are rectangular at every level; a count
+  from a value that differs between a replicated internal node's instances fails the launch with
+  an ExecutionError at the node's line, on every target (no test reached that error before).
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import pytest
 import hpvm_py as hpvm
 from conftest import TARGETS
 from differential.data import load
-from hpvm_py.errors import FrontendError
+from hpvm_py.errors import ExecutionError, FrontendError
 
 HOST_TARGETS = [t for t in ("python", "cpu") if t in TARGETS]
 I64_MIN, I64_MAX = -2 ** 63, 2 ** 63 - 1
@@ -121,3 +124,78 @@ def test_an_integer_too_big_to_fold_is_a_located_error(expression: str) -> None:
     with pytest.raises(FrontendError, match="constant expression overflows") as info:
         hpvm.compile(load(FOLD_SOURCE.format(E=expression)).root, target="python")
     assert info.value.loc is not None and info.value.loc.line == STORE_LINE
+
+
+# -- grids are rectangular at every level ----------------------------------------------------------
+
+RECT_SOURCE = '''
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Ptr, i64
+
+
+@hpvm.leaf
+def src(v: In[Ptr[i64]], v_bytes: i64) -> i64:
+    return v[hpvm.instance_id(0)]
+
+
+@hpvm.leaf
+def leaf(c: InOut[Ptr[i64]], c_bytes: i64):
+    hpvm.atomic_add(c, 0, 1)
+
+
+@hpvm.graph
+def inner2(c: InOut[Ptr[i64]], c_bytes: i64, k: i64):
+    hpvm.node(leaf, grid={G2}, c=c, c_bytes=c_bytes)
+
+
+@hpvm.graph
+def inner(c: InOut[Ptr[i64]], c_bytes: i64, k: i64):
+    hpvm.node({CHILD}, grid={G1}, c=c, c_bytes=c_bytes{KARG})
+
+
+@hpvm.graph
+def root(v: In[Ptr[i64]], v_bytes: i64, c: InOut[Ptr[i64]], c_bytes: i64, n: i64):
+    a = hpvm.node(src, grid=n, v=v, v_bytes=v_bytes)
+    hpvm.node(inner, grid=n, c=c, c_bytes=c_bytes, k=a.out[0])
+'''
+INNER2_NODE_LINE, INNER_NODE_LINE = 18, 23  # the lines of inner2's and inner's hpvm.node
+
+
+def grid_size(grid: str, k: int) -> int:
+    value = eval(grid, {}, {"k": k})
+    return int(np.prod(value)) if isinstance(value, tuple) else value
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("seed", range(3))
+def test_a_count_that_differs_between_parent_instances_fails_at_its_node(target: str, seed: int) -> None:
+    """docs/language.md, "Instances, edges and binds": an instance count inside a replicated
+    internal node must come out the same in all its instances; one from a value that differs
+    between them (here fed by a one-to-one edge, directly or bound one level further down) fails
+    the launch with an ExecutionError at the node's line; equal values run every instance."""
+    rng = random.Random(seed)
+    for _ in range(3):
+        deep = rng.random() < 0.5
+        g1 = rng.choice(["2", "1", "k"]) if deep else rng.choice(["k", "k * 2", "(k, 2)", "k + 1"])
+        g2 = rng.choice(["k", "(2, k)", "k - k + 3"])
+        module = load(RECT_SOURCE.format(G1=g1, G2=g2, CHILD="inner2" if deep else "leaf",
+                                         KARG=", k=k" if deep else ""))
+        for _ in range(4):
+            n = rng.randint(2, 5)
+            base = rng.randint(0, 3)
+            v = np.full(n, base, np.int64)
+            if rng.random() < 0.6:
+                v[rng.randrange(n)] = base + rng.choice([1, 2]) if base == 0 else rng.choice([0, base + 1])
+            differs = len(set(v.tolist())) > 1
+            c = np.zeros(1, np.int64)
+            line = INNER_NODE_LINE if differs and "k" in g1 else \
+                INNER2_NODE_LINE if differs and deep and "k" in g2 else None
+            with hpvm.runtime(target):
+                if line is not None:
+                    with pytest.raises(ExecutionError, match="differs between instances") as info:
+                        hpvm.wait(hpvm.launch(module.root, v, v.nbytes, c, c.nbytes, n))
+                    assert info.value.loc is not None and info.value.loc.line == line
+                    continue
+                hpvm.wait(hpvm.launch(module.root, v, v.nbytes, c, c.nbytes, n))
+            want = n * grid_size(g1, base) * (grid_size(g2, base) if deep else 1)
+            assert int(c[0]) == want, f"{target}: grids {g1} / {g2 if deep else '-'} over {v.tolist()}"
