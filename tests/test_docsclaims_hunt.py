@@ -9,6 +9,8 @@
 - docs/language.md, "Instances, edges and binds": grids are rectangular at every level; a count
   from a value that differs between a replicated internal node's instances fails the launch with
   an ExecutionError at the node's line, on every target (no test reached that error before).
+- docs/language.md, "Instances, edges and binds": one-to-one grids that are not constants are
+  checked at launch, at every relaunch with other sizes (one example tested it before).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pytest
 import hpvm_py as hpvm
 from conftest import TARGETS
 from differential.data import load
-from hpvm_py.errors import ExecutionError, FrontendError
+from hpvm_py.errors import ExecutionError, FrontendError, HPVMError
 
 HOST_TARGETS = [t for t in ("python", "cpu") if t in TARGETS]
 I64_MIN, I64_MAX = -2 ** 63, 2 ** 63 - 1
@@ -199,3 +201,69 @@ def test_a_count_that_differs_between_parent_instances_fails_at_its_node(target:
                 hpvm.wait(hpvm.launch(module.root, v, v.nbytes, c, c.nbytes, n))
             want = n * grid_size(g1, base) * (grid_size(g2, base) if deep else 1)
             assert int(c[0]) == want, f"{target}: grids {g1} / {g2 if deep else '-'} over {v.tolist()}"
+
+
+# -- one-to-one grids known only at launch ---------------------------------------------------------
+
+EDGE_SOURCE = '''
+import hpvm_py as hpvm
+from hpvm_py import InOut, Ptr, i64
+
+
+@hpvm.leaf
+def src(c: InOut[Ptr[i64]], c_bytes: i64) -> i64:
+    hpvm.atomic_add(c, 0, 1)
+    return hpvm.instance_id(0) + 1
+
+
+@hpvm.leaf
+def dst(c: InOut[Ptr[i64]], c_bytes: i64, v: i64):
+    hpvm.atomic_add(c, 1, v)
+
+
+@hpvm.graph
+def inner(c: InOut[Ptr[i64]], c_bytes: i64, n: i64, m: i64):
+    a = hpvm.node(src, grid={GA}, c=c, c_bytes=c_bytes)
+    hpvm.node(dst, grid={GB}, c=c, c_bytes=c_bytes, v=a.out[0])
+
+
+@hpvm.graph
+def root(c: InOut[Ptr[i64]], c_bytes: i64, n: i64, m: i64):
+    hpvm.node(inner, grid={GP}, c=c, c_bytes=c_bytes, n={NA}, m={NB})
+'''
+EDGE_LINE = 20  # the line of the one-to-one edge (dst's node)
+EDGE_GRIDS = [("n", "m"), ("(n, m)", "(m, n)"), ("(n, 2)", "(m, 2)"), ("n * 2", "m + m"), ("(n, m, 1)", "(m, n, 1)")]
+EDGE_PARENTS = [("1", "n", "m"), ("2", "n", "m"), ("n", "n", "m"), ("2", "n + 1", "m + 1"), ("(2, 2)", "m", "n")]
+
+
+def dims(grid: str, env: dict[str, int]) -> tuple[int, ...]:
+    value = eval(grid, {}, env)
+    return value if isinstance(value, tuple) else (value,)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_to_one_grids_are_checked_at_every_launch(target: str) -> None:
+    """docs/language.md: a one-to-one edge needs identical grids, checked at launch when they are
+    not constants; relaunches (replayed, rebound) with other sizes are checked again. The check
+    holds even where a parent runs no instance (every target alike)."""
+    rng = random.Random(7)
+    for ga, gb in EDGE_GRIDS:
+        gp, na, nb = rng.choice(EDGE_PARENTS)
+        module = load(EDGE_SOURCE.format(GA=ga, GB=gb, GP=gp, NA=na, NB=nb))
+        with hpvm.runtime(target):
+            for _ in range(6):
+                n, m = rng.choice([(1, 1), (2, 2), (3, 3), (2, 3), (3, 2), (0, 0), (0, 1), (1, 0)])
+                inner = {"n": eval(na, {}, {"n": n, "m": m}), "m": eval(nb, {}, {"n": n, "m": m})}
+                a, b = dims(ga, inner), dims(gb, inner)
+                parents = int(np.prod(dims(gp, {"n": n, "m": m})))
+                c = np.zeros(2, np.int64)
+                if a != b:
+                    with pytest.raises(HPVMError, match="grids must be identical") as info:
+                        hpvm.wait(hpvm.launch(module.root, c, c.nbytes, n, m))
+                    assert info.value.rule == "one-to-one-grids" and info.value.loc.line == EDGE_LINE
+                    continue
+                hpvm.wait(hpvm.launch(module.root, c, c.nbytes, n, m))
+                count = int(np.prod(a))
+                # instance (x, y, z) of dst receives instance (x, y, z) of src: x + 1 each
+                flat = [x + 1 for x in range(a[0]) for _ in range(count // a[0] if a[0] else 0)]
+                assert c.tolist() == [parents * count, parents * sum(flat)], (target, ga, gb, gp, n, m)
