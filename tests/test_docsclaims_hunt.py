@@ -11,6 +11,9 @@
   an ExecutionError at the node's line, on every target (no test reached that error before).
 - docs/language.md, "Instances, edges and binds": one-to-one grids that are not constants are
   checked at launch, at every relaunch with other sizes (one example tested it before).
+- docs/language.md, "Memory" and the rules table: a negative instance count, or a grid of more
+  than 2**63 - 1 instances counting every enclosing node's, fails the launch (`instance-counts`;
+  the latter a LaunchError) before any node runs; products that wrap 64 bits included.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import pytest
 import hpvm_py as hpvm
 from conftest import TARGETS
 from differential.data import load
-from hpvm_py.errors import ExecutionError, FrontendError, HPVMError
+from hpvm_py.errors import ExecutionError, FrontendError, HPVMError, LaunchError
 
 HOST_TARGETS = [t for t in ("python", "cpu") if t in TARGETS]
 I64_MIN, I64_MAX = -2 ** 63, 2 ** 63 - 1
@@ -267,3 +270,71 @@ def test_one_to_one_grids_are_checked_at_every_launch(target: str) -> None:
                 # instance (x, y, z) of dst receives instance (x, y, z) of src: x + 1 each
                 flat = [x + 1 for x in range(a[0]) for _ in range(count // a[0] if a[0] else 0)]
                 assert c.tolist() == [parents * count, parents * sum(flat)], (target, ga, gb, gp, n, m)
+
+
+# -- instance counts: negative or past 2**63 - 1 ---------------------------------------------------
+
+COUNT_SOURCE = '''
+import hpvm_py as hpvm
+from hpvm_py import InOut, Ptr, i64
+
+
+@hpvm.leaf
+def leaf(c: InOut[Ptr[i64]], c_bytes: i64):
+    hpvm.atomic_add(c, 0, 1)
+
+
+@hpvm.graph
+def inner(c: InOut[Ptr[i64]], c_bytes: i64, a: i64, b: i64, d: i64):
+    hpvm.node(leaf, grid={GI}, c=c, c_bytes=c_bytes)
+
+
+@hpvm.graph
+def root(c: InOut[Ptr[i64]], c_bytes: i64, a: i64, b: i64, d: i64):
+    hpvm.node(inner, grid={GO}, c=c, c_bytes=c_bytes, a=a, b=b, d=d)
+'''
+COUNT_GRIDS = [("(a, b)", "d"), ("a", "(b, d)"), ("(a, b, d)", "1"), ("a * b", "d"), ("a", "b * d"), ("(a, b)", "(d, 1)")]
+COUNT_VALUES = [0, 1, 2, 3, -1, -3, I64_MIN, 2 ** 31, 2 ** 32, 2 ** 32 + 1, 2 ** 62, I64_MAX, 3037000499, 3037000500]
+
+
+def launch_verdict(levels: list[tuple[int, ...]]) -> int | str | None:
+    """The instances a launch runs, 'negative' or 'overflow' (docs/language.md: a negative count
+    fails the launch, and so does a grid of more than 2**63 - 1 instances counting every enclosing
+    node's); None for a launch too large to run in a test."""
+    if any(x < 0 for level in levels for x in level):
+        return "negative"
+    total = 1
+    for level in levels:  # outermost first: a node whose own instances overflow fails, inner or not
+        total *= int(np.prod([x for x in level], dtype=object))
+        if total == 0:
+            return 0
+        if total > I64_MAX:
+            return "overflow"
+    return total if total <= 5000 else None
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_instance_counts_negative_or_past_the_limit_fail_the_launch(target: str) -> None:
+    rng = random.Random(11)
+    for inner_grid, outer_grid in COUNT_GRIDS:
+        module = load(COUNT_SOURCE.format(GI=inner_grid, GO=outer_grid))
+        tried = 0
+        while tried < 8:
+            a, b, d = (rng.choice(COUNT_VALUES) if rng.random() < 0.6 else rng.randint(0, 4) for _ in range(3))
+            env = {"a": a, "b": b, "d": d}
+            verdict = launch_verdict([dims(outer_grid, env), dims(inner_grid, env)])
+            if verdict is None:
+                continue
+            tried += 1
+            c = np.zeros(1, np.int64)
+            with hpvm.runtime(target):
+                if isinstance(verdict, int):
+                    hpvm.wait(hpvm.launch(module.root, c, c.nbytes, a, b, d))
+                    assert int(c[0]) == verdict, (target, inner_grid, outer_grid, a, b, d)
+                    continue
+                with pytest.raises(HPVMError) as info:
+                    hpvm.wait(hpvm.launch(module.root, c, c.nbytes, a, b, d))
+            assert info.value.rule == "instance-counts", (inner_grid, outer_grid, a, b, d, str(info.value))
+            if verdict == "overflow":
+                assert isinstance(info.value, LaunchError), str(info.value)
+            assert int(c[0]) == 0, "a node ran before the launch failed"
