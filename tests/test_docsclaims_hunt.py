@@ -14,6 +14,9 @@
 - docs/language.md, "Memory" and the rules table: a negative instance count, or a grid of more
   than 2**63 - 1 instances counting every enclosing node's, fails the launch (`instance-counts`;
   the latter a LaunchError) before any node runs; products that wrap 64 bits included.
+- docs/streaming.md, "What binds and edges mean in a streaming graph": a non-streaming bind keeps
+  the first push's value (scalars and buffers of other sizes pushed later are ignored), streaming
+  ones carry each push's (one example tested it before).
 """
 from __future__ import annotations
 
@@ -338,3 +341,83 @@ def test_instance_counts_negative_or_past_the_limit_fail_the_launch(target: str)
             if verdict == "overflow":
                 assert isinstance(info.value, LaunchError), str(info.value)
             assert int(c[0]) == 0, "a node ran before the launch failed"
+
+
+# -- streams: a non-streaming bind keeps the first push's value -------------------------------------
+
+STREAM_SOURCE = '''
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Out, Ptr, f32, i32, i64
+
+
+@hpvm.leaf
+def first(a: In[Ptr[f32]], a_bytes: i64, w: In[Ptr[f32]], w_bytes: i64, k: f32, m: i64,
+          t: Out[Ptr[f32]], t_bytes: i64, n: i64) -> i64:
+    i = hpvm.instance_id(0)
+    if i < n:
+        t[i] = a[i] * k + w[i % m]
+    return i
+
+
+@hpvm.leaf
+def second(t: In[Ptr[f32]], t_bytes: i64, o: Out[Ptr[f32]], o_bytes: i64, c: i32, n: i64, tok: i64):
+    i = hpvm.instance_id(0)
+    if i < n:
+        o[i] = t[i] + f32(c)
+
+
+@hpvm.graph
+def root(a: In[Ptr[f32]], a_bytes: i64, w: In[Ptr[f32]], w_bytes: i64, k: f32, m: i64,
+         t: InOut[Ptr[f32]], t_bytes: i64, o: Out[Ptr[f32]], o_bytes: i64, c: i32, n: i64):
+    s = hpvm.streaming
+    f = hpvm.node(first, grid=n, a=s(a), a_bytes=s(a_bytes), w={W}, w_bytes={WB}, k={K}, m={M},
+                  t=s(t), t_bytes=s(t_bytes), n=s(n))
+    hpvm.node(second, grid=n, t=s(t), t_bytes=s(t_bytes), o=s(o), o_bytes=s(o_bytes), c={C},
+              n=s(n), tok=s(f.out[0]))
+'''
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("seed", range(4))
+def test_non_streaming_binds_keep_the_first_pushs_values(target: str, seed: int) -> None:
+    """docs/streaming.md: a non-streaming bind carries the value of the first push for every
+    later item (later pushes pass other scalars and buffers of other sizes, ignored); streaming
+    binds carry each push's. Random mixes of the two over 2-6 items, popped as they go or after."""
+    rng = random.Random(seed)
+    data = np.random.default_rng(seed)
+    for _ in range(3):
+        streamed = {x: rng.random() < 0.5 for x in "WKMC"}
+        form = {x: f"s({name})" if streamed[x] else name for x, name in zip("WKMC", ("w", "k", "m", "c"))}
+        module = load(STREAM_SOURCE.format(W=form["W"], WB="s(w_bytes)" if streamed["W"] else "w_bytes",
+                                           K=form["K"], M=form["M"], C=form["C"]))
+        items = []
+        for _ in range(rng.randint(2, 6)):
+            w = data.random(rng.randint(1, 6)).astype(np.float32)
+            items.append({"a": data.random(rng.randint(0, 20)).astype(np.float32), "w": w,
+                          "k": rng.choice([0.5, 2.0, -3.0, 1e30]), "m": rng.randint(1, len(w)),
+                          "c": rng.randint(-5, 5)})
+        # a streamed size may not exceed the kept buffer (or the reverse): keep every item in bounds
+        for item in items:
+            used_w = (item if streamed["W"] else items[0])["w"]
+            if streamed["M"]:
+                item["m"] = min(item["m"], len(used_w))
+            elif items[0]["m"] > len(used_w):
+                item["w"] = np.concatenate([item["w"], np.ones(items[0]["m"], np.float32)])
+        outs = []
+        with hpvm.runtime(target):
+            h = hpvm.launch(module.root, stream=True)
+            for item in items:
+                n = len(item["a"])
+                t, o = np.zeros(n, np.float32), np.zeros(n, np.float32)
+                outs.append(o)
+                hpvm.push(h, item["a"], item["a"].nbytes, item["w"], item["w"].nbytes, item["k"], item["m"],
+                          t, t.nbytes, o, o.nbytes, item["c"], n)
+                if rng.random() < 0.5:
+                    hpvm.pop(h)
+            hpvm.wait(h)
+            list(h.results())
+        for number, (item, o) in enumerate(zip(items, outs)):
+            use = {x: item if streamed[x] else items[0] for x in "WKMC"}
+            index = np.arange(len(item["a"])) % use["M"]["m"]
+            want = item["a"] * np.float32(use["K"]["k"]) + use["W"]["w"][index] + np.float32(use["C"]["c"])
+            np.testing.assert_array_equal(o, want.astype(np.float32), err_msg=f"{target} item {number} {streamed}")
