@@ -249,9 +249,15 @@ def test_an_output_folder_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys
         assert "c: 4 x f32" not in text  # refused before the launch
 
 
-def test_viz_into_a_missing_folder_is_a_usage_error(tmp_path: Path, capsys, program: Path) -> None:
-    code, text = hpvmc(capsys, "viz", str(program), "-o", str(tmp_path / "nowhere" / "g.dot"))
-    assert code == 2 and "cannot write" in text and "internal error" not in text, text
+def test_viz_makes_a_missing_folder_and_refuses_one_that_is_a_file(tmp_path: Path, capsys,
+                                                                    program: Path) -> None:
+    """As compile -o and run --trace do (docs/cli.md)."""
+    out = tmp_path / "nowhere" / "g.dot"
+    code, text = hpvmc(capsys, "viz", str(program), "-o", str(out))
+    assert code == 0 and out.read_text().startswith("digraph"), text
+    (tmp_path / "taken").write_text("")
+    code, text = hpvmc(capsys, "viz", str(program), "-o", str(tmp_path / "taken" / "g.dot"))
+    assert code == 2 and "cannot create the folder" in text and "internal error" not in text, text
 
 
 @pytest.mark.parametrize("trace", [[1, 2], {"traceEvents": [{"cat": "node", "ph": "X", "args": 3}]},

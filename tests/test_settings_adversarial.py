@@ -238,6 +238,8 @@ def test_a_launcher_setting_changed_between_launches_is_seen_by_the_next(
         return stats.snapshot().get("replayed_launches", 0) - before
 
     with hpvm.runtime("gpu"):
+        for buf in (a, b, c):  # (a launch on untracked host arrays is not recorded on a GPU)
+            hpvm.track_memory(buf)
         monkeypatch.setenv("HPVM_TRITON_LAUNCHER", "own")
         replayed()
         assert replayed() == 1
