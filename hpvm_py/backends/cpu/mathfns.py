@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from ...types import ScalarType
 from .intrinsics import declare, overloaded
-from .lltypes import F32, I1, I32, round_to
+from .lltypes import F32, I1, I32, I64, round_to
 
 # Exact on every target (correctly rounded or exact by definition): LLVM intrinsics everywhere.
 EXACT_INTRINSICS = {
@@ -64,13 +64,22 @@ class HostMath:
         if name == "fmod":
             return b.frem(args[0], args[1])
         if name in _QUIET_OPERANDS:
-            canonical = overloaded(b.module, "llvm.canonicalize", ft, [ft])
-            args = [b.call(canonical, [a]) for a in args]
+            args = [_quiet(b, a) for a in args]
         if name in _LIBM:
             c_name = name + "f" if ft == F32 else name
             return b.call(declare(b.module, c_name, ft, [ft] * len(args), pure=True), args)
         fn = overloaded(b.module, _HOST_INTRINSICS[name], ft, [ft] * len(args))
         return b.call(fn, args)
+
+
+def _quiet(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """x with its quiet bit set where it is a NaN. In integer operations: LLVM may fold a float
+    identity (`x + -0.0`) away, and llvm.canonicalize, which SLP packs two of into a <2 x float>,
+    aborts the x86 backend ("Do not know how to custom type legalize this operation")."""
+    it = I32 if x.type == F32 else I64
+    bits = b.bitcast(x, it)
+    quiet = b.or_(bits, ir.Constant(it, 1 << (22 if x.type == F32 else 51)))
+    return b.bitcast(b.select(b.fcmp_unordered("uno", x, x), quiet, bits), x.type)
 
 
 def call(b: ir.IRBuilder, name: str, t: ScalarType, args: list[ir.Value],
