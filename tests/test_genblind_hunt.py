@@ -9,6 +9,11 @@ bit for bit; the nvptx target compiles and assembles them where ptxas is install
 
 Found by this hunt (each test below failed before its fix):
 
+- A helper call as the base of an integer power (`twice(a[i]) ** 3`) was refused with "the base
+  of ** must not have side effects" and no rule, though a helper without pointers has none: the
+  refusal is kept (each copy is inlined again, so helpers powering their callee's result grow
+  8-fold per level), but it now says why, names rule `supported-python` and is documented
+  (docs/language.md, "Python in leaves").
 - Two f32 `pow` (or `hypot`) calls side by side (`math.pow(x, 0.5) + math.pow(x + 1.0, 0.5)`)
   aborted the whole process on the cpu target: the operands were quieted with llvm.canonicalize,
   SLP packed two of them into a <2 x float>, and LLVM's x86 backend cannot select that ("Do not
@@ -28,6 +33,7 @@ from hypothesis import strategies as st
 
 import hpvm_py as hpvm
 from hpvm_py.backends.nvptx import toolchain
+from hpvm_py.errors import FrontendError
 from hpvm_py.rt.compiler import compile_graph
 from conftest import ROOT, TARGETS, child_pythonpath
 from differential.choices import HypothesisChoices, RandomChoices
@@ -35,6 +41,54 @@ from differential.data import load, same
 from differential.genblind import BlindProgram, blind_program, run_blind
 
 RUNNABLE = [t for t in TARGETS if t in ("cpu", "gpu")]
+POWER = '''
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Out, Ptr, i64
+
+
+@hpvm.func
+def twice(x: i64) -> i64:
+    if x > 3:
+        return x * 2
+    else:
+        return x - 1
+
+
+@hpvm.func
+def peek(p: Ptr[i64], at: i64) -> i64:
+    return p[at]
+
+
+@hpvm.leaf
+def leaf(a: In[Ptr[i64]], a_bytes: i64, o: InOut[Ptr[i64]], o_bytes: i64):
+    i = hpvm.instance_id(0)
+    t = twice(a[i])
+    o[i] = {expr}
+
+
+@hpvm.graph
+def root(a: In[Ptr[i64]], a_bytes: i64, o: InOut[Ptr[i64]], o_bytes: i64, n: i64):
+    hpvm.node(leaf, grid=n, a=a, a_bytes=a_bytes, o=o, o_bytes=o_bytes)
+'''
+
+
+@pytest.mark.parametrize("base", ["twice(a[i])", "peek(a, i)", "hpvm.atomic_add(o, i, 1)"])
+def test_a_power_base_that_calls_a_helper_is_refused_with_its_rule(base: str) -> None:
+    module = load(POWER.format(expr=f"{base} ** 3"))
+    with pytest.raises(FrontendError, match=r"base of \*\* is repeated.*\[rule: supported-python\]"):
+        hpvm.compile(module.root, target="python")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_helper_result_assigned_first_may_be_powered(target: str) -> None:
+    module = load(POWER.format(expr="t ** 3 + 1"))
+    a = np.random.default_rng().integers(-50, 50, 9, dtype=np.int64)
+    o = np.zeros(9, np.int64)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(module.root, a, o, 9))
+    assert o.tolist() == (np.where(a > 3, a * 2, a - 1) ** 3 + 1).tolist()
+
+
 TWO_POWS = """
 import math
 import numpy as np

@@ -161,7 +161,11 @@ class ExprLowering(TypeConversions):
                 (not t.is_float and isinstance(b, Weak) and b.kind == "int" and 0 <= b.value <= 8):
             base = self.to_type(a, t, node, explicit=True)
             if any(isinstance(e, (K.Atomic, K.CallHelper, K.Malloc)) for e in K.walk_exprs(base)):
-                raise self.error(node, "the base of ** must not have side effects")
+                # each copy of a call would run (and be inlined) again: nested helpers that power
+                # their callee's result would multiply their bodies per level
+                raise self.error(node, "the base of ** is repeated once per factor, so it may not "
+                                 "call a helper or an atomic: assign it to a variable first",
+                                 rule="supported-python")
             exponent = int(b.value)
             if exponent >= 2:
                 self._check_repeated(base, node, "the base of ** (a product of its copies)")
