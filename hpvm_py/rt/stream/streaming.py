@@ -4,6 +4,7 @@ failures surfaced at the failing item's pop, and the choice of the scheduler tha
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 import operator
 import queue
@@ -481,11 +482,20 @@ def deadline_after(timeout: float | None) -> float | None:
     """When a wait of `timeout` seconds (push, pop, wait, cleanup) ends; None: it never does.
     A timeout longer than a thread can wait (threading.TIMEOUT_MAX, about 292 years; inf too) waits
     for ever as None does: its remainder went on to Lock.acquire or Condition.wait, whose
-    OverflowError surfaced as an internal error. NaN means no length of time: refused."""
+    OverflowError surfaced as an internal error. NaN means no length of time: refused. The
+    deadline is a float: a NumPy float32 or float16 kept its type through the sum, which
+    Lock.acquire and Condition.wait refuse (an internal TypeError), and a negative int beyond a
+    float's range failed in the sum (an internal OverflowError)."""
     check_timeout(timeout)
-    if timeout is None or timeout >= threading.TIMEOUT_MAX:
+    if timeout is None:
         return None
-    return time.monotonic() + timeout
+    try:
+        seconds = float(timeout)
+    except OverflowError:  # a whole number beyond a float's range: for ever, or no time at all
+        seconds = math.inf if timeout > 0 else -math.inf
+    if seconds >= threading.TIMEOUT_MAX:
+        return None
+    return time.monotonic() + seconds
 
 
 def check_timeout(timeout: float | None) -> None:
