@@ -3,6 +3,7 @@ failures surfaced at the failing item's pop, and the choice of the scheduler tha
 (SCHEDULERS). docs/architecture.md ("Streaming") and docs/streaming.md say how and why."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import numbers
@@ -28,6 +29,8 @@ from .scheduler import THREAD_PREFIX, StreamScheduler
 from .stages import EOS, GPU_SLICE, POLL, SchedulerThread, Stage, StageThreads, WholeRecord, put_now
 
 WAITED_TWICE = "wait() was already called on this launch handle"
+# seconds the interpreter's exit waits for the stages of the streams still running, all together
+EXIT_WAIT = 1.0
 FORKED = ("started before os.fork(): its stages run in the parent process; launch a stream in this "
           "process to stream here")
 # the ways to run a stream's stages (scheduler.py), in order of preference: the first that fits
@@ -105,6 +108,7 @@ class StreamHandle:
         self._stages = stages = [Stage(self, i) for i in range(len(nodes))]
         self._scheduler = choose_scheduler(stages)
         self._threads = self._scheduler.threads()
+        _running.add(self)
         for t in self._threads:
             t.start()
 
@@ -467,6 +471,29 @@ class StreamHandle:
             raise Stopped()
 
 
+
+
+# every stream whose stages may still run, abandoned ones included (a stage thread refers to its
+# stream until it ends)
+_running: "weakref.WeakSet[StreamHandle]" = weakref.WeakSet()
+
+
+def _stop_at_exit() -> None:
+    """At the interpreter's exit, stop the streams still running, as cleanup() does, and wait
+    EXIT_WAIT seconds at most for their stages: a daemon stage thread still inside torch (a GPU
+    stage's copies and views) when the interpreter finalizes is ended by pthread_exit through a
+    noexcept destructor (pybind11's, taking the interpreter back), and the process aborted
+    ("terminate called without an active exception")."""
+    streams = list(_running)
+    for stream in streams:
+        stream.stop.set()
+        stream.arrived.set()
+    deadline = time.monotonic() + EXIT_WAIT
+    for stream in streams:  # (alive: one whose start failed cannot be joined)
+        join_threads([t for t in stream._threads if t.is_alive()], deadline)
+
+
+atexit.register(_stop_at_exit)
 
 
 def choose_scheduler(stages: list[Stage]) -> StreamScheduler:
