@@ -1,4 +1,4 @@
-"""What the language allows and the other generators never write (tests/differential/genblind.py):
+"""What the language allows and the other generators never write (tests/differential/extended.py):
 helpers with several call sites and tail returns, parameters named as the caller's locals,
 exactly rounded math functions at their edges, `round`/`int`/`float`/`bool`, integer powers,
 chained comparisons, truth values of numbers, tuple, chained, annotated and augmented
@@ -38,7 +38,7 @@ from hpvm_py.rt.compiler import compile_graph
 from conftest import ROOT, TARGETS, child_pythonpath
 from differential.choices import HypothesisChoices, RandomChoices
 from differential.data import load, same
-from differential.genblind import BlindProgram, blind_program, run_blind
+from differential.extended import BlindProgram, blind_program, run_blind
 
 RUNNABLE = [t for t in TARGETS if t in ("cpu", "gpu")]
 POWER = '''
