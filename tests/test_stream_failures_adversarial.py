@@ -12,6 +12,7 @@ import pytest
 import hpvm_py as hpvm
 from conftest import child_pythonpath
 from hpvm_py.errors import StreamError
+from hpvm_py.rt.stream import streaming
 from programs import stream_graphs as g
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,3 +78,86 @@ def test_exit_with_a_stream_in_flight_stops_its_stages_first(target: str) -> Non
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["exiting with items in flight", "stages left: []"], \
         done.stdout + done.stderr[-3000:]
+
+
+# -- an exception raised inside push() or pop() past their waits --------------------------------
+# A KeyboardInterrupt (or any signal handler's exception) can land between two bytecodes of push()
+# or pop() where they hand an item over: between the puts into the stages' FIFOs, or between
+# taking a stage's result and keeping it. Simulated here at exactly those points: the stream must
+# then refuse every later call with a StreamError (no hang, no result paired with another item's),
+# and the items before the torn one keep their results.
+
+def _two_stage_items(rng, count: int) -> list[tuple[np.ndarray, np.ndarray, np.float32]]:
+    return [(rng.standard_normal(N).astype(np.float32), np.zeros(N, np.float32),
+             np.float32(rng.integers(1, 9))) for _ in range(count)]
+
+
+def _expect_torn(h: object, what: str) -> None:
+    for call in (lambda: hpvm.pop(h, timeout=30), lambda: hpvm.push(h, *_two_stage_items(
+            np.random.default_rng(), 1)[0][:2], np.float32(1), N, timeout=30),
+                 lambda: hpvm.wait(h, timeout=30)):
+        with pytest.raises(StreamError, match=f"interrupted inside {what}"):
+            call()
+
+
+@pytest.mark.parametrize("torn_at", [0, 2])
+def test_an_interrupt_between_a_pushs_puts_stops_the_stream_at_that_item(
+        target: str, rng, monkeypatch: pytest.MonkeyPatch, torn_at: int) -> None:
+    real_put_all = streaming.StreamHandle._put_all
+    pushed = {"items": 0}
+
+    def put_one_then_interrupt(self: streaming.StreamHandle, item: object) -> None:
+        if pushed["items"] != torn_at:
+            return real_put_all(self, item)
+        streaming.put_now(self.feeds[-1], item)  # the first FIFO filled took it, the others not
+        raise KeyboardInterrupt
+    hpvm.init(target)
+    try:
+        h = hpvm.launch(g.two_stages, stream=True, depth=4)
+        monkeypatch.setattr(streaming.StreamHandle, "_put_all", put_one_then_interrupt)
+        items = _two_stage_items(rng, torn_at + 1)
+        for x, y, k in items[:-1]:
+            hpvm.push(h, x, y, k, N, timeout=30)
+            pushed["items"] += 1
+        x, y, k = items[-1]
+        with pytest.raises(KeyboardInterrupt):
+            hpvm.push(h, x, y, k, N, timeout=30)
+        monkeypatch.setattr(streaming.StreamHandle, "_put_all", real_put_all)
+        for x, y, k in items[:-1]:  # the items before it are whole
+            total = hpvm.pop(h, timeout=30)[0]
+            np.testing.assert_allclose(total, (x * k + 1).sum(), rtol=1e-5)
+            np.testing.assert_array_equal(y, x * k + 1)
+        _expect_torn(h, "push")
+    finally:
+        hpvm.cleanup(timeout=30)
+
+
+def test_a_result_an_interrupted_pop_threw_away_stops_the_stream(
+        target: str, rng, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_get = streaming.StreamHandle.get
+    calls = {"n": 0}
+
+    def get_then_interrupt(self: streaming.StreamHandle, fifo: object, *args: object, **kwargs: object) -> object:
+        value = real_get(self, fifo, *args, **kwargs)
+        if not any(fifo is done for done in self.done):
+            return value  # (a stage's own reads)
+        calls["n"] += 1
+        if calls["n"] == 3:  # the second item's first result: taken from its FIFO, then dropped
+            raise KeyboardInterrupt
+        return value
+    hpvm.init(target)
+    try:
+        h = hpvm.launch(g.two_stages, stream=True, depth=4)
+        items = _two_stage_items(rng, 3)
+        for x, y, k in items:
+            hpvm.push(h, x, y, k, N, timeout=30)
+        monkeypatch.setattr(streaming.StreamHandle, "get", get_then_interrupt)
+        first = hpvm.pop(h, timeout=30)[0]
+        x, y, k = items[0]
+        np.testing.assert_allclose(first, (x * k + 1).sum(), rtol=1e-5)
+        with pytest.raises(KeyboardInterrupt):
+            hpvm.pop(h, timeout=30)
+        monkeypatch.setattr(streaming.StreamHandle, "get", real_get)
+        _expect_torn(h, "pop")
+    finally:
+        hpvm.cleanup(timeout=30)

@@ -517,7 +517,7 @@ class ItemRunner(StreamScheduler):
         if profile.on:
             for stage in self.stages:
                 stage.profiled(flight.index)
-        self.handle.done[0].put(WholeRecord(records))
+        self.handle.done[0].put((flight.index, WholeRecord(records)))
 
     @staticmethod
     def _host_slots(stage: Stage, plan: StagePlan, part: StageItem,

@@ -205,7 +205,7 @@ class Stage:
         if profile.on:
             self.profiled(item)
         self.handle.hazards.done(item, self.index)
-        self.handle.done[self.index].put(outs)
+        self.handle.done[self.index].put((item, outs))  # (pop() checks the item's number)
 
     def profiled(self, item: int) -> None:
         """Inside `hpvm.profile()`: the item's run of this stage ends."""

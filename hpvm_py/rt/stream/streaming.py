@@ -56,6 +56,7 @@ class StreamHandle:
         self._error: BaseException | None = None
         self._failed_at: int | None = None  # the item whose stage failed first in push order
         self._error_lock = threading.Lock()
+        self._torn = False  # _tear(): its stages may hold different items, so wait() stops them
         self.hazards = Hazards(runtime.tracker.host_data)
         # the values of non-streaming binds: the first push's, a buffer that moved since bound
         # again (_keep_moved); the stages read it as they take each item
@@ -138,17 +139,23 @@ class StreamHandle:
             # device copies are stale only for buffers the user may have written since the
             # stream last used them; the others hold what earlier items in flight write
             self.runtime.tracker.host_data(self.hazards.admit(item, self._uses(item, env)))
+            sending = False
             try:
-                self._send(env, deadline, "push")
+                self._room(deadline, "push")
+                sending = True
+                self._put_all(env)
+                self._last_push = (devices, args, env)
+                self._pushed += 1
             except BaseException as exc:
+                if sending:  # (an interrupt between the puts: some stages have the item)
+                    self._tear("push", item)
+                    raise
                 self.hazards.withdraw(item)  # no stage got the item
                 if first:
                     self.first_env = None
                 if isinstance(exc, Stopped):  # a stage failed (or cleanup() ran) while it waited
                     self._raise_stopped("push")
                 raise
-            self._last_push = (devices, args, env)
-            self._pushed += 1
         if not self._scheduler.help():  # (else the host thread started what it could itself)
             self.arrived.set()
         stats.bump("stream_pushes")
@@ -214,12 +221,10 @@ class StreamHandle:
         each item whole from there). Items already pushed are in every FIFO."""
         self.feeds = [self.host_fifos[0]]
 
-    def _send(self, item: Any, deadline: float | None, what: str) -> None:
-        """Put item into every fed FIFO once all of them have room, so that a timeout leaves
-        every stage with the same items; raises Stopped when stopped. The first stage's FIFO
-        gets it last: an item seen there is in the others too."""
-        feeds = self.feeds
-        for fifo in feeds:
+    def _room(self, deadline: float | None, what: str) -> None:
+        """Wait until every fed FIFO has room for an item, so that a timeout (or an interrupt)
+        leaves every stage with the same items; raises Stopped when stopped."""
+        for fifo in self.feeds:
             while len(fifo.queue) >= fifo.maxsize:  # (only this thread adds: room seen stays)
                 if self.stop.is_set() or self._error is not None:
                     raise Stopped()
@@ -234,8 +239,27 @@ class StreamHandle:
                         fifo.not_full.wait(left)
         if self.stop.is_set() or self._error is not None:
             raise Stopped()
-        for fifo in reversed(feeds):
-            put_now(fifo, item)  # only this host thread adds: the room is still there
+
+    def _put_all(self, item: Any) -> None:
+        """Put item into every fed FIFO, which _room() saw room in (only this host thread adds).
+        The first stage's FIFO gets it last: an item seen there is in the others too."""
+        for fifo in reversed(self.feeds):
+            put_now(fifo, item)
+
+    def _tear(self, what: str, item: int) -> None:
+        """An exception raised inside push() or pop() past their waits (a KeyboardInterrupt, or
+        another signal handler's) left the stages with different items, or threw away a result
+        taken from a stage: stop the stream at `item`, as a failing stage does, so that every
+        later call says so instead of pairing one item's results with another's."""
+        with self._error_lock:
+            self._error = StreamError(
+                f"the stream was interrupted inside {what}() (an exception raised while it handed "
+                f"over item {item}), so its items may be out of step: it stopped; the items "
+                "before it were popped or can be; launch another stream", caller_loc())
+            if self._failed_at is None or item < self._failed_at:
+                self._failed_at = item
+            self._torn = True
+        self.arrived.set()
 
     def pop(self, timeout: float | None) -> tuple[Any, ...]:
         deadline = deadline_after(timeout)
@@ -264,8 +288,11 @@ class StreamHandle:
         try:
             while len(records) < len(self.done):
                 # (the host thread completes finished items itself where the scheduler lets it)
-                record = self.get(self.done[len(records)], deadline, "pop", self._popped,
-                                  self._scheduler.help)
+                item, record = self.get(self.done[len(records)], deadline, "pop", self._popped,
+                                        self._scheduler.help)
+                if item != self._popped:  # an interrupted pop() took this stage's result of it
+                    self._tear("pop", self._popped)
+                    self._raise_stage_error()
                 if isinstance(record, WholeRecord):  # (only ever the first stage's)
                     records = record.records
                     break
@@ -309,10 +336,17 @@ class StreamHandle:
             if self._cleaned_up:
                 self._raise_stopped("wait")
             self._closed = True
+            if self._torn:  # (a stage may wait for an item another never got: none would end)
+                self.stop.set()
             try:
                 if not self._end_sent:
-                    self._send(EOS, deadline, "wait")
-                    self._end_sent = True
+                    self._room(deadline, "wait")
+                    try:
+                        self._put_all(EOS)
+                        self._end_sent = True
+                    except BaseException:
+                        self._tear("wait", self._pushed)
+                        raise
                     self.arrived.set()
             except Stopped:
                 pass  # an item failed: the stages end after the items before it; raised below
