@@ -25,7 +25,8 @@ from ..rt.fresh_lane import launch_fresh
 from ..rt.launch_devices import launch_devices
 from ..rt.recorder import Recorder
 from ..rt.replay import replay
-from ..rt.stream.streaming import WAITED_TWICE, check_timeout, deadline_after, launch_stream
+from ..rt.stream.streaming import WAITED_TWICE, launch_stream
+from ..rt.stream.waits import check_timeout, deadline_after
 from ..rt.tracker import MemoryTracker
 from ..support import profile as _profile
 from ..support import settings as _settings

@@ -127,6 +127,12 @@ class Profile:
                 tid = self.tracks.setdefault(name, len(self.tracks) + 1)
         return tid
 
+    def track_names(self) -> list[tuple[str, int]]:
+        """(name, tid) of every track, taken under the lock: a thread whose launch began while
+        the profile was on may still add a track while stop() writes it."""
+        with _lock:
+            return list(self.tracks.items())
+
     def add(self, cat: str, name: str, t0: int, t1: int, track: str | None,
             args: dict[str, Any] | None, counted: bool = True) -> None:
         event: dict[str, Any] = {"name": name, "cat": cat, "ph": "X", "ts": t0 / 1000,
@@ -363,7 +369,7 @@ def _untangle(prof: Profile) -> None:
     by_track: dict[int, list[dict[str, Any]]] = {}
     for event in prof.events:
         by_track.setdefault(event["tid"], []).append(event)
-    names = {tid: name for name, tid in prof.tracks.items()}
+    names = {tid: name for name, tid in prof.track_names()}
     for tid, events in by_track.items():
         events.sort(key=lambda e: (e["ts"], -e["dur"]))
         lanes: list[list[float]] = []  # per lane, the ends of its open events (a stack)
@@ -392,7 +398,7 @@ def _trace(prof: Profile, rank: int, size: int) -> dict[str, Any]:
     meta = [{"name": "process_name", "ph": "M", "ts": 0, "pid": rank, "tid": 0, "args": {"name": name}},
             {"name": "process_sort_index", "ph": "M", "ts": 0, "pid": rank, "tid": 0,
              "args": {"sort_index": rank}}]
-    for track, tid in sorted(prof.tracks.items(), key=lambda kv: kv[1]):
+    for track, tid in sorted(prof.track_names(), key=lambda kv: kv[1]):
         meta.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": rank, "tid": tid,
                      "args": {"name": track}})
         meta.append({"name": "thread_sort_index", "ph": "M", "ts": 0, "pid": rank, "tid": tid,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import math
-import numbers
 import operator
 import queue
 import threading
@@ -27,6 +25,7 @@ from .hazards import Hazards, Use
 from .items import ItemRunner
 from .scheduler import THREAD_PREFIX, StreamScheduler
 from .stages import EOS, GPU_SLICE, POLL, SchedulerThread, Stage, StageThreads, WholeRecord, put_now
+from .waits import deadline_after, join_threads
 
 WAITED_TWICE = "wait() was already called on this launch handle"
 # seconds the interpreter's exit waits for the stages of the streams still running, all together
@@ -539,40 +538,6 @@ def choose_scheduler(stages: list[Stage]) -> StreamScheduler:
     raise AssertionError("StageThreads runs every stream")
 
 
-def deadline_after(timeout: float | None) -> float | None:
-    """When a wait of `timeout` seconds (push, pop, wait, cleanup) ends; None: it never does.
-    A timeout longer than a thread can wait (threading.TIMEOUT_MAX, about 292 years; inf too) waits
-    for ever as None does: its remainder went on to Lock.acquire or Condition.wait, whose
-    OverflowError surfaced as an internal error. NaN means no length of time: refused. The
-    deadline is a float: a NumPy float32 or float16 kept its type through the sum, which
-    Lock.acquire and Condition.wait refuse (an internal TypeError), and a negative int beyond a
-    float's range failed in the sum (an internal OverflowError)."""
-    check_timeout(timeout)
-    if timeout is None:
-        return None
-    try:
-        seconds = float(timeout)
-    except OverflowError:  # a whole number beyond a float's range: for ever, or no time at all
-        seconds = math.inf if timeout > 0 else -math.inf
-    if seconds >= threading.TIMEOUT_MAX:
-        return None
-    return time.monotonic() + seconds
-
-
-def check_timeout(timeout: float | None) -> None:
-    """A LaunchError at the user's call for a timeout that means no length of time: NaN (it
-    compared false with every clock reading, so a wait timed out at once saying "within nan s"),
-    or not a number at all (a string failed inside the comparisons as an internal error)."""
-    if timeout is None:
-        return
-    if not isinstance(timeout, (int, float)) and not isinstance(timeout, numbers.Real):
-        raise LaunchError(f"timeout={timeout!r}: give the seconds to wait at most, or None to wait "
-                          "for ever", caller_loc())
-    if timeout != timeout:
-        raise LaunchError("timeout=nan: give the seconds to wait at most, or None to wait for ever",
-                          caller_loc())
-
-
 def _is_whole_number(value: Any) -> bool:
     """An int or another integer type (NumPy's): not a float, a string or None."""
     try:
@@ -580,13 +545,6 @@ def _is_whole_number(value: Any) -> bool:
     except TypeError:
         return False
     return True
-
-
-def join_threads(threads: list[threading.Thread], deadline: float | None) -> list[threading.Thread]:
-    """Join each thread until the deadline; returns those still running."""
-    for t in threads:
-        t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-    return [t for t in threads if t.is_alive()]
 
 
 class Stream:
