@@ -22,7 +22,7 @@ from hpvm_py.backends.cpu import threads
 from hpvm_py.backends.nvptx import toolchain
 from hpvm_py.device import cuda_available
 from hpvm_py.distributed import chooser, ranks
-from hpvm_py.errors import CompileError, DistributedError, HPVMError, LaunchError
+from hpvm_py.errors import CompileError, DistributedError, HPVMError, HPVMWarning, LaunchError
 from hpvm_py.support import settings, stats
 from hpvm_py.support.loc import UNKNOWN
 
@@ -323,3 +323,18 @@ def test_a_timeout_not_in_ascii_digits_is_refused_by_name(monkeypatch: pytest.Mo
     for text, seconds in (("5", 5.0), ("2.5", 2.5), ("1e3", 1000.0)):
         monkeypatch.setenv("HPVM_COMM_TIMEOUT", text)
         assert settings.positive_seconds(settings.COMM_TIMEOUT) == seconds
+
+
+@pytest.mark.skipif(not registry.available("cpu"), reason="needs the cpu target (it reads HPVM_REBIND)")
+def test_a_warning_about_a_settings_value_names_the_users_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flag's odd value is read deep inside a launch: its warning named hpvm_py's own line
+    (api/host.py), not the launch that read it."""
+    monkeypatch.setattr(settings, "_warned", set())
+    monkeypatch.setenv("HPVM_REBIND", "maybe")
+    n = 16
+    a = np.random.default_rng().standard_normal(n).astype(np.float32)
+    c = np.zeros(n, np.float32)
+    with hpvm.runtime("cpu"), pytest.warns(HPVMWarning, match="HPVM_REBIND='maybe'") as caught:
+        hpvm.wait(hpvm.launch(vadd_graph, a, a.nbytes, a, a.nbytes, c, c.nbytes, n))  # this line
+    assert [Path(w.filename).name for w in caught] == [Path(__file__).name]
+    np.testing.assert_array_equal(c, a + a)

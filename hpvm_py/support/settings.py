@@ -72,7 +72,7 @@ def _warn_once(setting: Setting, value: str, text: str) -> None:
     if (setting.name, value) in _warned:
         return
     _warned.add((setting.name, value))
-    warnings.warn(text, HPVMWarning, stacklevel=3)
+    warnings.warn(text, HPVMWarning, stacklevel=user_level())
 
 
 def warn(setting: Setting, text: str) -> None:
@@ -266,13 +266,13 @@ def warn_misspelled() -> None:
             _warned.add(("", name))
             warnings.warn(f"{name} is not a setting of hpvm-py, and is ignored: did you mean "
                           f"{close[0]}? (`hpvmc config` lists them)", HPVMWarning,
-                          stacklevel=_user_level())
+                          stacklevel=user_level())
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # (not hpvm_py_x/)
 
 
-def _user_level() -> int:
+def user_level() -> int:
     """The stacklevel of warnings.warn, called from the caller of this, that names the user's line
     (the first frame outside hpvm_py and contextlib: init() comes through several of them)."""
     frame, level = sys._getframe(1), 1
