@@ -16,7 +16,8 @@ from ..support.loc import Loc
 # Lowering and tracing run one at a time: several threads may launch a graph for the first time
 # together, and the "currently lowering" flags detect recursion within one thread only.
 FRONTEND_LOCK = threading.RLock()
-_names: dict[str, int] = {}
+_names: dict[str, int] = {}  # base name -> how many functions asked for it
+_taken: set[str] = set()  # every name given out: `leaf_2` may be a user's own name
 _names_lock = threading.Lock()
 
 
@@ -24,8 +25,13 @@ def unique_name(base: str) -> str:
     """A function name unique in this process: IR names must not collide across modules."""
     with _names_lock:
         count = _names.get(base, 0)
+        name = base if count == 0 else f"{base}_{count + 1}"
+        while name in _taken:
+            count += 1
+            name = f"{base}_{count + 1}"
         _names[base] = count + 1
-    return base if count == 0 else f"{base}_{count + 1}"
+        _taken.add(name)
+    return name
 
 
 class Definition:

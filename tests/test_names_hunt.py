@@ -1,0 +1,60 @@
+"""Names: IR names stay unique, and messages show the name the user wrote.
+
+Each check runs in a fresh interpreter: IR names are unique per process, so what other tests
+compiled would change them."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LEAF = """
+@hpvm.leaf
+def {name}(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    c[i] = {k} * a[i]
+"""
+HEAD = "import hpvm_py as hpvm\nfrom hpvm_py import In, Out, Ptr, f32, i64\n"
+
+
+def _run(tmp_path: Path, files: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    for name, text in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
+    return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=240)
+
+
+def test_user_function_named_like_a_renamed_one_keeps_its_own_body(tmp_path: Path) -> None:
+    # `leaf`, then a user's `leaf_2`, then a second `leaf`: the second `leaf` was named `leaf_2`
+    # too, and the graph ran one leaf's body for both nodes
+    a = np.random.default_rng().standard_normal(16).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    m1 = HEAD + LEAF.format(name="leaf", k="2.0") + LEAF.format(name="leaf_2", k="3.0")
+    m2 = HEAD + "import m1\nimport numpy as np\n" + LEAF.format(name="leaf", k="5.0") + """
+@hpvm.graph
+def root(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, d: Out[Ptr[f32]],
+         d_bytes: i64, n: i64):
+    hpvm.node(m1.leaf_2, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes)
+    hpvm.node(leaf, grid=n, a=a, a_bytes=a_bytes, c=d, c_bytes=d_bytes)
+
+hpvm.init()
+a = np.load("a.npy")
+for t in ("python", "cpu"):
+    c = np.zeros_like(a)
+    d = np.zeros_like(a)
+    hpvm.launch(hpvm.compile(root, target=t), a, a.nbytes, c, c.nbytes, d, d.nbytes, a.size)
+    np.save(f"c_{t}.npy", c)
+    np.save(f"d_{t}.npy", d)
+"""
+    done = _run(tmp_path, {"m1.py": m1, "m2.py": m2}, "m2.py")
+    assert done.returncode == 0, done.stderr
+    for t in ("python", "cpu"):
+        np.testing.assert_allclose(np.load(tmp_path / f"c_{t}.npy"), np.float32(3.0) * a)
+        np.testing.assert_allclose(np.load(tmp_path / f"d_{t}.npy"), np.float32(5.0) * a)
