@@ -58,3 +58,44 @@ for t in ("python", "cpu"):
     for t in ("python", "cpu"):
         np.testing.assert_allclose(np.load(tmp_path / f"c_{t}.npy"), np.float32(3.0) * a)
         np.testing.assert_allclose(np.load(tmp_path / f"d_{t}.npy"), np.float32(5.0) * a)
+
+
+BAD_LEAF = """
+@hpvm.leaf
+def leaf(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    i = hpvm.get_node_instance_id_x(hpvm.get_node())
+    a[i] = 2.0 * c[i]
+"""
+GRAPH = """
+@hpvm.graph
+def root(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
+    hpvm.node(leaf, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes)
+"""
+
+
+def test_check_names_the_leaf_the_user_wrote(tmp_path: Path) -> None:
+    # m1's `leaf` takes the IR name `leaf`, so m2's is `leaf_2`: the message gave that name
+    m1 = HEAD + LEAF.format(name="leaf", k="2.0")
+    m2 = HEAD + "import m1\n" + BAD_LEAF + GRAPH
+    done = _run(tmp_path, {"m1.py": m1, "m2.py": m2}, "-m", "hpvm_py.cli", "check", "m2.py")
+    assert done.returncode != 0
+    assert "error: leaf writes through 'a', declared In[...]" in done.stderr + done.stdout
+    assert "leaf_2" not in done.stderr + done.stdout
+
+
+def test_launch_errors_and_node_names_give_the_users_names(tmp_path: Path) -> None:
+    m1 = HEAD + LEAF.format(name="leaf", k="2.0") + GRAPH
+    m2 = HEAD + "import m1\nimport numpy as np\n" + LEAF.format(name="leaf", k="3.0") + GRAPH + """
+print("nodes", [n.name for n in root.ir.nodes])
+hpvm.init()
+a = np.zeros(4, np.float32)
+try:
+    hpvm.launch(hpvm.compile(root, target="python"), a, a)
+except hpvm.errors.LaunchError as e:
+    print(e)
+"""
+    done = _run(tmp_path, {"m1.py": m1, "m2.py": m2}, "m2.py")
+    assert done.returncode == 0, done.stderr
+    assert "nodes ['leaf']" in done.stdout  # a node is named after its function when not named
+    assert "graph root takes" in done.stdout
+    assert "root_2" not in done.stdout and "leaf_2" not in done.stdout

@@ -23,7 +23,7 @@ __all__ = ["GraphDef", "HelperDef", "LeafDef", "LibraryDef", "NodeDef", "func", 
 
 def _check_function(func: Any, decorator: str) -> None:
     if isinstance(func, Definition):
-        raise FrontendError(f"{decorator} decorates a `def` function, but {func.name} is already an "
+        raise FrontendError(f"{decorator} decorates a `def` function, but {K.shown_name(func)} is already an "
                             f"@hpvm.{func.kind if func.kind != 'helper' else 'func'}: a function "
                             "takes one hpvm decorator", caller_loc())
     if not inspect.isfunction(func):
@@ -57,6 +57,7 @@ class _Lowerable(Definition):
         self.pyfunc = func
         self.source_lines = source_lines(func)  # the text it is compiled from, as defined
         self.name = unique_name(func.__name__)
+        self.user_name = func.__name__
         self.loc = function_loc(func)
         self._ir: Any = None
         self._helpers: dict[str, HelperDef] = {}
@@ -72,7 +73,7 @@ class _Lowerable(Definition):
 
     def _lower_now(self) -> None:
         if self._lowering:
-            raise FrontendError(f"{self.name} calls itself (directly or through helpers); "
+            raise FrontendError(f"{K.shown_name(self)} calls itself (directly or through helpers); "
                                 "recursion cannot be inlined", self.loc)
         self._lowering = True
         try:
@@ -123,7 +124,8 @@ class LeafDef(_Lowerable, NodeDef):
         return self._ir
 
     def _make_ir(self, lowerer: Any, body: list[K.Stmt]) -> K.LeafFunc:
-        return K.LeafFunc(name=self.name, params=lowerer.params_list(), outputs=lowerer.outputs,
+        return K.LeafFunc(name=self.name, user_name=self.user_name, params=lowerer.params_list(),
+                          outputs=lowerer.outputs,
                           locals=dict(lowerer.locals), body=body, target=self.target,
                           loc=lowerer.src.loc(lowerer.src.tree))
 
@@ -132,7 +134,7 @@ class LeafDef(_Lowerable, NodeDef):
         return ir.params, ir.outputs
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise FrontendError(f"{self.name} is a leaf node function: it runs as a node of a graph "
+        raise FrontendError(f"{K.shown_name(self)} is a leaf node function: it runs as a node of a graph "
                             "(hpvm.node / create_node inside an @hpvm.graph), not as a call",
                             caller_loc(), rule="node-function")
 
@@ -151,7 +153,8 @@ class HelperDef(_Lowerable):
         return self._ir
 
     def _make_ir(self, lowerer: Any, body: list[K.Stmt]) -> K.HelperFunc:
-        return K.HelperFunc(name=self.name, params=lowerer.params_list(), result=lowerer.result_type,
+        return K.HelperFunc(name=self.name, user_name=self.user_name, params=lowerer.params_list(),
+                            result=lowerer.result_type,
                             locals=dict(lowerer.locals), body=body, loc=lowerer.src.loc(lowerer.src.tree))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -172,6 +175,7 @@ class GraphDef(NodeDef):
         self.pyfunc = func
         self.source_lines = source_lines(func)  # the text it is compiled from, as defined
         self.name = unique_name(func.__name__)
+        self.user_name = func.__name__
         self.loc = function_loc(func)
         self._ir: GraphFunc | None = None
         self._children: dict[str, NodeDef] = {}
@@ -205,7 +209,7 @@ class GraphDef(NodeDef):
 
     def _trace_now(self) -> None:
         if self._tracing:
-            raise VerificationError(f"graph {self.name} contains itself: the node hierarchy must be "
+            raise VerificationError(f"graph {K.shown_name(self)} contains itself: the node hierarchy must be "
                                     "finite", caller_loc(), rule="hierarchy-acyclic")
         self._tracing = True
         try:
@@ -245,7 +249,8 @@ class GraphDef(NodeDef):
                 definition._input_index = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise LaunchError(f"{self.name} is a graph: run it with hpvm.launch({self.name}, ...) and "
+        raise LaunchError(f"{K.shown_name(self)} is a graph: run it with hpvm.launch({K.shown_name(self)}, "
+                          "...) and "
                           "hpvm.wait(handle)", caller_loc())
 
     def __repr__(self) -> str:

@@ -38,7 +38,8 @@ class Definition:
     """A function the front end knows; `kind` is "leaf", "helper", "graph" or "library"."""
 
     kind = ""
-    name: str
+    name: str  # unique in the process: the IR's name
+    user_name: str  # the name its `def` has, which messages give (kernel.shown_name)
     loc: Loc
     pyfunc: Callable[..., Any]  # the decorated Python function (library nodes have none)
     source_lines: list[str]  # its file's text when it was decorated (library nodes have none)
@@ -76,6 +77,7 @@ class LibraryDef(NodeDef):
     def __init__(self, ir: LibraryFunc):
         self.ir = ir
         self.name = ir.name
+        self.user_name = ir.user_name
         self.loc = ir.loc
 
     def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import FrontendError, HPVMError, VerificationError
 from ..ir import dfg as D
+from ..ir.kernel import shown_name
 from ..ir.targets import canonical_target, target_problem
 from ..support.loc import Loc
 from ..types import ScalarType
@@ -141,10 +142,10 @@ class GraphBuilder:
                 raise VerificationError("bind_input: that parameter belongs to another graph",
                                         caller_loc(), rule="edge-siblings")
             return port.index
-        return _port(port, [p.name for p in self.ir.params], f"input of graph {self.ir.name}")
+        return _port(port, [p.name for p in self.ir.params], f"input of graph {shown_name(self.ir)}")
 
     def parent_output(self, port: Any) -> int:
-        return _port(port, [o.name for o in self.ir.outputs], f"output of graph {self.ir.name}")
+        return _port(port, [o.name for o in self.ir.outputs], f"output of graph {shown_name(self.ir)}")
 
 
 def current_builder(what: str) -> GraphBuilder:
@@ -167,14 +168,14 @@ def check_host_code(what: str) -> None:
         return
     stack = getattr(_local, "stack", None)
     if stack:
-        raise VerificationError(f"{what}() is host code: the body of graph {stack[-1].ir.name} is an "
+        raise VerificationError(f"{what}() is host code: the body of graph {shown_name(stack[-1].ir)} is an "
                                 "internal node, which only builds structure; call it outside "
                                 "@hpvm.graph bodies", caller_loc(), rule="host-intrinsics-in-host-code")
 
 
 def _definition(fn: Any, loc: Loc) -> NodeDef:
     if isinstance(fn, Definition) and fn.kind == "helper":
-        raise VerificationError(f"{fn.name} is an @hpvm.func helper; nodes run @hpvm.leaf or "
+        raise VerificationError(f"{shown_name(fn)} is an @hpvm.func helper; nodes run @hpvm.leaf or "
                                 "@hpvm.graph functions", loc, rule="node-function")
     if isinstance(fn, NodeDef):
         return fn
@@ -204,7 +205,7 @@ def _create(fn: Any, dims: tuple[Any, ...], name: str | None = None, loc: Loc | 
             raise VerificationError(f"instance count {d.value} is negative", loc, rule="instance-counts")
         dim_exprs.append(d)
     if name is None:
-        node_name = builder.node_name(definition.name)
+        node_name = builder.node_name(definition.user_name)
     else:
         if not isinstance(name, str) or not name.isidentifier() or name in builder._names:
             raise VerificationError(f"node name {name!r} must be a fresh identifier in this graph",
@@ -536,7 +537,8 @@ def trace_graph(definition: NodeDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
     src = read_function(definition.pyfunc, getattr(definition, "source_lines", None))
     lowerer = Lowerer(src, "graph", definition.name, lambda obj, loc: None, lambda obj: False)
     lowerer.lower_signature()
-    ir = D.GraphFunc(name=definition.name, params=lowerer.params_list(), outputs=lowerer.outputs,
+    ir = D.GraphFunc(name=definition.name, user_name=definition.user_name, params=lowerer.params_list(),
+                     outputs=lowerer.outputs,
                      loc=src.loc(src.tree),  # the `def` line, not the decorator's
                      tuple_of_one=lowerer.tuple_annotation and len(lowerer.outputs) == 1)
     builder = GraphBuilder(definition, ir, src.file)
@@ -551,7 +553,7 @@ def trace_graph(definition: NodeDef) -> tuple[D.GraphFunc, dict[str, NodeDef]]:
     except HPVMError:
         raise
     except Exception as exc:
-        raise FrontendError(f"the body of graph {definition.name} raised {type(exc).__name__}: {exc}",
+        raise FrontendError(f"the body of graph {shown_name(definition)} raised {type(exc).__name__}: {exc}",
                             user_frame_loc(exc, definition.loc)) from None
     finally:
         stack.pop()
@@ -569,11 +571,12 @@ def _bind_result(builder: GraphBuilder, result: Any, loc: Loc) -> None:
     elif isinstance(result, tuple):
         values = list(result)
     else:
-        raise VerificationError(f"graph {builder.ir.name} returns {type(result).__name__}; return node "
+        raise VerificationError(f"graph {shown_name(builder.ir)} returns {type(result).__name__}; return "
+                                "node "
                                 "outputs (node.out.x), a tuple of them, or nothing", loc,
                                 rule="outputs-bound")
     if len(values) != len(builder.ir.outputs):
-        raise VerificationError(f"graph {builder.ir.name} returns {len(values)} value(s) but its "
+        raise VerificationError(f"graph {shown_name(builder.ir)} returns {len(values)} value(s) but its "
                                 f"annotation declares {len(builder.ir.outputs)} output(s)", loc,
                                 rule="outputs-bound")
     for port, value in enumerate(values):
@@ -581,7 +584,7 @@ def _bind_result(builder: GraphBuilder, result: Any, loc: Loc) -> None:
         conn = connection(value) if isinstance(value, (Connection, OutRef, Sym)) else None
         if conn is None or not isinstance(conn.source, OutRef):
             what = "a graph parameter" if conn is not None else type(value).__name__
-            raise VerificationError(f"output {port} of graph {builder.ir.name} must be a node output "
+            raise VerificationError(f"output {port} of graph {shown_name(builder.ir)} must be a node output "
                                     f"(node.out.x), not {what}", loc, rule="outputs-bound")
         src = builder.own(conn.source.node, f"output {port}")
         builder.ir.output_binds.append(D.OutputBind(src=src.ir.name, src_port=conn.source.port,

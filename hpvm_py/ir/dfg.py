@@ -217,6 +217,7 @@ class GraphFunc:
     # `-> tuple[T]`: a launch of this root gives a tuple of its one output, not the value; kept
     # in the text as `-> (T,)` so that a graph from hpvm.load returns what the Python one does
     tuple_of_one: bool = False
+    user_name: str = field(default="", compare=False)  # see kernel.shown_name
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -235,6 +236,7 @@ class LibraryFunc:
     params: list[Param]
     outputs: list[OutputPort]
     loc: Loc = _LOC
+    user_name: str = field(default="", compare=False)  # see kernel.shown_name
 
 
 Function = Union[LeafFunc, GraphFunc, HelperFunc, LibraryFunc]

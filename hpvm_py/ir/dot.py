@@ -103,9 +103,10 @@ class _DotWriter:
         the constants bound to g's inputs whose arrows are hidden (shown in the `in` record)."""
         self.counter += 1
         if node is None:
-            label = f"{g.name} (root)"
+            label = f"{K.shown_name(g)} (root)"
         else:
-            label = (node.name if node.name == g.name else f"{node.name}: {g.name}") + f" {_grid(node)}"
+            func = K.shown_name(g)
+            label = (node.name if node.name == func else f"{node.name}: {func}") + f" {_grid(node)}"
         self.lines.append(f"{indent}subgraph cluster_{self.counter} {{")
         inner = indent + "  "
         self.lines.append(f"{inner}label={_q(label)}; style=rounded; color=\"#555555\";")
@@ -140,7 +141,8 @@ class _DotWriter:
                 self.kinds.add("library" if library else "replicated" if child.dims else "leaf")
                 kind = "library" if library else "leaf"
                 hint = f"\\nhint: {child.hint}" if child.hint else ""
-                title = child.name if child.name == child.func else f"{child.name}: {child.func}"
+                func = child.func if fn is None else K.shown_name(fn)
+                title = child.name if child.name == func else f"{child.name}: {func}"
                 params = fn.params if isinstance(fn, (K.LeafFunc, D.LibraryFunc)) else []
                 values = "".join(f"\\n{_escape_label(params[p].name if p < len(params) else str(p))} = "
                                  f"{_escape_label(v)}" for p, v in sorted(folded.get(child.name, {}).items()))

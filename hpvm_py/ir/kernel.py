@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Union
+from typing import Iterator, Protocol, Union
 
 from ..support.loc import UNKNOWN, Loc
 from ..types import PtrType, ScalarType, Type
@@ -310,6 +310,7 @@ class LeafFunc:
     target: str = "any"  # "any" | "cpu" | "gpu"
     loc: Loc = _LOC
     notes: list[Note] = field(default_factory=list)
+    user_name: str = field(default="", compare=False)  # see shown_name
 
     def noted(self, name: str) -> list[Note]:
         """The notes of one pass, in order."""
@@ -326,6 +327,19 @@ class HelperFunc:
     locals: dict[str, Type]
     body: Block
     loc: Loc = _LOC
+    user_name: str = field(default="", compare=False)  # see shown_name
+
+
+class _Named(Protocol):
+    name: str
+    user_name: str
+
+
+def shown_name(func: _Named) -> str:
+    """The name messages give a function: the one its Python `def` has, not the IR name, which
+    gets a suffix (a second `leaf` is `leaf_2`) to stay unique in the process. Functions read
+    from textual IR have only their IR name."""
+    return func.user_name or func.name
 
 
 # ----------------------------------------------------------------------------------------------

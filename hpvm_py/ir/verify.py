@@ -100,7 +100,7 @@ def verify_module(module: D.Module) -> list[DeferredGridCheck]:
             _check_remote_accesses(fn)
             problem = target_problem(fn.target, leaf=True)
             if problem is not None:
-                raise _fail(f"leaf {fn.name}: {problem}", fn.loc, "hint-target")
+                raise _fail(f"leaf {K.shown_name(fn)}: {problem}", fn.loc, "hint-target")
         elif isinstance(fn, K.HelperFunc):
             _check_helper(fn)
     _check_hierarchy(module)
@@ -221,10 +221,11 @@ def _check_leaf_pointer_use(leaf: K.LeafFunc, module: D.Module,
         if direction is None:
             continue  # scratch memory from malloc
         if "write" in hows and direction == "in":
-            raise _fail(f"{leaf.name} writes through {name!r}, declared In[...]; declare it "
+            raise _fail(f"{K.shown_name(leaf)} writes through {name!r}, declared In[...]; declare it "
                         "Out[...] or InOut[...]", first_loc(name, "write"), "pointer-direction")
         if "read" in hows and direction == "out":
-            raise _fail(f"{leaf.name} reads {name!r}, declared Out[...] (write-only: its old content "
+            raise _fail(f"{K.shown_name(leaf)} reads {name!r}, declared Out[...] (write-only: its old "
+                        "content "
                         "is not moved to the device); declare it InOut[...]",
                         first_loc(name, "read"), "pointer-direction")
 
@@ -235,26 +236,29 @@ def _check_remote_accesses(leaf: K.LeafFunc) -> None:
     params = {p.name for p in leaf.params if isinstance(p.type, PtrType)}
     for access in K.remote_accesses(leaf.body):
         if access.ptr.name not in params:
-            raise _fail(f"{leaf.name}: remote access through {access.ptr.name!r}, which is not a pointer "
+            raise _fail(f"{K.shown_name(leaf)}: remote access through {access.ptr.name!r}, which is not a "
+                        "pointer "
                         "parameter (a buffer on the symmetric heap)", access.loc, "remote-access")
         rank_type = access.rank.type if access.rank is not None else None
         if not (isinstance(rank_type, ScalarType) and rank_type.is_int):
-            raise _fail(f"{leaf.name}: the rank of a remote access must be an integer, not {rank_type}",
+            raise _fail(f"{K.shown_name(leaf)}: the rank of a remote access must be an integer, not "
+                        f"{rank_type}",
                         access.loc, "remote-access")
 
 
 def _check_helper(fn: K.HelperFunc) -> None:
     for access in K.remote_accesses(fn.body):
-        raise _fail(f"helper {fn.name} accesses {access.ptr.name!r} on another rank, an HPVM "
+        raise _fail(f"helper {K.shown_name(fn)} accesses {access.ptr.name!r} on another rank, an HPVM "
                     "intrinsic", access.loc, "helper-no-intrinsics")
     for stmt in K.walk_stmts(fn.body):
         if isinstance(stmt, K.Barrier):
-            raise _fail(f"helper {fn.name} uses barrier(), an HPVM intrinsic", stmt.loc,
+            raise _fail(f"helper {K.shown_name(fn)} uses barrier(), an HPVM intrinsic", stmt.loc,
                         "helper-no-intrinsics")
         for top in K.child_exprs(stmt):
             for e in K.walk_exprs(top):
                 if isinstance(e, (K.InstanceId, K.NumInstances, K.NumDims, K.Atomic, K.Malloc)):
-                    raise _fail(f"helper {fn.name} uses an HPVM intrinsic ({type(e).__name__})", e.loc,
+                    raise _fail(f"helper {K.shown_name(fn)} uses an HPVM intrinsic "
+                                f"({type(e).__name__})", e.loc,
                                 "helper-no-intrinsics")
 
 
@@ -289,7 +293,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
     checked_dims: set[int] = set()  # nodes share their DimExpr objects: check each once
     for n in g.nodes:
         if n.name in nodes:
-            raise _fail(f"graph {g.name} has two nodes named {n.name!r}", n.loc, "unique-node-names")
+            raise _fail(f"graph {K.shown_name(g)} has two nodes named {n.name!r}", n.loc, "unique-node-names")
         nodes[n.name] = n
         fn = module.functions.get(n.func)
         if not isinstance(fn, (K.LeafFunc, D.GraphFunc, D.LibraryFunc)):
@@ -308,7 +312,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
                 p = param_names.get(name)
                 if p is None or not (isinstance(p.type, ScalarType) and p.type.is_int and not p.type.is_bool):
                     raise _fail(f"instance count of node {n.name} uses {name!r}, which is not an integer "
-                                f"parameter of graph {g.name}", n.loc, "instance-counts")
+                                f"parameter of graph {K.shown_name(g)}", n.loc, "instance-counts")
             if isinstance(d, D.DimConst) and d.value < 0:
                 raise _fail(f"node {n.name} has a negative instance count", n.loc, "instance-counts")
         problem = None if n.hint is None else target_problem(n.hint, leaf=False)
@@ -323,7 +327,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         src, dst = nodes.get(e.src), nodes.get(e.dst)
         if src is None or dst is None:
             raise _fail(f"edge names node {e.src if src is None else e.dst!r}, which is not a child of "
-                        f"graph {g.name}; edges connect siblings", e.loc, "edge-siblings")
+                        f"graph {K.shown_name(g)}; edges connect siblings", e.loc, "edge-siblings")
         combo = (src.func, e.src_port, dst.func, e.dst_port, e.kind)
         if combo not in typed_edges:
             _check_edge_types(e, sigs[e.src][1], sigs[e.dst][0])
@@ -345,7 +349,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
     for b in g.input_binds:
         n = nodes.get(b.dst)
         if n is None:
-            raise _fail(f"bind_input names node {b.dst!r}, which is not a child of graph {g.name}",
+            raise _fail(f"bind_input names node {b.dst!r}, which is not a child of graph {K.shown_name(g)}",
                         b.loc, "edge-siblings")
         combo = (b.parent_port, n.func, b.dst_port)
         if combo not in checked:
@@ -360,7 +364,8 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
 
     for c in g.const_binds:
         if c.dst not in nodes:
-            raise _fail(f"a constant bind names node {c.dst!r}, which is not a child of graph {g.name}",
+            raise _fail(f"a constant bind names node {c.dst!r}, which is not a child of graph "
+                        f"{K.shown_name(g)}",
                         c.loc, "edge-siblings")
         params = sigs[c.dst][0]
         if not 0 <= c.dst_port < len(params):
@@ -376,7 +381,7 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
     for x in g.expr_binds:
         if x.dst not in nodes:
             raise _fail(f"an expression bind names node {x.dst!r}, which is not a child of graph "
-                        f"{g.name}", x.loc, "edge-siblings")
+                        f"{K.shown_name(g)}", x.loc, "edge-siblings")
         params = sigs[x.dst][0]
         if not 0 <= x.dst_port < len(params):
             raise _fail(f"an expression bind: node {x.dst} has {len(params)} input(s), not port "
@@ -402,21 +407,21 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
     bound_sources: set[tuple[str, int]] = set()
     for b in g.output_binds:
         if b.src not in nodes:
-            raise _fail(f"bind_output names node {b.src!r}, which is not a child of graph {g.name}",
+            raise _fail(f"bind_output names node {b.src!r}, which is not a child of graph {K.shown_name(g)}",
                         b.loc, "edge-siblings")
         outs = sigs[b.src][1]
         if not 0 <= b.src_port < len(outs):
             raise _fail(f"bind_output: node {b.src} has {len(outs)} output(s), not port {b.src_port}",
                         b.loc, "ports-exist")
         if not 0 <= b.parent_port < len(g.outputs):
-            raise _fail(f"bind_output: graph {g.name} has {len(g.outputs)} output(s), not port "
+            raise _fail(f"bind_output: graph {K.shown_name(g)} has {len(g.outputs)} output(s), not port "
                         f"{b.parent_port}", b.loc, "ports-exist")
         if outs[b.src_port].type != g.outputs[b.parent_port].type:
             raise _fail(f"bind_output {b.src}.{b.src_port} -> output {b.parent_port}: type "
                         f"{outs[b.src_port].type} does not match {g.outputs[b.parent_port].type}",
                         b.loc, "bind-types")
         if b.parent_port in bound:
-            raise _fail(f"output {b.parent_port} of graph {g.name} is bound twice", b.loc,
+            raise _fail(f"output {b.parent_port} of graph {K.shown_name(g)} is bound twice", b.loc,
                         "bind-unique-dest")
         if (b.src, b.src_port) in bound_sources:
             raise _fail(f"output {b.src_port} of {b.src} is bound to two graph outputs", b.loc,
@@ -425,7 +430,8 @@ def _check_graph(g: D.GraphFunc, module: D.Module) -> list[DeferredGridCheck]:
         bound_sources.add((b.src, b.src_port))
     for port, out in enumerate(g.outputs):
         if port not in bound:
-            raise _fail(f"output {out.name or port} of graph {g.name} is not bound to a child's output",
+            raise _fail(f"output {out.name or port} of graph {K.shown_name(g)} is not bound to a child's "
+                        "output",
                         g.loc, "outputs-bound")
     _check_acyclic(g)
     return deferred
@@ -484,7 +490,8 @@ def _check_acyclic(g: D.GraphFunc) -> None:
                 ready.append(e.dst)
     if seen != len(g.nodes):
         on_cycle = _closing_edge(g, {name for name, d in indeg.items() if d > 0})
-        raise _fail(f"the edges of graph {g.name} form a cycle through {on_cycle.src} -> {on_cycle.dst}; "
+        raise _fail(f"the edges of graph {K.shown_name(g)} form a cycle through {on_cycle.src} -> "
+                    f"{on_cycle.dst}; "
                     "a dataflow graph must be acyclic", on_cycle.loc, "dfg-acyclic")
 
 
@@ -534,7 +541,7 @@ def _check_root_outputs(root: D.GraphFunc) -> None:
     for port, out in enumerate(root.outputs):
         if isinstance(out.type, PtrType):
             bind = next((b for b in root.output_binds if b.parent_port == port), None)
-            raise _fail(f"output {out.name or port} of the root graph {root.name} is a pointer; the "
+            raise _fail(f"output {out.name or port} of the root graph {K.shown_name(root)} is a pointer; the "
                         "host receives values (it already holds its buffers)",
                         bind.loc if bind is not None else root.loc, "no-pointers-on-edges")
 
@@ -575,15 +582,17 @@ def _check_leaf_queries(leaf: K.LeafFunc, queries: list[K.Expr], node: D.Node,
             what = "instance id" if isinstance(e, K.InstanceId) else "instance count"
             axis = "xyz"[e.dim]
             if e.level == len(levels):
-                raise _fail(f"{leaf.name} (node {node.name}) asks the root for its {what} in {axis}; the "
+                raise _fail(f"{K.shown_name(leaf)} (node {node.name}) asks the root for its {what} in "
+                            f"{axis}; the "
                             "root has a single instance and is not replicated", e.loc, "single-instance-root")
             if e.level > len(levels):
-                raise _fail(f"{leaf.name} (node {node.name}) goes {e.level} levels up with "
+                raise _fail(f"{K.shown_name(leaf)} (node {node.name}) goes {e.level} levels up with "
                             f"get_parent_node(), above the root", e.loc, "instance-query-dims")
             if e.dim >= levels[e.level]:
                 who = f"node {node.name}" if e.level == 0 else f"its level-{e.level} ancestor"
-                raise _fail(f"{leaf.name} asks for the {what} in {axis}, but {who} is replicated in "
+                raise _fail(f"{K.shown_name(leaf)} asks for the {what} in {axis}, but {who} is replicated in "
                             f"{levels[e.level]} dimension(s)", e.loc, "instance-query-dims")
         elif isinstance(e, K.NumDims) and e.level > len(levels):
-            raise _fail(f"{leaf.name} goes {e.level} levels up with get_parent_node(), above the root",
+            raise _fail(f"{K.shown_name(leaf)} goes {e.level} levels up with get_parent_node(), above the "
+                        "root",
                         e.loc, "instance-query-dims")

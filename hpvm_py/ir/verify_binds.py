@@ -19,7 +19,7 @@ def _fail(message: str, loc: Loc, rule: str) -> VerificationError:
 
 def _check_input_bind(g: D.GraphFunc, b: D.InputBind, dst_params: list[K.Param]) -> None:
     if not 0 <= b.parent_port < len(g.params):
-        raise _fail(f"bind_input: graph {g.name} has {len(g.params)} input(s), not port "
+        raise _fail(f"bind_input: graph {K.shown_name(g)} has {len(g.params)} input(s), not port "
                     f"{b.parent_port}", b.loc, "ports-exist")
     if not 0 <= b.dst_port < len(dst_params):
         raise _fail(f"bind_input: node {b.dst} has {len(dst_params)} input(s), not port {b.dst_port}",
@@ -67,7 +67,8 @@ def _check_expr_bind(g: D.GraphFunc, x: D.ExprBind, param: K.Param,
     for name in sorted(D.dim_params(x.expr)):
         p = param_names.get(name)
         if p is None or not (isinstance(p.type, ScalarType) and p.type.is_int and not p.type.is_bool):
-            raise _fail(f"{where} uses {name!r}, which is not an integer parameter of graph {g.name}",
+            raise _fail(f"{where} uses {name!r}, which is not an integer parameter of graph "
+                        f"{K.shown_name(g)}",
                         x.loc, "node-inputs")
 
 

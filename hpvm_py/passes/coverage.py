@@ -448,7 +448,7 @@ def warning_text(leaf: K.LeafFunc, reason: Uncovered) -> str:
     """The warning text: the leaf, the parameter, why and where, and what to do."""
     param = leaf.params[reason.param]
     elem = param.type.elem.name  # type: ignore[union-attr]
-    return (f"leaf {leaf.name!r} may leave part of its Out parameter {param.name!r} unwritten "
+    return (f"leaf {K.shown_name(leaf)!r} may leave part of its Out parameter {param.name!r} unwritten "
             f"({reason.why}, at {reason.loc}): its old contents are copied to the device as for "
             f"InOut, so that every target gives the same result; declare it InOut[Ptr[{elem}]] if "
             "the leaf relies on them (docs/language.md, \"Out buffers\")")
@@ -466,7 +466,7 @@ def check_report(leaf: K.LeafFunc) -> list[tuple[Loc, str]]:
                   for site in sites if any(s.cond is not None for s in site.path)]
         if sites and len(guards) == len(sites):
             name = leaf.params[i].name
-            report.append((guards[0].loc, f"note: leaf {leaf.name!r} writes its Out parameter "
+            report.append((guards[0].loc, f"note: leaf {K.shown_name(leaf)!r} writes its Out parameter "
                            f"{name!r} under a condition: a launch where that leaves part of it "
                            "unwritten copies its old contents to the device, as for InOut, and "
                            "warns (docs/language.md, \"Out buffers\")"))

@@ -184,7 +184,7 @@ class _Inliner:
         if helper.result is not None and not K.ends_with_return(helper.body):
             # the front end's rule, kept for helpers read from text: a call in a loop would
             # otherwise give the previous call's result where it ends without one
-            raise FrontendError(f"helper {helper.name} returns a value but can reach its end "
+            raise FrontendError(f"helper {K.shown_name(helper)} returns a value but can reach its end "
                                 "without a return", helper.loc)
         args = [self.operand(a, pre, spill=True) for a in call.args]
         rename: dict[str, str] = {}

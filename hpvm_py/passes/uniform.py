@@ -121,13 +121,13 @@ def _check_block(leaf: K.LeafFunc, block: K.Block, enclosing: list[K.Stmt], barr
             reason = _divergence(enclosing, uni)
             if reason is not None:
                 raise _barrier_error(
-                    f"barrier() in {leaf.name} must be reached by every instance of its group or "
+                    f"barrier() in {K.shown_name(leaf)} must be reached by every instance of its group or "
                     f"by none, but {reason}", stmt.loc)
         elif isinstance(stmt, K.Return) and barrier_follows:
             reason = _divergence(enclosing, uni)
             if reason is not None:
                 raise _barrier_error(
-                    f"this return in {leaf.name} is taken by some instances of a group and not "
+                    f"this return in {K.shown_name(leaf)} is taken by some instances of a group and not "
                     f"others ({reason}), and a barrier() may run after it: the instances that stay "
                     "would wait there for the ones that returned. Return under a uniform condition, "
                     "or guard the work instead of returning", stmt.loc)

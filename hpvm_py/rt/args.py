@@ -13,6 +13,7 @@ from ..errors import LaunchError
 from ..frontend.callsite import caller_loc
 from ..ir import dfg as D
 from ..ir import semantics as S
+from ..ir.kernel import shown_name
 from ..types import PtrType, ScalarType, bf16, f64, i64, int_to_float
 from .buffers import (HOST, buffer_kind, describe, elem_matches, foreign_device, given_nbytes,
                       is_buffer, moved, negated, not_dense, note_written, span, why_not_writable)
@@ -49,10 +50,10 @@ def complete_arguments(func: D.GraphFunc, args: tuple[Any, ...], kwargs: dict[st
     for name, value in kwargs.items():
         i = index.get(name)
         if i is None:
-            raise LaunchError(f"graph {func.name} has no parameter {name!r} (parameters: "
+            raise LaunchError(f"graph {shown_name(func)} has no parameter {name!r} (parameters: "
                               f"{', '.join(index)})", caller_loc())
         if i in values:
-            raise LaunchError(f"graph {func.name}: parameter {name!r} given twice (by position and "
+            raise LaunchError(f"graph {shown_name(func)}: parameter {name!r} given twice (by position and "
                               "by name)", caller_loc())
         values[i] = value
     for size, pointer in companions.items():
@@ -95,7 +96,7 @@ def _signature(func: D.GraphFunc) -> tuple[dict[str, int], dict[int, int], tuple
 def _arity(func: D.GraphFunc, companions: dict[int, int], problem: str) -> str:
     every = [p.name for p in func.params]
     short = [p.name for i, p in enumerate(func.params) if i not in companions]
-    return (f"graph {func.name} takes ({', '.join(every)}), or without the pointers' sizes "
+    return (f"graph {shown_name(func)} takes ({', '.join(every)}), or without the pointers' sizes "
             f"({', '.join(short)}), by position or by name: {problem}")
 
 
@@ -114,7 +115,7 @@ def bind_arguments(func: D.GraphFunc, args: tuple[Any, ...], tracker: MemoryTrac
     """
     if len(args) != len(func.params):
         names = ", ".join(p.name for p in func.params)
-        raise LaunchError(f"graph {func.name} takes {len(func.params)} argument(s) ({names}), "
+        raise LaunchError(f"graph {shown_name(func)} takes {len(func.params)} argument(s) ({names}), "
                           f"got {len(args)}", caller_loc())
     kinds = _kinds(func)
     if last is not None:
@@ -284,40 +285,40 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
                   obj: MemoryObject | None) -> BoundBuffer:
     elem = p.type.elem
     if not is_buffer(arg):
-        raise LaunchError(f"argument {p.name!r} of {func.name} is a pointer ({p.type}): pass a NumPy "
+        raise LaunchError(f"argument {p.name!r} of {shown_name(func)} is a pointer ({p.type}): pass a NumPy "
                           f"array or a torch tensor of {elem}, not {type(arg).__name__}", caller_loc())
     sparse = not_dense(arg)
     if sparse is not None:
-        raise LaunchError(f"argument {p.name!r} of {func.name} {sparse}: a kernel indexes dense "
+        raise LaunchError(f"argument {p.name!r} of {shown_name(func)} {sparse}: a kernel indexes dense "
                           "memory; pass tensor.to_dense()", caller_loc())
     if negated(arg):
-        raise LaunchError(f"argument {p.name!r} of {func.name} is a negative view (its memory holds "
+        raise LaunchError(f"argument {p.name!r} of {shown_name(func)} is a negative view (its memory holds "
                           "its values negated, as torch's conj().imag makes them): a kernel reads "
                           "that memory; pass tensor.resolve_neg()", caller_loc())
     info = describe(arg)
     if not elem_matches(info, elem):
         got = info.elem.name if info.elem is not None else "an unsupported dtype"
-        raise LaunchError(f"argument {p.name!r} of {func.name} must hold {elem} elements, got {got}",
+        raise LaunchError(f"argument {p.name!r} of {shown_name(func)} must hold {elem} elements, got {got}",
                           caller_loc())
     if not info.contiguous:
-        raise LaunchError(f"argument {p.name!r} of {func.name} is not contiguous; pass "
+        raise LaunchError(f"argument {p.name!r} of {shown_name(func)} is not contiguous; pass "
                           "np.ascontiguousarray(...) or tensor.contiguous()", caller_loc())
     refusal = why_not_writable(arg) if p.direction in ("out", "inout") else None
     if refusal is not None:
         spelling = "Out" if p.direction == "out" else "InOut"
         advice = "; pass a writeable array" if isinstance(arg, np.ndarray) else ""
-        raise LaunchError(f"argument {p.name!r} of {func.name} is written by the graph "
+        raise LaunchError(f"argument {p.name!r} of {shown_name(func)} is written by the graph "
                           f"({spelling}[...]) but {refusal}{advice}", caller_loc())
     foreign = foreign_device(info)
     if foreign is not None:
-        raise LaunchError(f"argument {p.name!r} of {func.name} {foreign}: pass a CPU or CUDA tensor",
+        raise LaunchError(f"argument {p.name!r} of {shown_name(func)} {foreign}: pass a CPU or CUDA tensor",
                           caller_loc(), rule="buffer-device")
     if info.device != HOST and info.device not in devices:
         gpus = sorted(d for d in devices if d != HOST)
         where = ", ".join(gpus) if gpus else "the host only"
         move = f"move it to {gpus[0]} (tensor.to({gpus[0]!r}))" if gpus else "pass a host buffer"
         index = info.device.partition(":")[2]
-        raise LaunchError(f"argument {p.name!r} lives on {info.device}, but no node of {func.name} "
+        raise LaunchError(f"argument {p.name!r} lives on {info.device}, but no node of {shown_name(func)} "
                           f"runs there (its nodes run on {where}): {move}, or place a node that uses "
                           f"it on that GPU (hint 'gpu:{index}'); between the devices a graph runs "
                           "on, the runtime moves data itself", caller_loc(), rule="buffer-device")
@@ -341,7 +342,7 @@ def check_overlaps(func: D.GraphFunc, env: list[Any], devices: frozenset[str]) -
             if written:
                 away = ", ".join(sorted(devices - {a.home}))
                 raise LaunchError(
-                    f"arguments {params[i].name!r} and {params[j].name!r} of {func.name} share "
+                    f"arguments {params[i].name!r} and {params[j].name!r} of {shown_name(func)} share "
                     f"memory (one is a view of the other, or both of one array), and the graph "
                     f"writes {written[0]!r} with nodes on {away}, where each gets a copy of its "
                     "own: the other's would not see the writes. Pass the array once (and index "
@@ -351,10 +352,12 @@ def check_overlaps(func: D.GraphFunc, env: list[Any], devices: frozenset[str]) -
 
 def _check_size(func: D.GraphFunc, ptr_name: str, buf: BoundBuffer, size_name: str, size: int) -> None:
     if size < 0:
-        raise LaunchError(f"argument {size_name!r} of {func.name} is {size}; a size in bytes cannot be "
+        raise LaunchError(f"argument {size_name!r} of {shown_name(func)} is {size}; a size in bytes cannot "
+                          "be "
                           "negative", caller_loc())
     if size > buf.obj.nbytes:
-        raise LaunchError(f"argument {size_name!r} of {func.name} says {ptr_name!r} has {size} bytes, but "
+        raise LaunchError(f"argument {size_name!r} of {shown_name(func)} says {ptr_name!r} has {size} "
+                          "bytes, but "
                           f"the buffer has only {buf.obj.nbytes}", caller_loc())
 
 
@@ -366,7 +369,7 @@ def scalar_argument(func: D.GraphFunc, name: str, t: ScalarType, arg: Any) -> An
         return scalar(arg)
     if kind is int and t.kind in ("int", "uint") and low <= arg <= high:
         return scalar(arg)
-    where = f"argument {name!r} of {func.name}"
+    where = f"argument {name!r} of {shown_name(func)}"
     if is_buffer(arg):
         if len(arg.shape) != 0:
             raise LaunchError(f"{where} is a scalar {t}, not a buffer", caller_loc())

@@ -50,7 +50,7 @@ def module_of(root: Any) -> Module:
     if isinstance(root, CompiledGraph):
         return root.module
     if isinstance(root, LeafDef):
-        raise LaunchError(f"{root.name} is a leaf: launch an @hpvm.graph whose body creates it as a "
+        raise LaunchError(f"{K.shown_name(root)} is a leaf: launch an @hpvm.graph whose body creates it as a "
                           "node", caller_loc())
     raise LaunchError(f"expected an @hpvm.graph function (or a graph from hpvm.from_text / hpvm.load), "
                       f"got {type(root).__name__}", caller_loc())
@@ -175,7 +175,8 @@ def _compile_leaf(leaf: K.LeafFunc, ctx: NodeContext, target: str, checked: bool
         marked = split_target(leaf.target)[0] == target
         why = f" (it is marked @hpvm.leaf(target={target!r}))" if marked else ""
         fix = "Mark it target='any' to run it" if marked else "Launch it"
-        raise CompileError(f"leaf {leaf.name} runs on target {target!r}{why}, which is not available "
+        raise CompileError(f"leaf {K.shown_name(leaf)} runs on target {target!r}{why}, which is not "
+                           "available "
                            f"here: {registry.why_unavailable(target)}. {fix} on a target available "
                            f"here ({others})", leaf.loc, rule="target-available")
     backend = registry.get(target)

@@ -208,7 +208,7 @@ class LoweringChoice:
         """A lowering failed: the leaf's launches run the other one (a warning, once per leaf)."""
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         if self._warn((self.leaf.name, target),
-                      f"leaf {self.leaf.name}: its {target} lowering failed ({first}); its launches "
+                      f"leaf {K.shown_name(self.leaf)}: its {target} lowering failed ({first}); its launches "
                       f"run the {next(t for t in LOWERINGS if t != target)} lowering instead "
                       "(HPVM_GPU_LOWERING=off keeps each leaf on its target's)"):
             stats.bump("lowering_fallbacks")

@@ -62,11 +62,11 @@ def origin_text(placement: Placement, node: D.Node, func: Any) -> str:
     if placement.origin == HINT:
         return f"hint {placement.spelled!r} on node {placement.hinted_by}"
     if placement.origin == LEAF:
-        return f"@hpvm.leaf(target={func.target!r}) of {func.name}"
+        return f"@hpvm.leaf(target={func.target!r}) of {K.shown_name(func)}"
     if placement.origin == FALLBACK:
         source = next(name for name, row in TARGETS.items()
                       if row.fallback is not None and row.fallback[0] == placement.target)
-        return (f"the fallback of {func.name} from {source} (which cannot express it) to "
+        return (f"the fallback of {K.shown_name(func)} from {source} (which cannot express it) to "
                 f"{placement.target}")
     return "the runtime's target"
 

@@ -263,14 +263,14 @@ class CallLowering(ViewLowering):
 
     def helper_call(self, helper: K.HelperFunc, node: ast.Call, loc: Loc) -> Value:
         if len(node.args) != len(helper.params):
-            raise self.error(node, f"{helper.name}() takes {len(helper.params)} argument(s), "
+            raise self.error(node, f"{K.shown_name(helper)}() takes {len(helper.params)} argument(s), "
                              f"got {len(node.args)}")
         args: list[K.Expr] = []
         for p, arg in zip(helper.params, node.args):
             value = self.expr(arg)
             if isinstance(p.type, PtrType):
                 if not (isinstance(value, K.Var) and value.type == p.type):
-                    raise self.error(arg, f"argument {p.name!r} of {helper.name}() is a {p.type}")
+                    raise self.error(arg, f"argument {p.name!r} of {K.shown_name(helper)}() is a {p.type}")
                 args.append(value)
             else:
                 args.append(self.to_type(value, p.type, arg, explicit=False))
