@@ -99,3 +99,23 @@ except hpvm.errors.LaunchError as e:
     assert "nodes ['leaf']" in done.stdout  # a node is named after its function when not named
     assert "graph root takes" in done.stdout
     assert "root_2" not in done.stdout and "leaf_2" not in done.stdout
+
+
+def test_kernel_errors_name_the_leaf_the_user_wrote(tmp_path: Path) -> None:
+    # an out-of-bounds read, found by the python kernel and by the compiled cpu kernel
+    m1 = HEAD + LEAF.format(name="leaf", k="2.0")
+    m2 = HEAD + "import m1\nimport numpy as np\n" + LEAF.format(name="leaf", k="3.0") + GRAPH + """
+hpvm.init()
+a = np.zeros(4, np.float32)
+c = np.zeros(8, np.float32)
+for t in ("python", "cpu"):
+    try:
+        hpvm.launch(hpvm.compile(root, target=t), a, a.nbytes, c, c.nbytes, 8)
+    except hpvm.errors.ExecutionError as e:
+        print(t, str(e).splitlines()[0])
+"""
+    done = _run(tmp_path, {"m1.py": m1, "m2.py": m2}, "m2.py")
+    assert done.returncode == 0, done.stderr
+    for t in ("python", "cpu"):
+        assert f"{t} " in done.stdout and "error: leaf: out-of-bounds" in done.stdout, done.stdout
+    assert "leaf_2" not in done.stdout

@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar, Hashable, Protocol
 import numpy as np
 
 from ..ir.context import NodeContext
-from ..ir.kernel import LeafFunc
+from ..ir.kernel import LeafFunc, shown_name
 from ..support import cache, profile, stats
 from ..support.version import VERSION
 
@@ -182,11 +182,11 @@ class Backend:
             if self.memory_hits is not None:
                 stats.bump(self.memory_hits)
             if profile.on:
-                profile.complete("cache", f"kernel cache hit {leaf.name}", profile.now(),
+                profile.complete("cache", f"kernel cache hit {shown_name(leaf)}", profile.now(),
                                  args={"target": self.name, "checked": checked})
             return self.for_leaf(kernel, leaf)
         if profile.on:
-            with profile.span("compile", f"{self.name} {leaf.name}", args={"checked": checked}):
+            with profile.span("compile", f"{self.name} {shown_name(leaf)}", args={"checked": checked}):
                 kernel = self.build(leaf, ctx, checked, key)
         else:
             kernel = self.build(leaf, ctx, checked, key)

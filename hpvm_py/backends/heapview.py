@@ -54,7 +54,8 @@ def for_launch(leaf: K.LeafFunc, args: list[Any], device: Any = None) -> RemoteV
     unmapped = [q for q, base in enumerate(heap.bases) if int(base) == 0]
     if unmapped:
         raise DistributedError(
-            f"{leaf.name}: remote accesses need every rank's heap mapped here, but rank(s) {unmapped} "
+            f"{K.shown_name(leaf)}: remote accesses need every rank's heap mapped here, but rank(s) "
+            f"{unmapped} "
             "run on another host (or HPVM_COMM_FORCE_REMOTE is set): use the collectives between "
             "hosts", _first_remote_loc(leaf, None), rule="remote-host")
     for i in remote_params(leaf):
@@ -62,7 +63,8 @@ def for_launch(leaf: K.LeafFunc, args: list[Any], device: Any = None) -> RemoteV
         if not heap.contains(int(arg.address), int(arg.nbytes)):
             param = leaf.params[i]
             raise DistributedError(
-                f"{leaf.name}: {param.name!r} is accessed on other ranks, but its buffer ({arg.nbytes} "
+                f"{K.shown_name(leaf)}: {param.name!r} is accessed on other ranks, but its buffer "
+                f"({arg.nbytes} "
                 f"bytes at {int(arg.address):#x}) is not on the symmetric heap: allocate it with "
                 "hpvm.symmetric.empty() (the same sequence of allocations on every rank)",
                 _first_remote_loc(leaf, param.name), rule="buffer-on-heap")
@@ -71,7 +73,8 @@ def for_launch(leaf: K.LeafFunc, args: list[Any], device: Any = None) -> RemoteV
     else:
         bases = getattr(heap, "bases_tensor", None)
         if bases is None:
-            raise DistributedError(f"{leaf.name}: remote accesses on a GPU need the GPU symmetric heap; "
+            raise DistributedError(f"{K.shown_name(leaf)}: remote accesses on a GPU need the GPU symmetric "
+                                   "heap; "
                                    "this world's heap is in host memory", _first_remote_loc(leaf, None),
                                    rule="buffer-on-heap")
     return RemoteView(rank=int(heap.rank), world_size=int(world.size), bases=bases)

@@ -265,7 +265,8 @@ class CpuKernel(LeafKernel):
               keep: list[Any]) -> ctypes.Array:
         leaf, layout = self.leaf, self.layout
         if len(args) != layout.n_params or len(outputs) != layout.n_outputs:
-            raise LaunchError(f"{leaf.name} takes {layout.n_params} argument(s) and {layout.n_outputs} "
+            raise LaunchError(f"{K.shown_name(leaf)} takes {layout.n_params} argument(s) and "
+                              f"{layout.n_outputs} "
                               f"output array(s), got {len(args)} and {len(outputs)}", leaf.loc)
         slots = (ctypes.c_uint64 * layout.slots)()
         for i, how, detail in self._plan:
@@ -285,7 +286,7 @@ class CpuKernel(LeafKernel):
             else:
                 param = leaf.params[i]
                 needed = parents if detail == "per_parent" else parents * leaves
-                what = f"{leaf.name}: argument {param.name!r} ({detail})"
+                what = f"{K.shown_name(leaf)}: argument {param.name!r} ({detail})"
                 try:
                     array = scalar_array(param.type, value, needed, what, param.loc)
                 except (TypeError, ValueError, OverflowError) as exc:
@@ -302,7 +303,8 @@ class CpuKernel(LeafKernel):
                 same_type = isinstance(out, np.ndarray) and out.dtype == port.type.numpy_dtype
             if not same_type or not out.flags.c_contiguous or out.size < needed:
                 dtype = "int64 (an address)" if isinstance(port.type, PtrType) else port.type.numpy_dtype
-                raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a contiguous "
+                raise LaunchError(f"{K.shown_name(leaf)}: output {port.name or j} ({mode}) needs a "
+                                  "contiguous "
                                   f"{dtype} array of {needed} element(s)", port.loc)
             slots[layout.output_slot(j)] = _address(out)
         return slots
@@ -312,12 +314,13 @@ class CpuKernel(LeafKernel):
         try:
             pack_scalar(slots, 8 * i, param.type, value)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise LaunchError(f"{self.leaf.name}: argument {param.name!r} is not a {param.type} value: "
+            raise LaunchError(f"{K.shown_name(self.leaf)}: argument {param.name!r} is not a {param.type} "
+                              "value: "
                               f"{exc}", param.loc) from None
 
     def _bad_argument(self, i: int, problem: str) -> None:
         param = self.leaf.params[i]
-        raise LaunchError(f"{self.leaf.name}: argument {param.name!r} {problem}", param.loc)
+        raise LaunchError(f"{K.shown_name(self.leaf)}: argument {param.name!r} {problem}", param.loc)
 
     # -- privatised atomics ------------------------------------------------------------------
 
@@ -356,7 +359,7 @@ class CpuKernel(LeafKernel):
         code, index, limit = error
         if code == MALLOC_FAILED_SITE + 1:
             return self._allocation_error(requested=index, which=limit)
-        return recorded(self.leaf.name, self.info.sites, code, index, limit)
+        return recorded(K.shown_name(self.leaf), self.info.sites, code, index, limit)
 
     def _allocation_error(self, requested: int, which: int) -> ExecutionError:
         """A failed allocation: per-instance storage, or the malloc scratch (at malloc `which`)."""
@@ -520,17 +523,17 @@ def checked_extents(leaf: K.LeafFunc, ctx: NodeContext, extents: list[tuple[int,
     """The extents of a launch as int tuples, one per level, each as long as its level's dims."""
     dims = ctx.level_dims
     if len(extents) != len(dims):
-        raise LaunchError(f"{leaf.name}: {len(extents)} levels of extents for a node with "
+        raise LaunchError(f"{K.shown_name(leaf)}: {len(extents)} levels of extents for a node with "
                           f"{len(dims)} levels", leaf.loc)
     checked = []
     for level, (ext, n) in enumerate(zip(extents, dims)):
         ext = tuple(int(e) for e in ext)
         if len(ext) != n or any(e < 0 for e in ext):
-            raise LaunchError(f"{leaf.name}: level {level} has {n} dimension(s); got the "
+            raise LaunchError(f"{K.shown_name(leaf)}: level {level} has {n} dimension(s); got the "
                               f"extents {ext}", leaf.loc)
         checked.append(ext)
     if math.prod(math.prod(level) for level in checked) > MAX_INSTANCES:
-        raise LaunchError(f"{leaf.name}: the extents {checked} give more than 2**63 - 1 instances: "
+        raise LaunchError(f"{K.shown_name(leaf)}: the extents {checked} give more than 2**63 - 1 instances: "
                           "the instance count overflows 64 bits", leaf.loc)
     return checked
 

@@ -160,14 +160,14 @@ class NvptxKernel(LeafKernel):
             return checked, parents, leaves, (1, 1, 1), []
         if self.mapping == GROUP:
             if parents > _GRID_X:
-                raise LaunchError(f"{self.leaf.name}: {parents} parent instances exceed the GPU's "
+                raise LaunchError(f"{K.shown_name(self.leaf)}: {parents} parent instances exceed the GPU's "
                                   "grid (one block per parent instance)", self.leaf.loc)
             return checked, parents, leaves, own, [((parents, 1, 1), 0, 0)]
         block = flat_block(len(checked[0]), own, parents)
         nx, ny, nz = own
         gx = -(-nx // block[0])
         if gx > _GRID_X:
-            raise LaunchError(f"{self.leaf.name}: {nx} instances in x exceed the GPU's grid",
+            raise LaunchError(f"{K.shown_name(self.leaf)}: {nx} instances in x exceed the GPU's grid",
                               self.leaf.loc)
         gy_all, gz_all = -(-ny // block[1]), -(-(nz * parents) // block[2])
         chunks = [((gx, min(_GRID_YZ, gy_all - cy), min(_GRID_YZ, gz_all - cz)),
@@ -194,32 +194,32 @@ class NvptxKernel(LeafKernel):
         bound: set[int] = set()
         leaf, layout = self.leaf, self.layout
         if len(args) != layout.n_params:
-            raise LaunchError(f"{leaf.name} takes {layout.n_params} argument(s), got {len(args)}",
+            raise LaunchError(f"{K.shown_name(leaf)} takes {layout.n_params} argument(s), got {len(args)}",
                               leaf.loc)
         for i, (param, mode) in enumerate(zip(leaf.params, self.ctx.input_modes)):
             value = args[i]
             if isinstance(param.type, PtrType):
                 if type(value) is not BufferArg:
-                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a pointer and needs "
+                    raise LaunchError(f"{K.shown_name(leaf)}: argument {param.name!r} is a pointer and needs "
                                       f"a buffer, got {type(value).__name__}", param.loc)
                 if value.on_host:  # a host address would fault on the GPU
-                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is in host memory; "
+                    raise LaunchError(f"{K.shown_name(leaf)}: argument {param.name!r} is in host memory; "
                                       "target 'nvptx' needs the buffer's device copy (a torch "
                                       "CUDA tensor)", param.loc)
                 slots[i] = value.address
                 slots[layout.nbytes(i)] = value.nbytes
             elif mode == "uniform":
                 if np.ndim(value) != 0:
-                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is a uniform scalar, "
+                    raise LaunchError(f"{K.shown_name(leaf)}: argument {param.name!r} is a uniform scalar, "
                                       "got an array", param.loc)
                 try:
                     pack_scalar(slots, 8 * i, param.type, value)
                 except (TypeError, ValueError, OverflowError) as exc:
-                    raise LaunchError(f"{leaf.name}: argument {param.name!r} is not a {param.type} "
+                    raise LaunchError(f"{K.shown_name(leaf)}: argument {param.name!r} is not a {param.type} "
                                       f"value: {exc}", param.loc) from None
             else:
                 needed = parents if mode == "per_parent" else parents * leaves
-                what = f"{leaf.name}: argument {param.name!r} ({mode})"
+                what = f"{K.shown_name(leaf)}: argument {param.name!r} ({mode})"
                 if isinstance(value, torch.Tensor) and value.is_cuda:
                     # a producer's device outputs (rt/stream/items.py): read where they are
                     self._bind_device_values(param, value, needed, cuda)
@@ -245,7 +245,7 @@ class NvptxKernel(LeafKernel):
         nbytes = values.numel() * values.element_size()
         if values.device != cuda or not values.is_contiguous() or \
                 nbytes < needed * param.type.numpy_dtype.itemsize:
-            raise LaunchError(f"{leaf.name}: argument {param.name!r} needs {needed} {param.type} "
+            raise LaunchError(f"{K.shown_name(leaf)}: argument {param.name!r} needs {needed} {param.type} "
                               f"value(s) on {cuda}, got a device array of {nbytes} bytes on "
                               f"{values.device}", param.loc)
 
@@ -256,7 +256,7 @@ class NvptxKernel(LeafKernel):
 
         leaf = self.leaf
         if len(outputs) != self.layout.n_outputs:
-            raise LaunchError(f"{leaf.name} has {self.layout.n_outputs} output(s), got "
+            raise LaunchError(f"{K.shown_name(leaf)} has {self.layout.n_outputs} output(s), got "
                               f"{len(outputs)} output array(s)", leaf.loc)
         pairs = []
         for j, (port, mode, out) in enumerate(zip(leaf.outputs, self.ctx.output_modes, outputs)):
@@ -269,7 +269,7 @@ class NvptxKernel(LeafKernel):
                 itemsize = port.type.numpy_dtype.itemsize
                 ok = isinstance(out, np.ndarray) and out.dtype == port.type.numpy_dtype
             if not ok or not out.flags.c_contiguous or out.size < needed:
-                raise LaunchError(f"{leaf.name}: output {port.name or j} ({mode}) needs a "
+                raise LaunchError(f"{K.shown_name(leaf)}: output {port.name or j} ({mode}) needs a "
                                   f"contiguous array of {needed} element(s)", port.loc)
             # with no instance no kernel writes it: the output is zero, as on every target
             dev = (torch.empty if leaves else torch.zeros)(needed * itemsize, dtype=torch.uint8,
@@ -290,7 +290,7 @@ class NvptxKernel(LeafKernel):
         if math.prod(own) > limit["threads"] or own[0] > limit["block_x"] or \
                 own[1] > limit["block_y"] or own[2] > limit["block_z"]:
             raise LaunchError(
-                f"{leaf.name} uses barrier() or malloc(), so each group of its instances (one per "
+                f"{K.shown_name(leaf)} uses barrier() or malloc(), so each group of its instances (one per "
                 f"parent instance) runs as one thread block on target 'nvptx'; a group of "
                 f"{' x '.join(map(str, extents[0]))} instances exceeds this GPU's blocks "
                 f"({limit['threads']} threads; at most {limit['block_x']} x {limit['block_y']} x "
@@ -303,7 +303,7 @@ class NvptxKernel(LeafKernel):
         total = shared + (scratch.static_bytes or 0)
         if total > limit["shared"]:
             raise LaunchError(
-                f"{leaf.name}: its malloc() scratch needs {total} bytes of shared memory per group; "
+                f"{K.shown_name(leaf)}: its malloc() scratch needs {total} bytes of shared memory per group; "
                 f"this GPU has {limit['shared']} per block: allocate less per group (give the leaf "
                 "fewer instances per parent instance)", scratch.mallocs[0].loc,
                 rule="nvptx-shared-memory")
@@ -315,7 +315,7 @@ class NvptxKernel(LeafKernel):
         code, index, limit = error
         if code == 0:
             return
-        raise recorded(self.leaf.name, self.sites, code, index, limit)
+        raise recorded(K.shown_name(self.leaf), self.sites, code, index, limit)
 
 
 class PreparedLaunch(DeviceLaunch):

@@ -300,7 +300,7 @@ class _Generator:
     def beyond_python(self, exc: SyntaxError) -> CompileError:
         """Python's own limits on the generated code (100 levels of indentation, 20 nested
         loops), which a body read from textual IR may pass: its blocks nest up to 128 deep."""
-        return CompileError(f"the python target cannot run {self.leaf.name}: Python refuses the "
+        return CompileError(f"the python target cannot run {K.shown_name(self.leaf)}: Python refuses the "
                             f"code it becomes ({exc.msg}); run it on cpu", self.leaf.loc)
 
     def site(self, access: K.Load | K.Store | K.Atomic) -> int:

@@ -121,12 +121,13 @@ class PythonLeafKernel(LeafKernel):
         except (HPVMError, bdb.BdbQuit, KeyboardInterrupt):
             raise
         except ops.BoundsError as exc:
-            raise out_of_bounds(self.leaf.name, self.code.sites[exc.site], exc.index,
+            raise out_of_bounds(K.shown_name(self.leaf), self.code.sites[exc.site], exc.index,
                                 exc.limit) from None
         except RankError as exc:
-            raise bad_rank(self.leaf.name, self.code.sites[exc.site], exc.rank, exc.world_size) from None
+            raise bad_rank(K.shown_name(self.leaf), self.code.sites[exc.site], exc.rank,
+                           exc.world_size) from None
         except Exception as exc:  # noqa: BLE001 - reported at the user's line
-            raise ExecutionError(f"{self.leaf.name}: {exc}", self._user_line(exc)) from None
+            raise ExecutionError(f"{K.shown_name(self.leaf)}: {exc}", self._user_line(exc)) from None
 
     def _launch_vector_or_rerun(self, values: list[Any], outputs: list[np.ndarray | None],
                                 extents: list[tuple[int, ...]], P: int, L: int) -> None:
@@ -152,7 +153,7 @@ class PythonLeafKernel(LeafKernel):
             try:
                 self._launch_instances(serial, values, outputs, extents, P, L, None)
             except ops.BoundsError as exc:  # its sites are numbered in the serial code
-                raise out_of_bounds(self.leaf.name, serial.sites[exc.site], exc.index,
+                raise out_of_bounds(K.shown_name(self.leaf), serial.sites[exc.site], exc.index,
                                     exc.limit) from None
             # no instance fails in sequential order (the vector run raced with itself, or read
             # where a serial run does not): that complete run is a valid outcome of the launch

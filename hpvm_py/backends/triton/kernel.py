@@ -359,7 +359,8 @@ class TritonKernel(LeafKernel):
         if source.grouped:
             block = max(MIN_BLOCK, _next_pow2(L))
             if block > MAX_GROUP_LANES:
-                raise LaunchError(f"{self.leaf.name} has barrier() and {L} instances per parent instance; "
+                raise LaunchError(f"{K.shown_name(self.leaf)} has barrier() and {L} instances per parent "
+                                  "instance; "
                                   f"target 'gpu' runs them in one program of at most {MAX_GROUP_LANES} "
                                   f"lanes: {SUGGESTION}", self.leaf.loc)
             options.update(BLOCK=block, num_warps=max(1, min(8, block // 256)))
@@ -399,7 +400,7 @@ class TritonKernel(LeafKernel):
         """A grid past CUDA's limits is refused here: Triton's launcher would fail on it with an
         OverflowError (x) or cuLaunchKernel with an invalid value (y, z), neither of which says why."""
         if any(n > limit for n, limit in zip(grid, GRID_LIMITS)):
-            raise LaunchError(f"{self.leaf.name}: this launch needs a grid of {grid} programs "
+            raise LaunchError(f"{K.shown_name(self.leaf)}: this launch needs a grid of {grid} programs "
                               f"({P} parent instance(s)), more than a GPU runs (at most "
                               f"{GRID_LIMITS[0]} x {GRID_LIMITS[1]} x {GRID_LIMITS[2]}); target "
                               "'nvptx' runs it (one thread per instance, in launches of at most "
@@ -467,9 +468,9 @@ class TritonKernel(LeafKernel):
         text = str(exc).strip().splitlines()
         detail = text[-1] if text else type(exc).__name__
         if "interpret" in type(exc).__module__ or type(exc).__name__ == "InterpreterError":
-            return ExecutionError(f"{self.leaf.name}: the Triton interpreter failed: {detail}",
+            return ExecutionError(f"{K.shown_name(self.leaf)}: the Triton interpreter failed: {detail}",
                                   self.leaf.loc)
-        return CompileError(f"{self.leaf.name}: Triton could not compile the generated kernel "
+        return CompileError(f"{K.shown_name(self.leaf)}: Triton could not compile the generated kernel "
                             f"({type(exc).__name__}: {detail}); {SUGGESTION}", self.leaf.loc)
 
 

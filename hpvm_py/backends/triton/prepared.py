@@ -230,7 +230,7 @@ class TritonLaunch(DeviceLaunch):
             raise self._reported(exc) from None
         if code:
             assert self.source is not None
-            raise recorded(self.kernel.leaf.name, self.source.sites, code, index, limit)
+            raise recorded(K.shown_name(self.kernel.leaf), self.source.sites, code, index, limit)
         self.error_clear = True
 
     def _reported(self, exc: Exception) -> HPVMError:
