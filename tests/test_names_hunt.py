@@ -119,3 +119,23 @@ for t in ("python", "cpu"):
     for t in ("python", "cpu"):
         assert f"{t} " in done.stdout and "error: leaf: out-of-bounds" in done.stdout, done.stdout
     assert "leaf_2" not in done.stdout
+
+
+def test_profile_events_name_the_users_functions(tmp_path: Path) -> None:
+    m1 = HEAD + LEAF.format(name="leaf", k="2.0") + GRAPH
+    m2 = HEAD + "import m1\nimport json\nimport numpy as np\n" + LEAF.format(name="leaf", k="3.0")
+    m2 += GRAPH + """
+a = np.ones(4, np.float32)
+c = np.zeros(4, np.float32)
+with hpvm.profile("trace.json"):
+    with hpvm.runtime("cpu"):
+        hpvm.wait(hpvm.launch(root, a, a.nbytes, c, c.nbytes, 4))
+events = json.load(open("trace.json"))["traceEvents"]
+print(sorted({(e.get("cat"), e.get("name"), (e.get("args") or {}).get("graph")) for e in events
+              if e.get("cat") in ("launch", "node", "kernel", "compile")}, key=str))
+"""
+    done = _run(tmp_path, {"m1.py": m1, "m2.py": m2}, "m2.py")
+    assert done.returncode == 0, done.stderr
+    assert "('kernel', 'leaf', None)" in done.stdout and "('launch', 'root', None)" in done.stdout
+    assert "('node', 'leaf', 'root')" in done.stdout and "'cpu leaf'" in done.stdout
+    assert "leaf_2" not in done.stdout and "root_2" not in done.stdout, done.stdout

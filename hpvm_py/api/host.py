@@ -17,6 +17,7 @@ from ..errors import HPVMTimeoutError, LaunchError, StreamError
 from ..frontend.callsite import caller_loc
 from ..frontend.decorators import GraphDef
 from ..frontend.graph import check_host_code
+from ..ir.kernel import shown_name
 from ..rt.compiler import TARGETS, CompiledGraph, compile_graph, default_target
 from ..rt.args import bind_arguments, check_overlaps, complete_arguments, note_writes
 from ..rt.boundary import api_boundary
@@ -395,7 +396,7 @@ def launch(root: Any, *args: Any, stream: bool = False, depth: int = 4, **kwargs
 
 def _profiled_run(rt: Runtime, compiled: CompiledGraph, args: tuple[Any, ...]) -> Handle:
     """A launch inside `hpvm.profile()`: one "launch" event around it (support/profile.py)."""
-    with _profile.launch_span(compiled.name, {"target": rt.target}):
+    with _profile.launch_span(shown_name(compiled.module.root_func), {"target": rt.target}):
         return Handle(compiled, outputs=_run(rt, compiled, args), runtime=rt)
 
 

@@ -139,7 +139,8 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
     if cached is not None:
         stats.bump_one("graph_cache_hits")
         if profile.on:
-            profile.complete("cache", "graph cache hit", profile.now(), args={"graph": cached.name,
+            graph = K.shown_name(cached.module.root_func)
+            profile.complete("cache", "graph cache hit", profile.now(), args={"graph": graph,
                                                                              "target": target})
         return cached
     if target not in TARGETS:
@@ -151,7 +152,8 @@ def compile_graph(root: Any, target: str | None = None) -> CompiledGraph:
             stats.bump_one("graph_cache_hits")  # (another thread compiled it while this waited)
             return cached
         if profile.on:
-            with profile.span("compile", f"compile {module.root}", args={"target": target}):
+            name = f"compile {K.shown_name(module.root_func)}"
+            with profile.span("compile", name, args={"target": target}):
                 compiled = _compile(root, module, target)
         else:
             compiled = _compile(root, module, target)

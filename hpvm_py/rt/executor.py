@@ -219,7 +219,7 @@ class Executor:
         edges deliver, and the bytes copied for its buffers, in the event's args)."""
         kind = "leaf" if isinstance(node.func, K.LeafFunc) else \
             "internal" if node.child is not None else "library"
-        info: dict[str, Any] = {"graph": plan.func.name, "kind": kind, "target": node.target}
+        info: dict[str, Any] = {"graph": K.shown_name(plan.func), "kind": kind, "target": node.target}
         params = node.func.params
         edges = {params[port].name: int(np.asarray(args[port]).nbytes)
                  for port, src in enumerate(node.inputs) if src.node is not None}
@@ -351,9 +351,9 @@ class Executor:
                     recorder.usable = False
                 kernel.launch(call, outputs, extents)
             if t0:
-                profile.gpu_end(timer, "gpu_kernel", node.func.name, device, {"node": node.name})
+                profile.gpu_end(timer, "gpu_kernel", K.shown_name(node.func), device, {"node": node.name})
         if t0:
-            profile.complete("kernel", node.func.name, t0, args={
+            profile.complete("kernel", K.shown_name(node.func), t0, args={
                 "node": node.name, "target": node.target, "device": device,
                 "instances": parents * count, "checked": checked})
         return outputs

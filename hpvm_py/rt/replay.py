@@ -16,6 +16,7 @@ import numpy as np
 from ..device.graphs import capture
 from ..device.outputs import DeviceLaunch
 from ..ir import dfg as D
+from ..ir.kernel import shown_name
 from ..support import profile, stats
 from .args import IMMUTABLE_NUMBERS, same_scalar, scalar_argument
 from .recording import Recording, Step
@@ -258,7 +259,7 @@ def _profiled_step(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream:
 def _profiled_kernel(func: D.GraphFunc, step: Step, args: tuple[Any, ...], stream: Any,
                      capturing: bool) -> Any:
     leaf = getattr(getattr(step.prepared, "kernel", None), "leaf", None)
-    name = getattr(leaf, "name", "kernel")
+    name = "kernel" if leaf is None else shown_name(leaf)
     gpu = isinstance(step.prepared, DeviceLaunch)
     event = dict(step.event or {}, replayed=True)
     t0 = profile.now()
