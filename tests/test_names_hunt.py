@@ -139,3 +139,38 @@ print(sorted({(e.get("cat"), e.get("name"), (e.get("args") or {}).get("graph")) 
     assert "('kernel', 'leaf', None)" in done.stdout and "('launch', 'root', None)" in done.stdout
     assert "('node', 'leaf', 'root')" in done.stdout and "'cpu leaf'" in done.stdout
     assert "leaf_2" not in done.stdout and "root_2" not in done.stdout, done.stdout
+
+
+HELPER = """
+@hpvm.func
+def h(x: f32) -> None:
+    y = x
+"""
+
+
+def test_node_and_helper_errors_name_the_users_functions(tmp_path: Path) -> None:
+    m1 = HEAD + HELPER + LEAF.format(name="leaf", k="2.0")
+    m2 = HEAD + "import m1\n" + HELPER + LEAF.format(name="leaf", k="3.0") + """
+@hpvm.leaf
+def uses(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    y = h(a[0])
+
+@hpvm.graph
+def bad_input(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
+    hpvm.node(leaf, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes, x=n)
+
+@hpvm.graph
+def void_helper(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    hpvm.node(uses, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes)
+
+for g in (bad_input, void_helper):
+    try:
+        g.ir
+    except hpvm.errors.HPVMError as e:
+        print(str(e).splitlines()[0])
+"""
+    done = _run(tmp_path, {"m1.py": m1, "m2.py": m2}, "m2.py")
+    assert done.returncode == 0, done.stderr
+    assert "error: leaf has no input named 'x'" in done.stdout, done.stdout
+    assert "error: h() returns nothing" in done.stdout, done.stdout
+    assert "leaf_2" not in done.stdout and "h_2" not in done.stdout

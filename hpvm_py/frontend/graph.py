@@ -467,12 +467,12 @@ def node(fn: Any = _NO_FUNCTION, /, *args: Any, grid: Any = None, name: str | No
                                 rule=exc.rule) from None
     builder = created.builder
     if len(args) > len(index):
-        raise VerificationError(f"{created.ir.func} takes {len(index)} input(s), got {len(args)} "
-                                "positional", loc, rule="node-inputs")
+        raise VerificationError(f"{shown_name(created.definition)} takes {len(index)} input(s), got "
+                                f"{len(args)} positional", loc, rule="node-inputs")
     given = dict(zip(index, args))
     for key, value in inputs.items():
         if key not in index:
-            raise VerificationError(f"{created.ir.func} has no input named {key!r} (inputs: "
+            raise VerificationError(f"{shown_name(created.definition)} has no input named {key!r} (inputs: "
                                     f"{', '.join(index)})", loc, rule="ports-exist")
         if key in given:
             raise VerificationError(f"input {key!r} given twice", loc, rule="node-inputs")

@@ -15,6 +15,7 @@ from ..backends.base import BufferArg
 from ..device.outputs import DeviceLaunch
 from ..device.streams import DeviceStreams
 from ..ir import dfg as D
+from ..ir.kernel import shown_name
 from ..types import PtrType, ScalarType
 from .args import IMMUTABLE_NUMBERS
 from .buffers import HOST
@@ -72,7 +73,7 @@ class Recorder:
         chain, the leaf; `extents` are the leaf's and its ancestors', innermost first."""
         top = leaf if self._lifted is None else self._root_node
         levels = (top.chain_to_leaf() or []) + [leaf]
-        graph, parents, events = self.root.func.name, 1, []
+        graph, parents, events = shown_name(self.root.func), 1, []
         for level, ext in zip(levels, reversed(extents)):
             kind = "leaf" if level is leaf else "internal"
             instances = parents * math.prod(ext)
@@ -80,7 +81,7 @@ class Recorder:
                                         "instances": instances, "extents": list(ext)}))
             parents = instances
             if level.child is not None:
-                graph = level.child.func.name
+                graph = shown_name(level.child.func)
         return events
 
     def records(self, ancestors: list[tuple[int, ...]]) -> bool:

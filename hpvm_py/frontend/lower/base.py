@@ -27,6 +27,7 @@ class LowererBase:
         self.locals: dict[str, Type] = {}
         self.handles: dict[str, int] = {}
         self.views: dict[str, Any] = {}  # pointer variables (lower/views.py)
+        self.helper_names: dict[str, str] = {}  # IR name -> shown name of the helpers called
         self.outputs: list[K.OutputPort] = []
         self.output_class: type | None = None
         self.tuple_annotation = False  # the return annotation is `tuple[...]` (GraphFunc.tuple_of_one)

@@ -275,5 +275,6 @@ class CallLowering(ViewLowering):
             else:
                 args.append(self.to_type(value, p.type, arg, explicit=False))
         result = helper.result if helper.result is not None else T.void
+        self.helper_names[helper.name] = K.shown_name(helper)
         return K.CallHelper(func=helper.name, args=args, type=result, loc=loc)
 

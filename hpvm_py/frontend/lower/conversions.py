@@ -19,7 +19,7 @@ class TypeConversions(LowererBase):
         if isinstance(value, Weak):
             return {"bool": T.i1, "int": T.DEFAULT_INT, "float": T.DEFAULT_FLOAT}[value.kind]
         if isinstance(value, K.CallHelper) and value.type == T.void:
-            raise FrontendError(f"{value.func}() returns nothing", value.loc)
+            raise FrontendError(f"{self.helper_names[value.func]}() returns nothing", value.loc)
         return value.type
 
     def materialize_default(self, value: Value) -> K.Expr:

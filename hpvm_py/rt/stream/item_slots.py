@@ -19,6 +19,7 @@ from ...device.staging import PinnedPool, StagedCopies, host_copy, pinned_bytes
 from ...device import faults
 from ...device.kernel_graph import KernelGraph
 from ...device.streams import ItemEvent, StageStream, forget_event
+from ...ir.kernel import shown_name
 from ...passes.bounds import BoundsProof
 from ...support import profile, stats
 from ...support.settings import STREAM_GRAPHS
@@ -430,7 +431,7 @@ class ItemSlot:
             try:
                 launch.issue(stream.handle)
                 if timer is not None:
-                    profile.gpu_end(timer, "gpu_kernel", plan.stage.node.func.name, self.device)
+                    profile.gpu_end(timer, "gpu_kernel", shown_name(plan.stage.node.func), self.device)
             except BaseException as exc:  # noqa: BLE001 - the stage's error
                 raise StageFailed(plan.stage, exc) from None
         self.issued += 1

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from ...device.staging import PinnedPool, StagedCopies
 from ...device.streams import ItemEvent, StageStream
+from ...ir.kernel import shown_name
 from ...support import profile
 from ...types import PtrType
 from ..buffers import HOST
@@ -79,7 +80,7 @@ class StageLauncher:
         timer = profile.gpu_begin(self.device, stream.handle) if profile.on else None
         packed.issue(stream.handle)
         if timer is not None:
-            profile.gpu_end(timer, "gpu_kernel", leaf.func.name, self.device)
+            profile.gpu_end(timer, "gpu_kernel", shown_name(leaf.func), self.device)
         with copies.active():  # after the kernel: its scalar outputs, the item's buffers it wrote
             packed.outputs.fetch()
             executor.tracker.finish_launch(list(acquired.values()), keep_device=True)
