@@ -12,6 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+import hpvm_py as hpvm
+from hpvm_py import InOut, Ptr, f32, i64
+
 ROOT = Path(__file__).resolve().parents[1]
 
 LEAF = """
@@ -174,3 +177,12 @@ for g in (bad_input, void_helper):
     assert "error: leaf has no input named 'x'" in done.stdout, done.stdout
     assert "error: h() returns nothing" in done.stdout, done.stdout
     assert "leaf_2" not in done.stdout and "h_2" not in done.stdout
+
+
+def test_a_collectives_node_is_named_after_it() -> None:
+    @hpvm.graph
+    def g(buf: InOut[Ptr[f32]], buf_bytes: i64):
+        hpvm.node(hpvm.comm.all_reduce(f32, op="sum"), buf=buf, buf_bytes=buf_bytes)
+
+    (node,) = g.ir.nodes
+    assert node.name.startswith("all_reduce_f32_sum") and node.name.isidentifier()

@@ -77,7 +77,7 @@ class LibraryDef(NodeDef):
     def __init__(self, ir: LibraryFunc):
         self.ir = ir
         self.name = ir.name
-        self.user_name = ir.user_name
+        self.user_name = K.shown_name(ir)  # a collective has no `def`: its IR name
         self.loc = ir.loc
 
     def signature(self) -> tuple[list[K.Param], list[K.OutputPort]]:
