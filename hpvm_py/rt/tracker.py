@@ -293,7 +293,7 @@ class MemoryTracker:
             if obj is None:
                 raise MemoryTrackingError("untrack_memory(): this buffer is not tracked", caller_loc())
             if not moved(buf, obj.address, obj.nbytes):  # a moved buffer cannot take the data
-                self._bring_home(obj)
+                self._home_for_user(obj)
             self._forget(obj)
 
     def request(self, buf: Any) -> Any:
@@ -303,7 +303,7 @@ class MemoryTracker:
             if obj is None:
                 raise MemoryTrackingError("request_memory(): this buffer is not tracked (track it with "
                                           "hpvm.track_memory or pass it to a launch first)", caller_loc())
-            self._bring_home(obj)
+            self._home_for_user(obj)
             return buf
 
     def acquire(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
@@ -344,6 +344,10 @@ class MemoryTracker:
                 return obj.user
         if device in valid and (len(valid) == 1 or not writes):
             return obj.copy_on(device)  # valid there, and stays so: nothing to copy or mark
+        if writes and device != obj.home and self._away:
+            # the user's objects sharing its memory (`c` and `c[2:]` both tracked) come home and
+            # lose their device copies, which miss this write (their next use settles obj)
+            self._settle_aliases(obj, True)
         if reads and device not in valid:
             self._copy_to(obj, device)
         elif obj.copy_on(device) is None:
@@ -401,18 +405,29 @@ class MemoryTracker:
         if obj.home not in obj.valid:
             self._copy_to(obj, obj.home)
 
+    def _home_for_user(self, obj: MemoryObject) -> None:
+        """_bring_home() for request/untrack: its memory's newest data may be another object's too
+        (a tracked view's, on a device), even where obj's host copy is valid. (Not at every
+        launch's end: a buffer that a launch only read had its aliases settled when copied.)"""
+        if obj.home not in obj.valid:
+            self._copy_to(obj, obj.home)
+        elif self._away:
+            self._settle_aliases(obj, False)
+
     def _copy_to(self, obj: MemoryObject, device: str) -> None:
         if self._away:
             self._settle_aliases(obj, device == obj.home)
         self._copy(obj, device)
 
-    def _settle_aliases(self, obj: MemoryObject, writes_home: bool) -> None:
-        """Before obj's memory at home is read (copied to a device, or used by a node on the host)
-        or written (`writes_home`: its copy brought home, or a node on the host writes it): the
-        buffers the user tracked that share that memory with it (`c` tracked, its view `c[2:]`
-        launched), other objects, bring their newest data home first, or obj read their stale
-        host data (and request_memory(c) wrote it back over what the view's launch wrote); and
-        once obj is written there, their device copies are stale."""
+    def _settle_aliases(self, obj: MemoryObject, writes: bool) -> None:
+        """Before obj's memory at home is read (copied to a device, brought home, or used by a
+        node on the host) or obj is written (`writes`: its copy brought home, a node on the host
+        writes it, or a device writes its copy there): the buffers the user tracked that share
+        that memory with it (`c` tracked, its view `c[2:]` launched or tracked too), other
+        objects, bring their newest data home first, or obj read their stale host data (and
+        request_memory(c) wrote it back over what the view's launch wrote); and once obj is
+        written, their device copies are stale (their home copies too, until obj comes home:
+        their next copy or use settles obj, which is away then)."""
         home = obj.home
         for other in self._away.values():
             if other is obj or other.home != home or not overlap(other, obj) or \
@@ -420,7 +435,7 @@ class MemoryTracker:
                 continue
             if home not in other.valid:
                 self._copy(other, home)
-            if writes_home:
+            if writes:
                 other.valid = valid_on(home)
 
     def _copy(self, obj: MemoryObject, device: str) -> None:

@@ -1,0 +1,70 @@
+"""Buffers the user tracked that share memory (`c` and its view `c[2:]` both tracked, an array
+and torch.from_numpy of it): each one's copies see what launches wrote through the others, on
+every target, compared with NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Out, Ptr, f32, i64
+
+
+@hpvm.leaf
+def add_one_leaf(a: InOut[Ptr[f32]], a_bytes: i64):
+    i = hpvm.instance_id(0)
+    a[i] = a[i] + 1.0
+
+
+@hpvm.graph
+def add_one(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    hpvm.node(add_one_leaf, grid=n, a=a, a_bytes=a_bytes)
+
+
+@hpvm.leaf
+def scale_leaf(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32):
+    i = hpvm.instance_id(0)
+    c[i] = a[i] * k
+
+
+@hpvm.graph
+def scale(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
+    hpvm.node(scale_leaf, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes, k=k)
+
+
+def test_two_tracked_buffers_sharing_memory_see_each_others_writes(target: str, rng) -> None:
+    """`c` and `v = c[k:]` both tracked, both with device copies (a GPU target): a launch writing
+    through one left the other's device copy taken as valid (a later launch on it read stale
+    data and request_memory(c) wrote it back over the view's writes), and request_memory(c)
+    with c's host copy valid did not bring the view's newest data home."""
+    torch = pytest.importorskip("torch")
+    n = 41
+    k = int(rng.integers(1, n - 1))
+    a = rng.random(n, dtype=np.float32)
+    expected = a.copy()
+    with hpvm.runtime(target):
+        c = a.copy()
+        v, t = c[k:], torch.from_numpy(c)
+        for buf in (c, v, t):
+            hpvm.track_memory(buf)
+        hpvm.wait(hpvm.launch(add_one, c, n))
+        expected += 1
+        hpvm.wait(hpvm.launch(add_one, v, n - k))  # v's copy after c's write, then written
+        expected[k:] += 1
+        d = np.zeros(n, np.float32)
+        hpvm.wait(hpvm.launch(scale, c, d, 2.0, n))  # c's copy after v's write
+        np.testing.assert_array_equal(d, expected * np.float32(2))
+        hpvm.wait(hpvm.launch(add_one, t, n))  # written through t: c's and v's copies stale
+        expected += 1
+        hpvm.wait(hpvm.launch(add_one, v, n - k))  # v's newest data on the device alone
+        expected[k:] += 1
+        hpvm.request_memory(c)  # (c's host copy valid: v's data must still come home)
+        np.testing.assert_array_equal(c, expected)
+        dv = np.zeros(n - k, np.float32)
+        hpvm.wait(hpvm.launch(scale, v, dv, 1.0, n - k))
+        np.testing.assert_array_equal(dv, expected[k:])
+        hpvm.wait(hpvm.launch(add_one, c, n))
+        expected += 1
+        hpvm.untrack_memory(v)  # v's host copy valid, c's newest data on the device
+        np.testing.assert_array_equal(v, expected[k:])
+    np.testing.assert_array_equal(c, expected)
