@@ -68,3 +68,45 @@ def test_two_tracked_buffers_sharing_memory_see_each_others_writes(target: str, 
         hpvm.untrack_memory(v)  # v's host copy valid, c's newest data on the device
         np.testing.assert_array_equal(v, expected[k:])
     np.testing.assert_array_equal(c, expected)
+
+
+@hpvm.graph
+def scale_streamed(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
+    st = hpvm.streaming
+    hpvm.node(scale_leaf, grid=n, a=st(a), a_bytes=st(a_bytes), c=st(c), c_bytes=st(c_bytes),
+              k=st(k))
+
+
+@pytest.mark.parametrize("track_c", [False, True])
+def test_a_stream_item_sees_and_leaves_a_tracked_views_newest_data(target: str, rng,
+                                                                    track_c: bool) -> None:
+    """`v = c[k:]` tracked, its newest data on the device (a GPU target): a stream's item reading
+    `c` (tracked or not) copied c's stale host memory in (v's copy home was staged behind the
+    item's, or not made at all), and an item writing `c` left v's device copy taken as valid."""
+    n = 33
+    k = int(rng.integers(1, n - 1))
+    a = rng.random(n, dtype=np.float32)
+    expected = a.copy()
+    with hpvm.runtime(target):
+        c = a.copy()
+        v = c[k:]
+        hpvm.track_memory(v)
+        if track_c:
+            hpvm.track_memory(c)
+        hpvm.wait(hpvm.launch(add_one, v, n - k))
+        expected[k:] += 1
+        handle = hpvm.launch(scale_streamed, stream=True)
+        d = np.zeros(n, np.float32)
+        hpvm.push(handle, c, d, 2.0, n)
+        hpvm.pop(handle)
+        np.testing.assert_array_equal(d, expected * np.float32(2))
+        e = rng.random(n, dtype=np.float32)
+        hpvm.push(handle, e, c, 3.0, n)  # written by an item: v's device copy is stale
+        hpvm.pop(handle)
+        hpvm.wait(handle)
+        expected = e * np.float32(3)
+        dv = np.zeros(n - k, np.float32)
+        hpvm.wait(hpvm.launch(scale, v, dv, 1.0, n - k))
+        np.testing.assert_array_equal(dv, expected[k:])
+        hpvm.untrack_memory(v)
+    np.testing.assert_array_equal(c, expected)

@@ -111,3 +111,15 @@ def host_copy(dst: np.ndarray, src: np.ndarray) -> None:
 def staged() -> StagedCopies | None:
     """The StagedCopies active on this thread, if any."""
     return getattr(_local, "staged", None)
+
+
+@contextlib.contextmanager
+def unstaged() -> Iterator[None]:
+    """Copies on this thread done at once, not through the active StagedCopies, until the scope
+    ends: a copy home whose destination the host reads before the item's copies complete."""
+    held = staged()
+    _local.staged = None
+    try:
+        yield
+    finally:
+        _local.staged = held

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..device.devices import TRANSFERS
+from ..device.staging import unstaged
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
 from ..support import profile, stats
@@ -318,6 +319,10 @@ class MemoryTracker:
         """acquire() of each wanted object, None for the others, under one hold of the lock (a
         stream's item acquires a dozen)."""
         with self._lock:
+            if self._away:  # the others are staged from and back to the user's memory itself
+                for obj, w, want in zip(objects, writes, wanted):
+                    if not want:
+                        self._settle_aliases(obj, w)
             return [self._acquire_held(obj, device, r, w) if want else None
                     for obj, r, w, want in zip(objects, reads, writes, wanted)]
 
@@ -434,7 +439,8 @@ class MemoryTracker:
                     other.valid == valid_on(home):
                 continue
             if home not in other.valid:
-                self._copy(other, home)
+                with unstaged():  # (a stream item's copy in, staged next, reads it at once)
+                    self._copy(other, home)
             if writes:
                 other.valid = valid_on(home)
 
