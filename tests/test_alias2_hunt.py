@@ -110,3 +110,35 @@ def test_a_stream_item_sees_and_leaves_a_tracked_views_newest_data(target: str, 
         np.testing.assert_array_equal(dv, expected[k:])
         hpvm.untrack_memory(v)
     np.testing.assert_array_equal(c, expected)
+
+
+@pytest.mark.parametrize("view", ["strided", "reversed", "torch strided", "torch transposed"])
+def test_requesting_a_strided_view_brings_a_tracked_aliass_data_home(target: str, rng,
+                                                                     view: str) -> None:
+    """A tracked view whose elements span more memory than its nbytes from its address (`c[::2]`,
+    `c[::-1]`, a transposed tensor), requested or untracked while another tracked view of that
+    memory has its newest data on a device (a GPU target): the alias was taken as not
+    overlapping it, so the view kept its stale host data."""
+    torch = pytest.importorskip("torch")
+    n = 24
+    a = rng.random(n, dtype=np.float32)
+    expected = a.copy()
+    with hpvm.runtime(target):
+        c = a.copy()
+        t = torch.from_numpy(c)
+        # each view's highest or lowest elements lie outside [address, address + nbytes), in
+        # the alias's memory
+        s, alias, lo = {"strided": (c[4:][::2], c[17:20], 17),
+                        "reversed": (c[::-1][12:16], c[8:10], 8),
+                        "torch strided": (t[4::2], t[17:20], 17),
+                        "torch transposed": (t[4:16].reshape(3, 4)[:, :2].T, t[12:14], 12)}[view]
+        hpvm.track_memory(alias)
+        hpvm.wait(hpvm.launch(add_one, alias, len(alias)))
+        expected[lo:lo + len(alias)] += 1
+        hpvm.track_memory(s)
+        hpvm.request_memory(s)
+        want = {"strided": expected[4:][::2], "reversed": expected[::-1][12:16],
+                "torch strided": expected[4::2],
+                "torch transposed": expected[4:16].reshape(3, 4)[:, :2].T}
+        np.testing.assert_array_equal(np.asarray(s), want[view])
+        hpvm.untrack_memory(s)

@@ -107,6 +107,22 @@ def span(buf: Any) -> tuple[int, int]:
     return int(buf.data_ptr()), int(buf.numel() * buf.element_size())
 
 
+def extent(buf: Any) -> tuple[int, int]:
+    """The lowest address of a buffer's elements and the end of the highest: the memory it
+    shares with others, a strided or reversed view's included (whose address and nbytes
+    cover other memory)."""
+    if isinstance(buf, np.ndarray):
+        address, size, strides = int(buf.ctypes.data), buf.itemsize, buf.strides
+    else:
+        address, size = int(buf.data_ptr()), buf.element_size()
+        strides = tuple(stride * size for stride in buf.stride())
+    if 0 in buf.shape:
+        return address, address
+    steps = [(n - 1) * stride for n, stride in zip(buf.shape, strides)]
+    return (address + sum(s for s in steps if s < 0),
+            address + sum(s for s in steps if s > 0) + size)
+
+
 def _data_field() -> int | None:
     """Where a NumPy array object holds its data pointer: on CPython (an object's id is its
     address) the first field of NumPy's public PyArrayObject_fields, after the object's header,

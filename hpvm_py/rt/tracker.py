@@ -23,7 +23,7 @@ from ..device.staging import unstaged
 from ..errors import MemoryTrackingError
 from ..frontend.callsite import caller_loc
 from ..support import profile, stats
-from .buffers import HOST, BufferInfo, describe, foreign_device, is_buffer, moved, not_dense
+from .buffers import HOST, BufferInfo, describe, extent, foreign_device, is_buffer, moved, not_dense
 
 def _kind(device: str) -> str:
     return device.split(":")[0]
@@ -416,15 +416,16 @@ class MemoryTracker:
         launch's end: a buffer that a launch only read had its aliases settled when copied.)"""
         if obj.home not in obj.valid:
             self._copy_to(obj, obj.home)
-        elif self._away:
-            self._settle_aliases(obj, False)
+        elif self._away:  # (the memory of its elements: a strided view's spans more than nbytes)
+            self._settle_aliases(obj, False, extent(obj.user))
 
     def _copy_to(self, obj: MemoryObject, device: str) -> None:
         if self._away:
             self._settle_aliases(obj, device == obj.home)
         self._copy(obj, device)
 
-    def _settle_aliases(self, obj: MemoryObject, writes: bool) -> None:
+    def _settle_aliases(self, obj: MemoryObject, writes: bool,
+                        bounds: tuple[int, int] | None = None) -> None:
         """Before obj's memory at home is read (copied to a device, brought home, or used by a
         node on the host) or obj is written (`writes`: its copy brought home, a node on the host
         writes it, or a device writes its copy there): the buffers the user tracked that share
@@ -432,10 +433,13 @@ class MemoryTracker:
         objects, bring their newest data home first, or obj read their stale host data (and
         request_memory(c) wrote it back over what the view's launch wrote); and once obj is
         written, their device copies are stale (their home copies too, until obj comes home:
-        their next copy or use settles obj, which is away then)."""
+        their next copy or use settles obj, which is away then). `bounds`: the memory obj's
+        elements occupy, where not [address, address + nbytes)."""
         home = obj.home
+        low, high = bounds or (obj.address, obj.address + obj.nbytes)
         for other in self._away.values():
-            if other is obj or other.home != home or not overlap(other, obj) or \
+            if other is obj or other.home != home or \
+                    not (other.address < high and low < other.address + other.nbytes) or \
                     other.valid == valid_on(home):
                 continue
             if home not in other.valid:
