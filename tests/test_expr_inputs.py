@@ -83,7 +83,7 @@ def test_an_expression_of_per_parent_values(target):
 
 def test_the_textual_ir_keeps_expressions(target, rng):
     text = print_module(P.expr_root.module())
-    node = P.scale_rows.name  # (IR names are unique per process: another test may hold this one)
+    node = P.scale_rows.user_name  # (a node is named after its def, not its process-unique IR name)
     assert f"bind_expr %rows * %cols -> %{node}.4" in text
     assert f"bind_expr %cols % (%cols + 1) -> %{node}.5" in text
     assert f"bind_expr (%rows * %cols - 1) // 1 -> %{node}.6" in text
