@@ -4,6 +4,8 @@ Helpers return only in tail position (the front end and this pass check it), so 
 an assignment to a result temporary. Python's evaluation order is kept: in a statement with a
 call, every earlier memory read is evaluated into a temporary before the helper's body runs, and a
 call inside `and`/`or`/a conditional expression stays conditional (the lazy operator becomes an if).
+A call the front end shares between two operations (the middle operand of `a < f(x) < b`, once
+in Python) is inlined once: its later uses read the first one's result wherever that one ran.
 """
 from __future__ import annotations
 
@@ -52,6 +54,9 @@ class _Inliner:
         self.locals: dict[str, Type] = dict(leaf.locals)
         self.counter = 0
         self.stack: list[str] = []
+        # calls inlined so far, by identity (the call is kept alive with its result), in the
+        # blocks that enclose the current position: their results are assigned there
+        self.inlined: dict[int, tuple[K.CallHelper, K.Expr]] = {}
 
     def run(self) -> K.LeafFunc:
         body = self.block(self.leaf.body)
@@ -73,7 +78,23 @@ class _Inliner:
             out.extend(self.stmt(stmt))
         return out
 
+    def nested(self, expr: K.Expr, pre: K.Block) -> K.Expr:
+        """self.expr(expr, pre) where pre runs only sometimes: the calls inlined into it are
+        forgotten afterwards (their results are not assigned where pre does not run)."""
+        outer = dict(self.inlined)
+        try:
+            return self.expr(expr, pre)
+        finally:
+            self.inlined = outer
+
     def stmt(self, stmt: K.Stmt) -> K.Block:
+        outer = dict(self.inlined)
+        try:
+            return self.stmt_inlined(stmt)
+        finally:
+            self.inlined = outer
+
+    def stmt_inlined(self, stmt: K.Stmt) -> K.Block:
         pre: K.Block = []
         if isinstance(stmt, K.Assign):
             if not _has_call(stmt.value):
@@ -155,7 +176,7 @@ class _Inliner:
         loc = expr.loc
         pre.append(K.Assign(target=name, value=self.expr(expr.lhs, pre), loc=loc))
         rhs_pre: K.Block = []
-        rhs = self.expr(expr.rhs, rhs_pre)
+        rhs = self.nested(expr.rhs, rhs_pre)
         var = K.Var(name=name, type=i1, loc=loc)
         cond = var if expr.op == "land" else K.UnaryOp(op="not", operand=var, type=i1, loc=loc)
         pre.append(K.If(cond=cond, then=rhs_pre + [K.Assign(target=name, value=rhs, loc=loc)],
@@ -167,14 +188,17 @@ class _Inliner:
         loc = expr.loc
         cond = self.expr(expr.cond, pre)
         then_pre: K.Block = []
-        then_value = self.expr(expr.if_true, then_pre)
+        then_value = self.nested(expr.if_true, then_pre)
         else_pre: K.Block = []
-        else_value = self.expr(expr.if_false, else_pre)
+        else_value = self.nested(expr.if_false, else_pre)
         pre.append(K.If(cond=cond, then=then_pre + [K.Assign(target=name, value=then_value, loc=loc)],
                         orelse=else_pre + [K.Assign(target=name, value=else_value, loc=loc)], loc=loc))
         return K.Var(name=name, type=expr.type, loc=loc)
 
     def call(self, call: K.CallHelper, pre: K.Block) -> K.Expr:
+        done = self.inlined.get(id(call))
+        if done is not None:
+            return done[1]
         helper = self.helpers.get(call.func)
         if helper is None:
             raise FrontendError(f"call of unknown helper @{call.func}", call.loc)
@@ -212,9 +236,10 @@ class _Inliner:
             pre.extend(self.block(body))  # inline the helper's own calls too
         finally:
             self.stack.pop()
-        if result is None:
-            return K.Const(value=False, type=i1, loc=call.loc)
-        return K.Var(name=result, type=helper.result, loc=call.loc)
+        value: K.Expr = K.Const(value=False, type=i1, loc=call.loc) if result is None else \
+            K.Var(name=result, type=helper.result, loc=call.loc)
+        self.inlined[id(call)] = (call, value)
+        return value
 
 
 def _check_tail_returns(block: K.Block, name: str, tail: bool) -> None:
@@ -239,6 +264,8 @@ class _Renamer:
         self.pointers = pointers
         self.types = types
         self.result = result
+        # copies by identity: an operand the body shares stays shared (inlined once)
+        self.copies: dict[int, tuple[K.Expr, K.Expr]] = {}
 
     def block(self, block: K.Block) -> K.Block:
         out: K.Block = []
@@ -265,6 +292,12 @@ class _Renamer:
         return [dataclasses.replace(stmt, **changes)]
 
     def expr(self, expr: K.Expr) -> K.Expr:
+        copied = self.copies.get(id(expr))
+        if copied is None:
+            copied = self.copies[id(expr)] = (expr, self.copy(expr))
+        return copied[1]
+
+    def copy(self, expr: K.Expr) -> K.Expr:
         if isinstance(expr, K.Var):
             if expr.name in self.pointers:
                 return dataclasses.replace(expr, name=self.pointers[expr.name])

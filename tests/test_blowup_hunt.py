@@ -1,0 +1,113 @@
+"""Programs whose compile time could explode: a front end or pass that copies an expression or a
+body per use makes nested helpers cost 2 ** depth.
+
+- The middle operand of a chained comparison is one operand of two comparisons in the IR: a
+  helper call there was inlined once per comparison, so `h_k(x)` returning
+  `x - 1 < h_{k-1}(x) < x + 1` compiled in 2 ** k (52 s at k = 14 on cpu). A call shared this way
+  is inlined once now (evaluated once, as Python does).
+
+Expected values come from plain Python running the same helper source.
+"""
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from differential.data import load
+
+from conftest import TARGETS
+
+
+@contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail, instead of hanging, when the body runs longer than `seconds`."""
+    def too_slow(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+HEADER = '''
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Ptr, i64
+
+'''
+
+LEAF = '''
+@hpvm.leaf
+def body(a: In[Ptr[i64]], a_bytes: i64, o: InOut[Ptr[i64]], o_bytes: i64):
+    i = hpvm.instance_id(0)
+    x = a[i]
+    o[i] = {expr}
+
+
+@hpvm.graph
+def root(a: In[Ptr[i64]], a_bytes: i64, o: InOut[Ptr[i64]], o_bytes: i64, n: i64):
+    hpvm.node(body, grid=n, a=a, a_bytes=a_bytes, o=o, o_bytes=o_bytes)
+'''
+
+
+def _helpers(bodies: dict[str, str]) -> str:
+    return "".join(f"@hpvm.func\ndef {name}(x: i64) -> i64:\n    return {expr}\n\n\n"
+                   for name, expr in bodies.items())
+
+
+def _reference(bodies: dict[str, str], expr: str, a: np.ndarray) -> list[int]:
+    """expr of each element in plain Python (bools as 0/1, as a store to i64 makes them)."""
+    scope: dict = {}
+    exec("".join(f"def {name}(x):\n    return int({e})\n" for name, e in bodies.items()), scope)
+    return [int(eval(expr, scope, {"x": x})) for x in a.tolist()]
+
+
+def _run(target: str, bodies: dict[str, str], expr: str, a: np.ndarray) -> list[int]:
+    module = load(HEADER + _helpers(bodies) + LEAF.format(expr=expr))
+    o = np.zeros_like(a)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(module.root, a, a.nbytes, o, o.nbytes, len(a)))
+    return o.tolist()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_nested_helpers_in_the_middle_of_chained_comparisons_compile_in_linear_time(
+        target: str) -> None:
+    depth = 30  # 2 ** 30 copies before the fix
+    bodies = {"h0": "x + 1"}
+    bodies.update({f"h{k}": f"x - 1 < h{k - 1}(x) < x + 1" for k in range(1, depth + 1)})
+    a = np.random.default_rng().integers(-3, 4, 16).astype(np.int64)
+    with deadline(60):
+        out = _run(target, bodies, f"h{depth}(x)", a)
+    assert out == _reference(bodies, f"h{depth}(x)", a)
+
+
+# chains whose shared calls sit in lazy places (the right of `and`, an arm of a select), where
+# the first inlined copy does not always run
+SHARED = [
+    "x < f(x) < g(x) < 9",
+    "0 < f(x) <= g(x) < f(x) + g(x)",
+    "(1 < f(x) < 5) if x > 0 else (g(x) < f(x) < 3)",
+    "x > 2 and 0 < f(x) < g(x)",
+    "(x < 0 or -2 < g(x) < 4) + (f(x) < g(x) < 6)",
+    "f(x) if 0 < f(x) < 4 else g(x)",
+    "min(f(x), 3) < g(x) < max(f(x), g(x) - 1) + 1",
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("expr", SHARED)
+def test_a_shared_call_keeps_pythons_value(target: str, expr: str) -> None:
+    bodies = {"f": "x * x - 3", "g": "2 < f(x) < 7 or x < f(x) < x + 4"}
+    a = np.random.default_rng().integers(-4, 5, 32).astype(np.int64)
+    with deadline(60):
+        out = _run(target, bodies, expr, a)
+    assert out == _reference(bodies, expr, a)
