@@ -111,3 +111,72 @@ def test_a_shared_call_keeps_pythons_value(target: str, expr: str) -> None:
     with deadline(60):
         out = _run(target, bodies, expr, a)
     assert out == _reference(bodies, expr, a)
+
+
+# -- the gpu target's code of integer abs/min/max: operands written out once per use -------------
+
+TYPED_LEAF = '''
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Ptr, f32, i32, i64
+
+
+@hpvm.leaf
+def body(a: In[Ptr[{t}]], a_bytes: i64, b: In[Ptr[{t}]], b_bytes: i64, o: InOut[Ptr[{t}]],
+         o_bytes: i64):
+    i = hpvm.instance_id(0)
+    x = a[i]
+    y = b[i]
+    o[i] = {expr}
+
+
+@hpvm.graph
+def root(a: In[Ptr[{t}]], a_bytes: i64, b: In[Ptr[{t}]], b_bytes: i64, o: InOut[Ptr[{t}]],
+         o_bytes: i64, n: i64):
+    hpvm.node(body, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, o=o, o_bytes=o_bytes)
+'''
+
+NESTED = {  # form, its NumPy meaning and levels: 2 ** 22 or 3 ** 14 copies before the fix
+    "min": ("min({}, y - 1)", lambda v, y: np.minimum(v, y - 1), 22),
+    "max": ("max({}, y - 1)", lambda v, y: np.maximum(v, y - 1), 22),
+    "abs": ("abs({} - y)", lambda v, y: np.abs(v - y), 14),
+}
+
+
+@pytest.mark.skipif("gpu" not in TARGETS, reason="the Triton kernels are the gpu target's")
+@pytest.mark.parametrize("t", ["i32", "i64"])
+@pytest.mark.parametrize("name", sorted(NESTED))
+def test_nested_integer_abs_min_max_make_a_kernel_of_linear_size(t: str, name: str) -> None:
+    form, meaning, levels = NESTED[name]
+    expr = "x"
+    for _ in range(levels):
+        expr = form.format(expr)
+    rng = np.random.default_rng()
+    a = rng.integers(-50, 50, 16).astype(t.replace("i", "int"))
+    b = rng.integers(-5, 5, 16).astype(a.dtype)
+    module = load(TYPED_LEAF.format(t=t, expr=expr))
+    o = np.zeros_like(a)
+    with deadline(60), hpvm.runtime("gpu"):
+        hpvm.wait(hpvm.launch(module.root, a, a.nbytes, b, b.nbytes, o, o.nbytes, len(a)))
+    want = a.copy()
+    for _ in range(levels):
+        want = meaning(want, b).astype(a.dtype)
+    assert o.tolist() == want.tolist()
+
+
+@pytest.mark.skipif("gpu" not in TARGETS, reason="the Triton kernels are the gpu target's")
+def test_nested_isnan_makes_a_kernel_of_linear_size() -> None:
+    levels = 22
+    expr = "x"
+    for _ in range(levels):
+        expr = f"f32(hpvm.math.isnan({expr} - y))"
+    rng = np.random.default_rng()
+    a = rng.standard_normal(16).astype(np.float32)
+    b = np.where(rng.random(16) < 0.5, np.nan, rng.standard_normal(16)).astype(np.float32)
+    module = load(TYPED_LEAF.format(t="f32", expr=expr))
+    o = np.zeros_like(a)
+    with deadline(60), hpvm.runtime("gpu"):
+        hpvm.wait(hpvm.launch(module.root, a, a.nbytes, b, b.nbytes, o, o.nbytes, len(a)))
+    want = a.copy()
+    for _ in range(levels):
+        want = np.isnan(want - b).astype(np.float32)
+    assert o.tolist() == want.tolist()

@@ -28,7 +28,7 @@ class MathCalls:
         assert isinstance(arg_t, ScalarType)
         name = e.name
         if name == "isnan":
-            return f"({args[0]} != {args[0]})"
+            return f"_isnan({args[0]})"
         if name in ("isinf", "isfinite"):
             inf = V.constant(float("inf"), arg_t)
             return f"(tl.abs({args[0]}) {'==' if name == 'isinf' else '<'} {inf})"
@@ -37,10 +37,10 @@ class MathCalls:
             if name == "abs" and arg_t.is_signed and arg_t.bits < 32:
                 return f"_narrow_abs({x})"  # (prelude.py says why)
             if name == "abs":
-                return f"tl.where({x} < 0, -{x}, {x})" if arg_t.is_signed else x
+                return f"_iabs({x})" if arg_t.is_signed else x
             if arg_t.bits < 32:
                 return f"_narrow_{name}({x}, {args[1]})"  # (prelude.py says why)
-            return f"tl.where({x} {'<' if name == 'min' else '>'} {args[1]}, {x}, {args[1]})"
+            return f"_i{name}({x}, {args[1]})"
         simple = {"abs": "tl.abs", "fabs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil",
                   "sqrt": "_sqrt", "fma": "tl.fma", "min": "_fmin_numpy", "max": "_fmax_numpy",
                   "fmin": "_minnum", "fmax": "_maxnum", "copysign": "_copysign"}

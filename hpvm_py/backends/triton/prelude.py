@@ -181,6 +181,28 @@ def _fmod_py(x, y):
     return _select_bits(y == 0, m, result)
 
 
+# Integer abs/min/max and isnan as calls: written out inline, each repeats its operands' code, so
+# nested in each other (`min(min(min(x, y), y), y)`) the kernel's text grew 2 or 3 times per level.
+@triton.jit
+def _iabs(x):
+    return tl.where(x < 0, -x, x)
+
+
+@triton.jit
+def _imin(x, y):
+    return tl.where(x < y, x, y)
+
+
+@triton.jit
+def _imax(x, y):
+    return tl.where(x > y, x, y)
+
+
+@triton.jit
+def _isnan(x):
+    return x != x
+
+
 @triton.jit
 def _fmin_numpy(x, y):
     """min() on floats: a NaN in either operand gives NaN; a tie of zeros gives y."""
