@@ -180,3 +180,43 @@ def test_nested_isnan_makes_a_kernel_of_linear_size() -> None:
     for _ in range(levels):
         want = np.isnan(want - b).astype(np.float32)
     assert o.tolist() == want.tolist()
+
+
+# -- the launch-time bounds proof: a state copied per assignment -------------------------------
+
+TEMPORARIES = '''
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Ptr, i64
+
+
+@hpvm.leaf
+def body(a: In[Ptr[i64]], a_bytes: i64, o: InOut[Ptr[i64]], o_bytes: i64):
+    i = hpvm.instance_id(0)
+    v0 = a[i]
+{lines}
+    o[i] = v{last}
+
+
+@hpvm.graph
+def root(a: In[Ptr[i64]], a_bytes: i64, o: InOut[Ptr[i64]], o_bytes: i64, n: i64):
+    hpvm.node(body, grid=n, a=a, a_bytes=a_bytes, o=o, o_bytes=o_bytes)
+'''
+
+
+@pytest.mark.skipif("cpu" not in TARGETS, reason="the proof runs for the compiled targets")
+def test_a_long_leaf_of_fresh_temporaries_is_proved_in_linear_time() -> None:
+    """10,000 statements, each a new variable: the proof's state grows by one per statement, and
+    it copied it whole at each (50 s before the fix on 2 cores; it gives up on time now)."""
+    n = 10_000
+    rng = np.random.default_rng()
+    steps = rng.integers(-9, 10, n)
+    lines = "\n".join(f"    v{k + 1} = v{k} ^ {int(c)}" for k, c in enumerate(steps))
+    module = load(TEMPORARIES.format(lines=lines, last=n))
+    a = rng.integers(-1000, 1000, 8).astype(np.int64)
+    o = np.zeros_like(a)
+    with deadline(25), hpvm.runtime("cpu"):
+        hpvm.wait(hpvm.launch(module.root, a, a.nbytes, o, o.nbytes, len(a)))
+    want = a.copy()
+    for c in steps.tolist():
+        want ^= c
+    assert o.tolist() == want.tolist()

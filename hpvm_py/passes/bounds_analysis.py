@@ -22,6 +22,10 @@ MAX_STEPS = 20_000
 # again for each arm, so selects nested in conditions (`x if (y if c else z) > 0 else w`, 128
 # deep) take 3 ** depth evaluations
 MAX_EVALUATIONS = 1_000_000
+# facts (intervals, forms) carried through the statements of one proof before it gives up: each
+# assignment copies its state, which knows every variable assigned before, so a long leaf of
+# fresh temporaries took its length squared (8,000 of them: half a minute of proving)
+MAX_FACTS = 4_000_000
 
 _NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 _MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -51,6 +55,7 @@ class BoundsAnalysis:
         self.probing = 0  # > 0 while loop heads are searched: failed accesses do not count yet
         self.steps = 0  # statements analysed so far, one per path (bounded by PATH_STEPS)
         self.evaluations = 0  # expression nodes evaluated so far (bounded by MAX_EVALUATIONS)
+        self.facts = 0  # the sizes of the states statements were analysed in (MAX_FACTS)
         self.failure = "a loop's bounds did not settle"  # why the proof failed, once it has
         self.loops: list[_LoopExits] = []
 
@@ -107,6 +112,11 @@ class BoundsAnalysis:
             if self.steps > MAX_STEPS:
                 self.failure = f"the proof gave up after analysing {MAX_STEPS} statements " \
                                "(loops nested deeply)"
+                raise Unprovable
+            self.facts += sum(len(s) for s in states)
+            if self.facts > MAX_FACTS:
+                self.failure = f"the proof gave up after carrying {MAX_FACTS} facts through " \
+                               "statements (a long leaf with many variables)"
                 raise Unprovable
             states = _merge(after, MAX_PATHS if self.steps < PATH_STEPS else 1)
         return states

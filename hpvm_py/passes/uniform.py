@@ -47,7 +47,9 @@ class Uniformity:
         current = set(leaf.locals) - varying
         while True:
             kept = set(current)
-            self._visit(leaf.body, True, current, kept)
+            # what a pass discards counts at once: judged by `current`, a chain of n locals
+            # (v1 = v0 ^ 1, v2 = v1 ^ 2...) lost one per pass, n passes over n statements
+            self._visit(leaf.body, True, kept, kept)
             if kept == current:
                 return current
             current = kept
