@@ -19,6 +19,7 @@ import pytest
 
 import hpvm_py as hpvm
 from differential.data import load
+from hpvm_py.errors import FrontendError
 
 from conftest import TARGETS
 
@@ -220,3 +221,16 @@ def test_a_long_leaf_of_fresh_temporaries_is_proved_in_linear_time() -> None:
     for c in steps.tolist():
         want ^= c
     assert o.tolist() == want.tolist()
+
+
+def test_helpers_that_call_helpers_at_two_places_are_refused_at_a_limit() -> None:
+    """h_k calls h_{k-1} twice: 2 ** 30 copies once inlined; refused at MAX_INLINED operations."""
+    bodies = {"h0": "x + 1"}
+    bodies.update({f"h{k}": f"h{k - 1}(x) + h{k - 1}(x + 1)" for k in range(1, 31)})
+    module = load(HEADER + _helpers(bodies) + LEAF.format(expr="h30(x)"))
+    a = np.zeros(4, np.int64)
+    o = np.zeros_like(a)
+    with deadline(30), pytest.raises(FrontendError, match="inlining its helpers") as info, \
+            hpvm.runtime("python"):
+        hpvm.wait(hpvm.launch(module.root, a, a.nbytes, o, o.nbytes, len(a)))
+    assert info.value.rule == "supported-python" and info.value.loc is not None

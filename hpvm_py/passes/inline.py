@@ -16,6 +16,11 @@ from ..ir.dfg import Module
 from ..ir.typecheck import check_depth
 from ..types import PtrType, ScalarType, Type, i1
 
+# The most statements and operations the copies of helper bodies may add to one leaf: a helper
+# that calls another at two places, nested 20 deep, is 2 ** 20 copies, and every later stage
+# would take hours over them; a leaf at this limit takes about a minute to compile.
+MAX_INLINED = 1 << 17
+
 
 def inline_helpers(module: Module) -> Module:
     helpers = {f.name: f for f in module.helpers()}
@@ -57,6 +62,7 @@ class _Inliner:
         # calls inlined so far, by identity (the call is kept alive with its result), in the
         # blocks that enclose the current position: their results are assigned there
         self.inlined: dict[int, tuple[K.CallHelper, K.Expr]] = {}
+        self.size = 0  # statements and operations the copies added so far
 
     def run(self) -> K.LeafFunc:
         body = self.block(self.leaf.body)
@@ -231,6 +237,13 @@ class _Inliner:
         if helper.result is not None:
             result = self.fresh(f"_r.{helper.name}", helper.result)
         body = _Renamer(rename, pointer_args, self.locals, result).block(helper.body)
+        self.size += sum(1 for _ in K.walk_stmts(body)) + sum(1 for _ in K.walk_all_exprs(body))
+        if self.size > MAX_INLINED:
+            raise FrontendError(f"inlining its helpers makes leaf {self.leaf.name} more than "
+                                f"{MAX_INLINED} operations (each call is a copy of the helper's "
+                                "body, and the helpers it calls are copied again per call): call "
+                                "helpers from fewer places, or loop over one call",
+                                call.loc, rule="supported-python")
         self.stack.append(call.func)
         try:
             pre.extend(self.block(body))  # inline the helper's own calls too
