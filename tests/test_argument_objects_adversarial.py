@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Out, Ptr, bf16, f16, f32, f64, i64
+from hpvm_py import Out, Ptr, bf16, f16, f32, f64, i64
 from hpvm_py.errors import LaunchError
+from programs.alias_graphs import add_one, add_one_on_host, scale, scale_on_host, scale_streamed
 
 HERE = __file__
 
@@ -115,38 +116,6 @@ def test_a_masked_value_for_a_scalar_is_refused_at_the_call(target: str, rng) ->
             _at_this_file(info.value)
 
 
-@hpvm.leaf
-def scale_leaf(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32):
-    i = hpvm.instance_id(0)
-    c[i] = a[i] * k
-
-
-@hpvm.graph
-def scale(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
-    hpvm.node(scale_leaf, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes, k=k)
-
-
-@hpvm.leaf
-def add_one_leaf(a: InOut[Ptr[f32]], a_bytes: i64):
-    i = hpvm.instance_id(0)
-    a[i] = a[i] + 1.0
-
-
-@hpvm.graph
-def add_one(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
-    hpvm.node(add_one_leaf, grid=n, a=a, a_bytes=a_bytes)
-
-
-@hpvm.graph
-def scale_on_host(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
-    hpvm.node(scale_leaf, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes, k=k, hint="cpu")
-
-
-@hpvm.graph
-def add_one_on_host(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
-    hpvm.node(add_one_leaf, grid=n, a=a, a_bytes=a_bytes, hint="cpu")
-
-
 def test_a_view_of_a_tracked_buffer_sees_and_leaves_its_newest_data(target: str, rng) -> None:
     """`c` tracked, its newest data on the device (a GPU target); a launch on a view of it (`c[2:]`,
     torch.from_numpy(c)) is another memory object: its copy read c's stale host data, and
@@ -188,13 +157,6 @@ def test_a_node_on_the_host_sees_and_leaves_a_tracked_buffers_newest_data(target
         hpvm.wait(hpvm.launch(add_one_on_host, c[:], n))
         hpvm.wait(hpvm.launch(scale, c, d, 1.0, n))
         np.testing.assert_array_equal(d, a * np.float32(3) + 1)
-
-
-@hpvm.graph
-def scale_streamed(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
-    st = hpvm.streaming
-    hpvm.node(scale_leaf, grid=n, a=st(a), a_bytes=st(a_bytes), c=st(c), c_bytes=st(c_bytes),
-              k=st(k))
 
 
 def test_a_tensor_written_by_a_launch_is_an_in_place_write_to_autograd(target: str) -> None:

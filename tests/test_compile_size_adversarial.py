@@ -10,10 +10,6 @@ Expected values come from plain Python running the same helper source.
 """
 from __future__ import annotations
 
-import signal
-from contextlib import contextmanager
-from typing import Iterator
-
 import numpy as np
 import pytest
 
@@ -22,21 +18,7 @@ from differential.data import load
 from hpvm_py.errors import FrontendError
 
 from conftest import TARGETS
-
-
-@contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail, instead of hanging, when the body runs longer than `seconds`."""
-    def too_slow(*_):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, too_slow)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+from deadlines import deadline
 
 
 HEADER = '''

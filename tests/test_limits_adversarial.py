@@ -18,10 +18,7 @@ from __future__ import annotations
 import ast
 import io
 import random
-import signal
 import tokenize
-from contextlib import contextmanager
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -31,6 +28,7 @@ from hpvm_py.errors import FrontendError, HPVMError, InternalError
 from differential.data import load
 
 from conftest import TARGETS
+from deadlines import deadline
 
 DEPTH = 127  # levels of the chains below: with the leaf `x` inside, 128 operations deep at most
 
@@ -54,21 +52,6 @@ def root(a: In[Ptr[{t}]], a_bytes: i64, b: In[Ptr[{t}]], b_bytes: i64, o: InOut[
          o_bytes: i64, n: i64):
     hpvm.node(body, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, o=o, o_bytes=o_bytes, n=n)
 '''
-
-
-@contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail, instead of hanging, when the body runs longer than `seconds`."""
-    def too_slow(*_):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, too_slow)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _chain(form: str, levels: int) -> str:

@@ -7,29 +7,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py import In, InOut, Out, Ptr, f32, i64
-
-
-@hpvm.leaf
-def add_one_leaf(a: InOut[Ptr[f32]], a_bytes: i64):
-    i = hpvm.instance_id(0)
-    a[i] = a[i] + 1.0
-
-
-@hpvm.graph
-def add_one(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
-    hpvm.node(add_one_leaf, grid=n, a=a, a_bytes=a_bytes)
-
-
-@hpvm.leaf
-def scale_leaf(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32):
-    i = hpvm.instance_id(0)
-    c[i] = a[i] * k
-
-
-@hpvm.graph
-def scale(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
-    hpvm.node(scale_leaf, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes, k=k)
+from programs.alias_graphs import add_one, scale, scale_streamed
 
 
 def test_two_tracked_buffers_sharing_memory_see_each_others_writes(target: str, rng) -> None:
@@ -68,13 +46,6 @@ def test_two_tracked_buffers_sharing_memory_see_each_others_writes(target: str, 
         hpvm.untrack_memory(v)  # v's host copy valid, c's newest data on the device
         np.testing.assert_array_equal(v, expected[k:])
     np.testing.assert_array_equal(c, expected)
-
-
-@hpvm.graph
-def scale_streamed(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, k: f32, n: i64):
-    st = hpvm.streaming
-    hpvm.node(scale_leaf, grid=n, a=st(a), a_bytes=st(a_bytes), c=st(c), c_bytes=st(c_bytes),
-              k=st(k))
 
 
 @pytest.mark.parametrize("track_c", [False, True])
