@@ -437,16 +437,21 @@ class MemoryTracker:
         elements occupy, where not [address, address + nbytes)."""
         home = obj.home
         low, high = bounds or (obj.address, obj.address + obj.nbytes)
-        for other in self._away.values():
+        back = []  # valid at home alone: no longer away (until a device acquires it again)
+        for key, other in self._away.items():
+            if other.valid == valid_on(other.home):
+                back.append(key)
+                continue
             if other is obj or other.home != home or \
-                    not (other.address < high and low < other.address + other.nbytes) or \
-                    other.valid == valid_on(home):
+                    not (other.address < high and low < other.address + other.nbytes):
                 continue
             if home not in other.valid:
                 with unstaged():  # (a stream item's copy in, staged next, reads it at once)
                     self._copy(other, home)
             if writes:
                 other.valid = valid_on(home)
+        for key in back:  # (so that acquire's fast path serves host buffers again)
+            del self._away[key]
 
     def _copy(self, obj: MemoryObject, device: str) -> None:
         if not obj.valid:
