@@ -71,7 +71,8 @@ def test_exit_with_a_stream_in_flight_stops_its_stages_first(target: str) -> Non
     (a view, a copy) was then ended by pthread_exit through pybind11's noexcept destructor and the
     process aborted ("terminate called without an active exception", 1 run in 5 here). The exit
     now stops the streams and waits for their stages (a second at most)."""
-    rounds = {"python": 2000, "cpu": 3_000_000, "gpu": 2000, "nvptx": 3_000_000}[target]
+    # (an item's node must end within the exit's second: Triton's interpreter runs ~20x slower)
+    rounds = {"python": 2000, "cpu": 3_000_000, "gpu": 100, "nvptx": 3_000_000}[target]
     code = EXIT_CHILD.format(tests=str(ROOT / "tests"), target=target, rounds=rounds)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": child_pythonpath(ROOT)})
@@ -125,7 +126,9 @@ def test_an_interrupt_between_a_pushs_puts_stops_the_stream_at_that_item(
         monkeypatch.setattr(streaming.StreamHandle, "_put_all", real_put_all)
         for x, y, k in items[:-1]:  # the items before it are whole
             total = hpvm.pop(h, timeout=30)[0]
-            np.testing.assert_allclose(total, (x * k + 1).sum(), rtol=1e-5)
+            # (an f32 sum in another order: its terms' size bounds the rounding, not the total's)
+            np.testing.assert_allclose(total, (x * k + 1).sum(), rtol=0,
+                                       atol=1e-5 * np.abs(x * k + 1).sum())
             np.testing.assert_array_equal(y, x * k + 1)
         _expect_torn(h, "push")
     finally:
@@ -154,7 +157,8 @@ def test_a_result_an_interrupted_pop_threw_away_stops_the_stream(
         monkeypatch.setattr(streaming.StreamHandle, "get", get_then_interrupt)
         first = hpvm.pop(h, timeout=30)[0]
         x, y, k = items[0]
-        np.testing.assert_allclose(first, (x * k + 1).sum(), rtol=1e-5)
+        np.testing.assert_allclose(first, (x * k + 1).sum(), rtol=0,
+                                   atol=1e-5 * np.abs(x * k + 1).sum())
         with pytest.raises(KeyboardInterrupt):
             hpvm.pop(h, timeout=30)
         monkeypatch.setattr(streaming.StreamHandle, "get", real_get)
