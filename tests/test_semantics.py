@@ -214,6 +214,29 @@ def test_selects_of_signed_zeros(target: str, t, rng) -> None:
                                           err_msg=f"{name}, k = {k}")
 
 
+@pytest.mark.parametrize("t", [T.f16, T.f32, T.f64], ids=str)
+def test_order_compares_of_ranged_values_with_nan(target: str, t, rng) -> None:
+    """abs(x) > -1.0, exp(x) >= 0.0 and sin(x) < 2.0 are false for a NaN x, and min(-1.0, abs(x))
+    is NaN: ptxas takes those values to be in a range and decided the compares true
+    (reproducers/tiles-947270095)."""
+    key = ("range_compares", t)
+    if key not in _cache:
+        _cache[key] = K.make_range_compares(t)
+    dtype = t.numpy_dtype
+    a = np.concatenate([np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, -3.0, 2.5], dtype),
+                        edge_values(t, rng, 24)[:24]])
+    rng.shuffle(a)
+    lower = np.full_like(a, 7)
+    flags = [np.full(len(a), 7, np.int32) for _ in range(3)]
+    run(target, _cache[key], a, a.nbytes, lower, lower.nbytes,
+        *[v for f in flags for v in (f, f.nbytes)], len(a))
+    number = ~np.isnan(a)
+    np.testing.assert_array_equal(lower, np.where(number, dtype.type(-1.0), np.nan))
+    for name, got, want in zip(("abs(x) > -1", "exp(x) >= 0", "sin(x) < 2"), flags,
+                               (number, number, np.isfinite(a))):
+        np.testing.assert_array_equal(got, want.astype(np.int32), err_msg=f"{name} of {a}")
+
+
 @pytest.mark.parametrize("signed,unsigned", [(T.i8, T.u64), (T.i16, T.u64), (T.i32, T.u64),
                                              (T.i64, T.u64), (T.i8, T.u32), (T.i8, T.u16)], ids=str)
 @pytest.mark.parametrize("f", [T.f32, T.f64], ids=str)

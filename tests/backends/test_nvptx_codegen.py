@@ -27,7 +27,7 @@ from hpvm_py.ir import kernel as K
 from hpvm_py.rt.compiler import compile_graph
 from hpvm_py.support import stats
 from hpvm_py.support.loc import Loc
-from hpvm_py.types import PtrType, i64, u8
+from hpvm_py.types import PtrType, f32, i64, u8
 
 ROOT = Path(__file__).resolve().parents[2]
 # every example that defines graphs (demo.py only runs the others)
@@ -187,8 +187,8 @@ def test_min_of_zero_keeps_a_negative_zero_through_rounding() -> None:
     InstCombine turned the select on bits back into a float select and its `x > 0` into
     `x >= 0`, which gives +0.0. The compare stays strict and the select on opaque bits."""
     text = ptx(LEAVES.rounded_zero_tie, (1,))
-    assert re.search(r"setp\.gt\.f(16|32)", text), text
-    assert not re.search(r"setp\.ge\.f(16|32)", text), text
+    assert re.search(r"setp\.gtu?\.f(16|32)", text), text  # (gtu and a NaN test: spelled out)
+    assert not re.search(r"setp\.geu?\.f(16|32)", text), text
     assert re.search(r"selp\.b32", text), text
 
 
@@ -431,3 +431,20 @@ def test_hpvmc_emits_the_checked_ptx_where_every_kernel_is_checked(tmp_path: Pat
     unchecked, checked = texts
     assert checked != unchecked
     assert checked.count(".param") > unchecked.count(".param")
+
+
+@needs_cuobjdump
+def test_order_compares_keep_their_nan_test() -> None:
+    """ptxas takes an abs.f32 result to be a number >= 0 and decided `abs(x) > -1.0` true without
+    loading x: min(-1.0, abs(x)) of a NaN gave -1.0 (reproducers/tiles-947270095). The PTX's
+    order compares are written as the unordered compare and a NaN test, which the machine code
+    keeps; written back as the one ordered compare, the compare is gone."""
+    graph = semantic_kernels.make_range_compares(f32)
+    leaf, ctx, _ = compile_graph(graph, "cpu").leaf_kernels()[0]
+    text = NvptxBackend().ptx(leaf, ctx)
+    assert not re.search(r"\bsetp\.(lt|le|gt|ge)u?\.f32\s+%p", text), text
+    assert any(re.match(r"FSETP\.NAN\.AND .*\|R\d+\|", line) for line in _sass(text))
+    ordered = re.sub(r"\{ \.reg \.pred %hpvm_c<2>; setp\.(lt|le|gt|ge)u(\.f32) %hpvm_c0, ([^;]+); "
+                     r"setp\.num\.f32 [^;]+; and\.pred (%p\d+), [^}]+\}", r"setp.\1\2 \4, \3;", text)
+    assert ordered != text
+    assert not any(re.match(r"FSETP\.\w+\.AND .*\|R\d+\|, -1", line) for line in _sass(ordered))

@@ -88,6 +88,7 @@ def semantic_graphs() -> list:
     graphs += [K.make_narrow_guards(t) for t in (T.i8, T.u8, T.i16, T.u16, T.i32)]  # _narrow_*
     graphs += [K.make_negated_shifts(t) for t in (T.i8, T.i16, T.i32, T.i64)]  # _ashr
     graphs += [K.make_signed_zero_selects(t) for t in (T.f16, T.f32, T.f64)]  # _select_bits
+    graphs += [K.make_range_compares(t) for t in (T.f16, T.f32, T.f64)]  # _flt .. _fge
     graphs += [K.make_unsigned_conversions(T.i8, T.u64, T.f32)]
     return graphs
 

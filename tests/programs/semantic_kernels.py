@@ -242,6 +242,31 @@ def make_signed_zero_selects(T):
     return run_selects
 
 
+def make_range_compares(T):
+    """Order compares of values ptxas takes to be in a range (abs >= 0, exp >= 0, |sin| <= 1),
+    whose NaN makes them false: ptxas decided `abs(x) > -1.0` true, so min(-1.0, abs(x)) of a NaN
+    gave -1.0 (tests/differential/reproducers/tiles-947270095)."""
+    @hpvm.leaf
+    def ranges(a: In[Ptr[T]], a_bytes: i64, lower: Out[Ptr[T]], lower_bytes: i64,
+               above: Out[Ptr[i32]], above_bytes: i64, exp_above: Out[Ptr[i32]], exp_above_bytes: i64,
+               sin_below: Out[Ptr[i32]], sin_below_bytes: i64):
+        i = hpvm.instance_id(0)
+        x = a[i]
+        lower[i] = min(T(-1.0), abs(x))
+        above[i] = 1 if abs(x) > T(-1.0) else 0
+        exp_above[i] = 1 if math.exp(x) >= T(0.0) else 0
+        sin_below[i] = 0 if not (math.sin(x) < T(2.0)) else 1
+
+    @hpvm.graph
+    def run_ranges(a: In[Ptr[T]], a_bytes: i64, lower: Out[Ptr[T]], lower_bytes: i64,
+                   above: Out[Ptr[i32]], above_bytes: i64, exp_above: Out[Ptr[i32]],
+                   exp_above_bytes: i64, sin_below: Out[Ptr[i32]], sin_below_bytes: i64, n: i64):
+        hpvm.node(ranges, grid=n, a=a, a_bytes=a_bytes, lower=lower, lower_bytes=lower_bytes,
+                  above=above, above_bytes=above_bytes, exp_above=exp_above,
+                  exp_above_bytes=exp_above_bytes, sin_below=sin_below, sin_below_bytes=sin_below_bytes)
+    return run_ranges
+
+
 def make_narrow_guards(T):
     """1 // d and 1 % d (LLVM makes them a compare of d's zero-divisor guard, max(d, 1), with 1),
     and min(d, k) == k: for 8- and 16-bit d, ptxas made such a min/max and compare one

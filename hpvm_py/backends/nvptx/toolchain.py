@@ -192,10 +192,35 @@ def _widened_immediate(text: str, sign: str) -> int:
     return bits - 0x10000 if sign == "s" and bits & 0x8000 else bits
 
 
+# ptxas (12.8 and 12.9) takes the results of abs.f32, ex2.approx and sin/cos/tanh.approx to be
+# numbers in a range, and decides an ordered compare that the range settles, forgetting the NaN
+# that makes it false: `setp.gt.f32 p, |x|, -1.0` became true, so min(-1.0, abs(x)) of a NaN gave
+# -1.0 (tests/differential/reproducers/tiles-947270095). Each order compare is spelled as its
+# other-ordered form and an explicit NaN test (setp.num / setp.nan), which ptxas keeps.
+_ORDER_COMPARE = re.compile(r"^(\s*)setp\.(lt|le|gt|ge)(u?)(\.ftz)?\.(f32|f64|f16|bf16)\s+(%p\d+),"
+                            r"\s*([^,;]+),\s*([^,;]+);", re.MULTILINE)
+
+
+def spell_out_float_compares(ptx: str) -> str:
+    """Every float lt/le/gt/ge compare, ordered or not, rewritten as the compare of the other
+    kind and a NaN test: `a > b` is `a >u b and num(a, b)`, `a >u b` is `a > b or nan(a, b)`."""
+    def spelled(m: re.Match) -> str:
+        indent, op, unordered, ftz, kind, result, a, b = m.groups()
+        ftz = ftz or ""
+        other, test, join = (op, "nan", "or") if unordered else (op + "u", "num", "and")
+        return (f"{indent}{{ .reg .pred %hpvm_c<2>; setp.{other}{ftz}.{kind} %hpvm_c0, {a}, {b}; "
+                f"setp.{test}{ftz}.{kind} %hpvm_c1, {a}, {b}; "
+                f"{join}.pred {result}, %hpvm_c0, %hpvm_c1; }}")
+
+    return _ORDER_COMPARE.sub(spelled, ptx)
+
+
 def in_ptxas_safe_forms(ptx: str) -> str:
     """A PTX module with the instructions ptxas mishandles rewritten: integer negations
-    (spell_out_negations), integer abs (spell_out_abs) and 16-bit min/max, computed in 32 bits."""
-    return _NARROW_MIN_MAX.sub(_widened_min_max, spell_out_abs(spell_out_negations(ptx)))
+    (spell_out_negations), integer abs (spell_out_abs), 16-bit min/max, computed in 32 bits, and
+    float order compares (spell_out_float_compares)."""
+    safe = spell_out_float_compares(spell_out_abs(spell_out_negations(ptx)))
+    return _NARROW_MIN_MAX.sub(_widened_min_max, safe)
 
 
 def ptx_signature() -> str:

@@ -516,7 +516,7 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             assert isinstance(t, ScalarType)
             return V.unary(e.op, t, self.expr(e.operand, m))
         if isinstance(e, K.Compare):
-            return V.compare(e.op, self.expr(e.lhs, m), self.expr(e.rhs, m))
+            return V.compare(e.op, self.expr(e.lhs, m), self.expr(e.rhs, m), e.lhs.type)
         if isinstance(e, K.Logical):
             return self.logical(e, m)
         if isinstance(e, K.Select):

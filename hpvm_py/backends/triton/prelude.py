@@ -206,12 +206,12 @@ def _isnan(x):
 @triton.jit
 def _fmin_numpy(x, y):
     """min() on floats: a NaN in either operand gives NaN; a tie of zeros gives y."""
-    return _select_bits((x < y) | (x != x), x, y)
+    return _select_bits(_flt(x, y) | (x != x), x, y)
 
 
 @triton.jit
 def _fmax_numpy(x, y):
-    return _select_bits((x > y) | (x != x), x, y)
+    return _select_bits(_fgt(x, y) | (x != x), x, y)
 
 
 @triton.jit
@@ -325,6 +325,11 @@ INTERPRETER_IMPORT = "\nfrom hpvm_py.backends.triton import host_math as _host\n
 # - _ashr, an arithmetic shift right whose result is hidden: LLVM makes -(x >> 1) into
 #   ((~x) >> 1) + 1, and ptxas 12.8 (triton 3.6) assembled that neg, shift and add as if the
 #   negation came after the shift (tests/differential/reproducers/tiles-3646318069).
+# And _flt, _fle, _fgt, _fge, the float order compares, in PTX written here (an unordered compare
+# and a NaN test): ptxas takes abs.f32 and ex2.approx results to be numbers in a range and decided
+# an ordered compare the range settles, as if no operand could be NaN: `abs(x) > -1.0` became true
+# and min(-1.0, abs(x)) of a NaN -1.0 (tests/differential/reproducers/tiles-947270095; the nvptx
+# target rewrites its PTX's compares the same way).
 _GPU_IDENTITIES = {True: """
 
 @triton.jit
@@ -361,6 +366,26 @@ def _narrow_min(x, y):
 @triton.jit
 def _narrow_max(x, y):
     return tl.where(x > y, x, y)
+
+
+@triton.jit
+def _flt(x, y):
+    return x < y
+
+
+@triton.jit
+def _fle(x, y):
+    return x <= y
+
+
+@triton.jit
+def _fgt(x, y):
+    return x > y
+
+
+@triton.jit
+def _fge(x, y):
+    return x >= y
 """, False: """
 
 @triton.jit
@@ -431,12 +456,64 @@ def _narrow_min(x, y):
 def _narrow_max(x, y):
     wide = _move32(x.to(tl.int32))
     return tl.where(wide > y.to(tl.int32), wide, y.to(tl.int32)).to(x.dtype)
+
+
+@triton.jit
+def _flt(x, y):
+    if x.dtype == tl.float64:
+        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.ltu.f64 %c0, $1, $2; setp.num.f64 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,l,l",
+                                        [x.to(tl.int64, bitcast=True), y.to(tl.int64, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.ltu.f32 %c0, $1, $2; setp.num.f32 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,r,r",
+                                        [x.to(tl.int32, bitcast=True), y.to(tl.int32, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    return hit != 0
+
+
+@triton.jit
+def _fle(x, y):
+    if x.dtype == tl.float64:
+        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.leu.f64 %c0, $1, $2; setp.num.f64 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,l,l",
+                                        [x.to(tl.int64, bitcast=True), y.to(tl.int64, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.leu.f32 %c0, $1, $2; setp.num.f32 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,r,r",
+                                        [x.to(tl.int32, bitcast=True), y.to(tl.int32, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    return hit != 0
+
+
+@triton.jit
+def _fgt(x, y):
+    if x.dtype == tl.float64:
+        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.gtu.f64 %c0, $1, $2; setp.num.f64 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,l,l",
+                                        [x.to(tl.int64, bitcast=True), y.to(tl.int64, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.gtu.f32 %c0, $1, $2; setp.num.f32 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,r,r",
+                                        [x.to(tl.int32, bitcast=True), y.to(tl.int32, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    return hit != 0
+
+
+@triton.jit
+def _fge(x, y):
+    if x.dtype == tl.float64:
+        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.geu.f64 %c0, $1, $2; setp.num.f64 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,l,l",
+                                        [x.to(tl.int64, bitcast=True), y.to(tl.int64, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.geu.f32 %c0, $1, $2; setp.num.f32 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,r,r",
+                                        [x.to(tl.int32, bitcast=True), y.to(tl.int32, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    return hit != 0
 """}
 
 
 def gpu_identity_helpers(interpreted: bool) -> str:
-    """_select_bits, _narrow_abs, _ineg, _nonzero and _narrow_min/_max, for the interpreter or for
-    the GPU."""
+    """_select_bits, _narrow_abs, _ineg, _nonzero, _narrow_min/_max and the float order compares,
+    for the interpreter or for the GPU."""
     return _GPU_IDENTITIES[interpreted]
 
 

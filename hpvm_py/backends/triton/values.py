@@ -127,7 +127,10 @@ def unary(op: str, t: ScalarType, x: str) -> str:
     return f"(~{x})"
 
 
-def compare(op: str, x: str, y: str) -> str:
+def compare(op: str, x: str, y: str, operands: Any) -> str:
+    """x op y; float order compares go through the prelude's _flt.._fge (prelude.py says why)."""
+    if isinstance(operands, ScalarType) and operands.is_float and op in ("lt", "le", "gt", "ge"):
+        return f"_f{op}({unparenthesized(x)}, {unparenthesized(y)})"
     return f"({x} {_COMPARE[op]} {y})"
 
 
