@@ -40,7 +40,10 @@ def fix_interpreter() -> None:
     - (3.6) a scalar tensor used as an int (`range(0, n)`) is `int()` of a one-element array,
       which NumPy 2.4 refuses: it is read as that element, as 3.7's interpreter reads it.
     - (3.6-3.8) `~x` of an unsigned integer builds its all-ones operand as `np.full(1, -1,
-      dtype=...)`, which NumPy 2 refuses for unsigned types: it is the type's largest value."""
+      dtype=...)`, which NumPy 2 refuses for unsigned types: it is the type's largest value.
+    - (3.6-3.9) `tl.atomic_xchg` on an f32 or f64 buffer raises "Unsupported data type" (its
+      exchange takes integers only; a GPU exchanges any 32- or 64-bit word): the bits are
+      exchanged as unsigned integers of the same width."""
     from triton.runtime import interpreter
 
     if getattr(interpreter, "hpvm_fixed", False):
@@ -49,6 +52,7 @@ def fix_interpreter() -> None:
     _reductions_wrap(interpreter)
     _scalars_index(interpreter)
     _unsigned_all_ones(interpreter)
+    _float_exchange(interpreter)
     interpreter.hpvm_fixed = True
 
 
@@ -108,3 +112,24 @@ def _unsigned_all_ones(interpreter: Any) -> None:
         return original(self, t)
 
     builder.get_all_ones_value = get_all_ones_value
+
+
+def _float_exchange(interpreter: Any) -> None:
+    builder = interpreter.InterpreterBuilder
+    original = getattr(builder, "create_atomic_rmw", None)
+    xchg = getattr(getattr(interpreter, "_ir", None), "ATOMIC_OP", None)
+    if original is None or xchg is None:
+        return
+    xchg = xchg.XCHG
+
+    def create_atomic_rmw(self: Any, rmwOp: Any, ptr: Any, val: Any, mask: Any, sem: Any,
+                          scope: Any) -> Any:
+        kind = val.data.dtype
+        if rmwOp != xchg or kind.kind != "f":
+            return original(self, rmwOp, ptr, val, mask, sem, scope)
+        word = np.dtype(f"u{kind.itemsize}")
+        bits = interpreter.TensorHandle(val.data.view(word), val.dtype)
+        old = original(self, rmwOp, ptr, bits, mask, sem, scope)
+        return interpreter.TensorHandle(old.data.view(kind), old.dtype)
+
+    builder.create_atomic_rmw = create_atomic_rmw

@@ -1,0 +1,72 @@
+"""Leaf atomics, barrier() and malloc(), hunted (every target; results against NumPy).
+
+What was wrong:
+- on the gpu target run by Triton's interpreter, `atomic_xchg` on an f32 or f64 buffer failed
+  the launch ("Unsupported data type": the interpreter exchanges integers only).
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+
+SOURCE = '''
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Out, Ptr, i64, f32, f64
+
+
+@hpvm.leaf
+def swap_{t}(a: In[Ptr[{t}]], a_bytes: i64, k: In[Ptr[i64]], k_bytes: i64, h: InOut[Ptr[{t}]],
+             h_bytes: i64, old: Out[Ptr[{t}]], old_bytes: i64):
+    i = hpvm.instance_id(0)
+    old[i] = hpvm.atomic_xchg(h, k[i], a[i])
+
+
+@hpvm.graph
+def swaps_{t}(a: In[Ptr[{t}]], a_bytes: i64, k: In[Ptr[i64]], k_bytes: i64, h: InOut[Ptr[{t}]],
+              h_bytes: i64, old: Out[Ptr[{t}]], old_bytes: i64, n: i64):
+    hpvm.node(swap_{t}, grid=n, a=a, a_bytes=a_bytes, k=k, k_bytes=k_bytes, h=h, h_bytes=h_bytes,
+              old=old, old_bytes=old_bytes)
+'''
+
+
+def _load(source: str, folder: Path, name: str) -> Any:
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _bits(values: np.ndarray) -> list[bytes]:
+    return sorted(v.tobytes() for v in values)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_float_exchange_hands_every_value_on_once(target: str, t: str, tmp_path: Path,
+                                                  rng: np.random.Generator) -> None:
+    """Instances exchanging into a few elements: per element, the old values returned and the
+    final value are the initial value and the values exchanged in, each once (bit for bit: -0.0,
+    NaN and infinities included), in whatever order the instances ran."""
+    module = _load(SOURCE.format(t=t), tmp_path, f"atomics_swap_{t}")
+    dtype = np.float32 if t == "f32" else np.float64
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype)
+    n, bins = int(rng.integers(50, 300)), int(rng.integers(1, 5))
+    a = np.where(rng.random(n) < 0.2, rng.choice(special, n), rng.normal(size=n) * 1e3).astype(dtype)
+    k = rng.integers(0, bins, n).astype(np.int64)
+    h = rng.normal(size=bins).astype(dtype)
+    start, old = h.copy(), np.zeros(n, dtype)
+    with hpvm.runtime(target=target):
+        hpvm.wait(hpvm.launch(getattr(module, f"swaps_{t}"), a, k, h, old, n))
+    for b in range(bins):
+        mine = k == b
+        assert _bits(np.append(old[mine], h[b])) == _bits(np.append(a[mine], start[b])), (target, b)
