@@ -3,10 +3,13 @@
 What was wrong:
 - on the gpu target run by Triton's interpreter, `atomic_xchg` on an f32 or f64 buffer failed
   the launch ("Unsupported data type": the interpreter exchanges integers only).
+- the cpu target's error for a malloc it could not allocate (a negative size, or too much) named
+  the leaf by its IR name (`grow_2`), not by its def's.
 """
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,3 +73,35 @@ def test_float_exchange_hands_every_value_on_once(target: str, t: str, tmp_path:
     for b in range(bins):
         mine = k == b
         assert _bits(np.append(old[mine], h[b])) == _bits(np.append(a[mine], start[b])), (target, b)
+
+
+NEGATIVE = '''
+import hpvm_py as hpvm
+from hpvm_py import InOut, Ptr, i64
+
+
+@hpvm.leaf
+def grow(a: InOut[Ptr[i64]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    s = hpvm.malloc(n * 8 - 64, hpvm.i64)
+    a[i] = s[0] + 1
+
+
+@hpvm.graph
+def grows(a: InOut[Ptr[i64]], a_bytes: i64, n: i64):
+    hpvm.node(grow, grid=n, a=a, a_bytes=a_bytes, n=n)
+'''
+
+
+def test_a_negative_malloc_names_the_leaf_as_its_def_does(target: str, tmp_path: Path) -> None:
+    """Loaded twice, the leaf's IR name gets a suffix (grow_2); the error of a malloc of a
+    negative size (a launch error on every target) names the def, at the malloc's line."""
+    _load(NEGATIVE, tmp_path, "atomics_grow_first")
+    module = _load(NEGATIVE, tmp_path, "atomics_grow_second")
+    a = np.zeros(4, np.int64)
+    with hpvm.runtime(target=target):
+        with pytest.raises(hpvm.errors.ExecutionError) as caught:
+            hpvm.wait(hpvm.launch(module.grows, a, 4))
+    error = caught.value
+    assert error.loc is not None and error.loc.line == 9, (target, error.loc)
+    assert not re.search(r"\bgrow_\d", str(error)), (target, str(error))

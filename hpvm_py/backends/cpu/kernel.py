@@ -363,7 +363,7 @@ class CpuKernel(LeafKernel):
 
     def _allocation_error(self, requested: int, which: int) -> ExecutionError:
         """A failed allocation: per-instance storage, or the malloc scratch (at malloc `which`)."""
-        name = self.leaf.name
+        name = K.shown_name(self.leaf)
         if which == STORAGE_ALLOC:
             size = "more than 2**63 - 1" if requested < 0 else str(requested)
             return ExecutionError(f"{name}: could not allocate {size} bytes of per-instance storage "
