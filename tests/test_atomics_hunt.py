@@ -5,6 +5,9 @@ What was wrong:
   the launch ("Unsupported data type": the interpreter exchanges integers only).
 - the cpu target's error for a malloc it could not allocate (a negative size, or too much) named
   the leaf by its IR name (`grow_2`), not by its def's.
+- on the gpu target, malloc scratch the device could not allocate (or mallocs adding up to more
+  than 2**63 - 1 bytes) raised torch's allocation error as an internal error at the launch
+  line, not an ExecutionError at the malloc's line.
 """
 from __future__ import annotations
 
@@ -105,3 +108,38 @@ def test_a_negative_malloc_names_the_leaf_as_its_def_does(target: str, tmp_path:
     error = caught.value
     assert error.loc is not None and error.loc.line == 9, (target, error.loc)
     assert not re.search(r"\bgrow_\d", str(error)), (target, str(error))
+
+
+HUGE = '''
+import hpvm_py as hpvm
+from hpvm_py import InOut, Ptr, i64
+
+
+@hpvm.leaf
+def vast(a: InOut[Ptr[i64]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    s = hpvm.malloc(n * 2**59, hpvm.i64)
+    t = hpvm.malloc(n * 2**59 * {second}, hpvm.i64)
+    s[a[i]] = i
+    t[a[i]] = i
+    a[i] = s[a[(i + 1) % n]] + t[a[i]]
+
+
+@hpvm.graph
+def vasts(a: InOut[Ptr[i64]], a_bytes: i64, n: i64):
+    hpvm.node(vast, grid=n, a=a, a_bytes=a_bytes, n=n)
+'''
+
+
+@pytest.mark.parametrize("second", [0, 1])
+def test_scratch_that_cannot_be_allocated_fails_at_its_malloc(target: str, second: int,
+                                                               tmp_path: Path) -> None:
+    """4 EiB of scratch (no machine has it), alone or with a second malloc that takes the sizes
+    past 2**63 - 1 bytes: an ExecutionError at a malloc's line on every target (the gpu target
+    raised torch's allocation error as an internal error at the launch)."""
+    module = _load(HUGE.format(second=second), tmp_path, f"atomics_vast_{second}")
+    a = np.zeros(8, np.int64)
+    with hpvm.runtime(target=target):
+        with pytest.raises(hpvm.errors.ExecutionError) as caught:
+            hpvm.wait(hpvm.launch(module.vasts, a, 8))
+    assert caught.value.loc is not None and caught.value.loc.line in (9, 10), (target, caught.value)

@@ -31,7 +31,7 @@ from .loader import load_kernel
 from .prepared import Layout, TritonLaunch, scalar_bits
 from .privatise import MAX_PRIVATE_ELEMENTS
 from .quads import QUAD, quads_fit
-from .scratch import size_of
+from .scratch import MAX_SCRATCH_BYTES, size_of
 
 MAX_BLOCK = 1024  # lanes per program for leaves without barriers
 # At least a warp of lanes: Triton 3.6 failed to compile some kernels on 1-lane blocks (its
@@ -233,10 +233,20 @@ class TritonKernel(LeafKernel):
                 results.append((host, dev))
                 call.append(dev)
         scratch = []
-        for area in source.scratch:  # zeroed before each run, one slice per parent instance
-            nbytes = size_of(area, self.leaf, args, extents, self.ctx.level_dims)
+        sizes = [size_of(area, self.leaf, args, extents, self.ctx.level_dims) for area in source.scratch]
+        for n, area in enumerate(source.scratch):
+            if sum(sizes[:n + 1]) > MAX_SCRATCH_BYTES:  # as on the other targets
+                raise ExecutionError(f"{K.shown_name(self.leaf)}: could not allocate the malloc scratch: "
+                                     "the sizes of this leaf's mallocs add up to more than 2**63 - 1 "
+                                     "bytes", area.loc)
+        for area, nbytes in zip(source.scratch, sizes):  # zeroed, one slice per parent instance
             stride = max(1, -(-nbytes // area.elem.nbytes))
-            scratch.append(torch.zeros(P * stride, dtype=torch_dtype(area.elem), device=device))
+            try:
+                scratch.append(torch.zeros(P * stride, dtype=torch_dtype(area.elem), device=device))
+            except RuntimeError:  # out of memory (torch.OutOfMemoryError is one) or beyond int64
+                raise ExecutionError(f"{K.shown_name(self.leaf)}: could not allocate "
+                                     f"{P * stride * area.elem.nbytes} bytes of malloc scratch",
+                                     area.loc) from None
             call += [scratch[-1], stride]
             if source.checked:
                 call.append(nbytes // area.elem.nbytes)
