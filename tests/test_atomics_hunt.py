@@ -8,6 +8,8 @@ What was wrong:
 - on the gpu target, malloc scratch the device could not allocate (or mallocs adding up to more
   than 2**63 - 1 bytes) raised torch's allocation error as an internal error at the launch
   line, not an ExecutionError at the malloc's line.
+- the nvptx launcher took a malloc of a negative size as 0 bytes and ran the launch (the other
+  targets fail it at the malloc).
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from hpvm_py.backends.nvptx import device, toolchain
+from hpvm_py.rt.compiler import compile_graph
 
 SOURCE = '''
 import hpvm_py as hpvm
@@ -143,3 +147,39 @@ def test_scratch_that_cannot_be_allocated_fails_at_its_malloc(target: str, secon
         with pytest.raises(hpvm.errors.ExecutionError) as caught:
             hpvm.wait(hpvm.launch(module.vasts, a, 8))
     assert caught.value.loc is not None and caught.value.loc.line in (9, 10), (target, caught.value)
+
+
+SHRINK = '''
+import hpvm_py as hpvm
+from hpvm_py import InOut, Ptr, i64
+
+
+@hpvm.leaf
+def shrink(a: InOut[Ptr[i64]], a_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    s = hpvm.malloc({size}, hpvm.i64)
+    a[i] = 1
+
+
+@hpvm.graph
+def shrinks(a: InOut[Ptr[i64]], a_bytes: i64, n: i64):
+    hpvm.node(shrink, grid=n, a=a, a_bytes=a_bytes, n=n)
+'''
+
+
+@pytest.mark.skipif(toolchain.ptxas_path() is None, reason="ptxas is not installed")
+@pytest.mark.parametrize("size", ["n * 8 - 64", "-8"])
+def test_nvptx_refuses_a_negative_malloc(size: str, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nvptx launcher sizes the block's shared memory on the host: a negative size (from
+    the launch's scalars, or a constant) fails the launch at the malloc, as on the other targets
+    (it was taken as 0 bytes, and the launch ran)."""
+    module = _load(SHRINK.format(size=size), tmp_path, f"atomics_shrink_{len(size)}")
+    monkeypatch.setattr(device, "limits", lambda ordinal: {  # an H100's, without a GPU here
+        "threads": 1024, "block_x": 1024, "block_y": 1024, "block_z": 64, "shared": 227 * 1024})
+    [(_, _, kernel)] = compile_graph(module.shrinks, "nvptx").leaf_kernels()
+    if size != "-8":
+        assert kernel._shared([None, 32, 100], [(100,)], 0) == 736  # 92 i64s, 16-byte aligned
+    with pytest.raises(hpvm.errors.ExecutionError, match="negative size") as caught:
+        kernel._shared([None, 32, 4], [(4,)], 0)
+    assert caught.value.loc is not None and caught.value.loc.line == 9

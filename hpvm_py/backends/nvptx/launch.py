@@ -299,15 +299,14 @@ class NvptxKernel(LeafKernel):
         scratch = self.scratch
         if scratch is None or not scratch.mallocs:
             return 0
-        shared = host_bytes(scratch, leaf, args, extents) if scratch.dynamic else 0
-        total = shared + (scratch.static_bytes or 0)
+        total = host_bytes(scratch, leaf, args, extents)  # a static scratch's sizes are checked too
         if total > limit["shared"]:
             raise LaunchError(
                 f"{K.shown_name(leaf)}: its malloc() scratch needs {total} bytes of shared memory per group; "
                 f"this GPU has {limit['shared']} per block: allocate less per group (give the leaf "
                 "fewer instances per parent instance)", scratch.mallocs[0].loc,
                 rule="nvptx-shared-memory")
-        return shared
+        return total if scratch.dynamic else 0
 
     # -- errors ------------------------------------------------------------------------------
 

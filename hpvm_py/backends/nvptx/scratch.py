@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import CompileError, LaunchError
+from ...errors import CompileError, ExecutionError, LaunchError
 from ...ir import kernel as K
 from ...ir import semantics
 from ...types import PtrType, ScalarType
@@ -64,13 +64,18 @@ def scratch_of(leaf: K.LeafFunc, ctx: NodeContext) -> Scratch:
 
 def host_bytes(scratch: Scratch, leaf: K.LeafFunc, args: list[Any],
                extents: list[tuple[int, ...]]) -> int:
-    """The dynamic shared memory a launch needs: the sizes evaluated as the kernel will."""
+    """The shared memory a launch's scratch takes: the sizes evaluated as the kernel will. A
+    negative size fails the launch at its malloc, as on the other targets (the kernel would
+    take it as 0)."""
     values = {p.name: args[i] for i, p in enumerate(leaf.params) if not isinstance(p.type, PtrType)}
     total = 0
     for m in scratch.mallocs:
         assert isinstance(m.value, K.Malloc)
         nbytes = int(_evaluate(m.value.nbytes, values, extents))
-        total += aligned(max(0, nbytes))
+        if nbytes < 0:
+            raise ExecutionError(f"{K.shown_name(leaf)}: could not allocate the malloc scratch: a "
+                                 f"negative size ({nbytes})", m.loc)
+        total += aligned(nbytes)
     return total
 
 
