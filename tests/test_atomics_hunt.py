@@ -10,6 +10,8 @@ What was wrong:
   line, not an ExecutionError at the malloc's line.
 - the nvptx launcher took a malloc of a negative size as 0 bytes and ran the launch (the other
   targets fail it at the malloc).
+- the textual IR's type check let `atomic.xor<f32>` (and/or/xor on a float buffer) through: the
+  python target failed with NumPy's message, the cpu target with an internal LLVM parsing error.
 """
 from __future__ import annotations
 
@@ -183,3 +185,42 @@ def test_nvptx_refuses_a_negative_malloc(size: str, tmp_path: Path,
     with pytest.raises(hpvm.errors.ExecutionError, match="negative size") as caught:
         kernel._shared([None, 32, 4], [(4,)], 0)
     assert caught.value.loc is not None and caught.value.loc.line == 9
+
+
+BITWISE_TEXT = """; hpvm-py textual IR
+version 1
+module @bits
+
+graph @bits(%h: inout ptr<{t}>, %h_bytes: i64, %n: i64) -> () {{
+  node %flip = @flip [%n]
+  bind_in %h -> %flip.0
+  bind_in %h_bytes -> %flip.1
+  bind_in %n -> %flip.2
+}}
+
+leaf @flip(%h: inout ptr<{t}>, %h_bytes: i64, %n: i64) -> () target(any) {{
+  local %i: i64
+  %i = instance_id.x(0)
+  do atomic.{op}<{t}>(%h, 0:i64, {one})
+}}
+"""
+
+
+@pytest.mark.parametrize("op", ["and", "or", "xor"])
+@pytest.mark.parametrize("t", ["f16", "f32", "f64"])
+def test_text_bitwise_atomics_on_floats_are_type_errors(op: str, t: str) -> None:
+    """The front end refuses `atomic_xor` on floats; a hand-written .hpvm with one passed the
+    type check, and then failed with NumPy's message (python) or an internal LLVM parsing error
+    (cpu). It is a kernel-types error at its line."""
+    with pytest.raises(hpvm.errors.VerificationError, match="kernel-types") as caught:
+        hpvm.from_text(BITWISE_TEXT.format(t=t, op=op, one=f"1.0:{t}"))
+    assert caught.value.loc is not None and caught.value.loc.line == 15
+
+
+@pytest.mark.parametrize("op", ["and", "or", "xor"])
+def test_text_bitwise_atomics_on_integers_run(target: str, op: str) -> None:
+    h = np.full(4, 6, np.int32)
+    with hpvm.runtime(target=target):
+        hpvm.wait(hpvm.launch(hpvm.from_text(BITWISE_TEXT.format(t="i32", op=op, one="1:i32")), h, 5))
+    ufunc = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+    assert h[0] == ufunc.reduce(np.array([6] + [1] * 5, np.int32)), (target, op, h)

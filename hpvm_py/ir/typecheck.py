@@ -10,8 +10,8 @@ body is what the front end could have produced (kernel.py's node docstrings give
   select's and if/while's conditions i1; a math function's arguments its type (isnan/isinf/isfinite: a float type, result
   i1); a cast from and to a scalar type;
 - loads, stores and atomics go through a pointer with an integer index (and rank), loading /
-  storing / exchanging values of the pointer's element type; malloc makes a pointer of an integer
-  byte count; a helper call passes its helper's parameter types and has its result type;
+  storing / exchanging values of the pointer's element type (bitwise atomics of an integer type);
+  malloc makes a pointer of an integer byte count; a helper call passes its helper's parameter types and has its result type;
 - an assignment's value, and a for loop's bounds, have the type of their variable (an integer
   for a loop);
 - a constant's value fits its type: an integer (no float, NaN or infinity) within the range of an
@@ -329,6 +329,10 @@ class _Checker:
                 raise self.fail(e, f"atomic.{e.op}<{t.text()}> on %{e.ptr.name}, a "
                                 f"{e.ptr.type.text()}: its type is {elem.text()}")
             self.expect(e.value, elem, f"the value of atomic.{e.op}")
+            # what the front end refuses, and the targets do not compute (LLVM rejects the IR)
+            if e.op in ("and", "or", "xor") and elem.is_float:
+                raise self.fail(e, f"atomic.{e.op}<{t.text()}>: a bitwise atomic needs an integer "
+                                "element type")
         elif isinstance(e, K.MathCall):
             self.math(e)
         elif isinstance(e, K.CallHelper):
