@@ -111,7 +111,13 @@ def _scalar(param: K.Param, value: str) -> Any:
         if not value.isascii():  # float() and int() also read other scripts' digits ("\u0663")
             raise ValueError(value)
         if t.is_float:
-            return t(float(value))
+            # the number as written: launch rounds an integer to t once (float() would round it
+            # to f64 first, and refuses 0x notation); -0 keeps its sign, as float() read it
+            try:
+                number = int(value, 0)
+            except ValueError:
+                return float(value)
+            return -0.0 if number == 0 and value.startswith("-") else number
         if t.is_bool:
             if value.lower() not in ("0", "1", "true", "false"):
                 raise ValueError(value)
