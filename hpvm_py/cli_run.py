@@ -189,7 +189,10 @@ def run_graph(graph: Any, args: argparse.Namespace, report: Callable[[str], None
         if exc.loc == outer:  # not the program's line but hpvmc's own caller (runpy, the script)
             exc.loc = None
         raise
-    for i, value in enumerate(outputs or ()):
+    # wait() gives a root's one output bare (a 0 of which `or ()` dropped, and any other it could
+    # not iterate), several (or a `-> tuple[T]`) as a tuple, none as None
+    results = () if outputs is None else outputs if isinstance(outputs, tuple) else (outputs,)
+    for i, value in enumerate(results):
         print(f"output {i}: {value}")
     for p in params:
         if not isinstance(p.type, PtrType) or p.direction == "in":

@@ -4,6 +4,8 @@
   before the parameter's type (twice, where a launch argument rounds once: docs/language.md,
   "Integer to float rounds to nearest even, once, wherever the integer comes from"), and refused
   an integer in 0x notation, which docs/cli.md says a scalar takes.
+- `hpvmc run` of a root with one output (`-> f16`, not a tuple) failed with an internal TypeError
+  (it iterated the bare value wait() returns), and printed nothing when that output was 0.
 """
 from __future__ import annotations
 
@@ -93,3 +95,29 @@ def test_run_set_rounds_an_integer_once_and_takes_hex(target: str, tmp_path: Pat
     assert code == 0, err
     assert np.load(tmp_path / "z" / "h.npy")[0] == 0x8000  # -0.0, as before
     assert np.signbit(np.load(tmp_path / "z" / "w.npy")[0])
+
+
+ONE_OUTPUT = textwrap.dedent('''
+    import hpvm_py as hpvm
+    from hpvm_py import f16, f32
+
+    @hpvm.leaf
+    def scale(s: f16, k: f32) -> f16:
+        return s * k
+
+    @hpvm.graph
+    def root(s: f16, k: f32) -> f16:
+        return hpvm.node(scale, s=s, k=k).out[0]
+''')
+
+
+def test_run_prints_a_single_output(target: str, tmp_path: Path) -> None:
+    program = tmp_path / "one.py"
+    program.write_text(ONE_OUTPUT, encoding="utf-8")
+    rng = np.random.default_rng()
+    for s, k in [(float(rng.uniform(-100, 100)), float(rng.uniform(-4, 4))), (0.0, 1.0)]:
+        code, out, err = hpvmc("run", str(program), "--graph", "root", "--target", target, "--set",
+                               f"s={s!r}", "--set", f"k={k!r}")
+        assert code == 0, err
+        want = np.float16(np.float32(np.float16(s)) * np.float32(k))  # f16 computes in f32
+        assert out.splitlines() == [f"output 0: {want}"], (out, s, k)
