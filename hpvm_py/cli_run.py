@@ -173,7 +173,8 @@ def _summary(array: np.ndarray, elem: ScalarType) -> str:
 
 def run_graph(graph: Any, args: argparse.Namespace, report: Callable[[str], None]) -> int:
     """Launch `graph` once with the command line's values; print what it computed."""
-    params = graph.module().root_func.params
+    root = graph.module().root_func
+    params = root.params
     launch_args, buffers = graph_arguments(params, parse_settings(args.set or []))
     out_dir = Path(args.output) if args.output else None
     if out_dir is not None:  # before the launch: a bad -o is a usage error, not a lost run
@@ -192,8 +193,9 @@ def run_graph(graph: Any, args: argparse.Namespace, report: Callable[[str], None
     # wait() gives a root's one output bare (a 0 of which `or ()` dropped, and any other it could
     # not iterate), several (or a `-> tuple[T]`) as a tuple, none as None
     results = () if outputs is None else outputs if isinstance(outputs, tuple) else (outputs,)
-    for i, value in enumerate(results):
-        print(f"output {i}: {value}")
+    for i, (port, value) in enumerate(zip(root.outputs, results)):
+        # a bf16 comes back as its bits (NumPy has no bfloat16): shown as its value, as in buffers
+        print(f"output {i}: {S.bf16_from_bits(value) if port.type == bf16 else value}")
     for p in params:
         if not isinstance(p.type, PtrType) or p.direction == "in":
             continue

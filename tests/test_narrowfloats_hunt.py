@@ -6,6 +6,8 @@
   an integer in 0x notation, which docs/cli.md says a scalar takes.
 - `hpvmc run` of a root with one output (`-> f16`, not a tuple) failed with an internal TypeError
   (it iterated the bare value wait() returns), and printed nothing when that output was 0.
+- `hpvmc run` printed a bf16 output as its bits (`output 0: 16320` for 1.5), where it summarises a
+  bf16 buffer by its values.
 """
 from __future__ import annotations
 
@@ -20,6 +22,14 @@ import numpy as np
 import hpvm_py as hpvm
 from hpvm_py import cli
 from hpvm_py.types import bf16_from_bits
+
+
+def bf16_of(x: float) -> float:
+    """x rounded to f32, then to bf16 to nearest even (from the bits, NaN aside)."""
+    bits = int(np.float32(x).view(np.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return float(np.uint32(bits).view(np.float32))
+
 
 PROGRAM = textwrap.dedent('''
     import hpvm_py as hpvm
@@ -121,3 +131,31 @@ def test_run_prints_a_single_output(target: str, tmp_path: Path) -> None:
         assert code == 0, err
         want = np.float16(np.float32(np.float16(s)) * np.float32(k))  # f16 computes in f32
         assert out.splitlines() == [f"output 0: {want}"], (out, s, k)
+
+
+BF16_OUTPUTS = textwrap.dedent('''
+    import hpvm_py as hpvm
+    from hpvm_py import bf16, f32
+
+    @hpvm.leaf
+    def scale(s: bf16, k: f32) -> tuple[bf16, f32]:
+        return s * k, k
+
+    @hpvm.graph
+    def root(s: bf16, k: f32) -> tuple[bf16, f32]:
+        n = hpvm.node(scale, s=s, k=k)
+        return n.out[0], n.out[1]
+''')
+
+
+def test_run_prints_a_bf16_output_as_its_value(target: str, tmp_path: Path) -> None:
+    program = tmp_path / "bf.py"
+    program.write_text(BF16_OUTPUTS, encoding="utf-8")
+    rng = np.random.default_rng()
+    s, k = float(rng.uniform(-100, 100)), float(np.float32(rng.uniform(-4, 4)))
+    code, out, err = hpvmc("run", str(program), "--graph", "root", "--target", target, "--set",
+                           f"s={s!r}", "--set", f"k={k!r}")
+    assert code == 0, err
+    want = bf16_of(bf16_of(s) * np.float32(k))  # bf16 computes in f32
+    assert out.splitlines() == [f"output 0: {np.float32(want)}", f"output 1: {np.float32(k)}"], \
+        (out, s, k)
