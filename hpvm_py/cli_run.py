@@ -23,7 +23,7 @@ from .frontend.callsite import caller_loc
 from .ir import kernel as K
 from .ir import semantics as S
 from .support.settings import is_decimal
-from .types import PtrType, ScalarType, bf16
+from .types import PtrType, ScalarType, bf16, f64
 
 _SEED = 20261123
 
@@ -55,6 +55,10 @@ def _buffer(param: K.Param, value: str, rng: np.random.Generator) -> np.ndarray:
         data = _read_npy(param, value, path)
         if elem == bf16:
             return data if data.dtype == np.uint16 else S.bf16_to_bits(data.astype(np.float32))
+        if data.dtype.kind == "f" and not elem.is_float:
+            # as the language converts (saturating, NaN to 0): NumPy's astype leaves NaN and
+            # out-of-range values to C, which wraps or gives INT_MIN
+            return S.cast(data, f64, elem)
         with np.errstate(all="ignore"):
             return data.astype(elem.numpy_dtype)
     if not is_decimal(value):  # (int() also reads other scripts' digits, "1_0", " 5")

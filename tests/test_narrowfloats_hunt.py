@@ -8,11 +8,15 @@
   (it iterated the bare value wait() returns), and printed nothing when that output was 0.
 - `hpvmc run` printed a bf16 output as its bits (`output 0: 16320` for 1.5), where it summarises a
   bf16 buffer by its values.
+- `hpvmc run --set x=FILE.npy` converted floats (f16 data too) into an integer buffer with
+  NumPy's astype: NaN and out-of-range values went as C leaves them (NaN as INT_MIN, -1.5 as 255
+  in a u8, 65504 as -32 in an i8), not by the language's saturating conversion (NaN gives 0).
 """
 from __future__ import annotations
 
 import contextlib
 import io
+import math
 import random
 import textwrap
 from pathlib import Path
@@ -159,3 +163,48 @@ def test_run_prints_a_bf16_output_as_its_value(target: str, tmp_path: Path) -> N
     want = bf16_of(bf16_of(s) * np.float32(k))  # bf16 computes in f32
     assert out.splitlines() == [f"output 0: {np.float32(want)}", f"output 1: {np.float32(k)}"], \
         (out, s, k)
+
+
+COPY = textwrap.dedent('''
+    import hpvm_py as hpvm
+    from hpvm_py import In, Out, Ptr, i64, {t}
+
+    @hpvm.leaf
+    def copy(x: In[Ptr[{t}]], x_bytes: i64, y: Out[Ptr[{t}]], y_bytes: i64):
+        i = hpvm.instance_id(0)
+        y[i] = x[i]
+
+    @hpvm.graph
+    def root(x: In[Ptr[{t}]], x_bytes: i64, y: Out[Ptr[{t}]], y_bytes: i64, n: i64):
+        hpvm.node(copy, grid=n, x=x, x_bytes=x_bytes, y=y, y_bytes=y_bytes)
+''')
+INTS = {"i8": (-2**7, 2**7 - 1), "u8": (0, 2**8 - 1), "i16": (-2**15, 2**15 - 1),
+        "u16": (0, 2**16 - 1), "i32": (-2**31, 2**31 - 1), "u64": (0, 2**64 - 1)}
+
+
+def saturated(x: float, lo: int, hi: int) -> int:
+    """Float to integer as the language converts: toward zero, clamped, NaN gives 0."""
+    if math.isnan(x):
+        return 0
+    return hi if x >= hi else lo if x <= lo else math.trunc(x)
+
+
+def test_run_npy_floats_convert_to_integers_as_the_language_does(target: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng()
+    for t, (lo, hi) in INTS.items():
+        program = tmp_path / f"copy_{t}.py"
+        program.write_text(COPY.format(t=t), encoding="utf-8")
+        for dtype in (np.float16, np.float64):
+            values = np.concatenate([rng.uniform(-1.5 * hi - 2, 1.5 * hi + 2, 12),
+                                     [np.nan, np.inf, -np.inf, -1.5, 65504.0, lo - 0.5, hi + 1.0]])
+            with np.errstate(over="ignore"):  # beyond f16: inf, which saturates too
+                data = values.astype(dtype)
+            npy = tmp_path / f"x_{t}_{data.dtype}.npy"
+            np.save(npy, data)
+            out = tmp_path / f"out_{t}_{data.dtype}"
+            code, _, err = hpvmc("run", str(program), "--graph", "root", "--target", target, "--set",
+                                 f"x={npy}", "--set", f"y={data.size}", "--set", f"n={data.size}",
+                                 "-o", str(out))
+            assert code == 0, err
+            got = [int(v) for v in np.load(out / "y.npy")]
+            assert got == [saturated(float(v), lo, hi) for v in data], (t, data, got)
