@@ -34,6 +34,17 @@ class Const(Expr):
         text = f"nan:{struct.pack('<d', value).hex()}" if value != value else repr(value)
         return f"Const(type={self.type!r}, value={text})"
 
+    def __eq__(self, other: object) -> bool:
+        # by the value's bits for floats: 0.0 == -0.0 and NaN != NaN would merge or split
+        # expressions that compute different values (1.0 / (x * -0.0) is not 1.0 / (x * 0.0))
+        if not isinstance(other, Const):
+            return NotImplemented
+        return self.type == other.type and _bits(self.value) == _bits(other.value)
+
+
+def _bits(value: int | float | bool) -> int | bytes:
+    return struct.pack("<d", value) if isinstance(value, float) else value
+
 
 @dataclass(kw_only=True)
 class Var(Expr):
