@@ -123,11 +123,16 @@ def lane_values(leaf: K.LeafFunc, input_modes: tuple[str, ...]) -> frozenset[str
 
 
 def _depends_on_x(prefix: list[K.Stmt], lane_params: frozenset[str]) -> set[str]:
-    """Locals whose value the straight-line prefix computes from an x coordinate (any level), and
-    the parameters that differ between lanes anyway."""
+    """Locals whose value the straight-line prefix computes from an x coordinate (any level) or
+    from an atomic (each lane gets its own old value, whatever the index), and the parameters
+    that differ between lanes anyway."""
     found: set[str] = set(lane_params)
     for s in prefix:
         assert isinstance(s, K.Assign)
-        if _has_x_id(s.value) or _reads(s.value) & found:
+        if _has_x_id(s.value) or _has_atomic(s.value) or _reads(s.value) & found:
             found.add(s.target)
     return found
+
+
+def _has_atomic(e: K.Expr) -> bool:
+    return any(isinstance(x, K.Atomic) for x in K.walk_exprs(e))
