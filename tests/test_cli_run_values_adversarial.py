@@ -1,4 +1,4 @@
-"""f16 and bf16 everywhere they appear: what the narrow-floats hunt found.
+"""`hpvmc run` with f16, bf16 and other typed values: what the narrow-floats hunt found.
 
 - `hpvmc run --set s=K` for a float parameter read the integer K with float(), rounding it to f64
   before the parameter's type (twice, where a launch argument rounds once: docs/language.md,
