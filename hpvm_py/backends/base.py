@@ -19,9 +19,11 @@ from typing import Any, Callable, ClassVar, Hashable, Protocol
 
 import numpy as np
 
+from ..errors import ExecutionError
 from ..ir.context import NodeContext
 from ..ir.kernel import LeafFunc, shown_name
 from ..support import cache, profile, stats
+from ..support.loc import Loc
 from ..support.version import VERSION
 
 
@@ -280,6 +282,16 @@ def code_files(packages: tuple[str, ...]) -> list[Path]:
         path = _PACKAGE / shared
         files += sorted(path.glob("*.py")) if path.is_dir() else [path]
     return files
+
+
+MAX_SCRATCH_BYTES = 2**63 - 1  # what the mallocs of one leaf may add up to (docs/language.md)
+
+
+def scratch_past_limit(leaf: LeafFunc, loc: Loc | None) -> ExecutionError:
+    """The launch error of mallocs whose sizes add up past MAX_SCRATCH_BYTES, at the malloc that
+    crosses it (every target says the same)."""
+    return ExecutionError(f"{shown_name(leaf)}: could not allocate the malloc scratch: the sizes "
+                          "of this leaf's mallocs add up to more than 2**63 - 1 bytes", loc)
 
 
 def symbol_name(name: str) -> str:

@@ -17,7 +17,7 @@ from ...errors import CompileError, ExecutionError, LaunchError
 from ...ir import kernel as K
 from ...ir import semantics
 from ...types import PtrType, ScalarType
-from ..base import NodeContext
+from ..base import MAX_SCRATCH_BYTES, NodeContext, scratch_past_limit
 
 SCRATCH_ALIGN = 16
 STATIC_LIMIT = 48 * 1024  # CUDA's limit on static shared memory; beyond it, dynamic memory opts in
@@ -65,8 +65,8 @@ def scratch_of(leaf: K.LeafFunc, ctx: NodeContext) -> Scratch:
 def host_bytes(scratch: Scratch, leaf: K.LeafFunc, args: list[Any],
                extents: list[tuple[int, ...]]) -> int:
     """The shared memory a launch's scratch takes: the sizes evaluated as the kernel will. A
-    negative size fails the launch at its malloc, as on the other targets (the kernel would
-    take it as 0)."""
+    negative size, or sizes adding up past MAX_SCRATCH_BYTES, fail the launch at a malloc, as
+    on the other targets (the kernel would take a negative size as 0)."""
     values = {p.name: args[i] for i, p in enumerate(leaf.params) if not isinstance(p.type, PtrType)}
     total = 0
     for m in scratch.mallocs:
@@ -76,6 +76,8 @@ def host_bytes(scratch: Scratch, leaf: K.LeafFunc, args: list[Any],
             raise ExecutionError(f"{K.shown_name(leaf)}: could not allocate the malloc scratch: a "
                                  f"negative size ({nbytes})", m.loc)
         total += aligned(nbytes)
+        if total > MAX_SCRATCH_BYTES:  # before the device's limit: every target says this
+            raise scratch_past_limit(leaf, m.loc)
     return total
 
 

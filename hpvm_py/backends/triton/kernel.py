@@ -19,7 +19,7 @@ from ...passes.bounds import BoundsProof
 from ...support import stats
 from .. import heapview
 from ...types import PtrType, ScalarType, bf16, f32
-from ..base import BufferArg, LeafKernel, shares_memory
+from ..base import MAX_SCRATCH_BYTES, BufferArg, LeafKernel, scratch_past_limit, shares_memory
 from ...device import gpu_device, typed_tensor
 from ...device.devices import torch_dtype
 from ...device.outputs import DeviceOutputs, error_word
@@ -31,7 +31,7 @@ from .loader import load_kernel
 from .prepared import Layout, TritonLaunch, scalar_bits
 from .privatise import MAX_PRIVATE_ELEMENTS
 from .quads import QUAD, quads_fit
-from .scratch import MAX_SCRATCH_BYTES, size_of
+from .scratch import size_of
 
 MAX_BLOCK = 1024  # lanes per program for leaves without barriers
 # At least a warp of lanes: Triton 3.6 failed to compile some kernels on 1-lane blocks (its
@@ -236,9 +236,7 @@ class TritonKernel(LeafKernel):
         sizes = [size_of(area, self.leaf, args, extents, self.ctx.level_dims) for area in source.scratch]
         for n, area in enumerate(source.scratch):
             if sum(sizes[:n + 1]) > MAX_SCRATCH_BYTES:  # as on the other targets
-                raise ExecutionError(f"{K.shown_name(self.leaf)}: could not allocate the malloc scratch: "
-                                     "the sizes of this leaf's mallocs add up to more than 2**63 - 1 "
-                                     "bytes", area.loc)
+                raise scratch_past_limit(self.leaf, area.loc)
         for area, nbytes in zip(source.scratch, sizes):  # zeroed, one slice per parent instance
             stride = max(1, -(-nbytes // area.elem.nbytes))
             try:

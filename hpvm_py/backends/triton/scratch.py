@@ -17,9 +17,6 @@ from ...passes.fold import fold_expr
 from ...types import PtrType, ScalarType
 
 
-MAX_SCRATCH_BYTES = 2**63 - 1  # what the mallocs of one leaf may add up to (docs/language.md)
-
-
 @dataclass
 class Scratch:
     """One malloc of the leaf body."""
