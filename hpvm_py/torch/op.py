@@ -314,6 +314,7 @@ class TorchOp:
         device = self._check(values)
         results = self._allocate(values, device)
         call: dict[str, Any] = {}
+        strided = []
         for name in sig.tensors:
             t = values[name]
             if name in sig.mutated:
@@ -321,12 +322,16 @@ class TorchOp:
                 # grad mode on; inside the op grad mode is always off): the launch, which refuses
                 # such tensors, gets the same memory without autograd's flag
                 call[name] = t.detach()
+            elif t.is_contiguous():
+                call[name] = t
             else:
-                call[name] = t if t.is_contiguous() else t.contiguous()
+                strided.append(name)
         call.update(zip(sig.outputs, results))
         for name in sig.scalars + list(sig.constants) + list(sig.derived):
             call[name] = _plain(values[name])
         with api.runtime(self._target(device)):
+            for name in strided:
+                call[name] = _gathered(values[name])
             returned = self._launch(call, [call[n] for n in sig.tensors + sig.outputs])
         if sig.returns:
             if len(sig.returns) == 1 and not isinstance(returned, tuple):
@@ -447,6 +452,19 @@ def _targets(name: str, target: str | dict[str, str] | None) -> dict[str, str]:
             raise fail(f"hpvm.torch.op({name}): target {t!r} for {kind} tensors: choose one of "
                        f"{', '.join(allowed) or 'nothing (cpu or cuda tensors only)'}")
     return chosen
+
+
+def _gathered(tensor: Any) -> Any:
+    """A contiguous copy of a strided In tensor, made by torch on the host (or its GPU), not by
+    the launch: so the tracked buffers sharing its memory (the user's tracked base or view, whose
+    newest data a launch left on a device) bring that data home first, as the launch does for the
+    buffers it is given; the copy would read their stale home copy otherwise."""
+    if api._active().tracker.lookup(tensor) is None:
+        api.track_memory(tensor)
+        api.untrack_memory(tensor)  # (brings home what the tracked aliases hold away)
+    else:
+        api.request_memory(tensor)
+    return tensor.contiguous()
 
 
 def _pack(results: list[Any]) -> Any:
