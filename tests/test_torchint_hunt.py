@@ -1,9 +1,14 @@
-"""Hunted bugs of hpvm.torch.op around the runtime (hpvm_py/torch/op.py): tensors the user tracked
-(docs/runtime.md, "Buffers"), strided inputs, on every target, against torch references on fresh
-random inputs."""
+"""Hunted bugs of torch tensors in launches and in hpvm.torch.op (hpvm_py/torch/op.py): tensors
+the user tracked (docs/runtime.md, "Buffers") seen through strided inputs, tensors with no memory,
+on every target, against torch references on fresh random inputs."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
+from conftest import ROOT, child_pythonpath
 
 torch = pytest.importorskip("torch")
 
@@ -64,3 +69,46 @@ def test_a_strided_input_viewing_a_tracked_tensor_reads_its_newest_data(target: 
         torch.testing.assert_close(op(strided, alpha), expected)
         hpvm.request_memory(base)
         torch.testing.assert_close(base, a)  # (the tracked tensor keeps its data)
+
+
+# A launch on a zero tensor runs in a child: the kernel read (or wrote) address 0 and the process
+# died of a segmentation fault. It prints whether the launch refused it, at which line, and why.
+_ZERO_CHILD = """
+import sys
+import torch
+import hpvm_py as hpvm
+from hpvm_py.errors import LaunchError
+sys.path.insert(0, "tests")
+from test_torchint_hunt import ti_scale
+
+target, which = sys.argv[1], sys.argv[2]
+gen = torch.Generator().manual_seed(int(sys.argv[3]))
+n = 64
+x = torch.randn(n, generator=gen)
+with hpvm.runtime(target):
+    y = torch.zeros(n)
+    hpvm.wait(hpvm.launch(ti_scale, x, x.nbytes, y, y.nbytes, 1.5, n))  # (its checks remembered)
+    assert torch.equal(y, 1.5 * x)
+    zero = torch._efficientzerotensor(n)
+    args = (zero, x) if which == "in" else (x, zero)
+    try:
+        hpvm.wait(hpvm.launch(ti_scale, args[0], 4 * n, args[1], 4 * n, 1.5, n))
+    except LaunchError as exc:
+        print("refused", exc.loc.line, "zero tensor" in str(exc))
+    else:
+        print("ran")
+"""
+
+
+@pytest.mark.parametrize("which", ["in", "out"])
+def test_a_zero_tensor_is_refused_not_dereferenced(target: str, which: str) -> None:
+    """torch's efficient zero tensor (`torch._efficientzerotensor`, made by some gradient formulas)
+    has a shape and a dtype but no memory (its data pointer is 0): the launch took it for a dense
+    tensor and its kernel read or wrote address 0, a crash; it is the launch's LaunchError."""
+    seed = int(torch.randint(0, 2**31, ()))
+    done = subprocess.run([sys.executable, "-c", _ZERO_CHILD, target, which, str(seed)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": child_pythonpath(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(i for i, text in enumerate(_ZERO_CHILD.splitlines(), 1) if "args[0], 4 * n" in text)
+    assert done.stdout.split() == ["refused", str(line), "True"]

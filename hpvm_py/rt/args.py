@@ -16,7 +16,8 @@ from ..ir import semantics as S
 from ..ir.kernel import shown_name
 from ..types import PtrType, ScalarType, bf16, f64, i64, int_to_float
 from .buffers import (HOST, buffer_kind, describe, elem_matches, foreign_device, given_nbytes,
-                      is_buffer, moved, negated, not_dense, note_written, span, why_not_writable)
+                      is_buffer, moved, negated, not_dense, note_written, span, why_not_writable,
+                      zero_tensor)
 from .executor import BoundBuffer
 from .tracker import MemoryObject, MemoryTracker, overlap
 
@@ -295,6 +296,10 @@ def _check_buffer(func: D.GraphFunc, p: Any, arg: Any, tracker: MemoryTracker, d
         raise LaunchError(f"argument {p.name!r} of {shown_name(func)} is a negative view (its memory holds "
                           "its values negated, as torch's conj().imag makes them): a kernel reads "
                           "that memory; pass tensor.resolve_neg()", caller_loc())
+    if zero_tensor(arg):
+        raise LaunchError(f"argument {p.name!r} of {shown_name(func)} is a zero tensor (torch's "
+                          "efficient zeros, which have no memory): a kernel indexes memory; pass "
+                          "tensor.clone()", caller_loc())
     info = describe(arg)
     if not elem_matches(info, elem):
         got = info.elem.name if info.elem is not None else "an unsupported dtype"

@@ -47,6 +47,12 @@ def negated(buf: Any) -> bool:
     return _is_torch_tensor(buf) and buf.is_neg()
 
 
+def zero_tensor(buf: Any) -> bool:
+    """Whether buf is torch's efficient zero tensor (`torch._efficientzerotensor`, which some
+    gradient formulas make): it has no memory (its data pointer is 0) that a kernel could index."""
+    return _is_torch_tensor(buf) and buf._is_zerotensor()
+
+
 def foreign_device(info: BufferInfo) -> str | None:
     """Why a buffer's device is none the runtime runs on or copies from (a meta tensor, which has
     no memory; an mps or xpu tensor), or None for the host and CUDA GPUs."""
@@ -83,7 +89,7 @@ def buffer_kind(buf: Any) -> tuple[Any, ...] | None:
         flags = buf.flags
         return cls, buf.dtype, flags.c_contiguous, flags.writeable
     if _is_torch_tensor(buf):
-        if buf.layout is not sys.modules["torch"].strided or buf.is_neg():
+        if buf.layout is not sys.modules["torch"].strided or buf.is_neg() or buf._is_zerotensor():
             return None  # (checked, and refused, by the launch's full checks)
         return cls, buf.dtype, buf.device, buf.is_contiguous(), _grad_recorded(buf)
     if isinstance(buf, np.ndarray):  # a subclass (np.matrix): a kind too, else a dtype or a
