@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import hpvm_py as hpvm  # noqa: E402
 from hpvm_py import In, InOut, Out, Ptr, f32, i64  # noqa: E402
+from hpvm_py.errors import LaunchError  # noqa: E402
 
 
 @hpvm.leaf
@@ -112,3 +113,56 @@ def test_a_zero_tensor_is_refused_not_dereferenced(target: str, which: str) -> N
     assert done.returncode == 0, done.stderr[-2000:]
     line = next(i for i, text in enumerate(_ZERO_CHILD.splitlines(), 1) if "args[0], 4 * n" in text)
     assert done.stdout.split() == ["refused", str(line), "True"]
+
+
+def _add_op():
+    if "add" not in _OPS:
+        _OPS["add"] = hpvm.torch.op(ti_add, name="hpvm_ti::add", shapes={"y": "x"},
+                                    scalars={"n": lambda x: x.numel()})
+    return _OPS["add"]
+
+
+def _refused_here(info: pytest.ExceptionInfo, what: str) -> None:
+    exc = info.value
+    assert what in str(exc) and exc.rule == "torch-op", str(exc)
+    assert exc.loc is not None and exc.loc.file == __file__, exc.loc
+
+
+@pytest.mark.parametrize("layout", [torch.strided, torch.jagged], ids=["strided", "jagged"])
+def test_a_nested_tensor_is_the_ops_error(layout) -> None:
+    """A nested tensor (In or InOut) failed inside torch's dispatcher, with its NotImplementedError
+    ("Could not run 'hpvm::...' with arguments from the 'NestedTensorCPU' backend"), not at the
+    op's checks."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ())))
+    parts = [torch.randn(2, generator=gen), torch.randn(3, generator=gen)]
+    nested = torch.nested.nested_tensor(parts, layout=layout)
+    with pytest.raises(LaunchError) as info:
+        _scale_op()(nested, 2.0)
+    _refused_here(info, "nested tensor")
+    with pytest.raises(LaunchError) as info:
+        _add_op()(torch.ones(5), nested)
+    _refused_here(info, "nested tensor")
+    dense = torch.cat(nested.unbind())  # (what the error advises) runs as torch computes
+    torch.testing.assert_close(_scale_op()(dense, 2.0), 2.0 * torch.cat(parts))
+
+
+def test_an_inout_negative_view_or_zero_tensor_is_the_ops_error(target: str) -> None:
+    """Written in place (InOut), a negative view (`z.conj().imag`) failed in torch's Negative
+    fallback ("Expected Tensor but got None") and a zero tensor in torch's ZeroTensor one
+    ("ZeroTensors are immutable"); as In tensors torch resolves both into new memory, and the op
+    computes with their values."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ())))
+    n = 9
+    z = torch.randn(n, dtype=torch.complex64, generator=gen)
+    x = torch.randn(n, generator=gen)
+    with hpvm.runtime(target):
+        for y, what in ((z.conj().imag[:1], "negative view"),
+                        (torch._efficientzerotensor(n), "zero tensor")):
+            with pytest.raises(LaunchError) as info:
+                _add_op()(x[:y.numel()], y)
+            _refused_here(info, what)
+        torch.testing.assert_close(_scale_op()(z.conj().imag, 1.5), -1.5 * z.imag)
+        torch.testing.assert_close(_scale_op()(torch._efficientzerotensor(n), 1.5), torch.zeros(n))
+        y = z.conj().imag.resolve_neg().contiguous()  # (as the error advises)
+        assert _add_op()(x, y) is None
+        torch.testing.assert_close(y, x - z.imag)

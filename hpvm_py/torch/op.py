@@ -177,6 +177,8 @@ class TorchOp:
                 if not isinstance(value, torch.Tensor):
                     raise fail(f"argument {name!r} of {self.name} is a pointer ({sig.elem(name)}): "
                                f"pass a torch tensor, not {type(value).__name__}")
+                if not torch.compiler.is_compiling():
+                    self._check_memory(name, value)
                 # the check torch makes of `w.add_(g)`: with grad mode on, autograd would not see
                 # the write; under torch.no_grad() (an optimizer's update) it is allowed
                 if name in sig.mutated and value.requires_grad and torch.is_grad_enabled():
@@ -203,6 +205,26 @@ class TorchOp:
             if type(value) is int and not t.is_bool and not t.is_float and \
                     not torch.compiler.is_compiling():
                 self._check_range(name, t, value)
+
+    def _check_memory(self, name: str, tensor: Any) -> None:
+        """Tensors whose memory the graph cannot use as they are, refused here: torch's dispatcher
+        would fail on them before the op's checks run, with its own NotImplementedError (a nested
+        tensor: the op has no kernel for it) or RuntimeError (writing a negative view or a zero
+        tensor, which torch's fallbacks for them do not support for an op returning no tensor)."""
+        if tensor.is_nested:
+            raise fail(f"argument {name!r} of {self.name} is a nested tensor: a graph indexes "
+                       "dense memory; pass a dense one (tensor.to_padded_tensor(0), or "
+                       "torch.cat(tensor.unbind()))")
+        if name not in self.signature.mutated:
+            return  # (torch hands the op a negative view or a zero tensor resolved, in new memory)
+        if tensor.is_neg():
+            raise fail(f"argument {name!r} of {self.name} is written in place (InOut[...]) but "
+                       "is a negative view (its memory holds its values negated, as torch's "
+                       "conj().imag makes them): pass tensor.resolve_neg() and use that tensor")
+        if tensor._is_zerotensor():
+            raise fail(f"argument {name!r} of {self.name} is written in place (InOut[...]) but "
+                       "is a zero tensor (torch's efficient zeros, which have no memory): pass "
+                       "tensor.clone() and use that tensor")
 
     def _check_range(self, name: str, t: ScalarType, value: int) -> None:
         """Here, at the user's line, rather than as torch's "Expected a value of type 'int' ...
