@@ -166,3 +166,18 @@ def test_an_inout_negative_view_or_zero_tensor_is_the_ops_error(target: str) -> 
         y = z.conj().imag.resolve_neg().contiguous()  # (as the error advises)
         assert _add_op()(x, y) is None
         torch.testing.assert_close(y, x - z.imag)
+
+
+def test_an_int_beyond_every_float_for_a_float_scalar_is_the_ops_error() -> None:
+    """A Python int for a float parameter goes to torch as a double: one beyond the largest (as
+    the launch says, "too large for a float") failed in torch's argument parsing ("Expected a value
+    of type 'float' ... found type 'int'"), a RuntimeError; below it the op runs as torch does."""
+    op = _scale_op()
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ())))
+    x = torch.randn(17, generator=gen)
+    for value in (2**1024, -(3**700)):
+        with pytest.raises(LaunchError) as info:
+            op(x, value)
+        _refused_here(info, "too large for a float")
+    for value in (2**60, -(2**100), 2**1023):
+        torch.testing.assert_close(op(x, value), x * float(value))

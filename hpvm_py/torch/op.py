@@ -202,8 +202,7 @@ class TorchOp:
                            f"{type(value).__name__}")
             # (while torch traces, sizes are symbolic and torch checks them: a symbolic value in
             # Python's comparisons broke Dynamo's fake run on torch 2.11)
-            if type(value) is int and not t.is_bool and not t.is_float and \
-                    not torch.compiler.is_compiling():
+            if type(value) is int and not t.is_bool and not torch.compiler.is_compiling():
                 self._check_range(name, t, value)
 
     def _check_memory(self, name: str, tensor: Any) -> None:
@@ -228,7 +227,15 @@ class TorchOp:
 
     def _check_range(self, name: str, t: ScalarType, value: int) -> None:
         """Here, at the user's line, rather than as torch's "Expected a value of type 'int' ...
-        found type 'int'" (beyond int64) or the launch's error from inside torch's dispatcher."""
+        found type 'int'" (beyond int64, or for a float parameter beyond every float) or the
+        launch's error from inside torch's dispatcher."""
+        if t.is_float:
+            try:
+                float(value)
+            except OverflowError:
+                raise fail(f"argument {name!r} of {self.name} is a scalar {t}: {value} is too "
+                           "large for a float") from None
+            return
         lo, hi = t.min_value(), t.max_value()
         if not lo <= value <= hi:
             raise fail(f"argument {name!r} of {self.name} is a scalar {t}: {value} is out of its "
