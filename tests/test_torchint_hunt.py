@@ -181,3 +181,24 @@ def test_an_int_beyond_every_float_for_a_float_scalar_is_the_ops_error() -> None
         _refused_here(info, "too large for a float")
     for value in (2**60, -(2**100), 2**1023):
         torch.testing.assert_close(op(x, value), x * float(value))
+
+
+def test_an_int_for_a_float_scalar_is_rounded_once(target: str) -> None:
+    """An int for a float parameter is rounded to it once, by the launch as by torch (`x * v`);
+    the op handed it to torch as a double, rounding it twice: 2**60 + 2**36 + 1 became 2**60 as
+    an f32 (2**60 + 2**36 in f64, then a tie to even), where the launch and torch give
+    2**60 + 2**37."""
+    op = _scale_op()
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ())))
+    x = torch.randn(8, generator=gen)
+    with hpvm.runtime(target):
+        for _ in range(6):
+            k = int(torch.randint(54, 100, (), generator=gen))
+            low = int(torch.randint(1, 2**20, (), generator=gen))  # below f64's last bit: sticky
+            sign = 1 if torch.rand((), generator=gen) < 0.5 else -1
+            value = sign * ((1 << k) + (1 << (k - 24)) + low)  # half an f32 step, and a little
+            y = torch.zeros_like(x)
+            hpvm.wait(hpvm.launch(ti_scale, x, x.nbytes, y, y.nbytes, value, x.numel()))
+            if abs(value) < 2**63:  # (what torch takes as a number)
+                assert torch.equal(y, x * value), value
+            assert torch.equal(op(x, value), y), value

@@ -21,7 +21,7 @@ from ..rt.compiler import CompiledGraph, LoadedGraph
 from ..api import host as api
 from ..rt.boundary import api_boundary
 from ..support.loc import Loc
-from ..types import ScalarType, bf16, bf16_from_bits
+from ..types import ScalarType, bf16, bf16_from_bits, int_to_float
 from .spec import build, fail, graph_name, graph_params, is_library_file, user_loc
 
 _DTYPES = {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32,
@@ -151,6 +151,8 @@ class TorchOp:
         # op is then only recorded (the checks run when the traced module runs it)
         if not any(isinstance(a, torch.fx.Proxy) for a in args):
             self._check_kinds(args)
+            if not torch.compiler.is_compiling():
+                args = self._rounded(args)
         return self.overload(*args)
 
     def _order(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -204,6 +206,15 @@ class TorchOp:
             # Python's comparisons broke Dynamo's fake run on torch 2.11)
             if type(value) is int and not t.is_bool and not torch.compiler.is_compiling():
                 self._check_range(name, t, value)
+
+    def _rounded(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A float parameter's Python int rounded to the parameter's type here, once, as the launch
+        rounds it (and torch's `x * 2**60`): torch would pass it to the op as a double, rounding it
+        twice (2**60 + 2**36 + 1 is 2**60 + 2**37 as an f32, but 2**60 by way of f64)."""
+        sig = self.signature
+        return tuple(int_to_float(value, sig.elem(name))
+                     if type(value) is int and name not in sig.tensors and sig.elem(name).is_float
+                     else value for name, value in zip(self.inputs, args))
 
     def _check_memory(self, name: str, tensor: Any) -> None:
         """Tensors whose memory the graph cannot use as they are, refused here: torch's dispatcher
