@@ -80,7 +80,7 @@ import torch
 import hpvm_py as hpvm
 from hpvm_py.errors import LaunchError
 sys.path.insert(0, "tests")
-from test_torchint_hunt import ti_scale
+from test_torch_arguments_adversarial import ti_scale
 
 target, which = sys.argv[1], sys.argv[2]
 gen = torch.Generator().manual_seed(int(sys.argv[3]))
