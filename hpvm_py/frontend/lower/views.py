@@ -17,7 +17,7 @@ from ...ir import kernel as K
 from ...support.loc import Loc
 from ...types import PtrType
 from .exprs import ExprLowering
-from .values import Handle, Value, Weak, intrinsic_kind
+from .values import Handle, Value, Weak, intrinsic_kind, wrap
 
 RULE = "pointer-views"
 Extent = int | K.Expr  # a constant extent, or an i64 expression (a local, read at each access)
@@ -132,6 +132,7 @@ class ViewLowering(ExprLowering):
                 if value.value <= 0:
                     raise self.error(elt, f"an extent of a shape is positive, not {value.value}",
                                      rule=RULE)
+                self.materialize(value, T.i64, elt)  # an extent is an i64: a larger one is an error
                 shape.append(int(value.value))
             else:
                 shape.append(self._int64(elt, "an extent of a shape", value))
@@ -331,6 +332,8 @@ def _product(extents: tuple[Extent, ...], loc: Loc) -> K.Expr | None:
             constant *= e
         else:
             terms.append(_i64(e, loc))
+    # constant extents multiply in i64 as computed ones do: the product wraps
+    constant = wrap(constant, T.i64)
     result: K.Expr | None = None if constant == 1 else K.Const(value=constant, type=T.i64, loc=loc)
     for t in terms:
         result = t if result is None else _mul(result, t, loc)

@@ -1,0 +1,27 @@
+"""Pointer offsets and shapes at the edges of i64, for tests/test_views_hunt.py."""
+from __future__ import annotations
+
+import hpvm_py as hpvm
+from hpvm_py import In, Out, Ptr, f32, i64
+
+HUGE = 2**40  # three such extents multiply past i64
+
+
+@hpvm.leaf
+def huge_view(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64, i: i64, j: i64,
+              k: i64):
+    A = hpvm.view(a, (HUGE, HUGE, HUGE))  # the row stride HUGE * HUGE wraps, as i64 does
+    b[0] = A[i, j, k]
+    b[1] = A[1, 0, k]  # constant indices: folded before the launch
+
+
+@hpvm.graph
+def huge_view_root(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64, i: i64, j: i64,
+                   k: i64):
+    hpvm.node(huge_view, a, a_bytes, b, b_bytes, i, j, k)
+
+
+@hpvm.leaf
+def extent_past_i64(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
+    A = hpvm.view(a, (2, 2**63))  # ERR:extent-past-i64
+    c[0] = A[0, n]

@@ -1,0 +1,42 @@
+"""Pointer offsets and shapes (docs/language.md, "Pointer offsets and shapes") at the edges the
+hunt found: each program runs on every target against NumPy on fresh random inputs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py.backends.nvptx import NvptxBackend, toolchain
+from hpvm_py.errors import FrontendError
+from hpvm_py.rt.compiler import compile_graph
+
+from errcheck import check_error, program_path
+from programs import common
+from programs import views_hunt as P
+
+
+def test_constant_extents_whose_product_overflows_i64(target, rng):
+    """The stride of a view's leading index is the product of the later extents, an i64 that wraps
+    like a computed one (2**80 is 0 in i64); folding it as a constant raised an internal
+    OverflowError at the launch instead."""
+    n = 16
+    a = rng.standard_normal(n).astype(np.float32)
+    b = np.zeros(2, np.float32)
+    i, k = (int(v) for v in rng.integers(0, n, 2))
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(P.huge_view_root, a, a.nbytes, b, b.nbytes, i, 0, k))
+    np.testing.assert_array_equal(b, [a[k], a[k]])  # i * 2**80 + 0 * 2**40 + k wraps to k
+
+
+def test_a_constant_extent_past_i64_is_located():
+    with pytest.raises(FrontendError) as info:
+        hpvm.compile(common.root_for(P.extent_past_i64), target="python")
+    check_error(info.value, FrontendError, program_path(P), "extent-past-i64", None)
+
+
+@pytest.mark.skipif(toolchain.ptxas_path() is None,
+                    reason="ptxas is not installed (it comes with the triton wheel)")
+def test_huge_views_assemble_for_nvptx():
+    for leaf, ctx, kernel in compile_graph(P.huge_view_root, "nvptx").leaf_kernels():
+        checked = NvptxBackend().compile_leaf(leaf, ctx, checked=True)
+        assert kernel.cubin and checked.cubin and checked.checked
