@@ -34,9 +34,21 @@ def test_a_constant_extent_past_i64_is_located():
     check_error(info.value, FrontendError, program_path(P), "extent-past-i64", None)
 
 
+def test_an_offset_one_dimensional_view_is_flat(target, rng):
+    """`t - 4` of a 16-element shaped t, and `A[1] - 1` of a 4 x 4 view, kept the old extent, so
+    the in-bounds `(t - 4)[19]` was refused at compile time as outside dimension 0 (extent 16)."""
+    a = rng.standard_normal(16).astype(np.float32)
+    b = np.zeros(3, np.float32)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(P.offset_rows_root, a, a.nbytes, b, b.nbytes))
+    A = a.reshape(4, 4)
+    np.testing.assert_array_equal(b, [a[15], A[1, 3], A[1, 2]])
+
+
 @pytest.mark.skipif(toolchain.ptxas_path() is None,
                     reason="ptxas is not installed (it comes with the triton wheel)")
-def test_huge_views_assemble_for_nvptx():
-    for leaf, ctx, kernel in compile_graph(P.huge_view_root, "nvptx").leaf_kernels():
+@pytest.mark.parametrize("root", [P.huge_view_root, P.offset_rows_root], ids=lambda r: r.name)
+def test_the_programs_assemble_for_nvptx(root):
+    for leaf, ctx, kernel in compile_graph(root, "nvptx").leaf_kernels():
         checked = NvptxBackend().compile_leaf(leaf, ctx, checked=True)
         assert kernel.cubin and checked.cubin and checked.checked

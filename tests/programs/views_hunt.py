@@ -25,3 +25,22 @@ def huge_view_root(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64
 def extent_past_i64(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
     A = hpvm.view(a, (2, 2**63))  # ERR:extent-past-i64
     c[0] = A[0, n]
+
+
+@hpvm.leaf
+def offset_rows(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
+    t = hpvm.malloc(16 * 4, f32, shape=16)
+    for q in range(16):
+        t[q] = a[q]
+    u = t - 4                 # a flat pointer: u[19] is t[15]
+    b[0] = u[19]
+    A = hpvm.view(a, (4, 4))
+    S = A[1] - 1              # S[4] is A[1, 3]
+    b[1] = S[4]
+    S += 2                    # a flat pointer variable moves: S[1] is A[1, 2]
+    b[2] = S[1]
+
+
+@hpvm.graph
+def offset_rows_root(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
+    hpvm.node(offset_rows, a, a_bytes, b, b_bytes)

@@ -95,7 +95,9 @@ class ViewLowering(ExprLowering):
             if isinstance(node.op, ast.Sub):
                 delta = K.BinOp(op="sub", lhs=K.Const(value=0, type=T.i64, loc=loc), rhs=delta,
                                 type=T.i64, loc=loc)
-            return PtrRef(ref.base, _add(ref.offset, delta, loc), ref.shape)
+            # an offset 1-D view is a flat pointer: its extent counted from the old start, so a
+            # constant index checked against it would refuse `(t - 4)[19]` of a 16-element t
+            return PtrRef(ref.base, _add(ref.offset, delta, loc), None)
         elif isinstance(node, ast.Call):
             obj = self.resolve_object(node.func)
             if obj is not None and intrinsic_kind(obj) == "view":
