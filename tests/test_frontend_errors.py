@@ -46,7 +46,7 @@ LEAF_CASES = [
     ("bad_namedtuple_missing_field", "namedtuple-missing", None),
     ("bad_namedtuple_unknown_field", "namedtuple-unknown", None),
     ("bad_reassign_pointer", "reassign-pointer", "pointer-views"),
-    ("bad_pointer_arithmetic", "pointer-arithmetic", None),
+    ("bad_pointer_arithmetic", "pointer-arithmetic", "pointer-views"),
     ("bad_handle_arithmetic", "handle-arithmetic", None),
     ("bad_int_pow", "int-pow", None),
     ("bad_bitwise_float", "bitwise-float", None),

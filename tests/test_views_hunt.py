@@ -34,6 +34,16 @@ def test_a_constant_extent_past_i64_is_located():
     check_error(info.value, FrontendError, program_path(P), "extent-past-i64", None)
 
 
+@pytest.mark.parametrize("name,tag", [("offset_to_a_helper", "offset-to-helper"),
+                                      ("pointer_times_two", "pointer-times-two")])
+def test_a_pointer_as_a_value_names_the_rule(name, tag):
+    """An offset pointer given to a helper, or a pointer in arithmetic, is a pointer used as a
+    value: the error named no rule."""
+    with pytest.raises(FrontendError) as info:
+        hpvm.compile(common.root_for(getattr(P, name)), target="python")
+    check_error(info.value, FrontendError, program_path(P), tag, "pointer-views")
+
+
 def test_an_offset_one_dimensional_view_is_flat(target, rng):
     """`t - 4` of a 16-element shaped t, and `A[1] - 1` of a 4 x 4 view, kept the old extent, so
     the in-bounds `(t - 4)[19]` was refused at compile time as outside dimension 0 (extent 16)."""

@@ -44,3 +44,18 @@ def offset_rows(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
 @hpvm.graph
 def offset_rows_root(a: In[Ptr[f32]], a_bytes: i64, b: Out[Ptr[f32]], b_bytes: i64):
     hpvm.node(offset_rows, a, a_bytes, b, b_bytes)
+
+
+@hpvm.func
+def first(p: Ptr[f32], n: i64) -> f32:
+    return p[n]
+
+
+@hpvm.leaf
+def offset_to_a_helper(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
+    c[0] = first(a + 2, n)  # ERR:offset-to-helper
+
+
+@hpvm.leaf
+def pointer_times_two(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
+    c[0] = a[a * 2]  # ERR:pointer-times-two

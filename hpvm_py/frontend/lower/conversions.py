@@ -104,7 +104,8 @@ class TypeConversions(LowererBase):
         """The operation type of two operands, at least one strongly typed."""
         for v in (a, b):
             if isinstance(v, K.Expr) and not isinstance(v.type, ScalarType):
-                raise self.error(node, f"arithmetic on a {v.type} value (pointers can only be indexed)")
+                raise self.error(node, f"arithmetic on a {v.type} value (pointers can only be indexed, "
+                                 "or offset into a pointer variable: `row = p + k`)", rule="pointer-views")
         if isinstance(a, Weak):
             a, b = b, a
         assert isinstance(a, K.Expr)
