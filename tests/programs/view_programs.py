@@ -1,4 +1,4 @@
-"""Pointer offsets and shapes at the edges of i64, for tests/test_views_hunt.py."""
+"""Pointer offsets and shapes at the edges of i64, for tests/test_views_adversarial.py."""
 from __future__ import annotations
 
 import hpvm_py as hpvm

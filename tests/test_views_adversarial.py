@@ -12,7 +12,7 @@ from hpvm_py.rt.compiler import compile_graph
 
 from errcheck import check_error, program_path
 from programs import common
-from programs import views_hunt as P
+from programs import view_programs as P
 
 
 def test_constant_extents_whose_product_overflows_i64(target, rng):
