@@ -224,12 +224,16 @@ class MemoryTracker:
                     ) -> list[MemoryObject] | None:
         """New implicit objects for buffers a launch passes, each (buffer, address, nbytes), all
         at `home`, with the checks each passed (`checked_for`, rt/fresh_lane.py); None, tracking
-        none, when one is tracked by now."""
+        none, when one is tracked by now, or shares memory with a buffer the user tracked whose
+        newest data is on a device (a fresh view of it: the lane acquires nothing, so would read
+        its stale host data and leave its device copy valid; acquire() settles them)."""
         objects = self._objects
         with self._lock:
-            for buf, _, _ in spans:
+            for buf, address, nbytes in spans:
                 obj = objects.get(id(buf))
                 if obj is not None and obj.user is buf:
+                    return None
+                if self._away and self._shares_away(home, address, address + nbytes):
                     return None
             return [self._adopt(buf, home, nbytes, address, True, entry)
                     for (buf, address, nbytes), entry in zip(spans, checked)]
@@ -452,6 +456,13 @@ class MemoryTracker:
                 other.valid = valid_on(home)
         for key in back:  # (so that acquire's fast path serves host buffers again)
             del self._away[key]
+
+    def _shares_away(self, home: str, low: int, high: int) -> bool:
+        """Whether memory [low, high) at `home` is shared with a buffer the user tracked whose
+        newest data is not (only) there (the lock held)."""
+        return any(other.home == home and other.valid != valid_on(home) and
+                   other.address < high and low < other.address + other.nbytes
+                   for other in self._away.values())
 
     def _copy(self, obj: MemoryObject, device: str) -> None:
         if not obj.valid:
