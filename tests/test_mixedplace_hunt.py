@@ -75,3 +75,71 @@ def test_fresh_views_of_a_tracked_buffer_whose_data_is_on_a_gpu(write: bool) -> 
                 np.testing.assert_array_equal(out, expected * 2.0)
         hpvm.request_memory(base)
         np.testing.assert_array_equal(base, expected)
+
+
+@hpvm.leaf
+def mp_stage_add(a: InOut[Ptr[f32]], a_bytes: i64, x: In[Ptr[f32]], x_bytes: i64,
+                 turn: InOut[Ptr[f32]], turn_bytes: i64) -> i64:
+    i = hpvm.instance_id(0)
+    a[i] = a[i] + x[i]
+    turn[i] = turn[i] + 1.0
+    return i
+
+
+@hpvm.leaf
+def mp_stage_read(t: i64, v: In[Ptr[f32]], v_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64,
+                  turn: InOut[Ptr[f32]], turn_bytes: i64):
+    i = hpvm.instance_id(0)
+    out[i] = v[i] * 2.0
+    turn[i] = turn[i] + 1.0
+
+
+def view_stream(first: str | None, second: str | None):
+    """Stage 1 adds x into `a`; stage 2 (after it, by a streaming edge) reads `v`, a view of `a`
+    pushed with the same item. Both stages write `turn`, pushed with every item, so the items run
+    one after another (docs/streaming.md, "Items that share a buffer"): no race anywhere."""
+
+    @hpvm.graph
+    def mp_view_stream(a: InOut[Ptr[f32]], a_bytes: i64, x: In[Ptr[f32]], x_bytes: i64,
+                       v: In[Ptr[f32]], v_bytes: i64, out: Out[Ptr[f32]], out_bytes: i64,
+                       turn: InOut[Ptr[f32]], turn_bytes: i64, n: i64, m: i64):
+        p = hpvm.node(mp_stage_add, grid=n, a=hpvm.streaming(a), a_bytes=a_bytes,
+                      x=hpvm.streaming(x), x_bytes=x_bytes, turn=hpvm.streaming(turn),
+                      turn_bytes=turn_bytes, hint=first)
+        hpvm.node(mp_stage_read, grid=m, t=hpvm.streaming(hpvm.all_to_all(p.out[0])),
+                  v=hpvm.streaming(v), v_bytes=v_bytes, out=hpvm.streaming(out), out_bytes=out_bytes,
+                  turn=hpvm.streaming(turn), turn_bytes=turn_bytes, hint=second)
+
+    return mp_view_stream
+
+
+@pytest.mark.parametrize("target,first,second", [("cpu", "gpu:0", "gpu:1"), ("cpu", "cpu", "gpu"),
+                                                 ("gpu", None, None), ("gpu", "gpu:1", None),
+                                                 ("cpu", None, None)])
+def test_a_streamed_view_sees_what_its_items_earlier_stage_wrote_through_its_base(
+        target: str, first: str | None, second: str | None) -> None:
+    """docs/runtime.md, "Buffers": buffers that share memory, tracked or not, see one another's
+    writes, and a write through one makes the others' device copies stale. A view pushed with
+    items still in flight keeps its device copy between items: a later item's write through the
+    array must make that copy stale, or the item's second stage reads an earlier item's data."""
+    rng = np.random.default_rng()
+    n, m, items = 8, 4, 6
+    a = rng.integers(-8, 8, n).astype(np.float32)
+    turn = np.zeros(n, np.float32)
+    view = a[2:6]
+    expected, outs, wanted = a.copy(), [], []
+    with hpvm.runtime(target):
+        h = hpvm.launch(view_stream(first, second), stream=True, depth=4)
+        for _ in range(items):
+            x = rng.integers(-8, 8, n).astype(np.float32)
+            out = np.zeros(m, np.float32)
+            hpvm.push(h, a, a.nbytes, x, x.nbytes, view, view.nbytes, out, out.nbytes, turn,
+                      turn.nbytes, n, m)
+            expected += x
+            wanted.append(expected[2:6] * 2.0)
+            outs.append(out)
+        hpvm.wait(h)
+    for out, want in zip(outs, wanted):
+        np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(a, expected)
+    np.testing.assert_array_equal(turn, [2.0 * items] * m + [items] * (n - m))

@@ -166,7 +166,8 @@ class MemoryTracker:
     def __init__(self) -> None:
         self._objects: dict[int, MemoryObject] = {}
         # the objects the user tracked that have held a valid copy away from home, by id(buffer):
-        # the only ones whose newest data stays on a device between launches (_settle_aliases)
+        # the only ones whose newest data stays on a device between launches (_settle_aliases),
+        # and untracked ones a stream stage left valid on a device for its item's next stages
         self._away: dict[int, MemoryObject] = {}
         self._lock = threading.RLock()
         self._implicit = 0  # implicit objects tracked since the last sweep
@@ -380,6 +381,11 @@ class MemoryTracker:
                     self._bring_home(obj)
                     if not keep_device:
                         obj.valid = valid_on(obj.home)
+                    elif obj.valid != valid_on(obj.home):
+                        # its device copies outlive this stage: a write through another buffer
+                        # over its memory (the item's array and its view, both pushed) must make
+                        # them stale, as for one the user tracked (_settle_aliases)
+                        self._away[id(obj.user)] = obj
 
     def host_data(self, objects: list[MemoryObject]) -> None:
         """The user's buffers hold the data: device copies of untracked ones are stale. A stream
@@ -448,6 +454,13 @@ class MemoryTracker:
                 continue
             if other is obj or other.home != home or \
                     not (other.address < high and low < other.address + other.nbytes):
+                continue
+            if other.implicit:
+                # a stream stage's (finish_launch): home after each stage that writes it, so only
+                # its device copies go stale; one not home is being written by another item's
+                # stage, which no item is ordered with, and which brings it home when done
+                if writes and home in other.valid:
+                    other.valid = valid_on(home)
                 continue
             if home not in other.valid:
                 with unstaged():  # (a stream item's copy in, staged next, reads it at once)
