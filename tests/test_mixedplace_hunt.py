@@ -11,6 +11,7 @@ import pytest
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, f32, i64
 from hpvm_py.backends import registry
+from hpvm_py.errors import LaunchError
 
 needs_fake = pytest.mark.skipif(not registry.available("gpu") or registry.available("nvptx"),
                                 reason="fake devices stand in only where there is no CUDA GPU (CI)")
@@ -143,3 +144,53 @@ def test_a_streamed_view_sees_what_its_items_earlier_stage_wrote_through_its_bas
         np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(a, expected)
     np.testing.assert_array_equal(turn, [2.0 * items] * m + [items] * (n - m))
+
+
+@hpvm.leaf
+def mp_write_then_read(a: InOut[Ptr[f32]], a_bytes: i64, v: In[Ptr[f32]], v_bytes: i64,
+                       out: Out[Ptr[f32]], out_bytes: i64):
+    i = hpvm.instance_id(0)
+    a[i + 2] = a[i + 2] + 1.0  # the element this instance reads through v next
+    out[i] = v[i] * 2.0
+
+
+def one_stage(hint: str | None):
+    @hpvm.graph
+    def mp_one_stage(a: InOut[Ptr[f32]], a_bytes: i64, v: In[Ptr[f32]], v_bytes: i64,
+                     out: Out[Ptr[f32]], out_bytes: i64, m: i64):
+        hpvm.node(mp_write_then_read, grid=m, a=hpvm.streaming(a), a_bytes=a_bytes,
+                  v=hpvm.streaming(v), v_bytes=v_bytes, out=hpvm.streaming(out), out_bytes=out_bytes,
+                  hint=hint)
+
+    return mp_one_stage
+
+
+@pytest.mark.parametrize("target,hint", [("gpu", None), ("cpu", "gpu:1"), ("gpu", "cpu"), ("cpu", None)])
+def test_one_stage_using_an_array_and_its_view_away_from_home_is_refused_as_a_launch_is(
+        target: str, hint: str | None) -> None:
+    """The launch of this leaf on `a` and `a[2:6]` on a device is refused (buffer-overlap): each
+    gets a device copy of its own, so the leaf reads 2 * (a + 1) on the host and 2 * a there. A
+    stream stage must not run it either (it did, and its results depended on the target)."""
+    rng = np.random.default_rng()
+    a = rng.integers(-8, 8, N).astype(np.float32)
+    expected = a.copy()
+    out = np.zeros(4, np.float32)
+    with hpvm.runtime(target):
+        h = hpvm.launch(one_stage(hint), stream=True)
+        if (hint or target) == "cpu":
+            hpvm.push(h, a, a.nbytes, a[2:6], 16, out, out.nbytes, 4)
+            hpvm.pop(h)
+            expected[2:6] += 1.0
+            np.testing.assert_array_equal(out, expected[2:6] * 2.0)
+        else:
+            with pytest.raises(LaunchError) as info:
+                hpvm.push(h, a, a.nbytes, a[2:6], 16, out, out.nbytes, 4)
+            assert info.value.rule == "buffer-overlap"
+            assert info.value.loc.file == __file__
+            b = a.copy()  # copies are accepted, and the stream goes on
+            hpvm.push(h, a, a.nbytes, b[2:6], 16, out, out.nbytes, 4)
+            hpvm.pop(h)
+            expected[2:6] += 1.0
+            np.testing.assert_array_equal(out, b[2:6] * 2.0)
+        hpvm.wait(h)
+    np.testing.assert_array_equal(a, expected)

@@ -20,8 +20,11 @@ from ..args import bind_arguments, bind_buffer
 from ..buffers import moved
 from ..executor import Executor, Stopped
 from ..launch_devices import launch_devices
+from ..placement import device_of
+from ..tracker import overlap
 from ..library import first_library_node
 from .hazards import Hazards, Use
+from .item_slots import any_overlap
 from .items import ItemRunner
 from .scheduler import THREAD_PREFIX, StreamScheduler
 from .stages import EOS, GPU_SLICE, POLL, SchedulerThread, Stage, StageThreads, WholeRecord, put_now
@@ -135,9 +138,16 @@ class StreamHandle:
                 self.first_env = list(env)  # (its own: _keep_moved changes it)
             else:
                 self._keep_moved(func, env, devices)
+            uses = self._uses(item, env)
+            try:
+                self._check_overlaps(uses)
+            except LaunchError:
+                if first:
+                    self.first_env = None  # (the next push is the first again)
+                raise
             # device copies are stale only for buffers the user may have written since the
             # stream last used them; the others hold what earlier items in flight write
-            self.runtime.tracker.host_data(self.hazards.admit(item, self._uses(item, env)))
+            self.runtime.tracker.host_data(self.hazards.admit(item, uses))
             sending = False
             try:
                 self._room(deadline, "push")
@@ -193,6 +203,33 @@ class StreamHandle:
                 merged[stage] = merged.get(stage, False) or writes
             use.stages = merged
         return list(uses.values())
+
+    def _check_overlaps(self, uses: list[Use]) -> None:
+        """Refuse two buffers over common memory (`a` and `a[2:6]`) that one stage uses, writing
+        one, with nodes away from their home: there each gets a device copy of its own, which the
+        other's writes do not reach until the stage is done, as in a launch (rt/args.py,
+        check_overlaps). Between stages the tracker keeps them in step."""
+        if len(uses) < 2 or not any_overlap([use.obj for use in uses]):
+            return
+        for k, a in enumerate(uses):
+            for b in uses[k + 1:]:
+                if a.obj.home != b.obj.home or not overlap(a.obj, b.obj):
+                    continue
+                for stage in a.stages.keys() & b.stages.keys():
+                    if not (a.stages[stage] or b.stages[stage]):
+                        continue
+                    node = self.plan.nodes[stage]
+                    away = (launch_devices(node.child) if node.child is not None else
+                            {device_of(node.target, node.placement.index)}) - {a.obj.home}
+                    if away:
+                        raise LaunchError(
+                            f"push(): two buffers of this item share memory (one is a view of "
+                            f"the other, or both of one array), and stage {node.name} writes one "
+                            f"of them with nodes on {', '.join(sorted(away))}, where each gets a "
+                            "copy of its own: the other's would not see the writes. Pass the "
+                            "array once (and index it with an offset), copies that do not share "
+                            "memory, or use them in different stages", caller_loc(),
+                            rule="buffer-overlap")
 
     def _binds_of_buffers(self, index: int) -> list[tuple[int, bool, bool]]:
         """Stage `index`'s binds of root pointer parameters: (root port, whether the bind streams,
