@@ -20,12 +20,10 @@ from ..args import bind_arguments, bind_buffer
 from ..buffers import moved
 from ..executor import Executor, Stopped
 from ..launch_devices import launch_devices
-from ..placement import device_of
-from ..tracker import overlap
 from ..library import first_library_node
 from .hazards import Hazards, Use
-from .item_slots import any_overlap
 from .items import ItemRunner
+from .overlaps import refuse_shared_memory
 from .scheduler import THREAD_PREFIX, StreamScheduler
 from .stages import EOS, GPU_SLICE, POLL, SchedulerThread, Stage, StageThreads, WholeRecord, put_now
 from .waits import deadline_after, join_threads
@@ -140,7 +138,7 @@ class StreamHandle:
                 self._keep_moved(func, env, devices)
             uses = self._uses(item, env)
             try:
-                self._check_overlaps(uses)
+                refuse_shared_memory(uses, self.plan.nodes)
             except LaunchError:
                 if first:
                     self.first_env = None  # (the next push is the first again)
@@ -204,32 +202,6 @@ class StreamHandle:
             use.stages = merged
         return list(uses.values())
 
-    def _check_overlaps(self, uses: list[Use]) -> None:
-        """Refuse two buffers over common memory (`a` and `a[2:6]`) that one stage uses, writing
-        one, with nodes away from their home: there each gets a device copy of its own, which the
-        other's writes do not reach until the stage is done, as in a launch (rt/args.py,
-        check_overlaps). Between stages the tracker keeps them in step."""
-        if len(uses) < 2 or not any_overlap([use.obj for use in uses]):
-            return
-        for k, a in enumerate(uses):
-            for b in uses[k + 1:]:
-                if a.obj.home != b.obj.home or not overlap(a.obj, b.obj):
-                    continue
-                for stage in a.stages.keys() & b.stages.keys():
-                    if not (a.stages[stage] or b.stages[stage]):
-                        continue
-                    node = self.plan.nodes[stage]
-                    away = (launch_devices(node.child) if node.child is not None else
-                            {device_of(node.target, node.placement.index)}) - {a.obj.home}
-                    if away:
-                        raise LaunchError(
-                            f"push(): two buffers of this item share memory (one is a view of "
-                            f"the other, or both of one array), and stage {node.name} writes one "
-                            f"of them with nodes on {', '.join(sorted(away))}, where each gets a "
-                            "copy of its own: the other's would not see the writes. Pass the "
-                            "array once (and index it with an offset), copies that do not share "
-                            "memory, or use them in different stages", caller_loc(),
-                            rule="buffer-overlap")
 
     def _binds_of_buffers(self, index: int) -> list[tuple[int, bool, bool]]:
         """Stage `index`'s binds of root pointer parameters: (root port, whether the bind streams,
