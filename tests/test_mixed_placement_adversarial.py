@@ -10,11 +10,9 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py import In, InOut, Out, Ptr, f32, i64
-from hpvm_py.backends import registry
 from hpvm_py.errors import LaunchError
+from test_placement_adversarial import needs_fake
 
-needs_fake = pytest.mark.skipif(not registry.available("gpu") or registry.available("nvptx"),
-                                reason="fake devices stand in only where there is no CUDA GPU (CI)")
 pytestmark = needs_fake
 
 N = 8

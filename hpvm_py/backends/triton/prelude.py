@@ -366,26 +366,6 @@ def _narrow_min(x, y):
 @triton.jit
 def _narrow_max(x, y):
     return tl.where(x > y, x, y)
-
-
-@triton.jit
-def _flt(x, y):
-    return x < y
-
-
-@triton.jit
-def _fle(x, y):
-    return x <= y
-
-
-@triton.jit
-def _fgt(x, y):
-    return x > y
-
-
-@triton.jit
-def _fge(x, y):
-    return x >= y
 """, False: """
 
 @triton.jit
@@ -457,64 +437,37 @@ def _narrow_max(x, y):
     wide = _move32(x.to(tl.int32))
     return tl.where(wide > y.to(tl.int32), wide, y.to(tl.int32)).to(x.dtype)
 
-
-@triton.jit
-def _flt(x, y):
-    if x.dtype == tl.float64:
-        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.ltu.f64 %c0, $1, $2; setp.num.f64 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,l,l",
-                                        [x.to(tl.int64, bitcast=True), y.to(tl.int64, bitcast=True)],
-                                        dtype=tl.int32, is_pure=True, pack=1)
-    else:
-        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.ltu.f32 %c0, $1, $2; setp.num.f32 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,r,r",
-                                        [x.to(tl.int32, bitcast=True), y.to(tl.int32, bitcast=True)],
-                                        dtype=tl.int32, is_pure=True, pack=1)
-    return hit != 0
-
-
-@triton.jit
-def _fle(x, y):
-    if x.dtype == tl.float64:
-        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.leu.f64 %c0, $1, $2; setp.num.f64 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,l,l",
-                                        [x.to(tl.int64, bitcast=True), y.to(tl.int64, bitcast=True)],
-                                        dtype=tl.int32, is_pure=True, pack=1)
-    else:
-        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.leu.f32 %c0, $1, $2; setp.num.f32 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,r,r",
-                                        [x.to(tl.int32, bitcast=True), y.to(tl.int32, bitcast=True)],
-                                        dtype=tl.int32, is_pure=True, pack=1)
-    return hit != 0
-
-
-@triton.jit
-def _fgt(x, y):
-    if x.dtype == tl.float64:
-        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.gtu.f64 %c0, $1, $2; setp.num.f64 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,l,l",
-                                        [x.to(tl.int64, bitcast=True), y.to(tl.int64, bitcast=True)],
-                                        dtype=tl.int32, is_pure=True, pack=1)
-    else:
-        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.gtu.f32 %c0, $1, $2; setp.num.f32 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,r,r",
-                                        [x.to(tl.int32, bitcast=True), y.to(tl.int32, bitcast=True)],
-                                        dtype=tl.int32, is_pure=True, pack=1)
-    return hit != 0
-
-
-@triton.jit
-def _fge(x, y):
-    if x.dtype == tl.float64:
-        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.geu.f64 %c0, $1, $2; setp.num.f64 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,l,l",
-                                        [x.to(tl.int64, bitcast=True), y.to(tl.int64, bitcast=True)],
-                                        dtype=tl.int32, is_pure=True, pack=1)
-    else:
-        hit = tl.inline_asm_elementwise("{ .reg .pred %c<2>; setp.geu.f32 %c0, $1, $2; setp.num.f32 %c1, $1, $2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }", "=r,r,r",
-                                        [x.to(tl.int32, bitcast=True), y.to(tl.int32, bitcast=True)],
-                                        dtype=tl.int32, is_pure=True, pack=1)
-    return hit != 0
 """}
 
 
+def _order_compare(op: str, interpreted: bool) -> str:
+    """_f<op>(x, y), a float order compare (op: lt, le, gt or ge): on the GPU, PTX of the compare
+    with the other ordering and a NaN test, which ptxas keeps (the note above _GPU_IDENTITIES)."""
+    if interpreted:
+        body = f"    return x {_ORDER_SYMBOL[op]} y"
+    else:
+        def asm(kind: str) -> str:
+            return (f"{{ .reg .pred %c<2>; setp.{op}u.{kind} %c0, $1, $2; setp.num.{kind} %c1, $1, "
+                    f"$2; and.pred %c0, %c0, %c1; selp.u32 $0, 1, 0, %c0; }}")
+        body = f"""    if x.dtype == tl.float64:
+        hit = tl.inline_asm_elementwise("{asm('f64')}", "=r,l,l",
+                                        [x.to(tl.int64, bitcast=True), y.to(tl.int64, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        hit = tl.inline_asm_elementwise("{asm('f32')}", "=r,r,r",
+                                        [x.to(tl.int32, bitcast=True), y.to(tl.int32, bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1)
+    return hit != 0"""
+    return f"\n\n@triton.jit\ndef _f{op}(x, y):\n{body}\n"
+
+
+_ORDER_SYMBOL = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
 def gpu_identity_helpers(interpreted: bool) -> str:
-    """_select_bits, _narrow_abs, _ineg, _nonzero, _narrow_min/_max and the float order compares,
-    for the interpreter or for the GPU."""
-    return _GPU_IDENTITIES[interpreted]
+    """_select_bits, _narrow_abs, _ineg, _nonzero, _narrow_min/_max and the float order compares
+    _flt .. _fge, for the interpreter or for the GPU."""
+    return _GPU_IDENTITIES[interpreted] + "".join(_order_compare(op, interpreted) for op in _ORDER_SYMBOL)
 
 
 def library_helper(name: str, interpreted: bool) -> str:
