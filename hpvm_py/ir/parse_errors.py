@@ -15,7 +15,7 @@ def token_error(message: str, token: Token, source: str) -> ParseError:
 
 _TOKEN_NAMES = {
     "VAR": "a %name", "FUNC": "an @name", "LOC": "a location @F:LINE:COL", "STRING": "a string",
-    "WORD": "a word", "NUMBER": "a number",
+    "WORD": "a word", "NUMBER": "a number", "NAN_BITS": "a NaN by its bits nan(0x...)",
     "$END": "the end of the text",  # lark's end marker, which is no terminal of the grammar
 }
 

@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import re
+import struct
 import threading
 from importlib import resources
 from typing import Any
@@ -497,6 +498,8 @@ class _Builder(Transformer):
             return token == "true"
         if token.type == "NUMBER" and token.isdigit():
             value: int | float = self._int(token)
+        elif token.type == "NAN_BITS":  # nan(0x...): the NaN of these bits, payload and sign kept
+            value = struct.unpack(">d", bytes.fromhex(token[6:-1]))[0]
         else:
             value = float(token)  # the NUMBER terminal, inf and nan all read as floats
         return -value if minus is not None else value

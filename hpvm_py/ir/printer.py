@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import struct
 
 from ..types import Type
 from . import kernel as K
@@ -74,14 +75,22 @@ def _string(text: str) -> str:
 
 def literal(value: int | float | bool | str) -> str:
     """A constant's value: repr for floats (exact, and inf / nan / -0.0 included; a NaN with its
-    sign bit set is -nan, which compiled code stores as such)."""
+    sign bit set is -nan, and one with another payload nan(0x<its bits>): compiled code stores
+    the NaN as such, and repr writes every NaN as nan)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return _string(value)
+    if isinstance(value, float) and value != value:
+        bits = struct.pack(">d", value).hex()
+        return {_QUIET_NAN: "nan", _NEGATIVE_QUIET_NAN: "-nan"}.get(bits, f"nan(0x{bits})")
     if isinstance(value, float):
-        return "-nan" if value != value and math.copysign(1.0, value) < 0 else repr(value)
+        return repr(value)
     return str(value)
+
+
+_QUIET_NAN = struct.pack(">d", math.nan).hex()
+_NEGATIVE_QUIET_NAN = struct.pack(">d", -math.nan).hex()
 
 
 # ----------------------------------------------------------------------------------------------
