@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py import Out, Ptr, f64, i64
+from hpvm_py import In, InOut, Out, Ptr, f32, f64, i64
+from hpvm_py.ir.dfg import LibraryFunc
 
 # NaNs with a payload other than the quiet one's: compiled code and the python target store them
 # bit for bit, so the text must keep their bits (repr writes every NaN as `nan`)
@@ -46,3 +47,22 @@ def test_nan_payloads_survive_the_text(target: str) -> None:
     expected = np.array([NAN_SIGNALING, NAN_NEGATIVE, -0.0]).view(np.uint64)
     np.testing.assert_array_equal(_run(nan_root, target), expected)
     np.testing.assert_array_equal(_run(back, target), expected)
+
+
+def test_a_numpy_float_option_prints_as_a_number() -> None:
+    # np.float64 is a float (so the option check takes it), but its repr is `np.float64(...)`
+    eps = np.float64(_RNG.uniform(1e-7, 1e-3))
+    node = hpvm.comm.all_reduce_rmsnorm(f32, eps=eps)
+
+    @hpvm.graph
+    def norm(x: InOut[Ptr[f32]], x_bytes: i64, r: InOut[Ptr[f32]], r_bytes: i64,
+             w: In[Ptr[f32]], w_bytes: i64, hidden: i64):
+        hpvm.node(node, x=x, x_bytes=x_bytes, residual=r, residual_bytes=r_bytes, weight=w,
+                  weight_bytes=w_bytes, hidden=hidden)
+
+    text = hpvm.to_text(norm)
+    assert f"eps={float(eps)!r})" in text
+    back = hpvm.from_text(text, "norm.hpvm")
+    assert hpvm.to_text(back) == text
+    (library,) = (fn for fn in back.module().functions.values() if isinstance(fn, LibraryFunc))
+    assert library.options["eps"] == eps

@@ -85,7 +85,7 @@ def literal(value: int | float | bool | str) -> str:
         bits = struct.pack(">d", value).hex()
         return {_QUIET_NAN: "nan", _NEGATIVE_QUIET_NAN: "-nan"}.get(bits, f"nan(0x{bits})")
     if isinstance(value, float):
-        return repr(value)
+        return repr(float(value))  # (a NumPy float64 is a float whose repr is np.float64(...))
     return str(value)
 
 
