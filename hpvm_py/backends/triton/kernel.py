@@ -4,6 +4,7 @@ reports recorded out-of-bounds accesses)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 from dataclasses import dataclass
@@ -234,8 +235,8 @@ class TritonKernel(LeafKernel):
                 call.append(dev)
         scratch = []
         sizes = [size_of(area, self.leaf, args, extents, self.ctx.level_dims) for area in source.scratch]
-        for n, area in enumerate(source.scratch):
-            if sum(sizes[:n + 1]) > MAX_SCRATCH_BYTES:  # as on the other targets
+        for area, total in zip(source.scratch, itertools.accumulate(sizes)):
+            if total > MAX_SCRATCH_BYTES:  # as on the other targets
                 raise scratch_past_limit(self.leaf, area.loc)
         for area, nbytes in zip(source.scratch, sizes):  # zeroed, one slice per parent instance
             stride = max(1, -(-nbytes // area.elem.nbytes))
