@@ -219,3 +219,22 @@ def test_whole_blocks_load_unmasked_only_where_every_guard_holds(m, n, k, m2, n2
         patch.setattr(dottiles.DotTiles, "_on_block", lambda self, *args: "True")
         patch.setattr(D.guarded_rows_root, "compiled_for", {})  # compiled afresh
         assert not check(run("gpu", D.guarded_rows_root, a, b, c, m2, n2))
+
+
+@pytest.mark.parametrize("k", [0, 5, kernel.INTERPRETER_DOT.bk, kernel.INTERPRETER_DOT.bk + 3])
+def test_negative_zero_start_and_products_keep_their_sign(k: int, tmp_path: Path, rng) -> None:
+    """The leaf's loop adds -0.0 products to a -0.0 start: -0.0 on python and cpu. The dot kernel
+    starts its sum at -0.0 and pads the last k step with -0.0 products (dottiles.py): +0.0 in
+    either place gave +0.0. Triton's interpreter sums a tl.dot with np.matmul, which starts
+    at +0.0 whatever the kernel says: there the kernel's text is checked and the values only
+    where no product is summed (k = 0); on a GPU every value."""
+    a = np.zeros((M, k), np.float32)
+    b = -(rng.random((k, N)) + 0.5).astype(np.float32)
+    c = np.full((M, N), -0.0, np.float32)
+    for target in ("python", "cpu"):
+        assert np.signbit(run(target, D.naive_rows_on_x_root, a, b, c)).all(), target
+    text = emitted(tmp_path, ROOT / "tests" / "programs" / "dot_leaves.py", "naive_rows_on_x_root")
+    assert text.count("acc_t = tl.full([BM, BN], -0.0, tl.float32)") == 2  # whole blocks and others
+    assert "tl.where(kk_b < k_stop, " in text
+    if kernel.on_gpu() or k == 0:
+        assert np.signbit(run("gpu", D.naive_rows_on_x_root, a, b, c)).all()

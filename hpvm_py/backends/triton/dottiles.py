@@ -7,10 +7,11 @@ columns in L2. The block's BM * BN instances are the program's lanes, row-major,
 outside the loop is generated as for any leaf; parent-level ids and per-parent values vary between
 lanes here (TileUniformity). The loop becomes a loop over k tiles of BK: the A block [BM, BK] and
 the B block [BK, BN] are the leaf's own element expressions evaluated on 2-D index blocks (loads
-masked to the grid and to kk < stop, anything masked contributing 0), and tl.dot in IEEE fp32
-accumulates their product into acc, reshaped to [BM, BN] and back. A program whose block is whole
-(inside the grid, a k range of whole BK steps, every guard true on the block) runs a copy of the
-loop without masks: the masks' integer work, every k step, slows a kernel bound by its FMAs.
+masked to the grid and to kk < stop, anything masked contributing a zero), and tl.dot in IEEE
+fp32 accumulates their product, from -0.0, into acc, reshaped to [BM, BN] and back. A program
+whose block is whole (inside the grid, a k range of whole BK steps, every guard true on the
+block) runs a copy of the loop without masks: the masks' integer work, every k step, slows a
+kernel bound by its FMAs.
 """
 from __future__ import annotations
 
@@ -91,7 +92,6 @@ class DotTiles:
         e(f"k_stop = {stop}")
         e("z_a = tl.zeros([BM, BK], tl.int64)")
         e("z_b = tl.zeros([BK, BN], tl.int64)")
-        e("acc_t = tl.zeros([BM, BN], tl.float32)")
         e("k_lanes = tl.arange(0, BK).to(tl.int64)")
         if not _whole_tiles_possible(parts):
             self._k_loop(parts, masked=True)
@@ -116,11 +116,34 @@ class DotTiles:
         self.indent -= 1
 
     def _k_loop(self, parts: list[tuple[K.Load | None, list[K.Expr]]], masked: bool) -> None:
-        """The loop over k steps of BK; unmasked: every load of a block whose masks all hold."""
+        """The loop over k steps of BK; unmasked: every load of a block whose masks all hold.
+        Masked: the whole steps, then the partial last one, whose lanes past k_stop multiply
+        +0.0 by -0.0: the sum's identity, so a -0.0 start and -0.0 products keep their sign
+        as the leaf's own loop does (+0.0 padding, or a +0.0 start, would turn them into +0.0)."""
+        e = self.emit
+        e("acc_t = tl.full([BM, BN], -0.0, tl.float32)")
+        if not masked:
+            e("for kb in range(k_start, k_stop, BK):")
+            self.indent += 1
+            self._k_step(parts, masked=False)
+            self.indent -= 1
+            return
+        e("k_whole = k_start + tl.maximum(k_stop - k_start, 0) // BK * BK")
+        e("for kb in range(k_start, k_whole, BK):")
+        self.indent += 1
+        self._k_step(parts, masked=True)
+        self.indent -= 1
+        e("if k_whole < k_stop:")
+        self.indent += 1
+        e("kb = k_whole")
+        self._k_step(parts, masked=True, last=True)
+        self.indent -= 1
+
+    def _k_step(self, parts: list[tuple[K.Load | None, list[K.Expr]]], masked: bool,
+                last: bool = False) -> None:
+        """One k step of BK at kb: the operand blocks and their product added to acc_t."""
         d = self.dot
         e = self.emit
-        e("for kb in range(k_start, k_stop, BK):")
-        self.indent += 1
         e("kk_a = kb + k_lanes[None, :]")
         e("kk_b = kb + k_lanes[:, None]")
         if masked:
@@ -132,8 +155,9 @@ class DotTiles:
                              d.row_dim, "rows_a")
         op_b = self._operand(d.b_elem, parts[1], "m_b" if masked else "True", "kk_b", "z_b", "b_id",
                              d.col_dim, "cols_b")
+        if last:
+            e(f"{op_b} = tl.where(kk_b < k_stop, {op_b}, -0.0)")
         e(f"acc_t = tl.dot({op_a}, {op_b}, acc_t, input_precision=\"{self.precision}\")")
-        self.indent -= 1
 
     def _operand(self, elem: K.Expr, guarded: tuple[K.Load | None, list[K.Expr]], mask: str,
                  kk: str, zero: str, prefix: str, dim: int, coordinate: str) -> str:
