@@ -115,6 +115,21 @@ def test_host_pow_with_exponent_one_half() -> None:
     assert all(_same(float(g), w) for g, w in zip(got, [0.0, math.inf, 3.0])), got
 
 
+@pytest.mark.parametrize("name", ["erf", "erfc"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_host_erf_keeps_its_argument_type(name: str, dtype: type, rng) -> None:
+    """hpvm.math.erf/erfc on the host return the argument's float type, rounded from double as
+    the python target's are (they returned float64 for f16 and f32 arguments); integers give
+    float64, as NumPy's functions do."""
+    fn = getattr(hpvm.math, name)
+    xs = (rng.standard_normal(64) * 2).astype(dtype)
+    got = fn(xs)
+    assert got.dtype == dtype
+    assert np.array_equal(got, np.array([getattr(math, name)(float(x)) for x in xs]).astype(dtype))
+    one = fn(dtype(0.25))
+    assert type(one) is dtype and one == dtype(getattr(math, name)(0.25))
+    assert fn(np.arange(3)).dtype == np.float64
+
 # -- a signaling NaN is a NaN like any other --------------------------------------------------------
 
 SNAN_CASES = [  # (expression, x, y, result)

@@ -178,6 +178,24 @@ def binop(op: str, a: Any, b: Any, t: ScalarType) -> Any:
     return bf16_round(result) if t == bf16 else result
 
 
+def _in_own_precision(fn: Any) -> Any:
+    """A libm function of one float that NumPy lacks, on arrays and scalars: computed in double
+    and rounded to the argument's float type (an integer argument gives float64, as np.sqrt's)."""
+    vec = np.vectorize(fn, otypes=[np.float64])
+
+    def apply(x: Any) -> Any:
+        dtype = np.asarray(x).dtype
+        dtype = dtype if dtype.kind == "f" else np.dtype(np.float64)
+        r = vec(x).astype(dtype)
+        return r if np.ndim(x) else dtype.type(r[()])
+
+    return apply
+
+
+erf = _in_own_precision(math.erf)
+erfc = _in_own_precision(math.erfc)
+
+
 def compare(op: str, a: Any, b: Any) -> Any:
     with np.errstate(invalid="ignore"):
         return _NP_COMPARE[op](a, b)

@@ -8,7 +8,6 @@ floats, and atomics.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import numpy as np
@@ -200,22 +199,12 @@ def _f32_then(t: ScalarType, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
-def _erf(fn: Callable[[float], float]) -> Callable[[Any], Any]:
-    vec = np.vectorize(fn, otypes=[np.float64])
-
-    def apply(x: Any) -> Any:
-        r = vec(x)
-        return r.astype(np.asarray(x).dtype) if np.ndim(x) else np.asarray(x).dtype.type(r[()])
-
-    return apply
-
-
 _MATH: dict[str, Callable[..., Any]] = {
     "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "exp": np.exp, "exp2": np.exp2,
     "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
     "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
-    "acosh": np.arccosh, "atanh": np.arctanh, "erf": _erf(math.erf), "erfc": _erf(math.erfc),
+    "acosh": np.arccosh, "atanh": np.arctanh, "erf": S.erf, "erfc": S.erfc,
     "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "pow": S.power,
     "atan2": np.arctan2, "fmod": np.fmod, "copysign": S.copysign, "hypot": S.hypot,
