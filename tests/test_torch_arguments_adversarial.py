@@ -202,3 +202,23 @@ def test_an_int_for_a_float_scalar_is_rounded_once(target: str) -> None:
             if abs(value) < 2**63:  # (what torch takes as a number)
                 assert torch.equal(y, x * value), value
             assert torch.equal(op(x, value), y), value
+
+
+def test_an_int_for_a_float_scalar_is_rounded_once_under_torch_compile() -> None:
+    """The same under torch.compile: the op skipped its rounding while Dynamo traced (its NumPy
+    is not traceable), and torch passed the int on as a double; Dynamo now calls the rounding
+    at trace time, the int being a constant there (as an argument or written in the code)."""
+    op = _scale_op()
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ())))
+    x = torch.randn(8, generator=gen)
+    k = int(torch.randint(54, 62, (), generator=gen))
+    low = int(torch.randint(1, 2 ** (k - 53), (), generator=gen))  # below f64's last bit: sticky
+    value = (1 << k) + (1 << (k - 24)) + low  # half an f32 step, and a little (within int64)
+    with hpvm.runtime("cpu"):
+        eager = op(x, value)
+        assert torch.equal(eager, x * value)
+        as_argument = torch.compile(lambda x, v: op(x, v), fullgraph=True)  # (inductor: with
+        # aot_eager the int reached the op as it was, rounded by the launch)
+        assert torch.equal(as_argument(x, value), eager)
+        in_code = torch.compile(lambda x: op(x, value), fullgraph=True)
+        assert torch.equal(in_code(x), eager)

@@ -51,6 +51,13 @@ def _schema_type(t: ScalarType) -> str:
     return "float" if t.is_float else "SymInt"
 
 
+@torch.compiler.assume_constant_result
+def _int_as_float(value: int, t: ScalarType) -> float:
+    """int_to_float, which Dynamo calls while it traces rather than tracing its NumPy (the int
+    is a constant there: a symbolic one is no `int`, and torch converts it)."""
+    return int_to_float(value, t)
+
+
 def _is_graph(obj: Any) -> bool:
     return isinstance(obj, (GraphDef, LoadedGraph, CompiledGraph))
 
@@ -151,8 +158,7 @@ class TorchOp:
         # op is then only recorded (the checks run when the traced module runs it)
         if not any(isinstance(a, torch.fx.Proxy) for a in args):
             self._check_kinds(args)
-            if not torch.compiler.is_compiling():
-                args = self._rounded(args)
+            args = self._rounded(args)
         return self.overload(*args)
 
     def _order(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -212,7 +218,7 @@ class TorchOp:
         rounds it (and torch's `x * 2**60`): torch would pass it to the op as a double, rounding it
         twice (2**60 + 2**36 + 1 is 2**60 + 2**37 as an f32, but 2**60 by way of f64)."""
         sig = self.signature
-        return tuple(int_to_float(value, sig.elem(name))
+        return tuple(_int_as_float(value, sig.elem(name))
                      if type(value) is int and name not in sig.tensors and sig.elem(name).is_float
                      else value for name, value in zip(self.inputs, args))
 
