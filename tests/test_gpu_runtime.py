@@ -23,6 +23,7 @@ from hpvm_py.device.outputs import DeviceOutputs
 from hpvm_py.device.streams import FAKE_LOG
 from hpvm_py.backends.triton.prepared import specialisation
 from hpvm_py.errors import ExecutionError, LaunchError, MemoryTrackingError
+from hpvm_py.support.torch_streams import torch_stream
 from programs import gpu_replay_graphs as g
 
 GPU_TARGETS = [t for t in __import__("conftest").TARGETS if t in ("gpu", "nvptx")]
@@ -164,6 +165,53 @@ def test_independent_siblings_run_on_separate_streams(gpu_target: str, rng) -> N
     recorded = [op for op in log[side:joined] if op[:2] == ("record", 1)]
     assert len(recorded) == 1 and ("wait", 0, recorded[0][2]) in log[side:joined]  # the edge
     assert log[-2:] == [("record", 1, ("join", 1)), ("wait", 0, ("join", 1))]
+
+
+def test_stream_handle_0_is_torchs_default_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Handle 0 (the legacy default stream, where the GPU targets launch under torch's default
+    stream) is torch.cuda.default_stream(), not torch.cuda.ExternalStream(0), which torch 2.11
+    made another stream: a rebound replay's events were recorded and waited for there, and now
+    and then its default-stream kernel read a side-stream kernel's edge before it was written.
+    torch.cuda's calls are stand-ins here (no GPU): which one each handle takes."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "default_stream", lambda device=None: ("default", device))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ("current", device))
+    monkeypatch.setattr(torch.cuda, "ExternalStream",
+                        lambda handle, device=None: ("external", handle, device))
+    assert torch_stream(0) == ("default", None)
+    assert torch_stream(0, "cuda:1") == ("default", "cuda:1")
+    assert torch_stream(None) == ("current", None)
+    assert torch_stream(0x7F00, "cuda:0") == ("external", 0x7F00, "cuda:0")
+
+
+@needs_cuda
+def test_stream_handles_name_their_own_streams_on_a_gpu() -> None:
+    torch = pytest.importorskip("torch")
+    assert torch_stream(0).cuda_stream == 0  # (torch.cuda.ExternalStream(0).cuda_stream was not)
+    side = torch.cuda.Stream()
+    assert torch_stream(side.cuda_stream).cuda_stream == side.cuda_stream
+    assert torch_stream(None).cuda_stream == torch.cuda.current_stream().cuda_stream
+
+
+@needs_cuda
+def test_rebound_siblings_on_the_default_stream_are_waited_for(gpu_target: str, rng) -> None:
+    """test_rebind.py's rebound independent siblings, many times over: each round records a
+    launch and rebinds it twice; the copies' side-stream kernel must finish before the default
+    stream's kernel reads its edge (on an H200 with four such processes at once, 1 round in
+    300-1000 read the edge of the launch before, with the events on ExternalStream(0))."""
+    n = 64
+    for _ in range(200):
+        xs = [rng.random(n, dtype=np.float32) for _ in range(3)]
+        ys = [np.zeros(n, np.float32) for _ in range(3)]
+        with hpvm.runtime(gpu_target):
+            for buf in xs + ys:
+                hpvm.track_memory(buf)
+            for x, y, k, c in zip(xs, ys, (2.0, 1.5, 1.5), (3.0, -1.0, -1.0)):
+                hpvm.wait(hpvm.launch(g.fan_in, x, x.nbytes, y, y.nbytes, n, k, c))
+            for y in ys:
+                hpvm.request_memory(y)
+        for x, y, k, c in zip(xs, ys, (2.0, 1.5, 1.5), (3.0, -1.0, -1.0)):
+            np.testing.assert_array_equal(y, x * np.float32(k) + x * np.float32(c))
 
 
 @needs_cuda

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import LaunchError
 from ..support.loc import Loc
+from ..support.torch_streams import torch_stream
 from . import faults
 from .libcuda import device_address, error_text, stream_synchronize
 from .staging import staged
@@ -218,6 +219,6 @@ def _synchronize(stream: int | None) -> None:
     handle = torch.cuda.current_stream().cuda_stream if stream is None else stream
     code = stream_synchronize(handle)
     if code == -1:  # no libcuda: torch waits
-        torch.cuda.ExternalStream(handle).synchronize()
+        torch_stream(handle).synchronize()
     elif code:
         raise RuntimeError(f"waiting for the kernel failed: {error_text(code)}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
+from ..support.torch_streams import torch_stream
 from . import faults
 from .libcuda import CUDA_ERROR_NOT_READY, DriverEvents, driver_events
 
@@ -73,7 +74,7 @@ class DeviceStreams:
             return self._streams[k]
         stream = self._external.get(origin)
         if stream is None:
-            stream = self._external[origin] = torch.cuda.ExternalStream(origin)
+            stream = self._external[origin] = torch_stream(origin)
         return stream
 
     def _record(self, k: int, event: Any, origin: Any) -> None:

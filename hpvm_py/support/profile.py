@@ -42,6 +42,7 @@ from typing import Any, Iterator
 from ..errors import HPVMError, HPVMWarning
 from . import settings, stats, world
 from .loc import Loc
+from .torch_streams import torch_stream
 
 on = False  # the flag every hook checks: a profile is open
 
@@ -272,7 +273,8 @@ def gpu_begin(device: str, stream: Any = None) -> Any:
             ref.record(torch.cuda.current_stream(device))
             ref.synchronize()
             prof.references[device] = (ref, now())
-        stream = _torch_stream(torch, device, stream)
+        if stream is None or isinstance(stream, int):  # (else a torch stream already)
+            stream = torch_stream(stream, device)
         start = torch.cuda.Event(enable_timing=True)
         start.record(stream)
         return (start, stream)
@@ -294,14 +296,6 @@ def gpu_end(token: Any, cat: str, name: str, device: str, args: dict[str, Any] |
         prof.pending.append((cat, name, device, start, end, args))
     except Exception:  # noqa: BLE001
         return
-
-
-def _torch_stream(torch: Any, device: str, stream: Any) -> Any:
-    if stream is None:
-        return torch.cuda.current_stream(device)
-    if isinstance(stream, int):
-        return torch.cuda.ExternalStream(stream, device=device)
-    return stream
 
 
 def settle() -> None:

@@ -19,6 +19,7 @@ from ..base import BufferArg
 from ..access_errors import recorded
 from ...device import faults, typed_tensor
 from ...device.outputs import DeviceLaunch, DeviceOutputs
+from ...support.torch_streams import torch_stream
 from .codegen import TritonSource
 from .host_math import fix_interpreter, interpreting
 from .launcher import OwnLauncher, TritonRunner, fast_launcher
@@ -214,7 +215,7 @@ class TritonLaunch(DeviceLaunch):
             else:
                 import torch  # noqa: PLC0415
 
-                with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+                with torch.cuda.stream(torch_stream(stream)):
                     self._dispatch()
         except HPVMError:
             raise
