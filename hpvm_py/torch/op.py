@@ -21,7 +21,7 @@ from ..rt.compiler import CompiledGraph, LoadedGraph
 from ..api import host as api
 from ..rt.boundary import api_boundary
 from ..support.loc import Loc
-from ..types import ScalarType, bf16, bf16_from_bits, int_to_float
+from ..types import SCALAR_TYPES, ScalarType, bf16, bf16_from_bits, int_to_float
 from .spec import build, fail, graph_name, graph_params, is_library_file, user_loc
 
 _DTYPES = {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32,
@@ -52,10 +52,11 @@ def _schema_type(t: ScalarType) -> str:
 
 
 @torch.compiler.assume_constant_result
-def _int_as_float(value: int, t: ScalarType) -> float:
+def _int_as_float(value: int, type_name: str) -> float:
     """int_to_float, which Dynamo calls while it traces rather than tracing its NumPy (the int
-    is a constant there: a symbolic one is no `int`, and torch converts it)."""
-    return int_to_float(value, t)
+    is a constant there: a symbolic one is no `int`, and torch converts it). The type goes by
+    name: torch 2.11's Dynamo cannot take a frozen dataclass as a constant argument."""
+    return int_to_float(value, SCALAR_TYPES[type_name])
 
 
 def _is_graph(obj: Any) -> bool:
@@ -218,7 +219,7 @@ class TorchOp:
         rounds it (and torch's `x * 2**60`): torch would pass it to the op as a double, rounding it
         twice (2**60 + 2**36 + 1 is 2**60 + 2**37 as an f32, but 2**60 by way of f64)."""
         sig = self.signature
-        return tuple(_int_as_float(value, sig.elem(name))
+        return tuple(_int_as_float(value, sig.elem(name).name)
                      if type(value) is int and name not in sig.tensors and sig.elem(name).is_float
                      else value for name, value in zip(self.inputs, args))
 
