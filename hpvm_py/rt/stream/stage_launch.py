@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import numpy as np
+
 from ...device.staging import PinnedPool, StagedCopies
 from ...device.streams import ItemEvent, StageStream
 from ...ir.kernel import shown_name
@@ -153,6 +155,9 @@ class StageLauncher:
             out = outputs[port]
             if out is None:
                 slots.append(None)
+                continue
+            if not below:  # a level under the stage ran no instance: no leaf value to take, 0
+                slots.append(Slot(np.zeros(stage_count, out.dtype), True, stage_count))
                 continue
             # a view, not a copy: a GPU stage's outputs are filled when its run finishes
             step = below * (math.prod(extents[0]) if modes[port] == "per_instance" else 1)
