@@ -2,11 +2,13 @@
 failed before its fix."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py import Out, Ptr, i64
+from hpvm_py import Out, Ptr, f32, i64
 
 TIMEOUT = 60.0  # a hang is a failure
 S = hpvm.streaming
@@ -22,7 +24,8 @@ def _first(k: i64, o: Out[Ptr[i64]], o_bytes: i64) -> i64:
     i = hpvm.instance_id(0) + hpvm.num_instances(0) * hpvm.instance_id(1)
     n = hpvm.num_instances(0) * hpvm.num_instances(1)
     p = hpvm.get_node_instance_id_x(par)
-    t = hpvm.get_node_instance_id_x(top) + hpvm.get_num_node_instances_x(top) * hpvm.get_node_instance_id_z(top)
+    t = hpvm.get_node_instance_id_x(top) + \
+        hpvm.get_num_node_instances_x(top) * hpvm.get_node_instance_id_z(top)
     g = (t * hpvm.get_num_node_instances_x(par) + p) * n + i
     o[g] = k + g
     return k * 1000 + t * 100 + p * 10 + i
@@ -93,3 +96,76 @@ def test_a_stream_stage_whose_middle_level_runs_no_instance_gives_0(target: str,
             o2 = np.full(max(m * 3, 1), -7, np.int64)
             out = hpvm.wait(hpvm.launch(_chain_stream, k, n, q, m, o, o2))
             assert tuple(int(v) for v in out) == tuple(int(v) for v in got)
+
+
+@hpvm.leaf
+def _forward(k: i64, x: f32) -> tuple[i64, f32]:
+    return k, x
+
+
+@hpvm.leaf
+def _store(v: i64, w: f32, o: Out[Ptr[i64]], o_bytes: i64, of: Out[Ptr[f32]], of_bytes: i64):
+    o[0] = v
+    of[0] = w
+
+
+@hpvm.graph
+def _wrapped_store(v: i64, w: f32, o: Out[Ptr[i64]], o_bytes: i64, of: Out[Ptr[f32]], of_bytes: i64):
+    hpvm.node(_store, v=v, w=w, o=o, o_bytes=o_bytes, of=of, of_bytes=of_bytes)
+
+
+@hpvm.graph
+def _wrapped_forward(k: i64, x: f32, n: i64) -> tuple[i64, f32]:
+    f = hpvm.node(_forward, grid=(1, n, 3), k=k, x=x)
+    return f.out[0], f.out[1]
+
+
+@hpvm.graph
+def _forward_leaf(o: Out[Ptr[i64]], o_bytes: i64, of: Out[Ptr[f32]], of_bytes: i64, k: i64, x: f32,
+                  n: i64):
+    f = hpvm.node(_forward, grid=(n, 1), k=k, x=x)
+    hpvm.node(_store, v=hpvm.all_to_all(f.out[0]), w=hpvm.all_to_all(f.out[1]), o=o,
+              o_bytes=o_bytes, of=of, of_bytes=of_bytes)
+
+
+@hpvm.graph
+def _forward_into_chain(o: Out[Ptr[i64]], o_bytes: i64, of: Out[Ptr[f32]], of_bytes: i64, k: i64,
+                        x: f32, n: i64):
+    f = hpvm.node(_forward, grid=n, k=k, x=x)
+    hpvm.node(_wrapped_store, v=hpvm.all_to_all(f.out[0]), w=hpvm.all_to_all(f.out[1]), o=o,
+              o_bytes=o_bytes, of=of, of_bytes=of_bytes)
+
+
+@hpvm.graph
+def _chain_forwards_inner_grid(o: Out[Ptr[i64]], o_bytes: i64, of: Out[Ptr[f32]], of_bytes: i64,
+                               k: i64, x: f32, n: i64):
+    f = hpvm.node(_wrapped_forward, grid=(2, 1, 3), k=k, x=x, n=n)
+    hpvm.node(_store, v=hpvm.all_to_all(f.out[0]), w=hpvm.all_to_all(f.out[1]), o=o,
+              o_bytes=o_bytes, of=of, of_bytes=of_bytes)
+
+
+@hpvm.graph
+def _chain_forwards_outer_grid(o: Out[Ptr[i64]], o_bytes: i64, of: Out[Ptr[f32]], of_bytes: i64,
+                               k: i64, x: f32, n: i64):
+    f = hpvm.node(_wrapped_forward, grid=n, k=k, x=x, n=1)
+    hpvm.node(_wrapped_store, v=hpvm.all_to_all(f.out[0]), w=hpvm.all_to_all(f.out[1]), o=o,
+              o_bytes=o_bytes, of=of, of_bytes=of_bytes)
+
+
+@pytest.mark.parametrize("root", [_forward_leaf, _forward_into_chain, _chain_forwards_inner_grid,
+                                  _chain_forwards_outer_grid])
+def test_a_replayed_edge_from_a_forwarding_node_that_ran_no_instance_carries_0(
+        target: str, root: Any, rng) -> None:
+    """A node that returns its own input (passes/passthrough.py) but runs no instance gives 0 over
+    an all-to-all edge (docs/language.md). A replay (the same buffers and integers) took such an
+    edge's value from the root argument the node forwards (GraphPlan.host_source), so the second
+    launch of an empty grid on cpu gave the float argument, not 0."""
+    o, of = np.full(1, -1, np.int64), np.full(1, -1, np.float32)
+    with hpvm.runtime(target):
+        for n in (0, 0, 2, 2, 0, 1, 0, 0):
+            k = int(rng.integers(-1000, 1000))
+            x = float(np.float32(rng.uniform(-100, 100)))
+            for _ in range(2):  # the second launch of the same integers replays the first
+                o[:], of[:] = -1, -1
+                hpvm.wait(hpvm.launch(root, o, of, k, x, n))
+                assert (int(o[0]), float(of[0])) == ((k, x) if n else (0, 0.0)), (n, k, x)

@@ -231,14 +231,16 @@ class GraphPlan:
                 found.append(node)
         return found
 
-    def host_source(self, src: Source) -> Source:
+    def host_source(self, src: Source, ran: Callable[["NodePlan"], bool]) -> Source:
         """Where a uniform input's value is known on the host: an edge from a node that forwards
         one of its uniform inputs (NodePlan.forwarded) carries that input's value, so its source is
-        that input's source, followed through every such producer; other sources as they are."""
+        that input's source, followed through every such producer; other sources as they are.
+        A producer that ran no instance (`ran` says so) carries 0, not its input: the walk stops
+        at its edge."""
         while src.node is not None:
             producer = self.nodes[src.node]
             port = producer.forwarded.get(src.port)
-            if port is None:
+            if port is None or not ran(producer):
                 return src
             src = producer.inputs[port]
         return src

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -46,6 +46,7 @@ class Recorder:
         self._lifted: list[Any] | None = None  # inside a root internal node: its leaf's inputs'
         # sources at the root
         self._produced: set[int] = set()  # the output arrays of the recorded leaves
+        self._empty: set[int] = set()  # id() of the root's nodes whose leaf ran no instance
         self.internal_nodes = 0
         self._depth = 0  # internal nodes entered and not left
         self._root_node: Any = None  # the root's internal node being entered
@@ -55,7 +56,7 @@ class Recorder:
         to one leaf (lifted_sources), its inputs' sources lifted to the root's; otherwise the
         launch is not. Below the root it is a level of that chain (or the launch is unusable)."""
         if at_root:
-            self._lifted = lifted_sources(node, self.root)
+            self._lifted = lifted_sources(node, self.root, self._ran)
             self._root_node = node
             if self._lifted is None:
                 self.usable = False
@@ -97,6 +98,8 @@ class Recorder:
         the bounds-checked kernel ran."""
         gpu = isinstance(prepared, DeviceLaunch)
         self.devices.add(device)
+        if not all(math.prod(ext) for ext in extents):  # (a replay runs the same grids)
+            self._empty.add(id(node if self._lifted is None else self._root_node))
         if gpu:
             self._bind_device_values(node, prepared, slots)
         if not prepared.reusable:
@@ -104,7 +107,7 @@ class Recorder:
             return
         sources = self._lifted
         if sources is None:  # a root leaf: an edge that carries a forwarded input is that input
-            sources = [self.root.host_source(src) if mode == "uniform" else src
+            sources = [self.root.host_source(src, self._ran) if mode == "uniform" else src
                        for src, mode in zip(node.inputs, node.input_modes)]
             if any(src.node is not None and self.root.nodes[src.node].kernel is None
                    for i, src in enumerate(sources) if i not in node.unread_inputs):
@@ -175,6 +178,10 @@ class Recorder:
         if gpu:
             for host, dev in prepared.outputs.pairs:
                 self._on_device[id(host)] = (host, dev, prepared.outputs)
+
+    def _ran(self, node: Any) -> bool:
+        """Whether the root's node `node` (recorded earlier in this launch) ran a leaf instance."""
+        return id(node) not in self._empty
 
     def _bind_device_values(self, node: Any, prepared: Any, slots: dict) -> None:
         """Point a GPU kernel's per-instance inputs at their producers' device arrays."""
@@ -276,12 +283,13 @@ class Recorder:
         recording.stream_plan = plan
 
 
-def lifted_sources(node: Any, root: Any) -> list[Any] | None:
+def lifted_sources(node: Any, root: Any, ran: Callable[[Any], bool]) -> list[Any] | None:
     """For an internal node of the root that holds a chain of single-node graphs down to one leaf
     (NodePlan.recorded_leaf), with no outputs but forwarded ones: where each of the leaf's inputs comes
     from at the root (a root argument or a constant, or a sibling's output that forwards one:
-    GraphPlan.host_source). None when another shape, or when an input or an instance count of a
-    level below comes from another output of a sibling or from an expression of an inner level.
+    GraphPlan.host_source, through producers that `ran`). None when another shape, or when an
+    input or an instance count of a level below comes from another output of a sibling or from
+    an expression of an inner level.
     (What the chain's levels bind from the root stays uniform all the way down: only edges make
     values per parent instance.)"""
     chain = node.chain_to_leaf()
@@ -294,19 +302,20 @@ def lifted_sources(node: Any, root: Any) -> list[Any] | None:
     for depth, level in enumerate(chain):
         child = chain[depth + 1] if depth + 1 < len(chain) else leaf
         for _, port in child.dim_ports:
-            src = _root_source(level.inputs[port], port, chain[:depth], node, root)
+            src = _root_source(level.inputs[port], port, chain[:depth], node, root, ran)
             if src is None or src.node is not None:  # (an expression of root arguments is fixed)
                 return None
     lifted = []
     for src in leaf.inputs:
-        src = _root_source(src, None, chain, node, root)
+        src = _root_source(src, None, chain, node, root, ran)
         if src is None or src.bind_port is None and src.const is None:
             return None
         lifted.append(src)
     return lifted
 
 
-def _root_source(src: Any, port: int | None, levels: list[Any], node: Any, root: Any) -> Any:
+def _root_source(src: Any, port: int | None, levels: list[Any], node: Any, root: Any,
+                 ran: Callable[[Any], bool]) -> Any:
     """Where a value bound at the bottom of `levels` (the chain from the root's node down; `src`
     is the source of input `port` of the root's node when levels is empty) comes from at the
     root's level; None where a level below computes it (an edge or an expression there)."""
@@ -318,5 +327,5 @@ def _root_source(src: Any, port: int | None, levels: list[Any], node: Any, root:
         port = src.bind_port
         src = level.inputs[port]
     if src.node is not None and port is not None and node.input_modes[port] == "uniform":
-        src = root.host_source(src)  # an edge to the node that forwards a root argument
+        src = root.host_source(src, ran)  # an edge to the node that forwards a root argument
     return src
