@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     import llvmlite.binding as llvm
 
 _lock = threading.Lock()
-_machines: dict[tuple[str, str], llvm.TargetMachine] = {}  # by (CPU name, features)
+Cpu = tuple[str, str]  # the CPU name and features code is generated for (code_cpu)
+_machines: dict[Cpu, llvm.TargetMachine] = {}  # by (CPU name, features)
 
 # The x86-64 psABI's micro-architecture levels that HPVM_CPU_LEVEL may name, each with the features,
 # in LLVM's names, it adds to the one before: code for a level runs on every CPU that has them and
@@ -40,17 +41,17 @@ _provided: dict[str, int] = {}  # helper name -> address, once compiled (_provid
 _helpers: list["LoadedObject"] = []  # (kept alive: the JIT calls into them)
 
 
-def target_machine() -> llvm.TargetMachine:
-    """The target machine for optimising and emitting code (for this CPU, or HPVM_CPU_LEVEL's),
+def target_machine(cpu: Cpu | None = None) -> llvm.TargetMachine:
+    """The target machine for optimising and emitting code for `cpu` (default: code_cpu()'s),
     created once per CPU."""
-    cpu = code_cpu()
+    cpu = cpu or code_cpu()
     with _lock:
         if cpu not in _machines:
             _machines[cpu] = _new_machine(cpu)
         return _machines[cpu]
 
 
-def code_cpu() -> tuple[str, str]:
+def code_cpu() -> Cpu:
     """The CPU name and features code is generated for: this CPU's, or the level HPVM_CPU_LEVEL
     names, which this CPU must run (CI may get an AVX2 machine where a developer has AVX-512:
     x86-64-v3 makes here the code it runs)."""
@@ -93,7 +94,7 @@ def _initialise() -> None:
     llvm.initialize_native_asmprinter()
 
 
-def _new_machine(cpu: tuple[str, str]) -> llvm.TargetMachine:
+def _new_machine(cpu: Cpu) -> llvm.TargetMachine:
     import llvmlite.binding as llvm
 
     _initialise()
@@ -103,20 +104,22 @@ def _new_machine(cpu: tuple[str, str]) -> llvm.TargetMachine:
                                         jit=True)
 
 
-def host_signature() -> str:
-    """What object code depends on besides the IR: code generator version and the CPU it is for."""
+def host_signature(cpu: Cpu | None = None) -> str:
+    """What object code for `cpu` (default: code_cpu()'s) depends on besides the IR: code
+    generator version and the CPU it is for."""
     import llvmlite
     import llvmlite.binding as llvm
 
-    name, features = code_cpu()
+    name, features = cpu or code_cpu()
     return f"llvmlite={llvmlite.__version__};llvm={llvm.llvm_version_info};cpu={name};features={features}"
 
 
-def optimize(ir_text: str) -> llvm.ModuleRef:
-    """Parse, verify and optimise at O3 (loop and SLP vectorisation, no fast-math anywhere)."""
+def optimize(ir_text: str, cpu: Cpu | None = None) -> llvm.ModuleRef:
+    """Parse, verify and optimise at O3 (loop and SLP vectorisation, no fast-math anywhere), for
+    `cpu` (default: code_cpu()'s)."""
     import llvmlite.binding as llvm
 
-    tm = target_machine()
+    tm = target_machine(cpu)
     with _lock:
         module = llvm.parse_assembly(ir_text)
         module.triple = tm.triple
@@ -135,30 +138,32 @@ def parse(ir_text: str) -> llvm.ModuleRef:
     """Parse and verify IR that is already optimised."""
     import llvmlite.binding as llvm
 
-    target_machine()  # initialises LLVM
+    _initialise()
     with _lock:
         module = llvm.parse_assembly(ir_text)
         module.verify()
     return module
 
 
-def emit_object(module: llvm.ModuleRef) -> bytes:
-    tm = target_machine()
+def emit_object(module: llvm.ModuleRef, cpu: Cpu | None = None) -> bytes:
+    tm = target_machine(cpu)
     with _lock:
         return tm.emit_object(module)
 
 
 class LoadedObject:
-    """Object code loaded into an execution engine; keep it alive while its functions are used."""
+    """Object code for `cpu` (default: code_cpu()'s) loaded into an execution engine; keep it
+    alive while its functions are used."""
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, cpu: Cpu | None = None):
         import llvmlite.binding as llvm
 
-        _provide_helpers(undefined_symbols(data))
+        cpu = cpu or code_cpu()
+        _provide_helpers(undefined_symbols(data), cpu)
         _check_symbols(data)
-        target_machine()  # initialises LLVM
+        target_machine(cpu)  # initialises LLVM
         with _lock:
-            tm = _new_machine(code_cpu())  # an engine owns (and deletes) its target machine
+            tm = _new_machine(cpu)  # an engine owns (and deletes) its target machine
             empty = llvm.parse_assembly("")
             empty.triple = tm.triple
             self._engine = llvm.create_mcjit_compiler(empty, tm)
@@ -172,14 +177,14 @@ class LoadedObject:
 _process = ctypes.CDLL(None)
 
 
-def _provide_helpers(needed: list[str]) -> None:
-    """Compile softhalf.py's conversions the first time object code calls one (a CPU or a level
-    without F16C) and give the JIT their addresses, as if this process had them."""
+def _provide_helpers(needed: list[str], cpu: Cpu) -> None:
+    """Compile softhalf.py's conversions the first time object code (for `cpu`) calls one (a CPU
+    or a level without F16C) and give the JIT their addresses, as if this process had them."""
     if _provided or not any(name in HELPERS for name in needed):
         return
     import llvmlite.binding as llvm
 
-    helpers = LoadedObject(emit_object(optimize(helpers_ir())))
+    helpers = LoadedObject(emit_object(optimize(helpers_ir(), cpu), cpu), cpu)
     with _lock:
         if _provided:
             return

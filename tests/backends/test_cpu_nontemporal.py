@@ -380,7 +380,8 @@ def test_the_disk_cache_keys_a_size_class_choice_by_the_code_s_cpu_level(monkeyp
     size_class = (n * 4).bit_length()
     keys = []
     for signature in ("llvm=20;cpu=one", "llvm=20;cpu=another"):
-        monkeypatch.setattr(kernel_module, "host_signature", lambda signature=signature: signature)
+        monkeypatch.setattr(kernel_module, "host_signature",
+                            lambda cpu, signature=signature: signature)
         kernel._store_trials.clear()
         kernel.prepare(args, [], [(n,)])
         keys.append(kernel._store_trials[size_class]._key)

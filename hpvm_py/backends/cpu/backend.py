@@ -45,15 +45,18 @@ class CpuBackend(Backend):
     def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> CpuKernel:
         prepared, plan = _analyse(leaf, ctx, "checked" if checked else "unchecked")
         info = _info(prepared, ctx, plan)
-        obj = self._object(key, str(checked),
-                           lambda: jit.optimize(_module_text(prepared, ctx, plan, info, checked)),
-                           _driver_names(prepared, info))
+        # the level the memory cache keys this kernel by (variant): its driver with non-temporal
+        # stores, compiled later, is for it too, whatever HPVM_CPU_LEVEL says by then
+        cpu = jit.code_cpu()
+        obj = self._object(key, str(checked), cpu, lambda: jit.optimize(
+            _module_text(prepared, ctx, plan, info, checked), cpu), _driver_names(prepared, info))
         # checked launches are for finding bugs: they keep the plain driver
         nontemporal = None if checked or not info.nt_bytes else LazyCode(
-            lambda: jit.LoadedObject(self._object(key, "nontemporal",
-                                                  lambda: _nontemporal_module(prepared, ctx, plan),
-                                                  (prepared.name + NT_SUFFIX,))))
-        return CpuKernel(leaf, prepared, ctx, checked, jit.LoadedObject(obj), info, nontemporal)
+            lambda: jit.LoadedObject(self._object(
+                key, "nontemporal", cpu, lambda: _nontemporal_module(prepared, ctx, plan, cpu),
+                (prepared.name + NT_SUFFIX,)), cpu))
+        return CpuKernel(leaf, prepared, ctx, checked, jit.LoadedObject(obj, cpu), info, cpu,
+                         nontemporal)
 
     def for_leaf(self, kernel: LeafKernel, leaf: K.LeafFunc) -> LeafKernel:
         assert isinstance(kernel, CpuKernel)
@@ -73,12 +76,13 @@ class CpuBackend(Backend):
             return str(_nontemporal_module(prepared, ctx, plan))
         return str(jit.optimize(_module_text(prepared, ctx, plan, info, checked)))
 
-    def _object(self, key: CacheKey, variant: str, optimized: Callable[[], llvm.ModuleRef],
-                names: tuple[str, ...]) -> bytes:
-        """The object code of one variant of a kernel (which defines the functions `names`), from
-        the disk cache or compiled."""
-        return self.disk_cached((key[0], key[1], variant, *self.versions(), jit.host_signature()),
-                                _OBJECT_SUFFIX, lambda: jit.emit_object(optimized()), "cpu_compiles",
+    def _object(self, key: CacheKey, variant: str, cpu: jit.Cpu,
+                optimized: Callable[[], llvm.ModuleRef], names: tuple[str, ...]) -> bytes:
+        """The object code for `cpu` of one variant of a kernel (which defines the functions
+        `names`), from the disk cache or compiled."""
+        return self.disk_cached((key[0], key[1], variant, *self.versions(),
+                                 jit.host_signature(cpu)), _OBJECT_SUFFIX,
+                                lambda: jit.emit_object(optimized(), cpu), "cpu_compiles",
                                 lambda data: jit.object_problem(data, names))
 
 
@@ -115,8 +119,10 @@ def _module_text(leaf: K.LeafFunc, ctx: NodeContext, plan: Plan, info: KernelInf
     return str(module)
 
 
-def _nontemporal_module(leaf: K.LeafFunc, ctx: NodeContext, plan: Plan) -> llvm.ModuleRef:
-    """The optimised driver with non-temporal stores (marked stores become so after optimising)."""
+def _nontemporal_module(leaf: K.LeafFunc, ctx: NodeContext, plan: Plan,
+                        cpu: jit.Cpu | None = None) -> llvm.ModuleRef:
+    """The optimised driver with non-temporal stores (marked stores become so after optimising),
+    for `cpu` (default: jit.code_cpu()'s)."""
     module = ir.Module(name=leaf.name)
     build_nontemporal_driver(module, leaf, ctx, plan, leaf.name + NT_SUFFIX)
-    return jit.parse(mark_nontemporal(str(jit.optimize(str(module)))))
+    return jit.parse(mark_nontemporal(str(jit.optimize(str(module), cpu))))

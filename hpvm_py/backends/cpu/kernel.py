@@ -27,7 +27,7 @@ from ..base import BufferArg, LeafKernel, code_version, shares_memory
 from ..access_errors import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
-from ..jit import LoadedObject, host_signature
+from ..jit import Cpu, LoadedObject, host_signature
 from .lltypes import storage_bytes
 from .memory import ERROR_SLOT_WORDS
 from .nontemporal import SUFFIX as NT_SUFFIX
@@ -102,9 +102,11 @@ class LazyCode:
 
 class CpuKernel(LeafKernel):
     def __init__(self, source: K.LeafFunc, leaf: K.LeafFunc, ctx: NodeContext, checked: bool,
-                 code: LoadedObject, info: KernelInfo, nontemporal: LazyCode | None = None):
+                 code: LoadedObject, info: KernelInfo, cpu: Cpu,
+                 nontemporal: LazyCode | None = None):
         self.source = source  # the leaf as given; `leaf` is its normalised form
         self.leaf = leaf
+        self.cpu = cpu  # what the code is for (jit.code_cpu when it was compiled)
         self.ctx = ctx
         self.checked = checked
         self.info = info
@@ -127,7 +129,7 @@ class CpuKernel(LeafKernel):
         """This kernel's code for another leaf with the same IR (its own source locations)."""
         info = KernelInfo(self.info.splittable, self.info.private, sites, self.info.loops,
                           self.info.nt_bytes)
-        return CpuKernel(source, self.leaf, self.ctx, self.checked, self._code, info,
+        return CpuKernel(source, self.leaf, self.ctx, self.checked, self._code, info, self.cpu,
                          self._nontemporal)
 
     # -- launch ------------------------------------------------------------------------------
@@ -229,10 +231,10 @@ class CpuKernel(LeafKernel):
         size_class = written.bit_length()
         trial = self._store_trials.get(size_class)
         if trial is None:
-            # (host_signature: the code timed is for HPVM_CPU_LEVEL, by this llvmlite's LLVM)
+            # (host_signature: the code timed is for the kernel's level, by this llvmlite's LLVM)
             key = cache.content_key("stores", repr(self.leaf), self.ctx.key(), str(size_class),
-                                    str(native_pool().threads), cpu_model(), host_signature(),
-                                    VERSION, code_version(("cpu",)))
+                                    str(native_pool().threads), cpu_model(),
+                                    host_signature(self.cpu), VERSION, code_version(("cpu",)))
             trial = self._store_trials.setdefault(size_class,
                                                   StoreTrial(self.leaf.name, size_class, key))
         return trial
