@@ -17,13 +17,13 @@ import hpvm_py as hpvm
 from hpvm_py import In, Out, Ptr, f16, f32, i64
 
 @hpvm.leaf
-def levels_hunt_narrow(a: In[Ptr[f32]], a_bytes: i64, o: Out[Ptr[f16]], o_bytes: i64):
+def narrow_f16_store(a: In[Ptr[f32]], a_bytes: i64, o: Out[Ptr[f16]], o_bytes: i64):
     i = hpvm.instance_id(0)
     o[i] = f16(a[i] * 3.0)
 
 @hpvm.graph
-def levels_hunt_root(a: In[Ptr[f32]], a_bytes: i64, o: Out[Ptr[f16]], o_bytes: i64, n: i64):
-    hpvm.node(levels_hunt_narrow, grid=n, a=a, a_bytes=a_bytes, o=o, o_bytes=o_bytes)
+def narrow_f16_root(a: In[Ptr[f32]], a_bytes: i64, o: Out[Ptr[f16]], o_bytes: i64, n: i64):
+    hpvm.node(narrow_f16_store, grid=n, a=a, a_bytes=a_bytes, o=o, o_bytes=o_bytes)
 """
 
 
@@ -49,7 +49,7 @@ def test_a_kernels_non_temporal_driver_is_for_the_kernels_level(monkeypatch,
     monkeypatch.setenv("HPVM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("HPVM_NO_CACHE", raising=False)
     monkeypatch.setenv("HPVM_CPU_LEVEL", "x86-64")
-    root = load(SOURCE).levels_hunt_root
+    root = load(SOURCE).narrow_f16_root
     rng = np.random.default_rng()
     _narrow(root, rng, 17)  # compiled for x86-64
     monkeypatch.delenv("HPVM_CPU_LEVEL")
