@@ -20,8 +20,12 @@ import math
 from typing import Iterator
 
 from ...ir import kernel as K
-from ...types import i64
+from ...types import f32, i64
 from .dotmatch import KK, DotLoop, combined_id, coordinate_id
+from .values import constant
+
+# the sum's start: -0.0 by its bits (values.constant: triton 3.6 made a -0.0 literal +0.0)
+NEGATIVE_ZERO_BLOCK = constant(-0.0, f32, "[BM, BN]")
 
 
 class DotTiles:
@@ -121,7 +125,7 @@ class DotTiles:
         +0.0 by -0.0: the sum's identity, so a -0.0 start and -0.0 products keep their sign
         as the leaf's own loop does (+0.0 padding, or a +0.0 start, would turn them into +0.0)."""
         e = self.emit
-        e("acc_t = tl.full([BM, BN], -0.0, tl.float32)")
+        e(f"acc_t = {NEGATIVE_ZERO_BLOCK}")
         if not masked:
             e("for kb in range(k_start, k_stop, BK):")
             self.indent += 1
@@ -156,7 +160,7 @@ class DotTiles:
         op_b = self._operand(d.b_elem, parts[1], "m_b" if masked else "True", "kk_b", "z_b", "b_id",
                              d.col_dim, "cols_b")
         if last:
-            e(f"{op_b} = tl.where(kk_b < k_stop, {op_b}, -0.0)")
+            e(f"{op_b} = tl.where(kk_b < k_stop, {op_b}, {constant(-0.0, f32)})")
         e(f"acc_t = tl.dot({op_a}, {op_b}, acc_t, input_precision=\"{self.precision}\")")
 
     def _operand(self, elem: K.Expr, guarded: tuple[K.Load | None, list[K.Expr]], mask: str,

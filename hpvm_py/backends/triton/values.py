@@ -25,27 +25,28 @@ def reg(t: ScalarType) -> str:
     return REGISTER[t.name]
 
 
-def constant(value: int | float | bool, t: ScalarType) -> str:
-    """A scalar of type t holding value exactly."""
+def constant(value: int | float | bool, t: ScalarType, shape: str = "[]") -> str:
+    """A scalar (or a block of `shape`, filled) of type t holding value exactly."""
     if t.is_bool:
-        return f"tl.full([], {int(bool(value))}, tl.int1)"
+        return f"tl.full({shape}, {int(bool(value))}, tl.int1)"
     if not t.is_float:
         v = int(value)
         if v >= 1 << 63:  # beyond int64: through its bit pattern
-            return f"tl.full([], {v - (1 << 64)}, tl.int64).to(tl.uint64, bitcast=True)"
-        return f"tl.full([], {v}, {reg(t)})"
+            return f"tl.full({shape}, {v - (1 << 64)}, tl.int64).to(tl.uint64, bitcast=True)"
+        return f"tl.full({shape}, {v}, {reg(t)})"
     f = float(value)
-    # -0.0 goes through its bits too: a -0.0 literal came out as 0.0 on the H100
+    # -0.0 goes through its bits too: triton 3.6's scalar_constant takes any value == 0 for the
+    # type's null value, +0.0 (triton 3.9 keeps the sign)
     exact = math.isfinite(f) and (f != 0.0 or math.copysign(1.0, f) > 0)
     if t.bits == 64:
         if exact:
-            return f"tl.full([], {f!r}, tl.float64)"
+            return f"tl.full({shape}, {f!r}, tl.float64)"
         bits = struct.unpack("<q", struct.pack("<d", f))[0]
-        return f"tl.full([], {bits}, tl.int64).to(tl.float64, bitcast=True)"
+        return f"tl.full({shape}, {bits}, tl.int64).to(tl.float64, bitcast=True)"
     if exact:
-        return f"tl.full([], {f!r}, tl.float32)"
+        return f"tl.full({shape}, {f!r}, tl.float32)"
     bits = struct.unpack("<i", struct.pack("<f", f))[0]
-    return f"tl.full([], {bits}, tl.int32).to(tl.float32, bitcast=True)"
+    return f"tl.full({shape}, {bits}, tl.int32).to(tl.float32, bitcast=True)"
 
 
 def choose(t: Any, cond: str, if_true: str, if_false: str) -> str:
