@@ -94,6 +94,11 @@ class ScalarType(Type):
         """Host-side conversion by the rules of the cast a leaf's `hpvm.T(x)` is (cast() below):
         integers wrap, floats saturate into integers (NaN gives 0), a bf16 is rounded and kept in
         float32. A Python int is an i64 (a u64 from 2**63 on), a float an f64, a bool an i1."""
+        if self.is_float and isinstance(value, int) and not isinstance(value, bool) \
+                and not -(1 << 63) <= value < (1 << 64):
+            # beyond 64 bits an int still rounds once to a float (inf past its range), as the
+            # same literal does in a leaf: hpvm.f32(2**128) is inf
+            return value_dtype(self).type(int_to_float(value, self))
         src = _host_type(value)
         if src is None:
             refuse = getattr(value, "refuse_host_use", None)  # a graph parameter being traced
