@@ -57,6 +57,9 @@ class _Inliner:
         self.leaf = leaf
         self.helpers = helpers
         self.locals: dict[str, Type] = dict(leaf.locals)
+        # names a fresh local may not take: text may name a parameter as the inliner names its
+        # temporaries (`%_v.1`), which a local of that name would hide
+        self.params = {p.name for p in leaf.params}
         self.counter = 0
         self.stack: list[str] = []
         # calls inlined so far, by identity (the call is kept alive with its result), in the
@@ -72,7 +75,7 @@ class _Inliner:
         while True:
             self.counter += 1
             name = f"{base}.{self.counter}"
-            if name not in self.locals:
+            if name not in self.locals and name not in self.params:
                 self.locals[name] = t
                 return name
 

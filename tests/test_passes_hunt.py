@@ -1,0 +1,40 @@
+"""Each pass on hand-written textual IR: names the inliner makes that the text already uses, and
+errors about statements the text gives no value to point at."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py.errors import FrontendError, VerificationError
+
+# a leaf adding `call @twice(1.0)` and its scalar parameter PARAM to a[i]
+SPILLED = """module @root
+graph @root(%a: inout ptr<f32>, %a_bytes: i64, %PARAM: f32) -> () {
+  node %k = @k [%a_bytes // 4]
+  bind_in %a -> %k.0
+  bind_in %a_bytes -> %k.1
+  bind_in %PARAM -> %k.2
+}
+leaf @k(%a: inout ptr<f32>, %a_bytes: i64, %PARAM: f32) -> () target(any) {
+  local %i: i64
+  %i = instance_id.x(0)
+  store %a[%i] = add<f32>(load<f32>(%a, %i), add<f32>(call @twice<f32>(1.0:f32), %PARAM))
+}
+func @twice(%x: f32) -> f32 {
+  return (mul<f32>(%x, 2.0:f32))
+}
+"""
+
+
+@pytest.mark.parametrize("param", ["_v.1", "x.twice.2", "_r.twice.3"])
+def test_inlined_temporaries_take_no_parameter_name(target, rng, param):
+    # the load spilled before the call, the helper's argument and its result are locals `_v.1`,
+    # `x.twice.2`, `_r.twice.3`: a parameter of that name was hidden by the local
+    a = rng.standard_normal(int(rng.integers(1, 9))).astype(np.float32)
+    s = np.float32(rng.standard_normal())
+    expected = a + (np.float32(2.0) + s)
+    graph = hpvm.from_text(SPILLED.replace("PARAM", param), "spilled.hpvm")
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(graph, a, a.nbytes, s))
+    np.testing.assert_array_equal(a, expected)
