@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py.errors import FrontendError, VerificationError
+from hpvm_py.errors import CompileError, FrontendError, VerificationError
 
 # a leaf adding `call @twice(1.0)` and its scalar parameter PARAM to a[i]
 SPILLED = """module @root
@@ -38,3 +38,42 @@ def test_inlined_temporaries_take_no_parameter_name(target, rng, param):
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(graph, a, a.nbytes, s))
     np.testing.assert_array_equal(a, expected)
+
+
+# a leaf calling @early, whose `if` holds a RETURN statement (on line 13)
+EARLY = """module @root
+graph @root(%a: inout ptr<f32>, %a_bytes: i64) -> () {
+  node %k = @k [2]
+  bind_in %a -> %k.0
+  bind_in %a_bytes -> %k.1
+}
+leaf @k(%a: inout ptr<f32>, %a_bytes: i64) -> () target(any) {
+  do call @early<RESULT>(%a, instance_id.x(0))
+}
+func @early(%q: inout ptr<f32>, %j: i64) -> RESULT {
+  local %x: f32
+  if lt(%j, 1:i64) {
+    RETURN
+  }
+  store %q[%j] = 1.0:f32
+}
+"""
+
+
+@pytest.mark.parametrize("result, statement, error", [
+    ("void", "return ()", FrontendError),  # not in tail position: the inliner's error
+    ("f32", "return ()", VerificationError),  # no value: the type checker's
+])
+def test_an_empty_return_is_located_at_its_keyword(result, statement, error):
+    text = EARLY.replace("RESULT", result).replace("RETURN", statement)
+    with pytest.raises(error) as info:
+        hpvm.compile(hpvm.from_text(text, "early.hpvm"), "python")
+    assert (info.value.loc.file, info.value.loc.line, info.value.loc.col) == ("early.hpvm", 13, 4)
+
+
+def test_a_print_of_text_only_is_located_at_its_keyword():
+    text = EARLY.replace("RESULT", "void").replace("    RETURN\n", "").replace(
+        "  store %q[%j] = 1.0:f32", '  print("text")')
+    with pytest.raises(CompileError) as info:
+        hpvm.compile(hpvm.from_text(text, "early.hpvm"), "cpu")
+    assert (info.value.loc.file, info.value.loc.line, info.value.loc.col) == ("early.hpvm", 14, 2)

@@ -474,14 +474,17 @@ class _Builder(Transformer):
     def breakpoint_stmt(self, word: Token, loc: Token | None) -> K.Stmt:
         return self._stmt(K.Breakpoint(), loc, word)
 
-    def return_stmt(self, *items: Any) -> K.Stmt:
+    def return_stmt(self, word: Token, *items: Any) -> K.Stmt:
         *values, loc = items
-        return self._stmt(K.Return(values=values), loc)
+        # at its first value; `return ()` has no other position than its keyword's
+        return self._stmt(K.Return(values=values), loc, None if values else word)
 
-    def print_stmt(self, *items: Any) -> K.Stmt:
+    def print_stmt(self, word: Token, *items: Any) -> K.Stmt:
         *values, loc = items
         converted = [self._string(v) if isinstance(v, Token) else v for v in values]
-        return self._stmt(K.Print(values=converted), loc)
+        # at its first expression; `print("text")` at its keyword
+        at = None if any(isinstance(v, K.Expr) for v in converted) else word
+        return self._stmt(K.Print(values=converted), loc, at)
 
     # -- expressions ----------------------------------------------------------------------------
 
