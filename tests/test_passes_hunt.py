@@ -77,3 +77,38 @@ def test_a_print_of_text_only_is_located_at_its_keyword():
     with pytest.raises(CompileError) as info:
         hpvm.compile(hpvm.from_text(text, "early.hpvm"), "cpu")
     assert (info.value.loc.file, info.value.loc.line, info.value.loc.col) == ("early.hpvm", 14, 2)
+
+
+# a leaf doubling a[i], with the decision NOTE of a backend pass written in its text
+NOTED = """module @root
+graph @root(%a: inout ptr<f32>, %a_bytes: i64) -> () {
+  node %k = @k [%a_bytes // 4]
+  bind_in %a -> %k.0
+  bind_in %a_bytes -> %k.1
+}
+leaf @k(%a: inout ptr<f32>, %a_bytes: i64) -> () target(any) {
+  local %i: i64
+  NOTE
+  %i = instance_id.x(0)
+  store %a[%i] = mul<f32>(load<f32>(%a, %i), 2.0:f32)
+}
+"""
+
+
+@pytest.mark.parametrize("note", [
+    "note clip(dim=x, lower=true, bound=3:i64, plus=0)",  # cpu skipped instances 0 to 2
+    "note clip(dim=w, lower=true, bound=3:i64, plus=0)",  # cpu: ValueError
+    "note clip(dim=x)",  # cpu: KeyError
+    "note privatise(buffer=%a_bytes)",  # gpu: AssertionError
+    "note rowguard(at=1)",  # gpu: AssertionError (the literal and checked kernels kept it)
+    "note dotmatch(loop=1)",
+])
+def test_notes_in_the_text_are_no_decisions_of_the_targets(target, rng, note):
+    # notes are what a target's backend passes decided for one compile (a dump shows them); the
+    # passes decide again, the text's notes are not obeyed
+    a = rng.standard_normal(int(rng.integers(4, 12))).astype(np.float32)
+    expected = a * np.float32(2.0)
+    graph = hpvm.from_text(NOTED.replace("NOTE", note), "noted.hpvm")
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(graph, a, a.nbytes))
+    np.testing.assert_array_equal(a, expected)

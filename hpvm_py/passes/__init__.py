@@ -110,6 +110,9 @@ class Pipeline:
         those HPVM_DUMP_IR names. `skip`: optional passes this variant leaves out; `upto`: stop
         after that pass."""
         assert skip <= self.optional, skip - self.optional
+        # the notes are this pipeline's decisions, made here: notes the leaf arrives with (a dump
+        # read back, text written by hand) would be obeyed unchecked by the code generator
+        leaf = replace(leaf, notes=[]) if leaf.notes else leaf
         after: dict[str, K.LeafFunc] = {}
         for name, fn in self.stages:
             if name not in skip:
