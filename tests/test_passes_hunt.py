@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py.errors import CompileError, FrontendError, VerificationError
+from hpvm_py.errors import CompileError, FrontendError, ParseError, VerificationError
 
 # a leaf adding `call @twice(1.0)` and its scalar parameter PARAM to a[i]
 SPILLED = """module @root
@@ -112,3 +112,29 @@ def test_notes_in_the_text_are_no_decisions_of_the_targets(target, rng, note):
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(graph, a, a.nbytes))
     np.testing.assert_array_equal(a, expected)
+
+
+# a leaf writing 2.0 to a[i], its statement at location @0:LINE:0
+LOCATED = """module @root
+file 0 "located.py"
+graph @root(%a: inout ptr<f32>, %a_bytes: i64) -> () {
+  node %k = @k [%a_bytes // 4]
+  bind_in %a -> %k.0
+  bind_in %a_bytes -> %k.1
+}
+leaf @k(%a: inout ptr<f32>, %a_bytes: i64) -> () target(any) {
+  store %a[instance_id.x(0)] = 2.0:f32 @0:LINE:0
+}
+"""
+
+
+def test_a_location_past_a_c_int_is_refused_where_it_is_written(target, rng):
+    # the python target's compile() of its generated source took it: an OverflowError
+    with pytest.raises(ParseError) as info:
+        hpvm.from_text(LOCATED.replace("LINE", str(2**31)), "located.hpvm")
+    assert (info.value.loc.line, info.value.loc.col) == (9, 39) and "at most" in info.value.message
+    a = rng.standard_normal(int(rng.integers(1, 9))).astype(np.float32)
+    graph = hpvm.from_text(LOCATED.replace("LINE", str(2**31 - 1)), "located.hpvm")
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(graph, a, a.nbytes))
+    np.testing.assert_array_equal(a, np.full_like(a, 2.0))

@@ -35,6 +35,9 @@ from .text_version import version_problem
 
 _PORT = re.compile(r"(.*)\.([0-9]+)")
 _LOC = re.compile(r"@([0-9]+):([0-9]+):([0-9]+)")
+# the largest line or column a location gives: code generators keep them as C ints (the python
+# target's compile() of its generated source)
+_MAX_POSITION = 2**31 - 1
 
 
 def parse_module(text: str, source_name: str = "<hpvm-text>", check_types: bool = True) -> Module:
@@ -183,6 +186,8 @@ class _Builder(Transformer):
         match = _LOC.fullmatch(token)
         assert match is not None  # the LOC terminal has this shape
         index, line, col = (self._int(token, group) for group in match.groups())
+        if max(line, col) > _MAX_POSITION:
+            raise self._fail(f"location {token}: a line or column is at most {_MAX_POSITION}", token)
         path = self.state.files.get(index)
         if path is None:
             raise self._fail(f"unknown file index {index} (no `file {index} \"...\"` line)", token)
