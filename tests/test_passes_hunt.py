@@ -7,6 +7,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.errors import CompileError, FrontendError, ParseError, VerificationError
+from hpvm_py.ir.typecheck import MAX_EXPR_DEPTH
 
 # a leaf adding `call @twice(1.0)` and its scalar parameter PARAM to a[i]
 SPILLED = """module @root
@@ -138,3 +139,18 @@ def test_a_location_past_a_c_int_is_refused_where_it_is_written(target, rng):
     with hpvm.runtime(target):
         hpvm.wait(hpvm.launch(graph, a, a.nbytes))
     np.testing.assert_array_equal(a, np.full_like(a, 2.0))
+
+
+def test_a_note_nesting_too_deep_is_refused_where_it_is_written():
+    # the parser read it without recursing; printing it (hpvm.to_text) hit a RecursionError
+    bound = "%a_bytes"
+    for _ in range(MAX_EXPR_DEPTH * 40):
+        bound = f"add<i64>({bound}, 1:i64)"
+    with pytest.raises(VerificationError) as info:
+        hpvm.from_text(NOTED.replace("NOTE", f"note clip(bound={bound})"), "noted.hpvm")
+    assert info.value.rule == "supported-python" and info.value.loc.line == 9
+    within = "%a_bytes"
+    for _ in range(MAX_EXPR_DEPTH):
+        within = f"add<i64>({within}, 1:i64)"
+    text = NOTED.replace("NOTE", f"note clip(bound={within})")
+    assert hpvm.to_text(hpvm.from_text(text, "noted.hpvm")) == hpvm.to_text(hpvm.from_text(text))

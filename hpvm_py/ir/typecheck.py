@@ -23,8 +23,8 @@ body is what the front end could have produced (kernel.py's node docstrings give
   assigned, and a pointer local is assigned once, `%buf = malloc<ptr<T>>(size)` at the top level
   of a leaf body, before any use, with a size of constants, scalar parameters and instance
   queries above the leaf's own ids (`pointer-views`, `malloc-uniform`);
-- expressions and blocks nest at most MAX_EXPR_DEPTH deep (the front end's limit; the later
-  stages recurse on them), checked without recursing.
+- expressions and blocks (and a leaf's notes' expressions) nest at most MAX_EXPR_DEPTH deep (the
+  front end's limit; the later stages recurse on them), checked without recursing.
 
 Violations raise VerificationError at the item's location: its `@F:L:C` when it has one, else its
 position in the .hpvm text (a TextLoc, which the parser gives unlocated items), else the location
@@ -95,13 +95,18 @@ class _Checker:
         self.scope = {p.name: p.type for p in fn.params}
         self.scope.update(fn.locals)
         self.where = self._loc(fn)
-        self._check_depth(fn.body)
+        # a leaf's notes are only printed, but the printer recurses on their expressions too
+        notes = [v for n in fn.notes for v in n.args.values() if isinstance(v, K.Expr)] \
+            if isinstance(fn, K.LeafFunc) else []
+        self._check_depth(fn.body, notes)
         self.block(fn.body, loops=0)
         self.pointers(fn)
 
-    def _check_depth(self, body: K.Block) -> None:
-        """Reject blocks or expressions nested deeper than MAX_EXPR_DEPTH, without recursing."""
+    def _check_depth(self, body: K.Block, exprs: list[K.Expr] | None = None) -> None:
+        """Reject blocks or expressions (body's, and exprs) nested deeper than MAX_EXPR_DEPTH,
+        without recursing."""
         stack: list[tuple[K.Stmt | K.Expr, int, int, Loc]] = [(s, 1, 0, self.where) for s in body]
+        stack += [(e, 1, 0, self.where) for e in exprs or ()]
         while stack:
             node, blocks, exprs, where = stack.pop()
             if isinstance(node, K.Stmt):
