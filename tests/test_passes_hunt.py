@@ -2,6 +2,10 @@
 errors about statements the text gives no value to point at."""
 from __future__ import annotations
 
+import json
+import os
+import threading
+
 import numpy as np
 import pytest
 
@@ -154,3 +158,38 @@ def test_a_note_nesting_too_deep_is_refused_where_it_is_written():
         within = f"add<i64>({within}, 1:i64)"
     text = NOTED.replace("NOTE", f"note clip(bound={within})")
     assert hpvm.to_text(hpvm.from_text(text, "noted.hpvm")) == hpvm.to_text(hpvm.from_text(text))
+
+
+@pytest.fixture
+def pipe(tmp_path):
+    """A named pipe whose every read ends (at once, empty) until the test's report is written:
+    an error message that reads it would otherwise block the test for ever."""
+    fifo = tmp_path / "source.py"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def release() -> None:
+        while not stop.wait(0.5):
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # no reader now
+                pass
+
+    threading.Thread(target=release, daemon=True).start()
+    yield fifo
+    stop.set()
+
+
+def test_a_file_line_naming_no_regular_file_is_refused(tmp_path, pipe):
+    # an error located in it read its line for the snippet: a pipe blocked for ever (a device
+    # such as /dev/zero filled the memory)
+    text = LOCATED.replace('"located.py"', json.dumps(str(pipe))).replace("LINE", "9").replace(
+        "2.0:f32", "2:i64")
+    with pytest.raises(ParseError) as info:
+        hpvm.from_text(text, "located.hpvm")
+    assert (info.value.loc.line, info.value.loc.col) == (2, 7) and "no regular file" in info.value.message
+    regular = tmp_path / "regular.py"
+    regular.write_text("\n" * 8 + "the ninth line\n")
+    with pytest.raises(VerificationError) as typed:
+        hpvm.from_text(text.replace(str(pipe), str(regular)), "located.hpvm")
+    assert "the ninth line" in str(typed.value)

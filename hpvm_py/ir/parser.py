@@ -246,6 +246,11 @@ class _Builder(Transformer):
         problem = path_problem(self.state.files[number])
         if problem is not None:
             raise self._fail(problem, path)
+        if os.path.exists(self.state.files[number]) and not os.path.isfile(self.state.files[number]):
+            # an error's snippet and a warning read the line a location names from its file: a
+            # device or a pipe would be read without end
+            raise self._fail(f"file {number}: {self.state.files[number]!r} is no regular file (a "
+                             "location names a line of the source file)", path)
 
     # -- signatures -----------------------------------------------------------------------------
 
