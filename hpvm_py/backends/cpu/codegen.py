@@ -353,6 +353,7 @@ class Emitter:
         end = b.append_basic_block("while.end")
         b.branch(head)
         b.position_at_end(head)
+        self.memory.leave_when_stopped(b, end)
         b.cbranch(self.expr(s.cond, "cond"), body_bb, end)
         b.position_at_end(body_bb)
         self.loops.append((head, end))
@@ -384,6 +385,7 @@ class Emitter:
         value.add_incoming(start, preheader)
         b.cbranch(b.icmp_unsigned("<", counter, count), body_bb, end)
         b.position_at_end(body_bb)
+        self.memory.leave_when_stopped(b, end)
         b.store(value, self.slots[s.var])  # assigning the variable in the body changes nothing
         self.loops.append((latch, end))
         body()

@@ -24,7 +24,7 @@ from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .codegen import Emitter, Frame, ancestor_ids, uniform_divisors
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
 from .lowering import HOST
-from .memory import Heap, Memory, Pointer, buffer_limit
+from .memory import CPU_KEY_WORD, Heap, Memory, Pointer, buffer_limit, stop_word
 from .nontemporal import LINE_BYTES, NtStore, assume_line_start, nt_stores, store_fence
 from .parallel import mark_parallel
 from .privatise import MERGE_SUFFIX, build_merge
@@ -50,6 +50,7 @@ class DriverBuilder(GroupStorage):
             arg.name = arg_name
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.memory = Memory(module, checked, sites, self.fn.args[6], HOST)
+        self.memory.cpu_slots = True
         self.em = Emitter(self.b, leaf, ctx.level_dims, ctx.output_modes, self.memory, HOST)
         self.arrays: dict[str, ir.Value] = {}  # per-instance storage of INSTANCE locals
         self.done: ir.Value | None = None
@@ -73,6 +74,8 @@ class DriverBuilder(GroupStorage):
         self._load_params()
         p_begin, p_end, o_begin, o_end = self.fn.args[2:6]
         storage = self._allocate_arrays()
+        if self.checked:  # stop after a failure, as python does (memory.py)
+            self.memory.stop = stop_word(b, self.fn.args[6])
         divisors = uniform_divisors(self.leaf, self.ctx.input_modes)
         self.em.by_divisors(divisors, lambda: self.counted_loop(
             p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end)), reciprocals=True)
@@ -103,6 +106,9 @@ class DriverBuilder(GroupStorage):
             counts_per_level.append(total)
         self.level_counts = counts_per_level
         self.leaf_count = counts_per_level[0] if counts_per_level else ir.Constant(I64, 1)
+
+    def _error_word(self, index: int) -> ir.Value:
+        return self.b.gep(self.fn.args[6], [ir.Constant(I64, index)], source_etype=I64)
 
     def _slot(self, index: int, name: str) -> ir.Value:
         return self.b.gep(self.fn.args[0], [ir.Constant(I64, index)], source_etype=I64,
@@ -146,6 +152,8 @@ class DriverBuilder(GroupStorage):
     def _parent(self, p: ir.Value, o_begin: ir.Value, o_end: ir.Value) -> None:
         b = self.b
         self.em.parent = p
+        if self.checked:
+            self._key(p, o_begin)
         self._ancestor_ids(p)
         for param, array in self.per_parent:
             address = b.gep(array, [p], source_etype=mem_type(param.type))
@@ -162,6 +170,17 @@ class DriverBuilder(GroupStorage):
         b.position_at_end(group_end)
         if scratch is not None:
             b.call(self._libc("free"), [scratch])  # null after a failed calloc: free ignores it
+
+    def _key(self, p: ir.Value, o_begin: ir.Value) -> None:
+        """The place in instance order of this parent's instances here: p * leaves + o_begin *
+        the instances in one step of the outermost dimension (kernel.py orders failures by it)."""
+        b = self.b
+        step: ir.Value = ir.Constant(I64, 1)
+        for d in range(self.dims - 1):
+            step = b.mul(step, self.em.counts[(0, d)])
+        key = b.add(b.mul(p, self.leaf_count), b.mul(o_begin, step), name="key")
+        b.store(key, self._error_word(CPU_KEY_WORD))
+        self.memory.key = key
 
     def _evaluate_bounds(self) -> None:
         """The instance range each dimension keeps after index-range clipping (clip.py)."""
@@ -398,7 +417,8 @@ class DriverBuilder(GroupStorage):
         if not b.block.is_terminated:
             b.branch(latch)
         b.position_at_end(latch)
-        iv.add_incoming(b.add(iv, step or ir.Constant(I64, 1), name=f"{name}.step"), latch)
+        self.memory.leave_when_stopped(b, done)
+        iv.add_incoming(b.add(iv, step or ir.Constant(I64, 1), name=f"{name}.step"), b.block)
         back_edge = b.branch(head)
         b.position_at_end(done)
         return back_edge

@@ -29,7 +29,7 @@ from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
 from ..jit import Cpu, LoadedObject, host_signature
 from .lltypes import storage_bytes
-from .memory import ERROR_SLOT_WORDS
+from .memory import CPU_KEY_WORD, CPU_SLOT_WORDS, CPU_STOP_WORD
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .privatise import MERGE_SUFFIX, identity
 from .storechoice import StoreTrial
@@ -51,6 +51,7 @@ PARTS_PER_THREAD = 4
 PRIVATE_MAX_BYTES = 1 << 20
 PRIVATE_BYTES_PER_INSTANCE = 4
 _SHAPES_KEPT = 64  # extents remembered per kernel
+NO_FAILURE = (1 << 63) - 1  # the stop word while no failure is recorded: above every key
 _ALWAYS_NONTEMPORAL = StoreTrial.decided(True)
 
 
@@ -120,9 +121,9 @@ class CpuKernel(LeafKernel):
         self._nontemporal = nontemporal  # None when no store qualifies, or checked
         self._nt_driver: Any = None
         self._store_trials: dict[int, StoreTrial] = {}  # size class (log2 bytes) -> its timing
-        # extents -> (extents array, parents, leaves, partitions); read-only once made, so
-        # concurrent launches share them
-        self._shapes: dict[tuple, tuple[ctypes.Array, int, int, list]] = {}
+        # extents -> (extents array, parents, leaves, partitions, their keys); read-only once
+        # made, so concurrent launches share them
+        self._shapes: dict[tuple, tuple[ctypes.Array, int, int, np.ndarray, ErrorLayout]] = {}
         self._plan = self._packers()
 
     def for_source(self, source: K.LeafFunc, sites: list[Access]) -> "CpuKernel":
@@ -147,7 +148,7 @@ class CpuKernel(LeafKernel):
             if len(self._shapes) >= _SHAPES_KEPT:
                 self._shapes.clear()
             shape = self._shapes[key] = self._shape(extents)
-        ext, parents, leaves, template = shape  # template: one task record per partition
+        ext, parents, leaves, template, errors = shape  # template: one task record per partition
         keep: list[Any] = [ext]
         slots = self._pack(args, outputs, parents, leaves, keep)
         if self.layout.remote:
@@ -156,7 +157,6 @@ class CpuKernel(LeafKernel):
             first = self.layout.heap_slot
             slots[first], slots[first + 1], slots[first + 2] = \
                 heap.bases_address, heap.rank, heap.world_size
-        error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
         privates = self._privates(args, len(template), parents * leaves) if len(template) else {}
         trial = None if privates else self._store_trial(args, parents * leaves)
         nontemporal = trial is not None and trial.next_variant()
@@ -168,12 +168,12 @@ class CpuKernel(LeafKernel):
         else:
             driver = self._driver
         # the task records the native pool reads: the driver, its slots, extents, the partition's
-        # ranges and the error word (built with NumPy: one Python step per partition cost 115 µs
+        # ranges and the error slot (built with NumPy: one Python step per partition cost 115 µs
         # a launch at 64 threads' 256 partitions)
         records = template.copy()
         records[:, :3] = (ctypes.cast(driver, ctypes.c_void_p).value, ctypes.addressof(slots),
                           ctypes.addressof(ext))
-        records[:, 7] = ctypes.addressof(error)
+        error = ErrorSlots(errors, records)
         for i in range(len(template) if privates else 0):
             part_slots = type(slots).from_buffer_copy(slots)
             for index, copies in privates.items():
@@ -184,10 +184,12 @@ class CpuKernel(LeafKernel):
         return PreparedLaunch(self, driver, slots, error, records, merge, keep, list(outputs),
                               reusable=not privates, nontemporal=nontemporal, trial=trial)
 
-    def _shape(self, extents: list[tuple[int, ...]]) -> tuple[ctypes.Array, int, int, np.ndarray]:
-        """The extents array the drivers read, the instance counts and the partitions: task
-        records whose words 3-6 hold each one's p_begin, p_end, o_begin, o_end (a launch fills
-        in the rest)."""
+    def _shape(self, extents: list[tuple[int, ...]]
+               ) -> tuple[ctypes.Array, int, int, np.ndarray, "ErrorLayout"]:
+        """The extents array the drivers read, the instance counts, the partitions (task
+        records whose words 3-6 hold each one's p_begin, p_end, o_begin, o_end; a launch fills
+        in the rest) and the error words for their keys (memory.py: each one's place in instance
+        order)."""
         extents = self._check_extents(extents)
         leaves = math.prod(extents[0]) if extents else 1
         parents = math.prod(math.prod(level) for level in extents[1:])
@@ -199,7 +201,8 @@ class CpuKernel(LeafKernel):
         parts = self._partition(parents, leaves, outer) if parents * leaves else []
         records = np.zeros((len(parts), TASK_WORDS), np.int64)
         records[:, 3:7] = np.array(parts, np.int64).reshape(-1, 4)
-        return ext, parents, leaves, records
+        keys = [p * leaves + o * (leaves // outer) for p, _, o, _ in parts]
+        return ext, parents, leaves, records, ErrorLayout.of(keys)
 
     def _partition(self, parents: int, leaves: int, outer: int) -> list[tuple[int, int, int, int]]:
         """Disjoint (p_begin, p_end, o_begin, o_end) ranges: parents when there are enough of them
@@ -379,6 +382,47 @@ class CpuKernel(LeafKernel):
         return ExecutionError(f"{name}: could not allocate {requested} bytes of malloc scratch", loc)
 
 
+@dataclass(frozen=True)
+class ErrorLayout:
+    """The error words of a launch shape before it runs (ErrorSlots): the stop word, then per
+    partition a zeroed slot with its key (memory.py); `offsets`: each slot's, in bytes."""
+
+    words: np.ndarray
+    offsets: np.ndarray
+
+    @staticmethod
+    def of(keys: list[int]) -> "ErrorLayout":
+        words = np.zeros(1 + len(keys) * CPU_SLOT_WORDS, np.int64)
+        words[0] = NO_FAILURE
+        slots = words[1:].reshape(-1, CPU_SLOT_WORDS)
+        slots[:, CPU_KEY_WORD] = keys
+        offsets = 8 * np.arange(1, len(words), CPU_SLOT_WORDS, dtype=np.int64)
+        slots[:, CPU_STOP_WORD] = -offsets  # the stop word, from the slot: the same every launch
+        return ErrorLayout(words, offsets)
+
+
+class ErrorSlots:
+    """A launch's error words (ErrorLayout), which records[:, 7] point at. Partitions run at once,
+    so the first failure recorded in time need not be the first in instance order, the one python
+    reports: the smallest key's is."""
+
+    def __init__(self, layout: ErrorLayout, records: np.ndarray):
+        self.layout = layout
+        self.words = (ctypes.c_int64 * len(layout.words)).from_buffer_copy(layout.words)
+        records[:, 7] = ctypes.addressof(self.words) + layout.offsets
+
+    def take(self) -> list[int] | None:
+        """The failure first in instance order as (site + 1, index, limit), or None; clears the
+        words for the next run."""
+        if self.words[0] == NO_FAILURE:
+            return None
+        slots = np.frombuffer(self.words, np.int64)[1:].reshape(-1, CPU_SLOT_WORDS)
+        failed = np.flatnonzero(slots[:, 0])
+        error = slots[failed[np.argmin(slots[failed, CPU_KEY_WORD])], :3].tolist()
+        ctypes.memmove(self.words, self.layout.words.ctypes.data, self.layout.words.nbytes)
+        return error
+
+
 class PreparedLaunch:
     """A packed launch of one kernel: run() calls the drivers; set_uniform() patches a scalar.
 
@@ -386,7 +430,7 @@ class PreparedLaunch:
     `nontemporal`: it runs the driver with non-temporal stores.
     """
 
-    def __init__(self, kernel: CpuKernel, driver: Any, slots: ctypes.Array, error: ctypes.Array,
+    def __init__(self, kernel: CpuKernel, driver: Any, slots: ctypes.Array, error: ErrorSlots,
                  records: np.ndarray, merge: Callable[[], None] | None, keep: list[Any],
                  outputs: list[np.ndarray | None], reusable: bool, nontemporal: bool,
                  trial: StoreTrial | None = None):
@@ -424,13 +468,12 @@ class PreparedLaunch:
         return self.repointable
 
     def copy(self) -> "PreparedLaunch":
-        """The same launch on its own parameter slots and error word, so that set_buffer() and
+        """The same launch on its own parameter slots and error slots, so that set_buffer() and
         set_uniform() on either leave the other as it is (its output arrays are shared)."""
         slots = type(self.slots).from_buffer_copy(self.slots)
-        error = (ctypes.c_int64 * ERROR_SLOT_WORDS)()
         records = self.records.copy()
         records[:, 1] = ctypes.addressof(slots)
-        records[:, 7] = ctypes.addressof(error)
+        error = ErrorSlots(self.error.layout, records)
         return PreparedLaunch(self.kernel, self.driver, slots, error, records, self.merge,
                               self.keep, list(self.outputs), self.reusable, self.nontemporal,
                               self.trial)
@@ -514,9 +557,8 @@ class PreparedLaunch:
     def _finish(self) -> None:
         if self.merge is not None:
             self.merge()
-        if self.error[0] != 0:
-            error = list(self.error)
-            self.error[0] = 0
+        error = self.error.take()
+        if error is not None:
             raise self.kernel._error(error)
 
 

@@ -2,7 +2,8 @@
 
 In checked mode every access compares its index with the number of valid elements; a failing
 access is skipped (a load yields 0) and the first failure is recorded in the launch's error slot
-by a cold out-of-line function, so the in-range path stays short.
+by a cold out-of-line function, so the in-range path stays short. The cpu target's checked
+drivers also stop after a failure (`stop`, `key`, `leave_when_stopped`): python stops at the first.
 """
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ from .parallel import PRIVATE_ACCESS
 # The error slot: [site + 1 (0 while no failure), index, limit], i64 each (a rank outside the
 # world: bounds.RANK_SITES + site + 1, rank, world size).
 ERROR_SLOT_WORDS = 3
+# The cpu target gives each partition of a launch a slot of its own: the three words above, the
+# key of the instances running (their parent's place in instance order, p * leaves + o_begin *
+# the instances in one step of the outermost dimension; checked drivers write it per parent), and
+# the offset in bytes from the slot to the launch's stop word. The host reports the failure of
+# the smallest key.
+CPU_KEY_WORD, CPU_STOP_WORD, CPU_SLOT_WORDS = 3, 4, 5
 
 _INT_RMW = {"add": "add", "sub": "sub", "xchg": "xchg", "and": "and", "or": "or", "xor": "xor"}
 _FLOAT_RMW = {"add": "fadd", "sub": "fsub", "xchg": "xchg"}  # min/max: a compare-exchange loop
@@ -61,6 +68,12 @@ class Memory:
         self.error_slot = error_slot
         self.nontemporal: frozenset[int] = frozenset()  # ids of Store nodes emitted so now
         self.heap: Heap | None = None  # set by the driver of a leaf with remote accesses
+        # set by the cpu target's checked driver: the launch's stop word (the smallest key of a
+        # recorded failure) and the key of the instances running now (their parent's place in
+        # instance order); every loop leaves once a failure at or before that key is recorded
+        self.stop: ir.Value | None = None
+        self.key: ir.Value | None = None
+        self.cpu_slots = False  # the cpu target's slots: the reporter also lowers the stop word
 
     # -- the three kinds of access -----------------------------------------------------------
     # `rank` (an i64) makes an access remote: to that rank's twin of the buffer
@@ -162,6 +175,16 @@ class Memory:
         phi.add_incoming(fallback, bad_bb)
         return phi
 
+    def leave_when_stopped(self, b: ir.IRBuilder, exit_bb: ir.Block) -> None:
+        """Where the driver stops: branch to exit_bb once a failure at or before the current
+        key is recorded (a loop's test, so that no loop runs on after a failure)."""
+        if self.stop is None or self.key is None:
+            return
+        running = b.append_basic_block("running")
+        stop = b.load_atomic(self.stop, "monotonic", 8, typ=I64, name="stop")
+        b.cbranch(b.icmp_signed(">", stop, self.key), running, exit_bb)
+        b.position_at_end(running)
+
     def reporter(self) -> ir.Function:
         """void hpvm.out_of_bounds(ptr slot, i64 site, i64 index, i64 limit): keep the first."""
         existing = self.module.globals.get("hpvm.out_of_bounds")
@@ -180,8 +203,18 @@ class Memory:
         with b.if_then(won):
             b.store(index, b.gep(slot, [ir.Constant(I64, 1)], source_etype=I64))
             b.store(limit, b.gep(slot, [ir.Constant(I64, 2)], source_etype=I64))
+            if self.cpu_slots:
+                key = b.load(b.gep(slot, [ir.Constant(I64, CPU_KEY_WORD)], source_etype=I64),
+                             typ=I64, name="key")
+                b.atomic_rmw("min", stop_word(b, slot), key, "monotonic")
         b.ret_void()
         return fn
+
+
+def stop_word(b: ir.IRBuilder, slot: ir.Value) -> ir.Value:
+    """The address of the launch's stop word, from a partition's slot (cpu target)."""
+    offset = b.load(b.gep(slot, [ir.Constant(I64, CPU_STOP_WORD)], source_etype=I64), typ=I64)
+    return b.gep(slot, [offset], source_etype=ir.IntType(8), name="stop.word")
 
 
 def buffer_limit(b: ir.IRBuilder, leaf: K.LeafFunc, input_modes: tuple[str, ...],

@@ -1,0 +1,107 @@
+"""Launches that fail must end, and report what python reports (docs/debugging.md: the first
+failing access in sequential order, as every target does).
+
+- The cpu target's checked kernel skipped a failing access and went on: a grid of 2**63 - 1
+  instances whose store is out of bounds, or one instance whose loop runs 2**62 times, ran for
+  ever (python stops at the first failure). Its loops now leave once a failure is recorded at or
+  before the instances they run (backends/cpu/memory.py, `leave_when_stopped`).
+- Its partitions ran at once and shared one error word, so the failure recorded first in time won:
+  a late failure of the first partition lost to an early one of the second. Each partition now
+  records its own, and the first in instance order is reported (kernel.py, `ErrorSlots`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+from hpvm_py import InOut, Ptr, f32, i64
+from hpvm_py.backends.cpu.kernel import PARTS_PER_THREAD
+from hpvm_py.backends.cpu.threads import native_pool
+from hpvm_py.errors import ExecutionError
+
+from deadlines import deadline
+
+HUGE = (1 << 63) - 1
+
+
+@hpvm.leaf
+def store_all(o: InOut[Ptr[f32]], o_bytes: i64):
+    i = hpvm.instance_id(0)
+    o[i] = 1.0
+
+
+@hpvm.graph
+def store_all_root(o: InOut[Ptr[f32]], o_bytes: i64, n: i64):
+    hpvm.node(store_all, grid=n, o=o, o_bytes=o_bytes)
+
+
+@hpvm.leaf
+def nested_loops(o: InOut[Ptr[f32]], o_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    t = 0
+    while t < n:
+        for s in range(n):
+            o[i + t + s] = 1.0
+        t += 1
+
+
+@hpvm.graph
+def nested_loops_root(o: InOut[Ptr[f32]], o_bytes: i64, n: i64, g: i64):
+    hpvm.node(nested_loops, grid=g, o=o, o_bytes=o_bytes, n=n)
+
+
+@hpvm.leaf
+def two_late_failures(o: InOut[Ptr[f32]], o_bytes: i64, k: i64, first: i64, second: i64):
+    i = hpvm.instance_id(0)
+    j = i % 8
+    if i == k:
+        j = first
+    if i > k:
+        j = second
+    o[j] = 1.0
+
+
+@hpvm.graph
+def two_late_failures_root(o: InOut[Ptr[f32]], o_bytes: i64, n: i64, k: i64, first: i64,
+                           second: i64):
+    hpvm.node(two_late_failures, grid=n, o=o, o_bytes=o_bytes, k=k, first=first, second=second)
+
+
+def _message(target: str, root, *scalars: int) -> str:
+    o = np.zeros(8, np.float32)
+    with pytest.raises(ExecutionError) as info:
+        with hpvm.runtime(target):
+            hpvm.wait(hpvm.launch(root, o, o.nbytes, *scalars))
+    return str(info.value)
+
+
+def test_a_huge_grid_whose_store_fails_ends_at_its_first_failure() -> None:
+    with deadline(60):
+        message = _message("cpu", store_all_root, HUGE)
+    assert "store to o[8]" in message
+    assert message == _message("python", store_all_root, 100)
+
+
+@pytest.mark.parametrize("grid", [1, 3, 100_000])
+def test_a_loop_of_2_62_trips_whose_store_fails_ends_at_its_first_failure(grid: int) -> None:
+    with deadline(60):
+        message = _message("cpu", nested_loops_root, 1 << 62, grid)
+    assert "store to o[8]" in message
+    assert message == _message("python", nested_loops_root, 1 << 62, grid)
+
+
+def test_the_first_failure_in_instance_order_wins_over_an_earlier_one_in_time(rng) -> None:
+    """Every instance after k fails, so every partition but the first fails at once; k, the last
+    of the first, fails only after millions of instances: python reports k's."""
+    n = 16_000_000
+    parts = native_pool().threads * PARTS_PER_THREAD
+    if parts == 1:
+        pytest.skip("one partition: nothing runs at once")
+    k = n // parts - 1
+    for _ in range(3):
+        first, second = (int(v) for v in rng.integers(8, 1000, size=2))
+        with deadline(60):
+            message = _message("cpu", two_late_failures_root, n, k, first, second)
+        assert f"store to o[{first}]" in message, message
+        assert message == _message("python", two_late_failures_root, k + 2, k, first, second)
