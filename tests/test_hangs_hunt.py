@@ -105,3 +105,22 @@ def test_the_first_failure_in_instance_order_wins_over_an_earlier_one_in_time(rn
             message = _message("cpu", two_late_failures_root, n, k, first, second)
         assert f"store to o[{first}]" in message, message
         assert message == _message("python", two_late_failures_root, k + 2, k, first, second)
+
+
+# -- python: the instance-by-instance run after a vector run's failure -----------------------------
+# It made every instance id of a parent at once: a grid of 10**11 instances failed with NumPy's
+# "Unable to allocate 745. GiB", one of 2**63 - 1 with "index 0 is out of bounds for axis 0 with
+# size 0", instead of the store's own error. It now runs a chunk of instances at a time.
+
+@pytest.mark.parametrize("grid", [10**11, HUGE])
+def test_python_reports_a_huge_grids_first_failure_as_cpu_does(grid: int, rng) -> None:
+    with deadline(60):
+        message = _message("python", store_all_root, grid)
+    assert "store to o[8]" in message
+    assert message == _message("cpu", store_all_root, grid)
+    k = int(rng.integers(1 << 20, 3 << 20))  # past the first chunk of instances
+    first, second = (int(v) for v in rng.integers(8, 1000, size=2))
+    with deadline(120):
+        message = _message("python", two_late_failures_root, grid, k, first, second)
+    assert message == _message("cpu", two_late_failures_root, k + 2, k, first, second)
+    assert f"store to o[{first}]" in message

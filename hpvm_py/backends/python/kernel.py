@@ -192,34 +192,39 @@ class PythonLeafKernel(LeafKernel):
         counts = self._counts(extents)
         modes = self.ctx.input_modes
         fn = code.function
+        # a group with barriers runs all at once; other instances a chunk at a time, so that a
+        # huge grid's ids are never made all at once (its first failure ends the launch)
+        step = L if code.generator else min(L, _VECTOR_CHUNK)
         for p in range(P):
             group = _Group()
-            flat = np.arange(p * L, (p + 1) * L, dtype=np.int64)
-            ids = self._ids(extents, flat, L)
-            id_lists = [ids[(level, dim)] for _, level, dim in code.id_params]
+            for first in range(0, L, step):
+                flat = np.arange(p * L + first, p * L + min(L, first + step), dtype=np.int64)
+                ids = self._ids(extents, flat, L)
+                id_lists = [ids[(level, dim)] for _, level, dim in code.id_params]
 
-            def instance_args(lin: int) -> list[Any]:
-                call = []
-                for value, mode in zip(values, modes):
-                    if mode == "per_parent":
-                        value = value[p]
-                    elif mode == "per_instance":
-                        value = value[p * L + lin]
-                    call.append(value)
-                call += [ids_of_dim[lin] for ids_of_dim in id_lists]
-                call += counts
-                if code.uses_malloc:
-                    call.append(group)
-                if peers is not None:
-                    call.append(peers)
-                return call
+                def instance_args(lin: int, first: int = first,
+                                  id_lists: list = id_lists) -> list[Any]:
+                    call = []
+                    for value, mode in zip(values, modes):
+                        if mode == "per_parent":
+                            value = value[p]
+                        elif mode == "per_instance":
+                            value = value[p * L + lin]
+                        call.append(value)
+                    call += [ids_of_dim[lin - first] for ids_of_dim in id_lists]
+                    call += counts
+                    if code.uses_malloc:
+                        call.append(group)
+                    if peers is not None:
+                        call.append(peers)
+                    return call
 
-            if code.generator:
-                results = self._run_group(fn, instance_args, L)
-            else:
-                results = [fn(*instance_args(lin)) for lin in range(L)]
-            for lin, result in enumerate(results):
-                self._store_instance(result, outputs, p, lin, L)
+                if code.generator:
+                    results = self._run_group(fn, instance_args, L)
+                else:
+                    results = [fn(*instance_args(lin)) for lin in range(first, first + len(flat))]
+                for lin, result in enumerate(results, first):
+                    self._store_instance(result, outputs, p, lin, L)
 
     def _run_group(self, fn: Any, instance_args: Any, L: int) -> list[Any]:
         """Step the instances of one group from barrier to barrier. An instance that has returned
