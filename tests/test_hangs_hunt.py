@@ -124,3 +124,33 @@ def test_python_reports_a_huge_grids_first_failure_as_cpu_does(grid: int, rng) -
         message = _message("python", two_late_failures_root, grid, k, first, second)
     assert message == _message("cpu", two_late_failures_root, k + 2, k, first, second)
     assert f"store to o[{first}]" in message
+
+
+# -- malloc scratch that no group can get ----------------------------------------------------------
+# Its unchecked kernel skipped a group whose scratch failed and went on to the next: a negative
+# size under 2**62 parent instances ran for ever (python stops at the first group).
+
+@hpvm.leaf
+def scratch_user(o: InOut[Ptr[f32]], o_bytes: i64, n: i64):
+    s = hpvm.malloc(n, hpvm.f32)
+    i = hpvm.instance_id(0)
+    if i < 0:
+        o[0] = s[0]
+
+
+@hpvm.graph
+def scratch_parent(o: InOut[Ptr[f32]], o_bytes: i64, n: i64):
+    hpvm.node(scratch_user, grid=1, o=o, o_bytes=o_bytes, n=n)
+
+
+@hpvm.graph
+def scratch_root(o: InOut[Ptr[f32]], o_bytes: i64, n: i64, g: i64):
+    hpvm.node(scratch_parent, grid=g, o=o, o_bytes=o_bytes, n=n)
+
+
+def test_scratch_no_group_can_get_ends_the_launch_at_the_first_group(rng) -> None:
+    n = -int(rng.integers(1, 1000))
+    with deadline(60):
+        message = _message("cpu", scratch_root, n, 1 << 62)
+    assert "could not allocate the malloc scratch" in message
+    assert "could not allocate the malloc scratch" in _message("python", scratch_root, n, 1 << 62)

@@ -24,7 +24,7 @@ from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .codegen import Emitter, Frame, ancestor_ids, uniform_divisors
 from .lltypes import I8, I64, PTR, VOID, load, mem_type, reg_type
 from .lowering import HOST
-from .memory import CPU_KEY_WORD, Heap, Memory, Pointer, buffer_limit, stop_word
+from .memory import CPU_KEY_WORD, Heap, Memory, Pointer, buffer_limit, leave_when_stopped, stop_word
 from .nontemporal import LINE_BYTES, NtStore, assume_line_start, nt_stores, store_fence
 from .parallel import mark_parallel
 from .privatise import MERGE_SUFFIX, build_merge
@@ -54,6 +54,7 @@ class DriverBuilder(GroupStorage):
         self.em = Emitter(self.b, leaf, ctx.level_dims, ctx.output_modes, self.memory, HOST)
         self.arrays: dict[str, ir.Value] = {}  # per-instance storage of INSTANCE locals
         self.done: ir.Value | None = None
+        self.stop: ir.Value | None = None  # the launch's stop word, where this driver stops
         # scalar parameters read from arrays: the parameter and the array's address
         self.per_parent: list[tuple[K.Param, ir.Value]] = []
         self.per_instance: list[tuple[K.Param, ir.Value]] = []
@@ -74,8 +75,12 @@ class DriverBuilder(GroupStorage):
         self._load_params()
         p_begin, p_end, o_begin, o_end = self.fn.args[2:6]
         storage = self._allocate_arrays()
-        if self.checked:  # stop after a failure, as python does (memory.py)
-            self.memory.stop = stop_word(b, self.fn.args[6])
+        # stop after a failure, as python does (memory.py): checked drivers in every loop; those
+        # with malloc scratch, which a group may fail to get, in the loops over groups and rows
+        if self.checked or self.plan.mallocs:
+            self.stop = stop_word(b, self.fn.args[6])
+        if self.checked:
+            self.memory.stop = self.stop
         divisors = uniform_divisors(self.leaf, self.ctx.input_modes)
         self.em.by_divisors(divisors, lambda: self.counted_loop(
             p_begin, p_end, "p", lambda p: self._parent(p, o_begin, o_end)), reciprocals=True)
@@ -152,7 +157,7 @@ class DriverBuilder(GroupStorage):
     def _parent(self, p: ir.Value, o_begin: ir.Value, o_end: ir.Value) -> None:
         b = self.b
         self.em.parent = p
-        if self.checked:
+        if self.stop is not None:
             self._key(p, o_begin)
         self._ancestor_ids(p)
         for param, array in self.per_parent:
@@ -417,7 +422,9 @@ class DriverBuilder(GroupStorage):
         if not b.block.is_terminated:
             b.branch(latch)
         b.position_at_end(latch)
-        self.memory.leave_when_stopped(b, done)
+        key = self.memory.key
+        if self.stop is not None and key is not None and (self.checked or name != "x"):
+            leave_when_stopped(b, self.stop, key, done)
         iv.add_incoming(b.add(iv, step or ir.Constant(I64, 1), name=f"{name}.step"), b.block)
         back_edge = b.branch(head)
         b.position_at_end(done)

@@ -178,12 +178,8 @@ class Memory:
     def leave_when_stopped(self, b: ir.IRBuilder, exit_bb: ir.Block) -> None:
         """Where the driver stops: branch to exit_bb once a failure at or before the current
         key is recorded (a loop's test, so that no loop runs on after a failure)."""
-        if self.stop is None or self.key is None:
-            return
-        running = b.append_basic_block("running")
-        stop = b.load_atomic(self.stop, "monotonic", 8, typ=I64, name="stop")
-        b.cbranch(b.icmp_signed(">", stop, self.key), running, exit_bb)
-        b.position_at_end(running)
+        if self.stop is not None and self.key is not None:
+            leave_when_stopped(b, self.stop, self.key, exit_bb)
 
     def reporter(self) -> ir.Function:
         """void hpvm.out_of_bounds(ptr slot, i64 site, i64 index, i64 limit): keep the first."""
@@ -209,6 +205,15 @@ class Memory:
                 b.atomic_rmw("min", stop_word(b, slot), key, "monotonic")
         b.ret_void()
         return fn
+
+
+def leave_when_stopped(b: ir.IRBuilder, stop: ir.Value, key: ir.Value,
+                       exit_bb: ir.Block) -> None:
+    """Branch to exit_bb once the stop word is at or before key (cpu target)."""
+    running = b.append_basic_block("running")
+    word = b.load_atomic(stop, "monotonic", 8, typ=I64, name="stop")
+    b.cbranch(b.icmp_signed(">", word, key), running, exit_bb)
+    b.position_at_end(running)
 
 
 def stop_word(b: ir.IRBuilder, slot: ir.Value) -> ir.Value:
