@@ -68,7 +68,7 @@ def _load(t: str, folder: Path):
     lines = [f"    f[{k} * n + i] = {e}" for k, e in enumerate(EXPRS + BLIND)]
     lines += [f"    f[{len(EXPRS) + len(BLIND)} * n + i] = KN",
               f"    f[{len(EXPRS) + len(BLIND) + 1} * n + i] = -math.nan"]
-    path = folder / f"signs_hunt_{t}.py"
+    path = folder / f"zero_signs_{t}.py"
     path.write_text(SOURCE.format(t=t, body="\n".join(lines)))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)

@@ -7,7 +7,7 @@ failing access in sequential order, as every target does).
   before the instances they run (backends/cpu/memory.py, `leave_when_stopped`).
 - Its partitions ran at once and shared one error word, so the failure recorded first in time won:
   a late failure of the first partition lost to an early one of the second. Each partition now
-  records its own, and the first in instance order is reported (kernel.py, `ErrorSlots`).
+  records its own, and the first in instance order is reported (error_slots.py, `ErrorSlots`).
 """
 from __future__ import annotations
 
