@@ -111,6 +111,28 @@ class DriverBuilder(GroupStorage):
             counts_per_level.append(total)
         self.level_counts = counts_per_level
         self.leaf_count = counts_per_level[0] if counts_per_level else ir.Constant(I64, 1)
+        self.split = self._split_dim()
+
+    def _split_dim(self) -> ir.Value:
+        """The leaf dimension whose [o_begin, o_end) the launch's partitions divide: the
+        outermost one with more than one instance, x when none has (kernel.py picks the same).
+        Not simply the outermost: a (n, 1) leaf under one parent would run on one thread."""
+        split: ir.Value = ir.Constant(I64, 0)
+        for d in range(1, self.dims):
+            many = self.b.icmp_signed(">", self.em.counts[(0, d)], ir.Constant(I64, 1))
+            split = self.b.select(many, ir.Constant(I64, d), split, name="split")
+        return split
+
+    def _dim_range(self, d: int, o_begin: ir.Value, o_end: ir.Value
+                   ) -> tuple[ir.Value, ir.Value]:
+        """Dimension d's instances in this partition: [o_begin, o_end) if it is the split one,
+        else all of them."""
+        if self.dims == 1:
+            return o_begin, o_end
+        b, name = self.b, _DIM_NAMES[d]
+        here = b.icmp_signed("==", self.split, ir.Constant(I64, d))
+        return (b.select(here, o_begin, ir.Constant(I64, 0), name=f"{name}.first"),
+                b.select(here, o_end, self.em.counts[(0, d)], name=f"{name}.last"))
 
     def _error_word(self, index: int) -> ir.Value:
         return self.b.gep(self.fn.args[6], [ir.Constant(I64, index)], source_etype=I64)
@@ -178,11 +200,12 @@ class DriverBuilder(GroupStorage):
 
     def _key(self, p: ir.Value, o_begin: ir.Value) -> None:
         """The place in instance order of this parent's instances here: p * leaves + o_begin *
-        the instances in one step of the outermost dimension (kernel.py orders failures by it)."""
+        the instances in one step of the split dimension (kernel.py orders failures by it)."""
         b = self.b
         step: ir.Value = ir.Constant(I64, 1)
         for d in range(self.dims - 1):
-            step = b.mul(step, self.em.counts[(0, d)])
+            below = b.icmp_signed(">", self.split, ir.Constant(I64, d))
+            step = b.mul(step, b.select(below, self.em.counts[(0, d)], ir.Constant(I64, 1)))
         key = b.add(b.mul(p, self.leaf_count), b.mul(o_begin, step), name="key")
         b.store(key, self._error_word(CPU_KEY_WORD))
         self.memory.key = key
@@ -219,11 +242,11 @@ class DriverBuilder(GroupStorage):
 
     def _rows(self, o_begin: ir.Value, o_end: ir.Value) -> None:
         """for z: for y (or each block of plan.rows rows): for each tile of x: the group's items.
-        The outermost dimension runs over [o_begin, o_end)."""
+        The split dimension runs over [o_begin, o_end)."""
         rows, width = self.plan.rows, ir.Constant(I64, TILE_WIDTH)
 
-        def level(d: int, begin: ir.Value, end: ir.Value) -> None:
-            begin, end = self._clipped(d, begin, end)
+        def level(d: int) -> None:
+            begin, end = self._clipped(d, *self._dim_range(d, o_begin, o_end))
             if d == 0:
                 self.counted_loop(begin, end, "tile", lambda x0: self._tile(None, x0, end),
                                   step=width)
@@ -231,7 +254,7 @@ class DriverBuilder(GroupStorage):
                 def block(y0: ir.Value) -> None:
                     limit = self.b.add(y0, ir.Constant(I64, rows))
                     y1 = _smin(self.b, limit, end, "rows.end")
-                    x0, x1 = self._clipped(0, ir.Constant(I64, 0), self.em.counts[(0, 0)])
+                    x0, x1 = self._clipped(0, *self._dim_range(0, o_begin, o_end))
                     self.counted_loop(x0, x1, "tile",
                                       lambda x: self._tile((y0, y1), x, x1), step=width)
 
@@ -239,11 +262,11 @@ class DriverBuilder(GroupStorage):
             else:
                 def inner(v: ir.Value) -> None:
                     self.em.ids[(0, d)] = v
-                    level(d - 1, ir.Constant(I64, 0), self.em.counts[(0, d - 1)])
+                    level(d - 1)
 
                 self.counted_loop(begin, end, _DIM_NAMES[d], inner)
 
-        level(self.dims - 1, o_begin, o_end)
+        level(self.dims - 1)
 
     def _tile(self, rows: tuple[ir.Value, ir.Value] | None, x0: ir.Value, x_end: ir.Value) -> None:
         """One group: x in [x0, x0 + width) (clipped), in the rows [y0, y1) when given."""
@@ -281,28 +304,28 @@ class DriverBuilder(GroupStorage):
 
     def _instances_nest(self, o_begin: ir.Value,
                         o_end: ir.Value) -> Callable[[Callable[[], None]], None]:
-        """Loops over every instance of the group (the outermost dimension over [o_begin, o_end))."""
+        """Loops over every instance of the group (the split dimension over [o_begin, o_end))."""
         def nest(instance: Callable[[], None]) -> None:
             if self.dims == 0:
                 self._instance(ir.Constant(I64, 0), instance)
                 return
 
-            def level(d: int, begin: ir.Value, end: ir.Value) -> None:
-                begin, end = self._clipped(d, begin, end)
+            def level(d: int) -> None:
+                begin, end = self._clipped(d, *self._dim_range(d, o_begin, o_end))
 
                 def at(v: ir.Value) -> None:
                     self.em.ids[(0, d)] = v
                     if d == 0:
                         self._instance(self._linear(), instance)
                     else:
-                        level(d - 1, ir.Constant(I64, 0), self.em.counts[(0, d - 1)])
+                        level(d - 1)
 
                 if d == 0:
                     self.instance_loop(begin, end, at)
                 else:
                     self.counted_loop(begin, end, _DIM_NAMES[d], at)
 
-            level(self.dims - 1, o_begin, o_end)
+            level(self.dims - 1)
 
         return nest
 

@@ -196,7 +196,11 @@ class CpuKernel(LeafKernel):
         for level, dims in enumerate(extents):
             for d in range(DIMS_PER_LEVEL):
                 ext[level * DIMS_PER_LEVEL + d] = dims[d] if d < len(dims) else 1
-        outer = extents[0][-1] if extents and extents[0] else 1
+        # the leaf dimension partitions divide: the outermost with more than one instance
+        # (driver.py's _split_dim); those outside it have one, so o steps instance order by
+        # leaves // outer
+        dims = extents[0] if extents else ()
+        outer = dims[max((d for d, n in enumerate(dims) if n > 1), default=0)] if dims else 1
         parts = self._partition(parents, leaves, outer) if parents * leaves else []
         records = np.zeros((len(parts), TASK_WORDS), np.int64)
         records[:, 3:7] = np.array(parts, np.int64).reshape(-1, 4)
@@ -205,7 +209,7 @@ class CpuKernel(LeafKernel):
 
     def _partition(self, parents: int, leaves: int, outer: int) -> list[tuple[int, int, int, int]]:
         """Disjoint (p_begin, p_end, o_begin, o_end) ranges: parents when there are enough of them
-        (or when a group must stay on one thread), else the leaf's outermost dimension."""
+        (or when a group must stay on one thread), else the leaf's split dimension."""
         threads = native_pool().threads
         serial = SERIAL_INSTANCES_WITH_LOOPS if self.info.loops else SERIAL_INSTANCES
         if parents * leaves < serial or threads == 1:
