@@ -123,16 +123,29 @@ class DriverBuilder(GroupStorage):
             split = self.b.select(many, ir.Constant(I64, d), split, name="split")
         return split
 
-    def _dim_range(self, d: int, o_begin: ir.Value, o_end: ir.Value
-                   ) -> tuple[ir.Value, ir.Value]:
-        """Dimension d's instances in this partition: [o_begin, o_end) if it is the split one,
-        else all of them."""
+    def _by_split(self, o_begin: ir.Value, o_end: ir.Value,
+                  emit: Callable[[list[tuple[ir.Value, ir.Value]]], None]) -> None:
+        """emit(each dimension's [begin, end) in this partition). Twice for a leaf of two or
+        three dimensions: split in its outermost dimension (the usual case: the others whole,
+        from a constant 0, as LLVM's loops want; an x loop of unknown start cost short rows up
+        to 18%), or further in (the dimensions outside it then have one instance). A group is
+        never divided (kernel.py: splittable): every range whole."""
+        b, zero = self.b, ir.Constant(I64, 0)
+        whole = [(zero, self.em.counts[(0, d)]) for d in range(self.dims)]
+        if self.plan.kind == "group" or self.dims == 0:
+            emit(whole)
+            return
         if self.dims == 1:
-            return o_begin, o_end
-        b, name = self.b, _DIM_NAMES[d]
-        here = b.icmp_signed("==", self.split, ir.Constant(I64, d))
-        return (b.select(here, o_begin, ir.Constant(I64, 0), name=f"{name}.first"),
-                b.select(here, o_end, self.em.counts[(0, d)], name=f"{name}.last"))
+            emit([(o_begin, o_end)])
+            return
+        inner = []
+        for d, (first, count) in enumerate(whole):
+            here = b.icmp_signed("==", self.split, ir.Constant(I64, d))
+            inner.append((b.select(here, o_begin, first, name=f"{_DIM_NAMES[d]}.first"),
+                          b.select(here, o_end, count, name=f"{_DIM_NAMES[d]}.last")))
+        outermost = b.icmp_signed("==", self.split, ir.Constant(I64, self.dims - 1))
+        self.em.if_then_else(outermost, lambda: emit(whole[:-1] + [(o_begin, o_end)]),
+                             lambda: emit(inner))
 
     def _error_word(self, index: int) -> ir.Value:
         return self.b.gep(self.fn.args[6], [ir.Constant(I64, index)], source_etype=I64)
@@ -245,8 +258,8 @@ class DriverBuilder(GroupStorage):
         The split dimension runs over [o_begin, o_end)."""
         rows, width = self.plan.rows, ir.Constant(I64, TILE_WIDTH)
 
-        def level(d: int) -> None:
-            begin, end = self._clipped(d, *self._dim_range(d, o_begin, o_end))
+        def level(d: int, ranges: list[tuple[ir.Value, ir.Value]]) -> None:
+            begin, end = self._clipped(d, *ranges[d])
             if d == 0:
                 self.counted_loop(begin, end, "tile", lambda x0: self._tile(None, x0, end),
                                   step=width)
@@ -254,7 +267,7 @@ class DriverBuilder(GroupStorage):
                 def block(y0: ir.Value) -> None:
                     limit = self.b.add(y0, ir.Constant(I64, rows))
                     y1 = _smin(self.b, limit, end, "rows.end")
-                    x0, x1 = self._clipped(0, *self._dim_range(0, o_begin, o_end))
+                    x0, x1 = self._clipped(0, *ranges[0])
                     self.counted_loop(x0, x1, "tile",
                                       lambda x: self._tile((y0, y1), x, x1), step=width)
 
@@ -262,11 +275,11 @@ class DriverBuilder(GroupStorage):
             else:
                 def inner(v: ir.Value) -> None:
                     self.em.ids[(0, d)] = v
-                    level(d - 1)
+                    level(d - 1, ranges)
 
                 self.counted_loop(begin, end, _DIM_NAMES[d], inner)
 
-        level(self.dims - 1)
+        self._by_split(o_begin, o_end, lambda ranges: level(self.dims - 1, ranges))
 
     def _tile(self, rows: tuple[ir.Value, ir.Value] | None, x0: ir.Value, x_end: ir.Value) -> None:
         """One group: x in [x0, x0 + width) (clipped), in the rows [y0, y1) when given."""
@@ -310,22 +323,22 @@ class DriverBuilder(GroupStorage):
                 self._instance(ir.Constant(I64, 0), instance)
                 return
 
-            def level(d: int) -> None:
-                begin, end = self._clipped(d, *self._dim_range(d, o_begin, o_end))
+            def level(d: int, ranges: list[tuple[ir.Value, ir.Value]]) -> None:
+                begin, end = self._clipped(d, *ranges[d])
 
                 def at(v: ir.Value) -> None:
                     self.em.ids[(0, d)] = v
                     if d == 0:
                         self._instance(self._linear(), instance)
                     else:
-                        level(d - 1)
+                        level(d - 1, ranges)
 
                 if d == 0:
                     self.instance_loop(begin, end, at)
                 else:
                     self.counted_loop(begin, end, _DIM_NAMES[d], at)
 
-            level(self.dims - 1)
+            self._by_split(o_begin, o_end, lambda ranges: level(self.dims - 1, ranges))
 
         return nest
 
