@@ -201,8 +201,19 @@ def bf16_to_bits(x: Any) -> Any:
 
 
 def bf16_from_bits(bits: Any) -> Any:
-    """bfloat16 bit patterns (uint16) to float32."""
-    b = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)
+    """bfloat16 bit patterns to float32. The bits are integers of which the low 16 count, as
+    hpvm.u16(bits) keeps them (70000 is 0x1170, -1 is 0xffff): a Python int past uint16 raised
+    NumPy's OverflowError where a NumPy int64 of the same value wrapped. A float is no bit
+    pattern (1.5 was read as 1): TypeError."""
+    raw = np.asarray(bits)
+    if raw.dtype != np.uint16:  # (the fast path: buffers and outputs hold uint16)
+        if raw.dtype.kind not in "biu" and not (raw.dtype == object and all(
+                isinstance(v, (int, np.integer)) for v in raw.flat)):
+            given = f"{raw.dtype} values" if raw.ndim else type(bits).__name__
+            raise TypeError(f"bf16_from_bits() takes bit patterns (integers), not {given}")
+        # NumPy's integer casts keep the low bits; Python ints beyond int64 are kept first
+        raw = (np.asarray(raw & 0xFFFF) if raw.dtype == object else raw).astype(np.uint16)
+    b = raw.astype(np.uint32) << np.uint32(16)
     out = b.view(np.float32)
     return out if np.ndim(bits) else np.float32(out[()])
 
