@@ -3,12 +3,18 @@
 What was wrong:
 - `hpvm.types.bf16_from_bits(70000)` raised NumPy's OverflowError, where a NumPy int64 of the
   same value wrapped; a float (1.5, a value where bits were meant) was read as its integer part.
+- a bad HPVM_CPU_NONTEMPORAL was refused only by a kernel with a store that qualifies for
+  non-temporal stores (a write-only output): any other cpu launch ran under it.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import hpvm_py as hpvm
+from hpvm_py import InOut, Ptr, f32, i64
+from hpvm_py.backends import registry
+from hpvm_py.errors import LaunchError
 from hpvm_py.types import bf16_from_bits
 
 
@@ -40,3 +46,38 @@ def test_bf16_from_bits_takes_the_low_16_bits_of_any_integer(rng: np.random.Gene
 def test_bf16_from_bits_refuses_what_is_no_bit_pattern(value: object) -> None:
     with pytest.raises(TypeError, match="bf16_from_bits"):
         bf16_from_bits(value)
+
+
+# -- HPVM_CPU_NONTEMPORAL: a bad value is refused at every cpu launch ------------------------------
+
+
+@hpvm.leaf
+def bump(a: InOut[Ptr[f32]], a_bytes: i64):
+    i = hpvm.instance_id(0)
+    a[i] = a[i] + 1.0  # an InOut buffer: no store qualifies for non-temporal stores
+
+
+@hpvm.graph
+def bump_graph(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    hpvm.node(bump, grid=n, a=a, a_bytes=a_bytes)
+
+
+@pytest.mark.skipif(not registry.available("cpu"), reason="needs the cpu target")
+@pytest.mark.parametrize("value", ["bogus", "ON", " off"])
+def test_a_bad_store_setting_is_refused_when_no_store_qualifies(
+        value: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The value was checked only where a store qualified (a write-only output): a kernel with
+    none ran under any value. It is read at every launch now, as HPVM_CPU_LEVEL is at compile."""
+    n = 256
+    a = rng.standard_normal(n).astype(np.float32)
+    want = a + np.float32(1.0)
+    monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", value)
+    with hpvm.runtime("cpu"):
+        with pytest.raises(LaunchError, match=f"HPVM_CPU_NONTEMPORAL={value!r}: expected auto, "
+                                              "on or off") as caught:
+            hpvm.wait(hpvm.launch(bump_graph, a, a.nbytes, n))
+        assert caught.value.loc is not None and caught.value.loc.file == __file__
+        monkeypatch.setenv("HPVM_CPU_NONTEMPORAL", "off")
+        hpvm.wait(hpvm.launch(bump_graph, a, a.nbytes, n))
+        hpvm.request_memory(a)
+    np.testing.assert_array_equal(a, want)

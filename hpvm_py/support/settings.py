@@ -137,6 +137,15 @@ def positive_seconds(setting: Setting, error: type[HPVMError] = HPVMError) -> fl
     return value
 
 
+def choice(setting: Setting, values: tuple[str, ...], error: type[HPVMError] = HPVMError) -> str:
+    """A "text" setting that names one of `values` (its default when unset or empty); `error`,
+    naming the setting, for anything else."""
+    value = setting.get()
+    if value not in values:
+        raise error(f"{setting.name}={value!r}: expected {', '.join(values[:-1])} or {values[-1]}")
+    return value
+
+
 _ALL: list[Setting] = []
 # os.environ's own dict on POSIX (bytes -> bytes; os.environ and monkeypatching keep it current),
 # read directly: a setting read per launch then costs a tenth of os.environ.get's microsecond

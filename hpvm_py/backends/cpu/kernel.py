@@ -52,6 +52,7 @@ PRIVATE_MAX_BYTES = 1 << 20
 PRIVATE_BYTES_PER_INSTANCE = 4
 _SHAPES_KEPT = 64  # extents remembered per kernel
 _ALWAYS_NONTEMPORAL = StoreTrial.decided(True)
+NONTEMPORAL_MODES = ("auto", "on", "off")  # HPVM_CPU_NONTEMPORAL's values
 
 
 @functools.cache
@@ -157,7 +158,9 @@ class CpuKernel(LeafKernel):
             slots[first], slots[first + 1], slots[first + 2] = \
                 heap.bases_address, heap.rank, heap.world_size
         privates = self._privates(args, len(template), parents * leaves) if len(template) else {}
-        trial = None if privates else self._store_trial(args, parents * leaves)
+        # read at every launch, so that a bad value is refused whether or not a store qualifies
+        mode = settings.choice(settings.CPU_NONTEMPORAL, NONTEMPORAL_MODES, LaunchError)
+        trial = None if privates else self._store_trial(args, parents * leaves, mode)
         nontemporal = trial is not None and trial.next_variant()
         if privates:
             driver = self._private_driver
@@ -219,15 +222,11 @@ class CpuKernel(LeafKernel):
             return [(a, b, 0, outer) for a, b in _chunks(parents, target)]
         return [(0, parents, a, b) for a, b in _chunks(outer, target)]
 
-    def _store_trial(self, args: list[Any], instances: int) -> StoreTrial | None:
-        """The store choice of this launch's size class; None: normal stores, no choice to make
-        (no store qualifies, or they write too little to leave the caches)."""
-        if self._nontemporal is None:
-            return None
-        mode = settings.CPU_NONTEMPORAL.get()
-        if mode not in ("auto", "on", "off"):
-            raise LaunchError(f"HPVM_CPU_NONTEMPORAL={mode!r}: expected auto, on or off")
-        if mode == "off":
+    def _store_trial(self, args: list[Any], instances: int, mode: str) -> StoreTrial | None:
+        """The store choice of this launch's size class under HPVM_CPU_NONTEMPORAL's `mode`;
+        None: normal stores, no choice to make (no store qualifies, or they write too little to
+        leave the caches)."""
+        if self._nontemporal is None or mode == "off":
             return None
         written = sum(min(args[i].nbytes, instances * n) for i, n in self.info.nt_bytes.items())
         if mode == "on":
