@@ -5,6 +5,9 @@ What was wrong:
   same value wrapped; a float (1.5, a value where bits were meant) was read as its integer part.
 - a bad HPVM_CPU_NONTEMPORAL was refused only by a kernel with a store that qualifies for
   non-temporal stores (a write-only output): any other cpu launch ran under it.
+- a malloc of a negative size read differently on each target (python: "a negative size (-8)",
+  cpu: "a size is negative, or the sizes ... add up to more than 2**63 - 1 bytes", gpu: "malloc()
+  of -8 bytes: a size cannot be negative", without the leaf's name); python's was at column 1.
 """
 from __future__ import annotations
 
@@ -12,9 +15,10 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from conftest import TARGETS
 from hpvm_py import InOut, Ptr, f32, i64
 from hpvm_py.backends import registry
-from hpvm_py.errors import LaunchError
+from hpvm_py.errors import ExecutionError, LaunchError
 from hpvm_py.types import bf16_from_bits
 
 
@@ -81,3 +85,43 @@ def test_a_bad_store_setting_is_refused_when_no_store_qualifies(
         hpvm.wait(hpvm.launch(bump_graph, a, a.nbytes, n))
         hpvm.request_memory(a)
     np.testing.assert_array_equal(a, want)
+
+
+# -- a malloc of a negative size: one message on every target -------------------------------------
+
+
+@hpvm.leaf
+def two_mallocs(a: InOut[Ptr[f32]], a_bytes: i64, k: i64):
+    s = hpvm.malloc(64, hpvm.f32)
+    t = hpvm.malloc(k, hpvm.f32)
+    i = hpvm.instance_id(0)
+    a[i] = a[i] + s[0] + t[0]
+
+
+@hpvm.graph
+def two_mallocs_graph(a: InOut[Ptr[f32]], a_bytes: i64, n: i64, k: i64):
+    hpvm.node(two_mallocs, grid=n, a=a, a_bytes=a_bytes, k=k)
+
+
+MALLOC_LINE = two_mallocs.pyfunc.__code__.co_firstlineno + 3  # (the decorator, the def, s, t)
+
+
+def _malloc_message(target: str, k: int) -> str:
+    a = np.zeros(8, np.float32)
+    with hpvm.runtime(target):
+        with pytest.raises(ExecutionError) as caught:
+            hpvm.wait(hpvm.launch(two_mallocs_graph, a, a.nbytes, 8, k))
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["random", "-1", "smallest"])
+def test_a_negative_malloc_reads_the_same_on_every_target(kind: str, rng: np.random.Generator) -> None:
+    """python said "a negative size (-8)", cpu "a size is negative, or the sizes of this leaf's
+    mallocs add up to more than 2**63 - 1 bytes", gpu "malloc() of -8 bytes: a size cannot be
+    negative" without the leaf's name: one helper (backends/base.py's negative_malloc) now
+    words it for all of them, at the malloc's line and column."""
+    k = {"random": -int(rng.integers(1, 1 << 62)), "-1": -1, "smallest": -(1 << 63)}[kind]
+    want = (f"{__file__}:{MALLOC_LINE}:5: error: two_mallocs: could not allocate the malloc "
+            f"scratch: a negative size ({k})")
+    for target in [t for t in TARGETS if t != "nvptx"]:
+        assert _malloc_message(target, k).splitlines()[0] == want, target

@@ -294,6 +294,13 @@ def scratch_past_limit(leaf: LeafFunc, loc: Loc | None) -> ExecutionError:
                           "of this leaf's mallocs add up to more than 2**63 - 1 bytes", loc)
 
 
+def negative_malloc(leaf: LeafFunc, nbytes: int, loc: Loc | None) -> ExecutionError:
+    """The launch error of a malloc of a negative size, at that malloc (every target says the
+    same)."""
+    return ExecutionError(f"{shown_name(leaf)}: could not allocate the malloc scratch: a negative "
+                          f"size ({nbytes})", loc)
+
+
 def symbol_name(name: str) -> str:
     """The identifier form of an IR name (a leaf's, a parameter's) for generated code. Python
     identifiers may be any Unicode letters, and a name read from .hpvm text any characters

@@ -23,7 +23,7 @@ from ...support import cache, settings, stats
 from ...support.cores import cpu_model
 from ...support.version import VERSION
 from ...types import PtrType, ScalarType
-from ..base import BufferArg, LeafKernel, code_version, shares_memory
+from ..base import BufferArg, LeafKernel, code_version, negative_malloc, scratch_past_limit, shares_memory
 from ..access_errors import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
@@ -33,7 +33,7 @@ from .error_slots import ErrorLayout, ErrorSlots
 from .nontemporal import SUFFIX as NT_SUFFIX
 from .privatise import MERGE_SUFFIX, identity
 from .storechoice import StoreTrial
-from .storage import MALLOC_FAILED_SITE, STORAGE_ALLOC
+from .storage import MALLOC_FAILED_SITE, NEGATIVE_MALLOC_SITE, STORAGE_ALLOC
 from .threads import TASK_WORDS, PoolJob, native_pool
 
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
@@ -364,12 +364,14 @@ class CpuKernel(LeafKernel):
 
     def _error(self, error: list[int]) -> ExecutionError:
         code, index, limit = error
-        if code == MALLOC_FAILED_SITE + 1:
-            return self._allocation_error(requested=index, which=limit)
+        if code in (MALLOC_FAILED_SITE + 1, NEGATIVE_MALLOC_SITE + 1):
+            return self._allocation_error(requested=index, which=limit,
+                                          negative=code == NEGATIVE_MALLOC_SITE + 1)
         return recorded(K.shown_name(self.leaf), self.info.sites, code, index, limit)
 
-    def _allocation_error(self, requested: int, which: int) -> ExecutionError:
-        """A failed allocation: per-instance storage, or the malloc scratch (at malloc `which`)."""
+    def _allocation_error(self, requested: int, which: int, negative: bool) -> ExecutionError:
+        """A failed allocation: per-instance storage, or the malloc scratch (at malloc `which`;
+        `negative`: its size, `requested`, is negative)."""
         name = K.shown_name(self.leaf)
         if which == STORAGE_ALLOC:
             size = "more than 2**63 - 1" if requested < 0 else str(requested)
@@ -377,10 +379,10 @@ class CpuKernel(LeafKernel):
                                   "(too many instances in one group)", self.leaf.loc)
         mallocs = [s for s in self.source.body if isinstance(s, K.Assign) and isinstance(s.value, K.Malloc)]
         loc = mallocs[which].loc if 0 <= which < len(mallocs) else self.leaf.loc
+        if negative:
+            return negative_malloc(self.leaf, requested, loc)
         if requested < 0:
-            return ExecutionError(f"{name}: could not allocate the malloc scratch: a size is negative, "
-                                  "or the sizes of this leaf's mallocs add up to more than 2**63 - 1 "
-                                  "bytes", loc)
+            return scratch_past_limit(self.leaf, loc)
         return ExecutionError(f"{name}: could not allocate {requested} bytes of malloc scratch", loc)
 
 

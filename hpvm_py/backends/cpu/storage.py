@@ -16,6 +16,7 @@ from .memory import Pointer
 # x instances per group of the row kind: per-instance arrays of rows * TILE_WIDTH values stay in L1.
 TILE_WIDTH = 512
 MALLOC_FAILED_SITE = -2  # recorded as -1 in the error slot
+NEGATIVE_MALLOC_SITE = -3  # a malloc of a negative size (its size and number are reported)
 STORAGE_ALLOC = -1  # the failed allocation was per-instance storage (else: the malloc's number)
 
 
@@ -72,9 +73,11 @@ class GroupStorage:
         return self.b.extract_value(pair, 0), self.b.extract_value(pair, 1)
 
     def _checked_alloc(self, fn_name: str, args: list[ir.Value], name: str, fail_bb: ir.Block,
-                       invalid: ir.Value | None, requested: ir.Value, detail: ir.Value) -> ir.Value:
+                       invalid: ir.Value | None, requested: ir.Value, detail: ir.Value,
+                       site: ir.Value = ir.Constant(I64, MALLOC_FAILED_SITE)) -> ir.Value:
         """Allocate; when the result is null (or `invalid` holds) report `requested` bytes and
-        `detail` (which allocation: a malloc's number, or STORAGE_ALLOC), and go to fail_bb."""
+        `detail` (which allocation: a malloc's number, or STORAGE_ALLOC) at `site`
+        (MALLOC_FAILED_SITE, or NEGATIVE_MALLOC_SITE), and go to fail_bb."""
         b = self.b
         fn = self._libc(fn_name)
         ptr = b.call(fn, args, name=name)
@@ -87,7 +90,6 @@ class GroupStorage:
         bad_bb = b.append_basic_block(f"{name}.failed")
         b.cbranch(failed, bad_bb, ok_bb)
         b.position_at_end(bad_bb)
-        site = ir.Constant(I64, MALLOC_FAILED_SITE)
         b.call(self.memory.reporter(), [self.fn.args[6], site, requested, detail])
         b.branch(fail_bb)
         b.position_at_end(ok_bb)
@@ -119,6 +121,7 @@ class GroupStorage:
         total: ir.Value = ir.Constant(I64, 1)  # calloc(0) may return null: ask for a byte more
         invalid: ir.Value = ir.Constant(ir.IntType(1), 0)
         culprit: ir.Value = ir.Constant(I64, 0)  # the first malloc that makes the total invalid
+        negative: ir.Value = ir.Constant(I64, 0)  # its size when that is negative, else 0
         for number, assign in enumerate(self.plan.mallocs):
             assert isinstance(assign.value, K.Malloc)
             nbytes = self.em.expr(assign.value.nbytes, f"{assign.target}.bytes")
@@ -128,13 +131,21 @@ class GroupStorage:
             sizes.append((b.sub(total, ir.Constant(I64, 1)), nbytes))
             total, o2 = self._checked_op("sadd", total, aligned)
             bad = b.or_(o1, o2)
-            culprit = b.select(b.and_(bad, b.not_(invalid)), ir.Constant(I64, number), culprit)
+            first = b.and_(bad, b.not_(invalid))
+            culprit = b.select(first, ir.Constant(I64, number), culprit)
+            below = b.icmp_signed("<", nbytes, ir.Constant(I64, 0))
+            negative = b.select(first, b.select(below, nbytes, ir.Constant(I64, 0)), negative)
             invalid = b.or_(invalid, bad)
-        requested = b.select(invalid, ir.Constant(I64, -1), b.sub(total, ir.Constant(I64, 1)),
-                             name="scratch.requested")
+        # a negative size is reported as itself (every target's message), past 2**63 - 1 as -1
+        is_negative = b.icmp_signed("<", negative, ir.Constant(I64, 0))
+        requested = b.select(invalid, b.select(is_negative, negative, ir.Constant(I64, -1)),
+                             b.sub(total, ir.Constant(I64, 1)), name="scratch.requested")
+        site = b.select(is_negative, ir.Constant(I64, NEGATIVE_MALLOC_SITE),
+                        ir.Constant(I64, MALLOC_FAILED_SITE))
         total = b.select(invalid, ir.Constant(I64, 1), total, name="scratch.bytes")
         scratch = self._checked_alloc("calloc", [total, ir.Constant(I64, 1)], "scratch", group_end,
-                                      invalid=invalid, requested=requested, detail=culprit)
+                                      invalid=invalid, requested=requested, detail=culprit,
+                                      site=site)
         for assign, (offset, nbytes) in zip(self.plan.mallocs, sizes):
             ptr_type = self.leaf.locals[assign.target]
             assert isinstance(ptr_type, PtrType)

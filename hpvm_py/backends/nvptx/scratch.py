@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import CompileError, ExecutionError, LaunchError
+from ...errors import CompileError, LaunchError
 from ...ir import kernel as K
 from ...ir import semantics
 from ...types import PtrType, ScalarType
-from ..base import MAX_SCRATCH_BYTES, NodeContext, scratch_past_limit
+from ..base import MAX_SCRATCH_BYTES, NodeContext, negative_malloc, scratch_past_limit
 
 SCRATCH_ALIGN = 16
 STATIC_LIMIT = 48 * 1024  # CUDA's limit on static shared memory; beyond it, dynamic memory opts in
@@ -73,8 +73,7 @@ def host_bytes(scratch: Scratch, leaf: K.LeafFunc, args: list[Any],
         assert isinstance(m.value, K.Malloc)
         nbytes = int(_evaluate(m.value.nbytes, values, extents))
         if nbytes < 0:
-            raise ExecutionError(f"{K.shown_name(leaf)}: could not allocate the malloc scratch: a "
-                                 f"negative size ({nbytes})", m.loc)
+            raise negative_malloc(leaf, nbytes, m.loc)
         total += aligned(nbytes)
         if total > MAX_SCRATCH_BYTES:  # before the device's limit: every target says this
             raise scratch_past_limit(leaf, m.loc)

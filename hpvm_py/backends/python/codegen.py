@@ -499,10 +499,11 @@ class _Generator:
         if isinstance(e, K.Malloc):
             assert isinstance(e.type, PtrType)
             site = self.fresh("site")
+            self.namespace[site] = e  # the malloc itself: a negative size is reported at it
             names, self.names = self.names, {**self.names, **self.inputs}
             nbytes = self.expr(e.nbytes, mask, line)
             self.names = names
-            return f"group.malloc({site!r}, {nbytes}, {e.type.elem.name!r})"
+            return f"group.malloc({site}, {nbytes}, {e.type.elem.name!r})"
         if isinstance(e, K.CallHelper):
             raise CompileError(f"helper call {e.func} reached the backend (the inline pass runs first)", e.loc)
         raise CompileError(f"the python target cannot evaluate {type(e).__name__}", e.loc)

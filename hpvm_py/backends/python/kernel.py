@@ -14,7 +14,7 @@ from ..heapview import for_launch as remote_view
 from ...support import settings
 from ...support.loc import Loc
 from ...types import SCALAR_TYPES, PtrType, bf16
-from ..base import Backend, BufferArg, CacheKey, LeafKernel
+from ..base import Backend, BufferArg, CacheKey, LeafKernel, negative_malloc
 from ..access_errors import bad_rank, out_of_bounds
 from . import ops
 from .codegen import GeneratedLeaf, generate, vector_eligible
@@ -26,18 +26,21 @@ _VECTOR_CHUNK = 1 << 20  # instances per vectorised step
 class _Group:
     """What the instances of one parent instance share: malloc'd scratch memory."""
 
-    def __init__(self) -> None:
-        self.blocks: dict[str, ops.Buffer] = {}
+    def __init__(self, leaf: K.LeafFunc) -> None:
+        self.leaf = leaf
+        self.blocks: dict[int, ops.Buffer] = {}
 
-    def malloc(self, site: str, nbytes: Any, elem: str) -> ops.Buffer:
-        if site not in self.blocks:
+    def malloc(self, site: K.Malloc, nbytes: Any, elem: str) -> ops.Buffer:
+        """The scratch of malloc `site` (the generated code passes its IR node, whose place a
+        negative size is reported at)."""
+        if id(site) not in self.blocks:
             t = SCALAR_TYPES[elem]
             if int(nbytes) < 0:  # as on the compiled targets
-                raise ValueError(f"could not allocate the malloc scratch: a negative size ({int(nbytes)})")
+                raise negative_malloc(self.leaf, int(nbytes), site.loc)
             count = int(nbytes) // t.nbytes
-            self.blocks[site] = ops.Buffer(f"malloc#{len(self.blocks)}", np.zeros(count, t.numpy_dtype),
-                                           t == bf16)
-        return self.blocks[site]
+            self.blocks[id(site)] = ops.Buffer(f"malloc#{len(self.blocks)}",
+                                               np.zeros(count, t.numpy_dtype), t == bf16)
+        return self.blocks[id(site)]
 
 
 def _digits(lin: np.ndarray | int, extent: tuple[int, ...]) -> list[Any]:
@@ -196,7 +199,7 @@ class PythonLeafKernel(LeafKernel):
         # huge grid's ids are never made all at once (its first failure ends the launch)
         step = L if code.generator else min(L, _VECTOR_CHUNK)
         for p in range(P):
-            group = _Group()
+            group = _Group(self.leaf)
             for first in range(0, L, step):
                 flat = np.arange(p * L + first, p * L + min(L, first + step), dtype=np.int64)
                 ids = self._ids(extents, flat, L)

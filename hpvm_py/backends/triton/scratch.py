@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import CompileError, ExecutionError
+from ...errors import CompileError
 from ...ir import kernel as K
 from ...passes.fold import fold_expr
 from ...types import PtrType, ScalarType
+from ..base import negative_malloc
 
 
 @dataclass
@@ -74,5 +75,5 @@ def size_of(scratch: Scratch, leaf: K.LeafFunc, args: list[Any],
                            scratch.loc, rule="gpu-supported")
     nbytes = int(folded.value)
     if nbytes < 0:
-        raise ExecutionError(f"malloc() of {nbytes} bytes: a size cannot be negative", scratch.loc)
+        raise negative_malloc(leaf, nbytes, scratch.loc)
     return nbytes
