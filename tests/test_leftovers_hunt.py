@@ -8,16 +8,25 @@ What was wrong:
 - a malloc of a negative size read differently on each target (python: "a negative size (-8)",
   cpu: "a size is negative, or the sizes ... add up to more than 2**63 - 1 bytes", gpu: "malloc()
   of -8 bytes: a size cannot be negative", without the leaf's name); python's was at column 1.
+- the nvptx target listed a launch's chunks (launches of at most 65535 blocks in y and z) at
+  once: 2**46 of them for 2**62 parent instances, a MemoryError before the launch.
 """
 from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from conftest import TARGETS
+from conftest import ROOT, TARGETS, child_pythonpath
 from hpvm_py import InOut, Ptr, f32, i64
 from hpvm_py.backends import registry
+from hpvm_py.backends.nvptx import toolchain
 from hpvm_py.errors import ExecutionError, LaunchError
 from hpvm_py.types import bf16_from_bits
 
@@ -125,3 +134,44 @@ def test_a_negative_malloc_reads_the_same_on_every_target(kind: str, rng: np.ran
             f"scratch: a negative size ({k})")
     for target in [t for t in TARGETS if t != "nvptx"]:
         assert _malloc_message(target, k).splitlines()[0] == want, target
+
+
+# -- nvptx: the launches of a grid of 2**62 parent instances, made as they are issued -------------
+
+CHUNKS_CHILD = r'''
+import resource, sys
+sys.path.insert(0, sys.argv[1])
+import hpvm_py as hpvm
+from programs import geometry_leaves as G
+
+(_, _, kernel), = hpvm.compile(G.CASES["h2"], target="nvptx").leaf_kernels()
+with open("/proc/self/statm") as f:
+    used = int(f.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (used + (512 << 20), resource.RLIM_INFINITY))
+parents = int(sys.argv[2])
+_, counted, leaves, block, chunks = kernel._shape([(1,), (1, parents)])
+assert counted == parents and leaves == 1, (counted, leaves)
+first = []
+for chunk in chunks:
+    first.append(chunk)
+    if len(first) == 3:
+        break
+print(repr((block, first)))
+'''
+
+
+@pytest.mark.skipif(toolchain.ptxas_path() is None, reason="ptxas is not installed")
+def test_nvptx_chunks_of_2_62_parents_are_not_listed_at_once(rng: np.random.Generator) -> None:
+    """The flat mapping's launches (at most 65535 blocks in y and z each) were built as one list:
+    about 2**46 entries for 2**62 parent instances, a MemoryError (an internal error) before the
+    launch. Under a memory limit of 512 MiB past what the child uses, they come one at a time:
+    the first three are those of the old list, each covering 65535 blocks of (z, parent) pairs."""
+    parents = (1 << 62) - int(rng.integers(0, 1 << 20))
+    child = subprocess.run([sys.executable, "-c", CHUNKS_CHILD, str(Path(__file__).parent),
+                            str(parents)], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, PYTHONPATH=child_pythonpath(ROOT)))
+    assert child.returncode == 0, child.stderr[-2000:]
+    block, first = ast.literal_eval(child.stdout)
+    bz = block[2]
+    assert first == [((1, 1, 65535), 0, 0), ((1, 1, 65535), 0, 65535 * bz),
+                     ((1, 1, 65535), 0, 2 * 65535 * bz)]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -151,7 +152,7 @@ class NvptxKernel(LeafKernel):
 
     def _shape(self, extents: list[tuple[int, ...]]) -> tuple:
         """What depends only on the extents: (extents, parents, leaves, block, chunks), a chunk
-        being (grid, y offset, zp offset) of one launch."""
+        being (grid, y offset, zp offset) of one launch (the flat mapping's: Chunks)."""
         checked = checked_extents(self.leaf, self.ctx, extents)
         leaves = math.prod(checked[0]) if checked else 1
         parents = math.prod(math.prod(level) for level in checked[1:])
@@ -170,10 +171,7 @@ class NvptxKernel(LeafKernel):
             raise LaunchError(f"{K.shown_name(self.leaf)}: {nx} instances in x exceed the GPU's grid",
                               self.leaf.loc)
         gy_all, gz_all = -(-ny // block[1]), -(-(nz * parents) // block[2])
-        chunks = [((gx, min(_GRID_YZ, gy_all - cy), min(_GRID_YZ, gz_all - cz)),
-                   cy * block[1], cz * block[2])
-                  for cy in range(0, gy_all, _GRID_YZ) for cz in range(0, gz_all, _GRID_YZ)]
-        return checked, parents, leaves, block, chunks
+        return checked, parents, leaves, block, Chunks(gx, gy_all, gz_all, block[1], block[2])
 
     def _device(self, args: list[Any]) -> int:
         """The GPU of the buffers (the current one when the leaf has none)."""
@@ -325,7 +323,7 @@ class PreparedLaunch(DeviceLaunch):
     producer's device outputs)."""
 
     def __init__(self, kernel: NvptxKernel, fn: Any, params: ParamSlots,
-                 block: tuple[int, int, int], chunks: list, shared: int, stream: int,
+                 block: tuple[int, int, int], chunks: Iterable, shared: int, stream: int,
                  error: Any, outputs: DeviceOutputs, keep: dict[int, Any]):
         self.kernel = kernel
         self.fn = fn
@@ -453,6 +451,26 @@ class PreparedLaunch(DeviceLaunch):
             raise faults.reported(exc, leaf.name, leaf.loc) from None
         self.kernel._report(error)
         self.error_clear = True
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """The launches of the flat mapping's grid, each (grid, y offset, zp offset): at most 65535
+    blocks in y and in z each, made as they are issued. A list of them had one entry per 65535
+    blocks of (z, parent) pairs: 2**46 for 2**62 parent instances, a MemoryError before the
+    launch (the cpu and python targets run such a launch, instance by instance)."""
+
+    gx: int
+    gy: int  # the blocks in y and in (z, parent) pairs, all launches together
+    gz: int
+    by: int  # a block's threads in y and in z
+    bz: int
+
+    def __iter__(self) -> Iterator[tuple[tuple[int, int, int], int, int]]:
+        for cy in range(0, self.gy, _GRID_YZ):
+            for cz in range(0, self.gz, _GRID_YZ):
+                yield ((self.gx, min(_GRID_YZ, self.gy - cy), min(_GRID_YZ, self.gz - cz)),
+                       cy * self.by, cz * self.bz)
 
 
 def flat_block(dims: int, own: tuple[int, int, int], parents: int) -> tuple[int, int, int]:
