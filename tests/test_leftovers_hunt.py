@@ -10,6 +10,9 @@ What was wrong:
   of -8 bytes: a size cannot be negative", without the leaf's name); python's was at column 1.
 - the nvptx target listed a launch's chunks (launches of at most 65535 blocks in y and z) at
   once: 2**46 of them for 2**62 parent instances, a MemoryError before the launch.
+- docs/security.md did not say that textual IR can make an error's snippet show a line of any
+  file the process can read (its `file` lines name any path); documented, with why there is no
+  rule that restricts it.
 """
 from __future__ import annotations
 
@@ -175,3 +178,39 @@ def test_nvptx_chunks_of_2_62_parents_are_not_listed_at_once(rng: np.random.Gene
     bz = block[2]
     assert first == [((1, 1, 65535), 0, 0), ((1, 1, 65535), 0, 65535 * bz),
                      ((1, 1, 65535), 0, 2 * 65535 * bz)]
+
+
+# -- textual IR: a `file` line shows a line of any readable file in a snippet, as documented -------
+
+SNIPPET_IR = '''version 1
+module @root
+file 0 "{path}"
+graph @root(%a: inout ptr<f32>, %a_bytes: i64) -> () @0:1:0 {{
+  node %n = @reach [4] @0:1:0
+  bind_in %a -> %n.0 @0:1:0
+  bind_in %a_bytes -> %n.1 @0:1:0
+}}
+leaf @reach(%a: inout ptr<f32>, %a_bytes: i64) -> () target(any) @0:1:0 {{
+  store %a[100:i64] = 1.0:f32 @0:2:0
+}}
+'''
+
+
+def test_a_file_line_of_textual_ir_shows_any_readable_file_and_the_trust_model_says_so(
+        tmp_path: Path, rng: np.random.Generator) -> None:
+    """An error's snippet reads the line a location names from the file its `file` line names,
+    whatever that file is: IR from someone else can show a line of a file that is no source.
+    docs/security.md's trust model said textual IR may only describe graphs and leaves."""
+    token = f"TOKEN = {int(rng.integers(1 << 62)):x}"
+    secret = tmp_path / "credentials"
+    secret.write_text(f"[default]\n{token}\n")
+    graph = hpvm.from_text(SNIPPET_IR.format(path=secret))
+    a = np.zeros(4, np.float32)
+    with hpvm.runtime("python"):
+        with pytest.raises(ExecutionError, match="out-of-bounds") as caught:
+            hpvm.wait(hpvm.launch(graph, a, a.nbytes))
+    assert token in str(caught.value)
+    trust = (ROOT / "docs" / "security.md").read_text()
+    row = next(line for line in trust.splitlines() if line.startswith("| textual IR"))
+    assert "one line of any regular file this process can read" in row
+    assert "No simple rule tells a program's source from a secret" in trust
