@@ -13,6 +13,8 @@ What was wrong:
 - docs/security.md did not say that textual IR can make an error's snippet show a line of any
   file the process can read (its `file` lines name any path); documented, with why there is no
   rule that restricts it.
+- HPVM_CPU_LEVEL set after a graph's first launch changed nothing for that graph (it keeps the
+  kernels it was compiled with), which docs/settings.md did not say; documented there.
 """
 from __future__ import annotations
 
@@ -27,8 +29,8 @@ import pytest
 
 import hpvm_py as hpvm
 from conftest import ROOT, TARGETS, child_pythonpath
-from hpvm_py import InOut, Ptr, f32, i64
-from hpvm_py.backends import registry
+from hpvm_py import In, InOut, Out, Ptr, f32, i64
+from hpvm_py.backends import jit, registry
 from hpvm_py.backends.nvptx import toolchain
 from hpvm_py.errors import ExecutionError, LaunchError
 from hpvm_py.types import bf16_from_bits
@@ -214,3 +216,54 @@ def test_a_file_line_of_textual_ir_shows_any_readable_file_and_the_trust_model_s
     row = next(line for line in trust.splitlines() if line.startswith("| textual IR"))
     assert "one line of any regular file this process can read" in row
     assert "No simple rule tells a program's source from a secret" in trust
+
+
+# -- HPVM_CPU_LEVEL is read when a graph is compiled, as documented --------------------------------
+
+
+@hpvm.leaf
+def double(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64):
+    i = hpvm.instance_id(0)
+    c[i] = a[i] * 2.0
+
+
+@hpvm.graph
+def double_first(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
+    hpvm.node(double, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes)
+
+
+@hpvm.graph
+def double_later(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, n: i64):
+    hpvm.node(double, grid=n, a=a, a_bytes=a_bytes, c=c, c_bytes=c_bytes)
+
+
+@pytest.mark.skipif(not registry.available("cpu"), reason="needs the cpu target")
+def test_a_cpu_level_set_after_a_graph_compiled_is_for_the_graphs_compiled_later(
+        rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph keeps the kernels it was compiled with: HPVM_CPU_LEVEL set after its first launch
+    changed nothing for it, which the docs did not say. They say now that the level is read when
+    a graph is compiled; a graph compiled after the change gets the level's code."""
+    levels = jit.runnable_levels()
+    if not levels:
+        pytest.skip("this CPU runs no x86-64 level")
+    level = str(rng.choice(levels))
+    n = 512
+    a = rng.standard_normal(n).astype(np.float32)
+    monkeypatch.delenv("HPVM_CPU_LEVEL", raising=False)
+
+    def run(graph: object) -> str:
+        c = np.zeros(n, np.float32)
+        hpvm.wait(hpvm.launch(graph, a, a.nbytes, c, c.nbytes, n))
+        hpvm.request_memory(c)
+        np.testing.assert_array_equal(c, a * np.float32(2.0))
+        (_, _, kernel), = hpvm.compile(graph, target="cpu").leaf_kernels()
+        return kernel.cpu[0]
+
+    with hpvm.runtime("cpu"):
+        host = run(double_first)
+        monkeypatch.setenv("HPVM_CPU_LEVEL", level)
+        assert run(double_first) == host
+        assert run(double_later) == level
+    row = next(line for line in (ROOT / "docs" / "settings.md").read_text().splitlines()
+               if line.startswith("| `HPVM_CPU_LEVEL` |"))
+    assert "read when a graph is compiled" in row and "a graph compiled before keeps its code" in row

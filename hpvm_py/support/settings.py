@@ -180,8 +180,9 @@ CPU_NONTEMPORAL = _declare("HPVM_CPU_NONTEMPORAL", "text", "auto", "cpu target's
                             "on (whenever a store qualifies) or off")
 CPU_LEVEL = _declare("HPVM_CPU_LEVEL", "text", "", "the x86-64 level the cpu target generates code "
                      "for: x86-64, x86-64-v2, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512), at most what "
-                     "this CPU runs (below v3, f16 converts in software) (default: this CPU, every "
-                     "feature it has)")
+                     "this CPU runs (below v3, f16 converts in software), read when a graph is "
+                     "compiled (its first launch, or hpvm.compile): a graph compiled before keeps "
+                     "its code (default: this CPU, every feature it has)")
 GPU_LOWERING = _declare("HPVM_GPU_LOWERING", "text", "auto", "which lowering runs a leaf placed "
                         "on gpu or nvptx by the runtime's target (not by a hint or its target=): "
                         "auto (time Triton's and NVPTX's on the first large launch of each size "
