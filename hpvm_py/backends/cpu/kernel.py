@@ -23,7 +23,8 @@ from ...support import cache, settings, stats
 from ...support.cores import cpu_model
 from ...support.version import VERSION
 from ...types import PtrType, ScalarType
-from ..base import BufferArg, LeafKernel, code_version, negative_malloc, scratch_past_limit, shares_memory
+from ..base import (BufferArg, LeafKernel, code_version, negative_malloc, scratch_past_limit,
+                    shares_memory)
 from ..access_errors import recorded
 from .abi import DIMS_PER_LEVEL, PRIVATE_SUFFIX, ArgLayout
 from .accesses import Access
