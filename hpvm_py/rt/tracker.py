@@ -312,6 +312,19 @@ class MemoryTracker:
             self._home_for_user(obj)
             return buf
 
+    def bring_home(self, buf: Any) -> None:
+        """Make buf's memory hold the newest data, whether buf is tracked or not: its own, and
+        that of the tracked buffers sharing the memory (a base's, a view's) whose newest data a
+        launch left on a device. For code that reads buf other than through a launch (a strided
+        tensor's contiguous copy, made by torch: hpvm_py/torch/op.py)."""
+        with self._lock:
+            obj = self.lookup(buf)
+            if obj is not None:
+                self._home_for_user(obj)
+            elif self._away:
+                low, high = extent(buf)
+                self._settle_span(describe(buf).device, low, high, False, None)
+
     def acquire(self, obj: MemoryObject, device: str, reads: bool, writes: bool) -> Any:
         """The object's buffer on `device`, valid for reading if `reads`; marks writes."""
         if device == obj.home and obj.copies is None and not self._away:
@@ -445,14 +458,19 @@ class MemoryTracker:
         written, their device copies are stale (their home copies too, until obj comes home:
         their next copy or use settles obj, which is away then). `bounds`: the memory obj's
         elements occupy, where not [address, address + nbytes)."""
-        home = obj.home
         low, high = bounds or (obj.address, obj.address + obj.nbytes)
+        self._settle_span(obj.home, low, high, writes, obj)
+
+    def _settle_span(self, home: str, low: int, high: int, writes: bool,
+                     reader: MemoryObject | None) -> None:
+        """_settle_aliases for memory [low, high) at `home`, read or written by `reader`'s
+        buffer, or by one not tracked (None)."""
         back = []  # valid at home alone: no longer away (until a device acquires it again)
         for key, other in self._away.items():
             if other.valid == valid_on(other.home):
                 back.append(key)
                 continue
-            if other is obj or other.home != home or \
+            if other is reader or other.home != home or \
                     not (other.address < high and low < other.address + other.nbytes):
                 continue
             if other.implicit:

@@ -506,11 +506,7 @@ def _gathered(tensor: Any) -> Any:
     the launch: so the tracked buffers sharing its memory (the user's tracked base or view, whose
     newest data a launch left on a device) bring that data home first, as the launch does for the
     buffers it is given; the copy would read their stale home copy otherwise."""
-    if api._active().tracker.lookup(tensor) is None:
-        api.track_memory(tensor)
-        api.untrack_memory(tensor)  # (brings home what the tracked aliases hold away)
-    else:
-        api.request_memory(tensor)
+    api._active().tracker.bring_home(tensor)
     return tensor.contiguous()
 
 
