@@ -31,7 +31,7 @@ from .accesses import Access
 from ..jit import Cpu, LoadedObject, host_signature
 from .lltypes import storage_bytes
 from .error_slots import ErrorLayout, ErrorSlots
-from .nontemporal import SUFFIX as NT_SUFFIX
+from .nontemporal import LINE_BYTES, SUFFIX as NT_SUFFIX
 from .privatise import MERGE_SUFFIX, identity
 from .storechoice import StoreTrial
 from .storage import MALLOC_FAILED_SITE, NEGATIVE_MALLOC_SITE, STORAGE_ALLOC
@@ -73,6 +73,7 @@ def last_level_cache_bytes() -> int:
 # (nontemporal.py) against normal ones and keep the faster (storechoice.py); smaller outputs stay
 # in the caches for their next reader (vadd with a 32 MiB L3: 4 MiB lose 30%, 8 MiB gain 20-25%).
 NONTEMPORAL_BYTES = min(4 << 20, last_level_cache_bytes() // 2)
+ROWS_ALIKE = 4096  # x loops of this many instances or more take the same store choice
 
 
 @dataclass
@@ -121,7 +122,8 @@ class CpuKernel(LeafKernel):
                          for name in info.private}
         self._nontemporal = nontemporal  # None when no store qualifies, or checked
         self._nt_driver: Any = None
-        self._store_trials: dict[int, StoreTrial] = {}  # size class (log2 bytes) -> its timing
+        # (log2 bytes written, log2 row length) -> its timing
+        self._store_trials: dict[tuple[int, int], StoreTrial] = {}
         # extents -> (extents array, parents, leaves, partitions, their keys); read-only once
         # made, so concurrent launches share them
         self._shapes: dict[tuple, tuple[ctypes.Array, int, int, np.ndarray, ErrorLayout]] = {}
@@ -161,7 +163,8 @@ class CpuKernel(LeafKernel):
         privates = self._privates(args, len(template), parents * leaves) if len(template) else {}
         # read at every launch, so that a bad value is refused whether or not a store qualifies
         mode = settings.choice(settings.CPU_NONTEMPORAL, NONTEMPORAL_MODES, LaunchError)
-        trial = None if privates else self._store_trial(args, parents * leaves, mode)
+        row = key[0][0] if key and key[0] else parents * leaves  # instances an x loop runs
+        trial = None if privates else self._store_trial(args, parents * leaves, row, mode)
         nontemporal = trial is not None and trial.next_variant()
         if privates:
             driver = self._private_driver
@@ -223,18 +226,22 @@ class CpuKernel(LeafKernel):
             return [(a, b, 0, outer) for a, b in _chunks(parents, target)]
         return [(0, parents, a, b) for a, b in _chunks(outer, target)]
 
-    def _store_trial(self, args: list[Any], instances: int, mode: str) -> StoreTrial | None:
+    def _store_trial(self, args: list[Any], instances: int, row: int,
+                     mode: str) -> StoreTrial | None:
         """The store choice of this launch's size class under HPVM_CPU_NONTEMPORAL's `mode`;
-        None: normal stores, no choice to make (no store qualifies, or they write too little to
-        leave the caches)."""
+        None: normal stores, no choice to make (no store qualifies, they write too little to
+        leave the caches, or an x loop of `row` instances writes no whole cache line, where the
+        non-temporal driver's three-part loops only cost: 1.2-1.5x for rows of 8 to 64 f32).
+        A class is the bytes written and the rows' length: one trial's choice for long rows
+        was kept for short ones."""
         if self._nontemporal is None or mode == "off":
             return None
         written = sum(min(args[i].nbytes, instances * n) for i, n in self.info.nt_bytes.items())
         if mode == "on":
             return _ALWAYS_NONTEMPORAL
-        if written < NONTEMPORAL_BYTES:
+        if written < NONTEMPORAL_BYTES or row * max(self.info.nt_bytes.values()) < LINE_BYTES:
             return None
-        size_class = written.bit_length()
+        size_class = (written.bit_length(), min(row, ROWS_ALIKE).bit_length())
         trial = self._store_trials.get(size_class)
         if trial is None:
             # (host_signature: the code timed is for the kernel's level, by this llvmlite's LLVM)
@@ -242,7 +249,7 @@ class CpuKernel(LeafKernel):
                                     str(native_pool().threads), cpu_model(),
                                     host_signature(self.cpu), VERSION, code_version(("cpu",)))
             trial = self._store_trials.setdefault(size_class,
-                                                  StoreTrial(self.leaf.name, size_class, key))
+                                                  StoreTrial(self.leaf.name, size_class[0], key))
         return trial
 
     def _nontemporal_driver(self) -> Any:
