@@ -328,7 +328,7 @@ def scale_rows(a: In[Ptr[f32]], a_bytes: i64, c: Out[Ptr[f32]], c_bytes: i64, nx
 
 def test_rows_without_a_whole_line_keep_normal_stores_and_row_lengths_are_timed_apart(monkeypatch):
     """auto: an x loop too short to write a whole cache line gets normal stores, no trial (the
-    three-part loops only cost there: 1.2-1.5x for rows of 8 to 64 f32 on a 16-core host); rows
+    three-part loops only cost there: 1.3-2x for rows of 8 to 64 f32 on a 16-core host); rows
     of other lengths are separate classes (a choice timed on long rows was kept for short ones).
     The results are the same bits whatever the stores."""
     monkeypatch.setattr(kernel_module, "NONTEMPORAL_BYTES", 1 << 16)

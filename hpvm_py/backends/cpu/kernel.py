@@ -231,7 +231,7 @@ class CpuKernel(LeafKernel):
         """The store choice of this launch's size class under HPVM_CPU_NONTEMPORAL's `mode`;
         None: normal stores, no choice to make (no store qualifies, they write too little to
         leave the caches, or an x loop of `row` instances writes no whole cache line, where the
-        non-temporal driver's three-part loops only cost: 1.2-1.5x for rows of 8 to 64 f32).
+        non-temporal driver's three-part loops only cost: 1.3-2x for rows of 8 to 64 f32).
         A class is the bytes written and the rows' length: one trial's choice for long rows
         was kept for short ones."""
         if self._nontemporal is None or mode == "off":
