@@ -123,7 +123,7 @@ class CallLowering(ViewLowering):
 
     def minmax(self, which: str, a: Value, b: Value, node: ast.AST, loc: Loc) -> Value:
         if isinstance(a, Weak) and isinstance(b, Weak):
-            return Weak(min(a.value, b.value) if which == "min" else max(a.value, b.value), loc)
+            return Weak(_literal_minmax(which, a.value, b.value), loc)
         t = self.common_type(a, b, node)
         return K.MathCall(name=which, args=[self.to_type(a, t, node, explicit=True),
                                             self.to_type(b, t, node, explicit=True)], type=t, loc=loc)
@@ -278,3 +278,10 @@ class CallLowering(ViewLowering):
         self.helper_names[helper.name] = K.shown_name(helper)
         return K.CallHelper(func=helper.name, args=args, type=result, loc=loc)
 
+
+def _literal_minmax(which: str, a: int | float, b: int | float) -> int | float:
+    """min/max of two literals by the language's rule, `a if a < b or isnan(a) else b` (`>` for
+    max), as the targets compute it: Python's min/max return the first of two equal values
+    (`min(0.0, -0.0)` is 0.0, not -0.0) and skip a NaN after the first operand."""
+    better = a < b if which == "min" else a > b
+    return a if better or (isinstance(a, float) and math.isnan(a)) else b
