@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import hpvm_py as hpvm
 from hpvm_py.ir import semantics as S
@@ -94,3 +95,74 @@ def test_min_max_of_literals_keep_the_language_rule(target: str, rng, tmp_path: 
                 got[k].view(np.uint64) == expected.view(np.uint64)
             assert same, f"{fn}({', '.join(map(_literal, vs))}) on {target}: {got[k]!r}, " \
                 f"not {expected!r}"
+
+
+GUARDS = '''
+import hpvm_py as hpvm
+from hpvm_py import Out, Ptr, i64, f32
+K = 0.0
+N = 0
+
+
+@hpvm.leaf
+def guarded(f: Out[Ptr[f32]], f_bytes: i64, x: f32):
+    f[0] = 1.0 / K if K != 0.0 else x
+    f[1] = x if K == 0.0 else 1.0 / K
+    f[2] = hpvm.f32(K != 0.0 and 1.0 / K > x)
+    f[3] = hpvm.f32(x > 0.0 and K != 0.0 and 1.0 / K > x)
+    f[4] = hpvm.f32(K == 0.0 or 1.0 / K > x)
+    f[5] = hpvm.f32((-1.0) ** 0.5 if N else x)
+    f[6] = x + hpvm.f32(2 ** 100000 if N else 3)
+    s = x
+    if K != 0.0:
+        s = 1.0 / K
+    while N:
+        s = 1.0 / N
+        break
+    f[7] = s
+    if N:
+        t = 1 / N
+    else:
+        t = x * 2.0
+    f[8] = t
+
+
+@hpvm.graph
+def root(f: Out[Ptr[f32]], f_bytes: i64, x: f32):
+    hpvm.node(guarded, grid=1, f=f, f_bytes=f_bytes, x=x)
+'''
+
+
+def test_literals_a_constant_condition_excludes_are_not_evaluated(target: str, rng,
+                                                                 tmp_path: Path) -> None:
+    """`1.0 / K if K != 0.0 else x` with a module-level K = 0.0 is x, as in Python, which never
+    evaluates the excluded operand: the front end folded both operands of a conditional (and every
+    operand of `and`/`or`, and both branches of an `if`) and refused the guarded division as a
+    division by zero in a constant expression."""
+    path = tmp_path / f"floatfold_guards_{target}.py"
+    path.write_text(GUARDS)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    x = np.float32(rng.uniform(-4.0, 4.0))
+    f = np.zeros(9, np.float32)
+    with hpvm.runtime(target=target):
+        hpvm.wait(hpvm.launch(module.root, f, f.nbytes, x))
+    want = np.array([x, x, 0.0, 0.0, 1.0, x, x + np.float32(3), x, x * np.float32(2)], np.float32)
+    np.testing.assert_array_equal(f, want)
+
+
+def test_a_literal_division_by_zero_that_runs_is_still_refused(tmp_path: Path) -> None:
+    path = tmp_path / "floatfold_live_division.py"
+    path.write_text(GUARDS.replace("1.0 / K if K != 0.0 else x", "1.0 / K if K == 0.0 else x"))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    f = np.zeros(9, np.float32)
+    with pytest.raises(hpvm.errors.FrontendError, match="division by zero in a constant expression") \
+            as caught:
+        with hpvm.runtime(target="python"):
+            hpvm.wait(hpvm.launch(module.root, f, f.nbytes, np.float32(1.0)))
+    assert caught.value.loc.line == 10 and caught.value.loc.file == str(path)

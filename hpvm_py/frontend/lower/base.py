@@ -3,13 +3,15 @@ lowering (statements, expressions, calls, conversions)."""
 from __future__ import annotations
 
 import ast
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from ...errors import FrontendError, VerificationError
 from ...ir import kernel as K
 from ...support.loc import Loc
 from ...types import ScalarType, Type
 from ..source import FunctionSource
+
+R = TypeVar("R")
 
 
 class LowererBase:
@@ -34,8 +36,20 @@ class LowererBase:
         self.result_type: ScalarType | None = None
         self.assigned_names = self._collect_assigned(src.tree)
         self.depth = 0  # nesting of if/for/while around the statement being lowered
+        self.dead = 0  # > 0 inside code a constant condition excludes (maybe_dead)
         self.top_level: list[K.Stmt] = []  # the body's top-level statements lowered so far
         self.temp_count = 0
+
+    def maybe_dead(self, runs: bool, lower: Callable[[], R]) -> R:
+        """lower(), for code that a constant condition runs or excludes (`runs` False): excluded
+        code is still lowered and checked, but its literal expressions are not evaluated, as
+        Python never evaluates them (`1.0 / K if K else 0.0` with K = 0.0 is 0.0, not a division
+        by zero in a constant expression)."""
+        self.dead += not runs
+        try:
+            return lower()
+        finally:
+            self.dead -= not runs
 
     # -- errors -----------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ... import types as T
+from ...errors import FrontendError
 from ...ir import kernel as K
 from ...ir import semantics as S
 from ...ir.typecheck import MAX_EXPR_DEPTH
@@ -50,10 +51,15 @@ class ExprLowering(TypeConversions):
             return self.compare(node, loc)
         if isinstance(node, ast.BoolOp):
             op = "land" if isinstance(node.op, ast.And) else "lor"
-            values = [self.truth(self.expr(v), v) for v in node.values]
+            values: list[Value] = []
+            decided = False  # a constant operand short-circuits the ones after it
+            for v in node.values:
+                value = self.maybe_dead(not decided, lambda v=v: self.truth(self.expr(v), v))
+                decided = decided or (isinstance(value, Weak) and bool(value.value) == (op == "lor"))
+                values.append(value)
             result = values[0]
-            for v in values[1:]:
-                result = self.logical(op, result, v, loc)
+            for value in values[1:]:
+                result = self.logical(op, result, value, loc)
             return result
         if isinstance(node, ast.IfExp):
             return self.select(node, loc)
@@ -182,6 +188,17 @@ class ExprLowering(TypeConversions):
                                             self.to_type(b, t, node, explicit=True)], type=t, loc=loc)
 
     def fold_binop(self, op: str, a: Weak, b: Weak, node: ast.AST) -> Weak:
+        try:
+            return self._fold_binop(op, a, b, node)
+        except FrontendError:
+            if self.dead:  # never evaluated, as in Python: a zero of the kind it would have
+                x, y = a.value, b.value
+                floating = op == "div" or isinstance(x, float) or isinstance(y, float) or \
+                    (op == "pow" and y < 0)
+                return Weak(0.0 if floating else 0, a.loc)
+            raise
+
+    def _fold_binop(self, op: str, a: Weak, b: Weak, node: ast.AST) -> Weak:
         x, y = a.value, b.value
         if _folds_too_big(op, x, y):
             raise self.error(node, f"constant expression overflows (an integer of more than {FOLD_BITS} bits)")
@@ -314,7 +331,9 @@ class ExprLowering(TypeConversions):
 
     def select(self, node: ast.IfExp, loc: Loc) -> Value:
         cond = self.truth(self.expr(node.test), node.test)
-        a, b = self.expr(node.body), self.expr(node.orelse)
+        runs = bool(cond.value) if isinstance(cond, Weak) else None
+        a = self.maybe_dead(runs is not False, lambda: self.expr(node.body))
+        b = self.maybe_dead(runs is not True, lambda: self.expr(node.orelse))
         if isinstance(cond, Weak):
             return a if cond.value else b
         if isinstance(a, Handle) or isinstance(b, Handle):

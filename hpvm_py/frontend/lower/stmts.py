@@ -47,16 +47,22 @@ class StmtLowering(CallLowering):
             return self.aug_assign(node, loc)
         if isinstance(node, ast.If):
             cond = self.truth(self.expr(node.test), node.test)
-            return [K.If(cond=self.materialize(cond, T.i1, node.test), then=self.nested(node.body),
-                         orelse=self.nested(node.orelse), loc=loc)]
+            runs = bool(cond.value) if isinstance(cond, Weak) else None
+            return [K.If(cond=self.materialize(cond, T.i1, node.test),
+                         then=self.maybe_dead(runs is not False, lambda: self.nested(node.body)),
+                         orelse=self.maybe_dead(runs is not True, lambda: self.nested(node.orelse)),
+                         loc=loc)]
         if isinstance(node, ast.For):
             return self.for_loop(node, loc)
         if isinstance(node, ast.While):
             if node.orelse:
                 raise self.error(node, "`while ... else` is not supported in a leaf",
                                  rule="supported-python")
-            cond = self.materialize(self.truth(self.expr(node.test), node.test), T.i1, node.test)
-            return [K.While(cond=cond, body=self.nested(node.body), loc=loc)]
+            test = self.truth(self.expr(node.test), node.test)
+            runs = not isinstance(test, Weak) or bool(test.value)
+            cond = self.materialize(test, T.i1, node.test)
+            return [K.While(cond=cond, body=self.maybe_dead(runs, lambda: self.nested(node.body)),
+                            loc=loc)]
         if isinstance(node, ast.Break):
             return [K.Break(loc=loc)]
         if isinstance(node, ast.Continue):
