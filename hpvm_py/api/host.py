@@ -26,7 +26,7 @@ from ..rt.fresh_lane import launch_fresh
 from ..rt.launch_devices import launch_devices
 from ..rt.recorder import Recorder
 from ..rt.replay import replay
-from ..rt.stream.streaming import WAITED_TWICE, launch_stream
+from ..rt.stream.streaming import WAITED_TWICE, Stream, launch_stream
 from ..rt.stream.waits import check_timeout, deadline_after
 from ..rt.tracker import MemoryTracker
 from ..support import profile as _profile
@@ -468,11 +468,10 @@ def wait(handle: Any, timeout: float | None = None) -> Any:
     check_host_code("wait")
     if isinstance(handle, Handle):
         return handle.result()
-    close = getattr(handle, "close", None)
-    if close is None:
+    if not isinstance(handle, Stream):  # (not any object with a close(): a file, a generator)
         raise LaunchError(f"wait() takes a handle from hpvm.launch, not {type(handle).__name__}",
                           caller_loc())
-    return close(timeout)
+    return handle.close(timeout)
 
 
 @api_boundary
@@ -529,8 +528,9 @@ def _stream_handle(handle: Any, what: str) -> Any:
     if isinstance(handle, Handle):
         raise StreamError(f"{what}() needs a streaming launch (hpvm.launch(graph, stream=True)); this "
                           "handle is non-streaming", caller_loc())
-    if not hasattr(handle, what):
-        raise StreamError(f"{what}() takes a handle from hpvm.launch(..., stream=True)", caller_loc())
+    if not isinstance(handle, Stream):  # (not any object with a pop(): a list, a dict)
+        raise StreamError(f"{what}() takes a handle from hpvm.launch(..., stream=True), not "
+                          f"{type(handle).__name__}", caller_loc())
     return handle
 
 
