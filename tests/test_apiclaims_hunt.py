@@ -59,3 +59,27 @@ def test_wait_push_and_pop_refuse_objects_that_are_no_handle(rt):
     assert hpvm.pop(s, timeout=60) == ()
     hpvm.wait(s, timeout=60)
     np.testing.assert_array_equal(c, a + np.float32(1))
+
+
+def test_a_target_that_is_no_name_is_refused_by_init_runtime_and_compile():
+    """init(), runtime() and compile() looked a target up in the targets table as a key: a list,
+    a dict or an array was an internal TypeError (unhashable), and compile()'s "" or {} compiled
+    for the default target."""
+    for target in (["cpu"], np.array(["cpu"])):
+        with pytest.raises(LaunchError, match="is not one of") as info:
+            hpvm.init(target)  # ERR:init-list
+        check_error(info.value, LaunchError, HERE, "init-list", None)
+        with pytest.raises(LaunchError, match="is not one of") as info:
+            with hpvm.runtime(target):  # ERR:runtime-list
+                pass
+        check_error(info.value, LaunchError, HERE, "runtime-list", None)
+    for target in (["cpu"], {}, ""):
+        with pytest.raises(LaunchError, match="is not one of") as info:
+            hpvm.compile(P.vinc, target=target)  # ERR:compile-list
+        check_error(info.value, LaunchError, HERE, "compile-list", None)
+    with hpvm.runtime("python"):
+        with pytest.raises(LaunchError, match="is not one of") as info:
+            hpvm.init({})  # ERR:init-in-runtime
+        check_error(info.value, LaunchError, HERE, "init-in-runtime", None)
+        assert hpvm.compile(P.vinc).target == "python"
+    assert hpvm.compile(P.vinc, target=np.str_("cpu")).target == "cpu"

@@ -80,9 +80,7 @@ def init(target: str | None = None) -> None:
     """
     check_host_code("init")
     global _runtime
-    if target is not None and target not in TARGETS:
-        raise LaunchError(f"hpvm.init(): target {target!r} is not one of {', '.join(TARGETS)}",
-                          caller_loc())
+    _check_target(target, "init")
     with _runtime_lock:
         rt = _runtime
         if rt is not None:
@@ -98,6 +96,14 @@ def init(target: str | None = None) -> None:
         _require_runnable(chosen)
         _stats.reset()
         _runtime = Runtime(chosen)
+
+
+def _check_target(target: Any, call: str) -> None:
+    """A target the user named is one of the table's names (a list or a dict was looked up in it
+    as a key: an internal TypeError; compile()'s "" fell back to the default target)."""
+    if target is not None and (not isinstance(target, str) or target not in TARGETS):
+        raise LaunchError(f"hpvm.{call}(): target {target!r} is not one of {', '.join(TARGETS)}",
+                          caller_loc())
 
 
 def _require_runnable(target: str) -> None:
@@ -270,6 +276,7 @@ def compile(root: Any, target: str | None = None) -> CompiledGraph:  # noqa: A00
         VerificationError: a rule of the language broken (the message names the rule).
         CompileError: the target cannot compile a leaf, or its toolchain is missing.
     """
+    _check_target(target, "compile")
     if target is None and _runtime is not None:
         target = _runtime.target
     return compile_graph(root, target)
