@@ -83,3 +83,25 @@ def test_a_target_that_is_no_name_is_refused_by_init_runtime_and_compile():
         check_error(info.value, LaunchError, HERE, "init-in-runtime", None)
         assert hpvm.compile(P.vinc).target == "python"
     assert hpvm.compile(P.vinc, target=np.str_("cpu")).target == "cpu"
+
+
+def test_from_text_and_load_refuse_what_is_no_text_or_folder(tmp_path):
+    """from_text(None) or from_text(bytes) failed inside the lexer, load(None), load(3) or
+    load(b"dir") inside pathlib: internal errors instead of a LaunchError at the call."""
+    for text in (None, b"module m", 3):
+        with pytest.raises(LaunchError, match="takes the IR as a str") as info:
+            hpvm.from_text(text)  # ERR:from-text
+        check_error(info.value, LaunchError, HERE, "from-text", None)
+    for folder in (None, 3, bytes(tmp_path)):
+        with pytest.raises(LaunchError, match="must be a str or os.PathLike") as info:
+            hpvm.load(folder)  # ERR:load
+        check_error(info.value, LaunchError, HERE, "load", None)
+    # the text of a graph still goes both ways, and runs as the graph does
+    (tmp_path / "vinc.hpvm").write_text(hpvm.to_text(P.vinc), encoding="utf-8")
+    a = np.random.default_rng().random(8, dtype=np.float32)
+    graphs = (hpvm.from_text(hpvm.to_text(P.vinc)), hpvm.load(tmp_path), hpvm.load(str(tmp_path)))
+    for graph in graphs:
+        c = np.zeros(8, np.float32)
+        with hpvm.runtime("cpu"):
+            hpvm.wait(hpvm.launch(graph, a, c, 8))
+        np.testing.assert_array_equal(c, a + np.float32(1))

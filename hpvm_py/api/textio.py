@@ -49,7 +49,12 @@ def from_text(text: str, source_name: str = "<hpvm-text>") -> LoadedGraph:
     Raises:
         ParseError: text that does not parse (at its line and column).
         VerificationError: a body whose types do not check.
+        LaunchError: text that is no str (bytes: decode them first).
     """
+    if not isinstance(text, str):  # (None or bytes failed inside the lexer: an internal error)
+        decode = " (decode the bytes first)" if isinstance(text, (bytes, bytearray)) else ""
+        raise LaunchError(f"hpvm.from_text() takes the IR as a str, not "
+                          f"{type(text).__name__}{decode}", caller_loc())
     return LoadedGraph(parse_module(text, source_name), source_name)
 
 
@@ -65,11 +70,16 @@ def load(directory: str | Path, graph: str | None = None) -> LoadedGraph:
         The graph, as `from_text` returns it.
 
     Raises:
-        LaunchError: no `.hpvm` file there (or none of that name), or several and no `graph`; a
-            file given instead of its folder; a file that cannot be read or is not UTF-8 text.
+        LaunchError: a folder that is no str or path; no `.hpvm` file there (or none of that
+            name), or several and no `graph`; a file given instead of its folder; a file that
+            cannot be read or is not UTF-8 text.
         ParseError: a file that does not parse.
     """
-    folder = Path(directory)
+    try:
+        folder = Path(directory)
+    except TypeError:  # (None, a number, bytes: pathlib's own TypeError was an internal error)
+        raise LaunchError(f"hpvm.load(): the folder must be a str or os.PathLike, not "
+                          f"{type(directory).__name__}", caller_loc()) from None
     if folder.is_file():  # (the .hpvm file itself: from_text reads one, load takes its folder)
         raise LaunchError(f"{folder} is a file: hpvm.load takes the folder `hpvmc compile -o` "
                           f"wrote ({folder.parent}), or read the file with "
