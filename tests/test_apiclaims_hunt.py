@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
+from hpvm_py import InOut, Ptr, f32, i64
 from hpvm_py.errors import LaunchError, StreamError
 
 from errcheck import check_error
@@ -105,3 +106,32 @@ def test_from_text_and_load_refuse_what_is_no_text_or_folder(tmp_path):
         with hpvm.runtime("cpu"):
             hpvm.wait(hpvm.launch(graph, a, c, 8))
         np.testing.assert_array_equal(c, a + np.float32(1))
+
+
+@hpvm.graph
+def no_nodes(a: InOut[Ptr[f32]], a_bytes: i64, k: i64):
+    pass
+
+
+@pytest.mark.parametrize("target", ["python", "cpu", "gpu"])
+def test_a_stream_of_a_graph_without_nodes_pops_one_empty_result_per_push(target):
+    """A graph with no node launches (it does nothing), but its stream failed at the launch: the
+    stage scheduler took a stream of no stages and read the first one (an internal IndexError)."""
+    rng = np.random.default_rng()
+    a = rng.random(4, dtype=np.float32)
+    before = a.copy()
+    with hpvm.runtime(target):
+        assert hpvm.wait(hpvm.launch(no_nodes, a, 3)) is None
+        s = hpvm.launch(no_nodes, stream=True, depth=1)
+        count = int(rng.integers(2, 6))
+        for k in range(count):
+            hpvm.push(s, a, k, timeout=10)
+        assert hpvm.pop(s, timeout=10) == ()
+        with pytest.raises(LaunchError) as info:
+            hpvm.push(s, a, timeout=10)  # ERR:no-nodes-push
+        check_error(info.value, LaunchError, HERE, "no-nodes-push", None)
+        hpvm.wait(s, timeout=10)
+        assert list(s.results()) == [()] * (count - 1)
+        with pytest.raises(StreamError):
+            hpvm.pop(s, timeout=10)
+    np.testing.assert_array_equal(a, before)

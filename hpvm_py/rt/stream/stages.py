@@ -271,8 +271,9 @@ def run_stage_thread(stage: Stage) -> None:
 
 
 def can_schedule(stages: list[Stage]) -> bool:
-    """Whether one scheduler thread can run every stage (each a leaf started without waiting)."""
-    return all(stage.launcher.eligible for stage in stages)
+    """Whether one scheduler thread can run every stage (each a leaf started without waiting).
+    A graph of no nodes has no stage to run: StageThreads takes it, with no thread."""
+    return bool(stages) and all(stage.launcher.eligible for stage in stages)
 
 
 class StageFailed(Exception):
