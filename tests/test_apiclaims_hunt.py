@@ -5,13 +5,15 @@ from __future__ import annotations
 import collections
 import io
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
 
 import hpvm_py as hpvm
 from hpvm_py import InOut, Ptr, f32, i64
-from hpvm_py.errors import LaunchError, StreamError
+from hpvm_py.errors import HPVMTimeoutError, LaunchError, StreamError
 
 from errcheck import check_error
 from programs import api_prog as P
@@ -135,3 +137,56 @@ def test_a_stream_of_a_graph_without_nodes_pops_one_empty_result_per_push(target
         with pytest.raises(StreamError):
             hpvm.pop(s, timeout=10)
     np.testing.assert_array_equal(a, before)
+
+
+@hpvm.leaf
+def spin(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    s = a[0]
+    for k in range(n):
+        s = s * 0.999 + 1.0
+    a[0] = s
+
+
+@hpvm.graph
+def slow(a: InOut[Ptr[f32]], a_bytes: i64, n: i64):
+    hpvm.node(spin, a=hpvm.streaming(a), a_bytes=hpvm.streaming(a_bytes), n=hpvm.streaming(n))
+
+
+def test_a_wait_that_times_out_behind_a_blocked_push_still_closes_the_stream():
+    """docs/streaming.md: "a wait() that times out has closed the stream to pushes". One that
+    timed out waiting for another thread's push (blocked on a full pipeline) left the stream
+    open: that thread went on pushing, and results() never ended."""
+    n = 400_000  # (about half a second an item as Python)
+    with hpvm.runtime("python"):
+        reference = np.zeros(1, np.float32)
+        hpvm.wait(hpvm.launch(slow, reference, n))
+        s = hpvm.launch(slow, stream=True, depth=1)
+        bufs = [np.zeros(1, np.float32) for _ in range(6)]
+        outcome = []
+
+        def pusher():
+            try:
+                for b in bufs:
+                    hpvm.push(s, b, n)
+                    outcome.append("pushed")
+            except StreamError as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=pusher)
+        thread.start()
+        inner = s._stream
+        end = time.monotonic() + 60
+        while not (inner._pushed == 2 and inner._feed_lock.locked()) and time.monotonic() < end:
+            time.sleep(0.001)  # until the third push waits for room, holding the feed lock
+        assert inner._pushed == 2
+        with pytest.raises(HPVMTimeoutError):
+            hpvm.wait(s, timeout=0.01)
+        thread.join(60)
+        assert outcome[:3] == ["pushed"] * 3 and len(outcome) == 4, outcome
+        assert "closed by wait()" in str(outcome[3])
+        assert len(list(s.results())) == 3
+        hpvm.wait(s, timeout=60)
+    for b in bufs[:3]:
+        np.testing.assert_array_equal(b, reference)
+    for b in bufs[3:]:
+        assert b[0] == 0

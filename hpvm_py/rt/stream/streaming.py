@@ -323,7 +323,10 @@ class StreamHandle:
             with self._pop_lock:
                 if self._popped < self._pushed:
                     result: tuple[Any, ...] | None = self._pop(None)
-                elif self._closed or self.stop.is_set() or self._error is not None:
+                # (closed, and no push under way: one blocked on a full pipeline when a wait()
+                # closed the stream and timed out behind it still brings its item)
+                elif (self._closed and not self._feed_lock.locked()) or self.stop.is_set() \
+                        or self._error is not None:
                     self._raise_stage_error()
                     return
                 else:
@@ -338,12 +341,14 @@ class StreamHandle:
         every stage thread has ended; a timeout leaves the stream draining, and wait() may be
         called again."""
         deadline = deadline_after(timeout)
+        # closed before the feed lock is taken: a wait() that times out behind another thread's
+        # push (blocked on a full pipeline) has still closed the stream to later pushes
+        self._closed = True
         with self._host_side(deadline, "wait"):
             if self._waited:
                 raise LaunchError(WAITED_TWICE, caller_loc())
             if self._cleaned_up:
                 self._raise_stopped("wait")
-            self._closed = True
             if self._torn:  # (a stage may wait for an item another never got: none would end)
                 self.stop.set()
             try:
