@@ -190,3 +190,20 @@ def test_a_wait_that_times_out_behind_a_blocked_push_still_closes_the_stream():
         np.testing.assert_array_equal(b, reference)
     for b in bufs[3:]:
         assert b[0] == 0
+
+
+def test_the_counters_the_guides_name_read_zero_before_they_count(rt):
+    """docs/streaming.md reads `hpvm.stats()["stream_whole_items"]` (and backends.md, distributed.md
+    other counters) as counts; stats() left a counter out until it first counted, so the docs'
+    own expressions were a KeyError on a fresh runtime, or on a target that never counts it."""
+    named = ("stream_whole_items", "stream_slot_repoints", "stream_item_graphs",
+             "stream_items_host_started", "quad_launches", "row_guard_launches",
+             "collective_agreements")
+    counts = hpvm.stats()
+    assert all(counts[name] == 0 for name in named), counts
+    a = np.random.default_rng().random(8, dtype=np.float32)
+    s = hpvm.launch(P.vinc, stream=True)
+    hpvm.push(s, a, np.zeros(8, np.float32), 8)
+    hpvm.pop(s, timeout=60)
+    hpvm.wait(s, timeout=60)
+    assert hpvm.stats()["stream_whole_items"] == 0  # (whole items run on a GPU only)

@@ -558,7 +558,10 @@ def stats(reset: bool = False) -> dict[str, Any]:
         GPU lowering (docs/runtime.md): `lowering_timed`, `lowering_disk_hits`,
         `lowering_kept_triton`, `lowering_kept_nvptx` and `lowering_fallbacks`; `lane_splits`:
         nvptx launches prepared to split a leaf's loop over the threads of each instance
-        (docs/backends.md, "Lanes"; a replay reuses its prepared launch); and `times`:
+        (docs/backends.md, "Lanes"; a replay reuses its prepared launch); the counters the
+        guides describe: `stream_whole_items`, `stream_slot_repoints`, `stream_item_graphs`,
+        `stream_items_host_started` (docs/streaming.md), `quad_launches`, `row_guard_launches`
+        (docs/backends.md), `collective_agreements` (docs/distributed.md); and `times`:
         seconds per category (launch, node, kernel, copy, stage, collective, compile, cache,
         gpu_kernel, gpu_copy) recorded while `hpvm.profile()` was open (docs/profiling.md).
     """
@@ -566,7 +569,12 @@ def stats(reset: bool = False) -> dict[str, Any]:
             "d2h_bytes", "d2d_copies", "d2d_bytes", "graph_compiles", "graph_cache_hits",
             "cache_disk_hits", "cache_disk_misses", "cpu_compiles", "gpu_compiles",
             "replayed_launches", "rebound_launches", "cuda_graph_replays", "lowering_timed", "lowering_disk_hits",
-            "lowering_kept_triton", "lowering_kept_nvptx", "lowering_fallbacks", "lane_splits")
+            "lowering_kept_triton", "lowering_kept_nvptx", "lowering_fallbacks", "lane_splits",
+            # the counters the guides name (`stats()["stream_whole_items"]`): 0, not missing, until
+            # the first one happens
+            "stream_whole_items", "stream_slot_repoints", "stream_item_graphs",
+            "stream_items_host_started", "quad_launches", "row_guard_launches",
+            "collective_agreements")
     if _profile.on:
         _profile.settle()  # the GPU times recorded so far
     if reset:  # read and zeroed at once: other threads' counts between the two are not lost
