@@ -207,3 +207,29 @@ def test_the_counters_the_guides_name_read_zero_before_they_count(rt):
     hpvm.pop(s, timeout=60)
     hpvm.wait(s, timeout=60)
     assert hpvm.stats()["stream_whole_items"] == 0  # (whole items run on a GPU only)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu", "gpu"])
+def test_a_tensor_launched_on_can_be_untracked_resized_and_tracked_again(target):
+    """docs/runtime.md: untrack a buffer before resizing it; launching it again tracks it again.
+    The python target (and copies through a fake device) viewed a CPU tensor with
+    Tensor.numpy(), which marks its storage as never resizable: resize_() then failed in torch."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    n = int(rng.integers(4, 40))
+    a = rng.random(4 * n, dtype=np.float32)
+    with hpvm.runtime(target):
+        t = torch.zeros(n)
+        hpvm.track_memory(t)
+        hpvm.wait(hpvm.launch(P.vinc, a[:n], t, n))
+        hpvm.untrack_memory(t)
+        np.testing.assert_array_equal(t.clone().numpy(), a[:n] + np.float32(1))
+        t.resize_(4 * n)  # (untracked: the docs' way to resize a buffer)
+        hpvm.track_memory(t)
+        hpvm.wait(hpvm.launch(P.vinc, a, t, 4 * n))
+        hpvm.request_memory(t)
+        np.testing.assert_array_equal(t.clone().numpy(), a + np.float32(1))
+        u = torch.zeros(n)  # untracked, launched on: the user's again after the launch
+        hpvm.wait(hpvm.launch(P.vinc, a[:n], u, n))
+        u.resize_(2 * n)
+    assert t.untyped_storage().resizable() and u.untyped_storage().resizable()

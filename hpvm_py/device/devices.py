@@ -107,7 +107,28 @@ def host_bytes(buf: Any) -> np.ndarray:
     copy its (1, n) shape into a flat device copy."""
     if isinstance(buf, np.ndarray):
         return np.asarray(buf).reshape(-1).view(np.uint8)
-    return byte_tensor(buf).numpy()
+    return tensor_bytes(byte_tensor(buf))
+
+
+class _TensorMemory:
+    """A contiguous CPU tensor's bytes as NumPy takes them (`__array_interface__`); the view's
+    base, so it keeps the tensor alive."""
+
+    __slots__ = ("tensor", "__array_interface__")
+
+    def __init__(self, tensor: Any):
+        self.tensor = tensor
+        self.__array_interface__ = {"shape": (tensor.numel() * tensor.element_size(),),
+                                    "typestr": "|u1", "data": (tensor.data_ptr(), False),
+                                    "version": 3}
+
+
+def tensor_bytes(tensor: Any) -> np.ndarray:
+    """A flat uint8 NumPy view of a contiguous CPU tensor. Not Tensor.numpy(): that marks the
+    tensor's storage as never resizable again, so a launch on the python target or a copy
+    through a fake device left the user's tensor refusing resize_() for good (and the
+    untrack, resize, track again that docs/runtime.md describes failed inside torch)."""
+    return np.asarray(_TensorMemory(tensor))
 
 
 def _to_cuda(src: Any, device: str, existing: Any) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..device.devices import byte_tensor, tensor_bytes
 from ..types import ScalarType, bf16, resolve_scalar
 
 HOST = "host"
@@ -196,10 +197,6 @@ def host_view(buf: Any, elem: ScalarType) -> np.ndarray:
     if isinstance(buf, np.ndarray):
         # (as a plain ndarray: a subclass indexes otherwise, np.matrix's m[0] is a whole row)
         return np.asarray(buf).reshape(-1).view(elem.numpy_dtype)
-    tensor = buf.detach()
-    if elem == bf16:
-        import torch
-
-        tensor = tensor.view(torch.int16)
-        return tensor.reshape(-1).numpy().view(np.uint16)
-    return tensor.reshape(-1).numpy().view(elem.numpy_dtype)
+    # (bf16 as its bits: NumPy has no bfloat16)
+    dtype = np.uint16 if elem == bf16 else elem.numpy_dtype
+    return tensor_bytes(byte_tensor(buf.detach())).view(dtype)
