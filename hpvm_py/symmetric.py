@@ -7,6 +7,7 @@ docs/distributed.md.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 from .distributed import ranks
@@ -43,8 +44,8 @@ def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
         DistributedError: `hpvm.distributed.init()` has not been called.
         DistributedError: a bad shape or dtype, or a heap too small (`HPVM_HEAP_BYTES`).
     """
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+    dims = _dims(shape)
+    if dims is None or not all(d >= 0 for d in dims):
         raise DistributedError(f"hpvm.symmetric.empty(): shape {shape!r} must be non-negative ints",
                                caller_loc(), rule="heap-shape")
     elem = resolve_scalar(dtype)
@@ -55,6 +56,18 @@ def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
     count = math.prod(dims)
     offset = heap.allocate(count * elem.nbytes, caller_loc())
     return heap.tensor(heap.rank, offset, count, torch_dtype(elem)).view(dims)
+
+
+def _dims(shape: Any) -> tuple[int, ...] | None:
+    """A shape's element counts, NumPy's integers too (np.int64(3) was iterated as a tuple, as
+    were 2.5 and None: internal TypeErrors); None when it is no count or sequence of counts."""
+    parts = (shape,) if hasattr(type(shape), "__index__") else shape
+    try:
+        if any(isinstance(d, bool) for d in parts):
+            return None
+        return tuple(operator.index(d) for d in parts)
+    except TypeError:
+        return None
 
 
 @api_boundary

@@ -13,7 +13,7 @@ import pytest
 
 import hpvm_py as hpvm
 from hpvm_py import InOut, Ptr, f32, i64
-from hpvm_py.errors import HPVMTimeoutError, LaunchError, StreamError
+from hpvm_py.errors import DistributedError, HPVMTimeoutError, LaunchError, StreamError
 
 from errcheck import check_error
 from programs import api_prog as P
@@ -233,3 +233,24 @@ def test_a_tensor_launched_on_can_be_untracked_resized_and_tracked_again(target)
         hpvm.wait(hpvm.launch(P.vinc, a[:n], u, n))
         u.resize_(2 * n)
     assert t.untyped_storage().resizable() and u.untyped_storage().resizable()
+
+
+def test_the_symmetric_heap_takes_numpy_counts_and_refuses_what_is_no_shape(monkeypatch):
+    """symmetric.empty(np.int64(3), ...) iterated the count as a tuple, as it did 2.5 and None:
+    internal TypeErrors; a tuple of NumPy counts was refused as not ints."""
+    torch = pytest.importorskip("torch")
+    for shape in (2.5, None, "4", (2, True), (2, -1)):
+        with pytest.raises(DistributedError, match="must be non-negative ints") as info:
+            hpvm.symmetric.empty(shape, hpvm.f32)  # ERR:heap-shape
+        check_error(info.value, DistributedError, HERE, "heap-shape", "heap-shape")
+    monkeypatch.setenv("HPVM_HEAP_BYTES", "1M")
+    hpvm.distributed.init(timeout=5, device="cpu")
+    try:
+        rng = np.random.default_rng()
+        rows, cols = (int(v) for v in rng.integers(1, 9, size=2))
+        a = hpvm.symmetric.empty(np.int64(rows), np.float32)
+        b = hpvm.symmetric.zeros((np.int32(rows), cols), hpvm.i32)
+        assert a.shape == (rows,) and a.dtype == torch.float32
+        assert b.shape == (rows, cols) and b.dtype == torch.int32 and torch.all(b == 0)
+    finally:
+        hpvm.distributed.finalize()
