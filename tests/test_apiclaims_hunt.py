@@ -254,3 +254,18 @@ def test_the_symmetric_heap_takes_numpy_counts_and_refuses_what_is_no_shape(monk
         assert b.shape == (rows, cols) and b.dtype == torch.int32 and torch.all(b == 0)
     finally:
         hpvm.distributed.finalize()
+
+
+@pytest.mark.parametrize("kwargs", [dict(timeout=[5]), dict(timeout=10 ** 400), dict(timeout="5"),
+                                    dict(device=["cpu"]), dict(device={"cpu": 1})])
+def test_distributed_init_refuses_a_timeout_or_device_of_no_kind(kwargs):
+    """distributed.init() took float(timeout): "5" was 5 s, [5] and 10**400 internal errors; a
+    device that is a list or a dict was looked up in the targets table (unhashable)."""
+    try:
+        match = "must be positive seconds|is not one of"
+        with pytest.raises(DistributedError, match=match) as info:
+            hpvm.distributed.init(**kwargs)  # ERR:dist-init
+        check_error(info.value, DistributedError, HERE, "dist-init", None)
+        assert not hpvm.distributed.is_initialized()
+    finally:
+        hpvm.distributed.finalize()

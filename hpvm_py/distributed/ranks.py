@@ -9,6 +9,8 @@ agreement; the data heap is the device heap of gpu/heap.py, one GPU per local ra
 from __future__ import annotations
 
 import atexit
+import math
+import numbers
 import os
 import socket
 import threading
@@ -113,7 +115,9 @@ def device_kind(device: str | None) -> str:
     """"cpu" or "cuda": the argument, else $HPVM_DIST_DEVICE, else "cuda" when torch sees a GPU. A
     target name stands for where its nodes run: "gpu"/"nvptx" on the GPU if there is one."""
     chosen = device or settings.DIST_DEVICE.get()
-    if chosen in TARGETS:  # the GPU targets run on the host without CUDA (Triton's interpreter)
+    # the GPU targets run on the host without CUDA (Triton's interpreter); a list is no key of
+    # the table (unhashable: an internal error), refused below
+    if isinstance(chosen, str) and chosen in TARGETS:
         return "cuda" if TARGETS[chosen].gpu and cuda_available() else "cpu"
     if not chosen:
         return "cuda" if cuda_available() else "cpu"
@@ -128,6 +132,17 @@ def device_kind(device: str | None) -> str:
     return chosen
 
 
+def _seconds(timeout: Any) -> float:
+    """A timeout argument as seconds; NaN (refused by valid_seconds) for what is no number of
+    them: float() took "5" as 5 s, and failed on [5] or 10**400 as an internal error."""
+    if not isinstance(timeout, numbers.Real):
+        return math.nan
+    try:
+        return float(timeout)
+    except OverflowError:
+        return math.inf
+
+
 def init(timeout: float | None = None, device: str | None = None) -> World:
     """Join the world (idempotent). timeout: seconds for every cross-rank wait, default
     $HPVM_COMM_TIMEOUT, else 60. device: where heaps live, "cpu" or "cuda", or the target whose nodes use them
@@ -136,7 +151,7 @@ def init(timeout: float | None = None, device: str | None = None) -> World:
     with _lock:
         if _world is not None:
             return _world
-        wait = float(timeout) if timeout is not None else timeout_from_env()
+        wait = _seconds(timeout) if timeout is not None else timeout_from_env()
         if not settings.valid_seconds(wait):
             raise DistributedError(f"hpvm.distributed.init(): timeout={timeout!r} must be positive "
                                    f"seconds, at most {settings.MAX_SECONDS:g}")
