@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import hpvm_py as hpvm
-from hpvm_py import InOut, Ptr, f32, i64
-from hpvm_py.errors import DistributedError, HPVMTimeoutError, LaunchError, StreamError
+from hpvm_py import In, InOut, Ptr, f32, i64
+from hpvm_py.errors import (DistributedError, FrontendError, HPVMTimeoutError, LaunchError,
+                             StreamError)
 
 from errcheck import check_error
 from programs import api_prog as P
@@ -269,3 +270,23 @@ def test_distributed_init_refuses_a_timeout_or_device_of_no_kind(kwargs):
         assert not hpvm.distributed.is_initialized()
     finally:
         hpvm.distributed.finalize()
+
+
+def test_an_rmsnorm_eps_beyond_a_float_is_refused_at_the_factory():
+    """all_reduce_rmsnorm(f32, eps=10**400) passed the option check (a positive int) and failed
+    as float(eps) when the node launched: an internal OverflowError."""
+    with pytest.raises(FrontendError, match="must be a positive number") as info:
+        hpvm.comm.all_reduce_rmsnorm(f32, eps=10 ** 400)  # ERR:rms-eps
+    check_error(info.value, FrontendError, HERE, "rms-eps", "collective-options")
+    eps = int(np.random.default_rng().integers(1, 1000))  # a whole number of the float's range
+    assert f"eps={eps}" in hpvm.to_text(_norm_graph(hpvm.comm.all_reduce_rmsnorm(f32, eps=eps)))
+
+
+def _norm_graph(node):
+    @hpvm.graph
+    def norm(x: InOut[Ptr[f32]], x_bytes: i64, r: InOut[Ptr[f32]], r_bytes: i64,
+             w: In[Ptr[f32]], w_bytes: i64, hidden: i64):
+        hpvm.node(node, x=x, x_bytes=x_bytes, residual=r, residual_bytes=r_bytes, weight=w,
+                  weight_bytes=w_bytes, hidden=hidden)
+
+    return norm

@@ -15,6 +15,7 @@ call and the agreement of its shape (agreement.py), so a relaunch only exchanges
 """
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any, Callable
 
@@ -111,7 +112,9 @@ def _check_options(kind: str, options: dict, error: Callable[[str], Exception]) 
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < RANK_LIMIT:
         raise error(f"root={root!r} must be a rank number (an int in [0, {RANK_LIMIT}))")
     eps = options.get("eps", 1.0)
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+    # (an int beyond a float's range passed, and failed as float(eps) at the launch: internal)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0 or \
+            (isinstance(eps, int) and eps > sys.float_info.max):
         raise error(f"eps={eps!r} must be a positive number")
 
 
