@@ -177,10 +177,18 @@ class ControlFlow:
         start, step, trip = self.loop_range(s, m)
         loop = self._loop_state(s.body)
         k = self.fresh("k")
-        if bounds_uniform:
-            self.emit(f"for {k} in range(0, {trip}):")
+        trips = trip if bounds_uniform else f"tl.max(tl.where({m}, {trip}, 0), 0)"
+        # Triton's `for` cannot exit early: a loop that break or return may leave is a `while`
+        # that stops once no lane is left in it (run to its trip count, `for k in range(2**62)`
+        # left by a break after 4 trips would never end)
+        leaves = loop.brk is not None or any(isinstance(st, K.Return) for st in K.walk_stmts(s.body))
+        if leaves:
+            inside = " & ".join(self.terms + ([f"~{loop.brk}"] if loop.brk else [])
+                                + ([] if bounds_uniform else [f"({k} < {trip})"]))
+            self.emit(f"{k} = Z64")
+            self.emit(f"while ({k} < {trips}) & _any({inside}):")
         else:
-            self.emit(f"for {k} in range(0, tl.max(tl.where({m}, {trip}, 0), 0)):")
+            self.emit(f"for {k} in range(0, {trips}):")
         self.indent += 1
         if not bounds_uniform:
             act = self.fresh("act")
@@ -194,7 +202,7 @@ class ControlFlow:
         else:
             self.emit(f"{name} = tl.where({self.mask()}, {value}, {name})")
         self.block(s.body)
-        self.emit("pass")
+        self.emit(f"{k} = {k} + 1" if leaves else "pass")
         self._leave_body(loop)
         if not bounds_uniform:
             self.terms.pop()
