@@ -16,7 +16,7 @@ _ATOMIC_FN = {"add": "tl.atomic_add", "sub": "tl.atomic_add", "min": "tl.atomic_
 
 class MemoryAccesses:
     """Mixed into the generator: uses its emit/fresh/mask/expr, its names, types and sites, and
-    in a spread loop's chunk its record_failure (spread.py)."""
+    in the checked variant its record_failure (spread.py)."""
 
     def store(self, s: K.Store) -> None:
         elem = self._elem(s.ptr)
@@ -56,7 +56,7 @@ class MemoryAccesses:
         site = len(self.sites) - 1
         if rank is not None:
             m = self.rank_guard(rank, m, site)
-        if self.failures is not None:  # in a spread loop's chunk: reported at its end (spread.py)
+        if self.failures is not None:  # reported at the kernel's or a spread chunk's end (spread.py)
             self.record_failure(f"{m} & ~{ok}", index, site, f"{buf}__limit")
         else:
             self.emit(f"_report(ERR, {m} & ~{ok}, {index}, {site}, {buf}__limit, BLOCK)")

@@ -215,7 +215,15 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             self.dot_kernel_body()
         else:
             self._grid_tile_prologue() if self.tiles else self._prologue()
+            # lanes are instances here: the checked variant keeps each lane's first failure and
+            # reports the lowest failing lane's at the end, as python reports the first failing
+            # instance (reported as they came, a later lane failing in an earlier loop trip won)
+            whole = self.checked and not self.spread
+            if whole:
+                self._open_failures()
             self.block(self.leaf.body)
+            if whole:
+                self._close_failures()
         self._epilogue()
         if self.private:
             self.indent -= 1

@@ -22,7 +22,10 @@ class RemoteAccesses:
         (site: the access's number)."""
         ok = self.fresh("okr")
         self.emit(f"{ok} = ({rank} >= 0) & ({rank} < WORLD)")
-        self.emit(f"_report(ERR, {m} & ~{ok}, {rank}, {RANK_SITES + site}, WORLD, BLOCK)")
+        if self.failures is not None:  # kept for the end, as the accesses' failures (accesses.py)
+            self.record_failure(f"{m} & ~{ok}", rank, RANK_SITES + site, "WORLD")
+        else:
+            self.emit(f"_report(ERR, {m} & ~{ok}, {rank}, {RANK_SITES + site}, WORLD, BLOCK)")
         return f"{m} & {ok}"
 
     def address(self, ptr: K.Var, index: str, rank: str | None, m: str) -> str:
