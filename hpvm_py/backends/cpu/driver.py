@@ -505,7 +505,9 @@ class DriverBuilder(GroupStorage):
     def _x_loop(self, begin: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]) -> None:
         first = len(self.fn.blocks)
         back_edge = self.counted_loop(begin, end, "x", body)
-        mark_parallel(self.fn, first, back_edge, interleave=self.plan.kind != "group")
+        mark_parallel(self.fn, first, back_edge,
+                      interleave=self.plan.kind != "group" and not _inner_loops(self.fn, first,
+                                                                                back_edge))
 
     def _nt_address(self, store: NtStore, x: ir.Value) -> ir.Value:
         """The address (as i64) a qualifying store writes for instance x of this loop."""
@@ -530,6 +532,39 @@ class DriverBuilder(GroupStorage):
             offset = b.and_(b.add(address, moved), line)
             aligned = b.and_(aligned, b.icmp_unsigned("==", offset, ir.Constant(I64, 0)))
         return b.select(aligned, x, end, name="nt.begin")
+
+
+def _inner_loops(fn: ir.Function, first: int, latch: ir.Instruction) -> bool:
+    """Whether the loop of fn.blocks[first:] whose back edge is `latch` has a loop inside (a
+    cycle among those blocks without that edge). Such an instance loop is not interleaved: with
+    the hint, LLVM 22's vectoriser hit an assertion that aborted the process (a data-dependent
+    negative-step range around a guarded load: tests/test_loop_exits_adversarial.py)."""
+    blocks = fn.blocks[first:]
+    inside = {id(block) for block in blocks}
+    successors = {id(block): [op for op in block.terminator.operands if isinstance(op, ir.Block)
+                              and id(op) in inside]
+                  if block.terminator is not None and block.terminator is not latch else []
+                  for block in blocks}
+    # a depth-first walk without recursion (a long body has more blocks than Python's recursion
+    # limit); state 1: on the path walked, 2: done
+    state: dict[int, int] = {}
+    for root in blocks:
+        if id(root) in state:
+            continue
+        state[id(root)] = 1
+        path = [(root, iter(successors[id(root)]))]
+        while path:
+            block, rest = path[-1]
+            succ = next(rest, None)
+            if succ is None:
+                state[id(block)] = 2
+                path.pop()
+            elif state.get(id(succ)) == 1:
+                return True
+            elif id(succ) not in state:
+                state[id(succ)] = 1
+                path.append((succ, iter(successors[id(succ)])))
+    return False
 
 
 def _smax(b: ir.IRBuilder, x: ir.Value, y: ir.Value, name: str = "") -> ir.Value:

@@ -1,7 +1,15 @@
-"""Control flow found wrong by the ctrlflow hunt: generated leaves with breaks, continues and
+"""Control flow found wrong by a hunt (about 1,200 generated leaves with breaks, continues and
 returns at several depths, data-dependent and huge trip counts, run on every target against the
-python target and NumPy."""
+python target and NumPy): a gpu `for` left by break or return ran to its trip count (a
+range(2**62) never ended); the gpu checked kernel reported the first failure in time, not the
+lowest failing instance's; the cpu target's process aborted in LLVM's vectoriser on an instance
+loop around a negative-step range from data."""
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,3 +99,52 @@ def test_the_first_failing_instance_is_reported_though_it_fails_last(target: str
     with hpvm.runtime(target), pytest.raises(hpvm.errors.ExecutionError) as info:
         hpvm.wait(hpvm.launch(module.root, a, np.zeros(n, np.int64), n, first))
     assert f"load from a[{n + first}]" in str(info.value), str(info.value)
+
+
+NEGATIVE_STEP_RANGE = '''
+import sys
+import numpy as np
+import hpvm_py as hpvm
+from hpvm_py import In, InOut, Ptr, i32, i64
+
+@hpvm.leaf
+def body(a: In[Ptr[i64]], a_bytes: i64, b: In[Ptr[i32]], b_bytes: i64, out: InOut[Ptr[i64]],
+         out_bytes: i64, n: i64):
+    i = hpvm.instance_id(0)
+    for k in range(hpvm.i64(b[i] % 4), -2, -3):
+        out[i] = a[i + 1] if i + 1 < n else 4
+
+@hpvm.graph
+def root(a: In[Ptr[i64]], a_bytes: i64, b: In[Ptr[i32]], b_bytes: i64, out: InOut[Ptr[i64]],
+         out_bytes: i64, n: i64):
+    hpvm.node(body, grid=n, a=a, a_bytes=a_bytes, b=b, b_bytes=b_bytes, out=out,
+              out_bytes=out_bytes, n=n)
+
+rng = np.random.default_rng(int(sys.argv[1]))
+n = int(rng.integers(200, 2000))
+a = rng.integers(-100, 100, n).astype(np.int64)
+b = rng.integers(-100, 100, n).astype(np.int32)
+outs = []
+for target in ("python", "cpu"):
+    out = np.full(n, -7, np.int64)
+    with hpvm.runtime(target):
+        hpvm.wait(hpvm.launch(root, a, a.nbytes, b, b.nbytes, out, out.nbytes, n))
+    outs.append(out)
+print("equal" if np.array_equal(*outs) else "different")
+'''
+
+
+@pytest.mark.skipif("cpu" not in TARGETS, reason="the cpu target cannot run here")
+def test_a_negative_step_range_from_data_around_a_guarded_load_compiles_on_cpu(tmp_path) -> None:
+    """LLVM 22's vectoriser aborted the process (an assertion in VPlanRecipes.cpp) on the
+    instance loop around such a loop, when the driver asked for two interleaved vectors: a loop
+    with a loop inside is no longer interleaved. In a process of its own, as an abort is no
+    exception; compiled afresh (no disk cache)."""
+    script = tmp_path / "negative_step.py"  # a leaf is compiled from its file's source
+    script.write_text(NEGATIVE_STEP_RANGE)
+    env = dict(os.environ, HPVM_NO_CACHE="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    seed = str(np.random.default_rng().integers(1 << 31))
+    done = subprocess.run([sys.executable, str(script), seed], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["equal"]
