@@ -90,7 +90,8 @@ def root(a: In[Ptr[i64]], a_bytes: i64, out: Out[Ptr[i64]], out_bytes: i64, n: i
 def test_the_first_failing_instance_is_reported_though_it_fails_last(target: str) -> None:
     """Instances of one block that leave a loop by break after an out-of-bounds access: the error
     names the lowest failing instance's access, as on python, though higher ones fail in earlier
-    trips (the gpu target reported the first failure in time)."""
+    trips (the gpu target reported the first failure in time). On nvptx, where each instance is a
+    thread, one of the failing accesses."""
     module = load(LATE_FAILURE)
     rng = np.random.default_rng()
     n = int(rng.integers(2, 30))  # one block of lanes on gpu
@@ -98,7 +99,11 @@ def test_the_first_failing_instance_is_reported_though_it_fails_last(target: str
     a = rng.integers(-9, 9, n).astype(np.int64)
     with hpvm.runtime(target), pytest.raises(hpvm.errors.ExecutionError) as info:
         hpvm.wait(hpvm.launch(module.root, a, np.zeros(n, np.int64), n, first))
-    assert f"load from a[{n + first}]" in str(info.value), str(info.value)
+    message = str(info.value)
+    if target == "nvptx":  # one thread an instance: they race for the report (docs/language.md)
+        assert any(f"load from a[{n + i}]" in message for i in range(first, n)), message
+    else:
+        assert f"load from a[{n + first}]" in message, message
 
 
 NEGATIVE_STEP_RANGE = '''
