@@ -1,5 +1,5 @@
 """Launches that fail must end, and report what python reports (docs/debugging.md: the first
-failing access in sequential order, as every target does).
+failing access in sequential order, as the cpu target does).
 
 - The cpu target's checked kernel skipped a failing access and went on: a grid of 2**63 - 1
   instances whose store is out of bounds, or one instance whose loop runs 2**62 times, ran for
