@@ -43,7 +43,7 @@ class CpuBackend(Backend):
         return checked, settings.CPU_LEVEL.text()
 
     def build(self, leaf: K.LeafFunc, ctx: NodeContext, checked: bool, key: CacheKey) -> CpuKernel:
-        prepared, plan = _analyse(leaf, ctx, "checked" if checked else "unchecked")
+        prepared, plan = _analyse(leaf, ctx, "checked" if checked else "unchecked", checked)
         info = _info(prepared, ctx, plan)
         # the level the memory cache keys this kernel by (variant): its driver with non-temporal
         # stores, compiled later, is for it too, whatever HPVM_CPU_LEVEL says by then
@@ -70,7 +70,7 @@ class CpuBackend(Backend):
                 nontemporal: bool = False) -> str:
         """The optimised LLVM IR of the leaf's drivers (what `hpvmc compile --emit llvm` shows),
         or of its driver with non-temporal stores."""
-        prepared, plan = _analyse(leaf, ctx)
+        prepared, plan = _analyse(leaf, ctx, checked=checked)
         info = _info(prepared, ctx, plan)
         if nontemporal:
             return str(_nontemporal_module(prepared, ctx, plan))
@@ -104,11 +104,13 @@ def _sites_of(leaf: K.LeafFunc) -> list[Access]:
     return sites(localize_assigned_params(leaf).body)
 
 
-def _analyse(leaf: K.LeafFunc, ctx: NodeContext, label: str = "") -> tuple[K.LeafFunc, Plan]:
+def _analyse(leaf: K.LeafFunc, ctx: NodeContext, label: str = "",
+             checked: bool = False) -> tuple[K.LeafFunc, Plan]:
     """The leaf before clipping, whose accesses the checked variant numbers (with the privatise
-    pass's notes), and the plan of the leaf after every pass (passes.py)."""
+    pass's notes), and the plan of the leaf after every pass (passes.py); a checked one
+    interchanges no loop (loop_plan.make_plan)."""
     after = PASSES.run(leaf, ctx, label=label)
-    return after["privatise"], make_plan(after["clip"], ctx)
+    return after["privatise"], make_plan(after["clip"], ctx, interchange=not checked)
 
 
 def _module_text(leaf: K.LeafFunc, ctx: NodeContext, plan: Plan, info: KernelInfo,

@@ -97,8 +97,11 @@ def check_compilable(leaf: K.LeafFunc) -> None:
                                "code generation", e.loc)
 
 
-def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
-    """The plan of a leaf that went through the cpu passes (passes.PASSES)."""
+def make_plan(leaf: K.LeafFunc, ctx: NodeContext, interchange: bool = True) -> Plan:
+    """The plan of a leaf that went through the cpu passes (passes.PASSES). `interchange`: uniform
+    loops may be interchanged with the instance loop. Checked code keeps each instance's loops
+    whole: interchanged, a later instance failing in an earlier trip failed first, where python
+    names the first failing instance in sequential order (docs/language.md)."""
     check_compilable(leaf)
     mallocs = [s for s in leaf.body if isinstance(s, K.Assign) and isinstance(s.value, K.Malloc)]
     has_barrier = any(isinstance(s, K.Barrier) for s in K.walk_stmts(leaf.body))
@@ -112,11 +115,11 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
     body = [s for s in leaf.body if not any(s is m for m in mallocs)]
     rows = 1
     if kind == "row":
-        splitter, rows = _row_splitter(leaf, body, ctx, leaf_dims)
+        splitter, rows = _row_splitter(leaf, body, ctx, leaf_dims, interchange)
         if not splitter.group_stmts:
             kind = "flat"
     else:
-        splitter = _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset()))
+        splitter = _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset()), interchange)
     if kind == "flat":
         return Plan("flat", [Forall(body)], {name: REG for name in leaf.locals}, bounds=bounds,
                     body=body)
@@ -127,28 +130,29 @@ def make_plan(leaf: K.LeafFunc, ctx: NodeContext) -> Plan:
     return plan
 
 
-def _row_splitter(leaf: K.LeafFunc, body: K.Block, ctx: NodeContext,
-                  leaf_dims: int) -> tuple["_Splitter", int]:
+def _row_splitter(leaf: K.LeafFunc, body: K.Block, ctx: NodeContext, leaf_dims: int,
+                  interchange: bool) -> tuple["_Splitter", int]:
     """Groups of several rows when the interchanged loops allow it (uniform across rows), else
     groups within one row."""
     if leaf_dims >= 2:
-        block = _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset({2})))
+        block = _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset({2})), interchange)
         if block.group_stmts:
             return block, ROWS
-    return _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset({1, 2}))), 1
+    return _Splitter(body, Uniformity(leaf, ctx.input_modes, frozenset({1, 2})), interchange), 1
 
 
 class _Splitter:
     """Chooses the group-level statements and splits the body into items around them."""
 
-    def __init__(self, body: K.Block, uni: Uniformity):
+    def __init__(self, body: K.Block, uni: Uniformity, interchange: bool):
         self.body = body
         self.uni = uni
         self.single_defs = _single_definitions(body)
         self.candidates: set[int] = set()
         self.group_stmts: set[int] = set()
         self.group_vars: set[str] = set()
-        self._collect_candidates(body)
+        if interchange:
+            self._collect_candidates(body)
         self._fixed_point()
         self._check()
 
