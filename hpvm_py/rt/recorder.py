@@ -20,7 +20,7 @@ from ..types import PtrType, ScalarType
 from .args import IMMUTABLE_NUMBERS
 from .buffers import HOST
 from .executor import BoundBuffer
-from .recording import Acquire, Recording, Redecide, Step, copy_ref
+from .recording import Acquire, Recording, Redecide, Step
 from .replay_streams import assign_streams
 from .tracker import MemoryTracker
 
@@ -205,7 +205,7 @@ class Recorder:
         spec = node.func.params[i]
         direction = spec.direction
         self.acquires.append(Acquire(weakref.ref(obj), device, copied_in or direction in ("in", "inout"),
-                                      direction in ("out", "inout"), copy_ref(obj, arg.obj),
+                                      direction in ("out", "inout"), weakref.ref(arg.obj),
                                       len(self.steps), i, src.bind_port, spec, copied_in))
         return True
 

@@ -85,27 +85,6 @@ class Step:
         return again.prepared[again.node.kernel_for(call, again.extents)]
 
 
-class UserOf:
-    """A weak reference to a tracked object's own buffer (what the tracker gives a node on its
-    home), through the object: a weak reference to a NumPy array keeps NumPy from resizing it
-    ("cannot resize an array that references or is referenced"), so a launch recorded on the
-    cpu target left the user's array that could not be resized."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any):
-        self.obj = weakref.ref(obj)
-
-    def __call__(self) -> Any:
-        obj = self.obj()
-        return None if obj is None else obj.user
-
-
-def copy_ref(obj: Any, buf: Any) -> weakref.ref | UserOf:
-    """A weak reference to `buf`, the copy of tracked object `obj` that a kernel uses."""
-    return UserOf(obj) if buf is obj.user else weakref.ref(buf)
-
-
 @dataclass
 class Acquire:
     """A buffer the step's kernel uses, as the tracker gave it when recorded."""
@@ -114,7 +93,7 @@ class Acquire:
     device: str
     reads: bool
     writes: bool
-    buf: weakref.ref | UserOf  # the copy the kernel was prepared on
+    buf: weakref.ref  # the copy the kernel was prepared on
     step: int  # which step's kernel, its pointer parameter, and the root argument bound to it
     param: int
     port: int
@@ -372,10 +351,10 @@ class Recording:
             arg = executor.buffer_arg(bound, need.spec, need.device, need.copied_in)
             steps[need.step].set_buffer(need.param, arg)
             if in_place:
-                need.obj, need.buf = weakref.ref(bound.obj), copy_ref(bound.obj, arg.obj)
+                need.obj, need.buf = weakref.ref(bound.obj), weakref.ref(arg.obj)
                 continue
             acquires.append(Acquire(weakref.ref(bound.obj), need.device, need.reads, need.writes,
-                                     copy_ref(bound.obj, arg.obj), need.step, need.param, need.port,
+                                     weakref.ref(arg.obj), need.step, need.param, need.port,
                                      need.spec, need.copied_in))
         return self.acquires if in_place else acquires
 
