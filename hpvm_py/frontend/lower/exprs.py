@@ -188,6 +188,9 @@ class ExprLowering(TypeConversions):
                                             self.to_type(b, t, node, explicit=True)], type=t, loc=loc)
 
     def fold_binop(self, op: str, a: Weak, b: Weak, node: ast.AST) -> Weak:
+        if op in ("and", "or", "xor", "shl", "shr") and (a.kind == "float" or b.kind == "float"):
+            # a type error, refused in excluded code too (only evaluation is skipped there)
+            raise self.error(node, "bitwise operator needs integers")
         try:
             return self._fold_binop(op, a, b, node)
         except FrontendError:
@@ -219,8 +222,6 @@ class ExprLowering(TypeConversions):
                 r = x % y
             elif op == "pow":
                 r = x ** y
-            elif isinstance(x, float) or isinstance(y, float):
-                raise self.error(node, "bitwise operator needs integers")
             elif op == "and":
                 r = x & y
             elif op == "or":

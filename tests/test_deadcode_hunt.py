@@ -1,0 +1,62 @@
+"""Code that a constant condition excludes (hunt: deadcode): its literal expressions are not
+evaluated, as in Python, but it is still checked otherwise (docs/language.md, "Arithmetic"), and
+the targets agree, bit for bit, with the python target on what runs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hpvm_py as hpvm
+
+from differential.data import load
+
+TYPE_ERRORS = '''
+import hpvm_py as hpvm
+from hpvm_py import Out, Ptr, i64, f64
+K = 0.0
+N = 0
+
+
+@hpvm.leaf
+def excluded(f: Out[Ptr[f64]], f_bytes: i64, x: f64):
+    f[0] = x
+{line}
+
+
+@hpvm.graph
+def root(f: Out[Ptr[f64]], f_bytes: i64, x: f64):
+    hpvm.node(excluded, grid=1, f=f, f_bytes=f_bytes, x=x)
+'''
+
+
+@pytest.mark.parametrize("line", [
+    "    f[1] = x if N == 0 else hpvm.f64(1.5 & 2)",
+    "    f[1] = x if N == 0 else hpvm.f64(2 << 0.5)",
+    "    f[1] = hpvm.f64(N != 0 and (2 ^ 1.0) > 0)",
+    "    f[1] = hpvm.f64(N == 0 or (1 / N | 2) > 0)",
+    "    if N:\n        f[1] = hpvm.f64(K >> 1)",
+    "    while N:\n        f[1] = hpvm.f64(1 & 0.0)\n        break",
+])
+def test_a_type_error_among_literals_is_refused_in_excluded_code(line: str) -> None:
+    """`1.5 & 2` in an arm that a constant condition excludes is refused as the same operation of
+    a float variable is: the front end caught the bitwise operator's type error as if it were
+    an evaluation error (a division by zero) and replaced it by 0.0."""
+    module = load(TYPE_ERRORS.format(line=line))
+    f = np.zeros(2, np.float64)
+    refused = pytest.raises(hpvm.errors.FrontendError, match="bitwise operator needs integers")
+    with refused as caught:
+        with hpvm.runtime(target="python"):
+            hpvm.wait(hpvm.launch(module.root, f, f.nbytes, np.float64(1.0)))
+    # the user's line: the leaf's third, or its fourth below an `if`/`while`
+    assert caught.value.loc is not None and caught.value.loc.line == 11 + ("\n" in line)
+
+
+def test_integer_bitwise_literals_in_excluded_code_still_compile(target: str, rng) -> None:
+    """Integer bitwise operators among literals stay legal there; what runs is exact."""
+    line = "    f[1] = x * 2.0 if N == 0 else hpvm.f64(1 // N & 2 | 5 << 3)"
+    module = load(TYPE_ERRORS.format(line=line))
+    x = np.float64(rng.uniform(-4.0, 4.0))
+    f = np.zeros(2, np.float64)
+    with hpvm.runtime(target=target):
+        hpvm.wait(hpvm.launch(module.root, f, f.nbytes, x))
+    np.testing.assert_array_equal(f, np.array([x, x * 2.0]))
