@@ -60,3 +60,48 @@ def test_integer_bitwise_literals_in_excluded_code_still_compile(target: str, rn
     with hpvm.runtime(target=target):
         hpvm.wait(hpvm.launch(module.root, f, f.nbytes, x))
     np.testing.assert_array_equal(f, np.array([x, x * 2.0]))
+
+
+EXCLUDED = '''
+import hpvm_py as hpvm
+from hpvm_py import Out, Ptr, i64, f64
+K = 0.0
+N = 0
+
+
+@hpvm.leaf
+def excluded(f: Out[Ptr[f64]], f_bytes: i64, x: f64):
+{lines}
+
+
+@hpvm.graph
+def root(f: Out[Ptr[f64]], f_bytes: i64, x: f64):
+    hpvm.node(excluded, grid=1, f=f, f_bytes=f_bytes, x=x)
+'''
+
+
+def _excluded(expressions: list[str], target: str, x: np.float64) -> None:
+    """Each expression stored as f[j] on `target` is what Python computes for it (x an f64)."""
+    lines = "\n".join(f"    f[{j}] = hpvm.f64({e})" for j, e in enumerate(expressions))
+    module = load(EXCLUDED.format(lines=lines))
+    f = np.zeros(len(expressions), np.float64)
+    with hpvm.runtime(target=target):
+        hpvm.wait(hpvm.launch(module.root, f, f.nbytes, x))
+    scope = {"K": 0.0, "N": 0, "x": float(x)}
+    want = np.array([float(eval(e, scope)) for e in expressions], np.float64)
+    np.testing.assert_array_equal(f.view(np.int64), want.view(np.int64))
+
+
+CHAINS = [
+    "0.0 < K < 1.0 / K",
+    "1.0 < K < x < 1.0 / K",
+    "(x if 0 != N == 1 / N else 2.0 * x)",
+    "(1.0 / K if K != 0.0 != 1.0 / K else x - 1.0)",
+]
+
+
+def test_a_chained_comparison_found_false_excludes_its_later_operands(target: str, rng) -> None:
+    """`0.0 < K < 1.0 / K` with K = 0.0 is False, as in Python, which evaluates no operand after
+    a comparison found false (a chain is an `and`): the front end evaluated every operand first
+    and refused 1.0 / K as a division by zero in a constant expression."""
+    _excluded(CHAINS, target, np.float64(rng.uniform(-4.0, 4.0)))

@@ -271,23 +271,24 @@ class ExprLowering(TypeConversions):
         return K.UnaryOp(op="invert", operand=operand, type=operand.type, loc=loc)
 
     def compare(self, node: ast.Compare, loc: Loc) -> Value:
-        operands = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
-        for middle, middle_node in zip(operands[1:-1], node.comparators[:-1]):
-            if isinstance(middle, K.Expr) and _has_effects(middle):
-                # `a < f() < b` is `a < f() and f() < b` in the IR: the call would run twice
-                raise self.error(middle_node, "the middle operand of a chained comparison is used "
-                                 "by two comparisons, so it must not have side effects (an atomic, "
-                                 "a helper given a pointer): assign it to a variable first",
-                                 rule="supported-python")
-            if isinstance(middle, K.Expr):
-                self._check_repeated(middle, middle_node, "the middle operand of a chained "
-                                     "comparison (one copy per comparison)")
+        a = self.expr(node.left)
         result: Value | None = None
-        for i, op_node in enumerate(node.ops):
+        for i, (op_node, right) in enumerate(zip(node.ops, node.comparators)):
+            # as `and`: Python evaluates no operand after a comparison found false
+            decided = isinstance(result, Weak) and not result.value
+            b = self.maybe_dead(not decided, lambda right=right: self.expr(right))
+            if i + 1 < len(node.ops) and isinstance(b, K.Expr):
+                if _has_effects(b):
+                    # `a < f() < b` is `a < f() and f() < b` in the IR: the call would run twice
+                    raise self.error(right, "the middle operand of a chained comparison is used "
+                                     "by two comparisons, so it must not have side effects (an "
+                                     "atomic, a helper given a pointer): assign it to a variable "
+                                     "first", rule="supported-python")
+                self._check_repeated(b, right, "the middle operand of a chained comparison (one "
+                                     "copy per comparison)")
             op = _CMPOPS.get(type(op_node))
             if op is None:
                 raise self.error(node, f"comparison {type(op_node).__name__} is not supported")
-            a, b = operands[i], operands[i + 1]
             if isinstance(a, Handle) or isinstance(b, Handle):
                 raise self.error(node, "node handles cannot be compared")
             if isinstance(a, Weak) and isinstance(b, Weak):
@@ -297,6 +298,7 @@ class ExprLowering(TypeConversions):
                 one = K.Compare(op=op, lhs=self.to_type(a, t, node, explicit=True),
                                 rhs=self.to_type(b, t, node, explicit=True), type=T.i1, loc=loc)
             result = one if result is None else self.logical("land", result, one, loc)
+            a = b
         assert result is not None
         return result
 
