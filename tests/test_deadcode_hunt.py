@@ -105,3 +105,42 @@ def test_a_chained_comparison_found_false_excludes_its_later_operands(target: st
     a comparison found false (a chain is an `and`): the front end evaluated every operand first
     and refused 1.0 / K as a division by zero in a constant expression."""
     _excluded(CHAINS, target, np.float64(rng.uniform(-4.0, 4.0)))
+
+
+DECIDED = [
+    "x < 1.0 < K <= 1.0 / K < x",
+    "(x > 0.0 or K == 0.0) or 1.0 / K > x",
+    "(x > 0.0 and K != 0.0) and 1.0 / K > x",
+    "(1.0 / K if (x > 0.0 and N != 0) else x + 1.0)",
+    "(x - 1.0 if not (x > 0.0 and N) else 1.0 / K)",
+    "(x * 3.0 if x < 0.0 or not (x > 1.0 and bool(N)) else 1.0 / K)",
+    "(x if (x > 0.0 or (x < 1.0 or True)) and not (N and x > 0.0) else 1.0 / K)",
+]
+
+DECIDED_STATEMENTS = '''
+    s = x
+    if x > 0.0 and N != 0:
+        s = 1.0 / K
+    elif not (x <= 0.0 or True):
+        s = x / K
+    while x > 0.0 and N != 0:
+        s = 1.0 / N
+        break
+    f[{j}] = s
+'''
+
+
+def test_an_and_or_that_a_literal_decides_excludes_what_it_guards(target: str, rng) -> None:
+    """`(x > 0.0 or K == 0.0) or 1.0 / K > x` is True and `1.0 / K if x > 0.0 and N != 0 else
+    x` is x, as in Python, though x is a run-time value: True decides an `or` and False an `and`
+    wherever it stands, not only first, and `not` keeps that known. The front end knew a
+    condition only from a literal, so it evaluated the excluded 1.0 / K and refused it as a
+    division by zero in a constant expression."""
+    x = np.float64(rng.uniform(-4.0, 4.0))
+    _excluded(DECIDED, target, x)
+    lines = "\n".join(f"    f[{j}] = hpvm.f64({e})" for j, e in enumerate(DECIDED))
+    module = load(EXCLUDED.format(lines=lines + DECIDED_STATEMENTS.format(j=len(DECIDED))))
+    f = np.zeros(len(DECIDED) + 1, np.float64)
+    with hpvm.runtime(target=target):
+        hpvm.wait(hpvm.launch(module.root, f, f.nbytes, x))
+    assert f[-1].view(np.int64) == x.view(np.int64)

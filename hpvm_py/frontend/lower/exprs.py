@@ -16,7 +16,7 @@ from ...support.loc import Loc
 from ...types import PtrType, ScalarType
 from ..source import is_missing
 from .conversions import TypeConversions
-from .values import BINOPS, Handle, Value, Weak, const, construct_name
+from .values import BINOPS, Handle, Value, Weak, const, constant_truth, construct_name
 
 # The most bits an integer folded from literals may have: Python's exact arithmetic would take
 # minutes (or all memory) for `10 ** 10 ** 9`, and no type holds a value near this anyway.
@@ -55,7 +55,7 @@ class ExprLowering(TypeConversions):
             decided = False  # a constant operand short-circuits the ones after it
             for v in node.values:
                 value = self.maybe_dead(not decided, lambda v=v: self.truth(self.expr(v), v))
-                decided = decided or (isinstance(value, Weak) and bool(value.value) == (op == "lor"))
+                decided = decided or constant_truth(value) == (op == "lor")
                 values.append(value)
             result = values[0]
             for value in values[1:]:
@@ -275,7 +275,7 @@ class ExprLowering(TypeConversions):
         result: Value | None = None
         for i, (op_node, right) in enumerate(zip(node.ops, node.comparators)):
             # as `and`: Python evaluates no operand after a comparison found false
-            decided = isinstance(result, Weak) and not result.value
+            decided = constant_truth(result) is False
             b = self.maybe_dead(not decided, lambda right=right: self.expr(right))
             if i + 1 < len(node.ops) and isinstance(b, K.Expr):
                 if _has_effects(b):
@@ -334,7 +334,7 @@ class ExprLowering(TypeConversions):
 
     def select(self, node: ast.IfExp, loc: Loc) -> Value:
         cond = self.truth(self.expr(node.test), node.test)
-        runs = bool(cond.value) if isinstance(cond, Weak) else None
+        runs = constant_truth(cond)
         a = self.maybe_dead(runs is not False, lambda: self.expr(node.body))
         b = self.maybe_dead(runs is not True, lambda: self.expr(node.orelse))
         if isinstance(cond, Weak):

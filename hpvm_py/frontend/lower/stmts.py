@@ -15,7 +15,8 @@ from ..intrinsics import INTRINSICS
 from ..source import resolve_annotation
 from .calls import CallLowering
 from .sizes import size_at
-from .values import BINOPS, Handle, Value, Weak, can_widen, const, construct_name, intrinsic_kind
+from .values import (BINOPS, Handle, Value, Weak, can_widen, const, constant_truth, construct_name,
+                     intrinsic_kind)
 
 
 class StmtLowering(CallLowering):
@@ -47,7 +48,7 @@ class StmtLowering(CallLowering):
             return self.aug_assign(node, loc)
         if isinstance(node, ast.If):
             cond = self.truth(self.expr(node.test), node.test)
-            runs = bool(cond.value) if isinstance(cond, Weak) else None
+            runs = constant_truth(cond)
             return [K.If(cond=self.materialize(cond, T.i1, node.test),
                          then=self.maybe_dead(runs is not False, lambda: self.nested(node.body)),
                          orelse=self.maybe_dead(runs is not True, lambda: self.nested(node.orelse)),
@@ -59,7 +60,7 @@ class StmtLowering(CallLowering):
                 raise self.error(node, "`while ... else` is not supported in a leaf",
                                  rule="supported-python")
             test = self.truth(self.expr(node.test), node.test)
-            runs = not isinstance(test, Weak) or bool(test.value)
+            runs = constant_truth(test) is not False
             cond = self.materialize(test, T.i1, node.test)
             return [K.While(cond=cond, body=self.maybe_dead(runs, lambda: self.nested(node.body)),
                             loc=loc)]

@@ -41,6 +41,26 @@ class Handle:
 Value = K.Expr | Weak | Handle
 
 
+def constant_truth(v: Value | None) -> bool | None:
+    """v's truth where it is the same on every run (None where not): a literal's, a constant
+    i1's, an and/or's whose operands' truths decide it (`x or True` is true, though x still runs)
+    and its negation's; code that it excludes is never run, as in Python (maybe_dead)."""
+    if isinstance(v, Weak):
+        return bool(v.value)
+    if isinstance(v, K.Const) and v.type == T.i1:
+        return bool(v.value)
+    if isinstance(v, K.Logical):
+        decides = v.op == "lor"  # True decides an `or`, False an `and`
+        sides = (constant_truth(v.lhs), constant_truth(v.rhs))
+        if decides in sides:
+            return decides
+        return None if None in sides else not decides
+    if isinstance(v, K.UnaryOp) and v.op == "not":
+        truth = constant_truth(v.operand)
+        return None if truth is None else not truth
+    return None
+
+
 def can_widen(src: Type, dst: Type) -> bool:
     """Whether a value of type src converts implicitly (without loss of range) to dst."""
     if src == dst:
