@@ -1,6 +1,7 @@
 """Code that a constant condition excludes (hunt: deadcode): its literal expressions are not
 evaluated, as in Python, but it is still checked otherwise (docs/language.md, "Arithmetic"), and
-the targets agree, bit for bit, with the python target on what runs."""
+the targets agree, bit for bit, with the python target on what runs. And the gpu target's checked
+kernel, which stops a lane at its first failing access as python stops the instance."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 import hpvm_py as hpvm
 
+from deadlines import deadline
 from differential.data import load
 
 TYPE_ERRORS = '''
@@ -144,3 +146,44 @@ def test_an_and_or_that_a_literal_decides_excludes_what_it_guards(target: str, r
     with hpvm.runtime(target=target):
         hpvm.wait(hpvm.launch(module.root, f, f.nbytes, x))
     assert f[-1].view(np.int64) == x.view(np.int64)
+
+
+
+RUNS_OFF = '''
+import hpvm_py as hpvm
+from hpvm_py import In, Out, Ptr, i64
+
+
+@hpvm.leaf
+def scan(a: In[Ptr[i64]], a_bytes: i64, out: Out[Ptr[i64]], out_bytes: i64, n: i64, big: i64):
+    i = hpvm.instance_id(0)
+    s = i
+{body}
+    out[i] = s
+
+
+@hpvm.graph
+def root(a: In[Ptr[i64]], a_bytes: i64, out: Out[Ptr[i64]], out_bytes: i64, n: i64, big: i64):
+    hpvm.node(scan, grid=n, a=a, a_bytes=a_bytes, out=out, out_bytes=out_bytes, n=n, big=big)
+'''
+
+RUNNING_OFF = {
+    "per-lane while": "    while a[s] == 0:\n        s += 1",
+    "uniform while": "    k = 0\n    while k < big:\n        s += a[k]\n        k += 1",
+    "uniform for": "    for t in range(0, big):\n        s += a[t + i]",
+    "per-lane for": "    for t in range(i, big + i):\n        s += a[t]",
+}
+
+
+@pytest.mark.parametrize("body", RUNNING_OFF)
+def test_a_loop_that_runs_off_a_buffer_ends_with_its_error(target: str, body: str, rng) -> None:
+    """A loop over range(2**62), or one that runs while it reads 0, reading past its buffer's end,
+    fails with the out-of-bounds load, as on python: the gpu target's checked kernel went on
+    running a failed lane on the masked load's 0, so these loops never ended."""
+    n = int(rng.integers(2, 30))
+    a = np.zeros(n, np.int64)
+    a[: int(rng.integers(0, n))] = rng.integers(1, 9)  # the per-lane while: these lanes end
+    module = load(RUNS_OFF.format(body=RUNNING_OFF[body]))
+    with deadline(120), hpvm.runtime(target), pytest.raises(hpvm.errors.ExecutionError) as info:
+        hpvm.wait(hpvm.launch(module.root, a, np.zeros(n, np.int64), n, 2**62))
+    assert f"out-of-bounds load from a[{n}]" in str(info.value), str(info.value)

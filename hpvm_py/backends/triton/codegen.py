@@ -171,10 +171,14 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             self.uniform: Uniformity = TileUniformity(leaf, ctx.input_modes, masked, frozenset({0, 1}))
         else:
             self.uniform = Uniformity(leaf, ctx.input_modes, frozenset(), masked)
-        self.live = needs_live(leaf)
         # one instance per program, whose lanes are idle: reduction loops may use them (in every
         # variant: it suits any launch, and the checked one reports in sequential order)
         self.spread, split = spread_loops(leaf, self.uniform)
+        # lanes are instances: the checked variant stops a lane at its first failure, as python
+        # stops the instance (left running on the masked load's 0, `while a[j] == 0: j += 1`
+        # never ended), so `live` also holds the lanes that have not failed
+        self.stops = checked and not self.spread
+        self.live = needs_live(leaf) or self.stops
         if self.spread:  # their loop variables and temporaries are per lane; the rest as before
             per_lane = frozenset().union(*(r.per_lane for r in self.spread))
             self.uniform = Uniformity(without(leaf, self.spread), ctx.input_modes, frozenset(),
@@ -215,14 +219,13 @@ class _Generator(ControlFlow, MemoryAccesses, RemoteAccesses, MathCalls, GridTil
             self.dot_kernel_body()
         else:
             self._grid_tile_prologue() if self.tiles else self._prologue()
-            # lanes are instances here: the checked variant keeps each lane's first failure and
-            # reports the lowest failing lane's at the end, as python reports the first failing
-            # instance (reported as they came, a later lane failing in an earlier loop trip won)
-            whole = self.checked and not self.spread
-            if whole:
+            # the checked variant keeps each lane's first failure and reports the lowest failing
+            # lane's at the end, as python reports the first failing instance (reported as they
+            # came, a later lane failing in an earlier loop trip won)
+            if self.stops:
                 self._open_failures()
             self.block(self.leaf.body)
-            if whole:
+            if self.stops:
                 self._close_failures()
         self._epilogue()
         if self.private:

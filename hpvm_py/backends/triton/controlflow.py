@@ -178,10 +178,11 @@ class ControlFlow:
         loop = self._loop_state(s.body)
         k = self.fresh("k")
         trips = trip if bounds_uniform else f"tl.max(tl.where({m}, {trip}, 0), 0)"
-        # Triton's `for` cannot exit early: a loop that break or return may leave is a `while`
-        # that stops once no lane is left in it (run to its trip count, `for k in range(2**62)`
-        # left by a break after 4 trips would never end)
-        leaves = loop.brk is not None or any(isinstance(st, K.Return) for st in K.walk_stmts(s.body))
+        # Triton's `for` cannot exit early: a loop that break, return or (checked variant) a
+        # failing access may leave is a `while` that stops once no lane is left in it (run to its
+        # trip count, `for k in range(2**62)` left by a break after 4 trips would never end)
+        leaves = loop.brk is not None or self.stops and _accesses_memory(s.body) or \
+            any(isinstance(st, K.Return) for st in K.walk_stmts(s.body))
         if leaves:
             inside = " & ".join(self.terms + ([f"~{loop.brk}"] if loop.brk else [])
                                 + ([] if bounds_uniform else [f"({k} < {trip})"]))
@@ -209,7 +210,9 @@ class ControlFlow:
         self.indent -= 1
 
     def while_(self, s: K.While) -> None:
-        escapes = any(isinstance(st, (K.Break, K.Continue, K.Return)) for st in K.walk_stmts(s.body))
+        # in the checked variant a failing access leaves the loop too (codegen.py's `stops`)
+        escapes = self.stops and _accesses_memory([s]) or \
+            any(isinstance(st, (K.Break, K.Continue, K.Return)) for st in K.walk_stmts(s.body))
         if self.uniform.expr(s.cond) and not escapes:
             # `| NEVER`: a condition false on entry for Triton's constants (instance counts of a
             # small or skinny grid, integer arguments equal to 1) leaves a loop body that Triton

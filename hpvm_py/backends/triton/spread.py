@@ -227,6 +227,8 @@ class SpreadLoops:
         self.emit(f"{indices} = tl.where({first}, {index}, {indices})")
         self.emit(f"{limits} = tl.where({first}, {limit}, {limits})")
         self.emit(f"{seen} = {seen} | {first}")
+        if self.stops:  # the lane stops here (codegen.py)
+            self.emit(f"live = live & ~{first}")
 
     def _close_failures(self) -> None:
         assert self.failures is not None
