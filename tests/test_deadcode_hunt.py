@@ -187,3 +187,34 @@ def test_a_loop_that_runs_off_a_buffer_ends_with_its_error(target: str, body: st
     with deadline(120), hpvm.runtime(target), pytest.raises(hpvm.errors.ExecutionError) as info:
         hpvm.wait(hpvm.launch(module.root, a, np.zeros(n, np.int64), n, 2**62))
     assert f"out-of-bounds load from a[{n}]" in str(info.value), str(info.value)
+
+
+SPREAD_RUNS_OFF = '''
+import hpvm_py as hpvm
+from hpvm_py import In, Out, Ptr, i64
+
+
+@hpvm.leaf
+def total(a: In[Ptr[i64]], a_bytes: i64, out: Out[Ptr[i64]], out_bytes: i64, big: i64):
+    s = 0
+    for k in range(0, big):               # one instance: on gpu its lanes share the iterations
+        s += a[k]
+    out[0] = s
+
+
+@hpvm.graph
+def root(a: In[Ptr[i64]], a_bytes: i64, out: Out[Ptr[i64]], out_bytes: i64, big: i64):
+    hpvm.node(total, a=a, a_bytes=a_bytes, out=out, out_bytes=out_bytes, big=big)
+'''
+
+
+def test_a_reduction_over_lanes_that_runs_off_a_buffer_ends_with_its_error(target: str,
+                                                                            rng) -> None:
+    """The same for a reduction loop that the gpu target spreads over a program's lanes: its
+    checked kernel ran the chunks after a failing one to range(2**62)'s end."""
+    n = int(rng.integers(1, 3000))
+    a = rng.integers(-9, 9, n).astype(np.int64)
+    module = load(SPREAD_RUNS_OFF)
+    with deadline(120), hpvm.runtime(target), pytest.raises(hpvm.errors.ExecutionError) as info:
+        hpvm.wait(hpvm.launch(module.root, a, np.zeros(1, np.int64), 2**62))
+    assert f"out-of-bounds load from a[{n}]" in str(info.value), str(info.value)

@@ -86,7 +86,14 @@ class SpreadLoops:
         partials = {acc.name: self._partial(acc) for acc in r.accumulators}
         chunk, k, act = self.fresh("c"), self.fresh("k"), self.fresh("act")
         first, stride = ("part * BLOCK", "SPLIT * BLOCK") if self.split else ("0", "BLOCK")
-        self.emit(f"for {chunk} in range({first}, {trip}, {stride}):")
+        failed = self.fresh("failed") if self.checked else ""
+        if self.checked:  # a chunk that failed is the last: later ones hold later iterations (a
+            # range(2**62) read past a buffer's end never ended)
+            self.emit(f"{failed} = Z64 != 0")
+            self.emit(f"{chunk} = Z64 + {first}")
+            self.emit(f"while ({chunk} < {trip}) & ~{failed}:")
+        else:
+            self.emit(f"for {chunk} in range({first}, {trip}, {stride}):")
         self.indent += 1
         self.emit(f"{k} = {chunk} + tl.arange(0, BLOCK).to(tl.int64)")
         self.emit(f"{act} = {k} < {trip}")
@@ -107,7 +114,10 @@ class SpreadLoops:
                         for e in K.walk_exprs(st.value))
             self.emit(f"{self.names[st.target]} = {code if lanes else self.broadcast(code)}")
         if self.checked:
+            assert self.failures is not None
+            self.emit(f"{failed} = _any({self.failures[0]})")
             self._close_failures()
+            self.emit(f"{chunk} = {chunk} + {stride}")
         self.indent -= 1
         for acc in r.accumulators:
             self._combine(acc, partials[acc.name])
