@@ -202,14 +202,16 @@ def track_memory(buf: Any) -> Any:
     `request_memory`, and to write it on the host, untracks it first and tracks it again after.
 
     Args:
-        buf: a NumPy array or a torch tensor (CPU or CUDA), contiguous.
+        buf: a NumPy array or a torch tensor (CPU or CUDA); a strided view is tracked too (its
+            writes and its aliases' are kept in step: docs/runtime.md, "Buffers").
 
     Returns:
         `buf` itself.
 
     Raises:
         LaunchError: no runtime is running.
-        MemoryTrackingError: the buffer cannot be tracked (not contiguous, not a buffer).
+        MemoryTrackingError: the buffer cannot be tracked (not a buffer, a sparse tensor, a meta
+            tensor or one on a device hpvm-py does not run on).
     """
     check_host_code("track_memory")
     _active().tracker.track(buf)
