@@ -243,9 +243,7 @@ def test_a_cpu_level_set_after_a_graph_compiled_is_for_the_graphs_compiled_later
     """A graph keeps the kernels it was compiled with: HPVM_CPU_LEVEL set after its first launch
     changed nothing for it, which the docs did not say. They say now that the level is read when
     a graph is compiled; a graph compiled after the change gets the level's code."""
-    levels = jit.runnable_levels()
-    if not levels:
-        pytest.skip("this CPU runs no x86-64 level")
+    levels = jit.runnable_levels()  # the baseline x86-64 at least, on any machine CI has
     level = str(rng.choice(levels))
     n = 512
     a = rng.standard_normal(n).astype(np.float32)
